@@ -1,0 +1,118 @@
+"""Float mode Z (SPEC section 2): IEEE binary32, round to nearest even, subnormals flushed.
+
+Every operation reads a subnormal input as a zero of the same sign, rounds the exact result as
+ordinary IEEE float32 arithmetic does (gradual underflow included), then writes a subnormal result
+as a zero of the same sign and any NaN as the canonical NaN ``0x7FFFFFFF``.  The flush is done on
+the uint32 bits of ordinary float32 results: no fastmath (which would allow FMA contraction and
+reassociation) and no hardware FTZ (which decides underflow before rounding, so
+``0x00800000 * 0x3F7FFFFF`` would give 0 instead of ``0x00800000``).  Kernels compile with
+``error_model="numpy"`` so that a division by zero gives inf or NaN, as IEEE says, not an exception.
+
+Two flushes are offered: :func:`flush` applies the whole rule, :func:`flush_subnormal` only the
+subnormal part.  Inside a kernel whose inputs were flushed once, ``flush_subnormal`` after each
+operation gives the same bits as ``flush``: an add, sub, mul or div with a NaN operand always
+yields a NaN, so canonicalising NaNs where words leave the kernel (:func:`bits`) is enough.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EXP_MASK = np.uint32(0x7F800000)
+SIGN_MASK = np.uint32(0x80000000)
+MANT_MASK = np.uint32(0x007FFFFF)
+CANONICAL_NAN = np.uint32(0x7FFFFFFF)
+
+
+@njit(cache=True, error_model="numpy")
+def flush_bits(u: np.uint32) -> np.uint32:
+    """The word of the mode-Z value read from word ``u`` (subnormal -> signed zero, NaN -> canonical)."""
+    u = np.uint32(u)
+    e = u & EXP_MASK
+    if e == 0:
+        return np.uint32(u & SIGN_MASK)
+    if e == EXP_MASK and (u & MANT_MASK) != 0:
+        return CANONICAL_NAN
+    return u
+
+
+@njit(cache=True, error_model="numpy")
+def from_bits(u: np.uint32) -> np.float32:
+    """``ftz_from_bits``: read a word as f32 through the flush/NaN rule."""
+    return np.uint32(flush_bits(u)).view(np.float32)
+
+
+@njit(cache=True, error_model="numpy")
+def bits(f: np.float32) -> np.uint32:
+    """``ftz_bits``: the word of the flushed value of ``f``."""
+    return flush_bits(np.float32(f).view(np.uint32))
+
+
+@njit(cache=True, error_model="numpy")
+def flush(f: np.float32) -> np.float32:
+    """The mode-Z value of ``f``."""
+    return from_bits(np.float32(f).view(np.uint32))
+
+
+@njit(cache=True, error_model="numpy")
+def flush_subnormal(f: np.float32) -> np.float32:
+    """Subnormal -> zero of the same sign; NaNs left as they are (see the module docstring)."""
+    u = np.float32(f).view(np.uint32)
+    if (u & EXP_MASK) == 0:
+        return np.uint32(u & SIGN_MASK).view(np.float32)
+    return np.float32(f)
+
+
+@njit(cache=True, error_model="numpy")
+def add(a: np.float32, b: np.float32) -> np.float32:
+    return flush(np.float32(flush(a) + flush(b)))
+
+
+@njit(cache=True, error_model="numpy")
+def sub(a: np.float32, b: np.float32) -> np.float32:
+    return flush(np.float32(flush(a) - flush(b)))
+
+
+@njit(cache=True, error_model="numpy")
+def mul(a: np.float32, b: np.float32) -> np.float32:
+    return flush(np.float32(flush(a) * flush(b)))
+
+
+@njit(cache=True, error_model="numpy")
+def div(a: np.float32, b: np.float32) -> np.float32:
+    # float32 / float32 stays float32 in numba; a zero divisor gives inf or NaN as IEEE says.
+    return flush(np.float32(flush(a) / flush(b)))
+
+
+@njit(cache=True, error_model="numpy")
+def from_u32(u: np.uint32) -> np.float32:
+    """u32 -> f32, round to nearest even (LLVM ``uitofp``), then the flush rule."""
+    return flush(np.float32(np.uint32(u)))
+
+
+@njit(cache=True, error_model="numpy")
+def bits_array(a: np.ndarray) -> np.ndarray:
+    """``bits`` of every element of a float32 array, as a new uint32 array."""
+    out = np.empty(a.shape, dtype=np.uint32)
+    for i in range(a.size):
+        out.flat[i] = bits(a.flat[i])
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def from_bits_array(u: np.ndarray) -> np.ndarray:
+    """``from_bits`` of every element of a uint32 array, as a new float32 array."""
+    out = np.empty(u.shape, dtype=np.float32)
+    for i in range(u.size):
+        out.flat[i] = from_bits(u.flat[i])
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def flush_words(u: np.ndarray) -> np.ndarray:
+    """``flush_bits`` of every word of a uint32 array, as a new array."""
+    out = np.empty_like(u)
+    for i in range(u.size):
+        out.flat[i] = flush_bits(u.flat[i])
+    return out

@@ -1,0 +1,276 @@
+"""The host (SPEC section 10): makes each system's view and context, calls init, drives tasks.
+
+``train`` is the library entry point; ``drive`` is the per-system task loop that every backend
+shares: tasks with ``arg = NEXT_STEP`` until the wanted steps are done, a shortened task to end on
+the exact count or to start at an LR change, and a retry after a timeout (``ERR = 1``).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import program
+from .program import LAST_STEP, OP_SET_LR, OP_TASK, Context, Trace
+from .view import View
+
+_MASK32 = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's settings, validated once.
+
+    ``set_lr`` holds ``(step, bits)`` pairs: SET_LR with ``bits`` before the task that starts
+    when ``step`` steps of this run are done (``step == steps`` changes the final page only)."""
+
+    steps: int = 4096
+    steps_per_task: int | None = None
+    set_lr: tuple[tuple[int, int], ...] = ()
+    step_base: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.steps) or self.steps < 0:
+            raise ValueError(f"steps must be a non-negative integer, got {self.steps!r}")
+        if self.steps_per_task is not None and (
+            not _is_int(self.steps_per_task) or not 1 <= self.steps_per_task <= _MASK32
+        ):
+            raise ValueError(f"steps per task must be 1..{_MASK32}, got {self.steps_per_task!r}")
+        for step, bits in self.set_lr:
+            if not _is_int(step) or not 0 <= step <= self.steps:
+                raise ValueError(f"an LR change must be at a step from 0 to {self.steps}, got {step!r}")
+            if not _is_int(bits) or not 0 <= bits <= _MASK32:
+                raise ValueError(f"an LR change takes f32 bits (a u32), got {bits!r}")
+        if self.step_base is not None and (not _is_int(self.step_base) or not 0 <= self.step_base <= LAST_STEP):
+            raise ValueError(f"a step base must be 0..2^64-2, got {self.step_base!r}")
+
+    @classmethod
+    def make(
+        cls,
+        steps: int = 4096,
+        steps_per_task: int | None = None,
+        set_lr: Mapping[int, int] | tuple[tuple[int, int], ...] | list[tuple[int, int]] | None = None,
+        step_base: int | None = None,
+    ) -> "Plan":
+        pairs = tuple(set_lr.items()) if isinstance(set_lr, Mapping) else tuple(set_lr or ())
+        # Stable sort: several changes at one step apply in the order given (the last one wins).
+        return cls(steps, steps_per_task, tuple(sorted(pairs, key=lambda p: p[0])), step_base)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def prepare(ctx: Context, plan: Plan, view_in: bytes | None) -> None:
+    """Put a fresh system's page in place: ``init`` (or a given page), then the plan's overrides."""
+    if view_in is None:
+        program.init(ctx)
+    else:
+        ctx.view.words[:] = View.from_bytes(bytes(view_in)).words
+    if plan.step_base is not None:
+        ctx.view.next_step = plan.step_base
+    if plan.steps_per_task is not None:
+        ctx.view.set_word("STEPS_PER_TASK", plan.steps_per_task)
+
+
+def check_page(view: View, steps: int) -> None:
+    """Refuse a page that cannot run ``steps`` steps (SPEC 8 and 10)."""
+    if steps and view.word("STEPS_PER_TASK") == 0:
+        raise ValueError("the page's STEPS_PER_TASK is 0: its tasks would never progress")
+    if steps and view.next_step + steps - 1 > LAST_STEP:
+        raise ValueError(
+            f"steps {view.next_step} .. {view.next_step + steps - 1} reach 2^64-1, whose round would wrap to 0"
+        )
+
+
+def drive(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
+
+    ``on_task(done)`` is called after every task (progress, fault injection, checkpoints);
+    ``should_stop()`` is asked between tasks and ends the loop early when it says so."""
+    v = ctx.view
+    check_page(v, plan.steps)
+    spt = v.word("STEPS_PER_TASK")
+    changes = list(plan.set_lr)
+    done = 0
+    while True:
+        while changes and changes[0][0] == done:
+            program.task(ctx, OP_SET_LR, changes.pop(0)[1])
+        if done >= plan.steps or (should_stop is not None and should_stop()):
+            return done
+        # The task ends on the run's last step or where the next LR change must start one.
+        limit = min(plan.steps, changes[0][0]) if changes else plan.steps
+        n = min(spt, limit - done)
+        if n != spt:
+            v.set_word("STEPS_PER_TASK", n)
+        try:
+            done += program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
+        finally:
+            if n != spt:
+                v.set_word("STEPS_PER_TASK", spt)
+        if on_task is not None:
+            on_task(done)
+
+
+@dataclass(frozen=True)
+class SystemResult:
+    """One system at the end of a run: its page, counters and trace digest."""
+
+    system: int
+    page: bytes
+    counters: dict[str, int]
+    trace_digest: str
+    trace: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def view(self) -> View:
+        return View.from_bytes(self.page)
+
+    @property
+    def params(self) -> np.ndarray:
+        return self.view["PARAMS"]
+
+    @property
+    def params_hex(self) -> list[str]:
+        return [f"{w:08x}" for w in self.view.array("PARAMS").view(np.uint32)]
+
+    @property
+    def loss(self) -> np.ndarray:
+        """The loss ring: the loss of step t at index t mod 256."""
+        return self.view["LOSS"]
+
+    @property
+    def last_loss(self) -> np.float32:
+        v = self.view
+        return v["LOSS"][(v.next_step - 1) % 256]
+
+    @property
+    def digest(self) -> str:
+        return self.view.digest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "params": self.params_hex,
+            "digest": self.digest,
+            "trace_digest": self.trace_digest,
+            "counters": dict(self.counters),
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run: every system's result; the single-system fields read system 0."""
+
+    steps: int
+    systems: tuple[SystemResult, ...]
+    seconds: float
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else float("inf")
+
+    def __getattr__(self, name: str) -> Any:
+        # params, loss, page, view, counters, digest, trace_digest, trace of system 0
+        if name in ("params", "params_hex", "loss", "last_loss", "page", "view", "counters", "digest", "trace_digest", "trace"):
+            return getattr(self.systems[0], name)
+        raise AttributeError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "systems": [s.to_json() for s in self.systems]}
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: ``result`` holds every system as of the last completed task."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(f"interrupted after {result.steps} steps")
+        self.result = result
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """Hold SIGINT until a task boundary: yields ``requested()``; a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    hit: list[bool] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: hit.append(True))
+    try:
+        yield lambda: bool(hit)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def system_result(system: int, ctx: Context) -> SystemResult:
+    trace = ctx.trace
+    return SystemResult(
+        system=system,
+        page=ctx.view.tobytes(),
+        counters=ctx.counter_dict(),
+        trace_digest=trace.hexdigest() if trace is not None else "",
+        trace=trace.words if trace is not None and trace._kept is not None else None,
+    )
+
+
+def progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr, or None."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False)
+
+
+def train(
+    steps: int = 4096,
+    *,
+    steps_per_task: int | None = None,
+    set_lr: Mapping[int, int] | list[tuple[int, int]] | None = None,
+    step_base: int | None = None,
+    view_in: bytes | None = None,
+    z: bool = True,
+    keep_trace: bool = False,
+    progress: bool = False,
+) -> RunResult:
+    """Run the train program on one system without a group; returns a :class:`RunResult`.
+
+    ``steps_per_task`` overrides the page's STEPS_PER_TASK, ``set_lr`` maps a step of this run to
+    the f32 bits SET_LR writes before the task starting there, ``step_base`` sets the page's next
+    step after init, ``view_in`` starts from a saved page instead of init (INITS stays 0).
+    ``z=False`` is plain IEEE float32, for comparisons only.  ``keep_trace`` keeps the applied
+    sums as ``result.trace``.  Raises :class:`RunInterrupted` on Ctrl-C, with the state so far."""
+    plan = Plan.make(steps, steps_per_task, set_lr, step_base)
+    ctx = Context(View(), trace=Trace(keep=keep_trace), z=z)
+    prepare(ctx, plan, view_in)
+    bar = progress_bar(plan.steps, progress)
+    last = 0
+
+    def on_task(done: int) -> None:
+        nonlocal last
+        bar.update(done - last)
+        last = done
+
+    start = time.perf_counter()
+    try:
+        with deferred_interrupt() as requested:
+            done = drive(ctx, plan, on_task if bar is not None else None, requested)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - start)
+    if done < plan.steps:
+        raise RunInterrupted(result)
+    return result

@@ -1,0 +1,197 @@
+"""The train program (SPEC section 8): ``init(ctx)`` and ``task(ctx, op, arg)``.
+
+A :class:`Context` holds what a system has: its view, its counters, and optionally a group and an
+exchange page (a cluster) and a trace (the sums each step applied, for the trace digest).  A
+task of a system without a group runs its whole step loop in one njit call; with a group each
+step goes through the exchange, following the seed's control flow (publish, round, fold, apply;
+a timed-out round stays pending and the next task with the matching ``arg`` resumes it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import floatz, kernels
+from .exchange import EX_SLOT_WORDS, Exchange, Group
+from .view import FIELDS, HEADER_WORDS, View
+
+OP_TASK = 0x0
+OP_SET_LR = 0x10
+R_NONE = 0
+R_BAD_OP = 0xFFFFFFFF
+
+INITS, STEPS, TIMEOUTS = 0, 1, 2
+COUNTER_NAMES = ("inits", "steps", "timeouts")
+
+LR_BITS = 0x3F000000  # 0.5f
+STEPS_PER_TASK = 64
+LAST_STEP = (1 << 64) - 2  # the round of step 2^64 - 1 would wrap to 0
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = (1 << 64) - 1
+_W = {name: f.word for name, f in FIELDS.items()}  # word index of each field
+_LOSS = slice(_W["LOSS"], _W["LOSS"] + FIELDS["LOSS"].count)
+
+
+class Trace:
+    """SHA-256 over the sums each step applied, 5 little-endian u32 words a step (SPEC 11).
+
+    With ``keep=True`` the words are also kept (``.words``, shape ``[steps, 5]``) for study."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self._sha = hashlib.sha256()
+        self._kept: list[np.ndarray] | None = [] if keep else None
+        self.steps = 0
+
+    def record(self, words: np.ndarray) -> None:
+        words = np.ascontiguousarray(words, dtype="<u4")
+        if words.ndim != 2 or words.shape[1] != kernels.NSUMS:
+            raise ValueError(f"a trace records [steps, 5] words, got shape {words.shape}")
+        self._sha.update(words.tobytes())
+        self.steps += words.shape[0]
+        if self._kept is not None:
+            self._kept.append(words.copy())
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+    @property
+    def words(self) -> np.ndarray:
+        if self._kept is None:
+            raise ValueError("this trace was made with keep=False")
+        if not self._kept:
+            return np.zeros((0, kernels.NSUMS), dtype=np.uint32)
+        return np.concatenate(self._kept)
+
+
+@dataclass
+class Context:
+    """One system's surroundings: view, counters (u64: INITS, STEPS, TIMEOUTS), group, exchange.
+
+    ``z=False`` runs plain IEEE float32 instead of float mode Z: only for showing what mode Z
+    changes; its digests match no executor."""
+
+    view: View
+    counters: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.uint64))
+    group: Group | None = None
+    exchange: Exchange | None = None
+    trace: Trace | None = None
+    z: bool = True
+
+    @property
+    def grouped(self) -> bool:
+        return self.group is not None and self.exchange is not None
+
+    def counter_dict(self) -> dict[str, int]:
+        return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters)}
+
+
+def inv_batch(systems: int) -> np.float32:
+    """``div(1, from_u32(32 N))``."""
+    return floatz.div(np.float32(1.0), floatz.from_u32(np.uint32(kernels.WARP * systems)))
+
+
+def init(ctx: Context) -> None:
+    """Fresh state: samples, hyperparameters, params and progress zero (SPEC 8)."""
+    v = ctx.view
+    xs, ys = kernels.samples()
+    v["X"] = xs
+    v["Y"] = ys
+    v["LOSS"] = 0
+    v["PARAMS"] = 0
+    v.set_word("LR", LR_BITS)
+    v.set_word("STEPS_PER_TASK", STEPS_PER_TASK)
+    v["INV_BATCH"] = inv_batch(ctx.group.n if ctx.grouped else 1)
+    for name in ("NEXT_STEP", "ERR", "PENDING", "ROUND", "STEP_HI"):
+        v.set_word(name, 0)
+    ctx.counters[INITS] += 1
+
+
+def task(ctx: Context, op: int, arg: int) -> int:
+    """Run one op: TASK (steps from ``STEP_HI:arg``), SET_LR (``arg`` = f32 bits), else R_BAD_OP."""
+    for what, value in (("op", op), ("arg", arg)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(f"task {what} must be an integer u32, got {type(value).__name__}")
+        if not 0 <= value <= _MASK32:
+            raise ValueError(f"task {what} must be a u32 (0..0xFFFFFFFF), got {value}")
+    if op == OP_TASK:
+        return _run(ctx, int(arg))
+    if op == OP_SET_LR:
+        ctx.view.set_word("LR", int(floatz.flush_bits(np.uint32(arg))) if ctx.z else int(arg))
+        return R_NONE
+    return R_BAD_OP
+
+
+def _run(ctx: Context, s: int) -> int:
+    v = ctx.view
+    hdr = v.words[:HEADER_WORDS].copy()
+    base = int(hdr[_W["STEP_HI"]]) << 32 | s
+    steps = int(hdr[_W["STEPS_PER_TASK"]])
+    pending = int(hdr[_W["PENDING"]])
+    grouped = ctx.grouped
+    # A round left pending by a timed-out task is resumed, never recomputed.
+    resume = grouped and pending != 0 and int(hdr[_W["ROUND"]]) == (s + 1) & _MASK32
+    if pending and not resume:
+        v.set_word("PENDING", 0)
+    xs, ys, loss_ring = v.array("X"), v.array("Y"), v.words[_LOSS]
+    trace = np.empty((steps if ctx.trace is not None else 0, kernels.NSUMS), dtype=np.uint32)
+
+    if grouped:
+        done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
+    else:
+        kernels.run_steps(hdr, xs, ys, loss_ring, np.uint64(base), np.uint32(steps), trace, ctx.z)
+        done = steps
+    timed_out = done < steps
+
+    v.words[:4] = hdr[:4]
+    if timed_out:
+        v.set_word("ROUND", (s + done + 1) & _MASK32)
+        v.set_word("PENDING", 1)
+        ctx.counters[TIMEOUTS] += 1
+    elif grouped:
+        v.set_word("PENDING", 0)
+    v.set_word("ERR", int(timed_out))
+    v.next_step = (base + done) & _MASK64
+    ctx.counters[STEPS] += done
+    if ctx.trace is not None and done:
+        ctx.trace.record(trace[:done])
+    return done
+
+
+def _run_grouped(
+    ctx: Context,
+    hdr: np.ndarray,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    loss_ring: np.ndarray,
+    base: int,
+    steps: int,
+    resume: bool,
+    trace: np.ndarray,
+) -> int:
+    """The grouped step loop; returns the steps completed (fewer than ``steps`` on a timeout)."""
+    assert ctx.group is not None and ctx.exchange is not None
+    k, n, ex, z = ctx.group.k, ctx.group.n, ctx.exchange, ctx.z
+    if z:  # PARAMS are read through ftz_from_bits, and written back even after zero steps
+        hdr[:4] = floatz.flush_words(hdr[:4])
+    tab = kernels.batches(xs, ys, z)
+    slots = np.empty((n, EX_SLOT_WORDS), dtype=np.uint32)
+    no_row = np.empty(0, dtype=np.uint32)
+    for done in range(steps):
+        t = (base + done) & _MASK64
+        rnd = (t + 1) & _MASK64
+        parity = rnd % 2
+        if not (resume and done == 0):
+            # Step t's batch: system k takes offset N t + k.
+            ex.set_slot(k, parity, kernels.grouped_sums(hdr, tab, np.uint32((t * n + k) & _MASK32), z))
+        if not ex.round(rnd):
+            return done
+        for m in range(n):
+            slots[m] = ex.slot(m, parity)
+        total = kernels.fold(slots, z)
+        row = trace[done] if trace.shape[0] else no_row
+        kernels.grouped_apply(hdr, total, loss_ring, np.uint64(t), row, z)
+    return steps

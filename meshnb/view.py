@@ -1,0 +1,149 @@
+"""The view (views::train, SPEC section 7): a 4096-byte little-endian page, a system's whole state.
+
+``LAYOUT`` is the one table of the page's fields; everything else (the program, the host, the
+tests, the docs) reads offsets from it.  A :class:`View` wraps any writable 4096-byte buffer
+(bytearray, numpy array, ``multiprocessing.shared_memory``) without copying, so the page a
+program writes is the caller's memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+VIEW_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int  # bytes
+    dtype: str  # "f32" or "u32"
+    count: int
+    meaning: str
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.count
+
+    @property
+    def word(self) -> int:
+        """Index of the field's first uint32 word."""
+        return self.offset // 4
+
+
+LAYOUT: tuple[Field, ...] = (
+    Field("PARAMS", 0, "f32", 4, "a, b, c, d"),
+    Field("LR", 16, "f32", 1, "learning rate"),
+    Field("STEPS_PER_TASK", 20, "u32", 1, "steps one task runs"),
+    Field("INV_BATCH", 24, "f32", 1, "div(1, from_u32(32 N))"),
+    Field("NEXT_STEP", 28, "u32", 1, "low half of the next step"),
+    Field("ERR", 32, "u32", 1, "1 if the last task timed out"),
+    Field("PENDING", 36, "u32", 1, "1 if a round is published but not completed"),
+    Field("ROUND", 40, "u32", 1, "low half of that round's number"),
+    Field("STEP_HI", 44, "u32", 1, "high half of the next step"),
+    Field("X", 64, "f32", 256, "samples x"),
+    Field("Y", 1088, "f32", 256, "samples y"),
+    Field("LOSS", 2112, "f32", 256, "loss of step t at index t mod 256"),
+)
+FIELDS: dict[str, Field] = {f.name: f for f in LAYOUT}
+RESERVED: tuple[tuple[int, int], ...] = ((48, 64), (3136, 4096))  # [start, end) byte ranges, zero
+HEADER_WORDS = 12  # words 0..11: everything a task reads besides X and Y
+
+# The digest covers PARAMS then LOSS (SPEC 11).
+DIGEST_RANGES: tuple[tuple[int, int], ...] = (
+    (FIELDS["PARAMS"].offset, FIELDS["PARAMS"].offset + FIELDS["PARAMS"].nbytes),
+    (FIELDS["LOSS"].offset, FIELDS["LOSS"].offset + FIELDS["LOSS"].nbytes),
+)
+
+
+class View:
+    """A typed window on one 4096-byte page.
+
+    ``view.words`` is the page as uint32 words; ``view.array(name)`` a live array of one field
+    (float32 or uint32); ``view[name]`` reads a scalar field (int for u32, float32 for f32) or a
+    copy of an array field; ``view[name] = value`` writes.  f32 fields can be written as bits
+    with ``view.set_word``.
+    """
+
+    __slots__ = ("buffer", "words")
+
+    def __init__(self, buffer: Any = None) -> None:
+        if buffer is None:
+            buffer = bytearray(VIEW_BYTES)
+        try:
+            mem = memoryview(buffer)
+        except TypeError:
+            raise TypeError(f"a view needs a buffer, not {type(buffer).__name__}") from None
+        if mem.nbytes != VIEW_BYTES:
+            raise ValueError(f"a view page is {VIEW_BYTES} bytes, this buffer has {mem.nbytes}")
+        if mem.readonly:
+            raise ValueError("a view page must be writable; this buffer is read-only")
+        if not mem.c_contiguous:
+            raise ValueError("a view page must be one contiguous buffer")
+        self.buffer = buffer
+        self.words = np.frombuffer(mem.cast("B"), dtype="<u4")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "View":
+        """A new view holding a copy of ``data`` (which must be exactly one page)."""
+        if len(data) != VIEW_BYTES:
+            raise ValueError(f"a view page is {VIEW_BYTES} bytes, got {len(data)}")
+        return cls(bytearray(data))
+
+    def array(self, name: str) -> np.ndarray:
+        """The live array of field ``name`` (writes go to the page)."""
+        f = FIELDS[name]
+        words = self.words[f.word : f.word + f.count]
+        return words.view("<f4") if f.dtype == "f32" else words
+
+    def word(self, name: str, index: int = 0) -> int:
+        f = FIELDS[name]
+        return int(self.words[f.word + index])
+
+    def set_word(self, name: str, value: int, index: int = 0) -> None:
+        f = FIELDS[name]
+        self.words[f.word + index] = value
+
+    def __getitem__(self, name: str) -> Any:
+        f = FIELDS[name]
+        arr = self.array(name)
+        if f.count > 1:
+            return arr.copy()
+        return int(arr[0]) if f.dtype == "u32" else arr[0]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.array(name)[...] = value
+
+    @property
+    def next_step(self) -> int:
+        """The 64-bit next step, ``STEP_HI:NEXT_STEP``."""
+        return self.word("STEP_HI") << 32 | self.word("NEXT_STEP")
+
+    @next_step.setter
+    def next_step(self, step: int) -> None:
+        if not 0 <= step < 1 << 64:
+            raise ValueError(f"a step is a 64-bit unsigned number, got {step}")
+        self.set_word("STEP_HI", step >> 32)
+        self.set_word("NEXT_STEP", step & 0xFFFFFFFF)
+
+    def tobytes(self) -> bytes:
+        return self.words.tobytes()
+
+    def __bytes__(self) -> bytes:
+        return self.tobytes()
+
+    def digest(self) -> str:
+        """SPEC 11: SHA-256 of the PARAMS bytes followed by the LOSS bytes."""
+        h = hashlib.sha256()
+        raw = self.words.view(np.uint8)
+        for start, end in DIGEST_RANGES:
+            h.update(raw[start:end].tobytes())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        p = " ".join(f"{w:08x}" for w in self.words[:4])
+        return f"View(params={p}, next_step={self.next_step}, lr={self.word('LR'):08x})"

@@ -1,0 +1,55 @@
+"""Pages built to stress float mode Z, shared by the tests of every layer.
+
+Each is an init page (from the reference) with words overwritten: tiny samples and params whose
+products underflow, subnormal words in X, Y and PARAMS, huge values that overflow to inf and make
+NaN, NaN payloads and infinities in the samples, values at the flush boundary."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from meshnb import reference as ref
+
+PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
+
+
+def with_words(page: bytes, offset: int, words) -> bytes:
+    out = bytearray(page)
+    struct.pack_into(f"<{len(words)}I", out, offset, *(int(w) for w in words))
+    return bytes(out)
+
+
+def _scaled_x(page: bytes, down: int) -> list[int]:
+    """X with every exponent lowered by ``down`` (subnormal where it falls below 1)."""
+    xw = np.frombuffer(page, "<u4", 256, X).astype(np.int64)
+    e = (xw >> 23) & 0xFF
+    return list(np.where(e > down, (xw & 0x807FFFFF) | ((e - down) << 23), xw & 0x80000000))
+
+
+def hard_pages() -> dict[str, bytes]:
+    base = ref.init_page(1)
+    y0 = with_words(base, Y, [0] * 256)
+    return {
+        "overflow-then-inf-minus-inf": with_words(base, PARAMS, [0x7F000000, 0, 0, 0x7F000000]),
+        "subnormal-params": with_words(base, PARAMS, [0x00000001, 0x80400000, 0x00800000, 0x3F800000]),
+        "nan-payload-param": with_words(base, PARAMS, [0x7FC12345, 0, 0, 0]),
+        "tiny-params-underflow": with_words(base, PARAMS, [0x1E800000, 0x9E800000, 0x1F000000, 0x1E000000]),
+        "tiny-params-zero-y": with_words(y0, PARAMS, [0x1E800000, 0x1E900000, 0x9EA00000, 0x1EB00000]),
+        "boundary-params-zero-y": with_words(y0, PARAMS, [0x20000000, 0xA0123456, 0x1FFFFFFF, 0x20000001]),
+        "tiny-samples": with_words(base, X, _scaled_x(base, 42)),
+        "tiny-samples-big-params": with_words(
+            with_words(base, X, _scaled_x(base, 40)), PARAMS, [0x3F000000, 0x3F800000, 0xBF800000, 0x40000000]
+        ),
+        "subnormal-lr": with_words(base, LR, [0x00400000]),
+        "nan-lr": with_words(base, LR, [0xFF800001]),
+        "huge-lr": with_words(base, LR, [0x7E800000]),
+        "inv-batch-at-flush-boundary": with_words(base, INV, [0x00800001]),
+        "subnormal-inv-batch": with_words(base, INV, [0x007FFFFF]),
+        "subnormal-and-nan-samples": with_words(
+            with_words(base, X, [0x00000005, 0x80700000, 0x00800000]), Y + 16, [0x7FA00001, 0x00012345]
+        ),
+        "infinite-samples": with_words(with_words(base, X + 40, [0x7F800000]), Y + 80, [0xFF800000]),
+        "huge-samples": with_words(base, Y, [0x7F000000 | (i & 0xFF) for i in range(256)]),
+    }

@@ -1,0 +1,130 @@
+"""The command line: the JSON contract, the human summary, pages in and out, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from meshnb import reference as ref
+from meshnb.cli import main
+
+from .pages import hard_pages
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_matches_the_vectors(capsys, vectors):
+    want = vectors["runs"][0]
+    code, out, err = run_cli(capsys, "train", "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert doc == {"steps": 4096, "systems": [{
+        "system": 0, "params": want["params"], "digest": want["digest"], "trace_digest": want["trace_digest"],
+        "counters": {"inits": 1, "steps": 4096, "timeouts": 0},
+    }]}
+
+
+def test_human_summary_shows_params_loss_digest_and_speed(capsys, vectors):
+    code, out, _ = run_cli(capsys, "train")
+    assert code == 0
+    assert vectors["runs"][0]["digest"] in out and " ".join(vectors["runs"][0]["params"]) in out
+    assert "loss" in out and "steps/s" in out
+
+
+def test_options_reach_the_program(capsys, tmp_path):
+    out_page = tmp_path / "page.bin"
+    code, out, _ = run_cli(
+        capsys, "train", "--json", "--steps", "300", "--steps-per-task", "48", "--set-lr", "0:3f400000",
+        "--set-lr", "100:3e800000", "--step-base", "1:fffffff0", "--view-out", str(out_page),
+    )
+    assert code == 0
+    start = bytearray(ref.init_page(1))
+    start[20:24] = (48).to_bytes(4, "little")
+    start[28:32] = (0xFFFFFFF0).to_bytes(4, "little")
+    start[44:48] = (1).to_bytes(4, "little")
+    pages, trace = ref.run([bytes(start)], 300, grouped=False, lr_changes={0: 0x3F400000, 100: 0x3E800000})
+    assert out_page.read_bytes() == pages[0]
+    assert json.loads(out)["systems"][0]["trace_digest"] == ref.trace_digest(trace)
+
+
+@pytest.mark.parametrize("name", ["tiny-samples", "overflow-then-inf-minus-inf", "inv-batch-at-flush-boundary",
+                                  "subnormal-and-nan-samples"])
+def test_a_page_from_view_in_runs_as_the_reference_says(capsys, tmp_path, name):
+    page = hard_pages()[name]
+    (tmp_path / "in.bin").write_bytes(page)
+    code, out, _ = run_cli(capsys, "train", "--json", "--steps", "130", "--view-in", str(tmp_path / "in.bin"),
+                           "--view-out", str(tmp_path / "out.bin"))
+    pages, trace = ref.run([page], 130, grouped=False)
+    doc = json.loads(out)["systems"][0]
+    assert code == 0 and (tmp_path / "out.bin").read_bytes() == pages[0]
+    assert doc["digest"] == ref.digest(pages[0]) and doc["trace_digest"] == ref.trace_digest(trace)
+    assert doc["counters"]["inits"] == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--steps", "-5"], "negative"),
+    (["train", "--steps", "ten"], "not a whole number"),
+    (["train", "--steps-per-task", "0"], "from 1 to"),
+    (["train", "--set-lr", "5"], "STEP:HEX"),
+    (["train", "--set-lr", "5:xyz"], "not hex"),
+    (["train", "--set-lr", "5:123456789"], "not a u32"),
+    (["train", "--set-lr", "5000:3f000000"], "LR change"),
+    (["train", "--step-base", "12"], "HI:LO"),
+    (["train", "--step-base", "ffffffff:ffffffff"], "step base"),
+    (["train", "--view-in", "/nonexistent/page"], "No such file"),
+    (["train", "--bogus"], "unrecognized"),
+    (["fly"], "invalid choice"),
+])
+def test_malformed_values_exit_2_with_one_line(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("meshnb: error:") and message in err
+
+
+def test_a_short_view_in_page_is_refused(capsys, tmp_path):
+    (tmp_path / "short.bin").write_bytes(b"\0" * 4000)
+    code, _, err = run_cli(capsys, "train", "--view-in", str(tmp_path / "short.bin"))
+    assert code == 2 and "4096 bytes" in err and err.count("\n") == 1
+
+
+def _cli(*argv: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meshnb", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_python_dash_m_and_the_progress_bar():
+    p = _cli("train", "--steps", "3000000", "--progress")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "%|" in err and "step" in err  # tqdm's bar on stderr
+    assert "digest" in out
+
+
+def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
+    page = tmp_path / "page.bin"
+    p = _cli("train", "--steps", "10000000000", "--view-out", str(page))
+    time.sleep(4)  # imports, the JIT cache, then some steps
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted after" in err and str(page) in err
+    done = int(err.split("interrupted after ")[1].split()[0])
+    data = page.read_bytes()
+    assert int.from_bytes(data[28:32], "little") | int.from_bytes(data[44:48], "little") << 32 == done
+    # Continuing from the saved page equals an uninterrupted run.
+    code_env = dict(os.environ)
+    more = subprocess.run([sys.executable, "-m", "meshnb", "train", "--json", "--steps", "1000", "--view-in",
+                           str(page)], capture_output=True, text=True, env=code_env, timeout=120)
+    whole = subprocess.run([sys.executable, "-m", "meshnb", "train", "--json", "--steps", str(done + 1000)],
+                           capture_output=True, text=True, timeout=120)
+    assert json.loads(more.stdout)["systems"][0]["digest"] == json.loads(whole.stdout)["systems"][0]["digest"]

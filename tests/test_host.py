@@ -1,0 +1,151 @@
+"""The host (SPEC 10) and the library call: vectors, task splitting, LR changes, step bases,
+hard pages against the reference, refusals, interruption."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import reference as ref
+from meshnb.host import Plan, RunInterrupted
+
+from .pages import hard_pages, with_words
+from .util import hexes
+
+HARD = hard_pages()
+
+
+def test_one_system_4096_steps_matches_vectors(vectors):
+    want = vectors["runs"][0]
+    r = meshnb.train(4096)
+    assert r.params_hex == want["params"]
+    assert r.digest == want["digest"] and r.trace_digest == want["trace_digest"]
+    assert r.counters == {"inits": 1, "steps": 4096, "timeouts": 0}
+    assert r.view.next_step == 4096 and r.view.word("STEPS_PER_TASK") == 64
+
+
+def test_first_eight_steps_trace_matches_vectors(vectors):
+    v = vectors["one_system_steps_0_to_7"]
+    r = meshnb.train(8, keep_trace=True)
+    assert [hexes(row) for row in r.trace] == v["sums"]
+    assert r.params_hex == v["params_after"]
+
+
+@pytest.mark.parametrize("steps, spt", [(1000, None), (1000, 1), (1000, 7), (1000, 1000), (1000, 5000), (0, None)])
+def test_task_size_changes_no_bits(steps, spt):
+    r = meshnb.train(steps, steps_per_task=spt)
+    pages, trace = ref.run([ref.init_page(1)], steps, grouped=False)
+    want = bytearray(pages[0])
+    if spt is not None:
+        want[20:24] = spt.to_bytes(4, "little")
+    assert r.page == bytes(want)
+    assert r.trace_digest == ref.trace_digest(trace)
+    assert r.counters["steps"] == steps
+
+
+def test_lr_changes_apply_at_their_step_and_match_the_reference():
+    changes = {0: 0x3F400000, 100: 0x3E800000, 129: 0x3F000000, 300: 0x3C23D70A}
+    r = meshnb.train(300, set_lr=changes)
+    pages, trace = ref.run([ref.init_page(1)], 300, grouped=False, lr_changes=changes)
+    assert r.page == pages[0] and r.trace_digest == ref.trace_digest(trace)
+    assert r.view.word("LR") == 0x3C23D70A and r.view.word("STEPS_PER_TASK") == 64
+
+
+def test_an_lr_change_to_the_same_value_changes_no_bits():
+    assert meshnb.train(500, set_lr={77: 0x3F000000}).page == meshnb.train(500).page
+
+
+def test_step_base_and_view_in_continue_a_run():
+    whole = meshnb.train(700)
+    first = meshnb.train(300)
+    rest = meshnb.train(400, view_in=first.page)
+    assert rest.page == whole.page and rest.counters == {"inits": 0, "steps": 400, "timeouts": 0}
+    _, trace = ref.run([first.page], 400, grouped=False)
+    assert rest.trace_digest == ref.trace_digest(trace)  # this run's steps only
+    based = meshnb.train(300, step_base=(7 << 32) | 0xFFFFFF00)
+    start = with_words(with_words(ref.init_page(1), 28, [0xFFFFFF00]), 44, [7])
+    assert based.page == ref.run([start], 300, grouped=False)[0][0]
+    assert based.view.next_step == (8 << 32) | 0x2C
+
+
+@pytest.mark.parametrize("name", sorted(HARD))
+def test_hard_pages_match_the_reference(name):
+    page = HARD[name]
+    r = meshnb.train(200, view_in=page, steps_per_task=48)
+    pages, trace = ref.run([page], 200, grouped=False)
+    want = with_words(pages[0], 20, [48])
+    assert hexes(r.view.words[:12]) == hexes(np.frombuffer(want, "<u4", 12))
+    assert r.page == want and r.trace_digest == ref.trace_digest(trace)
+
+
+@pytest.mark.parametrize("name", ["tiny-params-zero-y", "tiny-samples", "huge-lr", "subnormal-and-nan-samples"])
+def test_ieee_switch_matches_the_reference_in_ieee_mode(name):
+    page = HARD[name]
+    r = meshnb.train(100, view_in=page, z=False)
+    pages, trace = ref.run([page], 100, grouped=False, mode="ieee")
+    assert r.page == pages[0] and r.trace_digest == ref.trace_digest(trace)
+
+
+def test_an_lr_whose_updates_underflow_leaves_params_at_zero():
+    r = meshnb.train(2000, set_lr={0: 0x00800000})
+    assert hexes(r.view.words[:4]) == ["00000000"] * 4
+    assert (r.loss != 0).all()  # the steps ran and measured a loss
+
+
+def test_a_divergent_lr_ends_in_canonical_nan_params():
+    r = meshnb.train(2000, set_lr={0: 0x41200000})  # 10.0
+    assert hexes(r.view.words[:4]) == ["7fffffff"] * 4
+    assert r.view.word("LOSS", (2000 - 1) % 256) == 0x7FFFFFFF
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"steps": -1}, "non-negative"),
+    ({"steps": 1.5}, "non-negative integer"),
+    ({"steps_per_task": 0}, "steps per task"),
+    ({"set_lr": {11: 0x3F000000}, "steps": 10}, "LR change"),
+    ({"set_lr": {1: -1}}, "f32 bits"),
+    ({"step_base": (1 << 64) - 1}, "step base"),
+    ({"step_base": (1 << 64) - 3, "steps": 2}, None),
+    ({"step_base": (1 << 64) - 3, "steps": 3}, "reach 2\\^64-1"),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+    if message is None:
+        assert meshnb.train(**kwargs).view.next_step == (1 << 64) - 1
+        return
+    with pytest.raises(ValueError, match=message):
+        meshnb.train(**kwargs)
+
+
+def test_a_page_with_zero_steps_per_task_is_refused():
+    page = with_words(ref.init_page(1), 20, [0])
+    with pytest.raises(ValueError, match="STEPS_PER_TASK is 0"):
+        meshnb.train(10, view_in=page)
+    assert meshnb.train(0, view_in=page).page == page
+
+
+def test_a_page_of_the_wrong_size_is_refused():
+    with pytest.raises(ValueError, match="4096 bytes"):
+        meshnb.train(10, view_in=b"\0" * 100)
+
+
+def test_plan_orders_lr_changes_stably():
+    plan = Plan.make(10, set_lr=[(5, 1), (0, 2), (5, 3)])
+    assert plan.set_lr == ((0, 2), (5, 1), (5, 3))
+
+
+def test_ctrl_c_stops_at_a_task_boundary_and_keeps_the_state():
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(RunInterrupted) as stop:
+        meshnb.train(10**10)
+    timer.cancel()
+    r = stop.value.result
+    assert 0 < r.steps < 10**10 and r.steps % 64 == 0
+    assert r.view.next_step == r.steps == r.counters["steps"]
+    # The saved state is exactly that of an uninterrupted run of the same length.
+    assert r.page == meshnb.train(r.steps).page

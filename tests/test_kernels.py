@@ -1,0 +1,112 @@
+"""The kernels (SPEC 4-6): samples against mpmath, step_sums/apply/loss against the vectors and
+the numpy reference."""
+
+from __future__ import annotations
+
+import hashlib
+
+import mpmath
+import numpy as np
+import pytest
+
+from meshnb import kernels
+from meshnb import reference as ref
+
+from .util import hexes
+
+
+def test_samples_match_the_spec_vectors():
+    xs, ys = kernels.samples()
+    xw, yw = xs.view(np.uint32), ys.view(np.uint32)
+    assert hexes(xw[:4]) == ["bf800000", "bf7dfdfe", "bf7bfbfc", "bf79f9fa"] and hexes(xw[255:]) == ["3f800000"]
+    assert hexes(yw[:4]) == ["80000000", "bcc9d479", "bd49c4ca", "bd973ffe"] and hexes(yw[255:]) == ["00000000"]
+    digest = hashlib.sha256(xs.astype("<f4").tobytes() + ys.astype("<f4").tobytes()).hexdigest()
+    assert digest == "aa85b48c7c95d13a4430b86e4435f69711f06db73c45504eb4404d7677da8f4a"
+
+
+def _round_to_f32(v: mpmath.mpf) -> float:
+    """Correct rounding of an mpmath value to binary32 (nearest, ties to even), as a Python float."""
+    if v == 0:
+        return 0.0
+    m, e = mpmath.frexp(v)  # v = m 2^e, 0.5 <= |m| < 1
+    scaled = mpmath.ldexp(m, 24)  # 24 significant bits
+    q = int(mpmath.nint(scaled))  # mpmath.nint rounds half to even
+    return float(mpmath.ldexp(q, e - 24))
+
+
+def test_samples_are_sin_pi_correctly_rounded_against_mpmath():
+    xs, ys = kernels.samples()
+    mpmath.mp.prec = 200
+    for i in range(256):
+        x = mpmath.mpf(float(xs[i]))
+        want = np.float32(_round_to_f32(mpmath.sinpi(x)))
+        got = ys[i]
+        assert got == want and np.signbit(got) == (x < 0 or (x == -1)), (i, got, want)
+    # The grid itself: x_i = add(-1, mul(i, h)) in mode Z, h = div(2, 255).
+    h = ref.z_div(np.float32(2), ref.z_from_u32(np.uint32(255)))
+    grid = ref.z_add(np.float32(-1), ref.z_mul(ref.z_from_u32(np.arange(256, dtype=np.uint32)), h))
+    np.testing.assert_array_equal(xs.view(np.uint32), np.asarray(grid, np.float32).view(np.uint32))
+    assert ys.view(np.uint32)[0] == 0x80000000 and xs[255] == 1.0
+
+
+def test_step_sums_apply_loss_match_vectors(vectors):
+    v = vectors["one_system_steps_0_to_7"]
+    xs, ys = kernels.samples()
+    p = np.zeros(4, dtype=np.float32)
+    inv = np.float32(1 / 32)
+    for t, want in enumerate(v["sums"]):
+        sums = kernels.step_sums(p, xs, ys, np.uint32(t))
+        assert hexes(sums.view(np.uint32)) == want
+        assert kernels.loss(sums, inv) == ref.z_mul(sums[4], inv)
+        kernels.apply(p, sums, np.float32(0.5), inv)
+    assert hexes(p.view(np.uint32)) == v["params_after"]
+
+
+def _hard_inputs(seed: int):
+    """Params and samples with awkward exponents: underflowing products, overflow, NaN, subnormals."""
+    rng = np.random.default_rng(seed)
+    xs, ys = kernels.samples()
+    scale = np.float32(2.0) ** rng.integers(-70, 70)
+    p = (rng.standard_normal(4) * scale).astype(np.float32)
+    xs = (xs * np.float32(2.0) ** rng.integers(-45, 45)).astype(np.float32)
+    ys = (ys * np.float32(2.0) ** rng.integers(-130, 100)).astype(np.float32)
+    pick = rng.integers(0, 256, 6)
+    xw, yw = xs.view(np.uint32), ys.view(np.uint32)
+    xw[pick[0]] = 0x00000123  # subnormal sample x
+    yw[pick[1]] = 0x80400000  # subnormal sample y
+    if seed % 3 == 0:
+        yw[pick[2]] = 0x7FA00001  # NaN payload
+    if seed % 5 == 0:
+        xw[pick[3]] = 0xFF800000  # -inf
+    p.view(np.uint32)[rng.integers(0, 4)] = rng.choice([0x00000001, 0x807FFFFF, 0x00800000, 0x00800001])
+    return p, xs, ys
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_step_sums_match_reference_on_hard_inputs(seed):
+    p, xs, ys = _hard_inputs(seed)
+    for off in (np.uint32(seed), np.uint32(0xFFFFFFFF - seed)):
+        got = kernels.step_sums(p, xs, ys, off).view(np.uint32)
+        want = np.asarray(ref.step_sums(p, xs, ys, int(off)), np.float32).view(np.uint32)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_apply_and_loss_flush_like_the_reference():
+    sums = np.array([0x00800000, 0x3F800000, 0x80000001, 0x7F7FFFFF, 0x1F800000], np.uint32).view(np.float32)
+    inv = np.uint32(0x3F7FFFFF).view(np.float32)
+    lr = np.float32(0.5)
+    p = np.array([1.0, 0.0, -0.0, 2.0], dtype=np.float32)
+    want = ref.z_sub(p, ref.z_mul(lr, ref.z_mul(sums[:4], inv)))
+    kernels.apply(p, sums, lr, inv)
+    np.testing.assert_array_equal(p.view(np.uint32), np.asarray(want, np.float32).view(np.uint32))
+    assert np.float32(kernels.loss(sums, inv)).view(np.uint32) == np.asarray(ref.z_mul(sums[4], inv), np.float32).view(np.uint32)
+
+
+def test_fold_adds_slots_in_system_order_through_ftz_from_bits():
+    slots = np.zeros((3, 8), dtype=np.uint32)
+    slots[:, 0] = [0x3F800000, 0x33800000, 0x33800000]  # (1 + 2^-24) + 2^-24: order matters
+    slots[:, 1] = [0x00000001, 0x00000001, 0x3F800000]  # subnormal words read as zero
+    slots[:, 2] = [0x7FA00000, 0x3F800000, 0x3F800000]  # NaN payload -> canonical
+    slots[:, 3] = [0x7F7FFFFF, 0x7F7FFFFF, 0xFF800000]  # overflow then inf - inf
+    out = kernels.fold(slots).view(np.uint32)
+    assert hexes(out[:4]) == ["3f800000", "3f800000", "7fffffff", "7fffffff"]
