@@ -139,3 +139,18 @@ def test_bits_and_from_bits_apply_the_flush_and_nan_rule():
     assert floatz.flush_bits(np.uint32(0x00000001)) == 0 and floatz.flush_bits(np.uint32(0x80400000)) == 0x80000000
     assert floatz.flush_bits(np.uint32(0xFF800001)) == 0x7FFFFFFF
     assert floatz.flush_bits(np.uint32(0xFF800000)) == 0xFF800000
+
+
+# --- property: every op on any pair of words equals the plain-Python reference --------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+WORDS = st.one_of(st.integers(0, 0xFFFFFFFF), st.sampled_from(SPECIAL))
+PY_OPS = {"add": ref.py_add, "sub": ref.py_sub, "mul": ref.py_mul, "div": ref.py_div}
+
+
+@settings(max_examples=3000, deadline=None)
+@given(op=st.sampled_from(OPS), a=WORDS, b=WORDS)
+def test_any_pair_matches_the_plain_python_reference(op, a, b):
+    assert int(z(op, [a], [b])[0]) == PY_OPS[op](a, b)

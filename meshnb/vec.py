@@ -1,0 +1,274 @@
+"""float32 vectors for the step kernel, made with numba intrinsics, and the CPU's DAZ switch.
+
+numba cannot tell LLVM that the kernel's arrays do not overlap, so LLVM leaves short lane loops
+scalar or guards them with overlap checks.  Holding half a warp (16 lanes) as one LLVM
+``<16 x float>`` value sidesteps that: each lane operation is one vector instruction, and the
+butterfly is a few shuffles.  The ops are plain IEEE (no fast-math flags, so never contracted
+into an FMA); the mode-Z subnormal flush is a separate op (:func:`flush`).
+
+:func:`daz_on` / :func:`mxcsr_restore` switch an x86 CPU's DAZ bit (with FTZ off) around a
+step loop.  DAZ on and FTZ off is float mode Z exactly: results round as IEEE (gradual
+underflow), and the next operation reads a subnormal as the zero of the same sign, so only the
+words that leave the loop need the flush.  (FTZ would flush before rounding, which mode Z does
+not: ``0x00800000 * 0x3F7FFFFF`` is ``0x00800000`` in mode Z and 0 under FTZ.)
+"""
+
+from __future__ import annotations
+
+import platform
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+HAS_DAZ = platform.machine().lower() in ("x86_64", "amd64")
+_F32 = ir.FloatType()
+_I32 = ir.IntType(32)
+
+
+class F32xN(types.Type):
+    """The numba type of an LLVM ``<n x float>`` value."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        super().__init__(name=f"f32x{n}")
+
+
+f32x2, f32x4, f32x8, f32x16 = (F32xN(n) for n in (2, 4, 8, 16))
+_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8, f32x16)}
+
+
+@register_model(F32xN)
+class _F32xNModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.VectorType(_F32, fe_type.n))
+
+
+def _ivec(value: int, n: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(_I32, n), [value - (1 << 32) if value >= 1 << 31 else value] * n)
+
+
+def _flush_ir(builder: ir.IRBuilder, v: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
+    """Lanes whose exponent bits are zero become signed zeros; optionally NaNs become 0x7FFFFFFF."""
+    u = builder.bitcast(v, ir.VectorType(_I32, n))
+    tiny = builder.icmp_unsigned("==", builder.and_(u, _ivec(0x7F800000, n)), _ivec(0, n))
+    u = builder.select(tiny, builder.and_(u, _ivec(0x80000000, n)), u)
+    if canonical_nan:
+        nan = builder.icmp_unsigned(">", builder.and_(u, _ivec(0x7FFFFFFF, n)), _ivec(0x7F800000, n))
+        u = builder.select(nan, _ivec(0x7FFFFFFF, n), u)
+    return builder.bitcast(u, ir.VectorType(_F32, n))
+
+
+def _is_f32_array(arr) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype in (types.float32, types.uint32) and arr.layout == "C"
+
+
+def _lane_ptr(context, builder, arrty, arr, start, n):
+    ary = context.make_array(arrty)(context, builder, arr)
+    ptr = builder.gep(ary.data, [start])
+    return builder.bitcast(ptr, ir.VectorType(_F32, n).as_pointer())
+
+
+def _make_load(n: int):
+    @intrinsic
+    def load(typingctx, arr, start):
+        """``arr[start : start + n]`` of a contiguous float32 array, as one vector (unchecked)."""
+        if not (_is_f32_array(arr) and arr.dtype == types.float32 and isinstance(start, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            vty = ir.VectorType(_F32, n)
+            ptr = _lane_ptr(context, builder, sig.args[0], args[0], args[1], n)
+            return builder.load(ptr, align=4, typ=vty)
+
+        return _BY_WIDTH[n](arr, start), codegen
+
+    return load
+
+
+load4, load16 = _make_load(4), _make_load(16)
+
+
+@intrinsic
+def store(typingctx, arr, start, v):
+    """Write the lanes of ``v`` to ``arr[start:]`` (float32 values, or their bits in a uint32 array)."""
+    if not (_is_f32_array(arr) and isinstance(v, F32xN) and isinstance(start, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _lane_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[2].n)
+        builder.store(args[2], ptr, align=4)
+        return context.get_dummy_value()
+
+    return types.none(arr, start, v), codegen
+
+
+@intrinsic
+def splat16(typingctx, x):
+    """A 16-lane vector with ``x`` in every lane."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        vty = ir.VectorType(_F32, 16)
+        one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[0], ir.Constant(_I32, 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, 16), [0] * 16))
+
+    return f32x16(types.float32), codegen
+
+
+@intrinsic
+def splat4(typingctx, x):
+    """A 4-lane vector with ``x`` in every lane."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        vty = ir.VectorType(_F32, 4)
+        one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[0], ir.Constant(_I32, 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, 4), [0] * 4))
+
+    return f32x4(types.float32), codegen
+
+
+def _make_binary(op: str):
+    @intrinsic
+    def binary(typingctx, a, b):
+        if not (isinstance(a, F32xN) and a == b):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return getattr(builder, op)(args[0], args[1])
+
+        return a(a, b), codegen
+
+    return binary
+
+
+add, sub, mul = _make_binary("fadd"), _make_binary("fsub"), _make_binary("fmul")
+
+
+@intrinsic
+def flush(typingctx, v):
+    """Mode Z's subnormal flush in every lane (NaNs are canonicalised only on output)."""
+    if not isinstance(v, F32xN):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False)
+
+    return v(v), codegen
+
+
+@intrinsic
+def words(typingctx, v):
+    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes)."""
+    if not isinstance(v, F32xN):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
+
+    return v(v), codegen
+
+
+@intrinsic
+def lane(typingctx, v, i):
+    """Lane ``i`` of ``v`` as a float32."""
+    if not (isinstance(v, F32xN) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.extract_element(args[0], args[1])
+
+    return types.float32(v, i), codegen
+
+
+def _make_shuffle(name: str, n_in: int, mask: list[int]):
+    """An intrinsic picking lanes ``mask`` of the concatenation of two ``n_in``-lane vectors."""
+
+    @intrinsic
+    def shuffle(typingctx, a, b):
+        if not (isinstance(a, F32xN) and a.n == n_in and a == b):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.shuffle_vector(args[0], args[1], ir.Constant(ir.VectorType(_I32, len(mask)), mask))
+
+        return _BY_WIDTH[len(mask)](a, b), codegen
+
+    shuffle.__name__ = name
+    return shuffle
+
+
+# The butterfly after its first level, with the sums packed so that one add serves several:
+# level 8 on two 16-lane sums, level 4 on four sums packed by level 8, then levels 2 and 1 on
+# all four in one vector.  Each lane pair is the one SPEC 5 adds: lane l and lane l + o.
+level8_lo = _make_shuffle("level8_lo", 16, [*range(0, 8), *range(16, 24)])
+level8_hi = _make_shuffle("level8_hi", 16, [*range(8, 16), *range(24, 32)])
+level4_lo = _make_shuffle("level4_lo", 16, [*range(0, 4), *range(8, 12), *range(16, 20), *range(24, 28)])
+level4_hi = _make_shuffle("level4_hi", 16, [*range(4, 8), *range(12, 16), *range(20, 24), *range(28, 32)])
+level2_lo = _make_shuffle("level2_lo", 16, [0, 1, 4, 5, 8, 9, 12, 13])
+level2_hi = _make_shuffle("level2_hi", 16, [2, 3, 6, 7, 10, 11, 14, 15])
+level1_lo = _make_shuffle("level1_lo", 8, [0, 2, 4, 6])
+level1_hi = _make_shuffle("level1_hi", 8, [1, 3, 5, 7])
+# Halving shuffles for a sum reduced alone (lanes l and l + n/2).
+half16_lo = _make_shuffle("half16_lo", 16, list(range(0, 8)))
+half16_hi = _make_shuffle("half16_hi", 16, list(range(8, 16)))
+half8_lo = _make_shuffle("half8_lo", 8, list(range(0, 4)))
+half8_hi = _make_shuffle("half8_hi", 8, list(range(4, 8)))
+half4_lo = _make_shuffle("half4_lo", 4, [0, 1])
+half4_hi = _make_shuffle("half4_hi", 4, [2, 3])
+# Lane j of a 4-lane vector in all 16 lanes (the params a, b, c, d for the lanes).
+broadcast0 = _make_shuffle("broadcast0", 4, [0] * 16)
+broadcast1 = _make_shuffle("broadcast1", 4, [1] * 16)
+broadcast2 = _make_shuffle("broadcast2", 4, [2] * 16)
+broadcast3 = _make_shuffle("broadcast3", 4, [3] * 16)
+
+
+def _mxcsr_call(builder: ir.IRBuilder, name: str, ptr: ir.Value) -> None:
+    fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer()])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+    builder.call(fn, [builder.bitcast(ptr, ir.IntType(8).as_pointer())])
+
+
+def _barrier(builder: ir.IRBuilder) -> None:
+    """A compiler barrier: no load or store moves across it, so no float op of the loop does."""
+    builder.asm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", [], side_effect=True)
+
+
+@intrinsic
+def daz_on(typingctx):
+    """Set MXCSR's DAZ bit and clear FTZ; returns the old MXCSR (0 and no effect off x86)."""
+
+    def codegen(context, builder, sig, args):
+        if not HAS_DAZ:
+            return ir.Constant(_I32, 0)
+        slot = cgutils.alloca_once(builder, _I32)
+        _mxcsr_call(builder, "llvm.x86.sse.stmxcsr", slot)
+        old = builder.load(slot)
+        new = builder.and_(builder.or_(old, ir.Constant(_I32, 0x0040)), ir.Constant(_I32, ~0x8000))
+        builder.store(new, slot)
+        _mxcsr_call(builder, "llvm.x86.sse.ldmxcsr", slot)
+        _barrier(builder)
+        return old
+
+    return types.uint32(), codegen
+
+
+@intrinsic
+def mxcsr_restore(typingctx, old):
+    """Put back the MXCSR that :func:`daz_on` returned."""
+    if not isinstance(old, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if HAS_DAZ:
+            _barrier(builder)
+            slot = cgutils.alloca_once(builder, _I32)
+            builder.store(builder.trunc(args[0], _I32) if args[0].type != _I32 else args[0], slot)
+            _mxcsr_call(builder, "llvm.x86.sse.ldmxcsr", slot)
+        return context.get_dummy_value()
+
+    return types.none(old), codegen
