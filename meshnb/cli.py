@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 
-from .host import RunInterrupted, RunResult, train
+from .host import ClusterError, RunInterrupted, RunResult, train
 
 _MASK32 = 0xFFFFFFFF
 
@@ -69,11 +69,40 @@ def _step_base(text: str) -> int:
     return _hex_u32(hi, "step high half") << 32 | _hex_u32(lo, "step low half")
 
 
+def _systems(text: str) -> int:
+    value = _count(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to 64")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+def _stall(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K:TASK:MS")
+    k, call, ms = (_count(p) for p in parts)
+    return k, call, ms
+
+
+_CLUSTER_FLAGS = (("backend", "--backend"), ("timeout_ms", "--timeout-ms"), ("stall", "--stall"),
+                  ("give_up", "--give-up"), ("checkpoint", "--checkpoint"), ("checkpoint_every", "--checkpoint-every"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
-    t.add_argument("--steps", type=_count, default=4096, metavar="S", help="steps to run (default 4096)")
+    t.add_argument("--steps", type=_count, metavar="S", help="steps to run (default 4096; with --resume, the run's)")
     t.add_argument("--steps-per-task", type=_positive_u32, metavar="K", help="STEPS_PER_TASK of the page (default 64)")
     t.add_argument(
         "--set-lr", type=_set_lr, action="append", default=[], metavar="STEP:HEX",
@@ -88,6 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
     t.add_argument("--ieee", action="store_true", help="plain IEEE float32 instead of float mode Z (comparison only)")
+    c = t.add_argument_group("clusters")
+    c.add_argument("--systems", type=_systems, metavar="N", help="a cluster of N systems in lockstep (1 to 64)")
+    c.add_argument("--backend", metavar="NAME",
+                   help="threads (default), processes, fused, or mpi (under mpiexec: one system per rank)")
+    c.add_argument("--timeout-ms", type=_positive, metavar="T", help="a round's timeout in ms (default 1000)")
+    c.add_argument(
+        "--stall", type=_stall, action="append", metavar="K:TASK:MS",
+        help="system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
+    )
+    c.add_argument("--give-up", type=_positive, metavar="S", help="stop when a member completes no step for S s (default 60)")
+    c.add_argument("--checkpoint", metavar="PATH", help="write the whole run here at task boundaries, on Ctrl-C and at the end")
+    c.add_argument("--checkpoint-every", type=_positive, metavar="S", help="seconds between checkpoints (default 5)")
+    c.add_argument("--resume", metavar="PATH", help="continue the run of this checkpoint")
+    b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
+    b.add_argument("--seconds", type=float, metavar="S", help="time budget per path (default 2; --quick 0.25)")
+    b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
+    b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
     return parser
 
 
@@ -131,28 +178,50 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
+def _cluster_options(args: argparse.Namespace) -> dict[str, object]:
+    """The library's cluster arguments from the flags (only those given: the library has the defaults)."""
+    if args.systems is None and args.resume is None and args.backend != "mpi":  # mpi: N is the job's size
+        for name, flag in _CLUSTER_FLAGS:
+            if getattr(args, name) is not None:
+                raise UsageError(f"{flag} is for clusters: give --systems N (or --resume PATH)")
+        return {}
+    given = {
+        "systems": args.systems, "backend": args.backend, "timeout_ms": args.timeout_ms, "stalls": args.stall,
+        "give_up_s": args.give_up, "checkpoint": args.checkpoint, "checkpoint_every_s": args.checkpoint_every,
+        "resume": args.resume,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _train(args: argparse.Namespace) -> int:
     view_in = _read_page(args.view_in) if args.view_in else None
     progress = args.progress if args.progress is not None else (not args.json and sys.stderr.isatty())
+    cluster = _cluster_options(args)
     try:
         result = train(
             args.steps,
             steps_per_task=args.steps_per_task,
-            set_lr=args.set_lr,
+            set_lr=args.set_lr or (None if args.resume else []),  # a resume takes the run's changes
             step_base=args.step_base,
             view_in=view_in,
             z=not args.ieee,
             progress=progress,
+            **cluster,  # type: ignore[arg-type]
         )
     except RunInterrupted as stop:
+        if not _prints(args):
+            return 130
+        saved = [f"page written to {args.view_out}"] if args.view_out else []
         if args.view_out:
             _write_page(args.view_out, stop.result.page)
-            print(f"meshnb: interrupted after {stop.result.steps} steps; page written to {args.view_out}", file=sys.stderr)
-        else:
-            print(f"meshnb: interrupted after {stop.result.steps} steps", file=sys.stderr)
+        if args.checkpoint:
+            saved.append(f"checkpoint written to {args.checkpoint}")
+        print(f"meshnb: interrupted after {stop.result.steps} steps" + "".join(f"; {s}" for s in saved), file=sys.stderr)
         return 130
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if not _prints(args):
+        return 0  # mpi: rank 0 prints (and writes) every rank's results
     if args.view_out:
         _write_page(args.view_out, result.page)
     if args.json:
@@ -162,14 +231,38 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
+    """False on the MPI ranks other than 0 (--backend mpi): they print nothing but their own
+    failures, and an error in the arguments is every rank's, printed once by rank 0."""
+    if args is not None:
+        mpi = getattr(args, "backend", None) == "mpi"
+    else:  # the arguments did not parse: look for the flag itself
+        a = list(sys.argv[1:] if argv is None else argv)
+        mpi = "--backend=mpi" in a or any(x == "--backend" and y == "mpi" for x, y in zip(a, a[1:]))
+    if not mpi:
+        return True
+    from .mpi import is_root
+
+    return is_root()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "bench":
+            from . import bench  # not imported by `meshnb train`: start-up stays short
+
+            try:
+                return bench.main(args.seconds, args.quick, args.json, args.paths)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         return _train(args)
     except UsageError as e:
-        print(f"meshnb: error: {e}", file=sys.stderr)
+        if _prints(args, argv):
+            print(f"meshnb: error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
+    except (OSError, ClusterError) as e:
         print(f"meshnb: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

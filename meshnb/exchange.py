@@ -3,10 +3,28 @@
 The program talks to any transport through :class:`Exchange` alone, as the seed's ``exchange``
 does: ``set_slot`` publishes this system's words for a round parity, ``round(n)`` publishes the
 counter and waits (bounded) for every member to reach ``n``, ``slot(m, par)`` reads member ``m``.
+
+:class:`ExchangePage` lays the page out in any writable buffer, following the one table
+``EXCHANGE_LAYOUT``; :class:`PageExchange` is one member's handle on it.  Transports differ only
+in how a member waits (a :class:`Waiter`):
+
+- :class:`BlockingWaiter` (the threads backend: members are threads of one process) sleeps on a
+  condition variable; the publisher that completes a round wakes the others.
+- :class:`PollingWaiter` (the processes backend: the page is in ``multiprocessing.shared_memory``)
+  re-reads the page: a short spin that yields the core, then sleeps of growing length.
+
+Memory order: a member writes its slot, then its counter; a reader checks the counters, then
+reads the slots.  Threads run under the GIL, which orders them.  Processes rely on aligned 4- and
+8-byte numpy stores being single instructions, seen by other cores in program order (x86-64's
+total store order); a weakly ordered CPU would need fences that numpy cannot issue.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -41,3 +59,185 @@ class Exchange(Protocol):
 
     def slot(self, m: int, parity: int) -> np.ndarray:
         """System ``m``'s slot for ``parity`` (8 uint32 words)."""
+
+
+class ExchangeAborted(Exception):
+    """The run is being torn down (a member failed): a wait ended without its round."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The page layout: one table.  ``scope`` "page" fields sit once at the start; "system" fields
+# repeat for every system, ``SYSTEM_BYTES`` apart, after ``HEADER_BYTES``.
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PageField:
+    name: str
+    scope: str  # "page" or "system"
+    offset: int  # bytes, from the page's start or from the system's block
+    dtype: str  # "u8", "u32" or "u64"
+    count: int
+    meaning: str
+
+
+EXCHANGE_LAYOUT: tuple[PageField, ...] = (
+    PageField("SYSTEMS", "page", 0, "u32", 1, "N, the systems of the cluster"),
+    PageField("ABORT", "page", 4, "u32", 1, "nonzero: the run is torn down, every wait ends at once"),
+    PageField("COUNTER", "system", 0, "u64", 1, "the last round this system published (0 at first)"),
+    PageField("SLOT0", "system", 8, "u32", EX_SLOT_WORDS, "this system's words for even rounds"),
+    PageField("SLOT1", "system", 40, "u32", EX_SLOT_WORDS, "this system's words for odd rounds"),
+)
+HEADER_BYTES = 64
+SYSTEM_BYTES = 128  # two cache lines a system: writers never share a line
+_EX = {f.name: f for f in EXCHANGE_LAYOUT}
+_DTYPES = {"u8": "u1", "u32": "<u4", "u64": "<u8"}
+
+
+def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) -> np.ndarray:
+    """A live array of field ``f`` of ``n`` blocks ``stride`` bytes apart from byte ``start`` of
+    ``raw`` (uint8): shape ``[n]`` for a single value, ``[n, count]`` otherwise."""
+    dt = np.dtype(_DTYPES[f.dtype])
+    shape: tuple[int, ...] = (n,) if f.count == 1 else (n, f.count)
+    strides: tuple[int, ...] = (stride,) if f.count == 1 else (stride, dt.itemsize)
+    return np.ndarray(shape, dtype=dt, buffer=raw, offset=start + f.offset, strides=strides)
+
+
+def exchange_bytes(n: int) -> int:
+    """Bytes of the exchange page of ``n`` systems."""
+    return HEADER_BYTES + n * SYSTEM_BYTES
+
+
+class ExchangePage:
+    """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
+
+    ``create=True`` writes a fresh page (counters 0, slots 0); otherwise the page must already
+    say ``n`` systems."""
+
+    def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
+        if raw.nbytes < exchange_bytes(n):
+            raise ValueError(f"an exchange page of {n} systems needs {exchange_bytes(n)} bytes, got {raw.nbytes}")
+        self.n = n
+        self._systems = field_array(raw, 0, 0, 1, _EX["SYSTEMS"])
+        self._abort = field_array(raw, 0, 0, 1, _EX["ABORT"])
+        self.counters = field_array(raw, HEADER_BYTES, SYSTEM_BYTES, n, _EX["COUNTER"])
+        # slots[k, parity]: SLOT1 follows SLOT0, so parity is a stride of one slot.
+        s0 = field_array(raw, HEADER_BYTES, SYSTEM_BYTES, n, _EX["SLOT0"])
+        assert _EX["SLOT1"].offset == _EX["SLOT0"].offset + 4 * EX_SLOT_WORDS
+        self.slots = np.lib.stride_tricks.as_strided(
+            s0, shape=(n, 2, EX_SLOT_WORDS), strides=(SYSTEM_BYTES, 4 * EX_SLOT_WORDS, 4), writeable=True
+        )
+        if create:
+            raw[: exchange_bytes(n)] = 0
+            self._systems[0] = n
+        elif int(self._systems[0]) != n:
+            raise ValueError(f"this exchange page is for {int(self._systems[0])} systems, not {n}")
+
+    @classmethod
+    def new(cls, n: int) -> "ExchangePage":
+        """A fresh page of ``n`` systems in process memory."""
+        return cls(np.zeros(exchange_bytes(n), dtype=np.uint8), n, create=True)
+
+    def reached(self, n: int) -> bool:
+        """Every system's counter is >= ``n``."""
+        return int(self.counters.min()) >= n
+
+    def behind(self, n: int) -> list[int]:
+        """The systems whose counter is below ``n`` (for messages)."""
+        return [m for m in range(self.n) if int(self.counters[m]) < n]
+
+    @property
+    def aborted(self) -> bool:
+        return bool(self._abort[0])
+
+    def abort(self) -> None:
+        """End every wait on this page (a member failed or the run is torn down)."""
+        self._abort[0] = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting
+# ---------------------------------------------------------------------------------------------
+
+class Waiter(Protocol):
+    def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``ready()``, at most ``timeout_s``; returns its last value."""
+
+    def notify(self) -> None:
+        """Something ``ready`` reads may have changed: wake the waiters."""
+
+
+class BlockingWaiter:
+    """For members that are threads of one process: a condition variable, no busy core."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(ready, timeout_s)
+
+    def notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+@dataclass(frozen=True)
+class PollingWaiter:
+    """For members in other processes, who share nothing but memory: re-read it, first yielding
+    the core for ``spin_s``, then sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``."""
+
+    spin_s: float = 200e-6
+    min_sleep_s: float = 50e-6
+    max_sleep_s: float = 2e-3
+
+    def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        if ready():
+            return True
+        now = time.perf_counter()
+        deadline, spin_end, nap = now + timeout_s, now + self.spin_s, self.min_sleep_s
+        while now < deadline:
+            if now < spin_end:
+                os.sched_yield()
+            else:
+                time.sleep(min(nap, deadline - now))
+                nap = min(2 * nap, self.max_sleep_s)
+            if ready():
+                return True
+            now = time.perf_counter()
+        return ready()
+
+    def notify(self) -> None:
+        pass  # pollers look for themselves
+
+
+class PageExchange:
+    """System ``k``'s handle on an :class:`ExchangePage`: the :class:`Exchange` of the program.
+
+    ``round`` waits at most ``timeout_s``; it raises :class:`ExchangeAborted` once the page is
+    aborted, so that no member waits on a run that is being torn down."""
+
+    def __init__(self, page: ExchangePage, k: int, timeout_s: float, waiter: Waiter) -> None:
+        if not 0 <= k < page.n:
+            raise ValueError(f"system {k} is not on a page of {page.n} systems")
+        self.page, self.k, self.timeout_s, self.waiter = page, k, timeout_s, waiter
+
+    def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
+        self.page.slots[k, parity] = words
+
+    def slot(self, m: int, parity: int) -> np.ndarray:
+        return self.page.slots[m, parity].copy()
+
+    def round(self, n: int) -> bool:
+        page = self.page
+        page.counters[self.k] = n  # after the slot: see the module docstring on order
+        if page.reached(n):
+            self.waiter.notify()  # this member completed the round: wake the others
+            return True
+        page_ready: Callable[[], bool] = lambda: page.aborted or page.reached(n)
+        ok = self.waiter.wait(page_ready, self.timeout_s)
+        if page.aborted:
+            raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
+        return ok
+
+    def __repr__(self) -> str:
+        return f"PageExchange(k={self.k}, n={self.page.n}, timeout_s={self.timeout_s})"

@@ -7,10 +7,12 @@ the exact count or to start at an LR change, and a retry after a timeout (``ERR 
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,36 +92,124 @@ def check_page(view: View, steps: int) -> None:
         )
 
 
-def drive(
+def next_boundary(plan: Plan, spt: int, done: int) -> int:
+    """Where the task that starts when ``done`` steps of the run are done ends: ``spt`` steps
+    later, or sooner at the run's end or where the next LR change must start a task."""
+    end = min(done + spt, plan.steps)
+    for step, _ in plan.set_lr:  # sorted
+        if done < step < end:
+            return step
+    return end
+
+
+class ClusterError(RuntimeError):
+    """A member of a cluster failed, died, or made no progress: ``system`` names it (None: the
+    cluster as a whole); ``detail`` is the message without the system."""
+
+    def __init__(self, system: int | None, detail: str) -> None:
+        super().__init__(detail if system is None else f"system {system}: {detail}")
+        self.system, self.detail = system, detail
+
+
+CHUNK_STEPS = 1 << 16  # steps per njit call of drive_alone: ~2 ms, so Ctrl-C and progress stay live
+
+
+def drive_alone(
     ctx: Context,
     plan: Plan,
     on_task: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> int:
+    """:func:`drive` for a system without a group: the same TASKs (``arg = NEXT_STEP``,
+    STEPS_PER_TASK steps each, shortened to end the run or to start at an LR change), run many
+    to an njit call (:func:`meshnb.program.run_alone`), with the same page effects at every task
+    boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
+    pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
+    between calls.  The trace of one call is hashed on a second thread while the next one runs."""
+    v = ctx.view
+    check_page(v, plan.steps)
+    spt = v.word("STEPS_PER_TASK")
+    chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS  # spt 0: no steps to run
+    changes = list(plan.set_lr)
+    trace = ctx.trace
+    buffers = [np.empty((chunk if trace is not None else 0, 5), dtype=np.uint32) for _ in range(2)]
+    done = calls = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshnb-trace") as hasher:
+        hashing = None  # the last chunk's hash; buffers alternate, so at most one is in flight
+        while True:
+            while changes and changes[0][0] == done:
+                program.task(ctx, OP_SET_LR, changes.pop(0)[1])
+            if done >= plan.steps or (should_stop is not None and should_stop()):
+                break
+            limit = min(plan.steps, changes[0][0]) if changes else plan.steps
+            n = min(chunk, limit - done)
+            buf = buffers[calls % 2]
+            program.run_alone(ctx, n, buf)
+            calls += 1
+            if trace is not None:
+                if hashing is not None:
+                    hashing.result()
+                hashing = hasher.submit(trace.record, buf[:n])
+            done += n
+            if on_task is not None:
+                on_task(done)
+        if hashing is not None:
+            hashing.result()
+    return done
+
+
+def drive(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    before_task: Callable[[int], None] | None = None,
+    give_up_s: float | None = None,
+) -> int:
     """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
 
-    ``on_task(done)`` is called after every task (progress, fault injection, checkpoints);
-    ``should_stop()`` is asked between tasks and ends the loop early when it says so."""
+    A system without a group (and no fault injection) takes :func:`drive_alone`, the same
+    tasks with the loop over them in numba.
+
+    Tasks end at the planned boundaries of :func:`next_boundary`; a task cut short by a round's
+    timeout (``ERR = 1``) is followed by one that resumes it up to the same boundary, so every
+    member of a cluster ends its tasks at the same steps.  ``on_task(done)`` is called after every
+    task, retries included (progress, checkpoints); ``should_stop()`` is asked at each boundary
+    and ends the loop there; ``before_task(call)`` runs before TASK call number ``call`` (from 0,
+    retries included: fault injection).  ``give_up_s`` bounds the time without a completed step:
+    past it :class:`ClusterError` names this system, so a dead or stalled peer cannot hang it."""
+    if not ctx.grouped and before_task is None:
+        return drive_alone(ctx, plan, on_task, should_stop)
     v = ctx.view
     check_page(v, plan.steps)
     spt = v.word("STEPS_PER_TASK")
     changes = list(plan.set_lr)
-    done = 0
+    done = end = calls = 0
+    last_step = time.monotonic()
     while True:
-        while changes and changes[0][0] == done:
-            program.task(ctx, OP_SET_LR, changes.pop(0)[1])
-        if done >= plan.steps or (should_stop is not None and should_stop()):
-            return done
-        # The task ends on the run's last step or where the next LR change must start one.
-        limit = min(plan.steps, changes[0][0]) if changes else plan.steps
-        n = min(spt, limit - done)
+        if done == end:  # a planned boundary
+            while changes and changes[0][0] == done:
+                program.task(ctx, OP_SET_LR, changes.pop(0)[1])
+            if done >= plan.steps or (should_stop is not None and should_stop()):
+                return done
+            end = next_boundary(plan, spt, done)
+        n = end - done
+        if before_task is not None:
+            before_task(calls)
+        calls += 1
         if n != spt:
             v.set_word("STEPS_PER_TASK", n)
         try:
-            done += program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
+            ran = program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
         finally:
             if n != spt:
                 v.set_word("STEPS_PER_TASK", spt)
+        done += ran
+        if ran:
+            last_step = time.monotonic()
+        elif give_up_s is not None and time.monotonic() - last_step > give_up_s:
+            k = ctx.group.k if ctx.group is not None else 0
+            raise ClusterError(k, f"no step completed in {give_up_s:g} s (a peer is stalled or dead)")
         if on_task is not None:
             on_task(done)
 
@@ -235,7 +325,7 @@ def progress_bar(total: int, enabled: bool) -> Any:
 
 
 def train(
-    steps: int = 4096,
+    steps: int | None = None,
     *,
     steps_per_task: int | None = None,
     set_lr: Mapping[int, int] | list[tuple[int, int]] | None = None,
@@ -244,15 +334,47 @@ def train(
     z: bool = True,
     keep_trace: bool = False,
     progress: bool = False,
+    systems: int | None = None,
+    backend: str = "threads",
+    timeout_ms: float = 1000.0,
+    stalls: Sequence[Sequence[int]] = (),
+    give_up_s: float = 60.0,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_every_s: float = 5.0,
+    resume: str | os.PathLike[str] | None = None,
 ) -> RunResult:
-    """Run the train program on one system without a group; returns a :class:`RunResult`.
+    """Run the train program; returns a :class:`RunResult` (``steps``: 4096 unless given).
 
-    ``steps_per_task`` overrides the page's STEPS_PER_TASK, ``set_lr`` maps a step of this run to
-    the f32 bits SET_LR writes before the task starting there, ``step_base`` sets the page's next
-    step after init, ``view_in`` starts from a saved page instead of init (INITS stays 0).
-    ``z=False`` is plain IEEE float32, for comparisons only.  ``keep_trace`` keeps the applied
-    sums as ``result.trace``.  Raises :class:`RunInterrupted` on Ctrl-C, with the state so far."""
-    plan = Plan.make(steps, steps_per_task, set_lr, step_base)
+    Without ``systems``: one system without a group.  ``steps_per_task`` overrides the page's
+    STEPS_PER_TASK, ``set_lr`` maps a step of this run to the f32 bits SET_LR writes before the
+    task starting there, ``step_base`` sets the page's next step after init, ``view_in`` starts
+    from a saved page instead of init (INITS stays 0).  ``z=False`` is plain IEEE float32, for
+    comparisons only.  ``keep_trace`` keeps the applied sums as ``result.trace``.
+
+    With ``systems=N`` (1 to 64): a cluster in lockstep (``result.systems[k]`` is system k) on
+    ``backend`` "threads", "processes" or "fused"; ``timeout_ms`` bounds a round's wait,
+    ``stalls`` holds ``(system, task call, ms)`` faults to inject, ``give_up_s`` bounds the time
+    a member may go without completing a step (:class:`ClusterError`).  ``checkpoint`` is a file
+    written every ``checkpoint_every_s`` at a common task boundary, on Ctrl-C and at the end;
+    ``resume`` continues the run such a file holds (see :mod:`meshnb.cluster`).
+
+    ``backend="mpi"``, in every rank of an MPI job (``mpiexec -n N``): one system per rank,
+    ``systems`` optional (the job's size); every rank gets every system's result, rank 0 writes
+    the checkpoint (see :mod:`meshnb.mpi`).
+
+    Raises :class:`RunInterrupted` on Ctrl-C, with the state so far."""
+    if systems is not None or resume is not None or backend == "mpi":  # mpi: N is the MPI job's size
+        from . import cluster  # the cluster machinery imports this module
+
+        return cluster.train(
+            steps, systems=systems, backend=backend, timeout_ms=timeout_ms, stalls=stalls, give_up_s=give_up_s,
+            checkpoint=checkpoint, checkpoint_every_s=checkpoint_every_s, resume=resume,
+            steps_per_task=steps_per_task, set_lr=set_lr, step_base=step_base, view_in=view_in, z=z,
+            keep_trace=keep_trace, progress=progress,
+        )
+    if checkpoint is not None or stalls or backend != "threads":
+        raise ValueError("backends, stalls and checkpoints are for clusters: give systems=N")
+    plan = Plan.make(4096 if steps is None else steps, steps_per_task, set_lr, step_base)
     ctx = Context(View(), trace=Trace(keep=keep_trace), z=z)
     prepare(ctx, plan, view_in)
     bar = progress_bar(plan.steps, progress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,10 +40,12 @@ _LOSS = slice(_W["LOSS"], _W["LOSS"] + FIELDS["LOSS"].count)
 class Trace:
     """SHA-256 over the sums each step applied, 5 little-endian u32 words a step (SPEC 11).
 
-    With ``keep=True`` the words are also kept (``.words``, shape ``[steps, 5]``) for study."""
+    With ``keep=True`` the words are also kept (``.words``, shape ``[steps, 5]``) for study.
+    ``hasher`` replaces hashlib's SHA-256 (anything with ``update`` and ``hexdigest``), e.g. one
+    whose state a checkpoint can save (:class:`meshnb.checkpoint.Sha256`)."""
 
-    def __init__(self, keep: bool = False) -> None:
-        self._sha = hashlib.sha256()
+    def __init__(self, keep: bool = False, hasher: Any = None) -> None:
+        self._sha = hashlib.sha256() if hasher is None else hasher
         self._kept: list[np.ndarray] | None = [] if keep else None
         self.steps = 0
 
@@ -57,6 +60,14 @@ class Trace:
 
     def hexdigest(self) -> str:
         return self._sha.hexdigest()
+
+    @property
+    def hasher(self) -> Any:
+        return self._sha
+
+    @property
+    def keeps(self) -> bool:
+        return self._kept is not None
 
     @property
     def words(self) -> np.ndarray:
@@ -126,24 +137,20 @@ def task(ctx: Context, op: int, arg: int) -> int:
 
 
 def _run(ctx: Context, s: int) -> int:
+    if not ctx.grouped:
+        return _run_alone(ctx, s)
     v = ctx.view
     hdr = v.words[:HEADER_WORDS].copy()
     base = int(hdr[_W["STEP_HI"]]) << 32 | s
     steps = int(hdr[_W["STEPS_PER_TASK"]])
     pending = int(hdr[_W["PENDING"]])
-    grouped = ctx.grouped
     # A round left pending by a timed-out task is resumed, never recomputed.
-    resume = grouped and pending != 0 and int(hdr[_W["ROUND"]]) == (s + 1) & _MASK32
+    resume = pending != 0 and int(hdr[_W["ROUND"]]) == (s + 1) & _MASK32
     if pending and not resume:
         v.set_word("PENDING", 0)
     xs, ys, loss_ring = v.array("X"), v.array("Y"), v.words[_LOSS]
     trace = np.empty((steps if ctx.trace is not None else 0, kernels.NSUMS), dtype=np.uint32)
-
-    if grouped:
-        done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
-    else:
-        kernels.run_steps(hdr, xs, ys, loss_ring, np.uint64(base), np.uint32(steps), trace, ctx.z)
-        done = steps
+    done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
     timed_out = done < steps
 
     v.words[:4] = hdr[:4]
@@ -151,7 +158,7 @@ def _run(ctx: Context, s: int) -> int:
         v.set_word("ROUND", (s + done + 1) & _MASK32)
         v.set_word("PENDING", 1)
         ctx.counters[TIMEOUTS] += 1
-    elif grouped:
+    else:
         v.set_word("PENDING", 0)
     v.set_word("ERR", int(timed_out))
     v.next_step = (base + done) & _MASK64
@@ -159,6 +166,33 @@ def _run(ctx: Context, s: int) -> int:
     if ctx.trace is not None and done:
         ctx.trace.record(trace[:done])
     return done
+
+
+def _run_alone(ctx: Context, s: int) -> int:
+    """TASK of a system without a group: one njit call for the whole task."""
+    v = ctx.view
+    steps = v.word("STEPS_PER_TASK")
+    # The task runs from STEP_HI:arg and rewrites NEXT_STEP at its end, so starting it from a
+    # page whose NEXT_STEP is arg is the same task (and lets run_tasks read its base there).
+    v.set_word("NEXT_STEP", s)
+    return run_alone(ctx, steps)
+
+
+def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
+    """``count`` steps of a system without a group as consecutive TASKs with ``arg = NEXT_STEP``
+    (STEPS_PER_TASK steps each, the last one shortened), in one njit call: the host's fast loop.
+
+    ``trace`` is an optional ``[>= count, 5]`` uint32 buffer to record into (reused by callers
+    that record asynchronously); without it the sums go straight to ``ctx.trace``."""
+    if ctx.grouped:
+        raise ValueError("run_alone is for a system without a group")
+    rows = count if ctx.trace is not None else 0
+    buf = np.empty((rows, kernels.NSUMS), dtype=np.uint32) if trace is None else trace[:rows]
+    kernels.run_tasks(ctx.view.words, count, buf, kernels.loop_mode(ctx.z))
+    ctx.counters[STEPS] += count
+    if ctx.trace is not None and trace is None and count:
+        ctx.trace.record(buf)
+    return count
 
 
 def _run_grouped(
@@ -177,7 +211,6 @@ def _run_grouped(
     k, n, ex, z = ctx.group.k, ctx.group.n, ctx.exchange, ctx.z
     if z:  # PARAMS are read through ftz_from_bits, and written back even after zero steps
         hdr[:4] = floatz.flush_words(hdr[:4])
-    tab = kernels.batches(xs, ys, z)
     slots = np.empty((n, EX_SLOT_WORDS), dtype=np.uint32)
     no_row = np.empty(0, dtype=np.uint32)
     for done in range(steps):
@@ -186,7 +219,7 @@ def _run_grouped(
         parity = rnd % 2
         if not (resume and done == 0):
             # Step t's batch: system k takes offset N t + k.
-            ex.set_slot(k, parity, kernels.grouped_sums(hdr, tab, np.uint32((t * n + k) & _MASK32), z))
+            ex.set_slot(k, parity, kernels.grouped_sums(hdr, xs, ys, np.uint32((t * n + k) & _MASK32), z))
         if not ex.round(rnd):
             return done
         for m in range(n):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,3 +27,24 @@ def fresh_page() -> bytes:
     ctx = Context(View())
     prepare(ctx, Plan(), None)
     return ctx.view.tobytes()
+
+
+SHM = Path("/dev/shm")
+
+
+def _meshnb_segments() -> set[str]:
+    """meshnb's shared memory segments (named ``meshnb_<pid>_<random>``; other programs' are not
+    ours to judge)."""
+    return {p.name for p in SHM.glob("meshnb_*")} if SHM.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def no_shared_memory_left_behind():
+    """Every test leaves /dev/shm as it found it.  A run whose coordinator was killed leaves its
+    segment to the resource tracker, which unlinks it once the last member exits: wait for that."""
+    before = _meshnb_segments()
+    yield
+    deadline = time.monotonic() + 15
+    while (left := _meshnb_segments() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"shared memory segments left behind: {sorted(left)}"

@@ -128,3 +128,64 @@ def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
     whole = subprocess.run([sys.executable, "-m", "meshnb", "train", "--json", "--steps", str(done + 1000)],
                            capture_output=True, text=True, timeout=120)
     assert json.loads(more.stdout)["systems"][0]["digest"] == json.loads(whole.stdout)["systems"][0]["digest"]
+
+
+# --- clusters ---------------------------------------------------------------------------------
+
+def test_systems_json_lists_every_member(capsys, vectors):
+    want = vectors["runs"][1]
+    code, out, err = run_cli(capsys, "train", "--systems", "2", "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert doc["steps"] == 4096 and [s["system"] for s in doc["systems"]] == [0, 1]
+    for s in doc["systems"]:
+        assert s == {"system": s["system"], "params": want["params"], "digest": want["digest"],
+                     "trace_digest": want["trace_digest"], "counters": {"inits": 1, "steps": 4096, "timeouts": 0}}
+
+
+def test_stalls_on_the_command_line_count_timeouts_and_change_no_digest(capsys):
+    code, out, _ = run_cli(capsys, "train", "--systems", "4", "--backend", "processes", "--steps", "1000",
+                           "--timeout-ms", "50", "--stall", "1:3:300", "--json")
+    assert code == 0
+    systems = json.loads(out)["systems"]
+    clean = json.loads(run_cli(capsys, "train", "--systems", "4", "--backend", "fused", "--steps", "1000", "--json")[1])
+    assert [s["digest"] for s in systems] == [s["digest"] for s in clean["systems"]]
+    assert [s["trace_digest"] for s in systems] == [s["trace_digest"] for s in clean["systems"]]
+    assert all(s["counters"]["timeouts"] > 0 for s in systems if s["system"] != 1)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--systems", "0"], "from 1 to 64"),
+    (["--systems", "65"], "from 1 to 64"),
+    (["--systems", "two"], "not a whole number"),
+    (["--systems", "2", "--backend", "carrier-pigeon"], "backend must be one of"),
+    (["--systems", "2", "--timeout-ms", "0"], "positive number"),
+    (["--systems", "2", "--timeout-ms", "soon"], "not a number"),
+    (["--systems", "2", "--stall", "1:3"], "K:TASK:MS"),
+    (["--systems", "2", "--stall", "1:-3:5"], "negative"),
+    (["--systems", "2", "--stall", "2:3:5"], "names system 2"),
+    (["--systems", "2", "--backend", "fused", "--stall", "1:3:5"], "no exchange"),
+    (["--systems", "2", "--give-up", "-1"], "positive number"),
+    (["--stall", "1:3:5"], "--stall is for clusters"),
+    (["--backend", "threads"], "--backend is for clusters"),
+    (["--checkpoint", "x.ckpt"], "--checkpoint is for clusters"),
+    (["--resume", "/nonexistent/run.ckpt"], "No such file"),
+])
+def test_malformed_cluster_values_exit_2_with_one_line(capsys, argv, message):
+    code, out, err = run_cli(capsys, "train", *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("meshnb: error:") and message in err
+
+
+def test_a_dead_member_exits_1_naming_it():
+    from .test_cluster import member_pids
+
+    p = _cli("train", "--systems", "3", "--backend", "processes", "--steps", "100000000")
+    victim = member_pids(p.pid, 3)[2]
+    time.sleep(0.5)
+    os.kill(victim, signal.SIGKILL)
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 1 and out == ""
+    assert err.count("\n") == 1 and f"(pid {victim}) was killed by SIGKILL" in err and err.startswith("meshnb: error: system ")

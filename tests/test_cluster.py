@@ -1,0 +1,205 @@
+"""Clusters (SPEC 8-10) on every backend: members agree, backends agree, the vectors and the
+reference's grouped run agree; stalls, timeouts and resumed rounds change no bits; failures end
+the run within a bound and name the system; Ctrl-C stops every member at one task boundary."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import reference as ref
+from meshnb.cluster import BACKENDS
+from meshnb.host import ClusterError, RunInterrupted
+
+from .pages import hard_pages, with_words
+
+SIZES = (1, 2, 3, 4, 8)
+STEPS = 4096
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[tuple[int, str], meshnb.RunResult]:
+    return {(n, b): meshnb.train(STEPS, systems=n, backend=b) for n in SIZES for b in BACKENDS}
+
+
+def _one(values) -> object:
+    values = set(values)
+    assert len(values) == 1, values
+    return values.pop()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_member_and_every_backend_ends_with_the_same_bits(runs, n):
+    pages = set()
+    for b in BACKENDS:
+        r = runs[n, b]
+        assert len(r.systems) == n and [s.system for s in r.systems] == list(range(n))
+        assert r.steps == STEPS and r.steps_per_second > 0
+        pages.add(_one(s.page for s in r.systems))
+        for s in r.systems:
+            assert s.counters == {"inits": 1, "steps": STEPS, "timeouts": 0}
+    page = meshnb.View.from_bytes(_one(pages))
+    assert page.next_step == STEPS and page.words[6].tobytes() == ref.init_page(n, grouped=True)[24:28]
+    assert _one(s.trace_digest for b in BACKENDS for s in runs[n, b].systems)
+
+
+@pytest.mark.parametrize("n, index", [(2, 1), (4, 2)])
+def test_two_and_four_systems_match_the_vectors(runs, vectors, n, index):
+    want = vectors["runs"][index]
+    assert want["systems"] == n and want["steps"] == STEPS
+    for b in BACKENDS:
+        for s in runs[n, b].systems:
+            assert s.params_hex == want["params"]
+            assert s.digest == want["digest"] and s.trace_digest == want["trace_digest"]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_backend_matches_the_reference_cluster(n):
+    steps = 300
+    pages, trace = ref.run([ref.init_page(n, grouped=True)] * n, steps, grouped=True)
+    for b in BACKENDS:
+        r = meshnb.train(steps, systems=n, backend=b, keep_trace=True)
+        for s, want in zip(r.systems, pages):
+            assert s.page == want, (b, s.system)
+            np.testing.assert_array_equal(s.trace, trace)
+            assert s.trace_digest == ref.trace_digest(trace)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_options_and_hard_pages_reach_every_member(backend):
+    # Tasks of 48 steps, LR changes inside tasks, a step base across 2^32, a hard page from view_in.
+    page = with_words(hard_pages()["tiny-samples-big-params"], 24, [0x3C2AAAAB])  # INV_BATCH of 3 systems
+    changes = {0: 0x3F400000, 100: 0x3E800000, 129: 0x3F000000, 300: 0x3C23D70A}
+    r = meshnb.train(300, systems=3, backend=backend, view_in=page, steps_per_task=48, set_lr=changes,
+                     step_base=(1 << 32) - 50)
+    start = with_words(with_words(with_words(page, 20, [48]), 28, [(1 << 32) - 50]), 44, [0])
+    pages, trace = ref.run([start] * 3, 300, grouped=True, lr_changes=changes)
+    for s, want in zip(r.systems, pages):
+        assert s.page == want and s.trace_digest == ref.trace_digest(trace)
+        assert s.counters == {"inits": 0, "steps": 300, "timeouts": 0}
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_stalls_force_timeouts_and_change_no_bits(backend):
+    clean = meshnb.train(1000, systems=4, backend="fused")
+    r = meshnb.train(1000, systems=4, backend=backend, timeout_ms=50, stalls=[(1, 3, 300), (3, 10, 120)])
+    timeouts = [s.counters["timeouts"] for s in r.systems]
+    assert all(t > 0 for k, t in enumerate(timeouts) if k != 1), timeouts
+    for s, c in zip(r.systems, clean.systems):
+        assert s.digest == c.digest and s.trace_digest == c.trace_digest
+        # The page is the same but for ROUND, which keeps the last round that was pending.
+        assert s.page[:40] + s.page[44:] == c.page[:40] + c.page[44:]
+        assert s.counters["steps"] == 1000
+
+
+def test_a_waiting_member_thread_uses_no_core():
+    cpu, wall = time.process_time(), time.monotonic()
+    meshnb.train(64, systems=2, backend="threads", stalls=[(1, 0, 800)])
+    assert time.monotonic() - wall > 0.8
+    assert time.process_time() - cpu < 0.4  # system 0 waited ~0.8 s for round 1
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_a_stalled_member_ends_the_run_within_the_bound_naming_it(backend):
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match=r"no step completed in 0.5 s.*; waiting for round \d+, not published by system 2$") as e:
+        meshnb.train(10_000, systems=3, backend=backend, timeout_ms=20, give_up_s=0.5, stalls=[(2, 1, 3000)])
+    assert e.value.system in (0, 1)
+    assert time.monotonic() - t0 < 5  # the bound (0.5 s), the members' start and their end
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """pid -> parent pid of every process under ``pid``."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parents[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        for child, parent in parents.items():
+            if parent == p and child not in out:
+                out[child] = parent
+                todo.append(child)
+    return out
+
+
+def member_pids(pid: int, n: int, timeout: float = 30.0) -> list[int]:
+    """The member processes of a processes-backend run started by ``pid``: the grandchildren
+    (the forkserver is a child; so is the resource tracker, which has no children)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tree = _descendants(pid)
+        grand = sorted(c for c, p in tree.items() if p != pid and tree.get(p) == pid)
+        if len(grand) >= n:
+            return grand
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} member processes under {pid}")
+
+
+def test_a_member_process_that_dies_ends_the_run_naming_it():
+    victim: list[int] = []
+
+    def kill_one() -> None:
+        pid = member_pids(os.getpid(), 3)[1]
+        time.sleep(0.5)  # mid-run
+        victim.append(pid)
+        os.kill(pid, signal.SIGKILL)
+
+    threading.Thread(target=kill_one, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match="was killed by SIGKILL") as e:
+        meshnb.train(10**8, systems=3, backend="processes")
+    assert time.monotonic() - t0 < 60
+    assert f"(pid {victim[0]})" in str(e.value) and str(e.value).startswith(f"system {e.value.system}: ")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_stops_every_member_at_one_task_boundary(backend):
+    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(RunInterrupted) as stop:
+        meshnb.train(10**10, systems=3, backend=backend)
+    timer.cancel()
+    r = stop.value.result
+    assert 0 < r.steps < 10**10 and r.steps % 64 == 0
+    clean = meshnb.train(r.steps, systems=3, backend="fused")
+    for s, c in zip(r.systems, clean.systems):
+        assert s.page == c.page and s.trace_digest == c.trace_digest and s.counters == c.counters
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"systems": 0}, "systems must be 1 to 64"),
+    ({"systems": 65}, "systems must be 1 to 64"),
+    ({"systems": True}, "systems must be"),
+    ({"systems": 2, "backend": "carrier-pigeon"}, "backend must be one of"),
+    ({"systems": 2, "timeout_ms": 0}, "timeout_ms must be a number above 0"),
+    ({"systems": 2, "timeout_ms": float("nan")}, "timeout_ms"),
+    ({"systems": 2, "give_up_s": -1}, "give_up_s"),
+    ({"systems": 2, "stalls": [(2, 0, 10)]}, "names system 2"),
+    ({"systems": 2, "stalls": [(0, -1, 10)]}, "three non-negative integers"),
+    ({"systems": 2, "stalls": [(0, 1)]}, "three non-negative integers"),
+    ({"systems": 2, "backend": "fused", "stalls": [(0, 1, 5)]}, "no exchange"),
+    ({"stalls": [(0, 1, 5)]}, "give systems=N"),
+    ({"checkpoint": "x.ckpt"}, "give systems=N"),
+    ({"systems": 2, "steps": -1}, "non-negative"),
+])
+def test_bad_cluster_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        meshnb.train(**{"steps": 10, **kwargs})
+
+
+def test_a_page_with_a_round_pending_cannot_start_a_cluster():
+    page = with_words(ref.init_page(2, grouped=True), 36, [1, 1])  # PENDING = 1, ROUND = NEXT_STEP + 1
+    with pytest.raises(ValueError, match="pending round"):
+        meshnb.train(10, systems=2, view_in=page)
