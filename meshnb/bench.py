@@ -1,0 +1,433 @@
+"""``meshnb bench``: steps per second of each path on this machine, every figure verified.
+
+Each path (meshnb's single system at the default STEPS_PER_TASK and in one big task, the numpy
+and plain-Python baselines of :mod:`meshnb.reference`, and the cluster backends when this build
+has them) is measured the same way:
+
+1. **first call**: the wall time of its very first call in this process (JIT compile or numba
+   cache load, worker start-up, imports);
+2. **bits**: its trace digest over ``verify_steps`` steps from each start page is compared with
+   meshnb's single-system digest (clusters: with the numpy reference's grouped run) on the same
+   starts; a path that differs gets **no figure**, only ``MISMATCH``;
+3. **steady state**: repeated calls sized to about a fifth of the path's time budget, from
+   varied start pages (perturbed params, LR and step base: the default trajectory repeats every
+   48 steps from step 1768), the median ns/step reported.
+
+The JIT/first-call cost is ``first call - steady time of the same call``.  ``run_bench`` returns
+one dict per path; ``format_table`` prints them; the helpers (``varied_starts``, ``meshnb_digest``,
+``reference_digest``, ``cluster_support``) are shared with the pytest-benchmark suite in ``bench/``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import platform
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from . import reference as ref
+
+DEFAULT_SECONDS = 2.0  # per path: ~10-20 s in all
+QUICK_SECONDS = 0.25  # --quick: ~3 s in all
+VERIFY_STEPS = 256
+QUICK_VERIFY_STEPS = 64
+MAX_STEPS_PER_CALL = 10_000_000
+
+# The issue's figures for this kind of machine (2-core AMD Zen 4), ns per step, for scale.
+KNOWN_NS_PER_STEP: dict[str, float] = {
+    "plain Python": 266_000.0,
+    "numpy, one op per lane array": 126_000.0,
+    "C gcc -O2 straightforward": 1_800.0,
+    "numba, flush via a 1-element view": 8_400.0,
+    "C AVX2, every op flushed": 85.0,
+    "C AVX, DAZ on, outputs flushed": 16.0,
+    "latency bound of one step": 13.0,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Varied inputs
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Start:
+    """Where a benchmarked run starts.
+
+    ``page`` is a single-system page after init with perturbed params, LR and step base (the
+    same ``step_base`` and ``lr_bits``); cluster runs use ``step_base`` and ``lr_bits`` (SET_LR
+    before step 0) from init, since their members' pages are made by the backend."""
+
+    page: bytes
+    step_base: int
+    lr_bits: int
+
+
+def varied_starts(count: int, seed: int = 5) -> list[Start]:
+    """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
+
+    The dynamics are stable from any such start (lr times the batch Hessian's top eigenvalue is
+    below 2), so no start overflows; every word is a normal float or zero."""
+    rng = np.random.default_rng(seed)
+    base_page = ref.init_page()
+    starts = []
+    for _ in range(count):
+        page = bytearray(base_page)
+        params = ref.to_bits(rng.uniform(-1.0, 1.0, 4).astype(np.float32))
+        lr_bits = 0x3F000000 - int(rng.integers(0, 1 << 19))  # 0.5 down to ~0.469
+        step_base = int(rng.integers(0, 1 << 40))
+        struct.pack_into("<4I", page, ref.OFF_PARAMS, *(int(w) for w in params))
+        struct.pack_into("<I", page, ref.OFF_LR, lr_bits)
+        struct.pack_into("<I", page, ref.OFF_NEXT_STEP, step_base & 0xFFFFFFFF)
+        struct.pack_into("<I", page, ref.OFF_STEP_HI, step_base >> 32)
+        starts.append(Start(bytes(page), step_base, lr_bits))
+    return starts
+
+
+# ---------------------------------------------------------------------------------------------
+# The runs being measured; each returns the trace digest of the steps it ran
+# ---------------------------------------------------------------------------------------------
+
+def meshnb_run(start: Start, steps: int, steps_per_task: int | None = None) -> str:
+    """meshnb's single-system path from ``start.page``."""
+    import meshnb
+
+    return meshnb.train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
+
+
+def reference_run(start: Start, steps: int, impl: str = "numpy") -> str:
+    """The reference implementation (``impl`` "numpy" or "python") from ``start.page``."""
+    _, trace = ref.run([start.page], steps, grouped=False, impl=impl)
+    return ref.trace_digest(trace)
+
+
+def cluster_support(backend: str, systems: int) -> tuple[bool, str]:
+    """Whether ``meshnb.train(..., systems=N, backend=...)`` exists here, and if not why."""
+    import meshnb
+
+    try:
+        params = inspect.signature(meshnb.train).parameters
+    except (TypeError, ValueError):
+        return False, "meshnb.train has no signature"
+    if "systems" not in params or "backend" not in params:
+        return False, "this build has no clusters (meshnb.train takes no systems=/backend=)"
+    try:
+        r = meshnb.train(1, systems=systems, backend=backend, **_cluster_kwargs(None))
+    except Exception as e:  # noqa: BLE001 - any failure of the probe: listed, not run
+        return False, f"backend {backend!r} with {systems} systems is not available: {type(e).__name__}: {e}"
+    if len(r.systems) != systems:
+        return False, f"backend {backend!r} returned {len(r.systems)} systems, not {systems}"
+    return True, ""
+
+
+def _cluster_kwargs(start: Start | None) -> dict[str, Any]:
+    if start is None:
+        return {}
+    return {"step_base": start.step_base, "set_lr": {0: start.lr_bits}}
+
+
+def cluster_run(start: Start, steps: int, backend: str, systems: int) -> str:
+    """A cluster of ``systems`` on ``backend``; every member must have the same trace digest."""
+    import meshnb
+
+    r = meshnb.train(steps, systems=systems, backend=backend, **_cluster_kwargs(start))
+    digests = {s.trace_digest for s in r.systems}
+    if len(digests) != 1:
+        return "members differ: " + ",".join(sorted(digests))
+    return r.systems[0].trace_digest
+
+
+def cluster_reference_run(start: Start, steps: int, systems: int) -> str:
+    """The numpy reference's grouped run of ``systems`` from the same step base and LR."""
+    page = bytearray(ref.init_page(systems, grouped=True))
+    struct.pack_into("<I", page, ref.OFF_NEXT_STEP, start.step_base & 0xFFFFFFFF)
+    struct.pack_into("<I", page, ref.OFF_STEP_HI, start.step_base >> 32)
+    _, trace = ref.run([bytes(page)] * systems, steps, grouped=True, lr_changes={0: start.lr_bits})
+    return ref.trace_digest(trace)
+
+
+@lru_cache(maxsize=64)
+def meshnb_digest(start: Start, steps: int) -> str:
+    """meshnb's single-system trace digest (the digest every single-system path must match)."""
+    return meshnb_run(start, steps)
+
+
+@lru_cache(maxsize=64)
+def reference_digest(start: Start, steps: int, impl: str = "numpy", systems: int = 0) -> str:
+    """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``."""
+    if systems:
+        return cluster_reference_run(start, steps, systems)
+    return reference_run(start, steps, impl)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Path:
+    """A way of running the program: ``run(start, steps) -> trace digest``."""
+
+    name: str
+    description: str
+    run: Callable[[Start, int], str]
+    probe_steps: int  # the first call's size (and the minimum call)
+    systems: int = 1
+    expected: Callable[[Start, int], str] = meshnb_digest  # the digest it must match
+    checked_against: str = "meshnb single system"
+    unavailable: str | None = None  # a reason: the path is listed but not run
+    max_steps: int = MAX_STEPS_PER_CALL
+
+
+def _single_expected(start: Start, steps: int) -> str:
+    # meshnb's own path is cross-checked with the independent numpy implementation.
+    return reference_digest(start, steps, "numpy")
+
+
+def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[Path]:
+    """Every path, single system first (so its first call carries the JIT); a cluster backend
+    this build lacks is listed with the reason.  ``names``: probe only these clusters."""
+    paths = [
+        Path("single", "meshnb.train, one system, STEPS_PER_TASK 64", meshnb_run, 4096,
+             expected=_single_expected, checked_against="numpy reference"),
+        Path("single-one-task", "meshnb.train, one system, the whole run in one task",
+             lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)), 4096, max_steps=0xFFFFFFFF),
+        Path("numpy", "reference.run impl='numpy' (vectorised over lanes)",
+             lambda s, n: reference_run(s, n, "numpy"), 16),
+        Path("python", "reference.run impl='python' (plain Python scalars)",
+             lambda s, n: reference_run(s, n, "python"), 4),
+    ]
+    if not clusters:
+        return paths
+    for backend, systems in (("fused", 8), ("threads", 2), ("processes", 2)):
+        name = f"{backend}-{systems}"
+        desc = f"meshnb.train(systems={systems}, backend={backend!r}), per lockstep step"
+        ok, why = cluster_support(backend, systems) if not names or name in names else (False, "not asked for")
+
+        def run(s: Start, n: int, backend: str = backend, systems: int = systems) -> str:
+            return cluster_run(s, n, backend, systems)
+
+        def expected(s: Start, n: int, systems: int = systems) -> str:
+            return reference_digest(s, n, "numpy", systems)
+
+        paths.append(Path(name, desc, run, 1024 if backend == "fused" else 256, systems,
+                          expected, f"numpy reference, {systems} systems grouped",
+                          None if ok else why))
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: int) -> dict[str, Any]:
+    """First call, bit check, then steady-state timing of one path (see the module doc)."""
+    row: dict[str, Any] = {
+        "path": path.name, "description": path.description, "systems": path.systems,
+        "available": path.unavailable is None, "reason": path.unavailable,
+        "verified": None, "verify_steps": verify_steps, "verify_starts": len(starts),
+        "checked_against": path.checked_against, "mismatches": [],
+        "first_call_s": None, "jit_s": None, "steps_per_call": None, "calls": 0,
+        "ns_per_step": None, "steps_per_s": None, "ratio_vs_single": None,
+        "marginal_ns_per_step": None, "fixed_s_per_call": None,
+    }
+    if path.unavailable is not None:
+        return row
+    probe = path.probe_steps
+    first_s, _ = _timed(lambda: path.run(starts[0], probe))
+    # Bits first: a path whose digest differs gets no figure.
+    for i, start in enumerate(starts):
+        got = path.run(start, verify_steps)
+        want = path.expected(start, verify_steps)
+        if got != want:
+            row["mismatches"].append({"start": i, "got": got, "expected": want})
+    row["verified"] = not row["mismatches"]
+    row["first_call_s"] = first_s
+    if not row["verified"]:
+        return row
+    same = [_timed(lambda i=i: path.run(starts[i % len(starts)], probe))[0] for i in range(3)]
+    t_probe = statistics.median(same)
+    row["jit_s"] = max(0.0, first_s - t_probe)
+    steps = _call_size(path, starts[0], probe, t_probe, seconds)
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    i = 0
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 50):
+        dt, _ = _timed(lambda: path.run(starts[i % len(starts)], steps))
+        times.append(dt)
+        i += 1
+    t_big = statistics.median(times)
+    ns = t_big / steps * 1e9
+    row.update(steps_per_call=steps, calls=len(times), ns_per_step=ns, steps_per_s=1e9 / ns,
+               ns_min=min(times) / steps * 1e9, ns_max=max(times) / steps * 1e9)
+    if steps > probe:  # two sizes: the cost of one more step, and what a call costs besides
+        slope = max(0.0, (t_big - t_probe) / (steps - probe))
+        row.update(marginal_ns_per_step=slope * 1e9, fixed_s_per_call=max(0.0, t_probe - probe * slope))
+    else:
+        row.update(marginal_ns_per_step=None, fixed_s_per_call=None)
+    return row
+
+
+def _call_size(path: Path, start: Start, probe: int, t_probe: float, seconds: float) -> int:
+    """Steps per timed call: a call of about a fifth of the budget, grown further while a
+    fixed per-call cost (workers' start-up, say) still outweighs the steps themselves."""
+    target = seconds / 5
+    steps, t = probe, t_probe
+    deadline = time.perf_counter() + seconds
+    while steps < path.max_steps and time.perf_counter() < deadline:
+        if t >= target and steps > probe:
+            slope = (t - t_probe) / (steps - probe)
+            if slope * steps >= t_probe - probe * slope:  # the steps dominate the call
+                break
+        factor = 16.0 if t < target / 10 else max(2.0, target / max(t, 1e-9))
+        steps = min(path.max_steps, max(64, int(steps * factor) // 64 * 64))
+        t, _ = _timed(lambda: path.run(start, steps))
+    return steps
+
+
+def run_bench(
+    seconds_per_path: float = DEFAULT_SECONDS,
+    *,
+    quick: bool = False,
+    paths: Sequence[str] | None = None,
+    extra_paths: Sequence[Path] = (),
+    clusters: bool = True,
+    verify_steps: int | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Measure every path (or those named in ``paths``); one dict per path, in order.
+
+    ``quick`` uses fewer and shorter verification runs; pass ``seconds_per_path=QUICK_SECONDS``
+    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`Path` objects (tests use it).
+    A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True."""
+    if verify_steps is None:
+        verify_steps = QUICK_VERIFY_STEPS if quick else VERIFY_STEPS
+    starts = varied_starts(2 if quick else 3)
+    every = default_paths(clusters, paths) + list(extra_paths)
+    if paths:
+        known = {p.name for p in every}
+        unknown = [p for p in paths if p not in known]
+        if unknown:
+            raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        every = [p for p in every if p.name in paths]
+    rows = []
+    for path in every:
+        row = measure(path, starts, seconds_per_path, verify_steps)
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    single = next((r["ns_per_step"] for r in rows if r["path"] == "single"), None)
+    for r in rows:
+        if single and r["ns_per_step"] is not None:
+            r["ratio_vs_single"] = r["ns_per_step"] / single
+    return rows
+
+
+def machine_info() -> dict[str, Any]:
+    import numba
+
+    return {
+        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+        "machine": platform.machine(), "processor": _cpu_name(), "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+
+def _ns(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:,.2f} ms"
+    if ns >= 1e4:
+        return f"{ns / 1e3:,.1f} us"
+    return f"{ns:,.1f} ns"
+
+
+def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
+    """A human table of ``run_bench``'s rows."""
+    head = ("path", "N", "steps/s", "per step", "vs single", "fixed/call", "first call", "JIT/first", "bits")
+    lines = []
+    if info:
+        lines.append(f"meshnb bench: {info['processor']}, {info['cpus']} CPUs, Python {info['python']}, "
+                     f"numba {info['numba']}, numpy {info['numpy']}, {info['date']}")
+    table = [head]
+    notes = []
+    for r in rows:
+        if not r["available"]:
+            table.append((r["path"], str(r["systems"]), "-", "-", "-", "-", "-", "-", "not run"))
+            notes.append(f"{r['path']}: {r['reason']}")
+            continue
+        first = f"{r['first_call_s']:.3f} s" if r["first_call_s"] is not None else "-"
+        if not r["verified"]:
+            m = r["mismatches"][0]
+            table.append((r["path"], str(r["systems"]), "-", "-", "-", "-", first, "-", "MISMATCH"))
+            notes.append(f"{r['path']}: trace digest differs from {r['checked_against']} on start {m['start']} "
+                         f"({m['got'][:16]}... != {m['expected'][:16]}...): no figure")
+            continue
+        ratio = f"{r['ratio_vs_single']:,.2f}x" if r["ratio_vs_single"] is not None else "-"
+        fixed = _ns(r["fixed_s_per_call"] * 1e9) if r.get("fixed_s_per_call") is not None else "-"
+        table.append((
+            r["path"], str(r["systems"]), f"{r['steps_per_s']:,.0f}", _ns(r["ns_per_step"]), ratio, fixed, first,
+            f"{r['jit_s']:.3f} s", f"ok ({r['verify_starts']}x{r['verify_steps']} steps)",
+        ))
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    right = {1, 2, 3, 4, 5, 6, 7}
+    for k, row in enumerate(table):
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("per step: median wall time of a whole call / its steps (clusters: one lockstep step of all N)")
+    lines.append("fixed/call: what a call costs besides its steps (from two call sizes)")
+    lines.append("first call: this process's first call (JIT compile or cache load, start-up); "
+                 "JIT/first: first call - a steady call of the same size")
+    lines.extend(notes)
+    return "\n".join(lines)
+
+
+def main(seconds: float | None, quick: bool, as_json: bool, paths: Sequence[str] | None) -> int:
+    """The ``meshnb bench`` command (parsing is in :mod:`meshnb.cli`)."""
+    import json
+
+    if seconds is None:
+        seconds = QUICK_SECONDS if quick else DEFAULT_SECONDS
+    info = machine_info()
+
+    def progress(row: dict[str, Any]) -> None:
+        if not as_json and sys.stderr.isatty():
+            state = "done" if row["available"] else "not run"
+            print(f"  {row['path']}: {state}", file=sys.stderr)
+
+    rows = run_bench(seconds, quick=quick, paths=paths, progress=progress)
+    if as_json:
+        print(json.dumps({"machine": info, "seconds_per_path": seconds, "quick": quick, "paths": rows}))
+    else:
+        print(format_table(rows, info))
+    return 0 if all(r["verified"] is not False for r in rows) else 1

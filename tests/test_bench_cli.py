@@ -1,0 +1,67 @@
+"""``meshnb bench``: structure of its report, and no figure for a path whose bits differ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from meshnb import bench
+from meshnb.cli import main
+
+CORE_PATHS = ("single", "single-one-task", "numpy", "python")
+
+
+@pytest.fixture(scope="module")
+def quick_report() -> dict:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["bench", "--quick", "--json"])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def test_quick_json_reports_every_path_verified(quick_report):
+    assert quick_report["quick"] is True
+    assert {"python", "numba", "numpy", "cpus", "processor", "date"} <= set(quick_report["machine"])
+    rows = {r["path"]: r for r in quick_report["paths"]}
+    assert set(CORE_PATHS) <= set(rows)
+    for name, r in rows.items():
+        if not r["available"]:  # a cluster backend this build lacks: listed with its reason
+            assert r["reason"] and r["ns_per_step"] is None and r["verified"] is None
+            continue
+        assert r["verified"] is True, (name, r["mismatches"])
+        assert r["verify_steps"] > 0 and r["verify_starts"] >= 1
+        assert r["ns_per_step"] > 0 and r["steps_per_s"] == pytest.approx(1e9 / r["ns_per_step"])
+        assert r["first_call_s"] >= 0 and r["jit_s"] >= 0
+        assert r["calls"] >= 3 and r["steps_per_call"] >= 1
+        assert r["ratio_vs_single"] > 0
+    assert rows["single"]["ratio_vs_single"] == pytest.approx(1.0)
+    assert rows["single"]["checked_against"] == "numpy reference"
+    # The baselines are far slower than meshnb (a loose bound: the machine may be busy).
+    assert rows["numpy"]["ns_per_step"] > 10 * rows["single"]["ns_per_step"]
+
+
+def test_a_path_whose_bits_differ_gets_no_figure(capsys):
+    broken = bench.Path("broken", "a path that gets the bits wrong", lambda s, n: "0" * 64, 4)
+    rows = bench.run_bench(0.05, quick=True, paths=["single", "broken"], extra_paths=[broken], clusters=False)
+    assert [r["path"] for r in rows] == ["single", "broken"]
+    bad = rows[1]
+    assert bad["verified"] is False and bad["mismatches"]
+    assert bad["ns_per_step"] is None and bad["steps_per_s"] is None and bad["ratio_vs_single"] is None
+    table = bench.format_table(rows)
+    line = next(line for line in table.splitlines() if line.startswith("broken"))
+    assert "MISMATCH" in line and "ns" not in line and "us" not in line
+    assert "broken: trace digest differs" in table
+
+
+def test_human_table_and_bad_path_name(capsys):
+    assert main(["bench", "--seconds", "0.05", "--quick", "--paths", "single,numpy"]) == 0
+    out = capsys.readouterr().out
+    assert "steps/s" in out and "JIT/first" in out
+    assert any(line.startswith("single ") and "ok (" in line for line in out.splitlines())
+    assert main(["bench", "--paths", "nosuch"]) == 2
+    assert "unknown path" in capsys.readouterr().err
