@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import kernels, program
+from meshnb import host, kernels, program
 from meshnb import reference as ref
 from meshnb.bench import cluster_reference_run, cluster_run, cluster_support
+from meshnb.host import Plan
 from meshnb.program import OP_TASK, Context, Trace
 from meshnb.view import View
 
@@ -143,6 +144,23 @@ def test_train_single(benchmark, record, sizes, starts, meshnb_traces, one_task)
     benchmark.group = "single system"
     result = benchmark.pedantic(meshnb.train, setup=setup, rounds=sizes["rounds"], iterations=1)
     assert result.counters["steps"] == n
+
+
+def test_train_single_without_trace(benchmark, record, sizes, starts):
+    """The same 10^6-step run through the host's loop with no trace: what recording costs."""
+    n = sizes["run"]
+    plan = Plan(n)
+    pages = itertools.cycle([s.page for s in starts])
+
+    def setup():
+        ctx = Context(View.from_bytes(next(pages)))
+        return (ctx, plan), {}
+
+    ctx, _ = setup()[0]
+    host.drive(ctx, Plan(64))  # warm-up
+    record(benchmark, "single-notrace", n)
+    benchmark.group = "single system"
+    assert benchmark.pedantic(host.drive, setup=setup, rounds=sizes["rounds"], iterations=1) == n
 
 
 @pytest.mark.parametrize("impl", ["numpy", "python"])

@@ -53,7 +53,7 @@ class Trace:
         words = np.ascontiguousarray(words, dtype="<u4")
         if words.ndim != 2 or words.shape[1] != kernels.NSUMS:
             raise ValueError(f"a trace records [steps, 5] words, got shape {words.shape}")
-        self._sha.update(words.tobytes())
+        self._sha.update(words)  # the array's buffer, no copy
         self.steps += words.shape[0]
         if self._kept is not None:
             self._kept.append(words.copy())
