@@ -175,6 +175,8 @@ def _summary(result: RunResult) -> str:
     rate = result.steps_per_second
     per = 1e9 / rate if rate and rate != float("inf") else 0.0
     lines.append(f"speed   {rate:,.0f} steps/s ({per:.1f} ns/step), {result.steps} steps in {result.seconds:.3f} s")
+    if result.first_call_seconds:
+        lines.append(f"jit     {result.first_call_seconds:.3f} s before the steps (compile, or load from numba's cache)")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import program
+from . import kernels, program
 from .program import LAST_STEP, OP_SET_LR, OP_TASK, Context, Trace
 from .view import View
 
@@ -262,11 +262,15 @@ class SystemResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A run: every system's result; the single-system fields read system 0."""
+    """A run: every system's result; the single-system fields read system 0.
+
+    ``seconds`` times the steps alone; ``first_call_seconds`` is what loading (or compiling) the
+    step loop took before them, kept out of ``seconds`` and ``steps_per_second``."""
 
     steps: int
     systems: tuple[SystemResult, ...]
     seconds: float
+    first_call_seconds: float = 0.0
 
     @property
     def steps_per_second(self) -> float:
@@ -377,6 +381,7 @@ def train(
     plan = Plan.make(4096 if steps is None else steps, steps_per_task, set_lr, step_base)
     ctx = Context(View(), trace=Trace(keep=keep_trace), z=z)
     prepare(ctx, plan, view_in)
+    first_call = kernels.warm_up(kernels.loop_mode(z))
     bar = progress_bar(plan.steps, progress)
     last = 0
 
@@ -392,7 +397,7 @@ def train(
     finally:
         if bar is not None:
             bar.close()
-    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - start)
+    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - start, first_call)
     if done < plan.steps:
         raise RunInterrupted(result)
     return result

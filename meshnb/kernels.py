@@ -18,12 +18,14 @@ The step loops (``run_tasks`` for one system, ``run_fused`` for a cluster) compu
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import njit
 
 from . import vec
 from .floatz import add, bits, div, flush, flush_subnormal, from_bits, from_u32, mul, sub
-from .view import FIELDS, HEADER_WORDS
+from .view import FIELDS, HEADER_WORDS, VIEW_BYTES
 
 SAMPLES = 256
 WARP = 32
@@ -452,3 +454,15 @@ def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     step with the same STEPS_PER_TASK); ``trace`` (``[count, 5]`` uint32, or no rows) receives
     the fold each step applied, the same for every member.  ``mode`` as in ``run_tasks``."""
     _FUSED[mode](pages, np.uint64(count), trace)
+
+
+def warm_up(mode: int, fused: bool = False) -> float:
+    """Compile the step loop of ``mode`` now (or load it from numba's cache), on a scratch page,
+    so that a timed run measures steady steps; returns the seconds this first call took."""
+    start = time.perf_counter()
+    trace = np.empty((0, NSUMS), dtype=np.uint32)
+    if fused:
+        run_fused(np.zeros((1, VIEW_BYTES // 4), dtype=np.uint32), 0, trace, mode)
+    else:
+        run_tasks(np.zeros(VIEW_BYTES // 4, dtype=np.uint32), 0, trace, mode)
+    return time.perf_counter() - start

@@ -38,7 +38,7 @@ def test_human_summary_shows_params_loss_digest_and_speed(capsys, vectors):
     code, out, _ = run_cli(capsys, "train")
     assert code == 0
     assert vectors["runs"][0]["digest"] in out and " ".join(vectors["runs"][0]["params"]) in out
-    assert "loss" in out and "steps/s" in out
+    assert "loss" in out and "steps/s" in out and "jit " in out
 
 
 def test_options_reach_the_program(capsys, tmp_path):

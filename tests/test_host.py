@@ -27,6 +27,7 @@ def test_one_system_4096_steps_matches_vectors(vectors):
     assert r.digest == want["digest"] and r.trace_digest == want["trace_digest"]
     assert r.counters == {"inits": 1, "steps": 4096, "timeouts": 0}
     assert r.view.next_step == 4096 and r.view.word("STEPS_PER_TASK") == 64
+    assert r.seconds > 0 and r.first_call_seconds > 0  # timed apart
 
 
 def test_first_eight_steps_trace_matches_vectors(vectors):
