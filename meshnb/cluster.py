@@ -52,8 +52,8 @@ from .exchange import (
     exchange_bytes, field_array,
 )
 from .host import (
-    ClusterError, Plan, RunInterrupted, RunResult, SystemResult, deferred_interrupt, drive, next_boundary,
-    prepare, progress_bar,
+    ClusterError, Plan, RunInterrupted, RunResult, SystemResult, check_page, deferred_interrupt, drive,
+    next_boundary, prepare, progress_bar,
 )
 from .program import COUNTER_NAMES, Context, Trace
 from .view import VIEW_BYTES, View
@@ -775,6 +775,8 @@ def train(
         else:
             settings, start = ck.run, ck.done
             plan = Plan(settings.steps - start, None, tuple((s - start, b) for s, b in settings.set_lr if s >= start))
+        for k in range(n):  # a page that cannot run the plan is bad input, refused before any member starts
+            check_page(memory.view(k), plan.steps)
         spec = MemberSpec(n, plan, settings.z, timeout_s, stall_list, give_up_s, keep_trace,
                           resumable=checkpoint is not None or ck is not None)
         run = _Run(settings, plan, start, spec, checkpoint, checkpoint_every_s, progress)

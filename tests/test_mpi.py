@@ -118,6 +118,18 @@ def test_the_exchange_round_times_out_resumes_and_checks_rounds():
     assert "MPICH" not in p.stderr, p.stderr  # nothing left outstanding at MPI_Finalize
 
 
+@pytest.fixture
+def aborted_job_segments():
+    """A job ended by MPI_Abort or a killed rank leaves MPICH's shared-memory segment behind
+    (``/dev/shm/mpich_shm_*``: the launcher does not unlink it); the tests that end a job so
+    remove the segments that appeared while they ran."""
+    before = set(Path("/dev/shm").glob("mpich_shm_*"))
+    yield
+    for seg in set(Path("/dev/shm").glob("mpich_shm_*")) - before:
+        seg.unlink(missing_ok=True)
+
+
+@pytest.mark.usefixtures("aborted_job_segments")
 def test_a_stalled_rank_stops_the_others_within_the_give_up_bound():
     began = time.monotonic()
     p = mpirun(3, "--steps", "1000000", "--timeout-ms", "50", "--give-up", "2", "--stall", "1:1:600000", timeout=120)
@@ -127,6 +139,7 @@ def test_a_stalled_rank_stops_the_others_within_the_give_up_bound():
     assert took < 60, took  # the start, 2 s of give-up, the abort
 
 
+@pytest.mark.usefixtures("aborted_job_segments")
 def test_a_rank_that_dies_stops_the_others_with_a_message():
     began = time.monotonic()
     p = mpirun(3, "--steps", "1000000", "--timeout-ms", "50", "--give-up", "5", timeout=120,
