@@ -732,14 +732,6 @@ def train(
     progress: bool = False,
 ) -> RunResult:
     """Run a cluster of ``systems`` members (see :func:`meshnb.train`)."""
-    if backend == "mpi":  # one system per MPI rank, across machines: meshnb.mpi drives this rank's member
-        from . import mpi
-
-        return mpi.train(
-            steps, systems=systems, timeout_ms=timeout_ms, stalls=stalls, give_up_s=give_up_s, checkpoint=checkpoint,
-            checkpoint_every_s=checkpoint_every_s, resume=resume, steps_per_task=steps_per_task, set_lr=set_lr,
-            step_base=step_base, view_in=view_in, z=z, keep_trace=keep_trace, progress=progress,
-        )
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)} or mpi, got {backend!r}")
     timeout_s = _number(timeout_ms, "timeout_ms", 0) / 1000

@@ -368,14 +368,18 @@ def train(
 
     Raises :class:`RunInterrupted` on Ctrl-C, with the state so far."""
     if systems is not None or resume is not None or backend == "mpi":  # mpi: N is the MPI job's size
+        options = dict(
+            systems=systems, timeout_ms=timeout_ms, stalls=stalls, give_up_s=give_up_s, checkpoint=checkpoint,
+            checkpoint_every_s=checkpoint_every_s, resume=resume, steps_per_task=steps_per_task, set_lr=set_lr,
+            step_base=step_base, view_in=view_in, z=z, keep_trace=keep_trace, progress=progress,
+        )
+        if backend == "mpi":  # one system per MPI rank, across machines: meshnb.mpi drives this rank's member
+            from . import mpi
+
+            return mpi.train(steps, **options)
         from . import cluster  # the cluster machinery imports this module
 
-        return cluster.train(
-            steps, systems=systems, backend=backend, timeout_ms=timeout_ms, stalls=stalls, give_up_s=give_up_s,
-            checkpoint=checkpoint, checkpoint_every_s=checkpoint_every_s, resume=resume,
-            steps_per_task=steps_per_task, set_lr=set_lr, step_base=step_base, view_in=view_in, z=z,
-            keep_trace=keep_trace, progress=progress,
-        )
+        return cluster.train(steps, backend=backend, **options)
     if checkpoint is not None or stalls or backend != "threads":
         raise ValueError("backends, stalls and checkpoints are for clusters: give systems=N")
     plan = Plan.make(4096 if steps is None else steps, steps_per_task, set_lr, step_base)

@@ -104,32 +104,24 @@ def store(typingctx, arr, start, v):
     return types.none(arr, start, v), codegen
 
 
-@intrinsic
-def splat16(typingctx, x):
-    """A 16-lane vector with ``x`` in every lane."""
-    if x != types.float32:
-        return None
+def _make_splat(n: int):
+    @intrinsic
+    def splat(typingctx, x):
+        """A vector with ``x`` in every one of its ``n`` lanes."""
+        if x != types.float32:
+            return None
 
-    def codegen(context, builder, sig, args):
-        vty = ir.VectorType(_F32, 16)
-        one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[0], ir.Constant(_I32, 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, 16), [0] * 16))
+        def codegen(context, builder, sig, args):
+            vty = ir.VectorType(_F32, n)
+            one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[0], ir.Constant(_I32, 0))
+            return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, n), [0] * n))
 
-    return f32x16(types.float32), codegen
+        return _BY_WIDTH[n](types.float32), codegen
+
+    return splat
 
 
-@intrinsic
-def splat4(typingctx, x):
-    """A 4-lane vector with ``x`` in every lane."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        vty = ir.VectorType(_F32, 4)
-        one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[0], ir.Constant(_I32, 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, 4), [0] * 4))
-
-    return f32x4(types.float32), codegen
+splat4, splat16 = _make_splat(4), _make_splat(16)
 
 
 def _make_binary(op: str):
