@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import kernels
-from .host import Plan, check_page
+from .host import Plan, check_page, next_boundary
 from .program import OP_SET_LR, STEPS, Context, Trace, task
 from .view import View
 
@@ -56,7 +56,7 @@ def run(
                 task(ctx, OP_SET_LR, bits)
         if done >= plan.steps or should_stop():
             return done
-        end = min([done + chunk, plan.steps] + [s for s, _ in changes])  # an LR change starts a task
+        end = next_boundary(plan, chunk, done)  # an LR change starts a task
         words = np.empty((end - done, kernels.NSUMS), dtype=np.uint32)
         kernels.run_fused(pages, end - done, words, mode)
         trace.record(words)

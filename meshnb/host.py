@@ -141,8 +141,7 @@ def drive_alone(
                 program.task(ctx, OP_SET_LR, changes.pop(0)[1])
             if done >= plan.steps or (should_stop is not None and should_stop()):
                 break
-            limit = min(plan.steps, changes[0][0]) if changes else plan.steps
-            n = min(chunk, limit - done)
+            n = next_boundary(plan, chunk, done) - done
             buf = buffers[calls % 2]
             program.run_alone(ctx, n, buf)
             calls += 1
@@ -315,7 +314,7 @@ def system_result(system: int, ctx: Context) -> SystemResult:
         page=ctx.view.tobytes(),
         counters=ctx.counter_dict(),
         trace_digest=trace.hexdigest() if trace is not None else "",
-        trace=trace.words if trace is not None and trace._kept is not None else None,
+        trace=trace.words if trace is not None and trace.keeps else None,
     )
 
 
