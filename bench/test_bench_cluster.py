@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 import meshnb
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 
 # rounds per timed call of 2 systems (full, short), halved for 4: under a second each on 2 cores
 ROUNDS = {"threads": (12_000, 256), "processes": (60_000, 256), "fused": (1_000_000, 1_000)}

@@ -16,7 +16,7 @@ import pytest
 
 import meshnb
 from meshnb import host, kernels, program
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.bench import cluster_reference_run, cluster_run, cluster_support
 from meshnb.host import Plan
 from meshnb.program import OP_TASK, Context, Trace

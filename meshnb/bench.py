@@ -1,7 +1,7 @@
 """``meshnb bench``: steps per second of each path on this machine, every figure verified.
 
 Each path (meshnb's single system at the default STEPS_PER_TASK and in one big task, the numpy
-and plain-Python baselines of :mod:`meshnb.reference`, and the cluster backends when this build
+and plain-Python baselines of :mod:`meshnb.testing.reference`, and the cluster backends when this build
 has them) is measured the same way:
 
 1. **first call**: the wall time of its very first call in this process (JIT compile or numba
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from . import reference as ref
+from .testing import reference as ref
 
 DEFAULT_SECONDS = 2.0  # per path: ~10-20 s in all
 QUICK_SECONDS = 0.25  # --quick: ~3 s in all

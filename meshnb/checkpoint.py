@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import njit
+from .floatz import jit
 
 from .program import COUNTER_NAMES
 from .view import VIEW_BYTES, View
@@ -65,12 +65,12 @@ _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0
 _M32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(cache=True)
+@jit()
 def _rotr(x: np.uint64, r: int) -> np.uint64:
     return ((x >> np.uint64(r)) | (x << np.uint64(32 - r))) & _M32
 
 
-@njit(cache=True)
+@jit()
 def _compress(h: np.ndarray, data: np.ndarray, k: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into the chaining value ``h`` (uint64[8],
     32-bit values: numba's uint32 arithmetic widens, so the words are kept masked in uint64)."""

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import checkpoint as ckpt_io
-from . import fused, kernels
+from . import fused, loops
 from .checkpoint import Checkpoint, CheckpointError, RunSettings, Sha256, Sha256State
 from .exchange import (
     BlockingWaiter, ExchangeAborted, ExchangePage, Group, PageExchange, PageField, PollingWaiter, Waiter,
@@ -646,7 +646,7 @@ def _run_fused(run: _Run, memory: ClusterMemory) -> tuple[int, tuple[SystemResul
             _write_checkpoint(run, memory, done)
             next_ckpt = time.monotonic() + run.checkpoint_every_s
 
-    kernels.warm_up(kernels.loop_mode(spec.z), fused=True)  # the first call's JIT stays out of the timing
+    loops.warm_up(loops.loop_mode(spec.z), fused=True)  # the first call's JIT stays out of the timing
     began = time.perf_counter()
     try:
         with deferred_interrupt() as requested:

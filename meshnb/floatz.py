@@ -16,8 +16,18 @@ yields a NaN, so canonicalising NaNs where words leave the kernel (:func:`bits`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numba import njit
+
+
+def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """meshnb's one njit: machine code cached beside the package, and ``error_model="numpy"``,
+    a correctness rule (IEEE: a division by zero gives inf or NaN, never an exception)."""
+    return njit(cache=True, error_model="numpy", **options)  # type: ignore[no-any-return]
+
 
 EXP_MASK = np.uint32(0x7F800000)
 SIGN_MASK = np.uint32(0x80000000)
@@ -25,7 +35,7 @@ MANT_MASK = np.uint32(0x007FFFFF)
 CANONICAL_NAN = np.uint32(0x7FFFFFFF)
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def flush_bits(u: np.uint32) -> np.uint32:
     """The word of the mode-Z value read from word ``u`` (subnormal -> signed zero, NaN -> canonical)."""
     u = np.uint32(u)
@@ -37,25 +47,25 @@ def flush_bits(u: np.uint32) -> np.uint32:
     return u
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def from_bits(u: np.uint32) -> np.float32:
     """``ftz_from_bits``: read a word as f32 through the flush/NaN rule."""
     return np.uint32(flush_bits(u)).view(np.float32)
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def bits(f: np.float32) -> np.uint32:
     """``ftz_bits``: the word of the flushed value of ``f``."""
     return flush_bits(np.float32(f).view(np.uint32))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def flush(f: np.float32) -> np.float32:
     """The mode-Z value of ``f``."""
     return from_bits(np.float32(f).view(np.uint32))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def flush_subnormal(f: np.float32) -> np.float32:
     """Subnormal -> zero of the same sign; NaNs left as they are (see the module docstring)."""
     u = np.float32(f).view(np.uint32)
@@ -64,34 +74,34 @@ def flush_subnormal(f: np.float32) -> np.float32:
     return np.float32(f)
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def add(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) + flush(b)))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def sub(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) - flush(b)))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def mul(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) * flush(b)))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def div(a: np.float32, b: np.float32) -> np.float32:
     # float32 / float32 stays float32 in numba; a zero divisor gives inf or NaN as IEEE says.
     return flush(np.float32(flush(a) / flush(b)))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def from_u32(u: np.uint32) -> np.float32:
     """u32 -> f32, round to nearest even (LLVM ``uitofp``), then the flush rule."""
     return flush(np.float32(np.uint32(u)))
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def bits_array(a: np.ndarray) -> np.ndarray:
     """``bits`` of every element of a float32 array, as a new uint32 array."""
     out = np.empty(a.shape, dtype=np.uint32)
@@ -100,7 +110,7 @@ def bits_array(a: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def from_bits_array(u: np.ndarray) -> np.ndarray:
     """``from_bits`` of every element of a uint32 array, as a new float32 array."""
     out = np.empty(u.shape, dtype=np.float32)
@@ -109,7 +119,7 @@ def from_bits_array(u: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@jit()
 def flush_words(u: np.ndarray) -> np.ndarray:
     """``flush_bits`` of every word of a uint32 array, as a new array."""
     out = np.empty_like(u)

@@ -1,6 +1,6 @@
 """The fused backend: all N systems of a cluster in one njit loop, with no exchange at all.
 
-:func:`meshnb.kernels.run_fused` computes, each step, the N members' batch sums (system ``k``
+:func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
 takes batch offset ``t N + k``), folds them in system order and applies the fold to every
 member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over a run's
 plan as the host drives TASKs: the same task boundaries, SET_LR before the task that starts at
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import kernels
+from . import kernels, loops
 from .host import Plan, check_page, next_boundary
 from .program import OP_SET_LR, STEPS, Context, Trace, task
 from .view import View
@@ -43,7 +43,7 @@ def run(
     if any((v.next_step, v.word("STEPS_PER_TASK")) != (views[0].next_step, spt) for v in views):
         raise ValueError("the members' pages are not at the same step with the same STEPS_PER_TASK")
     contexts = [Context(v, z=z) for v in views]  # for SET_LR, which needs no group
-    mode = kernels.loop_mode(z)
+    mode = loops.loop_mode(z)
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
@@ -58,7 +58,7 @@ def run(
             return done
         end = next_boundary(plan, chunk, done)  # an LR change starts a task
         words = np.empty((end - done, kernels.NSUMS), dtype=np.uint32)
-        kernels.run_fused(pages, end - done, words, mode)
+        loops.run_fused(pages, end - done, words, mode)
         trace.record(words)
         counters[:, STEPS] += np.uint64(end - done)
         done = end

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels, program
+from . import loops, program
 from .program import LAST_STEP, OP_SET_LR, OP_TASK, Context, Trace
 from .view import View
 
@@ -384,7 +384,7 @@ def train(
     plan = Plan.make(4096 if steps is None else steps, steps_per_task, set_lr, step_base)
     ctx = Context(View(), trace=Trace(keep=keep_trace), z=z)
     prepare(ctx, plan, view_in)
-    first_call = kernels.warm_up(kernels.loop_mode(z))
+    first_call = loops.warm_up(loops.loop_mode(z))
     bar = progress_bar(plan.steps, progress)
     last = 0
 

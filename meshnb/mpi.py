@@ -73,7 +73,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from numba import njit
+from .floatz import jit
 
 from . import checkpoint as ckpt_io
 from .checkpoint import Checkpoint, RunSettings, Sha256, Sha256State
@@ -185,7 +185,7 @@ def poll(req: Any, seconds: float, spin_s: float = 20e-3, max_nap_s: float = 1e-
             return False
 
 
-@njit(cache=True)
+@jit()
 def _completed(recv: np.ndarray, lo: np.uint32, hi: np.uint32) -> tuple[int, int]:
     """A completed round's messages ``[N, MSG_WORDS]``: (the first rank whose message is of
     another round, or -1; the OR of every rank's flags)."""

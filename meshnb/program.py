@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import floatz, kernels
+from . import floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, Exchange, Group
 from .view import FIELDS, HEADER_WORDS, View
 
@@ -188,7 +188,7 @@ def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
         raise ValueError("run_alone is for a system without a group")
     rows = count if ctx.trace is not None else 0
     buf = np.empty((rows, kernels.NSUMS), dtype=np.uint32) if trace is None else trace[:rows]
-    kernels.run_tasks(ctx.view.words, count, buf, kernels.loop_mode(ctx.z))
+    loops.run_tasks(ctx.view.words, count, buf, loops.loop_mode(ctx.z))
     ctx.counters[STEPS] += count
     if ctx.trace is not None and trace is None and count:
         ctx.trace.record(buf)

@@ -1,24 +1,20 @@
-"""Shared fixtures: the test vectors (copied from ../shared/vectors.json) and hard pages."""
+"""Shared fixtures: the test vectors (meshnb.testing, copied from ../shared/vectors.json) and fresh pages."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from meshnb import View
+from meshnb import View, testing
 from meshnb.host import Plan, prepare
 from meshnb.program import Context
 
-DATA = Path(__file__).parent / "data"
-
-
 @pytest.fixture(scope="session")
 def vectors() -> dict:
-    return json.loads((DATA / "vectors.json").read_text())
+    return testing.vectors()
 
 
 @pytest.fixture

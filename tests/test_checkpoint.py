@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 import meshnb
 from meshnb import checkpoint as ck
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.host import RunInterrupted
 
-from .pages import with_words
+from meshnb.testing.pages import with_words
 from .test_cluster import member_pids
 
 

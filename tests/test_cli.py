@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.cli import main
 
-from .pages import hard_pages
+from meshnb.testing.pages import hard_pages
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.cluster import BACKENDS
 from meshnb.host import ClusterError, RunInterrupted
 
-from .pages import hard_pages, with_words
+from meshnb.testing.pages import hard_pages, with_words
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096

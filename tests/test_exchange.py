@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.exchange import (
     EX_SLOT_WORDS, EXCHANGE_LAYOUT, HEADER_BYTES, SYSTEM_BYTES, BlockingWaiter, Exchange, ExchangeAborted,
     ExchangePage, Group, PageExchange, PollingWaiter, exchange_bytes,

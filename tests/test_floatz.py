@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 
 from meshnb import floatz
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 
 OPS = ("add", "sub", "mul", "div")
 REF_OPS = {"add": ref.z_add, "sub": ref.z_sub, "mul": ref.z_mul, "div": ref.z_div}

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.host import Plan, RunInterrupted
 
-from .pages import hard_pages, with_words
+from meshnb.testing.pages import hard_pages, with_words
 from .util import hexes
 
 HARD = hard_pages()

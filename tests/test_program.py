@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshnb import reference as ref
+from meshnb.testing import reference as ref
 from meshnb.exchange import Group
 from meshnb.program import (
     INITS, OP_SET_LR, OP_TASK, R_BAD_OP, R_NONE, STEPS, TIMEOUTS, Context, Trace, init, task,

@@ -1,4 +1,4 @@
-"""The reference implementation (meshnb.reference) against SPEC.md's vectors, and its two
+"""The reference implementation (meshnb.testing.reference) against SPEC.md's vectors, and its two
 implementations (numpy, plain Python) against each other."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from meshnb import reference as R
+from meshnb.testing import reference as R
 
-from .pages import hard_pages
-from .pages import with_words as set_words
+from meshnb.testing.pages import hard_pages
+from meshnb.testing.pages import with_words as set_words
 from .util import words
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "vectors.json").read_text())

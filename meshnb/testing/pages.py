@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 
-from meshnb import reference as ref
+from . import reference as ref
 
 PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 

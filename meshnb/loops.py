@@ -1,0 +1,290 @@
+"""The fast step loops: the bits of :mod:`meshnb.kernels`, at a few dozen vector ops a step.
+
+``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange:
+
+- the samples are read once per call into lane-major batch tables (``kernels.batches``): lane
+  ``l`` of batch ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
+- a step works on two 16-lane vectors (:mod:`meshnb.vec`), adds them (the butterfly's first
+  level), then finishes the butterfly with shuffles, the four param sums packed into one
+  vector, so the update of ``a, b, c, d`` is three 4-lane operations;
+- the loop has three modes, fixed at compile time: ``Z_DAZ`` (mode Z with the x86 DAZ bit on:
+  the hardware reads subnormals as zeros, so only words leaving the loop are flushed), ``Z``
+  (mode Z with a flush after every operation: any CPU) and ``IEEE`` (plain float32, only for
+  showing what mode Z changes).  Inside the loop NaNs are never canonicalised: an add, sub, mul
+  or div with a NaN operand yields a NaN, so doing it on the words written out is enough.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import vec
+from .floatz import jit
+from .kernels import (
+    NSUMS, SAMPLES, TAB, U64_7, U64_255, W_ERR, W_INV_BATCH, W_LOSS, W_LR, W_NEXT_STEP, W_PENDING, W_STEP_HI,
+    W_STEPS_PER_TASK, W_X, W_Y, WARP, batches, in_word, out_word, result,
+)
+from .view import HEADER_WORDS, VIEW_BYTES
+
+Z_DAZ, Z, IEEE = 0, 1, 2  # step-loop modes
+
+
+def loop_mode(z: bool) -> int:
+    """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU."""
+    if not z:
+        return IEEE
+    return Z_DAZ if vec.HAS_DAZ else Z
+
+
+
+# --- the fast step loop -----------------------------------------------------------------------
+
+
+@jit(inline="always")
+def _fl(v, mode):
+    """After a vector op: the subnormal flush in mode Z (DAZ does it in hardware, IEEE not at all)."""
+    if mode == Z:
+        return vec.flush(v)
+    return v
+
+
+@jit(inline="always")
+def _out(v, mode):
+    """Vector lanes as the words written out: ``ftz_bits`` in both mode-Z loops."""
+    if mode == IEEE:
+        return v
+    return vec.words(v)
+
+
+@jit(inline="always")
+def _half_warp(a, b, c, d, tab, at, mode):
+    """Per-lane error terms of 16 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
+    x = vec.load16(tab, at)
+    x2 = vec.load16(tab, at + TAB)
+    x3 = vec.load16(tab, at + 2 * TAB)
+    y = vec.load16(tab, at + 3 * TAB)
+    pred = _fl(vec.mul(d, x), mode)  # Horner: ((d x + c) x + b) x + a
+    pred = _fl(vec.add(pred, c), mode)
+    pred = _fl(vec.mul(pred, x), mode)
+    pred = _fl(vec.add(pred, b), mode)
+    pred = _fl(vec.mul(pred, x), mode)
+    pred = _fl(vec.add(pred, a), mode)
+    e = _fl(vec.sub(pred, y), mode)
+    return e, _fl(vec.mul(e, x), mode), _fl(vec.mul(e, x2), mode), _fl(vec.mul(e, x3), mode), _fl(vec.mul(e, e), mode)
+
+
+@jit(inline="always")
+def _step(p4, tab, at, mode):
+    """One step's sums for params ``p4``: (the four param sums as a vector, the e^2 sum)."""
+    a = vec.broadcast0(p4, p4)
+    b = vec.broadcast1(p4, p4)
+    c = vec.broadcast2(p4, p4)
+    d = vec.broadcast3(p4, p4)
+    l0, l1, l2, l3, l4 = _half_warp(a, b, c, d, tab, at, mode)
+    h0, h1, h2, h3, h4 = _half_warp(a, b, c, d, tab, at + 16, mode)
+    # Butterfly level 16: lane l + lane l + 16.
+    s0 = _fl(vec.add(l0, h0), mode)
+    s1 = _fl(vec.add(l1, h1), mode)
+    s2 = _fl(vec.add(l2, h2), mode)
+    s3 = _fl(vec.add(l3, h3), mode)
+    s4 = _fl(vec.add(l4, h4), mode)
+    # Levels 8, 4, 2, 1 of the four param sums, packed (see vec's shuffles).
+    p01 = _fl(vec.add(vec.level8_lo(s0, s1), vec.level8_hi(s0, s1)), mode)
+    p23 = _fl(vec.add(vec.level8_lo(s2, s3), vec.level8_hi(s2, s3)), mode)
+    q = _fl(vec.add(vec.level4_lo(p01, p23), vec.level4_hi(p01, p23)), mode)
+    r = _fl(vec.add(vec.level2_lo(q, q), vec.level2_hi(q, q)), mode)
+    u = _fl(vec.add(vec.level1_lo(r, r), vec.level1_hi(r, r)), mode)
+    # Levels 8, 4, 2, 1 of e^2 alone.
+    e8 = _fl(vec.add(vec.half16_lo(s4, s4), vec.half16_hi(s4, s4)), mode)
+    e4 = _fl(vec.add(vec.half8_lo(e8, e8), vec.half8_hi(e8, e8)), mode)
+    e2 = _fl(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
+    return u, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+
+
+@jit(inline="always")
+def _run(header, tab, loss_ring, base, count, trace, mode):
+    """``count`` steps from step ``base`` of one system without a group; PARAMS read and written
+    back in ``header`` (uint32 words 0..11), losses into ``loss_ring`` (uint32[256]), the sums
+    applied into ``trace`` (``[count, 5]`` uint32, or zero rows for none)."""
+    z = mode != IEEE
+    p = np.empty(4, dtype=np.float32)
+    for j in range(4):
+        p[j] = in_word(header[j], z)
+    lr = in_word(header[W_LR], z)
+    inv = in_word(header[W_INV_BATCH], z)
+    lr4 = vec.splat4(lr)
+    inv4 = vec.splat4(inv)
+    p4 = vec.load4(p, 0)
+    record = trace.shape[0] > 0
+    flat = trace.reshape(-1)
+    t = np.uint64(base)
+    for done in range(np.int64(count)):
+        u, e2 = _step(p4, tab, int(t & U64_7) * WARP, mode)
+        p4 = _fl(vec.sub(p4, _fl(vec.mul(lr4, _fl(vec.mul(u, inv4), mode)), mode)), mode)
+        loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
+        if record:
+            vec.store(flat, 5 * done, _out(u, mode))
+            flat[5 * done + 4] = out_word(e2, z)
+        t += np.uint64(1)
+    vec.store(header, 0, _out(p4, mode))
+
+
+@jit(inline="always")
+def _tasks(words, count, trace, mode):
+    """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
+    (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS written,
+    ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced."""
+    z = mode != IEEE
+    tab = batches(words[W_X:W_X + SAMPLES].view(np.float32), words[W_Y:W_Y + SAMPLES].view(np.float32), z)
+    loss_ring = words[W_LOSS:W_LOSS + SAMPLES]
+    header = words[:HEADER_WORDS]
+    spt = np.uint64(words[W_STEPS_PER_TASK])
+    done = np.uint64(0)
+    total = np.uint64(count)
+    old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
+    first = True
+    while done < total or first:
+        first = False
+        n = min(spt, total - done)
+        base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
+        rows = trace[np.int64(done):np.int64(done + n)] if trace.shape[0] else trace
+        _run(header, tab, loss_ring, base, n, rows, mode)
+        nxt = base + n
+        words[W_ERR] = 0
+        words[W_PENDING] = 0
+        words[W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
+        words[W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+        done += n
+    if mode == Z_DAZ:
+        vec.mxcsr_restore(old)
+
+
+@jit(inline="always")
+def _fused(pages, count, trace, mode):
+    """``count`` steps of a whole cluster, one system per row of ``pages`` (``[N, 1024]`` uint32
+    words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
+    system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
+    of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
+    n = pages.shape[0]
+    z = mode != IEEE
+    tabs = np.empty((n, 4 * TAB), dtype=np.float32)
+    p = np.empty((n, 4), dtype=np.float32)
+    lr = np.empty(n, dtype=np.float32)
+    inv = np.empty(n, dtype=np.float32)
+    own = np.empty((n, 4), dtype=np.float32)
+    own_e2 = np.empty(n, dtype=np.float32)
+    for k in range(n):
+        tabs[k] = batches(pages[k, W_X:W_X + SAMPLES].view(np.float32), pages[k, W_Y:W_Y + SAMPLES].view(np.float32), z)
+    spt = np.uint64(pages[0, W_STEPS_PER_TASK])
+    nsys = np.uint64(n)
+    flat = trace.reshape(-1)
+    record = trace.shape[0] > 0
+    done = np.uint64(0)
+    total = np.uint64(count)
+    old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
+    while done < total:
+        steps = min(spt, total - done)
+        base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
+        for k in range(n):
+            for j in range(4):
+                p[k, j] = in_word(pages[k, j], z)
+            lr[k] = in_word(pages[k, W_LR], z)
+            inv[k] = in_word(pages[k, W_INV_BATCH], z)
+        for i in range(np.int64(steps)):
+            t = base + np.uint64(i)
+            for k in range(n):  # every system's own sums, as it would publish them
+                u, e2 = _step(vec.load4(p[k], 0), tabs[k], int((t * nsys + np.uint64(k)) & U64_7) * WARP, mode)
+                vec.store(own[k], 0, u)
+                own_e2[k] = e2
+            fold = vec.load4(own[0], 0)  # the fold, in system order
+            fold_e2 = own_e2[0]
+            for k in range(1, n):
+                fold = _fl(vec.add(fold, vec.load4(own[k], 0)), mode)
+                fold_e2 = result(fold_e2 + own_e2[k], mode == Z)
+            for k in range(n):  # every system applies the same fold to its own params
+                inv4 = vec.splat4(inv[k])
+                step = _fl(vec.mul(vec.splat4(lr[k]), _fl(vec.mul(fold, inv4), mode)), mode)
+                vec.store(p[k], 0, _fl(vec.sub(vec.load4(p[k], 0), step), mode))
+                pages[k, W_LOSS + np.int64(t & U64_255)] = out_word(result(fold_e2 * inv[k], mode == Z), z)
+            if record:
+                row = 5 * np.int64(done + np.uint64(i))
+                vec.store(flat, row, _out(fold, mode))
+                flat[row + 4] = out_word(fold_e2, z)
+        nxt = base + steps
+        for k in range(n):
+            vec.store(pages[k], 0, _out(vec.load4(p[k], 0), mode))
+            pages[k, W_ERR] = 0
+            pages[k, W_PENDING] = 0
+            pages[k, W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
+            pages[k, W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+        done += steps
+    if mode == Z_DAZ:
+        vec.mxcsr_restore(old)
+
+
+# One compiled entry per mode, so each loop is specialised (numba compiles each on first use).
+@jit(nogil=True)
+def _tasks_z_daz(words, count, trace):
+    _tasks(words, count, trace, Z_DAZ)
+
+
+@jit(nogil=True)
+def _tasks_z(words, count, trace):
+    _tasks(words, count, trace, Z)
+
+
+@jit(nogil=True)
+def _tasks_ieee(words, count, trace):
+    _tasks(words, count, trace, IEEE)
+
+
+@jit(nogil=True)
+def _fused_z_daz(pages, count, trace):
+    _fused(pages, count, trace, Z_DAZ)
+
+
+@jit(nogil=True)
+def _fused_z(pages, count, trace):
+    _fused(pages, count, trace, Z)
+
+
+@jit(nogil=True)
+def _fused_ieee(pages, count, trace):
+    _fused(pages, count, trace, IEEE)
+
+
+_FUSED = {Z_DAZ: _fused_z_daz, Z: _fused_z, IEEE: _fused_ieee}
+_TASKS = {Z_DAZ: _tasks_z_daz, Z: _tasks_z, IEEE: _tasks_ieee}
+
+
+def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
+    """``count`` steps of one system without a group as consecutive TASKs, in one call.
+
+    ``words`` is the whole page as uint32[1024]; the page ends exactly as after the TASK calls
+    of SPEC 10 with ``arg = NEXT_STEP``: STEPS_PER_TASK steps each, the last one shortened
+    (``count = 0`` is one task of no steps).  ``trace`` (``[count, 5]`` uint32, or no rows)
+    receives the sums each step applied.  ``mode`` is ``Z_DAZ``, ``Z`` or ``IEEE`` (``loop_mode``)."""
+    _TASKS[mode](words, np.uint64(count), trace)
+
+
+def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
+    """``count`` steps of a cluster of ``N`` systems in one call (the ``fused`` backend).
+
+    ``pages`` is ``[N, 1024]`` uint32, every member's page (updated in place; all at the same
+    step with the same STEPS_PER_TASK); ``trace`` (``[count, 5]`` uint32, or no rows) receives
+    the fold each step applied, the same for every member.  ``mode`` as in ``run_tasks``."""
+    _FUSED[mode](pages, np.uint64(count), trace)
+
+
+def warm_up(mode: int, fused: bool = False) -> float:
+    """Compile the step loop of ``mode`` now (or load it from numba's cache), on a scratch page,
+    so that a timed run measures steady steps; returns the seconds this first call took."""
+    start = time.perf_counter()
+    trace = np.empty((0, NSUMS), dtype=np.uint32)
+    if fused:
+        run_fused(np.zeros((1, VIEW_BYTES // 4), dtype=np.uint32), 0, trace, mode)
+    else:
+        run_tasks(np.zeros(VIEW_BYTES // 4, dtype=np.uint32), 0, trace, mode)
+    return time.perf_counter() - start

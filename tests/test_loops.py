@@ -1,0 +1,88 @@
+"""The fast step loops (meshnb.loops): every mode against the reference, on stress pages."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from numba import njit
+
+from meshnb import loops, vec
+from meshnb.testing import reference as ref
+from meshnb.testing.pages import hard_pages
+
+HARD = hard_pages()
+Z_MODES = [loops.Z, loops.Z_DAZ] if vec.HAS_DAZ else [loops.Z]
+
+
+def _run_tasks(page: bytes, count: int, mode: int) -> tuple[bytes, np.ndarray]:
+    words = np.frombuffer(page, "<u4").copy()
+    trace = np.zeros((count, 5), dtype=np.uint32)
+    loops.run_tasks(words, count, trace, mode)
+    return words.tobytes(), trace
+
+
+@pytest.mark.parametrize("mode", Z_MODES, ids=lambda m: {0: "daz", 1: "z"}[m])
+@pytest.mark.parametrize("name", sorted(HARD))
+def test_run_tasks_matches_reference_on_hard_pages(name, mode):
+    page, trace = _run_tasks(HARD[name], 300, mode)
+    want, want_trace = ref.run([HARD[name]], 300, grouped=False)
+    np.testing.assert_array_equal(trace, want_trace)
+    assert page == want[0]
+
+
+@pytest.mark.parametrize("name", ["tiny-params-zero-y", "tiny-samples", "huge-lr", "subnormal-and-nan-samples"])
+def test_run_tasks_ieee_mode_matches_reference(name):
+    page, trace = _run_tasks(HARD[name], 100, loops.IEEE)
+    want, want_trace = ref.run([HARD[name]], 100, grouped=False, mode="ieee")
+    np.testing.assert_array_equal(trace, want_trace)
+    assert page == want[0]
+
+
+def test_run_tasks_default_trajectory_in_every_mode_matches_vectors(vectors):
+    want = vectors["runs"][0]
+    for mode in Z_MODES:
+        page, trace = _run_tasks(ref.init_page(1), 4096, mode)
+        assert hashlib.sha256(trace.tobytes()).hexdigest() == want["trace_digest"]
+        assert ref.digest(page) == want["digest"]
+
+
+@pytest.mark.parametrize("mode", Z_MODES, ids=lambda m: {0: "daz", 1: "z"}[m])
+@pytest.mark.parametrize("n, names", [
+    (2, ["tiny-samples", "tiny-samples"]),
+    (3, ["subnormal-and-nan-samples", "tiny-params-zero-y", "huge-samples"]),
+    (4, ["boundary-params-zero-y"] * 4),
+])
+def test_run_fused_matches_reference_cluster(n, names, mode):
+    inv = {2: 0x3C800000, 3: 0x3C2AAAAB, 4: 0x3C000000}[n]  # div(1, 32 N)
+    pages = [bytearray(HARD[name]) for name in names]
+    for p in pages:
+        p[24:28] = inv.to_bytes(4, "little")
+    words = np.stack([np.frombuffer(bytes(p), "<u4") for p in pages]).copy()
+    trace = np.zeros((150, 5), dtype=np.uint32)
+    loops.run_fused(words, 150, trace, mode)
+    want, want_trace = ref.run([bytes(p) for p in pages], 150, grouped=True)
+    np.testing.assert_array_equal(trace, want_trace)
+    for k in range(n):
+        assert words[k].tobytes() == want[k]
+
+
+@njit
+def _mxcsr() -> int:
+    old = vec.daz_on()
+    vec.mxcsr_restore(old)
+    return old
+
+
+@pytest.mark.skipif(not vec.HAS_DAZ, reason="DAZ is an x86 bit")
+def test_the_daz_loop_restores_the_callers_float_mode():
+    before = _mxcsr()
+    assert before & 0x8040 == 0  # Python runs with DAZ and FTZ off
+    _run_tasks(HARD["tiny-samples"], 10, loops.Z_DAZ)
+    control = ~0x3F  # the low six bits are sticky exception flags that any float op may set
+    assert _mxcsr() & control == before & control
+    # Ordinary float32 arithmetic afterwards still sees subnormals.
+    tiny = np.array([0x00000001], dtype=np.uint32).view(np.float32)
+    assert (tiny + tiny).view(np.uint32)[0] == 2
+    assert loops.loop_mode(True) == loops.Z_DAZ and loops.loop_mode(False) == loops.IEEE
