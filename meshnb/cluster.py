@@ -46,7 +46,8 @@ import numpy as np
 
 from . import checkpoint as ckpt_io
 from . import fused, loops
-from .checkpoint import Checkpoint, CheckpointError, RunSettings, Sha256, Sha256State
+from .checkpoint import Checkpoint, CheckpointError, RunSettings
+from .sha256 import Sha256, Sha256State
 from .exchange import (
     BlockingWaiter, ExchangeAborted, ExchangePage, Group, PageExchange, PageField, PollingWaiter, Waiter,
     exchange_bytes, field_array,
@@ -238,7 +239,7 @@ class MemberSpec:
     stalls: tuple[tuple[int, int, int], ...]
     give_up_s: float
     keep_trace: bool
-    resumable: bool  # hash the trace with checkpoint.Sha256, whose state is saved
+    resumable: bool  # hash the trace with sha256.Sha256, whose state is saved
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ import numpy as np
 from .floatz import jit
 
 from . import checkpoint as ckpt_io
-from .checkpoint import Checkpoint, RunSettings, Sha256, Sha256State
+from .checkpoint import Checkpoint, RunSettings
+from .sha256 import Sha256, Sha256State
 from .exchange import EX_SLOT_WORDS, ExchangePage, Group, PageExchange, PollingWaiter
 from .host import (
     ClusterError, Plan, RunInterrupted, RunResult, SystemResult, deferred_interrupt, drive, prepare, progress_bar,

@@ -42,7 +42,7 @@ class Trace:
 
     With ``keep=True`` the words are also kept (``.words``, shape ``[steps, 5]``) for study.
     ``hasher`` replaces hashlib's SHA-256 (anything with ``update`` and ``hexdigest``), e.g. one
-    whose state a checkpoint can save (:class:`meshnb.checkpoint.Sha256`)."""
+    whose state a checkpoint can save (:class:`meshnb.sha256.Sha256`)."""
 
     def __init__(self, keep: bool = False, hasher: Any = None) -> None:
         self._sha = hashlib.sha256() if hasher is None else hasher

@@ -1,4 +1,4 @@
-"""Checkpoints: the resumable SHA-256, the file format and its refusals, and whole runs stopped
+"""Checkpoints: the file format and its refusals, and whole runs stopped
 (Ctrl-C, SIGKILL) and resumed to the digests of a run never interrupted."""
 
 from __future__ import annotations
@@ -13,35 +13,15 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import meshnb
 from meshnb import checkpoint as ck
+from meshnb.sha256 import Sha256
 from meshnb.testing import reference as ref
 from meshnb.host import RunInterrupted
 
 from meshnb.testing.pages import with_words
 from .test_cluster import member_pids
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.binary(max_size=600), st.lists(st.integers(0, 600), max_size=6))
-def test_sha256_matches_hashlib_across_saved_states(data, cuts):
-    h = ck.Sha256()
-    at = 0
-    for cut in sorted(c for c in cuts if c <= len(data)) + [len(data)]:
-        h.update(data[at:cut])
-        h = ck.Sha256(h.state())  # as a resumed run would
-        at = cut
-    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
-
-
-def test_sha256_state_is_checked():
-    with pytest.raises(ValueError, match="8 u32 words"):
-        ck.Sha256State((1, 2), 0, b"")
-    with pytest.raises(ValueError, match="tail bytes"):
-        ck.Sha256State((0,) * 8, 70, b"")
 
 
 def _checkpoint(tmp_path, steps=300, systems=2, **kw):
@@ -56,7 +36,7 @@ def test_a_finished_run_leaves_its_final_state(tmp_path):
     assert c.done == 300 and c.run.systems == 2 and c.run.set_lr == ((10, 0x3F400000),)
     assert c.pages == tuple(s.page for s in r.systems)
     assert c.counters == tuple(s.counters for s in r.systems)
-    assert [ck.Sha256(t).hexdigest() for t in c.traces] == [s.trace_digest for s in r.systems]
+    assert [Sha256(t).hexdigest() for t in c.traces] == [s.trace_digest for s in r.systems]
     assert list(tmp_path.iterdir()) == [path]  # the temporary file was renamed
     # The documented layout: magic, version, header length, JSON header, pages, SHA-256.
     data = path.read_bytes()
@@ -90,7 +70,7 @@ def test_a_damaged_checkpoint_is_refused(tmp_path, damage, message):
 def test_an_inconsistent_checkpoint_is_refused():
     page = ref.init_page(2, grouped=True)
     run = ck.RunSettings(2, 100, None, (), None, True, 0)
-    state = ck.Sha256().state()
+    state = Sha256().state()
     with pytest.raises(ck.CheckpointError, match="pending round"):
         ck.Checkpoint(run, 0, (page, with_words(page, 36, [1])), ({},) * 2, (state,) * 2)
     with pytest.raises(ck.CheckpointError, match="at step 0, not 5"):
