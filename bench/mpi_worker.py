@@ -3,15 +3,15 @@
 Rank 0 reads one command a line on stdin, broadcasts it, every rank runs it, and rank 0 answers
 one JSON line on stdout (its own wall time of the command, in seconds).  Commands:
 
-- ``verify STEPS``: ``meshnb.mpi.train(STEPS)`` from init; answers every system's digests.
-- ``train R``: ``meshnb.mpi.train(R)``, the mpi backend itself (R lockstep steps: R rounds).
-- ``exchange R``: R rounds of :class:`meshnb.mpi.MpiExchange` (``set_slot`` + ``round``) alone.
+- ``verify STEPS``: ``meshnb.train(STEPS, backend="mpi")`` from init; answers every system's digests.
+- ``train R``: ``meshnb.train(R, backend="mpi")``, the mpi backend itself (R lockstep steps: R rounds).
+- ``exchange R``: R rounds of :class:`meshnb.backends.mpi.MpiExchange` (``set_slot`` + ``round``) alone.
 - ``raw R``: R rounds of the very collective the exchange uses (a persistent allgather of its
   12-word message, or Iallgather), started and polled with the exchange's poll loop.
 - ``allgather R``: R blocking ``MPI_Allgather`` of the same 12 words.
 - ``quit``.
 
-The MPI environment is the backend's (``meshnb.mpi.load`` sets MPICH's progress throttle), so
+The MPI environment is the backend's (``meshnb.backends.mpi.load`` sets MPICH's progress throttle), so
 the raw figures are those of the collective the backend runs, in the same job.
 """
 
@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from meshnb import mpi
+import meshnb
+from meshnb.backends import mpi
 
 MPI = mpi.load()
 
@@ -50,7 +51,7 @@ def main() -> None:
         began = time.perf_counter()
         answer: dict = {}
         if what == "verify" or what == "train":
-            r = mpi.train(count)
+            r = meshnb.train(count, backend="mpi")
             if what == "verify":
                 answer["systems"] = [s.to_json() for s in r.systems]
         elif what == "exchange":

@@ -6,7 +6,7 @@ call sends it one command and waits for rank 0's answer, so a timing is R rounds
 plus one pipe round trip (tens of microseconds against R rounds of several microseconds).  Paths
 (per round; ``steps`` = R):
 
-- ``mpi-N``: ``meshnb.mpi.train(R)`` on every rank, the backend itself (the grouped task loop, the
+- ``mpi-N``: ``meshnb.train(R, backend="mpi")`` on every rank, the backend itself (the grouped task loop, the
   exchange, the start and the final gather);
 - ``mpi-exchange-N``: ``MpiExchange.set_slot`` + ``round`` alone;
 - ``mpi-raw-N``: the exchange's collective alone (a persistent allgather of its 12-word message,

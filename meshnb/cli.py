@@ -1,7 +1,9 @@
-"""The command line: ``meshnb train`` (also ``python -m meshnb train``).
+"""The command line: ``meshnb train`` and ``meshnb bench`` (also ``python -m meshnb``).
 
-Exit codes: 0 done, 1 a failure while running, 2 bad arguments or bad input, 130 interrupted.
-Every error is one line on stderr.
+``train``'s flags are made from the options table (:class:`~meshnb.options.RunOptions`): names,
+parsing and help in one place.  Exit codes: 0 done, 1 a failure while running, 2 bad arguments
+or bad input, 130 interrupted, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but
+quietly).  Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
+from . import files
+from .options import OptionError, RunOptions, option_fields, parse_positive
+from .results import ClusterError, RunInterrupted, RunResult
 
-from .host import ClusterError, RunInterrupted, RunResult, train
-
-_MASK32 = 0xFFFFFFFF
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
 
 class UsageError(Exception):
@@ -28,134 +31,76 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _hex_u32(text: str, what: str) -> int:
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not hex") from None
-    if not 0 <= value <= _MASK32 or text.strip().startswith("-"):
-        raise argparse.ArgumentTypeError(f"{what}: {text!r} is not a u32 in hex")
-    return value
+def _type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a parser raising ValueError (argparse words the message)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
-
-
-def _positive_u32(text: str) -> int:
-    value = _count(text)
-    if not 1 <= value <= _MASK32:
-        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to {_MASK32}")
-    return value
-
-
-def _set_lr(text: str) -> tuple[int, int]:
-    step, sep, bits = text.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"{text!r} is not STEP:HEX")
-    return _count(step), _hex_u32(bits, "f32 bits")
-
-
-def _step_base(text: str) -> int:
-    hi, sep, lo = text.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HI:LO")
-    return _hex_u32(hi, "step high half") << 32 | _hex_u32(lo, "step low half")
-
-
-def _systems(text: str) -> int:
-    value = _count(text)
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to 64")
-    return value
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
-
-
-def _stall(text: str) -> tuple[int, int, int]:
-    parts = text.split(":")
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"{text!r} is not K:TASK:MS")
-    k, call, ms = (_count(p) for p in parts)
-    return k, call, ms
-
-
-_CLUSTER_FLAGS = (("backend", "--backend"), ("timeout_ms", "--timeout-ms"), ("stall", "--stall"),
-                  ("give_up", "--give-up"), ("checkpoint", "--checkpoint"), ("checkpoint_every", "--checkpoint-every"))
+def _add_train(sub: Any) -> None:
+    t = sub.add_parser("train", help="run the train program and print params, loss and digests")
+    clusters = t.add_argument_group("clusters")
+    for name, _, flag in option_fields():
+        if flag.flag is None:
+            continue  # library only
+        group = clusters if flag.cluster else t
+        if flag.parse is None:  # a switch: --ieee
+            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
+        else:
+            group.add_argument(flag.flag, dest=name, type=_type(flag.parse), metavar=flag.metavar, help=flag.help,
+                               action="append" if flag.repeat else "store")
+        if name == "view_in":  # the CLI's own flags sit beside the options they go with
+            t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
+            t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+            t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                           help="progress bar on stderr (default: when stderr is a terminal)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    t = sub.add_parser("train", help="run the train program and print params, loss and digests")
-    t.add_argument("--steps", type=_count, metavar="S", help="steps to run (default 4096; with --resume, the run's)")
-    t.add_argument("--steps-per-task", type=_positive_u32, metavar="K", help="STEPS_PER_TASK of the page (default 64)")
-    t.add_argument(
-        "--set-lr", type=_set_lr, action="append", default=[], metavar="STEP:HEX",
-        help="SET_LR with f32 bits HEX before the task that starts when STEP steps are done (repeatable)",
-    )
-    t.add_argument("--step-base", type=_step_base, metavar="HI:LO", help="after init, set STEP_HI:NEXT_STEP (hex)")
-    t.add_argument("--view-in", metavar="PATH", help="start from this raw 4096-byte page instead of init")
-    t.add_argument("--view-out", metavar="PATH", help="write the final page here")
-    t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
-    t.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
-    )
-    t.add_argument("--ieee", action="store_true", help="plain IEEE float32 instead of float mode Z (comparison only)")
-    c = t.add_argument_group("clusters")
-    c.add_argument("--systems", type=_systems, metavar="N", help="a cluster of N systems in lockstep (1 to 64)")
-    c.add_argument("--backend", metavar="NAME",
-                   help="threads (default), processes, fused, or mpi (under mpiexec: one system per rank)")
-    c.add_argument("--timeout-ms", type=_positive, metavar="T", help="a round's timeout in ms (default 1000)")
-    c.add_argument(
-        "--stall", type=_stall, action="append", metavar="K:TASK:MS",
-        help="system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
-    )
-    c.add_argument("--give-up", type=_positive, metavar="S", help="stop when a member completes no step for S s (default 60)")
-    c.add_argument("--checkpoint", metavar="PATH", help="write the whole run here at task boundaries, on Ctrl-C and at the end")
-    c.add_argument("--checkpoint-every", type=_positive, metavar="S", help="seconds between checkpoints (default 5)")
-    c.add_argument("--resume", metavar="PATH", help="continue the run of this checkpoint")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    _add_train(sub)
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
-    b.add_argument("--seconds", type=float, metavar="S", help="time budget per path (default 2; --quick 0.25)")
+    b.add_argument("--seconds", type=_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)")
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
     return parser
 
 
-def _read_page(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(4097)
-    except OSError as e:
-        raise UsageError(f"--view-in {path}: {e.strerror}") from None
-    if len(data) != 4096:
-        raise UsageError(f"--view-in {path}: a page is 4096 bytes, this file has {os.path.getsize(path)}")
-    return data
+def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-``
+    for an option and say "expected one argument"; glued, the value reaches its own check."""
+    takes_value = {
+        s for action in _all_actions(parser) for s in action.option_strings if action.nargs is None and action.type
+    }
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "--":
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+        else:
+            out.append(args[i])
+            i += 1
+    return out
 
 
-def _write_page(path: str, page: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(page)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    actions = list(parser._actions)
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for p in a.choices.values():
+                actions += _all_actions(p)
+    return actions
 
 
 def _summary(result: RunResult) -> str:
@@ -180,57 +125,54 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _cluster_options(args: argparse.Namespace) -> dict[str, object]:
-    """The library's cluster arguments from the flags (only those given: the library has the defaults)."""
-    if args.systems is None and args.resume is None and args.backend != "mpi":  # mpi: N is the job's size
-        for name, flag in _CLUSTER_FLAGS:
-            if getattr(args, name) is not None:
-                raise UsageError(f"{flag} is for clusters: give --systems N (or --resume PATH)")
-        return {}
-    given = {
-        "systems": args.systems, "backend": args.backend, "timeout_ms": args.timeout_ms, "stalls": args.stall,
-        "give_up_s": args.give_up, "checkpoint": args.checkpoint, "checkpoint_every_s": args.checkpoint_every,
-        "resume": args.resume,
-    }
-    return {name: value for name, value in given.items() if value is not None}
+def _options(args: argparse.Namespace) -> RunOptions:
+    """The run's options from the flags given (the table has the defaults)."""
+    given: dict[str, Any] = {}
+    for name, _, flag in option_fields():
+        value = getattr(args, name, None)
+        if flag.flag is None or value is None or value is False:
+            continue
+        given[name] = value
+    if given.pop("z", False):  # --ieee
+        given["z"] = False
+    if "stalls" in given:
+        given["stalls"] = tuple(given["stalls"])
+    given["progress"] = args.progress if args.progress is not None else (not args.json and sys.stderr.isatty())
+    opts = RunOptions.from_keywords(**given)
+    if not opts.is_cluster:
+        for name, _, flag in option_fields():
+            if flag.cluster and name in given:
+                raise UsageError(f"{flag.flag} is for clusters: give --systems N (or --resume PATH)")
+    return opts
 
 
 def _train(args: argparse.Namespace) -> int:
-    view_in = _read_page(args.view_in) if args.view_in else None
-    progress = args.progress if args.progress is not None else (not args.json and sys.stderr.isatty())
-    cluster = _cluster_options(args)
+    from .api import run  # after the arguments parse: `meshnb --help` stays quick
+
+    opts = _options(args)
+    if args.view_out:
+        files.check_output(args.view_out, "--view-out")
+    if opts.checkpoint is not None:
+        files.check_output(opts.checkpoint, "--checkpoint")
     try:
-        result = train(
-            args.steps,
-            steps_per_task=args.steps_per_task,
-            set_lr=args.set_lr or (None if args.resume else []),  # a resume takes the run's changes
-            step_base=args.step_base,
-            view_in=view_in,
-            z=not args.ieee,
-            progress=progress,
-            **cluster,  # type: ignore[arg-type]
-        )
+        result = run(opts)
     except RunInterrupted as stop:
         if not _prints(args):
-            return 130
-        saved = [f"page written to {args.view_out}"] if args.view_out else []
+            return EXIT_INTERRUPTED
+        saved = []
         if args.view_out:
-            _write_page(args.view_out, stop.result.page)
-        if args.checkpoint:
-            saved.append(f"checkpoint written to {args.checkpoint}")
+            files.write_atomic(args.view_out, stop.result.page, "--view-out")
+            saved.append(f"page written to {args.view_out}")
+        if opts.checkpoint:
+            saved.append(f"checkpoint written to {opts.checkpoint}")
         print(f"meshnb: interrupted after {stop.result.steps} steps" + "".join(f"; {s}" for s in saved), file=sys.stderr)
-        return 130
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+        return EXIT_INTERRUPTED
     if not _prints(args):
-        return 0  # mpi: rank 0 prints (and writes) every rank's results
+        return EXIT_OK  # mpi: rank 0 prints (and writes) every rank's results
+    print(json.dumps(result.to_json()) if args.json else _summary(result), flush=True)
     if args.view_out:
-        _write_page(args.view_out, result.page)
-    if args.json:
-        print(json.dumps(result.to_json()))
-    else:
-        print(_summary(result))
-    return 0
+        files.write_atomic(args.view_out, result.page, "--view-out")
+    return EXIT_OK
 
 
 def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
@@ -243,7 +185,7 @@ def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) 
         mpi = "--backend=mpi" in a or any(x == "--backend" and y == "mpi" for x, y in zip(a, a[1:]))
     if not mpi:
         return True
-    from .mpi import is_root
+    from .backends.mpi import is_root
 
     return is_root()
 
@@ -251,25 +193,35 @@ def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) 
 def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
+        if args.command is None:  # bare `meshnb`: what it can do
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
         if args.command == "bench":
             from . import bench  # not imported by `meshnb train`: start-up stays short
 
-            try:
-                return bench.main(args.seconds, args.quick, args.json, args.paths)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            return bench.main(args.seconds, args.quick, args.json, args.paths)
         return _train(args)
-    except UsageError as e:
+    except OptionError as e:
+        if _prints(args, argv):
+            print(f"meshnb: error: {e.for_cli()}", file=sys.stderr)
+        return EXIT_USAGE
+    except (UsageError, ValueError) as e:
         if _prints(args, argv):
             print(f"meshnb: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
+        # stdout at /dev/null so that the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except (OSError, ClusterError) as e:
         print(f"meshnb: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("meshnb: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,14 +9,13 @@ a timed-out round stays pending and the next task with the matching ``arg`` resu
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from . import floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, Exchange, Group
+from .trace import Trace
 from .view import FIELDS, HEADER_WORDS, View
 
 OP_TASK = 0x0
@@ -35,47 +34,6 @@ _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
 _W = {name: f.word for name, f in FIELDS.items()}  # word index of each field
 _LOSS = slice(_W["LOSS"], _W["LOSS"] + FIELDS["LOSS"].count)
-
-
-class Trace:
-    """SHA-256 over the sums each step applied, 5 little-endian u32 words a step (SPEC 11).
-
-    With ``keep=True`` the words are also kept (``.words``, shape ``[steps, 5]``) for study.
-    ``hasher`` replaces hashlib's SHA-256 (anything with ``update`` and ``hexdigest``), e.g. one
-    whose state a checkpoint can save (:class:`meshnb.sha256.Sha256`)."""
-
-    def __init__(self, keep: bool = False, hasher: Any = None) -> None:
-        self._sha = hashlib.sha256() if hasher is None else hasher
-        self._kept: list[np.ndarray] | None = [] if keep else None
-        self.steps = 0
-
-    def record(self, words: np.ndarray) -> None:
-        words = np.ascontiguousarray(words, dtype="<u4")
-        if words.ndim != 2 or words.shape[1] != kernels.NSUMS:
-            raise ValueError(f"a trace records [steps, 5] words, got shape {words.shape}")
-        self._sha.update(words)  # the array's buffer, no copy
-        self.steps += words.shape[0]
-        if self._kept is not None:
-            self._kept.append(words.copy())
-
-    def hexdigest(self) -> str:
-        return self._sha.hexdigest()
-
-    @property
-    def hasher(self) -> Any:
-        return self._sha
-
-    @property
-    def keeps(self) -> bool:
-        return self._kept is not None
-
-    @property
-    def words(self) -> np.ndarray:
-        if self._kept is None:
-            raise ValueError("this trace was made with keep=False")
-        if not self._kept:
-            return np.zeros((0, kernels.NSUMS), dtype=np.uint32)
-        return np.concatenate(self._kept)
 
 
 @dataclass
@@ -115,7 +73,7 @@ def init(ctx: Context) -> None:
     v["PARAMS"] = 0
     v.set_word("LR", LR_BITS)
     v.set_word("STEPS_PER_TASK", STEPS_PER_TASK)
-    v["INV_BATCH"] = inv_batch(ctx.group.n if ctx.grouped else 1)
+    v["INV_BATCH"] = inv_batch(ctx.group.n if ctx.group is not None else 1)
     for name in ("NEXT_STEP", "ERR", "PENDING", "ROUND", "STEP_HI"):
         v.set_word(name, 0)
     ctx.counters[INITS] += 1

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from meshnb import View, testing
-from meshnb.host import Plan, prepare
+from meshnb.driver import prepare
+from meshnb.options import Plan
 from meshnb.program import Context
 
 @pytest.fixture(scope="session")

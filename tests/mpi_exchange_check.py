@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from meshnb import mpi
-from meshnb.host import ClusterError
+from meshnb.backends import mpi
+from meshnb.results import ClusterError
 
 MPI = mpi.load()
 comm = MPI.COMM_WORLD

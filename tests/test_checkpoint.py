@@ -18,7 +18,7 @@ import meshnb
 from meshnb import checkpoint as ck
 from meshnb.sha256 import Sha256
 from meshnb.testing import reference as ref
-from meshnb.host import RunInterrupted
+from meshnb.results import RunInterrupted
 
 from meshnb.testing.pages import with_words
 from .test_cluster import member_pids

@@ -12,7 +12,8 @@ import pytest
 
 import meshnb
 from meshnb.testing import reference as ref
-from meshnb.host import Plan, RunInterrupted
+from meshnb.options import Plan
+from meshnb.results import RunInterrupted
 
 from meshnb.testing.pages import hard_pages, with_words
 from .util import hexes

@@ -4,21 +4,20 @@ implementations (numpy, plain Python) against each other."""
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
-from pathlib import Path
 
 import mpmath
 import numpy as np
 import pytest
 
 from meshnb.testing import reference as R
+from meshnb.testing import vectors
 
 from meshnb.testing.pages import hard_pages
 from meshnb.testing.pages import with_words as set_words
 from .util import words
 
-VECTORS = json.loads((Path(__file__).parent / "data" / "vectors.json").read_text())
+VECTORS = vectors()
 
 NAN = 0x7FFFFFFF
 

@@ -2,7 +2,7 @@
 
 ``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
 rank: the same program (:mod:`meshnb.program`'s grouped task loop, driven by
-:func:`meshnb.host.drive`) over an :class:`MpiExchange`, so every rank ends with the bits of the
+:func:`meshnb.driver.drive`) over an :class:`MpiExchange`, so every rank ends with the bits of the
 threads backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line
 prints them there only.
 
@@ -37,7 +37,7 @@ from parity ``par``'s receive buffer, which rank order fills: the fold is in ran
 Bounds, so that nothing hangs
 -----------------------------
 A round waits ``timeout_ms``.  A rank that completes no step for ``give_up_s`` stops with
-:class:`~meshnb.host.ClusterError` naming the ranks that did not reach the round: a rank whose
+:class:`~meshnb.results.ClusterError` naming the ranks that did not reach the round: a rank whose
 round times out tells the others so (a small point-to-point notice on a duplicate communicator,
 once a round), and the ranks that sent no notice for the round are the suspects.  Every other
 collective (the start, the gathers at checkpoints and at the end) is non-blocking and polled
@@ -67,23 +67,22 @@ import signal
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
-from .floatz import jit
 
-from . import checkpoint as ckpt_io
-from .checkpoint import Checkpoint, RunSettings
-from .sha256 import Sha256, Sha256State
-from .exchange import EX_SLOT_WORDS, ExchangePage, Group, PageExchange, PollingWaiter
-from .host import (
-    ClusterError, Plan, RunInterrupted, RunResult, SystemResult, deferred_interrupt, drive, prepare, progress_bar,
-)
-from .program import COUNTER_NAMES, OP_TASK, Context, Trace, init, task
-from .view import VIEW_BYTES, View
+from .. import checkpoint
+from ..checkpoint import Checkpoint
+from ..driver import deferred_interrupt, drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
+from ..exchange import EX_SLOT_WORDS, Group
+from ..floatz import jit
+from ..options import RunOptions, resolve
+from ..program import COUNTER_NAMES, Context
+from ..results import ClusterError, RunInterrupted, RunResult, SystemResult
+from ..sha256 import Sha256State
+from ..view import VIEW_BYTES, View
 
 INSTALL_HINT = "pip install 'meshnb[mpi]' (mpi4py and the mpich wheel), or mpi4py built against the system's MPI"
 THROTTLE_CVARS = {
@@ -410,8 +409,7 @@ _RECORD = struct.Struct("<Q3Q32s8IQB63s")
 def _record(done: int, ctx: Context, with_words: bool) -> bytes:
     trace = ctx.trace
     assert trace is not None
-    h = trace.hasher
-    state = h.state() if isinstance(h, Sha256) else Sha256State(tuple([0] * 8), 0, b"")
+    state = trace.state() if trace.resumable else Sha256State(tuple([0] * 8), 0, b"")
     head = _RECORD.pack(done, *(int(c) for c in ctx.counters), bytes.fromhex(trace.hexdigest()), *state.h,
                         state.length, len(state.tail), state.tail)
     words = trace.words.astype("<u4").tobytes() if with_words and trace.keeps else b""
@@ -437,10 +435,7 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 def _warm(z: bool) -> None:
     """Load (or compile) the grouped step's kernels before the start, so that no rank's first
     round waits on another rank's JIT."""
-    ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
-    init(ctx)
-    ctx.view.set_word("STEPS_PER_TASK", 1)
-    task(ctx, OP_TASK, 0)
+    warm_grouped(z)
     _completed(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
 
 
@@ -467,109 +462,66 @@ def abort(comm: Any, e: BaseException) -> None:
             os._exit(code)  # MPI_Abort does not return; should it, this rank still ends here
 
 
-def train(
-    steps: int | None = None,
-    *,
-    systems: int | None = None,
-    timeout_ms: float = 1000.0,
-    stalls: Sequence[Sequence[int]] = (),
-    give_up_s: float = 60.0,
-    checkpoint: str | os.PathLike[str] | None = None,
-    checkpoint_every_s: float = 5.0,
-    resume: str | os.PathLike[str] | None = None,
-    steps_per_task: int | None = None,
-    set_lr: Any = None,
-    step_base: int | None = None,
-    view_in: bytes | None = None,
-    z: bool = True,
-    keep_trace: bool = False,
-    progress: bool = False,
-    comm: Any = None,
-    abort_on_failure: bool = True,
-) -> RunResult:
+def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> RunResult:
     """Run this rank's system of a cluster of one system per rank of ``comm`` (MPI_COMM_WORLD);
-    every rank must call it with the same arguments.  Returns every system's result, on every
-    rank (see :func:`meshnb.train` for the arguments).  ``systems``, when given, must be the
-    number of ranks.  ``checkpoint`` is written by rank 0; ``resume`` is read by rank 0.
+    every rank must call it with the same options.  Returns every system's result, on every
+    rank.  ``systems``, when given, must be the number of ranks.  ``checkpoint`` is written by
+    rank 0; ``resume`` is read by rank 0.
 
-    Bad arguments raise ValueError on every rank alike.  A failure once the run has started
+    Bad options raise ValueError on every rank alike.  A failure once the run has started
     (a rank gave up on a stalled or dead peer, an error on one rank) prints one line and calls
     ``MPI_Abort`` (exit code 1, 130 for Ctrl-C), unless ``abort_on_failure=False``: then it raises
     and the caller must abort, since the communicator may have a collective outstanding."""
-    from .cluster import _check_same_run, _number, _stalls  # the other backends' validation
-
     MPI = load()
     comm = MPI.COMM_WORLD if comm is None else comm
     k, n = comm.Get_rank(), comm.Get_size()
-    if systems is not None:
-        if isinstance(systems, bool) or not isinstance(systems, (int, np.integer)) or systems < 1:
-            raise ValueError(f"systems must be a positive integer, got {systems!r}")
-        if n == 1 and systems > 1:
+    if opts.systems is not None:
+        if n == 1 and opts.systems > 1:
             raise ValueError(f"the mpi backend runs one system per MPI rank, and this process is alone (not under "
-                             f"mpiexec): start it as `mpiexec -n {systems} meshnb train --backend mpi ...`")
-        if systems != n:
-            raise ValueError(f"{systems} systems asked for, but the MPI job has {n} ranks (one system per rank)")
-    timeout_s = _number(timeout_ms, "timeout_ms", 0) / 1000
-    give_up_s = _number(give_up_s, "give_up_s", 0)
-    checkpoint_every_s = _number(checkpoint_every_s, "checkpoint_every_s", 0)
-    stall_list = _stalls(stalls, n)
-    ck: Checkpoint | None = None
-    if resume is not None:
-        if view_in is not None:
-            raise ValueError("a resumed run starts from its checkpoint's pages, not from view_in")
-        if keep_trace:
-            raise ValueError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
-        where = f"checkpoint {resume}"
-        ck = Checkpoint.from_bytes(share(comm, lambda: ckpt_io.load(resume).to_bytes(), START_S, where), where)
-        given = {"systems": systems, "steps": steps, "steps_per_task": steps_per_task, "step_base": step_base, "z": z,
-                 "set_lr": None if set_lr is None else Plan.make(ck.run.steps, None, set_lr).set_lr}
-        _check_same_run(ck, given, where)
+                             f"mpiexec): start it as `mpiexec -n {opts.systems} meshnb train --backend mpi ...`")
+        if opts.systems != n:
+            raise ValueError(f"{opts.systems} systems asked for, but the MPI job has {n} ranks (one system per rank)")
+
+    def load_shared(path: Any) -> Checkpoint:  # rank 0 reads the file; every rank gets its bytes
+        where = f"checkpoint {path}"
+        ck = Checkpoint.from_bytes(share(comm, lambda: checkpoint.load(path).to_bytes(), START_S, where), where)
         if ck.run.systems != n:
             raise ValueError(f"{where} is a run of {ck.run.systems} systems: start it with mpiexec -n {ck.run.systems}")
-    whole = None if ck is not None else Plan.make(4096 if steps is None else steps, steps_per_task, set_lr, step_base)
-    resumable = checkpoint is not None or ck is not None
-    z = ck.run.z if ck is not None else z
-    hasher = Sha256(ck.traces[k] if ck is not None else None) if resumable else None
+        return ck
 
-    # The page is prepared before the exchange exists (a stand-in makes init see the group), so
-    # that a bad page is refused on every rank before any collective.
-    ctx = Context(View(), group=Group(k, n), exchange=PageExchange(ExchangePage.new(n), k, 1.0, PollingWaiter()),
-                  trace=Trace(keep_trace, hasher), z=z)
-    if ck is not None:
-        ctx.view.words[:] = View.from_bytes(ck.pages[k]).words
-        ctx.counters[:] = [ck.counters[k][name] for name in COUNTER_NAMES]
-        settings, start = ck.run, ck.done
-        plan = Plan(settings.steps - start, None, tuple((s - start, b) for s, b in settings.set_lr if s >= start))
-    else:
-        assert whole is not None
-        prepare(ctx, whole, view_in)
-        v = ctx.view
-        if v.word("PENDING") and v.word("ROUND") == (v.word("NEXT_STEP") + 1) & _MASK32:
-            raise ValueError("this page has a pending round, whose slots were on an exchange page a new run does not have")
-        settings = RunSettings(n, whole.steps, whole.steps_per_task, whole.set_lr, whole.step_base, z, v.next_step)
-        start, plan = 0, replace(whole, steps_per_task=None, step_base=None)  # both are in the page now
-    naps = {call: ms / 1000 for system, call, ms in stall_list if system == k}
+    start = resolve(opts, n, load_shared)
+    plan, give_up_s = start.plan, opts.give_up_s
+    # The page is prepared before the exchange exists, so that a bad page is refused on every
+    # rank before any collective.
+    ctx = Context(View(), group=Group(k, n), trace=member_trace(start, k, opts.keep_trace, opts.checkpoint is not None),
+                  z=start.z)
+    prepare_member(ctx, k, start, opts.view_in)
+    settings = start.settings(ctx.view.next_step)
     hook = _test_signal(k)
+    stall = stall_hook(opts.stalls, k)
 
     def write_checkpoint(done: int, records: list[bytes] | None = None) -> None:
         """Collective (unless given the records): rank 0 writes every rank's state at this
         common boundary."""
         if records is None:
-            records = allgather_bytes(comm, _record(done, ctx, False), give_up_s, f"the checkpoint at step {start + done}")
-        if k == 0:
+            records = allgather_bytes(comm, _record(done, ctx, False), give_up_s,
+                                      f"the checkpoint at step {start.done_before + done}")
+        if k == 0 and opts.checkpoint is not None:
             got = [_unrecord(r) for r in records]
-            ckpt_io.save(checkpoint, Checkpoint(settings, start + done, tuple(g[4] for g in got),
-                                                tuple(g[1] for g in got), tuple(g[3] for g in got)))
+            checkpoint.save(opts.checkpoint, Checkpoint(settings, start.done_before + done, tuple(g[4] for g in got),
+                                                        tuple(g[1] for g in got), tuple(g[3] for g in got)))
 
     try:
         with deferred_interrupt() as requested:
-            exchange = ctx.exchange = MpiExchange(comm, timeout_s)
-            _warm(z)
+            exchange = MpiExchange(comm, opts.timeout_ms / 1000)
+            ctx.exchange = exchange
+            _warm(start.z)
             _complete(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
-            bar = progress_bar(plan.steps, progress and k == 0)
+            bar = progress_bar(plan.steps, opts.progress and k == 0)
             shown = 0
             stop = False
-            next_ckpt = time.monotonic() + checkpoint_every_s if checkpoint is not None else float("inf")
+            every = opts.checkpoint_every_s
+            next_ckpt = time.monotonic() + every if opts.checkpoint is not None else float("inf")
 
             def on_task(done: int) -> None:
                 nonlocal shown, stop, next_ckpt
@@ -583,34 +535,31 @@ def train(
                 if requested():
                     exchange.flags |= FLAG_STOP
                 seen, exchange.seen = exchange.seen, 0
-                if seen & (FLAG_CHECKPOINT | FLAG_STOP) and checkpoint is not None and done < plan.steps:
+                if seen & (FLAG_CHECKPOINT | FLAG_STOP) and opts.checkpoint is not None and done < plan.steps:
                     write_checkpoint(done)
                     exchange.flags &= ~FLAG_CHECKPOINT
-                    next_ckpt = time.monotonic() + checkpoint_every_s
+                    next_ckpt = time.monotonic() + every
                 if seen & FLAG_STOP:
                     stop = True
 
             def before_task(call: int) -> None:
                 if hook is not None and hook[0] == call:
                     os.kill(os.getpid(), hook[1])
-                if call in naps:
-                    time.sleep(naps[call])
+                stall(call)
 
             began = time.perf_counter()
             try:
                 done = drive(ctx, plan, on_task, lambda: stop, before_task, give_up_s)
             except ClusterError as e:
                 late = exchange.outstanding or (ctx.view.next_step + 1) % (1 << 64)
-                behind = exchange.behind(late)
-                raise ClusterError(k, f"{e.detail}; waiting for round {late}"
-                                      + (f", not reached by system {behind}" if behind else "")) from None
+                raise stalled(k, e, late, exchange.behind(late)) from None
             finally:
                 if bar is not None:
                     bar.close()
             seconds = time.perf_counter() - began
             exchange.close(give_up_s)
-            records = allgather_bytes(comm, _record(done, ctx, keep_trace), give_up_s, "the results")
-            if checkpoint is not None and done == plan.steps:
+            records = allgather_bytes(comm, _record(done, ctx, opts.keep_trace), give_up_s, "the results")
+            if opts.checkpoint is not None and done == plan.steps:
                 write_checkpoint(done, records)
     except BaseException as e:
         if abort_on_failure and not isinstance(e, SystemExit):
@@ -619,7 +568,7 @@ def train(
     systems_out = []
     for m, r in enumerate(records):
         _, counters, digest, _, page, words = _unrecord(r)
-        systems_out.append(SystemResult(m, page, counters, digest, words if keep_trace else None))
+        systems_out.append(SystemResult(m, page, counters, digest, words if opts.keep_trace else None))
     result = RunResult(done, tuple(systems_out), seconds)
     if done < plan.steps:
         raise RunInterrupted(result)

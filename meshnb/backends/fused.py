@@ -1,0 +1,94 @@
+"""The ``fused`` backend: all N systems of a cluster in one njit loop, with no exchange at all.
+
+:func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
+takes batch offset ``t N + k``), folds them in system order and applies the fold to every
+member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over the plan
+as the host drives TASKs: the same task boundaries, SET_LR before the task that starts at its
+step, and between chunks (task boundaries) progress, checkpoints and stops.  The fastest way to
+run a cluster (notebooks, benchmarks); the threads, processes and mpi backends, which run the
+program through a real exchange, must give the same digests.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .. import checkpoint, loops
+from ..checkpoint import Checkpoint
+from ..driver import deferred_interrupt, member_trace, prepare_member, progress_bar, set_lr
+from ..exchange import Group
+from ..kernels import NSUMS
+from ..options import RunOptions, resolve
+from ..program import COUNTER_NAMES, STEPS, Context
+from ..results import RunInterrupted, RunResult, SystemResult
+from ..view import VIEW_BYTES, View
+
+CHUNK_STEPS = 1 << 18  # steps x systems per njit call: tens of milliseconds, so stops stay prompt
+
+
+def run(opts: RunOptions) -> RunResult:
+    start = resolve(opts)
+    n, plan = start.systems, start.plan
+    pages = np.zeros((n, VIEW_BYTES // 4), dtype=np.uint32)  # every member's page, a row each
+    counters = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
+    contexts = [Context(View(pages[k]), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
+    for k, ctx in enumerate(contexts):
+        prepare_member(ctx, k, start, opts.view_in)
+    views = [ctx.view for ctx in contexts]
+    spt = views[0].word("STEPS_PER_TASK")
+    if any((v.next_step, v.word("STEPS_PER_TASK")) != (views[0].next_step, spt) for v in views):
+        raise ValueError("the members' pages are not at the same step with the same STEPS_PER_TASK")
+    if start.checkpoint is not None and len(set(start.checkpoint.traces)) != 1:
+        raise ValueError("the members' trace hashes differ: the fused backend runs one trace for all")
+    # The members apply one fold per step: they share one trace, whose digest each reports.
+    trace = member_trace(start, 0, opts.keep_trace, opts.checkpoint is not None)
+    settings = start.settings(views[0].next_step)
+
+    def save(done: int) -> None:
+        if opts.checkpoint is not None:
+            checkpoint.save(opts.checkpoint, Checkpoint(
+                settings, start.done_before + done, tuple(v.tobytes() for v in views),
+                tuple(ctx.counter_dict() for ctx in contexts), (trace.state(),) * n))
+
+    mode = loops.loop_mode(start.z)
+    first_call = loops.warm_up(mode, fused=True)  # the first call's JIT stays out of the timing
+    # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
+    # which changes no bits (as a shortened task).
+    chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
+    bar = progress_bar(plan.steps, opts.progress)
+    next_save = time.monotonic() + opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
+    began = time.perf_counter()
+    done = 0
+    try:
+        with deferred_interrupt() as requested:
+            while True:
+                for ctx in contexts:
+                    set_lr(ctx, plan, done)
+                if done >= plan.steps or requested():
+                    break
+                end = plan.next_boundary(chunk, done)  # an LR change starts a task
+                words = np.empty((end - done, NSUMS), dtype=np.uint32)  # fresh: the trace may still hash the last
+                loops.run_fused(pages, end - done, words, mode)
+                trace.record(words)
+                counters[:, STEPS] += np.uint64(end - done)
+                done = end
+                if bar is not None:
+                    bar.update(done - bar.n)
+                if time.monotonic() >= next_save and done < plan.steps:
+                    save(done)
+                    next_save = time.monotonic() + opts.checkpoint_every_s
+    finally:
+        if bar is not None:
+            bar.close()
+    digest = trace.hexdigest()
+    seconds = time.perf_counter() - began
+    save(done)  # the end, or the stop: both are task boundaries
+    words_kept = trace.words if opts.keep_trace else None
+    systems = tuple(SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n))
+    result = RunResult(done, systems, seconds, first_call)
+    if done < plan.steps:
+        raise RunInterrupted(result)
+    return result

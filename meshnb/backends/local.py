@@ -1,0 +1,172 @@
+"""The ``threads`` and ``processes`` backends: N members in lockstep on this machine.
+
+The caller's thread coordinates: it prepares every member's page in cluster memory (``init``, or
+a checkpoint's pages), starts the members together, watches them, and when a checkpoint is due
+or Ctrl-C asks for a stop, names a task boundary that no member has passed (``TARGET``, under a
+lock every member takes at its boundaries); the members pause there with no round pending, and
+the coordinator writes the checkpoint and lets them go on (or stop).
+
+Bounds, so that nothing hangs: a round waits ``timeout_ms`` and the program leaves it pending; a
+member that completes no step for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError`
+(naming the systems that did not reach the round); every other wait (the start, a pause, the
+lock, the join at the end) is bounded by ``give_up_s`` too, and the coordinator stops a cluster
+whose round counters have not moved for twice that (every member frozen).  A member process
+that dies is seen at once (its sentinel): the exchange page is aborted, which ends every wait,
+the others are joined, killed if they linger, and the shared memory is unlinked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import checkpoint
+from ..checkpoint import Checkpoint, RunSettings
+from ..driver import deferred_interrupt, prepare_member, progress_bar
+from ..exchange import Group
+from ..options import Plan, RunOptions, resolve
+from ..program import Context
+from ..results import ClusterError, RunInterrupted, RunResult, SystemResult
+from ..sha256 import Sha256
+from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A cluster run as the coordinator sees it: the whole run, and where this call starts."""
+
+    settings: RunSettings
+    plan: Plan  # this call's part of the run
+    start: int  # steps of the run done before this call
+    spec: MemberSpec
+    checkpoint: str | os.PathLike[str] | None
+    checkpoint_every_s: float
+    progress: bool
+
+
+def _write_checkpoint(run: _Run, memory: ClusterMemory, done: int) -> None:
+    if run.checkpoint is None:
+        return
+    n = memory.n
+    checkpoint.save(run.checkpoint, Checkpoint(
+        run.settings, run.start + done,
+        tuple(memory.views[k].tobytes() for k in range(n)),
+        tuple(memory.counter_dict(k) for k in range(n)),
+        tuple(memory.trace_state(k) for k in range(n)),
+    ))
+
+
+def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: Callable[[], bool]) -> tuple[int, list[MemberOutcome], float]:
+    """Start the members together, serve checkpoints and a stop; returns the steps done, the
+    outcomes, and the seconds from the start (members ready) to the end."""
+    control, plan, give_up = members.control, run.plan, run.spec.give_up_s
+    spt = memory.view(0).word("STEPS_PER_TASK")
+    since = time.monotonic()
+    while not control.all_in(RUNNING):
+        members.poll(0.02)
+        if time.monotonic() - since > give_up:
+            raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {give_up:g} s")
+    control.start()
+    began = time.perf_counter()
+    bar = progress_bar(plan.steps, run.progress)
+    shown = 0
+    target: int | None = None
+    stop = stopping = False
+    next_ckpt = time.monotonic() + run.checkpoint_every_s if run.checkpoint is not None else math.inf
+    # The watchdog of last resort (say, every member stopped by SIGSTOP): the round counters.
+    rounds, moved = memory.exchange.counters.copy(), time.monotonic()
+    try:
+        while not control.all_in(FINISHED):
+            members.poll(0.05)
+            now = time.monotonic()
+            if (memory.exchange.counters != rounds).any():
+                rounds, moved = memory.exchange.counters.copy(), now
+            elif target is None and now - moved > 2 * give_up + run.spec.timeout_s:
+                low = int(np.argmin(rounds))
+                raise ClusterError(low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})")
+            if bar is not None:
+                low = int(memory.progress.min())
+                bar.update(low - shown)
+                shown = low
+            if target is None and not stopping:
+                stop = requested()
+                if stop or now >= next_ckpt:
+                    target = control.request(plan, spt, stop)
+                    since = now
+                    if target is None:  # the run's end comes first: it is the stop and the checkpoint
+                        stopping, next_ckpt = stop, math.inf
+            elif target is not None and control.paused_at(target):
+                _write_checkpoint(run, memory, target)
+                control.go_on()
+                target, stopping = None, stop
+                next_ckpt = time.monotonic() + run.checkpoint_every_s if run.checkpoint is not None else math.inf
+            elif target is not None and now - since > give_up + run.spec.timeout_s:
+                raise ClusterError(control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s")
+        done = int(memory.progress.min())
+        seconds = time.perf_counter() - began
+    finally:
+        if bar is not None:
+            bar.close()
+    if done == plan.steps:
+        _write_checkpoint(run, memory, done)
+    return done, members.outcomes(), seconds
+
+
+def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[SystemResult, ...]:
+    return tuple(
+        SystemResult(k, memory.views[k].tobytes(), memory.counter_dict(k), o.trace_digest, o.trace)
+        for k, o in enumerate(outcomes)
+    )
+
+
+def _run_members(run: _Run, memory: ClusterMemory, shared: SharedSegment | None) -> tuple[int, tuple[SystemResult, ...], float]:
+    members: Members
+    with deferred_interrupt() as requested:
+        members = ThreadMembers(run.spec, memory) if shared is None else ProcessMembers(run.spec, shared, memory)
+        try:
+            done, outcomes, seconds = _coordinate(run, members, memory, requested)
+        finally:
+            members.close()
+    return done, _results(memory, outcomes), seconds
+
+
+def run_threads(opts: RunOptions) -> RunResult:
+    """The ``threads`` backend: members are threads of this process."""
+    return _run(opts, processes=False)
+
+
+def run_processes(opts: RunOptions) -> RunResult:
+    """The ``processes`` backend: a process per member, every page in one shared memory segment."""
+    return _run(opts, processes=True)
+
+
+def _run(opts: RunOptions, processes: bool) -> RunResult:
+    start = resolve(opts)
+    n = start.systems
+    shared = SharedSegment(memory_bytes(n)) if processes else None
+    try:
+        memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(n), dtype=np.uint8), n, create=True)
+        for k in range(n):
+            ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
+            prepare_member(ctx, k, start, opts.view_in)
+            memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
+        spec = MemberSpec(n, start.plan, start.z, opts.timeout_ms / 1000, opts.stalls, opts.give_up_s, opts.keep_trace,
+                          resumable=opts.checkpoint is not None or start.checkpoint is not None)
+        run = _Run(start.settings(memory.view(0).next_step), start.plan, start.done_before, spec, opts.checkpoint,
+                   opts.checkpoint_every_s, opts.progress)
+        # The seconds of the lockstep itself: not the pages' preparation nor the members' start-up.
+        done, results, seconds = _run_members(run, memory, shared)
+        del memory
+    finally:
+        if shared is not None:
+            shared.release()
+    result = RunResult(done, results, seconds)
+    if done < start.plan.steps:
+        raise RunInterrupted(result)
+    return result

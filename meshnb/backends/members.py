@@ -1,0 +1,389 @@
+"""The members of a ``threads`` or ``processes`` cluster, and their meeting points.
+
+A member is one system doing :func:`meshnb.driver.drive` over a
+:class:`~meshnb.exchange.PageExchange`, so the program's grouped task loop (publish, round,
+fold, apply; a timed-out round left pending and resumed) is what runs.  :class:`Control` holds
+the meeting points in cluster memory (:mod:`.memory`): the start, pauses at a common task
+boundary (checkpoints, Ctrl-C), the end.  :class:`ThreadMembers` runs members as threads (waits
+block on a condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory
+in a shared segment (waits poll).  Member processes whose coordinator dies see their pipe close
+and exit.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..driver import drive, stall_hook, stalled
+from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter, Waiter
+from ..options import Plan
+from ..program import Context
+from ..results import ClusterError
+from ..trace import Trace
+from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, close
+
+
+class Lock(Protocol):
+    def acquire(self, block: bool = ..., timeout: float = ...) -> bool: ...
+    def release(self) -> None: ...
+
+
+class Control:
+    """The members' and the coordinator's side of the meeting points, in cluster memory.
+
+    ``waiter`` is how members wait (and the coordinator wakes them); ``wake`` tells the
+    coordinator a member's state changed; ``alive`` says whether the coordinator still runs."""
+
+    def __init__(self, memory: ClusterMemory, lock: Lock, waiter: Waiter, give_up_s: float,
+                 wake: Callable[[], None] = lambda: None, alive: Callable[[], bool] = lambda: True) -> None:
+        self.m, self.lock, self.waiter, self.give_up_s, self.wake, self.alive = memory, lock, waiter, give_up_s, wake, alive
+
+    @contextmanager
+    def _locked(self, system: int | None) -> Iterator[None]:
+        if not self.lock.acquire(True, self.give_up_s):
+            raise ClusterError(system, f"the cluster's lock was held for {self.give_up_s:g} s (its holder died?)")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+    def _wait(self, k: int, ready: Callable[[], bool], what: str) -> None:
+        m = self.m
+        if not self.waiter.wait(lambda: ready() or m.exchange.aborted or not self.alive(), self.give_up_s):
+            raise ClusterError(k, f"waited {self.give_up_s:g} s for {what}")
+        self.check(k)
+
+    # The members' side.
+    def check(self, k: int) -> None:
+        """End this member if the run is being torn down."""
+        if self.m.exchange.aborted:
+            raise ExchangeAborted(f"system {k}: the run was aborted")
+        if not self.alive():
+            raise ExchangeAborted(f"system {k}: the coordinator is gone")
+
+    def ready(self, k: int) -> None:
+        self.m.state[k] = RUNNING
+        self.wake()
+        self._wait(k, lambda: bool(self.m.go[0]), "the other members to start")
+
+    def at_boundary(self, k: int, done: int, save: Callable[[], None]) -> bool:
+        """A member passed a task boundary with no round pending; returns True to stop there."""
+        m = self.m
+        with self._locked(k):
+            m.progress[k] = done
+            paused = int(m.target[0]) == done
+        if not paused:
+            return False
+        released = int(m.release[0])  # before saying PAUSED: the release may come at once
+        save()
+        m.state[k] = PAUSED
+        self.wake()
+        self._wait(k, lambda: int(m.release[0]) != released, f"the pause at step {done} to end")
+        m.state[k] = RUNNING
+        return bool(m.stop[0])
+
+    def finish(self, k: int, done: int, save: Callable[[], None]) -> None:
+        save()
+        self.m.progress[k] = done
+        self.m.state[k] = FINISHED
+        self.wake()
+
+    # The coordinator's side.
+    def all_in(self, state: int) -> bool:
+        return bool((self.m.state == state).all())
+
+    def start(self) -> None:
+        self.m.go[0] = 1
+        self.waiter.notify()
+
+    def request(self, plan: Plan, spt: int, stop: bool) -> int | None:
+        """Ask every member to pause at the first boundary none of them has passed; returns it, or
+        None when that is the run's end (which needs no pause)."""
+        m = self.m
+        with self._locked(None):
+            target = max(plan.next_boundary(spt, int(p)) for p in m.progress)
+            if target >= plan.steps:
+                return None
+            m.stop[0] = int(stop)
+            m.target[0] = target
+        return target
+
+    def paused_at(self, target: int) -> bool:
+        return self.all_in(PAUSED) and bool((self.m.progress == target).all())
+
+    def go_on(self) -> None:
+        with self._locked(None):
+            self.m.target[0] = 0
+            self.m.release[0] += 1
+        self.waiter.notify()
+
+    def laggards(self, state: int) -> list[int]:
+        return [k for k in range(self.m.n) if int(self.m.state[k]) != state]
+
+
+# ---------------------------------------------------------------------------------------------
+# One member
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """What every member needs (picklable: it goes to member processes)."""
+
+    systems: int
+    plan: Plan  # the steps of this call (the rest of the run when resuming)
+    z: bool
+    timeout_s: float
+    stalls: tuple[tuple[int, int, int], ...]
+    give_up_s: float
+    keep_trace: bool
+    resumable: bool  # a trace whose state is saved (runs that checkpoint)
+
+
+@dataclass(frozen=True)
+class MemberOutcome:
+    trace_digest: str
+    trace: np.ndarray | None
+
+
+def run_member(k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageExchange, control: Control) -> MemberOutcome:
+    """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
+    trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
+    ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, spec.systems), exchange=exchange,
+                  trace=trace, z=spec.z)
+    stop = False
+
+    def save() -> None:
+        if spec.resumable:
+            memory.save_trace_state(k, trace.state())
+
+    def on_task(done: int) -> None:
+        nonlocal stop
+        control.check(k)
+        if ctx.view.word("ERR") == 0:  # the task reached its planned boundary: no round pending
+            stop = control.at_boundary(k, done, save)
+
+    control.ready(k)
+    try:
+        done = drive(ctx, spec.plan, on_task, lambda: stop, stall_hook(spec.stalls, k), spec.give_up_s)
+    except ClusterError as e:
+        if not ctx.view.word("PENDING"):
+            raise
+        late = (ctx.view.next_step + 1) % (1 << 64)  # the pending round: name who did not publish it
+        raise stalled(k, e, late, exchange.page.behind(late)) from None
+    control.finish(k, done, save)
+    return MemberOutcome(trace.hexdigest(), trace.words if spec.keep_trace else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Members as threads or processes
+# ---------------------------------------------------------------------------------------------
+
+class Members(Protocol):
+    """N running members, as the coordinator sees them."""
+
+    control: Control
+
+    def poll(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died."""
+
+    def outcomes(self) -> list[MemberOutcome]:
+        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive)."""
+
+    def close(self) -> None:
+        """End the members (abort the page if they still run), bounded; release what they hold."""
+
+
+class ThreadMembers:
+    """The ``threads`` backend: members are threads; waits block on one condition variable."""
+
+    def __init__(self, spec: MemberSpec, memory: ClusterMemory) -> None:
+        self.spec, self.memory = spec, memory
+        self._news = threading.Event()
+        waiter = BlockingWaiter()
+        self.control = Control(memory, threading.Lock(), waiter, spec.give_up_s, wake=self._news.set)
+        self._outcomes: list[MemberOutcome | None] = [None] * spec.systems
+        self._errors: list[ClusterError] = []
+        self._threads = [
+            threading.Thread(target=self._member, args=(k, PageExchange(memory.exchange, k, spec.timeout_s, waiter)),
+                             name=f"meshnb-system-{k}", daemon=True)
+            for k in range(spec.systems)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _member(self, k: int, exchange: PageExchange) -> None:
+        try:
+            self._outcomes[k] = run_member(k, self.spec, self.memory, exchange, self.control)
+        except ExchangeAborted:
+            pass  # another member's failure is the news
+        except ClusterError as e:
+            self._fail(e)
+        except BaseException as e:  # noqa: BLE001 - reported by the coordinator
+            self._fail(ClusterError(k, f"{type(e).__name__}: {e}"))
+
+    def _fail(self, e: ClusterError) -> None:
+        self._errors.append(e)
+        self.memory.exchange.abort()
+        self.control.waiter.notify()
+        self._news.set()
+
+    def poll(self, timeout_s: float) -> None:
+        self._news.wait(timeout_s)
+        self._news.clear()
+        if self._errors:
+            raise self._errors[0]
+
+    def outcomes(self) -> list[MemberOutcome]:
+        deadline = time.monotonic() + self.spec.give_up_s
+        for t in self._threads:  # a FINISHED member returns its outcome right after
+            t.join(max(0.0, deadline - time.monotonic()))
+        if self._errors:
+            raise self._errors[0]
+        missing = [k for k, o in enumerate(self._outcomes) if o is None]
+        if missing:
+            raise ClusterError(missing[0], f"finished but gave no outcome within {self.spec.give_up_s:g} s")
+        return [o for o in self._outcomes if o is not None]
+
+    def close(self) -> None:
+        if any(t.is_alive() for t in self._threads):
+            self.memory.exchange.abort()
+            self.control.waiter.notify()
+        deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
+        for t in self._threads:  # a thread cannot be killed: one still asleep in a stall is left behind
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _mp_context() -> Any:
+    """forkserver where there is one (a fork of a clean server: safe with numba and threads,
+    and members start with meshnb imported), else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["meshnb.backends.preload"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _process_member(k: int, spec: MemberSpec, name: str, conn: Any, lock: Lock) -> None:
+    """A member process's main: attach to the segment, run, report through ``conn``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    # Attaching registers the name with the resource tracker this process shares with the
+    # coordinator; the coordinator's unlink unregisters it (the tracker keeps a set), and if the
+    # coordinator is killed, the tracker unlinks the segment once every member has exited.
+    shm = SharedMemory(name=name)
+    try:
+        code = _serve(k, spec, np.frombuffer(shm.buf, dtype=np.uint8), conn, lock)
+    finally:
+        close(shm)
+    if code:
+        raise SystemExit(code)
+
+
+def _serve(k: int, spec: MemberSpec, raw: np.ndarray, conn: Any, lock: Lock) -> int:
+    memory = ClusterMemory(raw, spec.systems)
+    waiter = PollingWaiter()
+    # The coordinator never writes to this pipe: readable means closed, the coordinator gone.
+    control = Control(memory, lock, waiter, spec.give_up_s, alive=lambda: not conn.poll())
+    try:
+        try:
+            conn.send(("done", run_member(k, spec, memory, PageExchange(memory.exchange, k, spec.timeout_s, waiter), control)))
+        except ExchangeAborted:
+            conn.send(("aborted",))
+        except ClusterError as e:
+            conn.send(("error", e.system, e.detail))
+            return 1
+        except Exception as e:  # noqa: BLE001 - reported by the coordinator
+            conn.send(("error", k, f"{type(e).__name__}: {e}"))
+            return 1
+    except (BrokenPipeError, EOFError):
+        return 1  # the coordinator is gone
+    return 0
+
+
+def _died(code: int | None) -> str:
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class ProcessMembers:
+    """The ``processes`` backend: a process per member, every page in one shared memory segment."""
+
+    def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
+        self.spec = spec
+        ctx = _mp_context()
+        lock = ctx.Lock()
+        self.control = Control(memory, lock, PollingWaiter(), spec.give_up_s)
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        self._outcomes: dict[int, MemberOutcome] = {}
+        self._reported: set[int] = set()
+        for k in range(spec.systems):
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=_process_member, args=(k, spec, shared.name, theirs, lock),
+                            name=f"meshnb-system-{k}", daemon=True)
+            p.start()
+            theirs.close()
+            self._procs.append(p)
+            self._conns.append(mine)
+
+    def _read(self, k: int) -> None:
+        conn = self._conns[k]
+        try:
+            while conn.poll():
+                msg = conn.recv()
+                self._reported.add(k)
+                if msg[0] == "done":
+                    self._outcomes[k] = msg[1]
+                elif msg[0] == "error":
+                    raise ClusterError(msg[1], msg[2])
+        except (EOFError, OSError):
+            pass
+
+    def poll(self, timeout_s: float) -> None:
+        waiting = [c for k, c in enumerate(self._conns) if k not in self._reported]
+        waiting += [p.sentinel for k, p in enumerate(self._procs) if k not in self._reported]
+        multiprocessing.connection.wait(waiting, timeout_s)
+        for k, p in enumerate(self._procs):
+            if k in self._reported:
+                continue
+            self._read(k)
+            if k not in self._reported and p.exitcode is not None:
+                raise ClusterError(k, f"member process (pid {p.pid}) {_died(p.exitcode)}")
+
+    def outcomes(self) -> list[MemberOutcome]:
+        deadline = time.monotonic() + self.spec.give_up_s
+        while len(self._outcomes) < self.spec.systems:  # a FINISHED member sends its outcome right after
+            if time.monotonic() > deadline:
+                k = min(set(range(self.spec.systems)) - set(self._outcomes))
+                raise ClusterError(k, f"finished but sent no outcome within {self.spec.give_up_s:g} s")
+            self.poll(0.05)
+        return [self._outcomes[k] for k in range(self.spec.systems)]
+
+    def close(self) -> None:
+        if any(p.is_alive() for p in self._procs):
+            self.control.m.exchange.abort()
+        deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self._procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5.0)
+        for c in self._conns:
+            c.close()

@@ -1,0 +1,99 @@
+"""Cluster memory of the ``threads`` and ``processes`` backends: the exchange page, then a control
+block, then one block per member (its view, counters, state, and its trace hash's state), laid
+out by one table, in process memory or in one ``multiprocessing.shared_memory`` segment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from multiprocessing.shared_memory import SharedMemory
+
+import numpy as np
+
+from ..exchange import ExchangePage, PageField, exchange_bytes, field_array
+from ..program import COUNTER_NAMES
+from ..sha256 import Sha256State
+from ..view import VIEW_BYTES, View
+
+
+CONTROL_LAYOUT: tuple[PageField, ...] = (
+    PageField("GO", "page", 0, "u32", 1, "1 once every member is ready: they start together"),
+    PageField("STOP", "page", 4, "u32", 1, "1: the members stop at TARGET instead of pausing"),
+    PageField("RELEASE", "page", 8, "u32", 1, "bumped to let the members paused at TARGET go on"),
+    PageField("TARGET", "page", 16, "u64", 1, "the task boundary where every member pauses (0: none)"),
+    PageField("VIEW", "system", 0, "u8", VIEW_BYTES, "the system's view page"),
+    PageField("COUNTERS", "system", 4096, "u64", 3, "INITS, STEPS, TIMEOUTS"),
+    PageField("STATE", "system", 4120, "u32", 1, "0 starting, 1 running, 2 paused at TARGET, 3 finished"),
+    PageField("PROGRESS", "system", 4128, "u64", 1, "the last task boundary passed (steps of this call)"),
+    PageField("TRACE_LENGTH", "system", 4136, "u64", 1, "trace bytes hashed (runs that checkpoint)"),
+    PageField("TRACE_H", "system", 4144, "u32", 8, "the trace hash's chaining value"),
+    PageField("TRACE_TAIL", "system", 4176, "u8", 64, "trace bytes after the last whole block"),
+)
+CONTROL_BYTES = 64
+MEMBER_BYTES = 4352
+STARTING, RUNNING, PAUSED, FINISHED = 0, 1, 2, 3
+
+
+def memory_bytes(n: int) -> int:
+    return exchange_bytes(n) + CONTROL_BYTES + n * MEMBER_BYTES
+
+
+class ClusterMemory:
+    """Live arrays over one buffer (process memory or shared memory) laid out as above."""
+
+    def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
+        self.n = n
+        self.exchange = ExchangePage(raw, n, create)
+        start = exchange_bytes(n)
+        members = start + CONTROL_BYTES
+        a: dict[str, np.ndarray] = {}
+        for f in CONTROL_LAYOUT:
+            a[f.name] = (field_array(raw, start, 0, 1, f) if f.scope == "page"
+                         else field_array(raw, members, MEMBER_BYTES, n, f))
+        self.go, self.stop, self.release, self.target = a["GO"], a["STOP"], a["RELEASE"], a["TARGET"]
+        self.views, self.counters, self.state, self.progress = a["VIEW"], a["COUNTERS"], a["STATE"], a["PROGRESS"]
+        self._trace_length, self._trace_h, self._trace_tail = a["TRACE_LENGTH"], a["TRACE_H"], a["TRACE_TAIL"]
+        if create:
+            raw[start : memory_bytes(n)] = 0
+
+    def view(self, k: int) -> View:
+        return View(self.views[k])
+
+    def trace_state(self, k: int) -> Sha256State:
+        length = int(self._trace_length[k])
+        return Sha256State(tuple(int(x) for x in self._trace_h[k]), length, self._trace_tail[k, : length % 64].tobytes())
+
+    def save_trace_state(self, k: int, s: Sha256State) -> None:
+        self._trace_h[k] = s.h
+        self._trace_tail[k, : len(s.tail)] = np.frombuffer(s.tail, dtype=np.uint8)
+        self._trace_length[k] = s.length
+
+    def counter_dict(self, k: int) -> dict[str, int]:
+        return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters[k])}
+
+
+class SharedSegment:
+    """A shared memory segment the coordinator creates, and unlinks however the run ends."""
+
+    def __init__(self, size: int) -> None:
+        self.shm = SharedMemory(name=f"meshnb_{os.getpid()}_{secrets.token_hex(6)}", create=True, size=size)
+        self.name = self.shm.name
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.shm.buf, dtype=np.uint8)
+
+    def release(self) -> None:
+        self.shm.unlink()
+        close(self.shm)
+
+
+def close(shm: SharedMemory) -> None:
+    """Close a segment even while a numpy view of it lives on (say, in an error's traceback):
+    the mapping then goes with the view, and SharedMemory's own ``__del__`` has nothing left to
+    close (it would complain about the view)."""
+    try:
+        shm.close()
+    except BufferError:
+        shm._buf = shm._mmap = None  # type: ignore[attr-defined]
+        shm.close()

@@ -1,0 +1,39 @@
+"""One system without a group (SPEC 10's host with one view): the task loop in numba."""
+
+from __future__ import annotations
+
+import time
+
+from .. import loops
+from ..driver import deferred_interrupt, drive, prepare, progress_bar
+from ..options import RunOptions
+from ..program import Context
+from ..results import RunInterrupted, RunResult, system_result
+from ..trace import Trace
+from ..view import View
+
+
+def run(opts: RunOptions) -> RunResult:
+    plan = opts.plan()
+    ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
+    prepare(ctx, plan, opts.view_in)
+    first_call = loops.warm_up(loops.loop_mode(opts.z))
+    bar = progress_bar(plan.steps, opts.progress)
+    shown = 0
+
+    def on_task(done: int) -> None:
+        nonlocal shown
+        bar.update(done - shown)
+        shown = done
+
+    start = time.perf_counter()
+    try:
+        with deferred_interrupt() as requested:
+            done = drive(ctx, plan, on_task if bar is not None else None, requested)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - start, first_call)
+    if done < plan.steps:
+        raise RunInterrupted(result)
+    return result

@@ -1,0 +1,224 @@
+"""The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
+with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
+start at an LR change, a retry after a timeout (``ERR = 1``); Ctrl-C held to a task boundary;
+a progress bar; the rules every cluster member follows (stalls, the give-up bound, the wording
+of a stalled round).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from . import program
+from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
+from .kernels import NSUMS
+from .options import Plan, Start
+from .program import COUNTER_NAMES, LAST_STEP, OP_SET_LR, OP_TASK, Context
+from .results import ClusterError
+from .trace import Trace
+from .view import View
+
+
+def prepare(ctx: Context, plan: Plan, view_in: bytes | None) -> None:
+    """Put a fresh system's page in place: ``init`` (or a given page), then the plan's overrides."""
+    if view_in is None:
+        program.init(ctx)
+    else:
+        ctx.view.words[:] = View.from_bytes(bytes(view_in)).words
+    if plan.step_base is not None:
+        ctx.view.next_step = plan.step_base
+    if plan.steps_per_task is not None:
+        ctx.view.set_word("STEPS_PER_TASK", plan.steps_per_task)
+
+
+def check_page(view: View, steps: int) -> None:
+    """Refuse a page that cannot run ``steps`` steps (SPEC 8 and 10)."""
+    if steps and view.word("STEPS_PER_TASK") == 0:
+        raise ValueError("the page's STEPS_PER_TASK is 0: its tasks would never progress")
+    if steps and view.next_step + steps - 1 > LAST_STEP:
+        raise ValueError(
+            f"steps {view.next_step} .. {view.next_step + steps - 1} reach 2^64-1, whose round would wrap to 0"
+        )
+
+
+def refuse_pending_round(view: View) -> None:
+    """A cluster cannot start from a page with a round pending: its slots were on an exchange
+    page that a new run does not have."""
+    if view.word("PENDING") and view.word("ROUND") == (view.word("NEXT_STEP") + 1) & 0xFFFFFFFF:
+        raise ValueError("this page has a pending round, whose slots were on an exchange page a new run does not have")
+
+
+def prepare_member(ctx: Context, k: int, start: Start, view_in: bytes | None) -> None:
+    """Member ``k``'s page and counters: the checkpoint's, or a fresh run's (init or ``view_in``,
+    then the whole plan's overrides); refused here, before any member starts, if it cannot run."""
+    ck = start.checkpoint
+    if ck is not None:
+        ctx.view.words[:] = View.from_bytes(ck.pages[k]).words
+        ctx.counters[:] = [ck.counters[k][name] for name in COUNTER_NAMES]
+    else:
+        assert start.whole is not None
+        prepare(ctx, start.whole, view_in)
+        refuse_pending_round(ctx.view)
+    check_page(ctx.view, start.plan.steps)
+
+
+def member_trace(start: Start, k: int, keep: bool, checkpointing: bool) -> Trace:
+    """Member ``k``'s trace: resumable (its state saved in checkpoints) when the run writes or
+    resumes one, continuing the checkpoint's hash."""
+    ck = start.checkpoint
+    return Trace(keep, resumable=checkpointing or ck is not None, state=ck.traces[k] if ck is not None else None)
+
+
+def set_lr(ctx: Context, plan: Plan, done: int) -> None:
+    """The SET_LRs due at the boundary where ``done`` steps of the plan are done."""
+    for bits in plan.lr_changes_at(done):
+        program.task(ctx, OP_SET_LR, bits)
+
+
+CHUNK_STEPS = 1 << 18  # steps per njit call of drive_alone: ~7 ms, so Ctrl-C and progress stay live
+
+
+def drive_alone(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """:func:`drive` for a system without a group: the same TASKs (``arg = NEXT_STEP``,
+    STEPS_PER_TASK steps each, shortened to end the run or to start at an LR change), run many
+    to an njit call (:func:`meshnb.program.run_alone`), with the same page effects at every task
+    boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
+    pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
+    between calls."""
+    v = ctx.view
+    check_page(v, plan.steps)
+    spt = v.word("STEPS_PER_TASK")
+    chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS  # spt 0: no steps to run
+    trace = ctx.trace
+    # Two buffers in turn: the trace hashes one on its own thread while the next chunk runs.
+    buffers = [np.empty((chunk if trace is not None else 0, NSUMS), dtype=np.uint32) for _ in range(2)]
+    done = calls = 0
+    while True:
+        set_lr(ctx, plan, done)
+        if done >= plan.steps or (should_stop is not None and should_stop()):
+            return done
+        n = plan.next_boundary(chunk, done) - done
+        buf = buffers[calls % 2]
+        program.run_alone(ctx, n, buf)
+        calls += 1
+        if trace is not None:
+            trace.record(buf[:n])
+        done += n
+        if on_task is not None:
+            on_task(done)
+
+
+def drive(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    before_task: Callable[[int], None] | None = None,
+    give_up_s: float | None = None,
+) -> int:
+    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
+
+    A system without a group (and no fault injection) takes :func:`drive_alone`, the same
+    tasks with the loop over them in numba.
+
+    Tasks end at the planned boundaries of :meth:`Plan.next_boundary`; a task cut short by a round's
+    timeout (``ERR = 1``) is followed by one that resumes it up to the same boundary, so every
+    member of a cluster ends its tasks at the same steps.  ``on_task(done)`` is called after every
+    task, retries included (progress, checkpoints); ``should_stop()`` is asked at each boundary
+    and ends the loop there; ``before_task(call)`` runs before TASK call number ``call`` (from 0,
+    retries included: fault injection).  ``give_up_s`` bounds the time without a completed step:
+    past it :class:`ClusterError` names this system, so a dead or stalled peer cannot hang it."""
+    if not ctx.grouped and before_task is None:
+        return drive_alone(ctx, plan, on_task, should_stop)
+    v = ctx.view
+    check_page(v, plan.steps)
+    spt = v.word("STEPS_PER_TASK")
+    done = end = calls = 0
+    last_step = time.monotonic()
+    while True:
+        if done == end:  # a planned boundary
+            set_lr(ctx, plan, done)
+            if done >= plan.steps or (should_stop is not None and should_stop()):
+                return done
+            end = plan.next_boundary(spt, done)
+        n = end - done
+        if before_task is not None:
+            before_task(calls)
+        calls += 1
+        if n != spt:
+            v.set_word("STEPS_PER_TASK", n)
+        try:
+            ran = program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
+        finally:
+            if n != spt:
+                v.set_word("STEPS_PER_TASK", spt)
+        done += ran
+        if ran:
+            last_step = time.monotonic()
+        elif give_up_s is not None and time.monotonic() - last_step > give_up_s:
+            raise ClusterError(ctx.group.k if ctx.group is not None else 0,
+                               f"no step completed in {give_up_s:g} s (a peer is stalled or dead)")
+        if on_task is not None:
+            on_task(done)
+
+
+def stall_hook(stalls: Sequence[tuple[int, int, int]], k: int) -> Callable[[int], None]:
+    """Fault injection for system ``k``: sleep before the TASK calls that ``stalls`` name."""
+    naps = {call: ms / 1000 for system, call, ms in stalls if system == k}
+
+    def before_task(call: int) -> None:
+        if call in naps:
+            time.sleep(naps[call])
+
+    return before_task
+
+
+def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> ClusterError:
+    """The one wording of a member that gave up on round ``late``, naming who did not reach it."""
+    others = [m for m in behind if m != k]
+    who = f", not reached by system{'s' * (len(others) > 1)} {', '.join(map(str, others))}" if others else ""
+    return ClusterError(k, f"{e.detail}; waiting for round {late}{who}")
+
+
+def warm_grouped(z: bool) -> None:
+    """Load (or compile) the grouped step's kernels now, so that no member's first round waits
+    on its own JIT while the others wait on it."""
+    ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
+    program.init(ctx)
+    ctx.view.set_word("STEPS_PER_TASK", 1)
+    program.task(ctx, OP_TASK, 0)
+
+
+@contextmanager
+def deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """Hold SIGINT until a task boundary: yields ``requested()``; a no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    hit: list[bool] = []
+    previous = signal.signal(signal.SIGINT, lambda *_: hit.append(True))
+    try:
+        yield lambda: bool(hit)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr, or None."""
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False)

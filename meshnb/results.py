@@ -1,0 +1,112 @@
+"""What a run gives back: every system's result, an interrupted run's state, a cluster's failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .program import Context
+from .view import View
+
+
+class ClusterError(RuntimeError):
+    """A member of a cluster failed, died, or made no progress: ``system`` names it (None: the
+    cluster as a whole); ``detail`` is the message without the system."""
+
+    def __init__(self, system: int | None, detail: str) -> None:
+        super().__init__(detail if system is None else f"system {system}: {detail}")
+        self.system, self.detail = system, detail
+
+
+@dataclass(frozen=True)
+class SystemResult:
+    """One system at the end of a run: its page, counters and trace digest."""
+
+    system: int
+    page: bytes
+    counters: dict[str, int]
+    trace_digest: str
+    trace: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def view(self) -> View:
+        return View.from_bytes(self.page)
+
+    @property
+    def params(self) -> np.ndarray:
+        return self.view["PARAMS"]
+
+    @property
+    def params_hex(self) -> list[str]:
+        return [f"{w:08x}" for w in self.view.array("PARAMS").view(np.uint32)]
+
+    @property
+    def loss(self) -> np.ndarray:
+        """The loss ring: the loss of step t at index t mod 256."""
+        return self.view["LOSS"]
+
+    @property
+    def last_loss(self) -> np.float32:
+        v = self.view
+        return v["LOSS"][(v.next_step - 1) % 256]
+
+    @property
+    def digest(self) -> str:
+        return self.view.digest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "params": self.params_hex,
+            "digest": self.digest,
+            "trace_digest": self.trace_digest,
+            "counters": dict(self.counters),
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run: every system's result; the single-system fields read system 0.
+
+    ``seconds`` times the steps alone; ``first_call_seconds`` is what loading (or compiling) the
+    step loop took before them, kept out of ``seconds`` and ``steps_per_second``."""
+
+    steps: int
+    systems: tuple[SystemResult, ...]
+    seconds: float
+    first_call_seconds: float = 0.0
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else float("inf")
+
+    def __getattr__(self, name: str) -> Any:
+        # params, loss, page, view, counters, digest, trace_digest, trace of system 0
+        if name in ("params", "params_hex", "loss", "last_loss", "page", "view", "counters", "digest", "trace_digest", "trace"):
+            return getattr(self.systems[0], name)
+        raise AttributeError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "systems": [s.to_json() for s in self.systems]}
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C during a run: ``result`` holds every system as of the last completed task."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(f"interrupted after {result.steps} steps")
+        self.result = result
+
+
+def system_result(system: int, ctx: Context) -> SystemResult:
+    """System ``system``'s result from its context (the trace's digest waits for its last record)."""
+    trace = ctx.trace
+    return SystemResult(
+        system=system,
+        page=ctx.view.tobytes(),
+        counters=ctx.counter_dict(),
+        trace_digest=trace.hexdigest() if trace is not None else "",
+        trace=trace.words if trace is not None and trace.keeps else None,
+    )

@@ -1,0 +1,92 @@
+"""The trace digest (SPEC 11): SHA-256 over the sums each step applied, 5 little-endian u32 words
+a step, in step order, over the steps of this run.
+
+One recorder serves every path (one system, the fused loop, cluster members, MPI ranks,
+checkpoints).  A large record is hashed on a thread of its own while the caller's step loop goes
+on (SHA-256 releases the GIL: hashlib for large buffers, :mod:`meshnb.sha256`'s kernel always);
+small ones are hashed at once, where a thread would cost more than it saves.  At most one record
+is in flight: the next record, :meth:`Trace.hexdigest` and :meth:`Trace.state` wait for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+import numpy as np
+
+from .kernels import NSUMS
+from .sha256 import Sha256, Sha256State
+
+ASYNC_BYTES = 1 << 16  # below this a record is hashed at once
+
+
+class Trace:
+    """A run's trace digest, as the steps are recorded.
+
+    ``resumable=True`` (or a ``state`` to continue) hashes with :class:`~meshnb.sha256.Sha256`,
+    whose state a checkpoint saves (:meth:`state`); otherwise hashlib's.  ``keep=True`` also keeps
+    the words (:attr:`words`, shape ``[steps, 5]``) for study."""
+
+    def __init__(self, keep: bool = False, resumable: bool = False, state: Sha256State | None = None) -> None:
+        self.resumable = resumable or state is not None
+        self._sha: Any = Sha256(state) if self.resumable else hashlib.sha256()
+        self._kept: list[np.ndarray] | None = [] if keep else None
+        self._hashing: threading.Thread | None = None
+        self._failed: BaseException | None = None
+        self.steps = 0
+
+    def record(self, words: np.ndarray) -> None:
+        """Add ``[steps, 5]`` u32 words.  They are hashed in place, perhaps after this returns:
+        leave them unchanged until the next ``record``, ``hexdigest`` or ``state`` returns."""
+        words = np.ascontiguousarray(words, dtype="<u4")
+        if words.ndim != 2 or words.shape[1] != NSUMS:
+            raise ValueError(f"a trace records [steps, 5] words, got shape {words.shape}")
+        self._wait()
+        self.steps += words.shape[0]
+        if self._kept is not None:
+            self._kept.append(words.copy())
+        if words.nbytes < ASYNC_BYTES:
+            self._sha.update(words)
+            return
+        self._hashing = threading.Thread(target=self._update, args=(words,), name="meshnb-trace", daemon=True)
+        self._hashing.start()
+
+    def _update(self, words: np.ndarray) -> None:
+        try:
+            self._sha.update(words)
+        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread by _wait
+            self._failed = e
+
+    def _wait(self) -> None:
+        if self._hashing is not None:
+            self._hashing.join()
+            self._hashing = None
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+
+    def hexdigest(self) -> str:
+        self._wait()
+        return str(self._sha.hexdigest())
+
+    def state(self) -> Sha256State:
+        """The hash's state, for a checkpoint (a resumable trace only)."""
+        if not self.resumable:
+            raise ValueError("this trace hashes with hashlib, whose state cannot be saved: make it resumable")
+        self._wait()
+        state: Sha256State = self._sha.state()
+        return state
+
+    @property
+    def keeps(self) -> bool:
+        return self._kept is not None
+
+    @property
+    def words(self) -> np.ndarray:
+        if self._kept is None:
+            raise ValueError("this trace was made with keep=False")
+        if not self._kept:
+            return np.zeros((0, NSUMS), dtype=np.uint32)
+        return np.concatenate(self._kept)
