@@ -1,17 +1,52 @@
-"""meshnb: the mesh's train program in Python, bit-exact in float mode Z, with a numba core."""
+"""meshnb: the mesh's train program in Python, bit-exact in float mode Z, with a numba core.
 
-from . import testing
-from .api import train
-from .checkpoint import CheckpointError
-from .exchange import Exchange, Group
-from .options import Plan, RunOptions
-from .program import Context, init, task
-from .results import ClusterError, RunInterrupted, RunResult, SystemResult
-from .trace import Trace
-from .view import LAYOUT, VIEW_BYTES, View
+The public names load on first use (PEP 562), so ``import meshnb`` and the command line start
+without numba until a run needs it.
+"""
 
-__all__ = [
-    "LAYOUT", "VIEW_BYTES", "CheckpointError", "ClusterError", "Context", "Exchange", "Group", "Plan", "RunInterrupted",
-    "RunOptions", "RunResult", "SystemResult", "Trace", "View", "init", "task", "testing", "train",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# name -> the module that holds it
+_EXPORTS = {
+    "train": "api", "CheckpointError": "checkpoint", "Exchange": "exchange", "Group": "exchange",
+    "Plan": "options", "RunOptions": "options", "Context": "program", "init": "program", "task": "program",
+    "ClusterError": "results", "RunInterrupted": "results", "RunResult": "results", "SystemResult": "results",
+    "Trace": "trace", "LAYOUT": "view", "VIEW_BYTES": "view", "View": "view",
+}
+_SUBMODULES = {
+    "api", "backends", "bench", "checkpoint", "cli", "driver", "exchange", "files", "floatz", "interrupts",
+    "kernels", "loops", "options", "program", "results", "sha256", "testing", "trace", "vec", "view",
+}
+__all__ = sorted(_EXPORTS) + ["testing"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'meshnb' has no attribute {name!r}")
+    globals()[name] = value  # once: the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
+
+
+if TYPE_CHECKING:
+    from . import testing
+    from .api import train
+    from .checkpoint import CheckpointError
+    from .exchange import Exchange, Group
+    from .options import Plan, RunOptions
+    from .program import Context, init, task
+    from .results import ClusterError, RunInterrupted, RunResult, SystemResult
+    from .trace import Trace
+    from .view import LAYOUT, VIEW_BYTES, View

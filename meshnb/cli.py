@@ -11,13 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import files
-from .options import OptionError, RunOptions, option_fields, parse_positive
-from .results import ClusterError, RunInterrupted, RunResult
+from .interrupts import InterruptFlag
+
+if TYPE_CHECKING:
+    from .options import RunOptions
+    from .results import RunResult
+
+# Light imports only up here: numba loads inside main(), after Ctrl-C is held (interrupts.py).
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 
@@ -45,6 +51,8 @@ def _type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _add_train(sub: Any) -> None:
+    from .options import option_fields
+
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
     clusters = t.add_argument_group("clusters")
     for name, _, flag in option_fields():
@@ -64,6 +72,8 @@ def _add_train(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .options import parse_positive
+
     parser = _Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     _add_train(sub)
@@ -127,6 +137,8 @@ def _summary(result: RunResult) -> str:
 
 def _options(args: argparse.Namespace) -> RunOptions:
     """The run's options from the flags given (the table has the defaults)."""
+    from .options import RunOptions, option_fields
+
     given: dict[str, Any] = {}
     for name, _, flag in option_fields():
         value = getattr(args, name, None)
@@ -147,7 +159,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .api import run  # after the arguments parse: `meshnb --help` stays quick
+    from .api import run
+    from .results import RunInterrupted
 
     opts = _options(args)
     if args.view_out:
@@ -191,37 +204,63 @@ def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Ctrl-C from here on is a flag: a run stops at its next task boundary; before a run starts
+    # it ends the command at the next check, never with a traceback from an import.
+    flag = InterruptFlag()
+    on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
+    previous = signal.signal(signal.SIGINT, flag) if on_main else None
+    try:
+        return _main(argv, flag)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     args = None
     try:
+        from .options import OptionError
+        from .results import ClusterError
+
         parser = build_parser()
         args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
+        if flag.hit:
+            raise KeyboardInterrupt
         if args.command is None:  # bare `meshnb`: what it can do
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         if args.command == "bench":
             from . import bench  # not imported by `meshnb train`: start-up stays short
 
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # bench stops where it is
             return bench.main(args.seconds, args.quick, args.json, args.paths)
         return _train(args)
-    except OptionError as e:
-        if _prints(args, argv):
-            print(f"meshnb: error: {e.for_cli()}", file=sys.stderr)
-        return EXIT_USAGE
-    except (UsageError, ValueError) as e:
-        if _prints(args, argv):
-            print(f"meshnb: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("meshnb: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
         # stdout at /dev/null so that the interpreter's final flush does not complain.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
-    except (OSError, ClusterError) as e:
-        print(f"meshnb: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("meshnb: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - sorted into the exit codes here, one line each
+        if isinstance(e, OptionError):
+            text, code = e.for_cli(), EXIT_USAGE
+        elif isinstance(e, (UsageError, ValueError)):
+            text, code = str(e), EXIT_USAGE
+        elif isinstance(e, (OSError, ClusterError)):
+            text, code = str(e), EXIT_FAILED
+        else:
+            raise
+        if code != EXIT_USAGE or _prints(args, argv):
+            print(f"meshnb: error: {text}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -1,17 +1,13 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``); Ctrl-C held to a task boundary;
-a progress bar; the rules every cluster member follows (stalls, the give-up bound, the wording
+start at an LR change, a retry after a timeout (``ERR = 1``); a progress bar; the rules every cluster member follows (stalls, the give-up bound, the wording
 of a stalled round).
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -199,20 +195,6 @@ def warm_grouped(z: bool) -> None:
     program.init(ctx)
     ctx.view.set_word("STEPS_PER_TASK", 1)
     program.task(ctx, OP_TASK, 0)
-
-
-@contextmanager
-def deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """Hold SIGINT until a task boundary: yields ``requested()``; a no-op off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-    hit: list[bool] = []
-    previous = signal.signal(signal.SIGINT, lambda *_: hit.append(True))
-    try:
-        yield lambda: bool(hit)
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def progress_bar(total: int, enabled: bool) -> Any:

@@ -18,7 +18,8 @@ import numpy as np
 
 from .. import checkpoint, loops
 from ..checkpoint import Checkpoint
-from ..driver import deferred_interrupt, member_trace, prepare_member, progress_bar, set_lr
+from ..driver import member_trace, prepare_member, progress_bar, set_lr
+from ..interrupts import deferred_interrupt
 from ..exchange import Group
 from ..kernels import NSUMS
 from ..options import RunOptions, resolve
@@ -54,16 +55,16 @@ def run(opts: RunOptions) -> RunResult:
                 tuple(ctx.counter_dict() for ctx in contexts), (trace.state(),) * n))
 
     mode = loops.loop_mode(start.z)
-    first_call = loops.warm_up(mode, fused=True)  # the first call's JIT stays out of the timing
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
     bar = progress_bar(plan.steps, opts.progress)
     next_save = time.monotonic() + opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
-    began = time.perf_counter()
     done = 0
     try:
         with deferred_interrupt() as requested:
+            first_call = loops.warm_up(mode, fused=True)  # the first call's JIT stays out of the timing
+            began = time.perf_counter()
             while True:
                 for ctx in contexts:
                     set_lr(ctx, plan, done)

@@ -27,14 +27,15 @@ import numpy as np
 
 from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
-from ..driver import deferred_interrupt, prepare_member, progress_bar
+from ..driver import prepare_member, progress_bar
+from ..interrupts import deferred_interrupt
 from ..exchange import Group
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
 from ..results import ClusterError, RunInterrupted, RunResult, SystemResult
 from ..sha256 import Sha256
 from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers
+from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: C
         members.poll(0.02)
         if time.monotonic() - since > give_up:
             raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {give_up:g} s")
+    members.started()
     control.start()
     began = time.perf_counter()
     bar = progress_bar(plan.steps, run.progress)
@@ -147,6 +149,8 @@ def run_processes(opts: RunOptions) -> RunResult:
 
 
 def _run(opts: RunOptions, processes: bool) -> RunResult:
+    if processes:
+        refuse_unguarded_main()
     start = resolve(opts)
     n = start.systems
     shared = SharedSegment(memory_bytes(n)) if processes else None

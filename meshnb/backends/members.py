@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -194,6 +195,9 @@ class Members(Protocol):
 
     control: Control
 
+    def started(self) -> None:
+        """Every member is running (it has what it needs from the coordinator)."""
+
     def poll(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died."""
 
@@ -221,6 +225,9 @@ class ThreadMembers:
         ]
         for t in self._threads:
             t.start()
+
+    def started(self) -> None:
+        pass
 
     def _member(self, k: int, exchange: PageExchange) -> None:
         try:
@@ -267,11 +274,31 @@ class ThreadMembers:
 def _mp_context() -> Any:
     """forkserver where there is one (a fork of a clean server: safe with numba and threads,
     and members start with meshnb imported), else spawn."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["meshnb.backends.preload"])
-        return ctx
-    return multiprocessing.get_context("spawn")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["meshnb.backends.preload"])
+    from multiprocessing import forkserver
+
+    # The server starts with SIGINT blocked (a mask survives fork and exec): a Ctrl-C while it
+    # preloads numba would kill it, and the run with it; it ignores SIGINT once loaded, and its
+    # children, the members, leave Ctrl-C to the coordinator.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return ctx
+
+
+def refuse_unguarded_main() -> None:
+    """A member process imports the user's script again (as ``__mp_main__``); a script that
+    starts the run at its top level would start it again there.  Say so in one line and end the
+    member (the coordinator then reports it), instead of multiprocessing's page of traceback."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        print("meshnb: error: the processes backend starts member processes that import your script again: put "
+              "the code that starts the run under `if __name__ == \"__main__\":`", file=sys.stderr, flush=True)
+        raise SystemExit(1)
 
 
 def _process_member(k: int, spec: MemberSpec, name: str, conn: Any, lock: Lock) -> None:
@@ -333,6 +360,7 @@ class ProcessMembers:
         self._conns: list[Any] = []
         self._outcomes: dict[int, MemberOutcome] = {}
         self._reported: set[int] = set()
+        self._shared = shared
         for k in range(spec.systems):
             mine, theirs = ctx.Pipe()
             p = ctx.Process(target=_process_member, args=(k, spec, shared.name, theirs, lock),
@@ -341,6 +369,11 @@ class ProcessMembers:
             theirs.close()
             self._procs.append(p)
             self._conns.append(mine)
+
+    def started(self) -> None:
+        """Every member has mapped the segment: unlink its name now (the mappings stay), so that
+        nothing is left in /dev/shm even if the whole process group is killed."""
+        self._shared.unlink()
 
     def _read(self, k: int) -> None:
         conn = self._conns[k]

@@ -73,19 +73,61 @@ class ClusterMemory:
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters[k])}
 
 
+SEGMENT_PREFIX = "meshnb_"  # meshnb_<coordinator pid>_<random>
+SHM_DIR = "/dev/shm"
+
+
 class SharedSegment:
-    """A shared memory segment the coordinator creates, and unlinks however the run ends."""
+    """A shared memory segment the coordinator creates, and unlinks however the run ends: as soon
+    as every member has mapped it (:meth:`unlink`), else at :meth:`release`.  Creating one first
+    removes the segments of coordinators that died before they could (a killed process group)."""
 
     def __init__(self, size: int) -> None:
-        self.shm = SharedMemory(name=f"meshnb_{os.getpid()}_{secrets.token_hex(6)}", create=True, size=size)
+        remove_stale_segments()
+        self.shm = SharedMemory(name=f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}", create=True, size=size)
         self.name = self.shm.name
+        self._linked = True
 
     def array(self) -> np.ndarray:
         return np.frombuffer(self.shm.buf, dtype=np.uint8)
 
+    def unlink(self) -> None:
+        if self._linked:
+            self._linked = False
+            self.shm.unlink()
+
     def release(self) -> None:
-        self.shm.unlink()
+        self.unlink()
         close(self.shm)
+
+
+def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
+    """Unlink the meshnb segments whose coordinator is no longer alive; returns their names."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed  # no /dev/shm on this system: segments live elsewhere, the tracker owns them
+    for name in names:
+        pid_text = name[len(SEGMENT_PREFIX):].partition("_")[0]
+        if not name.startswith(SEGMENT_PREFIX) or not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            removed.append(name)
+        except OSError:
+            pass  # another run removed it first, or it is not ours to remove
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def close(shm: SharedMemory) -> None:

@@ -75,7 +75,8 @@ import numpy as np
 
 from .. import checkpoint
 from ..checkpoint import Checkpoint
-from ..driver import deferred_interrupt, drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
+from ..driver import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
+from ..interrupts import deferred_interrupt
 from ..exchange import EX_SLOT_WORDS, Group
 from ..floatz import jit
 from ..options import RunOptions, resolve
