@@ -46,6 +46,8 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
     # SHA-256 of 20 bytes a step is ~11 ns on one core; drive_alone hashes on the second core
     # while the next chunk runs, so what is left is the trace stores and the shared core.
     ("trace recording: single with trace / without <= 1.15 (a small fraction)", "single", "single-notrace", 1.15, "<="),
+    ("fused N=2 with checkpoints / without <= 1.2 (goal 1.05)", "fused-2-checkpoint", "fused-2", 1.2, "<="),
+    ("threads N=2 round / processes N=2 round <= 2 (goal 1.2)", "threads-2", "processes-2", 2.0, "<="),
 )
 
 

@@ -48,3 +48,23 @@ def test_cluster_rounds(benchmark, record, short, verified, backend, n):
     benchmark.group = f"cluster, {n} systems (per round)"
     benchmark.pedantic(once, rounds=1 if short else 5, iterations=1)
     benchmark.extra_info["rounds_per_s"] = statistics.median(rates)
+
+
+def test_fused_with_checkpoint(benchmark, record, short, verified, tmp_path):
+    """fused N = 2 writing checkpoints (every second): its trace is hashed with the resumable
+    SHA-256, whose state each checkpoint saves, on the trace's own thread.  Against fused-2."""
+    n, path = 2, tmp_path / "run.ckpt"
+    _, trace = ref.run([ref.init_page(n, grouped=True)] * n, 256, grouped=True)
+    r = meshnb.train(256, systems=n, backend="fused", checkpoint=path)  # bits first, and the warm-up
+    assert {s.trace_digest for s in r.systems} == {ref.trace_digest(trace)}
+    rounds = ROUNDS["fused"][1 if short else 0] * 2 // n
+    rates: list[float] = []
+
+    def once() -> None:
+        r = meshnb.train(rounds, systems=n, backend="fused", checkpoint=path, checkpoint_every_s=1.0)
+        rates.append(r.steps_per_second)
+
+    record(benchmark, f"fused-{n}-checkpoint", rounds, systems=n, unit="round")
+    benchmark.group = f"cluster, {n} systems (per round)"
+    benchmark.pedantic(once, rounds=1 if short else 5, iterations=1)
+    benchmark.extra_info["rounds_per_s"] = statistics.median(rates)

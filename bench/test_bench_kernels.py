@@ -17,7 +17,7 @@ import pytest
 import meshnb
 from meshnb import driver, kernels, program
 from meshnb.testing import reference as ref
-from meshnb.bench import cluster_reference_run, cluster_run, cluster_support
+from meshnb.bench import cluster_reference_run, cluster_run
 from meshnb.options import Plan
 from meshnb.program import OP_TASK, Context, Trace
 from meshnb.view import View
@@ -180,14 +180,11 @@ def test_baseline(benchmark, record, sizes, starts, meshnb_traces, impl):
 
 
 # ---------------------------------------------------------------------------------------------
-# Fused cluster of 8 (when this build has it); threads/processes rounds: test_bench_cluster.py
+# Fused cluster of 8; threads/processes rounds: test_bench_cluster.py
 # ---------------------------------------------------------------------------------------------
 
 def test_fused_8(benchmark, record, sizes, starts):
     """meshnb.train(systems=8, backend="fused"): time per lockstep step of the 8 systems."""
-    ok, why = cluster_support("fused", 8)
-    if not ok:
-        pytest.skip(why)
     for s in starts[: sizes["verify_starts"]]:  # bits first (and the warm-up call)
         assert cluster_run(s, sizes["verify"], "fused", 8) == cluster_reference_run(s, sizes["verify"], 8)
     n = sizes["fused"]
