@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.shared_memory import SharedMemory
+from multiprocessing import reduction
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
 from ..trace import Trace
-from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, close
+from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, attach
 
 
 class Lock(Protocol):
@@ -301,17 +301,20 @@ def refuse_unguarded_main() -> None:
         raise SystemExit(1)
 
 
-def _process_member(k: int, spec: MemberSpec, name: str, conn: Any, lock: Lock) -> None:
-    """A member process's main: attach to the segment, run, report through ``conn``."""
+def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock) -> None:
+    """A member process's main: attach to the memory (by name, or the descriptor the coordinator
+    sends first), run, report through ``conn``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
-    # Attaching registers the name with the resource tracker this process shares with the
-    # coordinator; the coordinator's unlink unregisters it (the tracker keeps a set), and if the
-    # coordinator is killed, the tracker unlinks the segment once every member has exited.
-    shm = SharedMemory(name=name)
     try:
-        code = _serve(k, spec, np.frombuffer(shm.buf, dtype=np.uint8), conn, lock)
+        fd = reduction.recv_handle(conn) if name is None else None
+    except (EOFError, OSError):
+        raise SystemExit(1) from None  # the coordinator is gone
+    raw, release = attach(name, fd)
+    try:
+        code = _serve(k, spec, raw, conn, lock)
     finally:
-        close(shm)
+        del raw
+        release()
     if code:
         raise SystemExit(code)
 
@@ -367,6 +370,8 @@ class ProcessMembers:
                             name=f"meshnb-system-{k}", daemon=True)
             p.start()
             theirs.close()
+            if shared.fd is not None:
+                reduction.send_handle(mine, shared.fd, p.pid)
             self._procs.append(p)
             self._conns.append(mine)
 

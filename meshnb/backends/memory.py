@@ -5,8 +5,10 @@ out by one table, in process memory or in one ``multiprocessing.shared_memory`` 
 
 from __future__ import annotations
 
+import mmap
 import os
 import secrets
+from collections.abc import Callable
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
@@ -78,27 +80,73 @@ SHM_DIR = "/dev/shm"
 
 
 class SharedSegment:
-    """A shared memory segment the coordinator creates, and unlinks however the run ends: as soon
-    as every member has mapped it (:meth:`unlink`), else at :meth:`release`.  Creating one first
-    removes the segments of coordinators that died before they could (a killed process group)."""
+    """The memory the coordinator shares with its member processes, released however the run ends.
+
+    On Linux it is an anonymous ``memfd``: it has no name, the members get its file descriptor
+    over their pipe, and it is gone with the last process that maps it, so nothing can be left
+    behind, even by a SIGKILL of the whole process group.  Elsewhere it is a named
+    ``multiprocessing.shared_memory`` segment, unlinked as soon as every member has mapped it
+    (:meth:`unlink`), else at :meth:`release`; creating one first removes the segments of
+    coordinators that died before they could."""
 
     def __init__(self, size: int) -> None:
-        remove_stale_segments()
-        self.shm = SharedMemory(name=f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}", create=True, size=size)
-        self.name = self.shm.name
-        self._linked = True
+        self.fd: int | None = None
+        self.shm: SharedMemory | None = None
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("meshnb-cluster", os.MFD_CLOEXEC)
+            os.ftruncate(self.fd, size)
+            self._map: mmap.mmap | None = mmap.mmap(self.fd, size)
+        else:
+            remove_stale_segments()
+            self.shm = SharedMemory(name=f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}", create=True,
+                                    size=size)
+            self._map = None
+        self._linked = self.shm is not None
+
+    @property
+    def name(self) -> str | None:
+        return self.shm.name if self.shm is not None else None
 
     def array(self) -> np.ndarray:
-        return np.frombuffer(self.shm.buf, dtype=np.uint8)
+        buf = self._map if self._map is not None else self.shm.buf  # type: ignore[union-attr]
+        return np.frombuffer(buf, dtype=np.uint8)
 
     def unlink(self) -> None:
-        if self._linked:
+        if self._linked and self.shm is not None:
             self._linked = False
             self.shm.unlink()
 
     def release(self) -> None:
         self.unlink()
-        close(self.shm)
+        if self.shm is not None:
+            close(self.shm)
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass  # a numpy view still holds it (an error's traceback): it goes with the view
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def attach(name: str | None, fd: int | None) -> tuple[np.ndarray, Callable[[], None]]:
+    """A member's side of :class:`SharedSegment`: the memory as uint8, and how to let it go."""
+    if fd is not None:
+        mapped = mmap.mmap(fd, 0)
+        os.close(fd)  # the mapping holds the memory
+        return np.frombuffer(mapped, dtype=np.uint8), lambda: _close_map(mapped)
+    # Attaching registers the name with the resource tracker this process shares with the
+    # coordinator; the coordinator's unlink unregisters it (the tracker keeps a set).
+    shm = SharedMemory(name=name)
+    return np.frombuffer(shm.buf, dtype=np.uint8), lambda: close(shm)
+
+
+def _close_map(mapped: mmap.mmap) -> None:
+    try:
+        mapped.close()
+    except BufferError:
+        pass  # a numpy view still holds it: it goes with the view
 
 
 def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
