@@ -130,7 +130,8 @@ plt.show()
 ring = r.loss                                         # float32[256]
 newest = (r.steps - 1) % 256
 oldest_step = r.steps - 256
-print(f"ring index {newest} holds the newest loss (step {r.steps - 1}); steps {oldest_step}..{r.steps - 1} are in the ring")
+print(f"ring index {newest} holds the newest loss (step {r.steps - 1}); "
+      f"steps {oldest_step}..{r.steps - 1} are in the ring")
 
 fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
 idx = np.arange(256)
@@ -249,13 +250,16 @@ print(f"after 8 steps the params are back within {np.abs(loop[-1] - sgd).max():.
 # %%
 V = np.vander(x, 4, increasing=True)                 # columns 1, x, x^2, x^3
 
-def gradient_descent(lr, steps, full_batch=False):
+
+def gradient_descent(lr: float, steps: int, full_batch: bool = False) -> np.ndarray:
+    """Cyclic SGD (batch t mod 8 at step t) or full-batch gradient descent, in float64, from zero."""
     p = np.zeros(4)
     for t in range(steps):
         rows = slice(None) if full_batch else slice(t % 8, None, 8)
         e = V[rows] @ p - y[rows]
         p -= lr * V[rows].T @ e / len(e)
     return p
+
 
 sgd64 = gradient_descent(0.5, 4096)
 gd64 = gradient_descent(0.5, 20_000, full_batch=True)
@@ -268,7 +272,8 @@ for lr in rates:
     word = int(np.float32(lr).view(np.uint32))
     run = meshnb.train(int(8192 / lr), set_lr={0: word})
     gaps.append(np.abs(run.params.astype(np.float64) - lsq))
-    print(f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: |a - a_lsq| = {gaps[-1][0]:.2e}, |c - c_lsq| = {gaps[-1][2]:.2e}")
+    print(f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: "
+          f"|a - a_lsq| = {gaps[-1][0]:.2e}, |c - c_lsq| = {gaps[-1][2]:.2e}")
 gaps = np.array(gaps)
 
 # %%
@@ -298,13 +303,14 @@ plt.show()
 # **What the plots show.** Left: the squares are the 8 batches' own best cubics, far apart in `a`
 # and `c`. The SGD params (circles, colored by the batch just applied) go round a small loop around
 # the least-squares point (star); the mean of the loop is within about 1e-4 of it, but the run
-# stops at one point of the loop (red ring): the point after batch 7, the end of a pass. Right: the gap in `a` and `c` halves each time the
-# learning rate halves (roughly: the dotted line has the slope of exact proportion).
+# stops at one point of the loop (red ring): the point after batch 7, the end of a pass. Right:
+# the gap in `a` and `c` halves each time the learning rate halves (roughly: the dotted line has
+# the slope of exact proportion).
 #
 # The float64 SGD lands on the same params as meshnb to within a few 1e-7 (printed above): float32
-# and mode Z change the last bits, not the answer. Full-batch gradient descent in float64 reaches the least-squares cubic.
-# In meshnb, a cluster of 8 systems does full-batch descent: each member computes one batch's sums
-# and all members apply the total (notebook 03).
+# and mode Z change the last bits, not the answer. Full-batch gradient descent in float64 reaches
+# the least-squares cubic. In meshnb, a cluster of 8 systems does full-batch descent: each member
+# computes one batch's sums and all members apply the total (notebook 03).
 
 # %% [markdown]
 # ## 1.6 The run ends in an exact cycle
@@ -315,7 +321,8 @@ plt.show()
 
 # %%
 tail_start = STEPS // 2
-P = next(p for p in range(8, 4097, 8) if np.array_equal(r.trace[tail_start:tail_start + p], r.trace[tail_start + p:tail_start + 2 * p]))
+P = next(p for p in range(8, 4097, 8)
+         if np.array_equal(r.trace[tail_start:tail_start + p], r.trace[tail_start + p:tail_start + 2 * p]))
 same = (r.trace[P:] == r.trace[:-P]).all(axis=1)
 start = int(np.flatnonzero(~same)[-1]) + 1
 print(f"from step {start} on, the applied sums repeat every {P} steps ({P // 8} passes)")
@@ -329,10 +336,11 @@ print(f"from step {t0} on, the params repeat every {P} steps too")
 # when both the params and the ring do: after lcm(P, 256) steps.
 period = np.lcm(P, 256)
 a, b = meshnb.train(4096), meshnb.train(4096 + period)
-print(f"train(4096) and train({4096 + period}): same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}")
+print(f"train(4096) and train({4096 + period}): "
+      f"same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}")
 
 # %% [markdown]
 # So from step 1,768 on the system is on a closed orbit of 48 steps (the sums start repeating three
 # steps earlier, while a param still differs in a last bit that no sum feels). More steps do not
-# change where it goes: the digest after 4,096 steps equals the digest after 4,096 + 768 steps. This is also
-# why the gap in section 1.5 cannot be trained away at a fixed learning rate.
+# change where it goes: the digest after 4,096 steps equals the digest after 4,096 + 768 steps.
+# This is also why the gap in section 1.5 cannot be trained away at a fixed learning rate.

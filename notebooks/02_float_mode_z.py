@@ -34,26 +34,25 @@
 
 # %%
 # %matplotlib inline
-import json
 import platform
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
 import meshnb
-from meshnb import floatz as fz                     # the mode Z operations, callable from Python
+import meshnb.testing
+from meshnb import floatz as fz  # the mode Z operations, callable from Python
 
 plt.rcParams.update({"figure.figsize": (10, 4.2), "figure.dpi": 90, "axes.grid": True, "grid.alpha": 0.3})
 
 
-def f32(word):
+def f32(word: int) -> np.float32:
     """The float32 whose bits are `word`."""
     return np.uint32(word).view(np.float32)
 
 
-def word(value):
+def word(value: float) -> int:
     """The bits of a float32 (a Python float is rounded to float32 first) as an int."""
     return int(np.float32(value).view(np.uint32))
 
@@ -105,9 +104,9 @@ display(Markdown("\n".join(rows)))
 
 # %% [markdown]
 # The IEEE column is what this CPU does: on an ARM machine the rows that make a new NaN
-# (`inf - inf`, `0 / 0`) would read `7fc00000`. The mode Z column is the same on every machine. Note the row `sub 00c00000, 00800000`: in mode Z two
-# different numbers can have a difference of zero, since the difference is below the smallest
-# normal.
+# (`inf - inf`, `0 / 0`) would read `7fc00000`. The mode Z column is the same on every machine.
+# Note the row `sub 00c00000, 00800000`: in mode Z two different numbers can have a difference of
+# zero, since the difference is below the smallest normal.
 #
 # The plot below shows rule 2 on one multiplication, `1.5 * 2^-60` times `2^k`, for exact products
 # from `2^-156` to `2^-116`. IEEE float32 has *gradual underflow*: below `2^-126` it keeps fewer and
@@ -166,7 +165,9 @@ print("same page:", rz.page == ri.page, "  same digest:", rz.digest == ri.digest
 TINY = 0x00800000                                     # 2^-126
 STEPS = 4096
 
-def param_history(z):
+
+def param_history(z: bool) -> tuple[meshnb.RunResult, np.ndarray]:
+    """The run of STEPS steps at learning rate TINY, and the params after each of its steps."""
     run = meshnb.train(1, set_lr={0: TINY}, z=z)
     history = [run.params]
     for _ in range(STEPS - 1):
@@ -175,11 +176,13 @@ def param_history(z):
     assert run.page == meshnb.train(STEPS, set_lr={0: TINY}, z=z).page   # same bits as one run
     return run, np.array(history)
 
+
 tz, hist_z = param_history(True)
 ti, hist_i = param_history(False)
 print("mode Z params:", tz.params_hex, "  all zero at every step:", not hist_z.any())
 print("IEEE params:  ", ti.params_hex)
-print("last losses:   Z", tz.last_loss, "  IEEE", ti.last_loss, "  same bits:", np.array_equal(tz.loss.view(np.uint32), ti.loss.view(np.uint32)))
+print("last losses:   Z", tz.last_loss, "  IEEE", ti.last_loss,
+      "  same bits:", np.array_equal(tz.loss.view(np.uint32), ti.loss.view(np.uint32)))
 print("digests equal:", tz.digest == ti.digest)
 
 # %%
@@ -219,14 +222,18 @@ BIG = 0x40800000                                      # 4.0
 dz = meshnb.train(100, set_lr={0: BIG}, keep_trace=True)
 di = meshnb.train(100, set_lr={0: BIG}, z=False, keep_trace=True)
 
-def step_losses(run):
+
+def step_losses(run: meshnb.RunResult) -> np.ndarray:
+    """The loss of every step of a run kept with its trace."""
     return run.trace.view(np.float32)[:, 4] * run.view["INV_BATCH"]
+
 
 lz, li = step_losses(dz), step_losses(di)
 first_inf = int(np.flatnonzero(np.isinf(lz))[0])
 first_nan = int(np.flatnonzero(np.isnan(dz.trace.view(np.float32)).any(axis=1))[0])   # any of the 5 sums
 first_diff = int(np.flatnonzero((dz.trace != di.trace).any(axis=1))[0])
-print(f"first infinite loss: step {first_inf}; first NaN in the sums: step {first_nan}; first step whose sums differ: {first_diff}")
+print(f"first infinite loss: step {first_inf}; first NaN in the sums: step {first_nan}; "
+      f"first step whose sums differ: {first_diff}")
 print(f"sums applied at step {first_diff}:")
 print("  mode Z:", [f"{w:08x}" for w in dz.trace[first_diff]])
 print("  IEEE:  ", [f"{w:08x}" for w in di.trace[first_diff]])
@@ -240,16 +247,17 @@ ax.plot(t, np.where(np.isfinite(lz), lz, np.nan), lw=3, alpha=0.5, label="mode Z
 ax.plot(t, np.where(np.isfinite(li), li, np.nan), "k--", lw=1, label="IEEE float32")
 ax.axvspan(first_inf, first_nan, color="tab:orange", alpha=0.15, label=f"loss is inf (from step {first_inf})")
 ax.axvspan(first_nan, len(lz), color="tab:red", alpha=0.15, label=f"NaN (from step {first_nan}): the modes differ")
-ax.set(yscale="log", xlim=(0, len(lz)), xlabel="step", ylabel="loss", title="Learning rate 4: the loss explodes, then NaN")
+ax.set(yscale="log", xlim=(0, len(lz)), xlabel="step", ylabel="loss",
+       title="Learning rate 4: the loss explodes, then NaN")
 ax.legend(loc="lower right")
 plt.show()
 
 # %% [markdown]
-# **What the plot shows.** The loss grows by an order of magnitude or more every step, and the two curves are the
-# same bits all the way. Once the loss is infinite there is nothing to draw, and the modes still
-# agree on every word (`inf` is `inf` in both). From the first NaN on, the words differ: mode Z stores the canonical NaN `7fffffff`, IEEE on this CPU stores
-# its own NaN (`ffc00000` on x86, `7fc00000` on ARM), so the IEEE page would not even agree with
-# itself across CPUs.
+# **What the plot shows.** The loss grows by an order of magnitude or more every step, and the two
+# curves are the same bits all the way. Once the loss is infinite there is nothing to draw, and the
+# modes still agree on every word (`inf` is `inf` in both). From the first NaN on, the words differ:
+# mode Z stores the canonical NaN `7fffffff`, IEEE on this CPU stores its own NaN (`ffc00000` on
+# x86, `7fc00000` on ARM), so the IEEE page would not even agree with itself across CPUs.
 
 # %% [markdown]
 # ## 2.3 The digest: the cross-architecture check
@@ -261,10 +269,11 @@ plt.show()
 # later forgot.
 #
 # The spec publishes vectors that every faithful implementation (GPU, wasm, this one) must match;
-# `tests/data/vectors.json` holds them. Here is the 4,096-step run of one system:
+# meshnb ships them, and `meshnb.testing.vectors()` returns them. Here is the 4,096-step run of one
+# system:
 
 # %%
-vectors = json.loads((Path("..") / "tests" / "data" / "vectors.json").read_text())
+vectors = meshnb.testing.vectors()
 ref = next(v for v in vectors["runs"] if v["systems"] == 1 and v["steps"] == 4096)
 print("published digest:      ", ref["digest"])
 print("meshnb digest:         ", rz.digest)
@@ -296,13 +305,17 @@ print("IEEE with ARM's NaN words: ", meshnb.View.from_bytes(bytes(arm_page)).dig
 # loss ring.
 
 # %%
-def flipped(page, byte, bit):
+def flipped(page: bytes, byte: int, bit: int) -> bytes:
+    """`page` with bit `bit` of byte `byte` flipped."""
     p = bytearray(page)
     p[byte] ^= 1 << bit
     return bytes(p)
 
-def digest_bits_changed(d1, d2):
-    return bin(int(d1, 16) ^ int(d2, 16)).count("1")
+
+def digest_bits_changed(d1: str, d2: str) -> int:
+    """How many of the 256 bits differ between two hex digests."""
+    return (int(d1, 16) ^ int(d2, 16)).bit_count()
+
 
 one = flipped(rz.page, 0, 0)                         # byte 0 bit 0: the lowest bit of a
 d1 = meshnb.View.from_bytes(one).digest()
@@ -334,10 +347,14 @@ flips = {
     "lowest bit of LOSS[5]": (LOSS_BYTE + 4 * 5, 0),
 }
 clean = meshnb.train(4096, view_in=rz.page, keep_trace=True)
-def same(x, y):
+
+
+def same(x: str, y: str) -> str:
     return "same" if x == y else "differs"
 
-rows = ["| flipped bit | steps whose sums differ (of 4096) | digest after 4096 more steps | trace digest |", "|---|---|---|---|"]
+
+rows = ["| flipped bit | steps whose sums differ (of 4096) | digest after 4096 more steps | trace digest |",
+        "|---|---|---|---|"]
 for name, (byte, bit) in flips.items():
     run = meshnb.train(4096, view_in=flipped(rz.page, byte, bit), keep_trace=True)
     n = int((run.trace != clean.trace).any(axis=1).sum())
