@@ -154,8 +154,8 @@ def test_notebook_uses_only_the_public_api(name: str) -> None:
 
 def test_the_public_api_check_sees_what_it_refuses() -> None:
     refused = (
-        "import meshnb.host", "from meshnb import host", "from meshnb.view import FIELDS", "from meshnb import _preload",
-        "from .view import View", "import meshnb\nmeshnb.train._private",
+        "import meshnb.host", "from meshnb import host", "from meshnb.view import FIELDS",
+        "from meshnb import _preload", "from .view import View", "import meshnb\nmeshnb.train._private",
     )
     assert all(_api_violations(source) for source in refused)
     allowed = "import meshnb\nimport meshnb.testing\nfrom meshnb import floatz as fz, train\nmeshnb.View.__name__"
