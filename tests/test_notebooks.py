@@ -1,47 +1,67 @@
-"""The notebooks in ``notebooks/``: committed with their outputs, and still running top to bottom.
+"""The notebooks in ``notebooks/``: paired text and outputs, and still running top to bottom.
+
+Every notebook is a jupytext pair (``notebooks/jupytext.toml``): ``NN_name.py`` in the py:percent
+format, the text that is reviewed and linted, and ``NN_name.ipynb``, the same cells with their
+outputs (plots visible without running anything).  Every ``.py`` and ``.ipynb`` in the folder is
+one of a pair, so a new notebook is tested as soon as it is there.
 
 Each notebook is re-executed here on a real Jupyter kernel (nbclient, the ``python3`` kernel of
 this interpreter), headless (``MPLBACKEND=Agg``; the notebooks draw with the inline backend,
 which renders with Agg), with Jupyter's, IPython's and matplotlib's state directories in a
-temporary folder so that nothing is written under ``~``.  The executed copy stays in memory: the
-committed files are only read.  ``notebooks/build.py`` holds the cells and regenerates the
-committed files (``python notebooks/build.py``).
+temporary folder so that nothing is written under ``~``.  The kernel's working directory is an
+empty temporary folder: a notebook reads nothing relative to where it runs.  The executed copy
+stays in memory: the committed files are only read.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import re
+import ast
+import importlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
+from jupytext.config import load_jupytext_configuration_file
+from jupytext.formats import guess_format
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
+PAIRING = "ipynb,py:percent"
 REQUIRED = ("01_training", "02_float_mode_z", "03_clusters")
 KERNEL = "python3"
 CELL_TIMEOUT_S = 300
+STATE_DIRS = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR")
+# The modules the README documents; a notebook imports nothing else of meshnb.
+PUBLIC_MODULES = frozenset({
+    "meshnb", "meshnb.floatz", "meshnb.kernels", "meshnb.testing", "meshnb.testing.pages", "meshnb.testing.reference",
+})
+SYNC = ".venv/bin/jupytext --sync notebooks/{name}.py"
 
 
-def _load_build():
-    spec = importlib.util.spec_from_file_location("meshnb_notebooks_build", NB_DIR / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _stems(suffix: str) -> set[str]:
+    return {p.stem for p in NB_DIR.glob(f"*{suffix}")}
 
 
-build = _load_build()
-NAMES = sorted(build.NOTEBOOKS)
+NAMES = sorted(_stems(".py") | _stems(".ipynb"))
+
+
+def _text(name: str) -> str:
+    return (NB_DIR / f"{name}.py").read_text(encoding="utf-8")
 
 
 def _committed(name: str) -> nbformat.NotebookNode:
     return nbformat.read(NB_DIR / f"{name}.ipynb", as_version=4)
 
 
-def _outputs(nb: nbformat.NotebookNode):
+def _cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in nb.cells]
+
+
+def _outputs(nb: nbformat.NotebookNode) -> Iterator[nbformat.NotebookNode]:
     for cell in nb.cells:
         if cell.cell_type == "code":
             yield from cell.outputs
@@ -55,34 +75,72 @@ def _errors(nb: nbformat.NotebookNode) -> list[str]:
     return [f"{out.ename}: {out.evalue}" for out in _outputs(nb) if out.output_type == "error"]
 
 
+def _is_public(module: str, name: str) -> bool:
+    """Whether ``from module import name`` takes a public name of a public meshnb module."""
+    if f"{module}.{name}" in PUBLIC_MODULES:
+        return True
+    exported = getattr(importlib.import_module(module), "__all__", None)
+    return not name.startswith("_") and (exported is None or name in exported)
+
+
+def _api_violations(source: str) -> list[str]:
+    """What the Python ``source`` takes from meshnb beyond its public API, and any private attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "meshnb" and a.name not in PUBLIC_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                found.append(f"a relative import from {'.' * node.level}{module}")
+            elif module.split(".")[0] == "meshnb":
+                if module not in PUBLIC_MODULES:
+                    found.append(module)
+                else:
+                    found += [f"{module}.{a.name}" for a in node.names if not _is_public(module, a.name)]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+            found.append(f"private attribute .{node.attr} (line {node.lineno})")
+    return found
+
+
 @pytest.fixture
 def headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernel state in tmp_path, no GUI backend."""
-    for var in build.STATE_DIRS:
+    for var in STATE_DIRS:
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
-def test_every_notebook_is_built_and_committed() -> None:
+def test_every_notebook_is_a_pair() -> None:
     assert set(REQUIRED) <= set(NAMES)
-    assert sorted(p.stem for p in NB_DIR.glob("*.ipynb")) == NAMES, "every notebook comes from build.py"
+    config = load_jupytext_configuration_file(str(NB_DIR / "jupytext.toml"))
+    assert config.formats in (PAIRING, [PAIRING]), f"notebooks/jupytext.toml must pair {PAIRING!r}"
+    assert not _stems(".py") - _stems(".ipynb"), "a .py without its .ipynb: run `jupytext --sync` on it"
+    assert not _stems(".ipynb") - _stems(".py"), "an .ipynb without its .py: run `jupytext --sync` on it"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_in_sync_with_its_text(name: str) -> None:
+    py, ipynb = NB_DIR / f"{name}.py", NB_DIR / f"{name}.ipynb"
+    assert py.is_file() and ipynb.is_file(), f"{name} is not a pair: run `{SYNC.format(name=name)}`"
+    assert guess_format(_text(name), ".py")[0] == "percent", f"{py.name} is not in the py:percent format"
+    assert _cells(jupytext.read(ipynb)) == _cells(jupytext.read(py)), (
+        f"{ipynb.name} and {py.name} have different cells: run `{SYNC.format(name=name)}` (the newer file wins)"
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_notebook_has_its_outputs(name: str) -> None:
     nb = _committed(name)
     nbformat.validate(nb)
-    expected = build.build(name)
-    assert [(c.cell_type, c.source) for c in nb.cells] == [(c.cell_type, c.source) for c in expected.cells], (
-        f"{name}.ipynb differs from notebooks/build.py: run `python notebooks/build.py {name}`"
-    )
     code = [c for c in nb.cells if c.cell_type == "code"]
     # Executed once, top to bottom, on a fresh kernel.
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "not executed top to bottom"
     assert not _errors(nb)
-    assert not [o for o in _outputs(nb) if o.output_type == "stream" and o.name == "stderr"], "warnings in the saved outputs"
+    stderr = [o for o in _outputs(nb) if o.output_type == "stream" and o.name == "stderr"]
+    assert not stderr, "warnings in the saved outputs"
     # The plots are visible without running anything.
     figures = sum("plt.show()" in c.source for c in code)
     assert figures > 0 and _pngs(nb) >= figures
@@ -90,19 +148,29 @@ def test_committed_notebook_has_its_outputs(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_uses_only_the_public_api(name: str) -> None:
-    source = "\n".join(c.source for c in build.build(name).cells if c.cell_type == "code")
-    assert not re.findall(r"\._[A-Za-z]", source), "a private name"
-    imports = re.findall(r"^\s*(?:from|import)\s+(meshnb[\w.]*)", source, flags=re.M)
-    assert set(imports) <= {"meshnb"}, imports
+    # The py:percent text is plain Python (jupytext comments out the magics).
+    assert not _api_violations(_text(name))
+
+
+def test_the_public_api_check_sees_what_it_refuses() -> None:
+    refused = (
+        "import meshnb.host", "from meshnb import host", "from meshnb.view import FIELDS",
+        "from meshnb import _preload", "from .view import View", "import meshnb\nmeshnb.train._private",
+    )
+    assert all(_api_violations(source) for source in refused)
+    allowed = "import meshnb\nimport meshnb.testing\nfrom meshnb import floatz as fz, train\nmeshnb.View.__name__"
+    assert not _api_violations(allowed)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_executes(name: str, headless: None) -> None:
+def test_notebook_executes(name: str, headless: None, tmp_path: Path) -> None:
     nb = _committed(name)
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
     start = time.perf_counter()
     NotebookClient(
         nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, record_timing=False,
-        resources={"metadata": {"path": str(NB_DIR)}},
+        resources={"metadata": {"path": str(run_dir)}},
     ).execute()  # raises CellExecutionError, with the cell and traceback, if a cell fails
     seconds = time.perf_counter() - start
     assert not _errors(nb)

@@ -1,0 +1,346 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 1. Training one system
+#
+# meshnb runs the mesh's `train` program: stochastic gradient descent (SGD) that fits a cubic
+# `y = a + b x + c x^2 + d x^3` to 256 samples of `sin(pi x)` on `[-1, 1]`. Every float32
+# operation follows *float mode Z* (notebook 02), so the result is the same bits on every machine.
+#
+# This notebook trains one system for 20,000 steps and looks at:
+#
+# 1. the loss of every step, over the whole run;
+# 2. the loss ring, the page's record of the last 256 losses;
+# 3. the fitted cubic against `sin(pi x)` and the samples;
+# 4. the gap between the SGD params and the least-squares cubic, and where it comes from.
+#
+# It uses only the public API described in the README. Run it top to bottom; it takes a few seconds
+# (the first call of a kernel compiles it, later calls are fast).
+
+# %%
+# %matplotlib inline
+import matplotlib.pyplot as plt
+import numpy as np
+
+import meshnb
+
+plt.rcParams.update({"figure.figsize": (10, 4.2), "figure.dpi": 90, "axes.grid": True, "grid.alpha": 0.3})
+
+# %% [markdown]
+# ## 1.1 One run
+#
+# `meshnb.train(steps)` starts a system from `init` (params zero, learning rate 0.5) and runs
+# `steps` steps. Step `t` computes the error of the current cubic on one *batch* of 32 samples and
+# moves the params against the mean gradient. The 256 samples are split into 8 batches, and
+# batch `g` holds samples `g, g+8, g+16, ..., g+248`; step `t` uses batch `t mod 8`, so the batches
+# come round in the same order every 8 steps.
+#
+# `keep_trace=True` keeps, for every step, the five sums that step applied: the sums over the batch
+# of `e`, `e x`, `e x^2`, `e x^3` and `e^2`, where `e` is the error of the cubic on one sample.
+
+# %%
+STEPS = 20_000
+r = meshnb.train(STEPS, keep_trace=True)
+
+print("params a, b, c, d:", r.params)
+print("as f32 words:     ", r.params_hex)
+print("loss of the last step:", r.last_loss)
+print("counters:", r.counters)
+print("trace:", r.trace.shape, r.trace.dtype)
+
+# %% [markdown]
+# ## 1.2 The loss of every step
+#
+# A step's loss is the mean squared error on its batch, measured *before* the step's update:
+# `loss = sum(e^2) * (1/32)`. The trace holds `sum(e^2)` in column 4 (as f32 words), and the page
+# holds `1/32` as `INV_BATCH`. Multiplying by a power of two is exact in float32, so plain numpy gives
+# the same bits as the program; the cell checks that against the page's loss ring for the last
+# 256 steps.
+#
+# For reference we also need the best any cubic can do on these 256 samples: the least-squares fit,
+# computed in float64 with numpy (section 1.5 looks at it closely).
+
+# %%
+inv_batch = r.view["INV_BATCH"]                    # float32 1/32
+sums = r.trace.view(np.float32)                     # [steps, 5]: e, e x, e x^2, e x^3, e^2
+loss = sums[:, 4] * inv_batch                       # the loss of step t, t = 0 .. STEPS-1
+steps = np.arange(r.steps)
+
+last = steps[-256:]
+assert np.array_equal(loss[last].view(np.uint32), r.loss[last % 256].view(np.uint32))
+print("losses from the trace equal the page's loss ring bit for bit (last 256 steps)")
+
+x = r.view["X"].astype(np.float64)                  # the 256 samples, as the program holds them
+y = r.view["Y"].astype(np.float64)
+lsq = np.polynomial.polynomial.polyfit(x, y, 3)     # float64 least squares: a, b, c, d
+lsq_mse = np.mean((np.polynomial.polynomial.polyval(x, lsq) - y) ** 2)
+
+# One pass over all 8 batches sees every sample once: the mean of 8 consecutive step losses.
+pass_loss = loss[: STEPS // 8 * 8].reshape(-1, 8).mean(axis=1)
+print(f"least-squares MSE on the 256 samples: {lsq_mse:.6g}")
+print(f"mean loss of the last pass of 8 steps: {pass_loss[-1]:.6g}")
+
+# %%
+fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+ax0.plot(steps + 1, loss, lw=0.6, color="tab:blue", alpha=0.45, label="loss of each step (one batch)")
+ax0.plot(8 * np.arange(1, len(pass_loss) + 1), pass_loss, color="tab:blue", label="mean over each pass of 8 steps")
+ax0.axhline(lsq_mse, color="k", ls="--", lw=1, label="least-squares cubic (float64)")
+ax0.set(xscale="log", yscale="log", xlabel="step + 1", ylabel="loss (mean squared error)",
+        title=f"Loss per step, {STEPS:,} steps, learning rate 0.5")
+ax0.legend()
+
+tail = steps[-48:]
+ax1.plot(tail, loss[tail], color="tab:blue", lw=0.8)
+sc = ax1.scatter(tail, loss[tail], c=tail % 8, cmap="viridis", s=25, zorder=3)
+ax1.axhline(lsq_mse, color="k", ls="--", lw=1)
+ax1.set(yscale="log", xlabel="step", ylabel="loss", title="The last 48 steps: one level per batch")
+fig.colorbar(sc, ax=ax1, label="batch (step mod 8)")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **What the plot shows.** The loss falls fast for a few hundred steps, then flattens out. The mean
+# over each pass of 8 steps (every sample once) ends just above the least-squares line (dashed), the
+# best mean squared error any cubic reaches on all 256 samples. Single steps can go below that line,
+# since 32 samples can be fitted better than 256. And the loss never settles on one value: the right
+# panel shows a sawtooth with period 8, one level per batch. Each batch has its own error at the
+# current params, and the params keep moving (section 1.5).
+
+# %% [markdown]
+# ## 1.3 The loss ring
+#
+# The page does not keep the whole history: its `LOSS` field is a ring of 256 entries, and step `t`
+# writes its loss at index `t mod 256`. After 20,000 steps the ring holds steps 19,744 to 19,999;
+# the newest entry is at index `(next step - 1) mod 256`. Because 256 is a multiple of 8, index `i`
+# always holds a step of batch `i mod 8`, so the ring shows the batch pattern at fixed places.
+
+# %%
+ring = r.loss                                         # float32[256]
+newest = (r.steps - 1) % 256
+oldest_step = r.steps - 256
+print(f"ring index {newest} holds the newest loss (step {r.steps - 1}); "
+      f"steps {oldest_step}..{r.steps - 1} are in the ring")
+
+fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+idx = np.arange(256)
+ax0.plot(idx, ring, color="0.6", lw=0.7)
+sc = ax0.scatter(idx, ring, c=idx % 8, cmap="viridis", s=12, zorder=3)
+ax0.axvline(newest, color="tab:red", lw=1, label=f"newest entry (step {r.steps - 1})")
+lo, hi = ring.min(), ring.max()
+ax0.set(xlabel="ring index (step mod 256)", ylabel="loss", ylim=(lo - 0.05 * (hi - lo), hi + 0.3 * (hi - lo)),
+        title="r.loss: the page's loss ring after 20,000 steps")
+ax0.legend(loc="upper right")
+fig.colorbar(sc, ax=ax0, label="batch")
+
+by_batch = ring.reshape(32, 8)                        # row = one pass, column = batch
+jitter = np.random.default_rng(0).uniform(-0.2, 0.2, by_batch.shape)
+ax1.scatter(np.arange(8) + jitter, by_batch, c=np.broadcast_to(np.arange(8), by_batch.shape), cmap="viridis", s=10)
+ax1.set(xlabel="batch g (samples g, g+8, ..., g+248)", ylabel="loss", xticks=range(8),
+        title="The ring's 32 losses of each batch")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **What the plot shows.** Left: the ring as stored, with 8 loss levels repeating 32 times; the red
+# line marks where the next step will write. Right: the 32 losses of each batch, spread
+# sideways so that they do not hide each other, are nearly equal.
+# The outer batches (0 and 7) have the largest loss and the middle ones (3 and 4) the smallest: each
+# batch's loss depends on where the params are when its turn comes (section 1.5).
+
+# %% [markdown]
+# ## 1.4 The fitted cubic
+#
+# The params are float32; we evaluate both cubics in float64 to draw them.
+
+# %%
+sgd = r.params.astype(np.float64)
+grid = np.linspace(-1, 1, 801)
+poly = np.polynomial.polynomial.polyval
+
+fig, (ax0, ax1) = plt.subplots(1, 2)
+ax0.plot(grid, np.sin(np.pi * grid), color="k", lw=2.5, alpha=0.25, label="sin(pi x)")
+ax0.plot(x, y, ".", color="k", ms=3, label="the 256 samples")
+ax0.plot(grid, poly(grid, sgd), color="tab:blue", label="SGD cubic (meshnb)")
+ax0.plot(grid, poly(grid, lsq), color="tab:orange", ls="--", label="least-squares cubic")
+ax0.set(xlabel="x", ylabel="y", title="The cubic fitted to sin(pi x)")
+ax0.legend()
+
+ax1.plot(grid, poly(grid, lsq) - np.sin(np.pi * grid), color="tab:orange", ls="--", label="least squares - sin(pi x)")
+ax1.plot(grid, poly(grid, sgd) - np.sin(np.pi * grid), color="tab:blue", lw=1, label="SGD cubic - sin(pi x)")
+ax1.plot(grid, 10 * (poly(grid, sgd) - poly(grid, lsq)), color="tab:red", label="10 x (SGD cubic - least squares)")
+ax1.axhline(0, color="k", lw=0.8)
+ax1.set(xlabel="x", ylabel="difference", title="Errors of the two cubics, and their difference")
+ax1.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **What the plot shows.** On the left the two cubics lie on top of each other and follow
+# `sin(pi x)` closely; a cubic cannot bend like a sine, so both miss it most near the ends. On the
+# right, their errors against `sin(pi x)` are nearly the same curve, odd like the data. The red
+# curve magnifies their difference tenfold: the SGD cubic sits a little *above* the least-squares
+# cubic everywhere, more at the ends, a parabola `a + c x^2` with small positive `a` and `c` (plus a
+# tiny odd part).
+
+# %% [markdown]
+# ## 1.5 SGD params against the least-squares optimum
+#
+# The least-squares cubic minimises the mean squared error over all 256 samples at once; computed in
+# float64 it is the full-batch optimum. Because the data are odd (`sin(-pi x) = -sin(pi x)`, and the
+# samples are symmetric about 0), its even coefficients `a` and `c` are zero up to rounding.
+
+# %%
+names = "abcd"
+print(f"{'':2} {'SGD (f32 word)':>15} {'SGD':>14} {'least squares':>14} {'SGD - lsq':>12}")
+for j in range(4):
+    print(f"{names[j]:2} {r.params_hex[j]:>15} {sgd[j]:14.8f} {lsq[j]:14.8f} {sgd[j] - lsq[j]:12.3e}")
+sgd_mse = np.mean((poly(x, sgd) - y) ** 2)
+print(f"\nmean squared error on all 256 samples: SGD {sgd_mse:.7f}, least squares {lsq_mse:.7f}")
+
+# %% [markdown]
+# `b` and `d` agree to four or five significant digits, but `a` and `c` are about 0.004 where they
+# should be 0. The reason is the algorithm, not float32:
+#
+# * **Each step sees one batch.** Batch `g` is samples `g, g+8, ..., g+248`: spread over the whole
+#   interval but not symmetric about 0 (its mirror image is batch `7-g`). Each step pulls the params
+#   toward *that batch's* best cubic, which has a nonzero `a` and `c`.
+# * **A constant learning rate never lets go.** The batches come round in a fixed cycle, so the
+#   params end up going round a fixed loop near the optimum instead of converging to it. The final
+#   params are wherever the loop is after the last step (batch 7, where `a` and `c` are largest).
+# * **The loop is the size of the steps.** Halving the learning rate halves the loop, so the gap
+#   shrinks in proportion. Full-batch gradient descent (every sample in every step) has no loop and
+#   reaches the optimum.
+#
+# We check each point. First the loop: continue the run one step at a time from its page
+# (`view_in`, which resumes bit for bit) and record the params after each of the next 8 steps.
+
+# %%
+page = r.page
+loop = []
+for _ in range(8):
+    page = meshnb.train(1, view_in=page).page
+    loop.append(meshnb.View.from_bytes(page)["PARAMS"])
+loop = np.array(loop, dtype=np.float64)               # params after steps 20000 .. 20007 (batches 0..7)
+
+batch_opt = np.array([np.polynomial.polynomial.polyfit(x[g::8], y[g::8], 3) for g in range(8)])
+print("params after each batch of one pass, and the pass mean:")
+for g in range(8):
+    print(f"  after batch {g}: a = {loop[g, 0]:+.5f}  c = {loop[g, 2]:+.5f}")
+print(f"  mean of the pass: a = {loop[:, 0].mean():+.2e}  c = {loop[:, 2].mean():+.2e}")
+print(f"after 8 steps the params are back within {np.abs(loop[-1] - sgd).max():.1e} of where they started")
+
+# %% [markdown]
+# Next, the same SGD in float64, written directly in numpy (same batches, same order, same learning
+# rate), and full-batch gradient descent for comparison. Then the meshnb run at smaller learning
+# rates: the page's learning rate is set with `set_lr={step: f32 word}` (SET_LR before that step),
+# and a smaller rate needs proportionally more steps to settle.
+
+# %%
+V = np.vander(x, 4, increasing=True)                 # columns 1, x, x^2, x^3
+
+
+def gradient_descent(lr: float, steps: int, full_batch: bool = False) -> np.ndarray:
+    """Cyclic SGD (batch t mod 8 at step t) or full-batch gradient descent, in float64, from zero."""
+    p = np.zeros(4)
+    for t in range(steps):
+        rows = slice(None) if full_batch else slice(t % 8, None, 8)
+        e = V[rows] @ p - y[rows]
+        p -= lr * V[rows].T @ e / len(e)
+    return p
+
+
+sgd64 = gradient_descent(0.5, 4096)
+gd64 = gradient_descent(0.5, 20_000, full_batch=True)
+print("float64 cyclic SGD - meshnb SGD:", np.abs(sgd64 - meshnb.train(4096).params).max())
+print("float64 full-batch GD - least squares:", np.abs(gd64 - lsq).max())
+
+rates = [0.5, 0.25, 0.125, 0.0625]
+gaps = []
+for lr in rates:
+    word = int(np.float32(lr).view(np.uint32))
+    run = meshnb.train(int(8192 / lr), set_lr={0: word})
+    gaps.append(np.abs(run.params.astype(np.float64) - lsq))
+    print(f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: "
+          f"|a - a_lsq| = {gaps[-1][0]:.2e}, |c - c_lsq| = {gaps[-1][2]:.2e}")
+gaps = np.array(gaps)
+
+# %%
+fig, (ax0, ax1) = plt.subplots(1, 2)
+ax0.scatter(batch_opt[:, 0], batch_opt[:, 2], marker="s", c=range(8), cmap="viridis", s=40,
+            label="each batch's own least-squares cubic")
+ax0.plot(np.r_[sgd[0], loop[:, 0]], np.r_[sgd[2], loop[:, 2]], "-", color="tab:blue", lw=1)
+ax0.scatter(loop[:, 0], loop[:, 2], c=range(8), cmap="viridis", s=40, edgecolors="tab:blue", zorder=3,
+            label="SGD params after batch 0..7")
+ax0.plot(*sgd[[0, 2]], "o", ms=12, mfc="none", mec="tab:red", label="final params (after batch 7)")
+ax0.plot(lsq[0], lsq[2], "*", color="k", ms=14, label="least squares (all samples)")
+ax0.set(xlabel="a", ylabel="c", title="One pass of SGD in the (a, c) plane")
+ax0.xaxis.set_major_locator(plt.MaxNLocator(5))
+ax0.legend(fontsize=8, loc="upper left")
+
+ax1.loglog(rates, gaps[:, 0], "o-", label="|a - a_lsq|")
+ax1.loglog(rates, gaps[:, 2], "s-", label="|c - c_lsq|")
+ax1.loglog(rates, gaps[2, 0] * np.array(rates) / rates[2], "k:", label="proportional to the learning rate")
+ax1.set(xlabel="learning rate", ylabel="gap to the least-squares cubic", title="The gap shrinks with the learning rate")
+ax1.set_xticks(rates, ["1/2", "1/4", "1/8", "1/16"])
+ax1.xaxis.set_minor_locator(plt.NullLocator())
+ax1.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **What the plots show.** Left: the squares are the 8 batches' own best cubics, far apart in `a`
+# and `c`. The SGD params (circles, colored by the batch just applied) go round a small loop around
+# the least-squares point (star); the mean of the loop is within about 1e-4 of it, but the run
+# stops at one point of the loop (red ring): the point after batch 7, the end of a pass. Right:
+# the gap in `a` and `c` halves each time the learning rate halves (roughly: the dotted line has
+# the slope of exact proportion).
+#
+# The float64 SGD lands on the same params as meshnb to within a few 1e-7 (printed above): float32
+# and mode Z change the last bits, not the answer. Full-batch gradient descent in float64 reaches
+# the least-squares cubic. In meshnb, a cluster of 8 systems does full-batch descent: each member
+# computes one batch's sums and all members apply the total (notebook 03).
+
+# %% [markdown]
+# ## 1.6 The run ends in an exact cycle
+#
+# In float32 the loop is not only approximately periodic: after a while, the run repeats *bit for
+# bit*. The trace shows it: find the shortest period `P` (a multiple of 8) such that the sums of step
+# `t + P` equal those of step `t` up to the end of the run, and the first step from which they do.
+
+# %%
+tail_start = STEPS // 2
+P = next(p for p in range(8, 4097, 8)
+         if np.array_equal(r.trace[tail_start:tail_start + p], r.trace[tail_start + p:tail_start + 2 * p]))
+same = (r.trace[P:] == r.trace[:-P]).all(axis=1)
+start = int(np.flatnonzero(~same)[-1]) + 1
+print(f"from step {start} on, the applied sums repeat every {P} steps ({P // 8} passes)")
+
+# The params can differ in a last bit that no sum feels: find where the params (the whole state
+# but the loss ring) repeat too, running from init to step t and to step t + P.
+t0 = next(t for t in range(start, start + P + 1) if meshnb.train(t).params_hex == meshnb.train(t + P).params_hex)
+print(f"from step {t0} on, the params repeat every {P} steps too")
+
+# The params repeat with that period; the digest (params + the 256-entry loss ring) repeats
+# when both the params and the ring do: after lcm(P, 256) steps.
+period = np.lcm(P, 256)
+a, b = meshnb.train(4096), meshnb.train(4096 + period)
+print(f"train(4096) and train({4096 + period}): "
+      f"same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}")
+
+# %% [markdown]
+# So from step 1,768 on the system is on a closed orbit of 48 steps (the sums start repeating three
+# steps earlier, while a param still differs in a last bit that no sum feels). More steps do not
+# change where it goes: the digest after 4,096 steps equals the digest after 4,096 + 768 steps.
+# This is also why the gap in section 1.5 cannot be trained away at a fixed learning rate.

@@ -1,0 +1,198 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Clusters: N systems in lockstep
+#
+# A *cluster* is N systems that train one cubic together. At every step each member computes the
+# five sums on its own batch, publishes them on a shared exchange page, waits for every other
+# member's, adds all N up in member order, and applies that total. Every member applies the same
+# total, so every member's params stay bitwise identical.
+#
+# Member `k` of `N` at step `t` uses batch `(t N + k) mod 8`, and the page's `INV_BATCH` is
+# `1 / (32 N)`, so one step of a cluster is one step of SGD on `32 N` samples:
+#
+# | N | batches in one step | what it is |
+# |---|---|---|
+# | 1 | one batch of 32 samples | the SGD of notebook 01 |
+# | 2 | batches `{0,1}`, `{2,3}`, `{4,5}`, `{6,7}` in turn | SGD on 64 samples a step |
+# | 4 | batches `{0..3}`, `{4..7}` in turn | SGD on 128 samples a step |
+# | 8 | all 8 batches, every step | full-batch gradient descent |
+#
+# meshnb runs a cluster with one of four backends: `fused` (the whole cluster in one compiled loop,
+# no exchange: the fastest), `threads` (one thread per member, a real exchange page with timeouts),
+# `processes` (one OS process per member, the page in shared memory) and `mpi` (one MPI rank per
+# member, on one machine or many; a round is an MPI collective). All four give the same bits.
+#
+# This notebook runs the first three, which start their members from the calling Python process.
+# The `mpi` backend does not run here: its members are the ranks of an MPI job, N processes that
+# `mpiexec` starts (`.venv/bin/mpiexec -n 4 .venv/bin/meshnb train --backend mpi`, see the README's
+# MPI section), and a notebook's kernel is one process that is not part of such a job.
+#
+# This notebook uses only the public API described in the README.
+
+# %%
+# %matplotlib inline
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Markdown, display
+
+import meshnb
+import meshnb.testing
+
+plt.rcParams.update({"figure.figsize": (10, 4.2), "figure.dpi": 90, "axes.grid": True, "grid.alpha": 0.3})
+
+# %% [markdown]
+# ## 3.1 Loss curves for N = 1, 2, 4, 8
+#
+# We run 4,096 steps of each cluster size with the fused backend and keep the trace: with a cluster,
+# row `t` of the trace holds the *total* that step `t` applied, so the step's loss is
+# `total(e^2) * INV_BATCH`, the mean squared error over the step's `32 N` samples.
+
+# %%
+STEPS = 4096
+SIZES = [1, 2, 4, 8]
+runs = {n: meshnb.train(STEPS, systems=n, backend="fused", keep_trace=True) for n in SIZES}
+
+for n, r in runs.items():
+    assert len({s.digest for s in r.systems}) == 1 and len({s.trace_digest for s in r.systems}) == 1
+    print(f"N = {n}: INV_BATCH = 1/{round(1 / float(r.view['INV_BATCH']))}, params {r.params_hex}, "
+          f"every member has digest {r.digest[:16]}...")
+
+published = [v for v in meshnb.testing.vectors()["runs"] if v["steps"] == STEPS and v["systems"] in runs]
+assert published, "no published vector for these runs"
+for v in published:
+    r = runs[v["systems"]]
+    assert (r.digest, r.trace_digest, r.params_hex) == (v["digest"], v["trace_digest"], v["params"])
+    print(f"N = {v['systems']}: digest, trace digest and params match the published vector")
+
+# %%
+x = runs[1].view["X"].astype(np.float64)
+y = runs[1].view["Y"].astype(np.float64)
+lsq = np.polynomial.polynomial.polyfit(x, y, 3)                 # float64 least squares
+lsq_mse = np.mean((np.polynomial.polynomial.polyval(x, lsq) - y) ** 2)
+
+fig, axes = plt.subplots(2, len(SIZES), figsize=(12, 6.5), sharey="row")
+steps = np.arange(STEPS)
+tail = steps[-48:]
+for i, (n, r) in enumerate(runs.items()):
+    loss = r.trace.view(np.float32)[:, 4] * r.view["INV_BATCH"]   # the loss of each step
+    top, bottom = axes[0, i], axes[1, i]
+    top.plot(steps + 1, loss, lw=0.7, color=f"C{i}")
+    top.set(xscale="log", yscale="log", xlabel="step + 1", title=f"N = {n}" + (" (full batch)" if n == 8 else ""))
+    bottom.plot(tail, loss[tail], "o-", ms=3, lw=0.8, color=f"C{i}")
+    bottom.set(xlabel="step", title=f"N = {n}: the last 48 steps")
+    for ax in (top, bottom):
+        ax.axhline(lsq_mse, color="k", ls="--", lw=1)
+axes[0, 0].set_ylabel("loss of the step")
+axes[1, 0].set_ylabel("loss of the step")
+axes[0, 0].plot([], [], "k--", lw=1, label="least-squares cubic")
+axes[0, 0].legend(loc="lower left")
+fig.suptitle(f"Loss per step, {STEPS:,} steps, learning rate 0.5")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# **What the plots show.** Top: the whole run. All four fall at about the same pace (same learning
+# rate, and each step's gradient is a mean over its samples), and all flatten out at the
+# least-squares line (dashed). Bottom: the last 48 steps. With N = 1 the loss keeps the sawtooth of
+# notebook 01, 8 levels, one per batch; N = 2 has 4 levels, one per pair of batches. With N = 4 the
+# steps alternate between two halves of the data that mirror each other, and their losses come out
+# equal to six digits: a flat line, but a little above the least-squares line, since the params
+# still swing between the halves (the table below). With N = 8 every step sees all 256 samples: a
+# flat line at the least-squares value.
+
+# %%
+print(f"{'N':>2} {'a':>12} {'c':>12} {'max |p - p_lsq|':>16}")
+for n, r in runs.items():
+    p = r.params.astype(np.float64)
+    print(f"{n:>2} {p[0]:12.3e} {p[2]:12.3e} {np.abs(p - lsq).max():16.3e}")
+
+# %% [markdown]
+# The gap of notebook 01 comes from seeing one batch at a time, and it shrinks as each step sees
+# more of the data. With N = 8, `a` and `c` are within about `1e-7` of zero instead of `4e-3`.
+# `b` and `d` stop about `1e-5` short of the least-squares values: there, along the direction where
+# `b` and `d` trade off against each other, the float32 steps stop making progress (running longer
+# changes nothing; float64 gradient descent, sketched in notebook 01, gets within `1e-13`).
+
+# %% [markdown]
+# ## 3.2 A stalled member
+#
+# The `threads` backend runs each member on its own thread, with a real exchange page: a member
+# that has published waits for the others for at most `timeout_ms`. If the wait times out, the task
+# stops with the round still pending (the page's `ERR = 1`, and the `timeouts` counter goes up), and
+# the host calls the task again, which waits again for the same round. Nothing is recomputed, so a
+# timeout changes no bits.
+#
+# `stalls=[(k, task, ms)]` makes member `k` sleep `ms` milliseconds at the start of its task number
+# `task` (counted from 0, retries included). We stall member 2 of a 4-member cluster for 300 ms, with
+# a 20 ms timeout, and compare with the fault-free fused run.
+
+# %%
+clean = meshnb.train(1024, systems=4, backend="fused")
+stalled = meshnb.train(1024, systems=4, backend="threads", timeout_ms=20, stalls=[(2, 3, 300)])
+
+rows = ["| member | timeouts | steps | digest | same as fault-free |", "|---|---|---|---|---|"]
+for s, c in zip(stalled.systems, clean.systems):
+    rows.append(f"| {s.system} | {s.counters['timeouts']} | {s.counters['steps']} | `{s.digest[:16]}...` | "
+                f"{s.digest == c.digest and s.trace_digest == c.trace_digest} |")
+display(Markdown("\n".join(rows)))
+assert all(s.digest == clean.digest and s.trace_digest == clean.trace_digest for s in stalled.systems)
+assert sum(s.counters["timeouts"] for s in stalled.systems) > 0
+
+# %% [markdown]
+# **What the table shows.** While member 2 sleeps, the other three publish their sums for the next
+# round and wait; every 20 ms their wait times out and is retried, so each counts about 300 / 20
+# timeouts. Member 2 itself never waits for long: when it wakes, the others' sums are already there.
+# Once it publishes, the round completes and the run goes on. The final digest and trace digest of
+# every member equal those of the fault-free run: the stall cost time, not bits.
+
+# %% [markdown]
+# ## 3.3 Steps per second per backend
+#
+# The same cluster, timed with each backend that runs in this notebook (`r.steps_per_second`). The
+# fused backend does the work of N members in one loop with no exchange; threads and processes pay
+# for the exchange at every step: publish, wait, read. Timings depend on the machine and its load;
+# the bits do not. (The mpi backend's rounds are timed by the benchmarks, under `mpiexec`: the
+# README's MPI and Speed sections.)
+
+# %%
+BACKENDS = {"fused": 100_000, "threads": 2_000, "processes": 2_000}   # steps: well under a second each
+speed = {}
+for backend, steps in BACKENDS.items():
+    for n in (2, 4):
+        meshnb.train(64, systems=n, backend=backend)                     # warm up (compile, caches)
+        speed[backend, n] = max(meshnb.train(steps, systems=n, backend=backend).steps_per_second for _ in range(2))
+        print(f"{backend:>9}, N = {n}: {speed[backend, n]:12,.0f} steps/s (best of 2)")
+
+fig, ax = plt.subplots(figsize=(8, 4))
+width = 0.38
+for i, n in enumerate((2, 4)):
+    xs = np.arange(len(BACKENDS)) + (i - 0.5) * width
+    bars = ax.bar(xs, [speed[b, n] for b in BACKENDS], width, label=f"N = {n}")
+    ax.bar_label(bars, fmt="{:,.0f}", fontsize=8)
+ax.set_xticks(range(len(BACKENDS)), list(BACKENDS))
+ax.set(yscale="log", ylabel="steps per second (log scale)",
+       title=f"Cluster steps per second by backend ({os.cpu_count()} cores)")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# **What the plot shows.** The fused backend is hundreds to thousands of times faster than the
+# others: a step there is tens of nanoseconds of arithmetic. With threads or processes every step
+# waits for every member to publish, and that synchronisation costs tens to hundreds of
+# microseconds a step, the more so when the members outnumber the cores. Those two backends exist
+# to exercise the exchange and its timeouts the way a real mesh does, which the fused loop cannot.
