@@ -10,7 +10,8 @@ Two kernels give the same bits:
 - ``"sha-ni"``: the x86 SHA extensions (``sha256rnds2``, ``sha256msg1``, ``sha256msg2``) through
   numba intrinsics, used where llvmlite reports the host CPU feature ``sha``;
 - ``"scalar"``: portable code on 32-bit words held in uint64 (numba widens uint32 arithmetic),
-  unrolled 16 rounds at a time, the message schedule in 16 locals (no allocation).
+  unrolled 16 rounds at a time, the message schedule in 16 locals (no allocation), rotations
+  through LLVM's target-independent funnel shift (one instruction each where the CPU has one).
 
 :data:`IMPLEMENTATION` names the kernel in use; ``MESHNB_SHA256=scalar`` in the environment (read
 at import) forces the scalar one.  :func:`compress` (njit-callable from other njit code) is that
@@ -60,8 +61,25 @@ HAS_SHA_NI: bool = bool(llvm.get_host_cpu_features().get("sha", False))
 # Scalar kernel
 # ---------------------------------------------------------------------------------------------
 
+_I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _M32 = np.uint64(0xFFFFFFFF)
 _U = tuple(np.uint64(i) for i in range(33))  # shift counts of the same type as the words (numba types mixed ints to float)
+
+
+@intrinsic
+def _rotr(typingctx, x, r):
+    """The 32-bit rotation right by ``r`` (a literal) of a word held in a uint64 (zero-extended):
+    LLVM's funnel shift, so each rotation is one instruction and no masks are needed."""
+    if not (x == types.uint64 and isinstance(r, types.IntegerLiteral)):
+        return None
+    n = r.literal_value
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [_I32] * 3), "llvm.fshr.i32")
+        w = builder.trunc(args[0], _I32)
+        return builder.zext(builder.call(fn, [w, w, ir.Constant(_I32, n)]), _I64)
+
+    return types.uint64(x, r), codegen
 
 
 @jit()
@@ -73,12 +91,9 @@ def _be32(data: np.ndarray, j: int) -> np.uint64:
 
 @jit()
 def _sched(w16: np.uint64, w15: np.uint64, w7: np.uint64, w2: np.uint64) -> np.uint64:
-    """W[t] from W[t-16], W[t-15], W[t-7], W[t-2].  A rotation of a 32-bit ``x`` is a shift of
-    ``x`` doubled into both halves of a uint64, masked once after the xors."""
-    x = w15 | (w15 << _U[32])
-    y = w2 | (w2 << _U[32])
-    s0 = (((x >> _U[7]) ^ (x >> _U[18])) & _M32) ^ (w15 >> _U[3])
-    s1 = (((y >> _U[17]) ^ (y >> _U[19])) & _M32) ^ (w2 >> _U[10])
+    """W[t] from W[t-16], W[t-15], W[t-7], W[t-2]."""
+    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ (w15 >> _U[3])
+    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ (w2 >> _U[10])
     return (w16 + s0 + w7 + s1) & _M32
 
 
@@ -87,10 +102,8 @@ def _rnd(a: np.uint64, b: np.uint64, c: np.uint64, d: np.uint64, e: np.uint64, f
          h: np.uint64, wk: np.uint64) -> tuple[np.uint64, np.uint64]:
     """One round; returns the new ``d`` and ``h`` (the caller renames the other six).
     ``wk`` is W[t] + K[t], unmasked: the sums stay far below 2^64, so one mask per result."""
-    ee = e | (e << _U[32])
-    aa = a | (a << _U[32])
-    t1 = h + (((ee >> _U[6]) ^ (ee >> _U[11]) ^ (ee >> _U[25])) & _M32) + (g ^ (e & (f ^ g))) + wk
-    t2 = (((aa >> _U[2]) ^ (aa >> _U[13]) ^ (aa >> _U[22])) & _M32) + ((a & b) | (c & (a | b)))
+    t1 = h + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
+    t2 = (_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b) | (c & (a | b)))
     return (d + t1) & _M32, (t1 + t2) & _M32
 
 
@@ -151,8 +164,6 @@ def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
 # SHA-NI kernel: one LLVM <4 x i32> per four words, the x86 SHA intrinsics on them
 # ---------------------------------------------------------------------------------------------
 
-_I8 = ir.IntType(8)
-_I32 = ir.IntType(32)
 _V4 = ir.VectorType(_I32, 4)
 
 
