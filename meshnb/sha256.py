@@ -82,11 +82,24 @@ def _rotr(typingctx, x, r):
     return types.uint64(x, r), codegen
 
 
-@jit()
-def _be32(data: np.ndarray, j: int) -> np.uint64:
-    """The big-endian word at ``data[j : j + 4]``."""
-    return (np.uint64(data[j]) << _U[24]) | (np.uint64(data[j + 1]) << _U[16]) \
-        | (np.uint64(data[j + 2]) << _U[8]) | np.uint64(data[j + 3])
+@intrinsic
+def _be32(typingctx, data, j):
+    """The big-endian word at ``data[j : j + 4]`` of a uint8 array, zero-extended (unchecked: no
+    wraparound of negative indices).  Four byte loads, shifts and ors, which LLVM fuses into one
+    load (and a byte swap on a little-endian CPU)."""
+    if not (isinstance(data, types.Array) and data.dtype == types.uint8 and isinstance(j, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        base = builder.gep(ary.data, [args[1]])
+        word = ir.Constant(_I64, 0)
+        for i in range(4):
+            byte = builder.zext(builder.load(builder.gep(base, [ir.Constant(_I64, i)])), _I64)
+            word = builder.or_(word, builder.shl(byte, ir.Constant(_I64, 24 - 8 * i)))
+        return word
+
+    return types.uint64(data, j), codegen
 
 
 @jit()
