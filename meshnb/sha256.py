@@ -82,13 +82,17 @@ def _rotr(typingctx, x, r):
     return types.uint64(x, r), codegen
 
 
+def _is_c_array(arr: Any, dtype: Any) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype == dtype and arr.layout == "C" and arr.ndim == 1
+
+
 @intrinsic
 def _be32(typingctx, data, j):
     """The big-endian word at ``data[j : j + 4]`` of a uint8 array, zero-extended (unchecked: no
     wraparound of negative indices).  Four byte loads, shifts and ors, which LLVM fuses into one
     load (and a byte swap on a little-endian CPU)."""
-    if not (isinstance(data, types.Array) and data.dtype == types.uint8 and isinstance(j, types.Integer)):
-        return None
+    if not (_is_c_array(data, types.uint8) and isinstance(j, types.Integer)):
+        return None  # the address is data + j: contiguous bytes only
 
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
@@ -204,10 +208,6 @@ def _need_sha_ni() -> None:
     # Typing fails here, before any code is generated, on a CPU that could not run the result.
     if not HAS_SHA_NI:
         raise TypingError("the SHA-NI SHA-256 kernel needs the x86 'sha' CPU feature, which this host lacks")
-
-
-def _is_c_array(arr: Any, dtype: Any) -> bool:
-    return isinstance(arr, types.Array) and arr.dtype == dtype and arr.layout == "C" and arr.ndim == 1
 
 
 def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:

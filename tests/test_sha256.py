@@ -182,6 +182,19 @@ def test_compress_is_callable_from_njit():
     assert h.astype(">u4").tobytes().hex() == hashlib.sha256(message).hexdigest()
 
 
+@KERNELS
+def test_kernels_refuse_strided_data_from_njit(kernel):
+    _hasher(kernel)  # skips a kernel this CPU lacks
+    fn = sha256.KERNELS[kernel]
+
+    @numba.njit
+    def call(h, data):
+        fn(h, data)
+
+    with pytest.raises(numba.core.errors.TypingError):  # the kernels read data + offset: C order only
+        call(np.zeros(8, np.uint32), np.zeros(256, np.uint8)[::2])
+
+
 def test_sha_ni_intrinsics_refuse_a_cpu_without_the_feature(monkeypatch):
     monkeypatch.setattr(sha256, "HAS_SHA_NI", False)
 
