@@ -62,8 +62,7 @@ HAS_SHA_NI: bool = bool(llvm.get_host_cpu_features().get("sha", False))
 # ---------------------------------------------------------------------------------------------
 
 _I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-_M32 = np.uint64(0xFFFFFFFF)
-_U = tuple(np.uint64(i) for i in range(33))  # shift counts of the same type as the words (numba types mixed ints to float)
+_M32 = np.uint64(0xFFFFFFFF)  # a uint64: numba types uint64 & int64 (or +) as int64 or float64
 
 
 @intrinsic
@@ -109,8 +108,8 @@ def _be32(typingctx, data, j):
 @jit()
 def _sched(w16: np.uint64, w15: np.uint64, w7: np.uint64, w2: np.uint64) -> np.uint64:
     """W[t] from W[t-16], W[t-15], W[t-7], W[t-2]."""
-    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ (w15 >> _U[3])
-    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ (w2 >> _U[10])
+    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ (w15 >> 3)
+    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ (w2 >> 10)
     return (w16 + s0 + w7 + s1) & _M32
 
 
