@@ -24,6 +24,7 @@ selected on a CPU without the feature.
 from __future__ import annotations
 
 import os
+import platform
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,18 @@ _K = np.array(_K_WORDS, dtype=np.uint64)  # scalar kernel: words in uint64 (no w
 _K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI kernel: loaded four at a time
 _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
 
-HAS_SHA_NI: bool = bool(llvm.get_host_cpu_features().get("sha", False))
+
+def _host_has_sha_ni() -> bool:
+    # "sha" is LLVM's x86 feature name; other targets may use the word for something else.
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return False
+    try:
+        return bool(llvm.get_host_cpu_features().get("sha", False))
+    except RuntimeError:  # llvmlite could not read the host's features: assume none
+        return False
+
+
+HAS_SHA_NI: bool = _host_has_sha_ni()
 """Whether the host CPU has the x86 SHA extensions (llvmlite's feature ``sha``)."""
 
 # ---------------------------------------------------------------------------------------------
