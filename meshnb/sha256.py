@@ -431,7 +431,8 @@ class Sha256State:
         if len(self.h) != 8 or not all(isinstance(x, int) and 0 <= x <= 0xFFFFFFFF for x in self.h):
             raise ValueError("a SHA-256 state has 8 u32 words")
         if not isinstance(self.length, int) or self.length < 0 or len(self.tail) != self.length % 64:
-            raise ValueError(f"a SHA-256 state of {self.length} bytes has {self.length % 64} tail bytes, not {len(self.tail)}")
+            raise ValueError(f"a SHA-256 state of {self.length} bytes has {self.length % 64} tail bytes, "
+                             f"not {len(self.tail)}")
 
 
 class Sha256:
