@@ -2,22 +2,46 @@
 
 hashlib's state cannot be saved, so the trace digest of a run that checkpoints is hashed with
 :class:`Sha256`: its state (chaining value, bytes hashed, unfinished block) goes into the
-checkpoint, and a resumed run continues the very hash.  The compression kernel releases the GIL,
+checkpoint, and a resumed run continues the very hash.  The compression kernels release the GIL,
 so a trace can be hashed on another thread while the step loop runs.
+
+Two kernels give the same bits:
+
+- ``"sha-ni"``: the x86 SHA extensions (``sha256rnds2``, ``sha256msg1``, ``sha256msg2``) through
+  numba intrinsics, used where llvmlite reports the host CPU feature ``sha``;
+- ``"scalar"``: portable code on 32-bit words held in uint64 (numba widens uint32 arithmetic),
+  unrolled 16 rounds at a time, the message schedule in 16 locals (no allocation), rotations
+  through LLVM's target-independent funnel shift (one instruction each where the CPU has one).
+
+:data:`IMPLEMENTATION` names the kernel in use; ``MESHNB_SHA256=scalar`` in the environment (read
+at import) forces the scalar one.  :func:`compress` (njit-callable from other njit code) is that
+kernel: ``compress(h, data)`` folds the whole 64-byte blocks of ``data`` (C-contiguous uint8) into
+the chaining value ``h`` (C-contiguous uint32[8], the words H0..H7; uint32 because SHA-NI loads
+them as two 128-bit vectors).  The SHA-NI kernel is compiled only when first called, and is never
+selected on a CPU without the feature.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import struct
 from dataclasses import dataclass
+from typing import Any
 
+import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, models, register_model
 
 from .floatz import jit
 
 # ---------------------------------------------------------------------------------------------
 
-_K = np.array([
+_K_WORDS = (
     0x428A2F98, 0x71374491, 0xB5C0FBCF, 0xE9B5DBA5, 0x3956C25B, 0x59F111F1, 0x923F82A4, 0xAB1C5ED5,
     0xD807AA98, 0x12835B01, 0x243185BE, 0x550C7DC3, 0x72BE5D74, 0x80DEB1FE, 0x9BDC06A7, 0xC19BF174,
     0xE49B69C1, 0xEFBE4786, 0x0FC19DC6, 0x240CA1CC, 0x2DE92C6F, 0x4A7484AA, 0x5CB0A9DC, 0x76F988DA,
@@ -26,44 +50,373 @@ _K = np.array([
     0xA2BFE8A1, 0xA81A664B, 0xC24B8B70, 0xC76C51A3, 0xD192E819, 0xD6990624, 0xF40E3585, 0x106AA070,
     0x19A4C116, 0x1E376C08, 0x2748774C, 0x34B0BCB5, 0x391C0CB3, 0x4ED8AA4A, 0x5B9CCA4F, 0x682E6FF3,
     0x748F82EE, 0x78A5636F, 0x84C87814, 0x8CC70208, 0x90BEFFFA, 0xA4506CEB, 0xBEF9A3F7, 0xC67178F2,
-], dtype=np.uint64)
+)
+_K = np.array(_K_WORDS, dtype=np.uint64)  # scalar kernel: words in uint64 (no widening per use)
+_K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI kernel: loaded four at a time
 _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
-_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _host_has_sha_ni() -> bool:
+    # "sha" is LLVM's x86 feature name; other targets may use the word for something else.
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return False
+    try:
+        return bool(llvm.get_host_cpu_features().get("sha", False))
+    except RuntimeError:  # llvmlite could not read the host's features: assume none
+        return False
+
+
+HAS_SHA_NI: bool = _host_has_sha_ni()
+"""Whether the host CPU has the x86 SHA extensions (llvmlite's feature ``sha``)."""
+
+# ---------------------------------------------------------------------------------------------
+# Scalar kernel
+# ---------------------------------------------------------------------------------------------
+
+_I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+_M32 = np.uint64(0xFFFFFFFF)  # a uint64: numba types uint64 & int64 (or +) as int64 or float64
+
+
+@intrinsic
+def _rotr(typingctx, x, r):
+    """The 32-bit rotation right by ``r`` (a literal) of a word held in a uint64 (zero-extended):
+    LLVM's funnel shift, so each rotation is one instruction and no masks are needed."""
+    if not (x == types.uint64 and isinstance(r, types.IntegerLiteral)):
+        return None
+    n = r.literal_value
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [_I32] * 3), "llvm.fshr.i32")
+        w = builder.trunc(args[0], _I32)
+        return builder.zext(builder.call(fn, [w, w, ir.Constant(_I32, n)]), _I64)
+
+    return types.uint64(x, r), codegen
+
+
+def _is_c_array(arr: Any, dtype: Any) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype == dtype and arr.layout == "C" and arr.ndim == 1
+
+
+@intrinsic
+def _be32(typingctx, data, j):
+    """The big-endian word at ``data[j : j + 4]`` of a uint8 array, zero-extended (unchecked: no
+    wraparound of negative indices).  Four byte loads, shifts and ors, which LLVM fuses into one
+    load (and a byte swap on a little-endian CPU)."""
+    if not (_is_c_array(data, types.uint8) and isinstance(j, types.Integer)):
+        return None  # the address is data + j: contiguous bytes only
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        base = builder.gep(ary.data, [args[1]])
+        word = ir.Constant(_I64, 0)
+        for i in range(4):
+            byte = builder.zext(builder.load(builder.gep(base, [ir.Constant(_I64, i)])), _I64)
+            word = builder.or_(word, builder.shl(byte, ir.Constant(_I64, 24 - 8 * i)))
+        return word
+
+    return types.uint64(data, j), codegen
 
 
 @jit()
-def _rotr(x: np.uint64, r: int) -> np.uint64:
-    return ((x >> np.uint64(r)) | (x << np.uint64(32 - r))) & _M32
+def _sched(w16: np.uint64, w15: np.uint64, w7: np.uint64, w2: np.uint64) -> np.uint64:
+    """W[t] from W[t-16], W[t-15], W[t-7], W[t-2]."""
+    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ (w15 >> 3)
+    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ (w2 >> 10)
+    return (w16 + s0 + w7 + s1) & _M32
+
+
+@jit()
+def _rnd(a: np.uint64, b: np.uint64, c: np.uint64, d: np.uint64, e: np.uint64, f: np.uint64, g: np.uint64,
+         h: np.uint64, wk: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """One round; returns the new ``d`` and ``h`` (the caller renames the other six).
+    ``wk`` is W[t] + K[t], unmasked: the sums stay far below 2^64, so one mask per result."""
+    t1 = h + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
+    t2 = (_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b) | (c & (a | b)))
+    return (d + t1) & _M32, (t1 + t2) & _M32
 
 
 @jit(nogil=True)
-def _compress(h: np.ndarray, data: np.ndarray, k: np.ndarray) -> None:
-    """Fold the whole 64-byte blocks of ``data`` (uint8) into the chaining value ``h`` (uint64[8],
-    32-bit values: numba's uint32 arithmetic widens, so the words are kept masked in uint64)."""
-    w = np.empty(64, dtype=np.uint64)
-    for b in range(data.shape[0] // 64):
-        for i in range(16):
-            j = 64 * b + 4 * i
-            w[i] = (np.uint64(data[j]) << np.uint64(24)) | (np.uint64(data[j + 1]) << np.uint64(16)) \
-                | (np.uint64(data[j + 2]) << np.uint64(8)) | np.uint64(data[j + 3])
-        for i in range(16, 64):
-            s0 = _rotr(w[i - 15], 7) ^ _rotr(w[i - 15], 18) ^ (w[i - 15] >> np.uint64(3))
-            s1 = _rotr(w[i - 2], 17) ^ _rotr(w[i - 2], 19) ^ (w[i - 2] >> np.uint64(10))
-            w[i] = (w[i - 16] + s0 + w[i - 7] + s1) & _M32
-        a, b_, c, d, e, f, g, hh = h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
-        for i in range(64):
-            t1 = (hh + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + ((e & f) ^ (~e & _M32 & g)) + k[i] + w[i]) & _M32
-            t2 = ((_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b_) ^ (a & c) ^ (b_ & c))) & _M32
-            hh, g, f, e = g, f, e, (d + t1) & _M32
-            d, c, b_, a = c, b_, a, (t1 + t2) & _M32
-        h[0] = (h[0] + a) & _M32
-        h[1] = (h[1] + b_) & _M32
-        h[2] = (h[2] + c) & _M32
-        h[3] = (h[3] + d) & _M32
-        h[4] = (h[4] + e) & _M32
-        h[5] = (h[5] + f) & _M32
-        h[6] = (h[6] + g) & _M32
-        h[7] = (h[7] + hh) & _M32
+def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code."""
+    k = _K
+    h0, h1, h2, h3 = np.uint64(h[0]), np.uint64(h[1]), np.uint64(h[2]), np.uint64(h[3])
+    h4, h5, h6, h7 = np.uint64(h[4]), np.uint64(h[5]), np.uint64(h[6]), np.uint64(h[7])
+    for o in range(0, data.shape[0] - 63, 64):
+        w0, w1, w2, w3 = _be32(data, o), _be32(data, o + 4), _be32(data, o + 8), _be32(data, o + 12)
+        w4, w5, w6, w7 = _be32(data, o + 16), _be32(data, o + 20), _be32(data, o + 24), _be32(data, o + 28)
+        w8, w9, w10, w11 = _be32(data, o + 32), _be32(data, o + 36), _be32(data, o + 40), _be32(data, o + 44)
+        w12, w13, w14, w15 = _be32(data, o + 48), _be32(data, o + 52), _be32(data, o + 56), _be32(data, o + 60)
+        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
+        for r in range(0, 64, 16):
+            if r:  # the schedule in place: slot j holds W[t] with t = j mod 16
+                w0 = _sched(w0, w1, w9, w14)
+                w1 = _sched(w1, w2, w10, w15)
+                w2 = _sched(w2, w3, w11, w0)
+                w3 = _sched(w3, w4, w12, w1)
+                w4 = _sched(w4, w5, w13, w2)
+                w5 = _sched(w5, w6, w14, w3)
+                w6 = _sched(w6, w7, w15, w4)
+                w7 = _sched(w7, w8, w0, w5)
+                w8 = _sched(w8, w9, w1, w6)
+                w9 = _sched(w9, w10, w2, w7)
+                w10 = _sched(w10, w11, w3, w8)
+                w11 = _sched(w11, w12, w4, w9)
+                w12 = _sched(w12, w13, w5, w10)
+                w13 = _sched(w13, w14, w6, w11)
+                w14 = _sched(w14, w15, w7, w12)
+                w15 = _sched(w15, w0, w8, w13)
+            # The eight working variables rotate one name per round instead of being moved.
+            d, hh = _rnd(a, b, c, d, e, f, g, hh, w0 + k[r])
+            c, g = _rnd(hh, a, b, c, d, e, f, g, w1 + k[r + 1])
+            b, f = _rnd(g, hh, a, b, c, d, e, f, w2 + k[r + 2])
+            a, e = _rnd(f, g, hh, a, b, c, d, e, w3 + k[r + 3])
+            hh, d = _rnd(e, f, g, hh, a, b, c, d, w4 + k[r + 4])
+            g, c = _rnd(d, e, f, g, hh, a, b, c, w5 + k[r + 5])
+            f, b = _rnd(c, d, e, f, g, hh, a, b, w6 + k[r + 6])
+            e, a = _rnd(b, c, d, e, f, g, hh, a, w7 + k[r + 7])
+            d, hh = _rnd(a, b, c, d, e, f, g, hh, w8 + k[r + 8])
+            c, g = _rnd(hh, a, b, c, d, e, f, g, w9 + k[r + 9])
+            b, f = _rnd(g, hh, a, b, c, d, e, f, w10 + k[r + 10])
+            a, e = _rnd(f, g, hh, a, b, c, d, e, w11 + k[r + 11])
+            hh, d = _rnd(e, f, g, hh, a, b, c, d, w12 + k[r + 12])
+            g, c = _rnd(d, e, f, g, hh, a, b, c, w13 + k[r + 13])
+            f, b = _rnd(c, d, e, f, g, hh, a, b, w14 + k[r + 14])
+            e, a = _rnd(b, c, d, e, f, g, hh, a, w15 + k[r + 15])
+        h0, h1, h2, h3 = (h0 + a) & _M32, (h1 + b) & _M32, (h2 + c) & _M32, (h3 + d) & _M32
+        h4, h5, h6, h7 = (h4 + e) & _M32, (h5 + f) & _M32, (h6 + g) & _M32, (h7 + hh) & _M32
+    h[0], h[1], h[2], h[3] = np.uint32(h0), np.uint32(h1), np.uint32(h2), np.uint32(h3)
+    h[4], h[5], h[6], h[7] = np.uint32(h4), np.uint32(h5), np.uint32(h6), np.uint32(h7)
+
+
+# ---------------------------------------------------------------------------------------------
+# SHA-NI kernel: one LLVM <4 x i32> per four words, the x86 SHA intrinsics on them
+# ---------------------------------------------------------------------------------------------
+
+_V4 = ir.VectorType(_I32, 4)
+
+
+class U32x4(types.Type):
+    """The numba type of an LLVM ``<4 x i32>`` (an xmm register of four SHA-256 words)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="u32x4")
+
+
+u32x4 = U32x4()
+
+
+@register_model(U32x4)
+class _U32x4Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _V4)
+
+
+def _mask(lanes: list[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(_I32, len(lanes)), lanes)
+
+
+def _need_sha_ni() -> None:
+    # Typing fails here, before any code is generated, on a CPU that could not run the result.
+    if not HAS_SHA_NI:
+        raise TypingError("the SHA-NI SHA-256 kernel needs the x86 'sha' CPU feature, which this host lacks")
+
+
+def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V4, [_V4] * len(args)), name)
+    return builder.call(fn, args)
+
+
+@intrinsic
+def _load_be(typingctx, data, offset):
+    """Bytes ``data[offset : offset + 16]`` as four big-endian words (unaligned, unchecked)."""
+    _need_sha_ni()
+    if not (_is_c_array(data, types.uint8) and isinstance(offset, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.VectorType(_I8, 16).as_pointer())
+        v = builder.load(ptr, align=1)
+        # pshufb: reverse the bytes of each word (SHA-256 reads words big-endian)
+        v = builder.shuffle_vector(v, v, _mask([3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12]))
+        return builder.bitcast(v, _V4)
+
+    return u32x4(data, offset), codegen
+
+
+@intrinsic
+def _load4(typingctx, arr, index):
+    """``arr[index : index + 4]`` of a uint32 array, as one vector (unchecked)."""
+    _need_sha_ni()
+    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.load(builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
+
+    return u32x4(arr, index), codegen
+
+
+@intrinsic
+def _store4(typingctx, arr, index, v):
+    """Write ``v`` to ``arr[index : index + 4]`` of a uint32 array (unchecked)."""
+    _need_sha_ni()
+    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32x4):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        builder.store(args[2], builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.none(arr, index, v), codegen
+
+
+def _make_shuffle(name: str, lanes: list[int]):
+    """An intrinsic picking ``lanes`` of the eight words of two vectors (first one: lanes 0-3)."""
+
+    @intrinsic
+    def shuffle(typingctx, a, b):
+        _need_sha_ni()
+        if not (a == u32x4 and b == u32x4):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.shuffle_vector(args[0], args[1], _mask(lanes))
+
+        return u32x4(a, b), codegen
+
+    shuffle.__name__ = name
+    return shuffle
+
+
+# The SHA-NI state is two vectors, ABEF and CDGH, highest lane first: lanes [F, E, B, A] and
+# [H, G, D, C] of the words loaded as [A, B, C, D] and [E, F, G, H].
+_abef = _make_shuffle("_abef", [5, 4, 1, 0])
+_cdgh = _make_shuffle("_cdgh", [7, 6, 3, 2])
+_abcd = _make_shuffle("_abcd", [3, 2, 7, 6])  # back from (ABEF, CDGH)
+_efgh = _make_shuffle("_efgh", [1, 0, 5, 4])
+# palignr(hi, lo, 4) as _alignr4(lo, hi): words 1-3 of lo, then word 0 of hi (W[t-7] for four t).
+_alignr4 = _make_shuffle("_alignr4", [1, 2, 3, 4])
+# pshufd 0x0E: the upper two words down, for the second sha256rnds2 of a group of four rounds.
+_upper = _make_shuffle("_upper", [2, 3, 2, 3])
+
+
+@intrinsic
+def _add(typingctx, a, b):
+    """Lane-wise 32-bit sum (paddd, wrapping)."""
+    _need_sha_ni()
+    if not (a == u32x4 and b == u32x4):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.add(args[0], args[1])
+
+    return u32x4(a, b), codegen
+
+
+@intrinsic
+def _rnds2(typingctx, cdgh, abef, wk):
+    """sha256rnds2: two rounds with W+K in the low two words of ``wk``; returns the new ABEF."""
+    _need_sha_ni()
+    if not (cdgh == u32x4 and abef == u32x4 and wk == u32x4):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _x86_call(builder, "llvm.x86.sha256rnds2", list(args))
+
+    return u32x4(cdgh, abef, wk), codegen
+
+
+def _make_msg(name: str, llvm_name: str):
+    @intrinsic
+    def msg(typingctx, a, b):
+        _need_sha_ni()
+        if not (a == u32x4 and b == u32x4):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return _x86_call(builder, llvm_name, list(args))
+
+        return u32x4(a, b), codegen
+
+    msg.__name__ = name
+    return msg
+
+
+# sha256msg1(a, b): a + sigma0 of the next words; sha256msg2(a, b): a + sigma1 of b's, in order.
+_msg1 = _make_msg("_msg1", "llvm.x86.sha256msg1")
+_msg2 = _make_msg("_msg2", "llvm.x86.sha256msg2")
+
+
+@jit()
+def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
+    """Rounds t..t+3 on (ABEF, CDGH), ``w`` holding W[t..t+3]."""
+    wk = _add(w, _load4(_K32, t))
+    cdgh = _rnds2(cdgh, abef, wk)  # now the new ABEF; the old ABEF is the CDGH of the next two
+    abef = _rnds2(abef, cdgh, _upper(wk, wk))
+    return abef, cdgh
+
+
+@jit(nogil=True)
+def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
+    lo = _load4(h, 0)
+    hi = _load4(h, 4)
+    abef = _abef(lo, hi)
+    cdgh = _cdgh(lo, hi)
+    for o in range(0, data.shape[0] - 63, 64):
+        abef0, cdgh0 = abef, cdgh
+        w0 = _load_be(data, o)
+        abef, cdgh = _rounds4(abef, cdgh, w0, 0)
+        w1 = _load_be(data, o + 16)
+        abef, cdgh = _rounds4(abef, cdgh, w1, 4)
+        w2 = _load_be(data, o + 32)
+        abef, cdgh = _rounds4(abef, cdgh, w2, 8)
+        w3 = _load_be(data, o + 48)
+        abef, cdgh = _rounds4(abef, cdgh, w3, 12)
+        for t in range(16, 64, 4):
+            # W[t..t+3] = sigma1(W[t-2..]) + W[t-7..] + sigma0(W[t-15..]) + W[t-16..]:
+            # msg1 adds sigma0, msg2 adds sigma1 (its last two words from its own first two).
+            w4 = _msg2(_add(_msg1(w0, w1), _alignr4(w2, w3)), w3)
+            abef, cdgh = _rounds4(abef, cdgh, w4, t)
+            w0, w1, w2, w3 = w1, w2, w3, w4
+        abef = _add(abef, abef0)
+        cdgh = _add(cdgh, cdgh0)
+    _store4(h, 0, _abcd(abef, cdgh))
+    _store4(h, 4, _efgh(abef, cdgh))
+
+
+# ---------------------------------------------------------------------------------------------
+
+KERNELS: dict[str, Any] = {"scalar": compress_scalar}
+if HAS_SHA_NI:
+    KERNELS["sha-ni"] = compress_sha_ni
+
+_FORCED = os.environ.get("MESHNB_SHA256", "").strip().lower()
+if _FORCED not in ("", "scalar", "sha-ni"):
+    raise ValueError(f"MESHNB_SHA256={_FORCED!r}: expected 'scalar' or 'sha-ni'")
+IMPLEMENTATION: str = "scalar" if _FORCED == "scalar" or not HAS_SHA_NI else "sha-ni"
+"""The kernel in use: ``"sha-ni"`` where the CPU has the SHA extensions, else ``"scalar"``."""
+compress = KERNELS[IMPLEMENTATION]
+
+
+def _as_bytes(data: Any) -> np.ndarray:
+    """A read-only uint8 view of ``data``'s bytes, without a copy (one signature for the kernels)."""
+    if isinstance(data, np.ndarray):
+        if not data.flags.c_contiguous:
+            raise ValueError(f"Sha256.update needs C-contiguous data, not an array of strides {data.strides}")
+        out = data.reshape(-1).view(np.uint8)
+    else:
+        mv = memoryview(data)
+        if not mv.c_contiguous:
+            raise ValueError("Sha256.update needs C-contiguous data, not a strided memoryview")
+        out = np.frombuffer(mv, dtype=np.uint8) if mv.nbytes else np.empty(0, dtype=np.uint8)
+    if out.flags.writeable:
+        out = out.view()
+        out.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True)
@@ -78,26 +431,38 @@ class Sha256State:
         if len(self.h) != 8 or not all(isinstance(x, int) and 0 <= x <= 0xFFFFFFFF for x in self.h):
             raise ValueError("a SHA-256 state has 8 u32 words")
         if not isinstance(self.length, int) or self.length < 0 or len(self.tail) != self.length % 64:
-            raise ValueError(f"a SHA-256 state of {self.length} bytes has {self.length % 64} tail bytes, not {len(self.tail)}")
+            raise ValueError(f"a SHA-256 state of {self.length} bytes has {self.length % 64} tail bytes, "
+                             f"not {len(self.tail)}")
 
 
 class Sha256:
     """SHA-256 with ``update`` and ``hexdigest`` like hashlib's, and a state to save and resume."""
 
+    _kernel = staticmethod(compress)  # a subclass may pick another of KERNELS (the tests do)
+
     def __init__(self, state: Sha256State | None = None) -> None:
         state = state or Sha256State(_H0, 0, b"")
-        self._h = np.array(state.h, dtype=np.uint64)
+        self._h = np.array(state.h, dtype=np.uint32)
         self._length = state.length
         self._tail = state.tail
 
-    def update(self, data: bytes | bytearray | memoryview) -> None:
-        data = bytes(data)
-        self._length += len(data)
-        buf = self._tail + data
-        whole = len(buf) - len(buf) % 64
+    def update(self, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+        """Hash ``data``'s bytes (any C-contiguous buffer; a numpy array in memory order)."""
+        buf = _as_bytes(data)
+        n = buf.shape[0]
+        self._length += n
+        if self._tail:
+            need = 64 - len(self._tail)
+            if n < need:
+                self._tail += buf.tobytes()
+                return
+            self._kernel(self._h, _as_bytes(self._tail + buf[:need].tobytes()))
+            buf = buf[need:]
+            n -= need
+        whole = n - n % 64
         if whole:
-            _compress(self._h, np.frombuffer(buf, dtype=np.uint8, count=whole), _K)
-        self._tail = buf[whole:]
+            self._kernel(self._h, buf[:whole])
+        self._tail = buf[whole:].tobytes()
 
     def state(self) -> Sha256State:
         return Sha256State(tuple(int(x) for x in self._h), self._length, self._tail)
@@ -105,5 +470,5 @@ class Sha256:
     def hexdigest(self) -> str:
         h = self._h.copy()
         pad = b"\x80" + b"\0" * ((55 - self._length) % 64) + struct.pack(">Q", 8 * self._length)
-        _compress(h, np.frombuffer(self._tail + pad, dtype=np.uint8), _K)
+        self._kernel(h, _as_bytes(self._tail + pad))
         return "".join(f"{int(x):08x}" for x in h)

@@ -1,13 +1,20 @@
-"""The resumable SHA-256 against hashlib, across saved and restored states."""
+"""The resumable SHA-256 against hashlib, across saved and restored states, on both kernels."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+import threading
 
+import numba
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshnb import sha256
 from meshnb.sha256 import Sha256, Sha256State
 
 
@@ -28,3 +35,173 @@ def test_sha256_state_is_checked():
         Sha256State((1, 2), 0, b"")
     with pytest.raises(ValueError, match="tail bytes"):
         Sha256State((0,) * 8, 70, b"")
+
+
+# ---------------------------------------------------------------------------------------------
+# Both kernels
+
+def _hasher(kernel: str) -> type[Sha256]:
+    """Sha256 on ``kernel`` (skipped where this CPU has no such kernel)."""
+    if kernel not in sha256.KERNELS:
+        pytest.skip(f"no {kernel} kernel on this CPU (llvmlite host feature 'sha' is off)")
+    return type(f"Sha256_{kernel}", (Sha256,), {"_kernel": staticmethod(sha256.KERNELS[kernel])})
+
+
+KERNELS = pytest.mark.parametrize("kernel", ["sha-ni", "scalar"])
+
+
+def test_implementation_is_the_active_kernel():
+    forced = os.environ.get("MESHNB_SHA256", "").strip().lower() == "scalar"
+    assert sha256.IMPLEMENTATION == ("sha-ni" if sha256.HAS_SHA_NI and not forced else "scalar")
+    assert sha256.compress is sha256.KERNELS[sha256.IMPLEMENTATION]
+    assert Sha256._kernel is sha256.compress
+
+
+def test_env_forces_the_scalar_kernel():
+    code = "import meshnb.sha256 as s; print(s.IMPLEMENTATION, s.compress is s.compress_scalar)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MESHNB_SHA256": "scalar"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["scalar", "True"]
+
+
+@KERNELS
+@pytest.mark.parametrize("n", [0, 1, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 1000])
+def test_edges_match_hashlib(kernel, n):
+    cls = _hasher(kernel)
+    data = bytes((7 * i + n) % 251 for i in range(n))
+    h = cls()
+    h.update(data)
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+    h = cls()
+    for i in range(n):  # one byte at a time: every tail length
+        h.update(data[i:i + 1])
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+@KERNELS
+def test_random_sizes_match_hashlib(kernel):
+    cls = _hasher(kernel)
+    rng = np.random.default_rng(5)
+    for n in (4095, 65_537, 1_000_003, 3 * 2**20 + 17):
+        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        h = cls()
+        h.update(data)
+        assert h.hexdigest() == hashlib.sha256(data).hexdigest(), n
+
+
+@KERNELS
+@settings(max_examples=40, deadline=None)
+@given(data=st.binary(max_size=2000), cuts=st.lists(st.integers(0, 2000), max_size=8))
+def test_splits_with_saved_states(kernel, data, cuts):
+    cls = _hasher(kernel)
+    h = cls()
+    at = 0
+    for cut in sorted(c for c in cuts if c <= len(data)) + [len(data)]:
+        h.update(data[at:cut])
+        h = cls(h.state())
+        at = cut
+    assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+@KERNELS
+def test_numpy_and_buffer_inputs(kernel):
+    cls = _hasher(kernel)
+    rng = np.random.default_rng(6)
+    trace = rng.integers(0, 2**32, (3001, 5), dtype=np.uint32)  # the common input: 20 bytes a step
+    parts = [trace, b"abc", bytearray(b"x" * 70), memoryview(b"y" * 129), trace[:7].view(np.float32),
+             np.zeros(0, np.uint32), memoryview(trace)[5:900]]
+    want = hashlib.sha256()
+    h = cls()
+    for p in parts:
+        want.update(bytes(memoryview(p)))
+        h.update(p)
+    assert h.hexdigest() == want.hexdigest()
+    assert trace.flags.writeable  # the read-only view for the kernel is a view, not the array's flag
+
+
+@KERNELS
+def test_non_contiguous_input_is_refused(kernel):
+    h = _hasher(kernel)()
+    trace = np.zeros((8, 5), np.uint32)
+    with pytest.raises(ValueError, match="C-contiguous") as e:
+        h.update(trace[:, :2])
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="C-contiguous") as e:
+        h.update(memoryview(b"abcdefgh")[::2])
+    assert "\n" not in str(e.value)
+    assert h.state() == Sha256().state()  # nothing was counted
+
+
+def test_state_resumes_on_the_other_kernel():
+    a, b = _hasher("sha-ni"), _hasher("scalar")
+    data = np.random.default_rng(7).integers(0, 256, 10_000, dtype=np.uint8).tobytes()
+    for first, second in ((a, b), (b, a)):
+        h = first()
+        h.update(data[:4321])
+        h2 = second(h.state())
+        h2.update(data[4321:])
+        assert h2.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+@KERNELS
+def test_threads_hash_at_once(kernel):
+    cls = _hasher(kernel)
+    rng = np.random.default_rng(8)
+    datas = [rng.integers(0, 2**32, (50_000 + i, 5), dtype=np.uint32) for i in range(4)]
+    got: list[str | None] = [None] * 4
+    start = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        h = cls()
+        start.wait()
+        for chunk in np.array_split(datas[i], 37):  # many calls, odd tails
+            h.update(chunk)
+        got[i] = h.hexdigest()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [hashlib.sha256(d.tobytes()).hexdigest() for d in datas]
+
+
+def test_compress_is_callable_from_njit():
+    @numba.njit
+    def by_halves(h, data):
+        half = data.shape[0] // 2
+        sha256.compress(h, data[:half])
+        sha256.compress(h, data[half:])
+
+    message = b"z" * 64
+    padded = message + b"\x80" + b"\0" * 55 + (8 * len(message)).to_bytes(8, "big")  # FIPS 180-4 5.1.1
+    h = np.array(sha256._H0, np.uint32)
+    by_halves(h, np.zeros(0, np.uint8))  # no whole block: h unchanged
+    assert h.tolist() == list(sha256._H0)
+    by_halves(h, np.frombuffer(padded, np.uint8))
+    assert h.astype(">u4").tobytes().hex() == hashlib.sha256(message).hexdigest()
+
+
+@KERNELS
+def test_kernels_refuse_strided_data_from_njit(kernel):
+    _hasher(kernel)  # skips a kernel this CPU lacks
+    fn = sha256.KERNELS[kernel]
+
+    @numba.njit
+    def call(h, data):
+        fn(h, data)
+
+    with pytest.raises(numba.core.errors.TypingError):  # the kernels read data + offset: C order only
+        call(np.zeros(8, np.uint32), np.zeros(256, np.uint8)[::2])
+
+
+def test_sha_ni_intrinsics_refuse_a_cpu_without_the_feature(monkeypatch):
+    monkeypatch.setattr(sha256, "HAS_SHA_NI", False)
+
+    @numba.njit
+    def one(h, i):
+        return sha256._load4(h, i)
+
+    # A uint16 index: argument types that no kernel has typed yet (numba memoizes intrinsic typing).
+    with pytest.raises(numba.core.errors.TypingError, match="'sha' CPU feature"):
+        one(np.zeros(8, np.uint32), np.uint16(0))
