@@ -70,13 +70,20 @@ class SystemResult:
 class RunResult:
     """A run: every system's result; the single-system fields read system 0.
 
-    ``seconds`` times the steps alone; ``first_call_seconds`` is what loading (or compiling) the
-    step loop took before them, kept out of ``seconds`` and ``steps_per_second``."""
+    ``steps`` are this call's; ``run_steps`` the whole run's done so far (more than ``steps`` when
+    the call resumed a checkpoint).  ``seconds`` times the steps alone; ``first_call_seconds`` is
+    what loading (or compiling) the step loop took before them, kept out of ``seconds`` and
+    ``steps_per_second``."""
 
     steps: int
     systems: tuple[SystemResult, ...]
     seconds: float
     first_call_seconds: float = 0.0
+    steps_before: int = 0  # steps of the run done before this call (a resumed checkpoint's)
+
+    @property
+    def run_steps(self) -> int:
+        return self.steps_before + self.steps
 
     @property
     def steps_per_second(self) -> float:
@@ -89,7 +96,11 @@ class RunResult:
         raise AttributeError(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "systems": [s.to_json() for s in self.systems]}
+        doc: dict[str, Any] = {"steps": self.steps}
+        if self.steps_before:  # a resumed run: the whole run's steps too
+            doc["run_steps"] = self.run_steps
+        doc["systems"] = [s.to_json() for s in self.systems]
+        return doc
 
 
 class RunInterrupted(Exception):

@@ -89,7 +89,7 @@ def run(opts: RunOptions) -> RunResult:
     save(done)  # the end, or the stop: both are task boundaries
     words_kept = trace.words if opts.keep_trace else None
     systems = tuple(SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n))
-    result = RunResult(done, systems, seconds, first_call)
+    result = RunResult(done, systems, seconds, first_call, start.done_before)
     if done < plan.steps:
         raise RunInterrupted(result)
     return result

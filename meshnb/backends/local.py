@@ -170,7 +170,7 @@ def _run(opts: RunOptions, processes: bool) -> RunResult:
     finally:
         if shared is not None:
             shared.release()
-    result = RunResult(done, results, seconds)
+    result = RunResult(done, results, seconds, steps_before=start.done_before)
     if done < start.plan.steps:
         raise RunInterrupted(result)
     return result

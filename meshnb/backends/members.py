@@ -32,7 +32,7 @@ from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
 from ..trace import Trace
-from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, attach
+from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SegmentLock, SharedSegment, attach
 
 
 class Lock(Protocol):
@@ -301,7 +301,7 @@ def refuse_unguarded_main() -> None:
         raise SystemExit(1)
 
 
-def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock) -> None:
+def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
     """A member process's main: attach to the memory (by name, or the descriptor the coordinator
     sends first), run, report through ``conn``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
@@ -311,7 +311,7 @@ def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock:
         raise SystemExit(1) from None  # the coordinator is gone
     raw, release = attach(name, fd)
     try:
-        code = _serve(k, spec, raw, conn, lock)
+        code = _serve(k, spec, raw, conn, lock if lock is not None else SegmentLock(fd))  # type: ignore[arg-type]
     finally:
         del raw
         release()
@@ -357,7 +357,8 @@ class ProcessMembers:
     def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
         self.spec = spec
         ctx = _mp_context()
-        lock = ctx.Lock()
+        # Named semaphores live in /dev/shm: with a memfd the lock is a record lock on it instead.
+        lock: Lock = SegmentLock(shared.fd) if shared.fd is not None else ctx.Lock()
         self.control = Control(memory, lock, PollingWaiter(), spec.give_up_s)
         self._procs: list[Any] = []
         self._conns: list[Any] = []
@@ -366,7 +367,8 @@ class ProcessMembers:
         self._shared = shared
         for k in range(spec.systems):
             mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_process_member, args=(k, spec, shared.name, theirs, lock),
+            p = ctx.Process(target=_process_member, args=(k, spec, shared.name, theirs,
+                                                          None if shared.fd is not None else lock),
                             name=f"meshnb-system-{k}", daemon=True)
             p.start()
             theirs.close()

@@ -5,8 +5,12 @@ out by one table, in process memory or in one ``multiprocessing.shared_memory`` 
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import math
 import mmap
 import os
+import time
 import secrets
 from collections.abc import Callable
 from multiprocessing.shared_memory import SharedMemory
@@ -130,12 +134,43 @@ class SharedSegment:
             self.fd = None
 
 
+class SegmentLock:
+    """A lock between the coordinator and its member processes with nothing named: a POSIX
+    record lock on the memfd (per process; the kernel releases it when its holder dies)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def acquire(self, block: bool = True, timeout: float = -1) -> bool:
+        deadline = time.monotonic() + (timeout if timeout >= 0 else math.inf)
+        nap = 20e-6
+        while True:
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES) or not block or time.monotonic() >= deadline:
+                    if e.errno in (errno.EAGAIN, errno.EACCES):
+                        return False
+                    raise
+            time.sleep(nap)  # held for a moment at a task boundary: a short nap, growing
+            nap = min(2 * nap, 1e-3)
+
+    def release(self) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+
 def attach(name: str | None, fd: int | None) -> tuple[np.ndarray, Callable[[], None]]:
-    """A member's side of :class:`SharedSegment`: the memory as uint8, and how to let it go."""
+    """A member's side of :class:`SharedSegment`: the memory as uint8, and how to let it go
+    (the descriptor ``fd``, if given, stays open for :class:`SegmentLock` until then)."""
     if fd is not None:
         mapped = mmap.mmap(fd, 0)
-        os.close(fd)  # the mapping holds the memory
-        return np.frombuffer(mapped, dtype=np.uint8), lambda: _close_map(mapped)
+
+        def release() -> None:
+            _close_map(mapped)
+            os.close(fd)
+
+        return np.frombuffer(mapped, dtype=np.uint8), release
     # Attaching registers the name with the resource tracker this process shares with the
     # coordinator; the coordinator's unlink unregisters it (the tracker keeps a set).
     shm = SharedMemory(name=name)

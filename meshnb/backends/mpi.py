@@ -570,7 +570,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     for m, r in enumerate(records):
         _, counters, digest, _, page, words = _unrecord(r)
         systems_out.append(SystemResult(m, page, counters, digest, words if opts.keep_trace else None))
-    result = RunResult(done, tuple(systems_out), seconds)
+    result = RunResult(done, tuple(systems_out), seconds, steps_before=start.done_before)
     if done < plan.steps:
         raise RunInterrupted(result)
     return result
