@@ -183,6 +183,8 @@ class RunOptions:
         put = object.__setattr__  # frozen: normalise once, here
         if self.set_lr is not None:
             put(self, "set_lr", _lr_changes(self.set_lr))
+        if self.resume is not None and self.view_in is not None:  # before the file is read
+            raise OptionError("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
         if self.view_in is not None:
             put(self, "view_in", _page_bytes(self.view_in))
         if not self.is_cluster:
@@ -205,8 +207,6 @@ class RunOptions:
         if self.backend == "fused" and self.stalls:
             raise OptionError("the fused backend has no exchange and no tasks to stall")
         if self.resume is not None:
-            if self.view_in is not None:
-                raise OptionError("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
             if self.keep_trace:
                 raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
         if self.steps is not None:
@@ -277,7 +277,11 @@ def _lr_changes(set_lr: Mapping[int, int] | Sequence[Sequence[int]]) -> tuple[tu
 def _page_bytes(view_in: Any) -> bytes:
     """A start page: bytes-like, or a path to a 4096-byte file."""
     if isinstance(view_in, (str, os.PathLike)):
-        return files.read_page(view_in, "view_in")
+        try:
+            return files.read_page(view_in, "view_in")
+        except ValueError as e:  # named as the caller spells the option
+            detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
+            raise OptionError("{view_in}" + detail, "view_in") from None
     try:
         return bytes(memoryview(view_in))
     except TypeError:

@@ -1,0 +1,198 @@
+"""Faults provoked for real: Ctrl-C and SIGKILL at random moments, a script without its
+``__main__`` guard, a closed stdout, malformed arguments.  Every one ends with one line (or none),
+the documented exit code, nothing left in /dev/shm, and a page or checkpoint that continues to
+the digests of a run never interrupted.
+
+CI runs a few random moments per case; ``MESHNB_FAULTS_LONG=1`` runs many (the randomised soak).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import meshnb
+
+LONG = os.environ.get("MESHNB_FAULTS_LONG", "") not in ("", "0")
+TRIALS = 12 if LONG else 2
+SHM = Path("/dev/shm")
+
+# Runs that last a few seconds on a 2-core machine (backend -> CLI arguments).
+RUNS = {
+    "single": ["--steps", "60000000"],
+    "threads": ["--systems", "2", "--backend", "threads", "--steps", "40000"],
+    "processes": ["--systems", "2", "--backend", "processes", "--steps", "200000"],
+    "fused": ["--systems", "2", "--backend", "fused", "--steps", "20000000"],
+}
+
+
+def _start(*argv: str, new_session: bool = False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=new_session)
+
+
+def _shm() -> set[str]:
+    return {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+
+
+def _moments(seed: str, low: float, high: float) -> list[float]:
+    rng = random.Random(seed)  # reproducible: the test's id is the seed
+    return [round(rng.uniform(low, high), 3) for _ in range(TRIALS)]
+
+
+@functools.cache
+def _clean_digests(argv: tuple[str, ...], steps: int) -> list[tuple[str, str]]:
+    """The digests of the same run never interrupted (fused: the fastest faithful backend)."""
+    systems = int(argv[argv.index("--systems") + 1]) if "--systems" in argv else None
+    if systems is None:
+        r = meshnb.train(steps)
+        return [(r.digest, r.trace_digest)]
+    r = meshnb.train(steps, systems=systems, backend="fused")
+    return [(s.digest, s.trace_digest) for s in r.systems]
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", sorted(RUNS))
+def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
+    argv = RUNS[backend]
+    total = int(argv[argv.index("--steps") + 1])
+    # From 0.25 s: before meshnb's first line runs (the interpreter's own start-up, ~50 ms, longer on a
+    # loaded machine) a Ctrl-C is Python's, whose KeyboardInterrupt names runpy or site.
+    for at in _moments(f"sigint-{backend}", 0.25, 2.0):
+        out_file = tmp_path / f"{at}.out"
+        extra = ["--view-out", str(out_file)] if backend == "single" else ["--checkpoint", str(out_file),
+                                                                           "--checkpoint-every", "0.3"]
+        before = _shm()
+        p = _start(*argv, *extra, "--json")
+        time.sleep(at)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert "Traceback" not in err, (at, err)
+        assert p.returncode in (0, 130), (at, p.returncode, err)  # 0: the run had finished first
+        if p.returncode == 0:
+            assert err == "" and json.loads(out)["steps"] == total
+            continue
+        assert out == "" and err.count("\n") == 1 and err.startswith("meshnb: interrupted"), (at, err)
+        assert _shm() <= before, (at, _shm() - before)
+        if "interrupted after" not in err:
+            continue  # stopped before the run began (during imports): nothing to continue
+        done = int(err.split("interrupted after ")[1].split()[0])
+        resume = ["--view-in", str(out_file), "--steps", str(total - done)] if backend == "single" else \
+            ["--resume", str(out_file)]
+        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", *resume, "--json"], capture_output=True,
+                              text=True, timeout=300)
+        assert rest.returncode == 0, rest.stderr
+        got = [(s["digest"], s["trace_digest"]) for s in json.loads(rest.stdout)["systems"]]
+        want = _clean_digests(tuple(argv), total)
+        if backend == "single":  # a page carries no trace: the run's trace digest covers its own steps
+            assert [g[0] for g in got] == [w[0] for w in want]
+        else:
+            assert got == want, at
+
+
+# --- SIGKILL of the whole process group ----------------------------------------------------
+
+
+def test_group_sigkill_of_a_processes_run_leaves_nothing_and_resumes(tmp_path):
+    argv = RUNS["processes"]
+    total = int(argv[argv.index("--steps") + 1])
+    want = _clean_digests(tuple(argv), total)
+    for at in _moments("sigkill-group", 0.2, 4.0):
+        path = tmp_path / f"{at}.ckpt"
+        before = _shm()
+        p = _start(*argv, "--checkpoint", str(path), "--checkpoint-every", "0.2", "--json", new_session=True)
+        time.sleep(at)
+        os.killpg(p.pid, signal.SIGKILL)  # the coordinator, the forkserver, the members, the tracker
+        p.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while _shm() - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _shm() - before, (at, _shm() - before)
+        if not path.exists():
+            continue  # killed before its first checkpoint
+        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", "--resume", str(path), "--json"],
+                              capture_output=True, text=True, timeout=300)
+        assert rest.returncode == 0, rest.stderr
+        doc = json.loads(rest.stdout)
+        assert doc.get("run_steps", doc["steps"]) == total
+        assert [(s["digest"], s["trace_digest"]) for s in doc["systems"]] == want, at
+
+
+# --- a script without the __main__ guard ---------------------------------------------------
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text("import meshnb\nmeshnb.train(100, systems=2, backend='processes')\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode != 0
+    assert 'if __name__ == "__main__":' in p.stderr
+    assert len(p.stderr.splitlines()) < 40, p.stderr  # not multiprocessing's pages of traceback
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text("import meshnb\nif __name__ == '__main__':\n"
+                       "    print(meshnb.train(100, systems=2, backend='processes').digest)\n")
+    ok = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.strip() == meshnb.train(100, systems=2, backend="fused").digest
+
+
+# --- command-line manners ------------------------------------------------------------------
+
+
+def test_a_closed_stdout_ends_quietly():
+    p = _start("--steps", "100", "--json")
+    p.stdout.close()  # the reader is gone before anything is printed
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert p.returncode == 141 and err == "", (p.returncode, err)
+
+
+def test_bare_meshnb_lists_its_commands():
+    p = subprocess.run([sys.executable, "-m", "meshnb"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "train" in p.stderr and "bench" in p.stderr and p.stdout == ""
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--set-lr", "-1:3f000000"], "argument --set-lr: '-1' is negative"),
+    (["train", "--systems", "2", "--stall", "-1:0:0"], "argument --stall: '-1' is negative"),
+    (["train", "--resume", "x.ckpt", "--view-in", "/dev/null"], "not from --view-in"),
+    (["bench", "--seconds", "-1"], "must be a positive number"),
+    (["bench", "--seconds", "nan"], "must be a positive number"),
+    (["train", "--view-out", "/nonexistent_dir/x"], "--view-out /nonexistent_dir/x"),
+    (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
+])
+def test_malformed_arguments_get_meshnbs_own_line(argv, message):
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "meshnb", *argv], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("meshnb: error:") and message in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 30  # refused up front, not after a run
+
+
+def test_view_out_on_a_directory_is_refused_up_front_and_leaves_nothing(tmp_path):
+    target = tmp_path / "adir"
+    target.mkdir()
+    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--view-out", str(target)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and "--view-out" in p.stderr and p.stderr.count("\n") == 1
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["adir"] and not any(target.iterdir())
+
+
+def test_view_in_takes_a_path_as_well_as_bytes(tmp_path):
+    page = meshnb.train(10).page
+    (tmp_path / "p.bin").write_bytes(page)
+    want = meshnb.train(20, view_in=page).digest
+    assert meshnb.train(20, view_in=str(tmp_path / "p.bin")).digest == want
+    assert meshnb.train(20, view_in=tmp_path / "p.bin").digest == want
+    with pytest.raises(ValueError, match="view_in is a page"):
+        meshnb.train(20, view_in=1234)
