@@ -89,7 +89,7 @@ def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
             continue  # stopped before the run began (during imports): nothing to continue
         done = int(err.split("interrupted after ")[1].split()[0])
         resume = ["--view-in", str(out_file), "--steps", str(total - done)] if backend == "single" else \
-            ["--resume", str(out_file)]
+            ["--resume", str(out_file), "--backend", backend]
         rest = subprocess.run([sys.executable, "-m", "meshnb", "train", *resume, "--json"], capture_output=True,
                               text=True, timeout=300)
         assert rest.returncode == 0, rest.stderr
@@ -121,7 +121,7 @@ def test_group_sigkill_of_a_processes_run_leaves_nothing_and_resumes(tmp_path):
         assert not _shm() - before, (at, _shm() - before)
         if not path.exists():
             continue  # killed before its first checkpoint
-        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", "--resume", str(path), "--json"],
+        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", "--resume", str(path), "--backend", "fused", "--json"],
                               capture_output=True, text=True, timeout=300)
         assert rest.returncode == 0, rest.stderr
         doc = json.loads(rest.stdout)
