@@ -29,9 +29,9 @@ fsync of the directory.
 **A checkpoint is untrusted input, even when its checksum matches** (the SHA-256 guards against
 damage, not against a file made to be read).  :func:`load` reads only a regular file, and no more
 than its prefix declares (16 + H + 64 pages + 32 bytes); the header is parsed only after its size is
-checked (1 MiB), with no float, ``NaN`` or ``Infinity``, no integer of more than 20 digits, no
-duplicate or unknown key, and bounded nesting; then every field is checked for its type (an
-``int`` that is not a ``bool``) and range (u32 and u64 where the page holds them, 1 to 64 systems,
+checked (1 MiB), with no duplicate or unknown key, bounded nesting and no integer of more than
+20 digits converted; then every field is checked for its type (an ``int`` that is not a ``bool``:
+so no float, ``NaN`` or ``Infinity``) and range (u32 and u64 where the page holds them, 1 to 64 systems,
 steps that stay below 2^64 - 1, sorted LR changes within the run, ``done`` within ``steps``, a
 trace of 20 bytes per step done whose tail is ``length % 64`` bytes), and the file's size must be
 exactly what the header declares.  Every refusal is one :class:`CheckpointError` line
@@ -132,12 +132,16 @@ class RunSettings:
 
 def _what(x: Any) -> str:
     """A value as an error line shows it: short, whatever it is."""
+    if isinstance(x, _Huge):
+        return f"an integer of {len(x.lstrip('-'))} digits"
     name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
             dict: "an object", type(None): "null"}.get(type(x), type(x).__name__)
     return f"{name} {json.dumps(x)[:40]}" if isinstance(x, (bool, int, float, str)) else name
 
 
 def _int(x: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(x, _Huge):
+        raise CheckpointError(f"{field}: {_what(x)} is outside {lo}..{hi}")
     if isinstance(x, bool) or not isinstance(x, int):
         raise CheckpointError(f"{field}: must be an integer, not {_what(x)}")
     if not lo <= x <= hi:
@@ -198,18 +202,12 @@ def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...]
     return run, done, tuple(counters), tuple(traces)
 
 
-def _no_constant(name: str) -> Any:
-    raise CheckpointError(f"header: {name} is not a value a checkpoint holds")
+class _Huge(str):
+    """An integer of more than 20 digits, kept as text: 2^64 has 20, and int() of a long one is slow."""
 
 
-def _no_float(text: str) -> Any:
-    raise CheckpointError(f"header: {text[:40]} is not an integer (a checkpoint holds no fractions)")
-
-
-def _short_int(text: str) -> int:
-    if len(text.lstrip("-")) > 20:  # 2^64 has 20 digits: more is an attack on int(), not a counter
-        raise CheckpointError(f"header: an integer of {len(text)} digits")
-    return int(text)
+def _short_int(text: str) -> int | _Huge:
+    return int(text) if len(text.lstrip("-")) <= 20 else _Huge(text)
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -222,10 +220,11 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _json(raw: bytes) -> Any:
-    """The header's JSON, strictly: UTF-8, integers, no duplicate keys, bounded nesting."""
+    """The header's JSON, strictly: UTF-8, no duplicate keys, bounded nesting.  A number with a
+    fraction, ``NaN`` or ``Infinity`` parses as a float and a long integer as :class:`_Huge`, so that
+    the field's own check refuses it by name (every field is checked; none takes a float)."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_no_float,
-                          parse_int=_short_int, object_pairs_hook=_unique)
+        return json.loads(raw.decode("utf-8"), parse_int=_short_int, object_pairs_hook=_unique)
     except RecursionError:
         raise CheckpointError("header: nested too deeply") from None
     except UnicodeDecodeError as e:
