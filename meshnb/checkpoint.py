@@ -30,7 +30,7 @@ fsync of the directory.
 damage, not against a file made to be read).  :func:`load` reads only a regular file, and no more
 than its prefix declares (16 + H + 64 pages + 32 bytes); the header is parsed only after its size is
 checked (1 MiB), with no duplicate or unknown key, bounded nesting and no integer of more than
-20 digits converted; then every field is checked for its type (an ``int`` that is not a ``bool``:
+40 digits converted; then every field is checked for its type (an ``int`` that is not a ``bool``:
 so no float, ``NaN`` or ``Infinity``) and range (u32 and u64 where the page holds them, 1 to 64 systems,
 steps that stay below 2^64 - 1, sorted LR changes within the run, ``done`` within ``steps``, a
 trace of 20 bytes per step done whose tail is ``length % 64`` bytes), and the file's size must be
@@ -203,11 +203,12 @@ def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...]
 
 
 class _Huge(str):
-    """An integer of more than 20 digits, kept as text: 2^64 has 20, and int() of a long one is slow."""
+    """An integer of more than 40 digits, kept as text: no field holds one (2^64 has 20 digits), and
+    int() of thousands of digits is slow (quadratic), so a header full of them could be an attack."""
 
 
 def _short_int(text: str) -> int | _Huge:
-    return int(text) if len(text.lstrip("-")) <= 20 else _Huge(text)
+    return int(text) if len(text.lstrip("-")) <= 40 else _Huge(text)
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -130,6 +130,14 @@ def read_page(path: Pathish, what: str) -> bytes:
     return data
 
 
+def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> bytes:
+    """A page given as bytes (any buffer) or as the path of a file (:func:`read_page`): what
+    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check."""
+    if isinstance(source, (str, os.PathLike)):
+        return read_page(source, what)
+    return bytes(source)
+
+
 # ---------------------------------------------------------------------------------------------
 # Outputs
 # ---------------------------------------------------------------------------------------------
