@@ -306,8 +306,11 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
             break
         os.close(fd)  # the holder released (and unlinked) it between our open and our lock: again
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # a full disk: the lock holds without its pid (a second run then names no pid)
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -306,6 +306,27 @@ def test_hold_writes_the_pid_and_removes_the_lock_file(tmp_path):
         pass
 
 
+def test_a_full_disk_does_not_stop_a_run_from_holding_its_path(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = tmp_path / "run.ckpt"
+    with monkeypatch.context() as m:
+        m.setattr(files.os, "write", full)
+        owner = files.hold(path, "checkpoint")
+        owner.__enter__()
+    try:
+        assert files.lock_path(path).read_text() == ""
+        monkeypatch.setattr(files, "_alive", lambda pid: True)
+        monkeypatch.setattr(files.time, "sleep", lambda s: None)
+        with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):
+            pass
+        assert e.value.pid is None and "(a process whose pid is unknown; lock" in _one_line(e.value)
+    finally:
+        owner.__exit__(None, None, None)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_second_process_is_refused_with_the_holders_pid(tmp_path):
     path = tmp_path / "run.ckpt"
     p = _holder(path)
@@ -362,3 +383,89 @@ def test_holders_that_come_and_go_never_overlap(tmp_path):
     assert all(p.returncode == 0 for p in ps), [err for _, err in outs]
     assert sum(int(out) for out, _ in outs) > 30  # they did take turns
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line's use of these (the acceptance tests of the issue's items 3 to 5)
+# ---------------------------------------------------------------------------------------------
+# The CLI and the run call files.py from cli.py, host.py and cluster.py, restructured in another
+# branch.  Until that lands the tests below fail and are marked strict xfail: once the wiring makes
+# one pass, the marker must go (a strict xfail that passes fails the suite).
+
+UNWIRED = pytest.mark.xfail(strict=True, reason="files.py is wired into cli/host/cluster by the restructuring")
+
+
+def _cli(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:
+    try:
+        out, err = p.communicate(timeout=10)  # the interpreter's start, not a run
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("still running after 10 s") from None
+    assert p.returncode == 2 and out == "", err
+    assert err.count("\n") == 1 and all(n in err for n in named), err
+    return err
+
+
+@pytest.mark.parametrize("kind", [pytest.param("fifo", marks=UNWIRED), "dev-zero", "directory",
+                                  pytest.param("symlink-to-fifo", marks=UNWIRED)])
+def test_the_cli_refuses_a_special_view_in(tmp_path, kind):
+    path, _ = _special(tmp_path, kind)
+    _exit_2_at_once(_cli("--view-in", str(path)), f"--view-in {path}")
+
+
+@UNWIRED
+@pytest.mark.parametrize("option", ["--view-out", "--checkpoint"])
+@pytest.mark.parametrize("where", ["/nonexistent_dir/x", "adir"])
+def test_the_cli_checks_an_output_before_the_run(tmp_path, option, where):
+    (tmp_path / "adir").mkdir()
+    path = where if where.startswith("/") else str(tmp_path / where)
+    cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
+    _exit_2_at_once(_cli("--steps", "1000", *cluster, option, path), f"{option} {path}")  # no digests: no run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]  # no stray adir.tmpPID
+
+
+@UNWIRED
+def test_a_second_run_on_a_checkpoint_path_is_refused_naming_the_first(tmp_path):
+    path = tmp_path / "run.ckpt"
+    first = _cli("--systems", "2", "--steps", "50000000", "--checkpoint", str(path), "--checkpoint-every", "0.2")
+    try:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = _cli("--systems", "2", "--backend", "fused", "--steps", "64", "--checkpoint", str(path))
+        _exit_2_at_once(second, f"checkpoint {path}", f"pid {first.pid}")
+    finally:
+        first.kill()
+        first.communicate()
+
+
+_FULL_RUN = textwrap.dedent("""
+    import subprocess, sys
+    d, option = sys.argv[1], sys.argv[2]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", d], check=True)  # less than one checkpoint
+    cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
+    with open(d + "/out.bin", "wb") as f:
+        f.write(b"previous")
+    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--steps", "64", "--json", *cluster, option,
+                        d + "/out.bin"], capture_output=True, text=True)
+    import json, os
+    print(json.dumps({"rc": p.returncode, "out": p.stdout, "err": p.stderr, "names": sorted(os.listdir(d)),
+                      "previous": open(d + "/out.bin", "rb").read() == b"previous"}))
+""")
+
+
+@UNWIRED
+@pytest.mark.parametrize("option", ["--view-out", "--checkpoint"])
+def test_a_full_disk_prints_the_result_then_one_line(tmp_path, option):
+    r = run_on_a_full_tmpfs(tmp_path, _FULL_RUN, option)
+    path = tmp_path / "mnt" / "out.bin"
+    what = "checkpoint" if option == "--checkpoint" else "--view-out"
+    assert r["rc"] == 1 and json.loads(r["out"])["steps"] == 64, r  # the digests come first
+    assert r["err"] == f"meshnb: error: {what} {path}: No space left on device\n", r
+    assert r["names"] == ["out.bin"] and r["previous"], r
