@@ -321,26 +321,32 @@ def _check_prefix(prefix: bytes) -> int:
 
 def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
     """Write ``ckpt`` to ``path`` atomically: a crash leaves the old file or the new one
-    (:func:`meshnb.files.write_atomic`; a failure is a one-line :class:`meshnb.files.WriteError`)."""
-    files.write_atomic(path, ckpt.to_bytes(), "checkpoint")
+    (:func:`meshnb.files.write_atomic`; a failed write is a one-line :class:`meshnb.files.WriteError`,
+    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`)."""
+    try:
+        data = ckpt.to_bytes()
+    except CheckpointError as e:
+        raise CheckpointError(f"checkpoint {path}: {e}") from None
+    files.write_atomic(path, data, "checkpoint")
 
 
 def load(path: str | os.PathLike[str]) -> Checkpoint:
     """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used.
 
-    Only a regular file is read, and no more of it than its prefix declares."""
+    Only a regular file is read, and no more of it than its prefix declares: at most the header's
+    declared length, 64 pages and the checksum past the 16-byte prefix."""
     where = f"checkpoint {path}"
     try:
         with files.open_input(path, "checkpoint") as f:
-            prefix = files.read_at_most(f, _PREFIX.size - 1, "checkpoint", path)
-            if len(prefix) == _PREFIX.size and prefix[:8] == MAGIC:
+            data = files.read_at_most(f, _PREFIX.size - 1, "checkpoint", path)
+            if len(data) == _PREFIX.size and data[:8] == MAGIC:  # else from_bytes names what is wrong
                 try:
-                    limit = _check_prefix(prefix) + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
+                    limit = _check_prefix(data) + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
                 except CheckpointError as e:
                     raise CheckpointError(f"{where}: {e}") from None
-                prefix += files.read_at_most(f, limit, "checkpoint", path)
-                if len(prefix) > _PREFIX.size + limit:
+                data += files.read_at_most(f, limit, "checkpoint", path)
+                if len(data) > _PREFIX.size + limit:
                     raise CheckpointError(f"{where}: corrupt (larger than its header declares)")
     except files.InputError as e:
         raise CheckpointError(str(e)) from None
-    return Checkpoint.from_bytes(prefix, where)
+    return Checkpoint.from_bytes(data, where)

@@ -87,6 +87,8 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
             with contextlib.suppress(OSError):
                 reason = f"{_kind(os.stat(path).st_mode)}, not a regular file"
         raise InputError(f"{what} {path}: {reason}") from None
+    except ValueError:  # a NUL in the path
+        raise InputError(f"{what} {path!r}: not a file name") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

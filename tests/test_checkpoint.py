@@ -424,7 +424,7 @@ def test_save_refuses_to_write_what_load_would_refuse(tmp_path, good):
     path.write_bytes(_file(json.dumps(header), pages))
     c = ck.load(path)
     bad = ck.Checkpoint(c.run, c.done, c.pages, ({"inits": -1, "steps": 0, "timeouts": 0},) * 2, c.traces)
-    with pytest.raises(ck.CheckpointError, match=r"^members\[0\]\.counters\.inits: -1 is outside"):
+    with pytest.raises(ck.CheckpointError, match=rf"^checkpoint {path}: members\[0\]\.counters\.inits: -1 is outside"):
         ck.save(path, bad)
     assert ck.load(path) == c and sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt"]
 

@@ -88,6 +88,8 @@ def test_a_socket_and_a_missing_file_are_refused(tmp_path):
     with pytest.raises(files.InputError) as e:
         files.read_input(missing, "checkpoint", 10)
     assert _one_line(e.value) == f"checkpoint {missing}: No such file or directory"
+    with pytest.raises(files.InputError, match=r"^checkpoint 'a\\x00b': not a file name$"):
+        files.read_input("a\0b", "checkpoint", 10)
     path = tmp_path / "s"
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(path))
