@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from . import files
 from .backends import runner
 from .options import RunOptions, option_fields
 from .results import RunResult
@@ -20,8 +21,13 @@ def train(steps: int | None = None, **options: Any) -> RunResult:
 
 
 def run(opts: RunOptions) -> RunResult:
-    """Run checked options on the backend they name."""
-    return runner(opts.backend_name)(opts)
+    """Run checked options on the backend they name.  A run that writes a checkpoint owns its
+    path: checked before the run, and locked while it runs (under MPI by rank 0, in the backend)."""
+    if opts.checkpoint is None or opts.backend_name == "mpi":
+        return runner(opts.backend_name)(opts)
+    files.check_output(opts.checkpoint, "checkpoint")
+    with files.hold(opts.checkpoint, "checkpoint"):
+        return runner(opts.backend_name)(opts)
 
 
 def _document() -> None:

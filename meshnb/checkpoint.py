@@ -9,7 +9,7 @@ saved, since it holds nothing a later round needs.  File format (little-endian):
 | --- | --- | --- |
 | 0 | 8 | magic ``MESHNBCK`` |
 | 8 | 4 | format version, u32 (1) |
-| 12 | 4 | ``H``, the length of the header, u32 |
+| 12 | 4 | ``H``, the length of the header, u32 (at most 1 MiB) |
 | 16 | H | the header: UTF-8 JSON (below) |
 | 16 + H | 4096 N | the N members' view pages, system 0 first |
 | end - 32 | 32 | SHA-256 of every byte before it |
@@ -23,7 +23,28 @@ The trace digest (SPEC 11) covers every step of the run, before and after a resu
 state cannot be saved, so a run that checkpoints hashes its trace with :class:`meshnb.sha256.Sha256`,
 a SHA-256 (FIPS 180-4) whose state (chaining value, length, unfinished block) goes into the checkpoint: a
 resumed run continues the very hash, per member, with nothing replayed.  Files are written
-atomically: a temporary file beside the target, fsync, rename, fsync of the directory.
+atomically (:func:`meshnb.files.write_atomic`): a temporary file beside the target, fsync, rename,
+fsync of the directory.
+
+**A checkpoint is untrusted input, even when its checksum matches** (the SHA-256 guards against
+damage, not against a file made to be read).  :func:`load` reads only a regular file, and no more
+than its prefix declares (16 + H + 64 pages + 32 bytes); the header is parsed only after its size is
+checked (1 MiB), with no duplicate or unknown key, bounded nesting and no integer of more than
+40 digits converted; then every field is checked for its type (an ``int`` that is not a ``bool``:
+so no float, ``NaN`` or ``Infinity``) and range (u32 and u64 where the page holds them, 1 to 64 systems,
+steps that stay below 2^64 - 1, sorted LR changes within the run, ``done`` within ``steps``, a
+trace of 20 bytes per step done whose tail is ``length % 64`` bytes), and the file's size must be
+exactly what the header declares.  Every refusal is one :class:`CheckpointError` line
+``checkpoint PATH: FIELD: what is wrong``.
+
+Why not safetensors (a JSON header and raw arrays, no pickle, a strict and well-kept parser)?  It
+would validate the easy part: the arrays here are N pages of 4096 bytes, whose offsets are
+``16 + H + 4096 k``.  What needs validating is the run's settings, the counters and the SHA-256
+states, which safetensors could only carry as ``__metadata__`` strings that we would still parse
+and check ourselves; it has no checksum (we would keep the SHA-256 beside it); it would change the
+format of version 1, whose files must stay readable (two readers instead of one); and it adds a
+compiled dependency to a package whose only dependencies are numba, numpy and tqdm.  So the format
+stays as it was and its reader is strict.
 """
 
 from __future__ import annotations
@@ -31,14 +52,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .program import COUNTER_NAMES
+from . import files
+from .program import COUNTER_NAMES, LAST_STEP
 from .sha256 import Sha256State
 from .view import VIEW_BYTES, View
 
@@ -46,13 +66,21 @@ MAGIC = b"MESHNBCK"
 VERSION = 1
 _PREFIX = struct.Struct("<8sII")
 _SUM_BYTES = 32
+MAX_SYSTEMS = 64
+MAX_HEADER_BYTES = 1 << 20  # a header of 64 members is ~25 KiB, with room for thousands of LR changes
+MAX_BYTES = _PREFIX.size + MAX_HEADER_BYTES + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
+_U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
+_TRACE_STEP_BYTES = 20  # a step's trace row: 5 u32 words (program.Trace)
+_SHA256_MAX_BYTES = (1 << 61) - 1  # SHA-256 hashes messages of fewer than 2^64 bits
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+_HEX = re.compile(r"(?:[0-9a-f]{2})*")
 
 # ---------------------------------------------------------------------------------------------
 # The file
 # ---------------------------------------------------------------------------------------------
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: unreadable, corrupt, or of another run."""
+    """A checkpoint that cannot be used: unreadable, corrupt, hostile, or of another run."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +103,135 @@ class RunSettings:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "RunSettings":
-        return cls(
-            int(doc["systems"]), int(doc["steps"]), _opt_int(doc["steps_per_task"]),
-            tuple((int(s), int(b)) for s, b in doc["set_lr"]), _opt_int(doc["step_base"]),
-            bool(doc["z"]), int(doc["first_step"]),
-        )
+    def from_json(cls, doc: Any, field: str = "run") -> RunSettings:
+        """The settings of a header's ``run`` object, every field checked (:class:`CheckpointError`
+        ``FIELD: what is wrong``, without the file's name)."""
+        d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
+        systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
+        first = _int(d["first_step"], f"{field}.first_step", 0, LAST_STEP)
+        # SPEC 8: the run's last step, first + steps - 1, is at most 2^64 - 2.
+        steps = _int(d["steps"], f"{field}.steps", 0, LAST_STEP + 1 - first)
+        spt = None if d["steps_per_task"] is None else _int(d["steps_per_task"], f"{field}.steps_per_task", 1, _U32)
+        base = None if d["step_base"] is None else _int(d["step_base"], f"{field}.step_base", 0, LAST_STEP)
+        if base is not None and base != first:
+            raise CheckpointError(f"{field}.first_step: {first}, but a run with step_base {base} starts there")
+        if not isinstance(d["z"], bool):
+            raise CheckpointError(f"{field}.z: must be true or false, not {_what(d['z'])}")
+        pairs = _list(d["set_lr"], f"{field}.set_lr")
+        set_lr = []
+        for i, pair in enumerate(pairs):
+            where = f"{field}.set_lr[{i}]"
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise CheckpointError(f"{where}: must be a [step, bits] pair, not {_what(pair)}")
+            step = _int(pair[0], f"{where}[0]", 0, steps)
+            if set_lr and step < set_lr[-1][0]:
+                raise CheckpointError(f"{where}[0]: step {step} after step {set_lr[-1][0]}: LR changes are sorted")
+            set_lr.append((step, _int(pair[1], f"{where}[1]", 0, _U32)))
+        return cls(systems, steps, spt, tuple(set_lr), base, d["z"], first)
 
 
-def _opt_int(x: Any) -> int | None:
-    return None if x is None else int(x)
+def _what(x: Any) -> str:
+    """A value as an error line shows it: short, whatever it is."""
+    if isinstance(x, _Huge):
+        return f"an integer of {len(x.lstrip('-'))} digits"
+    name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(x), type(x).__name__)
+    return f"{name} {json.dumps(x)[:40]}" if isinstance(x, (bool, int, float, str)) else name
+
+
+def _int(x: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(x, _Huge):
+        raise CheckpointError(f"{field}: {_what(x)} is outside {lo}..{hi}")
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise CheckpointError(f"{field}: must be an integer, not {_what(x)}")
+    if not lo <= x <= hi:
+        raise CheckpointError(f"{field}: {x} is outside {lo}..{hi}")
+    return x
+
+
+def _list(x: Any, field: str) -> list[Any]:
+    if not isinstance(x, list):
+        raise CheckpointError(f"{field}: must be a list, not {_what(x)}")
+    return x
+
+
+def _object(x: Any, field: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(x, dict):
+        raise CheckpointError(f"{field}: must be an object, not {_what(x)}")
+    missing = [k for k in keys if k not in x]
+    if missing:
+        raise CheckpointError(f"{field}: {missing[0]!r} is missing")
+    extra = [k for k in x if k not in keys]
+    if extra:
+        raise CheckpointError(f"{field}: unknown key {extra[0][:40]!r}")
+    return x
+
+
+def _trace(x: Any, field: str, done: int) -> Sha256State:
+    d = _object(x, field, ("h", "length", "tail"))
+    words = _list(d["h"], f"{field}.h")
+    if len(words) != 8:
+        raise CheckpointError(f"{field}.h: {len(words)} words, not 8")
+    for i, w in enumerate(words):
+        if not (isinstance(w, str) and _HEX8.fullmatch(w)):
+            raise CheckpointError(f"{field}.h[{i}]: must be 8 lowercase hex digits, not {_what(w)}")
+    length = _int(d["length"], f"{field}.length", 0, _SHA256_MAX_BYTES)
+    if length != _TRACE_STEP_BYTES * done:
+        raise CheckpointError(f"{field}.length: {length} bytes for {done} steps done, not {_TRACE_STEP_BYTES * done}")
+    tail = d["tail"]
+    if not (isinstance(tail, str) and len(tail) == 2 * (length % 64) and _HEX.fullmatch(tail)):
+        raise CheckpointError(f"{field}.tail: must be {length % 64} bytes in lowercase hex, not {_what(tail)}")
+    return Sha256State(tuple(int(w, 16) for w in words), length, bytes.fromhex(tail))
+
+
+def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...], tuple[Sha256State, ...]]:
+    """A header's run, steps done, counters and trace states, every field checked
+    (:class:`CheckpointError` ``FIELD: what is wrong``)."""
+    d = _object(doc, "header", ("run", "done", "members"))
+    run = RunSettings.from_json(d["run"])
+    done = _int(d["done"], "done", 0, run.steps)
+    members = _list(d["members"], "members")
+    if len(members) != run.systems:
+        raise CheckpointError(f"members: {len(members)} of them for {run.systems} systems")
+    counters, traces = [], []
+    for k, m in enumerate(members):
+        m = _object(m, f"members[{k}]", ("counters", "trace"))
+        c = _object(m["counters"], f"members[{k}].counters", COUNTER_NAMES)
+        counters.append({name: _int(c[name], f"members[{k}].counters.{name}", 0, _U64) for name in COUNTER_NAMES})
+        traces.append(_trace(m["trace"], f"members[{k}].trace", done))
+    return run, done, tuple(counters), tuple(traces)
+
+
+class _Huge(str):
+    """An integer of more than 40 digits, kept as text: no field holds one (2^64 has 20 digits), and
+    int() of thousands of digits is slow (quadratic), so a header full of them could be an attack."""
+
+
+def _short_int(text: str) -> int | _Huge:
+    return int(text) if len(text.lstrip("-")) <= 40 else _Huge(text)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise CheckpointError(f"header: the key {dup[:40]!r} twice in one object")
+    return d
+
+
+def _json(raw: bytes) -> Any:
+    """The header's JSON, strictly: UTF-8, no duplicate keys, bounded nesting.  A number with a
+    fraction, ``NaN`` or ``Infinity`` parses as a float and a long integer as :class:`_Huge`, so that
+    the field's own check refuses it by name (every field is checked; none takes a float)."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_int=_short_int, object_pairs_hook=_unique)
+    except RecursionError:
+        raise CheckpointError("header: nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"header: not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"header: not JSON ({e.msg} at byte {e.pos})") from None
 
 
 @dataclass(frozen=True)
@@ -112,73 +259,94 @@ class Checkpoint:
             if v.next_step != (self.run.first_step + self.done) % (1 << 64):
                 raise CheckpointError(f"system {k} is at step {v.next_step}, not {self.run.first_step + self.done}")
 
-    def to_bytes(self) -> bytes:
-        header = json.dumps({
+    def header(self) -> dict[str, Any]:
+        return {
             "run": self.run.to_json(),
             "done": self.done,
             "members": [
                 {"counters": dict(c), "trace": {"h": [f"{x:08x}" for x in t.h], "length": t.length, "tail": t.tail.hex()}}
                 for c, t in zip(self.counters, self.traces)
             ],
-        }, separators=(",", ":")).encode()
+        }
+
+    def to_bytes(self) -> bytes:
+        doc = self.header()
+        parse_header(doc)  # never write a file that load would refuse
+        header = json.dumps(doc, separators=(",", ":")).encode()
+        if len(header) > MAX_HEADER_BYTES:
+            raise CheckpointError(f"header: {len(header)} bytes, more than {MAX_HEADER_BYTES}")
         body = _PREFIX.pack(MAGIC, VERSION, len(header)) + header + b"".join(self.pages)
         return body + hashlib.sha256(body).digest()
 
     @classmethod
-    def from_bytes(cls, data: bytes, where: str = "checkpoint") -> "Checkpoint":
-        if len(data) < _PREFIX.size + _SUM_BYTES or data[:8] != MAGIC:
-            raise CheckpointError(f"{where}: not a meshnb checkpoint")
-        _, version, hlen = _PREFIX.unpack_from(data)
-        if version != VERSION:
-            raise CheckpointError(f"{where}: format version {version}, this meshnb reads {VERSION}")
-        body, digest = data[:-_SUM_BYTES], data[-_SUM_BYTES:]
-        if hashlib.sha256(body).digest() != digest:
-            raise CheckpointError(f"{where}: corrupt or truncated (its checksum does not match)")
+    def from_bytes(cls, data: bytes, where: str = "checkpoint") -> Checkpoint:
+        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``."""
         try:
-            doc = json.loads(body[_PREFIX.size : _PREFIX.size + hlen])
-            run = RunSettings.from_json(doc["run"])
-            members = doc["members"]
-            counters = tuple({name: int(m["counters"][name]) for name in COUNTER_NAMES} for m in members)
-            traces = tuple(
-                Sha256State(tuple(int(x, 16) for x in m["trace"]["h"]), int(m["trace"]["length"]), bytes.fromhex(m["trace"]["tail"]))
-                for m in members
-            )
-            done = int(doc["done"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise CheckpointError(f"{where}: malformed header ({e})") from None
-        pages_at = _PREFIX.size + hlen
-        if len(body) - pages_at != VIEW_BYTES * run.systems:
-            raise CheckpointError(f"{where}: {len(body) - pages_at} bytes of pages for {run.systems} systems")
-        pages = tuple(body[pages_at + VIEW_BYTES * k : pages_at + VIEW_BYTES * (k + 1)] for k in range(run.systems))
-        try:
-            return cls(run, done, pages, counters, traces)
+            return cls._from_bytes(data)
         except CheckpointError as e:
             raise CheckpointError(f"{where}: {e}") from None
 
+    @classmethod
+    def _from_bytes(cls, data: bytes) -> Checkpoint:
+        if len(data) < _PREFIX.size + _SUM_BYTES or data[:8] != MAGIC:
+            raise CheckpointError("not a meshnb checkpoint")
+        hlen = _check_prefix(data[: _PREFIX.size])
+        pages_bytes = len(data) - _PREFIX.size - hlen - _SUM_BYTES
+        if pages_bytes < VIEW_BYTES or pages_bytes % VIEW_BYTES:
+            raise CheckpointError(f"corrupt or truncated ({len(data)} bytes: not a {hlen}-byte header and whole pages)")
+        body, digest = data[:-_SUM_BYTES], data[-_SUM_BYTES:]
+        if hashlib.sha256(body).digest() != digest:
+            raise CheckpointError("corrupt or truncated (its checksum does not match)")
+        run, done, counters, traces = parse_header(_json(body[_PREFIX.size : _PREFIX.size + hlen]))
+        if pages_bytes != VIEW_BYTES * run.systems:
+            raise CheckpointError(f"pages: {pages_bytes // VIEW_BYTES} pages for {run.systems} systems")
+        at = _PREFIX.size + hlen
+        pages = tuple(body[at + VIEW_BYTES * k : at + VIEW_BYTES * (k + 1)] for k in range(run.systems))
+        try:
+            return cls(run, done, pages, counters, traces)
+        except CheckpointError as e:
+            raise CheckpointError(f"pages: {e}") from None
+
+
+def _check_prefix(prefix: bytes) -> int:
+    """The header length of a 16-byte prefix whose magic is checked; refuses another version or a
+    header larger than :data:`MAX_HEADER_BYTES`."""
+    _, version, hlen = _PREFIX.unpack(prefix)
+    if version != VERSION:
+        raise CheckpointError(f"format version {version}, this meshnb reads {VERSION}")
+    if hlen > MAX_HEADER_BYTES:
+        raise CheckpointError(f"header: {hlen} bytes, more than {MAX_HEADER_BYTES}")
+    return hlen
+
 
 def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
-    """Write ``ckpt`` to ``path`` atomically: a crash leaves the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    """Write ``ckpt`` to ``path`` atomically: a crash leaves the old file or the new one
+    (:func:`meshnb.files.write_atomic`; a failed write is a one-line :class:`meshnb.files.WriteError`,
+    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`)."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(ckpt.to_bytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself
-    finally:
-        os.close(fd)
+        data = ckpt.to_bytes()
+    except CheckpointError as e:
+        raise CheckpointError(f"checkpoint {path}: {e}") from None
+    files.write_atomic(path, data, "checkpoint")
 
 
 def load(path: str | os.PathLike[str]) -> Checkpoint:
-    """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used."""
+    """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used.
+
+    Only a regular file is read, and no more of it than its prefix declares: at most the header's
+    declared length, 64 pages and the checksum past the 16-byte prefix."""
+    where = f"checkpoint {path}"
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise CheckpointError(f"checkpoint {path}: {e.strerror}") from None
-    return Checkpoint.from_bytes(data, f"checkpoint {path}")
+        with files.open_input(path, "checkpoint") as f:
+            data = files.read_at_most(f, _PREFIX.size - 1, "checkpoint", path)
+            if len(data) == _PREFIX.size and data[:8] == MAGIC:  # else from_bytes names what is wrong
+                try:
+                    limit = _check_prefix(data) + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
+                except CheckpointError as e:
+                    raise CheckpointError(f"{where}: {e}") from None
+                data += files.read_at_most(f, limit, "checkpoint", path)
+                if len(data) > _PREFIX.size + limit:
+                    raise CheckpointError(f"{where}: corrupt (larger than its header declares)")
+    except files.InputError as e:
+        raise CheckpointError(str(e)) from None
+    return Checkpoint.from_bytes(data, where)

@@ -160,7 +160,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 def _train(args: argparse.Namespace) -> int:
     from .api import run
-    from .results import RunInterrupted
+    from .results import RunInterrupted, SaveFailed
 
     opts = _options(args)
     if args.view_out:
@@ -169,6 +169,10 @@ def _train(args: argparse.Namespace) -> int:
         files.check_output(opts.checkpoint, "--checkpoint")
     try:
         result = run(opts)
+    except SaveFailed as failed:  # the run is done: its result first, then why the file is not
+        if _prints(args):
+            print(json.dumps(failed.result.to_json()) if args.json else _summary(failed.result), flush=True)
+        raise
     except RunInterrupted as stop:
         if not _prints(args):
             return EXIT_INTERRUPTED

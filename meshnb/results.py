@@ -103,6 +103,18 @@ class RunResult:
         return doc
 
 
+class SaveFailed(OSError):
+    """The run ended but its final checkpoint could not be written (a full disk, say): ``result``
+    holds the run; the previous checkpoint is intact.  The message is the write's own line."""
+
+    def __init__(self, result: RunResult, error: OSError) -> None:
+        super().__init__(error.errno, str(error))
+        self.result, self.error = result, error
+
+    def __str__(self) -> str:
+        return str(self.error)
+
+
 class RunInterrupted(Exception):
     """Ctrl-C during a run: ``result`` holds every system as of the last completed task."""
 

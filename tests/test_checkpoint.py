@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -11,17 +12,22 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import meshnb
 from meshnb import checkpoint as ck
+from meshnb.results import RunInterrupted
 from meshnb.sha256 import Sha256
 from meshnb.testing import reference as ref
-from meshnb.results import RunInterrupted
-
 from meshnb.testing.pages import with_words
+
 from .test_cluster import member_pids
+from .test_files import _special
 
 
 def _checkpoint(tmp_path, steps=300, systems=2, **kw):
@@ -143,7 +149,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_digests(tmp_path, backend
     deadline = time.monotonic() + 15
     while any(os.path.exists(f"/proc/{m}") for m in members) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(os.path.exists(f"/proc/{m}") and "Z" not in open(f"/proc/{m}/stat").read().split(") ")[1][:1]
+    assert not any(os.path.exists(f"/proc/{m}") and "Z" not in Path(f"/proc/{m}/stat").read_text().split(") ")[1][:1]
                    for m in members)
     done = ck.load(path).done
     assert 0 < done < steps
@@ -164,3 +170,283 @@ def test_a_truncated_checkpoint_is_refused_by_the_cli(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 2 and out == ""
     assert err.count("\n") == 1 and "corrupt or truncated" in err and str(path) in err
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint is untrusted input, even when its checksum matches
+# ---------------------------------------------------------------------------------------------
+
+QUICK_S = 2.0  # a refusal takes no longer than this, whatever the file
+SMALL_BYTES = 4 << 20  # nor more memory than this (the largest file load reads is ~1.3 MiB)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> tuple[dict, bytes]:
+    """A real checkpoint's header and pages (300 steps of 2 systems, an LR change, a step base)."""
+    path = tmp_path_factory.mktemp("good") / "run.ckpt"
+    meshnb.train(300, systems=2, backend="fused", checkpoint=path, set_lr={10: 0x3F400000}, step_base=1 << 40)
+    data = path.read_bytes()
+    path.unlink()
+    hlen = int.from_bytes(data[12:16], "little")
+    return json.loads(data[16 : 16 + hlen]), data[16 + hlen : -32]
+
+
+def _file(header: bytes | str, pages: bytes, hlen: int | None = None) -> bytes:
+    """A checkpoint file around ``header``, with a valid checksum."""
+    header = header.encode() if isinstance(header, str) else header
+    body = b"MESHNBCK" + (1).to_bytes(4, "little") + (len(header) if hlen is None else hlen).to_bytes(4, "little")
+    body += header + pages
+    return body + hashlib.sha256(body).digest()
+
+
+def _refusal(path: Path) -> str:
+    """The one line with which ``ck.load`` refuses ``path``, within bounded time and memory."""
+    tracemalloc.start()
+    t = time.monotonic()
+    try:
+        with pytest.raises(ck.CheckpointError) as e:
+            ck.load(path)
+        seconds, peak = time.monotonic() - t, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seconds < QUICK_S and peak < SMALL_BYTES, (seconds, peak)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith(f"checkpoint {path}: "), text
+    return text[len(f"checkpoint {path}: "):]
+
+
+def test_the_good_checkpoint_loads(tmp_path, good):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(json.dumps(header), pages))
+    c = ck.load(path)
+    assert c.header() == header and c.done == 300 and c.run.step_base == c.run.first_step == 1 << 40
+
+
+def _set(doc: dict, where: tuple, value) -> dict:
+    doc = copy.deepcopy(doc)
+    at = doc
+    for k in where[:-1]:
+        at = at[k]
+    at[where[-1]] = value
+    return doc
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+M0 = ("members", 0)
+HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PATH: ")
+    (("run", "steps"), "Infinity", "run.steps: must be an integer, not a number Infinity"),
+    (("run", "steps"), "NaN", "run.steps: must be an integer, not a number NaN"),
+    (("run", "steps"), "-Infinity", "run.steps: must be an integer, not a number -Infinity"),
+    (("run", "steps"), "300.0", "run.steps: must be an integer, not a number 300.0"),
+    (("run", "steps"), "1e400", "run.steps: must be an integer, not a number Infinity"),
+    (("run", "steps"), "true", "run.steps: must be an integer, not a boolean true"),
+    (("run", "steps"), '"300"', 'run.steps: must be an integer, not a string "300"'),
+    (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..18446742974197923839"),
+    (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..18446742974197923839"),
+    ((*M0, "counters", "steps"), "-1", "members[0].counters.steps: -1 is outside 0..18446744073709551615"),
+    ((*M0, "counters", "inits"), str(1 << 64), "members[0].counters.inits: 18446744073709551616 is outside 0..18446744073709551615"),
+    ((*M0, "trace", "length"), str(1 << 70), "members[0].trace.length: 1180591620717411303424 is outside 0..2305843009213693951"),
+    ((*M0, "trace", "length"), str(1 << 61), "members[0].trace.length: 2305843009213693952 is outside 0..2305843009213693951"),
+    ((*M0, "trace", "length"), "6004", "members[0].trace.length: 6004 bytes for 300 steps done, not 6000"),
+    ((*M0, "trace", "tail"), '"00"', "members[0].trace.tail: must be 48 bytes in lowercase hex, not a string \"00\""),
+    ((*M0, "trace", "h"), '["0"]', "members[0].trace.h: 1 words, not 8"),
+    (("done",), _nested(100_000), "header: nested too deeply"),
+    (("done",), "301", "done: 301 is outside 0..300"),
+    (("run", "systems"), "0", "run.systems: 0 is outside 1..64"),
+    (("run", "systems"), "65", "run.systems: 65 is outside 1..64"),
+    (("run", "systems"), "1", "members: 2 of them for 1 systems"),
+    (("run", "systems"), "3", "members: 2 of them for 3 systems"),
+    (("run", "set_lr"), "[[20, 1], [10, 2]]", "run.set_lr[1][0]: step 10 after step 20: LR changes are sorted"),
+    (("run", "set_lr"), "[[301, 1]]", "run.set_lr[0][0]: 301 is outside 0..300"),
+    (("run", "set_lr"), f"[[1, {1 << 32}]]", "run.set_lr[0][1]: 4294967296 is outside 0..4294967295"),
+    (("run", "set_lr"), "[[1, 2, 3]]", "run.set_lr[0]: must be a [step, bits] pair, not a list"),
+    (("run", "step_base"), "0", "run.first_step: 1099511627776, but a run with step_base 0 starts there"),
+    (("run", "first_step"), str((1 << 64) - 2), "run.steps: 300 is outside 0..1"),
+    (("run", "z"), "1", "run.z: must be true or false, not an integer 1"),
+    (("run", "steps_per_task"), "0", "run.steps_per_task: 0 is outside 1..4294967295"),
+    (("members",), "{}", "members: must be a list, not an object"),
+    (("run",), '{"systems": 2}', "run: 'steps' is missing"),
+]
+
+
+@pytest.mark.parametrize("where, value, why", HOSTILE, ids=[f"{'.'.join(map(str, w))}={v[:12]}" for w, v, _ in HOSTILE])
+def test_a_hostile_header_is_refused_naming_the_field(tmp_path, good, where, value, why):
+    header, pages = good
+    marker = "\"__HOSTILE__\""
+    text = json.dumps(_set(header, where, "__HOSTILE__")).replace(marker, value)
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(text, pages))
+    assert _refusal(path) == why
+
+
+@pytest.mark.parametrize("text, why", [
+    (lambda h: h.replace('"done"', '"done": 0, "done"', 1), "header: the key 'done' twice in one object"),
+    (lambda h: h.replace('"done"', '"extra": 0, "done"', 1), "header: unknown key 'extra'"),
+    (lambda h: h[:-1], "header: not JSON (Expecting ',' delimiter at byte"),
+    (lambda h: h.replace('"done"', '"d\\u00e9one"', 1), "header: 'done' is missing"),
+])
+def test_a_malformed_header_is_refused(tmp_path, good, text, why):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(text(json.dumps(header)), pages))
+    assert _refusal(path).startswith(why)
+    path.write_bytes(_file(b"\xff" + json.dumps(header).encode(), pages))
+    assert _refusal(path) == "header: not UTF-8 (byte 0)"
+
+
+def test_a_huge_declared_header_is_refused_before_it_is_read(tmp_path, good):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(json.dumps(header), pages, hlen=(1 << 32) - 1))
+    assert _refusal(path) == "header: 4294967295 bytes, more than 1048576"
+    # A header within the bound but more bytes than the file has: the size does not add up.
+    path.write_bytes(_file(json.dumps(header), pages, hlen=1 << 20))
+    assert _refusal(path).startswith("corrupt or truncated")
+
+
+def test_no_more_is_read_than_the_header_declares(tmp_path, good):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(json.dumps(header), pages))
+    os.truncate(path, 1 << 36)  # 64 GiB, sparse: read whole, it would exhaust memory
+    try:
+        assert _refusal(path) == "corrupt (larger than its header declares)"
+    finally:
+        path.unlink()  # pytest keeps the last runs' directories: leave no 64 GiB file there
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "symlink-to-fifo"])
+def test_anything_but_a_regular_file_is_refused_as_a_checkpoint(tmp_path, kind):
+    path, named = _special(tmp_path, kind)
+    assert _refusal(path) == f"{named}, not a regular file"
+
+
+_FIELDS = st.sampled_from([
+    ("run",), ("run", "systems"), ("run", "steps"), ("run", "steps_per_task"), ("run", "set_lr"), ("run", "set_lr", 0),
+    ("run", "set_lr", 0, 0), ("run", "set_lr", 0, 1), ("run", "step_base"), ("run", "z"), ("run", "first_step"),
+    ("done",), ("members",), ("members", 0), ("members", 1), ("members", 1, "counters"), ("members", 1, "trace"),
+    *[("members", 1, "counters", n) for n in ("inits", "steps", "timeouts")],
+    *[("members", 1, "trace", n) for n in ("h", "length", "tail")], ("members", 1, "trace", "h", 7),
+])
+_EDGES = [-1, 0, 1, 2, 64, 65, 300, 301, (1 << 32) - 1, 1 << 32, (1 << 40), (1 << 61) - 1, 1 << 61, (1 << 64) - 2,
+          (1 << 64) - 1, 1 << 64, 1 << 70, -(1 << 64), True, False, None, 0.0, 1.0, 300.0, 1e300, float("inf"),
+          float("-inf"), float("nan")]
+_VALUES = st.recursive(
+    st.one_of(st.sampled_from(_EDGES), st.integers(), st.floats(), st.booleans(), st.none(), st.text(max_size=80),
+              st.sampled_from(["0" * 8, "ABCDEF01", "zz", "00" * 48, "00" * 47])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=_FIELDS, value=_VALUES, how=st.sampled_from(["set", "delete", "add"]))
+def test_any_header_loads_as_written_or_is_refused_in_one_line(tmp_path, good, where, value, how):
+    """Hostile values anywhere in a header whose checksum matches: a file loads only if it reads
+    back exactly as written (nothing coerced: no bool for an int, no float truncated)."""
+    header, pages = good
+    doc = copy.deepcopy(header)
+    at = doc
+    for k in where[:-1]:
+        at = at[k]
+    if how == "set" or isinstance(at, list):
+        at[where[-1]] = value
+    elif how == "delete":
+        del at[where[-1]]
+    else:
+        at[f"x{where[-1]}"] = value
+    path = tmp_path / "hostile.ckpt"
+    path.write_bytes(_file(json.dumps(doc), pages))
+    try:
+        c = ck.load(path)
+    except ck.CheckpointError:
+        _refusal(path)
+        return
+    # As JSON: in Python True == 1 == 1.0, and a coerced value must not pass for the one written.
+    assert json.dumps(c.header()) == json.dumps(doc) and c.pages == (pages[:4096], pages[4096:])
+    _assert_typed(c.header())
+
+
+def _assert_typed(doc: dict) -> None:
+    """Every value of a loaded header has its field's type: an int is never a bool (nor a float)."""
+    def is_int(x) -> bool:
+        return type(x) is int
+
+    run = doc["run"]
+    assert all(is_int(run[k]) for k in ("systems", "steps", "first_step")) and is_int(doc["done"])
+    assert all(run[k] is None or is_int(run[k]) for k in ("steps_per_task", "step_base"))
+    assert type(run["z"]) is bool and all(is_int(s) and is_int(b) for s, b in run["set_lr"])
+    for m in doc["members"]:
+        assert all(is_int(v) for v in m["counters"].values()) and is_int(m["trace"]["length"])
+
+
+_INT_FIELDS = [("run", "systems"), ("run", "steps"), ("run", "first_step"), ("done",), ("run", "set_lr", 0, 0),
+               ("run", "set_lr", 0, 1), *[(*M0, "counters", n) for n in ("inits", "steps", "timeouts")],
+               ("members", 1, "trace", "length")]
+
+
+def _field_name(where: tuple) -> str:
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where).lstrip(".")
+
+
+@settings(max_examples=100, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(_INT_FIELDS),
+       value=st.one_of(st.booleans(), st.floats(), st.none(), st.text(max_size=8), st.lists(st.integers(), max_size=2)))
+def test_an_integer_field_takes_nothing_but_an_integer(tmp_path, good, where, value):
+    header, pages = good
+    path = tmp_path / "hostile.ckpt"
+    path.write_bytes(_file(json.dumps(_set(header, where, value)), pages))
+    assert _refusal(path).startswith(f"{_field_name(where)}: must be an integer, not ")
+
+
+@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_flipped_bit_or_truncation_is_refused(tmp_path, good, data):
+    header, pages = good
+    whole = _file(json.dumps(header), pages)
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(whole) - 1))
+        damaged = whole[:at] + bytes([whole[at] ^ (1 << data.draw(st.integers(0, 7)))]) + whole[at + 1 :]
+    else:
+        damaged = whole[: data.draw(st.integers(0, len(whole) - 1))]
+    path = tmp_path / "damaged.ckpt"
+    path.write_bytes(damaged)
+    _refusal(path)
+
+
+def test_save_refuses_to_write_what_load_would_refuse(tmp_path, good):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(json.dumps(header), pages))
+    c = ck.load(path)
+    bad = ck.Checkpoint(c.run, c.done, c.pages, ({"inits": -1, "steps": 0, "timeouts": 0},) * 2, c.traces)
+    with pytest.raises(ck.CheckpointError, match=rf"^checkpoint {path}: members\[0\]\.counters\.inits: -1 is outside"):
+        ck.save(path, bad)
+    assert ck.load(path) == c and sorted(p.name for p in tmp_path.iterdir()) == ["run.ckpt"]
+
+
+@pytest.mark.parametrize("hostile", ["infinity", "length-2^61", "nested", "fifo", "dev-zero", "directory"])
+def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good, hostile):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    if hostile == "infinity":
+        path.write_bytes(_file(json.dumps(_set(header, ("run", "steps"), "X")).replace('"X"', "Infinity"), pages))
+        field = "run.steps"
+    elif hostile == "length-2^61":
+        path.write_bytes(_file(json.dumps(_set(header, (*M0, "trace", "length"), 1 << 61)), pages))
+        field = "members[0].trace.length"
+    elif hostile == "nested":
+        path.write_bytes(_file(json.dumps(_set(header, ("done",), "X")).replace('"X"', _nested(100_000)), pages))
+        field = "header"
+    else:
+        path, field = _special(tmp_path, hostile)
+    t = time.monotonic()
+    p = _cli("--resume", str(path))
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - t < 30  # the interpreter's start, not a run
+    assert p.returncode == 2 and out == "", err
+    assert err.count("\n") == 1 and err.startswith(f"meshnb: error: checkpoint {path}: {field}"), err

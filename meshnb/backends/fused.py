@@ -24,7 +24,7 @@ from ..exchange import Group
 from ..kernels import NSUMS
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
-from ..results import RunInterrupted, RunResult, SystemResult
+from ..results import RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..view import VIEW_BYTES, View
 
 CHUNK_STEPS = 1 << 18  # steps x systems per njit call: tens of milliseconds, so stops stay prompt
@@ -86,10 +86,13 @@ def run(opts: RunOptions) -> RunResult:
             bar.close()
     digest = trace.hexdigest()
     seconds = time.perf_counter() - began
-    save(done)  # the end, or the stop: both are task boundaries
     words_kept = trace.words if opts.keep_trace else None
     systems = tuple(SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n))
     result = RunResult(done, systems, seconds, first_call, start.done_before)
+    try:
+        save(done)  # the end, or the stop: both are task boundaries
+    except OSError as e:
+        raise SaveFailed(result, e) from None
     if done < plan.steps:
         raise RunInterrupted(result)
     return result

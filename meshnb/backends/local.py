@@ -32,7 +32,7 @@ from ..interrupts import deferred_interrupt
 from ..exchange import Group
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
-from ..results import ClusterError, RunInterrupted, RunResult, SystemResult
+from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256
 from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
@@ -115,8 +115,6 @@ def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: C
     finally:
         if bar is not None:
             bar.close()
-    if done == plan.steps:
-        _write_checkpoint(run, memory, done)
     return done, members.outcomes(), seconds
 
 
@@ -166,11 +164,16 @@ def _run(opts: RunOptions, processes: bool) -> RunResult:
                    opts.checkpoint_every_s, opts.progress)
         # The seconds of the lockstep itself: not the pages' preparation nor the members' start-up.
         done, results, seconds = _run_members(run, memory, shared)
+        result = RunResult(done, results, seconds, steps_before=start.done_before)
+        if done == start.plan.steps:
+            try:
+                _write_checkpoint(run, memory, done)
+            except OSError as e:
+                raise SaveFailed(result, e) from None
         del memory
     finally:
         if shared is not None:
             shared.release()
-    result = RunResult(done, results, seconds, steps_before=start.done_before)
     if done < start.plan.steps:
         raise RunInterrupted(result)
     return result

@@ -62,6 +62,7 @@ tests use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import struct
@@ -73,7 +74,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checkpoint
+from .. import checkpoint, files
 from ..checkpoint import Checkpoint
 from ..driver import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
 from ..interrupts import deferred_interrupt
@@ -81,7 +82,7 @@ from ..exchange import EX_SLOT_WORDS, Group
 from ..floatz import jit
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, Context
-from ..results import ClusterError, RunInterrupted, RunResult, SystemResult
+from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
 
@@ -512,8 +513,16 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             checkpoint.save(opts.checkpoint, Checkpoint(settings, start.done_before + done, tuple(g[4] for g in got),
                                                         tuple(g[1] for g in got), tuple(g[3] for g in got)))
 
+    owner = contextlib.ExitStack()  # rank 0 owns the checkpoint's path while the run lasts
+    if opts.checkpoint is not None:
+        def take() -> bytes:
+            files.check_output(opts.checkpoint, "checkpoint")  # type: ignore[arg-type]
+            owner.enter_context(files.hold(opts.checkpoint, "checkpoint"))  # type: ignore[arg-type]
+            return b""
+
+        share(comm, take, START_S, "the checkpoint's lock")  # a refusal is every rank's ValueError
     try:
-        with deferred_interrupt() as requested:
+        with owner, deferred_interrupt() as requested:
             exchange = MpiExchange(comm, opts.timeout_ms / 1000)
             ctx.exchange = exchange
             _warm(start.z)
@@ -560,8 +569,12 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             seconds = time.perf_counter() - began
             exchange.close(give_up_s)
             records = allgather_bytes(comm, _record(done, ctx, opts.keep_trace), give_up_s, "the results")
+            unsaved: OSError | None = None
             if opts.checkpoint is not None and done == plan.steps:
-                write_checkpoint(done, records)
+                try:
+                    write_checkpoint(done, records)
+                except OSError as e:  # rank 0's: reported with the results, after them
+                    unsaved = e
     except BaseException as e:
         if abort_on_failure and not isinstance(e, SystemExit):
             abort(comm, e)
@@ -571,6 +584,8 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         _, counters, digest, _, page, words = _unrecord(r)
         systems_out.append(SystemResult(m, page, counters, digest, words if opts.keep_trace else None))
     result = RunResult(done, tuple(systems_out), seconds, steps_before=start.done_before)
+    if unsaved is not None:
+        raise SaveFailed(result, unsaved)
     if done < plan.steps:
         raise RunInterrupted(result)
     return result

@@ -1,0 +1,465 @@
+"""meshnb.files: inputs that must be regular files, outputs checked up front and written
+atomically (a full disk included), stale temporary files, and the lock of a run that owns a path."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from meshnb import files
+
+QUICK_S = 2.0  # a refusal takes no longer than this, whatever the file
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e)
+    assert "\n" not in text and text, text
+    return text
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited and been reaped (until the kernel reuses it)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+
+def test_a_regular_file_is_read_within_its_bound(tmp_path):
+    path = tmp_path / "in.bin"
+    path.write_bytes(b"x" * 100)
+    assert files.read_input(path, "--view-in", 100) == b"x" * 100
+    assert files.read_input(str(path), "--view-in", 1000) == b"x" * 100
+    with pytest.raises(files.InputError, match=rf"^--view-in {path}: larger than 99 bytes$"):
+        files.read_input(path, "--view-in", 99)
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+def _special(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A path that is not a regular file, and the words that must name it."""
+    if kind == "fifo":
+        return _fifo(tmp_path), "a FIFO"
+    if kind == "dev-zero":
+        return Path("/dev/zero"), "a character device"
+    if kind == "directory":
+        return tmp_path, "a directory"
+    if kind == "symlink-to-fifo":
+        link = tmp_path / "link"
+        link.symlink_to(_fifo(tmp_path))
+        return link, "a FIFO"
+    raise AssertionError(kind)
+
+
+SPECIAL = ["fifo", "dev-zero", "directory", "symlink-to-fifo"]
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("read", [lambda p: files.read_input(p, "--view-in", 1 << 30), lambda p: files.read_page(p, "--view-in")])
+def test_anything_but_a_regular_file_is_refused_at_once(tmp_path, kind, read):
+    path, named = _special(tmp_path, kind)
+    t = time.monotonic()
+    with pytest.raises(files.InputError) as e:
+        read(path)  # a FIFO without a writer would block a plain open; /dev/zero would fill memory
+    assert time.monotonic() - t < QUICK_S
+    assert _one_line(e.value) == f"--view-in {path}: {named}, not a regular file"
+
+
+def test_a_socket_and_a_missing_file_are_refused(tmp_path):
+    missing = tmp_path / "missing"
+    with pytest.raises(files.InputError) as e:
+        files.read_input(missing, "checkpoint", 10)
+    assert _one_line(e.value) == f"checkpoint {missing}: No such file or directory"
+    with pytest.raises(files.InputError, match=r"^checkpoint 'a\\x00b': not a file name$"):
+        files.read_input("a\0b", "checkpoint", 10)
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        with pytest.raises(files.InputError) as e:
+            files.read_input(path, "checkpoint", 10)
+    assert _one_line(e.value) == f"checkpoint {path}: a socket, not a regular file"
+
+
+@pytest.mark.parametrize("size", [0, 4095, 4097, 10_000])
+def test_a_page_is_4096_bytes(tmp_path, size):
+    path = tmp_path / "page.bin"
+    path.write_bytes(b"\1" * size)
+    with pytest.raises(files.InputError) as e:
+        files.read_page(path, "--view-in")
+    assert _one_line(e.value) == f"--view-in {path}: a page is 4096 bytes, this file has {size}"
+    path.write_bytes(b"\1" * 4096)
+    assert files.read_page(path, "--view-in") == b"\1" * 4096
+
+
+def test_a_page_is_given_as_bytes_or_as_a_path(tmp_path):
+    page = bytes(range(256)) * 16
+    path = tmp_path / "page.bin"
+    path.write_bytes(page)
+    assert files.page_from(path, "view_in") == files.page_from(str(path), "view_in") == page
+    assert files.page_from(bytearray(page), "view_in") == files.page_from(memoryview(page), "view_in") == page
+    with pytest.raises(files.InputError, match=f"^view_in {tmp_path}: a directory, not a regular file$"):
+        files.page_from(tmp_path, "view_in")
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs checked up front
+# ---------------------------------------------------------------------------------------------
+
+def test_a_writable_output_passes_and_leaves_nothing(tmp_path):
+    files.check_output(tmp_path / "page.bin", "--view-out")
+    (tmp_path / "page.bin").write_bytes(b"old")
+    files.check_output(tmp_path / "page.bin", "--view-out")  # an existing file will be replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.bin"]
+
+
+def test_unwritable_outputs_are_refused_before_the_run(tmp_path):
+    (tmp_path / "afile").write_bytes(b"")
+    (tmp_path / "adir").mkdir()
+    cases = {
+        "/nonexistent_dir/x": "directory /nonexistent_dir does not exist",
+        f"{tmp_path}/afile/x": f"{tmp_path}/afile is not a directory",
+        f"{tmp_path}/adir": "a directory, not a regular file",
+        f"{tmp_path}/adir/": "a directory, not a regular file",
+        "/dev/null": "a character device, not a regular file",
+        f"{tmp_path}/..": "not a file name",
+    }
+    for path, why in cases.items():
+        with pytest.raises(files.OutputError) as e:
+            files.check_output(path, "--checkpoint")
+        assert _one_line(e.value) == f"--checkpoint {path}: {why}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]  # no probe, no stray temp
+
+
+def test_an_unwritable_directory_is_refused(tmp_path, monkeypatch):
+    # As root, permissions do not stop a write; os.access is what reports a read-only mount.
+    monkeypatch.setattr(files.os, "access", lambda path, mode: False)
+    with pytest.raises(files.OutputError) as e:
+        files.check_output(tmp_path / "x", "--view-out")
+    assert _one_line(e.value) == f"--view-out {tmp_path / 'x'}: cannot write in {tmp_path} (Permission denied)"
+
+
+def test_a_directory_that_refuses_files_is_refused_by_the_probe(tmp_path, monkeypatch):
+    real_open = os.open
+
+    def no_create(path, flags, *a, **k):  # what a full inode table or an LSM says
+        if flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(files.os, "open", no_create)
+    with pytest.raises(files.OutputError, match=r"cannot write in .*No space left on device"):
+        files.check_output(tmp_path / "x", "--view-out")
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes, stale temporary files, a full disk
+# ---------------------------------------------------------------------------------------------
+
+def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "page.bin"
+    files.write_atomic(path, b"one", "--view-out")
+    files.write_atomic(str(path), b"two", "--view-out")
+    assert path.read_bytes() == b"two"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.bin"]
+
+
+def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path):
+    path = tmp_path / "run.ckpt"
+    dead, live = _dead_pid(), os.getppid()
+    stale, busy = tmp_path / f".run.ckpt.tmp{dead}", tmp_path / f".run.ckpt.tmp{live}"
+    other = tmp_path / f".other.ckpt.tmp{dead}"  # another path's: not ours to judge
+    for p in (stale, busy, other):
+        p.write_bytes(b"half a checkpoint")
+    files.write_atomic(path, b"whole", "checkpoint")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([busy.name, other.name, "run.ckpt"])
+
+
+def test_a_directory_as_target_fails_naming_the_path_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "adir"
+    path.mkdir()
+    (path / "inside").write_bytes(b"")
+    with pytest.raises(files.WriteError) as e:
+        files.write_atomic(path, b"page", "--view-out")
+    assert _one_line(e.value) == f"--view-out {path}: Is a directory"
+    assert isinstance(e.value, OSError) and e.value.errno == errno.EISDIR and e.value.filename == str(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
+@pytest.mark.parametrize("failing", ["write", "fsync"])
+def test_a_full_disk_leaves_the_previous_file_and_no_temp(tmp_path, monkeypatch, failing):
+    path = tmp_path / "run.ckpt"
+    files.write_atomic(path, b"previous", "checkpoint")
+    written = []
+
+    def full(*args):
+        if failing == "write" and written:  # a first short write, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if failing == "fsync":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(args)
+        return real(args[0], args[1][:3]) if failing == "write" else real(*args)
+
+    real = getattr(os, failing)
+    monkeypatch.setattr(files.os, failing, full)
+    with pytest.raises(files.WriteError) as e:
+        files.write_atomic(path, b"the next checkpoint", "checkpoint")
+    assert _one_line(e.value) == f"checkpoint {path}: No space left on device"
+    assert e.value.errno == errno.ENOSPC
+    assert path.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]
+
+
+_FULL_DISK = textwrap.dedent("""
+    import json, os, subprocess, sys
+    from meshnb import files
+    d, previous, data = sys.argv[1], bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d], check=True)
+    path = os.path.join(d, "out.bin")
+    files.write_atomic(path, previous, "--view-out")
+    fd = os.open(os.path.join(d, "filler"), os.O_WRONLY | os.O_CREAT)
+    try:  # fill what is left
+        while True:
+            os.write(fd, bytes(4096))
+    except OSError:
+        os.close(fd)
+    try:
+        files.write_atomic(path, data, "--view-out")
+        error = None
+    except files.WriteError as e:
+        error = str(e)
+    print(json.dumps({"error": error, "kept": open(path, "rb").read() == previous,
+                      "names": sorted(os.listdir(d))}))
+""")
+
+
+def _in_mount_namespace() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-rm", "true"], check=False, capture_output=True).returncode == 0
+
+
+def run_on_a_full_tmpfs(tmp_path: Path, script: str, *args: str) -> dict:
+    """Run ``script`` in a user and mount namespace of its own, where it may mount a small tmpfs on
+    ``tmp_path/mnt`` (gone with the namespace: nothing is left mounted)."""
+    if not _in_mount_namespace():
+        pytest.skip("no user and mount namespace here (unshare -rm): the simulated ENOSPC tests stand in")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.run(["unshare", "-rm", sys.executable, "-c", script, str(mnt), *args],
+                       check=False, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert not any(mnt.iterdir())  # the tmpfs went with the namespace
+    return json.loads(p.stdout)
+
+
+def test_a_real_full_disk_leaves_the_previous_file_and_no_temp(tmp_path):
+    out = run_on_a_full_tmpfs(tmp_path, _FULL_DISK, (b"p" * 4096).hex(), (b"n" * 4096).hex())
+    assert out == {"error": f"--view-out {tmp_path / 'mnt' / 'out.bin'}: No space left on device", "kept": True,
+                   "names": ["filler", "out.bin"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The lock of a run that owns a path
+# ---------------------------------------------------------------------------------------------
+
+_HOLDER = textwrap.dedent("""
+    import sys
+    from meshnb import files
+    with files.hold(sys.argv[1], "checkpoint"):
+        print("held", flush=True)
+        sys.stdin.read()
+""")
+
+
+def _holder(path: Path) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout is not None and p.stdout.readline() == "held\n"
+    return p
+
+
+def test_hold_writes_the_pid_and_removes_the_lock_file(tmp_path):
+    path = tmp_path / "run.ckpt"
+    with files.hold(path, "checkpoint"):
+        assert files.lock_path(path).read_text() == f"{os.getpid()}\n"
+        with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):  # in the same process too
+            pass
+        assert e.value.pid == os.getpid()
+    assert list(tmp_path.iterdir()) == []
+    with files.hold(path, "checkpoint"):  # and it can be taken again
+        pass
+
+
+def test_a_full_disk_does_not_stop_a_run_from_holding_its_path(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = tmp_path / "run.ckpt"
+    with monkeypatch.context() as m:
+        m.setattr(files.os, "write", full)
+        owner = files.hold(path, "checkpoint")
+        owner.__enter__()
+    try:
+        assert files.lock_path(path).read_text() == ""
+        monkeypatch.setattr(files, "_alive", lambda pid: True)
+        monkeypatch.setattr(files.time, "sleep", lambda s: None)
+        with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):
+            pass
+        assert e.value.pid is None and "(a process whose pid is unknown; lock" in _one_line(e.value)
+    finally:
+        owner.__exit__(None, None, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_process_is_refused_with_the_holders_pid(tmp_path):
+    path = tmp_path / "run.ckpt"
+    p = _holder(path)
+    try:
+        with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):
+            pass
+        assert e.value.pid == p.pid
+        assert _one_line(e.value) == (f"checkpoint {path}: in use by another run (pid {p.pid}; "
+                                      f"lock {files.lock_path(path)})")
+    finally:
+        p.communicate("")
+    assert p.returncode == 0
+    assert list(tmp_path.iterdir()) == []
+    with files.hold(path, "checkpoint"):
+        pass
+
+
+def test_the_lock_of_a_killed_holder_is_free(tmp_path):
+    path = tmp_path / "run.ckpt"
+    p = _holder(path)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    assert files.lock_path(path).read_text() == f"{p.pid}\n"  # left behind, but not held
+    with files.hold(path, "checkpoint"):
+        assert files.lock_path(path).read_text() == f"{os.getpid()}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+_CONTENDER = textwrap.dedent("""
+    import os, sys, time
+    from meshnb import files
+    path, inside, end = sys.argv[1], sys.argv[2], time.monotonic() + float(sys.argv[3])
+    held = 0
+    while time.monotonic() < end:
+        try:
+            with files.hold(path, "checkpoint"):
+                fd = os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # fails if another holds it too
+                os.close(fd)
+                os.unlink(inside)
+                held += 1
+        except files.InUseError:
+            pass
+    print(held)
+""")
+
+
+def test_holders_that_come_and_go_never_overlap(tmp_path):
+    """Release unlinks the lock file while another process may have it open: the inode check makes
+    that process try again rather than hold a lock on a file no longer at the name."""
+    path, inside = tmp_path / "run.ckpt", tmp_path / "inside"
+    ps = [subprocess.Popen([sys.executable, "-c", _CONTENDER, str(path), str(inside), "3"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=60) for p in ps]
+    assert all(p.returncode == 0 for p in ps), [err for _, err in outs]
+    assert sum(int(out) for out, _ in outs) > 30  # they did take turns
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line's use of these (the acceptance tests of the issue's items 3 to 5)
+# ---------------------------------------------------------------------------------------------
+
+
+def _cli(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:
+    try:
+        out, err = p.communicate(timeout=10)  # the interpreter's start, not a run
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("still running after 10 s") from None
+    assert p.returncode == 2 and out == "", err
+    assert err.count("\n") == 1 and all(n in err for n in named), err
+    return err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory",
+                                  "symlink-to-fifo"])
+def test_the_cli_refuses_a_special_view_in(tmp_path, kind):
+    path, _ = _special(tmp_path, kind)
+    _exit_2_at_once(_cli("--view-in", str(path)), f"--view-in {path}")
+
+
+@pytest.mark.parametrize("option", ["--view-out", "--checkpoint"])
+@pytest.mark.parametrize("where", ["/nonexistent_dir/x", "adir"])
+def test_the_cli_checks_an_output_before_the_run(tmp_path, option, where):
+    (tmp_path / "adir").mkdir()
+    path = where if where.startswith("/") else str(tmp_path / where)
+    cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
+    _exit_2_at_once(_cli("--steps", "1000", *cluster, option, path), f"{option} {path}")  # no digests: no run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]  # no stray adir.tmpPID
+
+
+def test_a_second_run_on_a_checkpoint_path_is_refused_naming_the_first(tmp_path):
+    path = tmp_path / "run.ckpt"
+    first = _cli("--systems", "2", "--steps", "50000000", "--checkpoint", str(path), "--checkpoint-every", "0.2")
+    try:
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = _cli("--systems", "2", "--backend", "fused", "--steps", "64", "--checkpoint", str(path))
+        _exit_2_at_once(second, f"checkpoint {path}", f"pid {first.pid}")
+    finally:
+        first.kill()
+        first.communicate()
+
+
+_FULL_RUN = textwrap.dedent("""
+    import subprocess, sys
+    d, option = sys.argv[1], sys.argv[2]
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", d], check=True)  # less than one checkpoint
+    cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
+    with open(d + "/out.bin", "wb") as f:
+        f.write(b"previous")
+    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--steps", "64", "--json", *cluster, option,
+                        d + "/out.bin"], capture_output=True, text=True)
+    import json, os
+    print(json.dumps({"rc": p.returncode, "out": p.stdout, "err": p.stderr, "names": sorted(os.listdir(d)),
+                      "previous": open(d + "/out.bin", "rb").read() == b"previous"}))
+""")
+
+
+@pytest.mark.parametrize("option", ["--view-out", "--checkpoint"])
+def test_a_full_disk_prints_the_result_then_one_line(tmp_path, option):
+    r = run_on_a_full_tmpfs(tmp_path, _FULL_RUN, option)
+    path = tmp_path / "mnt" / "out.bin"
+    what = "checkpoint" if option == "--checkpoint" else "--view-out"
+    assert r["rc"] == 1 and json.loads(r["out"])["steps"] == 64, r  # the digests come first
+    assert r["err"] == f"meshnb: error: {what} {path}: No space left on device\n", r
+    assert r["names"] == ["out.bin"] and r["previous"], r
