@@ -98,9 +98,9 @@ def varied_starts(count: int, seed: int = 5) -> list[Start]:
 
 def meshnb_run(start: Start, steps: int, steps_per_task: int | None = None) -> str:
     """meshnb's single-system path from ``start.page``."""
-    import meshnb
+    from .api import train
 
-    return meshnb.train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
+    return train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
 
 
 def reference_run(start: Start, steps: int, impl: str = "numpy") -> str:
@@ -117,9 +117,9 @@ def _cluster_kwargs(start: Start | None) -> dict[str, Any]:
 
 def cluster_run(start: Start, steps: int, backend: str, systems: int) -> str:
     """A cluster of ``systems`` on ``backend``; every member must have the same trace digest."""
-    import meshnb
+    from .api import train
 
-    r = meshnb.train(steps, systems=systems, backend=backend, **_cluster_kwargs(start))
+    r = train(steps, systems=systems, backend=backend, **_cluster_kwargs(start))
     digests = {s.trace_digest for s in r.systems}
     if len(digests) != 1:
         return "members differ: " + ",".join(sorted(digests))
@@ -242,7 +242,7 @@ def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: i
     row["first_call_s"] = first_s
     if not row["verified"]:
         return row
-    same = [_timed(lambda i=i: path.run(starts[i % len(starts)], probe))[0] for i in range(3)]
+    same = [_timed(lambda i=i: path.run(starts[i % len(starts)], probe))[0] for i in range(3)]  # type: ignore[misc]
     t_probe = statistics.median(same)
     row["jit_s"] = max(0.0, first_s - t_probe)
     steps = _call_size(path, starts[0], probe, t_probe, seconds)

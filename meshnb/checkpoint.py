@@ -118,7 +118,7 @@ class RunSettings:
         if not isinstance(d["z"], bool):
             raise CheckpointError(f"{field}.z: must be true or false, not {_what(d['z'])}")
         pairs = _list(d["set_lr"], f"{field}.set_lr")
-        set_lr = []
+        set_lr: list[tuple[int, int]] = []
         for i, pair in enumerate(pairs):
             where = f"{field}.set_lr[{i}]"
             if not isinstance(pair, list) or len(pair) != 2:

@@ -98,7 +98,7 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
         os.close(fd)
         raise
     with f:
-        yield f  # type: ignore[misc]  # an unbuffered FileIO is a BinaryIO for reading
+        yield f  # an unbuffered FileIO is a BinaryIO for reading
 
 
 def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> bytes:
@@ -199,7 +199,7 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
     reused pid's, which errs on the side of keeping a file)."""
     p = Path(path)
     pattern = re.compile(rf"\.{re.escape(p.name)}\.tmp(\d+)")
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(p.parent)
     except OSError:

@@ -26,7 +26,7 @@ from numba import njit
 def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     """meshnb's one njit: machine code cached beside the package, and ``error_model="numpy"``,
     a correctness rule (IEEE: a division by zero gives inf or NaN, never an exception)."""
-    return njit(cache=True, error_model="numpy", **options)  # type: ignore[no-any-return]
+    return njit(cache=True, error_model="numpy", **options)
 
 
 EXP_MASK = np.uint32(0x7F800000)

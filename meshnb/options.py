@@ -387,7 +387,7 @@ def resolve(opts: RunOptions, systems: int | None = None,
 def check_same_run(ck: Checkpoint, opts: RunOptions, where: str) -> None:
     """Refuse a resume whose explicit options are not the checkpoint's run."""
     have = ck.run.to_json()
-    given = {"systems": opts.systems, "steps": opts.steps, "steps_per_task": opts.steps_per_task,
+    given: dict[str, Any] = {"systems": opts.systems, "steps": opts.steps, "steps_per_task": opts.steps_per_task,
              "step_base": opts.step_base, "z": None if opts.z else False,
              "set_lr": None if opts.set_lr is None else Plan.make(ck.run.steps, None, opts.set_lr).set_lr}
     for name, value in given.items():

@@ -112,8 +112,10 @@ class SharedSegment:
         return self.shm.name if self.shm is not None else None
 
     def array(self) -> np.ndarray:
-        buf = self._map if self._map is not None else self.shm.buf  # type: ignore[union-attr]
-        return np.frombuffer(buf, dtype=np.uint8)
+        if self._map is not None:
+            return np.frombuffer(self._map, dtype=np.uint8)
+        assert self.shm is not None and self.shm.buf is not None
+        return np.frombuffer(self.shm.buf, dtype=np.uint8)
 
     def unlink(self) -> None:
         if self._linked and self.shm is not None:
@@ -174,6 +176,7 @@ def attach(name: str | None, fd: int | None) -> tuple[np.ndarray, Callable[[], N
     # Attaching registers the name with the resource tracker this process shares with the
     # coordinator; the coordinator's unlink unregisters it (the tracker keeps a set).
     shm = SharedMemory(name=name)
+    assert shm.buf is not None
     return np.frombuffer(shm.buf, dtype=np.uint8), lambda: close(shm)
 
 
@@ -186,7 +189,7 @@ def _close_map(mapped: mmap.mmap) -> None:
 
 def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
     """Unlink the meshnb segments whose coordinator is no longer alive; returns their names."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

@@ -7,6 +7,7 @@ NaN, NaN payloads and infinities in the samples, values at the flush boundary.""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from . import reference as ref
 PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 
 
-def with_words(page: bytes, offset: int, words) -> bytes:
+def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> bytes:
     out = bytearray(page)
     struct.pack_into(f"<{len(words)}I", out, offset, *(int(w) for w in words))
     return bytes(out)
