@@ -183,7 +183,8 @@ def check_output(path: Pathish, option: str) -> None:
         raise OutputError(f"{option} {path}: cannot write in {parent} ({e.strerror})") from None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a stale file's owner is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -206,7 +207,7 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
         return removed
     for name in names:
         m = pattern.fullmatch(name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
             with contextlib.suppress(FileNotFoundError):  # another run removed it first
                 os.unlink(p.parent / name)
                 removed.append(p.parent / name)
@@ -264,7 +265,7 @@ def _holder(lock: Path) -> int | None:
     while True:
         with contextlib.suppress(OSError, ValueError):
             pid = int(lock.read_text())
-            if pid > 0 and _alive(pid):
+            if pid > 0 and pid_alive(pid):
                 return pid
         if time.monotonic() >= deadline:
             return None

@@ -17,6 +17,7 @@ from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
+from ..files import pid_alive
 from ..exchange import ExchangePage, PageField, exchange_bytes, field_array
 from ..program import COUNTER_NAMES
 from ..sha256 import Sha256State
@@ -196,7 +197,7 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
         return removed  # no /dev/shm on this system: segments live elsewhere, the tracker owns them
     for name in names:
         pid_text = name[len(SEGMENT_PREFIX):].partition("_")[0]
-        if not name.startswith(SEGMENT_PREFIX) or not pid_text.isdigit() or _alive(int(pid_text)):
+        if not name.startswith(SEGMENT_PREFIX) or not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:
             os.unlink(os.path.join(directory, name))
@@ -204,16 +205,6 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
         except OSError:
             pass  # another run removed it first, or it is not ours to remove
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def close(shm: SharedMemory) -> None:
