@@ -41,7 +41,8 @@ def _start(*argv: str, new_session: bool = False) -> subprocess.Popen:
 
 
 def _shm() -> set[str]:
-    return {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+    """What is in /dev/shm, less MPICH's segments (an MPI job's, never a meshnb run's here)."""
+    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
 
 
 def _moments(seed: str, low: float, high: float) -> list[float]:
