@@ -52,8 +52,12 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--bench-short", action="store_true", default=False,
-                     help="meshnb benches: small sizes (also MESHNB_BENCH_SHORT=1, and implied by --benchmark-disable)")
+    parser.addoption(
+        "--bench-short",
+        action="store_true",
+        default=False,
+        help="meshnb benches: small sizes (also MESHNB_BENCH_SHORT=1, and implied by --benchmark-disable)",
+    )
 
 
 def is_short(config: pytest.Config) -> bool:
@@ -73,10 +77,26 @@ def short(pytestconfig: pytest.Config) -> bool:
 def sizes(short: bool) -> dict[str, int]:
     """Steps per timed call and rounds of each benchmark; ``verify``: steps of every bit check."""
     if short:
-        return {"run": 10_000, "fused": 1_000, "numpy": 8, "python": 2, "pool": 16, "rounds": 1,
-                "verify": 256, "verify_starts": 2}
-    return {"run": 1_000_000, "fused": 100_000, "numpy": 200, "python": 40, "pool": 256, "rounds": 5,
-            "verify": 256, "verify_starts": 4}
+        return {
+            "run": 10_000,
+            "fused": 1_000,
+            "numpy": 8,
+            "python": 2,
+            "pool": 16,
+            "rounds": 1,
+            "verify": 256,
+            "verify_starts": 2,
+        }
+    return {
+        "run": 1_000_000,
+        "fused": 100_000,
+        "numpy": 200,
+        "python": 40,
+        "pool": 256,
+        "rounds": 5,
+        "verify": 256,
+        "verify_starts": 4,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -105,6 +125,7 @@ def record() -> Any:
 # ---------------------------------------------------------------------------------------------
 # The ratio table
 # ---------------------------------------------------------------------------------------------
+
 
 def _fmt_ns(ns: float) -> str:
     if ns >= 1e9:
@@ -148,8 +169,10 @@ def ratio_table(rows: dict[str, dict[str, Any]]) -> list[str]:
         ratio = f"{r['ns'] / single:,.2f}x" if single and r["unit"] != "process" else "-"
         vs_c = r["ns"] / KNOWN_NS_PER_STEP["C AVX, DAZ on, outputs flushed"]
         vs_c_text = f"{vs_c:,.1f}x" if r["unit"] == "step" else "-"
-        lines.append(f"| {path} | {r['systems']} | {r['unit']} | {_fmt_ns(r['ns'])} | {_fmt_ns(r['iqr_ns'])} | "
-                     f"{r['rounds']} | {ratio} | {vs_c_text} | {r['name']} |")
+        lines.append(
+            f"| {path} | {r['systems']} | {r['unit']} | {_fmt_ns(r['ns'])} | {_fmt_ns(r['iqr_ns'])} | "
+            f"{r['rounds']} | {ratio} | {vs_c_text} | {r['name']} |"
+        )
     lines.append("")
     for label, num, den, bound, op in TARGETS:
         if num not in rows or (den is not None and den not in rows):
@@ -163,8 +186,10 @@ def ratio_table(rows: dict[str, dict[str, Any]]) -> list[str]:
             continue
         ok = value <= bound if op == "<=" else value >= bound
         lines.append(f"- {label}: {shown} -> {'met' if ok else 'NOT met'}")
-    lines.append("- the issue's figures for this kind of machine, per step: "
-                 + ", ".join(f"{k} ~{_fmt_ns(v)}" for k, v in KNOWN_NS_PER_STEP.items()))
+    lines.append(
+        "- the issue's figures for this kind of machine, per step: "
+        + ", ".join(f"{k} ~{_fmt_ns(v)}" for k, v in KNOWN_NS_PER_STEP.items())
+    )
     return lines
 
 
@@ -178,8 +203,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if _RECORDED:
             tr.ensure_newline()
             tr.section("meshnb bench smoke")
-            tr.write_line(f"{len(_RECORDED)} benchmarks ran once each (timing disabled, "
-                          f"{'short' if is_short(config) else 'full'} sizes): {', '.join(_RECORDED)}")
+            tr.write_line(
+                f"{len(_RECORDED)} benchmarks ran once each (timing disabled, "
+                f"{'short' if is_short(config) else 'full'} sizes): {', '.join(_RECORDED)}"
+            )
         return
     ours = [b for b in bs.benchmarks if (getattr(b, "extra_info", None) or {}).get("steps")]
     if not ours:

@@ -16,10 +16,10 @@ import pytest
 
 import meshnb
 from meshnb import driver, kernels, program
-from meshnb.testing import reference as ref
 from meshnb.bench import cluster_reference_run, cluster_run
 from meshnb.options import Plan
 from meshnb.program import OP_TASK, Context, Trace
+from meshnb.testing import reference as ref
 from meshnb.view import View
 
 
@@ -30,6 +30,7 @@ def _words(a: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def samples() -> tuple[np.ndarray, np.ndarray]:
@@ -87,6 +88,7 @@ def test_apply_and_loss(benchmark, record, sizes, samples):
 # One task (64 steps through meshnb.task on a Context)
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("with_trace", [True, False], ids=["trace", "notrace"])
 def test_task(benchmark, record, sizes, starts, with_trace):
     """One TASK of STEPS_PER_TASK = 64 steps, through ``meshnb.task``, on rotating contexts."""
@@ -114,11 +116,13 @@ def test_task(benchmark, record, sizes, starts, with_trace):
 # A long single-system run, and the baselines of the same program
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def meshnb_traces(sizes, starts) -> list[np.ndarray]:
     """meshnb's trace words over ``sizes["verify"]`` steps from each verified start page."""
-    return [meshnb.train(sizes["verify"], view_in=s.page, keep_trace=True).trace
-            for s in starts[: sizes["verify_starts"]]]
+    return [
+        meshnb.train(sizes["verify"], view_in=s.page, keep_trace=True).trace for s in starts[: sizes["verify_starts"]]
+    ]
 
 
 def _verify_reference(impl: str, sizes, starts, meshnb_traces) -> None:
@@ -182,6 +186,7 @@ def test_baseline(benchmark, record, sizes, starts, meshnb_traces, impl):
 # ---------------------------------------------------------------------------------------------
 # Fused cluster of 8; threads/processes rounds: test_bench_cluster.py
 # ---------------------------------------------------------------------------------------------
+
 
 def test_fused_8(benchmark, record, sizes, starts):
     """meshnb.train(systems=8, backend="fused"): time per lockstep step of the 8 systems."""

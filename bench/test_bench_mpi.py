@@ -52,7 +52,11 @@ class Job:
         self.n = n
         self.proc = subprocess.Popen(
             [_mpiexec(), "-n", str(n), sys.executable, str(WORKER)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
         )
 
     def call(self, command: str, timeout_s: float = 120.0) -> dict:
@@ -120,6 +124,9 @@ def test_mpi(benchmark, record, short, jobs, n, what):
     inside = sorted(a["seconds"] for a in answers)
     median_inside = inside[len(inside) // 2]
     benchmark.extra_info.update(
-        rounds_per_s_rank0=r / median_inside, us_per_round_rank0=median_inside / r * 1e6,
-        persistent=answers[-1]["persistent"], ranks=n, cores=os.cpu_count(),
+        rounds_per_s_rank0=r / median_inside,
+        us_per_round_rank0=median_inside / r * 1e6,
+        persistent=answers[-1]["persistent"],
+        ranks=n,
+        cores=os.cpu_count(),
     )

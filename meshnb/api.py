@@ -32,26 +32,29 @@ def run(opts: RunOptions) -> RunResult:
 
 def _document() -> None:
     """train's signature and docstring, from the options table (for help(), IDEs and Sphinx)."""
-    params = [inspect.Parameter("steps", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                annotation="int | None")]
+    params = [
+        inspect.Parameter("steps", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation="int | None")
+    ]
     lines = []
     for name, default, flag in option_fields():
         if name != "steps":
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
         lines.append(f"    ``{name}`` (default {default!r}): {flag.help}")
     train.__signature__ = inspect.Signature(params, return_annotation="RunResult")  # type: ignore[attr-defined]
-    train.__doc__ = "\n".join([
-        "Run the train program; returns a :class:`~meshnb.results.RunResult`.",
-        "",
-        "Without ``systems``: one system without a group.  With ``systems=N`` (1 to 64): a cluster in",
-        "lockstep on ``backend`` (``result.systems[k]`` is system k); ``backend=\"mpi\"`` in every rank of",
-        "an MPI job runs one system per rank.  Raises ValueError for bad options,",
-        ":class:`~meshnb.results.RunInterrupted` on Ctrl-C (with the state so far) and",
-        ":class:`~meshnb.results.ClusterError` when a member fails.",
-        "",
-        "Options:",
-        *lines,
-    ])
+    train.__doc__ = "\n".join(
+        [
+            "Run the train program; returns a :class:`~meshnb.results.RunResult`.",
+            "",
+            "Without ``systems``: one system without a group.  With ``systems=N`` (1 to 64): a cluster in",
+            'lockstep on ``backend`` (``result.systems[k]`` is system k); ``backend="mpi"`` in every rank of',
+            "an MPI job runs one system per rank.  Raises ValueError for bad options,",
+            ":class:`~meshnb.results.RunInterrupted` on Ctrl-C (with the state so far) and",
+            ":class:`~meshnb.results.ClusterError` when a member fails.",
+            "",
+            "Options:",
+            *lines,
+        ]
+    )
 
 
 _document()

@@ -58,6 +58,7 @@ KNOWN_NS_PER_STEP: dict[str, float] = {
 # Varied inputs
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Start:
     """Where a benchmarked run starts.
@@ -95,6 +96,7 @@ def varied_starts(count: int, seed: int = 5) -> list[Start]:
 # ---------------------------------------------------------------------------------------------
 # The runs being measured; each returns the trace digest of the steps it ran
 # ---------------------------------------------------------------------------------------------
+
 
 def meshnb_run(start: Start, steps: int, steps_per_task: int | None = None) -> str:
     """meshnb's single-system path from ``start.page``."""
@@ -153,6 +155,7 @@ def reference_digest(start: Start, steps: int, impl: str = "numpy", systems: int
 # Paths
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Path:
     """A way of running the program: ``run(start, steps) -> trace digest``."""
@@ -177,14 +180,30 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
     these cluster paths are run (the others are listed as not asked for)."""
     paths = [
-        Path("single", "meshnb.train, one system, STEPS_PER_TASK 64", meshnb_run, 4096,
-             expected=_single_expected, checked_against="numpy reference"),
-        Path("single-one-task", "meshnb.train, one system, the whole run in one task",
-             lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)), 4096, max_steps=0xFFFFFFFF),
-        Path("numpy", "reference.run impl='numpy' (vectorised over lanes)",
-             lambda s, n: reference_run(s, n, "numpy"), 16),
-        Path("python", "reference.run impl='python' (plain Python scalars)",
-             lambda s, n: reference_run(s, n, "python"), 4),
+        Path(
+            "single",
+            "meshnb.train, one system, STEPS_PER_TASK 64",
+            meshnb_run,
+            4096,
+            expected=_single_expected,
+            checked_against="numpy reference",
+        ),
+        Path(
+            "single-one-task",
+            "meshnb.train, one system, the whole run in one task",
+            lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)),
+            4096,
+            max_steps=0xFFFFFFFF,
+        ),
+        Path(
+            "numpy", "reference.run impl='numpy' (vectorised over lanes)", lambda s, n: reference_run(s, n, "numpy"), 16
+        ),
+        Path(
+            "python",
+            "reference.run impl='python' (plain Python scalars)",
+            lambda s, n: reference_run(s, n, "python"),
+            4,
+        ),
     ]
     if not clusters:
         return paths
@@ -201,15 +220,25 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
         def expected(s: Start, n: int, systems: int = systems) -> str:
             return reference_digest(s, n, "numpy", systems)
 
-        paths.append(Path(name, desc, run, 1024 if backend == "fused" else 256, systems,
-                          expected, f"numpy reference, {systems} systems grouped",
-                          None if asked else "not asked for"))
+        paths.append(
+            Path(
+                name,
+                desc,
+                run,
+                1024 if backend == "fused" else 256,
+                systems,
+                expected,
+                f"numpy reference, {systems} systems grouped",
+                None if asked else "not asked for",
+            )
+        )
     return paths
 
 
 # ---------------------------------------------------------------------------------------------
 # Measuring
 # ---------------------------------------------------------------------------------------------
+
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
@@ -220,13 +249,25 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: int) -> dict[str, Any]:
     """First call, bit check, then steady-state timing of one path (see the module doc)."""
     row: dict[str, Any] = {
-        "path": path.name, "description": path.description, "systems": path.systems,
-        "available": path.unavailable is None, "reason": path.unavailable,
-        "verified": None, "verify_steps": verify_steps, "verify_starts": len(starts),
-        "checked_against": path.checked_against, "mismatches": [],
-        "first_call_s": None, "jit_s": None, "steps_per_call": None, "calls": 0,
-        "ns_per_step": None, "steps_per_s": None, "ratio_vs_single": None,
-        "marginal_ns_per_step": None, "fixed_s_per_call": None,
+        "path": path.name,
+        "description": path.description,
+        "systems": path.systems,
+        "available": path.unavailable is None,
+        "reason": path.unavailable,
+        "verified": None,
+        "verify_steps": verify_steps,
+        "verify_starts": len(starts),
+        "checked_against": path.checked_against,
+        "mismatches": [],
+        "first_call_s": None,
+        "jit_s": None,
+        "steps_per_call": None,
+        "calls": 0,
+        "ns_per_step": None,
+        "steps_per_s": None,
+        "ratio_vs_single": None,
+        "marginal_ns_per_step": None,
+        "fixed_s_per_call": None,
     }
     if path.unavailable is not None:
         return row
@@ -250,13 +291,19 @@ def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: i
     deadline = time.perf_counter() + seconds
     i = 0
     while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 50):
-        dt, _ = _timed(lambda: path.run(starts[i % len(starts)], steps))
+        dt, _ = _timed(lambda i=i: path.run(starts[i % len(starts)], steps))  # type: ignore[misc]
         times.append(dt)
         i += 1
     t_big = statistics.median(times)
     ns = t_big / steps * 1e9
-    row.update(steps_per_call=steps, calls=len(times), ns_per_step=ns, steps_per_s=1e9 / ns,
-               ns_min=min(times) / steps * 1e9, ns_max=max(times) / steps * 1e9)
+    row.update(
+        steps_per_call=steps,
+        calls=len(times),
+        ns_per_step=ns,
+        steps_per_s=1e9 / ns,
+        ns_min=min(times) / steps * 1e9,
+        ns_max=max(times) / steps * 1e9,
+    )
     if steps > probe:  # two sizes: the cost of one more step, and what a call costs besides
         slope = max(0.0, (t_big - t_probe) / (steps - probe))
         row.update(marginal_ns_per_step=slope * 1e9, fixed_s_per_call=max(0.0, t_probe - probe * slope))
@@ -278,7 +325,7 @@ def _call_size(path: Path, start: Start, probe: int, t_probe: float, seconds: fl
                 break
         factor = 16.0 if t < target / 10 else max(2.0, target / max(t, 1e-9))
         steps = min(path.max_steps, max(64, int(steps * factor) // 64 * 64))
-        t, _ = _timed(lambda: path.run(start, steps))
+        t, _ = _timed(lambda steps=steps: path.run(start, steps))  # type: ignore[misc]
     return steps
 
 
@@ -324,8 +371,12 @@ def machine_info() -> dict[str, Any]:
     import numba
 
     return {
-        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-        "machine": platform.machine(), "processor": _cpu_name(), "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "machine": platform.machine(),
+        "processor": _cpu_name(),
+        "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
     }
 
@@ -345,6 +396,7 @@ def _cpu_name() -> str:
 # Output
 # ---------------------------------------------------------------------------------------------
 
+
 def _ns(ns: float) -> str:
     if ns >= 1e6:
         return f"{ns / 1e6:,.2f} ms"
@@ -358,8 +410,10 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
     head = ("path", "N", "steps/s", "per step", "vs single", "fixed/call", "first call", "JIT/first", "bits")
     lines = []
     if info:
-        lines.append(f"meshnb bench: {info['processor']}, {info['cpus']} CPUs, Python {info['python']}, "
-                     f"numba {info['numba']}, numpy {info['numpy']}, {info['date']}")
+        lines.append(
+            f"meshnb bench: {info['processor']}, {info['cpus']} CPUs, Python {info['python']}, "
+            f"numba {info['numba']}, numpy {info['numpy']}, {info['date']}"
+        )
     table = [head]
     notes = []
     for r in rows:
@@ -371,15 +425,26 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
         if not r["verified"]:
             m = r["mismatches"][0]
             table.append((r["path"], str(r["systems"]), "-", "-", "-", "-", first, "-", "MISMATCH"))
-            notes.append(f"{r['path']}: trace digest differs from {r['checked_against']} on start {m['start']} "
-                         f"({m['got'][:16]}... != {m['expected'][:16]}...): no figure")
+            notes.append(
+                f"{r['path']}: trace digest differs from {r['checked_against']} on start {m['start']} "
+                f"({m['got'][:16]}... != {m['expected'][:16]}...): no figure"
+            )
             continue
         ratio = f"{r['ratio_vs_single']:,.2f}x" if r["ratio_vs_single"] is not None else "-"
         fixed = _ns(r["fixed_s_per_call"] * 1e9) if r.get("fixed_s_per_call") is not None else "-"
-        table.append((
-            r["path"], str(r["systems"]), f"{r['steps_per_s']:,.0f}", _ns(r["ns_per_step"]), ratio, fixed, first,
-            f"{r['jit_s']:.3f} s", f"ok ({r['verify_starts']}x{r['verify_steps']} steps)",
-        ))
+        table.append(
+            (
+                r["path"],
+                str(r["systems"]),
+                f"{r['steps_per_s']:,.0f}",
+                _ns(r["ns_per_step"]),
+                ratio,
+                fixed,
+                first,
+                f"{r['jit_s']:.3f} s",
+                f"ok ({r['verify_starts']}x{r['verify_steps']} steps)",
+            )
+        )
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     right = {1, 2, 3, 4, 5, 6, 7}
     for k, row in enumerate(table):
@@ -389,8 +454,10 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
             lines.append("  ".join("-" * w for w in widths))
     lines.append("per step: median wall time of a whole call / its steps (clusters: one lockstep step of all N)")
     lines.append("fixed/call: what a call costs besides its steps (from two call sizes)")
-    lines.append("first call: this process's first call (JIT compile or cache load, start-up); "
-                 "JIT/first: first call - a steady call of the same size")
+    lines.append(
+        "first call: this process's first call (JIT compile or cache load, start-up); "
+        "JIT/first: first call - a steady call of the same size"
+    )
     lines.extend(notes)
     return "\n".join(lines)
 

@@ -79,6 +79,7 @@ _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 # The file
 # ---------------------------------------------------------------------------------------------
 
+
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, corrupt, hostile, or of another run."""
 
@@ -97,8 +98,12 @@ class RunSettings:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "systems": self.systems, "steps": self.steps, "steps_per_task": self.steps_per_task,
-            "set_lr": [list(p) for p in self.set_lr], "step_base": self.step_base, "z": self.z,
+            "systems": self.systems,
+            "steps": self.steps,
+            "steps_per_task": self.steps_per_task,
+            "set_lr": [list(p) for p in self.set_lr],
+            "step_base": self.step_base,
+            "z": self.z,
             "first_step": self.first_step,
         }
 
@@ -134,8 +139,15 @@ def _what(x: Any) -> str:
     """A value as an error line shows it: short, whatever it is."""
     if isinstance(x, _Huge):
         return f"an integer of {len(x.lstrip('-'))} digits"
-    name = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "an object", type(None): "null"}.get(type(x), type(x).__name__)
+    name = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(x), type(x).__name__)
     return f"{name} {json.dumps(x)[:40]}" if isinstance(x, (bool, int, float, str)) else name
 
 
@@ -264,7 +276,10 @@ class Checkpoint:
             "run": self.run.to_json(),
             "done": self.done,
             "members": [
-                {"counters": dict(c), "trace": {"h": [f"{x:08x}" for x in t.h], "length": t.length, "tail": t.tail.hex()}}
+                {
+                    "counters": dict(c),
+                    "trace": {"h": [f"{x:08x}" for x in t.h], "length": t.length, "tail": t.tail.hex()},
+                }
                 for c, t in zip(self.counters, self.traces)
             ],
         }

@@ -62,13 +62,23 @@ def _add_train(sub: Any) -> None:
         if flag.parse is None:  # a switch: --ieee
             group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
         else:
-            group.add_argument(flag.flag, dest=name, type=_type(flag.parse), metavar=flag.metavar, help=flag.help,
-                               action="append" if flag.repeat else "store")
+            group.add_argument(
+                flag.flag,
+                dest=name,
+                type=_type(flag.parse),
+                metavar=flag.metavar,
+                help=flag.help,
+                action="append" if flag.repeat else "store",
+            )
         if name == "view_in":  # the CLI's own flags sit beside the options they go with
             t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
             t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
-            t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                           help="progress bar on stderr (default: when stderr is a terminal)")
+            t.add_argument(
+                "--progress",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help="progress bar on stderr (default: when stderr is a terminal)",
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     _add_train(sub)
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
-    b.add_argument("--seconds", type=_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)")
+    b.add_argument(
+        "--seconds", type=_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)"
+    )
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
@@ -131,7 +143,9 @@ def _summary(result: RunResult) -> str:
     per = 1e9 / rate if rate and rate != float("inf") else 0.0
     lines.append(f"speed   {rate:,.0f} steps/s ({per:.1f} ns/step), {result.steps} steps in {result.seconds:.3f} s")
     if result.first_call_seconds:
-        lines.append(f"jit     {result.first_call_seconds:.3f} s before the steps (compile, or load from numba's cache)")
+        lines.append(
+            f"jit     {result.first_call_seconds:.3f} s before the steps (compile, or load from numba's cache)"
+        )
     return "\n".join(lines)
 
 
@@ -182,7 +196,9 @@ def _train(args: argparse.Namespace) -> int:
             saved.append(f"page written to {args.view_out}")
         if opts.checkpoint:
             saved.append(f"checkpoint written to {opts.checkpoint}")
-        print(f"meshnb: interrupted after {stop.result.steps} steps" + "".join(f"; {s}" for s in saved), file=sys.stderr)
+        print(
+            f"meshnb: interrupted after {stop.result.steps} steps" + "".join(f"; {s}" for s in saved), file=sys.stderr
+        )
         return EXIT_INTERRUPTED
     if not _prints(args):
         return EXIT_OK  # mpi: rank 0 prints (and writes) every rank's results
@@ -253,7 +269,7 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
         # stdout at /dev/null so that the interpreter's final flush does not complain.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
-    except Exception as e:  # noqa: BLE001 - sorted into the exit codes here, one line each
+    except Exception as e:
         if isinstance(e, OptionError):
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):

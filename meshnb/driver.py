@@ -1,7 +1,7 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``); a progress bar; the rules every cluster member follows (stalls, the give-up bound, the wording
-of a stalled round).
+start at an LR change, a retry after a timeout (``ERR = 1``); a progress bar; the rules every
+cluster member follows (stalls, the give-up bound, the wording of a stalled round).
 """
 
 from __future__ import annotations
@@ -164,8 +164,10 @@ def drive(
         if ran:
             last_step = time.monotonic()
         elif give_up_s is not None and time.monotonic() - last_step > give_up_s:
-            raise ClusterError(ctx.group.k if ctx.group is not None else 0,
-                               f"no step completed in {give_up_s:g} s (a peer is stalled or dead)")
+            raise ClusterError(
+                ctx.group.k if ctx.group is not None else 0,
+                f"no step completed in {give_up_s:g} s (a peer is stalled or dead)",
+            )
         if on_task is not None:
             on_task(done)
 

@@ -70,6 +70,7 @@ class ExchangeAborted(Exception):
 # repeat for every system, ``SYSTEM_BYTES`` apart, after ``HEADER_BYTES``.
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PageField:
     name: str
@@ -133,7 +134,7 @@ class ExchangePage:
             raise ValueError(f"this exchange page is for {int(self._systems[0])} systems, not {n}")
 
     @classmethod
-    def new(cls, n: int) -> "ExchangePage":
+    def new(cls, n: int) -> ExchangePage:
         """A fresh page of ``n`` systems in process memory."""
         return cls(np.zeros(exchange_bytes(n), dtype=np.uint8), n, create=True)
 
@@ -157,6 +158,7 @@ class ExchangePage:
 # ---------------------------------------------------------------------------------------------
 # Waiting
 # ---------------------------------------------------------------------------------------------
+
 
 class Waiter(Protocol):
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:

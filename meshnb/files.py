@@ -66,8 +66,13 @@ class WriteError(OSError):
 # Inputs
 # ---------------------------------------------------------------------------------------------
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -143,6 +148,7 @@ def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> by
 # ---------------------------------------------------------------------------------------------
 # Outputs
 # ---------------------------------------------------------------------------------------------
+
 
 def _temp_name(path: Path, pid: int) -> Path:
     return path.with_name(f".{path.name}.tmp{pid}")
@@ -251,6 +257,7 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Ownership
 # ---------------------------------------------------------------------------------------------
+
 
 def lock_path(path: Pathish) -> Path:
     """The lock file of ``path``: ``.NAME.lock`` beside it."""

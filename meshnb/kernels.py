@@ -180,8 +180,9 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
 
 
 @jit()
-def grouped_apply(header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64,
-                  trace_row: np.ndarray, z: bool) -> None:
+def grouped_apply(
+    header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
+) -> None:
     """Apply a cluster fold to the params words in ``header``; write step ``t``'s loss and trace row."""
     p = np.empty(4, dtype=np.float32)
     for j in range(4):

@@ -23,8 +23,26 @@ import numpy as np
 from . import vec
 from .floatz import jit
 from .kernels import (
-    NSUMS, SAMPLES, TAB, U64_7, U64_255, W_ERR, W_INV_BATCH, W_LOSS, W_LR, W_NEXT_STEP, W_PENDING, W_STEP_HI,
-    W_STEPS_PER_TASK, W_X, W_Y, WARP, batches, in_word, out_word, result,
+    NSUMS,
+    SAMPLES,
+    TAB,
+    U64_7,
+    U64_255,
+    W_ERR,
+    W_INV_BATCH,
+    W_LOSS,
+    W_LR,
+    W_NEXT_STEP,
+    W_PENDING,
+    W_STEP_HI,
+    W_STEPS_PER_TASK,
+    W_X,
+    W_Y,
+    WARP,
+    batches,
+    in_word,
+    out_word,
+    result,
 )
 from .view import HEADER_WORDS, VIEW_BYTES
 
@@ -36,7 +54,6 @@ def loop_mode(z: bool) -> int:
     if not z:
         return IEEE
     return Z_DAZ if vec.HAS_DAZ else Z
-
 
 
 # --- the fast step loop -----------------------------------------------------------------------
@@ -137,8 +154,8 @@ def _tasks(words, count, trace, mode):
     (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS written,
     ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced."""
     z = mode != IEEE
-    tab = batches(words[W_X:W_X + SAMPLES].view(np.float32), words[W_Y:W_Y + SAMPLES].view(np.float32), z)
-    loss_ring = words[W_LOSS:W_LOSS + SAMPLES]
+    tab = batches(words[W_X : W_X + SAMPLES].view(np.float32), words[W_Y : W_Y + SAMPLES].view(np.float32), z)
+    loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
     header = words[:HEADER_WORDS]
     spt = np.uint64(words[W_STEPS_PER_TASK])
     done = np.uint64(0)
@@ -149,7 +166,7 @@ def _tasks(words, count, trace, mode):
         first = False
         n = min(spt, total - done)
         base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
-        rows = trace[np.int64(done):np.int64(done + n)] if trace.shape[0] else trace
+        rows = trace[np.int64(done) : np.int64(done + n)] if trace.shape[0] else trace
         _run(header, tab, loss_ring, base, n, rows, mode)
         nxt = base + n
         words[W_ERR] = 0
@@ -176,7 +193,9 @@ def _fused(pages, count, trace, mode):
     own = np.empty((n, 4), dtype=np.float32)
     own_e2 = np.empty(n, dtype=np.float32)
     for k in range(n):
-        tabs[k] = batches(pages[k, W_X:W_X + SAMPLES].view(np.float32), pages[k, W_Y:W_Y + SAMPLES].view(np.float32), z)
+        tabs[k] = batches(
+            pages[k, W_X : W_X + SAMPLES].view(np.float32), pages[k, W_Y : W_Y + SAMPLES].view(np.float32), z
+        )
     spt = np.uint64(pages[0, W_STEPS_PER_TASK])
     nsys = np.uint64(n)
     flat = trace.reshape(-1)

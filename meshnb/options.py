@@ -145,39 +145,89 @@ def _opt(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made (:class:`OptionError`)."""
 
-    steps: int | None = _opt(None, Flag("--steps", "steps to run (default 4096; with --resume, the run's)", "S",
-                                        parse_count))
-    steps_per_task: int | None = _opt(None, Flag("--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K",
-                                                 _parse_positive_u32))
-    set_lr: tuple[tuple[int, int], ...] | None = _opt(None, Flag(
-        "--set-lr", "SET_LR with f32 bits HEX before the task that starts when STEP steps of this run are done "
-        "(0 = before the first; repeatable)", "STEP:HEX", _parse_set_lr, repeat=True))
-    step_base: int | None = _opt(None, Flag("--step-base", "after init, set STEP_HI and NEXT_STEP (hex)", "HI:LO",
-                                            _parse_step_base))
-    view_in: bytes | None = _opt(None, Flag("--view-in", "start from this raw 4096-byte page instead of init",
-                                            "PATH", str))
+    steps: int | None = _opt(
+        None, Flag("--steps", "steps to run (default 4096; with --resume, the run's)", "S", parse_count)
+    )
+    steps_per_task: int | None = _opt(
+        None, Flag("--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K", _parse_positive_u32)
+    )
+    set_lr: tuple[tuple[int, int], ...] | None = _opt(
+        None,
+        Flag(
+            "--set-lr",
+            "SET_LR with f32 bits HEX before the task that starts when STEP steps of this run are done "
+            "(0 = before the first; repeatable)",
+            "STEP:HEX",
+            _parse_set_lr,
+            repeat=True,
+        ),
+    )
+    step_base: int | None = _opt(
+        None, Flag("--step-base", "after init, set STEP_HI and NEXT_STEP (hex)", "HI:LO", _parse_step_base)
+    )
+    view_in: bytes | None = _opt(
+        None, Flag("--view-in", "start from this raw 4096-byte page instead of init", "PATH", str)
+    )
     z: bool = _opt(True, Flag("--ieee", "plain IEEE float32 instead of float mode Z (comparison only)"))
     keep_trace: bool = _opt(False, Flag(None, "keep the applied sums as result.trace ([steps, 5] uint32)"))
     progress: bool = _opt(False, Flag(None, "a progress bar on stderr"))
-    systems: int | None = _opt(None, Flag("--systems", "a cluster of N systems in lockstep (1 to 64)", "N",
-                                          _parse_systems, cluster=True, library="systems=N"))
-    backend: str = _opt("threads", Flag("--backend", "threads (default), processes, fused, or mpi (under mpiexec: "
-                                        "one system per rank)", "{" + ",".join(CLUSTER_BACKENDS) + "}", _parse_backend,
-                                        cluster=True))
-    timeout_ms: float = _opt(1000.0, Flag("--timeout-ms", "a round's timeout in ms (default 1000)", "T",
-                                          parse_positive, cluster=True))
-    stalls: tuple[tuple[int, int, int], ...] = _opt((), Flag(
-        "--stall", "system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
-        "K:TASK:MS", _parse_stall, repeat=True, cluster=True))
-    give_up_s: float = _opt(60.0, Flag("--give-up", "stop when a member completes no step for S s (default 60)", "S",
-                                       parse_positive, cluster=True))
-    checkpoint: str | os.PathLike[str] | None = _opt(None, Flag(
-        "--checkpoint", "write the whole run here at task boundaries, on Ctrl-C and at the end", "PATH", str,
-        cluster=True))
-    checkpoint_every_s: float = _opt(5.0, Flag("--checkpoint-every", "seconds between checkpoints (default 5)", "S",
-                                               parse_positive, cluster=True))
-    resume: str | os.PathLike[str] | None = _opt(None, Flag("--resume", "continue the run of this checkpoint", "PATH",
-                                                            str, cluster=True, library="resume=PATH"))
+    systems: int | None = _opt(
+        None,
+        Flag(
+            "--systems",
+            "a cluster of N systems in lockstep (1 to 64)",
+            "N",
+            _parse_systems,
+            cluster=True,
+            library="systems=N",
+        ),
+    )
+    backend: str = _opt(
+        "threads",
+        Flag(
+            "--backend",
+            "threads (default), processes, fused, or mpi (under mpiexec: one system per rank)",
+            "{" + ",".join(CLUSTER_BACKENDS) + "}",
+            _parse_backend,
+            cluster=True,
+        ),
+    )
+    timeout_ms: float = _opt(
+        1000.0, Flag("--timeout-ms", "a round's timeout in ms (default 1000)", "T", parse_positive, cluster=True)
+    )
+    stalls: tuple[tuple[int, int, int], ...] = _opt(
+        (),
+        Flag(
+            "--stall",
+            "system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
+            "K:TASK:MS",
+            _parse_stall,
+            repeat=True,
+            cluster=True,
+        ),
+    )
+    give_up_s: float = _opt(
+        60.0,
+        Flag(
+            "--give-up", "stop when a member completes no step for S s (default 60)", "S", parse_positive, cluster=True
+        ),
+    )
+    checkpoint: str | os.PathLike[str] | None = _opt(
+        None,
+        Flag(
+            "--checkpoint",
+            "write the whole run here at task boundaries, on Ctrl-C and at the end",
+            "PATH",
+            str,
+            cluster=True,
+        ),
+    )
+    checkpoint_every_s: float = _opt(
+        5.0, Flag("--checkpoint-every", "seconds between checkpoints (default 5)", "S", parse_positive, cluster=True)
+    )
+    resume: str | os.PathLike[str] | None = _opt(
+        None, Flag("--resume", "continue the run of this checkpoint", "PATH", str, cluster=True, library="resume=PATH")
+    )
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
@@ -190,25 +240,27 @@ class RunOptions:
         if not self.is_cluster:
             for name in ("stalls", "checkpoint"):
                 if getattr(self, name) not in (None, ()):
-                    raise OptionError(f"{{{name}}} is for clusters: give {{systems}} (or {{resume}})", name, "systems",
-                                      "resume")
+                    raise OptionError(
+                        f"{{{name}}} is for clusters: give {{systems}} (or {{resume}})", name, "systems", "resume"
+                    )
             if self.backend != "threads":
-                raise OptionError("{backend} is for clusters: give {systems} (or {resume})", "backend", "systems",
-                                  "resume")
+                raise OptionError(
+                    "{backend} is for clusters: give {systems} (or {resume})", "backend", "systems", "resume"
+                )
             return
         if self.backend not in CLUSTER_BACKENDS:
             raise OptionError(f"backend must be one of {', '.join(CLUSTER_BACKENDS)}, got {self.backend!r}")
         for name in ("timeout_ms", "give_up_s", "checkpoint_every_s"):
             put(self, name, _positive(getattr(self, name), name))
-        if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= MAX_SYSTEMS):
-            if self.backend != "mpi" or not is_int(self.systems) or self.systems < 1:
-                raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
+        # mpi: as many systems as ranks (checked against the job's size by the backend)
+        top = math.inf if self.backend == "mpi" else MAX_SYSTEMS
+        if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
+            raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
         put(self, "stalls", check_stalls(self.stalls, self.systems))
         if self.backend == "fused" and self.stalls:
             raise OptionError("the fused backend has no exchange and no tasks to stall")
-        if self.resume is not None:
-            if self.keep_trace:
-                raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
+        if self.resume is not None and self.keep_trace:
+            raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
         if self.steps is not None:
             Plan(self.steps)  # the steps' own check, before anything runs
 
@@ -224,8 +276,9 @@ class RunOptions:
 
     def plan(self) -> Plan:
         """The plan of a fresh run (not a resumed one: :func:`resolve`)."""
-        return Plan(DEFAULT_STEPS if self.steps is None else self.steps, self.steps_per_task, self.set_lr or (),
-                    self.step_base)
+        return Plan(
+            DEFAULT_STEPS if self.steps is None else self.steps, self.steps_per_task, self.set_lr or (), self.step_base
+        )
 
     @classmethod
     def from_keywords(cls, steps: int | None = None, **keywords: Any) -> RunOptions:
@@ -250,7 +303,12 @@ def is_int(x: Any) -> bool:
 
 
 def _positive(x: Any, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x <= 0:
+    if (
+        isinstance(x, bool)
+        or not isinstance(x, (int, float, np.integer, np.floating))
+        or not math.isfinite(x)
+        or x <= 0
+    ):
         raise OptionError(f"{{{name}}} must be a number above 0, got {x!r}", name)
     return float(x)
 
@@ -303,8 +361,9 @@ class Plan:
     def __post_init__(self) -> None:
         if not is_int(self.steps) or self.steps < 0:
             raise OptionError(f"steps must be a non-negative integer, got {self.steps!r}")
-        if self.steps_per_task is not None and (not is_int(self.steps_per_task)
-                                                or not 1 <= self.steps_per_task <= MASK32):
+        if self.steps_per_task is not None and (
+            not is_int(self.steps_per_task) or not 1 <= self.steps_per_task <= MASK32
+        ):
             raise OptionError(f"steps per task must be 1..{MASK32}, got {self.steps_per_task!r}")
         for step, bits in self.set_lr:
             if not is_int(step) or not 0 <= step <= self.steps:
@@ -315,9 +374,13 @@ class Plan:
             raise OptionError(f"a step base must be 0..2^64-2, got {self.step_base!r}")
 
     @classmethod
-    def make(cls, steps: int = DEFAULT_STEPS, steps_per_task: int | None = None,
-             set_lr: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
-             step_base: int | None = None) -> Plan:
+    def make(
+        cls,
+        steps: int = DEFAULT_STEPS,
+        steps_per_task: int | None = None,
+        set_lr: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
+        step_base: int | None = None,
+    ) -> Plan:
         return cls(steps, steps_per_task, _lr_changes(set_lr or ()), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:
@@ -361,8 +424,9 @@ class Start:
         return RunSettings(self.systems, w.steps, w.steps_per_task, w.set_lr, w.step_base, self.z, first_step)
 
 
-def resolve(opts: RunOptions, systems: int | None = None,
-            load: Callable[[str | os.PathLike[str]], Checkpoint] | None = None) -> Start:
+def resolve(
+    opts: RunOptions, systems: int | None = None, load: Callable[[str | os.PathLike[str]], Checkpoint] | None = None
+) -> Start:
     """Where a cluster run starts: a checkpoint's run (``load`` reads it, by default from the
     file; the options that define the run must match it) or a fresh one of ``systems`` members
     (default: ``opts.systems``)."""
@@ -387,9 +451,14 @@ def resolve(opts: RunOptions, systems: int | None = None,
 def check_same_run(ck: Checkpoint, opts: RunOptions, where: str) -> None:
     """Refuse a resume whose explicit options are not the checkpoint's run."""
     have = ck.run.to_json()
-    given: dict[str, Any] = {"systems": opts.systems, "steps": opts.steps, "steps_per_task": opts.steps_per_task,
-             "step_base": opts.step_base, "z": None if opts.z else False,
-             "set_lr": None if opts.set_lr is None else Plan.make(ck.run.steps, None, opts.set_lr).set_lr}
+    given: dict[str, Any] = {
+        "systems": opts.systems,
+        "steps": opts.steps,
+        "steps_per_task": opts.steps_per_task,
+        "step_base": opts.step_base,
+        "z": None if opts.z else False,
+        "set_lr": None if opts.set_lr is None else Plan.make(ck.run.steps, None, opts.set_lr).set_lr,
+    }
     for name, value in given.items():
         if value is None:
             continue

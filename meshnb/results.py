@@ -91,7 +91,18 @@ class RunResult:
 
     def __getattr__(self, name: str) -> Any:
         # params, loss, page, view, counters, digest, trace_digest, trace of system 0
-        if name in ("params", "params_hex", "loss", "last_loss", "page", "view", "counters", "digest", "trace_digest", "trace"):
+        if name in (
+            "params",
+            "params_hex",
+            "loss",
+            "last_loss",
+            "page",
+            "view",
+            "counters",
+            "digest",
+            "trace_digest",
+            "trace",
+        ):
             return getattr(self.systems[0], name)
         raise AttributeError(name)
 

@@ -197,18 +197,18 @@ def _make_shuffle(name: str, n_in: int, mask: list[int]):
 # The butterfly after its first level, with the sums packed so that one add serves several:
 # level 8 on two 16-lane sums, level 4 on four sums packed by level 8, then levels 2 and 1 on
 # all four in one vector.  Each lane pair is the one SPEC 5 adds: lane l and lane l + o.
-level8_lo = _make_shuffle("level8_lo", 16, [*range(0, 8), *range(16, 24)])
+level8_lo = _make_shuffle("level8_lo", 16, [*range(8), *range(16, 24)])
 level8_hi = _make_shuffle("level8_hi", 16, [*range(8, 16), *range(24, 32)])
-level4_lo = _make_shuffle("level4_lo", 16, [*range(0, 4), *range(8, 12), *range(16, 20), *range(24, 28)])
+level4_lo = _make_shuffle("level4_lo", 16, [*range(4), *range(8, 12), *range(16, 20), *range(24, 28)])
 level4_hi = _make_shuffle("level4_hi", 16, [*range(4, 8), *range(12, 16), *range(20, 24), *range(28, 32)])
 level2_lo = _make_shuffle("level2_lo", 16, [0, 1, 4, 5, 8, 9, 12, 13])
 level2_hi = _make_shuffle("level2_hi", 16, [2, 3, 6, 7, 10, 11, 14, 15])
 level1_lo = _make_shuffle("level1_lo", 8, [0, 2, 4, 6])
 level1_hi = _make_shuffle("level1_hi", 8, [1, 3, 5, 7])
 # Halving shuffles for a sum reduced alone (lanes l and l + n/2).
-half16_lo = _make_shuffle("half16_lo", 16, list(range(0, 8)))
+half16_lo = _make_shuffle("half16_lo", 16, list(range(8)))
 half16_hi = _make_shuffle("half16_hi", 16, list(range(8, 16)))
-half8_lo = _make_shuffle("half8_lo", 8, list(range(0, 4)))
+half8_lo = _make_shuffle("half8_lo", 8, list(range(4)))
 half8_hi = _make_shuffle("half8_hi", 8, list(range(4, 8)))
 half4_lo = _make_shuffle("half4_lo", 4, [0, 1])
 half4_hi = _make_shuffle("half4_hi", 4, [2, 3])

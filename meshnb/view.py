@@ -88,7 +88,7 @@ class View:
         self.words = np.frombuffer(mem.cast("B"), dtype="<u4")
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "View":
+    def from_bytes(cls, data: bytes) -> View:
         """A new view holding a copy of ``data`` (which must be exactly one page)."""
         if len(data) != VIEW_BYTES:
             raise ValueError(f"a view page is {VIEW_BYTES} bytes, got {len(data)}")

@@ -73,18 +73,18 @@ print("trace:", r.trace.shape, r.trace.dtype)
 # computed in float64 with numpy (section 1.5 looks at it closely).
 
 # %%
-inv_batch = r.view["INV_BATCH"]                    # float32 1/32
-sums = r.trace.view(np.float32)                     # [steps, 5]: e, e x, e x^2, e x^3, e^2
-loss = sums[:, 4] * inv_batch                       # the loss of step t, t = 0 .. STEPS-1
+inv_batch = r.view["INV_BATCH"]  # float32 1/32
+sums = r.trace.view(np.float32)  # [steps, 5]: e, e x, e x^2, e x^3, e^2
+loss = sums[:, 4] * inv_batch  # the loss of step t, t = 0 .. STEPS-1
 steps = np.arange(r.steps)
 
 last = steps[-256:]
 assert np.array_equal(loss[last].view(np.uint32), r.loss[last % 256].view(np.uint32))
 print("losses from the trace equal the page's loss ring bit for bit (last 256 steps)")
 
-x = r.view["X"].astype(np.float64)                  # the 256 samples, as the program holds them
+x = r.view["X"].astype(np.float64)  # the 256 samples, as the program holds them
 y = r.view["Y"].astype(np.float64)
-lsq = np.polynomial.polynomial.polyfit(x, y, 3)     # float64 least squares: a, b, c, d
+lsq = np.polynomial.polynomial.polyfit(x, y, 3)  # float64 least squares: a, b, c, d
 lsq_mse = np.mean((np.polynomial.polynomial.polyval(x, lsq) - y) ** 2)
 
 # One pass over all 8 batches sees every sample once: the mean of 8 consecutive step losses.
@@ -97,8 +97,13 @@ fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
 ax0.plot(steps + 1, loss, lw=0.6, color="tab:blue", alpha=0.45, label="loss of each step (one batch)")
 ax0.plot(8 * np.arange(1, len(pass_loss) + 1), pass_loss, color="tab:blue", label="mean over each pass of 8 steps")
 ax0.axhline(lsq_mse, color="k", ls="--", lw=1, label="least-squares cubic (float64)")
-ax0.set(xscale="log", yscale="log", xlabel="step + 1", ylabel="loss (mean squared error)",
-        title=f"Loss per step, {STEPS:,} steps, learning rate 0.5")
+ax0.set(
+    xscale="log",
+    yscale="log",
+    xlabel="step + 1",
+    ylabel="loss (mean squared error)",
+    title=f"Loss per step, {STEPS:,} steps, learning rate 0.5",
+)
 ax0.legend()
 
 tail = steps[-48:]
@@ -127,11 +132,13 @@ plt.show()
 # always holds a step of batch `i mod 8`, so the ring shows the batch pattern at fixed places.
 
 # %%
-ring = r.loss                                         # float32[256]
+ring = r.loss  # float32[256]
 newest = (r.steps - 1) % 256
 oldest_step = r.steps - 256
-print(f"ring index {newest} holds the newest loss (step {r.steps - 1}); "
-      f"steps {oldest_step}..{r.steps - 1} are in the ring")
+print(
+    f"ring index {newest} holds the newest loss (step {r.steps - 1}); "
+    f"steps {oldest_step}..{r.steps - 1} are in the ring"
+)
 
 fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
 idx = np.arange(256)
@@ -139,16 +146,24 @@ ax0.plot(idx, ring, color="0.6", lw=0.7)
 sc = ax0.scatter(idx, ring, c=idx % 8, cmap="viridis", s=12, zorder=3)
 ax0.axvline(newest, color="tab:red", lw=1, label=f"newest entry (step {r.steps - 1})")
 lo, hi = ring.min(), ring.max()
-ax0.set(xlabel="ring index (step mod 256)", ylabel="loss", ylim=(lo - 0.05 * (hi - lo), hi + 0.3 * (hi - lo)),
-        title="r.loss: the page's loss ring after 20,000 steps")
+ax0.set(
+    xlabel="ring index (step mod 256)",
+    ylabel="loss",
+    ylim=(lo - 0.05 * (hi - lo), hi + 0.3 * (hi - lo)),
+    title="r.loss: the page's loss ring after 20,000 steps",
+)
 ax0.legend(loc="upper right")
 fig.colorbar(sc, ax=ax0, label="batch")
 
-by_batch = ring.reshape(32, 8)                        # row = one pass, column = batch
+by_batch = ring.reshape(32, 8)  # row = one pass, column = batch
 jitter = np.random.default_rng(0).uniform(-0.2, 0.2, by_batch.shape)
 ax1.scatter(np.arange(8) + jitter, by_batch, c=np.broadcast_to(np.arange(8), by_batch.shape), cmap="viridis", s=10)
-ax1.set(xlabel="batch g (samples g, g+8, ..., g+248)", ylabel="loss", xticks=range(8),
-        title="The ring's 32 losses of each batch")
+ax1.set(
+    xlabel="batch g (samples g, g+8, ..., g+248)",
+    ylabel="loss",
+    xticks=range(8),
+    title="The ring's 32 losses of each batch",
+)
 fig.tight_layout()
 plt.show()
 
@@ -232,7 +247,7 @@ loop = []
 for _ in range(8):
     page = meshnb.train(1, view_in=page).page
     loop.append(meshnb.View.from_bytes(page)["PARAMS"])
-loop = np.array(loop, dtype=np.float64)               # params after steps 20000 .. 20007 (batches 0..7)
+loop = np.array(loop, dtype=np.float64)  # params after steps 20000 .. 20007 (batches 0..7)
 
 batch_opt = np.array([np.polynomial.polynomial.polyfit(x[g::8], y[g::8], 3) for g in range(8)])
 print("params after each batch of one pass, and the pass mean:")
@@ -248,7 +263,7 @@ print(f"after 8 steps the params are back within {np.abs(loop[-1] - sgd).max():.
 # and a smaller rate needs proportionally more steps to settle.
 
 # %%
-V = np.vander(x, 4, increasing=True)                 # columns 1, x, x^2, x^3
+V = np.vander(x, 4, increasing=True)  # columns 1, x, x^2, x^3
 
 
 def gradient_descent(lr: float, steps: int, full_batch: bool = False) -> np.ndarray:
@@ -272,17 +287,34 @@ for lr in rates:
     word = int(np.float32(lr).view(np.uint32))
     run = meshnb.train(int(8192 / lr), set_lr={0: word})
     gaps.append(np.abs(run.params.astype(np.float64) - lsq))
-    print(f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: "
-          f"|a - a_lsq| = {gaps[-1][0]:.2e}, |c - c_lsq| = {gaps[-1][2]:.2e}")
+    print(
+        f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: "
+        f"|a - a_lsq| = {gaps[-1][0]:.2e}, |c - c_lsq| = {gaps[-1][2]:.2e}"
+    )
 gaps = np.array(gaps)
 
 # %%
 fig, (ax0, ax1) = plt.subplots(1, 2)
-ax0.scatter(batch_opt[:, 0], batch_opt[:, 2], marker="s", c=range(8), cmap="viridis", s=40,
-            label="each batch's own least-squares cubic")
+ax0.scatter(
+    batch_opt[:, 0],
+    batch_opt[:, 2],
+    marker="s",
+    c=range(8),
+    cmap="viridis",
+    s=40,
+    label="each batch's own least-squares cubic",
+)
 ax0.plot(np.r_[sgd[0], loop[:, 0]], np.r_[sgd[2], loop[:, 2]], "-", color="tab:blue", lw=1)
-ax0.scatter(loop[:, 0], loop[:, 2], c=range(8), cmap="viridis", s=40, edgecolors="tab:blue", zorder=3,
-            label="SGD params after batch 0..7")
+ax0.scatter(
+    loop[:, 0],
+    loop[:, 2],
+    c=range(8),
+    cmap="viridis",
+    s=40,
+    edgecolors="tab:blue",
+    zorder=3,
+    label="SGD params after batch 0..7",
+)
 ax0.plot(*sgd[[0, 2]], "o", ms=12, mfc="none", mec="tab:red", label="final params (after batch 7)")
 ax0.plot(lsq[0], lsq[2], "*", color="k", ms=14, label="least squares (all samples)")
 ax0.set(xlabel="a", ylabel="c", title="One pass of SGD in the (a, c) plane")
@@ -321,8 +353,11 @@ plt.show()
 
 # %%
 tail_start = STEPS // 2
-P = next(p for p in range(8, 4097, 8)
-         if np.array_equal(r.trace[tail_start:tail_start + p], r.trace[tail_start + p:tail_start + 2 * p]))
+P = next(
+    p
+    for p in range(8, 4097, 8)
+    if np.array_equal(r.trace[tail_start : tail_start + p], r.trace[tail_start + p : tail_start + 2 * p])
+)
 same = (r.trace[P:] == r.trace[:-P]).all(axis=1)
 start = int(np.flatnonzero(~same)[-1]) + 1
 print(f"from step {start} on, the applied sums repeat every {P} steps ({P // 8} passes)")
@@ -336,8 +371,10 @@ print(f"from step {t0} on, the params repeat every {P} steps too")
 # when both the params and the ring do: after lcm(P, 256) steps.
 period = np.lcm(P, 256)
 a, b = meshnb.train(4096), meshnb.train(4096 + period)
-print(f"train(4096) and train({4096 + period}): "
-      f"same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}")
+print(
+    f"train(4096) and train({4096 + period}): "
+    f"same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}"
+)
 
 # %% [markdown]
 # So from step 1,768 on the system is on a closed orbit of 48 steps (the sums start repeating three

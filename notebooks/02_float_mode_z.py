@@ -68,8 +68,10 @@ print("this machine:", platform.machine())
 
 # %%
 IEEE = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
 }
 Z = {"add": fz.add, "sub": fz.sub, "mul": fz.mul, "div": fz.div}
 
@@ -115,19 +117,25 @@ display(Markdown("\n".join(rows)))
 # %%
 a = np.float32(1.5 * 2.0**-60)
 ks = np.arange(-156, -115)
-exact = 1.5 * 2.0**ks                               # the exact products, in float64
+exact = 1.5 * 2.0**ks  # the exact products, in float64
 ieee_vals = np.array([a * np.float32(2.0 ** (k + 60)) for k in ks], dtype=np.float64)
 z_vals = np.array([fz.mul(a, np.float32(2.0 ** (k + 60))) for k in ks], dtype=np.float64)
 
-floor = 2.0**-160                                    # where zeros are drawn on the log axis
+floor = 2.0**-160  # where zeros are drawn on the log axis
 fig, ax = plt.subplots(figsize=(10, 4))
 ax.axvspan(2.0**-160, 2.0**-126, color="0.9", label="subnormal range (below 2^-126)")
 ax.plot(exact, exact, color="k", lw=0.8, ls=":", label="exact product")
 ax.plot(exact, np.where(ieee_vals > 0, ieee_vals, floor), "o-", ms=4, label="IEEE float32 (gradual underflow)")
 ax.plot(exact, np.where(z_vals > 0, z_vals, floor), "s--", ms=4, label="float mode Z (flush to zero)")
-ax.set(xscale="log", yscale="log", xlim=(2.0**-157, 2.0**-115), ylim=(floor / 4, 2.0**-112),
-       xlabel="exact product 1.5 * 2^-60 * 2^k", ylabel="float32 result (zero drawn at the bottom)",
-       title="One multiply near the bottom of float32")
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlim=(2.0**-157, 2.0**-115),
+    ylim=(floor / 4, 2.0**-112),
+    xlabel="exact product 1.5 * 2^-60 * 2^k",
+    ylabel="float32 result (zero drawn at the bottom)",
+    title="One multiply near the bottom of float32",
+)
 ax.text(2.0**-156.5, floor * 1.8, "result 0", fontsize=9)
 ax.legend(loc="upper left")
 plt.show()
@@ -144,8 +152,8 @@ plt.show()
 # produces a NaN, so the two modes give the same bits: same params, same loss ring, same digest.
 
 # %%
-rz = meshnb.train(4096)             # float mode Z: the default
-ri = meshnb.train(4096, z=False)    # plain IEEE float32
+rz = meshnb.train(4096)  # float mode Z: the default
+ri = meshnb.train(4096, z=False)  # plain IEEE float32
 print("mode Z:", rz.params_hex)
 print("IEEE:  ", ri.params_hex)
 print("same page:", rz.page == ri.page, "  same digest:", rz.digest == ri.digest)
@@ -162,7 +170,7 @@ print("same page:", rz.page == ri.page, "  same digest:", rz.digest == ri.digest
 # one's page (`view_in`); the cell checks that this gives the same bits as one long run.
 
 # %%
-TINY = 0x00800000                                     # 2^-126
+TINY = 0x00800000  # 2^-126
 STEPS = 4096
 
 
@@ -173,7 +181,7 @@ def param_history(z: bool) -> tuple[meshnb.RunResult, np.ndarray]:
     for _ in range(STEPS - 1):
         run = meshnb.train(1, view_in=run.page, z=z)
         history.append(run.params)
-    assert run.page == meshnb.train(STEPS, set_lr={0: TINY}, z=z).page   # same bits as one run
+    assert run.page == meshnb.train(STEPS, set_lr={0: TINY}, z=z).page  # same bits as one run
     return run, np.array(history)
 
 
@@ -181,8 +189,14 @@ tz, hist_z = param_history(True)
 ti, hist_i = param_history(False)
 print("mode Z params:", tz.params_hex, "  all zero at every step:", not hist_z.any())
 print("IEEE params:  ", ti.params_hex)
-print("last losses:   Z", tz.last_loss, "  IEEE", ti.last_loss,
-      "  same bits:", np.array_equal(tz.loss.view(np.uint32), ti.loss.view(np.uint32)))
+print(
+    "last losses:   Z",
+    tz.last_loss,
+    "  IEEE",
+    ti.last_loss,
+    "  same bits:",
+    np.array_equal(tz.loss.view(np.uint32), ti.loss.view(np.uint32)),
+)
 print("digests equal:", tz.digest == ti.digest)
 
 # %%
@@ -192,8 +206,14 @@ ax.axhspan(2.0**-150, 2.0**-126, color="0.9", label="subnormal range")
 for j, name in enumerate("abcd"):
     v = np.abs(hist_i[:, j].astype(np.float64))
     ax.plot(steps[v > 0], v[v > 0], label=f"|{name}|, IEEE float32")
-ax.set(xscale="log", yscale="log", ylim=(2.0**-150, 2.0**-110), xlabel="step", ylabel="|param|",
-       title="Learning rate 2^-126: the IEEE params grow out of the subnormals\n(in mode Z all four stay exactly 0)")
+ax.set(
+    xscale="log",
+    yscale="log",
+    ylim=(2.0**-150, 2.0**-110),
+    xlabel="step",
+    ylabel="|param|",
+    title="Learning rate 2^-126: the IEEE params grow out of the subnormals\n(in mode Z all four stay exactly 0)",
+)
 ax.legend(loc="upper left")
 plt.show()
 
@@ -218,7 +238,7 @@ plt.show()
 # writes whatever this CPU makes.
 
 # %%
-BIG = 0x40800000                                      # 4.0
+BIG = 0x40800000  # 4.0
 dz = meshnb.train(100, set_lr={0: BIG}, keep_trace=True)
 di = meshnb.train(100, set_lr={0: BIG}, z=False, keep_trace=True)
 
@@ -230,10 +250,12 @@ def step_losses(run: meshnb.RunResult) -> np.ndarray:
 
 lz, li = step_losses(dz), step_losses(di)
 first_inf = int(np.flatnonzero(np.isinf(lz))[0])
-first_nan = int(np.flatnonzero(np.isnan(dz.trace.view(np.float32)).any(axis=1))[0])   # any of the 5 sums
+first_nan = int(np.flatnonzero(np.isnan(dz.trace.view(np.float32)).any(axis=1))[0])  # any of the 5 sums
 first_diff = int(np.flatnonzero((dz.trace != di.trace).any(axis=1))[0])
-print(f"first infinite loss: step {first_inf}; first NaN in the sums: step {first_nan}; "
-      f"first step whose sums differ: {first_diff}")
+print(
+    f"first infinite loss: step {first_inf}; first NaN in the sums: step {first_nan}; "
+    f"first step whose sums differ: {first_diff}"
+)
 print(f"sums applied at step {first_diff}:")
 print("  mode Z:", [f"{w:08x}" for w in dz.trace[first_diff]])
 print("  IEEE:  ", [f"{w:08x}" for w in di.trace[first_diff]])
@@ -247,8 +269,9 @@ ax.plot(t, np.where(np.isfinite(lz), lz, np.nan), lw=3, alpha=0.5, label="mode Z
 ax.plot(t, np.where(np.isfinite(li), li, np.nan), "k--", lw=1, label="IEEE float32")
 ax.axvspan(first_inf, first_nan, color="tab:orange", alpha=0.15, label=f"loss is inf (from step {first_inf})")
 ax.axvspan(first_nan, len(lz), color="tab:red", alpha=0.15, label=f"NaN (from step {first_nan}): the modes differ")
-ax.set(yscale="log", xlim=(0, len(lz)), xlabel="step", ylabel="loss",
-       title="Learning rate 4: the loss explodes, then NaN")
+ax.set(
+    yscale="log", xlim=(0, len(lz)), xlabel="step", ylabel="loss", title="Learning rate 4: the loss explodes, then NaN"
+)
 ax.legend(loc="lower right")
 plt.show()
 
@@ -290,7 +313,7 @@ print("params, digest and trace digest all match the published vector")
 # %%
 arm_page = bytearray(di.page)
 words = np.frombuffer(arm_page, dtype="<u4")
-words[words == 0xFFC00000] = 0x7FC00000               # x86's NaN word -> ARM's
+words[words == 0xFFC00000] = 0x7FC00000  # x86's NaN word -> ARM's
 print("mode Z, any machine:      ", dz.digest)
 print(f"IEEE on this CPU ({platform.machine()}):", di.digest)
 print("IEEE with ARM's NaN words: ", meshnb.View.from_bytes(bytes(arm_page)).digest())
@@ -303,6 +326,7 @@ print("IEEE with ARM's NaN words: ", meshnb.View.from_bytes(bytes(arm_page)).dig
 # `2e-10`). The digest changes completely: about half of its 256 bits flip, as they would for any
 # change. The histogram repeats this for every one of the 128 bits of the params and 128 bits of the
 # loss ring.
+
 
 # %%
 def flipped(page: bytes, byte: int, bit: int) -> bytes:
@@ -317,21 +341,27 @@ def digest_bits_changed(d1: str, d2: str) -> int:
     return (int(d1, 16) ^ int(d2, 16)).bit_count()
 
 
-one = flipped(rz.page, 0, 0)                         # byte 0 bit 0: the lowest bit of a
+one = flipped(rz.page, 0, 0)  # byte 0 bit 0: the lowest bit of a
 d1 = meshnb.View.from_bytes(one).digest()
 print("a before:", rz.params[0], " after the flip:", meshnb.View.from_bytes(one)["PARAMS"][0])
 print("digest before:", rz.digest)
 print("digest after: ", d1, f"({digest_bits_changed(rz.digest, d1)} of 256 bits differ)")
 
-LOSS_BYTE = 2112                                     # the LOSS field's offset in the page
-changes = [digest_bits_changed(rz.digest, meshnb.View.from_bytes(flipped(rz.page, byte, bit)).digest())
-           for byte in [*range(16), *range(LOSS_BYTE, LOSS_BYTE + 16)] for bit in range(8)]
+LOSS_BYTE = 2112  # the LOSS field's offset in the page
+changes = [
+    digest_bits_changed(rz.digest, meshnb.View.from_bytes(flipped(rz.page, byte, bit)).digest())
+    for byte in [*range(16), *range(LOSS_BYTE, LOSS_BYTE + 16)]
+    for bit in range(8)
+]
 
 fig, ax = plt.subplots(figsize=(8, 3.5))
 ax.hist(changes, bins=np.arange(90, 170, 4), color="tab:blue", edgecolor="white")
 ax.axvline(128, color="k", ls="--", lw=1, label="128: half the bits")
-ax.set(xlabel="digest bits that change (of 256)", ylabel="flipped page bits",
-       title="Flipping any one bit of the params or the loss ring changes about half the digest")
+ax.set(
+    xlabel="digest bits that change (of 256)",
+    ylabel="flipped page bits",
+    title="Flipping any one bit of the params or the loss ring changes about half the digest",
+)
 ax.legend()
 plt.show()
 
@@ -353,8 +383,10 @@ def same(x: str, y: str) -> str:
     return "same" if x == y else "differs"
 
 
-rows = ["| flipped bit | steps whose sums differ (of 4096) | digest after 4096 more steps | trace digest |",
-        "|---|---|---|---|"]
+rows = [
+    "| flipped bit | steps whose sums differ (of 4096) | digest after 4096 more steps | trace digest |",
+    "|---|---|---|---|",
+]
 for name, (byte, bit) in flips.items():
     run = meshnb.train(4096, view_in=flipped(rz.page, byte, bit), keep_trace=True)
     n = int((run.trace != clean.trace).any(axis=1).sum())

@@ -69,8 +69,10 @@ runs = {n: meshnb.train(STEPS, systems=n, backend="fused", keep_trace=True) for 
 
 for n, r in runs.items():
     assert len({s.digest for s in r.systems}) == 1 and len({s.trace_digest for s in r.systems}) == 1
-    print(f"N = {n}: INV_BATCH = 1/{round(1 / float(r.view['INV_BATCH']))}, params {r.params_hex}, "
-          f"every member has digest {r.digest[:16]}...")
+    print(
+        f"N = {n}: INV_BATCH = 1/{round(1 / float(r.view['INV_BATCH']))}, params {r.params_hex}, "
+        f"every member has digest {r.digest[:16]}..."
+    )
 
 published = [v for v in meshnb.testing.vectors()["runs"] if v["steps"] == STEPS and v["systems"] in runs]
 assert published, "no published vector for these runs"
@@ -82,14 +84,14 @@ for v in published:
 # %%
 x = runs[1].view["X"].astype(np.float64)
 y = runs[1].view["Y"].astype(np.float64)
-lsq = np.polynomial.polynomial.polyfit(x, y, 3)                 # float64 least squares
+lsq = np.polynomial.polynomial.polyfit(x, y, 3)  # float64 least squares
 lsq_mse = np.mean((np.polynomial.polynomial.polyval(x, lsq) - y) ** 2)
 
 fig, axes = plt.subplots(2, len(SIZES), figsize=(12, 6.5), sharey="row")
 steps = np.arange(STEPS)
 tail = steps[-48:]
 for i, (n, r) in enumerate(runs.items()):
-    loss = r.trace.view(np.float32)[:, 4] * r.view["INV_BATCH"]   # the loss of each step
+    loss = r.trace.view(np.float32)[:, 4] * r.view["INV_BATCH"]  # the loss of each step
     top, bottom = axes[0, i], axes[1, i]
     top.plot(steps + 1, loss, lw=0.7, color=f"C{i}")
     top.set(xscale="log", yscale="log", xlabel="step + 1", title=f"N = {n}" + (" (full batch)" if n == 8 else ""))
@@ -147,8 +149,10 @@ stalled = meshnb.train(1024, systems=4, backend="threads", timeout_ms=20, stalls
 
 rows = ["| member | timeouts | steps | digest | same as fault-free |", "|---|---|---|---|---|"]
 for s, c in zip(stalled.systems, clean.systems):
-    rows.append(f"| {s.system} | {s.counters['timeouts']} | {s.counters['steps']} | `{s.digest[:16]}...` | "
-                f"{s.digest == c.digest and s.trace_digest == c.trace_digest} |")
+    rows.append(
+        f"| {s.system} | {s.counters['timeouts']} | {s.counters['steps']} | `{s.digest[:16]}...` | "
+        f"{s.digest == c.digest and s.trace_digest == c.trace_digest} |"
+    )
 display(Markdown("\n".join(rows)))
 assert all(s.digest == clean.digest and s.trace_digest == clean.trace_digest for s in stalled.systems)
 assert sum(s.counters["timeouts"] for s in stalled.systems) > 0
@@ -170,11 +174,11 @@ assert sum(s.counters["timeouts"] for s in stalled.systems) > 0
 # README's MPI and Speed sections.)
 
 # %%
-BACKENDS = {"fused": 100_000, "threads": 2_000, "processes": 2_000}   # steps: well under a second each
+BACKENDS = {"fused": 100_000, "threads": 2_000, "processes": 2_000}  # steps: well under a second each
 speed = {}
 for backend, steps in BACKENDS.items():
     for n in (2, 4):
-        meshnb.train(64, systems=n, backend=backend)                     # warm up (compile, caches)
+        meshnb.train(64, systems=n, backend=backend)  # warm up (compile, caches)
         speed[backend, n] = max(meshnb.train(steps, systems=n, backend=backend).steps_per_second for _ in range(2))
         print(f"{backend:>9}, N = {n}: {speed[backend, n]:12,.0f} steps/s (best of 2)")
 
@@ -185,8 +189,11 @@ for i, n in enumerate((2, 4)):
     bars = ax.bar(xs, [speed[b, n] for b in BACKENDS], width, label=f"N = {n}")
     ax.bar_label(bars, fmt="{:,.0f}", fontsize=8)
 ax.set_xticks(range(len(BACKENDS)), list(BACKENDS))
-ax.set(yscale="log", ylabel="steps per second (log scale)",
-       title=f"Cluster steps per second by backend ({os.cpu_count()} cores)")
+ax.set(
+    yscale="log",
+    ylabel="steps per second (log scale)",
+    title=f"Cluster steps per second by backend ({os.cpu_count()} cores)",
+)
 ax.legend()
 plt.show()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from meshnb import View, testing
 from meshnb.driver import prepare
 from meshnb.options import Plan
 from meshnb.program import Context
+
 
 @pytest.fixture(scope="session")
 def vectors() -> dict:

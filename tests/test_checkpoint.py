@@ -57,15 +57,18 @@ def test_a_finished_run_leaves_its_final_state(tmp_path):
     assert again.steps == 0 and [s.digest for s in again.systems] == [s.digest for s in r.systems]
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d: d[:-1], "corrupt or truncated"),
-    (lambda d: d[: len(d) // 2], "corrupt or truncated"),
-    (lambda d: d[:10], "not a meshnb checkpoint"),
-    (lambda d: b"", "not a meshnb checkpoint"),
-    (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], "corrupt or truncated"),
-    (lambda d: b"NOTACKPT" + d[8:], "not a meshnb checkpoint"),
-    (lambda d: d[:8] + (2).to_bytes(4, "little") + d[12:], "format version 2"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: d[:-1], "corrupt or truncated"),
+        (lambda d: d[: len(d) // 2], "corrupt or truncated"),
+        (lambda d: d[:10], "not a meshnb checkpoint"),
+        (lambda d: b"", "not a meshnb checkpoint"),
+        (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], "corrupt or truncated"),
+        (lambda d: b"NOTACKPT" + d[8:], "not a meshnb checkpoint"),
+        (lambda d: d[:8] + (2).to_bytes(4, "little") + d[12:], "format version 2"),
+    ],
+)
 def test_a_damaged_checkpoint_is_refused(tmp_path, damage, message):
     path, _ = _checkpoint(tmp_path)
     path.write_bytes(damage(path.read_bytes()))
@@ -85,13 +88,16 @@ def test_an_inconsistent_checkpoint_is_refused():
         ck.Checkpoint(run, 0, (page,), ({},), (state,))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"systems": 3}, "systems = 2, not 3"),
-    ({"steps": 301}, "steps = 300, not 301"),
-    ({"steps_per_task": 32}, "steps_per_task = None, not 32"),
-    ({"set_lr": {5: 0x3F000000}}, "set_lr"),
-    ({"z": False}, "z = True, not False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"systems": 3}, "systems = 2, not 3"),
+        ({"steps": 301}, "steps = 300, not 301"),
+        ({"steps_per_task": 32}, "steps_per_task = None, not 32"),
+        ({"set_lr": {5: 0x3F000000}}, "set_lr"),
+        ({"z": False}, "z = True, not False"),
+    ],
+)
 def test_a_checkpoint_of_another_run_is_refused(tmp_path, kwargs, message):
     path, _ = _checkpoint(tmp_path)
     with pytest.raises(ck.CheckpointError, match=message):
@@ -114,8 +120,9 @@ def test_ctrl_c_writes_a_checkpoint_that_another_backend_resumes(tmp_path, backe
     timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(RunInterrupted) as stop:
-        meshnb.train(steps, systems=3, backend=backend, timeout_ms=200, checkpoint=path, checkpoint_every_s=0.2,
-                     set_lr=changes)
+        meshnb.train(
+            steps, systems=3, backend=backend, timeout_ms=200, checkpoint=path, checkpoint_every_s=0.2, set_lr=changes
+        )
     timer.cancel()
     done = stop.value.result.steps
     assert ck.load(path).done == done
@@ -127,15 +134,27 @@ def test_ctrl_c_writes_a_checkpoint_that_another_backend_resumes(tmp_path, backe
 
 
 def _cli(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_a_run_killed_with_sigkill_resumes_to_the_same_digests(tmp_path, backend):
     path, steps = tmp_path / "run.ckpt", 3_000_000
-    p = _cli("--systems", "2", "--backend", backend, "--steps", str(steps), "--checkpoint", str(path),
-             "--checkpoint-every", "0.2", "--json")
+    p = _cli(
+        "--systems",
+        "2",
+        "--backend",
+        backend,
+        "--steps",
+        str(steps),
+        "--checkpoint",
+        str(path),
+        "--checkpoint-every",
+        "0.2",
+        "--json",
+    )
     try:
         members = member_pids(p.pid, 2) if backend == "processes" else []
         deadline = time.monotonic() + 60
@@ -149,8 +168,10 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_digests(tmp_path, backend
     deadline = time.monotonic() + 15
     while any(os.path.exists(f"/proc/{m}") for m in members) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(os.path.exists(f"/proc/{m}") and "Z" not in Path(f"/proc/{m}/stat").read_text().split(") ")[1][:1]
-                   for m in members)
+    assert not any(
+        os.path.exists(f"/proc/{m}") and "Z" not in Path(f"/proc/{m}/stat").read_text().split(") ")[1][:1]
+        for m in members
+    )
     done = ck.load(path).done
     assert 0 < done < steps
     rest = _cli("--resume", str(path), "--backend", "fused", "--json")
@@ -212,7 +233,7 @@ def _refusal(path: Path) -> str:
     assert seconds < QUICK_S and peak < SMALL_BYTES, (seconds, peak)
     text = str(e.value)
     assert "\n" not in text and text.startswith(f"checkpoint {path}: "), text
-    return text[len(f"checkpoint {path}: "):]
+    return text[len(f"checkpoint {path}: ") :]
 
 
 def test_the_good_checkpoint_loads(tmp_path, good):
@@ -248,11 +269,23 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
     (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..18446742974197923839"),
     (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..18446742974197923839"),
     ((*M0, "counters", "steps"), "-1", "members[0].counters.steps: -1 is outside 0..18446744073709551615"),
-    ((*M0, "counters", "inits"), str(1 << 64), "members[0].counters.inits: 18446744073709551616 is outside 0..18446744073709551615"),
-    ((*M0, "trace", "length"), str(1 << 70), "members[0].trace.length: 1180591620717411303424 is outside 0..2305843009213693951"),
-    ((*M0, "trace", "length"), str(1 << 61), "members[0].trace.length: 2305843009213693952 is outside 0..2305843009213693951"),
+    (
+        (*M0, "counters", "inits"),
+        str(1 << 64),
+        "members[0].counters.inits: 18446744073709551616 is outside 0..18446744073709551615",
+    ),
+    (
+        (*M0, "trace", "length"),
+        str(1 << 70),
+        "members[0].trace.length: 1180591620717411303424 is outside 0..2305843009213693951",
+    ),
+    (
+        (*M0, "trace", "length"),
+        str(1 << 61),
+        "members[0].trace.length: 2305843009213693952 is outside 0..2305843009213693951",
+    ),
     ((*M0, "trace", "length"), "6004", "members[0].trace.length: 6004 bytes for 300 steps done, not 6000"),
-    ((*M0, "trace", "tail"), '"00"', "members[0].trace.tail: must be 48 bytes in lowercase hex, not a string \"00\""),
+    ((*M0, "trace", "tail"), '"00"', 'members[0].trace.tail: must be 48 bytes in lowercase hex, not a string "00"'),
     ((*M0, "trace", "h"), '["0"]', "members[0].trace.h: 1 words, not 8"),
     (("done",), _nested(100_000), "header: nested too deeply"),
     (("done",), "301", "done: 301 is outside 0..300"),
@@ -276,19 +309,22 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
 @pytest.mark.parametrize("where, value, why", HOSTILE, ids=[f"{'.'.join(map(str, w))}={v[:12]}" for w, v, _ in HOSTILE])
 def test_a_hostile_header_is_refused_naming_the_field(tmp_path, good, where, value, why):
     header, pages = good
-    marker = "\"__HOSTILE__\""
+    marker = '"__HOSTILE__"'
     text = json.dumps(_set(header, where, "__HOSTILE__")).replace(marker, value)
     path = tmp_path / "run.ckpt"
     path.write_bytes(_file(text, pages))
     assert _refusal(path) == why
 
 
-@pytest.mark.parametrize("text, why", [
-    (lambda h: h.replace('"done"', '"done": 0, "done"', 1), "header: the key 'done' twice in one object"),
-    (lambda h: h.replace('"done"', '"extra": 0, "done"', 1), "header: unknown key 'extra'"),
-    (lambda h: h[:-1], "header: not JSON (Expecting ',' delimiter at byte"),
-    (lambda h: h.replace('"done"', '"d\\u00e9one"', 1), "header: 'done' is missing"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (lambda h: h.replace('"done"', '"done": 0, "done"', 1), "header: the key 'done' twice in one object"),
+        (lambda h: h.replace('"done"', '"extra": 0, "done"', 1), "header: unknown key 'extra'"),
+        (lambda h: h[:-1], "header: not JSON (Expecting ',' delimiter at byte"),
+        (lambda h: h.replace('"done"', '"d\\u00e9one"', 1), "header: 'done' is missing"),
+    ],
+)
 def test_a_malformed_header_is_refused(tmp_path, good, text, why):
     header, pages = good
     path = tmp_path / "run.ckpt"
@@ -325,19 +361,70 @@ def test_anything_but_a_regular_file_is_refused_as_a_checkpoint(tmp_path, kind):
     assert _refusal(path) == f"{named}, not a regular file"
 
 
-_FIELDS = st.sampled_from([
-    ("run",), ("run", "systems"), ("run", "steps"), ("run", "steps_per_task"), ("run", "set_lr"), ("run", "set_lr", 0),
-    ("run", "set_lr", 0, 0), ("run", "set_lr", 0, 1), ("run", "step_base"), ("run", "z"), ("run", "first_step"),
-    ("done",), ("members",), ("members", 0), ("members", 1), ("members", 1, "counters"), ("members", 1, "trace"),
-    *[("members", 1, "counters", n) for n in ("inits", "steps", "timeouts")],
-    *[("members", 1, "trace", n) for n in ("h", "length", "tail")], ("members", 1, "trace", "h", 7),
-])
-_EDGES = [-1, 0, 1, 2, 64, 65, 300, 301, (1 << 32) - 1, 1 << 32, (1 << 40), (1 << 61) - 1, 1 << 61, (1 << 64) - 2,
-          (1 << 64) - 1, 1 << 64, 1 << 70, -(1 << 64), True, False, None, 0.0, 1.0, 300.0, 1e300, float("inf"),
-          float("-inf"), float("nan")]
+_FIELDS = st.sampled_from(
+    [
+        ("run",),
+        ("run", "systems"),
+        ("run", "steps"),
+        ("run", "steps_per_task"),
+        ("run", "set_lr"),
+        ("run", "set_lr", 0),
+        ("run", "set_lr", 0, 0),
+        ("run", "set_lr", 0, 1),
+        ("run", "step_base"),
+        ("run", "z"),
+        ("run", "first_step"),
+        ("done",),
+        ("members",),
+        ("members", 0),
+        ("members", 1),
+        ("members", 1, "counters"),
+        ("members", 1, "trace"),
+        *[("members", 1, "counters", n) for n in ("inits", "steps", "timeouts")],
+        *[("members", 1, "trace", n) for n in ("h", "length", "tail")],
+        ("members", 1, "trace", "h", 7),
+    ]
+)
+_EDGES = [
+    -1,
+    0,
+    1,
+    2,
+    64,
+    65,
+    300,
+    301,
+    (1 << 32) - 1,
+    1 << 32,
+    (1 << 40),
+    (1 << 61) - 1,
+    1 << 61,
+    (1 << 64) - 2,
+    (1 << 64) - 1,
+    1 << 64,
+    1 << 70,
+    -(1 << 64),
+    True,
+    False,
+    None,
+    0.0,
+    1.0,
+    300.0,
+    1e300,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+]
 _VALUES = st.recursive(
-    st.one_of(st.sampled_from(_EDGES), st.integers(), st.floats(), st.booleans(), st.none(), st.text(max_size=80),
-              st.sampled_from(["0" * 8, "ABCDEF01", "zz", "00" * 48, "00" * 47])),
+    st.one_of(
+        st.sampled_from(_EDGES),
+        st.integers(),
+        st.floats(),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=80),
+        st.sampled_from(["0" * 8, "ABCDEF01", "zz", "00" * 48, "00" * 47]),
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
     max_leaves=10,
 )
@@ -373,6 +460,7 @@ def test_any_header_loads_as_written_or_is_refused_in_one_line(tmp_path, good, w
 
 def _assert_typed(doc: dict) -> None:
     """Every value of a loaded header has its field's type: an int is never a bool (nor a float)."""
+
     def is_int(x) -> bool:
         return type(x) is int
 
@@ -384,9 +472,16 @@ def _assert_typed(doc: dict) -> None:
         assert all(is_int(v) for v in m["counters"].values()) and is_int(m["trace"]["length"])
 
 
-_INT_FIELDS = [("run", "systems"), ("run", "steps"), ("run", "first_step"), ("done",), ("run", "set_lr", 0, 0),
-               ("run", "set_lr", 0, 1), *[(*M0, "counters", n) for n in ("inits", "steps", "timeouts")],
-               ("members", 1, "trace", "length")]
+_INT_FIELDS = [
+    ("run", "systems"),
+    ("run", "steps"),
+    ("run", "first_step"),
+    ("done",),
+    ("run", "set_lr", 0, 0),
+    ("run", "set_lr", 0, 1),
+    *[(*M0, "counters", n) for n in ("inits", "steps", "timeouts")],
+    ("members", 1, "trace", "length"),
+]
 
 
 def _field_name(where: tuple) -> str:
@@ -394,8 +489,10 @@ def _field_name(where: tuple) -> str:
 
 
 @settings(max_examples=100, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(where=st.sampled_from(_INT_FIELDS),
-       value=st.one_of(st.booleans(), st.floats(), st.none(), st.text(max_size=8), st.lists(st.integers(), max_size=2)))
+@given(
+    where=st.sampled_from(_INT_FIELDS),
+    value=st.one_of(st.booleans(), st.floats(), st.none(), st.text(max_size=8), st.lists(st.integers(), max_size=2)),
+)
 def test_an_integer_field_takes_nothing_but_an_integer(tmp_path, good, where, value):
     header, pages = good
     path = tmp_path / "hostile.ckpt"

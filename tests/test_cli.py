@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from meshnb.testing import reference as ref
 from meshnb.cli import main
-
+from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
 
@@ -28,10 +27,18 @@ def test_json_matches_the_vectors(capsys, vectors):
     code, out, err = run_cli(capsys, "train", "--json")
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert doc == {"steps": 4096, "systems": [{
-        "system": 0, "params": want["params"], "digest": want["digest"], "trace_digest": want["trace_digest"],
-        "counters": {"inits": 1, "steps": 4096, "timeouts": 0},
-    }]}
+    assert doc == {
+        "steps": 4096,
+        "systems": [
+            {
+                "system": 0,
+                "params": want["params"],
+                "digest": want["digest"],
+                "trace_digest": want["trace_digest"],
+                "counters": {"inits": 1, "steps": 4096, "timeouts": 0},
+            }
+        ],
+    }
 
 
 def test_human_summary_shows_params_loss_digest_and_speed(capsys, vectors):
@@ -44,8 +51,21 @@ def test_human_summary_shows_params_loss_digest_and_speed(capsys, vectors):
 def test_options_reach_the_program(capsys, tmp_path):
     out_page = tmp_path / "page.bin"
     code, out, _ = run_cli(
-        capsys, "train", "--json", "--steps", "300", "--steps-per-task", "48", "--set-lr", "0:3f400000",
-        "--set-lr", "100:3e800000", "--step-base", "1:fffffff0", "--view-out", str(out_page),
+        capsys,
+        "train",
+        "--json",
+        "--steps",
+        "300",
+        "--steps-per-task",
+        "48",
+        "--set-lr",
+        "0:3f400000",
+        "--set-lr",
+        "100:3e800000",
+        "--step-base",
+        "1:fffffff0",
+        "--view-out",
+        str(out_page),
     )
     assert code == 0
     start = bytearray(ref.init_page(1))
@@ -57,13 +77,23 @@ def test_options_reach_the_program(capsys, tmp_path):
     assert json.loads(out)["systems"][0]["trace_digest"] == ref.trace_digest(trace)
 
 
-@pytest.mark.parametrize("name", ["tiny-samples", "overflow-then-inf-minus-inf", "inv-batch-at-flush-boundary",
-                                  "subnormal-and-nan-samples"])
+@pytest.mark.parametrize(
+    "name", ["tiny-samples", "overflow-then-inf-minus-inf", "inv-batch-at-flush-boundary", "subnormal-and-nan-samples"]
+)
 def test_a_page_from_view_in_runs_as_the_reference_says(capsys, tmp_path, name):
     page = hard_pages()[name]
     (tmp_path / "in.bin").write_bytes(page)
-    code, out, _ = run_cli(capsys, "train", "--json", "--steps", "130", "--view-in", str(tmp_path / "in.bin"),
-                           "--view-out", str(tmp_path / "out.bin"))
+    code, out, _ = run_cli(
+        capsys,
+        "train",
+        "--json",
+        "--steps",
+        "130",
+        "--view-in",
+        str(tmp_path / "in.bin"),
+        "--view-out",
+        str(tmp_path / "out.bin"),
+    )
     pages, trace = ref.run([page], 130, grouped=False)
     doc = json.loads(out)["systems"][0]
     assert code == 0 and (tmp_path / "out.bin").read_bytes() == pages[0]
@@ -71,20 +101,23 @@ def test_a_page_from_view_in_runs_as_the_reference_says(capsys, tmp_path, name):
     assert doc["counters"]["inits"] == 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["train", "--steps", "-5"], "negative"),
-    (["train", "--steps", "ten"], "not a whole number"),
-    (["train", "--steps-per-task", "0"], "from 1 to"),
-    (["train", "--set-lr", "5"], "STEP:HEX"),
-    (["train", "--set-lr", "5:xyz"], "not hex"),
-    (["train", "--set-lr", "5:123456789"], "not a u32"),
-    (["train", "--set-lr", "5000:3f000000"], "LR change"),
-    (["train", "--step-base", "12"], "HI:LO"),
-    (["train", "--step-base", "ffffffff:ffffffff"], "step base"),
-    (["train", "--view-in", "/nonexistent/page"], "No such file"),
-    (["train", "--bogus"], "unrecognized"),
-    (["fly"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--steps", "-5"], "negative"),
+        (["train", "--steps", "ten"], "not a whole number"),
+        (["train", "--steps-per-task", "0"], "from 1 to"),
+        (["train", "--set-lr", "5"], "STEP:HEX"),
+        (["train", "--set-lr", "5:xyz"], "not hex"),
+        (["train", "--set-lr", "5:123456789"], "not a u32"),
+        (["train", "--set-lr", "5000:3f000000"], "LR change"),
+        (["train", "--step-base", "12"], "HI:LO"),
+        (["train", "--step-base", "ffffffff:ffffffff"], "step base"),
+        (["train", "--view-in", "/nonexistent/page"], "No such file"),
+        (["train", "--bogus"], "unrecognized"),
+        (["fly"], "invalid choice"),
+    ],
+)
 def test_malformed_values_exit_2_with_one_line(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
@@ -98,8 +131,9 @@ def test_a_short_view_in_page_is_refused(capsys, tmp_path):
 
 
 def _cli(*argv: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "meshnb", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def test_python_dash_m_and_the_progress_bar():
@@ -123,14 +157,24 @@ def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
     assert int.from_bytes(data[28:32], "little") | int.from_bytes(data[44:48], "little") << 32 == done
     # Continuing from the saved page equals an uninterrupted run.
     code_env = dict(os.environ)
-    more = subprocess.run([sys.executable, "-m", "meshnb", "train", "--json", "--steps", "1000", "--view-in",
-                           str(page)], capture_output=True, text=True, env=code_env, timeout=120)
-    whole = subprocess.run([sys.executable, "-m", "meshnb", "train", "--json", "--steps", str(done + 1000)],
-                           capture_output=True, text=True, timeout=120)
+    more = subprocess.run(
+        [sys.executable, "-m", "meshnb", "train", "--json", "--steps", "1000", "--view-in", str(page)],
+        capture_output=True,
+        text=True,
+        env=code_env,
+        timeout=120,
+    )
+    whole = subprocess.run(
+        [sys.executable, "-m", "meshnb", "train", "--json", "--steps", str(done + 1000)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(more.stdout)["systems"][0]["digest"] == json.loads(whole.stdout)["systems"][0]["digest"]
 
 
 # --- clusters ---------------------------------------------------------------------------------
+
 
 def test_systems_json_lists_every_member(capsys, vectors):
     want = vectors["runs"][1]
@@ -139,13 +183,31 @@ def test_systems_json_lists_every_member(capsys, vectors):
     doc = json.loads(out)
     assert doc["steps"] == 4096 and [s["system"] for s in doc["systems"]] == [0, 1]
     for s in doc["systems"]:
-        assert s == {"system": s["system"], "params": want["params"], "digest": want["digest"],
-                     "trace_digest": want["trace_digest"], "counters": {"inits": 1, "steps": 4096, "timeouts": 0}}
+        assert s == {
+            "system": s["system"],
+            "params": want["params"],
+            "digest": want["digest"],
+            "trace_digest": want["trace_digest"],
+            "counters": {"inits": 1, "steps": 4096, "timeouts": 0},
+        }
 
 
 def test_stalls_on_the_command_line_count_timeouts_and_change_no_digest(capsys):
-    code, out, _ = run_cli(capsys, "train", "--systems", "4", "--backend", "processes", "--steps", "1000",
-                           "--timeout-ms", "50", "--stall", "1:3:300", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "train",
+        "--systems",
+        "4",
+        "--backend",
+        "processes",
+        "--steps",
+        "1000",
+        "--timeout-ms",
+        "50",
+        "--stall",
+        "1:3:300",
+        "--json",
+    )
     assert code == 0
     systems = json.loads(out)["systems"]
     clean = json.loads(run_cli(capsys, "train", "--systems", "4", "--backend", "fused", "--steps", "1000", "--json")[1])
@@ -154,23 +216,26 @@ def test_stalls_on_the_command_line_count_timeouts_and_change_no_digest(capsys):
     assert all(s["counters"]["timeouts"] > 0 for s in systems if s["system"] != 1)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--systems", "0"], "from 1 to 64"),
-    (["--systems", "65"], "from 1 to 64"),
-    (["--systems", "two"], "not a whole number"),
-    (["--systems", "2", "--backend", "carrier-pigeon"], "backend must be one of"),
-    (["--systems", "2", "--timeout-ms", "0"], "positive number"),
-    (["--systems", "2", "--timeout-ms", "soon"], "not a number"),
-    (["--systems", "2", "--stall", "1:3"], "K:TASK:MS"),
-    (["--systems", "2", "--stall", "1:-3:5"], "negative"),
-    (["--systems", "2", "--stall", "2:3:5"], "names system 2"),
-    (["--systems", "2", "--backend", "fused", "--stall", "1:3:5"], "no exchange"),
-    (["--systems", "2", "--give-up", "-1"], "positive number"),
-    (["--stall", "1:3:5"], "--stall is for clusters"),
-    (["--backend", "threads"], "--backend is for clusters"),
-    (["--checkpoint", "x.ckpt"], "--checkpoint is for clusters"),
-    (["--resume", "/nonexistent/run.ckpt"], "No such file"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--systems", "0"], "from 1 to 64"),
+        (["--systems", "65"], "from 1 to 64"),
+        (["--systems", "two"], "not a whole number"),
+        (["--systems", "2", "--backend", "carrier-pigeon"], "backend must be one of"),
+        (["--systems", "2", "--timeout-ms", "0"], "positive number"),
+        (["--systems", "2", "--timeout-ms", "soon"], "not a number"),
+        (["--systems", "2", "--stall", "1:3"], "K:TASK:MS"),
+        (["--systems", "2", "--stall", "1:-3:5"], "negative"),
+        (["--systems", "2", "--stall", "2:3:5"], "names system 2"),
+        (["--systems", "2", "--backend", "fused", "--stall", "1:3:5"], "no exchange"),
+        (["--systems", "2", "--give-up", "-1"], "positive number"),
+        (["--stall", "1:3:5"], "--stall is for clusters"),
+        (["--backend", "threads"], "--backend is for clusters"),
+        (["--checkpoint", "x.ckpt"], "--checkpoint is for clusters"),
+        (["--resume", "/nonexistent/run.ckpt"], "No such file"),
+    ],
+)
 def test_malformed_cluster_values_exit_2_with_one_line(capsys, argv, message):
     code, out, err = run_cli(capsys, "train", *argv)
     assert code == 2 and out == ""
@@ -188,4 +253,8 @@ def test_a_dead_member_exits_1_naming_it():
     out, err = p.communicate(timeout=60)
     assert time.monotonic() - t0 < 30
     assert p.returncode == 1 and out == ""
-    assert err.count("\n") == 1 and f"(pid {victim}) was killed by SIGKILL" in err and err.startswith("meshnb: error: system ")
+    assert (
+        err.count("\n") == 1
+        and f"(pid {victim}) was killed by SIGKILL" in err
+        and err.startswith("meshnb: error: system ")
+    )

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.testing import reference as ref
 from meshnb.backends import BACKENDS as REGISTRY
 from meshnb.results import ClusterError, RunInterrupted
-
-BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi"))  # this machine's cluster backends (mpi: tests/test_mpi.py)
-
+from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
+
+# this machine's cluster backends (mpi: tests/test_mpi.py)
+BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi"))
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096
@@ -79,8 +79,9 @@ def test_options_and_hard_pages_reach_every_member(backend):
     # Tasks of 48 steps, LR changes inside tasks, a step base across 2^32, a hard page from view_in.
     page = with_words(hard_pages()["tiny-samples-big-params"], 24, [0x3C2AAAAB])  # INV_BATCH of 3 systems
     changes = {0: 0x3F400000, 100: 0x3E800000, 129: 0x3F000000, 300: 0x3C23D70A}
-    r = meshnb.train(300, systems=3, backend=backend, view_in=page, steps_per_task=48, set_lr=changes,
-                     step_base=(1 << 32) - 50)
+    r = meshnb.train(
+        300, systems=3, backend=backend, view_in=page, steps_per_task=48, set_lr=changes, step_base=(1 << 32) - 50
+    )
     start = with_words(with_words(with_words(page, 20, [48]), 28, [(1 << 32) - 50]), 44, [0])
     pages, trace = ref.run([start] * 3, 300, grouped=True, lr_changes=changes)
     for s, want in zip(r.systems, pages):
@@ -111,7 +112,9 @@ def test_a_waiting_member_thread_uses_no_core():
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_a_stalled_member_ends_the_run_within_the_bound_naming_it(backend):
     t0 = time.monotonic()
-    with pytest.raises(ClusterError, match=r"no step completed in 0.5 s.*; waiting for round \d+, not reached by system 2$") as e:
+    with pytest.raises(
+        ClusterError, match=r"no step completed in 0.5 s.*; waiting for round \d+, not reached by system 2$"
+    ) as e:
         meshnb.train(10_000, systems=3, backend=backend, timeout_ms=20, give_up_s=0.5, stalls=[(2, 1, 3000)])
     assert e.value.system in (0, 1)
     assert time.monotonic() - t0 < 5  # the bound (0.5 s), the members' start and their end
@@ -180,22 +183,25 @@ def test_ctrl_c_stops_every_member_at_one_task_boundary(backend):
         assert s.page == c.page and s.trace_digest == c.trace_digest and s.counters == c.counters
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"systems": 0}, "systems must be 1 to 64"),
-    ({"systems": 65}, "systems must be 1 to 64"),
-    ({"systems": True}, "systems must be"),
-    ({"systems": 2, "backend": "carrier-pigeon"}, "backend must be one of"),
-    ({"systems": 2, "timeout_ms": 0}, "timeout_ms must be a number above 0"),
-    ({"systems": 2, "timeout_ms": float("nan")}, "timeout_ms"),
-    ({"systems": 2, "give_up_s": -1}, "give_up_s"),
-    ({"systems": 2, "stalls": [(2, 0, 10)]}, "names system 2"),
-    ({"systems": 2, "stalls": [(0, -1, 10)]}, "three non-negative integers"),
-    ({"systems": 2, "stalls": [(0, 1)]}, "three non-negative integers"),
-    ({"systems": 2, "backend": "fused", "stalls": [(0, 1, 5)]}, "no exchange"),
-    ({"stalls": [(0, 1, 5)]}, "give systems=N"),
-    ({"checkpoint": "x.ckpt"}, "give systems=N"),
-    ({"systems": 2, "steps": -1}, "non-negative"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"systems": 0}, "systems must be 1 to 64"),
+        ({"systems": 65}, "systems must be 1 to 64"),
+        ({"systems": True}, "systems must be"),
+        ({"systems": 2, "backend": "carrier-pigeon"}, "backend must be one of"),
+        ({"systems": 2, "timeout_ms": 0}, "timeout_ms must be a number above 0"),
+        ({"systems": 2, "timeout_ms": float("nan")}, "timeout_ms"),
+        ({"systems": 2, "give_up_s": -1}, "give_up_s"),
+        ({"systems": 2, "stalls": [(2, 0, 10)]}, "names system 2"),
+        ({"systems": 2, "stalls": [(0, -1, 10)]}, "three non-negative integers"),
+        ({"systems": 2, "stalls": [(0, 1)]}, "three non-negative integers"),
+        ({"systems": 2, "backend": "fused", "stalls": [(0, 1, 5)]}, "no exchange"),
+        ({"stalls": [(0, 1, 5)]}, "give systems=N"),
+        ({"checkpoint": "x.ckpt"}, "give systems=N"),
+        ({"systems": 2, "steps": -1}, "non-negative"),
+    ],
+)
 def test_bad_cluster_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         meshnb.train(**{"steps": 10, **kwargs})

@@ -9,12 +9,22 @@ import time
 import numpy as np
 import pytest
 
-from meshnb.testing import reference as ref
 from meshnb.exchange import (
-    EX_SLOT_WORDS, EXCHANGE_LAYOUT, HEADER_BYTES, SYSTEM_BYTES, BlockingWaiter, Exchange, ExchangeAborted,
-    ExchangePage, Group, PageExchange, PollingWaiter, exchange_bytes,
+    EX_SLOT_WORDS,
+    EXCHANGE_LAYOUT,
+    HEADER_BYTES,
+    SYSTEM_BYTES,
+    BlockingWaiter,
+    Exchange,
+    ExchangeAborted,
+    ExchangePage,
+    Group,
+    PageExchange,
+    PollingWaiter,
+    exchange_bytes,
 )
 from meshnb.program import OP_TASK, TIMEOUTS, Context, Trace, init, task
+from meshnb.testing import reference as ref
 from meshnb.view import View
 
 WAITERS = {"blocking": BlockingWaiter, "polling": PollingWaiter}

@@ -36,8 +36,13 @@ RUNS = {
 
 
 def _start(*argv: str, new_session: bool = False) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=new_session)
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "train", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
+    )
 
 
 def _shm() -> set[str]:
@@ -72,8 +77,11 @@ def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
     # loaded machine) a Ctrl-C is Python's, whose KeyboardInterrupt names runpy or site.
     for at in _moments(f"sigint-{backend}", 0.25, 2.0):
         out_file = tmp_path / f"{at}.out"
-        extra = ["--view-out", str(out_file)] if backend == "single" else ["--checkpoint", str(out_file),
-                                                                           "--checkpoint-every", "0.3"]
+        extra = (
+            ["--view-out", str(out_file)]
+            if backend == "single"
+            else ["--checkpoint", str(out_file), "--checkpoint-every", "0.3"]
+        )
         before = _shm()
         p = _start(*argv, *extra, "--json")
         time.sleep(at)
@@ -89,10 +97,14 @@ def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
         if "interrupted after" not in err:
             continue  # stopped before the run began (during imports): nothing to continue
         done = int(err.split("interrupted after ")[1].split()[0])
-        resume = ["--view-in", str(out_file), "--steps", str(total - done)] if backend == "single" else \
-            ["--resume", str(out_file), "--backend", backend]
-        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", *resume, "--json"], capture_output=True,
-                              text=True, timeout=300)
+        resume = (
+            ["--view-in", str(out_file), "--steps", str(total - done)]
+            if backend == "single"
+            else ["--resume", str(out_file), "--backend", backend]
+        )
+        rest = subprocess.run(
+            [sys.executable, "-m", "meshnb", "train", *resume, "--json"], capture_output=True, text=True, timeout=300
+        )
         assert rest.returncode == 0, rest.stderr
         got = [(s["digest"], s["trace_digest"]) for s in json.loads(rest.stdout)["systems"]]
         want = _clean_digests(tuple(argv), total)
@@ -122,8 +134,12 @@ def test_group_sigkill_of_a_processes_run_leaves_nothing_and_resumes(tmp_path):
         assert not _shm() - before, (at, _shm() - before)
         if not path.exists():
             continue  # killed before its first checkpoint
-        rest = subprocess.run([sys.executable, "-m", "meshnb", "train", "--resume", str(path), "--backend", "fused", "--json"],
-                              capture_output=True, text=True, timeout=300)
+        rest = subprocess.run(
+            [sys.executable, "-m", "meshnb", "train", "--resume", str(path), "--backend", "fused", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert rest.returncode == 0, rest.stderr
         doc = json.loads(rest.stdout)
         assert doc.get("run_steps", doc["steps"]) == total
@@ -141,8 +157,10 @@ def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):
     assert 'if __name__ == "__main__":' in p.stderr
     assert len(p.stderr.splitlines()) < 40, p.stderr  # not multiprocessing's pages of traceback
     guarded = tmp_path / "guarded.py"
-    guarded.write_text("import meshnb\nif __name__ == '__main__':\n"
-                       "    print(meshnb.train(100, systems=2, backend='processes').digest)\n")
+    guarded.write_text(
+        "import meshnb\nif __name__ == '__main__':\n"
+        "    print(meshnb.train(100, systems=2, backend='processes').digest)\n"
+    )
     ok = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert ok.returncode == 0 and ok.stdout.strip() == meshnb.train(100, systems=2, backend="fused").digest
 
@@ -163,15 +181,18 @@ def test_bare_meshnb_lists_its_commands():
     assert p.returncode == 2 and "train" in p.stderr and "bench" in p.stderr and p.stdout == ""
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["train", "--set-lr", "-1:3f000000"], "argument --set-lr: '-1' is negative"),
-    (["train", "--systems", "2", "--stall", "-1:0:0"], "argument --stall: '-1' is negative"),
-    (["train", "--resume", "x.ckpt", "--view-in", "/dev/null"], "not from --view-in"),
-    (["bench", "--seconds", "-1"], "must be a positive number"),
-    (["bench", "--seconds", "nan"], "must be a positive number"),
-    (["train", "--view-out", "/nonexistent_dir/x"], "--view-out /nonexistent_dir/x"),
-    (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--set-lr", "-1:3f000000"], "argument --set-lr: '-1' is negative"),
+        (["train", "--systems", "2", "--stall", "-1:0:0"], "argument --stall: '-1' is negative"),
+        (["train", "--resume", "x.ckpt", "--view-in", "/dev/null"], "not from --view-in"),
+        (["bench", "--seconds", "-1"], "must be a positive number"),
+        (["bench", "--seconds", "nan"], "must be a positive number"),
+        (["train", "--view-out", "/nonexistent_dir/x"], "--view-out /nonexistent_dir/x"),
+        (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
+    ],
+)
 def test_malformed_arguments_get_meshnbs_own_line(argv, message):
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "meshnb", *argv], capture_output=True, text=True, timeout=60)
@@ -183,8 +204,9 @@ def test_malformed_arguments_get_meshnbs_own_line(argv, message):
 def test_view_out_on_a_directory_is_refused_up_front_and_leaves_nothing(tmp_path):
     target = tmp_path / "adir"
     target.mkdir()
-    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--view-out", str(target)], capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "meshnb", "train", "--view-out", str(target)], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 2 and "--view-out" in p.stderr and p.stderr.count("\n") == 1
     assert sorted(x.name for x in tmp_path.iterdir()) == ["adir"] and not any(target.iterdir())
 

@@ -39,6 +39,7 @@ def _dead_pid() -> int:
 # Inputs
 # ---------------------------------------------------------------------------------------------
 
+
 def test_a_regular_file_is_read_within_its_bound(tmp_path):
     path = tmp_path / "in.bin"
     path.write_bytes(b"x" * 100)
@@ -73,7 +74,9 @@ SPECIAL = ["fifo", "dev-zero", "directory", "symlink-to-fifo"]
 
 
 @pytest.mark.parametrize("kind", SPECIAL)
-@pytest.mark.parametrize("read", [lambda p: files.read_input(p, "--view-in", 1 << 30), lambda p: files.read_page(p, "--view-in")])
+@pytest.mark.parametrize(
+    "read", [lambda p: files.read_input(p, "--view-in", 1 << 30), lambda p: files.read_page(p, "--view-in")]
+)
 def test_anything_but_a_regular_file_is_refused_at_once(tmp_path, kind, read):
     path, named = _special(tmp_path, kind)
     t = time.monotonic()
@@ -122,6 +125,7 @@ def test_a_page_is_given_as_bytes_or_as_a_path(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Outputs checked up front
 # ---------------------------------------------------------------------------------------------
+
 
 def test_a_writable_output_passes_and_leaves_nothing(tmp_path):
     files.check_output(tmp_path / "page.bin", "--view-out")
@@ -172,6 +176,7 @@ def test_a_directory_that_refuses_files_is_refused_by_the_probe(tmp_path, monkey
 # ---------------------------------------------------------------------------------------------
 # Atomic writes, stale temporary files, a full disk
 # ---------------------------------------------------------------------------------------------
+
 
 def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
     path = tmp_path / "page.bin"
@@ -263,8 +268,13 @@ def run_on_a_full_tmpfs(tmp_path: Path, script: str, *args: str) -> dict:
         pytest.skip("no user and mount namespace here (unshare -rm): the simulated ENOSPC tests stand in")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    p = subprocess.run(["unshare", "-rm", sys.executable, "-c", script, str(mnt), *args],
-                       check=False, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", script, str(mnt), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert not any(mnt.iterdir())  # the tmpfs went with the namespace
     return json.loads(p.stdout)
@@ -272,8 +282,11 @@ def run_on_a_full_tmpfs(tmp_path: Path, script: str, *args: str) -> dict:
 
 def test_a_real_full_disk_leaves_the_previous_file_and_no_temp(tmp_path):
     out = run_on_a_full_tmpfs(tmp_path, _FULL_DISK, (b"p" * 4096).hex(), (b"n" * 4096).hex())
-    assert out == {"error": f"--view-out {tmp_path / 'mnt' / 'out.bin'}: No space left on device", "kept": True,
-                   "names": ["filler", "out.bin"]}
+    assert out == {
+        "error": f"--view-out {tmp_path / 'mnt' / 'out.bin'}: No space left on device",
+        "kept": True,
+        "names": ["filler", "out.bin"],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,8 +303,9 @@ _HOLDER = textwrap.dedent("""
 
 
 def _holder(path: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout is not None and p.stdout.readline() == "held\n"
     return p
 
@@ -336,8 +350,9 @@ def test_a_second_process_is_refused_with_the_holders_pid(tmp_path):
         with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):
             pass
         assert e.value.pid == p.pid
-        assert _one_line(e.value) == (f"checkpoint {path}: in use by another run (pid {p.pid}; "
-                                      f"lock {files.lock_path(path)})")
+        assert _one_line(e.value) == (
+            f"checkpoint {path}: in use by another run (pid {p.pid}; lock {files.lock_path(path)})"
+        )
     finally:
         p.communicate("")
     assert p.returncode == 0
@@ -379,8 +394,15 @@ def test_holders_that_come_and_go_never_overlap(tmp_path):
     """Release unlinks the lock file while another process may have it open: the inode check makes
     that process try again rather than hold a lock on a file no longer at the name."""
     path, inside = tmp_path / "run.ckpt", tmp_path / "inside"
-    ps = [subprocess.Popen([sys.executable, "-c", _CONTENDER, str(path), str(inside), "3"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    ps = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONTENDER, str(path), str(inside), "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=60) for p in ps]
     assert all(p.returncode == 0 for p in ps), [err for _, err in outs]
     assert sum(int(out) for out, _ in outs) > 30  # they did take turns
@@ -393,8 +415,9 @@ def test_holders_that_come_and_go_never_overlap(tmp_path):
 
 
 def _cli(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:
@@ -409,8 +432,7 @@ def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:
     return err
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory",
-                                  "symlink-to-fifo"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "symlink-to-fifo"])
 def test_the_cli_refuses_a_special_view_in(tmp_path, kind):
     path, _ = _special(tmp_path, kind)
     _exit_2_at_once(_cli("--view-in", str(path)), f"--view-in {path}")

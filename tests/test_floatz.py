@@ -44,34 +44,65 @@ def reference(op: str, a_bits, b_bits) -> np.ndarray:
 
 
 # Worked by hand from the rules, independent of any implementation.
-@pytest.mark.parametrize("op, a, b, want", [
-    ("mul", 0x00800000, 0x3F7FFFFF, 0x00800000),  # rounds up to the smallest normal: kept
-    ("mul", 0x00800000, 0x3F000000, 0x00000000),  # 2^-127 is subnormal: flushed
-    ("mul", 0x80800000, 0x3F000000, 0x80000000),  # flushed with its sign
-    ("add", 0x00000001, 0x00000001, 0x00000000),  # subnormal inputs read as zero
-    ("add", 0x80000001, 0x80000001, 0x80000000),  # -0 + -0 = -0
-    ("sub", 0x00800001, 0x00800000, 0x00000000),  # 2^-149: subnormal result
-    ("add", 0x3F800000, 0x00400000, 0x3F800000),
-    ("sub", 0x7F800000, 0x7F800000, 0x7FFFFFFF),  # inf - inf: canonical NaN
-    ("div", 0x00000000, 0x00000000, 0x7FFFFFFF),
-    ("div", 0x3F800000, 0x00000001, 0x7F800000),  # 1 / (+subnormal = +0) = +inf
-    ("div", 0x3F800000, 0x80000001, 0xFF800000),  # 1 / (-subnormal = -0) = -inf
-    ("mul", 0x7F7FFFFF, 0x40000000, 0x7F800000),  # overflow to inf
-    ("mul", 0x7F800000, 0x00000001, 0x7FFFFFFF),  # inf * (subnormal = 0) = NaN
-    ("add", 0xFFC00000, 0x3F800000, 0x7FFFFFFF),  # x86's default NaN becomes canonical
-    ("add", 0x7F800001, 0x3F800000, 0x7FFFFFFF),  # signalling NaN payload too
-    ("div", 0x3F800000, 0x40400000, 0x3EAAAAAB),  # 1/3 rounded to nearest
-])
+@pytest.mark.parametrize(
+    "op, a, b, want",
+    [
+        ("mul", 0x00800000, 0x3F7FFFFF, 0x00800000),  # rounds up to the smallest normal: kept
+        ("mul", 0x00800000, 0x3F000000, 0x00000000),  # 2^-127 is subnormal: flushed
+        ("mul", 0x80800000, 0x3F000000, 0x80000000),  # flushed with its sign
+        ("add", 0x00000001, 0x00000001, 0x00000000),  # subnormal inputs read as zero
+        ("add", 0x80000001, 0x80000001, 0x80000000),  # -0 + -0 = -0
+        ("sub", 0x00800001, 0x00800000, 0x00000000),  # 2^-149: subnormal result
+        ("add", 0x3F800000, 0x00400000, 0x3F800000),
+        ("sub", 0x7F800000, 0x7F800000, 0x7FFFFFFF),  # inf - inf: canonical NaN
+        ("div", 0x00000000, 0x00000000, 0x7FFFFFFF),
+        ("div", 0x3F800000, 0x00000001, 0x7F800000),  # 1 / (+subnormal = +0) = +inf
+        ("div", 0x3F800000, 0x80000001, 0xFF800000),  # 1 / (-subnormal = -0) = -inf
+        ("mul", 0x7F7FFFFF, 0x40000000, 0x7F800000),  # overflow to inf
+        ("mul", 0x7F800000, 0x00000001, 0x7FFFFFFF),  # inf * (subnormal = 0) = NaN
+        ("add", 0xFFC00000, 0x3F800000, 0x7FFFFFFF),  # x86's default NaN becomes canonical
+        ("add", 0x7F800001, 0x3F800000, 0x7FFFFFFF),  # signalling NaN payload too
+        ("div", 0x3F800000, 0x40400000, 0x3EAAAAAB),  # 1/3 rounded to nearest
+    ],
+)
 def test_hand_worked_cases(op, a, b, want):
     assert z(op, [a], [b])[0] == want
     assert reference(op, [a], [b])[0] == want
 
 
 SPECIAL = [
-    0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x80800000,
-    0x00800001, 0x00FFFFFF, 0x01000000, 0x3F7FFFFF, 0x3F800000, 0xBF800000, 0x3F000000, 0x33800000,
-    0x4B800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001,
-    0x7FFFFFFF, 0xFFFFFFFF, 0x7FA00000, 0x1F800000, 0x1F7FFFFF, 0x20000000, 0x5F800000, 0x60000000,
+    0x00000000,
+    0x80000000,
+    0x00000001,
+    0x80000001,
+    0x007FFFFF,
+    0x807FFFFF,
+    0x00800000,
+    0x80800000,
+    0x00800001,
+    0x00FFFFFF,
+    0x01000000,
+    0x3F7FFFFF,
+    0x3F800000,
+    0xBF800000,
+    0x3F000000,
+    0x33800000,
+    0x4B800000,
+    0x7F7FFFFF,
+    0xFF7FFFFF,
+    0x7F800000,
+    0xFF800000,
+    0x7FC00000,
+    0xFFC00000,
+    0x7F800001,
+    0x7FFFFFFF,
+    0xFFFFFFFF,
+    0x7FA00000,
+    0x1F800000,
+    0x1F7FFFFF,
+    0x20000000,
+    0x5F800000,
+    0x60000000,
 ]
 
 
@@ -122,8 +153,7 @@ def _from_u32(u):
 
 def test_from_u32_rounds_to_nearest_even():
     u = np.array([0, 1, 255, 16777216, 16777217, 16777219, 0xFFFFFFFF, 0x80000080, 0x80000180], dtype=np.uint32)
-    want = [0x00000000, 0x3F800000, 0x437F0000, 0x4B800000, 0x4B800000, 0x4B800002, 0x4F800000, 0x4F000000,
-            0x4F000002]
+    want = [0x00000000, 0x3F800000, 0x437F0000, 0x4B800000, 0x4B800000, 0x4B800002, 0x4F800000, 0x4F000000, 0x4F000002]
     assert list(_from_u32(u).view(np.uint32)) == want
     rng = np.random.default_rng(7)
     r = rng.integers(0, 1 << 32, 100_000, dtype=np.uint32)

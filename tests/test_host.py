@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.testing import reference as ref
 from meshnb.options import Plan
 from meshnb.results import RunInterrupted
-
+from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
+
 from .util import hexes
 
 HARD = hard_pages()
@@ -105,16 +105,19 @@ def test_a_divergent_lr_ends_in_canonical_nan_params():
     assert r.view.word("LOSS", (2000 - 1) % 256) == 0x7FFFFFFF
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"steps": -1}, "non-negative"),
-    ({"steps": 1.5}, "non-negative integer"),
-    ({"steps_per_task": 0}, "steps per task"),
-    ({"set_lr": {11: 0x3F000000}, "steps": 10}, "LR change"),
-    ({"set_lr": {1: -1}}, "f32 bits"),
-    ({"step_base": (1 << 64) - 1}, "step base"),
-    ({"step_base": (1 << 64) - 3, "steps": 2}, None),
-    ({"step_base": (1 << 64) - 3, "steps": 3}, "reach 2\\^64-1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"steps": -1}, "non-negative"),
+        ({"steps": 1.5}, "non-negative integer"),
+        ({"steps_per_task": 0}, "steps per task"),
+        ({"set_lr": {11: 0x3F000000}, "steps": 10}, "LR change"),
+        ({"set_lr": {1: -1}}, "f32 bits"),
+        ({"step_base": (1 << 64) - 1}, "step base"),
+        ({"step_base": (1 << 64) - 3, "steps": 2}, None),
+        ({"step_base": (1 << 64) - 3, "steps": 3}, "reach 2\\^64-1"),
+    ],
+)
 def test_bad_arguments_are_refused(kwargs, message):
     if message is None:
         assert meshnb.train(**kwargs).view.next_step == (1 << 64) - 1

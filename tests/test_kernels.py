@@ -99,7 +99,9 @@ def test_apply_and_loss_flush_like_the_reference():
     want = ref.z_sub(p, ref.z_mul(lr, ref.z_mul(sums[:4], inv)))
     kernels.apply(p, sums, lr, inv)
     np.testing.assert_array_equal(p.view(np.uint32), np.asarray(want, np.float32).view(np.uint32))
-    assert np.float32(kernels.loss(sums, inv)).view(np.uint32) == np.asarray(ref.z_mul(sums[4], inv), np.float32).view(np.uint32)
+    assert np.float32(kernels.loss(sums, inv)).view(np.uint32) == np.asarray(ref.z_mul(sums[4], inv), np.float32).view(
+        np.uint32
+    )
 
 
 def test_fold_adds_slots_in_system_order_through_ftz_from_bits():

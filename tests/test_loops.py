@@ -49,11 +49,14 @@ def test_run_tasks_default_trajectory_in_every_mode_matches_vectors(vectors):
 
 
 @pytest.mark.parametrize("mode", Z_MODES, ids=lambda m: {0: "daz", 1: "z"}[m])
-@pytest.mark.parametrize("n, names", [
-    (2, ["tiny-samples", "tiny-samples"]),
-    (3, ["subnormal-and-nan-samples", "tiny-params-zero-y", "huge-samples"]),
-    (4, ["boundary-params-zero-y"] * 4),
-])
+@pytest.mark.parametrize(
+    "n, names",
+    [
+        (2, ["tiny-samples", "tiny-samples"]),
+        (3, ["subnormal-and-nan-samples", "tiny-params-zero-y", "huge-samples"]),
+        (4, ["boundary-params-zero-y"] * 4),
+    ],
+)
 def test_run_fused_matches_reference_cluster(n, names, mode):
     inv = {2: 0x3C800000, 3: 0x3C2AAAAB, 4: 0x3C000000}[n]  # div(1, 32 N)
     pages = [bytearray(HARD[name]) for name in names]

@@ -45,7 +45,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def mpirun(n: int, *args: str, timeout: float = RUN_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def mpirun(
+    n: int, *args: str, timeout: float = RUN_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     cmd = [_mpiexec(), "-n", str(n), sys.executable, "-m", "meshnb", "train", "--backend", "mpi", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or _env(), cwd=HERE.parent)
 
@@ -84,8 +86,24 @@ def test_two_ranks_equal_the_threads_backend_and_the_vectors(vectors):
 
 def test_three_ranks_with_options_equal_the_threads_backend():
     args = dict(steps=1000, steps_per_task=48, set_lr=[(0, 0x3F400000), (500, 0x3E800000)], step_base=(1 << 32) - 300)
-    got = doc(mpirun(3, "--steps", "1000", "--steps-per-task", "48", "--set-lr", "0:3f400000",
-                     "--set-lr", "500:3e800000", "--step-base", "0:fffffed4", "--systems", "3", "--json"))
+    got = doc(
+        mpirun(
+            3,
+            "--steps",
+            "1000",
+            "--steps-per-task",
+            "48",
+            "--set-lr",
+            "0:3f400000",
+            "--set-lr",
+            "500:3e800000",
+            "--step-base",
+            "0:fffffed4",
+            "--systems",
+            "3",
+            "--json",
+        )
+    )
     want = meshnb.train(systems=3, backend="threads", **args).to_json()
     assert without_timeouts(got) == without_timeouts(want)
     assert len({s["digest"] for s in got["systems"]}) == 1
@@ -112,8 +130,13 @@ def test_a_stall_forces_timeouts_on_the_others_and_changes_no_bits():
 
 
 def test_the_exchange_round_times_out_resumes_and_checks_rounds():
-    p = subprocess.run([_mpiexec(), "-n", "2", sys.executable, str(HERE / "mpi_exchange_check.py")],
-                       capture_output=True, text=True, timeout=RUN_S, env=_env())
+    p = subprocess.run(
+        [_mpiexec(), "-n", "2", sys.executable, str(HERE / "mpi_exchange_check.py")],
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+        env=_env(),
+    )
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr
     assert "MPICH" not in p.stderr, p.stderr  # nothing left outstanding at MPI_Finalize
 
@@ -142,8 +165,17 @@ def test_a_stalled_rank_stops_the_others_within_the_give_up_bound():
 @pytest.mark.usefixtures("aborted_job_segments")
 def test_a_rank_that_dies_stops_the_others_with_a_message():
     began = time.monotonic()
-    p = mpirun(3, "--steps", "1000000", "--timeout-ms", "50", "--give-up", "5", timeout=120,
-               env=_env(MESHNB_MPI_TEST_SIGNAL="1:3:SIGKILL"))
+    p = mpirun(
+        3,
+        "--steps",
+        "1000000",
+        "--timeout-ms",
+        "50",
+        "--give-up",
+        "5",
+        timeout=120,
+        env=_env(MESHNB_MPI_TEST_SIGNAL="1:3:SIGKILL"),
+    )
     took = time.monotonic() - began
     assert p.returncode != 0
     # MPICH's hydra sees the death and ends the job ("BAD TERMINATION ... Killed (signal 9)");
@@ -175,13 +207,21 @@ def test_the_final_checkpoint_is_the_threads_backends(tmp_path):
 
 def test_clear_errors():
     # Outside mpiexec, a cluster of more than one system.
-    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--backend", "mpi", "--systems", "2"],
-                       capture_output=True, text=True, timeout=RUN_S, env=_env())
+    p = subprocess.run(
+        [sys.executable, "-m", "meshnb", "train", "--backend", "mpi", "--systems", "2"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+        env=_env(),
+    )
     assert p.returncode == 2 and "mpiexec -n 2" in p.stderr, p.stderr
     # --systems that is not the job's size: one line, from rank 0 only.
     p = mpirun(2, "--systems", "3")
     assert p.returncode == 2 and p.stderr.count("meshnb: error:") == 1 and "2 ranks" in p.stderr, p.stderr
     # No mpi4py.
-    code = "import sys; sys.modules['mpi4py'] = None; from meshnb.cli import main; sys.exit(main(['train', '--backend', 'mpi']))"
+    code = (
+        "import sys; sys.modules['mpi4py'] = None; from meshnb.cli import main; "
+        "sys.exit(main(['train', '--backend', 'mpi']))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S, env=_env())
     assert p.returncode == 2 and "pip install 'meshnb[mpi]'" in p.stderr, p.stderr

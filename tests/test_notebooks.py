@@ -36,9 +36,16 @@ KERNEL = "python3"
 CELL_TIMEOUT_S = 300
 STATE_DIRS = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR")
 # The modules the README documents; a notebook imports nothing else of meshnb.
-PUBLIC_MODULES = frozenset({
-    "meshnb", "meshnb.floatz", "meshnb.kernels", "meshnb.testing", "meshnb.testing.pages", "meshnb.testing.reference",
-})
+PUBLIC_MODULES = frozenset(
+    {
+        "meshnb",
+        "meshnb.floatz",
+        "meshnb.kernels",
+        "meshnb.testing",
+        "meshnb.testing.pages",
+        "meshnb.testing.reference",
+    }
+)
 SYNC = ".venv/bin/jupytext --sync notebooks/{name}.py"
 
 
@@ -154,8 +161,12 @@ def test_notebook_uses_only_the_public_api(name: str) -> None:
 
 def test_the_public_api_check_sees_what_it_refuses() -> None:
     refused = (
-        "import meshnb.host", "from meshnb import host", "from meshnb.view import FIELDS",
-        "from meshnb import _preload", "from .view import View", "import meshnb\nmeshnb.train._private",
+        "import meshnb.host",
+        "from meshnb import host",
+        "from meshnb.view import FIELDS",
+        "from meshnb import _preload",
+        "from .view import View",
+        "import meshnb\nmeshnb.train._private",
     )
     assert all(_api_violations(source) for source in refused)
     allowed = "import meshnb\nimport meshnb.testing\nfrom meshnb import floatz as fz, train\nmeshnb.View.__name__"
@@ -169,7 +180,10 @@ def test_notebook_executes(name: str, headless: None, tmp_path: Path) -> None:
     run_dir.mkdir()
     start = time.perf_counter()
     NotebookClient(
-        nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, record_timing=False,
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name=KERNEL,
+        record_timing=False,
         resources={"metadata": {"path": str(run_dir)}},
     ).execute()  # raises CellExecutionError, with the cell and traceback, if a cell fails
     seconds = time.perf_counter() - start

@@ -5,11 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshnb.testing import reference as ref
 from meshnb.exchange import Group
 from meshnb.program import (
-    INITS, OP_SET_LR, OP_TASK, R_BAD_OP, R_NONE, STEPS, TIMEOUTS, Context, Trace, init, task,
+    INITS,
+    OP_SET_LR,
+    OP_TASK,
+    R_BAD_OP,
+    R_NONE,
+    STEPS,
+    TIMEOUTS,
+    Context,
+    Trace,
+    init,
+    task,
 )
+from meshnb.testing import reference as ref
 from meshnb.view import View
 
 from .util import hexes
@@ -64,11 +74,17 @@ def test_task_runs_steps_per_task_and_counts():
     assert ctx.trace.hexdigest() == ref.trace_digest(trace)
 
 
-@pytest.mark.parametrize("arg, stored", [
-    (0x3F000000, 0x3F000000), (0x3A83126F, 0x3A83126F),
-    (0x00400000, 0x00000000), (0x80000001, 0x80000000),  # subnormal -> signed zero
-    (0x7FA00001, 0x7FFFFFFF), (0xFFC00000, 0x7FFFFFFF),  # NaN -> canonical
-])
+@pytest.mark.parametrize(
+    "arg, stored",
+    [
+        (0x3F000000, 0x3F000000),
+        (0x3A83126F, 0x3A83126F),
+        (0x00400000, 0x00000000),
+        (0x80000001, 0x80000000),  # subnormal -> signed zero
+        (0x7FA00001, 0x7FFFFFFF),
+        (0xFFC00000, 0x7FFFFFFF),  # NaN -> canonical
+    ],
+)
 def test_set_lr_writes_ftz_from_bits(arg, stored):
     ctx = fresh()
     before = ctx.view.tobytes()
@@ -86,10 +102,18 @@ def test_unknown_op_returns_bad_op_and_changes_nothing(op):
     assert ctx.view.tobytes() == before and (ctx.counters == counters).all()
 
 
-@pytest.mark.parametrize("op, arg, error", [
-    (-1, 0, ValueError), (1 << 32, 0, ValueError), (0, -5, ValueError), (0, 1 << 32, ValueError),
-    ("0", 0, TypeError), (0, 1.0, TypeError), (True, 0, TypeError),
-])
+@pytest.mark.parametrize(
+    "op, arg, error",
+    [
+        (-1, 0, ValueError),
+        (1 << 32, 0, ValueError),
+        (0, -5, ValueError),
+        (0, 1 << 32, ValueError),
+        ("0", 0, TypeError),
+        (0, 1.0, TypeError),
+        (True, 0, TypeError),
+    ],
+)
 def test_malformed_op_or_arg_is_a_clear_error(op, arg, error):
     ctx = fresh()
     before = ctx.view.tobytes()

@@ -12,9 +12,9 @@ import pytest
 
 from meshnb.testing import reference as R
 from meshnb.testing import vectors
-
 from meshnb.testing.pages import hard_pages
 from meshnb.testing.pages import with_words as set_words
+
 from .util import words
 
 VECTORS = vectors()
@@ -32,6 +32,7 @@ def page1() -> bytes:
 
 
 # --- samples and the initial page ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("impl", ["numpy", "python"])
 def test_sample_vectors(impl: str) -> None:
@@ -65,7 +66,8 @@ def test_y_correctly_rounded_mpmath() -> None:
 def test_init_page(page1: bytes) -> None:
     assert len(page1) == 4096
     assert hashlib.sha256(page1[64:2112]).hexdigest() == (
-        "aa85b48c7c95d13a4430b86e4435f69711f06db73c45504eb4404d7677da8f4a")
+        "aa85b48c7c95d13a4430b86e4435f69711f06db73c45504eb4404d7677da8f4a"
+    )
     hdr = struct.unpack_from("<12I", page1, 0)
     assert hdr[:4] == (0, 0, 0, 0)
     assert hdr[4] == 0x3F000000 and hdr[5] == 64
@@ -80,6 +82,7 @@ def test_init_page(page1: bytes) -> None:
 
 
 # --- the vectors of SPEC section 12 -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("impl", ["numpy", "python"])
 def test_first_eight_steps(page1: bytes, impl: str) -> None:
@@ -130,6 +133,7 @@ def test_split_run_equals_whole(page1: bytes) -> None:
 
 
 # --- the two implementations agree ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n,grouped,steps", [(1, False, 300), (2, True, 150), (4, True, 75)])
 def test_python_impl_matches_numpy(n: int, grouped: bool, steps: int) -> None:
@@ -184,6 +188,7 @@ def test_run_reads_page_through_flush() -> None:
 
 
 # --- host semantics ---------------------------------------------------------------------------
+
 
 def test_run_header_effects(page1: bytes) -> None:
     page = set_words(page1, 28, [0xFFFFFFF0, 1, 1, 0x1234, 7])  # NEXT_STEP, ERR, PENDING, ROUND, HI
@@ -282,40 +287,43 @@ def np_op(name: str, a: int, b: int) -> int:
     return int(np.asarray(r, np.float32).view(np.uint32).ravel()[0])
 
 
-@pytest.mark.parametrize("name,a,b,want", [
-    ("mul", 0x00800000, 0x3F7FFFFF, 0x00800000),   # rounds up to the min normal: kept
-    ("mul", 0x00800000, 0x3F000000, 0x00000000),   # exact subnormal result flushed
-    ("mul", 0x80800000, 0x3F000000, 0x80000000),   # with its sign
-    ("mul", 0x00800000, 0xBF000000, 0x80000000),
-    ("div", 0x00800000, 0x40000000, 0x00000000),
-    ("sub", 0x00800000, 0x00800001, 0x80000000),   # -2^-149: subnormal, flushed to -0
-    ("add", 0x7F800000, 0xFF800000, NAN),          # inf - inf
-    ("sub", 0x7F800000, 0x7F800000, NAN),
-    ("mul", 0x7F800000, 0x00000000, NAN),          # inf * 0
-    ("mul", 0x7F800000, 0x00000001, NAN),          # inf * subnormal (read as 0)
-    ("div", 0x00000000, 0x80000000, NAN),          # 0 / -0
-    ("div", 0x00000003, 0x00000001, NAN),          # subnormal / subnormal = 0 / 0
-    ("div", 0x3F800000, 0x80000001, 0xFF800000),   # 1 / (-subnormal) = 1 / -0 = -inf
-    ("div", 0xBF800000, 0x00000000, 0xFF800000),
-    ("add", 0x7FC12345, 0x3F800000, NAN),          # NaN payload input
-    ("add", 0xFF800001, 0x3F800000, NAN),          # signalling NaN input
-    ("mul", 0xFFC00000, 0x00000000, NAN),
-    ("add", 0x00000001, 0x00000000, 0x00000000),   # subnormal inputs read as signed zeros
-    ("add", 0x80000001, 0x80000000, 0x80000000),   # -0 + -0 = -0
-    ("add", 0x80000001, 0x00000001, 0x00000000),   # -0 + +0 = +0
-    ("sub", 0x807FFFFF, 0x007FFFFF, 0x80000000),   # -0 - +0 = -0
-    ("mul", 0x007FFFFF, 0x7F7FFFFF, 0x00000000),   # subnormal * max = 0, not ~1
-    ("mul", 0x807FFFFF, 0x7F7FFFFF, 0x80000000),
-    ("add", 0x3F800000, 0x007FFFFF, 0x3F800000),
-    ("mul", 0x7F7FFFFF, 0x40000000, 0x7F800000),   # overflow to inf
-    ("mul", 0xFF7FFFFF, 0x40000000, 0xFF800000),
-    ("add", 0x7F7FFFFF, 0x73000000, 0x7F800000),   # max + half ulp: ties to even -> inf
-    ("add", 0x7F7FFFFF, 0x72FFFFFF, 0x7F7FFFFF),   # just under half ulp: stays max
-    ("div", 0x00800000, 0x3F800001, 0x00000000),   # just under the min normal: flushed
-    ("div", 0x3F800000, 0x40400000, 0x3EAAAAAB),   # 1/3 round to nearest
-    ("add", 0x3F800000, 0x33800000, 0x3F800000),   # 1 + 2^-24: tie to even (down)
-    ("add", 0x3F800001, 0x33800000, 0x3F800002),   # tie to even (up)
-])
+@pytest.mark.parametrize(
+    "name,a,b,want",
+    [
+        ("mul", 0x00800000, 0x3F7FFFFF, 0x00800000),  # rounds up to the min normal: kept
+        ("mul", 0x00800000, 0x3F000000, 0x00000000),  # exact subnormal result flushed
+        ("mul", 0x80800000, 0x3F000000, 0x80000000),  # with its sign
+        ("mul", 0x00800000, 0xBF000000, 0x80000000),
+        ("div", 0x00800000, 0x40000000, 0x00000000),
+        ("sub", 0x00800000, 0x00800001, 0x80000000),  # -2^-149: subnormal, flushed to -0
+        ("add", 0x7F800000, 0xFF800000, NAN),  # inf - inf
+        ("sub", 0x7F800000, 0x7F800000, NAN),
+        ("mul", 0x7F800000, 0x00000000, NAN),  # inf * 0
+        ("mul", 0x7F800000, 0x00000001, NAN),  # inf * subnormal (read as 0)
+        ("div", 0x00000000, 0x80000000, NAN),  # 0 / -0
+        ("div", 0x00000003, 0x00000001, NAN),  # subnormal / subnormal = 0 / 0
+        ("div", 0x3F800000, 0x80000001, 0xFF800000),  # 1 / (-subnormal) = 1 / -0 = -inf
+        ("div", 0xBF800000, 0x00000000, 0xFF800000),
+        ("add", 0x7FC12345, 0x3F800000, NAN),  # NaN payload input
+        ("add", 0xFF800001, 0x3F800000, NAN),  # signalling NaN input
+        ("mul", 0xFFC00000, 0x00000000, NAN),
+        ("add", 0x00000001, 0x00000000, 0x00000000),  # subnormal inputs read as signed zeros
+        ("add", 0x80000001, 0x80000000, 0x80000000),  # -0 + -0 = -0
+        ("add", 0x80000001, 0x00000001, 0x00000000),  # -0 + +0 = +0
+        ("sub", 0x807FFFFF, 0x007FFFFF, 0x80000000),  # -0 - +0 = -0
+        ("mul", 0x007FFFFF, 0x7F7FFFFF, 0x00000000),  # subnormal * max = 0, not ~1
+        ("mul", 0x807FFFFF, 0x7F7FFFFF, 0x80000000),
+        ("add", 0x3F800000, 0x007FFFFF, 0x3F800000),
+        ("mul", 0x7F7FFFFF, 0x40000000, 0x7F800000),  # overflow to inf
+        ("mul", 0xFF7FFFFF, 0x40000000, 0xFF800000),
+        ("add", 0x7F7FFFFF, 0x73000000, 0x7F800000),  # max + half ulp: ties to even -> inf
+        ("add", 0x7F7FFFFF, 0x72FFFFFF, 0x7F7FFFFF),  # just under half ulp: stays max
+        ("div", 0x00800000, 0x3F800001, 0x00000000),  # just under the min normal: flushed
+        ("div", 0x3F800000, 0x40400000, 0x3EAAAAAB),  # 1/3 round to nearest
+        ("add", 0x3F800000, 0x33800000, 0x3F800000),  # 1 + 2^-24: tie to even (down)
+        ("add", 0x3F800001, 0x33800000, 0x3F800002),  # tie to even (up)
+    ],
+)
 def test_z_special_values(name: str, a: int, b: int, want: int) -> None:
     assert Z_OPS[name][1](a, b) == want
     assert np_op(name, a, b) == want
@@ -362,10 +370,28 @@ def test_z_ops_scalars_and_shapes() -> None:
 
 def test_from_u32() -> None:
     rng = np.random.default_rng(7)
-    u = np.concatenate([rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32),
-                        np.array([0, 1, 255, (1 << 24) + 1, (1 << 24) + 3, 0xFFFFFFFF,
-                                  0xFFFFFF7F, 0xFFFFFF80, 0xFFFFFF81, 0x7FFFFFBF, 0x7FFFFFC0,
-                                  0x7FFFFFC1], np.uint32)])
+    u = np.concatenate(
+        [
+            rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32),
+            np.array(
+                [
+                    0,
+                    1,
+                    255,
+                    (1 << 24) + 1,
+                    (1 << 24) + 3,
+                    0xFFFFFFFF,
+                    0xFFFFFF7F,
+                    0xFFFFFF80,
+                    0xFFFFFF81,
+                    0x7FFFFFBF,
+                    0x7FFFFFC0,
+                    0x7FFFFFC1,
+                ],
+                np.uint32,
+            ),
+        ]
+    )
     got = R.z_from_u32(u).view(np.uint32)
     want = np.array([R.py_from_u32(int(x)) for x in u], np.uint32)
     assert np.array_equal(got, want)
@@ -381,10 +407,24 @@ def test_from_u32() -> None:
 
 
 def test_flush_bits_round_trip() -> None:
-    w = np.array([0x00000001, 0x807FFFFF, 0x00800000, 0x7F800000, 0xFF800000, 0x7F800001,
-                  0xFFC00000, 0x7FC00000, 0x3F800000, 0x80000000], np.uint32)
-    want = np.array([0, 0x80000000, 0x00800000, 0x7F800000, 0xFF800000, NAN, NAN, NAN,
-                     0x3F800000, 0x80000000], np.uint32)
+    w = np.array(
+        [
+            0x00000001,
+            0x807FFFFF,
+            0x00800000,
+            0x7F800000,
+            0xFF800000,
+            0x7F800001,
+            0xFFC00000,
+            0x7FC00000,
+            0x3F800000,
+            0x80000000,
+        ],
+        np.uint32,
+    )
+    want = np.array(
+        [0, 0x80000000, 0x00800000, 0x7F800000, 0xFF800000, NAN, NAN, NAN, 0x3F800000, 0x80000000], np.uint32
+    )
     assert np.array_equal(R.from_bits(w).view(np.uint32), want)
     assert np.array_equal(R.to_bits(w.view(np.float32)), want)
     assert np.array_equal(R.flush(w.view(np.float32)).view(np.uint32), want)

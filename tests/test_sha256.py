@@ -40,6 +40,7 @@ def test_sha256_state_is_checked():
 # ---------------------------------------------------------------------------------------------
 # Both kernels
 
+
 def _hasher(kernel: str) -> type[Sha256]:
     """Sha256 on ``kernel`` (skipped where this CPU has no such kernel)."""
     if kernel not in sha256.KERNELS:
@@ -52,15 +53,20 @@ KERNELS = pytest.mark.parametrize("kernel", ["sha-ni", "scalar"])
 
 def test_implementation_is_the_active_kernel():
     forced = os.environ.get("MESHNB_SHA256", "").strip().lower() == "scalar"
-    assert sha256.IMPLEMENTATION == ("sha-ni" if sha256.HAS_SHA_NI and not forced else "scalar")
+    assert ("sha-ni" if sha256.HAS_SHA_NI and not forced else "scalar") == sha256.IMPLEMENTATION
     assert sha256.compress is sha256.KERNELS[sha256.IMPLEMENTATION]
     assert Sha256._kernel is sha256.compress
 
 
 def test_env_forces_the_scalar_kernel():
     code = "import meshnb.sha256 as s; print(s.IMPLEMENTATION, s.compress is s.compress_scalar)"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MESHNB_SHA256": "scalar"},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "MESHNB_SHA256": "scalar"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.split() == ["scalar", "True"]
 
 
@@ -74,7 +80,7 @@ def test_edges_match_hashlib(kernel, n):
     assert h.hexdigest() == hashlib.sha256(data).hexdigest()
     h = cls()
     for i in range(n):  # one byte at a time: every tail length
-        h.update(data[i:i + 1])
+        h.update(data[i : i + 1])
     assert h.hexdigest() == hashlib.sha256(data).hexdigest()
 
 
@@ -108,8 +114,15 @@ def test_numpy_and_buffer_inputs(kernel):
     cls = _hasher(kernel)
     rng = np.random.default_rng(6)
     trace = rng.integers(0, 2**32, (3001, 5), dtype=np.uint32)  # the common input: 20 bytes a step
-    parts = [trace, b"abc", bytearray(b"x" * 70), memoryview(b"y" * 129), trace[:7].view(np.float32),
-             np.zeros(0, np.uint32), memoryview(trace)[5:900]]
+    parts = [
+        trace,
+        b"abc",
+        bytearray(b"x" * 70),
+        memoryview(b"y" * 129),
+        trace[:7].view(np.float32),
+        np.zeros(0, np.uint32),
+        memoryview(trace)[5:900],
+    ]
     want = hashlib.sha256()
     h = cls()
     for p in parts:

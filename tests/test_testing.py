@@ -22,4 +22,3 @@ def test_vectors_load_as_a_fresh_dict_each_call():
 @pytest.mark.skipif(not SHARED.is_file(), reason="no ../shared beside this clone")
 def test_the_packaged_vectors_are_the_specs():
     assert testing.vectors() == json.loads(SHARED.read_text())
-

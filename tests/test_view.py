@@ -7,14 +7,22 @@ from multiprocessing import shared_memory
 import numpy as np
 import pytest
 
-from meshnb.view import FIELDS, LAYOUT, RESERVED, VIEW_BYTES, View
+from meshnb.view import LAYOUT, RESERVED, VIEW_BYTES, View
 
 # Transcribed from SPEC section 7: name -> (byte offset, type, count).
 SPEC_TABLE = {
-    "PARAMS": (0, "f32", 4), "LR": (16, "f32", 1), "STEPS_PER_TASK": (20, "u32", 1),
-    "INV_BATCH": (24, "f32", 1), "NEXT_STEP": (28, "u32", 1), "ERR": (32, "u32", 1),
-    "PENDING": (36, "u32", 1), "ROUND": (40, "u32", 1), "STEP_HI": (44, "u32", 1),
-    "X": (64, "f32", 256), "Y": (1088, "f32", 256), "LOSS": (2112, "f32", 256),
+    "PARAMS": (0, "f32", 4),
+    "LR": (16, "f32", 1),
+    "STEPS_PER_TASK": (20, "u32", 1),
+    "INV_BATCH": (24, "f32", 1),
+    "NEXT_STEP": (28, "u32", 1),
+    "ERR": (32, "u32", 1),
+    "PENDING": (36, "u32", 1),
+    "ROUND": (40, "u32", 1),
+    "STEP_HI": (44, "u32", 1),
+    "X": (64, "f32", 256),
+    "Y": (1088, "f32", 256),
+    "LOSS": (2112, "f32", 256),
 }
 
 
@@ -53,11 +61,14 @@ def test_next_step_is_step_hi_next_step():
         v.next_step = 1 << 64
 
 
-@pytest.mark.parametrize("make", [
-    lambda: np.zeros(VIEW_BYTES, dtype=np.uint8),
-    lambda: np.zeros(VIEW_BYTES // 4, dtype=np.uint32),
-    lambda: memoryview(bytearray(VIEW_BYTES)),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.zeros(VIEW_BYTES, dtype=np.uint8),
+        lambda: np.zeros(VIEW_BYTES // 4, dtype=np.uint32),
+        lambda: memoryview(bytearray(VIEW_BYTES)),
+    ],
+)
 def test_accepts_any_writable_page_buffer(make):
     buf = make()
     View(buf).set_word("ERR", 7)
@@ -76,12 +87,15 @@ def test_accepts_shared_memory():
         shm.unlink()
 
 
-@pytest.mark.parametrize("buf, message", [
-    (bytearray(4095), "4096 bytes, this buffer has 4095"),
-    (bytearray(8192), "4096 bytes, this buffer has 8192"),
-    (bytes(4096), "read-only"),
-    (np.zeros((64, 128), dtype=np.uint8)[:, ::2], "contiguous"),
-])
+@pytest.mark.parametrize(
+    "buf, message",
+    [
+        (bytearray(4095), "4096 bytes, this buffer has 4095"),
+        (bytearray(8192), "4096 bytes, this buffer has 8192"),
+        (bytes(4096), "read-only"),
+        (np.zeros((64, 128), dtype=np.uint8)[:, ::2], "contiguous"),
+    ],
+)
 def test_rejects_bad_buffers(buf, message):
     with pytest.raises(ValueError, match=message):
         View(buf)

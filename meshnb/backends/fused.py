@@ -19,8 +19,8 @@ import numpy as np
 from .. import checkpoint, loops
 from ..checkpoint import Checkpoint
 from ..driver import member_trace, prepare_member, progress_bar, set_lr
-from ..interrupts import deferred_interrupt
 from ..exchange import Group
+from ..interrupts import deferred_interrupt
 from ..kernels import NSUMS
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
@@ -50,9 +50,16 @@ def run(opts: RunOptions) -> RunResult:
 
     def save(done: int) -> None:
         if opts.checkpoint is not None:
-            checkpoint.save(opts.checkpoint, Checkpoint(
-                settings, start.done_before + done, tuple(v.tobytes() for v in views),
-                tuple(ctx.counter_dict() for ctx in contexts), (trace.state(),) * n))
+            checkpoint.save(
+                opts.checkpoint,
+                Checkpoint(
+                    settings,
+                    start.done_before + done,
+                    tuple(v.tobytes() for v in views),
+                    tuple(ctx.counter_dict() for ctx in contexts),
+                    (trace.state(),) * n,
+                ),
+            )
 
     mode = loops.loop_mode(start.z)
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
@@ -87,7 +94,9 @@ def run(opts: RunOptions) -> RunResult:
     digest = trace.hexdigest()
     seconds = time.perf_counter() - began
     words_kept = trace.words if opts.keep_trace else None
-    systems = tuple(SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n))
+    systems = tuple(
+        SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n)
+    )
     result = RunResult(done, systems, seconds, first_call, start.done_before)
     try:
         save(done)  # the end, or the stop: both are task boundaries

@@ -28,14 +28,14 @@ import numpy as np
 from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
 from ..driver import prepare_member, progress_bar
-from ..interrupts import deferred_interrupt
 from ..exchange import Group
+from ..interrupts import deferred_interrupt
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256
-from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
+from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,21 @@ def _write_checkpoint(run: _Run, memory: ClusterMemory, done: int) -> None:
     if run.checkpoint is None:
         return
     n = memory.n
-    checkpoint.save(run.checkpoint, Checkpoint(
-        run.settings, run.start + done,
-        tuple(memory.views[k].tobytes() for k in range(n)),
-        tuple(memory.counter_dict(k) for k in range(n)),
-        tuple(memory.trace_state(k) for k in range(n)),
-    ))
+    checkpoint.save(
+        run.checkpoint,
+        Checkpoint(
+            run.settings,
+            run.start + done,
+            tuple(memory.views[k].tobytes() for k in range(n)),
+            tuple(memory.counter_dict(k) for k in range(n)),
+            tuple(memory.trace_state(k) for k in range(n)),
+        ),
+    )
 
 
-def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: Callable[[], bool]) -> tuple[int, list[MemberOutcome], float]:
+def _coordinate(
+    run: _Run, members: Members, memory: ClusterMemory, requested: Callable[[], bool]
+) -> tuple[int, list[MemberOutcome], float]:
     """Start the members together, serve checkpoints and a stop; returns the steps done, the
     outcomes, and the seconds from the start (members ready) to the end."""
     control, plan, give_up = members.control, run.plan, run.spec.give_up_s
@@ -91,7 +97,9 @@ def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: C
                 rounds, moved = memory.exchange.counters.copy(), now
             elif target is None and now - moved > 2 * give_up + run.spec.timeout_s:
                 low = int(np.argmin(rounds))
-                raise ClusterError(low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})")
+                raise ClusterError(
+                    low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})"
+                )
             if bar is not None:
                 low = int(memory.progress.min())
                 bar.update(low - shown)
@@ -109,7 +117,9 @@ def _coordinate(run: _Run, members: Members, memory: ClusterMemory, requested: C
                 target, stopping = None, stop
                 next_ckpt = time.monotonic() + run.checkpoint_every_s if run.checkpoint is not None else math.inf
             elif target is not None and now - since > give_up + run.spec.timeout_s:
-                raise ClusterError(control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s")
+                raise ClusterError(
+                    control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s"
+                )
         done = int(memory.progress.min())
         seconds = time.perf_counter() - began
     finally:
@@ -125,7 +135,9 @@ def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[
     )
 
 
-def _run_members(run: _Run, memory: ClusterMemory, shared: SharedSegment | None) -> tuple[int, tuple[SystemResult, ...], float]:
+def _run_members(
+    run: _Run, memory: ClusterMemory, shared: SharedSegment | None
+) -> tuple[int, tuple[SystemResult, ...], float]:
     members: Members
     with deferred_interrupt() as requested:
         members = ThreadMembers(run.spec, memory) if shared is None else ProcessMembers(run.spec, shared, memory)
@@ -158,10 +170,25 @@ def _run(opts: RunOptions, processes: bool) -> RunResult:
             ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
             prepare_member(ctx, k, start, opts.view_in)
             memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
-        spec = MemberSpec(n, start.plan, start.z, opts.timeout_ms / 1000, opts.stalls, opts.give_up_s, opts.keep_trace,
-                          resumable=opts.checkpoint is not None or start.checkpoint is not None)
-        run = _Run(start.settings(memory.view(0).next_step), start.plan, start.done_before, spec, opts.checkpoint,
-                   opts.checkpoint_every_s, opts.progress)
+        spec = MemberSpec(
+            n,
+            start.plan,
+            start.z,
+            opts.timeout_ms / 1000,
+            opts.stalls,
+            opts.give_up_s,
+            opts.keep_trace,
+            resumable=opts.checkpoint is not None or start.checkpoint is not None,
+        )
+        run = _Run(
+            start.settings(memory.view(0).next_step),
+            start.plan,
+            start.done_before,
+            spec,
+            opts.checkpoint,
+            opts.checkpoint_every_s,
+            opts.progress,
+        )
         # The seconds of the lockstep itself: not the pages' preparation nor the members' start-up.
         done, results, seconds = _run_members(run, memory, shared)
         result = RunResult(done, results, seconds, steps_before=start.done_before)

@@ -46,9 +46,23 @@ class Control:
     ``waiter`` is how members wait (and the coordinator wakes them); ``wake`` tells the
     coordinator a member's state changed; ``alive`` says whether the coordinator still runs."""
 
-    def __init__(self, memory: ClusterMemory, lock: Lock, waiter: Waiter, give_up_s: float,
-                 wake: Callable[[], None] = lambda: None, alive: Callable[[], bool] = lambda: True) -> None:
-        self.m, self.lock, self.waiter, self.give_up_s, self.wake, self.alive = memory, lock, waiter, give_up_s, wake, alive
+    def __init__(
+        self,
+        memory: ClusterMemory,
+        lock: Lock,
+        waiter: Waiter,
+        give_up_s: float,
+        wake: Callable[[], None] = lambda: None,
+        alive: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.m, self.lock, self.waiter, self.give_up_s, self.wake, self.alive = (
+            memory,
+            lock,
+            waiter,
+            give_up_s,
+            wake,
+            alive,
+        )
 
     @contextmanager
     def _locked(self, system: int | None) -> Iterator[None]:
@@ -137,6 +151,7 @@ class Control:
 # One member
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class MemberSpec:
     """What every member needs (picklable: it goes to member processes)."""
@@ -157,11 +172,19 @@ class MemberOutcome:
     trace: np.ndarray | None
 
 
-def run_member(k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageExchange, control: Control) -> MemberOutcome:
+def run_member(
+    k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageExchange, control: Control
+) -> MemberOutcome:
     """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
     trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
-    ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, spec.systems), exchange=exchange,
-                  trace=trace, z=spec.z)
+    ctx = Context(
+        memory.view(k),
+        counters=memory.counters[k],
+        group=Group(k, spec.systems),
+        exchange=exchange,
+        trace=trace,
+        z=spec.z,
+    )
     stop = False
 
     def save() -> None:
@@ -189,6 +212,7 @@ def run_member(k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageEx
 # ---------------------------------------------------------------------------------------------
 # Members as threads or processes
 # ---------------------------------------------------------------------------------------------
+
 
 class Members(Protocol):
     """N running members, as the coordinator sees them."""
@@ -219,8 +243,12 @@ class ThreadMembers:
         self._outcomes: list[MemberOutcome | None] = [None] * spec.systems
         self._errors: list[ClusterError] = []
         self._threads = [
-            threading.Thread(target=self._member, args=(k, PageExchange(memory.exchange, k, spec.timeout_s, waiter)),
-                             name=f"meshnb-system-{k}", daemon=True)
+            threading.Thread(
+                target=self._member,
+                args=(k, PageExchange(memory.exchange, k, spec.timeout_s, waiter)),
+                name=f"meshnb-system-{k}",
+                daemon=True,
+            )
             for k in range(spec.systems)
         ]
         for t in self._threads:
@@ -296,8 +324,12 @@ def refuse_unguarded_main() -> None:
     starts the run at its top level would start it again there.  Say so in one line and end the
     member (the coordinator then reports it), instead of multiprocessing's page of traceback."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
-        print("meshnb: error: the processes backend starts member processes that import your script again: put "
-              "the code that starts the run under `if __name__ == \"__main__\":`", file=sys.stderr, flush=True)
+        print(
+            "meshnb: error: the processes backend starts member processes that import your script again: put "
+            'the code that starts the run under `if __name__ == "__main__":`',
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(1)
 
 
@@ -326,7 +358,9 @@ def _serve(k: int, spec: MemberSpec, raw: np.ndarray, conn: Any, lock: Lock) -> 
     control = Control(memory, lock, waiter, spec.give_up_s, alive=lambda: not conn.poll())
     try:
         try:
-            conn.send(("done", run_member(k, spec, memory, PageExchange(memory.exchange, k, spec.timeout_s, waiter), control)))
+            conn.send(
+                ("done", run_member(k, spec, memory, PageExchange(memory.exchange, k, spec.timeout_s, waiter), control))
+            )
         except ExchangeAborted:
             conn.send(("aborted",))
         except ClusterError as e:
@@ -367,9 +401,12 @@ class ProcessMembers:
         self._shared = shared
         for k in range(spec.systems):
             mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_process_member, args=(k, spec, shared.name, theirs,
-                                                          None if shared.fd is not None else lock),
-                            name=f"meshnb-system-{k}", daemon=True)
+            p = ctx.Process(
+                target=_process_member,
+                args=(k, spec, shared.name, theirs, None if shared.fd is not None else lock),
+                name=f"meshnb-system-{k}",
+                daemon=True,
+            )
             p.start()
             theirs.close()
             if shared.fd is not None:

@@ -10,19 +10,18 @@ import fcntl
 import math
 import mmap
 import os
-import time
 import secrets
+import time
 from collections.abc import Callable
 from multiprocessing.shared_memory import SharedMemory
 
 import numpy as np
 
-from ..files import pid_alive
 from ..exchange import ExchangePage, PageField, exchange_bytes, field_array
+from ..files import pid_alive
 from ..program import COUNTER_NAMES
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
-
 
 CONTROL_LAYOUT: tuple[PageField, ...] = (
     PageField("GO", "page", 0, "u32", 1, "1 once every member is ready: they start together"),
@@ -56,8 +55,9 @@ class ClusterMemory:
         members = start + CONTROL_BYTES
         a: dict[str, np.ndarray] = {}
         for f in CONTROL_LAYOUT:
-            a[f.name] = (field_array(raw, start, 0, 1, f) if f.scope == "page"
-                         else field_array(raw, members, MEMBER_BYTES, n, f))
+            a[f.name] = (
+                field_array(raw, start, 0, 1, f) if f.scope == "page" else field_array(raw, members, MEMBER_BYTES, n, f)
+            )
         self.go, self.stop, self.release, self.target = a["GO"], a["STOP"], a["RELEASE"], a["TARGET"]
         self.views, self.counters, self.state, self.progress = a["VIEW"], a["COUNTERS"], a["STATE"], a["PROGRESS"]
         self._trace_length, self._trace_h, self._trace_tail = a["TRACE_LENGTH"], a["TRACE_H"], a["TRACE_TAIL"]
@@ -69,7 +69,9 @@ class ClusterMemory:
 
     def trace_state(self, k: int) -> Sha256State:
         length = int(self._trace_length[k])
-        return Sha256State(tuple(int(x) for x in self._trace_h[k]), length, self._trace_tail[k, : length % 64].tobytes())
+        return Sha256State(
+            tuple(int(x) for x in self._trace_h[k]), length, self._trace_tail[k, : length % 64].tobytes()
+        )
 
     def save_trace_state(self, k: int, s: Sha256State) -> None:
         self._trace_h[k] = s.h
@@ -103,8 +105,9 @@ class SharedSegment:
             self._map: mmap.mmap | None = mmap.mmap(self.fd, size)
         else:
             remove_stale_segments()
-            self.shm = SharedMemory(name=f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}", create=True,
-                                    size=size)
+            self.shm = SharedMemory(
+                name=f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}", create=True, size=size
+            )
             self._map = None
         self._linked = self.shm is not None
 
@@ -196,7 +199,7 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
     except OSError:
         return removed  # no /dev/shm on this system: segments live elsewhere, the tracker owns them
     for name in names:
-        pid_text = name[len(SEGMENT_PREFIX):].partition("_")[0]
+        pid_text = name[len(SEGMENT_PREFIX) :].partition("_")[0]
         if not name.startswith(SEGMENT_PREFIX) or not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:

@@ -77,9 +77,9 @@ import numpy as np
 from .. import checkpoint, files
 from ..checkpoint import Checkpoint
 from ..driver import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
-from ..interrupts import deferred_interrupt
 from ..exchange import EX_SLOT_WORDS, Group
 from ..floatz import jit
+from ..interrupts import deferred_interrupt
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -248,8 +248,11 @@ class MpiExchange:
         if k != self.k:
             raise ValueError(f"rank {self.k} publishes its own slot, not system {k}'s")
         if self._active is not None and self._active_round % 2 == parity:
-            raise ClusterError(self.k, f"the slot of round {self._active_round} was rewritten while that round is "
-                                       "outstanding (an MPI collective cannot be cancelled)")
+            raise ClusterError(
+                self.k,
+                f"the slot of round {self._active_round} was rewritten while that round is "
+                "outstanding (an MPI collective cannot be cancelled)",
+            )
         self._send[parity, :EX_SLOT_WORDS] = words
 
     def round(self, n: int) -> bool:
@@ -270,8 +273,11 @@ class MpiExchange:
                 req = self.comm.Iallgather([s, MPI.UINT32_T], [self._recv[p], MPI.UINT32_T])
             self._active, self._active_round, self._noted = req, n, False
         elif n != self._active_round:
-            raise ClusterError(self.k, f"round {n} was asked while round {self._active_round} is outstanding: "
-                                       "an MPI collective cannot be cancelled, so a pending round cannot be dropped")
+            raise ClusterError(
+                self.k,
+                f"round {n} was asked while round {self._active_round} is outstanding: "
+                "an MPI collective cannot be cancelled, so a pending round cannot be dropped",
+            )
         if not poll(self._active, self.timeout_s):
             self._timed_out(n)
             return False
@@ -281,8 +287,11 @@ class MpiExchange:
         if bad >= 0:
             r = self._recv[n & 1, bad]
             other = int(r[W_ROUND_HI]) << 32 | int(r[W_ROUND_LO])
-            raise ClusterError(self.k, f"round {n} completed with system {bad}'s message of round {other}: "
-                                       "the ranks do not run the same steps (same options on every rank?)")
+            raise ClusterError(
+                self.k,
+                f"round {n} completed with system {bad}'s message of round {other}: "
+                "the ranks do not run the same steps (same options on every rank?)",
+            )
         self.seen |= flags
         return True
 
@@ -359,6 +368,7 @@ class MpiExchange:
 # Bounded collectives of bytes
 # ---------------------------------------------------------------------------------------------
 
+
 def _complete(req: Any, seconds: float, k: int, what: str) -> None:
     if not poll(req, seconds):
         raise ClusterError(k, f"waited {seconds:g} s for {what}: a rank is stalled or dead")
@@ -369,7 +379,9 @@ def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[b
     MPI = load()
     k, n = comm.Get_rank(), comm.Get_size()
     sizes = np.zeros(n, dtype=np.int64)
-    _complete(comm.Iallgather([np.array([len(data)], dtype=np.int64), MPI.INT64_T], [sizes, MPI.INT64_T]), seconds, k, what)
+    _complete(
+        comm.Iallgather([np.array([len(data)], dtype=np.int64), MPI.INT64_T], [sizes, MPI.INT64_T]), seconds, k, what
+    )
     displs = np.zeros(n, dtype=np.int64)
     displs[1:] = np.cumsum(sizes)[:-1]
     buf = np.empty(int(sizes.sum()), dtype=np.uint8)
@@ -412,8 +424,15 @@ def _record(done: int, ctx: Context, with_words: bool) -> bytes:
     trace = ctx.trace
     assert trace is not None
     state = trace.state() if trace.resumable else Sha256State(tuple([0] * 8), 0, b"")
-    head = _RECORD.pack(done, *(int(c) for c in ctx.counters), bytes.fromhex(trace.hexdigest()), *state.h,
-                        state.length, len(state.tail), state.tail)
+    head = _RECORD.pack(
+        done,
+        *(int(c) for c in ctx.counters),
+        bytes.fromhex(trace.hexdigest()),
+        *state.h,
+        state.length,
+        len(state.tail),
+        state.tail,
+    )
     words = trace.words.astype("<u4").tobytes() if with_words and trace.keeps else b""
     return head + ctx.view.tobytes() + words
 
@@ -434,6 +453,7 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 # A rank's run
 # ---------------------------------------------------------------------------------------------
 
+
 def _warm(z: bool) -> None:
     """Load (or compile) the grouped step's kernels before the start, so that no rank's first
     round waits on another rank's JIT."""
@@ -453,8 +473,11 @@ def _test_signal(k: int) -> tuple[int, int] | None:
 def abort(comm: Any, e: BaseException) -> None:
     """One line on stderr, then ``MPI_Abort``: the end of every rank of the job."""
     code = 130 if isinstance(e, KeyboardInterrupt) else 1
-    text = "interrupted" if isinstance(e, KeyboardInterrupt) else (
-        str(e) if isinstance(e, ClusterError) else f"system {comm.Get_rank()}: {type(e).__name__}: {e}")
+    text = (
+        "interrupted"
+        if isinstance(e, KeyboardInterrupt)
+        else (str(e) if isinstance(e, ClusterError) else f"system {comm.Get_rank()}: {type(e).__name__}: {e}")
+    )
     try:
         print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
     finally:
@@ -479,8 +502,10 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     k, n = comm.Get_rank(), comm.Get_size()
     if opts.systems is not None:
         if n == 1 and opts.systems > 1:
-            raise ValueError(f"the mpi backend runs one system per MPI rank, and this process is alone (not under "
-                             f"mpiexec): start it as `mpiexec -n {opts.systems} meshnb train --backend mpi ...`")
+            raise ValueError(
+                f"the mpi backend runs one system per MPI rank, and this process is alone (not under "
+                f"mpiexec): start it as `mpiexec -n {opts.systems} meshnb train --backend mpi ...`"
+            )
         if opts.systems != n:
             raise ValueError(f"{opts.systems} systems asked for, but the MPI job has {n} ranks (one system per rank)")
 
@@ -495,8 +520,9 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     plan, give_up_s = start.plan, opts.give_up_s
     # The page is prepared before the exchange exists, so that a bad page is refused on every
     # rank before any collective.
-    ctx = Context(View(), group=Group(k, n), trace=member_trace(start, k, opts.keep_trace, opts.checkpoint is not None),
-                  z=start.z)
+    ctx = Context(
+        View(), group=Group(k, n), trace=member_trace(start, k, opts.keep_trace, opts.checkpoint is not None), z=start.z
+    )
     prepare_member(ctx, k, start, opts.view_in)
     settings = start.settings(ctx.view.next_step)
     hook = _test_signal(k)
@@ -506,15 +532,25 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         """Collective (unless given the records): rank 0 writes every rank's state at this
         common boundary."""
         if records is None:
-            records = allgather_bytes(comm, _record(done, ctx, False), give_up_s,
-                                      f"the checkpoint at step {start.done_before + done}")
+            records = allgather_bytes(
+                comm, _record(done, ctx, False), give_up_s, f"the checkpoint at step {start.done_before + done}"
+            )
         if k == 0 and opts.checkpoint is not None:
             got = [_unrecord(r) for r in records]
-            checkpoint.save(opts.checkpoint, Checkpoint(settings, start.done_before + done, tuple(g[4] for g in got),
-                                                        tuple(g[1] for g in got), tuple(g[3] for g in got)))
+            checkpoint.save(
+                opts.checkpoint,
+                Checkpoint(
+                    settings,
+                    start.done_before + done,
+                    tuple(g[4] for g in got),
+                    tuple(g[1] for g in got),
+                    tuple(g[3] for g in got),
+                ),
+            )
 
     owner = contextlib.ExitStack()  # rank 0 owns the checkpoint's path while the run lasts
     if opts.checkpoint is not None:
+
         def take() -> bytes:
             files.check_output(opts.checkpoint, "checkpoint")  # type: ignore[arg-type]
             owner.enter_context(files.hold(opts.checkpoint, "checkpoint"))  # type: ignore[arg-type]

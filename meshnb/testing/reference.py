@@ -21,17 +21,41 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 __all__ = [
-    "MODE_Z", "MODE_IEEE",
-    "SAMPLES", "WARP", "BATCHES", "LR_BITS", "STEPS_PER_TASK", "VIEW_BYTES", "EX_SLOT_WORDS",
+    "BATCHES",
     "CANONICAL_NAN",
-    "flush", "z_add", "z_sub", "z_mul", "z_div", "z_from_u32", "from_bits", "to_bits",
-    "py_add", "py_sub", "py_mul", "py_div", "py_from_u32", "py_flush",
-    "samples", "init_page", "step_sums", "run", "digest", "trace_digest",
+    "EX_SLOT_WORDS",
+    "LR_BITS",
+    "MODE_IEEE",
+    "MODE_Z",
+    "SAMPLES",
+    "STEPS_PER_TASK",
+    "VIEW_BYTES",
+    "WARP",
+    "digest",
+    "flush",
+    "from_bits",
+    "init_page",
+    "py_add",
+    "py_div",
+    "py_flush",
+    "py_from_u32",
+    "py_mul",
+    "py_sub",
+    "run",
+    "samples",
+    "step_sums",
+    "to_bits",
+    "trace_digest",
+    "z_add",
+    "z_div",
+    "z_from_u32",
+    "z_mul",
+    "z_sub",
 ]
 
 MODE_Z = "z"
@@ -75,6 +99,7 @@ _LOSS_END = OFF_LOSS + 4 * 256
 # Float mode Z, vectorised numpy
 # =============================================================================================
 
+
 def _f32(a) -> np.ndarray:
     """``a`` as a float32 ndarray (no copy when it is one; scalars give 0-d arrays)."""
     return np.asarray(a, dtype=np.float32)
@@ -104,16 +129,20 @@ def _flush_in(a) -> np.ndarray:
 
 def _z_binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     """The mode Z form of a float32 ufunc; callers silence numpy's float warnings."""
+
     def f(a, b) -> np.ndarray:
         return flush(op(_flush_in(a), _flush_in(b)))
+
     return f
 
 
 def _quiet(f: Callable[..., np.ndarray], doc: str) -> Callable[..., np.ndarray]:
     """``f`` under ``np.errstate(all="ignore")``."""
+
     def g(a, b) -> np.ndarray:
         with np.errstate(all="ignore"):
             return f(a, b)
+
     g.__doc__ = doc
     return g
 
@@ -240,6 +269,7 @@ def py_from_u32(u: int) -> int:
 # Samples (SPEC section 4)
 # =============================================================================================
 
+
 def _sin_pi(x: float) -> float:
     """sin(pi x) in f64 on the exactly reduced argument, sign from x (sin_pi(+-1) = +-0)."""
     ax = abs(x)
@@ -266,6 +296,7 @@ def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
 # The page (SPEC sections 7 and 8)
 # =============================================================================================
 
+
 def _u32_at(page: bytes, off: int) -> int:
     return _S_U32.unpack_from(page, off)[0]
 
@@ -281,8 +312,8 @@ def init_page(systems: int = 1, grouped: bool = False) -> bytes:
         raise ValueError(f"bad number of systems {systems}")
     page = bytearray(VIEW_BYTES)
     xw, yw = samples("numpy")
-    page[OFF_X:OFF_X + 4 * SAMPLES] = xw.astype("<u4").tobytes()
-    page[OFF_Y:OFF_Y + 4 * SAMPLES] = yw.astype("<u4").tobytes()
+    page[OFF_X : OFF_X + 4 * SAMPLES] = xw.astype("<u4").tobytes()
+    page[OFF_Y : OFF_Y + 4 * SAMPLES] = yw.astype("<u4").tobytes()
     inv = to_bits(z_div(np.float32(1.0), z_from_u32(WARP * n)))
     struct.pack_into("<IIII", page, OFF_LR, LR_BITS, STEPS_PER_TASK, int(inv), 0)
     return bytes(page)
@@ -298,7 +329,7 @@ _BUTTERFLY = (16, 8, 4, 2, 1)
 
 def _np_sums(ops: _NpOps, p: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """Sums of S systems at once: p (S, 4), xs and ys (S, 32) the lanes' samples -> (S, 5)."""
-    a, b, c, d = (p[:, j:j + 1] for j in range(4))
+    a, b, c, d = (p[:, j : j + 1] for j in range(4))
     x, y = xs, ys
     x2 = ops.mul(x, x)
     x3 = ops.mul(x2, x)
@@ -342,8 +373,7 @@ def _check(impl: str, mode: str) -> None:
         raise NotImplementedError("the plain Python implementation has mode Z only")
 
 
-def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy",
-              mode: str = MODE_Z) -> np.ndarray:
+def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: str = MODE_Z) -> np.ndarray:
     """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256)."""
     _check(impl, mode)
     p = _f32(params_f32).reshape(4)
@@ -354,8 +384,12 @@ def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy",
         idx = _lane_samples(np.array([off], dtype=np.uint64))
         with np.errstate(all="ignore"):
             return _np_sums(_NpOps(mode), p[None, :], xs[idx], ys[idx])[0]
-    words = _py_sums([int(w) for w in p.view(np.uint32)], [int(w) for w in xs.view(np.uint32)],
-                     [int(w) for w in ys.view(np.uint32)], off)
+    words = _py_sums(
+        [int(w) for w in p.view(np.uint32)],
+        [int(w) for w in xs.view(np.uint32)],
+        [int(w) for w in ys.view(np.uint32)],
+        off,
+    )
     return np.array(words, dtype=np.uint32).view(np.float32)
 
 
@@ -363,8 +397,8 @@ def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy",
 # The host's run (SPEC sections 6, 8, 9, 10)
 # =============================================================================================
 
-def _validate_run(pages: list[bytes], steps: int, grouped: bool,
-                  lr_changes: dict[int, int]) -> int:
+
+def _validate_run(pages: list[bytes], steps: int, grouped: bool, lr_changes: dict[int, int]) -> int:
     """Checks the arguments of ``run``; returns the common first step."""
     if not pages:
         raise ValueError("no pages")
@@ -389,9 +423,15 @@ def _validate_run(pages: list[bytes], steps: int, grouped: bool,
     return base
 
 
-def run(pages: list[bytes], steps: int, *, grouped: bool,
-        lr_changes: dict[int, int] | None = None, impl: str = "numpy",
-        mode: str = MODE_Z) -> tuple[list[bytes], np.ndarray]:
+def run(
+    pages: list[bytes],
+    steps: int,
+    *,
+    grouped: bool,
+    lr_changes: dict[int, int] | None = None,
+    impl: str = "numpy",
+    mode: str = MODE_Z,
+) -> tuple[list[bytes], np.ndarray]:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as the host would.
 
     ``grouped=False`` is one system without a group. ``lr_changes`` maps a count of steps done
@@ -416,17 +456,18 @@ def run(pages: list[bytes], steps: int, *, grouped: bool,
     return [bytes(page) for page in out], trace
 
 
-def _run_numpy(pages: list[bytes], steps: int, base: int, grouped: bool,
-               lr_changes: dict[int, int], mode: str) -> tuple[list[bytearray], np.ndarray]:
+def _run_numpy(
+    pages: list[bytes], steps: int, base: int, grouped: bool, lr_changes: dict[int, int], mode: str
+) -> tuple[list[bytearray], np.ndarray]:
     """``run`` vectorised over lanes and systems."""
     ops = _NpOps(mode)
     n = len(pages)
-    p = np.stack([ops.from_bits(_words_at(pg, OFF_PARAMS, 4)) for pg in pages])    # (N, 4)
-    lr = np.stack([ops.from_bits(_words_at(pg, OFF_LR, 1)) for pg in pages])       # (N, 1)
+    p = np.stack([ops.from_bits(_words_at(pg, OFF_PARAMS, 4)) for pg in pages])  # (N, 4)
+    lr = np.stack([ops.from_bits(_words_at(pg, OFF_LR, 1)) for pg in pages])  # (N, 1)
     inv = np.stack([ops.from_bits(_words_at(pg, OFF_INV_BATCH, 1)) for pg in pages])  # (N, 1)
     xs = np.stack([_words_at(pg, OFF_X, SAMPLES) for pg in pages]).view(np.float32)
     ys = np.stack([_words_at(pg, OFF_Y, SAMPLES) for pg in pages]).view(np.float32)
-    loss = np.stack([_words_at(pg, OFF_LOSS, 256) for pg in pages])                 # (N, 256)
+    loss = np.stack([_words_at(pg, OFF_LOSS, 256) for pg in pages])  # (N, 256)
     lr_word: list[int | None] = [None] * n
     rows = np.arange(n)[:, None]
     trace = np.zeros((steps, 5), dtype=np.uint32)
@@ -437,9 +478,9 @@ def _run_numpy(pages: list[bytes], steps: int, base: int, grouped: bool,
         t = base + s
         off = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
         idx = _lane_samples(off)
-        own = _np_sums(ops, p, xs[rows, idx], ys[rows, idx])                      # (N, 5)
+        own = _np_sums(ops, p, xs[rows, idx], ys[rows, idx])  # (N, 5)
         if grouped:
-            slots = ops.to_bits(own)                                                # (N, 5) words
+            slots = ops.to_bits(own)  # (N, 5) words
             fold = ops.from_bits(slots[0])
             for m in range(1, n):
                 fold = ops.add(fold, ops.from_bits(slots[m]))
@@ -455,7 +496,7 @@ def _run_numpy(pages: list[bytes], steps: int, base: int, grouped: bool,
     for k, pg in enumerate(pages):
         page = bytearray(pg)
         if steps > 0:
-            page[OFF_PARAMS:OFF_PARAMS + 16] = ops.to_bits(p[k]).astype("<u4").tobytes()
+            page[OFF_PARAMS : OFF_PARAMS + 16] = ops.to_bits(p[k]).astype("<u4").tobytes()
             page[OFF_LOSS:_LOSS_END] = loss[k].astype("<u4").tobytes()
         if lr_word[k] is not None:
             struct.pack_into("<I", page, OFF_LR, lr_word[k])
@@ -463,8 +504,9 @@ def _run_numpy(pages: list[bytes], steps: int, base: int, grouped: bool,
     return out, trace
 
 
-def _run_python(pages: list[bytes], steps: int, base: int, grouped: bool,
-                lr_changes: dict[int, int]) -> tuple[list[bytearray], np.ndarray]:
+def _run_python(
+    pages: list[bytes], steps: int, base: int, grouped: bool, lr_changes: dict[int, int]
+) -> tuple[list[bytearray], np.ndarray]:
     """``run`` in plain Python, one system after the other each step, words throughout."""
     n = len(pages)
     words = [list(struct.unpack_from("<12I", pg, 0)) for pg in pages]
@@ -512,6 +554,7 @@ def _run_python(pages: list[bytes], steps: int, base: int, grouped: bool,
 # =============================================================================================
 # Digests (SPEC section 11)
 # =============================================================================================
+
 
 def digest(page: bytes) -> str:
     """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135)."""
