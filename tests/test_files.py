@@ -333,7 +333,7 @@ def test_a_full_disk_does_not_stop_a_run_from_holding_its_path(tmp_path, monkeyp
         owner.__enter__()
     try:
         assert files.lock_path(path).read_text() == ""
-        monkeypatch.setattr(files, "_alive", lambda pid: True)
+        monkeypatch.setattr(files, "pid_alive", lambda pid: True)
         monkeypatch.setattr(files.time, "sleep", lambda s: None)
         with pytest.raises(files.InUseError) as e, files.hold(path, "checkpoint"):
             pass
