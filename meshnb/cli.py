@@ -218,7 +218,7 @@ def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) 
         mpi = "--backend=mpi" in a or any(x == "--backend" and y == "mpi" for x, y in zip(a, a[1:]))
     if not mpi:
         return True
-    from .backends.mpi import is_root
+    from .backends.mpi_exchange import is_root
 
     return is_root()
 

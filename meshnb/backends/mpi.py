@@ -2,37 +2,10 @@
 
 ``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
 rank: the same program (:mod:`meshnb.program`'s grouped task loop, driven by
-:func:`meshnb.driver.drive`) over an :class:`MpiExchange`, so every rank ends with the bits of the
-threads backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line
-prints them there only.
-
-The round (SPEC 9) over MPI
----------------------------
-The exchange page's round is one collective: ``round(n)`` starts an allgather of this rank's
-message for parity ``n mod 2`` (a persistent ``MPI_Allgather_init`` request started again, or an
-``Iallgather`` where the MPI library predates MPI 4) and polls it until it completes or the
-round's timeout passes.  The message is 12 u32 words: the 8 slot words, the round number (two
-words), the run's control flags and the sender's rank.  ``slot(m, par)`` reads rank ``m``'s slot
-from parity ``par``'s receive buffer, which rank order fills: the fold is in rank order.
-
-- *Counters*: an MPI collective matches the i-th call of every rank, so the page's counters are
-  implicit: a completed allgather means every rank published the same round.  Every message
-  carries its round number and a completed round whose numbers differ stops the run (the ranks
-  run different plans), instead of folding the wrong sums.
-- *Timeout and resume*: a collective cannot be cancelled.  On a timeout the request is kept and
-  ``round`` returns False; the program leaves the round pending (PENDING, ROUND, ERR, TIMEOUTS),
-  and the next TASK, whose ``arg`` is the pending step, calls ``round(n)`` again for the same
-  ``n``: that tests the very same request, it never starts another.  A new round asked while one
-  is outstanding (a dropped pending round) is an error, since it cannot be made to match.
-- *Two parities*: only one round is ever outstanding, so two receive buffers (the page's two
-  slots) are enough; a completed round's slots stay readable until round ``n + 2``.
-- *Polling* (:func:`poll`): tests back to back for 20 ms, then naps growing to 1 ms (a peer that
-  is seconds late does not cost a core).  Polling from more ranks than cores is pathological
-  unless a failed test yields the core: when MPI is not yet initialised, :func:`load` sets
-  MPICH's progress throttle (``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``,
-  ``..._NO_PROGRESS_COUNT=1``, unless the environment says otherwise), with which MPICH's ch4
-  yields by itself; with any other MPI, :func:`poll` calls ``os.sched_yield()`` after each failed
-  test.
+:func:`meshnb.driver.drive`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
+round as a collective: see that module), so every rank ends with the bits of the threads
+backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line prints
+them there only.
 
 Bounds, so that nothing hangs
 -----------------------------
@@ -69,7 +42,6 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -77,301 +49,33 @@ import numpy as np
 from .. import checkpoint, files
 from ..checkpoint import Checkpoint
 from ..driver import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
-from ..exchange import EX_SLOT_WORDS, Group
-from ..floatz import jit
+from ..exchange import Group
 from ..interrupts import deferred_interrupt
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
-
-INSTALL_HINT = "pip install 'meshnb[mpi]' (mpi4py and the mpich wheel), or mpi4py built against the system's MPI"
-THROTTLE_CVARS = {
-    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
-    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1",
-}
-START_S = 120.0  # the start waits at least this long: a cold numba cache compiles for seconds a rank
-
-MSG_WORDS = 12
-W_ROUND_LO, W_ROUND_HI, W_FLAGS, W_SENDER = 8, 9, 10, 11
-FLAG_CHECKPOINT = 1
-FLAG_STOP = 2
-_NOTE_TAG = 7
-_MASK32 = 0xFFFFFFFF
-
-
-class MpiUnavailable(ValueError):
-    """The mpi backend was asked for where mpi4py or an MPI library is missing."""
-
-
-def load() -> ModuleType:
-    """``mpi4py.MPI``, initialising MPI on first use; :class:`MpiUnavailable` with the install
-    hint when mpi4py or its MPI library is missing."""
-    if "mpi4py.MPI" not in sys.modules:
-        try:
-            import mpi4py  # noqa: F401
-        except ImportError as e:
-            raise MpiUnavailable(f"the mpi backend needs mpi4py and an MPI library ({e}): {INSTALL_HINT}") from None
-        for name, value in THROTTLE_CVARS.items():
-            os.environ.setdefault(name, value)  # read by MPICH's MPI_Init; ignored by other MPIs
-    try:
-        from mpi4py import MPI
-    except (ImportError, RuntimeError, OSError) as e:
-        raise MpiUnavailable(f"mpi4py is installed but its MPI library does not load ({e}): {INSTALL_HINT}") from None
-    global _SELF_YIELD
-    _SELF_YIELD = not library_yields(MPI)
-    return MPI
-
-
-_SELF_YIELD = True  # poll() yields the core itself; not where the MPI library's progress does
-
-
-def library_yields(MPI: ModuleType) -> bool:
-    """The MPI library yields the core itself when a test finds no progress: MPICH's ch4 device
-    with its progress throttle on (then a second yield in :func:`poll` only costs)."""
-    return "ch4" in MPI.Get_library_version() and all(os.environ.get(k) == v for k, v in THROTTLE_CVARS.items())
-
-
-def available() -> bool:
-    """mpi4py and an MPI library can be loaded (this initialises MPI)."""
-    try:
-        load()
-    except MpiUnavailable:
-        return False
-    return True
-
-
-_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # MPICH/Intel MPI, Open MPI, PMIx
-
-
-def is_root() -> bool:
-    """This process is rank 0 of MPI_COMM_WORLD, or not a rank at all: the one that prints.
-
-    Before MPI is initialised (an error in the arguments), the launcher's rank variable says."""
-    mod = sys.modules.get("mpi4py.MPI")
-    if mod is not None and mod.Is_initialized() and not mod.Is_finalized():
-        return mod.COMM_WORLD.Get_rank() == 0
-    for name in _RANK_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value) == 0
-    return True
-
-
-def poll(req: Any, seconds: float, spin_s: float = 20e-3, max_nap_s: float = 1e-3) -> bool:
-    """Test ``req`` until it completes or ``seconds`` pass; returns whether it completed.
-
-    For ``spin_s`` tests back to back, yielding the core after every failed one (unless the MPI
-    library does, :func:`library_yields`), then naps, doubling from 50 us up to ``max_nap_s``.
-    The spin is long (20 ms) on purpose: a nap does not progress the collective, so naps within
-    ordinary rounds would feed on themselves on an oversubscribed machine.  A request that did not
-    complete is still active: test it again later."""
-    test = req.Test
-    if test():
-        return True
-    now = time.perf_counter()
-    deadline, spin_end, nap = now + seconds, now + spin_s, 50e-6
-    yields = _SELF_YIELD
-    while True:
-        if now < spin_end:
-            if yields:
-                os.sched_yield()
-        else:
-            time.sleep(min(nap, max(0.0, deadline - now)))
-            nap = min(2 * nap, max_nap_s)
-        if test():
-            return True
-        now = time.perf_counter()
-        if now >= deadline:
-            return False
-
-
-@jit()
-def _completed(recv: np.ndarray, lo: np.uint32, hi: np.uint32) -> tuple[int, int]:
-    """A completed round's messages ``[N, MSG_WORDS]``: (the first rank whose message is of
-    another round, or -1; the OR of every rank's flags)."""
-    flags = np.int64(0)
-    for m in range(recv.shape[0]):
-        if recv[m, W_ROUND_LO] != lo or recv[m, W_ROUND_HI] != hi:
-            return m, np.int64(0)
-        flags |= np.int64(recv[m, W_FLAGS])
-    return -1, flags
-
-
-class MpiExchange:
-    """This rank's :class:`~meshnb.exchange.Exchange` on an MPI communicator (see the module
-    docstring).  Creating one is collective over ``comm``; so is :meth:`close`.
-
-    ``flags`` are sent with every round this rank starts; ``seen`` accumulates the OR of every
-    rank's flags over completed rounds (the caller clears it).  ``persistent=None`` uses a
-    persistent allgather where the library has one."""
-
-    def __init__(self, comm: Any, timeout_s: float, persistent: bool | None = None, start_s: float = START_S) -> None:
-        MPI = load()
-        self._mpi = MPI
-        self.comm = comm
-        self.k, self.n = comm.Get_rank(), comm.Get_size()
-        self.timeout_s = float(timeout_s)
-        self.flags = 0
-        self.seen = 0
-        self.completed = 0  # the last round completed (0: none yet)
-        self.timeouts = 0  # rounds this rank timed out on (each counted once)
-        self._send = np.zeros((2, MSG_WORDS), dtype=np.uint32)
-        self._send[:, W_SENDER] = self.k
-        self._recv = np.zeros((2, self.n, MSG_WORDS), dtype=np.uint32)
-        self._active: Any = None  # the outstanding request, if any
-        self._active_round = 0
-        self._noted = False  # the outstanding round's timeout was told to the others
-        # Timeout notices: a duplicate communicator, so that they never match a round.
-        self._notes, req = comm.Idup()
-        if not poll(req, start_s):
-            raise ClusterError(self.k, f"the other ranks did not set up the exchange within {start_s:g} s")
-        self._note_out: list[tuple[Any, np.ndarray]] = []
-        self._note_sent = np.zeros(self.n, dtype=np.int64)
-        self._note_got = np.zeros(self.n, dtype=np.int64)
-        self._waiting = np.zeros(self.n, dtype=np.uint64)  # the latest round each rank said it waits for
-        self._preqs: list[Any] | None = None
-        if persistent is None or persistent:
-            try:
-                self._preqs = [
-                    comm.Allgather_init([self._send[p], MPI.UINT32_T], [self._recv[p], MPI.UINT32_T]) for p in (0, 1)
-                ]
-            except (AttributeError, NotImplementedError, MPI.Exception):
-                if persistent:
-                    raise
-                self._preqs = None
-        self.persistent = self._preqs is not None
-
-    # -- the Exchange protocol --------------------------------------------------------------
-    def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
-        if k != self.k:
-            raise ValueError(f"rank {self.k} publishes its own slot, not system {k}'s")
-        if self._active is not None and self._active_round % 2 == parity:
-            raise ClusterError(
-                self.k,
-                f"the slot of round {self._active_round} was rewritten while that round is "
-                "outstanding (an MPI collective cannot be cancelled)",
-            )
-        self._send[parity, :EX_SLOT_WORDS] = words
-
-    def round(self, n: int) -> bool:
-        """Publish this rank's slot of parity ``n mod 2`` for round ``n`` and wait for every rank's,
-        at most ``timeout_s``; on a timeout the collective stays outstanding and a later
-        ``round(n)`` resumes it."""
-        if self._active is None:
-            if n == self.completed:
-                return True  # already complete: every rank reached n
-            p = n & 1
-            s = self._send[p]
-            s[W_ROUND_LO], s[W_ROUND_HI], s[W_FLAGS] = n & _MASK32, n >> 32, self.flags
-            if self._preqs is not None:
-                req = self._preqs[p]
-                req.Start()
-            else:
-                MPI = self._mpi
-                req = self.comm.Iallgather([s, MPI.UINT32_T], [self._recv[p], MPI.UINT32_T])
-            self._active, self._active_round, self._noted = req, n, False
-        elif n != self._active_round:
-            raise ClusterError(
-                self.k,
-                f"round {n} was asked while round {self._active_round} is outstanding: "
-                "an MPI collective cannot be cancelled, so a pending round cannot be dropped",
-            )
-        if not poll(self._active, self.timeout_s):
-            self._timed_out(n)
-            return False
-        self._active = None
-        self.completed = n
-        bad, flags = _completed(self._recv[n & 1], np.uint32(n & _MASK32), np.uint32(n >> 32))
-        if bad >= 0:
-            r = self._recv[n & 1, bad]
-            other = int(r[W_ROUND_HI]) << 32 | int(r[W_ROUND_LO])
-            raise ClusterError(
-                self.k,
-                f"round {n} completed with system {bad}'s message of round {other}: "
-                "the ranks do not run the same steps (same options on every rank?)",
-            )
-        self.seen |= flags
-        return True
-
-    def slot(self, m: int, parity: int) -> np.ndarray:
-        return self._recv[parity, m, :EX_SLOT_WORDS].copy()
-
-    # -- who is behind ------------------------------------------------------------------------
-    def _timed_out(self, n: int) -> None:
-        if self._noted:
-            self._drain()
-            return
-        self._noted = True
-        self.timeouts += 1
-        MPI = self._mpi
-        note = np.array([n], dtype=np.uint64)
-        for m in range(self.n):
-            if m != self.k:
-                self._note_out.append((self._notes.Isend([note, MPI.UINT64_T], dest=m, tag=_NOTE_TAG), note))
-                self._note_sent[m] += 1
-        self._note_out = [(r, b) for r, b in self._note_out if not r.Test()]
-        self._drain()
-
-    def _drain(self) -> None:
-        """Receive the timeout notices that have arrived."""
-        MPI = self._mpi
-        status = MPI.Status()
-        buf = np.zeros(1, dtype=np.uint64)
-        while self._notes.Iprobe(source=MPI.ANY_SOURCE, tag=_NOTE_TAG, status=status):
-            src = status.Get_source()
-            self._notes.Recv([buf, MPI.UINT64_T], source=src, tag=_NOTE_TAG)
-            self._note_got[src] += 1
-            self._waiting[src] = max(self._waiting[src], buf[0])
-
-    def behind(self, n: int) -> list[int]:
-        """The other ranks that have not said they wait for round ``n`` (or later): the suspects
-        when round ``n`` does not complete (stalled, dead, or not yet timed out)."""
-        self._drain()
-        return [m for m in range(self.n) if m != self.k and int(self._waiting[m]) < n]
-
-    @property
-    def outstanding(self) -> int:
-        """The round whose collective is outstanding (0: none)."""
-        return self._active_round if self._active is not None else 0
-
-    def close(self, seconds: float) -> None:
-        """Collective: receive every timeout notice sent to this rank, complete the sends, and
-        free the requests and the notices' communicator.  No round may be outstanding."""
-        if self._active is not None:
-            raise ClusterError(self.k, f"the exchange was closed with round {self._active_round} outstanding")
-        MPI = self._mpi
-        expect = np.zeros(self.n, dtype=np.int64)
-        req = self._notes.Ialltoall([self._note_sent, MPI.INT64_T], [expect, MPI.INT64_T])
-        _complete(req, seconds, self.k, "the end of the run")
-        deadline = time.monotonic() + seconds
-        while (self._note_got < expect).any():
-            self._drain()
-            if time.monotonic() > deadline:
-                raise ClusterError(self.k, f"timeout notices still missing after {seconds:g} s")
-            os.sched_yield()
-        for r, _ in self._note_out:
-            _complete(r, seconds, self.k, "a timeout notice's send")
-        self._note_out = []
-        if self._preqs is not None:
-            for r in self._preqs:
-                r.Free()
-            self._preqs = None
-        self._notes.Free()
-
-    def __repr__(self) -> str:
-        return f"MpiExchange(k={self.k}, n={self.n}, timeout_s={self.timeout_s}, persistent={self.persistent})"
-
+from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the tests and the bench worker
+    FLAG_CHECKPOINT,
+    FLAG_STOP,
+    INSTALL_HINT,
+    MSG_WORDS,
+    START_S,
+    MpiExchange,
+    MpiUnavailable,
+    available,
+    is_root,
+    library_yields,
+    load,
+    poll,
+    read_round,
+    wait_for,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Bounded collectives of bytes
 # ---------------------------------------------------------------------------------------------
-
-
-def _complete(req: Any, seconds: float, k: int, what: str) -> None:
-    if not poll(req, seconds):
-        raise ClusterError(k, f"waited {seconds:g} s for {what}: a rank is stalled or dead")
 
 
 def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[bytes]:
@@ -379,7 +83,7 @@ def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[b
     MPI = load()
     k, n = comm.Get_rank(), comm.Get_size()
     sizes = np.zeros(n, dtype=np.int64)
-    _complete(
+    wait_for(
         comm.Iallgather([np.array([len(data)], dtype=np.int64), MPI.INT64_T], [sizes, MPI.INT64_T]), seconds, k, what
     )
     displs = np.zeros(n, dtype=np.int64)
@@ -387,7 +91,7 @@ def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[b
     buf = np.empty(int(sizes.sum()), dtype=np.uint8)
     mine = np.frombuffer(data, dtype=np.uint8) if data else np.empty(0, dtype=np.uint8)
     req = comm.Iallgatherv([mine, MPI.BYTE], [buf, (sizes.tolist(), displs.tolist()), MPI.BYTE])
-    _complete(req, seconds, k, what)
+    wait_for(req, seconds, k, what)
     return [buf[d : d + s].tobytes() for d, s in zip(displs.tolist(), sizes.tolist())]
 
 
@@ -404,10 +108,10 @@ def share(comm: Any, produce: Callable[[], bytes], seconds: float, what: str) ->
             error = str(e) if isinstance(e, ValueError) else f"{what}: {e.strerror or e}"
     payload = error.encode() if error else data
     head = np.array([len(payload), 1 if error else 0], dtype=np.int64)
-    _complete(comm.Ibcast([head, MPI.INT64_T], root=0), seconds, k, what)
+    wait_for(comm.Ibcast([head, MPI.INT64_T], root=0), seconds, k, what)
     buf = np.frombuffer(bytearray(payload), dtype=np.uint8) if k == 0 else np.empty(int(head[0]), dtype=np.uint8)
     if head[0]:
-        _complete(comm.Ibcast([buf, MPI.BYTE], root=0), seconds, k, what)
+        wait_for(comm.Ibcast([buf, MPI.BYTE], root=0), seconds, k, what)
     if head[1]:
         raise ValueError(buf.tobytes().decode())
     return buf.tobytes()
@@ -458,7 +162,7 @@ def _warm(z: bool) -> None:
     """Load (or compile) the grouped step's kernels before the start, so that no rank's first
     round waits on another rank's JIT."""
     warm_grouped(z)
-    _completed(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
+    read_round(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
 
 
 def _test_signal(k: int) -> tuple[int, int] | None:
@@ -562,7 +266,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             exchange = MpiExchange(comm, opts.timeout_ms / 1000)
             ctx.exchange = exchange
             _warm(start.z)
-            _complete(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
+            wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
             bar = progress_bar(plan.steps, opts.progress and k == 0)
             shown = 0
             stop = False
