@@ -208,21 +208,26 @@ def _u32(page: bytes, off: int, n: int = 1) -> np.ndarray:
 
 
 def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int] | None = None,
-        m: Model = EXACT, from_init: bool = False) -> Run:
+        m: Model = EXACT, from_init: bool = False, independent: bool = False) -> Run:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``.
 
     ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
     ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
     and INV_BATCH), keeping the pages' step base, instead of loading the given pages' X, Y and
-    header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled."""
+    header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
+    ``independent``: the pages are separate single systems without a group run side by side (one
+    vectorised run of many cases; ``trace`` is then (steps, systems, 5))."""
     ops = Ops(m.rules)
     set_lr = dict(set_lr or {})
     n = len(pages)
-    if from_init:
+    if from_init:  # the model's own samples and INV_BATCH; the host's STEPS_PER_TASK and step base
         init = init_page(n, grouped, m)
-        pages = [init[:OFF_NEXT] + pg[OFF_NEXT:OFF_NEXT + 4] + init[OFF_NEXT + 4:OFF_STEP_HI]
-                 + pg[OFF_STEP_HI:OFF_STEP_HI + 4] + init[OFF_STEP_HI + 4:] for pg in pages]
-    base = int(_u32(pages[0], OFF_STEP_HI)[0]) << 32 | int(_u32(pages[0], OFF_NEXT)[0])
+        pages = [pg[:OFF_INV] + init[OFF_INV:OFF_INV + 4] + pg[OFF_INV + 4:OFF_X] + init[OFF_X:OFF_LOSS]
+                 + pg[OFF_LOSS:] for pg in pages]
+    bases = {int(_u32(pg, OFF_STEP_HI)[0]) << 32 | int(_u32(pg, OFF_NEXT)[0]) for pg in pages}
+    if len(bases) != 1:
+        raise ValueError("the systems are not at the same step")
+    base = bases.pop()
     p = np.stack([ops.read(_u32(pg, OFF_PARAMS, 4)) for pg in pages])
     lr = np.stack([read_word(ops, m, _u32(pg, OFF_LR)) for pg in pages])
     inv = np.stack([read_word(ops, m, _u32(pg, OFF_INV)) for pg in pages])
@@ -230,7 +235,9 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
     ys = np.stack([_u32(pg, OFF_Y, SAMPLES) for pg in pages])
     loss_ring = np.stack([_u32(pg, OFF_LOSS, 256) for pg in pages])
     lr_word: int | None = None
-    trace = np.zeros((steps, 5), dtype=np.uint32)
+    if independent and grouped:
+        raise ValueError("independent systems have no group")
+    trace = np.zeros((steps, n, 5) if independent else (steps, 5), dtype=np.uint32)
     for s in range(steps + 1):
         if s in set_lr:
             lr_word = int(read_word(ops, m, set_lr[s]))
@@ -238,12 +245,15 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
         if s == steps:
             break
         t = base + s
-        offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+        if independent:
+            offs = np.full(n, t & 0xFFFFFFFF, dtype=np.uint64)
+        else:
+            offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
         own = step_sums(ops, m, p, xs, ys, offs)
         applied = np.broadcast_to(fold(ops, m, own), (n, 5)) if grouped else own
         p = apply(ops, m, p, applied, lr, inv)
         loss_ring[:, t % 256] = loss(ops, m, applied, inv)
-        trace[s] = applied[0]
+        trace[s] = applied if independent else applied[0]
     out = []
     for k, pg in enumerate(pages):
         page = bytearray(pg)

@@ -16,6 +16,7 @@ correct.  Nothing here goes through numba: it is an oracle apart from meshnb's k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,84 +94,78 @@ class Ops:
         self.rules = rules
 
     # -- inputs and outputs -----------------------------------------------------------------
-    def _in(self, u: np.ndarray, daz: bool) -> np.ndarray:
-        u = words(u)
+    @staticmethod
+    def _in(u: np.ndarray, daz: bool) -> np.ndarray:
+        """Operand words as float32 (a subnormal read as a signed zero under DAZ)."""
+        u = np.asarray(u, dtype=np.uint32)
         if daz:
-            u = np.where((u & EXP) == 0, u & SIGN, u).astype(np.uint32)
-        return u
+            u = np.where((u & EXP) == 0, u & SIGN, u)
+        return u.view(np.float32)
 
-    def _nan(self, hw: np.ndarray) -> np.ndarray:
-        """The NaN word of the rules, given the hardware's (x86) NaN result ``hw``."""
-        if self.rules.nan == "canonical":
-            return np.full(hw.shape, CANONICAL_NAN, dtype=np.uint32)
-        if self.rules.nan == "arm":
-            return np.full(hw.shape, ARM_DEFAULT_NAN, dtype=np.uint32)
-        return hw
-
-    def _out(self, r64: np.ndarray, tiny_exact: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    def _out(self, r64: np.ndarray, tiny_exact: Callable[[], np.ndarray], hw: Callable[[], np.ndarray]) -> np.ndarray:
         """Round f64 results (correct to round once more) to f32 words under the rules.
 
-        ``tiny_exact``: the exact result is nonzero and below 2^-126 in magnitude; ``hw``: the
-        x86 float32 result, for its NaN bits."""
+        ``tiny_exact()``: the exact result is nonzero and below 2^-126 in magnitude; ``hw()``: the
+        x86 float32 result, for its NaN bits (both computed only when the rules need them)."""
         with np.errstate(all="ignore"):
             u = r64.astype(np.float32).view(np.uint32)
             flow = self.rules.underflow
             if flow == "z":
-                tiny = (u & EXP) == 0
-            elif flow == "none":
-                tiny = np.zeros(u.shape, dtype=bool)
-            elif flow == "before":
-                tiny = tiny_exact | ((u & EXP) == 0)
-            else:
-                fin = np.isfinite(r64)
-                tiny = fin & (r64 != 0) & (np.abs(_round_unbounded(np.where(fin, r64, 1.0))) < TINY)
-            sign = np.where(np.signbit(r64), SIGN, np.uint32(0))
-            u = np.where(tiny, sign, u)
-            nan = np.isnan(r64)
-            return np.where(nan, self._nan(words(hw)), u).astype(np.uint32)
+                u = np.where((u & EXP) == 0, u & SIGN, u)
+            elif flow != "none":
+                if flow == "before":
+                    tiny = tiny_exact() | ((u & EXP) == 0)
+                else:
+                    fin = np.isfinite(r64)
+                    tiny = fin & (r64 != 0) & (np.abs(_round_unbounded(np.where(fin, r64, 1.0))) < TINY)
+                u = np.where(tiny, np.where(np.signbit(r64), SIGN, np.uint32(0)), u)
+            nan = self.rules.nan
+            if nan == "x86":
+                return np.where(np.isnan(r64), words(hw()), u).astype(np.uint32)
+            fill = np.uint32(CANONICAL_NAN if nan == "canonical" else ARM_DEFAULT_NAN)
+            return np.where(np.isnan(r64), fill, u).astype(np.uint32)
 
-    def _two(self, a: object, b: object, daz: tuple[bool, bool] | None):
+    def _two(self, a: object, b: object, daz: tuple[bool, bool] | None) -> tuple[np.ndarray, np.ndarray]:
         da, db = daz if daz is not None else (self.rules.daz, self.rules.daz)
-        ua, ub = np.broadcast_arrays(self._in(words(a), da), self._in(words(b), db))
-        return ua, ub, ua.view(np.float32), ub.view(np.float32)
+        return self._in(a, da), self._in(b, db)
 
     @staticmethod
-    def _tiny(r: np.ndarray) -> np.ndarray:
-        return (r != 0) & (np.abs(r) < TINY)
+    def _tiny(r: np.ndarray) -> Callable[[], np.ndarray]:
+        return lambda: (r != 0) & (np.abs(r) < TINY)
 
     # -- the operations -----------------------------------------------------------------------
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        _, _, fa, fb = self._two(a, b, daz)
+        fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) + fb.astype(np.float64)  # a sum near 2^-126 is exact
-            return self._out(r, self._tiny(r), (fa + fb).view(np.uint32))
+            r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
+            return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        _, _, fa, fb = self._two(a, b, daz)
+        fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) - fb.astype(np.float64)
-            return self._out(r, self._tiny(r), (fa - fb).view(np.uint32))
+            r = fa.astype(np.float64) - fb
+            return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        _, _, fa, fb = self._two(a, b, daz)
+        fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) * fb.astype(np.float64)  # exact: 48 bits, exponent in range
-            return self._out(r, self._tiny(r), (fa * fb).view(np.uint32))
+            r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
+            return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
 
     def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        _, _, fa, fb = self._two(a, b, daz)
+        fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             da, db = fa.astype(np.float64), fb.astype(np.float64)
             r = da / db
             # The quotient is inexact in f64; |a/b| < 2^-126 iff |a| < 2^-126 |b| (exact scaling).
-            tiny = (da != 0) & np.isfinite(r) & (np.abs(da) < TINY * np.abs(db))
-            return self._out(r, tiny, (fa / fb).view(np.uint32))
+            def tiny() -> np.ndarray:
+                return (da != 0) & np.isfinite(r) & (np.abs(da) < TINY * np.abs(db))
+            return self._out(r, tiny, lambda: (fa / fb).view(np.uint32))
 
     def fma(self, a: object, b: object, c: object) -> np.ndarray:
         """``a * b + c`` rounded once (every input under the DAZ rule)."""
         d = self.rules.daz
-        ua, ub, uc = np.broadcast_arrays(self._in(words(a), d), self._in(words(b), d), self._in(words(c), d))
-        fa, fb, fc = ua.view(np.float32), ub.view(np.float32), uc.view(np.float32)
+        fa, fb, fc = self._in(a, d), self._in(b, d), self._in(c, d)
         with np.errstate(all="ignore"):
             p = fa.astype(np.float64) * fb.astype(np.float64)  # exact
             cc = fc.astype(np.float64)
@@ -182,12 +177,11 @@ class Ops:
             fix = fin & (err != 0) & even
             s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)  # round to odd
             tiny = self._tiny(np.where(fin, s, 1.0))  # round-to-odd keeps the order with 2^-126
-            hw = (fa * fb + fc).view(np.uint32)
-            return self._out(s, tiny, hw)
+            return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
 
     def from_u32(self, u: object) -> np.ndarray:
         r = words(u).astype(np.float64)  # exact
-        return self._out(r, self._tiny(r), r.astype(np.float32).view(np.uint32))
+        return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 
     def read(self, u: object) -> np.ndarray:
         """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it

@@ -43,7 +43,7 @@ class Case:
     step_base: int = 0
     page: str | None = None  # a page of meshnb.testing.pages.hard_pages(), else init
 
-    def sized(self, quick: bool) -> "Case":
+    def sized(self, quick: bool) -> Case:
         """The case as the pack (quick or full) runs it."""
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
@@ -75,18 +75,18 @@ def _hard_cases() -> list[Case]:
 
 
 CASES: tuple[Case, ...] = (
-    Case("default", "the default run: 4096 steps of one system from init", 4096, 512),
+    Case("default", "the default run: 4096 steps of one system from init", 4096, 256),
     Case("long", "a long run: 65536 steps (the trajectory settles into a cycle)", 65536, None),
     Case("step-base-2^32", "a step base just below 2^32: the step crosses into STEP_HI = 1",
-         600, 200, step_base=(1 << 32) - 300),
+         600, 128, step_base=(1 << 32) - 300),
     Case("step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run",
-         600, 200, step_base=END - 600),
+         600, 128, step_base=END - 600),
     Case("partial-last-task", "1000 steps of 64-step tasks: the last task runs 40 (STEPS_PER_TASK "
          "written before it and restored)", 1000, 200),
-    Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 100, steps_per_task=1),
-    Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 201, steps_per_task=37),
+    Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 64, steps_per_task=1),
+    Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 100, steps_per_task=37),
     Case("lr-changes", "SET_LR before step 0, mid-run (after 300 steps, not at a task boundary) and "
-         "after the last step", 600, 200, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
+         "after the last step", 600, 128, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
     Case("lr-underflow", "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
          300, 100, set_lr=((0, 0x00800000),)),
     Case("lr-tiny-updates", "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose "
@@ -96,10 +96,10 @@ CASES: tuple[Case, ...] = (
     Case("lr-divergent-nan", "LR = 8: the params diverge, overflow to inf and end in NaN",
          400, 200, set_lr=((0, 0x41000000),)),
     *_hard_cases(),
-    Case("cluster-2", "a cluster of N = 2 from init", 1024, 128, systems=2, grouped=True),
-    Case("cluster-3", "a cluster of N = 3 from init (fold order shows with 3 slots)", 600, 128,
+    Case("cluster-2", "a cluster of N = 2 from init", 1024, 96, systems=2, grouped=True),
+    Case("cluster-3", "a cluster of N = 3 from init (fold order shows with 3 slots)", 600, 96,
          systems=3, grouped=True, set_lr=((300, 0x3F400000),)),
-    Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 96, systems=8, grouped=True),
+    Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 64, systems=8, grouped=True),
     Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, systems=1, grouped=True),
 )
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
