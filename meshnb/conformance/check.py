@@ -27,7 +27,6 @@ from .fpu import Ops
 from .pack import Case, PackError, load_manifest, read_file, run_case, verify_files
 
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
-FULL_REPLAY_LIMIT = 20_000  # steps x systems: beyond it, a page-only check asks for a trace
 
 
 # =============================================================================================
@@ -43,6 +42,7 @@ class Setup:
     expected: list[bytes]
     trace: np.ndarray
     manifest_note: str = ""
+    per_step: tuple[np.ndarray, np.ndarray] | None = None  # cache of _params_per_step
 
 
 def _page(data: bytes, what: str) -> bytes:
@@ -318,52 +318,51 @@ def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
 
 def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None,
              task: tuple[int, int, bytes] | None) -> dict[str, Any]:
-    """Replays the first differing part under every model; names those that reproduce the bits."""
+    """Replays the first differing part under every model; names those that reproduce the bits.
+
+    The part replayed for a model starts at ``WINDOW`` steps before the first differing step (an
+    apply fault shows one step later), or earlier, at the step where the model first parts from
+    meshnb on meshnb's trajectory (a fault can change the params long before the sums show it);
+    a model that never parts from meshnb on this run cannot reproduce a difference and is skipped."""
     case = setup.case
     found: list[faults.Model] = []
     lanes_at: int | None = None
     diff_t = first_trace_diff(setup.trace, got_trace) if got_trace is not None else None
     if diff_t is not None:
-        t = diff_t[0]
-        start = max(0, t - WINDOW)
-        how = f"steps {start} .. {t} replayed from meshnb's state at step {start}; the trace rows compared"
-        want_rows = got_trace[start:t + 1]
-        for m in _candidates(setup, got_page):
-            pages = None
-            if m.name == "executor-samples":
-                pages = _with_samples(reference_state(setup, start), got_page)
-            r = replay(setup, start, t + 1 - start, m, pages)
-            if np.array_equal(r.trace, want_rows):
-                found.append(m)
-        lanes_at = t
+        end = diff_t[0] + 1
+        window = max(0, diff_t[0] - WINDOW)
+        how = f"from meshnb's state {WINDOW} steps before step {diff_t[0]} (or where the model parts), the trace rows"
+        lanes_at = diff_t[0]
     elif task is not None:
-        a, b, page = task
-        how = f"the task of steps {a} .. {b} replayed from meshnb's page after {a} steps; the pages compared"
-        for m in _candidates(setup, got_page):
-            pages = _with_samples(reference_state(setup, a), got_page) if m.name == "executor-samples" else None
-            r = replay(setup, a, b - a, m, pages)
-            if r.pages[system] == page:
-                found.append(m)
-        lanes_at = a
+        window, end = task[0], task[1]
+        how = f"the task of steps {window} .. {end} from meshnb's page after {window} steps, the pages"
+        lanes_at = window
+    elif got_trace is not None:
+        window, end = max(0, case.steps - WINDOW), case.steps
+        how = f"the trace matches: the last {case.steps - window} steps from meshnb's state, the final pages"
     else:
-        if got_trace is not None:
-            start = max(0, case.steps - WINDOW)
-            how = (f"the trace matches: steps {start} .. {case.steps} replayed from meshnb's state at step "
-                   f"{start}; the final pages compared")
+        window, end = 0, case.steps
+        how = "no trace: the whole run from the start pages, the final pages"
+    for m in _candidates(setup, got_page):
+        if m.name == "executor-samples":
+            start = 0 if diff_t is None and task is None else window
+            r = replay(setup, start, end - start, m, _with_samples(reference_state(setup, start), got_page))
         else:
-            start = 0
-            how = "no trace: the whole run replayed from the start pages; the final pages compared"
-            if case.steps * case.systems > FULL_REPLAY_LIMIT:
-                return {"how": f"no trace and {case.steps} steps: too long to replay under every model "
-                               "(give --trace or --pages)", "models": [], "lanes": ""}
-        for m in _candidates(setup, got_page):
-            pages = None
-            if m.name == "executor-samples":
-                pages = _with_samples(reference_state(setup, start), got_page)
-            r = replay(setup, start, case.steps - start, m, pages)
-            if r.pages[system] == got_page:
-                found.append(m)
-    out: dict[str, Any] = {"how": how, "models": [{"name": m.name, "doc": m.doc} for m in found]}
+            d = first_divergence(setup, m)
+            if d is None or d >= end:
+                continue  # the model gives meshnb's bits over the part compared
+            start = min(window, d)
+            r = replay(setup, start, end - start, m)
+        if diff_t is not None:
+            ok = np.array_equal(r.trace, got_trace[start:end])
+        elif task is not None:
+            ok = r.pages[system] == task[2]
+        else:
+            ok = r.pages[system] == got_page
+        if ok:
+            found.append(m)
+    out: dict[str, Any] = {"how": "replayed " + how + " compared", "models": [{"name": m.name, "doc": m.doc}
+                                                                         for m in found]}
     if not found and lanes_at is not None and lanes_at < case.steps:
         out["lanes"] = lane_table(setup, lanes_at, system)
     return out
@@ -449,6 +448,8 @@ def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
     rebuilt from the trace with the plain-Python reference ops."""
     from meshnb.testing import reference as ref
 
+    if setup.per_step is not None:
+        return setup.per_step
     case = setup.case
     page = setup.in_pages[0]
     p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, 0)]
@@ -465,6 +466,7 @@ def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
         p = [ref.py_sub(p[j], ref.py_mul(lr, ref.py_mul(row[j], inv))) for j in range(4)]
         ps[s + 1] = p
         lrs[s] = lr
+    setup.per_step = (ps, lrs)
     return ps, lrs
 
 

@@ -41,7 +41,7 @@ class Case:
     steps_per_task: int = 64
     set_lr: tuple[tuple[int, int], ...] = ()  # (steps of this run done, f32 word), as --set-lr
     step_base: int = 0
-    page: str | None = None  # a page of meshnb.testing.pages.hard_pages(), else init
+    page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
 
     def sized(self, quick: bool) -> Case:
         """The case as the pack (quick or full) runs it."""
@@ -61,7 +61,7 @@ class Case:
 
     def in_page(self) -> bytes:
         """Every system's start page."""
-        page = ref.init_page(self.systems, self.grouped) if self.page is None else hard.hard_pages()[self.page]
+        page = ref.init_page(self.systems, self.grouped) if self.page is None else start_pages()[self.page]
         out = bytearray(page)
         struct.pack_into("<I", out, 20, self.steps_per_task)
         struct.pack_into("<I", out, 28, self.step_base & 0xFFFFFFFF)
@@ -69,9 +69,39 @@ class Case:
         return bytes(out)
 
 
+def _subnormal_x(page: bytes, scale: float) -> list[int]:
+    """X scaled by ``scale`` (a power of two), rounded into the subnormal range as IEEE does."""
+    x = np.frombuffer(page, "<f4", 256, 64).astype(np.float64) * scale
+    return [int(w) for w in x.astype(np.float32).view(np.uint32)]
+
+
+def probe_pages() -> dict[str, bytes]:
+    """The pack's own start pages, built to separate the flush rules (see each case's about)."""
+    base = ref.init_page(1)
+    y0 = hard.with_words(base, hard.Y, [0] * 256)
+    # Products at the flush boundary: b * 3F7FFFFF and d * 3F7FFFFE (d = 00800001) round to 2^-126
+    # in mode Z, are tiny before rounding, and only the first is tiny after rounding unbounded.
+    xs = [0x3F7FFFFF if i % 2 == 0 else 0x3F7FFFFE for i in range(256)]
+    tiny = hard.with_words(hard.with_words(y0, hard.X, xs), hard.PARAMS, [0, 0x00800000, 0, 0x00800001])
+    # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
+    sub = hard.with_words(hard.with_words(base, hard.X, _subnormal_x(base, 2.0**-130)), hard.PARAMS,
+                          [0x3F800000, 0x72000000, 0x00000000, 0x7A000000])
+    return {"tininess-probes": tiny, "subnormal-samples-huge-params": sub}
+
+
+def start_pages() -> dict[str, bytes]:
+    """Every named start page: meshnb.testing's hard pages and the pack's probes."""
+    return {**hard.hard_pages(), **probe_pages()}
+
+
 def _hard_cases() -> list[Case]:
     return [Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
-            for name in hard.hard_pages()]
+            for name in hard.hard_pages()] + [
+        Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y = 0, params 0, 00800000, 0, 00800001: "
+             "products that round up to 2^-126 (the op probes, in a step)", 64, 64, page="tininess-probes"),
+        Case("probe-subnormal-samples", "every X subnormal (x 2^-130), params up to 2^117: products that are "
+             "normal unless subnormal inputs are flushed", 64, 64, page="subnormal-samples-huge-params"),
+    ]
 
 
 CASES: tuple[Case, ...] = (
