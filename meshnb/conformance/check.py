@@ -26,6 +26,7 @@ from . import faults
 from .fpu import Ops
 from .pack import Case, PackError, load_manifest, read_file, run_case, verify_files
 
+EXTEND = 64  # rows after the first differing one that a model must reproduce too
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
 
 
@@ -193,7 +194,10 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
     (or from ``pages``)."""
     case = setup.case
     state = reference_state(setup, start, m) if pages is None else pages
-    lr = {s - start: w for s, w in case.set_lr if start <= s <= start + steps}
+    end = start + steps
+    # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
+    # a task boundary is the view before the next task's SET_LR)
+    lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
     return faults.run(state, steps, grouped=case.grouped, set_lr=lr, m=m)
 
 
@@ -262,6 +266,8 @@ class Report:
                     lines.append(f"  reproduced by {m['name']}: {m['doc']}")
             else:
                 lines.append("  no fault model reproduces these bits")
+            for m in dg.get("first_step_only", []):
+                lines.append(f"  reproduces the first differing step only (parts later): {m['name']}")
             if dg.get("lanes"):
                 lines.append(dg["lanes"])
         return "\n".join(lines)
@@ -343,26 +349,37 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
     else:
         window, end = 0, case.steps
         how = "no trace: the whole run from the start pages, the final pages"
+    # With a trace, a model that reproduces the first differing step is also held to the rows after
+    # it (up to EXTEND steps): two flush rules can agree on one step and part on the next.
+    far = min(case.steps, end + EXTEND) if diff_t is not None else end
+    first_only: list[faults.Model] = []
     for m in _candidates(setup, got_page):
         if m.name == "executor-samples":
             start = 0 if diff_t is None and task is None else window
-            r = replay(setup, start, end - start, m, _with_samples(reference_state(setup, start), got_page))
+            r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
         else:
             d = first_divergence(setup, m)
             if d is None or d >= end:
                 continue  # the model gives meshnb's bits over the part compared
             start = min(window, d)
-            r = replay(setup, start, end - start, m)
+            r = replay(setup, start, far - start, m)
         if diff_t is not None:
-            ok = np.array_equal(r.trace, got_trace[start:end])
+            ok = np.array_equal(r.trace[:end - start], got_trace[start:end])
+            if ok and not np.array_equal(r.trace, got_trace[start:far]):
+                first_only.append(m)
+                continue
         elif task is not None:
             ok = r.pages[system] == task[2]
         else:
             ok = r.pages[system] == got_page
         if ok:
             found.append(m)
+    if diff_t is not None:
+        how += f" (and the rows after it, to step {far - 1})"
     out: dict[str, Any] = {"how": "replayed " + how + " compared", "models": [{"name": m.name, "doc": m.doc}
                                                                          for m in found]}
+    if first_only:
+        out["first_step_only"] = [{"name": m.name, "doc": m.doc} for m in first_only]
     if not found and lanes_at is not None and lanes_at < case.steps:
         out["lanes"] = lane_table(setup, lanes_at, system)
     return out

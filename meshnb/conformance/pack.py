@@ -79,10 +79,12 @@ def probe_pages() -> dict[str, bytes]:
     """The pack's own start pages, built to separate the flush rules (see each case's about)."""
     base = ref.init_page(1)
     y0 = hard.with_words(base, hard.Y, [0] * 256)
-    # Products at the flush boundary: b * 3F7FFFFF and d * 3F7FFFFE (d = 00800001) round to 2^-126
-    # in mode Z, are tiny before rounding, and only the first is tiny after rounding unbounded.
+    # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
+    # (x = 3F7FFFFE), and e * x is the op probe mul(3F7FFFFF, 00800000) on the even steps and
+    # mul(3F7FFFFE, 00800001) on the odd ones; lr * g underflows, so the params stay 0 in mode Z.
     xs = [0x3F7FFFFF if i % 2 == 0 else 0x3F7FFFFE for i in range(256)]
-    tiny = hard.with_words(hard.with_words(y0, hard.X, xs), hard.PARAMS, [0, 0x00800000, 0, 0x00800001])
+    ys = [0x80800000 if i % 2 == 0 else 0x80800001 for i in range(256)]
+    tiny = hard.with_words(hard.with_words(hard.with_words(base, hard.X, xs), hard.Y, ys), hard.PARAMS, [0] * 4)
     # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
     sub = hard.with_words(hard.with_words(base, hard.X, _subnormal_x(base, 2.0**-130)), hard.PARAMS,
                           [0x3F800000, 0x72000000, 0x00000000, 0x7A000000])
@@ -97,8 +99,9 @@ def start_pages() -> dict[str, bytes]:
 def _hard_cases() -> list[Case]:
     return [Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
             for name in hard.hard_pages()] + [
-        Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y = 0, params 0, 00800000, 0, 00800001: "
-             "products that round up to 2^-126 (the op probes, in a step)", 64, 64, page="tininess-probes"),
+        Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, "
+             "params 0: e * x is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; "
+             "x86 FTZ: 0 on the even steps)", 64, 64, page="tininess-probes"),
         Case("probe-subnormal-samples", "every X subnormal (x 2^-130), params up to 2^117: products that are "
              "normal unless subnormal inputs are flushed", 64, 64, page="subnormal-samples-huge-params"),
     ]
