@@ -78,7 +78,6 @@ def _subnormal_x(page: bytes, scale: float) -> list[int]:
 def probe_pages() -> dict[str, bytes]:
     """The pack's own start pages, built to separate the flush rules (see each case's about)."""
     base = ref.init_page(1)
-    y0 = hard.with_words(base, hard.Y, [0] * 256)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
     # (x = 3F7FFFFE), and e * x is the op probe mul(3F7FFFFF, 00800000) on the even steps and
     # mul(3F7FFFFE, 00800001) on the odd ones; lr * g underflows, so the params stay 0 in mode Z.
