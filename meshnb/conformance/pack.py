@@ -107,18 +107,18 @@ def _hard_cases() -> list[Case]:
 
 
 CASES: tuple[Case, ...] = (
-    Case("default", "the default run: 4096 steps of one system from init", 4096, 256),
+    Case("default", "the default run of one system from init (4096 steps; 256 in the quick pack)", 4096, 256),
     Case("long", "a long run: 65536 steps (the trajectory settles into a cycle)", 65536, None),
     Case("step-base-2^32", "a step base just below 2^32: the step crosses into STEP_HI = 1",
          600, 128, step_base=(1 << 32) - 300),
     Case("step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run",
          600, 128, step_base=END - 600),
-    Case("partial-last-task", "1000 steps of 64-step tasks: the last task runs 40 (STEPS_PER_TASK "
-         "written before it and restored)", 1000, 200),
+    Case("partial-last-task", "steps not a multiple of the 64-step tasks: the last task is shorter "
+         "(STEPS_PER_TASK written before it and restored)", 1000, 200),
     Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 64, steps_per_task=1),
     Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 100, steps_per_task=37),
-    Case("lr-changes", "SET_LR before step 0, mid-run (after 300 steps, not at a task boundary) and "
-         "after the last step", 600, 128, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
+    Case("lr-changes", "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and "
+         "after the last step", 600, 100, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
     Case("lr-underflow", "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
          300, 100, set_lr=((0, 0x00800000),)),
     Case("lr-tiny-updates", "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose "
