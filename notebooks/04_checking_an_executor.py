@@ -35,9 +35,8 @@ import matplotlib
 matplotlib.use("Agg")
 # %matplotlib inline
 import matplotlib.pyplot as plt
-import numpy as np
 
-from meshnb.conformance import check, faults, ops, pack
+from meshnb.conformance import check, faults, ops
 from meshnb.conformance.cli import main
 
 work = Path(tempfile.mkdtemp(prefix="meshnb-nb04-"))
