@@ -337,7 +337,8 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
     if diff_t is not None:
         end = diff_t[0] + 1
         window = max(0, diff_t[0] - WINDOW)
-        how = f"from meshnb's state {WINDOW} steps before step {diff_t[0]} (or where the model parts), the trace rows"
+        how = (f"from meshnb's state at step {window} (or earlier, where the model first parts from meshnb), "
+               f"the trace rows to step {diff_t[0]}")
         lanes_at = diff_t[0]
     elif task is not None:
         window, end = task[0], task[1]
@@ -375,7 +376,7 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
         if ok:
             found.append(m)
     if diff_t is not None:
-        how += f" (and the rows after it, to step {far - 1})"
+        how += f" and on to step {far - 1}"
     out: dict[str, Any] = {"how": "replayed " + how + " compared", "models": [{"name": m.name, "doc": m.doc}
                                                                          for m in found]}
     if first_only:
