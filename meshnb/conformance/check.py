@@ -281,8 +281,6 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     """meshnb's lane values at ``step`` of the run (system ``system``), as a text table."""
     case = setup.case
     state = reference_state(setup, step)
-    lr_now = [w for s, w in case.set_lr if s <= step]
-    del lr_now  # the sums do not read LR
     ops = Ops()
     n = case.systems
     t = case.step_base + step

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,10 +41,6 @@ class Model:
     fold: str = "system"  # or "reverse": slot N-1 + ... + slot 0
     samples: str = "exact"  # or "naive-sin": y = f32(sin(pi * x)) in f64 without reduction
     raw_lr_inv: bool = False  # LR and INV_BATCH read without ftz_from_bits and fed to mul unflushed
-
-    @property
-    def rule_text(self) -> str:
-        return self.doc
 
 
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
@@ -268,7 +264,3 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
         out.append(bytes(page))
     return Run(out, trace)
 
-
-def with_rules(m: Model, **changes: object) -> Model:
-    """A copy of ``m`` with fields changed (for ad-hoc models in notebooks and tests)."""
-    return replace(m, **changes)  # type: ignore[arg-type]

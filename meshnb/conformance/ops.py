@@ -26,12 +26,13 @@ _POS = [
     0x00000000,                                  # zero
     0x00000001, 0x00000002, 0x00400000, 0x007FFFFE, 0x007FFFFF,  # subnormals
     0x00800000, 0x00800001, 0x00800002, 0x00FFFFFF, 0x01000000, 0x01000001,  # smallest normals
-    0x1F000000, 0x1EFFFFFF, 0x1F000001, 0x1F7FFFFF,  # 2^-65 .. : products near 2^-126
+    0x1F000000, 0x1EFFFFFF, 0x1F000001, 0x1F7FFFFF,  # 2^-65 ..: products with 2^-61 near 2^-126
+    0x20000000, 0x1FFFFFFF, 0x20000001, 0x21000000,  # 2^-63 and neighbours: squares at, below, above 2^-126
     0x33800000, 0x34000000,                      # half and one ulp of 1
     0x3F7FFFFE, 0x3F7FFFFF, 0x3F800000, 0x3F800001, 0x3F800002,  # 1 and its neighbours
     0x3F000000, 0x40000000, 0x40400000, 0x3FC00000, 0x3EAAAAAB,  # 0.5, 2, 3, 1.5, 1/3
     0x4B800000, 0x4B800001,                      # 2^24, 2^24 + 2
-    0x5F000000, 0x5F7FFFFF,                      # 2^63: products near the overflow threshold
+    0x5F000000, 0x5F7FFFFF, 0x5F800000, 0x5F800001,  # 2^63, 2^64: products near the overflow threshold
     0x72FFFFFF, 0x73000000, 0x73000001,          # just below, at and above half an ulp of the max
     0x7F000000, 0x7F7FFFFE, 0x7F7FFFFF,          # the largest finite
     0x7F800000,                                  # infinity
