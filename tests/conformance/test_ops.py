@@ -178,3 +178,17 @@ def test_verify_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["ops", "verify", "mul", str(tmp_path)]) == 2
     assert main(["ops", "verify", "sqrt", str(good)]) == 2
     capsys.readouterr()
+
+
+def test_parse_reads_any_layout_the_same() -> None:
+    """The canonical layout (numpy fast path) and free layouts (comments, case, spacing) agree."""
+    a, b = ops.generate("sub", 1, count=500)
+    r = ops.expected("sub", a, b)
+    canon = ops.format_lines(a, b, r)
+    free = b"# executor output\n" + b"\n".join(
+        f"  {x:X}\t{y:x}   {z:08X} ".encode() for x, y, z in zip(a.tolist(), b.tolist(), r.tolist())) + b"\n\n"
+    p1, p2 = ops.parse("sub", canon), ops.parse("sub", free)
+    assert ops._parse_canonical(canon, 3) is not None and ops._parse_canonical(free, 3) is None
+    for x, y in zip(p1, p2):
+        assert np.array_equal(x, y)
+    assert np.array_equal(p1[0], a) and np.array_equal(p1[2], r)
