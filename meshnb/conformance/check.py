@@ -358,7 +358,8 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
             r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
         else:
             d = first_divergence(setup, m)
-            if d is None or d >= end:
+            final = diff_t is None and task is None  # the final page: a SET_LR after the last step counts
+            if d is None or d > end or (d == end and not (final and end == case.steps)):
                 continue  # the model gives meshnb's bits over the part compared
             start = min(window, d)
             r = replay(setup, start, far - start, m)

@@ -253,3 +253,14 @@ def test_python_m_from_another_directory(quick_pack: Path, tmp_path: Path) -> No
     r = subprocess.run([sys.executable, "-m", "meshnb.conformance", "ops", "gen", "mul", "--count", "3"],
                        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert r.returncode == 0 and r.stdout.splitlines()[0] == "3f7fffff 00800000 00800000"
+
+
+def test_a_set_lr_after_the_last_step_is_diagnosed(tmp_path: Path) -> None:
+    """A fault that shows only in the LR word SET_LR writes after the last step (trace equal)."""
+    page = pack.start_pages()["tiny-params-underflow"]
+    s = check.setup_from_run(page, 20, set_lr={20: 0x00400000})
+    run = faults.run([page], 20, grouped=False, set_lr={20: 0x00400000}, m=faults.model("raw-lr-inv"))
+    for trace in (run.trace, None):
+        rep = check.check(s, run.pages[0], got_trace=trace)
+        assert rep.trace is None and [d["field"] for d in rep.diff] == ["LR"]
+        assert "raw-lr-inv" in [m["name"] for m in rep.diagnosis["models"]]
