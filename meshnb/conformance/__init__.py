@@ -1,0 +1,8 @@
+"""Checking an executor against float mode Z: op vectors, a conformance pack, and a diagnosing check.
+
+- :mod:`.ops`: TestFloat-style vectors for add, sub, mul, div, from_u32 (generate, verify, classify);
+- :mod:`.faults`: the fault models (one registry) and a simulated executor that runs any of them;
+- :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
+- :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
+- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``python -m meshnb.conformance``).
+"""

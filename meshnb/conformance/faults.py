@@ -1,0 +1,266 @@
+"""Fault models: the ways an executor's bits part from float mode Z, as one registry.
+
+A :class:`Model` is a set of FPU rules (:class:`~.fpu.Rules`) plus structural choices (FMA
+contraction, the lane sum, the fold order, how samples are made, how LR and INV_BATCH are read).
+:func:`run` is a simulated executor: the whole host protocol of SPEC sections 8-10 (SET_LR,
+step bases, clusters and their fold), vectorised over lanes and systems with numpy on uint32
+words, written apart from meshnb's numba loops.  With :data:`EXACT` (no fault) it gives meshnb's
+bits; with a model it gives the bits an executor with that fault would give.  ``meshnb check``
+replays a step (or a task, or a run) under every model to name those that reproduce an
+executor's bits, and the tests inject each model as an executor.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fpu import SIGN, Ops, Rules
+
+SAMPLES, WARP, BATCHES = 256, 32, 8
+OFF_PARAMS, OFF_LR, OFF_SPT, OFF_INV, OFF_NEXT, OFF_ERR = 0, 16, 20, 24, 28, 32
+OFF_STEP_HI, OFF_X, OFF_Y, OFF_LOSS = 44, 64, 1088, 2112
+LANES = np.arange(WARP)
+BUTTERFLY = (16, 8, 4, 2, 1)
+SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
+
+
+@dataclass(frozen=True)
+class Model:
+    """One way of computing the program: float mode Z with at most a few rules changed."""
+
+    name: str
+    doc: str
+    rules: Rules = field(default_factory=Rules)
+    fma_horner: bool = False  # pred = fma(fma(fma(d, x, c), x, b), x, a)
+    fma_apply: bool = False  # p = fma(-lr, mul(s, inv), p)
+    lane_sum: str = "butterfly"  # or "sequential": ((v0 + v1) + v2) + ... + v31
+    fold: str = "system"  # or "reverse": slot N-1 + ... + slot 0
+    samples: str = "exact"  # or "naive-sin": y = f32(sin(pi * x)) in f64 without reduction
+    raw_lr_inv: bool = False  # LR and INV_BATCH read without ftz_from_bits and fed to mul unflushed
+
+
+EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
+
+MODELS: tuple[Model, ...] = (
+    Model("gradual-underflow", "no flush at all: IEEE gradual underflow, subnormal inputs read as they are",
+          Rules(underflow="none", daz=False)),
+    Model("ftz-before-rounding", "results flushed when the exact result is tiny (tininess before rounding)",
+          Rules(underflow="before")),
+    Model("x86-ftz", "results flushed when tiny after rounding at unbounded exponent (x86 FTZ)",
+          Rules(underflow="after")),
+    Model("no-daz", "subnormal inputs not flushed (no DAZ); results flushed as mode Z does",
+          Rules(daz=False)),
+    Model("fma-horner", "FMA contraction in the Horner polynomial", fma_horner=True),
+    Model("fma-apply", "FMA contraction in apply (p - lr * g rounded once)", fma_apply=True),
+    Model("sequential-lane-sum", "a sequential sum over the 32 lanes instead of the xor butterfly",
+          lane_sum="sequential"),
+    Model("fold-reverse", "the cluster's fold not in system order (N-1 down to 0)", fold="reverse"),
+    Model("nan-x86", "NaNs not canonical: x86's (first NaN operand quieted, else 0xFFC00000)",
+          Rules(nan="x86")),
+    Model("nan-arm", "NaNs not canonical: ARM's default NaN 0x7FC00000", Rules(nan="arm")),
+    Model("samples-naive-sin", "samples not correctly rounded: y = sin(pi * x) in f64 without the exact "
+          "reduction (sin_pi(+-1) is not +-0)", samples="naive-sin"),
+    Model("raw-lr-inv", "LR and INV_BATCH read without the flush (SET_LR writes the raw word; the "
+          "multiplies take them unflushed)", raw_lr_inv=True),
+)
+BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
+
+
+def model(name: str) -> Model:
+    """The model called ``name`` (``mode-z`` is the fault-free one)."""
+    if name == EXACT.name:
+        return EXACT
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown fault model {name!r}; known: {', '.join(BY_NAME)}") from None
+
+
+# =============================================================================================
+# Samples (SPEC section 4)
+# =============================================================================================
+
+def _sin_pi_exact(x: float) -> float:
+    ax = abs(x)
+    r = 1.0 - ax if ax > 0.5 else ax
+    return math.copysign(math.sin(math.pi * r), x)
+
+
+def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
+    """X and Y words as the model's init makes them."""
+    ops = Ops(m.rules)
+    h = ops.div(0x40000000, ops.from_u32(255))
+    xw = ops.add(0xBF800000, ops.mul(ops.from_u32(np.arange(SAMPLES, dtype=np.uint32)), h))
+    xf = xw.view(np.float32).astype(np.float64)
+    if m.samples == "naive-sin":
+        y = np.sin(np.pi * xf)
+    else:
+        y = np.array([_sin_pi_exact(float(v)) for v in xf])
+    return xw, ops.read(y.astype(np.float32).view(np.uint32))
+
+
+def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> bytes:
+    """The page ``init`` writes under model ``m``."""
+    ops = Ops(m.rules)
+    page = bytearray(4096)
+    xw, yw = samples(m)
+    page[OFF_X:OFF_X + 1024] = xw.astype("<u4").tobytes()
+    page[OFF_Y:OFF_Y + 1024] = yw.astype("<u4").tobytes()
+    inv = int(ops.div(0x3F800000, ops.from_u32(WARP * (systems if grouped else 1))))
+    struct.pack_into("<IIII", page, OFF_LR, 0x3F000000, 64, inv, 0)
+    return bytes(page)
+
+
+# =============================================================================================
+# A step (SPEC sections 5 and 6), vectorised over a leading batch axis
+# =============================================================================================
+
+def lane_samples(offs: np.ndarray) -> np.ndarray:
+    """Sample indices (B, 32) of the batch offsets (B,)."""
+    return (np.asarray(offs, dtype=np.uint64) % BATCHES).astype(np.int64)[:, None] + BATCHES * LANES[None, :]
+
+
+def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32)."""
+    a, b, c, d = (p[:, j:j + 1] for j in range(4))
+    x2 = ops.mul(x, x)
+    x3 = ops.mul(x2, x)
+    if m.fma_horner:
+        pred = ops.fma(ops.fma(ops.fma(d, x, c), x, b), x, a)
+    else:
+        pred = ops.add(ops.mul(ops.add(ops.mul(ops.add(ops.mul(d, x), c), x), b), x), a)
+    e = ops.sub(pred, y)
+    v = np.stack([e, ops.mul(e, x), ops.mul(e, x2), ops.mul(e, x3), ops.mul(e, e)], axis=1)
+    return {"x": x, "y": y, "x2": x2, "x3": x3, "pred": pred, "e": e, "v": v}
+
+
+def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
+    """The sums (B, 5) of the lanes' terms v (B, 5, 32)."""
+    if m.lane_sum == "sequential":
+        acc = v[..., 0]
+        for lane in range(1, WARP):
+            acc = ops.add(acc, v[..., lane])
+        return acc
+    for o in BUTTERFLY:  # every lane l: v[l] = add(v[l], v[l xor o]), from the previous round
+        v = ops.add(v, v[..., LANES ^ o])
+    return v[..., 0]
+
+
+def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets."""
+    idx = lane_samples(offs)
+    rows = np.arange(len(p))[:, None]
+    return lane_sum(ops, m, lanes(ops, m, p, xs[rows, idx], ys[rows, idx])["v"])
+
+
+def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
+    """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words)."""
+    slots = ops.read(own)
+    order = range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots))
+    order = list(order)
+    acc = ops.read(slots[order[0]])
+    for k in order[1:]:
+        acc = ops.add(acc, ops.read(slots[k]))
+    return acc
+
+
+def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv: np.ndarray) -> np.ndarray:
+    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words."""
+    d = m.rules.daz
+    g = ops.mul(s[:, :4], inv, daz=(d, False) if m.raw_lr_inv else None)
+    if m.fma_apply:
+        return ops.fma(lr ^ SIGN, g, p)
+    return ops.sub(p, ops.mul(lr, g, daz=(False, d) if m.raw_lr_inv else None))
+
+
+def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
+    """The step's loss words (B,)."""
+    return ops.mul(s[:, 4:5], inv, daz=(m.rules.daz, False) if m.raw_lr_inv else None)[:, 0]
+
+
+def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
+    """How the model's TASK reads LR or INV_BATCH from the page."""
+    return np.asarray(w, dtype=np.uint32) if m.raw_lr_inv else ops.read(w)
+
+
+# =============================================================================================
+# The host's run (SPEC sections 8-10)
+# =============================================================================================
+
+@dataclass(frozen=True)
+class Run:
+    """What an executor produced: one final page per system and the trace (steps, 5) of system 0."""
+
+    pages: list[bytes]
+    trace: np.ndarray
+
+
+def _u32(page: bytes, off: int, n: int = 1) -> np.ndarray:
+    return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
+
+
+def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int] | None = None,
+        m: Model = EXACT, from_init: bool = False, independent: bool = False) -> Run:
+    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``.
+
+    ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
+    ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
+    and INV_BATCH), keeping the pages' step base, instead of loading the given pages' X, Y and
+    header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
+    ``independent``: the pages are separate single systems without a group run side by side (one
+    vectorised run of many cases; ``trace`` is then (steps, systems, 5))."""
+    ops = Ops(m.rules)
+    set_lr = dict(set_lr or {})
+    n = len(pages)
+    if from_init:  # the model's own samples and INV_BATCH; the host's STEPS_PER_TASK and step base
+        init = init_page(n, grouped, m)
+        pages = [pg[:OFF_INV] + init[OFF_INV:OFF_INV + 4] + pg[OFF_INV + 4:OFF_X] + init[OFF_X:OFF_LOSS]
+                 + pg[OFF_LOSS:] for pg in pages]
+    bases = {int(_u32(pg, OFF_STEP_HI)[0]) << 32 | int(_u32(pg, OFF_NEXT)[0]) for pg in pages}
+    if len(bases) != 1:
+        raise ValueError("the systems are not at the same step")
+    base = bases.pop()
+    p = np.stack([ops.read(_u32(pg, OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([read_word(ops, m, _u32(pg, OFF_LR)) for pg in pages])
+    inv = np.stack([read_word(ops, m, _u32(pg, OFF_INV)) for pg in pages])
+    xs = np.stack([_u32(pg, OFF_X, SAMPLES) for pg in pages])
+    ys = np.stack([_u32(pg, OFF_Y, SAMPLES) for pg in pages])
+    loss_ring = np.stack([_u32(pg, OFF_LOSS, 256) for pg in pages])
+    lr_word: int | None = None
+    if independent and grouped:
+        raise ValueError("independent systems have no group")
+    trace = np.zeros((steps, n, 5) if independent else (steps, 5), dtype=np.uint32)
+    for s in range(steps + 1):
+        if s in set_lr:
+            lr_word = int(read_word(ops, m, set_lr[s]))
+            lr[:] = lr_word
+        if s == steps:
+            break
+        t = base + s
+        if independent:
+            offs = np.full(n, t & 0xFFFFFFFF, dtype=np.uint64)
+        else:
+            offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+        own = step_sums(ops, m, p, xs, ys, offs)
+        applied = np.broadcast_to(fold(ops, m, own), (n, 5)) if grouped else own
+        p = apply(ops, m, p, applied, lr, inv)
+        loss_ring[:, t % 256] = loss(ops, m, applied, inv)
+        trace[s] = applied if independent else applied[0]
+    out = []
+    for k, pg in enumerate(pages):
+        page = bytearray(pg)
+        if steps > 0:
+            page[OFF_PARAMS:OFF_PARAMS + 16] = p[k].astype("<u4").tobytes()
+            page[OFF_LOSS:OFF_LOSS + 1024] = loss_ring[k].astype("<u4").tobytes()
+            struct.pack_into("<III", page, OFF_ERR, 0, 0, struct.unpack_from("<I", pg, OFF_ERR + 8)[0])
+            struct.pack_into("<I", page, OFF_NEXT, (base + steps) & 0xFFFFFFFF)
+            struct.pack_into("<I", page, OFF_STEP_HI, (base + steps) >> 32)
+        if lr_word is not None:
+            struct.pack_into("<I", page, OFF_LR, lr_word)
+        out.append(bytes(page))
+    return Run(out, trace)
+

@@ -1,0 +1,207 @@
+"""f32 operations on uint32 words under configurable FPU rules, vectorised with numpy.
+
+Float mode Z is one point of a small space of rules: when a result is flushed (never, or when it
+is tiny before rounding, after rounding at unbounded exponent, or after rounding in the real
+format as mode Z does), whether subnormal inputs are read as zero (DAZ), and which NaN comes out.
+:class:`Ops` computes add, sub, mul, div, fma and from_u32 under any of these rules, so that the
+op vectors (:mod:`.ops`) and the fault models (:mod:`.faults`) share one arithmetic core.
+
+How the exact result is rounded: the operands are f32, so in f64 a product is exact, and a sum,
+difference or quotient is rounded once at 53 bits, which is at least 2 * 24 + 2: rounding that to
+f32 (with gradual underflow, by numpy's cast) gives the correctly rounded result (the double
+rounding is innocuous).  A fused multiply-add has no such guarantee, so it is summed in f64 with
+round-to-odd (TwoSum, then the last bit set when inexact), which makes the second rounding
+correct.  Nothing here goes through numba: it is an oracle apart from meshnb's kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+EXP = np.uint32(0x7F800000)
+SIGN = np.uint32(0x80000000)
+MANT = np.uint32(0x007FFFFF)
+CANONICAL_NAN = 0x7FFFFFFF
+X86_DEFAULT_NAN = 0xFFC00000
+ARM_DEFAULT_NAN = 0x7FC00000
+TINY = 2.0**-126  # the smallest normal f32
+
+UNDERFLOWS = ("z", "none", "before", "after")
+NANS = ("canonical", "x86", "arm")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """One FPU mode.
+
+    ``underflow``: "z" flushes a result that is subnormal after rounding (mode Z); "none" keeps it
+    (IEEE gradual underflow); "before" flushes when the exact result is below 2^-126 (tininess
+    before rounding); "after" flushes when the result rounded to 24 bits at unbounded exponent is
+    below 2^-126 (x86 FTZ: tininess after rounding).  ``daz``: subnormal inputs read as zero.
+    ``nan``: "canonical" (0x7FFFFFFF), "x86" (the first NaN operand quieted, else 0xFFC00000) or
+    "arm" (default NaN 0x7FC00000).
+    """
+
+    underflow: str = "z"
+    daz: bool = True
+    nan: str = "canonical"
+
+    def __post_init__(self) -> None:
+        if self.underflow not in UNDERFLOWS or self.nan not in NANS:
+            raise ValueError(f"bad rules {self}")
+
+
+MODE_Z = Rules()
+
+
+def words(a: object) -> np.ndarray:
+    """``a`` as a uint32 array (a copy only when needed)."""
+    return np.asarray(a, dtype=np.uint32)
+
+
+def is_nan(u: np.ndarray) -> np.ndarray:
+    return ((u & EXP) == EXP) & ((u & MANT) != 0)
+
+
+def is_subnormal(u: np.ndarray) -> np.ndarray:
+    """Exponent bits all zero and a nonzero fraction."""
+    return ((u & EXP) == 0) & ((u & MANT) != 0)
+
+
+def flush_words(u: np.ndarray) -> np.ndarray:
+    """``ftz_bits`` of words: subnormal -> signed zero, NaN -> 0x7FFFFFFF."""
+    u = words(u)
+    out = np.where((u & EXP) == 0, u & SIGN, u)
+    return np.where(is_nan(u), np.uint32(CANONICAL_NAN), out).astype(np.uint32)
+
+
+def _round_unbounded(r: np.ndarray) -> np.ndarray:
+    """f64 values rounded to 24 significant bits, nearest even, as if the exponent were unbounded."""
+    m, e = np.frexp(r)
+    return np.ldexp(np.rint(m * 2.0**24) / 2.0**24, e)
+
+
+class Ops:
+    """add, sub, mul, div, fma, from_u32 on uint32 word arrays (broadcasting) under ``rules``.
+
+    ``daz=`` on a call overrides the input rule per operand (a tuple of bools): an executor that
+    feeds one operand to the FPU unflushed."""
+
+    def __init__(self, rules: Rules = MODE_Z) -> None:
+        self.rules = rules
+
+    # -- inputs and outputs -----------------------------------------------------------------
+    @staticmethod
+    def _in(u: np.ndarray, daz: bool) -> np.ndarray:
+        """Operand words as float32 (a subnormal read as a signed zero under DAZ)."""
+        u = np.asarray(u, dtype=np.uint32)
+        if daz:
+            u = np.where((u & EXP) == 0, u & SIGN, u)
+        return u.view(np.float32)
+
+    def _out(self, r64: np.ndarray, tiny_exact: Callable[[], np.ndarray], hw: Callable[[], np.ndarray]) -> np.ndarray:
+        """Round f64 results (correct to round once more) to f32 words under the rules.
+
+        ``tiny_exact()``: the exact result is nonzero and below 2^-126 in magnitude; ``hw()``: the
+        x86 float32 result, for its NaN bits (both computed only when the rules need them)."""
+        with np.errstate(all="ignore"):
+            u = r64.astype(np.float32).view(np.uint32)
+            flow = self.rules.underflow
+            if flow == "z":
+                u = np.where((u & EXP) == 0, u & SIGN, u)
+            elif flow != "none":
+                if flow == "before":
+                    tiny = tiny_exact() | ((u & EXP) == 0)
+                else:
+                    fin = np.isfinite(r64)
+                    tiny = fin & (r64 != 0) & (np.abs(_round_unbounded(np.where(fin, r64, 1.0))) < TINY)
+                u = np.where(tiny, np.where(np.signbit(r64), SIGN, np.uint32(0)), u)
+            nan = self.rules.nan
+            if nan == "x86":
+                return np.where(np.isnan(r64), words(hw()), u).astype(np.uint32)
+            fill = np.uint32(CANONICAL_NAN if nan == "canonical" else ARM_DEFAULT_NAN)
+            return np.where(np.isnan(r64), fill, u).astype(np.uint32)
+
+    def _two(self, a: object, b: object, daz: tuple[bool, bool] | None) -> tuple[np.ndarray, np.ndarray]:
+        da, db = daz if daz is not None else (self.rules.daz, self.rules.daz)
+        return self._in(a, da), self._in(b, db)
+
+    @staticmethod
+    def _tiny(r: np.ndarray) -> Callable[[], np.ndarray]:
+        return lambda: (r != 0) & (np.abs(r) < TINY)
+
+    # -- the operations -----------------------------------------------------------------------
+    def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        fa, fb = self._two(a, b, daz)
+        with np.errstate(all="ignore"):
+            r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
+            return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
+
+    def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        fa, fb = self._two(a, b, daz)
+        with np.errstate(all="ignore"):
+            r = fa.astype(np.float64) - fb
+            return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
+
+    def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        fa, fb = self._two(a, b, daz)
+        with np.errstate(all="ignore"):
+            r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
+            return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
+
+    def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        fa, fb = self._two(a, b, daz)
+        with np.errstate(all="ignore"):
+            da, db = fa.astype(np.float64), fb.astype(np.float64)
+            r = da / db
+            # The quotient is inexact in f64; |a/b| < 2^-126 iff |a| < 2^-126 |b| (exact scaling).
+            def tiny() -> np.ndarray:
+                return (da != 0) & np.isfinite(r) & (np.abs(da) < TINY * np.abs(db))
+            return self._out(r, tiny, lambda: (fa / fb).view(np.uint32))
+
+    def fma(self, a: object, b: object, c: object) -> np.ndarray:
+        """``a * b + c`` rounded once (every input under the DAZ rule)."""
+        d = self.rules.daz
+        fa, fb, fc = self._in(a, d), self._in(b, d), self._in(c, d)
+        with np.errstate(all="ignore"):
+            p = fa.astype(np.float64) * fb.astype(np.float64)  # exact
+            cc = fc.astype(np.float64)
+            s = p + cc
+            bb = s - p
+            err = (p - (s - bb)) + (cc - bb)  # TwoSum: s + err == p + c exactly (finite s)
+            fin = np.isfinite(s)
+            even = (s.view(np.uint64) & np.uint64(1)) == 0
+            fix = fin & (err != 0) & even
+            s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)  # round to odd
+            tiny = self._tiny(np.where(fin, s, 1.0))  # round-to-odd keeps the order with 2^-126
+            return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
+
+    def from_u32(self, u: object) -> np.ndarray:
+        r = words(u).astype(np.float64)  # exact
+        return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
+
+    def read(self, u: object) -> np.ndarray:
+        """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it
+        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone)."""
+        u = words(u)
+        if self.rules.underflow != "none":
+            u = np.where((u & EXP) == 0, u & SIGN, u).astype(np.uint32)
+        if self.rules.nan == "canonical":
+            u = np.where(is_nan(u), np.uint32(CANONICAL_NAN), u).astype(np.uint32)
+        return u
+
+
+BINARY = ("add", "sub", "mul", "div")
+OPS = BINARY + ("from_u32",)
+
+
+def apply_op(ops: Ops, name: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """The op ``name`` of :data:`OPS` on words."""
+    if name == "from_u32":
+        return ops.from_u32(a)
+    if name not in BINARY:
+        raise ValueError(f"unknown op {name!r}")
+    return getattr(ops, name)(a, b)

@@ -1,0 +1,330 @@
+"""Op vectors for float mode Z, in the manner of Berkeley TestFloat: generate, verify, classify.
+
+A vector is a line ``A B RESULT`` of 8-digit hex words (``A RESULT`` for ``from_u32``).  Level 1
+is every pair of :data:`SPECIAL` (plus :data:`PROBES` and a fixed number of random pairs); level 2
+is millions of pairs weighted to the edges (exponents near the flush boundary and the overflow
+threshold, mantissas near all zeros and all ones, results near 2^-126).  Expected results come
+from :class:`~.fpu.Ops` under mode Z (exact f64 arithmetic, then the rules), cross-checked by the
+tests against meshnb's numba ops, the numpy reference and MPFR.
+
+The tininess probes (:data:`PROBES`): ``mul(3F7FFFFF, 00800000)`` and ``mul(3F7FFFFE, 00800001)``
+both give ``00800000`` in mode Z (the rounded result is normal); a flush that judges tininess
+before rounding gives 0 for both; x86's FTZ (tininess after rounding at unbounded exponent) gives
+0 for the first only.  An executor's result on these two names its underflow rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan
+
+_POS = [
+    0x00000000,                                  # zero
+    0x00000001, 0x00000002, 0x00400000, 0x007FFFFE, 0x007FFFFF,  # subnormals
+    0x00800000, 0x00800001, 0x00800002, 0x00FFFFFF, 0x01000000, 0x01000001,  # smallest normals
+    0x1F000000, 0x1EFFFFFF, 0x1F000001, 0x1F7FFFFF,  # 2^-65 ..: products with 2^-61 near 2^-126
+    0x20000000, 0x1FFFFFFF, 0x20000001, 0x21000000,  # 2^-63 and neighbours: squares at, below, above 2^-126
+    0x33800000, 0x34000000,                      # half and one ulp of 1
+    0x3F7FFFFE, 0x3F7FFFFF, 0x3F800000, 0x3F800001, 0x3F800002,  # 1 and its neighbours
+    0x3F000000, 0x40000000, 0x40400000, 0x3FC00000, 0x3EAAAAAB,  # 0.5, 2, 3, 1.5, 1/3
+    0x4B800000, 0x4B800001,                      # 2^24, 2^24 + 2
+    0x5F000000, 0x5F7FFFFF, 0x5F800000, 0x5F800001,  # 2^63, 2^64: products near the overflow threshold
+    0x72FFFFFF, 0x73000000, 0x73000001,          # just below, at and above half an ulp of the max
+    0x7F000000, 0x7F7FFFFE, 0x7F7FFFFF,          # the largest finite
+    0x7F800000,                                  # infinity
+    0x7FC00000, 0x7FFFFFFF, 0x7FC12345,          # quiet NaNs (several payloads)
+    0x7F800001, 0x7FA00000, 0x7FBFFFFF,          # signalling NaNs
+]
+SPECIAL: tuple[int, ...] = tuple(_POS + [w | 0x80000000 for w in _POS])
+
+PROBES: tuple[tuple[int, int], ...] = ((0x3F7FFFFF, 0x00800000), (0x3F7FFFFE, 0x00800001))
+
+# u32 operands of from_u32: exact, halfway and just-off-halfway cases, the extremes.
+SPECIAL_U32: tuple[int, ...] = tuple(sorted({
+    0, 1, 2, 3, 255, 256, 0xFFFFFF, 0x1000000, 0x1000001, 0x1000002, 0x1000003, 0x2000001, 0x2000002,
+    0x2000003, 0x2000006, 0x7FFFFFBF, 0x7FFFFFC0, 0x7FFFFFC1, 0x7FFFFFFF, 0x80000000, 0x80000001,
+    0x80000080, 0x80000081, 0x80000180, 0xFFFFFF7F, 0xFFFFFF80, 0xFFFFFF81, 0xFFFFFFFE, 0xFFFFFFFF,
+    32, 64, 96, 128, 2048,
+}))
+
+LEVEL1_RANDOM = 20_000
+LEVEL2_COUNT = 2_000_000
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(seed))
+
+
+def _edge_words(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Words weighted to the edges: exponents near 0 and 255, mantissas near all zeros/ones."""
+    kind = rng.integers(0, 4, n)
+    sign = rng.integers(0, 2, n).astype(np.uint32) << np.uint32(31)
+    exp_edge = rng.choice(np.array([0, 1, 2, 3, 125, 126, 127, 128, 252, 253, 254, 255]), n)
+    exp_any = rng.integers(0, 256, n)
+    exp = np.where(kind < 2, exp_edge, exp_any).astype(np.uint32)
+    k = rng.integers(0, 24, n).astype(np.uint32)
+    low = (np.uint32(1) << k) - np.uint32(1)
+    mant = np.select([kind == 0, kind == 2, kind == 3], [low, MANT - low, rng.integers(0, 1 << 23, n)],
+                     rng.integers(0, 1 << 23, n)).astype(np.uint32)
+    return sign | (exp << np.uint32(23)) | (mant & MANT)
+
+
+def _pairs_near_tiny(rng: np.random.Generator, op: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs whose exact result lies near 2^-126 (or the overflow threshold) for ``op``."""
+    a = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    ea = ((a >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64)
+    ea = np.clip(ea, 1, 254)
+    target = rng.choice(np.array([0, 1, 2, 253, 254]), n)  # result exponent field wanted
+    if op == "mul":
+        eb = target - ea + 127 + rng.integers(-1, 2, n)
+    elif op == "div":
+        eb = ea - target + 127 + rng.integers(-1, 2, n)
+    else:  # add/sub: a near the boundary, b close to -a or tiny
+        eb = ea + rng.integers(-2, 3, n)
+    eb = np.clip(eb, 0, 255).astype(np.uint32)
+    a = (a & ~EXP) | (ea.astype(np.uint32) << np.uint32(23))
+    b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    b = (b & ~EXP) | (eb << np.uint32(23))
+    if op in ("add", "sub"):  # make b's mantissa close to a's so the result cancels to near 2^-126
+        b = np.where(rng.integers(0, 2, n) == 1, (b & ~MANT) | ((a & MANT) ^ rng.integers(0, 16, n).astype(np.uint32)), b)
+    return a, b.astype(np.uint32)
+
+
+def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Operands of ``op``'s vectors: (A, B) word arrays (B is None for from_u32)."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
+    if level not in (1, 2):
+        raise ValueError("level is 1 or 2")
+    rng = _rng(seed * 8 + OPS.index(op) + 16 * level)
+    n = count if count is not None else (LEVEL1_RANDOM if level == 1 else LEVEL2_COUNT)
+    if op == "from_u32":
+        spec = np.array(SPECIAL_U32 + tuple(w for w in SPECIAL if w < 1 << 32), dtype=np.uint32) if level == 1 \
+            else np.zeros(0, np.uint32)
+        near = (np.uint32(1) << rng.integers(24, 32, n).astype(np.uint32)) + rng.integers(-64, 64, n).astype(np.uint32)
+        rand = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+        pick = rng.integers(0, 2, n) == 1
+        return np.concatenate([spec, np.where(pick, near, rand)]).astype(np.uint32), None
+    if level == 1:
+        s = np.array(SPECIAL, dtype=np.uint32)
+        a0, b0 = np.repeat(s, len(s)), np.tile(s, len(s))
+        pa, pb = (np.array(x, dtype=np.uint32) for x in zip(*PROBES))
+        a1, b1 = _pairs_near_tiny(rng, op, n // 2)
+        r = rng.integers(0, 1 << 32, (2, n - n // 2), dtype=np.uint64).astype(np.uint32)
+        return np.concatenate([pa, a0, a1, r[0]]), np.concatenate([pb, b0, b1, r[1]])
+    q = n // 4
+    a1, b1 = _pairs_near_tiny(rng, op, q)
+    a2, b2 = _edge_words(rng, q), _edge_words(rng, q)
+    a3, b3 = _edge_words(rng, q), rng.integers(0, 1 << 32, q, dtype=np.uint64).astype(np.uint32)
+    r = rng.integers(0, 1 << 32, (2, n - 3 * q), dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([a1, a2, a3, r[0]]), np.concatenate([b1, b2, b3, r[1]])
+
+
+def expected(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """Mode Z results of ``op`` on word arrays."""
+    return apply_op(Ops(), op, a, b)
+
+
+_HEX = np.array([ord(c) for c in "0123456789abcdef"], dtype=np.uint8)
+
+
+def format_lines(*cols: np.ndarray) -> bytes:
+    """Word columns as lines of space-separated 8-digit lowercase hex (fast, vectorised)."""
+    n = len(cols[0])
+    width = 9 * len(cols)
+    out = np.empty((n, width), dtype=np.uint8)
+    for c, col in enumerate(cols):
+        w = np.asarray(col, dtype=np.uint32)
+        for d in range(8):
+            out[:, 9 * c + d] = _HEX[(w >> np.uint32(28 - 4 * d)) & np.uint32(0xF)]
+        out[:, 9 * c + 8] = ord(" ")
+    out[:, -1] = ord("\n")
+    return out.tobytes()
+
+
+def gen_lines(op: str, level: int = 1, seed: int = 1, count: int | None = None) -> bytes:
+    """The text of ``meshnb ops gen``: one vector a line."""
+    a, b = generate(op, level, seed, count)
+    r = expected(op, a, b)
+    return format_lines(a, r) if b is None else format_lines(a, b, r)
+
+
+class BadInput(ValueError):
+    """An executor's vector file that cannot be read (exit 2)."""
+
+
+_HEXVAL = np.full(256, -1, dtype=np.int64)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEXVAL[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEXVAL[_c] = 10 + _i
+
+
+def _hex_tokens(tokens: list[bytes], first_line: list[int]) -> np.ndarray:
+    """Tokens of 1 to 8 hex digits as uint32 (vectorised); BadInput naming the first bad one."""
+    arr = np.array(tokens, dtype="S9")
+    raw = arr.view(np.uint8).reshape(len(tokens), 9)
+    length = (raw != 0).sum(axis=1)
+    vals = _HEXVAL[raw]
+    bad = (length > 8) | ((vals < 0) & (raw != 0)).any(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise BadInput(f"line {first_line[i]}: {tokens[i][:20].decode('ascii', 'replace')!r} is not a hex word")
+    out = np.zeros(len(tokens), dtype=np.uint64)
+    for d in range(8):
+        present = d < length
+        out = np.where(present, out * np.uint64(16) + np.maximum(vals[:, d], 0).astype(np.uint64), out)
+    return out.astype(np.uint32)
+
+
+def _parse_canonical(data: bytes, want: int) -> np.ndarray | None:
+    """The words of a file in exactly ``ops gen``'s layout (8 hex digits, one space, a newline),
+    parsed at numpy speed; None when the file is laid out otherwise (the general parser reads it)."""
+    width = 9 * want
+    if not data or len(data) % width:
+        return None
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(-1, width)
+    seps = raw[:, 8::9]
+    if (seps[:, :-1] != ord(" ")).any() or (seps[:, -1] != ord("\n")).any():
+        return None
+    digits = np.delete(raw, np.s_[8::9], axis=1).reshape(-1, want, 8)
+    vals = _HEXVAL[digits]
+    if (vals < 0).any():
+        return None
+    out = np.zeros(digits.shape[:2], dtype=np.uint32)
+    for d in range(8):
+        out = (out << np.uint32(4)) | vals[:, :, d].astype(np.uint32)
+    return out
+
+
+def parse(op: str, data: bytes) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays.
+
+    Blank lines and lines starting with ``#`` are skipped; anything else that is not such a line
+    raises :class:`BadInput` naming the line."""
+    if op not in OPS:
+        raise BadInput(f"unknown op {op!r}; one of {', '.join(OPS)}")
+    want = 2 if op == "from_u32" else 3
+    fast = _parse_canonical(data, want)
+    if fast is not None:
+        arr = fast
+        return (arr[:, 0], None, arr[:, 1]) if want == 2 else (arr[:, 0], arr[:, 1], arr[:, 2])
+    tokens: list[bytes] = []
+    where: list[int] = []
+    for no, line in enumerate(data.splitlines(), 1):
+        parts = line.split()
+        if not parts or parts[0].startswith(b"#"):
+            continue
+        if len(parts) != want:
+            shown = line.strip()[:60].decode("ascii", "replace")
+            raise BadInput(f"line {no}: expected {want} hex words, got {shown!r}")
+        tokens.extend(parts)
+        where.extend((no,) * want)
+    if not tokens:
+        raise BadInput("no vectors in the input")
+    arr = _hex_tokens(tokens, where).reshape(-1, want)
+    if want == 2:
+        return arr[:, 0], None, arr[:, 1]
+    return arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+# Classes of a wrong result, in the order they are tried; a result may fit several.
+CLASSES: tuple[tuple[str, str], ...] = (
+    ("subnormal-not-flushed", "subnormal result not flushed"),
+    ("ftz-before-rounding", "flushed by tininess before rounding"),
+    ("ftz-after-rounding", "flushed by tininess after rounding with unbounded exponent (x86 FTZ)"),
+    ("subnormal-input-not-flushed", "subnormal input not flushed (no DAZ)"),
+    ("nan-not-canonical", "NaN not canonical"),
+    ("zero-wrong-sign", "zero of the wrong sign"),
+    ("rounding", "rounding (off by one ulp)"),
+    ("other", "none of the above"),
+)
+CLASS_TEXT = dict(CLASSES)
+
+_VARIANTS = {
+    "subnormal-not-flushed": Rules(underflow="none"),
+    "ftz-before-rounding": Rules(underflow="before"),
+    "ftz-after-rounding": Rules(underflow="after"),
+    "subnormal-input-not-flushed": Rules(daz=False),
+}
+
+
+def _ordered(u: np.ndarray) -> np.ndarray:
+    """Words mapped to integers that order like their float values (for ulp distances)."""
+    i = u.astype(np.int64)
+    return np.where(i & 0x80000000, -(i & 0x7FFFFFFF), i)
+
+
+def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want: np.ndarray) -> list[list[str]]:
+    """The classes (names of :data:`CLASSES`) of each wrong result ``got`` (``want`` expected)."""
+    a, got, want = (np.asarray(x, dtype=np.uint32) for x in (a, got, want))
+    match: dict[str, np.ndarray] = {}
+    for name, rules in _VARIANTS.items():
+        v = apply_op(Ops(rules), op, a, b)
+        if name == "subnormal-not-flushed":
+            match[name] = (v == got) & (got & EXP == 0) & (got & MANT != 0)
+        elif name == "subnormal-input-not-flushed":
+            match[name] = (v == got) & (v != want)
+        else:
+            match[name] = (v == got) & (v != want)
+    match["nan-not-canonical"] = is_nan(got) & (want == CANONICAL_NAN)
+    match["zero-wrong-sign"] = ((want & ~SIGN) == 0) & (got == (want ^ SIGN))
+    finite = ((got & EXP) != EXP) & ((want & EXP) != EXP)
+    match["rounding"] = finite & (np.abs(_ordered(got) - _ordered(want)) == 1)
+    out: list[list[str]] = []
+    for i in range(len(got)):
+        names = [n for n, _ in CLASSES[:-1] if match[n][i]]
+        if "subnormal-not-flushed" in names and "rounding" in names:
+            names.remove("rounding")
+        out.append(names or ["other"])
+    return out
+
+
+@dataclass
+class Report:
+    """The outcome of ``ops verify``."""
+
+    op: str
+    checked: int
+    wrong: int
+    first: list[dict[str, object]]
+    classes: dict[str, int]
+
+    def text(self) -> str:
+        verdict = "PASS" if self.wrong == 0 else "FAIL"
+        lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
+        for name, count in self.classes.items():
+            lines.append(f"  {count:9d}  {name}: {CLASS_TEXT[name]}")
+        if self.first:
+            lines.append(f"first {len(self.first)} wrong:")
+        for w in self.first:
+            ops_text = " ".join(str(x) for x in w["operands"])  # type: ignore[attr-defined]
+            lines.append(f"  {self.op}({ops_text}) = {w['got']}, expected {w['expected']}: "
+                         f"{', '.join(w['classes'])}")  # type: ignore[arg-type]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, object]:
+        return {"op": self.op, "checked": self.checked, "wrong": self.wrong, "classes": self.classes,
+                "first": self.first}
+
+
+def verify(op: str, data: bytes, show: int = 20) -> Report:
+    """Checks an executor's vector lines against mode Z; raises :class:`BadInput` if unreadable."""
+    a, b, got = parse(op, data)
+    want = expected(op, a, b)
+    bad = np.nonzero(got != want)[0]
+    classes = classify(op, a[bad], None if b is None else b[bad], got[bad], want[bad])
+    tally: Counter[str] = Counter()
+    for names in classes:
+        tally.update(names)
+    first = []
+    for j, i in enumerate(bad[:show]):
+        operands = [f"{int(a[i]):08x}"] + ([] if b is None else [f"{int(b[i]):08x}"])
+        first.append({"line_index": int(i), "operands": operands, "got": f"{int(got[i]):08x}",
+                      "expected": f"{int(want[i]):08x}", "classes": classes[j]})
+    ordered = {n: tally[n] for n, _ in CLASSES if tally[n]}
+    return Report(op, len(got), len(bad), first, ordered)

@@ -1,0 +1,268 @@
+"""``meshnb check``: every fault model, injected into a simulated executor, is caught and named.
+
+The executor with a fault is :func:`meshnb.conformance.check.executor_run` (meshnb's bits up to the
+step where the model first parts from them, then the model's own numpy run; the hard pages run
+side by side in one :func:`faults.run`); ``test_fast_executor_is_the_plain_run`` checks that it
+equals the plain :func:`faults.run` from the start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meshnb.conformance import check, faults, pack
+from meshnb.conformance.cli import main
+
+INIT = ["default", "step-base-2^32", "step-base-2^64-2", "partial-last-task", "steps-per-task-1",
+        "steps-per-task-odd", "lr-changes", "lr-underflow", "lr-tiny-updates", "lr-subnormal", "lr-divergent-nan"]
+CLUSTERS = ["cluster-2", "cluster-3", "cluster-8", "cluster-1"]
+NAN_CASES = ["lr-divergent-nan", "hard-overflow-then-inf-minus-inf", "hard-nan-payload-param", "hard-nan-lr",
+             "hard-huge-lr", "hard-subnormal-and-nan-samples", "hard-infinite-samples", "hard-huge-samples"]
+ALL = [c.name for c in pack.cases(quick=True)]
+
+# The quick pack's cases whose bits each fault changes (the README's table).
+EXPOSED: dict[str, set[str]] = {
+    "gradual-underflow": {"lr-underflow", "lr-tiny-updates", "lr-subnormal", "hard-tiny-params-zero-y",
+                          "hard-boundary-params-zero-y", "hard-tiny-samples", "hard-tiny-samples-big-params",
+                          "hard-subnormal-lr", "hard-inv-batch-at-flush-boundary", "hard-subnormal-inv-batch",
+                          "probe-tininess", "probe-subnormal-samples"},
+    "ftz-before-rounding": {"probe-tininess"},
+    "x86-ftz": {"probe-tininess"},
+    "no-daz": {"probe-subnormal-samples"},
+    "fma-horner": (set(INIT) - {"lr-underflow", "lr-tiny-updates"}) | set(CLUSTERS) | {
+        "hard-subnormal-params", "hard-tiny-params-underflow", "hard-tiny-params-zero-y",
+        "hard-boundary-params-zero-y", "hard-huge-lr", "hard-subnormal-and-nan-samples", "hard-infinite-samples"},
+    "fma-apply": {"lr-changes", "probe-tininess", "cluster-3"},
+    "sequential-lane-sum": set(ALL) - {"hard-nan-payload-param", "probe-tininess"},
+    "fold-reverse": {"cluster-3", "cluster-8"},
+    "nan-x86": set(NAN_CASES),
+    "nan-arm": set(NAN_CASES),
+    "samples-naive-sin": set(INIT) | set(CLUSTERS),
+    "raw-lr-inv": {"lr-subnormal", "hard-subnormal-inv-batch"},
+}
+
+
+def _executor_runs(setups: dict[str, check.Setup], m: faults.Model) -> dict[str, faults.Run]:
+    """Every quick case run by an executor with fault ``m``."""
+    hard = [n for n, s in setups.items() if not s.case.from_init]
+    side = faults.run([setups[n].in_pages[0] for n in hard], 64, grouped=False, independent=True, m=m)
+    runs = {n: faults.Run([side.pages[k]], side.trace[:, k]) for k, n in enumerate(hard)}
+    for n, s in setups.items():
+        if s.case.from_init:
+            runs[n] = check.executor_run(s, m)
+    return runs
+
+
+def test_every_model_is_in_the_table() -> None:
+    assert set(EXPOSED) == set(faults.BY_NAME)
+
+
+@pytest.mark.parametrize("name", list(faults.BY_NAME))
+def test_check_names_every_injected_fault(name: str, setups: dict[str, check.Setup]) -> None:
+    """On every case where the fault changes the bits, check fails the executor and names the model;
+    on the others it passes it.  The cases that expose each fault are the table above."""
+    m = faults.model(name)
+    exposed = set()
+    page_only = 0
+    runs = _executor_runs(setups, m)
+    for case in sorted(runs, key=lambda n: setups[n].case.steps * setups[n].case.systems):  # shortest first
+        run = runs[case]
+        s = setups[case]
+        k = s.case.systems - 1  # the last member: its own page and the common trace
+        rep = check.check(s, run.pages[k], system=k, got_trace=run.trace)
+        changed = run.pages != s.expected or not np.array_equal(run.trace, s.trace)
+        assert (rep.verdict == "FAIL") == changed, (case, rep.text())
+        if not changed:
+            continue
+        exposed.add(case)
+        named = [d["name"] for d in rep.diagnosis["models"]]
+        assert name in named, (case, rep.text())
+        if page_only < 1 and run.pages[k] != s.expected[k]:  # the page alone (the shortest case), replayed whole
+            page_only += 1
+            rep = check.check(s, run.pages[k], system=k)
+            assert name in [d["name"] for d in rep.diagnosis["models"]], (case, "page only", rep.text())
+    assert exposed == EXPOSED[name]
+
+
+def test_the_probes_tell_the_flush_rules_apart(setups: dict[str, check.Setup]) -> None:
+    s = setups["probe-tininess"]
+    named = {}
+    for name in ("ftz-before-rounding", "x86-ftz", "gradual-underflow"):
+        run = faults.run(s.in_pages, 64, grouped=False, m=faults.model(name))
+        rep = check.check(s, run.pages[0], got_trace=run.trace)
+        named[name] = {d["name"] for d in rep.diagnosis["models"]}
+    assert named == {"ftz-before-rounding": {"ftz-before-rounding"}, "x86-ftz": {"x86-ftz"},
+                     "gradual-underflow": {"gradual-underflow"}}
+
+
+@pytest.mark.parametrize("case", ["lr-changes", "lr-subnormal", "cluster-3", "lr-tiny-updates"])
+def test_fast_executor_is_the_plain_run(case: str, setups: dict[str, check.Setup]) -> None:
+    s = setups[case]
+    for m in faults.MODELS:
+        fast = check.executor_run(s, m)
+        plain = faults.run(s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr), m=m,
+                           from_init=True)
+        assert fast.pages == plain.pages and np.array_equal(fast.trace, plain.trace), m.name
+
+
+def test_report_names_fields_and_samples(setups: dict[str, check.Setup]) -> None:
+    s = setups["step-base-2^32"]
+    run = check.executor_run(s, faults.model("samples-naive-sin"))
+    rep = check.check(s, run.pages[0], got_trace=run.trace)
+    fields = {d["field"]: d for d in rep.diff}
+    assert {"Y[0]", "Y[255]"} <= set(fields) and fields["Y[0]"]["sample"] == 0
+    assert {d["field"] for d in rep.samples} == {"Y[0]", "Y[255]"}
+    assert all(d["ulps"] > 1000 for d in rep.samples)  # sin(pi) is 1.2e-16, not 0
+    names = {d["name"] for d in rep.diagnosis["models"]}
+    assert {"samples-naive-sin", "executor-samples"} <= names
+    text = rep.text()
+    assert text.startswith("FAIL: case step-base-2^32") and "Y[0]" in text and "reproduced by samples-naive-sin" in text
+
+
+def test_report_maps_loss_entries_to_steps(setups: dict[str, check.Setup]) -> None:
+    s = setups["step-base-2^32"]
+    run = check.executor_run(s, faults.model("fma-horner"))
+    rep = check.check(s, run.pages[0], got_trace=run.trace)
+    loss = [d for d in rep.diff if d["field"].startswith("LOSS[")]
+    base, steps = s.case.step_base, s.case.steps
+    assert loss and rep.trace is not None
+    for d in loss:
+        i = int(d["field"][5:-1])
+        assert d["step"] % 256 == i and base <= d["step"] < base + steps and d["step"] + 256 >= base + steps
+    t = rep.trace["step"]
+    assert rep.trace["absolute_step"] == base + t and np.array_equal(run.trace[:t], s.trace[:t])
+    assert "loss of step" in rep.text()
+
+
+def test_no_model_reproduces_a_stray_bit(setups: dict[str, check.Setup], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    s = setups["default"]
+    trace = s.trace.copy()
+    trace[100, 2] ^= 1
+    page = bytearray(s.expected[0])
+    page[0] ^= 1
+    rep = check.check(s, bytes(page), got_trace=trace)
+    assert rep.verdict == "FAIL" and rep.trace["step"] == 100 and rep.trace["sums"] == ["e*x2"]
+    assert rep.diagnosis["models"] == [] and "lane sample x" in rep.diagnosis["lanes"]
+    assert "no fault model reproduces" in rep.text()
+    (tmp_path / "t.bin").write_bytes(trace.astype("<u4").tobytes())
+    (tmp_path / "o.page").write_bytes(bytes(page))
+    assert main(["check", str(_case_dir(s)), "--page", str(tmp_path / "o.page"), "--trace",
+                 str(tmp_path / "t.bin"), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "FAIL" and out["diff"][0]["field"] == "PARAMS[0]" and out["trace"]["step"] == 100
+
+
+def _case_dir(s: check.Setup) -> Path:
+    return _ROOT[0] / s.case.name  # the quick pack's root, set by the fixture below
+
+
+_ROOT: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _root(quick_pack: Path) -> None:
+    _ROOT[:] = [quick_pack]
+
+
+def test_pages_at_task_boundaries(setups: dict[str, check.Setup], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a trace, boundary pages give the first differing task; its replay names the fault."""
+    s = setups["lr-changes"]
+    m = faults.model("fma-apply")
+    full = check.executor_run(s, m)
+    d = tmp_path / "pages"
+    d.mkdir()
+    for n in range(64, s.case.steps, 64):
+        r = faults.run(s.in_pages, n, grouped=False, set_lr={k: w for k, w in s.case.set_lr if k < n}, m=m)
+        (d / f"{n:08d}.page").write_bytes(r.pages[0])
+    (d / f"{s.case.steps}.page").write_bytes(full.pages[0])
+    (tmp_path / "o.page").write_bytes(full.pages[0])
+    code = main(["check", str(_case_dir(s)), "--page", str(tmp_path / "o.page"), "--pages", str(d)])
+    out = capsys.readouterr().out
+    assert code == 1 and "pages: the first differing task" in out and "reproduced by fma-apply" in out
+    first = check.first_divergence(s, m)
+    rep = check.check(s, full.pages[0], pages=check.read_pages_dir(d, s.case.steps))
+    assert rep.task["from"] <= first < rep.task["steps_done"]
+
+
+def test_view_in_instead_of_a_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = pack.start_pages()["hard-nan-lr".removeprefix("hard-")]
+    (tmp_path / "in.page").write_bytes(page)
+    run = faults.run([page], 50, grouped=False, set_lr={10: 0x3F400000}, m=faults.model("nan-x86"))
+    (tmp_path / "o.page").write_bytes(run.pages[0])
+    (tmp_path / "t.bin").write_bytes(run.trace.astype("<u4").tobytes())
+    argv = ["check", "--view-in", str(tmp_path / "in.page"), "--steps", "50", "--set-lr", "10:3f400000",
+            "--page", str(tmp_path / "o.page")]
+    assert main([*argv, "--trace", str(tmp_path / "t.bin")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL: case view-in") and "reproduced by nan-x86" in out
+    good = faults.run([page], 50, grouped=False, set_lr={10: 0x3F400000})
+    (tmp_path / "g.page").write_bytes(good.pages[0])
+    assert main([*argv[:-1], str(tmp_path / "g.page")]) == 0
+    assert capsys.readouterr().out.startswith("PASS")
+
+
+def test_bad_input_exits_2(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = str(quick_pack / "default")
+    good = tmp_path / "good.page"
+    good.write_bytes((quick_pack / "default" / "out-0.page").read_bytes())
+    assert main(["check", case, "--page", str(good)]) == 0
+    (tmp_path / "short.page").write_bytes(b"\0" * 4095)
+    (tmp_path / "odd.bin").write_bytes(b"\0" * 21)
+    (tmp_path / "few.bin").write_bytes(b"\0" * 40)
+    bad_case = tmp_path / "case"
+    bad_case.mkdir()
+    (bad_case / "case.json").write_text("{not json")
+    calls = [
+        ["check", case, "--page", str(tmp_path / "short.page")],
+        ["check", case, "--page", str(tmp_path / "missing.page")],
+        ["check", case, "--page", str(tmp_path)],
+        ["check", case, "--page", "/dev/null"],
+        ["check", case, "--page", str(good), "--trace", str(tmp_path / "odd.bin")],
+        ["check", case, "--page", str(good), "--trace", str(tmp_path / "few.bin")],
+        ["check", case, "--page", str(good), "--system", "1"],
+        ["check", case, "--page", str(good), "--steps", "5"],
+        ["check", str(tmp_path / "nowhere"), "--page", str(good)],
+        ["check", str(bad_case), "--page", str(good)],
+        ["check", "--page", str(good)],
+        ["check", "--view-in", str(tmp_path / "short.page"), "--page", str(good)],
+        ["check", "--view-in", str(good), "--steps", "10", "--set-lr", "3:xyz", "--page", str(good)],
+        ["check", case, "--page", str(good), "--pages", str(tmp_path / "nowhere")],
+        ["pack", str(good)],
+        ["pack", str(tmp_path), "--verify"],
+    ]
+    for argv in calls:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("meshnb: error: ") and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_python_m_from_another_directory(quick_pack: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    good = quick_pack / "hard-nan-lr" / "out-0.page"
+    r = subprocess.run([sys.executable, "-m", "meshnb.conformance", "check", str(quick_pack / "hard-nan-lr"),
+                        "--page", str(good), "--trace", str(quick_pack / "hard-nan-lr" / "trace.bin")],
+                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 0 and r.stdout.startswith("PASS: case hard-nan-lr"), r.stderr
+    r = subprocess.run([sys.executable, "-m", "meshnb.conformance", "ops", "gen", "mul", "--count", "3"],
+                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == "3f7fffff 00800000 00800000"
+
+
+def test_a_set_lr_after_the_last_step_is_diagnosed(tmp_path: Path) -> None:
+    """A fault that shows only in the LR word SET_LR writes after the last step (trace equal)."""
+    page = pack.start_pages()["tiny-params-underflow"]
+    s = check.setup_from_run(page, 20, set_lr={20: 0x00400000})
+    run = faults.run([page], 20, grouped=False, set_lr={20: 0x00400000}, m=faults.model("raw-lr-inv"))
+    for trace in (run.trace, None):
+        rep = check.check(s, run.pages[0], got_trace=trace)
+        assert rep.trace is None and [d["field"] for d in rep.diff] == ["LR"]
+        assert "raw-lr-inv" in [m["name"] for m in rep.diagnosis["models"]]

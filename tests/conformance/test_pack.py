@@ -1,0 +1,123 @@
+"""The conformance pack: deterministic, guarded by its manifest, passed by the reference."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meshnb.conformance import check, faults, pack
+from meshnb.conformance.cli import main
+from meshnb.testing import reference as ref
+
+
+def test_pack_is_deterministic(quick_pack: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    assert main(["pack", str(again), "--quick"]) == 0
+    names = sorted(p.relative_to(quick_pack).as_posix() for p in quick_pack.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(again).as_posix() for p in again.rglob("*") if p.is_file())
+    match, mismatch, errors = filecmp.cmpfiles(quick_pack, again, names, shallow=False)
+    assert not mismatch and not errors and len(match) == len(names)
+    manifest = json.loads((quick_pack / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == sorted(n for n in names if n != "manifest.json")
+    assert manifest["pack_version"] == pack.PACK_VERSION and manifest["cases"] == [c.name for c in pack.cases(True)]
+
+
+def test_pack_has_the_cases_the_issue_asks_for() -> None:
+    full = {c.name: c for c in pack.cases(quick=False)}
+    assert full["default"].steps == 4096 and full["long"].steps >= 65536
+    assert {c.systems for c in full.values() if c.grouped} >= {2, 3, 8}
+    assert {c.steps_per_task for c in full.values()} >= {1, 37, 64}
+    assert any(c.step_base < 1 << 32 < c.step_base + c.steps for c in full.values())
+    assert any(c.step_base + c.steps == (1 << 64) - 1 for c in full.values())
+    assert {"hard-" + n for n in pack.hard.hard_pages()} <= set(full)
+    lr = full["lr-changes"]
+    assert [s for s, _ in lr.set_lr] == [0, lr.steps // 2, lr.steps]
+    assert any(c.steps % c.steps_per_task for c in full.values())
+
+
+@pytest.mark.parametrize("case", [c.name for c in pack.cases(quick=True)])
+def test_reference_is_an_executor_that_passes(case: str, setups: dict[str, check.Setup]) -> None:
+    """meshnb.testing.reference, run as the case says, passes it (pages, trace, digests)."""
+    s = setups[case]
+    c = s.case
+    outs, trace = ref.run(s.in_pages, c.steps, grouped=c.grouped, lr_changes=dict(c.set_lr))
+    for k in range(c.systems):
+        rep = check.check(s, outs[k], system=k, got_trace=trace)
+        assert rep.verdict == "PASS" and rep.exit_code == 0, rep.text()
+    assert [ref.digest(p) for p in outs] == [ref.digest(p) for p in s.expected]
+
+
+def test_digests_and_trace_files_agree(quick_pack: Path) -> None:
+    for c in pack.cases(True):
+        exp = json.loads((quick_pack / c.name / "expected.json").read_text())
+        outs = [(quick_pack / c.name / f"out-{k}.page").read_bytes() for k in range(c.systems)]
+        assert exp["digests"] == [ref.digest(p) for p in outs]
+        trace = np.frombuffer((quick_pack / c.name / "trace.bin").read_bytes(), "<u4").reshape(-1, 5)
+        assert exp["trace_digest"] == ref.trace_digest(trace) and len(trace) == c.steps
+        assert json.loads((quick_pack / c.name / "case.json").read_text())["steps"] == c.steps
+
+
+def test_divergent_lr_ends_in_nan_and_underflow_lr_never_moves(setups: dict[str, check.Setup]) -> None:
+    nan = setups["lr-divergent-nan"].expected[0]
+    assert np.frombuffer(nan, "<u4", 4).tolist() == [0x7FFFFFFF] * 4
+    still = setups["lr-underflow"]
+    assert still.expected[0][:16] == still.in_pages[0][:16]
+
+
+def test_a_flipped_bit_anywhere_is_caught(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    copy = tmp_path / "p"
+    shutil.copytree(quick_pack, copy)
+    rng = np.random.Generator(np.random.PCG64(3))
+    files = sorted(p for p in (copy / "cluster-3").iterdir())
+    assert len(files) == 9  # case.json, expected.json, trace.bin, in-0..2, out-0..2
+    good = (copy / "cluster-3" / "out-0.page").read_bytes()
+    for f in files:
+        data = bytearray(f.read_bytes())
+        i = int(rng.integers(0, len(data)))
+        data[i] ^= 1 << int(rng.integers(0, 8))
+        original = f.read_bytes()
+        f.write_bytes(bytes(data))
+        page = tmp_path / "exec.page"
+        page.write_bytes(good)
+        assert main(["check", str(copy / "cluster-3"), "--page", str(page)]) == 2, f.name
+        err = capsys.readouterr().err
+        assert "manifest" in err and f.name in err
+        with pytest.raises(pack.PackError):
+            pack.verify_pack(copy)
+        assert main(["pack", str(copy), "--verify"]) == 2
+        capsys.readouterr()
+        f.write_bytes(original)
+    assert main(["pack", str(copy), "--verify"]) == 0
+    assert pack.verify_pack(copy) == len(json.loads((copy / "manifest.json").read_text())["files"])
+
+
+def test_simulated_executor_without_fault_is_meshnb(setups: dict[str, check.Setup]) -> None:
+    """faults.run with no fault gives the pack's bits on every quick case (the hard ones side by side)."""
+    hard = [n for n, s in setups.items() if not s.case.from_init]
+    pages = [setups[n].in_pages[0] for n in hard]
+    r = faults.run(pages, 64, grouped=False, independent=True)
+    for k, n in enumerate(hard):
+        assert r.pages[k] == setups[n].expected[0] and np.array_equal(r.trace[:, k], setups[n].trace), n
+    for n in ("default", "cluster-3", "lr-changes", "step-base-2^64-2", "steps-per-task-odd"):
+        s = setups[n]
+        r = faults.run(s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr), from_init=True)
+        assert r.pages == s.expected and np.array_equal(r.trace, s.trace), n
+
+
+@pytest.mark.skipif(not os.environ.get("MESHNB_SLOW"), reason="slow (about a minute): MESHNB_SLOW=1")
+def test_full_pack(tmp_path: Path) -> None:
+    """The full pack (the long run included): written, verified, and passed by the reference."""
+    root = tmp_path / "full"
+    assert main(["pack", str(root)]) == 0
+    assert pack.verify_pack(root) > 0
+    for c in pack.cases(False):
+        s = check.load_case(root / c.name)
+        outs, trace = ref.run(s.in_pages, c.steps, grouped=c.grouped, lr_changes=dict(c.set_lr))
+        assert check.check(s, outs[-1], system=c.systems - 1, got_trace=trace).verdict == "PASS", c.name
