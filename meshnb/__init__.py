@@ -37,6 +37,7 @@ _SUBMODULES = {
     "bench",
     "checkpoint",
     "cli",
+    "conformance",
     "driver",
     "exchange",
     "files",
@@ -72,12 +73,29 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from . import testing
-    from .api import train
-    from .checkpoint import CheckpointError
-    from .exchange import Exchange, Group
-    from .options import Plan, RunOptions
-    from .program import Context, init, task
-    from .results import ClusterError, RunInterrupted, RunResult, SystemResult
-    from .trace import Trace
-    from .view import LAYOUT, VIEW_BYTES, View
+    from . import testing as testing
+    from .api import train as train
+    from .checkpoint import CheckpointError as CheckpointError
+    from .exchange import Exchange as Exchange
+    from .exchange import Group as Group
+    from .options import Plan as Plan
+    from .options import RunOptions as RunOptions
+    from .program import Context as Context
+    from .program import init as init
+    from .program import task as task
+    from .results import (
+        ClusterError as ClusterError,
+    )
+    from .results import (
+        RunInterrupted as RunInterrupted,
+    )
+    from .results import (
+        RunResult as RunResult,
+    )
+    from .results import (
+        SystemResult as SystemResult,
+    )
+    from .trace import Trace as Trace
+    from .view import LAYOUT as LAYOUT
+    from .view import VIEW_BYTES as VIEW_BYTES
+    from .view import View as View

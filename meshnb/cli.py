@@ -1,4 +1,5 @@
-"""The command line: ``meshnb train`` and ``meshnb bench`` (also ``python -m meshnb``).
+"""The command line: ``meshnb train``, ``bench``, and ``ops``/``pack``/``check`` (checking an
+executor, :mod:`meshnb.conformance`); also ``python -m meshnb``.
 
 ``train``'s flags are made from the options table (:class:`~meshnb.options.RunOptions`): names,
 parsing and help in one place.  Exit codes: 0 done, 1 a failure while running, 2 bad arguments
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
+    from .conformance.cli import register as add_conformance  # ops, pack, check: each sets its handler
+
+    add_conformance(sub)
     return parser
 
 
@@ -260,6 +264,9 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
 
             signal.signal(signal.SIGINT, signal.default_int_handler)  # bench stops where it is
             return bench.main(args.seconds, args.quick, args.json, args.paths)
+        if hasattr(args, "handler"):  # a command that runs itself (ops, pack, check, sweep)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            return int(args.handler(args))
         return _train(args)
     except KeyboardInterrupt:
         print("meshnb: interrupted", file=sys.stderr)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -36,8 +38,8 @@ matplotlib.use("Agg")
 # %matplotlib inline
 import matplotlib.pyplot as plt
 
+from meshnb.cli import main  # the `meshnb` command, callable
 from meshnb.conformance import check, faults, ops
-from meshnb.conformance.cli import main
 
 work = Path(tempfile.mkdtemp(prefix="meshnb-nb04-"))
 
@@ -131,8 +133,11 @@ tiny = check.load_case(root / "lr-tiny-updates")
 names = [m.name for m in faults.MODELS]
 first = [check.first_divergence(tiny, m) for m in faults.MODELS]
 fig, ax = plt.subplots(figsize=(7, 3.2))
-ax.barh(names, [tiny.case.steps if f is None else f for f in first],
-        color=["lightgray" if f is None else "tab:red" for f in first])
+ax.barh(
+    names,
+    [tiny.case.steps if f is None else f for f in first],
+    color=["lightgray" if f is None else "tab:red" for f in first],
+)
 ax.set_xlabel("first step whose bits differ (gray: never, in this run)")
 ax.set_title("lr-tiny-updates: where each fault model parts from mode Z")
 fig.tight_layout()

@@ -39,6 +39,13 @@ STATE_DIRS = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "
 PUBLIC_MODULES = frozenset(
     {
         "meshnb",
+        "meshnb.cli",
+        "meshnb.conformance",
+        "meshnb.conformance.check",
+        "meshnb.conformance.faults",
+        "meshnb.conformance.fpu",
+        "meshnb.conformance.ops",
+        "meshnb.conformance.pack",
         "meshnb.floatz",
         "meshnb.kernels",
         "meshnb.testing",

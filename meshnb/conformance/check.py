@@ -34,6 +34,7 @@ WINDOW = 4  # steps replayed before the first differing step (an apply fault sho
 # Inputs
 # =============================================================================================
 
+
 @dataclass
 class Setup:
     """What the host did: the case (steps, LR changes, systems) and every system's start page."""
@@ -66,10 +67,18 @@ def load_case(directory: str | Path) -> Setup:
         note = f"{n} case files match the pack's manifest"
     try:
         cj = json.loads(read_file(root / "case.json", 1 << 20))
-        case = Case(str(cj["name"]), str(cj["about"]), int(cj["steps"]), None, int(cj["systems"]),
-                    bool(cj["group"]), int(cj["steps_per_task"]),
-                    tuple((int(e["before_step"]), int(e["word"], 16)) for e in cj["set_lr"]),
-                    int(cj["step_base"]), None if cj["start"] == "init" else str(cj["start"]).removeprefix("page "))
+        case = Case(
+            str(cj["name"]),
+            str(cj["about"]),
+            int(cj["steps"]),
+            None,
+            int(cj["systems"]),
+            bool(cj["group"]),
+            int(cj["steps_per_task"]),
+            tuple((int(e["before_step"]), int(e["word"], 16)) for e in cj["set_lr"]),
+            int(cj["step_base"]),
+            None if cj["start"] == "init" else str(cj["start"]).removeprefix("page "),
+        )
     except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as e:
         raise PackError(f"{root / 'case.json'}: not a case description ({e})") from None
     if not 1 <= case.systems <= 64 or case.steps < 0:
@@ -85,8 +94,15 @@ def load_case(directory: str | Path) -> Setup:
     return Setup(case, ins, outs, trace, note)
 
 
-def setup_from_run(view_in: bytes, steps: int, *, systems: int | None = None, steps_per_task: int | None = None,
-                   set_lr: dict[int, int] | None = None, step_base: int | None = None) -> Setup:
+def setup_from_run(
+    view_in: bytes,
+    steps: int,
+    *,
+    systems: int | None = None,
+    steps_per_task: int | None = None,
+    set_lr: dict[int, int] | None = None,
+    step_base: int | None = None,
+) -> Setup:
     """A setup from a start page and the run options (as ``meshnb train`` takes them)."""
     page = bytearray(_page(view_in, "--view-in"))
     if steps_per_task is not None:
@@ -95,8 +111,18 @@ def setup_from_run(view_in: bytes, steps: int, *, systems: int | None = None, st
         struct.pack_into("<I", page, 28, step_base & 0xFFFFFFFF)
         struct.pack_into("<I", page, 44, step_base >> 32)
     v = meshnb.View.from_bytes(bytes(page))
-    case = Case("view-in", "a run from --view-in", steps, None, systems or 1, systems is not None,
-                v["STEPS_PER_TASK"], tuple(sorted((set_lr or {}).items())), v.next_step, "view-in")
+    case = Case(
+        "view-in",
+        "a run from --view-in",
+        steps,
+        None,
+        systems or 1,
+        systems is not None,
+        v["STEPS_PER_TASK"],
+        tuple(sorted((set_lr or {}).items())),
+        v.next_step,
+        "view-in",
+    )
     try:
         res = run_case(case, [bytes(page)])
     except (ValueError, TypeError) as e:
@@ -107,6 +133,7 @@ def setup_from_run(view_in: bytes, steps: int, *, systems: int | None = None, st
 # =============================================================================================
 # Where the bits part
 # =============================================================================================
+
 
 def _f32(w: int) -> str:
     return repr(float(np.uint32(w).view(np.float32)))
@@ -127,10 +154,14 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
     gv = np.frombuffer(got, dtype="<u4")
     out: list[dict[str, Any]] = []
     for f in LAYOUT:
-        for i in np.nonzero(wv[f.word:f.word + f.count] != gv[f.word:f.word + f.count])[0]:
+        for i in np.nonzero(wv[f.word : f.word + f.count] != gv[f.word : f.word + f.count])[0]:
             w, g = int(wv[f.word + i]), int(gv[f.word + i])
-            d: dict[str, Any] = {"field": f.name if f.count == 1 else f"{f.name}[{i}]", "offset": f.offset + 4 * int(i),
-                                 "expected": f"{w:08x}", "got": f"{g:08x}"}
+            d: dict[str, Any] = {
+                "field": f.name if f.count == 1 else f"{f.name}[{i}]",
+                "offset": f.offset + 4 * int(i),
+                "expected": f"{w:08x}",
+                "got": f"{g:08x}",
+            }
             if f.dtype == "f32":
                 d["expected_f32"], d["got_f32"] = _f32(w), _f32(g)
             if f.name == "LOSS":
@@ -140,16 +171,23 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
                 d["ulps"] = _ulps(w, g)
             out.append(d)
     for start, end in RESERVED:
-        for i in np.nonzero(wv[start // 4:end // 4] != gv[start // 4:end // 4])[0]:
+        for i in np.nonzero(wv[start // 4 : end // 4] != gv[start // 4 : end // 4])[0]:
             off = start + 4 * int(i)
-            out.append({"field": f"reserved@{off}", "offset": off, "expected": f"{int(wv[off // 4]):08x}",
-                        "got": f"{int(gv[off // 4]):08x}"})
+            out.append(
+                {
+                    "field": f"reserved@{off}",
+                    "offset": off,
+                    "expected": f"{int(wv[off // 4]):08x}",
+                    "got": f"{int(gv[off // 4]):08x}",
+                }
+            )
     return out
 
 
 def _ulps(w: int, g: int) -> int:
     def o(u: int) -> int:
         return -(u & 0x7FFFFFFF) if u & 0x80000000 else u
+
     return abs(o(w) - o(g))
 
 
@@ -207,6 +245,7 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
 # The diagnosis
 # =============================================================================================
 
+
 @dataclass
 class Report:
     """Everything ``check`` found; ``verdict`` is "PASS" or "FAIL"."""
@@ -226,7 +265,7 @@ class Report:
         return 0 if self.verdict == "PASS" else 1
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
+        return dict(self.__dict__)
 
     def text(self) -> str:
         what = []
@@ -252,12 +291,15 @@ class Report:
                 lines.append(f"  ... {len(self.diff) - 40} more")
         if self.trace:
             t = self.trace
-            lines.append(f"trace: first differing step {t['step']} (absolute step {t['absolute_step']}): "
-                         f"{', '.join(t['sums'])}")
+            lines.append(
+                f"trace: first differing step {t['step']} (absolute step {t['absolute_step']}): {', '.join(t['sums'])}"
+            )
             lines.append("  expected " + " ".join(t["expected"]) + "\n  got      " + " ".join(t["got"]))
         if self.task:
-            lines.append(f"pages: the first differing task runs steps {self.task['from']} .. {self.task['steps_done']}"
-                         f" ({self.task['file']})")
+            lines.append(
+                f"pages: the first differing task runs steps {self.task['from']} .. {self.task['steps_done']}"
+                f" ({self.task['file']})"
+            )
         if self.samples:
             lines.append("samples: " + ", ".join(f"{s['field']} by {s['ulps']} ulps" for s in self.samples))
         if self.diagnosis:
@@ -294,8 +336,9 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     rows = np.arange(n)[:, None]
     lv = faults.lanes(ops, faults.EXACT, p, xs[rows, idx], ys[rows, idx])
     k = system if n > 1 else 0
-    head = (f"meshnb's lanes at step {step} (absolute {t}), system {k}, batch {int(offs[k]) % 8}, params "
-            + " ".join(_rows_hex(p[k])))
+    head = f"meshnb's lanes at step {step} (absolute {t}), system {k}, batch {int(offs[k]) % 8}, params " + " ".join(
+        _rows_hex(p[k])
+    )
     lines = [head, "  lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e"]
     for lane in range(32):
         vals = [lv["x"][k, lane], lv["y"][k, lane], lv["pred"][k, lane]] + [lv["v"][k, j, lane] for j in range(5)]
@@ -313,8 +356,11 @@ def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
     models = list(faults.MODELS)
     exp = setup.expected[0]
     if got_page[64:2112] != exp[64:2112]:
-        models.append(faults.Model("executor-samples", "the executor's own samples (X, Y as in its page): "
-                                   "samples not correctly rounded"))
+        models.append(
+            faults.Model(
+                "executor-samples", "the executor's own samples (X, Y as in its page): samples not correctly rounded"
+            )
+        )
     return models
 
 
@@ -322,8 +368,9 @@ def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
     return [pg[:64] + got_page[64:2112] + pg[2112:] for pg in pages]
 
 
-def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None,
-             task: tuple[int, int, bytes] | None) -> dict[str, Any]:
+def diagnose(
+    setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None, task: tuple[int, int, bytes] | None
+) -> dict[str, Any]:
     """Replays the first differing part under every model; names those that reproduce the bits.
 
     The part replayed for a model starts at ``WINDOW`` steps before the first differing step (an
@@ -337,8 +384,10 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
     if diff_t is not None:
         end = diff_t[0] + 1
         window = max(0, diff_t[0] - WINDOW)
-        how = (f"from meshnb's state at step {window} (or earlier, where the model first parts from meshnb), "
-               f"the trace rows to step {diff_t[0]}")
+        how = (
+            f"from meshnb's state at step {window} (or earlier, where the model first parts from meshnb), "
+            f"the trace rows to step {diff_t[0]}"
+        )
         lanes_at = diff_t[0]
     elif task is not None:
         window, end = task[0], task[1]
@@ -366,7 +415,8 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
             start = min(window, d)
             r = replay(setup, start, far - start, m)
         if diff_t is not None:
-            ok = np.array_equal(r.trace[:end - start], got_trace[start:end])
+            assert got_trace is not None  # a differing step comes from a trace
+            ok = np.array_equal(r.trace[: end - start], got_trace[start:end])
             if ok and not np.array_equal(r.trace, got_trace[start:far]):
                 first_only.append(m)
                 continue
@@ -378,8 +428,10 @@ def diagnose(setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray |
             found.append(m)
     if diff_t is not None:
         how += f" and on to step {far - 1}"
-    out: dict[str, Any] = {"how": "replayed " + how + " compared", "models": [{"name": m.name, "doc": m.doc}
-                                                                         for m in found]}
+    out: dict[str, Any] = {
+        "how": "replayed " + how + " compared",
+        "models": [{"name": m.name, "doc": m.doc} for m in found],
+    }
     if first_only:
         out["first_step_only"] = [{"name": m.name, "doc": m.doc} for m in first_only]
     if not found and lanes_at is not None and lanes_at < case.steps:
@@ -413,8 +465,14 @@ def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]
     return sorted(found)
 
 
-def check(setup: Setup, got_page: bytes, *, system: int = 0, got_trace: np.ndarray | None = None,
-          pages: list[tuple[int, bytes]] | None = None) -> Report:
+def check(
+    setup: Setup,
+    got_page: bytes,
+    *,
+    system: int = 0,
+    got_trace: np.ndarray | None = None,
+    pages: list[tuple[int, bytes]] | None = None,
+) -> Report:
     """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure."""
     case = setup.case
     if not 0 <= system < case.systems:
@@ -432,16 +490,25 @@ def check(setup: Setup, got_page: bytes, *, system: int = 0, got_trace: np.ndarr
         td = first_trace_diff(setup.trace, got_trace)
         if td is not None:
             t, which = td
-            rep.trace = {"step": t, "absolute_step": case.step_base + t, "sums": which,
-                         "expected": _rows_hex(setup.trace[t]), "got": _rows_hex(got_trace[t])}
+            rep.trace = {
+                "step": t,
+                "absolute_step": case.step_base + t,
+                "sums": which,
+                "expected": _rows_hex(setup.trace[t]),
+                "got": _rows_hex(got_trace[t]),
+            }
     task = None
     if pages is not None:
         prev = 0
         for n, pg in pages:
             ref_pg = reference_state(setup, n)[system] if n < case.steps else want
             if pg != ref_pg:
-                rep.task = {"from": prev, "steps_done": n, "file": f"{n}.page",
-                            "fields": [d["field"] for d in page_diff(case, ref_pg, pg)][:20]}
+                rep.task = {
+                    "from": prev,
+                    "steps_done": n,
+                    "file": f"{n}.page",
+                    "fields": [d["field"] for d in page_diff(case, ref_pg, pg)][:20],
+                }
                 task = (prev, n, pg)
                 break
             prev = n
@@ -461,6 +528,7 @@ def load_trace(path: str | Path) -> np.ndarray:
 # =============================================================================================
 # A faulty executor's whole run, fast
 # =============================================================================================
+
 
 def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
     """meshnb's params before each step (steps + 1, 4) and the LR in force at each step (steps,),
@@ -500,10 +568,12 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
     start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
     pg = start[0]
     words = np.frombuffer(pg, "<u4").astype(np.uint32)
-    if (not np.array_equal(ops.read(words[0:4]), z.read(words[0:4]))
-            or not np.array_equal(faults.read_word(ops, m, words[4]), z.read(words[4]))
-            or not np.array_equal(faults.read_word(ops, m, words[6]), z.read(words[6]))
-            or any(pg[64:2112] != p0[64:2112] for p0 in setup.in_pages)):
+    if (
+        not np.array_equal(ops.read(words[0:4]), z.read(words[0:4]))
+        or not np.array_equal(faults.read_word(ops, m, words[4]), z.read(words[4]))
+        or not np.array_equal(faults.read_word(ops, m, words[6]), z.read(words[6]))
+        or any(pg[64:2112] != p0[64:2112] for p0 in setup.in_pages)
+    ):
         return 0
     for s, w in case.set_lr:
         if int(faults.read_word(ops, m, w)) != int(z.read(w)):
@@ -547,7 +617,8 @@ def executor_run(setup: Setup, m: faults.Model) -> faults.Run:
     if d is None:
         return faults.Run(list(setup.expected), setup.trace.copy())
     if d == 0:
-        return faults.run(setup.in_pages, case.steps, grouped=case.grouped, set_lr=dict(case.set_lr), m=m,
-                          from_init=case.from_init)
+        return faults.run(
+            setup.in_pages, case.steps, grouped=case.grouped, set_lr=dict(case.set_lr), m=m, from_init=case.from_init
+        )
     r = replay(setup, d, case.steps - d, m)
     return faults.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))

@@ -1,7 +1,7 @@
-"""The ``ops``, ``pack`` and ``check`` commands (``register`` adds them to any argparse parser).
+"""The ``ops``, ``pack`` and ``check`` commands of ``meshnb`` (``register`` adds them to its parser).
 
-``python -m meshnb.conformance ops gen add`` runs them on their own.  Every handler returns the
-exit code: 0 pass, 1 fail, 2 bad input (one line on stderr, never a traceback).
+Every handler returns the exit code: 0 pass, 1 fail, 2 bad input (one line on stderr, never a
+traceback).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def _write(data: bytes) -> None:
 
 # -- ops ------------------------------------------------------------------------------------------
 
+
 def _ops_gen(args: argparse.Namespace) -> int:
     from . import ops
 
@@ -60,6 +61,7 @@ def _ops_verify(args: argparse.Namespace) -> int:
 
 # -- pack -----------------------------------------------------------------------------------------
 
+
 def _pack(args: argparse.Namespace) -> int:
     from . import pack
 
@@ -81,6 +83,7 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 # -- check ----------------------------------------------------------------------------------------
+
 
 def _u32(text: str) -> int:
     v = int(text, 16)
@@ -109,9 +112,14 @@ def _check(args: argparse.Namespace) -> int:
             if args.step_base:
                 hi, _, lo = args.step_base.partition(":")
                 base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
-            setup = check.setup_from_run(read_file(Path(args.view_in)), 4096 if args.steps is None else args.steps,
-                                         systems=args.systems, steps_per_task=args.steps_per_task, set_lr=lr,
-                                         step_base=base)
+            setup = check.setup_from_run(
+                read_file(Path(args.view_in)),
+                4096 if args.steps is None else args.steps,
+                systems=args.systems,
+                steps_per_task=args.steps_per_task,
+                set_lr=lr,
+                step_base=base,
+            )
         got = read_file(Path(args.page))
         trace = check.load_trace(args.trace) if args.trace else None
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
@@ -127,15 +135,20 @@ def _check(args: argparse.Namespace) -> int:
 
 # -- wiring ---------------------------------------------------------------------------------------
 
+
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
     g = sub.add_parser("gen", help="print vectors 'A B RESULT' (hex words; from_u32: 'A RESULT')")
     g.add_argument("op", choices=OPS)
-    g.add_argument("--level", type=int, choices=(1, 2), default=1,
-                   help="1: every pair of the special set, the tininess probes, random pairs; 2: millions, "
-                        "weighted to the edges")
+    g.add_argument(
+        "--level",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: every pair of the special set, the tininess probes, random pairs; 2: millions, weighted to the edges",
+    )
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--count", type=int, default=None, help="random pairs (level 1: 20000, level 2: 2000000)")
     g.set_defaults(handler=_ops_gen)
@@ -166,17 +179,3 @@ def register(subparsers: Any) -> None:
     c.add_argument("--step-base", metavar="HI:LO")
     c.add_argument("--systems", type=int)
     c.set_defaults(handler=_check)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m meshnb.conformance``: the three commands alone."""
-    parser = argparse.ArgumentParser(prog="meshnb", description="check an executor against float mode Z")
-    register(parser.add_subparsers(dest="command", required=True))
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse's usage errors exit 2 after printing usage
-        return int(e.code or 0)
-    try:
-        return int(args.handler(args))
-    except KeyboardInterrupt:
-        return 130

@@ -46,26 +46,38 @@ class Model:
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
 
 MODELS: tuple[Model, ...] = (
-    Model("gradual-underflow", "no flush at all: IEEE gradual underflow, subnormal inputs read as they are",
-          Rules(underflow="none", daz=False)),
-    Model("ftz-before-rounding", "results flushed when the exact result is tiny (tininess before rounding)",
-          Rules(underflow="before")),
-    Model("x86-ftz", "results flushed when tiny after rounding at unbounded exponent (x86 FTZ)",
-          Rules(underflow="after")),
-    Model("no-daz", "subnormal inputs not flushed (no DAZ); results flushed as mode Z does",
-          Rules(daz=False)),
+    Model(
+        "gradual-underflow",
+        "no flush at all: IEEE gradual underflow, subnormal inputs read as they are",
+        Rules(underflow="none", daz=False),
+    ),
+    Model(
+        "ftz-before-rounding",
+        "results flushed when the exact result is tiny (tininess before rounding)",
+        Rules(underflow="before"),
+    ),
+    Model(
+        "x86-ftz", "results flushed when tiny after rounding at unbounded exponent (x86 FTZ)", Rules(underflow="after")
+    ),
+    Model("no-daz", "subnormal inputs not flushed (no DAZ); results flushed as mode Z does", Rules(daz=False)),
     Model("fma-horner", "FMA contraction in the Horner polynomial", fma_horner=True),
     Model("fma-apply", "FMA contraction in apply (p - lr * g rounded once)", fma_apply=True),
-    Model("sequential-lane-sum", "a sequential sum over the 32 lanes instead of the xor butterfly",
-          lane_sum="sequential"),
+    Model(
+        "sequential-lane-sum", "a sequential sum over the 32 lanes instead of the xor butterfly", lane_sum="sequential"
+    ),
     Model("fold-reverse", "the cluster's fold not in system order (N-1 down to 0)", fold="reverse"),
-    Model("nan-x86", "NaNs not canonical: x86's (first NaN operand quieted, else 0xFFC00000)",
-          Rules(nan="x86")),
+    Model("nan-x86", "NaNs not canonical: x86's (first NaN operand quieted, else 0xFFC00000)", Rules(nan="x86")),
     Model("nan-arm", "NaNs not canonical: ARM's default NaN 0x7FC00000", Rules(nan="arm")),
-    Model("samples-naive-sin", "samples not correctly rounded: y = sin(pi * x) in f64 without the exact "
-          "reduction (sin_pi(+-1) is not +-0)", samples="naive-sin"),
-    Model("raw-lr-inv", "LR and INV_BATCH read without the flush (SET_LR writes the raw word; the "
-          "multiplies take them unflushed)", raw_lr_inv=True),
+    Model(
+        "samples-naive-sin",
+        "samples not correctly rounded: y = sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)",
+        samples="naive-sin",
+    ),
+    Model(
+        "raw-lr-inv",
+        "LR and INV_BATCH read without the flush (SET_LR writes the raw word; the multiplies take them unflushed)",
+        raw_lr_inv=True,
+    ),
 )
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
 
@@ -83,6 +95,7 @@ def model(name: str) -> Model:
 # =============================================================================================
 # Samples (SPEC section 4)
 # =============================================================================================
+
 
 def _sin_pi_exact(x: float) -> float:
     ax = abs(x)
@@ -108,8 +121,8 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
     ops = Ops(m.rules)
     page = bytearray(4096)
     xw, yw = samples(m)
-    page[OFF_X:OFF_X + 1024] = xw.astype("<u4").tobytes()
-    page[OFF_Y:OFF_Y + 1024] = yw.astype("<u4").tobytes()
+    page[OFF_X : OFF_X + 1024] = xw.astype("<u4").tobytes()
+    page[OFF_Y : OFF_Y + 1024] = yw.astype("<u4").tobytes()
     inv = int(ops.div(0x3F800000, ops.from_u32(WARP * (systems if grouped else 1))))
     struct.pack_into("<IIII", page, OFF_LR, 0x3F000000, 64, inv, 0)
     return bytes(page)
@@ -119,6 +132,7 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
 # A step (SPEC sections 5 and 6), vectorised over a leading batch axis
 # =============================================================================================
 
+
 def lane_samples(offs: np.ndarray) -> np.ndarray:
     """Sample indices (B, 32) of the batch offsets (B,)."""
     return (np.asarray(offs, dtype=np.uint64) % BATCHES).astype(np.int64)[:, None] + BATCHES * LANES[None, :]
@@ -126,7 +140,7 @@ def lane_samples(offs: np.ndarray) -> np.ndarray:
 
 def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
     """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32)."""
-    a, b, c, d = (p[:, j:j + 1] for j in range(4))
+    a, b, c, d = (p[:, j : j + 1] for j in range(4))
     x2 = ops.mul(x, x)
     x3 = ops.mul(x2, x)
     if m.fma_horner:
@@ -160,8 +174,7 @@ def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray,
 def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
     """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words)."""
     slots = ops.read(own)
-    order = range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots))
-    order = list(order)
+    order = list(range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots)))
     acc = ops.read(slots[order[0]])
     for k in order[1:]:
         acc = ops.add(acc, ops.read(slots[k]))
@@ -191,6 +204,7 @@ def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
 # The host's run (SPEC sections 8-10)
 # =============================================================================================
 
+
 @dataclass(frozen=True)
 class Run:
     """What an executor produced: one final page per system and the trace (steps, 5) of system 0."""
@@ -203,8 +217,16 @@ def _u32(page: bytes, off: int, n: int = 1) -> np.ndarray:
     return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
 
 
-def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int] | None = None,
-        m: Model = EXACT, from_init: bool = False, independent: bool = False) -> Run:
+def run(
+    pages: list[bytes],
+    steps: int,
+    *,
+    grouped: bool,
+    set_lr: dict[int, int] | None = None,
+    m: Model = EXACT,
+    from_init: bool = False,
+    independent: bool = False,
+) -> Run:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``.
 
     ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
@@ -218,8 +240,10 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
     n = len(pages)
     if from_init:  # the model's own samples and INV_BATCH; the host's STEPS_PER_TASK and step base
         init = init_page(n, grouped, m)
-        pages = [pg[:OFF_INV] + init[OFF_INV:OFF_INV + 4] + pg[OFF_INV + 4:OFF_X] + init[OFF_X:OFF_LOSS]
-                 + pg[OFF_LOSS:] for pg in pages]
+        pages = [
+            pg[:OFF_INV] + init[OFF_INV : OFF_INV + 4] + pg[OFF_INV + 4 : OFF_X] + init[OFF_X:OFF_LOSS] + pg[OFF_LOSS:]
+            for pg in pages
+        ]
     bases = {int(_u32(pg, OFF_STEP_HI)[0]) << 32 | int(_u32(pg, OFF_NEXT)[0]) for pg in pages}
     if len(bases) != 1:
         raise ValueError("the systems are not at the same step")
@@ -254,8 +278,8 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
     for k, pg in enumerate(pages):
         page = bytearray(pg)
         if steps > 0:
-            page[OFF_PARAMS:OFF_PARAMS + 16] = p[k].astype("<u4").tobytes()
-            page[OFF_LOSS:OFF_LOSS + 1024] = loss_ring[k].astype("<u4").tobytes()
+            page[OFF_PARAMS : OFF_PARAMS + 16] = p[k].astype("<u4").tobytes()
+            page[OFF_LOSS : OFF_LOSS + 1024] = loss_ring[k].astype("<u4").tobytes()
             struct.pack_into("<III", page, OFF_ERR, 0, 0, struct.unpack_from("<I", pg, OFF_ERR + 8)[0])
             struct.pack_into("<I", page, OFF_NEXT, (base + steps) & 0xFFFFFFFF)
             struct.pack_into("<I", page, OFF_STEP_HI, (base + steps) >> 32)
@@ -263,4 +287,3 @@ def run(pages: list[bytes], steps: int, *, grouped: bool, set_lr: dict[int, int]
             struct.pack_into("<I", page, OFF_LR, lr_word)
         out.append(bytes(page))
     return Run(out, trace)
-

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -125,7 +126,7 @@ class Ops:
             fill = np.uint32(CANONICAL_NAN if nan == "canonical" else ARM_DEFAULT_NAN)
             return np.where(np.isnan(r64), fill, u).astype(np.uint32)
 
-    def _two(self, a: object, b: object, daz: tuple[bool, bool] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _two(self, a: Any, b: Any, daz: tuple[bool, bool] | None) -> tuple[np.ndarray, np.ndarray]:
         da, db = daz if daz is not None else (self.rules.daz, self.rules.daz)
         return self._in(a, da), self._in(b, db)
 
@@ -157,12 +158,14 @@ class Ops:
         with np.errstate(all="ignore"):
             da, db = fa.astype(np.float64), fb.astype(np.float64)
             r = da / db
+
             # The quotient is inexact in f64; |a/b| < 2^-126 iff |a| < 2^-126 |b| (exact scaling).
             def tiny() -> np.ndarray:
                 return (da != 0) & np.isfinite(r) & (np.abs(da) < TINY * np.abs(db))
+
             return self._out(r, tiny, lambda: (fa / fb).view(np.uint32))
 
-    def fma(self, a: object, b: object, c: object) -> np.ndarray:
+    def fma(self, a: Any, b: Any, c: Any) -> np.ndarray:
         """``a * b + c`` rounded once (every input under the DAZ rule)."""
         d = self.rules.daz
         fa, fb, fc = self._in(a, d), self._in(b, d), self._in(c, d)

@@ -23,33 +23,103 @@ import numpy as np
 from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan
 
 _POS = [
-    0x00000000,                                  # zero
-    0x00000001, 0x00000002, 0x00400000, 0x007FFFFE, 0x007FFFFF,  # subnormals
-    0x00800000, 0x00800001, 0x00800002, 0x00FFFFFF, 0x01000000, 0x01000001,  # smallest normals
-    0x1F000000, 0x1EFFFFFF, 0x1F000001, 0x1F7FFFFF,  # 2^-65 ..: products with 2^-61 near 2^-126
-    0x20000000, 0x1FFFFFFF, 0x20000001, 0x21000000,  # 2^-63 and neighbours: squares at, below, above 2^-126
-    0x33800000, 0x34000000,                      # half and one ulp of 1
-    0x3F7FFFFE, 0x3F7FFFFF, 0x3F800000, 0x3F800001, 0x3F800002,  # 1 and its neighbours
-    0x3F000000, 0x40000000, 0x40400000, 0x3FC00000, 0x3EAAAAAB,  # 0.5, 2, 3, 1.5, 1/3
-    0x4B800000, 0x4B800001,                      # 2^24, 2^24 + 2
-    0x5F000000, 0x5F7FFFFF, 0x5F800000, 0x5F800001,  # 2^63, 2^64: products near the overflow threshold
-    0x72FFFFFF, 0x73000000, 0x73000001,          # just below, at and above half an ulp of the max
-    0x7F000000, 0x7F7FFFFE, 0x7F7FFFFF,          # the largest finite
-    0x7F800000,                                  # infinity
-    0x7FC00000, 0x7FFFFFFF, 0x7FC12345,          # quiet NaNs (several payloads)
-    0x7F800001, 0x7FA00000, 0x7FBFFFFF,          # signalling NaNs
+    0x00000000,  # zero
+    0x00000001,
+    0x00000002,
+    0x00400000,
+    0x007FFFFE,
+    0x007FFFFF,  # subnormals
+    0x00800000,
+    0x00800001,
+    0x00800002,
+    0x00FFFFFF,
+    0x01000000,
+    0x01000001,  # smallest normals
+    0x1F000000,
+    0x1EFFFFFF,
+    0x1F000001,
+    0x1F7FFFFF,  # 2^-65 ..: products with 2^-61 near 2^-126
+    0x20000000,
+    0x1FFFFFFF,
+    0x20000001,
+    0x21000000,  # 2^-63 and neighbours: squares at, below, above 2^-126
+    0x33800000,
+    0x34000000,  # half and one ulp of 1
+    0x3F7FFFFE,
+    0x3F7FFFFF,
+    0x3F800000,
+    0x3F800001,
+    0x3F800002,  # 1 and its neighbours
+    0x3F000000,
+    0x40000000,
+    0x40400000,
+    0x3FC00000,
+    0x3EAAAAAB,  # 0.5, 2, 3, 1.5, 1/3
+    0x4B800000,
+    0x4B800001,  # 2^24, 2^24 + 2
+    0x5F000000,
+    0x5F7FFFFF,
+    0x5F800000,
+    0x5F800001,  # 2^63, 2^64: products near the overflow threshold
+    0x72FFFFFF,
+    0x73000000,
+    0x73000001,  # just below, at and above half an ulp of the max
+    0x7F000000,
+    0x7F7FFFFE,
+    0x7F7FFFFF,  # the largest finite
+    0x7F800000,  # infinity
+    0x7FC00000,
+    0x7FFFFFFF,
+    0x7FC12345,  # quiet NaNs (several payloads)
+    0x7F800001,
+    0x7FA00000,
+    0x7FBFFFFF,  # signalling NaNs
 ]
 SPECIAL: tuple[int, ...] = tuple(_POS + [w | 0x80000000 for w in _POS])
 
 PROBES: tuple[tuple[int, int], ...] = ((0x3F7FFFFF, 0x00800000), (0x3F7FFFFE, 0x00800001))
 
 # u32 operands of from_u32: exact, halfway and just-off-halfway cases, the extremes.
-SPECIAL_U32: tuple[int, ...] = tuple(sorted({
-    0, 1, 2, 3, 255, 256, 0xFFFFFF, 0x1000000, 0x1000001, 0x1000002, 0x1000003, 0x2000001, 0x2000002,
-    0x2000003, 0x2000006, 0x7FFFFFBF, 0x7FFFFFC0, 0x7FFFFFC1, 0x7FFFFFFF, 0x80000000, 0x80000001,
-    0x80000080, 0x80000081, 0x80000180, 0xFFFFFF7F, 0xFFFFFF80, 0xFFFFFF81, 0xFFFFFFFE, 0xFFFFFFFF,
-    32, 64, 96, 128, 2048,
-}))
+SPECIAL_U32: tuple[int, ...] = tuple(
+    sorted(
+        {
+            0,
+            1,
+            2,
+            3,
+            255,
+            256,
+            0xFFFFFF,
+            0x1000000,
+            0x1000001,
+            0x1000002,
+            0x1000003,
+            0x2000001,
+            0x2000002,
+            0x2000003,
+            0x2000006,
+            0x7FFFFFBF,
+            0x7FFFFFC0,
+            0x7FFFFFC1,
+            0x7FFFFFFF,
+            0x80000000,
+            0x80000001,
+            0x80000080,
+            0x80000081,
+            0x80000180,
+            0xFFFFFF7F,
+            0xFFFFFF80,
+            0xFFFFFF81,
+            0xFFFFFFFE,
+            0xFFFFFFFF,
+            32,
+            64,
+            96,
+            128,
+            2048,
+        }
+    )
+)
 
 LEVEL1_RANDOM = 20_000
 LEVEL2_COUNT = 2_000_000
@@ -68,8 +138,9 @@ def _edge_words(rng: np.random.Generator, n: int) -> np.ndarray:
     exp = np.where(kind < 2, exp_edge, exp_any).astype(np.uint32)
     k = rng.integers(0, 24, n).astype(np.uint32)
     low = (np.uint32(1) << k) - np.uint32(1)
-    mant = np.select([kind == 0, kind == 2, kind == 3], [low, MANT - low, rng.integers(0, 1 << 23, n)],
-                     rng.integers(0, 1 << 23, n)).astype(np.uint32)
+    mant = np.select(
+        [kind == 0, kind == 2, kind == 3], [low, MANT - low, rng.integers(0, 1 << 23, n)], rng.integers(0, 1 << 23, n)
+    ).astype(np.uint32)
     return sign | (exp << np.uint32(23)) | (mant & MANT)
 
 
@@ -90,7 +161,9 @@ def _pairs_near_tiny(rng: np.random.Generator, op: str, n: int) -> tuple[np.ndar
     b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
     b = (b & ~EXP) | (eb << np.uint32(23))
     if op in ("add", "sub"):  # make b's mantissa close to a's so the result cancels to near 2^-126
-        b = np.where(rng.integers(0, 2, n) == 1, (b & ~MANT) | ((a & MANT) ^ rng.integers(0, 16, n).astype(np.uint32)), b)
+        b = np.where(
+            rng.integers(0, 2, n) == 1, (b & ~MANT) | ((a & MANT) ^ rng.integers(0, 16, n).astype(np.uint32)), b
+        )
     return a, b.astype(np.uint32)
 
 
@@ -103,8 +176,11 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
     rng = _rng(seed * 8 + OPS.index(op) + 16 * level)
     n = count if count is not None else (LEVEL1_RANDOM if level == 1 else LEVEL2_COUNT)
     if op == "from_u32":
-        spec = np.array(SPECIAL_U32 + tuple(w for w in SPECIAL if w < 1 << 32), dtype=np.uint32) if level == 1 \
+        spec = (
+            np.array(SPECIAL_U32 + tuple(w for w in SPECIAL if w < 1 << 32), dtype=np.uint32)
+            if level == 1
             else np.zeros(0, np.uint32)
+        )
         near = (np.uint32(1) << rng.integers(24, 32, n).astype(np.uint32)) + rng.integers(-64, 64, n).astype(np.uint32)
         rand = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
         pick = rng.integers(0, 2, n) == 1
@@ -303,13 +379,17 @@ class Report:
             lines.append(f"first {len(self.first)} wrong:")
         for w in self.first:
             ops_text = " ".join(str(x) for x in w["operands"])  # type: ignore[attr-defined]
-            lines.append(f"  {self.op}({ops_text}) = {w['got']}, expected {w['expected']}: "
-                         f"{', '.join(w['classes'])}")  # type: ignore[arg-type]
+            lines.append(f"  {self.op}({ops_text}) = {w['got']}, expected {w['expected']}: {', '.join(w['classes'])}")  # type: ignore[arg-type]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
-        return {"op": self.op, "checked": self.checked, "wrong": self.wrong, "classes": self.classes,
-                "first": self.first}
+        return {
+            "op": self.op,
+            "checked": self.checked,
+            "wrong": self.wrong,
+            "classes": self.classes,
+            "first": self.first,
+        }
 
 
 def verify(op: str, data: bytes, show: int = 20) -> Report:
@@ -324,7 +404,14 @@ def verify(op: str, data: bytes, show: int = 20) -> Report:
     first = []
     for j, i in enumerate(bad[:show]):
         operands = [f"{int(a[i]):08x}"] + ([] if b is None else [f"{int(b[i]):08x}"])
-        first.append({"line_index": int(i), "operands": operands, "got": f"{int(got[i]):08x}",
-                      "expected": f"{int(want[i]):08x}", "classes": classes[j]})
+        first.append(
+            {
+                "line_index": int(i),
+                "operands": operands,
+                "got": f"{int(got[i]):08x}",
+                "expected": f"{int(want[i]):08x}",
+                "classes": classes[j],
+            }
+        )
     ordered = {n: tally[n] for n, _ in CLASSES if tally[n]}
     return Report(op, len(got), len(bad), first, ordered)

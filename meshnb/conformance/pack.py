@@ -52,8 +52,18 @@ class Case:
         base = self.step_base
         if base + self.steps == END:  # keep ending at the last step
             base = END - self.quick_steps
-        return Case(self.name, self.about, self.quick_steps, self.quick_steps, self.systems, self.grouped,
-                    self.steps_per_task, lr, base, self.page)
+        return Case(
+            self.name,
+            self.about,
+            self.quick_steps,
+            self.quick_steps,
+            self.systems,
+            self.grouped,
+            self.steps_per_task,
+            lr,
+            base,
+            self.page,
+        )
 
     @property
     def from_init(self) -> bool:
@@ -85,8 +95,11 @@ def probe_pages() -> dict[str, bytes]:
     ys = [0x80800000 if i % 2 == 0 else 0x80800001 for i in range(256)]
     tiny = hard.with_words(hard.with_words(hard.with_words(base, hard.X, xs), hard.Y, ys), hard.PARAMS, [0] * 4)
     # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
-    sub = hard.with_words(hard.with_words(base, hard.X, _subnormal_x(base, 2.0**-130)), hard.PARAMS,
-                          [0x3F800000, 0x72000000, 0x00000000, 0x7A000000])
+    sub = hard.with_words(
+        hard.with_words(base, hard.X, _subnormal_x(base, 2.0**-130)),
+        hard.PARAMS,
+        [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
+    )
     return {"tininess-probes": tiny, "subnormal-samples-huge-params": sub}
 
 
@@ -96,41 +109,98 @@ def start_pages() -> dict[str, bytes]:
 
 
 def _hard_cases() -> list[Case]:
-    return [Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
-            for name in hard.hard_pages()] + [
-        Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, "
-             "params 0: e * x is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; "
-             "x86 FTZ: 0 on the even steps)", 64, 64, page="tininess-probes"),
-        Case("probe-subnormal-samples", "every X subnormal (x 2^-130), params up to 2^117: products that are "
-             "normal unless subnormal inputs are flushed", 64, 64, page="subnormal-samples-huge-params"),
+    return [
+        Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
+        for name in hard.hard_pages()
+    ] + [
+        Case(
+            "probe-tininess",
+            "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, "
+            "params 0: e * x is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; "
+            "x86 FTZ: 0 on the even steps)",
+            64,
+            64,
+            page="tininess-probes",
+        ),
+        Case(
+            "probe-subnormal-samples",
+            "every X subnormal (x 2^-130), params up to 2^117: products that are "
+            "normal unless subnormal inputs are flushed",
+            64,
+            64,
+            page="subnormal-samples-huge-params",
+        ),
     ]
 
 
 CASES: tuple[Case, ...] = (
     Case("default", "the default run of one system from init (4096 steps; 256 in the quick pack)", 4096, 256),
     Case("long", "a long run: 65536 steps (the trajectory settles into a cycle)", 65536, None),
-    Case("step-base-2^32", "a step base just below 2^32: the step crosses into STEP_HI = 1",
-         600, 128, step_base=(1 << 32) - 300),
-    Case("step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run",
-         600, 128, step_base=END - 600),
-    Case("partial-last-task", "steps not a multiple of the 64-step tasks: the last task is shorter "
-         "(STEPS_PER_TASK written before it and restored)", 1000, 200),
+    Case(
+        "step-base-2^32",
+        "a step base just below 2^32: the step crosses into STEP_HI = 1",
+        600,
+        128,
+        step_base=(1 << 32) - 300,
+    ),
+    Case(
+        "step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run", 600, 128, step_base=END - 600
+    ),
+    Case(
+        "partial-last-task",
+        "steps not a multiple of the 64-step tasks: the last task is shorter "
+        "(STEPS_PER_TASK written before it and restored)",
+        1000,
+        200,
+    ),
     Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 64, steps_per_task=1),
     Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 100, steps_per_task=37),
-    Case("lr-changes", "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and "
-         "after the last step", 600, 100, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
-    Case("lr-underflow", "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
-         300, 100, set_lr=((0, 0x00800000),)),
-    Case("lr-tiny-updates", "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose "
-         "products underflow", 300, 100, set_lr=((0, 0x03800000),)),
-    Case("lr-subnormal", "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
-         300, 100, set_lr=((150, 0x00400000),)),
-    Case("lr-divergent-nan", "LR = 8: the params diverge, overflow to inf and end in NaN",
-         400, 200, set_lr=((0, 0x41000000),)),
+    Case(
+        "lr-changes",
+        "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and after the last step",
+        600,
+        100,
+        set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000)),
+    ),
+    Case(
+        "lr-underflow",
+        "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
+        300,
+        100,
+        set_lr=((0, 0x00800000),),
+    ),
+    Case(
+        "lr-tiny-updates",
+        "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose products underflow",
+        300,
+        100,
+        set_lr=((0, 0x03800000),),
+    ),
+    Case(
+        "lr-subnormal",
+        "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
+        300,
+        100,
+        set_lr=((150, 0x00400000),),
+    ),
+    Case(
+        "lr-divergent-nan",
+        "LR = 8: the params diverge, overflow to inf and end in NaN",
+        400,
+        200,
+        set_lr=((0, 0x41000000),),
+    ),
     *_hard_cases(),
     Case("cluster-2", "a cluster of N = 2 from init", 1024, 96, systems=2, grouped=True),
-    Case("cluster-3", "a cluster of N = 3 from init (fold order shows with 3 slots)", 600, 96,
-         systems=3, grouped=True, set_lr=((300, 0x3F400000),)),
+    Case(
+        "cluster-3",
+        "a cluster of N = 3 from init (fold order shows with 3 slots)",
+        600,
+        96,
+        systems=3,
+        grouped=True,
+        set_lr=((300, 0x3F400000),),
+    ),
     Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 64, systems=8, grouped=True),
     Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, systems=1, grouped=True),
 )
@@ -157,8 +227,7 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
     page = case.in_page() if in_pages is None else in_pages[0]
     lr = dict(case.set_lr)
     if case.grouped:
-        r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems,
-                         backend="fused")
+        r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="fused")
         outs = [s.page for s in r.systems]
         trace = np.asarray(r.systems[0].trace, dtype=np.uint32)
     else:
@@ -187,13 +256,18 @@ def case_json(case: Case) -> dict[str, Any]:
             "TASK with arg = NEXT_STEP until `steps` steps are done; before the last task, if fewer steps "
             "remain than STEPS_PER_TASK, write that count to STEPS_PER_TASK and restore it after. Each "
             "set_lr entry is a SET_LR call with the word, made when before_step steps of this run are "
-            "done (shorten the task before so one starts there; at `steps`, after the last task)."),
-        "timeouts": ("A round's timeout changes no bits: after a TASK that timed out (ERR = 1) call TASK "
-                     "again with arg = NEXT_STEP; the pages and trace must match whatever the timeouts. "
-                     "ERR and PENDING are 0 at the end."),
-        "files": {"in": [f"in-{k}.page" for k in range(case.systems)],
-                  "out": [f"out-{k}.page" for k in range(case.systems)],
-                  "trace": "trace.bin (the sums each step applied, 5 u32 little-endian words a step)"},
+            "done (shorten the task before so one starts there; at `steps`, after the last task)."
+        ),
+        "timeouts": (
+            "A round's timeout changes no bits: after a TASK that timed out (ERR = 1) call TASK "
+            "again with arg = NEXT_STEP; the pages and trace must match whatever the timeouts. "
+            "ERR and PENDING are 0 at the end."
+        ),
+        "files": {
+            "in": [f"in-{k}.page" for k in range(case.systems)],
+            "out": [f"out-{k}.page" for k in range(case.systems)],
+            "trace": "trace.bin (the sums each step applied, 5 u32 little-endian words a step)",
+        },
     }
 
 
@@ -247,11 +321,18 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
             put(f"{case.name}/in-{k}.page", page)
             put(f"{case.name}/out-{k}.page", res.out_pages[k])
         put(f"{case.name}/trace.bin", np.ascontiguousarray(res.trace, dtype="<u4").tobytes())
-        put(f"{case.name}/expected.json", _dump({"digests": res.digests, "trace_digest": res.trace_digest,
-                                                  "steps": case.steps}))
+        put(
+            f"{case.name}/expected.json",
+            _dump({"digests": res.digests, "trace_digest": res.trace_digest, "steps": case.steps}),
+        )
     put("README.md", PACK_README.format(version=PACK_VERSION, cases=", ".join(c.name for c in chosen)).encode())
-    manifest = {"pack_version": PACK_VERSION, "quick": quick, "generator": "meshnb conformance pack",
-                "cases": [c.name for c in chosen], "files": dict(sorted(files.items()))}
+    manifest = {
+        "pack_version": PACK_VERSION,
+        "quick": quick,
+        "generator": "meshnb conformance pack",
+        "cases": [c.name for c in chosen],
+        "files": dict(sorted(files.items())),
+    }
     (root / "manifest.json").write_bytes(_dump(manifest))
     return manifest
 
@@ -284,8 +365,11 @@ def load_manifest(root: Path) -> dict[str, Any]:
         manifest = json.loads(read_file(root / "manifest.json", 1 << 22))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PackError(f"{root / 'manifest.json'}: not JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("pack_version") != PACK_VERSION \
-            or not isinstance(manifest.get("files"), dict):
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("pack_version") != PACK_VERSION
+        or not isinstance(manifest.get("files"), dict)
+    ):
         raise PackError(f"{root / 'manifest.json'}: not a version {PACK_VERSION} pack manifest")
     return manifest
 

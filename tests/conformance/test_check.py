@@ -17,28 +17,65 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
-from meshnb.conformance.cli import main
 
-INIT = ["default", "step-base-2^32", "step-base-2^64-2", "partial-last-task", "steps-per-task-1",
-        "steps-per-task-odd", "lr-changes", "lr-underflow", "lr-tiny-updates", "lr-subnormal", "lr-divergent-nan"]
+INIT = [
+    "default",
+    "step-base-2^32",
+    "step-base-2^64-2",
+    "partial-last-task",
+    "steps-per-task-1",
+    "steps-per-task-odd",
+    "lr-changes",
+    "lr-underflow",
+    "lr-tiny-updates",
+    "lr-subnormal",
+    "lr-divergent-nan",
+]
 CLUSTERS = ["cluster-2", "cluster-3", "cluster-8", "cluster-1"]
-NAN_CASES = ["lr-divergent-nan", "hard-overflow-then-inf-minus-inf", "hard-nan-payload-param", "hard-nan-lr",
-             "hard-huge-lr", "hard-subnormal-and-nan-samples", "hard-infinite-samples", "hard-huge-samples"]
+NAN_CASES = [
+    "lr-divergent-nan",
+    "hard-overflow-then-inf-minus-inf",
+    "hard-nan-payload-param",
+    "hard-nan-lr",
+    "hard-huge-lr",
+    "hard-subnormal-and-nan-samples",
+    "hard-infinite-samples",
+    "hard-huge-samples",
+]
 ALL = [c.name for c in pack.cases(quick=True)]
 
 # The quick pack's cases whose bits each fault changes (the README's table).
 EXPOSED: dict[str, set[str]] = {
-    "gradual-underflow": {"lr-underflow", "lr-tiny-updates", "lr-subnormal", "hard-tiny-params-zero-y",
-                          "hard-boundary-params-zero-y", "hard-tiny-samples", "hard-tiny-samples-big-params",
-                          "hard-subnormal-lr", "hard-inv-batch-at-flush-boundary", "hard-subnormal-inv-batch",
-                          "probe-tininess", "probe-subnormal-samples"},
+    "gradual-underflow": {
+        "lr-underflow",
+        "lr-tiny-updates",
+        "lr-subnormal",
+        "hard-tiny-params-zero-y",
+        "hard-boundary-params-zero-y",
+        "hard-tiny-samples",
+        "hard-tiny-samples-big-params",
+        "hard-subnormal-lr",
+        "hard-inv-batch-at-flush-boundary",
+        "hard-subnormal-inv-batch",
+        "probe-tininess",
+        "probe-subnormal-samples",
+    },
     "ftz-before-rounding": {"probe-tininess"},
     "x86-ftz": {"probe-tininess"},
     "no-daz": {"probe-subnormal-samples"},
-    "fma-horner": (set(INIT) - {"lr-underflow", "lr-tiny-updates"}) | set(CLUSTERS) | {
-        "hard-subnormal-params", "hard-tiny-params-underflow", "hard-tiny-params-zero-y",
-        "hard-boundary-params-zero-y", "hard-huge-lr", "hard-subnormal-and-nan-samples", "hard-infinite-samples"},
+    "fma-horner": (set(INIT) - {"lr-underflow", "lr-tiny-updates"})
+    | set(CLUSTERS)
+    | {
+        "hard-subnormal-params",
+        "hard-tiny-params-underflow",
+        "hard-tiny-params-zero-y",
+        "hard-boundary-params-zero-y",
+        "hard-huge-lr",
+        "hard-subnormal-and-nan-samples",
+        "hard-infinite-samples",
+    },
     "fma-apply": {"lr-changes", "probe-tininess", "cluster-3"},
     "sequential-lane-sum": set(ALL) - {"hard-nan-payload-param", "probe-tininess"},
     "fold-reverse": {"cluster-3", "cluster-8"},
@@ -98,8 +135,11 @@ def test_the_probes_tell_the_flush_rules_apart(setups: dict[str, check.Setup]) -
         run = faults.run(s.in_pages, 64, grouped=False, m=faults.model(name))
         rep = check.check(s, run.pages[0], got_trace=run.trace)
         named[name] = {d["name"] for d in rep.diagnosis["models"]}
-    assert named == {"ftz-before-rounding": {"ftz-before-rounding"}, "x86-ftz": {"x86-ftz"},
-                     "gradual-underflow": {"gradual-underflow"}}
+    assert named == {
+        "ftz-before-rounding": {"ftz-before-rounding"},
+        "x86-ftz": {"x86-ftz"},
+        "gradual-underflow": {"gradual-underflow"},
+    }
 
 
 @pytest.mark.parametrize("case", ["lr-changes", "lr-subnormal", "cluster-3", "lr-tiny-updates"])
@@ -107,8 +147,9 @@ def test_fast_executor_is_the_plain_run(case: str, setups: dict[str, check.Setup
     s = setups[case]
     for m in faults.MODELS:
         fast = check.executor_run(s, m)
-        plain = faults.run(s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr), m=m,
-                           from_init=True)
+        plain = faults.run(
+            s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr), m=m, from_init=True
+        )
         assert fast.pages == plain.pages and np.array_equal(fast.trace, plain.trace), m.name
 
 
@@ -141,8 +182,9 @@ def test_report_maps_loss_entries_to_steps(setups: dict[str, check.Setup]) -> No
     assert "loss of step" in rep.text()
 
 
-def test_no_model_reproduces_a_stray_bit(setups: dict[str, check.Setup], tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_model_reproduces_a_stray_bit(
+    setups: dict[str, check.Setup], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     s = setups["default"]
     trace = s.trace.copy()
     trace[100, 2] ^= 1
@@ -154,8 +196,20 @@ def test_no_model_reproduces_a_stray_bit(setups: dict[str, check.Setup], tmp_pat
     assert "no fault model reproduces" in rep.text()
     (tmp_path / "t.bin").write_bytes(trace.astype("<u4").tobytes())
     (tmp_path / "o.page").write_bytes(bytes(page))
-    assert main(["check", str(_case_dir(s)), "--page", str(tmp_path / "o.page"), "--trace",
-                 str(tmp_path / "t.bin"), "--json"]) == 1
+    assert (
+        main(
+            [
+                "check",
+                str(_case_dir(s)),
+                "--page",
+                str(tmp_path / "o.page"),
+                "--trace",
+                str(tmp_path / "t.bin"),
+                "--json",
+            ]
+        )
+        == 1
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"] == "FAIL" and out["diff"][0]["field"] == "PARAMS[0]" and out["trace"]["step"] == 100
 
@@ -172,8 +226,9 @@ def _root(quick_pack: Path) -> None:
     _ROOT[:] = [quick_pack]
 
 
-def test_pages_at_task_boundaries(setups: dict[str, check.Setup], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_pages_at_task_boundaries(
+    setups: dict[str, check.Setup], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without a trace, boundary pages give the first differing task; its replay names the fault."""
     s = setups["lr-changes"]
     m = faults.model("fma-apply")
@@ -199,8 +254,17 @@ def test_view_in_instead_of_a_case(tmp_path: Path, capsys: pytest.CaptureFixture
     run = faults.run([page], 50, grouped=False, set_lr={10: 0x3F400000}, m=faults.model("nan-x86"))
     (tmp_path / "o.page").write_bytes(run.pages[0])
     (tmp_path / "t.bin").write_bytes(run.trace.astype("<u4").tobytes())
-    argv = ["check", "--view-in", str(tmp_path / "in.page"), "--steps", "50", "--set-lr", "10:3f400000",
-            "--page", str(tmp_path / "o.page")]
+    argv = [
+        "check",
+        "--view-in",
+        str(tmp_path / "in.page"),
+        "--steps",
+        "50",
+        "--set-lr",
+        "10:3f400000",
+        "--page",
+        str(tmp_path / "o.page"),
+    ]
     assert main([*argv, "--trace", str(tmp_path / "t.bin")]) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAIL: case view-in") and "reproduced by nan-x86" in out
@@ -248,12 +312,35 @@ def test_bad_input_exits_2(quick_pack: Path, tmp_path: Path, capsys: pytest.Capt
 def test_python_m_from_another_directory(quick_pack: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     good = quick_pack / "hard-nan-lr" / "out-0.page"
-    r = subprocess.run([sys.executable, "-m", "meshnb.conformance", "check", str(quick_pack / "hard-nan-lr"),
-                        "--page", str(good), "--trace", str(quick_pack / "hard-nan-lr" / "trace.bin")],
-                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "meshnb",
+            "check",
+            str(quick_pack / "hard-nan-lr"),
+            "--page",
+            str(good),
+            "--trace",
+            str(quick_pack / "hard-nan-lr" / "trace.bin"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0 and r.stdout.startswith("PASS: case hard-nan-lr"), r.stderr
-    r = subprocess.run([sys.executable, "-m", "meshnb.conformance", "ops", "gen", "mul", "--count", "3"],
-                       cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "meshnb", "ops", "gen", "mul", "--count", "3"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0 and r.stdout.splitlines()[0] == "3f7fffff 00800000 00800000"
 
 

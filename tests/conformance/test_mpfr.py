@@ -16,10 +16,10 @@ import struct
 import numpy as np
 import pytest
 
-gmpy2 = pytest.importorskip("gmpy2")
-
 from meshnb.conformance import ops
 from meshnb.conformance.fpu import OPS, Ops, Rules
+
+gmpy2 = pytest.importorskip("gmpy2")
 
 PAIRS = int(os.environ.get("MESHNB_MPFR_PAIRS", "200000"))
 CTX = gmpy2.ieee(32)
@@ -70,13 +70,21 @@ def test_fma_equals_mpfr() -> None:
     # c near -a*b, so the sum cancels and the rounding of the exact value matters
     with np.errstate(all="ignore"):
         prod = (a.view(np.float32).astype(np.float64) * b.view(np.float32)).astype(np.float32)
-    c = np.where(rng.integers(0, 2, n) == 1, (prod.view(np.uint32) ^ np.uint32(0x80000000))
-                 + rng.integers(-3, 4, n).astype(np.uint32), rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32))
+    c = np.where(
+        rng.integers(0, 2, n) == 1,
+        (prod.view(np.uint32) ^ np.uint32(0x80000000)) + rng.integers(-3, 4, n).astype(np.uint32),
+        rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32),
+    )
     c = c.astype(np.uint32)
     got = Ops(Rules()).fma(a, b, c)
-    want = [_word_of_mpfr(CTX.fma(gmpy2.mpfr(_f32_of_word(int(x))), gmpy2.mpfr(_f32_of_word(int(y))),
-                                  gmpy2.mpfr(_f32_of_word(int(z)))))
-            for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
+    want = [
+        _word_of_mpfr(
+            CTX.fma(
+                gmpy2.mpfr(_f32_of_word(int(x))), gmpy2.mpfr(_f32_of_word(int(y))), gmpy2.mpfr(_f32_of_word(int(z)))
+            )
+        )
+        for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())
+    ]
     assert np.array_equal(got, np.array(want, dtype=np.uint32))
 
 
@@ -95,8 +103,11 @@ def test_flush_rule_variants_equal_mpfr(underflow: str) -> None:
         w = 0x7FFFFFFF if gmpy2.is_nan(r) else struct.unpack("<I", struct.pack("<f", float(r)))[0]
         e = exact.mul(gmpy2.mpfr(fx), gmpy2.mpfr(fy))
         u = big.mul(gmpy2.mpfr(fx), gmpy2.mpfr(fy))
-        tiny = {"before": gmpy2.is_finite(e) and e != 0 and abs(e) < 2.0**-126,
-                "after": gmpy2.is_finite(u) and u != 0 and abs(u) < 2.0**-126, "none": False}[underflow]
+        tiny = {
+            "before": gmpy2.is_finite(e) and e != 0 and abs(e) < 2.0**-126,
+            "after": gmpy2.is_finite(u) and u != 0 and abs(u) < 2.0**-126,
+            "none": False,
+        }[underflow]
         if tiny:
             w &= 0x80000000
         want.append(w)

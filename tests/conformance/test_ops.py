@@ -10,8 +10,8 @@ import pytest
 from numba import njit
 
 from meshnb import floatz
+from meshnb.cli import main
 from meshnb.conformance import ops
-from meshnb.conformance.cli import main
 from meshnb.conformance.fpu import OPS, Ops, Rules, apply_op
 from meshnb.conformance.fpu import is_subnormal as ops_subnormal
 from meshnb.testing import reference as ref
@@ -117,8 +117,9 @@ def _verify_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, d
         ("sub", Rules(nan="arm"), "nan-not-canonical"),
     ],
 )
-def test_verify_classifies_an_executor_with_other_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str,
-                                                         rules: Rules, klass: str) -> None:
+def test_verify_classifies_an_executor_with_other_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str, rules: Rules, klass: str
+) -> None:
     a, b = ops.generate(op, 1)
     got = apply_op(Ops(rules), op, a, b)
     code, rep = _verify_json(capsys, op, str(_write(tmp_path / "v.txt", op, a, b, got)))
@@ -131,9 +132,10 @@ def test_verify_classifies_an_executor_with_other_rules(tmp_path: Path, capsys: 
 def test_verify_separates_the_two_flush_rules_on_the_probes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = np.array([0x3F7FFFFF, 0x3F7FFFFE], dtype=np.uint32)
     b = np.array([0x00800000, 0x00800001], dtype=np.uint32)
-    for rules, classes in [(Rules(underflow="before"), [["ftz-before-rounding", "ftz-after-rounding"],
-                                                        ["ftz-before-rounding"]]),
-                           (Rules(underflow="after"), [["ftz-before-rounding", "ftz-after-rounding"]])]:
+    for rules, classes in [
+        (Rules(underflow="before"), [["ftz-before-rounding", "ftz-after-rounding"], ["ftz-before-rounding"]]),
+        (Rules(underflow="after"), [["ftz-before-rounding", "ftz-after-rounding"]]),
+    ]:
         got = Ops(rules).mul(a, b)
         _, rep = _verify_json(capsys, "mul", str(_write(tmp_path / "p.txt", "mul", a, b, got)))
         assert [w["classes"] for w in rep["first"]] == classes
@@ -185,8 +187,11 @@ def test_parse_reads_any_layout_the_same() -> None:
     a, b = ops.generate("sub", 1, count=500)
     r = ops.expected("sub", a, b)
     canon = ops.format_lines(a, b, r)
-    free = b"# executor output\n" + b"\n".join(
-        f"  {x:X}\t{y:x}   {z:08X} ".encode() for x, y, z in zip(a.tolist(), b.tolist(), r.tolist())) + b"\n\n"
+    free = (
+        b"# executor output\n"
+        + b"\n".join(f"  {x:X}\t{y:x}   {z:08X} ".encode() for x, y, z in zip(a.tolist(), b.tolist(), r.tolist()))
+        + b"\n\n"
+    )
     p1, p2 = ops.parse("sub", canon), ops.parse("sub", free)
     assert ops._parse_canonical(canon, 3) is not None and ops._parse_canonical(free, 3) is None
     for x, y in zip(p1, p2):

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
-from meshnb.conformance.cli import main
 from meshnb.testing import reference as ref
 
 
