@@ -3,7 +3,7 @@
 the documented exit code, nothing left in /dev/shm, and a page or checkpoint that continues to
 the digests of a run never interrupted.
 
-CI runs a few random moments per case; ``MESHNB_FAULTS_LONG=1`` runs many (the randomised soak).
+CI runs a few random moments per case; ``MESHNB_SLOW=1`` runs many (the randomised soak; the suite's one switch for long tests).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 import meshnb
 
-LONG = os.environ.get("MESHNB_FAULTS_LONG", "") not in ("", "0")
+LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 12 if LONG else 2
 SHM = Path("/dev/shm")
 
