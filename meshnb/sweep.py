@@ -364,7 +364,7 @@ class _State:
     def __init__(self, systems: Systems, steps: int, loss_every: int) -> None:
         m = len(systems)
         pad = -(-m // PER_CALL) * PER_CALL
-        take = np.minimum(np.arange(pad), m - 1)
+        take = np.minimum(np.arange(pad), max(m - 1, 0))
         words = systems.pages[take]
         z = systems.z
         self.m, self.pad, self.groups = m, pad, pad // sweep_loop.LANES
@@ -443,20 +443,24 @@ def run(
     chunk: int | None = None,
     on_chunk: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    mode: int | None = None,
 ) -> SweepResult:
     """Run planned systems ``steps`` steps (``chunk`` steps per loop call; default
     :func:`chunk_steps`); ``on_chunk(done)`` after each chunk, ``should_stop()`` before each: a
-    stop gives the result of the steps done (``result.steps`` < ``steps``)."""
+    stop gives the result of the steps done (``result.steps`` < ``steps``).  ``mode`` forces a
+    step-loop mode of :mod:`meshnb.loops` (default: ``loop_mode(z)``; the tests run ``Z`` on x86)."""
     if loss_every is not None and (not _is_int(loss_every) or loss_every < 1):
         raise ValueError(f"loss_every must be a positive integer, got {loss_every!r}")
     if threads is not None and (not _is_int(threads) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    mode = loops.loop_mode(systems.z)
+    mode = loops.loop_mode(systems.z) if mode is None else mode
+    if (mode == loops.IEEE) == systems.z:
+        raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
     first_call = warm_up(mode)
     every = int(loss_every or 0)
     state = _State(systems, steps, every)
     m, groups = state.m, state.groups
-    n_threads = min(threads or default_threads(), groups // sweep_loop.BLOCK)
+    n_threads = min(threads or default_threads(), groups // sweep_loop.BLOCK)  # 0 for no systems (an MPI rank's empty share)
     blocks = groups // sweep_loop.BLOCK
     cuts = [sweep_loop.BLOCK * (blocks * i // n_threads) for i in range(n_threads + 1)]
     per_call = chunk or chunk_steps(steps, m, trace)
@@ -465,7 +469,7 @@ def run(
     trace_buf = np.empty((groups, per_call * sweep_loop.NSUMS * sweep_loop.LANES if trace else 0), dtype=np.float32)
     done = 0
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="meshnb-sweep") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, n_threads), thread_name_prefix="meshnb-sweep") as pool:
 
         def call(lo: int, hi: int, first: int, count: int) -> None:
             sweep_loop.run_groups(a["tabs"][lo:hi], a["params"][lo:hi], a["hyper"][lo:hi], a["ring"][lo:hi],
@@ -479,7 +483,7 @@ def run(
             n = min(per_call, steps - done)
             for f in [pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
                 f.result()
-            if trace:  # [groups][n][5][16] -> per system [n][5], contiguous
+            if trace and m:  # [groups][n][5][16] -> per system [n][5], contiguous
                 t = trace_buf[:, : n * sweep_loop.NSUMS * sweep_loop.LANES].view(np.uint32)
                 t = t.reshape(groups, n * sweep_loop.NSUMS, sweep_loop.LANES)
                 rows = np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(state.pad, -1)

@@ -93,6 +93,17 @@ def _zero5():
     return z, z, z, z, z
 
 
+def _make_sums(mode: int):
+    """``sums(pa, pb, pc, pd, tab, at)`` for one mode: a function of its own (not inlined into the
+    loop, which keeps numba's compile time down), with ``mode`` a constant in it."""
+
+    @jit()
+    def sums(pa, pb, pc, pd, tab, at):
+        return _sums(pa, pb, pc, pd, tab, at, mode)
+
+    return sums
+
+
 @jit(inline="always")
 def _sums(pa, pb, pc, pd, tab, at, mode):
     """The five sums of a step for 16 systems: lane 0 of SPEC 5's butterfly, ``T(0, 1)``.
@@ -149,7 +160,7 @@ def _record(g, s, loss, ring, hist, trace, i, r, h, keep_hist, mode):
 
 
 @jit(inline="always")
-def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mode):
+def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mode, sums):
     """``count`` steps of every group (``tabs.shape[0]``, a multiple of BLOCK), from relative step
     ``first``.  ``loss_every`` > 0 samples the loss of relative steps ``k loss_every - 1`` into
     ``hist`` row ``k - 1``."""
@@ -166,8 +177,8 @@ def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mod
         for i in range(count):
             r = first + i
             at = (r & (BATCHES - 1)) * SLOT
-            s = _sums(a0, b0, c0, d0, ta, at, mode)
-            u = _sums(a1, b1, c1, d1, tb, at, mode)
+            s = sums(a0, b0, c0, d0, ta, at)
+            u = sums(a1, b1, c1, d1, tb, at)
             a0, b0 = _apply(a0, s[0], lr0, inv0, mode), _apply(b0, s[1], lr0, inv0, mode)
             c0, d0 = _apply(c0, s[2], lr0, inv0, mode), _apply(d0, s[3], lr0, inv0, mode)
             a1, b1 = _apply(a1, u[0], lr1, inv1, mode), _apply(b1, u[1], lr1, inv1, mode)
@@ -188,20 +199,23 @@ def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mod
         vec.mxcsr_restore(old)
 
 
+_sums_z_daz, _sums_z, _sums_ieee = _make_sums(Z_DAZ), _make_sums(Z), _make_sums(IEEE)
+
+
 # One compiled entry per mode (each specialised; numba compiles a mode on its first use).
 @jit(nogil=True)
 def _sweep_z_daz(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z_DAZ)
+    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z_DAZ, _sums_z_daz)
 
 
 @jit(nogil=True)
 def _sweep_z(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z)
+    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z, _sums_z)
 
 
 @jit(nogil=True)
 def _sweep_ieee(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, IEEE)
+    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, IEEE, _sums_ieee)
 
 
 _SWEEP = {Z_DAZ: _sweep_z_daz, Z: _sweep_z, IEEE: _sweep_ieee}
