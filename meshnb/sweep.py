@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import floatz, kernels, loops, program, sweep_loop
+from . import kernels, loops, program, sweep_loop
 from .view import FIELDS, VIEW_BYTES, View
 
 WORDS = VIEW_BYTES // 4
@@ -64,7 +64,7 @@ class Systems:
     def __len__(self) -> int:
         return int(self.pages.shape[0])
 
-    def __getitem__(self, s: slice) -> "Systems":
+    def __getitem__(self, s: slice) -> Systems:
         return Systems(self.pages[s], self.page_index[s], self.lr_index[s], self.z)
 
     @property
@@ -281,7 +281,7 @@ class SweepResult:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "SweepResult":
+    def from_bytes(cls, data: bytes) -> SweepResult:
         with np.load(io.BytesIO(data), allow_pickle=False) as f:
             return cls(
                 steps=int(f["steps"]), z=bool(f["z"]), pages=f["pages"], page_index=f["page_index"],
@@ -291,7 +291,7 @@ class SweepResult:
             )
 
     @classmethod
-    def concat(cls, parts: Sequence["SweepResult"]) -> "SweepResult":
+    def concat(cls, parts: Sequence[SweepResult]) -> SweepResult:
         """The parts' systems in order, as one result (the parts of one sweep, same steps)."""
         first = parts[0]
         hist = None if first.loss_history is None else np.concatenate([p.loss_history for p in parts])

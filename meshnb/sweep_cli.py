@@ -219,8 +219,9 @@ def _csv_text(r: Any, names: list[str] | None) -> str:
 
 def _summary(r: Any, names: list[str] | None) -> str:
     mode = "float mode Z" if r.z else "IEEE float32"
-    lines = [f"sweep: {len(r)} systems x {r.steps} steps ({mode}): {r.system_steps_per_second:,.0f} system-steps/s "
-             f"({r.seconds:.3f} s; first call {r.first_call_seconds:.2f} s)",
+    head = (f"sweep: {len(r)} systems x {r.steps} steps ({mode}): {r.system_steps_per_second:,.0f} system-steps/s "
+            f"({r.seconds:.3f} s; first call {r.first_call_seconds:.2f} s)")
+    lines = [head,
              f"{'system':>6}  {'page':>12}  {'lr':>12}  {'last loss':>12}  digest"]
     shown = list(range(len(r))) if len(r) <= 24 else [*range(12), *range(len(r) - 12, len(r))]
     recs = _records(r, names)

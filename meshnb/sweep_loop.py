@@ -35,7 +35,7 @@ import numpy as np
 from . import vec
 from .floatz import jit
 from .kernels import BATCHES, WARP
-from .loops import IEEE, Z, Z_DAZ
+from .loops import IEEE, Z_DAZ, Z
 
 LANES = 16  # systems per group (one 16-float vector)
 BLOCK = 2  # groups stepped together
