@@ -46,6 +46,10 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
     # SHA-256 of 20 bytes a step is ~11 ns on one core; drive_alone hashes on the second core
     # while the next chunk runs, so what is left is the trace stores and the shared core.
     ("trace recording: single with trace / without <= 1.15 (a small fraction)", "single", "single-notrace", 1.15, "<="),
+    # A sweep's systems are independent, so it is bound by throughput, not by one step's chain:
+    # one system-step of a 1024-system sweep against one step of the single loop, same run.
+    ("sweep of 1024: system-step / single step <= 1/6 (goal 1/10)", "sweep-1024", "sweep-single", 1 / 6, "<="),
+    ("sweep of 1024 on one thread: system-step / single step", "sweep-1024-1thread", "sweep-single", None, ""),
 )
 
 

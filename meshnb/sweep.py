@@ -358,6 +358,19 @@ def warm_up(mode: int) -> float:
     return _WARM[mode]
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A thread pool of at least ``threads`` workers, kept for later runs."""
+    with _POOLS_LOCK:
+        have = max(_POOLS, default=0)
+        if have < max(threads, 1):
+            _POOLS[max(threads, 1)] = ThreadPoolExecutor(max_workers=max(threads, 1), thread_name_prefix="meshnb-sweep")
+        return _POOLS[max(_POOLS)]
+
+
 class _State:
     """The loop's arrays for a set of systems, in groups of 16 lanes (padded with copies of the last)."""
 
@@ -469,30 +482,30 @@ def run(
     trace_buf = np.empty((groups, per_call * sweep_loop.NSUMS * sweep_loop.LANES if trace else 0), dtype=np.float32)
     done = 0
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, n_threads), thread_name_prefix="meshnb-sweep") as pool:
+    pool = _pool(n_threads)  # kept between runs: starting threads costs milliseconds
 
-        def call(lo: int, hi: int, first: int, count: int) -> None:
-            sweep_loop.run_groups(a["tabs"][lo:hi], a["params"][lo:hi], a["hyper"][lo:hi], a["ring"][lo:hi],
-                                  a["hist"][lo:hi], trace_buf[lo:hi], first, count, every, mode)
+    def call(lo: int, hi: int, first: int, count: int) -> None:
+        sweep_loop.run_groups(a["tabs"][lo:hi], a["params"][lo:hi], a["hyper"][lo:hi], a["ring"][lo:hi],
+                              a["hist"][lo:hi], trace_buf[lo:hi], first, count, every, mode)
 
-        def hash_rows(rows: np.ndarray, lo: int, hi: int) -> None:
-            for k in range(lo, hi):
-                hashers[k].update(rows[k])  # hashlib releases the GIL on large buffers
+    def hash_rows(rows: np.ndarray, lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            hashers[k].update(rows[k])  # hashlib releases the GIL on large buffers
 
-        while done < steps and not (should_stop is not None and should_stop()):
-            n = min(per_call, steps - done)
-            for f in [pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
+    while done < steps and not (should_stop is not None and should_stop()):
+        n = min(per_call, steps - done)
+        for f in [pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
+            f.result()
+        if trace and m:  # [groups][n][5][16] -> per system [n][5], contiguous
+            t = trace_buf[:, : n * sweep_loop.NSUMS * sweep_loop.LANES].view(np.uint32)
+            t = t.reshape(groups, n * sweep_loop.NSUMS, sweep_loop.LANES)
+            rows = np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(state.pad, -1)
+            parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
+            for f in [pool.submit(hash_rows, rows, lo, hi) for lo, hi in parts]:
                 f.result()
-            if trace and m:  # [groups][n][5][16] -> per system [n][5], contiguous
-                t = trace_buf[:, : n * sweep_loop.NSUMS * sweep_loop.LANES].view(np.uint32)
-                t = t.reshape(groups, n * sweep_loop.NSUMS, sweep_loop.LANES)
-                rows = np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(state.pad, -1)
-                parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
-                for f in [pool.submit(hash_rows, rows, lo, hi) for lo, hi in parts]:
-                    f.result()
-            done += n
-            if on_chunk is not None:
-                on_chunk(done)
+        done += n
+        if on_chunk is not None:
+            on_chunk(done)
     seconds = time.perf_counter() - start
     every_rows = done // every if every else 0
     return SweepResult(
