@@ -353,7 +353,10 @@ def warm_up(mode: int) -> float:
     if mode not in _WARM:
         start = time.perf_counter()
         a = sweep_loop.empty_arrays(0, 0, 0)
-        sweep_loop.run_groups(a["tabs"], a["params"], a["hyper"], a["ring"], a["hist"], a["trace"], 0, 0, 0, mode)
+        tabs = np.zeros((1, sweep_loop.TAB_FLOATS), dtype=np.float32)
+        stabs = np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
+        sweep_loop.run_groups(tabs, stabs, np.zeros(0, dtype=np.int64), a["params"], a["hyper"], a["ring"], a["hist"],
+                              a["trace"], 0, 0, 0, mode)
         _WARM[mode] = time.perf_counter() - start
     return _WARM[mode]
 
@@ -372,57 +375,83 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 class _State:
-    """The loop's arrays for a set of systems, in groups of 16 lanes (padded with copies of the last)."""
+    """The loop's arrays for a set of systems, in groups of 16 lanes.
+
+    Systems are put in lanes sorted by their sample table (X, Y and ``base mod 8``), so that an
+    LR sweep's groups each read one shared table; lane ``i`` holds system ``order[i]``, and the
+    lanes past the last system (padding to a multiple of ``PER_CALL``) copy the last lane."""
 
     def __init__(self, systems: Systems, steps: int, loss_every: int) -> None:
         m = len(systems)
         pad = -(-m // PER_CALL) * PER_CALL
-        take = np.minimum(np.arange(pad), max(m - 1, 0))
-        words = systems.pages[take]
+        lanes = sweep_loop.LANES
         z = systems.z
-        self.m, self.pad, self.groups = m, pad, pad // sweep_loop.LANES
+        base8 = (systems.pages[:, _W["NEXT_STEP"]] & 7).astype(np.int64)
+        xy = np.ascontiguousarray(systems.pages[:, _W["X"]:_W["Y"] + 256])
+        ids: dict[bytes, int] = {}
+        which = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in xy], dtype=np.int64)
+        key = which * kernels.BATCHES + base8
+        self.order = np.argsort(key, kind="stable")
+        self.position = np.empty(m, dtype=np.int64)  # the lane of each system
+        self.position[self.order] = np.arange(m)
+        lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
+        words = systems.pages[lane_sys]
+        self.m, self.pad, self.groups = m, pad, pad // lanes
         self.rows = steps // loss_every if loss_every else 0
         a = sweep_loop.empty_arrays(self.groups, self.rows, 0)
-        lanes = sweep_loop.LANES
 
-        def grouped(per_system: np.ndarray) -> np.ndarray:  # [pad, ..., k] -> [groups, ..., 16] lanes last
-            g = per_system.reshape(self.groups, lanes, *per_system.shape[1:])
-            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(self.groups, -1)
+        def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, ...] -> [groups, ..., 16]
+            g = per_lane.reshape(-1, lanes, *per_lane.shape[1:])
+            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], -1)
 
         read = _flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
         a["params"][:] = grouped(read(words[:, :4])).view(np.float32)
         a["hyper"][:] = grouped(read(words[:, [_W["LR"], _W["INV_BATCH"]]])).view(np.float32)
-        # Sample tables, one per distinct (X, Y, base mod 8): [q][batch][lane] rotated so that slot j
-        # holds batch (base + j) mod 8, then put in the loop's order [slot][lane][q][system].
-        base8 = (words[:, _W["NEXT_STEP"]] & 7).astype(np.int64)
-        xy = np.ascontiguousarray(words[:, _W["X"]:_W["Y"] + 256])
-        ids: dict[bytes, int] = {}
-        which = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in xy], dtype=np.int64)
-        first = [int(np.argmax(which == u)) for u in range(len(ids))]
-        tabs = np.empty((pad, 4, kernels.BATCHES, kernels.WARP), dtype=np.float32)
-        for u, k in enumerate(first):
-            tab = kernels.batches(xy[k, :256].view(np.float32), xy[k, 256:].view(np.float32), z)
-            tab = tab.reshape(4, kernels.BATCHES, kernels.WARP)
-            for r in range(kernels.BATCHES):
-                mask = (which == u) & (base8 == r)
-                if mask.any():
-                    tabs[mask] = np.roll(tab, -r, axis=1)
-        a["tabs"][:] = grouped(tabs.transpose(0, 2, 3, 1))
+        # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
+        tables: dict[int, np.ndarray] = {}
+        for u, row in enumerate(ids):
+            xs = np.frombuffer(row, dtype=np.float32, count=256)
+            ys = np.frombuffer(row, dtype=np.float32, offset=1024)
+            tab = kernels.batches(xs, ys, z).reshape(4, kernels.BATCHES, kernels.WARP)
+            for r in set(base8[which == u].tolist()):
+                tables[u * kernels.BATCHES + r] = np.roll(tab, -r, axis=1)
+        lane_key = key[lane_sys].reshape(self.groups, lanes)
+        shared = (lane_key == lane_key[:, :1]).all(axis=1)
+        tab_of = np.empty(self.groups, dtype=np.int64)
+        stabs, ltabs = [], []
+        shared_index: dict[int, int] = {}
+        for g in range(self.groups):
+            if shared[g]:  # [slot][lane][q], one value for the group's 16 systems
+                k = int(lane_key[g, 0])
+                if k not in shared_index:
+                    shared_index[k] = len(stabs)
+                    stabs.append(tables[k].transpose(1, 2, 0).reshape(-1))
+                tab_of[g] = -1 - shared_index[k]
+            else:  # [slot][lane][q][system]
+                tab_of[g] = len(ltabs)
+                per_lane = np.stack([tables[int(k)] for k in lane_key[g]])  # [16, q, slot, lane]
+                ltabs.append(np.ascontiguousarray(per_lane.transpose(2, 3, 1, 0)).reshape(-1))
+        a["tab_of"] = tab_of
+        a["stabs"] = np.stack(stabs) if stabs else np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
+        a["tabs"] = np.stack(ltabs) if ltabs else np.zeros((1, sweep_loop.TAB_FLOATS), dtype=np.float32)
         self.arrays = a
         self.loss_every = loss_every
 
+    def per_system(self, lane_major: np.ndarray) -> np.ndarray:
+        """``[groups, k, 16]`` lane data -> ``[M, k]`` in system order."""
+        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, -1)
+        return per_lane[self.position]
+
     def ring_words(self) -> np.ndarray:
         """``[M, 256]``: the loss word of relative step r at column r mod 256."""
-        ring = self.arrays["ring"].view(np.uint32).reshape(self.groups, 256, sweep_loop.LANES)
-        return np.moveaxis(ring, 2, 1).reshape(self.pad, 256)[: self.m]
+        return self.per_system(self.arrays["ring"].view(np.uint32).reshape(self.groups, 256, sweep_loop.LANES))
 
     def params_words(self) -> np.ndarray:
-        p = self.arrays["params"].view(np.uint32).reshape(self.groups, 4, sweep_loop.LANES)
-        return np.moveaxis(p, 2, 1).reshape(self.pad, 4)[: self.m]
+        return self.per_system(self.arrays["params"].view(np.uint32).reshape(self.groups, 4, sweep_loop.LANES))
 
     def history(self) -> np.ndarray:
         h = self.arrays["hist"].view(np.uint32).reshape(self.groups, self.rows, sweep_loop.LANES)
-        return np.moveaxis(h, 2, 1).reshape(self.pad, self.rows)[: self.m].copy().view(np.float32)
+        return self.per_system(h).view(np.float32)
 
 
 def _final_pages(systems: Systems, state: _State, done: int) -> np.ndarray:
@@ -485,12 +514,12 @@ def run(
     pool = _pool(n_threads)  # kept between runs: starting threads costs milliseconds
 
     def call(lo: int, hi: int, first: int, count: int) -> None:
-        sweep_loop.run_groups(a["tabs"][lo:hi], a["params"][lo:hi], a["hyper"][lo:hi], a["ring"][lo:hi],
-                              a["hist"][lo:hi], trace_buf[lo:hi], first, count, every, mode)
+        sweep_loop.run_groups(a["tabs"], a["stabs"], a["tab_of"][lo:hi], a["params"][lo:hi], a["hyper"][lo:hi],
+                              a["ring"][lo:hi], a["hist"][lo:hi], trace_buf[lo:hi], first, count, every, mode)
 
     def hash_rows(rows: np.ndarray, lo: int, hi: int) -> None:
         for k in range(lo, hi):
-            hashers[k].update(rows[k])  # hashlib releases the GIL on large buffers
+            hashers[k].update(rows[state.position[k]])  # hashlib releases the GIL on large buffers
 
     while done < steps and not (should_stop is not None and should_stop()):
         n = min(per_call, steps - done)

@@ -16,11 +16,16 @@ x86 DAZ bit on, FTZ off: the hardware does mode Z, only words written out are fl
 the groups of a sweep on several threads, each thread its own slice of groups (MXCSR is per
 thread: each call sets DAZ on its own thread and restores it).
 
+Sample tables: slot ``j`` of a system holds its batch ``(base + j) mod 8``, so relative step ``r``
+of every system reads slot ``r mod 8`` even when the systems' step bases differ.  A group whose 16
+systems share X, Y and ``base mod 8`` (an LR sweep from one page) reads one *shared* table,
+``stabs[u]``: ``[8 slots][32 lanes][x, x^2, x^3, y]``, each value broadcast to the 16 lanes (4 KiB,
+at home in L1); any other group reads a *lane* table, ``tabs[t]``: ``[8 slots][32 lanes][x, x^2,
+x^3, y][16 systems]`` (64 KiB, so its loads come from L2).  ``tab_of[g]`` is ``t`` (a lane table)
+or ``-1 - u`` (a shared one).
+
 Per-group arrays (float32; words are stored as the float lanes that carry their bits):
 
-- ``tabs[g]``: ``[8 slots][32 lanes][x, x^2, x^3, y][16 systems]``; slot ``j`` of a system holds
-  its batch ``(base + j) mod 8``, so relative step ``r`` of every system reads slot ``r mod 8``
-  even when the systems' step bases differ;
 - ``params[g]``: ``[a, b, c, d][16]`` as the page's words (``ftz_bits`` in mode Z);
 - ``hyper[g]``: ``[lr, inv][16]``, read through ``ftz_from_bits`` (mode Z);
 - ``ring[g]``: ``[256][16]`` loss words, relative step ``r`` at row ``r mod 256``;
@@ -43,6 +48,8 @@ Q = 4  # x, x^2, x^3, y
 LANE_STRIDE = Q * LANES  # floats per warp lane in a slot
 SLOT = WARP * LANE_STRIDE  # floats per slot (one batch of 16 systems)
 TAB_FLOATS = BATCHES * SLOT
+SHARED_SLOT = WARP * Q  # floats per slot of a shared table
+SHARED_FLOATS = BATCHES * SHARED_SLOT
 RING = 256
 NSUMS = 5
 
@@ -64,12 +71,8 @@ def _out(v, mode):
 
 
 @jit(inline="always")
-def _lane(pa, pb, pc, pd, tab, at, mode):
+def _terms(pa, pb, pc, pd, x, x2, x3, y, mode):
     """Warp lane terms of 16 systems (SPEC 5): e, e x, e x^2, e x^3, e^2."""
-    x = vec.load16(tab, at)
-    x2 = vec.load16(tab, at + LANES)
-    x3 = vec.load16(tab, at + 2 * LANES)
-    y = vec.load16(tab, at + 3 * LANES)
     pred = _fl(vec.mul(pd, x), mode)  # Horner: ((d x + c) x + b) x + a
     pred = _fl(vec.add(pred, pc), mode)
     pred = _fl(vec.mul(pred, x), mode)
@@ -78,6 +81,16 @@ def _lane(pa, pb, pc, pd, tab, at, mode):
     pred = _fl(vec.add(pred, pa), mode)
     e = _fl(vec.sub(pred, y), mode)
     return e, _fl(vec.mul(e, x), mode), _fl(vec.mul(e, x2), mode), _fl(vec.mul(e, x3), mode), _fl(vec.mul(e, e), mode)
+
+
+@jit(inline="always")
+def _lane(pa, pb, pc, pd, tab, at, mode, shared):
+    """The terms of warp lane ``at`` (its offset in the table) of 16 systems."""
+    if shared:  # one value for the 16 systems
+        return _terms(pa, pb, pc, pd, vec.splat16(tab[at]), vec.splat16(tab[at + 1]), vec.splat16(tab[at + 2]),
+                      vec.splat16(tab[at + 3]), mode)
+    return _terms(pa, pb, pc, pd, vec.load16(tab, at), vec.load16(tab, at + LANES), vec.load16(tab, at + 2 * LANES),
+                  vec.load16(tab, at + 3 * LANES), mode)
 
 
 @jit(inline="always")
@@ -93,19 +106,21 @@ def _zero5():
     return z, z, z, z, z
 
 
-def _make_sums(mode: int):
-    """``sums(pa, pb, pc, pd, tab, at)`` for one mode: a function of its own (not inlined into the
-    loop, which keeps numba's compile time down), with ``mode`` a constant in it."""
+def _make_sums(mode: int, shared: bool):
+    """``sums(pa, pb, pc, pd, tab, slot)`` for one mode and table kind: a function of its own (not
+    inlined into the loop, which keeps numba's compile time down), with both constants in it."""
+    stride = Q if shared else LANE_STRIDE
+    slot_floats = SHARED_SLOT if shared else SLOT
 
     @jit()
-    def sums(pa, pb, pc, pd, tab, at):
-        return _sums(pa, pb, pc, pd, tab, at, mode)
+    def sums(pa, pb, pc, pd, tab, slot):
+        return _sums(pa, pb, pc, pd, tab, slot * slot_floats, stride, mode, shared)
 
     return sums
 
 
 @jit(inline="always")
-def _sums(pa, pb, pc, pd, tab, at, mode):
+def _sums(pa, pb, pc, pd, tab, at, stride, mode, shared):
     """The five sums of a step for 16 systems: lane 0 of SPEC 5's butterfly, ``T(0, 1)``.
 
     Leaf ``j`` (0..15) is ``T(l, 16)`` for ``l`` = ``j`` bit-reversed (0, 8, 4, 12, 2, ...), so
@@ -115,8 +130,8 @@ def _sums(pa, pb, pc, pd, tab, at, mode):
     total = s2
     for j in range(16):
         lane = ((j & 1) << 3) | ((j & 2) << 1) | ((j & 4) >> 1) | ((j & 8) >> 3)
-        x = _add5(_lane(pa, pb, pc, pd, tab, at + lane * LANE_STRIDE, mode),
-                  _lane(pa, pb, pc, pd, tab, at + (lane + 16) * LANE_STRIDE, mode), mode)
+        x = _add5(_lane(pa, pb, pc, pd, tab, at + lane * stride, mode, shared),
+                  _lane(pa, pb, pc, pd, tab, at + (lane + 16) * stride, mode, shared), mode)
         if j & 1 == 0:
             s16 = x
             continue
@@ -160,14 +175,15 @@ def _record(g, s, loss, ring, hist, trace, i, r, h, keep_hist, mode):
 
 
 @jit(inline="always")
-def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mode, sums):
-    """``count`` steps of every group (``tabs.shape[0]``, a multiple of BLOCK), from relative step
+def _sweep(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every, mode, lsums, ssums):
+    """``count`` steps of every group (``params.shape[0]``, a multiple of BLOCK), from relative step
     ``first``.  ``loss_every`` > 0 samples the loss of relative steps ``k loss_every - 1`` into
     ``hist`` row ``k - 1``."""
     old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
-    for g in range(0, tabs.shape[0], BLOCK):
-        ta = tabs[g]
-        tb = tabs[g + 1]
+    for g in range(0, params.shape[0], BLOCK):
+        t0, t1 = tab_of[g], tab_of[g + 1]
+        ta = tabs[t0] if t0 >= 0 else stabs[-1 - t0]
+        tb = tabs[t1] if t1 >= 0 else stabs[-1 - t1]
         pa = params[g]
         pb = params[g + 1]
         a0, b0, c0, d0 = vec.load16(pa, 0), vec.load16(pa, 16), vec.load16(pa, 32), vec.load16(pa, 48)
@@ -176,9 +192,9 @@ def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mod
         lr1, inv1 = vec.load16(hyper[g + 1], 0), vec.load16(hyper[g + 1], LANES)
         for i in range(count):
             r = first + i
-            at = (r & (BATCHES - 1)) * SLOT
-            s = sums(a0, b0, c0, d0, ta, at)
-            u = sums(a1, b1, c1, d1, tb, at)
+            slot = r & (BATCHES - 1)
+            s = ssums(a0, b0, c0, d0, ta, slot) if t0 < 0 else lsums(a0, b0, c0, d0, ta, slot)
+            u = ssums(a1, b1, c1, d1, tb, slot) if t1 < 0 else lsums(a1, b1, c1, d1, tb, slot)
             a0, b0 = _apply(a0, s[0], lr0, inv0, mode), _apply(b0, s[1], lr0, inv0, mode)
             c0, d0 = _apply(c0, s[2], lr0, inv0, mode), _apply(d0, s[3], lr0, inv0, mode)
             a1, b1 = _apply(a1, u[0], lr1, inv1, mode), _apply(b1, u[1], lr1, inv1, mode)
@@ -199,39 +215,43 @@ def _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, mod
         vec.mxcsr_restore(old)
 
 
-_sums_z_daz, _sums_z, _sums_ieee = _make_sums(Z_DAZ), _make_sums(Z), _make_sums(IEEE)
+_lsums_z_daz, _lsums_z, _lsums_ieee = _make_sums(Z_DAZ, False), _make_sums(Z, False), _make_sums(IEEE, False)
+_ssums_z_daz, _ssums_z, _ssums_ieee = _make_sums(Z_DAZ, True), _make_sums(Z, True), _make_sums(IEEE, True)
 
 
 # One compiled entry per mode (each specialised; numba compiles a mode on its first use).
 @jit(nogil=True)
-def _sweep_z_daz(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z_DAZ, _sums_z_daz)
+def _sweep_z_daz(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every):
+    _sweep(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every, Z_DAZ, _lsums_z_daz,
+           _ssums_z_daz)
 
 
 @jit(nogil=True)
-def _sweep_z(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, Z, _sums_z)
+def _sweep_z(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every):
+    _sweep(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every, Z, _lsums_z, _ssums_z)
 
 
 @jit(nogil=True)
-def _sweep_ieee(tabs, params, hyper, ring, hist, trace, first, count, loss_every):
-    _sweep(tabs, params, hyper, ring, hist, trace, first, count, loss_every, IEEE, _sums_ieee)
+def _sweep_ieee(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every):
+    _sweep(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every, IEEE, _lsums_ieee,
+           _ssums_ieee)
 
 
 _SWEEP = {Z_DAZ: _sweep_z_daz, Z: _sweep_z, IEEE: _sweep_ieee}
 
 
-def run_groups(tabs: np.ndarray, params: np.ndarray, hyper: np.ndarray, ring: np.ndarray, hist: np.ndarray,
-               trace: np.ndarray, first: int, count: int, loss_every: int, mode: int) -> None:
+def run_groups(tabs: np.ndarray, stabs: np.ndarray, tab_of: np.ndarray, params: np.ndarray, hyper: np.ndarray,
+               ring: np.ndarray, hist: np.ndarray, trace: np.ndarray, first: int, count: int, loss_every: int,
+               mode: int) -> None:
     """Step every group of these arrays ``count`` steps from relative step ``first`` (module
     docstring for the layouts; the group count must be a multiple of ``BLOCK``).  Releases the GIL."""
-    _SWEEP[mode](tabs, params, hyper, ring, hist, trace, np.int64(first), np.int64(count), np.int64(loss_every))
+    _SWEEP[mode](tabs, stabs, tab_of, params, hyper, ring, hist, trace, np.int64(first), np.int64(count),
+                 np.int64(loss_every))
 
 
 def empty_arrays(groups: int, hist_rows: int, trace_steps: int) -> dict[str, np.ndarray]:
-    """Zeroed state arrays for ``groups`` groups (see the module docstring)."""
+    """Zeroed per-group state arrays for ``groups`` groups (see the module docstring)."""
     return {
-        "tabs": np.zeros((groups, TAB_FLOATS), dtype=np.float32),
         "params": np.zeros((groups, 4 * LANES), dtype=np.float32),
         "hyper": np.zeros((groups, 2 * LANES), dtype=np.float32),
         "ring": np.zeros((groups, RING * LANES), dtype=np.float32),

@@ -21,7 +21,7 @@ import pytest
 
 import meshnb
 from meshnb import loops
-from meshnb.sweep import SweepResult, init_page, plan, run, sweep
+from meshnb.sweep import SweepResult, _State, init_page, plan, run, sweep
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
@@ -112,6 +112,8 @@ def test_threads_and_chunks_change_no_bits(z: bool) -> None:
     pages = [init_page(), hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
     lrs = np.geomspace(1e-3, 1.2, 25).astype(np.float32)  # 75 systems: 5 groups, padded to 6
     systems = plan(200, pages=pages, lrs=lrs, z=z)
+    kinds = _State(systems, 200, 0).arrays["tab_of"]
+    assert (kinds < 0).any() and (kinds >= 0).any(), "groups of one shared table and groups of lane tables"
     results = [run(systems, 200, trace=True, loss_every=10, threads=t) for t in (1, 2, 3)]
     results.append(run(systems, 200, trace=True, loss_every=10, threads=3, chunk=33))  # chunks of 33 steps
     for other in results[1:]:
