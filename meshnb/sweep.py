@@ -182,7 +182,7 @@ class SweepResult:
 
     def __post_init__(self) -> None:
         if not self.digests:
-            self.digests = [_digest(p) for p in self.words]
+            self.digests = digests(self.words)
 
     @property
     def words(self) -> np.ndarray:
@@ -303,9 +303,10 @@ class SweepResult:
         )
 
 
-def _digest(words: np.ndarray) -> str:
-    raw = np.ascontiguousarray(words, dtype="<u4")
-    return hashlib.sha256(raw[:4].tobytes() + raw[_LOSS].tobytes()).hexdigest()
+def digests(words: np.ndarray) -> list[str]:
+    """SPEC 11's digest of every page of ``[M, 1024]`` words: SHA-256 of PARAMS then LOSS."""
+    hashed = np.ascontiguousarray(np.concatenate((words[:, :4], words[:, _LOSS]), axis=1), dtype="<u4")
+    return [hashlib.sha256(row).hexdigest() for row in hashed]
 
 
 class SweepInterrupted(Exception):
@@ -462,11 +463,14 @@ def _final_pages(systems: Systems, state: _State, done: int) -> np.ndarray:
     base = systems.step_base
     out[:, :4] = state.params_words()
     ring = state.ring_words()
-    js = np.arange(max(0, done - 256), done, dtype=np.int64)
-    cols = ((base & np.uint64(255)).astype(np.int64)[:, None] + js[None, :]) % 256
-    loss = out[:, _LOSS]
-    loss[np.arange(len(systems))[:, None], cols] = ring[:, js % 256]
-    out[:, _LOSS] = loss
+    js = np.arange(max(0, done - 256), done, dtype=np.int64)  # the run's last 256 steps (or fewer)
+    shift = (base & np.uint64(255)).astype(np.int64)
+    for s in np.unique(shift):  # LOSS[(base + j) mod 256] = loss of relative step j
+        rows = np.flatnonzero(shift == s)
+        if js.size == 256:  # the whole ring: a rotation
+            out[rows, _LOSS] = np.roll(ring[rows], s, axis=1)
+        else:
+            out[np.ix_(rows, _W["LOSS"] + (s + js) % 256)] = ring[rows][:, js % 256]
     nxt = base + np.uint64(done)
     out[:, _W["STEP_HI"]] = (nxt >> np.uint64(32)).astype(np.uint32)
     out[:, _W["NEXT_STEP"]] = (nxt & np.uint64(0xFFFFFFFF)).astype(np.uint32)
