@@ -902,10 +902,37 @@ exchange and its timeouts the way a real mesh does, which the fused loop cannot.
 ]
 
 
+def percent_cells(path: Path) -> list[nbformat.NotebookNode]:
+    """The cells of a jupytext ``py:percent`` file (``# %%`` code cells, ``# %% [markdown]`` cells
+    of ``# ``-prefixed lines, magics written ``# %magic``), so a notebook can live as a script."""
+    cells: list[nbformat.NotebookNode] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if lines and lines[0] == "# ---":  # the jupytext header
+        lines = lines[lines.index("# ---", 1) + 1:]
+    kind, body = None, []
+
+    def flush() -> None:
+        if kind is not None:
+            text = "\n".join(body).strip("\n")
+            cells.append(md(text) if kind == "markdown" else code(text))
+
+    for line in lines:
+        if line.startswith("# %%"):
+            flush()
+            kind, body = ("markdown" if "[markdown]" in line else "code"), []
+        elif kind == "markdown":
+            body.append(line[2:] if line.startswith("# ") else line.lstrip("#"))
+        else:
+            body.append(line[2:] if line.startswith("# %") and not line.startswith("# %%") else line)
+    flush()
+    return cells
+
+
 NOTEBOOKS: dict[str, list[nbformat.NotebookNode]] = {
     "01_training": TRAINING,
     "02_float_mode_z": FLOAT_MODE_Z,
     "03_clusters": CLUSTERS,
+    "05_sweeps": percent_cells(HERE / "05_sweeps.py"),  # a jupytext py:percent file
 }
 
 
