@@ -388,9 +388,13 @@ class _State:
         lanes = sweep_loop.LANES
         z = systems.z
         base8 = (systems.pages[:, _W["NEXT_STEP"]] & 7).astype(np.int64)
-        xy = np.ascontiguousarray(systems.pages[:, _W["X"]:_W["Y"] + 256])
+        xy = systems.pages[:, _W["X"]:_W["Y"] + 256]
         ids: dict[bytes, int] = {}
-        which = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in xy], dtype=np.int64)
+        if m and (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
+            ids[xy[0].tobytes()] = 0
+            which = np.zeros(m, dtype=np.int64)
+        else:
+            which = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in xy], dtype=np.int64)
         key = which * kernels.BATCHES + base8
         self.order = np.argsort(key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
