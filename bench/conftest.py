@@ -50,6 +50,7 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
     # one system-step of a 1024-system sweep against one step of the single loop, same run.
     ("sweep of 1024: system-step / single step <= 1/6 (goal 1/10)", "sweep-1024", "sweep-single", 1 / 6, "<="),
     ("sweep of 1024 on one thread: system-step / single step", "sweep-1024-1thread", "sweep-single", None, ""),
+    ("sweep of 1024: system-step / step of the single loop alone (no trace)", "sweep-1024", "sweep-single-loop", None, ""),
 )
 
 

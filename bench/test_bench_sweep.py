@@ -10,6 +10,7 @@ is the cost of one step of one system, directly comparable with the single loop'
 
 - ``sweep-single``: ``meshnb.train(2^20)`` from varied start pages (the single loop, this run's
   baseline);
+- ``sweep-single-loop``: ``loops.run_tasks`` alone (no trace digest, no host loop);
 - ``sweep-1024``: ``meshnb.sweep.sweep(4096, lrs=<1024 LRs>)``, the whole call (planning,
   sample tables, the loop on every core, final pages and digests);
 - the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
@@ -88,6 +89,27 @@ def test_single(benchmark, record, sweep_sizes) -> None:
     benchmark.group = "sweep"
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
     _cpu_note(benchmark, "sweep-single", cpu, steps)
+
+
+def test_single_loop(benchmark, record, sweep_sizes) -> None:
+    """The single loop alone (``loops.run_tasks``, no trace, no host): the chain the sweep is set against."""
+    steps = sweep_sizes["single"]
+    pages = itertools.cycle([np.frombuffer(s.page, dtype="<u4").copy() for s in varied_starts(8)])
+    mode = loops.loop_mode(True)
+    no_trace = np.empty((0, 5), dtype=np.uint32)
+    loops.run_tasks(next(pages).copy(), 64, no_trace, mode)  # the loop's first call out of the timing
+    cpu: list[float] = []
+
+    def one() -> None:
+        words = next(pages).copy()
+        c0 = time.process_time()
+        loops.run_tasks(words, steps, no_trace, mode)
+        cpu.append(time.process_time() - c0)
+
+    record(benchmark, "sweep-single-loop", steps)
+    benchmark.group = "sweep"
+    benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
+    _cpu_note(benchmark, "sweep-single-loop", cpu, steps)
 
 
 def _cpu_note(benchmark, name: str, cpu: list[float], steps: int) -> None:
