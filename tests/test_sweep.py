@@ -265,6 +265,7 @@ def test_cli_bad_arguments_one_line_exit_2(args: list[str], message: str) -> Non
 
 def test_cli_ctrl_c_keeps_the_finished_chunks(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
+    sweep(1, lrs=[0.5])  # the loop compiled into numba's cache: the command below starts stepping at once
     proc = subprocess.Popen([sys.executable, "-m", "meshnb.sweep_cli", "--lr", "0.01:1:64:log", "--steps", "100000000",
                              "--json", "--out", str(out), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
