@@ -165,6 +165,19 @@ def _run(args: argparse.Namespace) -> tuple[Any, int, list[str] | None]:
 
     MPI = mpi.load()
     comm = MPI.COMM_WORLD
+    try:
+        return _run_rank(args, systems, progress, names, MPI, comm)
+    except BaseException as e:  # one rank failing must not leave the others waiting in a collective
+        mpi.abort(comm, e)
+        raise  # not reached: abort ends the job
+
+
+def _run_rank(args: argparse.Namespace, systems: Any, progress: bool, names: list[str] | None, MPI: Any,
+              comm: Any) -> tuple[Any, int, list[str] | None]:
+    """This rank's share of an MPI job's sweep; rank 0 returns the gathered result, the others None."""
+    from . import mpi
+    from . import sweep as sw
+
     k, n = comm.Get_rank(), comm.Get_size()
     m = len(systems)
     share = systems[m * k // n: m * (k + 1) // n]
