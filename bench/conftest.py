@@ -48,6 +48,17 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
     ("trace recording: single with trace / without <= 1.15 (a small fraction)", "single", "single-notrace", 1.15, "<="),
     ("fused N=2 with checkpoints / without <= 1.2 (goal 1.05)", "fused-2-checkpoint", "fused-2", 1.2, "<="),
     ("threads N=2 round / processes N=2 round <= 2 (goal 1.2)", "threads-2", "processes-2", 2.0, "<="),
+    # A sweep's systems are independent, so it is bound by throughput, not by one step's chain:
+    # one system-step of a 1024-system sweep against one step of the single loop, same run.
+    ("sweep of 1024: system-step / single step <= 1/6 (goal 1/10)", "sweep-1024", "sweep-single", 1 / 6, "<="),
+    ("sweep of 1024 on one thread: system-step / single step", "sweep-1024-1thread", "sweep-single", None, ""),
+    (
+        "sweep of 1024: system-step / step of the single loop alone (no trace)",
+        "sweep-1024",
+        "sweep-single-loop",
+        None,
+        "",
+    ),
 )
 
 

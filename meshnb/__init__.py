@@ -30,6 +30,8 @@ _EXPORTS = {
     "LAYOUT": "view",
     "VIEW_BYTES": "view",
     "View": "view",
+    "sweep": "sweeps",
+    "SweepResult": "sweeps",
 }
 _SUBMODULES = {
     "api",
@@ -49,6 +51,9 @@ _SUBMODULES = {
     "program",
     "results",
     "sha256",
+    "sweep_cli",
+    "sweep_loop",
+    "sweeps",
     "testing",
     "trace",
     "vec",

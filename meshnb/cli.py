@@ -1,5 +1,5 @@
-"""The command line: ``meshnb train``, ``bench``, and ``ops``/``pack``/``check`` (checking an
-executor, :mod:`meshnb.conformance`); also ``python -m meshnb``.
+"""The command line: ``meshnb train``, ``sweep``, ``bench``, and ``ops``/``pack``/``check`` (checking
+an executor, :mod:`meshnb.conformance`); also ``python -m meshnb``.
 
 ``train``'s flags are made from the options table (:class:`~meshnb.options.RunOptions`): names,
 parsing and help in one place.  Exit codes: 0 done, 1 a failure while running, 2 bad arguments
@@ -96,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
     from .conformance.cli import register as add_conformance  # ops, pack, check: each sets its handler
+    from .sweep_cli import register as add_sweep
 
+    add_sweep(sub)
     add_conformance(sub)
     return parser
 

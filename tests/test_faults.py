@@ -3,7 +3,8 @@
 the documented exit code, nothing left in /dev/shm, and a page or checkpoint that continues to
 the digests of a run never interrupted.
 
-CI runs a few random moments per case; ``MESHNB_SLOW=1`` runs many (the randomised soak; the suite's one switch for long tests).
+CI runs a few random moments per case; ``MESHNB_SLOW=1`` runs many (the randomised soak; the
+suite's one switch for long tests).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ PUBLIC_MODULES = frozenset(
         "meshnb.conformance.fpu",
         "meshnb.conformance.ops",
         "meshnb.conformance.pack",
+        "meshnb.sweeps",
         "meshnb.floatz",
         "meshnb.kernels",
         "meshnb.testing",

@@ -1,0 +1,145 @@
+"""The sweep (issue 12): M independent systems against the single loop, in one run.
+
+Run::
+
+    python -m pytest bench/test_bench_sweep.py --benchmark-only     # 1024 systems x 4096 steps
+    MESHNB_BENCH_SHORT=1 python -m pytest bench/test_bench_sweep.py --benchmark-disable -q   # smoke
+
+Paths (per *system-step* for the sweeps: ``steps`` is systems x steps, so the table's "per step"
+is the cost of one step of one system, directly comparable with the single loop's step):
+
+- ``sweep-single``: ``meshnb.train(2^20)`` from varied start pages (the single loop, this run's
+  baseline);
+- ``sweep-single-loop``: ``loops.run_tasks`` alone (no trace digest, no host loop);
+- ``sweep-1024``: ``meshnb.sweep(4096, lrs=<1024 LRs>)``, the whole call (planning,
+  sample tables, the loop on every core, final pages and digests);
+- the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
+- ``sweep-1024-1thread``: the whole call on one thread (the per-core rate).
+
+Bits first: every system of a smaller sweep (varied start pages x LRs, step bases in every
+residue mod 8) against its own ``meshnb.train``, trace digests included, and one against the
+numpy reference.  The LRs vary from one timed call to the next.  The first call of the sweep's
+loop (a compile, or numba's cache) is kept out of every timed call and printed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import loops
+from meshnb import sweeps as sw
+from meshnb.bench import varied_starts
+from meshnb.testing import reference as ref
+
+
+@pytest.fixture(scope="module")
+def sweep_sizes(short: bool) -> dict[str, int]:
+    if short:
+        return {"systems": 64, "steps": 256, "single": 10_000, "rounds": 1}
+    return {"systems": 1024, "steps": 4096, "single": 1 << 20, "rounds": 7}
+
+
+@pytest.fixture(scope="module")
+def first_call() -> float:
+    seconds = sw.warm_up(loops.loop_mode(True))
+    print(f"\nsweep loop, first call (compile or numba cache): {seconds:.2f} s")
+    return seconds
+
+
+def _lrs(m: int, round_: int) -> np.ndarray:
+    """m LRs over a wide log range, shifted a little each round so no two calls run the same systems."""
+    return (np.geomspace(1e-4, 1.0, m) * (1.0 - 1e-3 * round_)).astype(np.float32)
+
+
+def test_sweep_bits_before_timing(first_call: float) -> None:
+    starts = varied_starts(4)
+    pages = [s.page for s in starts]
+    lrs = np.array([0x3F000000, 0x3E000000, 0x3B000000, 0x3F400000, 0x3A000000], dtype=np.uint32)
+    bases = [s.step_base + k for s in starts for k in range(lrs.size)]  # every residue mod 8 across the systems
+    r = sw.sweep(256, pages=pages, lrs=lrs, step_bases=bases, trace=True)
+    for k in range(len(r)):
+        one = meshnb.train(
+            256, view_in=pages[k // lrs.size], set_lr={0: int(lrs[k % lrs.size])}, step_base=bases[k], keep_trace=True
+        )
+        assert (r.page(k), r.trace_digests[k]) == (one.page, one.trace_digest), f"system {k}"
+    page = bytearray(pages[0])  # the reference reads the step base from the page
+    page[28:32] = (bases[0] & 0xFFFFFFFF).to_bytes(4, "little")
+    page[44:48] = (bases[0] >> 32).to_bytes(4, "little")
+    outs, tr = ref.run([bytes(page)], 256, grouped=False, lr_changes={0: int(lrs[0])})
+    assert r.page(0) == outs[0] and r.trace_digests[0] == ref.trace_digest(tr)
+
+
+def test_single(benchmark, record, sweep_sizes) -> None:
+    """The single loop, this run's baseline: meshnb.train from varied start pages."""
+    steps = sweep_sizes["single"]
+    pages = itertools.cycle([s.page for s in varied_starts(8)])
+    meshnb.train(64)  # the loop's first call out of the timing
+    cpu: list[float] = []
+
+    def one() -> None:
+        c0 = time.process_time()
+        meshnb.train(steps, view_in=next(pages))
+        cpu.append(time.process_time() - c0)
+
+    record(benchmark, "sweep-single", steps)
+    benchmark.group = "sweep"
+    benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
+    _cpu_note(benchmark, "sweep-single", cpu, steps)
+
+
+def test_single_loop(benchmark, record, sweep_sizes) -> None:
+    """The single loop alone (``loops.run_tasks``, no trace, no host): the chain the sweep is set against."""
+    steps = sweep_sizes["single"]
+    pages = itertools.cycle([np.frombuffer(s.page, dtype="<u4").copy() for s in varied_starts(8)])
+    mode = loops.loop_mode(True)
+    no_trace = np.empty((0, 5), dtype=np.uint32)
+    loops.run_tasks(next(pages).copy(), 64, no_trace, mode)  # the loop's first call out of the timing
+    cpu: list[float] = []
+
+    def one() -> None:
+        words = next(pages).copy()
+        c0 = time.process_time()
+        loops.run_tasks(words, steps, no_trace, mode)
+        cpu.append(time.process_time() - c0)
+
+    record(benchmark, "sweep-single-loop", steps)
+    benchmark.group = "sweep"
+    benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
+    _cpu_note(benchmark, "sweep-single-loop", cpu, steps)
+
+
+def _cpu_note(benchmark, name: str, cpu: list[float], steps: int) -> None:
+    """CPU time (all threads) per step: what a shared machine's other load does not inflate."""
+    ns = float(np.median(cpu)) / steps * 1e9
+    benchmark.extra_info["cpu_ns_per_step"] = ns
+    print(f"\n{name}: {ns:.2f} ns of CPU time per (system-)step (median of {len(cpu)})")
+
+
+@pytest.mark.parametrize("threads", [None, 1], ids=["all-cores", "1thread"])
+def test_sweep(benchmark, record, sweep_sizes, first_call, threads) -> None:
+    m, steps = sweep_sizes["systems"], sweep_sizes["steps"]
+    rounds = iter(range(10**6))
+    loop_seconds: list[float] = []
+
+    cpu: list[float] = []
+
+    def one() -> None:
+        c0 = time.process_time()
+        r = sw.sweep(steps, lrs=_lrs(m, next(rounds)), threads=threads)
+        cpu.append(time.process_time() - c0)
+        loop_seconds.append(r.seconds)
+
+    name = f"sweep-{m}" if threads is None else f"sweep-{m}-1thread"
+    record(benchmark, name, m * steps, systems=m)
+    benchmark.group = "sweep"
+    benchmark.extra_info["first_call_s"] = first_call
+    benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
+    loop_ns = float(np.median(loop_seconds)) / (m * steps) * 1e9
+    benchmark.extra_info["loop_ns_per_system_step"] = loop_ns
+    print(f"\n{name}: step loop alone {loop_ns:.2f} ns per system-step (median of {len(loop_seconds)})")
+    _cpu_note(benchmark, name, cpu, m * steps)
