@@ -108,6 +108,25 @@ def exchange_bytes(n: int) -> int:
     return HEADER_BYTES + n * SYSTEM_BYTES
 
 
+def word_layout() -> np.ndarray:
+    """The page's layout as word indices, for njit code that reads the page as one uint32 array
+    and one uint64 array (:mod:`meshnb.rounds`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
+    system 0's COUNTER (u64 index), the system stride (u64 words), system 0's SLOT0 (u32 index),
+    the system stride (u32 words), SLOT1 - SLOT0 (u32 words)]."""
+    assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
+    return np.array(
+        [
+            _EX["ABORT"].offset // 4,
+            (HEADER_BYTES + _EX["COUNTER"].offset) // 8,
+            SYSTEM_BYTES // 8,
+            (HEADER_BYTES + _EX["SLOT0"].offset) // 4,
+            SYSTEM_BYTES // 4,
+            (_EX["SLOT1"].offset - _EX["SLOT0"].offset) // 4,
+        ],
+        dtype=np.int64,
+    )
+
+
 class ExchangePage:
     """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
 
@@ -118,6 +137,13 @@ class ExchangePage:
         if raw.nbytes < exchange_bytes(n):
             raise ValueError(f"an exchange page of {n} systems needs {exchange_bytes(n)} bytes, got {raw.nbytes}")
         self.n = n
+        # The page as words, for the fast step loop (``meshnb.rounds``): only where the page is
+        # aligned for atomic 8-byte access (always so for numpy's and mmap's memory).
+        self.words32: np.ndarray | None = None
+        self.words64: np.ndarray | None = None
+        if raw.ctypes.data % 8 == 0 and raw.flags.c_contiguous:
+            self.words32 = raw[: exchange_bytes(n)].view("<u4")
+            self.words64 = raw[: exchange_bytes(n)].view("<u8")
         self._systems = field_array(raw, 0, 0, 1, _EX["SYSTEMS"])
         self._abort = field_array(raw, 0, 0, 1, _EX["ABORT"])
         self.counters = field_array(raw, HEADER_BYTES, SYSTEM_BYTES, n, _EX["COUNTER"])
@@ -240,6 +266,20 @@ class PageExchange:
         if page.aborted:
             raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
         return ok
+
+    def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
+        """Round ``n`` is published and the fast loop's spin ran out: wait up to ``nap_s`` more
+        in this exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
+
+        Returns False once the deadline has passed without the round (a timeout), True to spin
+        again; raises :class:`ExchangeAborted` once the page is aborted."""
+        page = self.page
+        left = deadline - time.perf_counter()
+        if left > 0:
+            self.waiter.wait(lambda: page.aborted or page.reached(n), min(nap_s, left))
+        if page.aborted:
+            raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
+        return page.reached(n) or time.perf_counter() < deadline
 
     def __repr__(self) -> str:
         return f"PageExchange(k={self.k}, n={self.page.n}, timeout_s={self.timeout_s})"
