@@ -193,6 +193,10 @@ class Waiter(Protocol):
     def notify(self) -> None:
         """Something ``ready`` reads may have changed: wake the waiters."""
 
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` without spinning (woken early where the waiter can be);
+        returns ``ready()``."""
+
 
 class BlockingWaiter:
     """For members that are threads of one process: a condition variable, no busy core."""
@@ -207,6 +211,9 @@ class BlockingWaiter:
     def notify(self) -> None:
         with self._cond:
             self._cond.notify_all()
+
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        return self.wait(ready, timeout_s)  # an abort's notify ends it at once
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,11 @@ class PollingWaiter:
 
     def notify(self) -> None:
         pass  # pollers look for themselves
+
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        if not ready():
+            time.sleep(timeout_s)
+        return ready()
 
 
 class PageExchange:
@@ -268,15 +280,15 @@ class PageExchange:
         return ok
 
     def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
-        """Round ``n`` is published and the fast loop's spin ran out: wait up to ``nap_s`` more
-        in this exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
+        """Round ``n`` is published and the fast loop's spin ran out: nap up to ``nap_s`` in this
+        exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
 
         Returns False once the deadline has passed without the round (a timeout), True to spin
         again; raises :class:`ExchangeAborted` once the page is aborted."""
         page = self.page
         left = deadline - time.perf_counter()
         if left > 0:
-            self.waiter.wait(lambda: page.aborted or page.reached(n), min(nap_s, left))
+            self.waiter.nap(lambda: page.aborted or page.reached(n), min(nap_s, left))
         if page.aborted:
             raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
         return page.reached(n) or time.perf_counter() < deadline

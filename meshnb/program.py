@@ -219,16 +219,18 @@ def _run_on_page(
     trace: np.ndarray,
 ) -> int:
     """``_run_grouped`` for an exchange page in memory: the steps run in :func:`rounds.run_page`
-    (GIL released); when a round is slow it returns, and this waits a nap in the exchange's
-    waiter and calls it again for the same round (published once), until the round's timeout."""
+    (GIL released); when a round is slow it returns, and this naps in the exchange's waiter
+    (50 us, doubling up to 2 ms) and calls it again for the same round (published once, never
+    again), which looks once and comes back, until the round is reached or its timeout passes.
+    A member that waits long thus sleeps, as with the per-step loop's waiters."""
     assert ctx.group is not None and ex.page.words32 is not None and ex.page.words64 is not None
     ex32, ex64, k, n = ex.page.words32, ex.page.words64, ctx.group.k, ctx.group.n
     tab = kernels.batches(xs, ys, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = word_layout(), loops.loop_mode(ctx.z)
-    waiting, deadline, nap = -1, 0.0, NAP_S[0]
+    waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], rounds.SPIN
     while True:
-        status = rounds.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode)
+        status = rounds.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
         done = int(state[0])
         if status == rounds.DONE:
             return done
@@ -240,3 +242,5 @@ def _run_on_page(
         if not ex.wait_more(rnd, deadline, nap):
             return done  # timed out: the round stays published, and pending
         nap = min(2 * nap, NAP_S[1])
+        # After a nap the loop only looks (reached: on to the next steps, with a full spin).
+        spin = rounds.SPIN if ex.page.reached(rnd) else 0

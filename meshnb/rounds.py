@@ -32,7 +32,7 @@ from .loops import IEEE, Z_DAZ, Z, _out, _step
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 64  # spins with the pause hint before each one yields the core instead
-SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields)
+SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields on an idle core)
 
 # word_layout's entries (meshnb.exchange.word_layout)
 _ABORT, _COUNTER0, _COUNTER_STRIDE, _SLOT0, _SLOT_STRIDE, _PARITY_STRIDE = range(6)
@@ -90,6 +90,7 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
         status = _wait(ex64, ex32, lay, n, rnd, spin)
         if status != DONE:
             break
+        spin = SPIN  # ``spin`` bounds the first wait only
         for m in range(n):
             at = lay[_SLOT0] + m * lay[_SLOT_STRIDE] + parity * lay[_PARITY_STRIDE]
             for j in range(8):
@@ -150,7 +151,8 @@ def run_page(
     ``exchange.word_layout()``; the task runs ``steps`` steps from step ``base``; ``state``
     (uint64[2]) is [steps done, 1 if the round of the next step is already published], read and
     updated; ``trace`` is ``[steps, 5]`` uint32 (row ``i``: step ``base + i``'s fold) or has no
-    rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds one wait before WAITING."""
+    rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds the first wait before WAITING
+    (0: look once), ``SPIN`` the later ones."""
     return int(
         _PAGE[mode](
             hdr, tab, loss_ring, ex64, ex32, layout, np.int64(k), np.int64(n), np.uint64(base), np.int64(steps),
