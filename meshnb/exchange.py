@@ -9,14 +9,22 @@ counter and waits (bounded) for every member to reach ``n``, ``slot(m, par)`` re
 in how a member waits (a :class:`Waiter`):
 
 - :class:`BlockingWaiter` (the threads backend: members are threads of one process) sleeps on a
-  condition variable; the publisher that completes a round wakes the others.
+  condition variable; the publisher that completes a round wakes the others (the fast loop's
+  publishers do not: its naps are short).
 - :class:`PollingWaiter` (the processes backend: the page is in ``multiprocessing.shared_memory``)
   re-reads the page: a short spin that yields the core, then sleeps of growing length.
 
+The program runs the members of a :class:`PageExchange` through the fast loop of
+:mod:`meshnb.rounds` (njit, the GIL released), which reads and writes the page as words
+(``ExchangePage.words32``/``words64``, offsets from ``word_layout``); it waits in njit and comes
+back here only for a slow round (:meth:`PageExchange.wait_more`: a nap in the waiter, which an
+abort's notify ends).  ``set_slot``/``round``/``slot`` serve every other caller.
+
 Memory order: a member writes its slot, then its counter; a reader checks the counters, then
-reads the slots.  Threads run under the GIL, which orders them.  Processes rely on aligned 4- and
-8-byte numpy stores being single instructions, seen by other cores in program order (x86-64's
-total store order); a weakly ordered CPU would need fences that numpy cannot issue.
+reads the slots.  The fast loop does it with release stores and acquire loads
+(:mod:`meshnb.atomics`), right on any CPU.  The methods here write with numpy: threads run under
+the GIL, which orders them; processes rely on aligned 4- and 8-byte numpy stores being single
+instructions, seen by other cores in program order (x86-64's total store order).
 """
 
 from __future__ import annotations
