@@ -7,8 +7,8 @@ the meeting points in cluster memory (:mod:`.memory`): the start, pauses at a co
 boundary (checkpoints, Ctrl-C), the end.  :class:`ThreadMembers` runs members as threads (the
 meeting points block on a condition variable); :class:`ProcessMembers` as processes of a
 forkserver, the memory in a shared segment (the meeting points poll).  Either way a round's wait
-spins in njit with the GIL released (:mod:`meshnb.rounds`), then naps in the same waiter.  Member processes whose coordinator dies see their pipe close
-and exit.
+spins in njit with the GIL released (:mod:`meshnb.rounds`), then naps in the same waiter.
+Member processes whose coordinator dies see their pipe close and exit.
 """
 
 from __future__ import annotations
