@@ -31,7 +31,7 @@ from .kernels import U64_7, WARP, in_word, out_word
 from .loops import IEEE, Z_DAZ, Z, _out, _step
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
-PAUSES = 64  # spins with the pause hint before each one yields the core instead
+PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
 SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields on an idle core)
 
 # word_layout's entries (meshnb.exchange.word_layout)
