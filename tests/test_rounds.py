@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import rounds
+from meshnb import loops, rounds
 from meshnb.exchange import (
     EX_SLOT_WORDS,
     BlockingWaiter,
@@ -72,9 +72,12 @@ def run_cluster(page: bytes, n: int, z: bool, fast: bool, tasks: tuple[int, ...]
     return ctxs
 
 
-@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+@pytest.mark.parametrize("z", [True, False, "flush"], ids=["z", "ieee", "z-without-daz"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_the_fast_loop_gives_the_per_step_loops_bits_on_hard_pages(n, z, monkeypatch):
+    if z == "flush":  # mode Z as on a CPU without DAZ: a flush after every op
+        monkeypatch.setattr(loops, "loop_mode", lambda z: loops.Z if z else loops.IEEE)
+        z = True
     calls = []
     run_page = rounds.run_page
     monkeypatch.setattr(rounds, "run_page", lambda *a: calls.append(1) or run_page(*a))
