@@ -204,6 +204,7 @@ def _run_grouped(
 
 
 NAP_S = (50e-6, 2e-3)  # a slow round's naps between spins of the fast loop: first, longest
+_WORD_LAYOUT = word_layout()
 
 
 def _run_on_page(
@@ -227,7 +228,7 @@ def _run_on_page(
     ex32, ex64, k, n = ex.page.words32, ex.page.words64, ctx.group.k, ctx.group.n
     tab = kernels.batches(xs, ys, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
-    layout, mode = word_layout(), loops.loop_mode(ctx.z)
+    layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], rounds.SPIN
     while True:
         status = rounds.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
