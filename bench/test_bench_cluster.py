@@ -20,7 +20,7 @@ import meshnb
 from meshnb.testing import reference as ref
 
 # rounds per timed call of 2 systems (full, short), halved for 4: under a second each on 2 cores
-ROUNDS = {"threads": (12_000, 256), "processes": (60_000, 256), "fused": (1_000_000, 1_000)}
+ROUNDS = {"threads": (60_000, 256), "processes": (60_000, 256), "fused": (1_000_000, 1_000)}
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ _EXPORTS = {
 }
 _SUBMODULES = {
     "api",
+    "atomics",
     "backends",
     "bench",
     "checkpoint",
@@ -50,6 +51,7 @@ _SUBMODULES = {
     "options",
     "program",
     "results",
+    "rounds",
     "sha256",
     "sweep_cli",
     "sweep_loop",

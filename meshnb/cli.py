@@ -230,8 +230,10 @@ def _prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Ctrl-C from here on is a flag: a run stops at its next task boundary; before a run starts
-    # it ends the command at the next check, never with a traceback from an import.
+    """Run ``meshnb`` with ``argv`` in this process (tests, scripts): returns the exit code.  Ctrl-C
+    from here on is a flag: a run stops at its next task boundary; before a run starts it ends the
+    command at the next check, never with a traceback from an import.  The caller's handler is
+    restored on return."""
     flag = InterruptFlag()
     on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
@@ -240,6 +242,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if on_main:
             signal.signal(signal.SIGINT, previous)
+
+
+def entry() -> NoReturn:
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): as :func:`main`, but the
+    flag stays the handler until the process has exited, so that a Ctrl-C that comes as the
+    command ends changes nothing (it would otherwise be a KeyboardInterrupt in the interpreter's
+    shutdown)."""
+    flag = InterruptFlag()
+    signal.signal(signal.SIGINT, flag)
+    sys.exit(_main(None, flag))
 
 
 def _is_main_thread() -> bool:
@@ -293,4 +305,4 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

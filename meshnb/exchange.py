@@ -9,14 +9,22 @@ counter and waits (bounded) for every member to reach ``n``, ``slot(m, par)`` re
 in how a member waits (a :class:`Waiter`):
 
 - :class:`BlockingWaiter` (the threads backend: members are threads of one process) sleeps on a
-  condition variable; the publisher that completes a round wakes the others.
+  condition variable; the publisher that completes a round wakes the others (the fast loop's
+  publishers do not: its naps are short).
 - :class:`PollingWaiter` (the processes backend: the page is in ``multiprocessing.shared_memory``)
   re-reads the page: a short spin that yields the core, then sleeps of growing length.
 
+The program runs the members of a :class:`PageExchange` through the fast loop of
+:mod:`meshnb.rounds` (njit, the GIL released), which reads and writes the page as words
+(``ExchangePage.words32``/``words64``, offsets from ``word_layout``); it waits in njit and comes
+back here only for a slow round (:meth:`PageExchange.wait_more`: a nap in the waiter, which an
+abort's notify ends).  ``set_slot``/``round``/``slot`` serve every other caller.
+
 Memory order: a member writes its slot, then its counter; a reader checks the counters, then
-reads the slots.  Threads run under the GIL, which orders them.  Processes rely on aligned 4- and
-8-byte numpy stores being single instructions, seen by other cores in program order (x86-64's
-total store order); a weakly ordered CPU would need fences that numpy cannot issue.
+reads the slots.  The fast loop does it with release stores and acquire loads
+(:mod:`meshnb.atomics`), right on any CPU.  The methods here write with numpy: threads run under
+the GIL, which orders them; processes rely on aligned 4- and 8-byte numpy stores being single
+instructions, seen by other cores in program order (x86-64's total store order).
 """
 
 from __future__ import annotations
@@ -108,6 +116,25 @@ def exchange_bytes(n: int) -> int:
     return HEADER_BYTES + n * SYSTEM_BYTES
 
 
+def word_layout() -> np.ndarray:
+    """The page's layout as word indices, for njit code that reads the page as one uint32 array
+    and one uint64 array (:mod:`meshnb.rounds`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
+    system 0's COUNTER (u64 index), the system stride (u64 words), system 0's SLOT0 (u32 index),
+    the system stride (u32 words), SLOT1 - SLOT0 (u32 words)]."""
+    assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
+    return np.array(
+        [
+            _EX["ABORT"].offset // 4,
+            (HEADER_BYTES + _EX["COUNTER"].offset) // 8,
+            SYSTEM_BYTES // 8,
+            (HEADER_BYTES + _EX["SLOT0"].offset) // 4,
+            SYSTEM_BYTES // 4,
+            (_EX["SLOT1"].offset - _EX["SLOT0"].offset) // 4,
+        ],
+        dtype=np.int64,
+    )
+
+
 class ExchangePage:
     """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
 
@@ -118,6 +145,13 @@ class ExchangePage:
         if raw.nbytes < exchange_bytes(n):
             raise ValueError(f"an exchange page of {n} systems needs {exchange_bytes(n)} bytes, got {raw.nbytes}")
         self.n = n
+        # The page as words, for the fast step loop (``meshnb.rounds``): only where the page is
+        # aligned for atomic 8-byte access (always so for numpy's and mmap's memory).
+        self.words32: np.ndarray | None = None
+        self.words64: np.ndarray | None = None
+        if raw.ctypes.data % 8 == 0 and raw.flags.c_contiguous:
+            self.words32 = raw[: exchange_bytes(n)].view("<u4")
+            self.words64 = raw[: exchange_bytes(n)].view("<u8")
         self._systems = field_array(raw, 0, 0, 1, _EX["SYSTEMS"])
         self._abort = field_array(raw, 0, 0, 1, _EX["ABORT"])
         self.counters = field_array(raw, HEADER_BYTES, SYSTEM_BYTES, n, _EX["COUNTER"])
@@ -167,6 +201,10 @@ class Waiter(Protocol):
     def notify(self) -> None:
         """Something ``ready`` reads may have changed: wake the waiters."""
 
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` without spinning (woken early where the waiter can be);
+        returns ``ready()``."""
+
 
 class BlockingWaiter:
     """For members that are threads of one process: a condition variable, no busy core."""
@@ -181,6 +219,9 @@ class BlockingWaiter:
     def notify(self) -> None:
         with self._cond:
             self._cond.notify_all()
+
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        return self.wait(ready, timeout_s)  # an abort's notify ends it at once
 
 
 @dataclass(frozen=True)
@@ -211,6 +252,11 @@ class PollingWaiter:
     def notify(self) -> None:
         pass  # pollers look for themselves
 
+    def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        if not ready():
+            time.sleep(timeout_s)
+        return ready()
+
 
 class PageExchange:
     """System ``k``'s handle on an :class:`ExchangePage`: the :class:`Exchange` of the program.
@@ -240,6 +286,20 @@ class PageExchange:
         if page.aborted:
             raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
         return ok
+
+    def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
+        """Round ``n`` is published and the fast loop's spin ran out: nap up to ``nap_s`` in this
+        exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
+
+        Returns False once the deadline has passed without the round (a timeout), True to spin
+        again; raises :class:`ExchangeAborted` once the page is aborted."""
+        page = self.page
+        left = deadline - time.perf_counter()
+        if left > 0:
+            self.waiter.nap(lambda: page.aborted or page.reached(n), min(nap_s, left))
+        if page.aborted:
+            raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
+        return page.reached(n) or time.perf_counter() < deadline
 
     def __repr__(self) -> str:
         return f"PageExchange(k={self.k}, n={self.page.n}, timeout_s={self.timeout_s})"

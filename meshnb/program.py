@@ -5,16 +5,26 @@ exchange page (a cluster) and a trace (the sums each step applied, for the trace
 task of a system without a group runs its whole step loop in one njit call; with a group each
 step goes through the exchange, following the seed's control flow (publish, round, fold, apply;
 a timed-out round stays pending and the next task with the matching ``arg`` resumes it).
+
+Two grouped loops compute the same bits, and ``_run`` picks one (the one switch):
+
+- an exchange page in memory (a :class:`~meshnb.exchange.PageExchange`: the threads and
+  processes backends) runs ``_run_on_page``: the steps in one njit call with the GIL released
+  (:mod:`meshnb.rounds`), which comes back to Python only to go on waiting for a slow round
+  (so that the round's timeout, an abort, the give-up bound and Ctrl-C stay Python's);
+- any other :class:`~meshnb.exchange.Exchange` (MPI, tests' recording exchanges) runs
+  ``_run_grouped``: one step at a time through ``set_slot``, ``round`` and ``slot``.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import floatz, kernels, loops
-from .exchange import EX_SLOT_WORDS, Exchange, Group
+from . import floatz, kernels, loops, rounds
+from .exchange import EX_SLOT_WORDS, Exchange, ExchangeAborted, Group, PageExchange, word_layout
 from .trace import Trace
 from .view import FIELDS, HEADER_WORDS, View
 
@@ -108,7 +118,13 @@ def _run(ctx: Context, s: int) -> int:
         v.set_word("PENDING", 0)
     xs, ys, loss_ring = v.array("X"), v.array("Y"), v.words[_LOSS]
     trace = np.empty((steps if ctx.trace is not None else 0, kernels.NSUMS), dtype=np.uint32)
-    done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
+    if ctx.z:  # PARAMS are read through ftz_from_bits, and written back even after zero steps
+        hdr[:4] = floatz.flush_words(hdr[:4])
+    ex = ctx.exchange
+    if isinstance(ex, PageExchange) and ex.page.words64 is not None:  # the switch: see the docstring
+        done = _run_on_page(ctx, ex, hdr, xs, ys, loss_ring, base, steps, resume, trace)
+    else:
+        done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
     timed_out = done < steps
 
     v.words[:4] = hdr[:4]
@@ -164,11 +180,10 @@ def _run_grouped(
     resume: bool,
     trace: np.ndarray,
 ) -> int:
-    """The grouped step loop; returns the steps completed (fewer than ``steps`` on a timeout)."""
+    """The grouped step loop over any exchange; returns the steps completed (fewer than
+    ``steps`` on a timeout)."""
     assert ctx.group is not None and ctx.exchange is not None
     k, n, ex, z = ctx.group.k, ctx.group.n, ctx.exchange, ctx.z
-    if z:  # PARAMS are read through ftz_from_bits, and written back even after zero steps
-        hdr[:4] = floatz.flush_words(hdr[:4])
     slots = np.empty((n, EX_SLOT_WORDS), dtype=np.uint32)
     no_row = np.empty(0, dtype=np.uint32)
     for done in range(steps):
@@ -186,3 +201,47 @@ def _run_grouped(
         row = trace[done] if trace.shape[0] else no_row
         kernels.grouped_apply(hdr, total, loss_ring, np.uint64(t), row, z)
     return steps
+
+
+NAP_S = (50e-6, 2e-3)  # a slow round's naps between spins of the fast loop: first, longest
+_WORD_LAYOUT = word_layout()
+
+
+def _run_on_page(
+    ctx: Context,
+    ex: PageExchange,
+    hdr: np.ndarray,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    loss_ring: np.ndarray,
+    base: int,
+    steps: int,
+    resume: bool,
+    trace: np.ndarray,
+) -> int:
+    """``_run_grouped`` for an exchange page in memory: the steps run in :func:`rounds.run_page`
+    (GIL released); when a round is slow it returns, and this naps in the exchange's waiter
+    (50 us, doubling up to 2 ms) and calls it again for the same round (published once, never
+    again), which looks once and comes back, until the round is reached or its timeout passes.
+    A member that waits long thus sleeps, as with the per-step loop's waiters."""
+    assert ctx.group is not None and ex.page.words32 is not None and ex.page.words64 is not None
+    ex32, ex64, k, n = ex.page.words32, ex.page.words64, ctx.group.k, ctx.group.n
+    tab = kernels.batches(xs, ys, ctx.z)
+    state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
+    layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
+    waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], rounds.SPIN
+    while True:
+        status = rounds.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
+        done = int(state[0])
+        if status == rounds.DONE:
+            return done
+        rnd = (base + done + 1) & _MASK64
+        if status == rounds.ABORTED:
+            raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
+        if done != waiting:  # a new slow round: its timeout counts from here
+            waiting, deadline, nap = done, time.perf_counter() + ex.timeout_s, NAP_S[0]
+        if not ex.wait_more(rnd, deadline, nap):
+            return done  # timed out: the round stays published, and pending
+        nap = min(2 * nap, NAP_S[1])
+        # After a nap the loop only looks (reached: on to the next steps, with a full spin).
+        spin = rounds.SPIN if ex.page.reached(rnd) else 0

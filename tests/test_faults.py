@@ -30,7 +30,7 @@ SHM = Path("/dev/shm")
 # Runs that last a few seconds on a 2-core machine (backend -> CLI arguments).
 RUNS = {
     "single": ["--steps", "60000000"],
-    "threads": ["--systems", "2", "--backend", "threads", "--steps", "40000"],
+    "threads": ["--systems", "2", "--backend", "threads", "--steps", "400000"],  # ~10 us a round (issue 12)
     "processes": ["--systems", "2", "--backend", "processes", "--steps", "200000"],
     "fused": ["--systems", "2", "--backend", "fused", "--steps", "20000000"],
 }

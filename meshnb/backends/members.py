@@ -4,10 +4,11 @@ A member is one system doing :func:`meshnb.driver.drive` over a
 :class:`~meshnb.exchange.PageExchange`, so the program's grouped task loop (publish, round,
 fold, apply; a timed-out round left pending and resumed) is what runs.  :class:`Control` holds
 the meeting points in cluster memory (:mod:`.memory`): the start, pauses at a common task
-boundary (checkpoints, Ctrl-C), the end.  :class:`ThreadMembers` runs members as threads (waits
-block on a condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory
-in a shared segment (waits poll).  Member processes whose coordinator dies see their pipe close
-and exit.
+boundary (checkpoints, Ctrl-C), the end.  :class:`ThreadMembers` runs members as threads (the
+meeting points block on a condition variable); :class:`ProcessMembers` as processes of a
+forkserver, the memory in a shared segment (the meeting points poll).  Either way a round's wait
+spins in njit with the GIL released (:mod:`meshnb.rounds`), then naps in the same waiter.
+Member processes whose coordinator dies see their pipe close and exit.
 """
 
 from __future__ import annotations

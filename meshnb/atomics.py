@@ -1,0 +1,116 @@
+"""Shared-memory words for njit code: acquire loads, release stores, and ways to wait politely.
+
+The members of a cluster whose exchange page is in memory (threads of one process, or processes
+sharing a segment) publish and read the page from njit code with the GIL released
+(:mod:`meshnb.rounds`).  There nothing orders their accesses but the CPU and the compiler, so:
+
+- :func:`load_acquire` reads a word with LLVM's ``load atomic ... acquire``: the compiler can
+  neither hoist it out of a spin loop nor move later loads (a slot's words) before it;
+- :func:`store_release` writes a word with ``store atomic ... release``: earlier stores (the
+  slot's words) are visible to any core that sees this one (the counter);
+- :func:`cpu_relax` is the x86 ``pause`` hint of a spin loop (nothing elsewhere), and
+  :func:`yield_cpu` is ``sched_yield()``: a member that waits gives its core to the member it
+  waits for (two members on two busy cores, or more members than cores).
+
+``sched_yield`` is bound by name (``llvmlite.binding.add_symbol``), so that the machine code that
+calls it can be cached like the rest of the kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+_YIELD = "meshnb_sched_yield"
+
+
+def _bind_sched_yield() -> bool:
+    try:
+        fn = ctypes.CDLL(None).sched_yield
+    except (OSError, AttributeError):
+        return False
+    llvm.add_symbol(_YIELD, ctypes.cast(fn, ctypes.c_void_p).value)
+    return True
+
+
+HAS_YIELD = _bind_sched_yield()
+
+
+def _is_word_array(arr) -> bool:
+    words = (types.uint32, types.uint64)
+    return isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and arr.dtype in words
+
+
+def _ptr(context, builder, arrty, arr, index):
+    ary = context.make_array(arrty)(context, builder, arr)
+    return builder.gep(ary.data, [index])
+
+
+@intrinsic
+def load_acquire(typingctx, arr, index):
+    """``arr[index]`` (uint32 or uint64, unchecked) as an atomic acquire load."""
+    if not (_is_word_array(arr) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _ptr(context, builder, sig.args[0], args[0], args[1])
+        return builder.load_atomic(ptr, "acquire", align=sig.args[0].dtype.bitwidth // 8)
+
+    return arr.dtype(arr, index), codegen
+
+
+@intrinsic
+def store_release(typingctx, arr, index, value):
+    """``arr[index] = value`` (uint32 or uint64, unchecked) as an atomic release store."""
+    if not (_is_word_array(arr) and isinstance(index, types.Integer) and isinstance(value, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        arrty = sig.args[0]
+        ptr = _ptr(context, builder, arrty, args[0], args[1])
+        v = context.cast(builder, args[2], sig.args[2], arrty.dtype)
+        builder.store_atomic(v, ptr, "release", align=arrty.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+
+    return types.none(arr, index, value), codegen
+
+
+def _pause(builder: ir.IRBuilder) -> None:
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+    builder.call(fn, [])
+
+
+@intrinsic
+def cpu_relax(typingctx):
+    """The spin-loop hint (x86 ``pause``); a compiler barrier elsewhere."""
+
+    def codegen(context, builder, sig, args):
+        if _X86:
+            _pause(builder)
+        else:
+            builder.asm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", [], side_effect=True)
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@intrinsic
+def yield_cpu(typingctx):
+    """``sched_yield()``: let another thread or process run on this core (a pause where absent)."""
+
+    def codegen(context, builder, sig, args):
+        if HAS_YIELD:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), _YIELD)
+            builder.call(fn, [])
+        elif _X86:
+            _pause(builder)
+        return context.get_dummy_value()
+
+    return types.none(), codegen

@@ -1,0 +1,167 @@
+"""The grouped loop on an exchange page in memory (meshnb.rounds, GIL released): the same bits as
+the per-step loop over any Exchange, a timed-out round resumed without republishing, an abort
+ending a wait at once, more members than cores."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import loops, rounds
+from meshnb.exchange import (
+    EX_SLOT_WORDS,
+    BlockingWaiter,
+    ExchangeAborted,
+    ExchangePage,
+    Group,
+    PageExchange,
+    PollingWaiter,
+)
+from meshnb.program import OP_TASK, STEPS, TIMEOUTS, Context, Trace, init, task
+from meshnb.testing import reference as ref
+from meshnb.testing.pages import hard_pages
+from meshnb.view import View
+
+
+class PlainExchange:
+    """A PageExchange that is not one: the program takes its per-step loop (``_run_grouped``)."""
+
+    def __init__(self, inner: PageExchange) -> None:
+        self.inner = inner
+
+    def set_slot(self, k, parity, words):
+        self.inner.set_slot(k, parity, words)
+
+    def round(self, n):
+        return self.inner.round(n)
+
+    def slot(self, m, parity):
+        return self.inner.slot(m, parity)
+
+
+def run_cluster(page: bytes, n: int, z: bool, fast: bool, tasks: tuple[int, ...]) -> list[Context]:
+    """``n`` members from ``page``, as threads, each running TASKs of ``tasks`` steps."""
+    xpage, waiter = ExchangePage.new(n), BlockingWaiter()
+    ctxs = []
+    for k in range(n):
+        ex = PageExchange(xpage, k, 30.0, waiter)
+        ctxs.append(Context(View(bytearray(page)), group=Group(k, n), exchange=ex if fast else PlainExchange(ex), z=z))
+        ctxs[-1].trace = Trace(keep=True)
+    errors: list[BaseException] = []
+
+    def member(ctx: Context) -> None:
+        try:
+            for steps in tasks:
+                ctx.view.set_word("STEPS_PER_TASK", steps)
+                assert task(ctx, OP_TASK, ctx.view.word("NEXT_STEP")) == steps
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+            xpage.abort()
+            waiter.notify()
+
+    threads = [threading.Thread(target=member, args=(c,)) for c in ctxs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return ctxs
+
+
+@pytest.mark.parametrize("z", [True, False, "flush"], ids=["z", "ieee", "z-without-daz"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_fast_loop_gives_the_per_step_loops_bits_on_hard_pages(n, z, monkeypatch):
+    if z == "flush":  # mode Z as on a CPU without DAZ: a flush after every op
+        monkeypatch.setattr(loops, "loop_mode", lambda z: loops.Z if z else loops.IEEE)
+        z = True
+    calls = []
+    run_page = rounds.run_page
+    monkeypatch.setattr(rounds, "run_page", lambda *a: calls.append(1) or run_page(*a))
+    tasks = (0, 37, 64, 1)  # a task of no steps writes PARAMS back too
+    for name, page in hard_pages().items():
+        page = bytes(page)
+        fast = run_cluster(page, n, z, True, tasks)
+        slow = run_cluster(page, n, z, False, tasks)
+        for f, s in zip(fast, slow):
+            assert f.view.tobytes() == s.view.tobytes(), name
+            assert list(f.counters) == list(s.counters), name
+            assert np.array_equal(f.trace.words, s.trace.words), name
+        assert len({c.view.digest() for c in fast}) == 1, name
+    assert len(calls) >= n * len(tasks) * len(hard_pages())  # the fast runs took the fast loop
+
+
+def test_a_round_times_out_mid_task_and_resumes_without_republishing():
+    """Two members on one page driven in turn on one thread: member 1 completes round 1 (member 0
+    published it) and times out on round 2, mid-task; its retry waits for round 2 again."""
+    steps, xpage = 8, ExchangePage.new(2)
+    ctxs = [
+        Context(View(), group=Group(k, 2), exchange=PageExchange(xpage, k, 0.02, BlockingWaiter()), trace=Trace())
+        for k in range(2)
+    ]
+    for ctx in ctxs:
+        init(ctx)
+        ctx.view.set_word("STEPS_PER_TASK", steps)
+    v0, v1 = ctxs[0].view, ctxs[1].view
+    assert task(ctxs[0], OP_TASK, 0) == 0  # round 1 published, nobody else: a timeout
+    assert (v0.word("ERR"), v0.word("PENDING"), v0.word("ROUND"), v0.next_step) == (1, 1, 1, 0)
+    assert task(ctxs[1], OP_TASK, 0) == 1  # round 1 complete, round 2 published alone
+    assert (v1.word("ERR"), v1.word("PENDING"), v1.word("ROUND"), v1.next_step) == (1, 1, 2, 1)
+    assert ctxs[1].counters[TIMEOUTS] == 1 and ctxs[1].counters[STEPS] == 1
+    assert list(xpage.counters) == [1, 2]
+    # Member 1's published slot of round 2: its retry must not write it again.
+    published = xpage.slots[1, 0].copy()
+    assert published[5:].tolist() == [0] * (EX_SLOT_WORDS - 5)
+    xpage.slots[1, 0] = 0xDEADBEEF
+    v1.set_word("STEPS_PER_TASK", 1)
+    assert task(ctxs[1], OP_TASK, 1) == 0  # the same round, still alone: not republished
+    assert xpage.slots[1, 0].tolist() == [0xDEADBEEF] * EX_SLOT_WORDS
+    assert (v1.word("PENDING"), v1.word("ROUND"), ctxs[1].counters[TIMEOUTS]) == (1, 2, 2)
+    xpage.slots[1, 0] = published
+    v1.set_word("STEPS_PER_TASK", steps)
+    while any(c.view.next_step < steps or c.view.word("PENDING") for c in ctxs):
+        for ctx in ctxs:
+            v = ctx.view
+            if v.next_step < steps or v.word("PENDING"):
+                v.set_word("STEPS_PER_TASK", max(1, steps - v.next_step))
+                task(ctx, OP_TASK, v.word("NEXT_STEP"))
+    pages, trace = ref.run([ref.init_page(2, grouped=True)] * 2, steps, grouped=True)
+    for ctx, want in zip(ctxs, pages):
+        assert ctx.view.word("ERR") == 0 and ctx.view.word("PENDING") == 0 and ctx.counters[STEPS] == steps
+        assert ctx.view.digest() == ref.digest(want) and ctx.trace.hexdigest() == ref.trace_digest(trace)
+
+
+@pytest.mark.parametrize("waiter", ["blocking", "polling"])
+def test_an_abort_ends_a_wait_at_once(waiter):
+    xpage = ExchangePage.new(2)
+    w = BlockingWaiter() if waiter == "blocking" else PollingWaiter()
+    ctx = Context(View(), group=Group(0, 2), exchange=PageExchange(xpage, 0, 30.0, w))
+    init(ctx)
+    ended: list[float] = []
+
+    def member() -> None:
+        with pytest.raises(ExchangeAborted):
+            task(ctx, OP_TASK, 0)
+        ended.append(time.monotonic())
+
+    t = threading.Thread(target=member)
+    t.start()
+    time.sleep(0.3)  # past the spin: member 0 naps between looks at round 1
+    assert t.is_alive() and int(xpage.counters[0]) == 1
+    aborted = time.monotonic()
+    xpage.abort()  # no notify: a nap ends within its bound (2 ms) either way
+    t.join(5)
+    assert ended and ended[0] - aborted < 0.1
+    assert ctx.view.word("PENDING") == 0  # the task did not finish: the page was not written
+
+
+def test_more_members_than_cores_finish_in_bounded_time():
+    clean = meshnb.train(1000, systems=8, backend="fused")
+    t0 = time.monotonic()
+    r = meshnb.train(1000, systems=8, backend="threads")
+    assert time.monotonic() - t0 < 20
+    assert [s.digest for s in r.systems] == [s.digest for s in clean.systems]
+    assert {s.trace_digest for s in r.systems} == {clean.systems[0].trace_digest}
