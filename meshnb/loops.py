@@ -76,12 +76,12 @@ def _out(v, mode):
 
 
 @jit(inline="always")
-def _half_warp(a, b, c, d, tab, at, mode):
-    """Per-lane error terms of 16 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
-    x = vec.load16(tab, at)
-    x2 = vec.load16(tab, at + TAB)
-    x3 = vec.load16(tab, at + 2 * TAB)
-    y = vec.load16(tab, at + 3 * TAB)
+def _lanes(a, b, c, d, tab, at, mode):
+    """Per-lane error terms of 8 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
+    x = vec.load8(tab, at)
+    x2 = vec.load8(tab, at + TAB)
+    x3 = vec.load8(tab, at + 2 * TAB)
+    y = vec.load8(tab, at + 3 * TAB)
     pred = _fl(vec.mul(d, x), mode)  # Horner: ((d x + c) x + b) x + a
     pred = _fl(vec.add(pred, c), mode)
     pred = _fl(vec.mul(pred, x), mode)
@@ -93,29 +93,35 @@ def _half_warp(a, b, c, d, tab, at, mode):
 
 
 @jit(inline="always")
+def _level16_8(q0, q1, q2, q3, mode):
+    """Butterfly levels 16 and 8 of one sum held in four 8-lane vectors (lanes 0-7, 8-15,
+    16-23, 24-31): lane l + lane l + 16, then lane l + lane l + 8; lanes 0-7 of the result."""
+    return _fl(vec.add(_fl(vec.add(q0, q2), mode), _fl(vec.add(q1, q3), mode)), mode)
+
+
+@jit(inline="always")
 def _step(p4, tab, at, mode):
     """One step's sums for params ``p4``: (the four param sums as a vector, the e^2 sum)."""
-    a = vec.broadcast0(p4, p4)
-    b = vec.broadcast1(p4, p4)
-    c = vec.broadcast2(p4, p4)
-    d = vec.broadcast3(p4, p4)
-    l0, l1, l2, l3, l4 = _half_warp(a, b, c, d, tab, at, mode)
-    h0, h1, h2, h3, h4 = _half_warp(a, b, c, d, tab, at + 16, mode)
-    # Butterfly level 16: lane l + lane l + 16.
-    s0 = _fl(vec.add(l0, h0), mode)
-    s1 = _fl(vec.add(l1, h1), mode)
-    s2 = _fl(vec.add(l2, h2), mode)
-    s3 = _fl(vec.add(l3, h3), mode)
-    s4 = _fl(vec.add(l4, h4), mode)
-    # Levels 8, 4, 2, 1 of the four param sums, packed (see vec's shuffles).
-    p01 = _fl(vec.add(vec.level8_lo(s0, s1), vec.level8_hi(s0, s1)), mode)
-    p23 = _fl(vec.add(vec.level8_lo(s2, s3), vec.level8_hi(s2, s3)), mode)
-    q = _fl(vec.add(vec.level4_lo(p01, p23), vec.level4_hi(p01, p23)), mode)
-    r = _fl(vec.add(vec.level2_lo(q, q), vec.level2_hi(q, q)), mode)
-    u = _fl(vec.add(vec.level1_lo(r, r), vec.level1_hi(r, r)), mode)
-    # Levels 8, 4, 2, 1 of e^2 alone.
-    e8 = _fl(vec.add(vec.half16_lo(s4, s4), vec.half16_hi(s4, s4)), mode)
-    e4 = _fl(vec.add(vec.half8_lo(e8, e8), vec.half8_hi(e8, e8)), mode)
+    a = vec.bcast8_0(p4, p4)
+    b = vec.bcast8_1(p4, p4)
+    c = vec.bcast8_2(p4, p4)
+    d = vec.bcast8_3(p4, p4)
+    v0, v1, v2, v3, v4 = _lanes(a, b, c, d, tab, at, mode)
+    w0, w1, w2, w3, w4 = _lanes(a, b, c, d, tab, at + 8, mode)
+    x0, x1, x2, x3, x4 = _lanes(a, b, c, d, tab, at + 16, mode)
+    y0, y1, y2, y3, y4 = _lanes(a, b, c, d, tab, at + 24, mode)
+    s0 = _level16_8(v0, w0, x0, y0, mode)
+    s1 = _level16_8(v1, w1, x1, y1, mode)
+    s2 = _level16_8(v2, w2, x2, y2, mode)
+    s3 = _level16_8(v3, w3, x3, y3, mode)
+    s4 = _level16_8(v4, w4, x4, y4, mode)
+    # Level 4 of two sums per vector, level 2 of all four, then level 1 (see vec's shuffles).
+    p01 = _fl(vec.add(vec.pair4_lo(s0, s1), vec.pair4_hi(s0, s1)), mode)
+    p23 = _fl(vec.add(vec.pair4_lo(s2, s3), vec.pair4_hi(s2, s3)), mode)
+    q = _fl(vec.add(vec.pair2_lo(p01, p23), vec.pair2_hi(p01, p23)), mode)
+    u = _fl(vec.add(vec.level1_lo(q, q), vec.level1_hi(q, q)), mode)
+    # Levels 4, 2, 1 of e^2 alone.
+    e4 = _fl(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = _fl(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
     return u, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
 

@@ -87,7 +87,7 @@ def _make_load(n: int):
     return load
 
 
-load4, load16 = _make_load(4), _make_load(16)
+load4, load8, load16 = _make_load(4), _make_load(8), _make_load(16)
 
 
 @intrinsic
@@ -121,7 +121,7 @@ def _make_splat(n: int):
     return splat
 
 
-splat4, splat16 = _make_splat(4), _make_splat(16)
+splat4, splat8, splat16 = _make_splat(4), _make_splat(8), _make_splat(16)
 
 
 def _make_binary(op: str):
@@ -212,6 +212,19 @@ half8_lo = _make_shuffle("half8_lo", 8, list(range(4)))
 half8_hi = _make_shuffle("half8_hi", 8, list(range(4, 8)))
 half4_lo = _make_shuffle("half4_lo", 4, [0, 1])
 half4_hi = _make_shuffle("half4_hi", 4, [2, 3])
+# The same butterfly on 8-lane vectors (a warp is four of them; Zen 4 runs a 16-lane op as two
+# 8-lane halves, and its shuffles across the halves cost extra).  After levels 16 and 8 (plain
+# adds of whole vectors), level 4 on two 8-lane sums packed into one vector, then level 2 on
+# four sums packed into one, then level 1 (``level1_lo/hi``): lane l and lane l + o, as above.
+pair4_lo = _make_shuffle("pair4_lo", 8, [*range(4), *range(8, 12)])
+pair4_hi = _make_shuffle("pair4_hi", 8, [*range(4, 8), *range(12, 16)])
+pair2_lo = _make_shuffle("pair2_lo", 8, [0, 1, 4, 5, 8, 9, 12, 13])
+pair2_hi = _make_shuffle("pair2_hi", 8, [2, 3, 6, 7, 10, 11, 14, 15])
+# Lane j of a 4-lane vector in all 8 lanes (the params a, b, c, d for the lanes).
+bcast8_0 = _make_shuffle("bcast8_0", 4, [0] * 8)
+bcast8_1 = _make_shuffle("bcast8_1", 4, [1] * 8)
+bcast8_2 = _make_shuffle("bcast8_2", 4, [2] * 8)
+bcast8_3 = _make_shuffle("bcast8_3", 4, [3] * 8)
 # Lane j of a 4-lane vector in all 16 lanes (the params a, b, c, d for the lanes).
 broadcast0 = _make_shuffle("broadcast0", 4, [0] * 16)
 broadcast1 = _make_shuffle("broadcast1", 4, [1] * 16)
