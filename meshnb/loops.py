@@ -100,30 +100,46 @@ def _level16_8(q0, q1, q2, q3, mode):
 
 
 @jit(inline="always")
-def _step(p4, tab, at, mode):
-    """One step's sums for params ``p4``: (the four param sums as a vector, the e^2 sum)."""
-    a = vec.bcast8_0(p4, p4)
-    b = vec.bcast8_1(p4, p4)
-    c = vec.bcast8_2(p4, p4)
-    d = vec.bcast8_3(p4, p4)
+def _level4_2_1(s, mode):
+    """Butterfly levels 4, 2, 1 of one sum's lanes 0-7, as SPEC writes them: every lane adds
+    lane ``l xor o``, so every lane ends with the sum (splat, ready to be a param's lanes)."""
+    s = _fl(vec.add(s, vec.xor4(s, s)), mode)
+    s = _fl(vec.add(s, vec.xor2(s, s)), mode)
+    return _fl(vec.add(s, vec.xor1(s, s)), mode)
+
+
+@jit(inline="always")
+def _step(a, b, c, d, tab, at, mode):
+    """One step's sums for the params ``a, b, c, d`` (each splat over 8 lanes): the four param
+    sums, each splat over 8 lanes, and the e^2 sum as a float32."""
     v0, v1, v2, v3, v4 = _lanes(a, b, c, d, tab, at, mode)
     w0, w1, w2, w3, w4 = _lanes(a, b, c, d, tab, at + 8, mode)
     x0, x1, x2, x3, x4 = _lanes(a, b, c, d, tab, at + 16, mode)
     y0, y1, y2, y3, y4 = _lanes(a, b, c, d, tab, at + 24, mode)
-    s0 = _level16_8(v0, w0, x0, y0, mode)
-    s1 = _level16_8(v1, w1, x1, y1, mode)
-    s2 = _level16_8(v2, w2, x2, y2, mode)
-    s3 = _level16_8(v3, w3, x3, y3, mode)
+    # The param sums are on the chain from one step's params to the next: finishing each in
+    # its own vector costs more adds than packing them but no shuffle across vectors, and
+    # leaves the sums splat, which is what the next step's lanes need.
+    s0 = _level4_2_1(_level16_8(v0, w0, x0, y0, mode), mode)
+    s1 = _level4_2_1(_level16_8(v1, w1, x1, y1, mode), mode)
+    s2 = _level4_2_1(_level16_8(v2, w2, x2, y2, mode), mode)
+    s3 = _level4_2_1(_level16_8(v3, w3, x3, y3, mode), mode)
+    # e^2 is off that chain (only its words leave): halve it to one lane.
     s4 = _level16_8(v4, w4, x4, y4, mode)
-    # Level 4 of two sums per vector, level 2 of all four, then level 1 (see vec's shuffles).
-    p01 = _fl(vec.add(vec.pair4_lo(s0, s1), vec.pair4_hi(s0, s1)), mode)
-    p23 = _fl(vec.add(vec.pair4_lo(s2, s3), vec.pair4_hi(s2, s3)), mode)
-    q = _fl(vec.add(vec.pair2_lo(p01, p23), vec.pair2_hi(p01, p23)), mode)
-    u = _fl(vec.add(vec.level1_lo(q, q), vec.level1_hi(q, q)), mode)
-    # Levels 4, 2, 1 of e^2 alone.
     e4 = _fl(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = _fl(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
-    return u, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+    return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+
+
+@jit(inline="always")
+def _apply(p, s, lr, inv, mode):
+    """SPEC 6 on splat lanes: ``p - lr (s inv)``."""
+    return _fl(vec.sub(p, _fl(vec.mul(lr, _fl(vec.mul(s, inv), mode)), mode)), mode)
+
+
+@jit(inline="always")
+def _pack(a, b, c, d):
+    """Lane 0 of four vectors as one 4-lane vector."""
+    return vec.join2(vec.lane0s(a, b), vec.lane0s(c, d))
 
 
 @jit(inline="always")
@@ -132,26 +148,28 @@ def _run(header, tab, loss_ring, base, count, trace, mode):
     back in ``header`` (uint32 words 0..11), losses into ``loss_ring`` (uint32[256]), the sums
     applied into ``trace`` (``[count, 5]`` uint32, or zero rows for none)."""
     z = mode != IEEE
-    p = np.empty(4, dtype=np.float32)
-    for j in range(4):
-        p[j] = in_word(header[j], z)
-    lr = in_word(header[W_LR], z)
+    a = vec.splat8(in_word(header[0], z))
+    b = vec.splat8(in_word(header[1], z))
+    c = vec.splat8(in_word(header[2], z))
+    d = vec.splat8(in_word(header[3], z))
     inv = in_word(header[W_INV_BATCH], z)
-    lr4 = vec.splat4(lr)
-    inv4 = vec.splat4(inv)
-    p4 = vec.load4(p, 0)
+    lr8 = vec.splat8(in_word(header[W_LR], z))
+    inv8 = vec.splat8(inv)
     record = trace.shape[0] > 0
     flat = trace.reshape(-1)
     t = np.uint64(base)
     for done in range(np.int64(count)):
-        u, e2 = _step(p4, tab, int(t & U64_7) * WARP, mode)
-        p4 = _fl(vec.sub(p4, _fl(vec.mul(lr4, _fl(vec.mul(u, inv4), mode)), mode)), mode)
+        s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, int(t & U64_7) * WARP, mode)
+        a = _apply(a, s0, lr8, inv8, mode)
+        b = _apply(b, s1, lr8, inv8, mode)
+        c = _apply(c, s2, lr8, inv8, mode)
+        d = _apply(d, s3, lr8, inv8, mode)
         loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
         if record:
-            vec.store(flat, 5 * done, _out(u, mode))
+            vec.store(flat, 5 * done, _out(_pack(s0, s1, s2, s3), mode))
             flat[5 * done + 4] = out_word(e2, z)
         t += np.uint64(1)
-    vec.store(header, 0, _out(p4, mode))
+    vec.store(header, 0, _out(_pack(a, b, c, d), mode))
 
 
 @jit(inline="always")
@@ -220,8 +238,10 @@ def _fused(pages, count, trace, mode):
         for i in range(np.int64(steps)):
             t = base + np.uint64(i)
             for k in range(n):  # every system's own sums, as it would publish them
-                u, e2 = _step(vec.load4(p[k], 0), tabs[k], int((t * nsys + np.uint64(k)) & U64_7) * WARP, mode)
-                vec.store(own[k], 0, u)
+                p4 = vec.load4(p[k], 0)
+                pa, pb, pc, pd = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
+                s0, s1, s2, s3, e2 = _step(pa, pb, pc, pd, tabs[k], int((t * nsys + np.uint64(k)) & U64_7) * WARP, mode)
+                vec.store(own[k], 0, _pack(s0, s1, s2, s3))
                 own_e2[k] = e2
             fold = vec.load4(own[0], 0)  # the fold, in system order
             fold_e2 = own_e2[0]

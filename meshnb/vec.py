@@ -220,6 +220,14 @@ pair4_lo = _make_shuffle("pair4_lo", 8, [*range(4), *range(8, 12)])
 pair4_hi = _make_shuffle("pair4_hi", 8, [*range(4, 8), *range(12, 16)])
 pair2_lo = _make_shuffle("pair2_lo", 8, [0, 1, 4, 5, 8, 9, 12, 13])
 pair2_hi = _make_shuffle("pair2_hi", 8, [2, 3, 6, 7, 10, 11, 14, 15])
+# The butterfly's own form on one 8-lane vector: lane l gets lane l xor o (o = 4, 2, 1), so
+# after the three levels every lane holds the sum, already splat for the next step's params.
+xor4 = _make_shuffle("xor4", 8, [4, 5, 6, 7, 0, 1, 2, 3])
+xor2 = _make_shuffle("xor2", 8, [2, 3, 0, 1, 6, 7, 4, 5])
+xor1 = _make_shuffle("xor1", 8, [1, 0, 3, 2, 5, 4, 7, 6])
+# Lane 0 of two 8-lane vectors, then two such pairs as one 4-lane vector (the words written out).
+lane0s = _make_shuffle("lane0s", 8, [0, 8])
+join2 = _make_shuffle("join2", 2, [0, 1, 2, 3])
 # Lane j of a 4-lane vector in all 8 lanes (the params a, b, c, d for the lanes).
 bcast8_0 = _make_shuffle("bcast8_0", 4, [0] * 8)
 bcast8_1 = _make_shuffle("bcast8_1", 4, [1] * 8)
