@@ -165,6 +165,47 @@ def words(typingctx, v):
     return v(v), codegen
 
 
+# The step loops' float modes (:mod:`meshnb.loops`): mode Z with the x86 DAZ bit on (only the
+# words leaving the loop flushed), mode Z with a flush after every op (any CPU), plain IEEE.
+Z_DAZ, Z, IEEE = 0, 1, 2
+
+
+def _mode(mode) -> int | None:
+    """The value of a literal loop mode; None for anything else (a mode must be known when the
+    loop compiles, so that each mode's loop is its own machine code)."""
+    if isinstance(mode, types.IntegerLiteral) and mode.literal_value in (Z_DAZ, Z, IEEE):
+        return mode.literal_value
+    return None
+
+
+@intrinsic
+def after(typingctx, v, mode):
+    """``v`` as a vector op's result in loop mode ``mode`` (a literal): flushed in mode Z,
+    as it is under DAZ (the next op reads a subnormal as zero) and in IEEE."""
+    m = _mode(mode)
+    if not isinstance(v, F32xN) or m is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False) if m == Z else args[0]
+
+    return v(v, mode), codegen
+
+
+@intrinsic
+def out(typingctx, v, mode):
+    """Lanes as the words written out in loop mode ``mode`` (a literal): ``ftz_bits`` in both
+    mode-Z loops, as they are in IEEE."""
+    m = _mode(mode)
+    if not isinstance(v, F32xN) or m is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return args[0] if m == IEEE else _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
+
+    return v(v, mode), codegen
+
+
 @intrinsic
 def lane(typingctx, v, i):
     """Lane ``i`` of ``v`` as a float32."""
