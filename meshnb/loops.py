@@ -86,18 +86,12 @@ def _lanes(a, b, c, d, tab, at, mode):
 
 
 @jit()
-def _level16_8(q0, q1, q2, q3, mode):
-    """Butterfly levels 16 and 8 of one sum held in four 8-lane vectors (lanes 0-7, 8-15,
-    16-23, 24-31): lane l + lane l + 16, then lane l + lane l + 8; lanes 0-7 of the result."""
-    return vec.after(vec.add(vec.after(vec.add(q0, q2), mode), vec.after(vec.add(q1, q3), mode)), mode)
-
-
-@jit()
 def _total(q0, q1, q2, q3, mode):
-    """The whole butterfly of one sum, as SPEC writes it: levels 16 and 8, then levels 4, 2, 1
-    within one vector, every lane adding lane ``l xor o``, so every lane ends with the sum
-    (splat, ready to be a param's lanes)."""
-    s = _level16_8(q0, q1, q2, q3, mode)
+    """The whole butterfly of one sum held in four 8-lane vectors (lanes 0-7, 8-15, 16-23,
+    24-31), as SPEC writes it: levels 16 and 8 are adds of whole vectors (lane l + lane l + 16,
+    then lane l + lane l + 8), levels 4, 2, 1 stay within one vector, every lane adding lane
+    ``l xor o``, so every lane ends with the sum (splat, ready to be a param's lanes)."""
+    s = vec.after(vec.add(vec.after(vec.add(q0, q2), mode), vec.after(vec.add(q1, q3), mode)), mode)
     s = vec.after(vec.add(s, vec.xor4(s, s)), mode)
     s = vec.after(vec.add(s, vec.xor2(s, s)), mode)
     return vec.after(vec.add(s, vec.xor1(s, s)), mode)
@@ -118,8 +112,8 @@ def _step(a, b, c, d, tab, at, mode):
     s1 = _total(v1, w1, x1, y1, mode)
     s2 = _total(v2, w2, x2, y2, mode)
     s3 = _total(v3, w3, x3, y3, mode)
-    # e^2 is off that chain (only its words leave): halve it to one lane.
-    s4 = _level16_8(v4, w4, x4, y4, mode)
+    # e^2 is off that chain (only its words leave): levels 16 and 8, then halve it to one lane.
+    s4 = vec.after(vec.add(vec.after(vec.add(v4, x4), mode), vec.after(vec.add(w4, y4), mode)), mode)
     e4 = vec.after(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = vec.after(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
     return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
@@ -129,12 +123,6 @@ def _step(a, b, c, d, tab, at, mode):
 def _apply(p, s, lr, inv, mode):
     """SPEC 6 on splat lanes: ``p - lr (s inv)``."""
     return vec.after(vec.sub(p, vec.after(vec.mul(lr, vec.after(vec.mul(s, inv), mode)), mode)), mode)
-
-
-@jit()
-def _pack(a, b, c, d):
-    """Lane 0 of four vectors as one 4-lane vector."""
-    return vec.join2(vec.lane0s(a, b), vec.lane0s(c, d))
 
 
 # --- the loops ----------------------------------------------------------------------------------
@@ -162,7 +150,7 @@ def _make_tasks(mode: int):
         first = True
         while done < total or first:
             first = False
-            n = min(spt, total - done)
+            n = spt if total - done > spt else total - done
             base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
             a = vec.splat8(in_word(words[0], z))  # each param in all 8 lanes
             b = vec.splat8(in_word(words[1], z))
@@ -174,18 +162,18 @@ def _make_tasks(mode: int):
             row = np.int64(done)
             t = base
             for _ in range(np.int64(n)):
-                s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, int(t & U64_7) * WARP, mode)
+                s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, np.int64(t & U64_7) * WARP, mode)
                 a = _apply(a, s0, lr8, inv8, mode)
                 b = _apply(b, s1, lr8, inv8, mode)
                 c = _apply(c, s2, lr8, inv8, mode)
                 d = _apply(d, s3, lr8, inv8, mode)
                 loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
                 if record:
-                    vec.store(trace[row], 0, vec.out(_pack(s0, s1, s2, s3), mode))
+                    vec.store(trace[row], 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
                     trace[row, 4] = out_word(e2, z)
                     row += 1
                 t += np.uint64(1)
-            vec.store(words, 0, vec.out(_pack(a, b, c, d), mode))
+            vec.store(words, 0, vec.out(vec.first_lanes(a, b, c, d), mode))
             nxt = base + n
             words[W_ERR] = 0
             words[W_PENDING] = 0
@@ -224,7 +212,7 @@ def _make_fused(mode: int):
         total = np.uint64(count)
         old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
         while done < total:
-            steps = min(spt, total - done)
+            steps = spt if total - done > spt else total - done
             base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
             for k in range(n):
                 for j in range(4):
@@ -236,8 +224,9 @@ def _make_fused(mode: int):
                 for k in range(n):  # every system's own sums, as it would publish them
                     p4 = vec.load4(p[k], 0)
                     a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
-                    s0, s1, s2, s3, e2 = _step(a, b, c, d, tabs[k], int((t * nsys + np.uint64(k)) & U64_7) * WARP, mode)
-                    vec.store(own[k], 0, _pack(s0, s1, s2, s3))
+                    at = np.int64((t * nsys + np.uint64(k)) & U64_7) * WARP  # batch offset t N + k
+                    s0, s1, s2, s3, e2 = _step(a, b, c, d, tabs[k], at, mode)
+                    vec.store(own[k], 0, vec.first_lanes(s0, s1, s2, s3))
                     own_e2[k] = e2
                 fold = vec.load4(own[0], 0)  # the fold, in system order
                 fold_e2 = own_e2[0]

@@ -266,9 +266,6 @@ pair2_hi = _make_shuffle("pair2_hi", 8, [2, 3, 6, 7, 10, 11, 14, 15])
 xor4 = _make_shuffle("xor4", 8, [4, 5, 6, 7, 0, 1, 2, 3])
 xor2 = _make_shuffle("xor2", 8, [2, 3, 0, 1, 6, 7, 4, 5])
 xor1 = _make_shuffle("xor1", 8, [1, 0, 3, 2, 5, 4, 7, 6])
-# Lane 0 of two 8-lane vectors, then two such pairs as one 4-lane vector (the words written out).
-lane0s = _make_shuffle("lane0s", 8, [0, 8])
-join2 = _make_shuffle("join2", 2, [0, 1, 2, 3])
 # Lane j of a 4-lane vector in all 8 lanes (the params a, b, c, d for the lanes).
 bcast8_0 = _make_shuffle("bcast8_0", 4, [0] * 8)
 bcast8_1 = _make_shuffle("bcast8_1", 4, [1] * 8)
@@ -279,6 +276,21 @@ broadcast0 = _make_shuffle("broadcast0", 4, [0] * 16)
 broadcast1 = _make_shuffle("broadcast1", 4, [1] * 16)
 broadcast2 = _make_shuffle("broadcast2", 4, [2] * 16)
 broadcast3 = _make_shuffle("broadcast3", 4, [3] * 16)
+
+
+@intrinsic
+def first_lanes(typingctx, a, b, c, d):
+    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out)."""
+    if not all(v == f32x8 for v in (a, b, c, d)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        pair = ir.Constant(ir.VectorType(_I32, 2), [0, 8])
+        ab = builder.shuffle_vector(args[0], args[1], pair)
+        cd = builder.shuffle_vector(args[2], args[3], pair)
+        return builder.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(_I32, 4), [0, 1, 2, 3]))
+
+    return f32x4(a, b, c, d), codegen
 
 
 def _mxcsr_call(builder: ir.IRBuilder, name: str, ptr: ir.Value) -> None:
