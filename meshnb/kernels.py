@@ -86,19 +86,20 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 
 
 @jit()
-def batches(xs: np.ndarray, ys: np.ndarray, z: bool) -> np.ndarray:
-    """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]`` (inputs flushed)."""
+def batches(words: np.ndarray, z: bool) -> np.ndarray:
+    """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
+    X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z)."""
     tab = np.empty(4 * TAB, dtype=np.float32)
     for g in range(BATCHES):
         for lane in range(WARP):
             i = g + BATCHES * lane
-            x = flush(xs[i]) if z else xs[i]
+            x = in_word(words[W_X + i], z)
             x2 = result(x * x, z)
             at = g * WARP + lane
             tab[at] = x
             tab[at + TAB] = x2
             tab[at + 2 * TAB] = result(x2 * x, z)
-            tab[at + 3 * TAB] = flush(ys[i]) if z else ys[i]
+            tab[at + 3 * TAB] = in_word(words[W_Y + i], z)
     return tab
 
 

@@ -4,14 +4,21 @@
 
 - the samples are read once per call into lane-major batch tables (``kernels.batches``): lane
   ``l`` of batch ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
-- a step works on two 16-lane vectors (:mod:`meshnb.vec`), adds them (the butterfly's first
-  level), then finishes the butterfly with shuffles, the four param sums packed into one
-  vector, so the update of ``a, b, c, d`` is three 4-lane operations;
-- the loop has three modes, fixed at compile time: ``Z_DAZ`` (mode Z with the x86 DAZ bit on:
-  the hardware reads subnormals as zeros, so only words leaving the loop are flushed), ``Z``
-  (mode Z with a flush after every operation: any CPU) and ``IEEE`` (plain float32, only for
-  showing what mode Z changes).  Inside the loop NaNs are never canonicalised: an add, sub, mul
-  or div with a NaN operand yields a NaN, so doing it on the words written out is enough.
+- a step works on four 8-lane vectors (:mod:`meshnb.vec`; a 16-lane op runs as two 8-lane
+  halves on Zen 4, and its shuffles across halves cost extra), adds them (butterfly levels 16
+  and 8), then finishes each param sum in its own vector with the butterfly's xor shuffles, so
+  the sums come out in every lane: the next step's params need no broadcast;
+- the loop has three modes (``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``), fixed at compile time:
+  ``Z_DAZ`` (mode Z with the x86 DAZ bit on: the hardware reads subnormals as zeros, so only
+  words leaving the loop are flushed), ``Z`` (mode Z with a flush after every operation: any
+  CPU) and ``IEEE`` (plain float32, only for showing what mode Z changes).  Inside the loop NaNs
+  are never canonicalised: an add, sub, mul or div with a NaN operand yields a NaN, so doing it
+  on the words written out is enough.
+
+Compile time: the helpers are ordinary njit functions, not numba-inlined (numba's IR inlining
+took most of a cold start), and LLVM inlines them into the loop anyway.  The mode reaches them
+as a literal (numba specialises a callee on a constant argument), so each mode's loop is
+compiled, on its first use only, as its own straight code.
 """
 
 from __future__ import annotations
@@ -36,17 +43,16 @@ from .kernels import (
     W_PENDING,
     W_STEP_HI,
     W_STEPS_PER_TASK,
-    W_X,
-    W_Y,
     WARP,
     batches,
     in_word,
     out_word,
     result,
 )
-from .view import HEADER_WORDS, VIEW_BYTES
+from .vec import IEEE, Z_DAZ, Z
+from .view import VIEW_BYTES
 
-Z_DAZ, Z, IEEE = 0, 1, 2  # step-loop modes
+__all__ = ["IEEE", "Z_DAZ", "Z", "loop_mode", "run_fused", "run_tasks", "warm_up"]
 
 
 def loop_mode(z: bool) -> int:
@@ -56,226 +62,203 @@ def loop_mode(z: bool) -> int:
     return Z_DAZ if vec.HAS_DAZ else Z
 
 
-# --- the fast step loop -----------------------------------------------------------------------
+# --- one step ---------------------------------------------------------------------------------
+# ``vec.after(r, mode)`` follows every vector op: mode Z's flush where the mode needs it.
 
 
-@jit(inline="always")
-def _fl(v, mode):
-    """After a vector op: the subnormal flush in mode Z (DAZ does it in hardware, IEEE not at all)."""
-    if mode == Z:
-        return vec.flush(v)
-    return v
+@jit()
+def _lanes(a, b, c, d, tab, at, mode):
+    """Per-lane error terms of 8 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
+    x = vec.load8(tab, at)
+    x2 = vec.load8(tab, at + TAB)
+    x3 = vec.load8(tab, at + 2 * TAB)
+    y = vec.load8(tab, at + 3 * TAB)
+    pred = vec.after(vec.mul(d, x), mode)  # Horner: ((d x + c) x + b) x + a
+    pred = vec.after(vec.add(pred, c), mode)
+    pred = vec.after(vec.mul(pred, x), mode)
+    pred = vec.after(vec.add(pred, b), mode)
+    pred = vec.after(vec.mul(pred, x), mode)
+    pred = vec.after(vec.add(pred, a), mode)
+    e = vec.after(vec.sub(pred, y), mode)
+    ex = vec.after(vec.mul(e, x), mode)
+    ex2 = vec.after(vec.mul(e, x2), mode)
+    return e, ex, ex2, vec.after(vec.mul(e, x3), mode), vec.after(vec.mul(e, e), mode)
 
 
-@jit(inline="always")
-def _out(v, mode):
-    """Vector lanes as the words written out: ``ftz_bits`` in both mode-Z loops."""
-    if mode == IEEE:
-        return v
-    return vec.words(v)
+@jit()
+def _total(q0, q1, q2, q3, mode):
+    """The whole butterfly of one sum held in four 8-lane vectors (lanes 0-7, 8-15, 16-23,
+    24-31), as SPEC writes it: levels 16 and 8 are adds of whole vectors (lane l + lane l + 16,
+    then lane l + lane l + 8), levels 4, 2, 1 stay within one vector, every lane adding lane
+    ``l xor o``, so every lane ends with the sum (splat, ready to be a param's lanes)."""
+    s = vec.after(vec.add(vec.after(vec.add(q0, q2), mode), vec.after(vec.add(q1, q3), mode)), mode)
+    s = vec.after(vec.add(s, vec.xor4(s, s)), mode)
+    s = vec.after(vec.add(s, vec.xor2(s, s)), mode)
+    return vec.after(vec.add(s, vec.xor1(s, s)), mode)
 
 
-@jit(inline="always")
-def _half_warp(a, b, c, d, tab, at, mode):
-    """Per-lane error terms of 16 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
-    x = vec.load16(tab, at)
-    x2 = vec.load16(tab, at + TAB)
-    x3 = vec.load16(tab, at + 2 * TAB)
-    y = vec.load16(tab, at + 3 * TAB)
-    pred = _fl(vec.mul(d, x), mode)  # Horner: ((d x + c) x + b) x + a
-    pred = _fl(vec.add(pred, c), mode)
-    pred = _fl(vec.mul(pred, x), mode)
-    pred = _fl(vec.add(pred, b), mode)
-    pred = _fl(vec.mul(pred, x), mode)
-    pred = _fl(vec.add(pred, a), mode)
-    e = _fl(vec.sub(pred, y), mode)
-    return e, _fl(vec.mul(e, x), mode), _fl(vec.mul(e, x2), mode), _fl(vec.mul(e, x3), mode), _fl(vec.mul(e, e), mode)
+@jit()
+def _step(a, b, c, d, tab, at, mode):
+    """One step's sums for the params ``a, b, c, d`` (each splat over 8 lanes): the four param
+    sums, each splat over 8 lanes, and the e^2 sum as a float32."""
+    v0, v1, v2, v3, v4 = _lanes(a, b, c, d, tab, at, mode)
+    w0, w1, w2, w3, w4 = _lanes(a, b, c, d, tab, at + 8, mode)
+    x0, x1, x2, x3, x4 = _lanes(a, b, c, d, tab, at + 16, mode)
+    y0, y1, y2, y3, y4 = _lanes(a, b, c, d, tab, at + 24, mode)
+    # The param sums are on the chain from one step's params to the next: finishing each in
+    # its own vector costs more adds than packing them but no shuffle across vectors, and
+    # leaves the sums splat, which is what the next step's lanes need.
+    s0 = _total(v0, w0, x0, y0, mode)
+    s1 = _total(v1, w1, x1, y1, mode)
+    s2 = _total(v2, w2, x2, y2, mode)
+    s3 = _total(v3, w3, x3, y3, mode)
+    # e^2 is off that chain (only its words leave): levels 16 and 8, then halve it to one lane.
+    s4 = vec.after(vec.add(vec.after(vec.add(v4, x4), mode), vec.after(vec.add(w4, y4), mode)), mode)
+    e4 = vec.after(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
+    e2 = vec.after(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
+    return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
 
 
-@jit(inline="always")
-def _step(p4, tab, at, mode):
-    """One step's sums for params ``p4``: (the four param sums as a vector, the e^2 sum)."""
-    a = vec.broadcast0(p4, p4)
-    b = vec.broadcast1(p4, p4)
-    c = vec.broadcast2(p4, p4)
-    d = vec.broadcast3(p4, p4)
-    l0, l1, l2, l3, l4 = _half_warp(a, b, c, d, tab, at, mode)
-    h0, h1, h2, h3, h4 = _half_warp(a, b, c, d, tab, at + 16, mode)
-    # Butterfly level 16: lane l + lane l + 16.
-    s0 = _fl(vec.add(l0, h0), mode)
-    s1 = _fl(vec.add(l1, h1), mode)
-    s2 = _fl(vec.add(l2, h2), mode)
-    s3 = _fl(vec.add(l3, h3), mode)
-    s4 = _fl(vec.add(l4, h4), mode)
-    # Levels 8, 4, 2, 1 of the four param sums, packed (see vec's shuffles).
-    p01 = _fl(vec.add(vec.level8_lo(s0, s1), vec.level8_hi(s0, s1)), mode)
-    p23 = _fl(vec.add(vec.level8_lo(s2, s3), vec.level8_hi(s2, s3)), mode)
-    q = _fl(vec.add(vec.level4_lo(p01, p23), vec.level4_hi(p01, p23)), mode)
-    r = _fl(vec.add(vec.level2_lo(q, q), vec.level2_hi(q, q)), mode)
-    u = _fl(vec.add(vec.level1_lo(r, r), vec.level1_hi(r, r)), mode)
-    # Levels 8, 4, 2, 1 of e^2 alone.
-    e8 = _fl(vec.add(vec.half16_lo(s4, s4), vec.half16_hi(s4, s4)), mode)
-    e4 = _fl(vec.add(vec.half8_lo(e8, e8), vec.half8_hi(e8, e8)), mode)
-    e2 = _fl(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
-    return u, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+@jit()
+def _apply(p, s, lr, inv, mode):
+    """SPEC 6 on splat lanes: ``p - lr (s inv)``."""
+    return vec.after(vec.sub(p, vec.after(vec.mul(lr, vec.after(vec.mul(s, inv), mode)), mode)), mode)
 
 
-@jit(inline="always")
-def _run(header, tab, loss_ring, base, count, trace, mode):
-    """``count`` steps from step ``base`` of one system without a group; PARAMS read and written
-    back in ``header`` (uint32 words 0..11), losses into ``loss_ring`` (uint32[256]), the sums
-    applied into ``trace`` (``[count, 5]`` uint32, or zero rows for none)."""
-    z = mode != IEEE
-    p = np.empty(4, dtype=np.float32)
-    for j in range(4):
-        p[j] = in_word(header[j], z)
-    lr = in_word(header[W_LR], z)
-    inv = in_word(header[W_INV_BATCH], z)
-    lr4 = vec.splat4(lr)
-    inv4 = vec.splat4(inv)
-    p4 = vec.load4(p, 0)
-    record = trace.shape[0] > 0
-    flat = trace.reshape(-1)
-    t = np.uint64(base)
-    for done in range(np.int64(count)):
-        u, e2 = _step(p4, tab, int(t & U64_7) * WARP, mode)
-        p4 = _fl(vec.sub(p4, _fl(vec.mul(lr4, _fl(vec.mul(u, inv4), mode)), mode)), mode)
-        loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
-        if record:
-            vec.store(flat, 5 * done, _out(u, mode))
-            flat[5 * done + 4] = out_word(e2, z)
-        t += np.uint64(1)
-    vec.store(header, 0, _out(p4, mode))
+# --- the loops ----------------------------------------------------------------------------------
 
 
-@jit(inline="always")
-def _tasks(words, count, trace, mode):
-    """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
-    (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS written,
-    ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced."""
-    z = mode != IEEE
-    tab = batches(words[W_X : W_X + SAMPLES].view(np.float32), words[W_Y : W_Y + SAMPLES].view(np.float32), z)
-    loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
-    header = words[:HEADER_WORDS]
-    spt = np.uint64(words[W_STEPS_PER_TASK])
-    done = np.uint64(0)
-    total = np.uint64(count)
-    old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
-    first = True
-    while done < total or first:
-        first = False
-        n = min(spt, total - done)
-        base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
-        rows = trace[np.int64(done) : np.int64(done + n)] if trace.shape[0] else trace
-        _run(header, tab, loss_ring, base, n, rows, mode)
-        nxt = base + n
-        words[W_ERR] = 0
-        words[W_PENDING] = 0
-        words[W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
-        words[W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
-        done += n
-    if mode == Z_DAZ:
-        vec.mxcsr_restore(old)
+def _make_tasks(mode: int):
+    """The TASK loop of one mode, compiled on its first call.  A closure, so that ``mode`` is a
+    constant in its code (and a literal for the helpers) with no wrapper around it: numba
+    optimises a caller's code again with all its callees', so every layer costs."""
+
+    @jit(nogil=True)
+    def tasks(words, count, trace):
+        """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
+        (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
+        written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
+        the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows)."""
+        z = mode != IEEE
+        tab = batches(words, z)
+        loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
+        record = trace.shape[0] > 0
+        spt = np.uint64(words[W_STEPS_PER_TASK])
+        done = np.uint64(0)
+        total = np.uint64(count)
+        old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
+        first = True
+        while done < total or first:
+            first = False
+            n = spt if total - done > spt else total - done
+            base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
+            a = vec.splat8(in_word(words[0], z))  # each param in all 8 lanes
+            b = vec.splat8(in_word(words[1], z))
+            c = vec.splat8(in_word(words[2], z))
+            d = vec.splat8(in_word(words[3], z))
+            inv = in_word(words[W_INV_BATCH], z)
+            lr8 = vec.splat8(in_word(words[W_LR], z))
+            inv8 = vec.splat8(inv)
+            row = np.int64(done)
+            t = base
+            for _ in range(np.int64(n)):
+                s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, np.int64(t & U64_7) * WARP, mode)
+                a = _apply(a, s0, lr8, inv8, mode)
+                b = _apply(b, s1, lr8, inv8, mode)
+                c = _apply(c, s2, lr8, inv8, mode)
+                d = _apply(d, s3, lr8, inv8, mode)
+                loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
+                if record:
+                    vec.store(trace[row], 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
+                    trace[row, 4] = out_word(e2, z)
+                    row += 1
+                t += np.uint64(1)
+            vec.store(words, 0, vec.out(vec.first_lanes(a, b, c, d), mode))
+            nxt = base + n
+            words[W_ERR] = 0
+            words[W_PENDING] = 0
+            words[W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
+            words[W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+            done += n
+        if mode == Z_DAZ:
+            vec.mxcsr_restore(old)
+
+    return tasks
 
 
-@jit(inline="always")
-def _fused(pages, count, trace, mode):
-    """``count`` steps of a whole cluster, one system per row of ``pages`` (``[N, 1024]`` uint32
-    words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
-    system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
-    of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
-    n = pages.shape[0]
-    z = mode != IEEE
-    tabs = np.empty((n, 4 * TAB), dtype=np.float32)
-    p = np.empty((n, 4), dtype=np.float32)
-    lr = np.empty(n, dtype=np.float32)
-    inv = np.empty(n, dtype=np.float32)
-    own = np.empty((n, 4), dtype=np.float32)
-    own_e2 = np.empty(n, dtype=np.float32)
-    for k in range(n):
-        tabs[k] = batches(
-            pages[k, W_X : W_X + SAMPLES].view(np.float32), pages[k, W_Y : W_Y + SAMPLES].view(np.float32), z
-        )
-    spt = np.uint64(pages[0, W_STEPS_PER_TASK])
-    nsys = np.uint64(n)
-    flat = trace.reshape(-1)
-    record = trace.shape[0] > 0
-    done = np.uint64(0)
-    total = np.uint64(count)
-    old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
-    while done < total:
-        steps = min(spt, total - done)
-        base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
+def _make_fused(mode: int):
+    """The cluster loop of one mode (a closure, as ``_make_tasks``)."""
+
+    @jit(nogil=True)
+    def fused(pages, count, trace):
+        """``count`` steps of a whole cluster, one system per row of ``pages`` (``[N, 1024]`` uint32
+        words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
+        system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
+        of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
+        n = pages.shape[0]
+        z = mode != IEEE
+        tabs = np.empty((n, 4 * TAB), dtype=np.float32)
+        p = np.empty((n, 4), dtype=np.float32)
+        lr = np.empty(n, dtype=np.float32)
+        inv = np.empty(n, dtype=np.float32)
+        own = np.empty((n, 4), dtype=np.float32)
+        own_e2 = np.empty(n, dtype=np.float32)
         for k in range(n):
-            for j in range(4):
-                p[k, j] = in_word(pages[k, j], z)
-            lr[k] = in_word(pages[k, W_LR], z)
-            inv[k] = in_word(pages[k, W_INV_BATCH], z)
-        for i in range(np.int64(steps)):
-            t = base + np.uint64(i)
-            for k in range(n):  # every system's own sums, as it would publish them
-                u, e2 = _step(vec.load4(p[k], 0), tabs[k], int((t * nsys + np.uint64(k)) & U64_7) * WARP, mode)
-                vec.store(own[k], 0, u)
-                own_e2[k] = e2
-            fold = vec.load4(own[0], 0)  # the fold, in system order
-            fold_e2 = own_e2[0]
-            for k in range(1, n):
-                fold = _fl(vec.add(fold, vec.load4(own[k], 0)), mode)
-                fold_e2 = result(fold_e2 + own_e2[k], mode == Z)
-            for k in range(n):  # every system applies the same fold to its own params
-                inv4 = vec.splat4(inv[k])
-                step = _fl(vec.mul(vec.splat4(lr[k]), _fl(vec.mul(fold, inv4), mode)), mode)
-                vec.store(p[k], 0, _fl(vec.sub(vec.load4(p[k], 0), step), mode))
-                pages[k, W_LOSS + np.int64(t & U64_255)] = out_word(result(fold_e2 * inv[k], mode == Z), z)
-            if record:
-                row = 5 * np.int64(done + np.uint64(i))
-                vec.store(flat, row, _out(fold, mode))
-                flat[row + 4] = out_word(fold_e2, z)
-        nxt = base + steps
-        for k in range(n):
-            vec.store(pages[k], 0, _out(vec.load4(p[k], 0), mode))
-            pages[k, W_ERR] = 0
-            pages[k, W_PENDING] = 0
-            pages[k, W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
-            pages[k, W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
-        done += steps
-    if mode == Z_DAZ:
-        vec.mxcsr_restore(old)
+            tabs[k] = batches(pages[k], z)
+        spt = np.uint64(pages[0, W_STEPS_PER_TASK])
+        nsys = np.uint64(n)
+        record = trace.shape[0] > 0
+        done = np.uint64(0)
+        total = np.uint64(count)
+        old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
+        while done < total:
+            steps = spt if total - done > spt else total - done
+            base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
+            for k in range(n):
+                for j in range(4):
+                    p[k, j] = in_word(pages[k, j], z)
+                lr[k] = in_word(pages[k, W_LR], z)
+                inv[k] = in_word(pages[k, W_INV_BATCH], z)
+            for i in range(np.int64(steps)):
+                t = base + np.uint64(i)
+                for k in range(n):  # every system's own sums, as it would publish them
+                    p4 = vec.load4(p[k], 0)
+                    a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
+                    at = np.int64((t * nsys + np.uint64(k)) & U64_7) * WARP  # batch offset t N + k
+                    s0, s1, s2, s3, e2 = _step(a, b, c, d, tabs[k], at, mode)
+                    vec.store(own[k], 0, vec.first_lanes(s0, s1, s2, s3))
+                    own_e2[k] = e2
+                fold = vec.load4(own[0], 0)  # the fold, in system order
+                fold_e2 = own_e2[0]
+                for k in range(1, n):
+                    fold = vec.after(vec.add(fold, vec.load4(own[k], 0)), mode)
+                    fold_e2 = result(fold_e2 + own_e2[k], mode == Z)
+                for k in range(n):  # every system applies the same fold to its own params
+                    step = _apply(vec.load4(p[k], 0), fold, vec.splat4(lr[k]), vec.splat4(inv[k]), mode)
+                    vec.store(p[k], 0, step)
+                    pages[k, W_LOSS + np.int64(t & U64_255)] = out_word(result(fold_e2 * inv[k], mode == Z), z)
+                if record:
+                    row = np.int64(done + np.uint64(i))
+                    vec.store(trace[row], 0, vec.out(fold, mode))
+                    trace[row, 4] = out_word(fold_e2, z)
+            nxt = base + steps
+            for k in range(n):
+                vec.store(pages[k], 0, vec.out(vec.load4(p[k], 0), mode))
+                pages[k, W_ERR] = 0
+                pages[k, W_PENDING] = 0
+                pages[k, W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
+                pages[k, W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+            done += steps
+        if mode == Z_DAZ:
+            vec.mxcsr_restore(old)
+
+    return fused
 
 
-# One compiled entry per mode, so each loop is specialised (numba compiles each on first use).
-@jit(nogil=True)
-def _tasks_z_daz(words, count, trace):
-    _tasks(words, count, trace, Z_DAZ)
-
-
-@jit(nogil=True)
-def _tasks_z(words, count, trace):
-    _tasks(words, count, trace, Z)
-
-
-@jit(nogil=True)
-def _tasks_ieee(words, count, trace):
-    _tasks(words, count, trace, IEEE)
-
-
-@jit(nogil=True)
-def _fused_z_daz(pages, count, trace):
-    _fused(pages, count, trace, Z_DAZ)
-
-
-@jit(nogil=True)
-def _fused_z(pages, count, trace):
-    _fused(pages, count, trace, Z)
-
-
-@jit(nogil=True)
-def _fused_ieee(pages, count, trace):
-    _fused(pages, count, trace, IEEE)
-
-
-_FUSED = {Z_DAZ: _fused_z_daz, Z: _fused_z, IEEE: _fused_ieee}
-_TASKS = {Z_DAZ: _tasks_z_daz, Z: _tasks_z, IEEE: _tasks_ieee}
+# One compiled entry per mode (Python calls do not pass literals); each compiles on its first
+# call, with the helpers it needs for that mode only.
+_TASKS = {m: _make_tasks(m) for m in (Z_DAZ, Z, IEEE)}
+_FUSED = {m: _make_fused(m) for m in (Z_DAZ, Z, IEEE)}
 
 
 def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:

@@ -1,10 +1,12 @@
 """float32 vectors for the step kernel, made with numba intrinsics, and the CPU's DAZ switch.
 
 numba cannot tell LLVM that the kernel's arrays do not overlap, so LLVM leaves short lane loops
-scalar or guards them with overlap checks.  Holding half a warp (16 lanes) as one LLVM
-``<16 x float>`` value sidesteps that: each lane operation is one vector instruction, and the
-butterfly is a few shuffles.  The ops are plain IEEE (no fast-math flags, so never contracted
-into an FMA); the mode-Z subnormal flush is a separate op (:func:`flush`).
+scalar or guards them with overlap checks.  Holding a quarter of a warp (8 lanes) as one LLVM
+``<8 x float>`` value sidesteps that: each lane operation is one vector instruction, and the
+butterfly is a few adds and shuffles.  8 lanes, not 16: Zen 4 runs a 16-lane op as two 8-lane
+halves, and shuffles across the halves cost extra on the step's dependency chain.  The ops are
+plain IEEE (no fast-math flags, so never contracted into an FMA); the mode-Z subnormal flush is
+a separate op (:func:`after`, :func:`out`), chosen by a literal loop mode when the loop compiles.
 
 :func:`daz_on` / :func:`mxcsr_restore` switch an x86 CPU's DAZ bit (with FTZ off) around a
 step loop.  DAZ on and FTZ off is float mode Z exactly: results round as IEEE (gradual
@@ -35,8 +37,8 @@ class F32xN(types.Type):
         super().__init__(name=f"f32x{n}")
 
 
-f32x2, f32x4, f32x8, f32x16 = (F32xN(n) for n in (2, 4, 8, 16))
-_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8, f32x16)}
+f32x2, f32x4, f32x8 = (F32xN(n) for n in (2, 4, 8))
+_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8)}
 
 
 @register_model(F32xN)
@@ -87,7 +89,7 @@ def _make_load(n: int):
     return load
 
 
-load4, load16 = _make_load(4), _make_load(16)
+load4, load8 = _make_load(4), _make_load(8)
 
 
 @intrinsic
@@ -121,7 +123,7 @@ def _make_splat(n: int):
     return splat
 
 
-splat4, splat16 = _make_splat(4), _make_splat(16)
+splat4, splat8 = _make_splat(4), _make_splat(8)
 
 
 def _make_binary(op: str):
@@ -141,28 +143,45 @@ def _make_binary(op: str):
 add, sub, mul = _make_binary("fadd"), _make_binary("fsub"), _make_binary("fmul")
 
 
+# The step loops' float modes (:mod:`meshnb.loops`): mode Z with the x86 DAZ bit on (only the
+# words leaving the loop flushed), mode Z with a flush after every op (any CPU), plain IEEE.
+Z_DAZ, Z, IEEE = 0, 1, 2
+
+
+def _mode(mode) -> int | None:
+    """The value of a literal loop mode; None for anything else (a mode must be known when the
+    loop compiles, so that each mode's loop is its own machine code)."""
+    if isinstance(mode, types.IntegerLiteral) and mode.literal_value in (Z_DAZ, Z, IEEE):
+        return mode.literal_value
+    return None
+
+
 @intrinsic
-def flush(typingctx, v):
-    """Mode Z's subnormal flush in every lane (NaNs are canonicalised only on output)."""
-    if not isinstance(v, F32xN):
+def after(typingctx, v, mode):
+    """``v`` as a vector op's result in loop mode ``mode`` (a literal): flushed in mode Z,
+    as it is under DAZ (the next op reads a subnormal as zero) and in IEEE."""
+    m = _mode(mode)
+    if not isinstance(v, F32xN) or m is None:
         return None
 
     def codegen(context, builder, sig, args):
-        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False)
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False) if m == Z else args[0]
 
-    return v(v), codegen
+    return v(v, mode), codegen
 
 
 @intrinsic
-def words(typingctx, v):
-    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes)."""
-    if not isinstance(v, F32xN):
+def out(typingctx, v, mode):
+    """Lanes as the words written out in loop mode ``mode`` (a literal): ``ftz_bits`` in both
+    mode-Z loops, as they are in IEEE."""
+    m = _mode(mode)
+    if not isinstance(v, F32xN) or m is None:
         return None
 
     def codegen(context, builder, sig, args):
-        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
+        return args[0] if m == IEEE else _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
 
-    return v(v), codegen
+    return v(v, mode), codegen
 
 
 @intrinsic
@@ -194,29 +213,36 @@ def _make_shuffle(name: str, n_in: int, mask: list[int]):
     return shuffle
 
 
-# The butterfly after its first level, with the sums packed so that one add serves several:
-# level 8 on two 16-lane sums, level 4 on four sums packed by level 8, then levels 2 and 1 on
-# all four in one vector.  Each lane pair is the one SPEC 5 adds: lane l and lane l + o.
-level8_lo = _make_shuffle("level8_lo", 16, [*range(8), *range(16, 24)])
-level8_hi = _make_shuffle("level8_hi", 16, [*range(8, 16), *range(24, 32)])
-level4_lo = _make_shuffle("level4_lo", 16, [*range(4), *range(8, 12), *range(16, 20), *range(24, 28)])
-level4_hi = _make_shuffle("level4_hi", 16, [*range(4, 8), *range(12, 16), *range(20, 24), *range(28, 32)])
-level2_lo = _make_shuffle("level2_lo", 16, [0, 1, 4, 5, 8, 9, 12, 13])
-level2_hi = _make_shuffle("level2_hi", 16, [2, 3, 6, 7, 10, 11, 14, 15])
-level1_lo = _make_shuffle("level1_lo", 8, [0, 2, 4, 6])
-level1_hi = _make_shuffle("level1_hi", 8, [1, 3, 5, 7])
-# Halving shuffles for a sum reduced alone (lanes l and l + n/2).
-half16_lo = _make_shuffle("half16_lo", 16, list(range(8)))
-half16_hi = _make_shuffle("half16_hi", 16, list(range(8, 16)))
+# Halving shuffles for a sum reduced alone to one lane (lanes l and l + n/2).
 half8_lo = _make_shuffle("half8_lo", 8, list(range(4)))
 half8_hi = _make_shuffle("half8_hi", 8, list(range(4, 8)))
 half4_lo = _make_shuffle("half4_lo", 4, [0, 1])
 half4_hi = _make_shuffle("half4_hi", 4, [2, 3])
-# Lane j of a 4-lane vector in all 16 lanes (the params a, b, c, d for the lanes).
-broadcast0 = _make_shuffle("broadcast0", 4, [0] * 16)
-broadcast1 = _make_shuffle("broadcast1", 4, [1] * 16)
-broadcast2 = _make_shuffle("broadcast2", 4, [2] * 16)
-broadcast3 = _make_shuffle("broadcast3", 4, [3] * 16)
+# The butterfly's own form on one 8-lane vector: lane l gets lane l xor o (o = 4, 2, 1), so
+# after the three levels every lane holds the sum, already splat for the next step's params.
+xor4 = _make_shuffle("xor4", 8, [4, 5, 6, 7, 0, 1, 2, 3])
+xor2 = _make_shuffle("xor2", 8, [2, 3, 0, 1, 6, 7, 4, 5])
+xor1 = _make_shuffle("xor1", 8, [1, 0, 3, 2, 5, 4, 7, 6])
+# Lane j of a 4-lane vector in all 8 lanes (the params a, b, c, d for the lanes).
+bcast8_0 = _make_shuffle("bcast8_0", 4, [0] * 8)
+bcast8_1 = _make_shuffle("bcast8_1", 4, [1] * 8)
+bcast8_2 = _make_shuffle("bcast8_2", 4, [2] * 8)
+bcast8_3 = _make_shuffle("bcast8_3", 4, [3] * 8)
+
+
+@intrinsic
+def first_lanes(typingctx, a, b, c, d):
+    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out)."""
+    if not all(v == f32x8 for v in (a, b, c, d)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        pair = ir.Constant(ir.VectorType(_I32, 2), [0, 8])
+        ab = builder.shuffle_vector(args[0], args[1], pair)
+        cd = builder.shuffle_vector(args[2], args[3], pair)
+        return builder.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(_I32, 4), [0, 1, 2, 3]))
+
+    return f32x4(a, b, c, d), codegen
 
 
 def _mxcsr_call(builder: ir.IRBuilder, name: str, ptr: ir.Value) -> None:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from meshnb import loops, vec
+from meshnb import kernels, loops, vec
 from meshnb.testing import reference as ref
-from meshnb.testing.pages import hard_pages
+from meshnb.testing.pages import hard_pages, with_words
 
 HARD = hard_pages()
 Z_MODES = [loops.Z, loops.Z_DAZ] if vec.HAS_DAZ else [loops.Z]
@@ -89,3 +89,65 @@ def test_the_daz_loop_restores_the_callers_float_mode():
     tiny = np.array([0x00000001], dtype=np.uint32).view(np.float32)
     assert (tiny + tiny).view(np.uint32)[0] == 2
     assert loops.loop_mode(True) == loops.Z_DAZ and loops.loop_mode(False) == loops.IEEE
+
+
+# --- the 8-lane step alone, against the literal kernel ------------------------------------------
+
+
+def _step_entry(mode: int):
+    """One step of the loop's code path (``loops._step`` on 8-lane vectors, then the words it
+    writes out) for one literal mode, with DAZ on around it in ``Z_DAZ``."""
+
+    @njit
+    def step(words, at):
+        z = mode != loops.IEEE
+        old = vec.daz_on() if mode == loops.Z_DAZ else np.uint32(0)
+        tab = kernels.batches(words, z)
+        a = vec.splat8(kernels.in_word(words[0], z))
+        b = vec.splat8(kernels.in_word(words[1], z))
+        c = vec.splat8(kernels.in_word(words[2], z))
+        d = vec.splat8(kernels.in_word(words[3], z))
+        s0, s1, s2, s3, e2 = loops._step(a, b, c, d, tab, at, mode)
+        out = np.empty(5, dtype=np.uint32)
+        vec.store(out, 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
+        out[4] = kernels.out_word(e2, z)
+        lanes = np.empty((4, 8), dtype=np.float32)  # every lane of each param sum, as computed
+        vec.store(lanes[0], 0, s0)
+        vec.store(lanes[1], 0, s1)
+        vec.store(lanes[2], 0, s2)
+        vec.store(lanes[3], 0, s3)
+        if mode == loops.Z_DAZ:
+            vec.mxcsr_restore(old)
+        return out, lanes
+
+    return step
+
+
+_STEPS = {m: _step_entry(m) for m in (loops.Z_DAZ, loops.Z, loops.IEEE)}
+_MODES = [*Z_MODES, loops.IEEE]
+
+
+def _pages_for_step() -> list[bytes]:
+    rng = np.random.default_rng(12)
+    base = ref.init_page(1)
+    pages = list(HARD.values())
+    for _ in range(24):  # random params over many binades, both signs, some tiny
+        words = (rng.integers(0, 2, 4) << 31) | (rng.integers(0x00000001, 0x7F800000, 4) >> rng.integers(0, 3, 4))
+        pages.append(with_words(base, 0, words.astype(np.uint32)))
+    return pages
+
+
+@pytest.mark.parametrize("mode", _MODES, ids=lambda m: {0: "daz", 1: "z", 2: "ieee"}[m])
+def test_the_8_lane_step_matches_the_literal_step_sums(mode):
+    z = mode != loops.IEEE
+    for page in _pages_for_step():
+        words = np.frombuffer(page, "<u4").copy()
+        xs, ys = words[16:272].view(np.float32), words[272:528].view(np.float32)
+        p = words[:4].view(np.float32).copy()
+        for g in range(8):
+            got, lanes = _STEPS[mode](words, g * 32)
+            want = kernels.step_sums(p, xs, ys, np.uint32(g), z).view(np.uint32)
+            np.testing.assert_array_equal(got, want)
+            # SPEC 5: every lane ends with the same sum (a NaN's payload may differ by lane).
+            for row in lanes:
+                assert np.all(np.isnan(row)) or len(set(row.view(np.uint32).tolist())) == 1
