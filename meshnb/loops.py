@@ -52,7 +52,7 @@ from .kernels import (
 from .vec import IEEE, Z_DAZ, Z
 from .view import VIEW_BYTES
 
-__all__ = ["IEEE", "Z_DAZ", "Z", "loop_mode", "run_fused", "run_tasks", "warm_up"]
+__all__ = ["IEEE", "Z_DAZ", "Z", "loop_mode", "own_sums", "run_fused", "run_tasks", "warm_up"]
 
 
 def loop_mode(z: bool) -> int:
@@ -117,6 +117,15 @@ def _step(a, b, c, d, tab, at, mode):
     e4 = vec.after(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = vec.after(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
     return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+
+
+@jit()
+def own_sums(p4, tab, at, mode):
+    """One step's sums for the params in the 4-lane vector ``p4`` (batch at ``at``): the four
+    param sums as a 4-lane vector and the e^2 sum, what a member of a cluster publishes."""
+    a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
+    s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, at, mode)
+    return vec.first_lanes(s0, s1, s2, s3), e2
 
 
 @jit()
@@ -222,11 +231,9 @@ def _make_fused(mode: int):
             for i in range(np.int64(steps)):
                 t = base + np.uint64(i)
                 for k in range(n):  # every system's own sums, as it would publish them
-                    p4 = vec.load4(p[k], 0)
-                    a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
                     at = np.int64((t * nsys + np.uint64(k)) & U64_7) * WARP  # batch offset t N + k
-                    s0, s1, s2, s3, e2 = _step(a, b, c, d, tabs[k], at, mode)
-                    vec.store(own[k], 0, vec.first_lanes(s0, s1, s2, s3))
+                    u, e2 = own_sums(vec.load4(p[k], 0), tabs[k], at, mode)
+                    vec.store(own[k], 0, u)
                     own_e2[k] = e2
                 fold = vec.load4(own[0], 0)  # the fold, in system order
                 fold_e2 = own_e2[0]

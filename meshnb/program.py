@@ -70,7 +70,7 @@ class Context:
 
 def inv_batch(systems: int) -> np.float32:
     """``div(1, from_u32(32 N))``."""
-    return floatz.div(np.float32(1.0), floatz.from_u32(np.uint32(kernels.WARP * systems)))
+    return floatz.div(np.float32(1.0), np.float32(floatz.from_u32(np.uint32(kernels.WARP * systems))))
 
 
 def init(ctx: Context) -> None:
@@ -122,7 +122,7 @@ def _run(ctx: Context, s: int) -> int:
         hdr[:4] = floatz.flush_words(hdr[:4])
     ex = ctx.exchange
     if isinstance(ex, PageExchange) and ex.page.words64 is not None:  # the switch: see the docstring
-        done = _run_on_page(ctx, ex, hdr, xs, ys, loss_ring, base, steps, resume, trace)
+        done = _run_on_page(ctx, ex, hdr, loss_ring, base, steps, resume, trace)
     else:
         done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
     timed_out = done < steps
@@ -211,8 +211,6 @@ def _run_on_page(
     ctx: Context,
     ex: PageExchange,
     hdr: np.ndarray,
-    xs: np.ndarray,
-    ys: np.ndarray,
     loss_ring: np.ndarray,
     base: int,
     steps: int,
@@ -226,7 +224,7 @@ def _run_on_page(
     A member that waits long thus sleeps, as with the per-step loop's waiters."""
     assert ctx.group is not None and ex.page.words32 is not None and ex.page.words64 is not None
     ex32, ex64, k, n = ex.page.words32, ex.page.words64, ctx.group.k, ctx.group.n
-    tab = kernels.batches(xs, ys, ctx.z)
+    tab = kernels.batches(ctx.view.words, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], rounds.SPIN

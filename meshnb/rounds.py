@@ -28,7 +28,7 @@ from . import kernels, vec
 from .atomics import cpu_relax, load_acquire, store_release, yield_cpu
 from .floatz import jit
 from .kernels import U64_7, WARP, in_word, out_word
-from .loops import IEEE, Z_DAZ, Z, _out, _step
+from .loops import IEEE, Z_DAZ, Z, own_sums
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
@@ -38,7 +38,7 @@ SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields 
 _ABORT, _COUNTER0, _COUNTER_STRIDE, _SLOT0, _SLOT_STRIDE, _PARITY_STRIDE = range(6)
 
 
-@jit(inline="always")
+@jit()
 def _wait(ex64, ex32, lay, n, rnd, spin):
     """Spin until every counter is >= ``rnd``: DONE, or ABORTED, or WAITING after ``spin`` spins."""
     m = 0
@@ -59,7 +59,7 @@ def _wait(ex64, ex32, lay, n, rnd, spin):
     return DONE
 
 
-@jit(inline="always")
+@jit()
 def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, mode):
     """Steps ``state[0]`` .. ``steps - 1`` of a task from step ``base`` of member ``k`` of ``n``;
     ``state[1]`` != 0: the round of step ``state[0]`` is already published.  Updates ``state``."""
@@ -79,8 +79,8 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
         if not published:  # step t's batch: system k takes offset N t + k
             for j in range(4):
                 p[j] = in_word(hdr[j], z)
-            u, e2 = _step(vec.load4(p, 0), tab, int((t * np.uint64(n) + np.uint64(k)) & U64_7) * WARP, mode)
-            vec.store(ex32, mine, _out(u, mode))
+            u, e2 = own_sums(vec.load4(p, 0), tab, np.int64((t * np.uint64(n) + np.uint64(k)) & U64_7) * WARP, mode)
+            vec.store(ex32, mine, vec.out(u, mode))
             ex32[mine + 4] = out_word(e2, z)
             ex32[mine + 5] = 0
             ex32[mine + 6] = 0

@@ -423,9 +423,10 @@ class _State:
         # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
         tables: dict[int, np.ndarray] = {}
         for u, row in enumerate(ids):
-            xs = np.frombuffer(row, dtype=np.float32, count=256)
-            ys = np.frombuffer(row, dtype=np.float32, offset=1024)
-            tab = kernels.batches(xs, ys, z).reshape(4, kernels.BATCHES, kernels.WARP)
+            page = np.zeros(WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
+            page[_W["X"] : _W["X"] + 256] = np.frombuffer(row, dtype=np.uint32, count=256)
+            page[_W["Y"] : _W["Y"] + 256] = np.frombuffer(row, dtype=np.uint32, offset=1024)
+            tab = kernels.batches(page, z).reshape(4, kernels.BATCHES, kernels.WARP)
             for r in set(base8[which == u].tolist()):
                 tables[u * kernels.BATCHES + r] = np.roll(tab, -r, axis=1)
         lane_key = key[lane_sys].reshape(self.groups, lanes)

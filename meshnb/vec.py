@@ -37,8 +37,8 @@ class F32xN(types.Type):
         super().__init__(name=f"f32x{n}")
 
 
-f32x2, f32x4, f32x8 = (F32xN(n) for n in (2, 4, 8))
-_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8)}
+f32x2, f32x4, f32x8, f32x16 = (F32xN(n) for n in (2, 4, 8, 16))  # 16: the sweep loop's systems
+_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8, f32x16)}
 
 
 @register_model(F32xN)
@@ -89,7 +89,7 @@ def _make_load(n: int):
     return load
 
 
-load4, load8 = _make_load(4), _make_load(8)
+load4, load8, load16 = _make_load(4), _make_load(8), _make_load(16)
 
 
 @intrinsic
@@ -123,7 +123,7 @@ def _make_splat(n: int):
     return splat
 
 
-splat4, splat8 = _make_splat(4), _make_splat(8)
+splat4, splat8, splat16 = _make_splat(4), _make_splat(8), _make_splat(16)
 
 
 def _make_binary(op: str):
@@ -182,6 +182,31 @@ def out(typingctx, v, mode):
         return args[0] if m == IEEE else _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
 
     return v(v, mode), codegen
+
+
+@intrinsic
+def flush(typingctx, v):
+    """Mode Z's subnormal flush in every lane (NaNs are canonicalised only on output), for loops
+    that choose their mode at run time (the sweep loop)."""
+    if not isinstance(v, F32xN):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False)
+
+    return v(v), codegen
+
+
+@intrinsic
+def words(typingctx, v):
+    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes)."""
+    if not isinstance(v, F32xN):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
+
+    return v(v), codegen
 
 
 @intrinsic
