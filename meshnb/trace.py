@@ -2,7 +2,7 @@
 a step, in step order, over the steps of this run.
 
 One recorder serves every path (one system, the fused loop, cluster members, MPI ranks,
-checkpoints).  A large record is hashed on a thread of its own while the caller's step loop goes
+checkpoints).  A large record is hashed on the trace's own thread while the caller's step loop goes
 on (SHA-256 releases the GIL: hashlib for large buffers, :mod:`meshnb.sha256`'s kernel always);
 small ones are hashed at once, where a thread would cost more than it saves.  At most one record
 is in flight: the next record, :meth:`Trace.hexdigest` and :meth:`Trace.state` wait for it.
@@ -11,7 +11,7 @@ is in flight: the next record, :meth:`Trace.hexdigest` and :meth:`Trace.state` w
 from __future__ import annotations
 
 import hashlib
-import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -33,8 +33,8 @@ class Trace:
         self.resumable = resumable or state is not None
         self._sha: Any = Sha256(state) if self.resumable else hashlib.sha256()
         self._kept: list[np.ndarray] | None = [] if keep else None
-        self._hashing: threading.Thread | None = None
-        self._failed: BaseException | None = None
+        self._worker: ThreadPoolExecutor | None = None  # one thread, started by the first large record
+        self._hashing: Future[None] | None = None
         self.steps = 0
 
     def record(self, words: np.ndarray) -> None:
@@ -50,25 +50,23 @@ class Trace:
         if words.nbytes < ASYNC_BYTES:
             self._sha.update(words)
             return
-        self._hashing = threading.Thread(target=self._update, args=(words,), name="meshnb-trace", daemon=True)
-        self._hashing.start()
-
-    def _update(self, words: np.ndarray) -> None:
-        try:
-            self._sha.update(words)
-        except BaseException as e:  # noqa: BLE001 - raised on the caller's thread by _wait
-            self._failed = e
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshnb-trace")
+        self._hashing = self._worker.submit(self._sha.update, words)
 
     def _wait(self) -> None:
+        """The record in flight is hashed (its error, if any, raised here)."""
         if self._hashing is not None:
-            self._hashing.join()
-            self._hashing = None
-        if self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
+            hashing, self._hashing = self._hashing, None
+            hashing.result()
 
     def hexdigest(self) -> str:
+        """The digest of the steps recorded so far; the hashing thread ends here (a later record
+        starts another)."""
         self._wait()
+        if self._worker is not None:
+            self._worker.shutdown()
+            self._worker = None
         return str(self._sha.hexdigest())
 
     def state(self) -> Sha256State:
