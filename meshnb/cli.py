@@ -245,13 +245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): as :func:`main`, but the
-    flag stays the handler until the process has exited, so that a Ctrl-C that comes as the
-    command ends changes nothing (it would otherwise be a KeyboardInterrupt in the interpreter's
-    shutdown)."""
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): as :func:`main`, but a
+    Ctrl-C that comes once the command is done changes nothing.  Its handler is then SIGINT's
+    ignore, which the interpreter's shutdown keeps (it resets a Python handler to the default,
+    which would end the process by SIGINT after the result was printed)."""
     flag = InterruptFlag()
     signal.signal(signal.SIGINT, flag)
-    sys.exit(_main(None, flag))
+    code = _main(None, flag)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _is_main_thread() -> bool:

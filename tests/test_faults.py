@@ -220,3 +220,21 @@ def test_view_in_takes_a_path_as_well_as_bytes(tmp_path):
     assert meshnb.train(20, view_in=tmp_path / "p.bin").digest == want
     with pytest.raises(ValueError, match="view_in is a page"):
         meshnb.train(20, view_in=1234)
+
+
+def test_ctrl_c_as_the_command_ends_changes_nothing():
+    """Moments that straddle a short run's end: before it, 130 and one line; after its result is
+    printed, exit 0 and nothing more (not a SIGINT death in the interpreter's shutdown)."""
+    codes = set()
+    for at in [0.3 + 0.03 * i for i in range(16)]:
+        p = _start("--steps", "64", "--json")
+        time.sleep(at)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        codes.add(p.returncode)
+        assert "Traceback" not in err, (at, err)
+        if p.returncode == 0:
+            assert err == "" and json.loads(out)["steps"] == 64, (at, out, err)
+        else:
+            assert p.returncode == 130 and out == "" and err.count("\n") == 1, (at, p.returncode, err)
+    assert codes <= {0, 130}, codes
