@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import files
@@ -38,21 +38,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type=`` from a parser raising ValueError (argparse words the message)."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    convert.__name__ = getattr(parse, "__name__", "value")
-    return convert
-
-
 def _add_train(sub: Any) -> None:
-    from .options import option_fields
+    from .options import arg_type, option_fields
 
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
     clusters = t.add_argument_group("clusters")
@@ -66,7 +53,7 @@ def _add_train(sub: Any) -> None:
             group.add_argument(
                 flag.flag,
                 dest=name,
-                type=_type(flag.parse),
+                type=arg_type(flag.parse),
                 metavar=flag.metavar,
                 help=flag.help,
                 action="append" if flag.repeat else "store",
@@ -83,14 +70,14 @@ def _add_train(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .options import parse_positive
+    from .options import arg_type, parse_positive
 
     parser = _Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     _add_train(sub)
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
     b.add_argument(
-        "--seconds", type=_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)"
+        "--seconds", type=arg_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)"
     )
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")

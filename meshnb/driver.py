@@ -201,10 +201,10 @@ def warm_grouped(z: bool) -> None:
     program.task(ctx, OP_TASK, 0)
 
 
-def progress_bar(total: int, enabled: bool) -> Any:
-    """A tqdm bar on stderr, or None."""
+def progress_bar(total: int, enabled: bool, desc: str | None = None) -> Any:
+    """A tqdm bar on stderr counting steps (``desc`` before it), or None."""
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False)
+    return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False, desc=desc)

@@ -142,7 +142,7 @@ def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> by
     ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check."""
     if isinstance(source, (str, os.PathLike)):
         return read_page(source, what)
-    return bytes(source)
+    return bytes(memoryview(source))  # a TypeError for what is no buffer (bytes(1234) would be 1234 zeros)
 
 
 # ---------------------------------------------------------------------------------------------

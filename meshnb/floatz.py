@@ -119,10 +119,10 @@ def from_bits_array(u: np.ndarray) -> np.ndarray:
     return out
 
 
-@jit()
 def flush_words(u: np.ndarray) -> np.ndarray:
-    """``flush_bits`` of every word of a uint32 array, as a new array."""
-    out = np.empty_like(u)
-    for i in range(u.size):
-        out.flat[i] = flush_bits(u.flat[i])
-    return out
+    """``flush_bits`` of every word of a uint32 array (any shape), as a new array: numpy masks, for
+    the Python layer (no kernel calls it)."""
+    u = np.asarray(u, dtype=np.uint32)
+    e = u & EXP_MASK
+    out = np.where(e == 0, u & SIGN_MASK, u)
+    return np.where((e == EXP_MASK) & ((u & MANT_MASK) != 0), CANONICAL_NAN, out).astype(np.uint32)

@@ -10,6 +10,7 @@ into what a cluster backend starts from (a fresh run or a checkpoint's), in one 
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,20 @@ class OptionError(ValueError):
 
 
 # --- parsing the command line's text (argparse ``type=`` functions) ----------------------------
+
+
+def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a parser raising ValueError, its message kept (argparse words
+    a plain ValueError as "invalid value")."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def parse_count(text: str) -> int:
@@ -333,15 +348,13 @@ def _lr_changes(set_lr: Mapping[int, int] | Sequence[Sequence[int]]) -> tuple[tu
 
 
 def _page_bytes(view_in: Any) -> bytes:
-    """A start page: bytes-like, or a path to a 4096-byte file."""
-    if isinstance(view_in, (str, os.PathLike)):
-        try:
-            return files.read_page(view_in, "view_in")
-        except ValueError as e:  # named as the caller spells the option
-            detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
-            raise OptionError("{view_in}" + detail, "view_in") from None
+    """A start page: bytes-like, or a path to a 4096-byte file (:func:`files.page_from`), its
+    errors named as the caller spells the option."""
     try:
-        return bytes(memoryview(view_in))
+        return files.page_from(view_in, "view_in")
+    except ValueError as e:
+        detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
+        raise OptionError("{view_in}" + detail, "view_in") from None
     except TypeError:
         raise OptionError(f"view_in is a page (bytes) or a path to one, not {type(view_in).__name__}") from None
 

@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from .driver import progress_bar
 from .files import check_output, read_page, write_atomic
 from .interrupts import deferred_interrupt
+from .options import arg_type, parse_count
 
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
 GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' shares
@@ -57,18 +59,11 @@ def lr_range(text: str) -> np.ndarray:
     return np.linspace(start, stop, count).astype(np.float32)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative")
-    return value
+_count = arg_type(parse_count)  # the same whole-number check as meshnb train's
 
 
 def _positive(text: str) -> int:
-    value = _count(text)
+    value = int(_count(text))
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
@@ -164,7 +159,7 @@ def _run(args: argparse.Namespace) -> tuple[Any, int, list[str] | None]:
         raise UsageError(str(e)) from None
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     if not _in_mpi_job():
-        bar = sw.progress_bar(args.steps, len(systems), progress)
+        bar = progress_bar(args.steps, progress, f"sweep of {len(systems)}")
         try:
             with deferred_interrupt() as requested:
                 r = sw.run(
@@ -202,7 +197,7 @@ def _run_rank(
     m = len(systems)
     share = systems[m * k // n : m * (k + 1) // n]
     threads = args.threads or max(1, sw.default_threads() // _local_ranks(comm))
-    bar = sw.progress_bar(args.steps, m, progress and k == 0)
+    bar = progress_bar(args.steps, progress and k == 0, f"sweep of {m}")
     with deferred_interrupt() as requested:
 
         def should_stop() -> bool:  # every rank stops at the same chunk

@@ -28,7 +28,10 @@ from typing import Any
 import numpy as np
 
 from . import kernels, loops, program, sweep_loop
+from .driver import progress_bar
+from .floatz import flush_words
 from .interrupts import deferred_interrupt
+from .options import is_int
 from .view import FIELDS, VIEW_BYTES, View
 
 WORDS = VIEW_BYTES // 4
@@ -38,15 +41,6 @@ PER_CALL = sweep_loop.LANES * sweep_loop.BLOCK  # systems are padded to a multip
 CHUNK_SYSTEM_STEPS = 1 << 24  # system-steps per chunk: ~0.1 s on 2 cores, so Ctrl-C and progress stay live
 TRACE_CHUNK_SYSTEM_STEPS = 1 << 20  # with a trace: 20 MiB of trace words per chunk
 MAX_STEPS = (1 << 63) - 1
-
-
-def _flush_words(u: np.ndarray) -> np.ndarray:
-    """``flush_bits`` of every word (subnormal -> signed zero, NaN -> 0x7FFFFFFF), vectorised."""
-    u = np.asarray(u, dtype=np.uint32)
-    e = u & np.uint32(0x7F800000)
-    out = np.where(e == 0, u & np.uint32(0x80000000), u)
-    nan = (e == np.uint32(0x7F800000)) & ((u & np.uint32(0x007FFFFF)) != 0)
-    return np.where(nan, np.uint32(0x7FFFFFFF), out).astype(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -68,10 +62,6 @@ class Systems:
     @property
     def step_base(self) -> np.ndarray:
         return self.pages[:, _W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | self.pages[:, _W["NEXT_STEP"]]
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def init_page() -> bytes:
@@ -122,7 +112,7 @@ def _page_words(pages: Any) -> np.ndarray:
 
 def plan(steps: int, *, lrs: Any = None, pages: Any = None, step_bases: Any = None, z: bool = True) -> Systems:
     """The systems of a sweep, checked as ``train`` checks a run (ValueError otherwise)."""
-    if not _is_int(steps) or not 0 <= steps <= MAX_STEPS:
+    if not is_int(steps) or not 0 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a non-negative integer below 2^63, got {steps!r}")
     starts = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32) if pages is None else _page_words(pages)
     n_pages = starts.shape[0]
@@ -133,13 +123,13 @@ def plan(steps: int, *, lrs: Any = None, pages: Any = None, step_bases: Any = No
     page_index = np.repeat(np.arange(n_pages), n_lrs)
     lr_index = np.tile(np.arange(n_lrs), n_pages) if lr is not None else np.full(m, -1)
     if lr is not None:  # SET_LR before the first task: LR = ftz_from_bits(bits) in mode Z
-        words[:, _W["LR"]] = np.tile(_flush_words(lr) if z else lr, n_pages)
+        words[:, _W["LR"]] = np.tile(flush_words(lr) if z else lr, n_pages)
     if step_bases is not None:
-        bases = [step_bases] * m if _is_int(step_bases) else list(step_bases)
+        bases = [step_bases] * m if is_int(step_bases) else list(step_bases)
         if len(bases) != m:
             raise ValueError(f"step_bases must be one integer or one per system ({m}), got {len(bases)}")
         for b in bases:
-            if not _is_int(b) or not 0 <= b <= program.LAST_STEP:
+            if not is_int(b) or not 0 <= b <= program.LAST_STEP:
                 raise ValueError(f"a step base must be 0..2^64-2, got {b!r}")
         b64 = np.array([int(b) for b in bases], dtype=np.uint64)
         words[:, _W["STEP_HI"]] = (b64 >> np.uint64(32)).astype(np.uint32)
@@ -216,7 +206,7 @@ class SweepResult:
     def lrs(self) -> np.ndarray:
         """Each system's LR as the steps read it (``ftz_from_bits`` in mode Z)."""
         w = self.lr_words
-        return (_flush_words(w) if self.z else w).view(np.float32)
+        return (flush_words(w) if self.z else w).view(np.float32)
 
     @property
     def step_base(self) -> np.ndarray:
@@ -417,7 +407,7 @@ class _State:
             g = per_lane.reshape(-1, lanes, *per_lane.shape[1:])
             return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], -1)
 
-        read = _flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
+        read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
         a["params"][:] = grouped(read(words[:, :4])).view(np.float32)
         a["hyper"][:] = grouped(read(words[:, [_W["LR"], _W["INV_BATCH"]]])).view(np.float32)
         # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
@@ -509,9 +499,9 @@ def run(
     :func:`chunk_steps`); ``on_chunk(done)`` after each chunk, ``should_stop()`` before each: a
     stop gives the result of the steps done (``result.steps`` < ``steps``).  ``mode`` forces a
     step-loop mode of :mod:`meshnb.loops` (default: ``loop_mode(z)``; the tests run ``Z`` on x86)."""
-    if loss_every is not None and (not _is_int(loss_every) or loss_every < 1):
+    if loss_every is not None and (not is_int(loss_every) or loss_every < 1):
         raise ValueError(f"loss_every must be a positive integer, got {loss_every!r}")
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     mode = loops.loop_mode(systems.z) if mode is None else mode
     if (mode == loops.IEEE) == systems.z:
@@ -588,23 +578,6 @@ def run(
     )
 
 
-def progress_bar(total: int, systems: int, enabled: bool) -> Any:
-    """A tqdm bar on stderr counting steps (of every system), or None."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        unit="step",
-        unit_scale=True,
-        mininterval=0.25,
-        smoothing=0.1,
-        leave=False,
-        desc=f"sweep of {systems}",
-    )
-
-
 def sweep(
     steps: int,
     *,
@@ -632,11 +605,11 @@ def sweep(
     Raises ValueError for bad arguments and :class:`SweepInterrupted` on Ctrl-C (with the
     result of the finished chunks)."""
     systems = plan(steps, lrs=lrs, pages=pages, step_bases=step_bases, z=z)
-    if loss_every is not None and (not _is_int(loss_every) or loss_every < 1):
+    if loss_every is not None and (not is_int(loss_every) or loss_every < 1):
         raise ValueError(f"loss_every must be a positive integer, got {loss_every!r}")
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    bar = progress_bar(steps, len(systems), progress)
+    bar = progress_bar(steps, progress, f"sweep of {len(systems)}")
     last = 0
 
     def on_chunk(done: int) -> None:

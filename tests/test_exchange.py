@@ -27,6 +27,8 @@ from meshnb.program import OP_TASK, TIMEOUTS, Context, Trace, init, task
 from meshnb.testing import reference as ref
 from meshnb.view import View
 
+from .util import tasks_in_turn
+
 WAITERS = {"blocking": BlockingWaiter, "polling": PollingWaiter}
 
 
@@ -147,12 +149,7 @@ def test_the_program_times_out_once_then_resumes_the_round_on_a_real_page():
     assert (v0.word("ERR"), v0.word("PENDING"), v0.word("ROUND"), v0.next_step) == (1, 1, 1, 0)
     assert ctxs[0].counters[TIMEOUTS] == 1
     exchanges[0].calls.clear()
-    while any(c.view.next_step < steps or c.view.word("PENDING") for c in ctxs):
-        for ctx in ctxs:
-            v = ctx.view
-            if v.next_step < steps or v.word("PENDING"):
-                v.set_word("STEPS_PER_TASK", max(1, steps - v.next_step))
-                task(ctx, OP_TASK, v.word("NEXT_STEP"))
+    tasks_in_turn(ctxs, steps)
     # System 0's retry waited again for round 1 without publishing anything.
     assert exchanges[0].calls[0] == ("round", 1)
     for ctx in ctxs:

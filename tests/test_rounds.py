@@ -26,6 +26,8 @@ from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 from meshnb.view import View
 
+from .util import tasks_in_turn
+
 
 class PlainExchange:
     """A PageExchange that is not one: the program takes its per-step loop (``_run_grouped``)."""
@@ -122,12 +124,7 @@ def test_a_round_times_out_mid_task_and_resumes_without_republishing():
     assert (v1.word("PENDING"), v1.word("ROUND"), ctxs[1].counters[TIMEOUTS]) == (1, 2, 2)
     xpage.slots[1, 0] = published
     v1.set_word("STEPS_PER_TASK", steps)
-    while any(c.view.next_step < steps or c.view.word("PENDING") for c in ctxs):
-        for ctx in ctxs:
-            v = ctx.view
-            if v.next_step < steps or v.word("PENDING"):
-                v.set_word("STEPS_PER_TASK", max(1, steps - v.next_step))
-                task(ctx, OP_TASK, v.word("NEXT_STEP"))
+    tasks_in_turn(ctxs, steps)
     pages, trace = ref.run([ref.init_page(2, grouped=True)] * 2, steps, grouped=True)
     for ctx, want in zip(ctxs, pages):
         assert ctx.view.word("ERR") == 0 and ctx.view.word("PENDING") == 0 and ctx.counters[STEPS] == steps

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import meshnb
+from meshnb import files
 from meshnb.testing import pages as hard
 from meshnb.testing import reference as ref
 
@@ -345,19 +346,11 @@ MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 
 
 def read_file(path: Path, limit: int = MAX_FILE) -> bytes:
-    """A regular file's bytes, refusing special files and oversized ones."""
+    """A regular file's bytes, refusing special files and oversized ones (:func:`meshnb.files.read_input`)."""
     try:
-        st = path.stat()
-    except OSError as e:
-        raise PackError(f"{path}: {e.strerror or e}") from None
-    if not path.is_file():
-        raise PackError(f"{path}: not a regular file")
-    if st.st_size > limit:
-        raise PackError(f"{path}: {st.st_size} bytes is too big")
-    try:
-        return path.read_bytes()[: limit + 1]
-    except OSError as e:
-        raise PackError(f"{path}: {e.strerror or e}") from None
+        return files.read_input(path, "file", limit)
+    except files.InputError as e:
+        raise PackError(str(e).removeprefix("file ")) from None
 
 
 def load_manifest(root: Path) -> dict[str, Any]:
