@@ -16,18 +16,9 @@ yields a NaN, so canonicalising NaNs where words leave the kernel (:func:`bits`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
-from numba import njit
 
-
-def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
-    """meshnb's one njit: machine code cached beside the package, and ``error_model="numpy"``,
-    a correctness rule (IEEE: a division by zero gives inf or NaN, never an exception)."""
-    return njit(cache=True, error_model="numpy", **options)
-
+from .jit import jit
 
 EXP_MASK = np.uint32(0x7F800000)
 SIGN_MASK = np.uint32(0x80000000)

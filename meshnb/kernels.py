@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .floatz import add, bits, div, flush, flush_subnormal, from_bits, from_u32, jit, mul, sub
+from .floatz import add, bits, div, flush, flush_subnormal, from_bits, from_u32, mul, sub
+from .jit import jit
 from .view import FIELDS
 
 SAMPLES = 256

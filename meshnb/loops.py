@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from . import vec
-from .floatz import jit
+from .jit import jit
 from .kernels import (
     NSUMS,
     SAMPLES,

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import kernels, vec
 from .atomics import cpu_relax, load_acquire, store_release, yield_cpu
-from .floatz import jit
+from .jit import jit
 from .kernels import U64_7, WARP, in_word, out_word
 from .loops import IEEE, Z_DAZ, Z, own_sums
 

@@ -37,7 +37,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, register_model
 
-from .floatz import jit
+from .jit import jit
 
 # ---------------------------------------------------------------------------------------------
 

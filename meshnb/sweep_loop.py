@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import vec
-from .floatz import jit
+from .jit import jit
 from .kernels import BATCHES, WARP
 from .loops import IEEE, Z_DAZ, Z
 

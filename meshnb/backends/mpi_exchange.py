@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..exchange import EX_SLOT_WORDS
-from ..floatz import jit
+from ..jit import jit
 from ..results import ClusterError
 
 INSTALL_HINT = "pip install 'meshnb[mpi]' (mpi4py and the mpich wheel), or mpi4py built against the system's MPI"

@@ -1,0 +1,149 @@
+"""What the CPU can do, read once: the one place meshnb decides x86, DAZ, SHA-NI and vector shape.
+
+Two CPUs matter and they may differ: the *host* (what this process runs on: DAZ and SHA-NI are
+used only when the host has them) and the *target* (what numba compiles for: the host unless
+``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` name another, which is how AVX2 code is measured on
+an AVX-512 machine).  Vector shapes are chosen from the target; instructions that must exist at
+run time from the host.  Nothing here imports numba's compiler: only llvmlite's host queries.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from functools import cache
+
+_X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
+_ARM_MACHINES = frozenset({"aarch64", "arm64"})
+
+IS_X86: bool = platform.machine().lower() in _X86_MACHINES
+"""The host is an x86 CPU (MXCSR, ``pause``, SHA-NI may exist)."""
+
+IS_X86_64: bool = platform.machine().lower() in {"x86_64", "amd64"}
+"""The host is 64-bit x86: every such CPU has SSE's MXCSR, so DAZ can be switched."""
+
+IS_ARM64: bool = platform.machine().lower() in _ARM_MACHINES
+
+# Named CPUs of LLVM whose vector ISA we know without asking the host (NUMBA_CPU_NAME targets).
+_AVX512_CPUS = frozenset(
+    {
+        "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server",
+        "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+        "znver4", "znver5", "x86-64-v4", "knl", "knm",
+    }
+)  # fmt: skip
+_AVX2_CPUS = frozenset(
+    {
+        "haswell", "broadwell", "skylake", "kabylake", "coffeelake", "cometlake", "alderlake", "raptorlake",
+        "meteorlake", "arrowlake", "lunarlake", "gracemont", "znver1", "znver2", "znver3", "x86-64-v3",
+        "bdver4",
+    }
+)  # fmt: skip
+
+
+@cache
+def host_features() -> frozenset[str]:
+    """The host CPU's LLVM feature names that are on (``avx2``, ``avx512f``, ``sha``, ``neon`` ...)."""
+    try:
+        import llvmlite.binding as llvm
+
+        return frozenset(name for name, on in llvm.get_host_cpu_features().items() if on)
+    except (ImportError, RuntimeError):  # llvmlite cannot read them here: assume none
+        return frozenset()
+
+
+@cache
+def host_name() -> str:
+    """LLVM's name of the host CPU (``znver4``, ``haswell``, ``neoverse-n1`` ...)."""
+    try:
+        import llvmlite.binding as llvm
+
+        return str(llvm.get_host_cpu_name())
+    except (ImportError, RuntimeError):
+        return "generic"
+
+
+@cache
+def model_name() -> str:
+    """The CPU's marketing name as the OS reports it (``AMD EPYC 9R14 ...``), for speed figures."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+HAS_DAZ: bool = IS_X86_64
+"""The host has MXCSR's DAZ bit (every x86-64 CPU): the fast loops may run mode Z with DAZ on."""
+
+HAS_SHA_NI: bool = IS_X86 and "sha" in host_features()
+"""The host has the x86 SHA extensions (LLVM's feature ``sha``; other targets use the word otherwise)."""
+
+
+@dataclass(frozen=True)
+class VectorShape:
+    """The vector ISA numba compiles for, as the loops need it."""
+
+    isa: str  # "avx512", "avx2", "sse", "neon" or "scalar"
+    floats: int  # float32 lanes in one vector register
+    registers: int  # vector registers the ISA names
+
+    def __str__(self) -> str:
+        return f"{self.isa} ({self.floats} x f32, {self.registers} registers)"
+
+
+_SHAPES = {
+    "avx512": VectorShape("avx512", 16, 32),
+    "avx2": VectorShape("avx2", 8, 16),
+    "sse": VectorShape("sse", 4, 16),
+    "neon": VectorShape("neon", 4, 32),
+    "scalar": VectorShape("scalar", 1, 16),
+}
+
+
+def _isa_of(cpu_name: str, features: frozenset[str]) -> str:
+    if "avx512f" in features or (not features and cpu_name in _AVX512_CPUS):
+        return "avx512"
+    if "avx2" in features or (not features and cpu_name in _AVX2_CPUS):
+        return "avx2"
+    if IS_ARM64 or "neon" in features:
+        return "neon"
+    if IS_X86:
+        return "sse"
+    return "scalar"
+
+
+def target_name() -> str:
+    """The CPU numba compiles for: ``NUMBA_CPU_NAME`` when set (``host`` means the host), else the host."""
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    return host_name() if name in ("", "host") else name
+
+
+def target_shape() -> VectorShape:
+    """The vector shape of the target numba compiles for (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``
+    honoured, as numba reads them).  With only a CPU name set, its ISA comes from a table of LLVM's
+    names; an unknown name counts as SSE on x86 (every x86-64 has it)."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES", "").strip()
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    if feats:
+        on = frozenset(f[1:] for f in feats.split(",") if f.startswith("+"))
+        return _SHAPES[_isa_of(name, on)]
+    if name and name != "host":
+        return _SHAPES[_isa_of(name, frozenset())]
+    return _SHAPES[_isa_of(host_name(), host_features())]
+
+
+def describe() -> dict[str, str]:
+    """The CPU facts every speed figure carries: model, host and target names, the target's vector ISA."""
+    return {
+        "cpu": model_name(),
+        "machine": platform.machine(),
+        "host_cpu": host_name(),
+        "target_cpu": target_name(),
+        "vector_isa": str(target_shape()),
+    }
