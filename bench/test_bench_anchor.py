@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshnb import loops
+from meshnb import cpu, loops
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
 SOURCE = Path(__file__).with_name("anchor.c")
 pytestmark = pytest.mark.skipif(
-    shutil.which("gcc") is None or platform.machine().lower() not in ("x86_64", "amd64") or not loops.vec.HAS_DAZ,
+    shutil.which("gcc") is None or platform.machine().lower() not in ("x86_64", "amd64") or not cpu.HAS_DAZ,
     reason="the C anchor needs gcc on x86",
 )
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import driver, kernels, program
+from meshnb import host, kernels, program
 from meshnb.bench import cluster_reference_run, cluster_run
 from meshnb.options import Plan
 from meshnb.program import OP_TASK, Context, Trace
@@ -161,10 +161,10 @@ def test_train_single_without_trace(benchmark, record, sizes, starts):
         return (ctx, plan), {}
 
     ctx, _ = setup()[0]
-    driver.drive(ctx, Plan(64))  # warm-up
+    host.drive(ctx, Plan(64))  # warm-up
     record(benchmark, "single-notrace", n)
     benchmark.group = "single system"
-    assert benchmark.pedantic(driver.drive, setup=setup, rounds=sizes["rounds"], iterations=1) == n
+    assert benchmark.pedantic(host.drive, setup=setup, rounds=sizes["rounds"], iterations=1) == n
 
 
 @pytest.mark.parametrize("impl", ["numpy", "python"])

@@ -1,22 +1,35 @@
 """meshnb: the mesh's train program in Python, bit-exact in float mode Z, with a numba core.
 
-The public names load on first use (PEP 562), so ``import meshnb`` and the command line start
-without numba until a run needs it.
+``__all__`` is the one definition of the public API: the names below, and the public modules
+(with their submodules) ``meshnb.testing`` (the independent oracle), ``meshnb.kernels`` and
+``meshnb.floatz`` (SPEC's njit kernels and float mode Z), ``meshnb.sweeps`` (many systems at once),
+``meshnb.conformance`` (checking an executor) and ``meshnb.cli`` (the ``meshnb`` command, callable).
+Every other module is internal: importable by its path, described in the architecture page,
+not served here.
+
+The names load on first use (PEP 562), so ``import meshnb`` and the command line start without
+numba until a run needs it.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:
+    __version__: str = version("meshnb")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
-# name -> the module that holds it
+# public name -> the module that holds it
 _EXPORTS = {
     "train": "api",
+    "sweep": "sweeps",
     "CheckpointError": "checkpoint",
     "Exchange": "exchange",
     "Group": "exchange",
+    "OptionError": "options",
     "Plan": "options",
     "RunOptions": "options",
     "Context": "program",
@@ -25,49 +38,23 @@ _EXPORTS = {
     "ClusterError": "results",
     "RunInterrupted": "results",
     "RunResult": "results",
+    "SaveFailed": "results",
     "SystemResult": "results",
+    "SweepInterrupted": "sweeps",
+    "SweepResult": "sweeps",
     "Trace": "trace",
     "LAYOUT": "view",
     "VIEW_BYTES": "view",
     "View": "view",
-    "sweep": "sweeps",
-    "SweepResult": "sweeps",
 }
-_SUBMODULES = {
-    "api",
-    "atomics",
-    "backends",
-    "bench",
-    "checkpoint",
-    "cli",
-    "conformance",
-    "driver",
-    "exchange",
-    "files",
-    "floatz",
-    "interrupts",
-    "kernels",
-    "loops",
-    "options",
-    "program",
-    "results",
-    "rounds",
-    "sha256",
-    "sweep_cli",
-    "sweep_loop",
-    "sweeps",
-    "testing",
-    "trace",
-    "vec",
-    "view",
-}
-__all__ = sorted(_EXPORTS) + ["testing"]
+_MODULES = ("cli", "conformance", "floatz", "kernels", "sweeps", "testing")
+__all__ = sorted(_EXPORTS) + list(_MODULES)
 
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    elif name in _SUBMODULES:
+    elif name in _MODULES:
         value = import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'meshnb' has no attribute {name!r}")
@@ -76,32 +63,34 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
+    return sorted(set(globals()) | set(__all__))
 
 
 if TYPE_CHECKING:
+    from . import cli as cli
+    from . import conformance as conformance
+    from . import floatz as floatz
+    from . import kernels as kernels
+    from . import sweeps as sweeps
     from . import testing as testing
     from .api import train as train
     from .checkpoint import CheckpointError as CheckpointError
     from .exchange import Exchange as Exchange
     from .exchange import Group as Group
+    from .options import OptionError as OptionError
     from .options import Plan as Plan
     from .options import RunOptions as RunOptions
     from .program import Context as Context
     from .program import init as init
     from .program import task as task
-    from .results import (
-        ClusterError as ClusterError,
-    )
-    from .results import (
-        RunInterrupted as RunInterrupted,
-    )
-    from .results import (
-        RunResult as RunResult,
-    )
-    from .results import (
-        SystemResult as SystemResult,
-    )
+    from .results import ClusterError as ClusterError
+    from .results import RunInterrupted as RunInterrupted
+    from .results import RunResult as RunResult
+    from .results import SaveFailed as SaveFailed
+    from .results import SystemResult as SystemResult
+    from .sweeps import SweepInterrupted as SweepInterrupted
+    from .sweeps import SweepResult as SweepResult
+    from .sweeps import sweep as sweep
     from .trace import Trace as Trace
     from .view import LAYOUT as LAYOUT
     from .view import VIEW_BYTES as VIEW_BYTES

@@ -2,7 +2,7 @@
 
 The members of a cluster whose exchange page is in memory (threads of one process, or processes
 sharing a segment) publish and read the page from njit code with the GIL released
-(:mod:`meshnb.rounds`).  There nothing orders their accesses but the CPU and the compiler, so:
+(:mod:`meshnb.loops.grouped`).  There nothing orders their accesses but the CPU and the compiler, so:
 
 - :func:`load_acquire` reads a word with LLVM's ``load atomic ... acquire``: the compiler can
   neither hoist it out of a spin loop nor move later loads (a slot's words) before it;

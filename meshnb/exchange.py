@@ -15,7 +15,7 @@ in how a member waits (a :class:`Waiter`):
   re-reads the page: a short spin that yields the core, then sleeps of growing length.
 
 The program runs the members of a :class:`PageExchange` through the fast loop of
-:mod:`meshnb.rounds` (njit, the GIL released), which reads and writes the page as words
+:mod:`meshnb.loops.grouped` (njit, the GIL released), which reads and writes the page as words
 (``ExchangePage.words32``/``words64``, offsets from ``word_layout``); it waits in njit and comes
 back here only for a slow round (:meth:`PageExchange.wait_more`: a nap in the waiter, which an
 abort's notify ends).  ``set_slot``/``round``/``slot`` serve every other caller.
@@ -118,7 +118,7 @@ def exchange_bytes(n: int) -> int:
 
 def word_layout() -> np.ndarray:
     """The page's layout as word indices, for njit code that reads the page as one uint32 array
-    and one uint64 array (:mod:`meshnb.rounds`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
+    and one uint64 array (:mod:`meshnb.loops.grouped`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
     system 0's COUNTER (u64 index), the system stride (u64 words), system 0's SLOT0 (u32 index),
     the system stride (u32 words), SLOT1 - SLOT0 (u32 words)]."""
     assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
@@ -145,7 +145,7 @@ class ExchangePage:
         if raw.nbytes < exchange_bytes(n):
             raise ValueError(f"an exchange page of {n} systems needs {exchange_bytes(n)} bytes, got {raw.nbytes}")
         self.n = n
-        # The page as words, for the fast step loop (``meshnb.rounds``): only where the page is
+        # The page as words, for the fast step loop (``meshnb.loops.grouped``): only where the page is
         # aligned for atomic 8-byte access (always so for numpy's and mmap's memory).
         self.words32: np.ndarray | None = None
         self.words64: np.ndarray | None = None

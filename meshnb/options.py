@@ -40,6 +40,7 @@ class OptionError(ValueError):
         super().__init__(template.format(**{n: _LIBRARY_SPELLING.get(n, n) for n in names}))
 
     def for_cli(self) -> str:
+        """The message with the option names spelled as the command line's flags."""
         return self.template.format(**{n: _FLAGS[n].cli_spelling for n in self.names})
 
 
@@ -394,6 +395,7 @@ class Plan:
         set_lr: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
+        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted)."""
         return cls(steps, steps_per_task, _lr_changes(set_lr or ()), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:

@@ -10,7 +10,7 @@ Two grouped loops compute the same bits, and ``_run`` picks one (the one switch)
 
 - an exchange page in memory (a :class:`~meshnb.exchange.PageExchange`: the threads and
   processes backends) runs ``_run_on_page``: the steps in one njit call with the GIL released
-  (:mod:`meshnb.rounds`), which comes back to Python only to go on waiting for a slow round
+  (:mod:`meshnb.loops.grouped`), which comes back to Python only to go on waiting for a slow round
   (so that the round's timeout, an abort, the give-up bound and Ctrl-C stay Python's);
 - any other :class:`~meshnb.exchange.Exchange` (MPI, tests' recording exchanges) runs
   ``_run_grouped``: one step at a time through ``set_slot``, ``round`` and ``slot``.
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import floatz, kernels, loops, rounds
+from . import floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, Exchange, ExchangeAborted, Group, PageExchange, word_layout
+from .loops import grouped
 from .trace import Trace
 from .view import FIELDS, HEADER_WORDS, View
 
@@ -62,9 +63,11 @@ class Context:
 
     @property
     def grouped(self) -> bool:
+        """The context runs SPEC 9's grouped steps (it has a group and an exchange)."""
         return self.group is not None and self.exchange is not None
 
     def counter_dict(self) -> dict[str, int]:
+        """The counters by name: ``inits``, ``steps``, ``timeouts``."""
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters)}
 
 
@@ -217,7 +220,7 @@ def _run_on_page(
     resume: bool,
     trace: np.ndarray,
 ) -> int:
-    """``_run_grouped`` for an exchange page in memory: the steps run in :func:`rounds.run_page`
+    """``_run_grouped`` for an exchange page in memory: the steps run in :func:`grouped.run_page`
     (GIL released); when a round is slow it returns, and this naps in the exchange's waiter
     (50 us, doubling up to 2 ms) and calls it again for the same round (published once, never
     again), which looks once and comes back, until the round is reached or its timeout passes.
@@ -227,14 +230,14 @@ def _run_on_page(
     tab = kernels.batches(ctx.view.words, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
-    waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], rounds.SPIN
+    waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
-        status = rounds.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
+        status = grouped.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
         done = int(state[0])
-        if status == rounds.DONE:
+        if status == grouped.DONE:
             return done
         rnd = (base + done + 1) & _MASK64
-        if status == rounds.ABORTED:
+        if status == grouped.ABORTED:
             raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
         if done != waiting:  # a new slow round: its timeout counts from here
             waiting, deadline, nap = done, time.perf_counter() + ex.timeout_s, NAP_S[0]
@@ -242,4 +245,4 @@ def _run_on_page(
             return done  # timed out: the round stays published, and pending
         nap = min(2 * nap, NAP_S[1])
         # After a nap the loop only looks (reached: on to the next steps, with a full spin).
-        spin = rounds.SPIN if ex.page.reached(rnd) else 0
+        spin = grouped.SPIN if ex.page.reached(rnd) else 0

@@ -32,14 +32,17 @@ class SystemResult:
 
     @property
     def view(self) -> View:
+        """The final page as a :class:`~meshnb.view.View` (a copy: the result stays as it was)."""
         return View.from_bytes(self.page)
 
     @property
     def params(self) -> np.ndarray:
+        """The params ``[a, b, c, d]`` (float32[4])."""
         return self.view["PARAMS"]
 
     @property
     def params_hex(self) -> list[str]:
+        """The params as four hex words (``'3b7a7664'`` ...)."""
         return [f"{w:08x}" for w in self.view.array("PARAMS").view(np.uint32)]
 
     @property
@@ -49,14 +52,17 @@ class SystemResult:
 
     @property
     def last_loss(self) -> np.float32:
+        """The loss of the last step run (LOSS at the page's next step - 1, mod 256)."""
         v = self.view
         return v["LOSS"][(v.next_step - 1) % 256]
 
     @property
     def digest(self) -> str:
+        """SPEC 11's digest: SHA-256 of PARAMS followed by LOSS, as hex."""
         return self.view.digest()
 
     def to_json(self) -> dict[str, Any]:
+        """The system as ``meshnb train --json`` prints it."""
         return {
             "system": self.system,
             "params": self.params_hex,
@@ -83,30 +89,68 @@ class RunResult:
 
     @property
     def run_steps(self) -> int:
+        """The whole run's steps done so far (this call's plus a resumed checkpoint's)."""
         return self.steps_before + self.steps
 
     @property
     def steps_per_second(self) -> float:
+        """Steps (a cluster: lockstep rounds) per second of this call, compile time excluded."""
         return self.steps / self.seconds if self.seconds > 0 else float("inf")
 
-    def __getattr__(self, name: str) -> Any:
-        # params, loss, page, view, counters, digest, trace_digest, trace of system 0
-        if name in (
-            "params",
-            "params_hex",
-            "loss",
-            "last_loss",
-            "page",
-            "view",
-            "counters",
-            "digest",
-            "trace_digest",
-            "trace",
-        ):
-            return getattr(self.systems[0], name)
-        raise AttributeError(name)
+    # System 0's result, as attributes of the run (one system's run reads as that system).
+
+    @property
+    def page(self) -> bytes:
+        """System 0's final 4096-byte view page."""
+        return self.systems[0].page
+
+    @property
+    def view(self) -> View:
+        """System 0's final page as a :class:`~meshnb.view.View`."""
+        return self.systems[0].view
+
+    @property
+    def params(self) -> np.ndarray:
+        """System 0's params ``[a, b, c, d]`` (float32[4])."""
+        return self.systems[0].params
+
+    @property
+    def params_hex(self) -> list[str]:
+        """System 0's params as four hex words."""
+        return self.systems[0].params_hex
+
+    @property
+    def loss(self) -> np.ndarray:
+        """System 0's loss ring: the loss of step t at index t mod 256 (float32[256])."""
+        return self.systems[0].loss
+
+    @property
+    def last_loss(self) -> np.float32:
+        """System 0's loss of the last step run."""
+        return self.systems[0].last_loss
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """System 0's counters: ``inits``, ``steps``, ``timeouts``."""
+        return self.systems[0].counters
+
+    @property
+    def digest(self) -> str:
+        """System 0's digest (SPEC 11): SHA-256 of PARAMS then LOSS; every member has the same."""
+        return self.systems[0].digest
+
+    @property
+    def trace_digest(self) -> str:
+        """System 0's trace digest (SPEC 11): SHA-256 of the sums each step of this run applied."""
+        return self.systems[0].trace_digest
+
+    @property
+    def trace(self) -> np.ndarray | None:
+        """System 0's applied sums, ``[steps, 5]`` uint32, when the run kept them (``keep_trace``)."""
+        return self.systems[0].trace
 
     def to_json(self) -> dict[str, Any]:
+        """The run as ``meshnb train --json`` prints it."""
         doc: dict[str, Any] = {"steps": self.steps}
         if self.steps_before:  # a resumed run: the whole run's steps too
             doc["run_steps"] = self.run_steps

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .driver import progress_bar
 from .files import check_output, read_page, write_atomic
+from .host import progress_bar
 from .interrupts import deferred_interrupt
 from .options import arg_type, parse_count
 

@@ -4,7 +4,7 @@
 pair of the two (page-major: system ``p * len(lrs) + l``).  Each system is exactly the system
 ``meshnb.train(steps, view_in=page, set_lr={0: lr_bits}, step_base=base, z=z)`` runs alone: its
 final page, params, digest and trace digest are the same bits.  The step loop
-(:mod:`meshnb.sweep_loop`) puts one system in each lane of a 16-float vector, so a sweep is
+(:mod:`meshnb.loops.sweep`) puts one system in each lane of a 16-float vector, so a sweep is
 bound by the machine's throughput rather than by one step's dependency chain; the groups of 16
 systems are split across threads (each call releases the GIL and sets the DAZ bit on its own
 thread), and since systems share nothing, the bits do not depend on the split.
@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels, loops, program, sweep_loop
-from .driver import progress_bar
+from . import kernels, loops, program
 from .floatz import flush_words
+from .host import progress_bar
 from .interrupts import deferred_interrupt
+from .loops import sweep as sweep_loop
 from .options import is_int
 from .view import FIELDS, VIEW_BYTES, View
 

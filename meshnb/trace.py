@@ -79,10 +79,12 @@ class Trace:
 
     @property
     def keeps(self) -> bool:
+        """The trace keeps its rows (made with ``keep=True``), not only their hash."""
         return self._kept is not None
 
     @property
     def words(self) -> np.ndarray:
+        """The kept rows, ``[steps, 5]`` uint32 (a ValueError when the trace keeps none)."""
         if self._kept is None:
             raise ValueError("this trace was made with keep=False")
         if not self._kept:

@@ -101,10 +101,12 @@ class View:
         return words.view("<f4") if f.dtype == "f32" else words
 
     def word(self, name: str, index: int = 0) -> int:
+        """Word ``index`` of field ``name`` as an unsigned integer (its raw bits)."""
         f = FIELDS[name]
         return int(self.words[f.word + index])
 
     def set_word(self, name: str, value: int, index: int = 0) -> None:
+        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``."""
         f = FIELDS[name]
         self.words[f.word + index] = value
 
@@ -131,6 +133,7 @@ class View:
         self.set_word("NEXT_STEP", step & 0xFFFFFFFF)
 
     def tobytes(self) -> bytes:
+        """A copy of the page's 4096 bytes."""
         return self.words.tobytes()
 
     def __bytes__(self) -> bytes:

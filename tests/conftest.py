@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from meshnb import View, testing
-from meshnb.driver import prepare
+from meshnb.host import prepare
 from meshnb.options import Plan
 from meshnb.program import Context
 

@@ -9,6 +9,7 @@ import pytest
 from numba import njit
 
 from meshnb import kernels, loops, vec
+from meshnb.loops import single
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
@@ -95,7 +96,7 @@ def test_the_daz_loop_restores_the_callers_float_mode():
 
 
 def _step_entry(mode: int):
-    """One step of the loop's code path (``loops._step`` on 8-lane vectors, then the words it
+    """One step of the loop's code path (``single._step`` on 8-lane vectors, then the words it
     writes out) for one literal mode, with DAZ on around it in ``Z_DAZ``."""
 
     @njit
@@ -107,7 +108,7 @@ def _step_entry(mode: int):
         b = vec.splat8(kernels.in_word(words[1], z))
         c = vec.splat8(kernels.in_word(words[2], z))
         d = vec.splat8(kernels.in_word(words[3], z))
-        s0, s1, s2, s3, e2 = loops._step(a, b, c, d, tab, at, mode)
+        s0, s1, s2, s3, e2 = single._step(a, b, c, d, tab, at, mode)
         out = np.empty(5, dtype=np.uint32)
         vec.store(out, 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
         out[4] = kernels.out_word(e2, z)

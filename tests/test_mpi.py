@@ -24,7 +24,10 @@ import meshnb
 from meshnb import checkpoint as ckpt_io
 
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None  # not imported: it would start MPI here
-pytestmark = pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')"),
+]
 
 HERE = Path(__file__).parent
 RUN_S = 180  # the limit of one MPI run (cold numba caches compile in every rank at once)

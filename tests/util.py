@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+import pytest
 
 from meshnb.program import OP_TASK, Context, task
 
@@ -26,3 +33,32 @@ def tasks_in_turn(ctxs: list[Context], steps: int) -> None:
             if v.next_step < steps or v.word("PENDING"):
                 v.set_word("STEPS_PER_TASK", max(1, steps - v.next_step))
                 task(ctx, OP_TASK, v.word("NEXT_STEP"))
+
+
+def meshnb_cli(*argv: str, **popen: Any) -> subprocess.Popen:
+    """``python -m meshnb ARGV`` in a new process, text pipes for stdout and stderr (the one way
+    the tests start the command; ``popen`` passes cwd, env, start_new_session ...)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+
+
+def run_meshnb(*argv: str, timeout: float = 300, **run: Any) -> subprocess.CompletedProcess:
+    """``python -m meshnb ARGV`` to its end: the completed process, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "meshnb", *argv], capture_output=True, text=True, timeout=timeout, **run
+    )
+
+
+def run_python(code: str, timeout: float = 300, **run: Any) -> subprocess.CompletedProcess:
+    """``python -c CODE`` in a fresh interpreter (nothing of this process imported)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, **run)
+
+
+def mpiexec() -> str:
+    """The ``mpiexec`` beside this Python (the venv's, from the mpich wheel), else the one on PATH."""
+    beside = Path(sys.executable).with_name("mpiexec")
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        pytest.fail("mpi4py is installed but no mpiexec was found (beside python or on PATH)")
+    return found

@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import checkpoint, loops
 from ..checkpoint import Checkpoint
-from ..driver import member_trace, prepare_member, progress_bar, set_lr
 from ..exchange import Group
+from ..host import member_trace, prepare_member, progress_bar, set_lr
 from ..interrupts import deferred_interrupt
 from ..kernels import NSUMS
 from ..options import RunOptions, resolve

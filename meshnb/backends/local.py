@@ -27,8 +27,8 @@ import numpy as np
 
 from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
-from ..driver import prepare_member, progress_bar
 from ..exchange import Group
+from ..host import prepare_member, progress_bar
 from ..interrupts import deferred_interrupt
 from ..options import Plan, RunOptions, resolve
 from ..program import Context

@@ -1,12 +1,12 @@
 """The members of a ``threads`` or ``processes`` cluster.
 
-A member is one system doing :func:`meshnb.driver.drive` over a
+A member is one system doing :func:`meshnb.host.drive` over a
 :class:`~meshnb.exchange.PageExchange`, so the program's grouped task loop (publish, round,
 fold, apply; a timed-out round left pending and resumed) is what runs; it meets the others and
 the coordinator at the points of :mod:`.control`.  :class:`ThreadMembers` runs members as threads (the
 meeting points block on a condition variable); :class:`ProcessMembers` as processes of a
 forkserver, the memory in a shared segment (the meeting points poll).  Either way a round's wait
-spins in njit with the GIL released (:mod:`meshnb.rounds`), then naps in the same waiter.
+spins in njit with the GIL released (:mod:`meshnb.loops.grouped`), then naps in the same waiter.
 Member processes whose coordinator dies see their pipe close and exit.
 """
 
@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..driver import drive, stall_hook, stalled
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
+from ..host import drive, stall_hook, stalled
 from ..options import Plan
 from ..program import Context
 from ..results import ClusterError

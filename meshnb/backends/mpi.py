@@ -2,7 +2,7 @@
 
 ``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
 rank: the same program (:mod:`meshnb.program`'s grouped task loop, driven by
-:func:`meshnb.driver.drive`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
+:func:`meshnb.host.drive`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
 round as a collective: see that module), so every rank ends with the bits of the threads
 backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line prints
 them there only.
@@ -48,8 +48,8 @@ import numpy as np
 
 from .. import checkpoint, files
 from ..checkpoint import Checkpoint
-from ..driver import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
 from ..exchange import Group
+from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
 from ..interrupts import deferred_interrupt
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, Context

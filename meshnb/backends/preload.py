@@ -3,7 +3,7 @@ from it starts with meshnb imported and the grouped step's kernels loaded from n
 
 from __future__ import annotations
 
-from ..driver import warm_grouped
+from ..host import warm_grouped
 from . import members  # noqa: F401  - the members' code
 
 warm_grouped(True)

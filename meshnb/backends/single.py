@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from .. import loops
-from ..driver import drive, prepare, progress_bar
+from ..host import drive, prepare, progress_bar
 from ..interrupts import deferred_interrupt
 from ..options import RunOptions
 from ..program import Context

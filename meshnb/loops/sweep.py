@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import vec
-from .jit import jit
-from .kernels import BATCHES, WARP
-from .loops import IEEE, Z_DAZ, Z
+from .. import vec
+from ..jit import jit
+from ..kernels import BATCHES, WARP
+from .single import IEEE, Z_DAZ, Z
 
 LANES = 16  # systems per group (one 16-float vector)
 BLOCK = 2  # groups stepped together

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels, vec
-from .atomics import cpu_relax, load_acquire, store_release, yield_cpu
-from .jit import jit
-from .kernels import U64_7, WARP, in_word, out_word
-from .loops import IEEE, Z_DAZ, Z, own_sums
+from .. import kernels, vec
+from ..atomics import cpu_relax, load_acquire, store_release, yield_cpu
+from ..jit import jit
+from ..kernels import U64_7, WARP, in_word, out_word
+from .single import IEEE, Z_DAZ, Z, own_sums
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
@@ -107,7 +107,7 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
     return status
 
 
-# One compiled entry per mode, as in meshnb.loops.
+# One compiled entry per mode, as in meshnb.loops.single.
 @jit(nogil=True)
 def _page_z_daz(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
     return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, Z_DAZ)

@@ -1,4 +1,4 @@
-"""The grouped loop on an exchange page in memory (meshnb.rounds, GIL released): the same bits as
+"""The grouped loop on an exchange page in memory (meshnb.loops.grouped, GIL released): the same bits as
 the per-step loop over any Exchange, a timed-out round resumed without republishing, an abort
 ending a wait at once, more members than cores."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import loops, rounds
+from meshnb import loops
 from meshnb.exchange import (
     EX_SLOT_WORDS,
     BlockingWaiter,
@@ -21,6 +21,7 @@ from meshnb.exchange import (
     PageExchange,
     PollingWaiter,
 )
+from meshnb.loops import grouped as rounds
 from meshnb.program import OP_TASK, STEPS, TIMEOUTS, Context, Trace, init, task
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages

@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from . import vec
-from .jit import jit
-from .kernels import (
+from .. import vec
+from ..jit import jit
+from ..kernels import (
     NSUMS,
     SAMPLES,
     TAB,
@@ -49,8 +49,8 @@ from .kernels import (
     out_word,
     result,
 )
-from .vec import IEEE, Z_DAZ, Z
-from .view import VIEW_BYTES
+from ..vec import IEEE, Z_DAZ, Z
+from ..view import VIEW_BYTES
 
 __all__ = ["IEEE", "Z_DAZ", "Z", "loop_mode", "own_sums", "run_fused", "run_tasks", "warm_up"]
 
