@@ -1,0 +1,68 @@
+"""What every ``meshnb`` command shares: the exit codes, :class:`UsageError`, the one-line parser,
+the ``--progress`` flag, and who prints under MPI.
+
+Exit codes, for every command: 0 done (or pass), 1 a failure while running (or a check that
+fails), 2 bad arguments or bad input (one line on stderr, ``meshnb: error: ...``), 130
+interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
+EXIT_PASS, EXIT_FAIL = EXIT_OK, EXIT_FAILED  # the checking commands' words for 0 and 1
+
+
+class UsageError(Exception):
+    """Bad arguments or bad input: one line on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, but an error is one line (:class:`UsageError`), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--progress/--no-progress`` flag: a bar on stderr, by default when stderr is a terminal."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+
+def wants_progress(args: argparse.Namespace, quiet: bool = False) -> bool:
+    """The ``--progress`` flag's value: as given, else a terminal on stderr (and not ``quiet``)."""
+    given: bool | None = getattr(args, "progress", None)
+    return given if given is not None else (not quiet and sys.stderr.isatty())
+
+
+def error(text: str) -> None:
+    """Say ``text`` as the one line of a failed command."""
+    print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+
+
+def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
+    """The command runs on MPI ranks (``--backend mpi``); with ``args`` None (the arguments did not
+    parse) the flag is looked for in ``argv``."""
+    if args is not None:
+        return getattr(args, "backend", None) == "mpi"
+    a = list(sys.argv[1:] if argv is None else argv)
+    return "--backend=mpi" in a or any(x == "--backend" and y == "mpi" for x, y in zip(a, a[1:]))
+
+
+def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
+    """False on the MPI ranks other than 0 (--backend mpi): they print nothing but their own
+    failures, and an error in the arguments is every rank's, printed once by rank 0."""
+    if not is_mpi_run(args, argv):
+        return True
+    from ..backends.mpi_exchange import is_root
+
+    return is_root()

@@ -1,0 +1,130 @@
+"""The ``meshnb`` program: its parser (every command's ``register``), Ctrl-C held as a flag, and
+every error as one line with the one set of exit codes (:mod:`meshnb.cli.base`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from ..interrupts import InterruptFlag
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, UsageError, error, prints
+
+# Light imports only up here: numba loads inside a command, after Ctrl-C is held (interrupts.py).
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
+    from ..conformance.cli import register as add_conformance  # ops, pack, check
+    from ..sweep_cli import register as add_sweep
+    from . import bench, train
+
+    parser = Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+    train.register(sub)
+    add_sweep(sub)
+    bench.register(sub)
+    add_conformance(sub)
+    return parser
+
+
+def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-``
+    for an option and say "expected one argument"; glued, the value reaches its own check."""
+    takes_value = {
+        s for action in _all_actions(parser) for s in action.option_strings if action.nargs is None and action.type
+    }
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "--":
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+        else:
+            out.append(args[i])
+            i += 1
+    return out
+
+
+def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    actions = list(parser._actions)
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for p in a.choices.values():
+                actions += _all_actions(p)
+    return actions
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``meshnb`` with ``argv`` in this process (tests, scripts): returns the exit code.  Ctrl-C
+    from here on is a flag: a run stops at its next task boundary; before a run starts it ends the
+    command at the next check, never with a traceback from an import.  The caller's handler is
+    restored on return."""
+    flag = InterruptFlag()
+    on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
+    previous = signal.signal(signal.SIGINT, flag) if on_main else None
+    try:
+        return _main(argv, flag)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def entry() -> NoReturn:
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): as :func:`main`, but a
+    Ctrl-C that comes once the command is done changes nothing.  Its handler is then SIGINT's
+    ignore, which the interpreter's shutdown keeps (it resets a Python handler to the default,
+    which would end the process by SIGINT after the result was printed)."""
+    flag = InterruptFlag()
+    signal.signal(signal.SIGINT, flag)
+    code = _main(None, flag)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
+    args = None
+    try:
+        from ..options import OptionError
+        from ..results import ClusterError
+
+        parser = build_parser()
+        args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
+        if flag.hit:
+            raise KeyboardInterrupt
+        if args.command is None:  # bare `meshnb`: what it can do
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if args.command != "train":  # train holds Ctrl-C to a task boundary; the others stop where they are
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("meshnb: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
+        # stdout at /dev/null so that the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
+    except Exception as e:
+        if isinstance(e, OptionError):
+            text, code = e.for_cli(), EXIT_USAGE
+        elif isinstance(e, (UsageError, ValueError)):
+            text, code = str(e), EXIT_USAGE
+        elif isinstance(e, (OSError, ClusterError)):
+            text, code = str(e), EXIT_FAILED
+        else:
+            raise
+        if code != EXIT_USAGE or prints(args, argv):
+            error(text)
+        return code

@@ -1,0 +1,133 @@
+"""``meshnb train``: run the train program and print its params, loss and digests.
+
+Its flags are made from the options table (:class:`~meshnb.options.RunOptions`): names, parsing
+and help in one place.  Ctrl-C is held as a flag from the command's first line (:mod:`meshnb.cli.main`)
+and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .. import files
+from .base import EXIT_INTERRUPTED, EXIT_OK, UsageError, add_progress, prints, wants_progress
+
+if TYPE_CHECKING:
+    from ..options import RunOptions
+    from ..results import RunResult
+
+
+def register(sub: Any) -> None:
+    """Add ``train`` to the ``meshnb`` parser's subcommands."""
+    from ..options import arg_type, option_fields
+
+    t = sub.add_parser("train", help="run the train program and print params, loss and digests")
+    clusters = t.add_argument_group("clusters")
+    for name, _, flag in option_fields():
+        if flag.flag is None:
+            continue  # library only
+        group = clusters if flag.cluster else t
+        if flag.parse is None:  # a switch: --ieee
+            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
+        else:
+            group.add_argument(
+                flag.flag,
+                dest=name,
+                type=arg_type(flag.parse),
+                metavar=flag.metavar,
+                help=flag.help,
+                action="append" if flag.repeat else "store",
+            )
+        if name == "view_in":  # the CLI's own flags sit beside the options they go with
+            t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
+            t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+            add_progress(t)
+    t.set_defaults(handler=run)
+
+
+def summary(result: RunResult) -> str:
+    """The human summary of a run: each system's params, last loss, digests; the speed."""
+    lines = []
+    for s in result.systems:
+        head = f"system {s.system}: " if len(result.systems) > 1 else ""
+        params = "  ".join(f"{name}={float(p):.9g}" for name, p in zip("abcd", s.params))
+        lines += [
+            f"{head}params  {params}",
+            f"{head}hex     {' '.join(s.params_hex)}",
+            f"{head}loss    {float(s.last_loss):.9g} (last step)" if result.steps else f"{head}loss    (no step run)",
+            f"{head}digest  {s.digest}",
+            f"{head}trace   {s.trace_digest}",
+        ]
+        if s.counters.get("timeouts"):
+            lines.append(f"{head}timeouts {s.counters['timeouts']}")
+    rate = result.steps_per_second
+    per = 1e9 / rate if rate and rate != float("inf") else 0.0
+    lines.append(f"speed   {rate:,.0f} steps/s ({per:.1f} ns/step), {result.steps} steps in {result.seconds:.3f} s")
+    if result.first_call_seconds:
+        lines.append(
+            f"jit     {result.first_call_seconds:.3f} s before the steps (compile, or load from numba's cache)"
+        )
+    return "\n".join(lines)
+
+
+def options(args: argparse.Namespace) -> RunOptions:
+    """The run's options from the flags given (the table has the defaults)."""
+    from ..options import RunOptions, option_fields
+
+    given: dict[str, Any] = {}
+    for name, _, flag in option_fields():
+        value = getattr(args, name, None)
+        if flag.flag is None or value is None or value is False:
+            continue
+        given[name] = value
+    if given.pop("z", False):  # --ieee
+        given["z"] = False
+    if "stalls" in given:
+        given["stalls"] = tuple(given["stalls"])
+    given["progress"] = wants_progress(args, quiet=args.json)
+    opts = RunOptions.from_keywords(**given)
+    if not opts.is_cluster:
+        for name, _, flag in option_fields():
+            if flag.cluster and name in given:
+                raise UsageError(f"{flag.flag} is for clusters: give --systems N (or --resume PATH)")
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``meshnb train``; returns the exit code (errors are raised for :func:`meshnb.cli.main`)."""
+    from ..api import run
+    from ..results import RunInterrupted, SaveFailed
+
+    opts = options(args)
+    if args.view_out:
+        files.check_output(args.view_out, "--view-out")
+    if opts.checkpoint is not None:
+        files.check_output(opts.checkpoint, "--checkpoint")
+    try:
+        result = run(opts)
+    except SaveFailed as failed:  # the run is done: its result first, then why the file is not
+        if prints(args):
+            print(json.dumps(failed.result.to_json()) if args.json else summary(failed.result), flush=True)
+        raise
+    except RunInterrupted as stop:
+        if not prints(args):
+            return EXIT_INTERRUPTED
+        saved = []
+        if args.view_out:
+            files.write_atomic(args.view_out, stop.result.page, "--view-out")
+            saved.append(f"page written to {args.view_out}")
+        if opts.checkpoint:
+            saved.append(f"checkpoint written to {opts.checkpoint}")
+        print(
+            f"meshnb: interrupted after {stop.result.steps} steps" + "".join(f"; {s}" for s in saved), file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
+    if not prints(args):
+        return EXIT_OK  # mpi: rank 0 prints (and writes) every rank's results
+    print(json.dumps(result.to_json()) if args.json else summary(result), flush=True)
+    if args.view_out:
+        files.write_atomic(args.view_out, result.page, "--view-out")
+    return EXIT_OK
