@@ -24,11 +24,12 @@ for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
 
 
 def _defined(package: griffe.Module, name: str) -> str:
-    """The path of the object that ``meshnb.<name>`` is: an alias griffe resolved, else the one public
-    definition of that name in a submodule (names that ``__init__`` loads lazily without a static import)."""
+    """The path to document ``meshnb.<name>`` by: ``meshnb.<name>`` where ``__init__`` imports it
+    statically (griffe resolves the alias), else the one public definition of that name in a
+    submodule (a name that ``__init__`` loads lazily with no static import)."""
     member = package.members.get(name)
     if member is not None:
-        return member.path if not member.is_alias else member.target_path
+        return member.path
     found = []
     stack = [package]
     while stack:
@@ -55,7 +56,8 @@ with mkdocs_gen_files.open("api/meshnb.md", "w") as out:
     )
     for name in meshnb.__all__:
         if name in package.modules:  # a subpackage (meshnb.testing): its own page
-            print(f"## `meshnb.{name}`\n\nThe package [`meshnb.{name}`]({name}.md).\n", file=out)
+            print(f"## meshnb.{name} {{#meshnb.{name}}}\n\nThe package [`meshnb.{name}`]({name}/index.md).\n", file=out)
         else:
             path = _defined(package, name)
-            print(f"::: {path}\n    options:\n      show_root_full_path: false\n", file=out)
+            options = "    options:\n      show_root_heading: true\n      show_root_full_path: false\n"
+            print(f"::: {path}\n{options}", file=out)

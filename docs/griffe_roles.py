@@ -16,7 +16,7 @@ _ROLE = re.compile(r":(?:py:)?(?:func|class|mod|data|meth|attr|exc|obj|const):`(
 
 
 def _code(match: re.Match[str]) -> str:
-    target = match.group(2).strip()
+    target = match.group(2).strip().lstrip(".")
     if match.group(1):
         target = target.rsplit(".", 1)[-1]
     return f"`{target}`"
