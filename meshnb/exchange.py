@@ -11,7 +11,7 @@ in how a member waits (a :class:`Waiter`):
 - :class:`BlockingWaiter` (the threads backend: members are threads of one process) sleeps on a
   condition variable; the publisher that completes a round wakes the others (the fast loop's
   publishers do not: its naps are short).
-- :class:`PollingWaiter` (the processes backend: the page is in ``multiprocessing.shared_memory``)
+- :class:`PollingWaiter` (the processes backend: the page is in memory shared between processes)
   re-reads the page: a short spin that yields the core, then sleeps of growing length.
 
 The program runs the members of a :class:`PageExchange` through the fast loop of

@@ -12,7 +12,8 @@ member that completes no step for ``give_up_s`` stops with :class:`~meshnb.resul
 lock, the join at the end) is bounded by ``give_up_s`` too, and the coordinator stops a cluster
 whose round counters have not moved for twice that (every member frozen).  A member process
 that dies is seen at once (its sentinel): the exchange page is aborted, which ends every wait,
-the others are joined, killed if they linger, and the shared memory is unlinked.
+the others are joined, killed if they linger, and the shared memory is released (a ``memfd`` on Linux,
+unlinked elsewhere).
 """
 
 from __future__ import annotations

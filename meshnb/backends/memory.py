@@ -1,6 +1,7 @@
 """Cluster memory of the ``threads`` and ``processes`` backends: the exchange page, then a control
 block, then one block per member (its view, counters, state, and its trace hash's state), laid
-out by one table, in process memory or in one ``multiprocessing.shared_memory`` segment.
+out by one table, in process memory or in one shared segment (:class:`SharedSegment`: an anonymous
+``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
 """
 
 from __future__ import annotations

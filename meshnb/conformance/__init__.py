@@ -4,5 +4,5 @@
 - :mod:`.faults`: the fault models (one registry) and a simulated executor that runs any of them;
 - :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
 - :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
-- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``python -m meshnb.conformance``).
+- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``meshnb ops|pack|check``, or ``python -m meshnb ...``).
 """
