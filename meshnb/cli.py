@@ -83,10 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
     from .conformance.cli import register as add_conformance  # ops, pack, check: each sets its handler
+    from .cuda_cli import register as add_cuda  # ptx audit, gpu-check
     from .sweep_cli import register as add_sweep
 
     add_sweep(sub)
     add_conformance(sub)
+    add_cuda(sub)
     return parser
 
 
@@ -144,7 +146,7 @@ def _summary(result: RunResult) -> str:
 
 def _options(args: argparse.Namespace) -> RunOptions:
     """The run's options from the flags given (the table has the defaults)."""
-    from .options import RunOptions, option_fields
+    from .options import ALONE_BACKENDS, RunOptions, option_fields
 
     given: dict[str, Any] = {}
     for name, _, flag in option_fields():
@@ -160,7 +162,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
     opts = RunOptions.from_keywords(**given)
     if not opts.is_cluster:
         for name, _, flag in option_fields():
-            if flag.cluster and name in given:
+            if flag.cluster and name in given and not (name == "backend" and opts.backend in ALONE_BACKENDS):
                 raise UsageError(f"{flag.flag} is for clusters: give --systems N (or --resume PATH)")
     return opts
 
