@@ -34,9 +34,10 @@ MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
 
 
-class CudaUnavailable(RuntimeError):
+class CudaUnavailable(RuntimeError, ValueError):
     """The CUDA image cannot run here: numba-cuda is missing, or there is no device (outside the
-    simulator).  Its message is one line."""
+    simulator).  Its message is one line.  A RuntimeError, and a ValueError so that the commands
+    treat it as the bad input it is for them (``--backend cuda`` on a machine without one: exit 2)."""
 
 
 def numba_cuda() -> Any:
