@@ -69,14 +69,15 @@ def _audit(args: argparse.Namespace) -> int:
 # -- gpu-check ---------------------------------------------------------------------------------
 
 
-def _pack_check() -> list[tuple[str, str]]:
-    """Every quick-pack case through the CUDA image, each system checked by ``meshnb check``."""
+def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
+    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by
+    ``meshnb check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
     import meshnb
 
     from .conformance import check, pack
 
     out: list[tuple[str, str]] = []
-    for case in pack.cases(quick=True):
+    for case in pack.cases(quick=True) if cases is None else cases:
         want = pack.run_case(case)
         page = case.in_page()
         setup = check.Setup(case, [page] * case.systems, want.out_pages, want.trace)
@@ -94,8 +95,10 @@ def _pack_check() -> list[tuple[str, str]]:
     return out
 
 
-def _sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
-    """M systems (LRs spread in log, step bases spread) on the device; a sample against the CPU."""
+def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
+    """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
+    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
+    device run of the sample with the trace on); system-steps per second of both."""
     import meshnb
 
     from .cuda import host
@@ -134,10 +137,10 @@ def _gpu_check(args: argparse.Namespace) -> int:
         return _error(str(e))
     began = time.perf_counter()
     print(f"device: {device}", flush=True)
-    cases = _pack_check()
+    cases = pack_check()
     for name, verdict in cases:
         print(f"pack {name}: {verdict}", flush=True)
-    sw = _sweep_check(args.systems, args.steps, args.sample)
+    sw = sweep_check(args.systems, args.steps, args.sample)
     ok = all(v == "PASS" for _, v in cases) and sw["pages_equal"] and sw["trace_digests_equal"]
     if args.json:
         doc = {"device": device, "pack": dict(cases), "sweep": sw, "ok": ok, "seconds": time.perf_counter() - began}
