@@ -83,10 +83,14 @@ def _check_pages(pages: np.ndarray, steps: int) -> None:
         )
 
 
-def _launch(image: ModuleType, d_pages: object, count: int, n: int, per_block: int, d_trace: object, z: bool) -> None:
-    rows = d_pages.shape[0]  # type: ignore[attr-defined]
+def _launch(image: ModuleType, d_pages: Any, count: int, n: int, per_block: int, record: bool, z: bool) -> Any:
+    """One launch of ``count`` steps over every row of ``d_pages``; the trace's device array, or None."""
+    cuda = numba_cuda()
+    rows = d_pages.shape[0]
     warps = n * per_block
-    image.steps_kernel[rows // warps, WARP * warps](d_pages, count, n, d_trace, z)
+    d_trace = cuda.device_array((rows, count, NSUMS) if record and count else (1, 1, NSUMS), dtype=np.uint32)
+    image.steps_kernel[rows // warps, WARP * warps](d_pages, count, n, d_trace, record and count > 0, z)
+    return d_trace if record and count else None
 
 
 @dataclass(frozen=True)
@@ -160,11 +164,9 @@ def run_systems(
     done = 0
     while True:
         n = min(per_call, steps - done)
-        t_host = np.empty((rows.shape[0], n if trace else 0, NSUMS), dtype=np.uint32)
-        d_trace = cuda.to_device(t_host)
-        _launch(image, d_pages, n, 1, per_block, d_trace, z)
-        if trace:
-            d_trace.copy_to_host(t_host)
+        d_trace = _launch(image, d_pages, n, 1, per_block, trace, z)
+        if d_trace is not None:
+            t_host = d_trace.copy_to_host()
             for k in range(m):
                 hashers[k].update(t_host[k].tobytes())
         done += n
@@ -188,13 +190,10 @@ def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True
     if not 1 <= n <= MAX_BLOCK_WARPS:
         raise ValueError(f"the cuda backend runs clusters of 1 to {MAX_BLOCK_WARPS} systems (one block), got {n}")
     cuda = numba_cuda()
-    record = trace.shape[0] > 0
     d_pages = cuda.to_device(np.ascontiguousarray(pages))
-    t_host = np.empty((n, count if record else 0, NSUMS), dtype=np.uint32)
-    d_trace = cuda.to_device(t_host)
-    _launch(image, d_pages, count, n, 1, d_trace, z)
+    d_trace = _launch(image, d_pages, count, n, 1, trace.shape[0] > 0, z)
     pages[:] = d_pages.copy_to_host()
-    if record:
+    if d_trace is not None:
         trace[:count] = d_trace.copy_to_host()[0]
 
 

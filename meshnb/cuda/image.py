@@ -245,12 +245,13 @@ def _end_task(pages, row, lane, a, b, c, d, t, z):
 
 
 @cuda.jit
-def steps_kernel(pages, count, n, trace, z):
+def steps_kernel(pages, count, n, trace, record, z):
     """``count`` steps of clusters of ``n`` systems, one warp per system, as consecutive TASKs.
 
     ``pages`` is ``[rows, 1024]`` uint32 (row = block * warps per block + warp); a block holds
-    whole clusters (``n`` consecutive warps each; ``n = 1``: independent systems).  ``trace`` is
-    ``[rows, count, 5]`` uint32 (the sums each step applied) or has no steps.  Every member of a
+    whole clusters (``n`` consecutive warps each; ``n = 1``: independent systems).  With ``record``,
+    ``trace`` (``[rows, count, 5]`` uint32) receives the sums each step applied (without it, a
+    placeholder: no zero-size array reaches the device).  Every member of a
     cluster must be at the same step with the same STEPS_PER_TASK (the host checks); LR and
     INV_BATCH are read once (the host ends a launch at an LR change).  ``count = 0`` is one task of
     no steps (PARAMS written back through the flush)."""
@@ -272,7 +273,6 @@ def steps_kernel(pages, count, n, trace, z):
     t = (uint64(pages[row, W_STEP_HI]) << U64_32) | uint64(pages[row, W_NEXT_STEP])
     nn = uint64(n)
     kk = uint64(k)
-    record = trace.shape[1] > 0
     if count == 0:
         _end_task(pages, row, lane, a, b, c, d, t, z)
     left = uint64(0)

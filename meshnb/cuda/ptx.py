@@ -23,7 +23,7 @@ from typing import Any
 from .host import CudaUnavailable, numba_cuda
 
 TARGETS = ((8, 0), (9, 0))
-STEPS_SIG = "(uint32[:, ::1], int64, int64, uint32[:, :, ::1], boolean)"
+STEPS_SIG = "(uint32[:, ::1], int64, int64, uint32[:, :, ::1], boolean, boolean)"
 INIT_SIG = "(uint32[::1],)"
 
 
