@@ -168,3 +168,13 @@ def test_meshnb_kernels_audit_clean_for_sm80_and_sm90():
         [sys.executable, "-m", "meshnb", "ptx", "audit", "--meshnb"], env=env, capture_output=True, text=True
     )
     assert code.returncode == 0 and code.stdout == "0 findings in 4 PTX modules\n"
+
+
+def test_meshnb_without_numba_cuda_is_one_line(capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba_cuda" else real(name, *a))
+    code, out, err = run_cli(capsys, "ptx", "audit", "--meshnb")
+    assert (code, out) == (2, "")
+    assert err == "meshnb: error: compiling meshnb's kernels needs numba-cuda: pip install 'meshnb[cuda]'\n"
