@@ -3,6 +3,8 @@ simulator: tests/cuda/test_backend_cuda.py); the ptx audit command: tests/cuda/t
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -48,3 +50,29 @@ def test_gpu_check_bad_counts_exit_2(capsys, argv):
 
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("meshnb: error:")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_gpu_check_output_as_on_a_device(capsys, monkeypatch, as_json):
+    # The command as a device would run it, the device stood in by the simulator: its output and
+    # exit code (the pack stood in by its result; pack_check itself is tested above).
+    from meshnb.cli import main
+    from meshnb.cuda import host
+
+    monkeypatch.setattr(host, "simulated", lambda: False)
+    monkeypatch.setattr(host.numba_cuda(), "is_available", lambda: True)
+    monkeypatch.setattr(host, "device_name", lambda: "Stand-in GPU (sm_90)")
+    monkeypatch.setattr(cuda_cli, "pack_check", lambda: [("default", "PASS"), ("cluster-2", "PASS")])
+    argv = ["gpu-check", "--systems", "3", "--steps", "2", "--sample", "2"] + ["--json"] * as_json
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if as_json:
+        doc = json.loads(out.splitlines()[-1])
+        assert doc["ok"] is True and doc["device"] == "Stand-in GPU (sm_90)"
+        assert doc["sweep"]["pages_equal"] and doc["sweep"]["cpu_systems_timed"] == 3
+    else:
+        lines = out.splitlines()
+        assert lines[:3] == ["device: Stand-in GPU (sm_90)", "pack default: PASS", "pack cluster-2: PASS"]
+        assert lines[3] == "sweep: 3 systems x 2 steps; 2 sampled: pages equal, trace digests equal"
+        assert lines[4].startswith("system-steps/s: gpu ") and "cpu sweep (3 systems)" in lines[4]
+        assert lines[5].startswith("gpu-check: PASS in ")
