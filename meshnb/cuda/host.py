@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -95,11 +96,13 @@ def _launch(image: ModuleType, d_pages: Any, count: int, n: int, per_block: int,
 
 @dataclass(frozen=True)
 class SystemsResult:
-    """M systems after :func:`run_systems`: ``pages`` ``[M, 1024]`` uint32 (the final pages, the
-    CPU's format), ``last_loss_words`` ``[M]`` uint32 (each system's last step's loss, read from its
-    page), ``trace_digests`` (SPEC 11; empty strings without ``trace=True``), ``seconds`` (the
-    launches and copies, without the first compile)."""
+    """M systems after :func:`run_systems`: ``steps`` (the steps done: fewer than asked after a
+    stop), ``pages`` ``[M, 1024]`` uint32 (the final pages, the CPU's format), ``last_loss_words``
+    ``[M]`` uint32 (each system's last step's loss, read from its page), ``trace_digests`` (SPEC 11;
+    empty strings without ``trace=True``), ``seconds`` (the launches and copies, without the first
+    compile)."""
 
+    steps: int
     pages: np.ndarray
     last_loss_words: np.ndarray
     trace_digests: list[str]
@@ -116,6 +119,8 @@ def run_systems(
     trace: bool = False,
     chunk: int | None = None,
     per_block: int | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SystemsResult:
     """Run M independent systems ``steps`` steps each on the device, one warp per system.
 
@@ -126,7 +131,10 @@ def run_systems(
     step_base=step_bases[k], z=z)``: pages, last loss, and with ``trace=True`` the trace digest
     (the trace words come back per launch and are hashed on the host).  ``chunk`` steps per launch
     (default all, or what keeps a launch's trace under 256 MiB): launches cut tasks, which changes
-    no bits.  ``per_block`` systems per block (default 4; 1 in the simulator).
+    no bits.  ``per_block`` systems per block (default 4; 1 in the simulator).  ``on_chunk(done)``
+    is called after each launch and ``should_stop()`` before each (as :func:`meshnb.sweeps.run`):
+    a stop gives the result of the steps done (``result.steps``), every system as ``train`` would
+    leave it after that many steps.  ``steps = 0`` runs nothing (as ``train(0)``).
 
     Raises ValueError for bad arguments, :class:`CudaUnavailable` without numba-cuda or a device."""
     image = require()
@@ -162,7 +170,7 @@ def run_systems(
     start = time.perf_counter()
     d_pages = cuda.to_device(rows)
     done = 0
-    while True:
+    while done < steps and not (should_stop is not None and should_stop()):
         n = min(per_call, steps - done)
         d_trace = _launch(image, d_pages, n, 1, per_block, trace, z)
         if d_trace is not None:
@@ -170,13 +178,13 @@ def run_systems(
             for k in range(m):
                 hashers[k].update(t_host[k].tobytes())
         done += n
-        if done >= steps:
-            break
+        if on_chunk is not None:
+            on_chunk(done)
     out = d_pages.copy_to_host()[:m]
     seconds = time.perf_counter() - start
     nxt = out[:, _W["NEXT_STEP"]].astype(np.int64)
     last = out[np.arange(m), _W["LOSS"] + (nxt - 1) % 256].copy()
-    return SystemsResult(out, last, [h.hexdigest() for h in hashers] if trace else [""] * m, seconds)
+    return SystemsResult(done, out, last, [h.hexdigest() for h in hashers] if trace else [""] * m, seconds)
 
 
 def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True) -> None:

@@ -100,13 +100,39 @@ def test_ieee_mode(host):
     assert got.pages[0].tobytes() != cpu(2, page).page  # mode Z matters on this page
 
 
-def test_zero_steps_is_one_task_of_none(host):
+def test_zero_steps_run_nothing_as_train(host):
     page = bytearray(hard_pages()["subnormal-params"])
-    page[36:40] = (1).to_bytes(4, "little")  # PENDING: a task drops it
-    got = host.run_systems(page_words(bytes(page))[None, :], None, None, 0)
-    want = page_words(bytes(page)).copy()
+    page[36:40] = (1).to_bytes(4, "little")  # PENDING: a task would drop it; no task runs
+    got = host.run_systems(page_words(bytes(page))[None, :], None, 5, 0)
+    assert got.steps == 0 and got.pages[0].tobytes() == cpu(0, bytes(page), base=5).page
+
+
+def test_a_launch_of_no_steps_is_one_task_of_none(host):
+    # the kernel's count = 0 (the backends' warm-up): PARAMS through the flush, PENDING dropped
+    page = bytearray(hard_pages()["subnormal-params"])
+    page[36:40] = (1).to_bytes(4, "little")
+    got = page_words(bytes(page))[None, :].copy()
+    want = got[0].copy()
+    host.run_cluster(got, 0, np.empty((0, 5), np.uint32))
     meshnb.loops.run_tasks(want, 0, np.empty((0, 5), np.uint32), meshnb.loops.Z)
-    assert np.array_equal(got.pages[0], want) and got.pages[0][0] == 0  # the subnormal param flushed
+    assert np.array_equal(got[0], want) and got[0][0] == 0  # the subnormal param flushed
+
+
+def test_a_stop_between_launches_gives_the_steps_done(host, fresh_page):
+    seen: list[int] = []
+    got = host.run_systems(
+        page_words(fresh_page)[None, :],
+        None,
+        None,
+        5,
+        trace=True,
+        chunk=2,
+        on_chunk=seen.append,
+        should_stop=lambda: len(seen) == 2,
+    )
+    want = cpu(4, fresh_page)
+    assert seen == [2, 4] and got.steps == 4
+    assert got.pages[0].tobytes() == want.page and got.trace_digests[0] == want.trace_digest
 
 
 def test_runs_continue_across_cpu_and_device(host, fresh_page):
