@@ -26,7 +26,8 @@ from .program import LAST_STEP
 MASK32 = 0xFFFFFFFF
 MAX_SYSTEMS = 64
 DEFAULT_STEPS = 4096
-CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi")  # the registry's names, checked by the tests
+CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi", "cuda")  # the registry's names, checked by the tests
+ALONE_BACKENDS = ("cuda",)  # backends that also run one system without a group (no systems given)
 
 
 class OptionError(ValueError):
@@ -202,7 +203,7 @@ class RunOptions:
         "threads",
         Flag(
             "--backend",
-            "threads (default), processes, fused, or mpi (under mpiexec: one system per rank)",
+            "threads (default), processes, fused, mpi (under mpiexec: one system per rank), or cuda (also one system)",
             "{" + ",".join(CLUSTER_BACKENDS) + "}",
             _parse_backend,
             cluster=True,
@@ -259,7 +260,7 @@ class RunOptions:
                     raise OptionError(
                         f"{{{name}}} is for clusters: give {{systems}} (or {{resume}})", name, "systems", "resume"
                     )
-            if self.backend != "threads":
+            if self.backend not in ("threads", *ALONE_BACKENDS):
                 raise OptionError(
                     "{backend} is for clusters: give {systems} (or {resume})", "backend", "systems", "resume"
                 )
@@ -273,8 +274,8 @@ class RunOptions:
         if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
             raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
         put(self, "stalls", check_stalls(self.stalls, self.systems))
-        if self.backend == "fused" and self.stalls:
-            raise OptionError("the fused backend has no exchange and no tasks to stall")
+        if self.backend in ("fused", "cuda") and self.stalls:
+            raise OptionError(f"the {self.backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
             raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
         if self.steps is not None:
@@ -288,7 +289,7 @@ class RunOptions:
     @property
     def backend_name(self) -> str:
         """The registry's name of the backend that runs these options."""
-        return self.backend if self.is_cluster else "single"
+        return self.backend if self.is_cluster or self.backend in ALONE_BACKENDS else "single"
 
     def plan(self) -> Plan:
         """The plan of a fresh run (not a resumed one: :func:`resolve`)."""

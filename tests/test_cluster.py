@@ -19,8 +19,8 @@ from meshnb.results import ClusterError, RunInterrupted
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-# this machine's cluster backends (mpi: tests/test_mpi.py)
-BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi"))
+# this machine's cluster backends (mpi: tests/test_mpi.py; cuda: tests/cuda/)
+BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi", "cuda"))
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096

@@ -21,6 +21,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "processes": ("local", "run_processes"),
     "fused": ("fused", "run"),
     "mpi": ("mpi", "run"),
+    "cuda": ("cuda", "run"),
 }
 assert set(BACKENDS) == {"single", *CLUSTER_BACKENDS}  # options.py names them for its checks
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,7 +31,12 @@ from ..view import VIEW_BYTES, View
 CHUNK_STEPS = 1 << 18  # steps x systems per njit call: tens of milliseconds, so stops stay prompt
 
 
-def run(opts: RunOptions) -> RunResult:
+# Another engine for the same steps (the cuda backend's): ``engine(z)`` gives ``step(pages, count,
+# trace_words)``, as ``loops.run_fused`` in the run's mode, and ``warm_up()`` -> its first call's seconds.
+Engine = Callable[[bool], tuple[Callable[[np.ndarray, int, np.ndarray], None], Callable[[], float]]]
+
+
+def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     start = resolve(opts)
     n, plan = start.systems, start.plan
     pages = np.zeros((n, VIEW_BYTES // 4), dtype=np.uint32)  # every member's page, a row each
@@ -62,6 +68,10 @@ def run(opts: RunOptions) -> RunResult:
             )
 
     mode = loops.loop_mode(start.z)
+    if engine is not None:
+        step, warm_up = engine(start.z)
+    else:
+        step, warm_up = (lambda p, c, w: loops.run_fused(p, c, w, mode)), (lambda: loops.warm_up(mode, True))
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
@@ -70,7 +80,7 @@ def run(opts: RunOptions) -> RunResult:
     done = 0
     try:
         with deferred_interrupt() as requested:
-            first_call = loops.warm_up(mode, fused=True)  # the first call's JIT stays out of the timing
+            first_call = warm_up()  # the first call's JIT stays out of the timing
             began = time.perf_counter()
             while True:
                 for ctx in contexts:
@@ -79,7 +89,7 @@ def run(opts: RunOptions) -> RunResult:
                     break
                 end = plan.next_boundary(chunk, done)  # an LR change starts a task
                 words = np.empty((end - done, NSUMS), dtype=np.uint32)  # fresh: the trace may still hash the last
-                loops.run_fused(pages, end - done, words, mode)
+                step(pages, end - done, words)
                 trace.record(words)
                 counters[:, STEPS] += np.uint64(end - done)
                 done = end

@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..conformance.cli import register as add_conformance  # ops, pack, check
     from ..sweep_cli import register as add_sweep
     from . import bench, train
+    from .cuda import register as add_cuda  # ptx audit, gpu-check
 
     parser = Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep(sub)
     bench.register(sub)
     add_conformance(sub)
+    add_cuda(sub)
     return parser
 
 

@@ -75,7 +75,7 @@ def summary(result: RunResult) -> str:
 
 def options(args: argparse.Namespace) -> RunOptions:
     """The run's options from the flags given (the table has the defaults)."""
-    from ..options import RunOptions, option_fields
+    from ..options import ALONE_BACKENDS, RunOptions, option_fields
 
     given: dict[str, Any] = {}
     for name, _, flag in option_fields():
@@ -91,7 +91,7 @@ def options(args: argparse.Namespace) -> RunOptions:
     opts = RunOptions.from_keywords(**given)
     if not opts.is_cluster:
         for name, _, flag in option_fields():
-            if flag.cluster and name in given:
+            if flag.cluster and name in given and not (name == "backend" and opts.backend in ALONE_BACKENDS):
                 raise UsageError(f"{flag.flag} is for clusters: give --systems N (or --resume PATH)")
     return opts
 

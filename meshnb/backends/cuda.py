@@ -1,0 +1,90 @@
+"""The ``cuda`` backend: the CUDA image (:mod:`meshnb.cuda`) runs the steps, one warp per system.
+
+With ``systems=N`` it is the fused backend's run (the same task boundaries, SET_LRs, progress,
+checkpoints and stops: :func:`meshnb.backends.fused.run`) with the steps on the device: N warps of
+one block, the fold in system order through shared memory (:func:`meshnb.cuda.host.run_cluster`).
+Without ``systems`` it runs one system without a group, as the ``single`` backend's host does
+(SPEC 10: TASKs of STEPS_PER_TASK steps, ``arg = NEXT_STEP``).  Digests and trace digests equal the
+CPU's; pages are the CPU's, so a run continues on either side.  Without numba-cuda, or without a
+device outside the simulator, :class:`meshnb.cuda.host.CudaUnavailable` says so in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..cuda import host
+from ..host import check_page, prepare, progress_bar, set_lr
+from ..interrupts import deferred_interrupt
+from ..kernels import NSUMS
+from ..options import RunOptions
+from ..program import STEPS, Context
+from ..results import RunInterrupted, RunResult, system_result
+from ..trace import Trace
+from ..view import VIEW_BYTES, View
+from . import fused
+
+CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress stay live
+
+
+def _warm_up(z: bool) -> float:
+    """Compile the kernel now (a launch of no steps on a scratch page); its seconds."""
+    began = time.perf_counter()
+    host.run_cluster(np.zeros((1, VIEW_BYTES // 4), dtype=np.uint32), 0, np.empty((0, NSUMS), np.uint32), z)
+    return time.perf_counter() - began
+
+
+def run(opts: RunOptions) -> RunResult:
+    """Run ``opts`` on the CUDA image (one system, or a fused cluster of 1 to 32 systems)."""
+    host.require()  # one line if it cannot run here, before any page is made
+    if opts.is_cluster:
+        return fused.run(opts, _engine)
+    return _run_alone(opts)
+
+
+def _engine(z: bool) -> tuple[Callable[[np.ndarray, int, np.ndarray], None], Callable[[], float]]:
+    """The fused backend's engine on the device, in mode Z (``z``) or IEEE."""
+
+    def step(pages: np.ndarray, count: int, words: np.ndarray) -> None:
+        host.run_cluster(pages, count, words, z)
+
+    return step, lambda: _warm_up(z)
+
+
+def _run_alone(opts: RunOptions) -> RunResult:
+    plan = opts.plan()
+    ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
+    prepare(ctx, plan, opts.view_in)
+    check_page(ctx.view, plan.steps)
+    spt = ctx.view.word("STEPS_PER_TASK")
+    chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS
+    pages = ctx.view.words.reshape(1, -1)  # the page itself, as a cluster of one row
+    bar = progress_bar(plan.steps, opts.progress)
+    done = 0
+    try:
+        with deferred_interrupt() as requested:
+            first_call = _warm_up(opts.z)
+            began = time.perf_counter()
+            while True:
+                set_lr(ctx, plan, done)
+                if done >= plan.steps or requested():
+                    break
+                end = plan.next_boundary(chunk, done)  # an LR change starts a task
+                words = np.empty((end - done, NSUMS), dtype=np.uint32)
+                host.run_cluster(pages, end - done, words, opts.z)
+                assert ctx.trace is not None
+                ctx.trace.record(words)
+                ctx.counters[STEPS] += end - done
+                done = end
+                if bar is not None:
+                    bar.update(done - bar.n)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - began, first_call)
+    if done < plan.steps:
+        raise RunInterrupted(result)
+    return result

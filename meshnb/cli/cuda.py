@@ -1,0 +1,188 @@
+"""``meshnb ptx audit`` and ``meshnb gpu-check``: the CUDA image's commands.
+
+    meshnb ptx audit FILE... [--json] [--meshnb]
+    meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
+
+``ptx audit`` lists every f32 instruction of PTX files that can break float mode Z
+(:mod:`meshnb.cuda.audit`); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
+(no GPU needed) and audits them.  Exit 0 clean, 1 findings, 2 bad input.
+
+``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
+through the CUDA image and checks every system with ``meshnb check``, runs M systems (default
+10^5) on the device and bit-compares a sample of them with the CPU sweep, and prints system-steps
+per second beside the CPU sweep's.  Exit 0 all bit-equal, 1 a difference, 2 no numba-cuda or no
+device (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from ..options import arg_type, parse_count
+
+EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+CPU_TIMED_SYSTEMS = 1 << 14  # the CPU sweep timed beside the device's (2^14 x 1024 steps: seconds)
+
+
+def _error(text: str) -> int:
+    print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+# -- ptx audit ---------------------------------------------------------------------------------
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from ..cuda import audit
+
+    if not args.files and not args.meshnb:
+        return _error("ptx audit: give PTX files, or --meshnb")
+    found: list[tuple[str, audit.Violation]] = []
+    modules = len(args.files)
+    try:
+        for name in args.files:
+            found += [(name, v) for v in audit.audit_file(name)]
+        if args.meshnb:
+            from ..cuda import ptx
+
+            for cc in ptx.TARGETS:
+                for kernel, text in ptx.compile_meshnb(cc).items():
+                    found += [(f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}", v) for v in audit.audit_text(text)]
+                    modules += 1
+    except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda
+        text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+        return _error(text)
+    if args.json:
+        print(json.dumps({"violations": [{"file": f, **v.to_json()} for f, v in found]}))
+    else:
+        for f, v in found:
+            print(f"{f}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
+        print(f"{len(found)} finding{'s' * (len(found) != 1)} in {modules} PTX module{'s' * (modules != 1)}")
+    return EXIT_FOUND if found else EXIT_CLEAN
+
+
+# -- gpu-check ---------------------------------------------------------------------------------
+
+
+def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
+    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by
+    ``meshnb check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
+    import meshnb
+
+    from ..conformance import check, pack
+
+    out: list[tuple[str, str]] = []
+    for case in pack.cases(quick=True) if cases is None else cases:
+        want = pack.run_case(case)
+        page = case.in_page()
+        setup = check.Setup(case, [page] * case.systems, want.out_pages, want.trace)
+        lr = dict(case.set_lr)
+        if case.grouped:
+            r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="cuda")
+        else:
+            r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, backend="cuda")
+        verdict = "PASS"
+        for k, s in enumerate(r.systems):
+            trace = np.asarray(s.trace, dtype=np.uint32).reshape(-1, 5)
+            if check.check(setup, s.page, system=k, got_trace=trace).verdict != "PASS":
+                verdict = "FAIL"
+        out.append((case.name, verdict))
+    return out
+
+
+def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
+    """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
+    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
+    device run of the sample with the trace on); system-steps per second of both."""
+    import meshnb
+
+    from ..cuda import host
+    from ..sweeps import init_page, lr_words
+
+    lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
+    bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
+    page = np.frombuffer(init_page(), dtype="<u4").astype(np.uint32)
+    pages = np.repeat(page[None, :], systems, axis=0)
+    host.run_systems(pages[:1], lrs[:1], bases[:1], 1)  # compile outside the timing
+    gpu = host.run_systems(pages, lrs, bases, steps)
+    pick = np.unique(np.linspace(0, systems - 1, min(sample, systems)).astype(np.int64))
+    cpu = meshnb.sweep(steps, lrs=lrs[pick], step_bases=bases[pick].astype(object).tolist(), trace=True)
+    gpu_trace = host.run_systems(pages[pick], lrs[pick], bases[pick], steps, trace=True)
+    # The CPU's rate from a sweep big enough to fill every core (the sample alone may not)
+    timed = min(systems, CPU_TIMED_SYSTEMS)
+    cpu_rate = meshnb.sweep(steps, lrs=lrs[:timed], step_bases=bases[:timed].astype(object).tolist())
+    same_pages = bool(np.array_equal(cpu.words, gpu.pages[pick]))
+    same_traces = cpu.trace_digests == gpu_trace.trace_digests
+    return {
+        "systems": systems,
+        "steps": steps,
+        "sampled": len(pick),
+        "pages_equal": same_pages,
+        "trace_digests_equal": same_traces,
+        "gpu_system_steps_per_s": systems * steps / gpu.seconds if gpu.seconds else float("inf"),
+        "cpu_system_steps_per_s": cpu_rate.system_steps_per_second,
+        "cpu_systems_timed": timed,
+    }
+
+
+def _gpu_check(args: argparse.Namespace) -> int:
+    from ..cuda import host
+
+    try:
+        if host.simulated():
+            return _error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")
+        device = host.device_name()
+    except RuntimeError as e:
+        return _error(str(e))
+    began = time.perf_counter()
+    print(f"device: {device}", flush=True)
+    cases = pack_check()
+    for name, verdict in cases:
+        print(f"pack {name}: {verdict}", flush=True)
+    sw = sweep_check(args.systems, args.steps, args.sample)
+    ok = all(v == "PASS" for _, v in cases) and sw["pages_equal"] and sw["trace_digests_equal"]
+    if args.json:
+        doc = {"device": device, "pack": dict(cases), "sweep": sw, "ok": ok, "seconds": time.perf_counter() - began}
+        print(json.dumps(doc))
+    else:
+        print(
+            f"sweep: {sw['systems']} systems x {sw['steps']} steps; {sw['sampled']} sampled: pages "
+            f"{'equal' if sw['pages_equal'] else 'DIFFER'}, trace digests "
+            f"{'equal' if sw['trace_digests_equal'] else 'DIFFER'}"
+        )
+        print(
+            f"system-steps/s: gpu {sw['gpu_system_steps_per_s']:.4g}, cpu sweep "
+            f"({sw['cpu_systems_timed']} systems) {sw['cpu_system_steps_per_s']:.4g} "
+            f"({sw['gpu_system_steps_per_s'] / sw['cpu_system_steps_per_s']:.1f}x)"
+        )
+        print(f"gpu-check: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - began:.1f} s")
+    return EXIT_CLEAN if ok else EXIT_FOUND
+
+
+# -- wiring ------------------------------------------------------------------------------------
+
+
+def register(subparsers: Any) -> None:
+    """Adds ``ptx`` (``ptx audit``) and ``gpu-check`` to an argparse sub-parser set (handler in
+    ``args.handler``)."""
+    p = subparsers.add_parser("ptx", help="PTX tools: audit PTX for float mode Z (exit 0 clean, 1 findings)")
+    sub = p.add_subparsers(dest="ptx_command", required=True, metavar="COMMAND")
+    a = sub.add_parser("audit", help="list every f32 instruction that can break float mode Z")
+    a.add_argument("files", nargs="*", metavar="FILE", help="PTX files")
+    a.add_argument("--json", action="store_true", help='print {"violations": [...]}')
+    a.add_argument("--meshnb", action="store_true", help="also compile meshnb's kernels (sm_80, sm_90) and audit them")
+    a.set_defaults(handler=_audit)
+    g = subparsers.add_parser(
+        "gpu-check", help="on a GPU: the quick pack and a sweep through the CUDA image, bit-checked"
+    )
+    g.add_argument("--systems", type=arg_type(parse_count), default=100_000, metavar="M", help="default 10^5")
+    g.add_argument("--steps", type=arg_type(parse_count), default=1024, metavar="S", help="default 1024")
+    g.add_argument("--sample", type=arg_type(parse_count), default=256, metavar="K", help="systems compared (256)")
+    g.add_argument("--json", action="store_true", help="print one JSON document")
+    g.set_defaults(handler=_gpu_check)

@@ -1,0 +1,78 @@
+"""meshnb.cli.cuda's gpu-check parts, run small in the simulator (the command itself refuses the
+simulator: tests/cuda/test_backend_cuda.py); the ptx audit command: tests/cuda/test_audit.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from meshnb.cli import cuda as cuda_cli
+from meshnb.conformance import pack
+
+from .conftest import needs_numba_cuda
+
+pytestmark = needs_numba_cuda
+
+
+def test_sweep_check_compares_a_sample_with_the_cpu_sweep():
+    got = cuda_cli.sweep_check(systems=3, steps=2, sample=2)
+    assert got["pages_equal"] is True and got["trace_digests_equal"] is True
+    assert (got["systems"], got["steps"], got["sampled"]) == (3, 2, 2)
+    assert got["gpu_system_steps_per_s"] > 0 and got["cpu_system_steps_per_s"] > 0
+
+
+QUICK = [pack.BY_NAME[n].sized(True) for n in ("steps-per-task-odd", "cluster-2")]
+SHORT = [pack.Case(c.name, c.about, 6, 6, c.systems, c.grouped, 4, c.set_lr, c.step_base, c.page) for c in QUICK]
+
+
+def test_pack_check_passes_the_image():
+    assert cuda_cli.pack_check(SHORT) == [("steps-per-task-odd", "PASS"), ("cluster-2", "PASS")]
+
+
+def test_pack_check_fails_a_wrong_bit(monkeypatch):
+    from meshnb.cuda import host
+
+    real = host.run_cluster
+
+    def one_bit_off(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True) -> None:
+        real(pages, count, trace, z)
+        pages[:, 1] ^= np.uint32(1)  # param b, one ulp
+
+    monkeypatch.setattr(host, "run_cluster", one_bit_off)
+    assert cuda_cli.pack_check(SHORT[:1]) == [("steps-per-task-odd", "FAIL")]
+
+
+@pytest.mark.parametrize("argv", [["gpu-check", "--systems", "x"], ["gpu-check", "--steps", "-1"]])
+def test_gpu_check_bad_counts_exit_2(capsys, argv):
+    from meshnb.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("meshnb: error:")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_gpu_check_output_as_on_a_device(capsys, monkeypatch, as_json):
+    # The command as a device would run it, the device stood in by the simulator: its output and
+    # exit code (the pack stood in by its result; pack_check itself is tested above).
+    from meshnb.cli import main
+    from meshnb.cuda import host
+
+    monkeypatch.setattr(host, "simulated", lambda: False)
+    monkeypatch.setattr(host.numba_cuda(), "is_available", lambda: True)
+    monkeypatch.setattr(host, "device_name", lambda: "Stand-in GPU (sm_90)")
+    monkeypatch.setattr(cuda_cli, "pack_check", lambda: [("default", "PASS"), ("cluster-2", "PASS")])
+    argv = ["gpu-check", "--systems", "3", "--steps", "2", "--sample", "2"] + ["--json"] * as_json
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if as_json:
+        doc = json.loads(out.splitlines()[-1])
+        assert doc["ok"] is True and doc["device"] == "Stand-in GPU (sm_90)"
+        assert doc["sweep"]["pages_equal"] and doc["sweep"]["cpu_systems_timed"] == 3
+    else:
+        lines = out.splitlines()
+        assert lines[:3] == ["device: Stand-in GPU (sm_90)", "pack default: PASS", "pack cluster-2: PASS"]
+        assert lines[3] == "sweep: 3 systems x 2 steps; 2 sampled: pages equal, trace digests equal"
+        assert lines[4].startswith("system-steps/s: gpu ") and "cpu sweep (3 systems)" in lines[4]
+        assert lines[5].startswith("gpu-check: PASS in ")

@@ -1,0 +1,198 @@
+"""The CUDA image in numba-cuda's simulator, bit for bit against the CPU (meshnb.train, the fused
+loop, meshnb.testing.reference): hard pages, step bases, LR edge cases, independent systems.
+
+The simulator runs every thread as a Python thread: a few steps each, a few systems.  What it
+cannot show: the device's own arithmetic (libdevice's ``*_rn`` are stubs there, numpy float32
+stands in: the PTX audit checks what the device runs instead), ``shfl_xor_sync`` (a shared-memory
+butterfly with the same pairs stands in), the device's ``sin`` in init (compared here with the
+simulator's libm), and launch sizes beyond a few blocks."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb.testing import reference as ref
+from meshnb.testing.pages import hard_pages
+from meshnb.view import VIEW_BYTES
+
+from .conftest import needs_numba_cuda
+
+pytestmark = needs_numba_cuda
+WORDS = VIEW_BYTES // 4
+
+
+@pytest.fixture(scope="module")
+def host():
+    from meshnb.cuda import host
+
+    assert host.simulated()
+    return host
+
+
+def page_words(page: bytes) -> np.ndarray:
+    return np.frombuffer(page, dtype="<u4").astype(np.uint32)
+
+
+def cpu(steps: int, page: bytes, lr: int | None = None, base: int | None = None, z: bool = True):
+    return meshnb.train(
+        steps, view_in=page, set_lr=None if lr is None else {0: lr}, step_base=base, z=z, keep_trace=True
+    )
+
+
+def test_init_kernel_writes_the_cpus_samples(host, fresh_page):
+    assert np.array_equal(host.init_samples(), page_words(fresh_page)[16 : 16 + 512])
+
+
+def test_hard_pages_bit_equal_to_train(host):
+    # every hard page in one launch (a warp each), across a task boundary (STEPS_PER_TASK 2)
+    pages = {name: bytearray(p) for name, p in hard_pages().items()}
+    for p in pages.values():
+        p[20:24] = (2).to_bytes(4, "little")
+    words = np.stack([page_words(bytes(p)) for p in pages.values()])
+    got = host.run_systems(words, None, None, 3, trace=True)
+    for k, (name, p) in enumerate(pages.items()):
+        want = cpu(3, bytes(p))
+        assert got.pages[k].tobytes() == want.page, name
+        assert got.trace_digests[k] == want.trace_digest, name
+        assert got.last_loss_words[k] == page_words(want.page)[528 + 2], name
+
+
+LR_EDGES = [0x3F000000, 0x00000001, 0x80400000, 0x7FC00001, 0xFF800000, 0x7F7FFFFF, 0xBF800000, 0x00000000]
+
+
+def test_lr_edge_cases_and_step_bases(host, fresh_page):
+    bases = [0, 0xFFFFFFFF, (1 << 32) + 5, 1 << 63, (1 << 64) - 4, 255, 7, 1 << 40]
+    words = np.repeat(page_words(fresh_page)[None, :], len(LR_EDGES), axis=0)
+    got = host.run_systems(words, np.array(LR_EDGES, dtype=np.uint32), np.array(bases, dtype=np.uint64), 3, trace=True)
+    for k, (lr, base) in enumerate(zip(LR_EDGES, bases)):
+        want = cpu(3, fresh_page, lr, base)
+        assert got.pages[k].tobytes() == want.page, hex(lr)
+        assert got.trace_digests[k] == want.trace_digest, hex(lr)
+
+
+def test_systems_match_the_reference_oracle(host):
+    page = hard_pages()["subnormal-and-nan-samples"]
+    got = host.run_systems(page_words(page)[None, :], None, None, 2, trace=True)
+    pages, trace = ref.run([page], 2, grouped=False)
+    assert got.pages[0].tobytes() == pages[0]
+    assert got.trace_digests[0] == ref.trace_digest(trace)
+
+
+def test_blocks_of_several_systems_and_launches_in_chunks(host, fresh_page):
+    # 3 systems in blocks of 2 (a padding row), 5 steps in launches of 2: tasks cut, no bits changed
+    words = np.repeat(page_words(fresh_page)[None, :], 3, axis=0)
+    lrs = np.array([0x3F000000, 0x3E000000, 0x3D000000], dtype=np.uint32)
+    got = host.run_systems(words, lrs, 9, 5, trace=True, chunk=2, per_block=2)
+    for k in range(3):
+        want = cpu(5, fresh_page, int(lrs[k]), 9)
+        assert got.pages[k].tobytes() == want.page and got.trace_digests[k] == want.trace_digest
+
+
+def test_ieee_mode(host):
+    page = hard_pages()["tiny-samples"]
+    got = host.run_systems(page_words(page)[None, :], None, None, 2, z=False, trace=True)
+    want = cpu(2, page, z=False)
+    assert got.pages[0].tobytes() == want.page and got.trace_digests[0] == want.trace_digest
+    assert got.pages[0].tobytes() != cpu(2, page).page  # mode Z matters on this page
+
+
+def test_zero_steps_run_nothing_as_train(host):
+    page = bytearray(hard_pages()["subnormal-params"])
+    page[36:40] = (1).to_bytes(4, "little")  # PENDING: a task would drop it; no task runs
+    got = host.run_systems(page_words(bytes(page))[None, :], None, 5, 0)
+    assert got.steps == 0 and got.pages[0].tobytes() == cpu(0, bytes(page), base=5).page
+
+
+def test_a_launch_of_no_steps_is_one_task_of_none(host):
+    # the kernel's count = 0 (the backends' warm-up): PARAMS through the flush, PENDING dropped
+    page = bytearray(hard_pages()["subnormal-params"])
+    page[36:40] = (1).to_bytes(4, "little")
+    got = page_words(bytes(page))[None, :].copy()
+    want = got[0].copy()
+    host.run_cluster(got, 0, np.empty((0, 5), np.uint32))
+    meshnb.loops.run_tasks(want, 0, np.empty((0, 5), np.uint32), meshnb.loops.Z)
+    assert np.array_equal(got[0], want) and got[0][0] == 0  # the subnormal param flushed
+
+
+def test_a_stop_between_launches_gives_the_steps_done(host, fresh_page):
+    seen: list[int] = []
+    got = host.run_systems(
+        page_words(fresh_page)[None, :],
+        None,
+        None,
+        5,
+        trace=True,
+        chunk=2,
+        on_chunk=seen.append,
+        should_stop=lambda: len(seen) == 2,
+    )
+    want = cpu(4, fresh_page)
+    assert seen == [2, 4] and got.steps == 4
+    assert got.pages[0].tobytes() == want.page and got.trace_digests[0] == want.trace_digest
+
+
+def test_runs_continue_across_cpu_and_device(host, fresh_page):
+    whole = cpu(7, fresh_page)
+    first = host.run_systems(page_words(fresh_page)[None, :], None, None, 4)
+    assert cpu(3, first.pages[0].tobytes()).page == whole.page
+    second = host.run_systems(page_words(cpu(4, fresh_page).page)[None, :], None, None, 3)
+    assert second.pages[0].tobytes() == whole.page
+
+
+def test_run_cluster_matches_the_fused_loop(host):
+    n = 3
+    pages = np.stack([page_words(ref.init_page(n, grouped=True))] * n)
+    pages[:, 5] = 2  # STEPS_PER_TASK
+    want, got = pages.copy(), pages.copy()
+    tw, tg = np.empty((5, 5), np.uint32), np.empty((5, 5), np.uint32)
+    meshnb.loops.run_fused(want, 5, tw, meshnb.loops.Z)
+    host.run_cluster(got, 5, tg)
+    assert np.array_equal(got, want) and np.array_equal(tg, tw)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda h, p: h.run_systems(p[:, :10], None, None, 1), r"pages must be \[M, 1024\]"),
+        (lambda h, p: h.run_systems(p, np.array([1.0], np.float32), None, 1), "lr_words must be"),
+        (lambda h, p: h.run_systems(p, None, -1, 1), "step_bases must be"),
+        (lambda h, p: h.run_systems(p, None, None, -1), "steps must be"),
+        (lambda h, p: h.run_systems(p, None, (1 << 64) - 3, 3), "reach 2\\^64-1"),
+        (lambda h, p: h.run_systems(p, None, None, 1, per_block=33), "per_block must be"),
+        (lambda h, p: h.run_cluster(np.repeat(p, 33, axis=0), 1, np.empty((0, 5), np.uint32)), "1 to 32 systems"),
+    ],
+)
+def test_bad_arguments_are_value_errors(host, fresh_page, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(host, page_words(fresh_page)[None, :].copy())
+
+
+def test_a_page_with_no_steps_per_task_is_refused(host, fresh_page):
+    p = page_words(fresh_page)[None, :].copy()
+    p[0, 5] = 0
+    with pytest.raises(ValueError, match="STEPS_PER_TASK is 0"):
+        host.run_systems(p, None, None, 1)
+
+
+def test_missing_numba_cuda_or_device_is_one_line(host, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba_cuda" else real(name, *a))
+    with pytest.raises(host.CudaUnavailable, match=r"^the CUDA image needs numba-cuda: pip install 'meshnb\[cuda\]'$"):
+        host.require()
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    monkeypatch.setattr(host, "simulated", lambda: False)
+    monkeypatch.setattr(host.numba_cuda(), "is_available", lambda: False)
+    with pytest.raises(host.CudaUnavailable, match=r"^no CUDA device found"):
+        host.require()
+
+
+def test_trace_digest_is_sha256_of_the_words(host, fresh_page):
+    got = host.run_systems(page_words(fresh_page)[None, :], None, None, 2, trace=True)
+    r = cpu(2, fresh_page)
+    assert got.trace_digests[0] == hashlib.sha256(np.asarray(r.trace, "<u4").tobytes()).hexdigest()
