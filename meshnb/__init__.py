@@ -14,13 +14,7 @@ numba until a run needs it.
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__: str = version("meshnb")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
 
 # public name -> the module that holds it
 _EXPORTS = {
@@ -52,7 +46,14 @@ __all__ = sorted(_EXPORTS) + list(_MODULES)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
+    if name == "__version__":  # from the installed metadata, read on first use (importlib.metadata is not light)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("meshnb")
+        except PackageNotFoundError:  # a source tree that was never installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
         value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
     elif name in _MODULES:
         value = import_module(f".{name}", __name__)
@@ -67,6 +68,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    __version__: str
     from . import cli as cli
     from . import conformance as conformance
     from . import floatz as floatz

@@ -76,13 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, previous)
 
 
-def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): as :func:`main`, but a
-    Ctrl-C that comes once the command is done changes nothing.  Its handler is then SIGINT's
-    ignore, which the interpreter's shutdown keeps (it resets a Python handler to the default,
-    which would end the process by SIGINT after the result was printed)."""
-    flag = InterruptFlag()
-    signal.signal(signal.SIGINT, flag)
+def entry(flag: InterruptFlag) -> NoReturn:
+    """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
+    :func:`main`, but a Ctrl-C that comes once the command is done changes nothing.  Its handler is
+    then SIGINT's ignore, which the interpreter's shutdown keeps (it resets a Python handler to the
+    default, which would end the process by SIGINT after the result was printed)."""
     code = _main(None, flag)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code)
