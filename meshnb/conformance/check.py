@@ -10,9 +10,9 @@ reproduces the executor's bits exactly.  Where none does, it prints meshnb's lan
 
 from __future__ import annotations
 
-import json
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,22 @@ from typing import Any
 import numpy as np
 
 import meshnb
-from meshnb.view import LAYOUT, RESERVED, VIEW_BYTES
+from meshnb.view import FIELDS, LAYOUT, RESERVED, VIEW_BYTES
 
 from . import faults
 from .fpu import Ops
-from .pack import Case, PackError, load_manifest, read_file, run_case, verify_files
+from .pack import (
+    END,
+    MAX_FILE,
+    Case,
+    PackError,
+    check_sha,
+    has_manifest,
+    load_manifest,
+    parse_json,
+    read_file,
+    run_case,
+)
 
 EXTEND = 64  # rows after the first differing one that a model must reproduce too
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
@@ -47,50 +58,148 @@ class Setup:
     per_step: tuple[np.ndarray, np.ndarray] | None = None  # cache of _params_per_step
 
 
-def _page(data: bytes, what: str) -> bytes:
+def page_bytes(data: bytes, what: str) -> bytes:
+    """``data`` if it is a whole page; PackError naming ``what`` otherwise."""
     if len(data) != VIEW_BYTES:
         raise PackError(f"{what}: a page is {VIEW_BYTES} bytes, this has {len(data)}")
     return data
 
 
-def load_case(directory: str | Path) -> Setup:
-    """A pack case directory, checked against the pack's manifest (in its parent) when there is one."""
-    root = Path(directory)
+_page = page_bytes
+
+U32_MAX = 0xFFFFFFFF
+MAX_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
+_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (newlines, ANSI escapes) escaped, so that a name read from
+    a file cannot forge a line of the report on a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ValueError(f"{what} {printable(repr(value))[:60]} is not an integer from {lo} to {hi}")
+    return value
+
+
+def run_bounds(
+    steps: int, steps_per_task: int, step_base: int, set_lr: dict[int, int] | tuple[tuple[int, int], ...]
+) -> None:
+    """ValueError (naming the value) unless the run can be made: steps from 0 to :data:`MAX_STEPS`,
+    STEPS_PER_TASK from 1 to 2^32 - 1, a step base from 0 that ends the run at step 2^64 - 1 at the
+    latest (SPEC 8), SET_LR before steps 0 .. ``steps`` with u32 words."""
+    _int(steps, "steps", 0, MAX_STEPS)
+    _int(steps_per_task, "steps_per_task", 1, U32_MAX)
+    _int(step_base, "step_base", 0, END - 1)
+    if step_base + steps > END:
+        raise ValueError(f"step_base {step_base} + steps {steps} runs past step 2^64 - 2, the last that may run")
+    for s, w in dict(set_lr).items():
+        _int(s, "set_lr before_step", 0, steps)
+        _int(w, "set_lr word", 0, U32_MAX)
+
+
+def _parse_case(cj: object) -> Case:
+    if not isinstance(cj, dict):
+        raise ValueError("not a JSON object")
+    name, about, start = cj["name"], cj["about"], cj["start"]
+    if not all(isinstance(v, str) for v in (name, about, start)):
+        raise ValueError("name, about and start are strings")
+    systems = _int(cj["systems"], "systems", 1, 64)
+    group = cj["group"]
+    if type(group) is not bool:
+        raise ValueError(f"group {printable(repr(group))[:20]} is not true or false")
+    if systems > 1 and not group:
+        raise ValueError(f"{systems} systems are a cluster: group must be true")
+    base = cj["step_base"]
+    if isinstance(base, str) and base.isdigit() and len(base) <= 20:
+        base = int(base)
+    if not isinstance(cj["set_lr"], list):
+        raise ValueError("set_lr is a list")
+    lr: dict[int, int] = {}
+    for e in cj["set_lr"]:
+        word = e["word"]
+        if not isinstance(word, str) or _WORD.fullmatch(word) is None:
+            raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
+        s = _int(e["before_step"], "set_lr before_step", 0, END)
+        if s in lr:
+            raise ValueError(f"two set_lr entries before step {s}")
+        lr[s] = int(word, 16)
+    case = Case(
+        name,
+        about,
+        _int(cj["steps"], "steps", 0, MAX_STEPS),
+        None,
+        systems,
+        group,
+        _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
+        tuple(sorted(lr.items())),
+        _int(base, "step_base", 0, END - 1),
+        None if start == "init" else start.removeprefix("page "),
+    )
+    run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
+    return case
+
+
+def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
+    """A pack case directory, every file checked against the pack's manifest (in its parent) as
+    it is read.  The case directory must not be a symbolic link, nor any file in it; without a
+    manifest the case is refused unless ``verify`` is False (``--no-manifest``)."""
+    root = Path(directory).absolute()
+    if root.is_symlink():
+        raise PackError(f"{directory}: a symbolic link; a case is read only where it is, in its pack")
     if not root.is_dir():
-        raise PackError(f"{root}: not a case directory")
-    note = "no manifest.json beside the case: its files were not verified"
-    if (root.parent / "manifest.json").exists():
-        manifest = load_manifest(root.parent)
-        n = verify_files(root.parent, manifest, prefix=root.resolve().name + "/")
-        if n == 0:
-            raise PackError(f"{root}: not a case of the pack in {root.parent}")
-        note = f"{n} case files match the pack's manifest"
-    try:
-        cj = json.loads(read_file(root / "case.json", 1 << 20))
-        case = Case(
-            str(cj["name"]),
-            str(cj["about"]),
-            int(cj["steps"]),
-            None,
-            int(cj["systems"]),
-            bool(cj["group"]),
-            int(cj["steps_per_task"]),
-            tuple((int(e["before_step"]), int(e["word"], 16)) for e in cj["set_lr"]),
-            int(cj["step_base"]),
-            None if cj["start"] == "init" else str(cj["start"]).removeprefix("page "),
+        raise PackError(f"{directory}: not a case directory")
+    pack_root = root.parent
+    manifest = load_manifest(pack_root) if has_manifest(pack_root) else None
+    if manifest is not None:
+        if f"{root.name}/case.json" not in manifest["files"]:
+            raise PackError(f"{directory}: not a case of the pack in {pack_root}")
+    elif verify:
+        raise PackError(
+            f"{directory}: FAIL to verify: no manifest.json beside the case, so its files cannot be checked"
+            " (--no-manifest checks it anyway)"
         )
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as e:
-        raise PackError(f"{root / 'case.json'}: not a case description ({e})") from None
-    if not 1 <= case.systems <= 64 or case.steps < 0:
-        raise PackError(f"{root / 'case.json'}: bad systems or steps")
-    ins = [_page(read_file(root / f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
+    seen: set[str] = set()
+
+    def get(rel: str, limit: int = MAX_FILE) -> bytes:
+        data = read_file(root / rel, limit)
+        if manifest is not None:  # the bytes checked are the bytes used
+            check_sha(pack_root, manifest, f"{root.name}/{rel}", data)
+        seen.add(rel)
+        return data
+
+    cj_path = root / "case.json"
+    try:
+        case = _parse_case(parse_json(get("case.json", 1 << 20), cj_path))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, PackError):
+            raise
+        raise PackError(f"{cj_path}: not a case description ({printable(str(e))})") from None
+    ins = [page_bytes(get(f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
     if any(pg != ins[0] for pg in ins):  # meshnb's runs (and the pack's cases) start every member alike
-        raise PackError(f"{root}: the members start from different pages, which check does not replay")
-    outs = [_page(read_file(root / f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
-    raw = read_file(root / "trace.bin")
+        raise PackError(f"{directory}: the members start from different pages, which check does not replay")
+    at = struct.unpack_from("<I", ins[0], FIELDS["STEP_HI"].offset)[0] << 32
+    at |= struct.unpack_from("<I", ins[0], FIELDS["NEXT_STEP"].offset)[0]
+    if at != case.step_base:
+        raise PackError(f"{root / 'in-0.page'}: its step {at} is not the case's step_base {case.step_base}")
+    outs = [page_bytes(get(f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
+    raw = get("trace.bin")
     if len(raw) != 20 * case.steps:
         raise PackError(f"{root / 'trace.bin'}: {len(raw)} bytes, not 20 x {case.steps} steps")
     trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+    if manifest is not None:
+        for rel in sorted(manifest["files"]):  # the rest of the case (expected.json): whole, as shipped
+            if isinstance(rel, str) and rel.startswith(f"{root.name}/") and rel.count("/") == 1:
+                part = rel.split("/", 1)[1]
+                if part not in seen:
+                    get(part)
+        note = f"{len(seen)} case files match the pack's manifest"
+    else:
+        note = "no manifest.json beside the case (--no-manifest): its files were not verified"
     return Setup(case, ins, outs, trace, note)
 
 
@@ -103,14 +212,23 @@ def setup_from_run(
     set_lr: dict[int, int] | None = None,
     step_base: int | None = None,
 ) -> Setup:
-    """A setup from a start page and the run options (as ``meshnb train`` takes them)."""
-    page = bytearray(_page(view_in, "--view-in"))
+    """A setup from a start page and the run options (as ``meshnb train`` takes them); ValueError
+    (naming the option) for a run that cannot be made."""
+    page = bytearray(page_bytes(view_in, "--view-in"))
+    if systems is not None:
+        _int(systems, "--systems", 1, 64)
     if steps_per_task is not None:
-        struct.pack_into("<I", page, 20, steps_per_task)
+        _int(steps_per_task, "--steps-per-task", 1, U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEPS_PER_TASK"].offset, steps_per_task)
     if step_base is not None:
-        struct.pack_into("<I", page, 28, step_base & 0xFFFFFFFF)
-        struct.pack_into("<I", page, 44, step_base >> 32)
+        _int(step_base, "--step-base", 0, END - 1)
+        struct.pack_into("<I", page, FIELDS["NEXT_STEP"].offset, step_base & U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEP_HI"].offset, step_base >> 32)
     v = meshnb.View.from_bytes(bytes(page))
+    try:
+        run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
+    except ValueError as e:
+        raise PackError(f"the run cannot be made: {e}") from None
     case = Case(
         "view-in",
         "a run from --view-in",
@@ -275,7 +393,10 @@ class Report:
             what.append(f"trace parts at step {self.trace['step']} (of this run)")
         if self.task:
             what.append(f"first differing task ends after {self.task['steps_done']} steps")
-        lines = [f"{self.verdict}: case {self.case}, system {self.system}" + (f": {'; '.join(what)}" if what else "")]
+        lines = [
+            f"{self.verdict}: case {printable(self.case)}, system {self.system}"
+            + (f": {'; '.join(what)}" if what else "")
+        ]
         lines += [f"note: {n}" for n in self.notes]
         if self.diff:
             lines.append("page diff (field: expected -> got):")
@@ -304,6 +425,9 @@ class Report:
             lines.append("samples: " + ", ".join(f"{s['field']} by {s['ulps']} ulps" for s in self.samples))
         if self.diagnosis:
             dg = self.diagnosis
+            if dg.get("skipped"):
+                lines.append(f"diagnosis not made: {dg['skipped']}")
+                return "\n".join(lines)
             lines.append(f"diagnosis ({dg['how']}):")
             if dg["models"]:
                 for m in dg["models"]:
@@ -364,12 +488,36 @@ def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
     return models
 
 
+DIAG_STEPS = 1 << 17  # the diagnosis reads meshnb's run up to its part: this many steps at most
+REPLAY_STEPS = 4096  # and replays at most this many steps under each model (numpy, ~0.3 ms a step)
+
+
+def _too_long(end: int, replayed: int) -> str:
+    """Why the diagnosis is not made ("" if it is): a part too far into the run or too long."""
+    if end > DIAG_STEPS:
+        return (
+            f"the first difference is {end} steps into the run, past the {DIAG_STEPS} steps the diagnosis"
+            " follows; check a shorter run, or give --pages with a task boundary near it"
+        )
+    if replayed > REPLAY_STEPS:
+        return (
+            f"without a trace or task pages it would replay {replayed} steps under each model (at most"
+            f" {REPLAY_STEPS}); give --trace or --pages"
+        )
+    return ""
+
+
 def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
     return [pg[:64] + got_page[64:2112] + pg[2112:] for pg in pages]
 
 
 def diagnose(
-    setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None, task: tuple[int, int, bytes] | None
+    setup: Setup,
+    system: int,
+    got_page: bytes,
+    got_trace: np.ndarray | None,
+    task: tuple[int, int, bytes] | None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Replays the first differing part under every model; names those that reproduce the bits.
 
@@ -402,8 +550,14 @@ def diagnose(
     # With a trace, a model that reproduces the first differing step is also held to the rows after
     # it (up to EXTEND steps): two flush rules can agree on one step and part on the next.
     far = min(case.steps, end + EXTEND) if diff_t is not None else end
+    skip = _too_long(end, far - window)
+    if skip:
+        return {"how": "not made", "models": [], "skipped": skip}
     first_only: list[faults.Model] = []
-    for m in _candidates(setup, got_page):
+    candidates = _candidates(setup, got_page)
+    for i, m in enumerate(candidates):
+        if progress is not None:
+            progress(f"diagnosis: model {i + 1} of {len(candidates)}, {m.name}")
         if m.name == "executor-samples":
             start = 0 if diff_t is None and task is None else window
             r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
@@ -472,8 +626,10 @@ def check(
     system: int = 0,
     got_trace: np.ndarray | None = None,
     pages: list[tuple[int, bytes]] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
-    """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure."""
+    """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure
+    (``progress`` is told each model as the diagnosis replays it)."""
     case = setup.case
     if not 0 <= system < case.systems:
         raise PackError(f"system {system} is not in this case's {case.systems}")
@@ -514,12 +670,13 @@ def check(
             prev = n
     if rep.diff or rep.trace or rep.task:
         rep.verdict = "FAIL"
-        rep.diagnosis = diagnose(setup, system, got_page, got_trace, task)
+        rep.diagnosis = diagnose(setup, system, got_page, got_trace, task, progress)
     return rep
 
 
-def load_trace(path: str | Path) -> np.ndarray:
-    raw = read_file(Path(path))
+def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
+    """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes."""
+    raw = read_file(Path(path), limit)
     if len(raw) % 20:
         raise PackError(f"{path}: {len(raw)} bytes is not a whole number of 20-byte steps")
     return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
