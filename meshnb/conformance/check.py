@@ -613,7 +613,7 @@ def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]
         n = int(mt.group(1))
         if not 0 <= n <= steps:
             raise PackError(f"{p}: step count {n} is outside the run of {steps} steps")
-        found.append((n, _page(read_file(p), str(p))))
+        found.append((n, page_bytes(read_file(p, follow=True), str(p))))
     if not found:
         raise PackError(f"{root}: no N.page files")
     return sorted(found)
@@ -676,7 +676,7 @@ def check(
 
 def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
     """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes."""
-    raw = read_file(Path(path), limit)
+    raw = read_file(Path(path), limit, follow=True)
     if len(raw) % 20:
         raise PackError(f"{path}: {len(raw)} bytes is not a whole number of 20-byte steps")
     return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)

@@ -241,14 +241,14 @@ def _check(args: argparse.Namespace) -> int:
                 hi, _, lo = args.step_base.partition(":")
                 base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
             setup = check.setup_from_run(
-                read_file(Path(args.view_in)),
+                read_file(Path(args.view_in), follow=True),
                 4096 if args.steps is None else args.steps,
                 systems=args.systems,
                 steps_per_task=args.steps_per_task,
                 set_lr=lr,
                 step_base=base,
             )
-        got = read_file(Path(args.page))
+        got = read_file(Path(args.page), follow=True)
         trace = check.load_trace(args.trace) if args.trace else None
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
         report = check.check(

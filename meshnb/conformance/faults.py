@@ -248,6 +248,8 @@ def run(
     if len(bases) != 1:
         raise ValueError("the systems are not at the same step")
     base = bases.pop()
+    if not isinstance(steps, int) or steps < 0 or base + steps > (1 << 64) - 1:
+        raise ValueError(f"steps {steps!r} from step {base}: a run ends at step 2^64 - 1 at the latest (SPEC 8)")
     p = np.stack([ops.read(_u32(pg, OFF_PARAMS, 4)) for pg in pages])
     lr = np.stack([read_word(ops, m, _u32(pg, OFF_LR)) for pg in pages])
     inv = np.stack([read_word(ops, m, _u32(pg, OFF_INV)) for pg in pages])

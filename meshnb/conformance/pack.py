@@ -330,6 +330,8 @@ def _replaceable(root: Path) -> bool:
     entries = set(os.listdir(root))
     if not entries:
         return True
+    if not has_manifest(root):
+        raise PackError(f"{root}: holds files and is not a pack (no manifest.json); not replaced")
     manifest = load_manifest(root)  # refuses a manifest that is not a regular file
     ours = {"manifest.json", "README.md", *(str(c) for c in manifest.get("cases", []) if isinstance(c, str))}
     strangers = sorted(entries - ours)
@@ -430,10 +432,11 @@ class PackError(ValueError):
 MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 
 
-def read_file(path: Path, limit: int = MAX_FILE) -> bytes:
+def read_file(path: Path, limit: int = MAX_FILE, *, follow: bool = False) -> bytes:
     """A regular file's bytes, refusing special files, oversized ones (:func:`meshnb.files.read_input`)
-    and symbolic links: a pack's files are read where they are, never where a link points."""
-    if path.is_symlink():
+    and, unless ``follow`` (the user's own files: ``--page``, ``--trace``), symbolic links: a pack's
+    files are read where they are, never where a link points."""
+    if not follow and path.is_symlink():
         raise PackError(f"{path}: a symbolic link; a pack's files are read only where they are")
     try:
         return files.read_input(path, "file", limit)

@@ -247,7 +247,8 @@ def check_outputs(
             if not os.path.lexists(out_dir / f"out-{k}.page"):
                 raise PackError(f"no out-{k}.page written")
         pages = [
-            check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192), f"out-{k}.page") for k in range(case.systems)
+            check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
+            for k in range(case.systems)
         ]
         trace = None
         if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
