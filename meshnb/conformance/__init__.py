@@ -4,5 +4,6 @@
 - :mod:`.faults`: the fault models (one registry) and a simulated executor that runs any of them;
 - :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
 - :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
+- :mod:`.suite`: a whole pack against an executor (run for each case) or its outputs; table, JSON, JUnit;
 - :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``python -m meshnb.conformance``).
 """

@@ -23,7 +23,7 @@ import meshnb
 from meshnb.view import FIELDS, LAYOUT, RESERVED, VIEW_BYTES
 
 from . import faults
-from .fpu import Ops
+from .fpu import Ops, ulps
 from .pack import (
     END,
     MAX_FILE,
@@ -68,6 +68,9 @@ def page_bytes(data: bytes, what: str) -> bytes:
 _page = page_bytes
 
 U32_MAX = 0xFFFFFFFF
+# Page spans from the layout table (SPEC 7): the samples X and Y, and INV_BATCH
+_SAMPLES = slice(FIELDS["X"].offset, FIELDS["Y"].offset + FIELDS["Y"].nbytes)
+_INV = slice(FIELDS["INV_BATCH"].offset, FIELDS["INV_BATCH"].offset + 4)
 MAX_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
 _WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
@@ -286,7 +289,7 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
                 d["step"] = loss_step(case, int(i))
             if f.name in ("X", "Y"):
                 d["sample"] = int(i)
-                d["ulps"] = _ulps(w, g)
+                d["ulps"] = int(ulps(w, g))
             out.append(d)
     for start, end in RESERVED:
         for i in np.nonzero(wv[start // 4 : end // 4] != gv[start // 4 : end // 4])[0]:
@@ -300,13 +303,6 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def _ulps(w: int, g: int) -> int:
-    def o(u: int) -> int:
-        return -(u & 0x7FFFFFFF) if u & 0x80000000 else u
-
-    return abs(o(w) - o(g))
 
 
 def first_trace_diff(want: np.ndarray, got: np.ndarray) -> tuple[int, list[str]] | None:
@@ -337,12 +333,12 @@ def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> lis
     for pg in pages:
         b = bytearray(pg)
         if init is not None:
-            b[64:2112] = init[64:2112]
-            b[24:28] = init[24:28]
+            b[_SAMPLES] = init[_SAMPLES]
+            b[_INV] = init[_INV]
         if done and m.raw_lr_inv:
-            struct.pack_into("<I", b, 16, done[-1])
+            struct.pack_into("<I", b, faults.OFF_LR, done[-1])
         elif done:
-            struct.pack_into("<I", b, 16, int(ops.read(done[-1])))
+            struct.pack_into("<I", b, faults.OFF_LR, int(ops.read(done[-1])))
         out.append(bytes(b))
     return out
 
@@ -380,12 +376,15 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        """0 for PASS, 1 for FAIL (the command's exit code)."""
         return 0 if self.verdict == "PASS" else 1
 
     def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``check --json``)."""
         return dict(self.__dict__)
 
     def text(self) -> str:
+        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis."""
         what = []
         if self.diff:
             what.append(f"{len(self.diff)} page words differ")
@@ -452,9 +451,9 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     ops = Ops()
     n = case.systems
     t = case.step_base + step
-    p = np.stack([ops.read(np.frombuffer(pg, "<u4", 4, 0).astype(np.uint32)) for pg in state])
-    xs = np.stack([np.frombuffer(pg, "<u4", 256, 64).astype(np.uint32) for pg in state])
-    ys = np.stack([np.frombuffer(pg, "<u4", 256, 1088).astype(np.uint32) for pg in state])
+    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in state])
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in state])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in state])
     offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
     idx = faults.lane_samples(offs)
     rows = np.arange(n)[:, None]
@@ -479,7 +478,7 @@ def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
     """Every registered model, plus one that takes the executor's own samples when they differ."""
     models = list(faults.MODELS)
     exp = setup.expected[0]
-    if got_page[64:2112] != exp[64:2112]:
+    if got_page[_SAMPLES] != exp[_SAMPLES]:
         models.append(
             faults.Model(
                 "executor-samples", "the executor's own samples (X, Y as in its page): samples not correctly rounded"
@@ -508,7 +507,7 @@ def _too_long(end: int, replayed: int) -> str:
 
 
 def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
-    return [pg[:64] + got_page[64:2112] + pg[2112:] for pg in pages]
+    return [pg[: _SAMPLES.start] + got_page[_SAMPLES] + pg[_SAMPLES.stop :] for pg in pages]
 
 
 def diagnose(
@@ -696,9 +695,9 @@ def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
         return setup.per_step
     case = setup.case
     page = setup.in_pages[0]
-    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, 0)]
-    lr = ref.py_flush(struct.unpack_from("<I", page, 16)[0])
-    inv = ref.py_flush(struct.unpack_from("<I", page, 24)[0])
+    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, faults.OFF_PARAMS)]
+    lr = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_LR)[0])
+    inv = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_INV)[0])
     changes = dict(case.set_lr)
     ps = np.zeros((case.steps + 1, 4), dtype=np.uint32)
     lrs = np.zeros(case.steps, dtype=np.uint32)
@@ -724,12 +723,13 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
     ops, z = Ops(m.rules), Ops()
     start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
     pg = start[0]
-    words = np.frombuffer(pg, "<u4").astype(np.uint32)
+    params = faults.words_at(pg, faults.OFF_PARAMS, 4)
+    lr_word, inv_word = (int(faults.words_at(pg, off)[0]) for off in (faults.OFF_LR, faults.OFF_INV))
     if (
-        not np.array_equal(ops.read(words[0:4]), z.read(words[0:4]))
-        or not np.array_equal(faults.read_word(ops, m, words[4]), z.read(words[4]))
-        or not np.array_equal(faults.read_word(ops, m, words[6]), z.read(words[6]))
-        or any(pg[64:2112] != p0[64:2112] for p0 in setup.in_pages)
+        not np.array_equal(ops.read(params), z.read(params))
+        or not np.array_equal(faults.read_word(ops, m, lr_word), z.read(lr_word))
+        or not np.array_equal(faults.read_word(ops, m, inv_word), z.read(inv_word))
+        or any(pg[_SAMPLES] != p0[_SAMPLES] for p0 in setup.in_pages)
     ):
         return 0
     for s, w in case.set_lr:
@@ -741,8 +741,8 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
     n, steps = case.systems, case.steps
     t = case.step_base + np.arange(steps, dtype=object)
     offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
-    xs = np.frombuffer(pg, "<u4", 256, 64).astype(np.uint32)[None, :]
-    ys = np.frombuffer(pg, "<u4", 256, 1088).astype(np.uint32)[None, :]
+    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)[None, :]
+    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)[None, :]
     idx = faults.lane_samples(offs)
     p_rep = np.repeat(ps[:-1], n, axis=0)
     own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[0][idx], ys[0][idx])["v"])  # (steps*n, 5)
@@ -756,10 +756,10 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
         applied = acc
     else:
         applied = own
-    inv = np.full((steps, 1), int(faults.read_word(ops, m, words[6])), dtype=np.uint32)
+    inv = np.full((steps, 1), int(faults.read_word(ops, m, inv_word)), dtype=np.uint32)
     newp = faults.apply(ops, m, ps[:-1], applied, lrs[:, None], inv)
     loss_m = faults.loss(ops, m, applied, inv)
-    loss_z = faults.loss(z, faults.EXACT, setup.trace, np.full((steps, 1), int(z.read(words[6])), dtype=np.uint32))
+    loss_z = faults.loss(z, faults.EXACT, setup.trace, np.full((steps, 1), int(z.read(inv_word)), dtype=np.uint32))
     bad = (applied != setup.trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
     hits = np.nonzero(bad)[0]
     return int(hits[0]) if len(hits) else None

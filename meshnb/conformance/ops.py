@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan
+from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan, ulps
 
 _POS = [
     0x00000000,  # zero
@@ -343,12 +343,6 @@ _VARIANTS = {
 }
 
 
-def _ordered(u: np.ndarray) -> np.ndarray:
-    """Words mapped to integers that order like their float values (for ulp distances)."""
-    i = u.astype(np.int64)
-    return np.where(i & 0x80000000, -(i & 0x7FFFFFFF), i)
-
-
 def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want: np.ndarray) -> list[list[str]]:
     """The classes (names of :data:`CLASSES`) of each wrong result ``got`` (``want`` expected)."""
     a, got, want = (np.asarray(x, dtype=np.uint32) for x in (a, got, want))
@@ -364,7 +358,7 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
     match["nan-not-canonical"] = is_nan(got) & (want == CANONICAL_NAN)
     match["zero-wrong-sign"] = ((want & ~SIGN) == 0) & (got == (want ^ SIGN))
     finite = ((got & EXP) != EXP) & ((want & EXP) != EXP)
-    match["rounding"] = finite & (np.abs(_ordered(got) - _ordered(want)) == 1)
+    match["rounding"] = finite & (ulps(got, want) == 1)
     out: list[list[str]] = []
     for i in range(len(got)):
         names = [n for n, _ in CLASSES[:-1] if match[n][i]]
@@ -385,6 +379,7 @@ class Report:
     classes: dict[str, int]
 
     def text(self) -> str:
+        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines."""
         verdict = "PASS" if self.wrong == 0 else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
         for name, count in self.classes.items():
@@ -397,6 +392,7 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
+        """The report as JSON-ready values (``ops verify --json``)."""
         return {
             "op": self.op,
             "checked": self.checked,

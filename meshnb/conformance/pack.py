@@ -72,6 +72,7 @@ class Case:
 
     @property
     def from_init(self) -> bool:
+        """Whether the case starts from ``init`` (no named start page)."""
         return self.page is None
 
     def in_page(self) -> bytes:

@@ -219,3 +219,16 @@ def test_an_interrupted_pack_leaves_the_old_one(sig: int, quick_pack: Path, tmp_
         assert _leftovers(tmp_path) != []
         pack._stale_temp_dirs(target)
         assert _leftovers(tmp_path) == []
+
+
+def test_the_hard_pages_offsets_are_the_layout_tables() -> None:
+    """meshnb.testing.pages keeps its own offsets (an independent oracle): they are SPEC 7's."""
+    from meshnb.view import FIELDS
+
+    assert tuple(FIELDS[n].offset for n in ("PARAMS", "LR", "INV_BATCH", "X", "Y")) == (
+        pack.hard.PARAMS,
+        pack.hard.LR,
+        pack.hard.INV,
+        pack.hard.X,
+        pack.hard.Y,
+    )

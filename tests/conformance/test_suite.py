@@ -159,10 +159,10 @@ def test_a_hanging_executor_is_killed_with_its_children(
     monkeypatch.setenv("FAULT_EXECUTOR_PIDS", str(pids))
     t0 = time.monotonic()
     code, out, err = run_check(
-        [str(quick_pack), "--exec", executor("hang"), "--cases", "cluster-1", "--case-timeout", "2"], capsys
+        [str(quick_pack), "--exec", executor("hang"), "--cases", "cluster-1", "--case-timeout", "3"], capsys
     )
     assert time.monotonic() - t0 < 60
-    assert code == 1 and err == "" and "ran past --case-timeout 2 s and was killed" in out
+    assert code == 1 and err == "" and "ran past --case-timeout 3 s and was killed" in out
     ran = [int(p) for p in pids.read_text().split()]
     assert len(ran) == 2 and not any(_alive(p) for p in ran)
 
