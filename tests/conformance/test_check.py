@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -537,3 +538,27 @@ def test_a_long_diagnosis_shows_progress_and_stops(
         proc.kill()
     assert proc.returncode == code and out == ""
     assert err.splitlines()[-1] == f"meshnb: {line}" and "Traceback" not in err
+
+
+def test_ctrl_c_at_any_moment_of_a_check(quick_pack: Path, tmp_path: Path) -> None:
+    """SIGINT (a terminal's Ctrl-C, to the process group) while check imports, runs meshnb.train
+    (its RunInterrupted) or diffs: 130 and one line, or the verdict if it came first; no traceback."""
+    wrong = tmp_path / "w.page"
+    wrong.write_bytes(bytes(4096))
+    page = str(quick_pack / "default" / "in-0.page")
+    cmd = [sys.executable, "-m", "meshnb", "check", "--view-in", page, "--steps", "4000000", "--page", str(wrong)]
+    codes = []
+    for delay in (0.3, 0.8, 1.3, 1.8):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        codes.append(proc.returncode)
+        if proc.returncode == 130:
+            assert err == "meshnb: interrupted\n", (delay, err)
+        else:
+            assert proc.returncode == 1 and out.startswith("FAIL: case view-in") and err == "", (delay, err)
+    assert 130 in codes, codes
