@@ -43,15 +43,21 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     temporary files are cleaned up on the way out."""
 
     def run(args: argparse.Namespace) -> int:
-        from meshnb.results import RunInterrupted
-
         def terminated(signum: int, frame: object) -> None:
             raise _Terminated
 
         previous = signal.signal(signal.SIGTERM, terminated) if _main_thread() else None
         try:
             return handler(args)
-        except (KeyboardInterrupt, RunInterrupted):
+        except KeyboardInterrupt:
+            print("meshnb: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as e:
+            # meshnb.train's Ctrl-C at a task boundary; only a run raises it, so the module (numba
+            # behind it) is imported only by the commands that run one, not by ``ops``
+            results = sys.modules.get("meshnb.results")
+            if results is None or not isinstance(e, results.RunInterrupted):
+                raise
             print("meshnb: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         except _Terminated:
