@@ -80,8 +80,10 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _progress(enabled: bool) -> Callable[[str], None] | None:
-    if not enabled:
+def _progress(asked: bool) -> Callable[[str], None] | None:
+    """A progress printer to stderr: when asked (``--progress``) or when stderr is a terminal."""
+    tty = sys.stderr is not None and sys.stderr.isatty()
+    if not (asked or tty):
         return None
 
     def show(text: str) -> None:
@@ -241,11 +243,17 @@ def _check(args: argparse.Namespace) -> int:
             lr: dict[int, int] = {}
             for item in args.set_lr:
                 step, _, word = item.partition(":")
-                lr[int(step)] = _u32(word)
+                try:
+                    lr[int(step)] = _u32(word)
+                except ValueError:
+                    return _error(f"--set-lr {item!r}: STEP:HEX, a step of the run and an f32 word (0:3f000000)")
             base = None
             if args.step_base:
                 hi, _, lo = args.step_base.partition(":")
-                base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
+                try:
+                    base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
+                except ValueError:
+                    return _error(f"--step-base {args.step_base!r}: HI:LO in hex words, or one integer")
             setup = check.setup_from_run(
                 read_file(Path(args.view_in), follow=True),
                 4096 if args.steps is None else args.steps,
@@ -331,7 +339,9 @@ def register(subparsers: Any) -> None:
     c.add_argument(
         "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"
     )
-    c.add_argument("--progress", action="store_true", help="say on stderr what the diagnosis is doing")
+    c.add_argument(
+        "--progress", action="store_true", help="say on stderr what the diagnosis is doing (on a terminal: always)"
+    )
     w = c.add_argument_group("a whole pack (PACK is the pack's directory)")
     w.add_argument(
         "--exec", metavar="CMD", help="run 'CMD CASE_DIR OUT_DIR' for every case (CMD split as a shell does)"

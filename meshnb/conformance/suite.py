@@ -20,6 +20,7 @@ import contextlib
 import fnmatch
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -321,6 +322,8 @@ def run_suite(
             raise ValueError(f"--exec {exec_cmd!r}: {e}") from None
         if not cmd:
             raise ValueError("--exec: an empty command")
+        if shutil.which(cmd[0]) is None:
+            raise ValueError(f"--exec: {cmd[0]!r} is not a command that can be run (not found, or not executable)")
     out_root = Path(outputs) if outputs is not None else None
     if out_root is not None and not out_root.is_dir():
         raise PackError(f"--outputs {out_root}: not a directory")

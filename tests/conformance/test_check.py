@@ -387,6 +387,8 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str], says: 
         ["--set-lr=-1:3f000000"],
         ["--set-lr=11:3f000000"],
         ["--systems=0"],
+        ["--set-lr=5"],
+        ["--step-base=0x"],
         ["--steps=100000000"],
     ],
 )

@@ -219,6 +219,7 @@ def test_bad_input_is_one_line_and_exit_2(quick_pack: Path, tmp_path: Path, caps
         ([str(quick_pack), "--exec", ok, "--case-timeout", "nan"], "--case-timeout"),
         ([str(quick_pack), "--exec", ""], "empty command"),
         ([str(quick_pack), "--exec", "python 'unbalanced"], "No closing quotation"),
+        ([str(quick_pack), "--exec", str(tmp_path / "no-such-executor")], "not a command that can be run"),
         ([str(quick_pack), "--exec", ok, "--page", "x.page"], "check one case"),
         ([str(quick_pack), "--outputs", str(tmp_path / "missing")], "not a directory"),
         ([str(bare), "--exec", ok], "no manifest.json"),
@@ -244,3 +245,17 @@ def test_case_names_are_printed_escaped(quick_pack: Path, tmp_path: Path, capsys
     code, out, err = run_check([str(root), "--exec", executor("nothing")], capsys)
     assert code == 1 and "\x1b" not in out and "\r" not in out
     assert "x\\x1b[2K\\rPASS\\nall" in out and len(out.splitlines()) == 3
+
+
+def test_special_files_as_outputs_are_errors(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO (without a writer) or /dev/zero as an output: an error at once, never a hang."""
+    outs = tmp_path / "outs"
+    for name in ("probe-tininess", "probe-subnormal-samples"):
+        (outs / name).mkdir(parents=True)
+    os.mkfifo(outs / "probe-tininess" / "out-0.page")
+    (outs / "probe-subnormal-samples" / "out-0.page").symlink_to("/dev/zero")
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs), "--cases", "probe-*"], capsys)
+    assert code == 1 and err == ""
+    assert "out-0.page: a FIFO, not a regular file" in out and "a character device, not a regular file" in out
