@@ -94,7 +94,8 @@ class SuiteResult:
         for c in self.cases:
             detail = ", ".join(c.models) if c.verdict == "FAIL" else c.message if c.verdict == "ERROR" else ""
             if c.verdict == "FAIL" and not c.models:
-                detail = "no fault model reproduces these bits"
+                made = c.report is None or not (c.report.diagnosis or {}).get("skipped")
+                detail = "no fault model reproduces these bits" if made else "diagnosis not made (--json: why)"
             rows.append((check.printable(c.name), str(c.systems), c.verdict, c.where, check.printable(detail)))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
@@ -271,7 +272,10 @@ def check_outputs(
     res.message = f"system {k}: {_first_difference(rep)}" + (
         f" ({len(differ)} systems differ)" if len(differ) > 1 else ""
     )
+    skipped = (rep.diagnosis or {}).get("skipped")
     named = ", ".join(res.models) if res.models else "no fault model reproduces these bits"
+    if skipped:
+        named = f"diagnosis not made: {skipped}"
     res.message += f"; {named}"
     return res
 

@@ -259,3 +259,26 @@ def test_special_files_as_outputs_are_errors(
     code, out, err = run_check([str(quick_pack), "--outputs", str(outs), "--cases", "probe-*"], capsys)
     assert code == 1 and err == ""
     assert "out-0.page: a FIFO, not a regular file" in out and "a character device, not a regular file" in out
+
+
+def test_a_diagnosis_not_made_is_said(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the diagnosis's bound (lowered here) the verdict stands and the report says why."""
+    from meshnb.conformance import check
+
+    monkeypatch.setattr(check, "REPLAY_STEPS", 10)
+    outs = tmp_path / "outs" / "cluster-3"
+    outs.mkdir(parents=True)
+    r = subprocess.run([*shlex.split(executor("fold-reverse")), str(quick_pack / "cluster-3"), str(outs)], check=False)
+    assert r.returncode == 0
+    (outs / "trace.bin").unlink()  # the page alone: the whole run would be replayed
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs.parent), "--cases", "cluster-3"], capsys)
+    assert code == 1 and "diagnosis not made (--json: why)" in out
+    code, out, err = run_check(
+        [str(quick_pack), "--outputs", str(outs.parent), "--cases", "cluster-3", "--json"], capsys
+    )
+    assert (
+        "diagnosis not made: without a trace or task pages it would replay 96 steps"
+        in json.loads(out)["cases"][0]["message"]
+    )
