@@ -10,6 +10,8 @@ only on the cases and meshnb's results: the same pack every time (no times, sort
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -316,6 +318,23 @@ def _stale_temp_dirs(root: Path) -> None:
                 shutil.rmtree(root.parent / name, ignore_errors=True)
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux's renameat2 with RENAME_EXCHANGE), so that a reader of
+    ``b`` sees the old directory or the new one, never none; False where it is not available."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # an old kernel, a file system without it
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(b))
+
+
 def _replaceable(root: Path) -> bool:
     """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack (its
     manifest a regular file, nothing in it but the manifest's cases and files).  A symbolic link,
@@ -408,9 +427,13 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
         del written["manifest.json"]
         old = root.with_name(f".{root.name}.old{os.getpid()}")
         try:
-            if replace_old:
-                os.rename(root, old)
-            os.rename(tmp, root)
+            if replace_old and _exchange(tmp, root):
+                old = tmp  # the old pack is now at the temporary name
+            elif replace_old:
+                os.rename(root, old)  # where the exchange is missing: a moment without a pack
+                os.rename(tmp, root)
+            else:
+                os.rename(tmp, root)
             dfd = os.open(root.parent, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 os.fsync(dfd)

@@ -232,3 +232,45 @@ def test_the_hard_pages_offsets_are_the_layout_tables() -> None:
         pack.hard.X,
         pack.hard.Y,
     )
+
+
+def test_a_reader_sees_a_whole_pack_during_a_rewrite(quick_pack: Path, tmp_path: Path) -> None:
+    """While a pack is rewritten, a reader finds every time a whole pack: the old one or the new."""
+    import threading
+
+    target = tmp_path / "p"
+    shutil.copytree(quick_pack, target)
+    done = threading.Event()
+    seen: list[str] = []
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                names = sorted(os.listdir(target / "default"))
+                sizes = [os.path.getsize(target / "default" / n) for n in names]
+                seen.append("ok" if len(names) == 5 and all(sizes) else f"partial {names} {sizes}")
+            except OSError as e:
+                seen.append(f"{type(e).__name__}")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert main(["pack", str(target), "--quick"]) == 0
+    finally:
+        done.set()
+        reader.join()
+    assert len(seen) > 10 and set(seen) == {"ok"}, sorted(set(seen))
+    assert pack.verify_pack(target) > 0 and _leftovers(tmp_path) == []
+
+
+def test_exchange_swaps_two_directories(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "from-a").touch()
+    (b / "from-b").touch()
+    if not pack._exchange(a, b):
+        pytest.skip("no renameat2 RENAME_EXCHANGE here (the pack is replaced by two renames)")
+    assert os.listdir(a) == ["from-b"] and os.listdir(b) == ["from-a"]
+    with pytest.raises(FileNotFoundError):
+        pack._exchange(tmp_path / "missing", b)
