@@ -561,7 +561,7 @@ def diagnose(
             start = 0 if diff_t is None and task is None else window
             r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
         else:
-            d = first_divergence(setup, m)
+            d = first_divergence(setup, m, upto=end + 1)  # only a divergence up to the part's end counts
             final = diff_t is None and task is None  # the final page: a SET_LR after the last step counts
             if d is None or d > end or (d == end and not (final and end == case.steps)):
                 continue  # the model gives meshnb's bits over the part compared
@@ -686,23 +686,24 @@ def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
 # =============================================================================================
 
 
-def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
-    """meshnb's params before each step (steps + 1, 4) and the LR in force at each step (steps,),
-    rebuilt from the trace with the plain-Python reference ops."""
+def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """meshnb's params before each step (upto + 1, 4) and the LR in force at each step (upto,), for
+    the first ``upto`` steps (default all), rebuilt from the trace with the plain-Python reference ops."""
     from meshnb.testing import reference as ref
 
-    if setup.per_step is not None:
-        return setup.per_step
     case = setup.case
+    n = case.steps if upto is None else min(case.steps, upto)
+    if setup.per_step is not None and len(setup.per_step[1]) >= n:
+        return setup.per_step[0][: n + 1], setup.per_step[1][:n]
     page = setup.in_pages[0]
     p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, faults.OFF_PARAMS)]
     lr = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_LR)[0])
     inv = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_INV)[0])
     changes = dict(case.set_lr)
-    ps = np.zeros((case.steps + 1, 4), dtype=np.uint32)
-    lrs = np.zeros(case.steps, dtype=np.uint32)
+    ps = np.zeros((n + 1, 4), dtype=np.uint32)
+    lrs = np.zeros(n, dtype=np.uint32)
     ps[0] = p
-    for s in range(case.steps):
+    for s in range(n):
         if s in changes:
             lr = ref.py_flush(changes[s])
         row = [int(w) for w in setup.trace[s]]
@@ -713,9 +714,13 @@ def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
     return ps, lrs
 
 
-def first_divergence(setup: Setup, m: faults.Model) -> int | None:
+DIVERGENCE_BLOCK = 4096  # steps evaluated at once by first_divergence (memory: ~10 KB a step and system)
+
+
+def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> int | None:
     """The first step at which model ``m`` computes other bits than meshnb on this setup (its sums,
-    params or loss), evaluated for all steps at once on meshnb's trajectory; None if it never does.
+    params or loss), evaluated a block of steps at once on meshnb's trajectory; None if it does
+    not within the first ``upto`` steps (default: the whole run).
 
     Up to that step the model's run is meshnb's, bit for bit: every step is a function of the
     state before it, and the state before the first divergent step is meshnb's."""
@@ -737,15 +742,40 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
             return s
     if case.steps == 0:
         return None
-    ps, lrs = _params_per_step(setup)
-    n, steps = case.systems, case.steps
-    t = case.step_base + np.arange(steps, dtype=object)
+    steps = case.steps if upto is None else max(0, min(case.steps, upto))
+    ps, lrs = _params_per_step(setup, steps)
+    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)
+    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)
+    inv_m = int(faults.read_word(ops, m, inv_word))
+    inv_z = int(z.read(inv_word))
+    for lo in range(0, steps, DIVERGENCE_BLOCK):
+        hi = min(steps, lo + DIVERGENCE_BLOCK)
+        hit = _divergence_in(setup, m, ops, z, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _divergence_in(
+    setup: Setup,
+    m: faults.Model,
+    ops: Ops,
+    z: Ops,
+    page: tuple[np.ndarray, np.ndarray, int, int],
+    ps: np.ndarray,
+    lrs: np.ndarray,
+    lo: int,
+) -> int | None:
+    """:func:`first_divergence` over steps ``lo`` .. ``lo + len(lrs)``: meshnb's params before each
+    (and after the last) ``ps``, the LR ``lrs``; the start page's samples and INV_BATCH reads."""
+    case = setup.case
+    xs, ys, inv_m, inv_z = page
+    n, steps = case.systems, len(lrs)
+    t = case.step_base + lo + np.arange(steps, dtype=object)
     offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
-    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)[None, :]
-    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)[None, :]
     idx = faults.lane_samples(offs)
     p_rep = np.repeat(ps[:-1], n, axis=0)
-    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[0][idx], ys[0][idx])["v"])  # (steps*n, 5)
+    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[idx], ys[idx])["v"])  # (steps*n, 5)
     if case.grouped:
         own = own.reshape(steps, n, 5)
         slots = ops.read(own)
@@ -756,13 +786,14 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
         applied = acc
     else:
         applied = own
-    inv = np.full((steps, 1), int(faults.read_word(ops, m, inv_word)), dtype=np.uint32)
+    trace = setup.trace[lo : lo + steps]
+    inv = np.full((steps, 1), inv_m, dtype=np.uint32)
     newp = faults.apply(ops, m, ps[:-1], applied, lrs[:, None], inv)
     loss_m = faults.loss(ops, m, applied, inv)
-    loss_z = faults.loss(z, faults.EXACT, setup.trace, np.full((steps, 1), int(z.read(inv_word)), dtype=np.uint32))
-    bad = (applied != setup.trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
+    loss_z = faults.loss(z, faults.EXACT, trace, np.full((steps, 1), inv_z, dtype=np.uint32))
+    bad = (applied != trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
     hits = np.nonzero(bad)[0]
-    return int(hits[0]) if len(hits) else None
+    return lo + int(hits[0]) if len(hits) else None
 
 
 def executor_run(setup: Setup, m: faults.Model) -> faults.Run:

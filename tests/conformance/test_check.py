@@ -564,3 +564,19 @@ def test_ctrl_c_at_any_moment_of_a_check(quick_pack: Path, tmp_path: Path) -> No
         else:
             assert proc.returncode == 1 and out.startswith("FAIL: case view-in") and err == "", (delay, err)
     assert 130 in codes, codes
+
+
+def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp_path: Path) -> None:
+    """A million steps with a trace that parts at step 100: the diagnosis follows the run only to
+    the part it replays (not the million steps), so it is done in seconds."""
+    import meshnb
+
+    page = (quick_pack / "default" / "in-0.page").read_bytes()
+    r = meshnb.train(1_000_000, view_in=page, keep_trace=True)
+    trace = np.asarray(r.trace, dtype="<u4").reshape(-1, 5).copy()
+    trace[100, 1] ^= 1
+    setup = check.setup_from_run(page, 1_000_000)
+    rep = check.check(setup, r.page, got_trace=trace)
+    assert rep.verdict == "FAIL" and rep.trace is not None and rep.trace["step"] == 100
+    assert rep.diagnosis is not None and "and on to step 164" in rep.diagnosis["how"]
+    assert setup.per_step is not None and len(setup.per_step[1]) <= 102  # followed to just past step 100
