@@ -5,5 +5,5 @@
 - :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
 - :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
 - :mod:`.suite`: a whole pack against an executor (run for each case) or its outputs; table, JSON, JUnit;
-- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``python -m meshnb.conformance``).
+- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``meshnb ops|pack|check``, or ``python -m meshnb ...``).
 """
