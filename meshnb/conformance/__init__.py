@@ -3,6 +3,7 @@
 - :mod:`.ops`: TestFloat-style vectors for add, sub, mul, div, from_u32 (generate, verify, classify);
 - :mod:`.faults`: the fault models (one registry) and a simulated executor that runs any of them;
 - :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
+- :mod:`.suite`: a whole pack (:mod:`.check` for each case) against an executor or its outputs; table, JSON, JUnit;
 - :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
 - :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``meshnb ops|pack|check``, or ``python -m meshnb ...``).
 """

@@ -10,9 +10,9 @@ reproduces the executor's bits exactly.  Where none does, it prints meshnb's lan
 
 from __future__ import annotations
 
-import json
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,22 @@ from typing import Any
 import numpy as np
 
 import meshnb
-from meshnb.view import LAYOUT, RESERVED, VIEW_BYTES
+from meshnb.view import FIELDS, LAYOUT, RESERVED, VIEW_BYTES
 
 from . import faults
-from .fpu import Ops
-from .pack import Case, PackError, load_manifest, read_file, run_case, verify_files
+from .fpu import Ops, ulps
+from .pack import (
+    END,
+    MAX_FILE,
+    Case,
+    PackError,
+    check_sha,
+    has_manifest,
+    load_manifest,
+    parse_json,
+    read_file,
+    run_case,
+)
 
 EXTEND = 64  # rows after the first differing one that a model must reproduce too
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
@@ -47,50 +58,151 @@ class Setup:
     per_step: tuple[np.ndarray, np.ndarray] | None = None  # cache of _params_per_step
 
 
-def _page(data: bytes, what: str) -> bytes:
+def page_bytes(data: bytes, what: str) -> bytes:
+    """``data`` if it is a whole page; PackError naming ``what`` otherwise."""
     if len(data) != VIEW_BYTES:
         raise PackError(f"{what}: a page is {VIEW_BYTES} bytes, this has {len(data)}")
     return data
 
 
-def load_case(directory: str | Path) -> Setup:
-    """A pack case directory, checked against the pack's manifest (in its parent) when there is one."""
-    root = Path(directory)
+_page = page_bytes
+
+U32_MAX = 0xFFFFFFFF
+# Page spans from the layout table (SPEC 7): the samples X and Y, and INV_BATCH
+_SAMPLES = slice(FIELDS["X"].offset, FIELDS["Y"].offset + FIELDS["Y"].nbytes)
+_INV = slice(FIELDS["INV_BATCH"].offset, FIELDS["INV_BATCH"].offset + 4)
+MAX_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
+_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (newlines, ANSI escapes) escaped, so that a name read from
+    a file cannot forge a line of the report on a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ValueError(f"{what} {printable(repr(value))[:60]} is not an integer from {lo} to {hi}")
+    return value
+
+
+def run_bounds(
+    steps: int, steps_per_task: int, step_base: int, set_lr: dict[int, int] | tuple[tuple[int, int], ...]
+) -> None:
+    """ValueError (naming the value) unless the run can be made: steps from 0 to :data:`MAX_STEPS`,
+    STEPS_PER_TASK from 1 to 2^32 - 1, a step base from 0 that ends the run at step 2^64 - 1 at the
+    latest (SPEC 8), SET_LR before steps 0 .. ``steps`` with u32 words."""
+    _int(steps, "steps", 0, MAX_STEPS)
+    _int(steps_per_task, "steps_per_task", 1, U32_MAX)
+    _int(step_base, "step_base", 0, END - 1)
+    if step_base + steps > END:
+        raise ValueError(f"step_base {step_base} + steps {steps} runs past step 2^64 - 2, the last that may run")
+    for s, w in dict(set_lr).items():
+        _int(s, "set_lr before_step", 0, steps)
+        _int(w, "set_lr word", 0, U32_MAX)
+
+
+def _parse_case(cj: object) -> Case:
+    if not isinstance(cj, dict):
+        raise ValueError("not a JSON object")
+    name, about, start = cj["name"], cj["about"], cj["start"]
+    if not all(isinstance(v, str) for v in (name, about, start)):
+        raise ValueError("name, about and start are strings")
+    systems = _int(cj["systems"], "systems", 1, 64)
+    group = cj["group"]
+    if type(group) is not bool:
+        raise ValueError(f"group {printable(repr(group))[:20]} is not true or false")
+    if systems > 1 and not group:
+        raise ValueError(f"{systems} systems are a cluster: group must be true")
+    base = cj["step_base"]
+    if isinstance(base, str) and base.isdigit() and len(base) <= 20:
+        base = int(base)
+    if not isinstance(cj["set_lr"], list):
+        raise ValueError("set_lr is a list")
+    lr: dict[int, int] = {}
+    for e in cj["set_lr"]:
+        word = e["word"]
+        if not isinstance(word, str) or _WORD.fullmatch(word) is None:
+            raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
+        s = _int(e["before_step"], "set_lr before_step", 0, END)
+        if s in lr:
+            raise ValueError(f"two set_lr entries before step {s}")
+        lr[s] = int(word, 16)
+    case = Case(
+        name,
+        about,
+        _int(cj["steps"], "steps", 0, MAX_STEPS),
+        None,
+        systems,
+        group,
+        _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
+        tuple(sorted(lr.items())),
+        _int(base, "step_base", 0, END - 1),
+        None if start == "init" else start.removeprefix("page "),
+    )
+    run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
+    return case
+
+
+def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
+    """A pack case directory, every file checked against the pack's manifest (in its parent) as
+    it is read.  The case directory must not be a symbolic link, nor any file in it; without a
+    manifest the case is refused unless ``verify`` is False (``--no-manifest``)."""
+    root = Path(directory).absolute()
+    if root.is_symlink():
+        raise PackError(f"{directory}: a symbolic link; a case is read only where it is, in its pack")
     if not root.is_dir():
-        raise PackError(f"{root}: not a case directory")
-    note = "no manifest.json beside the case: its files were not verified"
-    if (root.parent / "manifest.json").exists():
-        manifest = load_manifest(root.parent)
-        n = verify_files(root.parent, manifest, prefix=root.resolve().name + "/")
-        if n == 0:
-            raise PackError(f"{root}: not a case of the pack in {root.parent}")
-        note = f"{n} case files match the pack's manifest"
-    try:
-        cj = json.loads(read_file(root / "case.json", 1 << 20))
-        case = Case(
-            str(cj["name"]),
-            str(cj["about"]),
-            int(cj["steps"]),
-            None,
-            int(cj["systems"]),
-            bool(cj["group"]),
-            int(cj["steps_per_task"]),
-            tuple((int(e["before_step"]), int(e["word"], 16)) for e in cj["set_lr"]),
-            int(cj["step_base"]),
-            None if cj["start"] == "init" else str(cj["start"]).removeprefix("page "),
+        raise PackError(f"{directory}: not a case directory")
+    pack_root = root.parent
+    manifest = load_manifest(pack_root) if has_manifest(pack_root) else None
+    if manifest is not None:
+        if f"{root.name}/case.json" not in manifest["files"]:
+            raise PackError(f"{directory}: not a case of the pack in {pack_root}")
+    elif verify:
+        raise PackError(
+            f"{directory}: FAIL to verify: no manifest.json beside the case, so its files cannot be checked"
+            " (--no-manifest checks it anyway)"
         )
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as e:
-        raise PackError(f"{root / 'case.json'}: not a case description ({e})") from None
-    if not 1 <= case.systems <= 64 or case.steps < 0:
-        raise PackError(f"{root / 'case.json'}: bad systems or steps")
-    ins = [_page(read_file(root / f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
+    seen: set[str] = set()
+
+    def get(rel: str, limit: int = MAX_FILE) -> bytes:
+        data = read_file(root / rel, limit)
+        if manifest is not None:  # the bytes checked are the bytes used
+            check_sha(pack_root, manifest, f"{root.name}/{rel}", data)
+        seen.add(rel)
+        return data
+
+    cj_path = root / "case.json"
+    try:
+        case = _parse_case(parse_json(get("case.json", 1 << 20), cj_path))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, PackError):
+            raise
+        raise PackError(f"{cj_path}: not a case description ({printable(str(e))})") from None
+    ins = [page_bytes(get(f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
     if any(pg != ins[0] for pg in ins):  # meshnb's runs (and the pack's cases) start every member alike
-        raise PackError(f"{root}: the members start from different pages, which check does not replay")
-    outs = [_page(read_file(root / f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
-    raw = read_file(root / "trace.bin")
+        raise PackError(f"{directory}: the members start from different pages, which check does not replay")
+    at = struct.unpack_from("<I", ins[0], FIELDS["STEP_HI"].offset)[0] << 32
+    at |= struct.unpack_from("<I", ins[0], FIELDS["NEXT_STEP"].offset)[0]
+    if at != case.step_base:
+        raise PackError(f"{root / 'in-0.page'}: its step {at} is not the case's step_base {case.step_base}")
+    outs = [page_bytes(get(f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
+    raw = get("trace.bin")
     if len(raw) != 20 * case.steps:
         raise PackError(f"{root / 'trace.bin'}: {len(raw)} bytes, not 20 x {case.steps} steps")
     trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+    if manifest is not None:
+        for rel in sorted(manifest["files"]):  # the rest of the case (expected.json): whole, as shipped
+            if isinstance(rel, str) and rel.startswith(f"{root.name}/") and rel.count("/") == 1:
+                part = rel.split("/", 1)[1]
+                if part not in seen:
+                    get(part)
+        note = f"{len(seen)} case files match the pack's manifest"
+    else:
+        note = "no manifest.json beside the case (--no-manifest): its files were not verified"
     return Setup(case, ins, outs, trace, note)
 
 
@@ -103,14 +215,23 @@ def setup_from_run(
     set_lr: dict[int, int] | None = None,
     step_base: int | None = None,
 ) -> Setup:
-    """A setup from a start page and the run options (as ``meshnb train`` takes them)."""
-    page = bytearray(_page(view_in, "--view-in"))
+    """A setup from a start page and the run options (as ``meshnb train`` takes them); ValueError
+    (naming the option) for a run that cannot be made."""
+    page = bytearray(page_bytes(view_in, "--view-in"))
+    if systems is not None:
+        _int(systems, "--systems", 1, 64)
     if steps_per_task is not None:
-        struct.pack_into("<I", page, 20, steps_per_task)
+        _int(steps_per_task, "--steps-per-task", 1, U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEPS_PER_TASK"].offset, steps_per_task)
     if step_base is not None:
-        struct.pack_into("<I", page, 28, step_base & 0xFFFFFFFF)
-        struct.pack_into("<I", page, 44, step_base >> 32)
+        _int(step_base, "--step-base", 0, END - 1)
+        struct.pack_into("<I", page, FIELDS["NEXT_STEP"].offset, step_base & U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEP_HI"].offset, step_base >> 32)
     v = meshnb.View.from_bytes(bytes(page))
+    try:
+        run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
+    except ValueError as e:
+        raise PackError(f"the run cannot be made: {e}") from None
     case = Case(
         "view-in",
         "a run from --view-in",
@@ -168,7 +289,7 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
                 d["step"] = loss_step(case, int(i))
             if f.name in ("X", "Y"):
                 d["sample"] = int(i)
-                d["ulps"] = _ulps(w, g)
+                d["ulps"] = int(ulps(w, g))
             out.append(d)
     for start, end in RESERVED:
         for i in np.nonzero(wv[start // 4 : end // 4] != gv[start // 4 : end // 4])[0]:
@@ -182,13 +303,6 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def _ulps(w: int, g: int) -> int:
-    def o(u: int) -> int:
-        return -(u & 0x7FFFFFFF) if u & 0x80000000 else u
-
-    return abs(o(w) - o(g))
 
 
 def first_trace_diff(want: np.ndarray, got: np.ndarray) -> tuple[int, list[str]] | None:
@@ -219,12 +333,12 @@ def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> lis
     for pg in pages:
         b = bytearray(pg)
         if init is not None:
-            b[64:2112] = init[64:2112]
-            b[24:28] = init[24:28]
+            b[_SAMPLES] = init[_SAMPLES]
+            b[_INV] = init[_INV]
         if done and m.raw_lr_inv:
-            struct.pack_into("<I", b, 16, done[-1])
+            struct.pack_into("<I", b, faults.OFF_LR, done[-1])
         elif done:
-            struct.pack_into("<I", b, 16, int(ops.read(done[-1])))
+            struct.pack_into("<I", b, faults.OFF_LR, int(ops.read(done[-1])))
         out.append(bytes(b))
     return out
 
@@ -262,12 +376,15 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        """0 for PASS, 1 for FAIL (the command's exit code)."""
         return 0 if self.verdict == "PASS" else 1
 
     def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``check --json``)."""
         return dict(self.__dict__)
 
     def text(self) -> str:
+        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis."""
         what = []
         if self.diff:
             what.append(f"{len(self.diff)} page words differ")
@@ -275,7 +392,10 @@ class Report:
             what.append(f"trace parts at step {self.trace['step']} (of this run)")
         if self.task:
             what.append(f"first differing task ends after {self.task['steps_done']} steps")
-        lines = [f"{self.verdict}: case {self.case}, system {self.system}" + (f": {'; '.join(what)}" if what else "")]
+        lines = [
+            f"{self.verdict}: case {printable(self.case)}, system {self.system}"
+            + (f": {'; '.join(what)}" if what else "")
+        ]
         lines += [f"note: {n}" for n in self.notes]
         if self.diff:
             lines.append("page diff (field: expected -> got):")
@@ -304,6 +424,9 @@ class Report:
             lines.append("samples: " + ", ".join(f"{s['field']} by {s['ulps']} ulps" for s in self.samples))
         if self.diagnosis:
             dg = self.diagnosis
+            if dg.get("skipped"):
+                lines.append(f"diagnosis not made: {dg['skipped']}")
+                return "\n".join(lines)
             lines.append(f"diagnosis ({dg['how']}):")
             if dg["models"]:
                 for m in dg["models"]:
@@ -328,9 +451,9 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     ops = Ops()
     n = case.systems
     t = case.step_base + step
-    p = np.stack([ops.read(np.frombuffer(pg, "<u4", 4, 0).astype(np.uint32)) for pg in state])
-    xs = np.stack([np.frombuffer(pg, "<u4", 256, 64).astype(np.uint32) for pg in state])
-    ys = np.stack([np.frombuffer(pg, "<u4", 256, 1088).astype(np.uint32) for pg in state])
+    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in state])
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in state])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in state])
     offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
     idx = faults.lane_samples(offs)
     rows = np.arange(n)[:, None]
@@ -355,7 +478,7 @@ def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
     """Every registered model, plus one that takes the executor's own samples when they differ."""
     models = list(faults.MODELS)
     exp = setup.expected[0]
-    if got_page[64:2112] != exp[64:2112]:
+    if got_page[_SAMPLES] != exp[_SAMPLES]:
         models.append(
             faults.Model(
                 "executor-samples", "the executor's own samples (X, Y as in its page): samples not correctly rounded"
@@ -364,12 +487,36 @@ def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
     return models
 
 
+DIAG_STEPS = 1 << 17  # the diagnosis reads meshnb's run up to its part: this many steps at most
+REPLAY_STEPS = 4096  # and replays at most this many steps under each model (numpy, ~0.3 ms a step)
+
+
+def _too_long(end: int, replayed: int) -> str:
+    """Why the diagnosis is not made ("" if it is): a part too far into the run or too long."""
+    if end > DIAG_STEPS:
+        return (
+            f"the first difference is {end} steps into the run, past the {DIAG_STEPS} steps the diagnosis"
+            " follows; check a shorter run, or give --pages with a task boundary near it"
+        )
+    if replayed > REPLAY_STEPS:
+        return (
+            f"without a trace or task pages it would replay {replayed} steps under each model (at most"
+            f" {REPLAY_STEPS}); give --trace or --pages"
+        )
+    return ""
+
+
 def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
-    return [pg[:64] + got_page[64:2112] + pg[2112:] for pg in pages]
+    return [pg[: _SAMPLES.start] + got_page[_SAMPLES] + pg[_SAMPLES.stop :] for pg in pages]
 
 
 def diagnose(
-    setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None, task: tuple[int, int, bytes] | None
+    setup: Setup,
+    system: int,
+    got_page: bytes,
+    got_trace: np.ndarray | None,
+    task: tuple[int, int, bytes] | None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Replays the first differing part under every model; names those that reproduce the bits.
 
@@ -402,13 +549,19 @@ def diagnose(
     # With a trace, a model that reproduces the first differing step is also held to the rows after
     # it (up to EXTEND steps): two flush rules can agree on one step and part on the next.
     far = min(case.steps, end + EXTEND) if diff_t is not None else end
+    skip = _too_long(end, far - window)
+    if skip:
+        return {"how": "not made", "models": [], "skipped": skip}
     first_only: list[faults.Model] = []
-    for m in _candidates(setup, got_page):
+    candidates = _candidates(setup, got_page)
+    for i, m in enumerate(candidates):
+        if progress is not None:
+            progress(f"diagnosis: model {i + 1} of {len(candidates)}, {m.name}")
         if m.name == "executor-samples":
             start = 0 if diff_t is None and task is None else window
             r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
         else:
-            d = first_divergence(setup, m)
+            d = first_divergence(setup, m, upto=end + 1)  # only a divergence up to the part's end counts
             final = diff_t is None and task is None  # the final page: a SET_LR after the last step counts
             if d is None or d > end or (d == end and not (final and end == case.steps)):
                 continue  # the model gives meshnb's bits over the part compared
@@ -459,7 +612,7 @@ def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]
         n = int(mt.group(1))
         if not 0 <= n <= steps:
             raise PackError(f"{p}: step count {n} is outside the run of {steps} steps")
-        found.append((n, _page(read_file(p), str(p))))
+        found.append((n, page_bytes(read_file(p, follow=True), str(p))))
     if not found:
         raise PackError(f"{root}: no N.page files")
     return sorted(found)
@@ -472,8 +625,10 @@ def check(
     system: int = 0,
     got_trace: np.ndarray | None = None,
     pages: list[tuple[int, bytes]] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
-    """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure."""
+    """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure
+    (``progress`` is told each model as the diagnosis replays it)."""
     case = setup.case
     if not 0 <= system < case.systems:
         raise PackError(f"system {system} is not in this case's {case.systems}")
@@ -514,12 +669,13 @@ def check(
             prev = n
     if rep.diff or rep.trace or rep.task:
         rep.verdict = "FAIL"
-        rep.diagnosis = diagnose(setup, system, got_page, got_trace, task)
+        rep.diagnosis = diagnose(setup, system, got_page, got_trace, task, progress)
     return rep
 
 
-def load_trace(path: str | Path) -> np.ndarray:
-    raw = read_file(Path(path))
+def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
+    """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes."""
+    raw = read_file(Path(path), limit, follow=True)
     if len(raw) % 20:
         raise PackError(f"{path}: {len(raw)} bytes is not a whole number of 20-byte steps")
     return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
@@ -530,23 +686,24 @@ def load_trace(path: str | Path) -> np.ndarray:
 # =============================================================================================
 
 
-def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
-    """meshnb's params before each step (steps + 1, 4) and the LR in force at each step (steps,),
-    rebuilt from the trace with the plain-Python reference ops."""
+def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """meshnb's params before each step (upto + 1, 4) and the LR in force at each step (upto,), for
+    the first ``upto`` steps (default all), rebuilt from the trace with the plain-Python reference ops."""
     from meshnb.testing import reference as ref
 
-    if setup.per_step is not None:
-        return setup.per_step
     case = setup.case
+    n = case.steps if upto is None else min(case.steps, upto)
+    if setup.per_step is not None and len(setup.per_step[1]) >= n:
+        return setup.per_step[0][: n + 1], setup.per_step[1][:n]
     page = setup.in_pages[0]
-    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, 0)]
-    lr = ref.py_flush(struct.unpack_from("<I", page, 16)[0])
-    inv = ref.py_flush(struct.unpack_from("<I", page, 24)[0])
+    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, faults.OFF_PARAMS)]
+    lr = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_LR)[0])
+    inv = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_INV)[0])
     changes = dict(case.set_lr)
-    ps = np.zeros((case.steps + 1, 4), dtype=np.uint32)
-    lrs = np.zeros(case.steps, dtype=np.uint32)
+    ps = np.zeros((n + 1, 4), dtype=np.uint32)
+    lrs = np.zeros(n, dtype=np.uint32)
     ps[0] = p
-    for s in range(case.steps):
+    for s in range(n):
         if s in changes:
             lr = ref.py_flush(changes[s])
         row = [int(w) for w in setup.trace[s]]
@@ -557,9 +714,13 @@ def _params_per_step(setup: Setup) -> tuple[np.ndarray, np.ndarray]:
     return ps, lrs
 
 
-def first_divergence(setup: Setup, m: faults.Model) -> int | None:
+DIVERGENCE_BLOCK = 4096  # steps evaluated at once by first_divergence (memory: ~10 KB a step and system)
+
+
+def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> int | None:
     """The first step at which model ``m`` computes other bits than meshnb on this setup (its sums,
-    params or loss), evaluated for all steps at once on meshnb's trajectory; None if it never does.
+    params or loss), evaluated a block of steps at once on meshnb's trajectory; None if it does
+    not within the first ``upto`` steps (default: the whole run).
 
     Up to that step the model's run is meshnb's, bit for bit: every step is a function of the
     state before it, and the state before the first divergent step is meshnb's."""
@@ -567,12 +728,13 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
     ops, z = Ops(m.rules), Ops()
     start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
     pg = start[0]
-    words = np.frombuffer(pg, "<u4").astype(np.uint32)
+    params = faults.words_at(pg, faults.OFF_PARAMS, 4)
+    lr_word, inv_word = (int(faults.words_at(pg, off)[0]) for off in (faults.OFF_LR, faults.OFF_INV))
     if (
-        not np.array_equal(ops.read(words[0:4]), z.read(words[0:4]))
-        or not np.array_equal(faults.read_word(ops, m, words[4]), z.read(words[4]))
-        or not np.array_equal(faults.read_word(ops, m, words[6]), z.read(words[6]))
-        or any(pg[64:2112] != p0[64:2112] for p0 in setup.in_pages)
+        not np.array_equal(ops.read(params), z.read(params))
+        or not np.array_equal(faults.read_word(ops, m, lr_word), z.read(lr_word))
+        or not np.array_equal(faults.read_word(ops, m, inv_word), z.read(inv_word))
+        or any(pg[_SAMPLES] != p0[_SAMPLES] for p0 in setup.in_pages)
     ):
         return 0
     for s, w in case.set_lr:
@@ -580,15 +742,40 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
             return s
     if case.steps == 0:
         return None
-    ps, lrs = _params_per_step(setup)
-    n, steps = case.systems, case.steps
-    t = case.step_base + np.arange(steps, dtype=object)
+    steps = case.steps if upto is None else max(0, min(case.steps, upto))
+    ps, lrs = _params_per_step(setup, steps)
+    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)
+    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)
+    inv_m = int(faults.read_word(ops, m, inv_word))
+    inv_z = int(z.read(inv_word))
+    for lo in range(0, steps, DIVERGENCE_BLOCK):
+        hi = min(steps, lo + DIVERGENCE_BLOCK)
+        hit = _divergence_in(setup, m, ops, z, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _divergence_in(
+    setup: Setup,
+    m: faults.Model,
+    ops: Ops,
+    z: Ops,
+    page: tuple[np.ndarray, np.ndarray, int, int],
+    ps: np.ndarray,
+    lrs: np.ndarray,
+    lo: int,
+) -> int | None:
+    """:func:`first_divergence` over steps ``lo`` .. ``lo + len(lrs)``: meshnb's params before each
+    (and after the last) ``ps``, the LR ``lrs``; the start page's samples and INV_BATCH reads."""
+    case = setup.case
+    xs, ys, inv_m, inv_z = page
+    n, steps = case.systems, len(lrs)
+    t = case.step_base + lo + np.arange(steps, dtype=object)
     offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
-    xs = np.frombuffer(pg, "<u4", 256, 64).astype(np.uint32)[None, :]
-    ys = np.frombuffer(pg, "<u4", 256, 1088).astype(np.uint32)[None, :]
     idx = faults.lane_samples(offs)
     p_rep = np.repeat(ps[:-1], n, axis=0)
-    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[0][idx], ys[0][idx])["v"])  # (steps*n, 5)
+    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[idx], ys[idx])["v"])  # (steps*n, 5)
     if case.grouped:
         own = own.reshape(steps, n, 5)
         slots = ops.read(own)
@@ -599,13 +786,14 @@ def first_divergence(setup: Setup, m: faults.Model) -> int | None:
         applied = acc
     else:
         applied = own
-    inv = np.full((steps, 1), int(faults.read_word(ops, m, words[6])), dtype=np.uint32)
+    trace = setup.trace[lo : lo + steps]
+    inv = np.full((steps, 1), inv_m, dtype=np.uint32)
     newp = faults.apply(ops, m, ps[:-1], applied, lrs[:, None], inv)
     loss_m = faults.loss(ops, m, applied, inv)
-    loss_z = faults.loss(z, faults.EXACT, setup.trace, np.full((steps, 1), int(z.read(words[6])), dtype=np.uint32))
-    bad = (applied != setup.trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
+    loss_z = faults.loss(z, faults.EXACT, trace, np.full((steps, 1), inv_z, dtype=np.uint32))
+    bad = (applied != trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
     hits = np.nonzero(bad)[0]
-    return int(hits[0]) if len(hits) else None
+    return lo + int(hits[0]) if len(hits) else None
 
 
 def executor_run(setup: Setup, m: faults.Model) -> faults.Run:

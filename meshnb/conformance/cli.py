@@ -8,26 +8,88 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .fpu import OPS
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_BAD, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED = 0, 1, 2, 130, 141, 143
 
 
-def _error(msg: str) -> int:
+def _error(msg: str, code: int = EXIT_BAD) -> int:
     print(f"meshnb: error: {msg}", file=sys.stderr)
-    return EXIT_BAD
+    return code
 
 
-def _write(data: bytes) -> None:
+def _write(data: bytes) -> int:
+    """Write to stdout; 141 quietly when its reader is gone (``meshnb ops gen mul | head``)."""
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    except BrokenPipeError:  # `meshnb ops gen mul | head`
-        pass
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the final flush stays quiet
+        return EXIT_PIPE
+    return EXIT_PASS
+
+
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command that stops on Ctrl-C (a KeyboardInterrupt, or meshnb.train's RunInterrupted at a
+    task boundary: 130) and on SIGTERM (143), with one line, never a traceback; its executors and
+    temporary files are cleaned up on the way out."""
+
+    def run(args: argparse.Namespace) -> int:
+        def terminated(signum: int, frame: object) -> None:
+            raise _Terminated
+
+        previous = signal.signal(signal.SIGTERM, terminated) if _main_thread() else None
+        try:
+            return handler(args)
+        except KeyboardInterrupt:
+            print("meshnb: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as e:
+            # meshnb.train's Ctrl-C at a task boundary; only a run raises it, so the module (numba
+            # behind it) is imported only by the commands that run one, not by ``ops``
+            results = sys.modules.get("meshnb.results")
+            if results is None or not isinstance(e, results.RunInterrupted):
+                raise
+            print("meshnb: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except _Terminated:
+            print("meshnb: terminated", file=sys.stderr)
+            return EXIT_TERMINATED
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    return run
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the command is (as a Ctrl-C is)."""
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _progress(asked: bool) -> Callable[[str], None] | None:
+    """A progress printer to stderr: when asked (``--progress``) or when stderr is a terminal."""
+    tty = sys.stderr is not None and sys.stderr.isatty()
+    if not (asked or tty):
+        return None
+
+    def show(text: str) -> None:
+        print(f"meshnb: {text}", file=sys.stderr, flush=True)
+
+    return show
 
 
 # -- ops ------------------------------------------------------------------------------------------
@@ -37,25 +99,54 @@ def _ops_gen(args: argparse.Namespace) -> int:
     from . import ops
 
     try:
-        _write(ops.gen_lines(args.op, args.level, args.seed, args.count))
+        data = ops.gen_lines(args.op, args.level, args.seed, args.count)
     except ValueError as e:
         return _error(str(e))
-    return EXIT_PASS
+    return _write(data)
+
+
+def _stdin_reader() -> Callable[[int], bytes]:
+    """stdin's ``read``, or BadInput when there is none to read (closed, or not a stream)."""
+    from . import ops
+
+    if sys.stdin is None:
+        raise ops.BadInput("stdin is closed: give the file's name, or pipe the vectors in")
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError) as e:
+        raise ops.BadInput(f"stdin cannot be read ({e})") from None
+    if stat.S_ISDIR(mode):
+        raise ops.BadInput("stdin is a directory")
+    raw = sys.stdin.buffer
+
+    def read(n: int) -> bytes:
+        try:
+            return raw.read(n)
+        except OSError as e:
+            raise ops.BadInput(f"stdin: {e.strerror or e}") from None
+
+    return read
 
 
 def _ops_verify(args: argparse.Namespace) -> int:
+    from meshnb import files
+
     from . import ops
-    from .pack import PackError, read_file
 
     try:
-        data = sys.stdin.buffer.read() if args.file == "-" else read_file(Path(args.file), 1 << 31)
-        report = ops.verify(args.op, data, args.show)
-    except (ops.BadInput, PackError) as e:
+        if args.file == "-":
+            report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show)
+        else:
+            with files.open_input(args.file, "vector file") as f:
+                report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show)
+    except (ops.BadInput, files.InputError) as e:
         return _error(str(e))
-    if args.json:
-        print(json.dumps(report.to_json(), indent=1))
-    else:
-        print(report.text())
+    except OSError as e:
+        return _error(f"{args.file}: {e.strerror or e}")
+    text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
+    code = _write((text + "\n").encode())
+    if code != EXIT_PASS:
+        return code
     return EXIT_PASS if report.wrong == 0 else EXIT_FAIL
 
 
@@ -63,6 +154,8 @@ def _ops_verify(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
+    from meshnb import files
+
     from . import pack
 
     try:
@@ -70,14 +163,13 @@ def _pack(args: argparse.Namespace) -> int:
             n = pack.verify_pack(args.dir)
             print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
             return EXIT_PASS
-        target = Path(args.dir)
-        if target.exists() and not target.is_dir():
-            return _error(f"{target}: exists and is not a directory")
-        manifest = pack.write_pack(target, quick=args.quick)
+        manifest = pack.write_pack(args.dir, quick=args.quick)
     except pack.PackError as e:
         return _error(str(e))
+    except files.WriteError as e:
+        return _error(str(e), EXIT_FAIL)
     except OSError as e:
-        return _error(f"{args.dir}: {e.strerror or e}")
+        return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAIL)
     print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
     return EXIT_PASS
 
@@ -92,45 +184,109 @@ def _u32(text: str) -> int:
     return v
 
 
+def _suite(args: argparse.Namespace) -> int:
+    from meshnb import files
+
+    from . import suite
+    from .pack import PackError
+
+    if args.case is None:
+        return _error("--exec and --outputs check a whole pack: give its directory")
+    if args.page or args.trace or args.pages or args.view_in is not None or args.system:
+        return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
+    if args.junit:
+        try:
+            files.check_output(args.junit, "--junit")
+        except files.OutputError as e:
+            return _error(str(e))
+    try:
+        result = suite.run_suite(
+            args.case,
+            exec_cmd=args.exec,
+            outputs=args.outputs,
+            cases=args.cases,
+            jobs=args.jobs,
+            case_timeout=args.case_timeout,
+            verify=not args.no_manifest,
+            progress=_progress(args.progress),
+        )
+    except (PackError, ValueError) as e:
+        return _error(str(e))
+    if args.junit:
+        try:
+            files.write_atomic(args.junit, result.junit(), "--junit")
+        except files.WriteError as e:
+            return _error(str(e), EXIT_FAIL)
+    text = json.dumps(result.to_json(), indent=1) if args.json else result.table()
+    code = _write((text + "\n").encode())
+    return code if code != EXIT_PASS else result.exit_code
+
+
 def _check(args: argparse.Namespace) -> int:
     from . import check
     from .pack import PackError, read_file
 
+    if args.exec is not None or args.outputs is not None:
+        return _suite(args)
+    if args.junit or args.cases or args.jobs != 1:
+        return _error("--junit, --cases and -j go with --exec or --outputs (a whole pack)")
     try:
         if (args.case is None) == (args.view_in is None):
             return _error("give a CASE_DIR or --view-in IN.page (with the run options), not both")
+        if args.page is None:
+            return _error("--page OUT.page: the executor's page (or --exec/--outputs for a whole pack)")
         if args.case is not None:
             if args.steps is not None or args.set_lr or args.step_base or args.steps_per_task or args.systems:
                 return _error("the run options go with --view-in; a case says them itself")
-            setup = check.load_case(args.case)
+            setup = check.load_case(args.case, verify=not args.no_manifest)
         else:
             lr: dict[int, int] = {}
             for item in args.set_lr:
                 step, _, word = item.partition(":")
-                lr[int(step)] = _u32(word)
+                try:
+                    lr[int(step)] = _u32(word)
+                except ValueError:
+                    return _error(f"--set-lr {item!r}: STEP:HEX, a step of the run and an f32 word (0:3f000000)")
             base = None
             if args.step_base:
                 hi, _, lo = args.step_base.partition(":")
-                base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
+                try:
+                    base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
+                except ValueError:
+                    return _error(f"--step-base {args.step_base!r}: HI:LO in hex words, or one integer")
             setup = check.setup_from_run(
-                read_file(Path(args.view_in)),
+                read_file(Path(args.view_in), follow=True),
                 4096 if args.steps is None else args.steps,
                 systems=args.systems,
                 steps_per_task=args.steps_per_task,
                 set_lr=lr,
                 step_base=base,
             )
-        got = read_file(Path(args.page))
+        got = read_file(Path(args.page), follow=True)
         trace = check.load_trace(args.trace) if args.trace else None
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
-        report = check.check(setup, got, system=args.system, got_trace=trace, pages=pages)
+        report = check.check(
+            setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)
+        )
     except (PackError, ValueError) as e:
         return _error(str(e))
-    if args.json:
-        print(json.dumps(report.to_json(), indent=1))
-    else:
-        print(report.text())
-    return report.exit_code
+    text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
+    code = _write((text + "\n").encode())
+    return code if code != EXIT_PASS else report.exit_code
+
+
+def _seconds(text: str) -> float:
+    v = float(text)
+    if not 0 < v <= 7 * 86400:
+        raise ValueError(text)
+    return v
+
+
+def _jobs(text: str) -> int:
+    v = int(text)
+    if not 1 <= v <= 256:
+        raise ValueError(text)
+    return v
 
 
 # -- wiring ---------------------------------------------------------------------------------------
@@ -151,23 +307,25 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--count", type=int, default=None, help="random pairs (level 1: 20000, level 2: 2000000)")
-    g.set_defaults(handler=_ops_gen)
+    g.set_defaults(handler=_guarded(_ops_gen))
     v = sub.add_parser("verify", help="check an executor's lines 'A B RESULT' against mode Z (exit 0/1/2)")
     v.add_argument("op", choices=OPS)
     v.add_argument("file", help="the executor's vectors ('-': stdin)")
     v.add_argument("--show", type=int, default=20, help="wrong lines to print (default 20)")
     v.add_argument("--json", action="store_true")
-    v.set_defaults(handler=_ops_verify)
+    v.set_defaults(handler=_guarded(_ops_verify))
 
     p = subparsers.add_parser("pack", help="write the conformance pack (cases, pages, traces, manifest)")
     p.add_argument("dir")
     p.add_argument("--quick", action="store_true", help="shorter cases, no long run")
     p.add_argument("--verify", action="store_true", help="check an existing pack against its manifest")
-    p.set_defaults(handler=_pack)
+    p.set_defaults(handler=_guarded(_pack))
 
-    c = subparsers.add_parser("check", help="check an executor's page (and trace) against a case; diagnose")
-    c.add_argument("case", nargs="?", help="a case directory of a pack")
-    c.add_argument("--page", required=True, help="the executor's view after the run (system --system)")
+    c = subparsers.add_parser(
+        "check", help="check an executor's page (and trace) against a case, or a whole pack (--exec/--outputs)"
+    )
+    c.add_argument("case", nargs="?", help="a case directory of a pack (with --exec or --outputs: the pack)")
+    c.add_argument("--page", help="the executor's view after the run (system --system)")
     c.add_argument("--trace", help="the executor's applied sums (u32 little-endian, 5 words a step)")
     c.add_argument("--pages", help="a directory of the executor's pages at task boundaries: N.page after N steps")
     c.add_argument("--system", type=int, default=0)
@@ -178,4 +336,25 @@ def register(subparsers: Any) -> None:
     c.add_argument("--set-lr", action="append", default=[], metavar="STEP:HEX")
     c.add_argument("--step-base", metavar="HI:LO")
     c.add_argument("--systems", type=int)
-    c.set_defaults(handler=_check)
+    c.add_argument(
+        "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"
+    )
+    c.add_argument(
+        "--progress", action="store_true", help="say on stderr what the diagnosis is doing (on a terminal: always)"
+    )
+    w = c.add_argument_group("a whole pack (PACK is the pack's directory)")
+    w.add_argument(
+        "--exec", metavar="CMD", help="run 'CMD CASE_DIR OUT_DIR' for every case (CMD split as a shell does)"
+    )
+    w.add_argument("--outputs", metavar="DIR", help="the executor's results made elsewhere: DIR/CASE/out-K.page")
+    w.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (one test case per pack case)")
+    w.add_argument("--cases", metavar="GLOB", help="only the cases whose names match (a shell glob)")
+    w.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="executors run at once (default 1)")
+    w.add_argument(
+        "--case-timeout",
+        type=_seconds,
+        default=3600.0,
+        metavar="S",
+        help="seconds an executor may take for one case; then it is killed (default 3600)",
+    )
+    c.set_defaults(handler=_guarded(_check))

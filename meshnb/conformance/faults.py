@@ -18,11 +18,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from meshnb.view import FIELDS
+
 from .fpu import SIGN, Ops, Rules
 
 SAMPLES, WARP, BATCHES = 256, 32, 8
-OFF_PARAMS, OFF_LR, OFF_SPT, OFF_INV, OFF_NEXT, OFF_ERR = 0, 16, 20, 24, 28, 32
-OFF_STEP_HI, OFF_X, OFF_Y, OFF_LOSS = 44, 64, 1088, 2112
+# Byte offsets of the page's fields, from the layout table (SPEC 7)
+OFF_PARAMS, OFF_LR, OFF_SPT, OFF_INV, OFF_NEXT, OFF_ERR, OFF_STEP_HI, OFF_X, OFF_Y, OFF_LOSS = (
+    FIELDS[name].offset
+    for name in ("PARAMS", "LR", "STEPS_PER_TASK", "INV_BATCH", "NEXT_STEP", "ERR", "STEP_HI", "X", "Y", "LOSS")
+)
+OFF_PENDING = FIELDS["PENDING"].offset
+RING = FIELDS["LOSS"].count  # the loss ring's entries
 LANES = np.arange(WARP)
 BUTTERFLY = (16, 8, 4, 2, 1)
 SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
@@ -121,10 +128,12 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
     ops = Ops(m.rules)
     page = bytearray(4096)
     xw, yw = samples(m)
-    page[OFF_X : OFF_X + 1024] = xw.astype("<u4").tobytes()
-    page[OFF_Y : OFF_Y + 1024] = yw.astype("<u4").tobytes()
+    page[OFF_X : OFF_X + 4 * SAMPLES] = xw.astype("<u4").tobytes()
+    page[OFF_Y : OFF_Y + 4 * SAMPLES] = yw.astype("<u4").tobytes()
     inv = int(ops.div(0x3F800000, ops.from_u32(WARP * (systems if grouped else 1))))
-    struct.pack_into("<IIII", page, OFF_LR, 0x3F000000, 64, inv, 0)
+    struct.pack_into("<I", page, OFF_LR, 0x3F000000)
+    struct.pack_into("<I", page, OFF_SPT, 64)
+    struct.pack_into("<I", page, OFF_INV, inv)
     return bytes(page)
 
 
@@ -213,8 +222,12 @@ class Run:
     trace: np.ndarray
 
 
-def _u32(page: bytes, off: int, n: int = 1) -> np.ndarray:
+def words_at(page: bytes, off: int, n: int = 1) -> np.ndarray:
+    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a copy, uint32)."""
     return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
+
+
+_u32 = words_at
 
 
 def run(
@@ -248,12 +261,14 @@ def run(
     if len(bases) != 1:
         raise ValueError("the systems are not at the same step")
     base = bases.pop()
+    if not isinstance(steps, int) or steps < 0 or base + steps > (1 << 64) - 1:
+        raise ValueError(f"steps {steps!r} from step {base}: a run ends at step 2^64 - 1 at the latest (SPEC 8)")
     p = np.stack([ops.read(_u32(pg, OFF_PARAMS, 4)) for pg in pages])
     lr = np.stack([read_word(ops, m, _u32(pg, OFF_LR)) for pg in pages])
     inv = np.stack([read_word(ops, m, _u32(pg, OFF_INV)) for pg in pages])
     xs = np.stack([_u32(pg, OFF_X, SAMPLES) for pg in pages])
     ys = np.stack([_u32(pg, OFF_Y, SAMPLES) for pg in pages])
-    loss_ring = np.stack([_u32(pg, OFF_LOSS, 256) for pg in pages])
+    loss_ring = np.stack([_u32(pg, OFF_LOSS, RING) for pg in pages])
     lr_word: int | None = None
     if independent and grouped:
         raise ValueError("independent systems have no group")
@@ -272,15 +287,16 @@ def run(
         own = step_sums(ops, m, p, xs, ys, offs)
         applied = np.broadcast_to(fold(ops, m, own), (n, 5)) if grouped else own
         p = apply(ops, m, p, applied, lr, inv)
-        loss_ring[:, t % 256] = loss(ops, m, applied, inv)
+        loss_ring[:, t % RING] = loss(ops, m, applied, inv)
         trace[s] = applied if independent else applied[0]
     out = []
     for k, pg in enumerate(pages):
         page = bytearray(pg)
         if steps > 0:
             page[OFF_PARAMS : OFF_PARAMS + 16] = p[k].astype("<u4").tobytes()
-            page[OFF_LOSS : OFF_LOSS + 1024] = loss_ring[k].astype("<u4").tobytes()
-            struct.pack_into("<III", page, OFF_ERR, 0, 0, struct.unpack_from("<I", pg, OFF_ERR + 8)[0])
+            page[OFF_LOSS : OFF_LOSS + 4 * RING] = loss_ring[k].astype("<u4").tobytes()
+            struct.pack_into("<I", page, OFF_ERR, 0)
+            struct.pack_into("<I", page, OFF_PENDING, 0)  # ROUND stays
             struct.pack_into("<I", page, OFF_NEXT, (base + steps) & 0xFFFFFFFF)
             struct.pack_into("<I", page, OFF_STEP_HI, (base + steps) >> 32)
         if lr_word is not None:

@@ -64,7 +64,20 @@ def words(a: object) -> np.ndarray:
 
 
 def is_nan(u: np.ndarray) -> np.ndarray:
+    """Exponent bits all ones and a nonzero fraction (any NaN, quiet or signalling)."""
     return ((u & EXP) == EXP) & ((u & MANT) != 0)
+
+
+def ordered(u: object) -> np.ndarray:
+    """Words mapped to integers (int64) that order like their float values, +0 and -0 both 0: the
+    distance in ulps of two finite words is the difference of theirs (:func:`ulps`)."""
+    i = words(u).astype(np.int64)
+    return np.where(i & 0x80000000, -(i & 0x7FFFFFFF), i)
+
+
+def ulps(a: object, b: object) -> np.ndarray:
+    """How many ulps apart the words ``a`` and ``b`` are (int64; meaningful for finite words)."""
+    return np.abs(ordered(a) - ordered(b))
 
 
 def is_subnormal(u: np.ndarray) -> np.ndarray:
@@ -136,24 +149,28 @@ class Ops:
 
     # -- the operations -----------------------------------------------------------------------
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."""
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
             return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a - b`` under the rules (``daz`` as for :meth:`add`)."""
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) - fb
             return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a * b`` under the rules (``daz`` as for :meth:`add`)."""
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
             return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
 
     def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a / b`` under the rules (``daz`` as for :meth:`add`)."""
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             da, db = fa.astype(np.float64), fb.astype(np.float64)
@@ -183,6 +200,7 @@ class Ops:
             return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
 
     def from_u32(self, u: object) -> np.ndarray:
+        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules."""
         r = words(u).astype(np.float64)  # exact
         return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 

@@ -16,11 +16,12 @@ before rounding gives 0 for both; x86's FTZ (tininess after rounding at unbounde
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan
+from .fpu import CANONICAL_NAN, EXP, MANT, OPS, SIGN, Ops, Rules, apply_op, is_nan, ulps
 
 _POS = [
     0x00000000,  # zero
@@ -123,6 +124,7 @@ SPECIAL_U32: tuple[int, ...] = tuple(
 
 LEVEL1_RANDOM = 20_000
 LEVEL2_COUNT = 2_000_000
+MAX_COUNT = 10_000_000  # pairs one gen makes in memory (about 1 GB at the peak); run several seeds for more
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -175,6 +177,8 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
         raise ValueError("level is 1 or 2")
     rng = _rng(seed * 8 + OPS.index(op) + 16 * level)
     n = count if count is not None else (LEVEL1_RANDOM if level == 1 else LEVEL2_COUNT)
+    if type(n) is not int or not 0 <= n <= MAX_COUNT:
+        raise ValueError(f"count {n!r}: from 0 to {MAX_COUNT} pairs (run several seeds for more)")
     if op == "from_u32":
         spec = (
             np.array(SPECIAL_U32 + tuple(w for w in SPECIAL if w < 1 << 32), dtype=np.uint32)
@@ -277,13 +281,20 @@ def _parse_canonical(data: bytes, want: int) -> np.ndarray | None:
     return out
 
 
-def parse(op: str, data: bytes) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+def parse(
+    op: str, data: bytes, first_line: int = 1, allow_empty: bool = False
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays.
 
     Blank lines and lines starting with ``#`` are skipped; anything else that is not such a line
-    raises :class:`BadInput` naming the line."""
+    (a NUL byte included) raises :class:`BadInput` naming the line (``data``'s first line is line
+    ``first_line``: a chunk of a longer file)."""
     if op not in OPS:
         raise BadInput(f"unknown op {op!r}; one of {', '.join(OPS)}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        at = first_line + data.count(b"\n", 0, nul)
+        raise BadInput(f"line {at}: a NUL byte, not a hex word")
     want = 2 if op == "from_u32" else 3
     fast = _parse_canonical(data, want)
     if fast is not None:
@@ -291,7 +302,7 @@ def parse(op: str, data: bytes) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
         return (arr[:, 0], None, arr[:, 1]) if want == 2 else (arr[:, 0], arr[:, 1], arr[:, 2])
     tokens: list[bytes] = []
     where: list[int] = []
-    for no, line in enumerate(data.splitlines(), 1):
+    for no, line in enumerate(data.splitlines(), first_line):
         parts = line.split()
         if not parts or parts[0].startswith(b"#"):
             continue
@@ -301,6 +312,9 @@ def parse(op: str, data: bytes) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
         tokens.extend(parts)
         where.extend((no,) * want)
     if not tokens:
+        if allow_empty:
+            empty = np.zeros(0, np.uint32)
+            return empty, (None if want == 2 else empty), empty
         raise BadInput("no vectors in the input")
     arr = _hex_tokens(tokens, where).reshape(-1, want)
     if want == 2:
@@ -329,12 +343,6 @@ _VARIANTS = {
 }
 
 
-def _ordered(u: np.ndarray) -> np.ndarray:
-    """Words mapped to integers that order like their float values (for ulp distances)."""
-    i = u.astype(np.int64)
-    return np.where(i & 0x80000000, -(i & 0x7FFFFFFF), i)
-
-
 def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want: np.ndarray) -> list[list[str]]:
     """The classes (names of :data:`CLASSES`) of each wrong result ``got`` (``want`` expected)."""
     a, got, want = (np.asarray(x, dtype=np.uint32) for x in (a, got, want))
@@ -350,7 +358,7 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
     match["nan-not-canonical"] = is_nan(got) & (want == CANONICAL_NAN)
     match["zero-wrong-sign"] = ((want & ~SIGN) == 0) & (got == (want ^ SIGN))
     finite = ((got & EXP) != EXP) & ((want & EXP) != EXP)
-    match["rounding"] = finite & (np.abs(_ordered(got) - _ordered(want)) == 1)
+    match["rounding"] = finite & (ulps(got, want) == 1)
     out: list[list[str]] = []
     for i in range(len(got)):
         names = [n for n, _ in CLASSES[:-1] if match[n][i]]
@@ -371,6 +379,7 @@ class Report:
     classes: dict[str, int]
 
     def text(self) -> str:
+        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines."""
         verdict = "PASS" if self.wrong == 0 else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
         for name, count in self.classes.items():
@@ -383,6 +392,7 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
+        """The report as JSON-ready values (``ops verify --json``)."""
         return {
             "op": self.op,
             "checked": self.checked,
@@ -394,24 +404,62 @@ class Report:
 
 def verify(op: str, data: bytes, show: int = 20) -> Report:
     """Checks an executor's vector lines against mode Z; raises :class:`BadInput` if unreadable."""
-    a, b, got = parse(op, data)
-    want = expected(op, a, b)
-    bad = np.nonzero(got != want)[0]
-    classes = classify(op, a[bad], None if b is None else b[bad], got[bad], want[bad])
+    return verify_chunks(op, [data], show)
+
+
+CHUNK = 8 << 20  # bytes of lines verified at a time: memory stays a small multiple of it
+MAX_LINE = 1 << 16  # a line longer than this is not a vector
+
+
+def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """Whole lines of a stream, about :data:`CHUNK` bytes at a time (``read(n)`` gives up to n bytes,
+    b"" at the end); :class:`BadInput` for a line longer than :data:`MAX_LINE` (``/dev/zero``)."""
+    rest = b""
+    while True:
+        block = read(CHUNK)
+        if not block:
+            if rest:
+                yield rest
+            return
+        data = rest + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) > MAX_LINE:
+            raise BadInput(f"a line longer than {MAX_LINE} bytes: not a vector file")
+        if cut and len(data) - cut > MAX_LINE:
+            raise BadInput(f"a line longer than {MAX_LINE} bytes: not a vector file")
+        rest = data[cut:]
+        if cut:
+            yield data[:cut]
+
+
+def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> Report:
+    """:func:`verify` over a file given as chunks of whole lines (:func:`chunks_of`), one chunk in
+    memory at a time."""
+    checked, wrong, line = 0, 0, 1
+    first: list[dict[str, object]] = []
     tally: Counter[str] = Counter()
-    for names in classes:
-        tally.update(names)
-    first = []
-    for j, i in enumerate(bad[:show]):
-        operands = [f"{int(a[i]):08x}"] + ([] if b is None else [f"{int(b[i]):08x}"])
-        first.append(
-            {
-                "line_index": int(i),
-                "operands": operands,
-                "got": f"{int(got[i]):08x}",
-                "expected": f"{int(want[i]):08x}",
-                "classes": classes[j],
-            }
-        )
+    for data in chunks:
+        a, b, got = parse(op, data, line, allow_empty=True)
+        line += data.count(b"\n")
+        want = expected(op, a, b)
+        bad = np.nonzero(got != want)[0]
+        classes = classify(op, a[bad], None if b is None else b[bad], got[bad], want[bad])
+        for names in classes:
+            tally.update(names)
+        for j, i in enumerate(bad[: max(0, show - len(first))]):
+            operands = [f"{int(a[i]):08x}"] + ([] if b is None else [f"{int(b[i]):08x}"])
+            first.append(
+                {
+                    "line_index": checked + int(i),
+                    "operands": operands,
+                    "got": f"{int(got[i]):08x}",
+                    "expected": f"{int(want[i]):08x}",
+                    "classes": classes[j],
+                }
+            )
+        checked += len(got)
+        wrong += len(bad)
+    if checked == 0:
+        raise BadInput("no vectors in the input")
     ordered = {n: tally[n] for n, _ in CLASSES if tally[n]}
-    return Report(op, len(got), len(bad), first, ordered)
+    return Report(op, checked, wrong, first, ordered)

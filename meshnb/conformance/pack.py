@@ -9,9 +9,15 @@ only on the cases and meshnb's results: the same pack every time (no times, sort
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import re
+import shutil
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +74,7 @@ class Case:
 
     @property
     def from_init(self) -> bool:
+        """Whether the case starts from ``init`` (no named start page)."""
         return self.page is None
 
     def in_page(self) -> bytes:
@@ -301,40 +308,144 @@ Cases: {cases}
 """
 
 
+def _stale_temp_dirs(root: Path) -> None:
+    """Remove the temporary directories of ``pack`` runs that died (a SIGKILL) before their rename."""
+    pattern = re.compile(rf"\.{re.escape(root.name)}\.(?:tmp|old)(\d+)")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root.parent):
+            m = pattern.fullmatch(name)
+            if m and int(m.group(1)) != os.getpid() and not files.pid_alive(int(m.group(1))):
+                shutil.rmtree(root.parent / name, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux's renameat2 with RENAME_EXCHANGE), so that a reader of
+    ``b`` sees the old directory or the new one, never none; False where it is not available."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # an old kernel, a file system without it
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(b))
+
+
+def _replaceable(root: Path) -> bool:
+    """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack (its
+    manifest a regular file, nothing in it but the manifest's cases and files).  A symbolic link,
+    a file or a directory of other things is refused (:class:`PackError`)."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise PackError(f"{root}: a symbolic link; the pack is written as a new directory, never through a link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise PackError(f"{root}: exists and is not a directory")
+    entries = set(os.listdir(root))
+    if not entries:
+        return True
+    if not has_manifest(root):
+        raise PackError(f"{root}: holds files and is not a pack (no manifest.json); not replaced")
+    manifest = load_manifest(root)  # refuses a manifest that is not a regular file
+    ours = {"manifest.json", "README.md", *(str(c) for c in manifest.get("cases", []) if isinstance(c, str))}
+    strangers = sorted(entries - ours)
+    if strangers:
+        raise PackError(
+            f"{root}: holds files that are not the pack's ({', '.join(map(repr, strangers[:3]))}); not replaced"
+        )
+    return True
+
+
 def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[str, Any]:
-    """Writes the pack into ``directory`` (created; existing case files are replaced); returns the manifest."""
+    """Writes the pack as a new directory ``directory``; returns the manifest.
+
+    Every file goes into a temporary directory beside it (``.NAME.tmpPID``, created afresh, so no
+    write goes through a link), fsynced, and the directory is renamed into place at the end: a
+    reader sees the old pack or the new one, a kill leaves the old one (and a temporary directory
+    the next run removes).  An existing pack (or an empty directory) is replaced; anything else at
+    the path is refused.  A failed write raises :class:`meshnb.files.WriteError` naming the file."""
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    files: dict[str, str] = {}
+    if not root.name or root.name in (".", ".."):
+        raise PackError(f"{directory}: not a directory name")
+    if not root.parent.is_dir():
+        raise PackError(f"{root}: directory {root.parent} does not exist")
+    replace_old = _replaceable(root)
+    _stale_temp_dirs(root)
+    tmp = root.with_name(f".{root.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    written: dict[str, str] = {}
 
     def put(rel: str, data: bytes) -> None:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        files[rel] = hashlib.sha256(data).hexdigest()
+        path = tmp / rel
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise files.WriteError("pack file", root / rel, e) from None
+        written[rel] = hashlib.sha256(data).hexdigest()
 
-    chosen = cases(quick)
-    for case in chosen:
-        page = case.in_page()
-        res = run_case(case)
-        put(f"{case.name}/case.json", _dump(case_json(case)))
-        for k in range(case.systems):
-            put(f"{case.name}/in-{k}.page", page)
-            put(f"{case.name}/out-{k}.page", res.out_pages[k])
-        put(f"{case.name}/trace.bin", np.ascontiguousarray(res.trace, dtype="<u4").tobytes())
-        put(
-            f"{case.name}/expected.json",
-            _dump({"digests": res.digests, "trace_digest": res.trace_digest, "steps": case.steps}),
-        )
-    put("README.md", PACK_README.format(version=PACK_VERSION, cases=", ".join(c.name for c in chosen)).encode())
-    manifest = {
-        "pack_version": PACK_VERSION,
-        "quick": quick,
-        "generator": "meshnb conformance pack",
-        "cases": [c.name for c in chosen],
-        "files": dict(sorted(files.items())),
-    }
-    (root / "manifest.json").write_bytes(_dump(manifest))
+    try:
+        try:
+            os.mkdir(tmp, 0o755)
+        except OSError as e:
+            raise files.WriteError("pack", root, e) from None
+        chosen = cases(quick)
+        for case in chosen:
+            page = case.in_page()
+            res = run_case(case)
+            put(f"{case.name}/case.json", _dump(case_json(case)))
+            for k in range(case.systems):
+                put(f"{case.name}/in-{k}.page", page)
+                put(f"{case.name}/out-{k}.page", res.out_pages[k])
+            put(f"{case.name}/trace.bin", np.ascontiguousarray(res.trace, dtype="<u4").tobytes())
+            put(
+                f"{case.name}/expected.json",
+                _dump({"digests": res.digests, "trace_digest": res.trace_digest, "steps": case.steps}),
+            )
+        put("README.md", PACK_README.format(version=PACK_VERSION, cases=", ".join(c.name for c in chosen)).encode())
+        manifest = {
+            "pack_version": PACK_VERSION,
+            "quick": quick,
+            "generator": "meshnb conformance pack",
+            "cases": [c.name for c in chosen],
+            "files": dict(sorted(written.items())),
+        }
+        put("manifest.json", _dump(manifest))
+        del written["manifest.json"]
+        old = root.with_name(f".{root.name}.old{os.getpid()}")
+        try:
+            if replace_old and _exchange(tmp, root):
+                old = tmp  # the old pack is now at the temporary name
+            elif replace_old:
+                os.rename(root, old)  # where the exchange is missing: a moment without a pack
+                os.rename(tmp, root)
+            else:
+                os.rename(tmp, root)
+            dfd = os.open(root.parent, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as e:
+            raise files.WriteError("pack", root, e) from None
+        if replace_old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return manifest
 
 
@@ -345,39 +456,80 @@ class PackError(ValueError):
 MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 
 
-def read_file(path: Path, limit: int = MAX_FILE) -> bytes:
-    """A regular file's bytes, refusing special files and oversized ones (:func:`meshnb.files.read_input`)."""
+def read_file(path: Path, limit: int = MAX_FILE, *, follow: bool = False) -> bytes:
+    """A regular file's bytes, refusing special files, oversized ones (:func:`meshnb.files.read_input`)
+    and, unless ``follow`` (the user's own files: ``--page``, ``--trace``), symbolic links: a pack's
+    files are read where they are, never where a link points."""
+    if not follow and path.is_symlink():
+        raise PackError(f"{path}: a symbolic link; a pack's files are read only where they are")
     try:
         return files.read_input(path, "file", limit)
     except files.InputError as e:
         raise PackError(str(e).removeprefix("file ")) from None
 
 
-def load_manifest(root: Path) -> dict[str, Any]:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def load_json(path: Path, limit: int) -> Any:
+    """A JSON file of the pack (no symbolic link, at most ``limit`` bytes, no NaN or Infinity); PackError
+    otherwise, a nesting too deep for the parser (RecursionError) included."""
+    return parse_json(read_file(path, limit), path)
+
+
+def parse_json(raw: bytes, path: Path) -> Any:
+    """The JSON document ``raw`` (the bytes of ``path``), as :func:`load_json` takes it."""
     try:
-        manifest = json.loads(read_file(root / "manifest.json", 1 << 22))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PackError(f"{root / 'manifest.json'}: not JSON ({e})") from None
-    if (
-        not isinstance(manifest, dict)
-        or manifest.get("pack_version") != PACK_VERSION
-        or not isinstance(manifest.get("files"), dict)
-    ):
+        return json.loads(raw, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise PackError(f"{path}: not JSON ({e})") from None
+
+
+def load_manifest(root: Path) -> dict[str, Any]:
+    """The pack's ``manifest.json`` (a regular file, version :data:`PACK_VERSION`); PackError otherwise."""
+    manifest = load_json(root / "manifest.json", 1 << 22)
+    version = manifest.get("pack_version") if isinstance(manifest, dict) else None
+    if type(version) is not int or version != PACK_VERSION or not isinstance(manifest.get("files"), dict):
         raise PackError(f"{root / 'manifest.json'}: not a version {PACK_VERSION} pack manifest")
     return manifest
+
+
+def has_manifest(root: Path) -> bool:
+    """Whether there is anything at ``root/manifest.json`` (a link, even a broken or looping one)."""
+    return os.path.lexists(root / "manifest.json")
+
+
+def manifest_path(rel: object) -> str:
+    """A manifest entry's path, refused (PackError) unless it is a plain relative path in the pack."""
+    if not isinstance(rel, str) or not rel or "\0" in rel:
+        raise PackError(f"manifest names a path that is not one: {rel!r}")
+    parts = Path(rel).parts
+    if Path(rel).is_absolute() or ".." in parts or "." in parts or rel != "/".join(parts):
+        raise PackError(f"manifest names a path outside the pack: {rel!r}")
+    return rel
+
+
+def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> None:
+    """PackError unless ``data`` (a file's bytes as read) is what the manifest says of ``rel``."""
+    sha = manifest["files"].get(rel)
+    if sha is None:
+        raise PackError(f"{root / rel}: not in the pack's manifest")
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise PackError(f"{root / rel}: does not match the pack's manifest (SHA-256 differs)")
 
 
 def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
     """Checks every manifest file under ``prefix`` against its SHA-256; returns how many."""
     n = 0
-    for rel, sha in manifest["files"].items():
+    for rel in list(manifest["files"]):
         if not isinstance(rel, str) or not rel.startswith(prefix):
             continue
-        if ".." in Path(rel).parts or Path(rel).is_absolute():
-            raise PackError(f"manifest names a path outside the pack: {rel!r}")
-        data = read_file(root / rel)
-        if hashlib.sha256(data).hexdigest() != sha:
-            raise PackError(f"{root / rel}: does not match the pack's manifest (SHA-256 differs)")
+        manifest_path(rel)
+        for parent in list(Path(rel).parents)[:-1]:
+            if (root / parent).is_symlink():
+                raise PackError(f"{root / parent}: a symbolic link; a pack's files are read only where they are")
+        check_sha(root, manifest, rel, read_file(root / rel))
         n += 1
     return n
 
@@ -386,3 +538,27 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
     """Checks a whole pack against its manifest; returns the number of files checked."""
     root = Path(directory)
     return verify_files(root, load_manifest(root))
+
+
+def case_names(root: Path, verify: bool = True) -> list[str]:
+    """The names of the pack's cases: its manifest's list; without a manifest, with ``verify``
+    False, the directories that hold a case.json (PackError when there are none, or no manifest
+    and ``verify``)."""
+    if not root.is_dir():
+        raise PackError(f"{root}: not a pack directory")
+    if has_manifest(root):
+        listed = load_manifest(root).get("cases")
+        if not isinstance(listed, list) or not listed:
+            raise PackError(f"{root / 'manifest.json'}: lists no cases")
+        names = []
+        for name in listed:
+            if not isinstance(name, str) or "/" in manifest_path(name):
+                raise PackError(f"{root / 'manifest.json'}: {name!r} is not a case name")
+            names.append(name)
+        return names
+    if verify:
+        raise PackError(f"{root}: no manifest.json, so its files cannot be verified (--no-manifest checks them anyway)")
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "case.json").is_file())
+    if not names:
+        raise PackError(f"{root}: no case directories (with a case.json)")
+    return names

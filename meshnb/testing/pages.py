@@ -2,7 +2,12 @@
 
 Each is an init page (from the reference) with words overwritten: tiny samples and params whose
 products underflow, subnormal words in X, Y and PARAMS, huge values that overflow to inf and make
-NaN, NaN payloads and infinities in the samples, values at the flush boundary."""
+NaN, NaN payloads and infinities in the samples, values at the flush boundary.
+
+The byte offsets below (PARAMS, LR, INV, X, Y) are this module's own literals, on purpose, not
+``meshnb.view.LAYOUT``: ``meshnb.testing`` imports nothing else of meshnb, so that it stays an
+oracle independent of the package it checks (tests/conformance/test_pack.py holds them against the
+layout table)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 
 
 def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> bytes:
+    """``page`` with u32 ``words`` written from byte ``offset`` (little-endian)."""
     out = bytearray(page)
     struct.pack_into(f"<{len(words)}I", out, offset, *(int(w) for w in words))
     return bytes(out)
@@ -30,6 +36,7 @@ def _scaled_x(page: bytes, down: int) -> list[int]:
 
 
 def hard_pages() -> dict[str, bytes]:
+    """Every hard page by name (init pages with stressing words written over them)."""
     base = ref.init_page(1)
     y0 = with_words(base, Y, [0] * 256)
     return {

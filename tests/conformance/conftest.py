@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,3 +24,40 @@ def quick_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def setups(quick_pack: Path) -> dict[str, check.Setup]:
     """Every case of the quick pack, loaded (and verified against the manifest) once."""
     return {c.name: check.load_case(quick_pack / c.name) for c in pack.cases(quick=True)}
+
+
+Editor = Callable[[Path], None]
+
+
+@pytest.fixture
+def edited_case(quick_pack: Path, tmp_path: Path) -> Callable[[str, Editor], Path]:
+    """A copy of one case of the quick pack, changed by ``edit(case_dir)``, in a pack of its own
+    whose manifest holds the changed files' digests (so that only the change is refused)."""
+
+    def make(name: str, edit: Editor) -> Path:
+        root = tmp_path / f"edited-{len(list(tmp_path.iterdir()))}"
+        case_dir = root / name
+        shutil.copytree(quick_pack / name, case_dir)
+        edit(case_dir)
+        manifest = json.loads((quick_pack / "manifest.json").read_text())
+        digests = {
+            f"{name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in case_dir.iterdir()
+            if p.is_file() and not p.is_symlink()
+        }
+        (root / "manifest.json").write_text(json.dumps({**manifest, "cases": [name], "files": digests}))
+        return case_dir
+
+    return make
+
+
+def edit_json(case_dir: Path, **values: object) -> None:
+    """Set keys of a case's case.json; a string value ``"RAW:text"`` is written as the raw JSON text
+    (``Infinity``, ``1e400``: what json.dumps would not write)."""
+    cj = json.loads((case_dir / "case.json").read_text())
+    raw = {k: v.removeprefix("RAW:") for k, v in values.items() if isinstance(v, str) and v.startswith("RAW:")}
+    cj.update({k: (f"@@{k}@@" if k in raw else v) for k, v in values.items()})
+    out = json.dumps(cj)
+    for k, v in raw.items():
+        out = out.replace(f'"@@{k}@@"', v)
+    (case_dir / "case.json").write_text(out)

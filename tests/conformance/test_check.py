@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +23,8 @@ import pytest
 
 from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
+
+from .conftest import edit_json
 
 INIT = [
     "default",
@@ -353,3 +359,224 @@ def test_a_set_lr_after_the_last_step_is_diagnosed(tmp_path: Path) -> None:
         rep = check.check(s, run.pages[0], got_trace=trace)
         assert rep.trace is None and [d["field"] for d in rep.diff] == ["LR"]
         assert "raw-lr-inv" in [m["name"] for m in rep.diagnosis["models"]]
+
+
+# =============================================================================================
+# Hostile input (issue 16): one line and exit 2, never a traceback; bounded; stoppable
+# =============================================================================================
+
+
+def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str], says: str = "") -> str:
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert err.startswith("meshnb: error: ") and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    assert says in err, (argv, err)
+    return err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--steps-per-task=-1"],
+        [f"--steps-per-task={2**40}"],
+        ["--steps-per-task=0"],
+        ["--step-base=-1"],
+        [f"--step-base={2**70}"],
+        [f"--step-base={2**64 - 2}"],  # 10 steps from there run past the last step
+        ["--steps=-3"],
+        ["--set-lr=-1:3f000000"],
+        ["--set-lr=11:3f000000"],
+        ["--systems=0"],
+        ["--set-lr=5"],
+        ["--step-base=0x"],
+        ["--steps=100000000"],
+    ],
+)
+def test_view_in_run_options_out_of_range(
+    flags: list[str], quick_pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = str(quick_pack / "default" / "in-0.page")
+    steps = [] if any(f.startswith("--steps=") for f in flags) else ["--steps", "10"]
+    _one_line_exit_2(["check", "--view-in", page, *steps, *flags, "--page", page], capsys)
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"steps": "RAW:Infinity"}, "not JSON"),
+        ({"steps": "RAW:1e400"}, "steps inf"),
+        ({"steps": -1}, "steps -1"),
+        ({"steps": True}, "steps True"),
+        ({"steps_per_task": 0}, "steps_per_task 0"),
+        ({"step_base": "-1"}, "step_base '-1'"),
+        ({"step_base": -1}, "step_base -1"),
+        ({"step_base": str(2**64 - 2)}, "runs past step 2^64 - 2"),
+        ({"set_lr": [{"before_step": 0, "word": "-1"}]}, "set_lr word '-1'"),
+        ({"set_lr": [{"before_step": -5, "word": "3f000000"}]}, "before_step -5"),
+        ({"set_lr": [{"before_step": 2**70, "word": "3f000000"}]}, "before_step"),
+        ({"set_lr": [{"before_step": 500, "word": "3f000000"}]}, "before_step 500"),
+        ({"group": False}, "group must be true"),
+        ({"group": "yes"}, "group 'yes'"),
+        ({"systems": 65}, "systems 65"),
+        ({"name": 5}, "strings"),
+    ],
+)
+def test_hostile_case_values(
+    values: dict[str, object],
+    says: str,
+    edited_case: Callable[[str, Callable[[Path], None]], Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name = "cluster-2" if "group" in values else "default"
+    case = edited_case(name, lambda d: edit_json(d, **values))
+    page = str(case / "out-0.page")
+    _one_line_exit_2(["check", str(case), "--page", page, "--system", "0"], capsys, says)
+
+
+def test_a_start_page_past_the_last_step(
+    edited_case: Callable[[str, Callable[[Path], None]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An in page whose step is 2^64 - 2 (or all 0xFF) is not the case's step base: refused; and the
+    simulated executor refuses a run past the last step rather than fail in struct."""
+    at_end = bytearray(pack.BY_NAME["default"].in_page())
+    at_end[28:32] = b"\xfe\xff\xff\xff"  # NEXT_STEP
+    at_end[44:48] = b"\xff\xff\xff\xff"  # STEP_HI: step 2^64 - 2
+    for page in (b"\xff" * 4096, bytes(at_end)):
+
+        def put(d: Path, page: bytes = page) -> None:
+            (d / "in-0.page").write_bytes(page)
+
+        case = edited_case("default", put)
+        _one_line_exit_2(
+            ["check", str(case), "--page", str(case / "out-0.page")], capsys, "is not the case's step_base"
+        )
+        with pytest.raises(ValueError, match="2\\^64 - 1 at the latest"):
+            faults.run([page], 5, grouped=False)
+
+
+def test_symlinks_and_manifests_are_not_trusted(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A case behind a symbolic link, a case file that is one, a manifest that is a loop, a pack
+    without its manifest, a manifest nested 100,000 deep or of version true: refused, one line."""
+    root = tmp_path / "p"
+    shutil.copytree(quick_pack, root)
+    bad = tmp_path / "elsewhere" / "default"
+    shutil.copytree(quick_pack / "default", bad)
+    out = bytearray((bad / "out-0.page").read_bytes())
+    out[0] ^= 1
+    (bad / "out-0.page").write_bytes(bytes(out))
+    (root / "evil").symlink_to(bad)
+    _one_line_exit_2(["check", str(root / "evil"), "--page", str(bad / "out-0.page")], capsys, "symbolic link")
+    (root / "default" / "out-0.page").unlink()
+    (root / "default" / "out-0.page").symlink_to(bad / "out-0.page")
+    _one_line_exit_2(["check", str(root / "default"), "--page", str(bad / "out-0.page")], capsys, "symbolic link")
+    _one_line_exit_2(["pack", str(root), "--verify"], capsys, "symbolic link")
+    shutil.copy(quick_pack / "default" / "out-0.page", root / "default" / "out-0.page.x")
+    (root / "default" / "out-0.page").unlink()
+    (root / "default" / "out-0.page.x").rename(root / "default" / "out-0.page")
+    good = str(root / "default" / "out-0.page")
+    assert main(["check", str(root / "default"), "--page", good]) == 0
+    capsys.readouterr()
+    manifest = (root / "manifest.json").read_text()
+    for content, says in [
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
+        (manifest.replace('"pack_version": 1', '"pack_version": true'), "not a version 1"),
+        (manifest.replace('"pack_version": 1', '"pack_version": 1.0'), "not a version 1"),
+    ]:
+        assert content != manifest
+        (root / "manifest.json").write_text(content)
+        _one_line_exit_2(["check", str(root / "default"), "--page", good], capsys, says)
+        _one_line_exit_2(["pack", str(root), "--verify"], capsys, says)
+    (root / "manifest.json").unlink()
+    (root / "manifest.json").symlink_to(root / "manifest.json")  # a loop
+    _one_line_exit_2(["check", str(root / "default"), "--page", good], capsys, "symbolic link")
+    (root / "manifest.json").unlink()
+    _one_line_exit_2(["check", str(root / "default"), "--page", good], capsys, "FAIL to verify")
+    assert main(["check", str(root / "default"), "--page", good, "--no-manifest"]) == 0
+    assert "its files were not verified" in capsys.readouterr().out
+
+
+def test_a_case_name_is_printed_escaped(
+    edited_case: Callable[[str, Callable[[Path], None]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = edited_case("default", lambda d: edit_json(d, name="x\x1b[1A\rPASS: case default\nsystem"))
+    page = bytearray((case / "out-0.page").read_bytes())
+    page[0] ^= 1
+    (case.parent / "bad.page").write_bytes(bytes(page))
+    assert main(["check", str(case), "--page", str(case.parent / "bad.page"), "--trace", str(case / "trace.bin")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL: case x\\x1b[1A\\rPASS: case default\\nsystem, system 0") and "\x1b" not in out
+
+
+def test_page_only_diagnosis_is_bounded(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """100,000 steps without a trace: the verdict at once, the diagnosis not made (and why)."""
+    page = str(quick_pack / "default" / "in-0.page")
+    wrong = tmp_path / "w.page"
+    wrong.write_bytes(bytes(4096))
+    assert main(["check", "--view-in", page, "--steps", "100000", "--page", str(wrong)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL: case view-in") and "diagnosis not made: without a trace or task pages" in out
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "line"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_long_diagnosis_shows_progress_and_stops(
+    sig: int, code: int, line: str, quick_pack: Path, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "w.page"
+    wrong.write_bytes(bytes(4096))
+    page = str(quick_pack / "default" / "in-0.page")
+    cmd = [sys.executable, "-m", "meshnb", "check", "--view-in", page, "--steps", "4096", "--page", str(wrong)]
+    proc = subprocess.Popen([*cmd, "--progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("meshnb: diagnosis: model 1 of "), first
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code and out == ""
+    assert err.splitlines()[-1] == f"meshnb: {line}" and "Traceback" not in err
+
+
+def test_ctrl_c_at_any_moment_of_a_check(quick_pack: Path, tmp_path: Path) -> None:
+    """SIGINT (a terminal's Ctrl-C, to the process group) while check imports, runs meshnb.train
+    (its RunInterrupted) or diffs: 130 and one line, or the verdict if it came first; no traceback."""
+    wrong = tmp_path / "w.page"
+    wrong.write_bytes(bytes(4096))
+    page = str(quick_pack / "default" / "in-0.page")
+    cmd = [sys.executable, "-m", "meshnb", "check", "--view-in", page, "--steps", "4000000", "--page", str(wrong)]
+    codes = []
+    for delay in (0.3, 0.8, 1.3, 1.8):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        codes.append(proc.returncode)
+        if proc.returncode == 130:
+            assert err == "meshnb: interrupted\n", (delay, err)
+        else:
+            assert proc.returncode == 1 and out.startswith("FAIL: case view-in") and err == "", (delay, err)
+    assert 130 in codes, codes
+
+
+def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp_path: Path) -> None:
+    """A million steps with a trace that parts at step 100: the diagnosis follows the run only to
+    the part it replays (not the million steps), so it is done in seconds."""
+    import meshnb
+
+    page = (quick_pack / "default" / "in-0.page").read_bytes()
+    r = meshnb.train(1_000_000, view_in=page, keep_trace=True)
+    trace = np.asarray(r.trace, dtype="<u4").reshape(-1, 5).copy()
+    trace[100, 1] ^= 1
+    setup = check.setup_from_run(page, 1_000_000)
+    rep = check.check(setup, r.page, got_trace=trace)
+    assert rep.verdict == "FAIL" and rep.trace is not None and rep.trace["step"] == 100
+    assert rep.diagnosis is not None and "and on to step 164" in rep.diagnosis["how"]
+    assert setup.per_step is not None and len(setup.per_step[1]) <= 102  # followed to just past step 100

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +201,82 @@ def test_parse_reads_any_layout_the_same() -> None:
     for x, y in zip(p1, p2):
         assert np.array_equal(x, y)
     assert np.array_equal(p1[0], a) and np.array_equal(p1[2], r)
+
+
+# =============================================================================================
+# Hostile input (issue 16)
+# =============================================================================================
+
+
+def _meshnb(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "meshnb", *args], capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload,no-any-return]
+
+
+def test_verify_stdin_closed_or_endless() -> None:
+    closed = subprocess.run(
+        [sys.executable, "-m", "meshnb", "ops", "verify", "add", "-"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert (
+        closed.returncode == 2
+        and closed.stderr == "meshnb: error: stdin is closed: give the file's name, or pipe the vectors in\n"
+    )
+    with open("/dev/zero", "rb") as zero:
+        endless = _meshnb("ops", "verify", "add", "-", stdin=zero)
+    assert endless.returncode == 2 and endless.stderr.count("\n") == 1 and "a line longer than" in endless.stderr
+    endless = _meshnb("ops", "verify", "add", "/dev/zero")
+    assert endless.returncode == 2 and "a character device, not a regular file" in endless.stderr
+
+
+def test_verify_refuses_nul_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "v.txt"
+    f.write_bytes(b"3f800000 3f800000 40000000\n\x00 00000000 00000000\n")
+    assert main(["ops", "verify", "add", str(f)]) == 2
+    assert capsys.readouterr().err == "meshnb: error: line 2: a NUL byte, not a hex word\n"
+
+
+def test_verify_streams_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file verified a few lines at a time gives the report of the whole, line numbers included."""
+    a, b = ops.generate("mul", 1, 3, 2000)
+    got = ops.expected("mul", a, b)
+    got[[5, 2500, 4000]] ^= 1
+    data = ops.format_lines(a, b, got)
+    whole = ops.verify("mul", data, 10)
+    monkeypatch.setattr(ops, "CHUNK", 1000)
+    view = memoryview(data)
+    pos = 0
+
+    def read(n: int) -> bytes:
+        nonlocal pos
+        pos += n
+        return bytes(view[pos - n : pos])
+
+    parts = list(ops.chunks_of(read))
+    assert len(parts) > 100 and b"".join(parts) == data
+    assert ops.verify_chunks("mul", parts, 10) == whole
+    assert whole.wrong == 3 and [w["line_index"] for w in whole.first] == [5, 2500, 4000]
+    bad = data[: 27 * 3000] + b"zz 00000000 00000000\n"
+    with pytest.raises(ops.BadInput, match="line 3001: 'zz'"):
+        ops.verify_chunks("mul", ops.chunks_of(io.BytesIO(bad).read))
+
+
+def test_gen_count_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ops", "gen", "mul", "--count", str(10**12)]) == 2
+    assert capsys.readouterr().err.startswith("meshnb: error: count 1000000000000: from 0 to")
+    with pytest.raises(ValueError, match="count"):
+        ops.generate("add", 1, 1, -1)
+
+
+def test_gen_into_a_closed_pipe_is_141() -> None:
+    """`meshnb ops gen mul | true`: the reader is gone, the exit is SIGPIPE's 141, quietly."""
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.run(
+        [sys.executable, "-m", "meshnb", "ops", "gen", "mul"], stdout=w, stderr=subprocess.PIPE, timeout=120
+    )
+    os.close(w)
+    assert proc.returncode == 141 and proc.stderr == b""

@@ -5,6 +5,12 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +127,150 @@ def test_full_pack(tmp_path: Path) -> None:
         s = check.load_case(root / c.name)
         outs, trace = ref.run(s.in_pages, c.steps, grouped=c.grouped, lr_changes=dict(c.set_lr))
         assert check.check(s, outs[-1], system=c.systems - 1, got_trace=trace).verdict == "PASS", c.name
+
+
+# =============================================================================================
+# Writing a pack: a whole directory, never through a link (issue 16)
+# =============================================================================================
+
+
+def _pack_cmd(target: Path) -> list[str]:
+    return [sys.executable, "-m", "meshnb", "pack", str(target), "--quick"]
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(n for n in os.listdir(parent) if ".tmp" in n or ".old" in n)
+
+
+def test_pack_replaces_a_pack_and_never_writes_through_a_link(quick_pack: Path, tmp_path: Path) -> None:
+    target = tmp_path / "p"
+    shutil.copytree(quick_pack, target)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    (target / "default" / "case.json").unlink()
+    (target / "default" / "case.json").symlink_to(victim)
+    (target / "default" / "trace.bin").unlink()
+    os.mkfifo(target / "default" / "trace.bin")
+    assert main(["pack", str(target), "--quick"]) == 0
+    assert victim.read_text() == "mine\n"
+    assert not (target / "default" / "case.json").is_symlink() and (target / "default" / "trace.bin").is_file()
+    assert pack.verify_pack(target) > 0 and _leftovers(tmp_path) == []
+
+
+def test_pack_refuses_what_is_not_a_pack(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = tmp_path / "extra"
+    shutil.copytree(quick_pack, extra)
+    (extra / "notes.txt").write_text("keep me\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me\n")
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    fifo_pack = tmp_path / "fifo"
+    fifo_pack.mkdir()
+    os.mkfifo(fifo_pack / "manifest.json")
+    for target, says in [
+        (extra, "not the pack's ('notes.txt')"),
+        (mine, "is not a pack"),
+        (link, "symbolic link"),
+        (fifo_pack, "a FIFO"),
+    ]:
+        assert main(["pack", str(target), "--quick"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("meshnb: error: ") and err.count("\n") == 1 and says in err, err
+    assert (mine / "notes.txt").read_text() == "keep me\n"
+
+
+def test_a_failed_write_names_the_file_and_leaves_nothing(tmp_path: Path) -> None:
+    """A write that fails (the file size limit here, a full disk alike): exit 1, the file named."""
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    target = tmp_path / "p"
+    r = subprocess.run(_pack_cmd(target), capture_output=True, text=True, timeout=300, preexec_fn=small_files)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"meshnb: error: pack file {target}/default/in-0.page: File too large")
+    assert not target.exists() and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_pack_leaves_the_old_one(sig: int, quick_pack: Path, tmp_path: Path) -> None:
+    """Ctrl-C: exit 130, one line, the old pack as it was; SIGKILL: the old pack too, and the
+    temporary directory left behind is removed by the next pack."""
+    target = tmp_path / "p"
+    shutil.copytree(quick_pack, target)
+    proc = subprocess.Popen(_pack_cmd(target), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _leftovers(tmp_path) and time.monotonic() < deadline:  # the new pack is being written
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert pack.verify_pack(target) > 0
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and err == "meshnb: interrupted\n" and out == ""
+        assert _leftovers(tmp_path) == []
+    else:
+        assert _leftovers(tmp_path) != []
+        pack._stale_temp_dirs(target)
+        assert _leftovers(tmp_path) == []
+
+
+def test_the_hard_pages_offsets_are_the_layout_tables() -> None:
+    """meshnb.testing.pages keeps its own offsets (an independent oracle): they are SPEC 7's."""
+    from meshnb.view import FIELDS
+
+    assert tuple(FIELDS[n].offset for n in ("PARAMS", "LR", "INV_BATCH", "X", "Y")) == (
+        pack.hard.PARAMS,
+        pack.hard.LR,
+        pack.hard.INV,
+        pack.hard.X,
+        pack.hard.Y,
+    )
+
+
+def test_a_reader_sees_a_whole_pack_during_a_rewrite(quick_pack: Path, tmp_path: Path) -> None:
+    """While a pack is rewritten, a reader finds every time a whole pack: the old one or the new."""
+    import threading
+
+    target = tmp_path / "p"
+    shutil.copytree(quick_pack, target)
+    done = threading.Event()
+    seen: list[str] = []
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                names = sorted(os.listdir(target / "default"))
+                sizes = [os.path.getsize(target / "default" / n) for n in names]
+                seen.append("ok" if len(names) == 5 and all(sizes) else f"partial {names} {sizes}")
+            except OSError as e:
+                seen.append(f"{type(e).__name__}")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert main(["pack", str(target), "--quick"]) == 0
+    finally:
+        done.set()
+        reader.join()
+    assert len(seen) > 10 and set(seen) == {"ok"}, sorted(set(seen))
+    assert pack.verify_pack(target) > 0 and _leftovers(tmp_path) == []
+
+
+def test_exchange_swaps_two_directories(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "from-a").touch()
+    (b / "from-b").touch()
+    if not pack._exchange(a, b):
+        pytest.skip("no renameat2 RENAME_EXCHANGE here (the pack is replaced by two renames)")
+    assert os.listdir(a) == ["from-b"] and os.listdir(b) == ["from-a"]
+    with pytest.raises(FileNotFoundError):
+        pack._exchange(tmp_path / "missing", b)

@@ -1,0 +1,387 @@
+"""``meshnb check PACK --exec CMD | --outputs DIR``: a whole pack against an executor, reported for CI.
+
+For every case of the pack (or those ``--cases GLOB`` picks) the executor runs as ``CMD CASE_DIR
+OUT_DIR`` in its own process group (killed whole on ``--case-timeout`` and on Ctrl-C) and writes
+``OUT_DIR/out-K.page`` per system K and, if it can, ``OUT_DIR/trace.bin``; or, with ``--outputs
+DIR``, the results made elsewhere are read from ``DIR/CASE/``.  Each system is then checked as
+``meshnb check CASE --page ... --trace ...`` does (:func:`.check.check`, diagnosis included).
+
+Executors run in a thread pool (``-j N``), each a subprocess; the checking (which may replay
+meshnb's runs) stays on the calling thread, one case at a time, as the executors finish.  A case
+is PASS, FAIL (the bits differ: the first difference and the fault models that reproduce them) or
+ERROR (the executor exited non-zero, timed out, or wrote no page, a short one or garbage): an
+error never stops the run.  :class:`SuiteResult` gives the table, the summary line, a JSON
+document and a JUnit XML report (one test case per pack case).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import check
+from .pack import PackError, case_names, read_file
+
+DEFAULT_CASE_TIMEOUT = 3600.0  # seconds an executor may take for one case
+STDERR_LINES = 20  # the last lines of an executor's stderr kept for an error's report
+STDERR_BYTES = 64 << 10  # at most this much of its stderr is read back
+
+
+@dataclass
+class CaseResult:
+    """One pack case's outcome: ``verdict`` is PASS, FAIL or ERROR."""
+
+    name: str
+    systems: int
+    verdict: str
+    where: str = ""  # the first difference: "step T (e, e*x)", "task 0 .. 64", "page: N words"
+    models: list[str] = field(default_factory=list)  # fault models that reproduce the bits
+    message: str = ""  # one line: the first difference (FAIL) or what went wrong (ERROR)
+    exit_code: int | None = None  # the executor's (None: not run, or --outputs)
+    stderr_tail: str = ""
+    seconds: float = 0.0  # the executor's wall time
+    report: check.Report | None = None  # the first failing system's report
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as JSON-ready values (the report as ``check --json`` gives it)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "report"}
+        out["report"] = None if self.report is None else self.report.to_json()
+        return out
+
+
+@dataclass
+class SuiteResult:
+    """Every case's :class:`CaseResult`, in the pack's order."""
+
+    pack: str
+    cases: list[CaseResult]
+
+    def count(self, verdict: str) -> int:
+        """How many cases ended with ``verdict``."""
+        return sum(c.verdict == verdict for c in self.cases)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every case passed, 1 otherwise."""
+        return 0 if all(c.verdict == "PASS" for c in self.cases) else 1
+
+    def summary(self) -> str:
+        """The summary line."""
+        return (
+            f"{self.count('PASS')} passed, {self.count('FAIL')} failed, {self.count('ERROR')} errors"
+            f" of {len(self.cases)} cases"
+        )
+
+    def table(self) -> str:
+        """The table (case, systems, verdict, first difference, models), then the summary line."""
+        rows = [("case", "systems", "verdict", "first difference", "models / error")]
+        for c in self.cases:
+            detail = ", ".join(c.models) if c.verdict == "FAIL" else c.message if c.verdict == "ERROR" else ""
+            if c.verdict == "FAIL" and not c.models:
+                made = c.report is None or not (c.report.diagnosis or {}).get("skipped")
+                detail = "no fault model reproduces these bits" if made else "diagnosis not made (--json: why)"
+            rows.append((check.printable(c.name), str(c.systems), c.verdict, c.where, check.printable(detail)))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
+        return "\n".join(line.rstrip() for line in lines) + "\n" + self.summary()
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole result as one JSON-ready document."""
+        return {
+            "pack": self.pack,
+            "passed": self.count("PASS"),
+            "failed": self.count("FAIL"),
+            "errors": self.count("ERROR"),
+            "cases": [c.to_json() for c in self.cases],
+        }
+
+    def junit(self) -> bytes:
+        """JUnit XML: one ``testcase`` per pack case, a ``failure`` (the first difference and the
+        models) or an ``error`` (the executor's exit code and its last stderr lines)."""
+        total = f"{sum(c.seconds for c in self.cases):.3f}"
+        counts = {
+            "tests": str(len(self.cases)),
+            "failures": str(self.count("FAIL")),
+            "errors": str(self.count("ERROR")),
+            "skipped": "0",
+        }
+        top = ET.Element("testsuites", {"name": "meshnb check", **counts, "time": total})
+        suite = ET.SubElement(
+            top, "testsuite", {"name": f"meshnb conformance pack {self.pack}", **counts, "time": total}
+        )
+        for c in self.cases:
+            tc = ET.SubElement(
+                suite, "testcase", {"classname": "meshnb.conformance", "name": c.name, "time": f"{c.seconds:.3f}"}
+            )
+            if c.verdict == "FAIL":
+                el = ET.SubElement(tc, "failure", {"message": c.message, "type": "bits differ"})
+                el.text = c.report.text() if c.report is not None else c.message
+            elif c.verdict == "ERROR":
+                el = ET.SubElement(tc, "error", {"message": c.message, "type": "executor error"})
+                el.text = c.stderr_tail or c.message
+        ET.indent(top)
+        return ET.tostring(top, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+# =============================================================================================
+# Running an executor
+# =============================================================================================
+
+
+@dataclass
+class _Ran:
+    exit_code: int | None
+    seconds: float
+    stderr_tail: str
+    timed_out: bool = False
+    failed_to_start: str = ""
+
+
+class _Executors:
+    """The live executors' process groups, so that a timeout or Ctrl-C kills each one whole."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[int, subprocess.Popen[bytes]] = {}
+        self.stopped = False
+
+    def run(self, cmd: list[str], case_dir: Path, out_dir: Path, log: Path, timeout: float) -> _Ran:
+        t0 = time.monotonic()
+        with self._lock:
+            if self.stopped:
+                return _Ran(None, 0.0, "", failed_to_start="stopped")
+            try:
+                with open(log, "wb") as err:
+                    proc = subprocess.Popen(
+                        [*cmd, str(case_dir), str(out_dir)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,  # its own process group: killed whole, and out of the terminal's Ctrl-C
+                    )
+            except OSError as e:
+                return _Ran(None, 0.0, "", failed_to_start=f"cannot start {cmd[0]}: {e.strerror or e}")
+            self._live[proc.pid] = proc
+        timed_out = False
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            self._kill(proc)  # its children too, whether it ended or not
+            proc.wait()
+            with self._lock:
+                self._live.pop(proc.pid, None)
+        return _Ran(proc.returncode, time.monotonic() - t0, _tail(log), timed_out)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        """Start no more executors and kill the live ones (Ctrl-C)."""
+        with self._lock:
+            self.stopped = True
+            for proc in self._live.values():
+                self._kill(proc)
+
+
+def _tail(log: Path) -> str:
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - STDERR_BYTES))
+            data = f.read(STDERR_BYTES)
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", "replace").splitlines()[-STDERR_LINES:]
+    return "\n".join(check.printable(line) for line in lines)
+
+
+# =============================================================================================
+# Checking one case's outputs
+# =============================================================================================
+
+
+def _where(rep: check.Report) -> str:
+    if rep.trace:
+        return f"step {rep.trace['step']} ({', '.join(rep.trace['sums'])})"
+    if rep.task:
+        return f"task {rep.task['from']} .. {rep.task['steps_done']}"
+    return f"page: {len(rep.diff)} words"
+
+
+def _first_difference(rep: check.Report) -> str:
+    if rep.trace:
+        t = rep.trace
+        return f"trace parts at step {t['step']} (absolute {t['absolute_step']}): {', '.join(t['sums'])}"
+    d = rep.diff[0]
+    return f"{len(rep.diff)} page words differ, first {d['field']}: {d['expected']} -> {d['got']}"
+
+
+def check_outputs(
+    setup: check.Setup, out_dir: Path, progress: Callable[[str], None] | None = None, name: str | None = None
+) -> CaseResult:
+    """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``; the
+    result is called ``name`` (the case's directory in the pack; default the case's own name).
+
+    Unreadable outputs (missing, short, a FIFO, a trace of the wrong length) are an ERROR."""
+    case = setup.case
+    res = CaseResult(case.name if name is None else name, case.systems, "PASS")
+    try:
+        for k in range(case.systems):
+            if not os.path.lexists(out_dir / f"out-{k}.page"):
+                raise PackError(f"no out-{k}.page written")
+        pages = [
+            check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
+            for k in range(case.systems)
+        ]
+        trace = None
+        if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
+            trace = check.load_trace(out_dir / "trace.bin", limit=20 * case.steps + 20)
+            if trace.shape != setup.trace.shape:
+                raise PackError(f"trace.bin: {len(trace)} steps, the run has {len(setup.trace)}")
+    except PackError as e:
+        res.verdict, res.message = "ERROR", f"unusable output: {str(e).replace(f'{out_dir}/', '')}"
+        return res
+    trace_ok = trace is None or np.array_equal(trace, setup.trace)
+    differ = [k for k in range(case.systems) if pages[k] != setup.expected[k]]
+    if not differ and trace_ok:
+        return res
+    k = differ[0] if differ else 0
+    rep = check.check(setup, pages[k], system=k, got_trace=trace, progress=progress)
+    res.verdict, res.report = "FAIL", rep
+    res.where = _where(rep)
+    res.models = [m["name"] for m in (rep.diagnosis or {}).get("models", [])]
+    res.message = f"system {k}: {_first_difference(rep)}" + (
+        f" ({len(differ)} systems differ)" if len(differ) > 1 else ""
+    )
+    skipped = (rep.diagnosis or {}).get("skipped")
+    named = ", ".join(res.models) if res.models else "no fault model reproduces these bits"
+    if skipped:
+        named = f"diagnosis not made: {skipped}"
+    res.message += f"; {named}"
+    return res
+
+
+# =============================================================================================
+# The suite
+# =============================================================================================
+
+
+def select(pack_dir: Path, pattern: str | None, *, verify: bool = True) -> list[str]:
+    """The pack's case names (its manifest's, or without one its case directories), those that
+    match ``pattern`` (a shell glob) when given; PackError when none do."""
+    names = case_names(pack_dir, verify=verify)
+    if pattern is not None:
+        names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not names:
+            raise PackError(f"--cases {pattern!r}: no case of {pack_dir} matches")
+    return names
+
+
+def run_suite(
+    pack_dir: str | os.PathLike[str],
+    *,
+    exec_cmd: str | None = None,
+    outputs: str | os.PathLike[str] | None = None,
+    cases: str | None = None,
+    jobs: int = 1,
+    case_timeout: float = DEFAULT_CASE_TIMEOUT,
+    verify: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> SuiteResult:
+    """Runs the pack's cases on an executor (``exec_cmd``, split as a shell would) or reads the
+    outputs made elsewhere (``outputs``), and checks them.  Bad input (a pack, a command or
+    options that cannot be used) raises :class:`~.pack.PackError` or ``ValueError`` before any
+    executor runs; a KeyboardInterrupt kills the live executors and is raised again."""
+    root = Path(pack_dir)
+    if (exec_cmd is None) == (outputs is None):
+        raise ValueError("give --exec CMD or --outputs DIR, not both")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 256:
+        raise ValueError(f"-j {jobs!r}: a number of executors from 1 to 256")
+    if not 0 < case_timeout <= 7 * 86400:
+        raise ValueError(f"--case-timeout {case_timeout!r}: seconds, more than 0 and at most a week")
+    cmd: list[str] = []
+    if exec_cmd is not None:
+        try:
+            cmd = shlex.split(exec_cmd)
+        except ValueError as e:
+            raise ValueError(f"--exec {exec_cmd!r}: {e}") from None
+        if not cmd:
+            raise ValueError("--exec: an empty command")
+        if shutil.which(cmd[0]) is None:
+            raise ValueError(f"--exec: {cmd[0]!r} is not a command that can be run (not found, or not executable)")
+    out_root = Path(outputs) if outputs is not None else None
+    if out_root is not None and not out_root.is_dir():
+        raise PackError(f"--outputs {out_root}: not a directory")
+    names = select(root, cases, verify=verify)
+    setups = {n: check.load_case(root / n, verify=verify) for n in names}  # every case refused up front
+    results: dict[str, CaseResult] = {}
+    if out_root is not None:
+        for n in names:
+            if progress is not None:
+                progress(f"checking {check.printable(n)}")
+            results[n] = check_outputs(setups[n], out_root / n, progress, n)
+        return SuiteResult(str(root), [results[n] for n in names])
+    runner = _Executors()
+    with tempfile.TemporaryDirectory(prefix="meshnb-check-") as tmp, ThreadPoolExecutor(jobs) as pool:
+        work = Path(tmp)
+        pending: dict[Future[_Ran], str] = {}
+        for i, n in enumerate(names):
+            out = work / f"{i}"
+            out.mkdir()
+            pending[pool.submit(runner.run, cmd, (root / n).absolute(), out, work / f"{i}.stderr", case_timeout)] = n
+        index = {n: i for i, n in enumerate(names)}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    n = pending.pop(fut)
+                    ran = fut.result()
+                    results[n] = _judge(n, setups[n], ran, work / f"{index[n]}", case_timeout, progress)
+        except BaseException:
+            runner.stop()
+            for fut in pending:
+                fut.cancel()
+            raise
+    return SuiteResult(str(root), [results[n] for n in names])
+
+
+def _judge(
+    name: str, setup: check.Setup, ran: _Ran, out: Path, timeout: float, progress: Callable[[str], None] | None
+) -> CaseResult:
+    case = replace(setup.case, name=name)
+    base = {"exit_code": ran.exit_code, "stderr_tail": ran.stderr_tail, "seconds": ran.seconds}
+    if ran.failed_to_start:
+        return CaseResult(case.name, case.systems, "ERROR", message=ran.failed_to_start, **base)  # type: ignore[arg-type]
+    if ran.timed_out:
+        msg = f"the executor ran past --case-timeout {timeout:g} s and was killed"
+        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base)  # type: ignore[arg-type]
+    if ran.exit_code != 0:
+        code = ran.exit_code or 0
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        last = ran.stderr_tail.splitlines()[-1] if ran.stderr_tail else "no stderr"
+        msg = f"the executor failed ({how}): {last}"
+        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base)  # type: ignore[arg-type]
+    if progress is not None:
+        progress(f"checking {check.printable(case.name)}")
+    res = check_outputs(setup, out, progress, name)
+    res.exit_code, res.stderr_tail, res.seconds = ran.exit_code, ran.stderr_tail, ran.seconds
+    return res

@@ -1,0 +1,284 @@
+"""``meshnb check PACK --exec CMD | --outputs DIR``: a whole pack against an executor.
+
+The executors are ``fault_executor.py`` (beside this file): a fault model of
+:mod:`meshnb.conformance.faults` run as the case says, or one that crashes, hangs, writes nothing,
+a short page or garbage.  The cases each model changes are test_check's table (``EXPOSED``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from meshnb.cli import main
+from meshnb.conformance import pack, suite
+
+from .test_check import EXPOSED
+
+EXECUTOR = Path(__file__).with_name("fault_executor.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def executor(mode: str) -> str:
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(EXECUTOR))} {mode}"
+
+
+def run_check(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["check", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def junit(path: Path) -> ET.Element:
+    top = ET.parse(path).getroot()
+    assert top.tag == "testsuites"
+    return top
+
+
+def test_fault_free_executor_passes_every_case(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "junit.xml"
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("mode-z"), "-j", "2", "--junit", str(report)], capsys
+    )
+    n = len(pack.cases(quick=True))
+    assert code == 0, out + err
+    assert out.splitlines()[-1] == f"{n} passed, 0 failed, 0 errors of {n} cases"
+    assert sum(" PASS" in line for line in out.splitlines()) == n and err == ""
+    top = junit(report)
+    assert (top.get("tests"), top.get("failures"), top.get("errors")) == (str(n), "0", "0")
+    cases = top.findall("./testsuite/testcase")
+    assert [c.get("name") for c in cases] == [c.name for c in pack.cases(quick=True)]
+    assert not top.findall(".//failure") and not top.findall(".//error")
+
+
+# (model, cases picked): a few cases each, among them those the model changes and some it does not
+PICKS = [
+    ("fold-reverse", "cluster-*"),
+    ("raw-lr-inv", "*subnormal*"),
+    ("ftz-before-rounding", "probe-*"),
+    ("x86-ftz", "probe-*"),
+    ("no-daz", "probe-*"),
+    ("nan-arm", "hard-*n*"),
+    ("fma-apply", "lr-*"),
+]
+
+
+@pytest.mark.parametrize(("model", "glob"), PICKS)
+def test_each_faulty_executor_fails_exactly_its_cases(
+    model: str, glob: str, quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "junit.xml"
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor(model), "--cases", glob, "-j", "2", "--json", "--junit", str(report)],
+        capsys,
+    )
+    doc = json.loads(out)
+    picked = suite.select(quick_pack, glob)
+    want = EXPOSED[model] & set(picked)
+    assert want and set(picked) - want, "the pick must hold cases the model changes and cases it does not"
+    failed = {c["name"] for c in doc["cases"] if c["verdict"] == "FAIL"}
+    assert failed == want, doc
+    assert code == 1 and doc["errors"] == 0 and doc["passed"] == len(picked) - len(want)
+    for c in doc["cases"]:
+        if c["verdict"] == "FAIL":
+            assert model in c["models"], c["report"]
+            assert model in c["message"]
+    top = junit(report)
+    assert (top.get("tests"), top.get("failures"), top.get("errors")) == (str(len(picked)), str(len(want)), "0")
+    for tc in top.findall("./testsuite/testcase"):
+        failure = tc.find("failure")
+        assert (failure is not None) == (tc.get("name") in want)
+        if failure is not None:
+            assert model in (failure.get("message") or "") and "FAIL: case" in (failure.text or "")
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("crash", "the executor failed (exit code 3): executor: device lost"),
+        ("nothing", "unusable output: no out-0.page written"),
+        ("short", "unusable output: out-0.page: a page is 4096 bytes, this has 100"),
+        ("garbage", "unusable output: out-0.page: a page is 4096 bytes, this has 11"),
+    ],
+)
+def test_misbehaving_executors_are_errors(
+    mode: str, says: str, quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "junit.xml"
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor(mode), "--cases", "hard-nan-*", "-j", "2", "--junit", str(report)], capsys
+    )
+    assert code == 1 and err == "", err
+    assert out.splitlines()[-1] == "0 passed, 0 failed, 2 errors of 2 cases"
+    assert sum(says in line for line in out.splitlines()) == 2, out
+    top = junit(report)
+    assert (top.get("tests"), top.get("failures"), top.get("errors")) == ("2", "0", "2")
+    errors = top.findall(".//error")
+    assert len(errors) == 2 and all(says in (e.get("message") or "") for e in errors)
+    if mode == "crash":
+        assert all("device lost" in (e.text or "") for e in errors)
+
+
+def test_a_trace_of_the_wrong_length_is_an_error(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outs = tmp_path / "outs"
+    (outs / "probe-tininess").mkdir(parents=True)
+    shutil.copy(quick_pack / "probe-tininess" / "out-0.page", outs / "probe-tininess")
+    (outs / "probe-tininess" / "trace.bin").write_bytes(bytes(20 * 63))
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs), "--cases", "probe-*"], capsys)
+    assert code == 1 and err == ""
+    assert "trace.bin: 63 steps, the run has 64" in out and "no out-0.page written" in out  # probe-subnormal-samples
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie of ours is dead too
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_hanging_executor_is_killed_with_its_children(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAULT_EXECUTOR_PIDS", str(pids))
+    t0 = time.monotonic()
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("hang"), "--cases", "cluster-1", "--case-timeout", "3"], capsys
+    )
+    assert time.monotonic() - t0 < 60
+    assert code == 1 and err == "" and "ran past --case-timeout 3 s and was killed" in out
+    ran = [int(p) for p in pids.read_text().split()]
+    assert len(ran) == 2 and not any(_alive(p) for p in ran)
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "line"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_ctrl_c_and_sigterm_kill_the_executors(
+    sig: int, code: int, line: str, quick_pack: Path, tmp_path: Path
+) -> None:
+    """Executors run in their own process groups, out of the terminal's reach: meshnb kills them."""
+    pids = tmp_path / "pids"
+    cmd = [sys.executable, "-m", "meshnb", "check", str(quick_pack), "--exec", executor("hang"), "-j", "2"]
+    env = {**os.environ, "FAULT_EXECUTOR_PIDS": str(pids)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids.exists() and len(pids.read_text().split()) == 4) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pids.read_text().split()) == 4  # two executors, each with a child
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code and err == f"meshnb: {line}\n" and out == ""
+    time.sleep(0.2)
+    assert not any(_alive(int(p)) for p in pids.read_text().split())
+
+
+def test_outputs_made_elsewhere(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outs = tmp_path / "outs"
+    for name in ("cluster-2", "cluster-3"):
+        (outs / name).mkdir(parents=True)
+        r = subprocess.run(
+            [*shlex.split(executor("fold-reverse")), str(quick_pack / name), str(outs / name)], check=False
+        )
+        assert r.returncode == 0
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs), "--cases", "cluster-[23]", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and err == ""
+    assert [(c["name"], c["verdict"]) for c in doc["cases"]] == [("cluster-2", "PASS"), ("cluster-3", "FAIL")]
+    assert doc["cases"][1]["models"] == ["fold-reverse"] and doc["cases"][1]["exit_code"] is None
+
+
+def test_bad_input_is_one_line_and_exit_2(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bare = tmp_path / "bare"
+    shutil.copytree(quick_pack / "cluster-1", bare / "cluster-1")
+    ok = executor("mode-z")
+    for args, says in [
+        ([str(quick_pack), "--exec", ok, "--outputs", str(tmp_path)], "not both"),
+        ([str(quick_pack), "--exec", ok, "--cases", "nothing-*"], "no case of"),
+        ([str(quick_pack), "--exec", ok, "-j", "0"], "-j"),
+        ([str(quick_pack), "--exec", ok, "--case-timeout", "0"], "--case-timeout"),
+        ([str(quick_pack), "--exec", ok, "--case-timeout", "nan"], "--case-timeout"),
+        ([str(quick_pack), "--exec", ""], "empty command"),
+        ([str(quick_pack), "--exec", "python 'unbalanced"], "No closing quotation"),
+        ([str(quick_pack), "--exec", str(tmp_path / "no-such-executor")], "not a command that can be run"),
+        ([str(quick_pack), "--exec", ok, "--page", "x.page"], "check one case"),
+        ([str(quick_pack), "--outputs", str(tmp_path / "missing")], "not a directory"),
+        ([str(bare), "--exec", ok], "no manifest.json"),
+        ([str(quick_pack / "cluster-1"), "--page", "x", "--junit", "r.xml"], "go with --exec"),
+        ([str(quick_pack), "--exec", ok, "--junit", str(tmp_path / "no" / "r.xml")], "--junit"),
+    ]:
+        code, out, err = run_check(args, capsys)
+        assert code == 2 and len(err.splitlines()) == 1 and says in err, (args, err)
+        assert err.startswith("meshnb: error: ") or err.startswith("usage") is False
+    # told to, a pack without its manifest is checked (and says so)
+    code, out, err = run_check([str(bare), "--exec", ok, "--no-manifest"], capsys)
+    assert code == 0 and "1 passed" in out
+
+
+def test_case_names_are_printed_escaped(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A case named to forge a line on the terminal (a newline, ANSI escapes) is printed escaped."""
+    evil = "x\x1b[2K\rPASS\nall"
+    root = tmp_path / "pk"
+    shutil.copytree(quick_pack / "cluster-1", root / evil)
+    manifest = json.loads((quick_pack / "manifest.json").read_text())
+    files = {f"{evil}/{k.split('/', 1)[1]}": v for k, v in manifest["files"].items() if k.startswith("cluster-1/")}
+    (root / "manifest.json").write_text(json.dumps({**manifest, "cases": [evil], "files": files}))
+    code, out, err = run_check([str(root), "--exec", executor("nothing")], capsys)
+    assert code == 1 and "\x1b" not in out and "\r" not in out
+    assert "x\\x1b[2K\\rPASS\\nall" in out and len(out.splitlines()) == 3
+
+
+def test_special_files_as_outputs_are_errors(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO (without a writer) or /dev/zero as an output: an error at once, never a hang."""
+    outs = tmp_path / "outs"
+    for name in ("probe-tininess", "probe-subnormal-samples"):
+        (outs / name).mkdir(parents=True)
+    os.mkfifo(outs / "probe-tininess" / "out-0.page")
+    (outs / "probe-subnormal-samples" / "out-0.page").symlink_to("/dev/zero")
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs), "--cases", "probe-*"], capsys)
+    assert code == 1 and err == ""
+    assert "out-0.page: a FIFO, not a regular file" in out and "a character device, not a regular file" in out
+
+
+def test_a_diagnosis_not_made_is_said(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the diagnosis's bound (lowered here) the verdict stands and the report says why."""
+    from meshnb.conformance import check
+
+    monkeypatch.setattr(check, "REPLAY_STEPS", 10)
+    outs = tmp_path / "outs" / "cluster-3"
+    outs.mkdir(parents=True)
+    r = subprocess.run([*shlex.split(executor("fold-reverse")), str(quick_pack / "cluster-3"), str(outs)], check=False)
+    assert r.returncode == 0
+    (outs / "trace.bin").unlink()  # the page alone: the whole run would be replayed
+    code, out, err = run_check([str(quick_pack), "--outputs", str(outs.parent), "--cases", "cluster-3"], capsys)
+    assert code == 1 and "diagnosis not made (--json: why)" in out
+    code, out, err = run_check(
+        [str(quick_pack), "--outputs", str(outs.parent), "--cases", "cluster-3", "--json"], capsys
+    )
+    assert (
+        "diagnosis not made: without a trace or task pages it would replay 96 steps"
+        in json.loads(out)["cases"][0]["message"]
+    )
