@@ -2,7 +2,7 @@
 executor) and ``ptx``/``gpu-check`` (the CUDA image); also ``python -m meshnb``.
 
 One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds the exit codes
-and :class:`~meshnb.cli.base.UsageError` they share, :mod:`meshnb.cli.main` the program itself.
+and :class:`~meshnb.cli.base.UsageError` they share, :mod:`meshnb.cli.program` the program itself.
 This module stays tiny on purpose: the ``meshnb`` program holds Ctrl-C as a flag from its first
 line (:func:`entry`), so nothing may be imported before that but what the flag needs.
 """
@@ -20,27 +20,27 @@ __all__ = ["build_parser", "entry", "main"]
 
 def entry() -> NoReturn:
     """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C becomes a flag
-    before anything else is imported, then :func:`meshnb.cli.main.entry` runs the command."""
+    before anything else is imported, then :func:`meshnb.cli.program.entry` runs the command."""
     import signal
 
     from ..interrupts import InterruptFlag
 
     flag = InterruptFlag()
     signal.signal(signal.SIGINT, flag)
-    from .main import entry as run
+    from .program import entry as run
 
     run(flag)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshnb`` with ``argv`` in this process (tests, scripts, notebooks): returns the exit code."""
-    from .main import main as run
+    from .program import main as run
 
     return run(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
-    from .main import build_parser as build
+    from .program import build_parser as build
 
     return build()

@@ -3,7 +3,8 @@ the ``--progress`` flag, and who prints under MPI.
 
 Exit codes, for every command: 0 done (or pass), 1 a failure while running (or a check that
 fails), 2 bad arguments or bad input (one line on stderr, ``meshnb: error: ...``), 130
-interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly).
+interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly),
+143 stopped by SIGTERM (the checking commands, which stop their executors first).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
-EXIT_PASS, EXIT_FAIL = EXIT_OK, EXIT_FAILED  # the checking commands' words for 0 and 1
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED = 0, 1, 2, 130, 141, 143
 
 
 class UsageError(Exception):

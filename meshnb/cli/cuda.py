@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
 from ..options import arg_type, parse_count
+from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
 
-EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 CPU_TIMED_SYSTEMS = 1 << 14  # the CPU sweep timed beside the device's (2^14 x 1024 steps: seconds)
 
 
 def _error(text: str) -> int:
-    print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+    error(text)
     return EXIT_USAGE
 
 
@@ -64,7 +63,7 @@ def _audit(args: argparse.Namespace) -> int:
         for f, v in found:
             print(f"{f}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
         print(f"{len(found)} finding{'s' * (len(found) != 1)} in {modules} PTX module{'s' * (modules != 1)}")
-    return EXIT_FOUND if found else EXIT_CLEAN
+    return EXIT_FAILED if found else EXIT_OK
 
 
 # -- gpu-check ---------------------------------------------------------------------------------
@@ -162,7 +161,7 @@ def _gpu_check(args: argparse.Namespace) -> int:
             f"({sw['gpu_system_steps_per_s'] / sw['cpu_system_steps_per_s']:.1f}x)"
         )
         print(f"gpu-check: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - began:.1f} s")
-    return EXIT_CLEAN if ok else EXIT_FOUND
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 # -- wiring ------------------------------------------------------------------------------------

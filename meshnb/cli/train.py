@@ -1,7 +1,7 @@
 """``meshnb train``: run the train program and print its params, loss and digests.
 
 Its flags are made from the options table (:class:`~meshnb.options.RunOptions`): names, parsing
-and help in one place.  Ctrl-C is held as a flag from the command's first line (:mod:`meshnb.cli.main`)
+and help in one place.  Ctrl-C is held as a flag from the command's first line (:func:`meshnb.cli.entry`)
 and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first.
 """
 
@@ -97,7 +97,7 @@ def options(args: argparse.Namespace) -> RunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``meshnb train``; returns the exit code (errors are raised for :func:`meshnb.cli.main`)."""
+    """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`)."""
     from ..api import run
     from ..results import RunInterrupted, SaveFailed
 

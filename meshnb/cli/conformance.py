@@ -16,13 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .fpu import OPS
+from ..conformance.fpu import OPS
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, error
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED = 0, 1, 2, 130, 141, 143
 
-
-def _error(msg: str, code: int = EXIT_BAD) -> int:
-    print(f"meshnb: error: {msg}", file=sys.stderr)
+def _error(msg: str, code: int = EXIT_USAGE) -> int:
+    error(msg)
     return code
 
 
@@ -34,7 +33,7 @@ def _write(data: bytes) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the final flush stays quiet
         return EXIT_PIPE
-    return EXIT_PASS
+    return EXIT_OK
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -96,7 +95,7 @@ def _progress(asked: bool) -> Callable[[str], None] | None:
 
 
 def _ops_gen(args: argparse.Namespace) -> int:
-    from . import ops
+    from ..conformance import ops
 
     try:
         data = ops.gen_lines(args.op, args.level, args.seed, args.count)
@@ -107,7 +106,7 @@ def _ops_gen(args: argparse.Namespace) -> int:
 
 def _stdin_reader() -> Callable[[int], bytes]:
     """stdin's ``read``, or BadInput when there is none to read (closed, or not a stream)."""
-    from . import ops
+    from ..conformance import ops
 
     if sys.stdin is None:
         raise ops.BadInput("stdin is closed: give the file's name, or pipe the vectors in")
@@ -129,9 +128,8 @@ def _stdin_reader() -> Callable[[int], bytes]:
 
 
 def _ops_verify(args: argparse.Namespace) -> int:
-    from meshnb import files
-
-    from . import ops
+    from .. import files
+    from ..conformance import ops
 
     try:
         if args.file == "-":
@@ -145,33 +143,32 @@ def _ops_verify(args: argparse.Namespace) -> int:
         return _error(f"{args.file}: {e.strerror or e}")
     text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
     code = _write((text + "\n").encode())
-    if code != EXIT_PASS:
+    if code != EXIT_OK:
         return code
-    return EXIT_PASS if report.wrong == 0 else EXIT_FAIL
+    return EXIT_OK if report.wrong == 0 else EXIT_FAILED
 
 
 # -- pack -----------------------------------------------------------------------------------------
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from meshnb import files
-
-    from . import pack
+    from .. import files
+    from ..conformance import pack
 
     try:
         if args.verify:
             n = pack.verify_pack(args.dir)
             print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
-            return EXIT_PASS
+            return EXIT_OK
         manifest = pack.write_pack(args.dir, quick=args.quick)
     except pack.PackError as e:
         return _error(str(e))
     except files.WriteError as e:
-        return _error(str(e), EXIT_FAIL)
+        return _error(str(e), EXIT_FAILED)
     except OSError as e:
-        return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAIL)
+        return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAILED)
     print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
-    return EXIT_PASS
+    return EXIT_OK
 
 
 # -- check ----------------------------------------------------------------------------------------
@@ -185,10 +182,9 @@ def _u32(text: str) -> int:
 
 
 def _suite(args: argparse.Namespace) -> int:
-    from meshnb import files
-
-    from . import suite
-    from .pack import PackError
+    from .. import files
+    from ..conformance import suite
+    from ..conformance.pack import PackError
 
     if args.case is None:
         return _error("--exec and --outputs check a whole pack: give its directory")
@@ -216,15 +212,15 @@ def _suite(args: argparse.Namespace) -> int:
         try:
             files.write_atomic(args.junit, result.junit(), "--junit")
         except files.WriteError as e:
-            return _error(str(e), EXIT_FAIL)
+            return _error(str(e), EXIT_FAILED)
     text = json.dumps(result.to_json(), indent=1) if args.json else result.table()
     code = _write((text + "\n").encode())
-    return code if code != EXIT_PASS else result.exit_code
+    return code if code != EXIT_OK else result.exit_code
 
 
 def _check(args: argparse.Namespace) -> int:
-    from . import check
-    from .pack import PackError, read_file
+    from ..conformance import check
+    from ..conformance.pack import PackError, read_file
 
     if args.exec is not None or args.outputs is not None:
         return _suite(args)
@@ -272,7 +268,7 @@ def _check(args: argparse.Namespace) -> int:
         return _error(str(e))
     text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
     code = _write((text + "\n").encode())
-    return code if code != EXIT_PASS else report.exit_code
+    return code if code != EXIT_OK else report.exit_code
 
 
 def _seconds(text: str) -> float:
