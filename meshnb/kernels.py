@@ -74,7 +74,7 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(xs), np.ascontiguousarray(sin_pi_f32(xs))
 
 
-@jit()
+@jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
     """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
     X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z)."""
@@ -95,7 +95,7 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 # --- SPEC's kernels, one op at a time ---------------------------------------------------------
 
 
-@jit()
+@jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
     """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it."""
     g = np.uint32(off) % np.uint32(BATCHES)
@@ -127,20 +127,20 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     return out
 
 
-@jit()
+@jit(accepts=dict(p="float32[:]", sums="float32[:]", lr="float32", inv="float32"))
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
     """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``."""
     for j in range(4):
         p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))
 
 
-@jit()
+@jit(accepts=dict(sums="float32[:]", inv="float32"))
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
     """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update."""
     return mul(sums[4], inv)
 
 
-@jit()
+@jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
     """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order."""
     out = np.empty(NSUMS, dtype=np.float32)
@@ -155,7 +155,7 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
 # --- the grouped step, one call per step (the exchange sits between the two halves) ----------
 
 
-@jit()
+@jit(accepts=dict(header="uint32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool) -> np.ndarray:
     """Own sums of a grouped step as the slot words to publish (``ftz_bits``, words 5..7 zero).
 
@@ -169,7 +169,11 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
     return words
 
 
-@jit()
+@jit(
+    accepts=dict(
+        header="uint32[:]", total="float32[:]", loss_ring="uint32[:]", t="uint64", trace_row="uint32[:]", z="bool"
+    )
+)
 def grouped_apply(
     header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
 ) -> None:

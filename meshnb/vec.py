@@ -13,18 +13,34 @@ step loop.  DAZ on and FTZ off is float mode Z exactly: results round as IEEE (g
 underflow), and the next operation reads a subnormal as the zero of the same sign, so only the
 words that leave the loop need the flush.  (FTZ would flush before rounding, which mode Z does
 not: ``0x00800000 * 0x3F7FFFFF`` is ``0x00800000`` in mode Z and 0 under FTZ.)
+
+The DAZ region relies on values passing through memory.  numba compiles float ops as LLVM's
+ordinary ones, which assume the default floating-point environment: LLVM does not know that the
+``ldmxcsr`` in :func:`daz_on` changes how they behave, and may move a float op across it whenever
+its operands are at hand.  What keeps every op of a step loop inside the region is that each
+operand comes from a *load* after :func:`daz_on` (the page, the batch tables, the exchange
+slots), and each result reaches a *store* (the page, the trace, the loss ring) before
+:func:`mxcsr_restore`: both emit a compiler barrier (an empty ``asm`` with a ``memory``
+clobber) that no load or store crosses, so the ops between them cannot cross it either.  A loop
+that used in the region a value computed before :func:`daz_on` and kept in a register (an
+argument, a float computed outside), or that kept a result only in a register past
+:func:`mxcsr_restore`, would not be covered: such values must be flushed explicitly (as
+``kernels.batches`` flushes its tables, made before the region).  Constant operands are folded by
+LLVM under IEEE rules, which is why no loop computes a float from constants alone.  The hard-page
+tests (subnormal inputs and results in every position, in every mode) hold the loops to this.
 """
 
 from __future__ import annotations
-
-import platform
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-HAS_DAZ = platform.machine().lower() in ("x86_64", "amd64")
+from . import cpu
+
+HAS_DAZ: bool = cpu.HAS_DAZ
+"""``meshnb.cpu.HAS_DAZ``: the host has MXCSR's DAZ bit (the one place that decides it is :mod:`meshnb.cpu`)."""
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 
@@ -158,6 +174,7 @@ add, sub, mul = _make_binary("fadd"), _make_binary("fsub"), _make_binary("fmul")
 # The step loops' float modes (:mod:`meshnb.loops`): mode Z with the x86 DAZ bit on (only the
 # words leaving the loop flushed), mode Z with a flush after every op (any CPU), plain IEEE.
 Z_DAZ, Z, IEEE = 0, 1, 2
+MODES = (Z_DAZ, Z, IEEE)
 
 
 def _mode(mode) -> int | None:
