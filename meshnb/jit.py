@@ -13,8 +13,8 @@ every caller, which multiplied the cold-start compile time and gained nothing me
 LLVM inlines the small helpers anyway.  The smallest helpers (a flush of one word, a vector op)
 are ``@intrinsic`` (:mod:`meshnb.vec`): they emit their few LLVM instructions straight into the
 caller, with no dispatcher of their own to type, lower and optimise (each such dispatcher cost
-~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.sweep_loop`, has its own reasons for
-``inline="always"``, given there.)
+~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.sweep_loop`, uses ``inline="always"`` on
+its helpers, against this policy; it is another issue's to measure and reconcile.)
 
 **Per-mode variants** (the one pattern): a loop whose float mode must be a compile-time constant
 (``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``: each mode its own straight machine code) is written as a
@@ -32,8 +32,8 @@ are not checked at all (they are typed by numba).  The step loops' entries (``lo
 ``run_fused``, ``rounds.run_page``) declare their arrays' dtype, dimensions, contiguity and
 writeability the same way, and check their sizes first thing in njit (a ``ValueError``: a short
 buffer would otherwise be written past its end); their Python wrappers check the scalars (counts,
-the mode).  No Python-level array checks on the hot path: a checked call costs what an unchecked
-one did.
+the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
+tests more than an unchecked one.
 """
 
 from __future__ import annotations
