@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from meshnb import cpu
 from meshnb.bench import KNOWN_NS_PER_STEP, varied_starts
 
 # The issue's targets: (label, numerator path, denominator path or None, bound, "<=" | ">=");
@@ -205,6 +206,18 @@ def ratio_table(rows: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    """pytest-benchmark's machine info (its JSON, ``--benchmark-json``/``--benchmark-save``) names
+    the CPU the figures come from and the vector ISA numba compiled the loops for."""
+    machine_info["meshnb_cpu"] = cpu.describe()
+
+
+def cpu_line() -> str:
+    """One line naming the CPU and the vector ISA of the compiled loops, for every table."""
+    d = cpu.describe()
+    return f"CPU: {d['cpu']} ({d['machine']}, {d['host_cpu']}); loops compiled for {d['target_cpu']}: {d['vector_isa']}"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     bs = getattr(config, "_benchmarksession", None)
@@ -215,6 +228,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if _RECORDED:
             tr.ensure_newline()
             tr.section("meshnb bench smoke")
+            tr.write_line(cpu_line())
             tr.write_line(
                 f"{len(_RECORDED)} benchmarks ran once each (timing disabled, "
                 f"{'short' if is_short(config) else 'full'} sizes): {', '.join(_RECORDED)}"
@@ -226,5 +240,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     tr.ensure_newline()
     rows = per_step_medians(ours)
     tr.section("meshnb: median time per step and ratios")
+    tr.write_line(cpu_line())
     for line in ratio_table(rows):
         tr.write_line(line)

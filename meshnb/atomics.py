@@ -19,7 +19,6 @@ calls it can be cached like the rest of the kernels.
 from __future__ import annotations
 
 import ctypes
-import platform
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -27,7 +26,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+from . import cpu
+
+_X86 = cpu.IS_X86  # the host has ``pause`` (the one place that decides it: meshnb.cpu)
 _YIELD = "meshnb_sched_yield"
 
 

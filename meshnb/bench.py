@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cpu
 from .backends import BACKENDS
 from .testing import reference as ref
 
@@ -368,28 +369,23 @@ def run_bench(
 
 
 def machine_info() -> dict[str, Any]:
+    """The versions, and the CPU every figure was measured on: its model, the CPU numba compiled
+    for and that target's vector ISA (``meshnb.cpu.describe``)."""
     import numba
 
+    cpu_facts = cpu.describe()
     return {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "numba": numba.__version__,
         "machine": platform.machine(),
-        "processor": _cpu_name(),
+        "processor": cpu_facts["cpu"],
+        "host_cpu": cpu_facts["host_cpu"],
+        "target_cpu": cpu_facts["target_cpu"],
+        "vector_isa": cpu_facts["vector_isa"],
         "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
     }
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,8 +407,9 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
     lines = []
     if info:
         lines.append(
-            f"meshnb bench: {info['processor']}, {info['cpus']} CPUs, Python {info['python']}, "
-            f"numba {info['numba']}, numpy {info['numpy']}, {info['date']}"
+            f"meshnb bench: {info['processor']}, {info['cpus']} CPUs, loops compiled for {info['target_cpu']}: "
+            f"{info['vector_isa']}; Python {info['python']}, numba {info['numba']}, numpy {info['numpy']}, "
+            f"{info['date']}"
         )
     table = [head]
     notes = []

@@ -26,7 +26,7 @@ MANT_MASK = np.uint32(0x007FFFFF)
 CANONICAL_NAN = np.uint32(0x7FFFFFFF)
 
 
-@jit()
+@jit(accepts=dict(u="uint32"))
 def flush_bits(u: np.uint32) -> np.uint32:
     """The word of the mode-Z value read from word ``u`` (subnormal -> signed zero, NaN -> canonical)."""
     u = np.uint32(u)
@@ -38,25 +38,25 @@ def flush_bits(u: np.uint32) -> np.uint32:
     return u
 
 
-@jit()
+@jit(accepts=dict(u="uint32"))
 def from_bits(u: np.uint32) -> np.float32:
     """``ftz_from_bits``: read a word as f32 through the flush/NaN rule."""
     return np.uint32(flush_bits(u)).view(np.float32)
 
 
-@jit()
+@jit(accepts=dict(f="float32"))
 def bits(f: np.float32) -> np.uint32:
     """``ftz_bits``: the word of the flushed value of ``f``."""
     return flush_bits(np.float32(f).view(np.uint32))
 
 
-@jit()
+@jit(accepts=dict(f="float32"))
 def flush(f: np.float32) -> np.float32:
     """The mode-Z value of ``f``."""
     return from_bits(np.float32(f).view(np.uint32))
 
 
-@jit()
+@jit(accepts=dict(f="float32"))
 def flush_subnormal(f: np.float32) -> np.float32:
     """Subnormal -> zero of the same sign; NaNs left as they are (see the module docstring)."""
     u = np.float32(f).view(np.uint32)
@@ -65,34 +65,34 @@ def flush_subnormal(f: np.float32) -> np.float32:
     return np.float32(f)
 
 
-@jit()
+@jit(accepts=dict(a="float32", b="float32"))
 def add(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) + flush(b)))
 
 
-@jit()
+@jit(accepts=dict(a="float32", b="float32"))
 def sub(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) - flush(b)))
 
 
-@jit()
+@jit(accepts=dict(a="float32", b="float32"))
 def mul(a: np.float32, b: np.float32) -> np.float32:
     return flush(np.float32(flush(a) * flush(b)))
 
 
-@jit()
+@jit(accepts=dict(a="float32", b="float32"))
 def div(a: np.float32, b: np.float32) -> np.float32:
     # float32 / float32 stays float32 in numba; a zero divisor gives inf or NaN as IEEE says.
     return flush(np.float32(flush(a) / flush(b)))
 
 
-@jit()
+@jit(accepts=dict(u="uint32"))
 def from_u32(u: np.uint32) -> np.float32:
     """u32 -> f32, round to nearest even (LLVM ``uitofp``), then the flush rule."""
     return flush(np.float32(np.uint32(u)))
 
 
-@jit()
+@jit(accepts=dict(a="float32[...]"))
 def bits_array(a: np.ndarray) -> np.ndarray:
     """``bits`` of every element of a float32 array, as a new uint32 array."""
     out = np.empty(a.shape, dtype=np.uint32)
@@ -101,7 +101,7 @@ def bits_array(a: np.ndarray) -> np.ndarray:
     return out
 
 
-@jit()
+@jit(accepts=dict(u="uint32[...]"))
 def from_bits_array(u: np.ndarray) -> np.ndarray:
     """``from_bits`` of every element of a uint32 array, as a new float32 array."""
     out = np.empty(u.shape, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""meshnb's one numba decorator, and the one policy for compiling its kernels.
+"""meshnb's one numba decorator, the one policy for compiling its kernels, and their door checks.
 
 Every njit function of meshnb is made with :func:`jit`: machine code cached beside the package
 (``cache=True``: safe, since every kernel is a pure function of its arguments and module-level
@@ -6,21 +6,196 @@ constants), and ``error_model="numpy"``, a correctness rule (IEEE: a division by
 NaN, never an exception).  Never ``fastmath``: it allows FMA contraction and reassociation, which
 change mode Z's bits.
 
-Inlining policy: helpers are plain njit functions that LLVM inlines (numba's own IR inlining,
-``inline="always"``, is not used: it recompiles the callee into every caller, which multiplied
-the cold-start compile time without a measured gain).  Per-mode variants of a loop are made by
-passing the mode as a literal argument (``numba.literally``) or by one closure per mode, built
-once by a factory: numba then compiles only the modes a run uses.
+**Inlining** (the one policy): helpers are plain njit functions, and LLVM inlines them into their
+callers when it optimises the caller with its callees.  numba's own IR inlining
+(``inline="always"``) is not used by the step loops: it types and lowers the callee again inside
+every caller, which multiplied the cold-start compile time and gained nothing measurable, since
+LLVM inlines the small helpers anyway.  The smallest helpers (a flush of one word, a vector op)
+are ``@intrinsic`` (:mod:`meshnb.vec`): they emit their few LLVM instructions straight into the
+caller, with no dispatcher of their own to type, lower and optimise (each such dispatcher cost
+~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.sweep_loop`, uses ``inline="always"`` on
+its helpers, against this policy; it is another issue's to measure and reconcile.)
+
+**Per-mode variants** (the one pattern): a loop whose float mode must be a compile-time constant
+(``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``: each mode its own straight machine code) is written as a
+factory ``_make_x(mode)`` that returns an njit closure; numba reads ``mode`` as a constant, and
+passes it as a literal to the helpers it calls.  :func:`per_mode` builds the table of one closure
+per mode, and the Python wrapper picks one by the mode given: numba compiles a mode's variant on
+its first call only.
+
+**The door**: a public kernel that Python code may call declares the types it accepts
+(``jit(accepts={...})``).  A call from Python with other types (a float64, a Python float, an
+int64 array) is refused with a ``TypeError`` naming the argument, instead of compiling a variant
+that computes other bits; the check runs only when numba would compile (or load from its cache) a
+new variant, so a call with the right types costs nothing more, and calls from other njit code
+are not checked at all (they are typed by numba).  The step loops' entries (``loops.run_tasks``,
+``run_fused``, ``rounds.run_page``) declare their arrays' dtype, dimensions, contiguity and
+writeability the same way, and check their sizes first thing in njit (a ``ValueError``: a short
+buffer would otherwise be written past its end); their Python wrappers check the scalars (counts,
+the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
+tests more than an unchecked one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from numba import njit
+import numpy as np
+from numba import njit, types
+from numba.core.dispatcher import OmittedArg
+from numba.core.registry import CPUDispatcher
+
+T = TypeVar("T")
+
+_SCALARS: dict[str, Any] = {
+    "float32": types.float32,
+    "uint32": types.uint32,
+    "uint64": types.uint64,
+    "int64": types.int64,
+    "uint8": types.uint8,
+    "bool": types.boolean,
+}
+_SPEC = re.compile(r"^(\w+)(?:\[(.*)\])?$")
 
 
-def jit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
-    """meshnb's one njit: ``cache=True`` and ``error_model="numpy"``, plus ``options``."""
-    return njit(cache=True, error_model="numpy", **options)
+@dataclass(frozen=True)
+class Accepts:
+    """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an
+    array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``,
+    writeable if ``writeable``."""
+
+    spec: str  # as written: "float32", "bool", "uint32[:]", "uint8[::1]", "uint32[:, ::1] writeable"
+    dtype: Any  # a numba scalar type
+    ndim: int
+    contiguous: bool
+    writeable: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> Accepts:
+        base, _, flag = spec.partition(" writeable")
+        if flag or (_ and "[" not in base):
+            raise ValueError(f"unknown argument type {spec!r}: 'writeable' follows an array type")
+        rule = cls._parse(spec, base)
+        return cls(rule.spec, rule.dtype, rule.ndim, rule.contiguous, bool(_))
+
+    @classmethod
+    def _parse(cls, spec: str, base: str) -> Accepts:
+        m = _SPEC.match(base.replace(" ", ""))
+        if m is None or m.group(1) not in _SCALARS:
+            raise ValueError(f"unknown argument type {spec!r}")
+        dims = m.group(2)
+        if dims is None:
+            return cls(spec, _SCALARS[m.group(1)], 0, False)
+        if dims == "...":  # any number of dimensions
+            return cls(spec, _SCALARS[m.group(1)], -1, False)
+        parts = dims.split(",")
+        if not all(p in (":", "::1") for p in parts) or "::1" in parts[:-1]:
+            raise ValueError(f"unknown array type {spec!r}: dimensions are ':' (the last may be '::1')")
+        return cls(spec, _SCALARS[m.group(1)], len(parts), parts[-1] == "::1")
+
+    def admits(self, t: Any) -> bool:
+        """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted."""
+        if self.ndim == 0:
+            return bool(t == self.dtype)
+        return (
+            isinstance(t, types.Array)
+            and t.dtype == self.dtype
+            and self.ndim in (-1, t.ndim)
+            and (not self.contiguous or t.layout == "C")
+            and (not self.writeable or t.mutable)
+        )
+
+    def wanted(self) -> str:
+        if self.ndim == 0:
+            kind = "a Python bool" if self.dtype == types.boolean else f"a numpy {self.dtype} (np.{self.dtype})"
+            return kind
+        layout = (" writeable" if self.writeable else "") + (" C-contiguous" if self.contiguous else "")
+        if self.ndim < 0:
+            return f"a {self.dtype} array"
+        return f"a{layout} {self.dtype} array of {self.ndim} dimension{'s' if self.ndim > 1 else ''}"
+
+
+def _described(value: Any, t: Any) -> str:
+    if isinstance(value, np.ndarray):
+        order = "C-contiguous" if value.flags.c_contiguous else "non-contiguous"
+        order = order if value.flags.writeable else f"read-only {order}"
+        return f"a {order} {value.dtype} array of {value.ndim} dimension{'s' if value.ndim != 1 else ''}"
+    if isinstance(value, np.generic):
+        return f"a numpy {value.dtype}"
+    return f"a Python {type(value).__name__} (numba would type it {t})"
+
+
+class CheckedDispatcher(CPUDispatcher):
+    """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
+    whose argument types are not those declared (see the module docstring: the door)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        accepts: Mapping[int, tuple[str, Accepts]] | None = None,
+        public_name: str | None = None,
+        **kws: Any,
+    ) -> None:
+        super().__init__(*args, **kws)
+        # (numba rebuilds a pickled dispatcher without ``accepts``: it then checks nothing)
+        self._accepts = dict(accepts or {})
+        self._public_name = public_name or f"{self.py_func.__module__}.{self.py_func.__qualname__}"
+
+    def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+        # Only reached from a Python call whose types match no compiled variant (numba's C
+        # dispatcher folds keywords and defaults into ``args`` first).
+        for i, value in enumerate(args):
+            if i not in self._accepts or isinstance(value, OmittedArg):
+                continue
+            name, rule = self._accepts[i]
+            try:
+                t = self.typeof_pyval(value)
+            except (ValueError, TypeError):  # a value numba cannot type at all
+                t = None
+            if t is None or not rule.admits(t):
+                raise TypeError(
+                    f"{self._public_name}: argument {name!r} must be {rule.wanted()}, not {_described(value, t)}"
+                )
+        return super()._compile_for_args(*args, **kws)  # type: ignore[misc]
+
+
+def jit(
+    accepts: Mapping[str, str] | None = None, name: str | None = None, **options: Any
+) -> Callable[[Callable[..., Any]], Any]:
+    """meshnb's one njit: ``cache=True`` and ``error_model="numpy"``, plus ``options``.
+
+    ``accepts`` (an entry's door) maps argument names to the types a Python caller may pass:
+    ``"float32"``, ``"uint8"``, ``"uint32"``, ``"uint64"``, ``"int64"``, ``"bool"`` (exactly that
+    numpy scalar type, or a Python bool), or arrays of those as ``"float32[:]"``,
+    ``"uint32[:, :]"``, ``"uint8[::1]"`` (C-contiguous), ``"float32[...]"`` (any number of
+    dimensions), followed by ``" writeable"`` for an array written in place.  Every argument of
+    such a function must be listed.  ``name`` is how its errors name it (default: its own)."""
+    if accepts is None:
+        return njit(cache=True, error_model="numpy", **options)
+    rules = {arg: Accepts.parse(spec) for arg, spec in accepts.items()}
+
+    def wrap(func: Callable[..., Any]) -> Any:
+        import inspect
+
+        params = list(inspect.signature(func).parameters)
+        if set(params) != set(rules):
+            raise ValueError(f"{func.__qualname__}: accepts must list exactly its arguments {params}")
+        disp = CheckedDispatcher(
+            py_func=func,
+            locals={},
+            targetoptions={"nopython": True, "error_model": "numpy", **options},
+            accepts={i: (arg, rules[arg]) for i, arg in enumerate(params)},
+            public_name=name,
+        )
+        disp.enable_caching()
+        return disp
+
+    return wrap
+
+
+def per_mode(make: Callable[[int], T], modes: Iterable[int]) -> dict[int, T]:
+    """One compiled entry per loop mode: ``{mode: make(mode)}`` (see the module docstring)."""
+    return {m: make(m) for m in modes}

@@ -10,9 +10,12 @@ The grouped step of the program (:mod:`meshnb.program`) calls ``grouped_sums``, 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .floatz import add, bits, div, flush, flush_subnormal, from_bits, from_u32, mul, sub
+from . import vec
+from .floatz import flush, flush_words, mul, sub
 from .jit import jit
 from .view import FIELDS
 
@@ -32,61 +35,46 @@ U64_7 = np.uint64(7)
 TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
-# --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-
-
-@jit()
-def result(r: np.float32, z: bool) -> np.float32:
-    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode."""
-    if z:
-        return flush_subnormal(r)
-    return r
-
-
-@jit()
-def out_word(f: np.float32, z: bool) -> np.uint32:
-    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z."""
-    if z:
-        return bits(f)
-    return np.float32(f).view(np.uint32)
-
-
-@jit()
-def in_word(u: np.uint32, z: bool) -> np.float32:
-    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z."""
-    if z:
-        return from_bits(u)
-    return np.uint32(u).view(np.float32)
+# Scalar helpers (``vec``'s intrinsics, compiled into each kernel that uses them): ``result`` is
+# a result inside a kernel, ``in_word`` a page word entering one, ``out_word`` a word leaving one;
+# each applies mode Z's rule when its ``z`` is true and is plain IEEE otherwise.
+result, in_word, out_word = vec.result, vec.in_word, vec.out_word
 
 
 # --- samples ----------------------------------------------------------------------------------
 
 
-@jit()
-def sin_pi_f32(x: np.float32) -> np.float32:
-    """sin(pi x) rounded to f32: f64 sin on the exactly reduced argument, sign from x (SPEC 4)."""
-    ax = abs(np.float64(x))
-    r = 1.0 - ax if ax > 0.5 else ax  # exact: x is an f32 in [-1, 1]
-    y = np.float32(np.sin(np.pi * r))
-    if np.float32(x).view(np.uint32) & np.uint32(0x80000000):
-        return -y
-    return y
+def sin_pi_f32(x: np.ndarray) -> np.ndarray:
+    """sin(pi x) rounded to f32 for every f32 ``x`` in [-1, 1] (SPEC 4): the f64 sine (the C
+    library's, as compiled code calls it) of the exactly reduced argument, the sign from x."""
+    x = np.asarray(x, dtype=np.float32)
+    ax = np.abs(x.astype(np.float64))
+    r = np.where(ax > 0.5, 1.0 - ax, ax)  # exact: x is an f32 in [-1, 1]
+    # math.sin per value, not np.sin: numpy's vectorised sine may differ from libm in the last
+    # bit, which could change a rounding to f32; numba's np.sin on a scalar calls libm's sin.
+    y = np.array([math.sin(math.pi * float(v)) for v in r], dtype=np.float64).astype(np.float32)
+    return np.where(np.signbit(x), -y, y).astype(np.float32)
 
 
-@jit()
 def samples() -> tuple[np.ndarray, np.ndarray]:
-    """X and Y of SPEC section 4 (256 float32 each)."""
-    xs = np.empty(SAMPLES, dtype=np.float32)
-    ys = np.empty(SAMPLES, dtype=np.float32)
-    h = div(np.float32(2.0), from_u32(np.uint32(255)))
-    for i in range(SAMPLES):
-        x = add(np.float32(-1.0), mul(from_u32(np.uint32(i)), h))
-        xs[i] = x
-        ys[i] = sin_pi_f32(x)
-    return xs, ys
+    """X and Y of SPEC section 4 (256 float32 each).
+
+    Plain numpy, no compiled kernel (a cold start compiles nothing for it): every f32 op is an
+    IEEE op on whole arrays followed by mode Z's flush (``floatz.flush_words``), which is what
+    ``floatz.add/mul/div/from_u32`` do one value at a time; the values are checked against mpmath
+    and the vectors."""
+    f32 = np.float32
+
+    def z(a: np.ndarray) -> np.ndarray:  # mode Z's flush of f32 results (inputs here are normal)
+        return flush_words(np.asarray(a, dtype=f32).view(np.uint32)).view(f32)
+
+    h = z(np.array([f32(2.0)], dtype=f32) / z(np.array([255], dtype=np.uint32).astype(f32)))[0]
+    i = z(np.arange(SAMPLES, dtype=np.uint32).astype(f32))  # u32 -> f32: exact below 2^24
+    xs = z(f32(-1.0) + z(i * h))
+    return np.ascontiguousarray(xs), np.ascontiguousarray(sin_pi_f32(xs))
 
 
-@jit()
+@jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
     """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
     X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z)."""
@@ -107,7 +95,7 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 # --- SPEC's kernels, one op at a time ---------------------------------------------------------
 
 
-@jit()
+@jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
     """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it."""
     g = np.uint32(off) % np.uint32(BATCHES)
@@ -139,20 +127,20 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     return out
 
 
-@jit()
+@jit(accepts=dict(p="float32[:]", sums="float32[:]", lr="float32", inv="float32"))
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
     """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``."""
     for j in range(4):
         p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))
 
 
-@jit()
+@jit(accepts=dict(sums="float32[:]", inv="float32"))
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
     """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update."""
     return mul(sums[4], inv)
 
 
-@jit()
+@jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
     """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order."""
     out = np.empty(NSUMS, dtype=np.float32)
@@ -167,7 +155,7 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
 # --- the grouped step, one call per step (the exchange sits between the two halves) ----------
 
 
-@jit()
+@jit(accepts=dict(header="uint32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool) -> np.ndarray:
     """Own sums of a grouped step as the slot words to publish (``ftz_bits``, words 5..7 zero).
 
@@ -181,7 +169,11 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
     return words
 
 
-@jit()
+@jit(
+    accepts=dict(
+        header="uint32[:]", total="float32[:]", loss_ring="uint32[:]", t="uint64", trace_row="uint32[:]", z="bool"
+    )
+)
 def grouped_apply(
     header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
 ) -> None:

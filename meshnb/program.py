@@ -72,8 +72,10 @@ class Context:
 
 
 def inv_batch(systems: int) -> np.float32:
-    """``div(1, from_u32(32 N))``."""
-    return floatz.div(np.float32(1.0), np.float32(floatz.from_u32(np.uint32(kernels.WARP * systems))))
+    """``div(1, from_u32(32 N))``: IEEE ops in numpy, then mode Z's flush (no compiled kernel)."""
+    n = np.array([kernels.WARP * systems], dtype=np.uint32)
+    d = floatz.flush_words(n.astype(np.float32).view(np.uint32)).view(np.float32)
+    return np.float32(floatz.flush_words((np.float32(1.0) / d).view(np.uint32)).view(np.float32)[0])
 
 
 def init(ctx: Context) -> None:
@@ -102,7 +104,7 @@ def task(ctx: Context, op: int, arg: int) -> int:
     if op == OP_TASK:
         return _run(ctx, int(arg))
     if op == OP_SET_LR:
-        ctx.view.set_word("LR", int(floatz.flush_bits(np.uint32(arg))) if ctx.z else int(arg))
+        ctx.view.set_word("LR", int(floatz.flush_words(np.uint32(arg))) if ctx.z else int(arg))
         return R_NONE
     return R_BAD_OP
 

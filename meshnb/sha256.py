@@ -14,7 +14,8 @@ Two kernels give the same bits:
   through LLVM's target-independent funnel shift (one instruction each where the CPU has one).
 
 :data:`IMPLEMENTATION` names the kernel in use; ``MESHNB_SHA256=scalar`` in the environment (read
-at import) forces the scalar one.  :func:`compress` (njit-callable from other njit code) is that
+at import) forces the scalar one, ``MESHNB_SHA256=sha-ni`` demands SHA-NI (a ``ValueError`` at import
+where the CPU lacks it, never a quiet fallback).  :func:`compress` (njit-callable from other njit code) is that
 kernel: ``compress(h, data)`` folds the whole 64-byte blocks of ``data`` (C-contiguous uint8) into
 the chaining value ``h`` (C-contiguous uint32[8], the words H0..H7; uint32 because SHA-NI loads
 them as two 128-bit vectors).  The SHA-NI kernel is compiled only when first called, and is never
@@ -24,12 +25,10 @@ selected on a CPU without the feature.
 from __future__ import annotations
 
 import os
-import platform
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -37,6 +36,7 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, register_model
 
+from . import cpu
 from .jit import jit
 
 # ---------------------------------------------------------------------------------------------
@@ -112,18 +112,9 @@ _K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI kernel: loaded four at a ti
 _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
 
 
-def _host_has_sha_ni() -> bool:
-    # "sha" is LLVM's x86 feature name; other targets may use the word for something else.
-    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
-        return False
-    try:
-        return bool(llvm.get_host_cpu_features().get("sha", False))
-    except RuntimeError:  # llvmlite could not read the host's features: assume none
-        return False
-
-
-HAS_SHA_NI: bool = _host_has_sha_ni()
-"""Whether the host CPU has the x86 SHA extensions (llvmlite's feature ``sha``)."""
+HAS_SHA_NI: bool = cpu.HAS_SHA_NI
+"""Whether the host CPU has the x86 SHA extensions (``meshnb.cpu.HAS_SHA_NI``, the one place that
+decides it)."""
 
 # ---------------------------------------------------------------------------------------------
 # Scalar kernel
@@ -200,7 +191,7 @@ def _rnd(
     return (d + t1) & _M32, (t1 + t2) & _M32
 
 
-@jit(nogil=True)
+@jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code."""
     k = _K
@@ -424,7 +415,7 @@ def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
     return abef, cdgh
 
 
-@jit(nogil=True)
+@jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
     lo = _load4(h, 0)
@@ -462,6 +453,10 @@ if HAS_SHA_NI:
 _FORCED = os.environ.get("MESHNB_SHA256", "").strip().lower()
 if _FORCED not in ("", "scalar", "sha-ni"):
     raise ValueError(f"MESHNB_SHA256={_FORCED!r}: expected 'scalar' or 'sha-ni'")
+if _FORCED == "sha-ni" and not HAS_SHA_NI:  # asked for, and absent: an error, not a quiet fallback
+    raise ValueError(
+        "MESHNB_SHA256=sha-ni: this CPU has no SHA extensions (x86 feature 'sha'): unset it or use 'scalar'"
+    )
 IMPLEMENTATION: str = "scalar" if _FORCED == "scalar" or not HAS_SHA_NI else "sha-ni"
 """The kernel in use: ``"sha-ni"`` where the CPU has the SHA extensions, else ``"scalar"``."""
 compress = KERNELS[IMPLEMENTATION]

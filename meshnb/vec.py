@@ -13,18 +13,34 @@ step loop.  DAZ on and FTZ off is float mode Z exactly: results round as IEEE (g
 underflow), and the next operation reads a subnormal as the zero of the same sign, so only the
 words that leave the loop need the flush.  (FTZ would flush before rounding, which mode Z does
 not: ``0x00800000 * 0x3F7FFFFF`` is ``0x00800000`` in mode Z and 0 under FTZ.)
+
+The DAZ region relies on values passing through memory.  numba compiles float ops as LLVM's
+ordinary ones, which assume the default floating-point environment: LLVM does not know that the
+``ldmxcsr`` in :func:`daz_on` changes how they behave, and may move a float op across it whenever
+its operands are at hand.  What keeps every op of a step loop inside the region is that each
+operand comes from a *load* after :func:`daz_on` (the page, the batch tables, the exchange
+slots), and each result reaches a *store* (the page, the trace, the loss ring) before
+:func:`mxcsr_restore`: both emit a compiler barrier (an empty ``asm`` with a ``memory``
+clobber) that no load or store crosses, so the ops between them cannot cross it either.  A loop
+that used in the region a value computed before :func:`daz_on` and kept in a register (an
+argument, a float computed outside), or that kept a result only in a register past
+:func:`mxcsr_restore`, would not be covered: such values must be flushed explicitly (as
+``kernels.batches`` flushes its tables, made before the region).  Constant operands are folded by
+LLVM under IEEE rules, which is why no loop computes a float from constants alone.  The hard-page
+tests (subnormal inputs and results in every position, in every mode) hold the loops to this.
 """
 
 from __future__ import annotations
-
-import platform
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-HAS_DAZ = platform.machine().lower() in ("x86_64", "amd64")
+from . import cpu
+
+HAS_DAZ: bool = cpu.HAS_DAZ
+"""``meshnb.cpu.HAS_DAZ``: the host has MXCSR's DAZ bit (the one place that decides it is :mod:`meshnb.cpu`)."""
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 
@@ -51,15 +67,27 @@ def _ivec(value: int, n: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(_I32, n), [value - (1 << 32) if value >= 1 << 31 else value] * n)
 
 
-def _flush_ir(builder: ir.IRBuilder, v: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
-    """Lanes whose exponent bits are zero become signed zeros; optionally NaNs become 0x7FFFFFFF."""
-    u = builder.bitcast(v, ir.VectorType(_I32, n))
-    tiny = builder.icmp_unsigned("==", builder.and_(u, _ivec(0x7F800000, n)), _ivec(0, n))
-    u = builder.select(tiny, builder.and_(u, _ivec(0x80000000, n)), u)
+def _iconst(value: int, n: int) -> ir.Constant:
+    """``value`` as an i32 (``n == 0``) or in every lane of an ``<n x i32>``."""
+    return ir.Constant(_I32, value - (1 << 32) if value >= 1 << 31 else value) if n == 0 else _ivec(value, n)
+
+
+def _flush_words_ir(builder: ir.IRBuilder, u: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
+    """On i32 words (``n == 0``) or ``<n x i32>`` lanes: a zero exponent makes a signed zero;
+    optionally a NaN becomes 0x7FFFFFFF (``floatz.flush_bits``)."""
+    tiny = builder.icmp_unsigned("==", builder.and_(u, _iconst(0x7F800000, n)), _iconst(0, n))
+    u = builder.select(tiny, builder.and_(u, _iconst(0x80000000, n)), u)
     if canonical_nan:
-        nan = builder.icmp_unsigned(">", builder.and_(u, _ivec(0x7FFFFFFF, n)), _ivec(0x7F800000, n))
-        u = builder.select(nan, _ivec(0x7FFFFFFF, n), u)
-    return builder.bitcast(u, ir.VectorType(_F32, n))
+        nan = builder.icmp_unsigned(">", builder.and_(u, _iconst(0x7FFFFFFF, n)), _iconst(0x7F800000, n))
+        u = builder.select(nan, _iconst(0x7FFFFFFF, n), u)
+    return u
+
+
+def _flush_ir(builder: ir.IRBuilder, v: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
+    """Lanes whose exponent bits are zero become signed zeros; optionally NaNs become 0x7FFFFFFF
+    (``n == 0``: a scalar float)."""
+    ity, fty = (_I32, _F32) if n == 0 else (ir.VectorType(_I32, n), ir.VectorType(_F32, n))
+    return builder.bitcast(_flush_words_ir(builder, builder.bitcast(v, ity), n, canonical_nan), fty)
 
 
 def _is_f32_array(arr) -> bool:
@@ -146,6 +174,7 @@ add, sub, mul = _make_binary("fadd"), _make_binary("fsub"), _make_binary("fmul")
 # The step loops' float modes (:mod:`meshnb.loops`): mode Z with the x86 DAZ bit on (only the
 # words leaving the loop flushed), mode Z with a flush after every op (any CPU), plain IEEE.
 Z_DAZ, Z, IEEE = 0, 1, 2
+MODES = (Z_DAZ, Z, IEEE)
 
 
 def _mode(mode) -> int | None:
@@ -207,6 +236,60 @@ def words(typingctx, v):
         return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
 
     return v(v), codegen
+
+
+# --- scalar words in and out of a kernel (``z``: a bool, mode Z or plain IEEE) ----------------
+# Intrinsics, not njit functions: they compile as part of their caller, with no dispatcher of
+# their own to type, lower and optimise (each such helper cost ~50 ms of a cold start).
+
+
+def _as_bool(context, builder, ty, value):
+    return context.cast(builder, value, ty, types.boolean)
+
+
+@intrinsic
+def result(typingctx, r, z):
+    """A float32 result inside a kernel: the subnormal flush (``floatz.flush_subnormal``) when
+    ``z``, untouched otherwise."""
+    if not (r == types.float32 and isinstance(z, types.Boolean)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        flushed = _flush_ir(builder, args[0], 0, canonical_nan=False)
+        return builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, args[0])
+
+    return types.float32(r, z), codegen
+
+
+@intrinsic
+def in_word(typingctx, u, z):
+    """A word entering a kernel from the page, as float32: ``ftz_from_bits`` when ``z``
+    (``floatz.from_bits``), its bits as they are otherwise."""
+    if not (isinstance(u, types.Integer) and isinstance(z, types.Boolean)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        w = context.cast(builder, args[0], sig.args[0], types.uint32)
+        flushed = _flush_words_ir(builder, w, 0, canonical_nan=True)
+        w = builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, w)
+        return builder.bitcast(w, _F32)
+
+    return types.float32(u, z), codegen
+
+
+@intrinsic
+def out_word(typingctx, f, z):
+    """A float32 leaving a kernel (page, trace, exchange slot) as its uint32 word: ``ftz_bits``
+    when ``z`` (``floatz.bits``), the bits as they are otherwise."""
+    if not (f == types.float32 and isinstance(z, types.Boolean)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        w = builder.bitcast(args[0], _I32)
+        flushed = _flush_words_ir(builder, w, 0, canonical_nan=True)
+        return builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, w)
+
+    return types.uint32(f, z), codegen
 
 
 @intrinsic

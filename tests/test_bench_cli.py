@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from meshnb import bench
+from meshnb import bench, cpu
 from meshnb.cli import main
 
 CORE_PATHS = ("single", "single-one-task", "numpy", "python")
@@ -27,6 +27,11 @@ def quick_report() -> dict:
 def test_quick_json_reports_every_path_verified(quick_report):
     assert quick_report["quick"] is True
     assert {"python", "numba", "numpy", "cpus", "processor", "date"} <= set(quick_report["machine"])
+    # Every figure names the CPU and the vector ISA the loops were compiled for.
+    facts = cpu.describe()
+    machine = quick_report["machine"]
+    assert machine["processor"] == facts["cpu"] and machine["vector_isa"] == facts["vector_isa"]
+    assert machine["target_cpu"] == facts["target_cpu"] and machine["host_cpu"] == facts["host_cpu"]
     rows = {r["path"]: r for r in quick_report["paths"]}
     assert set(CORE_PATHS) <= set(rows)
     assert {"fused-8", "threads-2", "processes-2"} <= set(rows)  # every cluster backend of the registry
@@ -61,6 +66,8 @@ def test_human_table_and_bad_path_name(capsys):
     assert main(["bench", "--seconds", "0.05", "--quick", "--paths", "single,numpy"]) == 0
     out = capsys.readouterr().out
     assert "steps/s" in out and "JIT/first" in out
+    head = out.splitlines()[0]
+    assert cpu.model_name() in head and f"loops compiled for {cpu.target_name()}: {cpu.target_shape()}" in head
     assert any(line.startswith("single ") and "ok (" in line for line in out.splitlines())
     assert main(["bench", "--paths", "nosuch"]) == 2
     assert "unknown path" in capsys.readouterr().err

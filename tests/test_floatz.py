@@ -184,3 +184,27 @@ PY_OPS = {"add": ref.py_add, "sub": ref.py_sub, "mul": ref.py_mul, "div": ref.py
 @given(op=st.sampled_from(OPS), a=WORDS, b=WORDS)
 def test_any_pair_matches_the_plain_python_reference(op, a, b):
     assert int(z(op, [a], [b])[0]) == PY_OPS[op](a, b)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_ops_refuse_float64_and_python_floats_naming_the_argument(op):
+    fn = getattr(floatz, op)
+    f = np.float32(1.5)
+    with pytest.raises(TypeError, match=f"meshnb.floatz.{op}: argument 'a' must be a numpy float32"):
+        fn(1.5, f)
+    with pytest.raises(TypeError, match=f"meshnb.floatz.{op}: argument 'b' must be a numpy float32.*numpy float64"):
+        fn(f, np.float64(1.5))
+    assert fn(f, f) == getattr(ref, f"z_{op}")(f, f)
+    assert all(str(sig) == "(float32, float32)" for sig in fn.signatures)  # no float64 variant
+
+
+def test_word_ops_refuse_other_dtypes():
+    with pytest.raises(TypeError, match="flush_bits: argument 'u' must be a numpy uint32"):
+        floatz.flush_bits(0x7FC00000)
+    with pytest.raises(TypeError, match="from_u32: argument 'u' must be a numpy uint32"):
+        floatz.from_u32(np.int32(3))
+    with pytest.raises(TypeError, match="bits: argument 'f' must be a numpy float32"):
+        floatz.bits(np.float16(1))
+    with pytest.raises(TypeError, match="bits_array: argument 'a' must be a float32 array"):
+        floatz.bits_array(np.zeros(3))
+    assert floatz.from_u32(np.uint32(3)) == np.float32(3)

@@ -163,3 +163,77 @@ def test_more_members_than_cores_finish_in_bounded_time():
     assert time.monotonic() - t0 < 20
     assert [s.digest for s in r.systems] == [s.digest for s in clean.systems]
     assert {s.trace_digest for s in r.systems} == {clean.systems[0].trace_digest}
+
+
+# --- the door: run_page checks every argument before the loop trusts it ------------------------
+
+
+def _page_args(n: int = 2, steps: int = 4) -> dict:
+    """A valid run_page call for member 0 of ``n`` (keyword form), from a fresh exchange page."""
+    from meshnb import kernels
+    from meshnb.exchange import word_layout
+
+    xpage = ExchangePage.new(n)
+    words = np.frombuffer(ref.init_page(n, grouped=True), "<u4").copy()
+    return dict(
+        hdr=words[:12].copy(), tab=kernels.batches(words, True), loss_ring=words[kernels.W_LOSS : kernels.W_LOSS + 256],
+        ex64=xpage.words64, ex32=xpage.words32, layout=word_layout(), k=0, n=n, base=0, steps=steps,
+        state=np.zeros(2, dtype=np.uint64), trace=np.zeros((steps, 5), dtype=np.uint32), mode=loops.Z, spin=0,
+    )  # fmt: skip
+
+
+def test_run_page_runs_with_checked_arguments():
+    args = _page_args()
+    assert rounds.run_page(**args) == rounds.WAITING  # member 1 never publishes: the first wait gives up
+    assert args["state"].tolist() == [0, 1]  # round 1 published
+
+
+def test_run_page_refuses_a_short_trace_instead_of_writing_past_it():
+    args = _page_args(n=1, steps=6)  # one member: no waiting, every step runs
+    block = np.zeros((10, 5), dtype=np.uint32)
+    args["trace"] = block[:5]
+    with pytest.raises(ValueError, match=r"trace must be \[steps, 5\]"):
+        rounds.run_page(**args)
+    assert not block.any()
+    args["trace"] = block[:6]
+    assert rounds.run_page(**args) == rounds.DONE and block[:6].any() and not block[6:].any()
+
+
+@pytest.mark.parametrize(
+    "change, error, message",
+    [
+        ({"hdr": np.zeros(8, np.uint32)}, ValueError, "hdr, tab and loss_ring must be uint32.12."),
+        ({"hdr": np.zeros(12, np.float32)}, TypeError, "'hdr' must be a writeable C-contiguous uint32 array"),
+        ({"tab": np.zeros(100, np.float32)}, ValueError, "hdr, tab and loss_ring must be"),
+        ({"loss_ring": np.zeros(512, np.uint32)[::2]}, TypeError, "'loss_ring' must be a writeable C-contiguous"),
+        ({"k": 2}, ValueError, "needs 0 <= k < n"),
+        ({"n": 0}, ValueError, "needs 0 <= k < n"),
+        ({"k": -1}, ValueError, "k must be in 0"),
+        ({"n": 40}, ValueError, "the exchange page is too small for n systems"),  # counters and slots past it
+        ({"ex32": np.zeros(40, np.uint32)}, ValueError, "the exchange page is too small"),  # slots of system 1 past it
+        ({"layout": np.zeros(5, np.int64)}, ValueError, "layout must be the 6 entries"),
+        ({"layout": np.full(6, -1, np.int64)}, ValueError, "layout must be the 6 entries"),
+        ({"state": np.zeros(3, np.uint64)}, ValueError, r"state must be \[steps done"),
+        ({"state": np.array([9, 0], np.uint64)}, ValueError, r"state must be \[steps done <= steps"),
+        ({"steps": -1}, ValueError, "steps must be in 0"),
+        ({"trace": np.zeros((4, 6), np.uint32)}, ValueError, r"trace must be \[steps, 5\]"),
+        ({"mode": 5}, ValueError, "mode must be"),
+        ({"spin": 1.5}, TypeError, "spin must be an integer"),
+    ],
+    ids=lambda c: "-".join(c) if isinstance(c, dict) else None,
+)
+def test_run_page_refuses_bad_arguments(change, error, message):
+    args = _page_args()
+    args.update(change)
+    before = args["ex32"].copy()
+    with pytest.raises(error, match=message):
+        rounds.run_page(**args)
+    assert np.array_equal(args["ex32"], before)  # nothing published
+
+
+def test_a_forced_z_daz_page_loop_is_refused_without_daz(monkeypatch):
+    from meshnb import cpu
+
+    monkeypatch.setattr(cpu, "HAS_DAZ", False)
+    with pytest.raises(ValueError, match="Z_DAZ needs the x86 DAZ bit"):
+        rounds.run_page(**{**_page_args(), "mode": loops.Z_DAZ})

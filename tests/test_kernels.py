@@ -112,3 +112,47 @@ def test_fold_adds_slots_in_system_order_through_ftz_from_bits():
     slots[:, 3] = [0x7F7FFFFF, 0x7F7FFFFF, 0xFF800000]  # overflow then inf - inf
     out = kernels.fold(slots).view(np.uint32)
     assert hexes(out[:4]) == ["3f800000", "3f800000", "7fffffff", "7fffffff"]
+
+
+# --- the door: public kernels refuse other types instead of compiling variants ------------------
+
+
+def _f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda xs, ys: kernels.step_sums(_f64(np.zeros(4)), xs, ys, np.uint32(0)), "p"),
+        (lambda xs, ys: kernels.step_sums(np.zeros(4, np.float32), _f64(xs), ys, np.uint32(0)), "xs"),
+        (lambda xs, ys: kernels.step_sums(np.zeros(4, np.float32), xs, ys, 3), "off"),  # a Python int is int64
+        (lambda xs, ys: kernels.step_sums(np.zeros(4, np.float32), xs, ys, np.uint32(0), 1), "z"),
+        (lambda xs, ys: kernels.apply(np.zeros(4, np.float32), np.zeros(5, np.float32), 0.5, np.float32(1)), "lr"),
+        (lambda xs, ys: kernels.apply(_f64(np.zeros(4)), np.zeros(5, np.float32), np.float32(0.5), np.float32(1)), "p"),
+        (lambda xs, ys: kernels.loss(np.zeros(5, np.float32), np.float64(1 / 32)), "inv"),
+        (lambda xs, ys: kernels.loss(np.zeros((5, 1), np.float32), np.float32(1 / 32)), "sums"),
+        (lambda xs, ys: kernels.fold(np.zeros((2, 8), np.int64)), "slots"),
+        (lambda xs, ys: kernels.batches(np.zeros(1024, np.float32), True), "words"),
+    ],
+)
+def test_public_kernels_refuse_other_types_naming_the_argument(call, name):
+    xs, ys = kernels.samples()
+    before = {k: len(getattr(kernels, k).signatures) for k in ("step_sums", "apply", "loss", "fold", "batches")}
+    with pytest.raises(TypeError, match=f"argument '{name}' must be") as caught:
+        call(xs, ys)
+    assert str(caught.value).startswith("meshnb.kernels.") and "TypingError" not in str(caught.value)
+    after = {k: len(getattr(kernels, k).signatures) for k in before}
+    assert after == before  # no variant was compiled
+    for k in before:  # only float32 / uint32 variants exist
+        assert all(
+            "float64" not in str(sig) and "int64" not in str(sig).replace("uint64", "")
+            for sig in getattr(kernels, k).signatures
+        )
+
+
+def test_samples_are_float32_and_compile_nothing():
+    xs, ys = kernels.samples()
+    assert xs.dtype == ys.dtype == np.float32 and xs.shape == ys.shape == (256,)
+    assert xs.flags.c_contiguous and ys.flags.c_contiguous
+    assert not hasattr(kernels.samples, "signatures")  # numpy, not a compiled kernel

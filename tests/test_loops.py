@@ -152,3 +152,88 @@ def test_the_8_lane_step_matches_the_literal_step_sums(mode):
             # SPEC 5: every lane ends with the same sum (a NaN's payload may differ by lane).
             for row in lanes:
                 assert np.all(np.isnan(row)) or len(set(row.view(np.uint32).tolist())) == 1
+
+
+# --- the door: run_tasks and run_fused check their arguments before the loop trusts them --------
+
+
+def _page() -> np.ndarray:
+    return np.frombuffer(ref.init_page(1), "<u4").copy()
+
+
+def test_a_short_trace_buffer_is_refused_not_written_past():
+    # Rows past the buffer's end are guard rows of the same allocation: without the check the loop
+    # wrote step 9's sums into the first of them.
+    for run, pages in ((loops.run_tasks, _page()), (loops.run_fused, _page()[None, :].copy())):
+        block = np.zeros((14, 5), dtype=np.uint32)
+        short = block[:9]  # 9 rows for 10 steps
+        with pytest.raises(ValueError, match=r"trace must be \[count, 5\]"):
+            run(pages, 10, short, loops.Z)
+        assert not block.any(), run.__name__
+    words = _page()
+    loops.run_tasks(words, 10, np.zeros((0, 5), dtype=np.uint32), loops.Z)  # no rows: nothing recorded
+    loops.run_tasks(words, 10, np.zeros((12, 5), dtype=np.uint32), loops.Z)  # more rows than steps: fine
+
+
+def _bad_arguments():
+    """(what, words, count, trace, mode, error, message) of run_tasks calls the door refuses."""
+    ok, trace = _page(), np.zeros((4, 5), dtype=np.uint32)
+    zero_spt = _page()
+    zero_spt[kernels.W_STEPS_PER_TASK] = 0
+    frozen = _page()
+    frozen.flags.writeable = False
+    z = loops.Z
+    return [
+        ("float words", ok.view(np.float32), 4, trace, z, TypeError, "'words' must be a writeable C-contiguous uint32"),
+        ("short page", ok[:1023].copy(), 4, trace, z, ValueError, "words must be a whole page, 1024"),
+        ("2-d words", ok.reshape(2, 512), 4, trace, z, TypeError, "'words' must be .* of 1 dimension"),
+        ("strided words", np.repeat(ok, 2)[::2], 4, trace, z, TypeError, "not a non-contiguous uint32 array"),
+        ("read-only words", frozen, 4, trace, z, TypeError, "not a read-only C-contiguous uint32 array"),
+        ("a list", list(ok), 4, trace, z, TypeError, "'words' must be .*, not a Python list"),
+        ("negative count", ok, -1, trace, z, ValueError, "count must be in 0"),
+        ("float count", ok, 4.0, trace, z, TypeError, "count must be an integer"),
+        ("int64 trace", ok, 4, trace.astype(np.int64), z, TypeError, "'trace' must be a writeable C-contiguous uint32"),
+        ("trace of 4 words", ok, 4, trace[:, :4].copy(), z, ValueError, r"trace must be \[count, 5\]"),
+        ("Fortran trace", ok, 4, np.asfortranarray(np.zeros((4, 5), np.uint32)), z, TypeError, "non-contiguous"),
+        ("unknown mode", ok, 4, trace, 3, ValueError, "mode must be"),
+        ("bool mode", ok, 4, trace, True, ValueError, "mode must be"),
+        ("STEPS_PER_TASK 0", zero_spt, 4, trace, z, ValueError, "STEPS_PER_TASK is 0"),  # never ended before
+    ]
+
+
+@pytest.mark.parametrize("case", _bad_arguments(), ids=lambda c: c[0])
+def test_run_tasks_refuses_bad_arguments_with_one_clear_error(case):
+    _, words, count, trace, mode, error, message = case
+    before = None if not isinstance(words, np.ndarray) else words.copy()
+    with pytest.raises(error, match=message) as caught:
+        loops.run_tasks(words, count, trace, mode)
+    assert "numba" not in str(caught.value).lower() or "numba would type" in str(caught.value)
+    if before is not None:
+        assert np.array_equal(words, before)  # refused before the loop ran
+
+
+def test_run_fused_refuses_bad_pages():
+    trace = np.zeros((4, 5), dtype=np.uint32)
+    with pytest.raises(ValueError, match=r"pages must be \[N, 1024\] uint32 words, N >= 1"):
+        loops.run_fused(np.zeros((0, 1024), dtype=np.uint32), 4, trace, loops.Z)
+    with pytest.raises(ValueError, match=r"pages must be \[N, 1024\]"):
+        loops.run_fused(np.zeros((2, 1000), dtype=np.uint32), 4, trace, loops.Z)
+    with pytest.raises(TypeError, match="'pages' must be a writeable C-contiguous uint32 array of 2 dimensions"):
+        loops.run_fused(_page(), 4, trace, loops.Z)
+    pages = np.stack([_page(), _page()])
+    pages[0, kernels.W_STEPS_PER_TASK] = 0
+    with pytest.raises(ValueError, match="page 0's STEPS_PER_TASK is 0"):
+        loops.run_fused(pages, 4, trace, loops.Z)
+
+
+def test_a_forced_z_daz_loop_is_refused_where_the_cpu_has_no_daz(monkeypatch):
+    from meshnb import cpu
+
+    monkeypatch.setattr(cpu, "HAS_DAZ", False)
+    assert loops.loop_mode(True) == loops.Z and loops.loop_mode(False) == loops.IEEE
+    trace = np.zeros((0, 5), dtype=np.uint32)
+    with pytest.raises(ValueError, match="Z_DAZ needs the x86 DAZ bit"):
+        loops.run_tasks(_page(), 4, trace, loops.Z_DAZ)
+    with pytest.raises(ValueError, match="Z_DAZ needs the x86 DAZ bit"):
+        loops.run_fused(_page()[None, :].copy(), 4, trace, loops.Z_DAZ)
+    loops.run_tasks(_page(), 4, trace, loops.Z)  # the flush-every-op loop runs on any CPU

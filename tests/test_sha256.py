@@ -218,3 +218,34 @@ def test_sha_ni_intrinsics_refuse_a_cpu_without_the_feature(monkeypatch):
     # A uint16 index: argument types that no kernel has typed yet (numba memoizes intrinsic typing).
     with pytest.raises(numba.core.errors.TypingError, match="'sha' CPU feature"):
         one(np.zeros(8, np.uint32), np.uint16(0))
+
+
+def _without_sha_ni(code: str, **env: str) -> subprocess.CompletedProcess:
+    """``code`` run in a fresh interpreter on which meshnb.cpu says the CPU has no SHA-NI."""
+    prelude = "import meshnb.cpu as c; c.HAS_SHA_NI = False\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_forced_sha_ni_without_the_cpu_feature_is_an_error():
+    run = _without_sha_ni("import meshnb.sha256", MESHNB_SHA256="sha-ni")
+    assert run.returncode != 0 and "ValueError: MESHNB_SHA256=sha-ni: this CPU has no SHA extensions" in run.stderr
+    quiet = _without_sha_ni("import meshnb.sha256 as s; print(s.IMPLEMENTATION)", MESHNB_SHA256="")
+    assert quiet.returncode == 0 and quiet.stdout.split() == ["scalar"]  # not asked for: the scalar kernel
+    # The program says so in one line, exit 2, no traceback.
+    cli = _without_sha_ni(
+        "from meshnb.cli import main; raise SystemExit(main(['train', '--steps', '1']))", MESHNB_SHA256="sha-ni"
+    )
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert cli.stderr.strip().splitlines() == [
+        "meshnb: error: MESHNB_SHA256=sha-ni: this CPU has no SHA extensions (x86 feature 'sha'): "
+        "unset it or use 'scalar'"
+    ]
+
+
+def test_compress_refuses_other_types_naming_the_argument():
+    with pytest.raises(TypeError, match="compress_scalar: argument 'h' must be a C-contiguous uint32 array"):
+        sha256.compress_scalar(np.zeros(8, np.uint64), np.zeros(64, np.uint8))
+    with pytest.raises(TypeError, match=r"argument 'data' must be a C-contiguous uint8 array.*non-contiguous"):
+        sha256.compress_scalar(np.zeros(8, np.uint32), np.zeros(128, np.uint8)[::2])

@@ -95,8 +95,7 @@ def _is_main_thread() -> bool:
 def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     args = None
     try:
-        from ..options import OptionError
-        from ..results import ClusterError
+        from .. import options, results  # noqa: F401 - their error types are caught below
 
         parser = build_parser()
         args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
@@ -117,11 +116,15 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
     except Exception as e:
-        if isinstance(e, OptionError):
+        # (an error while importing them, e.g. MESHNB_SHA256=sha-ni on a CPU without SHA-NI, leaves
+        # their names unbound: take them from the modules that did load)
+        option_error = getattr(sys.modules.get("meshnb.options"), "OptionError", ())
+        cluster_error = getattr(sys.modules.get("meshnb.results"), "ClusterError", ())
+        if isinstance(e, option_error):
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):
             text, code = str(e), EXIT_USAGE
-        elif isinstance(e, (OSError, ClusterError)):
+        elif isinstance(e, (OSError, cluster_error)):
             text, code = str(e), EXIT_FAILED
         else:
             raise

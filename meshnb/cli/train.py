@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     t.set_defaults(handler=run)
 
 
+_SHORT_RUN_S = 0.05  # a run's fixed costs are ~1 ms: below this its per-step figure is mostly them
+
+
 def summary(result: RunResult) -> str:
     """The human summary of a run: each system's params, last loss, digests; the speed."""
     lines = []
@@ -65,7 +68,13 @@ def summary(result: RunResult) -> str:
             lines.append(f"{head}timeouts {s.counters['timeouts']}")
     rate = result.steps_per_second
     per = 1e9 / rate if rate and rate != float("inf") else 0.0
-    lines.append(f"speed   {rate:,.0f} steps/s ({per:.1f} ns/step), {result.steps} steps in {result.seconds:.3f} s")
+    took = f"{result.seconds * 1e3:.3f} ms" if result.seconds < 1 else f"{result.seconds:.3f} s"
+    lines.append(
+        f"speed   {rate:,.0f} steps/s ({per:.1f} ns/step): {result.steps} steps in {took}, the whole run "
+        "(steps, host loop, trace digest; JIT apart)"
+    )
+    if result.steps and result.seconds < _SHORT_RUN_S:  # fixed costs (buffers, the trace's thread) dominate
+        lines.append("        a run this short is mostly fixed costs: the step loop's own rate is `meshnb bench`'s")
     if result.first_call_seconds:
         lines.append(
             f"jit     {result.first_call_seconds:.3f} s before the steps (compile, or load from numba's cache)"

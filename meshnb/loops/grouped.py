@@ -26,9 +26,10 @@ import numpy as np
 
 from .. import kernels, vec
 from ..atomics import cpu_relax, load_acquire, store_release, yield_cpu
-from ..jit import jit
-from ..kernels import U64_7, WARP, in_word, out_word
-from .single import IEEE, Z_DAZ, Z, own_sums
+from ..jit import jit, per_mode
+from ..kernels import NSUMS, SAMPLES, TAB, U64_7, WARP, in_word, out_word
+from ..view import HEADER_WORDS
+from .single import IEEE, MODES, Z_DAZ, check_count, check_mode, own_sums
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
@@ -107,23 +108,45 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
     return status
 
 
-# One compiled entry per mode, as in meshnb.loops.single.
-@jit(nogil=True)
-def _page_z_daz(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
-    return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, Z_DAZ)
+# The door (meshnb.jit): the arrays' types, checked when a variant is compiled; sizes in the entry.
+_PAGE_ACCEPTS = {
+    "hdr": "uint32[::1] writeable", "tab": "float32[::1]", "loss_ring": "uint32[::1] writeable",
+    "ex64": "uint64[::1] writeable", "ex32": "uint32[::1] writeable", "lay": "int64[::1]", "k": "int64",
+    "n": "int64", "base": "uint64", "steps": "int64", "state": "uint64[::1] writeable",
+    "trace": "uint32[:, ::1] writeable", "spin": "int64",
+}  # fmt: skip
+_LAYOUT_ENTRIES = 6
+_SLOT_WORDS = 8  # a slot's words: the five sums, three zeros (exchange.EX_SLOT_WORDS)
 
 
-@jit(nogil=True)
-def _page_z(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
-    return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, Z)
+def _make_page(mode: int):
+    """The grouped loop of one mode: a closure with ``mode`` a constant (meshnb.jit's pattern)."""
+
+    @jit(accepts=_PAGE_ACCEPTS, name="meshnb.rounds.run_page", nogil=True)
+    def page(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
+        # The door's sizes and indices (nothing in the loop checks them).
+        if hdr.shape[0] != HEADER_WORDS or tab.shape[0] != 4 * TAB or loss_ring.shape[0] != SAMPLES:
+            raise ValueError("run_page: hdr, tab and loss_ring must be uint32[12], float32[1024] and uint32[256]")
+        if n < 1 or k < 0 or k >= n or steps < 0 or spin < 0:
+            raise ValueError("run_page: needs 0 <= k < n, steps >= 0 and spin >= 0")
+        if lay.shape[0] != _LAYOUT_ENTRIES or lay.min() < 0:
+            raise ValueError("run_page: layout must be the 6 entries of exchange.word_layout()")
+        last_slot = lay[_SLOT0] + (n - 1) * lay[_SLOT_STRIDE] + lay[_PARITY_STRIDE] + _SLOT_WORDS - 1
+        if (
+            lay[_COUNTER0] + (n - 1) * lay[_COUNTER_STRIDE] >= ex64.shape[0]
+            or max(lay[_ABORT], last_slot) >= ex32.shape[0]
+        ):
+            raise ValueError("run_page: the exchange page is too small for n systems in this layout")
+        if state.shape[0] != 2 or state[0] > np.uint64(steps):
+            raise ValueError("run_page: state must be [steps done <= steps, published]")
+        if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and trace.shape[0] < steps):
+            raise ValueError("run_page: trace must be [steps, 5] (a row per step) or have no rows")
+        return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, mode)
+
+    return page
 
 
-@jit(nogil=True)
-def _page_ieee(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
-    return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, IEEE)
-
-
-_PAGE = {Z_DAZ: _page_z_daz, Z: _page_z, IEEE: _page_ieee}
+_PAGE = per_mode(_make_page, MODES)
 
 
 def run_page(
@@ -152,7 +175,12 @@ def run_page(
     (uint64[2]) is [steps done, 1 if the round of the next step is already published], read and
     updated; ``trace`` is ``[steps, 5]`` uint32 (row ``i``: step ``base + i``'s fold) or has no
     rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds the first wait before WAITING
-    (0: look once), ``SPIN`` the later ones."""
+    (0: look once), ``SPIN`` the later ones.  Every argument is checked first
+    (``TypeError``/``ValueError``): the loop itself trusts them."""
+    for name, value in (("k", k), ("n", n), ("steps", steps), ("spin", spin)):
+        check_count(name, value, 1 << 63)
+    check_count("base", base)
+    check_mode(mode)
     return int(
         _PAGE[mode](
             hdr, tab, loss_ring, ex64, ex32, layout, np.int64(k), np.int64(n), np.uint64(base), np.int64(steps),

@@ -15,20 +15,21 @@
   are never canonicalised: an add, sub, mul or div with a NaN operand yields a NaN, so doing it
   on the words written out is enough.
 
-Compile time: the helpers are ordinary njit functions, not numba-inlined (numba's IR inlining
-took most of a cold start), and LLVM inlines them into the loop anyway.  The mode reaches them
-as a literal (numba specialises a callee on a constant argument), so each mode's loop is
-compiled, on its first use only, as its own straight code.
+Compile time and per-mode variants follow :mod:`meshnb.jit`'s one policy (plain njit helpers that
+LLVM inlines, one closure per mode): each mode's loop is compiled, on its first use only, as its
+own straight code.  ``run_tasks`` and ``run_fused`` check every argument before the loop runs
+(meshnb.jit's door): the loop trusts them (a short trace buffer would be written past its end).
 """
 
 from __future__ import annotations
 
+import platform
 import time
 
 import numpy as np
 
-from .. import vec
-from ..jit import jit
+from .. import cpu, vec
+from ..jit import jit, per_mode
 from ..kernels import (
     NSUMS,
     SAMPLES,
@@ -49,17 +50,22 @@ from ..kernels import (
     out_word,
     result,
 )
-from ..vec import IEEE, Z_DAZ, Z
+from ..vec import IEEE, MODES, Z_DAZ, Z
 from ..view import VIEW_BYTES
 
-__all__ = ["IEEE", "Z_DAZ", "Z", "loop_mode", "own_sums", "run_fused", "run_tasks", "warm_up"]
+__all__ = [
+    "IEEE", "MODES", "Z_DAZ", "Z", "check_count", "check_mode", "loop_mode", "own_sums", "run_fused", "run_tasks",
+    "warm_up",
+]  # fmt: skip
+
+VIEW_WORDS = VIEW_BYTES // 4
 
 
 def loop_mode(z: bool) -> int:
     """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU."""
     if not z:
         return IEEE
-    return Z_DAZ if vec.HAS_DAZ else Z
+    return Z_DAZ if cpu.HAS_DAZ else Z
 
 
 # --- one step ---------------------------------------------------------------------------------
@@ -137,17 +143,29 @@ def _apply(p, s, lr, inv, mode):
 # --- the loops ----------------------------------------------------------------------------------
 
 
+# The door of the loops (meshnb.jit): the arrays' types, checked when a variant is compiled.
+_TASKS_ACCEPTS = {"words": "uint32[::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
+_FUSED_ACCEPTS = {"pages": "uint32[:, ::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
+
+
 def _make_tasks(mode: int):
     """The TASK loop of one mode, compiled on its first call.  A closure, so that ``mode`` is a
     constant in its code (and a literal for the helpers) with no wrapper around it: numba
     optimises a caller's code again with all its callees', so every layer costs."""
 
-    @jit(nogil=True)
+    @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.run_tasks", nogil=True)
     def tasks(words, count, trace):
         """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
         (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
         written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
         the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows)."""
+        # The door's sizes (its types were checked when this compiled): nothing below checks.
+        if words.shape[0] != VIEW_WORDS:
+            raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
+        if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
+            raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
+        if count != 0 and words[W_STEPS_PER_TASK] == 0:
+            raise ValueError("run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
         z = mode != IEEE
         tab = batches(words, z)
         loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
@@ -198,12 +216,18 @@ def _make_tasks(mode: int):
 def _make_fused(mode: int):
     """The cluster loop of one mode (a closure, as ``_make_tasks``)."""
 
-    @jit(nogil=True)
+    @jit(accepts=_FUSED_ACCEPTS, name="meshnb.loops.run_fused", nogil=True)
     def fused(pages, count, trace):
         """``count`` steps of a whole cluster, one system per row of ``pages`` (``[N, 1024]`` uint32
         words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
         system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
         of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
+        if pages.shape[0] == 0 or pages.shape[1] != VIEW_WORDS:
+            raise ValueError("run_fused: pages must be [N, 1024] uint32 words, N >= 1")
+        if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
+            raise ValueError("run_fused: trace must be [count, 5] (a row per step) or have no rows")
+        if count != 0 and pages[0, W_STEPS_PER_TASK] == 0:
+            raise ValueError("run_fused: page 0's STEPS_PER_TASK is 0: its tasks would never progress")
         n = pages.shape[0]
         z = mode != IEEE
         tabs = np.empty((n, 4 * TAB), dtype=np.float32)
@@ -262,10 +286,33 @@ def _make_fused(mode: int):
     return fused
 
 
-# One compiled entry per mode (Python calls do not pass literals); each compiles on its first
-# call, with the helpers it needs for that mode only.
-_TASKS = {m: _make_tasks(m) for m in (Z_DAZ, Z, IEEE)}
-_FUSED = {m: _make_fused(m) for m in (Z_DAZ, Z, IEEE)}
+# One compiled entry per mode (Python calls do not pass literals: the pattern of meshnb.jit);
+# each compiles on its first call, with the helpers it needs for that mode only.
+_TASKS = per_mode(_make_tasks, MODES)
+_FUSED = per_mode(_make_fused, MODES)
+
+_U64_LIMIT = 1 << 64
+
+
+def check_mode(mode: int) -> None:
+    """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ
+    (elsewhere it would give gradual-underflow bits, not mode Z's)."""
+    if type(mode) is int and (mode in (Z, IEEE) or (mode == Z_DAZ and cpu.HAS_DAZ)):
+        return  # the usual case, in a few bytecodes (this runs once per njit call)
+    if isinstance(mode, bool) or not isinstance(mode, (int, np.integer)) or mode not in MODES:
+        raise ValueError(f"mode must be loops.Z_DAZ ({Z_DAZ}), Z ({Z}) or IEEE ({IEEE}), not {mode!r}")
+    if mode == Z_DAZ and not cpu.HAS_DAZ:
+        raise ValueError(f"mode Z_DAZ needs the x86 DAZ bit, which this CPU ({platform.machine()}) lacks: use Z")
+
+
+def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
+    """The door for a count of steps: an integer in ``0 .. limit - 1``."""
+    if type(count) is int and 0 <= count < limit:
+        return  # the usual case
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {type(count).__name__}")
+    if not 0 <= int(count) < limit:
+        raise ValueError(f"{name} must be in 0 .. {limit - 1}, not {count}")
 
 
 def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
@@ -274,7 +321,11 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     ``words`` is the whole page as uint32[1024]; the page ends exactly as after the TASK calls
     of SPEC 10 with ``arg = NEXT_STEP``: STEPS_PER_TASK steps each, the last one shortened
     (``count = 0`` is one task of no steps).  ``trace`` (``[count, 5]`` uint32, or no rows)
-    receives the sums each step applied.  ``mode`` is ``Z_DAZ``, ``Z`` or ``IEEE`` (``loop_mode``)."""
+    receives the sums each step applied.  ``mode`` is ``Z_DAZ``, ``Z`` or ``IEEE`` (``loop_mode``).
+    Arrays must be C-contiguous and writeable (a ``TypeError`` otherwise), of those sizes (a
+    ``ValueError``): the loop trusts nothing else."""
+    check_count("count", count)
+    check_mode(mode)
     _TASKS[mode](words, np.uint64(count), trace)
 
 
@@ -283,7 +334,10 @@ def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
 
     ``pages`` is ``[N, 1024]`` uint32, every member's page (updated in place; all at the same
     step with the same STEPS_PER_TASK); ``trace`` (``[count, 5]`` uint32, or no rows) receives
-    the fold each step applied, the same for every member.  ``mode`` as in ``run_tasks``."""
+    the fold each step applied, the same for every member.  ``mode`` and the checks as in
+    ``run_tasks``."""
+    check_count("count", count)
+    check_mode(mode)
     _FUSED[mode](pages, np.uint64(count), trace)
 
 
@@ -293,7 +347,7 @@ def warm_up(mode: int, fused: bool = False) -> float:
     start = time.perf_counter()
     trace = np.empty((0, NSUMS), dtype=np.uint32)
     if fused:
-        run_fused(np.zeros((1, VIEW_BYTES // 4), dtype=np.uint32), 0, trace, mode)
+        run_fused(np.zeros((1, VIEW_WORDS), dtype=np.uint32), 0, trace, mode)
     else:
-        run_tasks(np.zeros(VIEW_BYTES // 4, dtype=np.uint32), 0, trace, mode)
+        run_tasks(np.zeros(VIEW_WORDS, dtype=np.uint32), 0, trace, mode)
     return time.perf_counter() - start
