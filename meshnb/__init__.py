@@ -32,6 +32,7 @@ _EXPORTS = {
     "View": "view",
     "sweep": "sweeps",
     "SweepResult": "sweeps",
+    "SweepInterrupted": "sweeps",
 }
 _SUBMODULES = {
     "api",
@@ -102,6 +103,9 @@ if TYPE_CHECKING:
     from .results import (
         SystemResult as SystemResult,
     )
+    from .sweeps import SweepInterrupted as SweepInterrupted
+    from .sweeps import SweepResult as SweepResult
+    from .sweeps import sweep as sweep
     from .trace import Trace as Trace
     from .view import LAYOUT as LAYOUT
     from .view import VIEW_BYTES as VIEW_BYTES
