@@ -1,9 +1,15 @@
-"""The sweep (issue 12): M independent systems against the single loop, in one run.
+"""The sweep (issues 12, 17): M independent systems against the single loop, in one run; the
+result's output paths at 10^3 .. 10^5 systems.
 
 Run::
 
     python -m pytest bench/test_bench_sweep.py --benchmark-only     # 1024 systems x 4096 steps
     MESHNB_BENCH_SHORT=1 python -m pytest bench/test_bench_sweep.py --benchmark-disable -q   # smoke
+    NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest bench/test_bench_sweep.py \
+        --benchmark-only                                            # AVX2 code (8 lanes x 1), on any x86
+
+Every figure carries the CPU and the vector ISA the loops were compiled for (``meshnb.cpu.describe``)
+and the sweep loop's shape in ``extra_info``.
 
 Paths (per *system-step* for the sweeps: ``steps`` is systems x steps, so the table's "per step"
 is the cost of one step of one system, directly comparable with the single loop's step):
@@ -14,7 +20,9 @@ is the cost of one step of one system, directly comparable with the single loop'
 - ``sweep-1024``: ``meshnb.sweep(4096, lrs=<1024 LRs>)``, the whole call (planning,
   sample tables, the loop on every core, final pages and digests);
 - the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
-- ``sweep-1024-1thread``: the whole call on one thread (the per-core rate).
+- ``sweep-1024-1thread``: the whole call on one thread (the per-core rate);
+- ``sweep-out-{records,csv,json}-{10^3,10^4,10^5}``: a result's table as records, CSV text and the
+  JSON document (per system: ``steps`` is the systems), which must grow linearly.
 
 Bits first: every system of a smaller sweep (varied start pages x LRs, step bases in every
 residue mod 8) against its own ``meshnb.train``, trace digests included, and one against the
@@ -24,14 +32,16 @@ loop (a compile, or numba's cache) is kept out of every timed call and printed.
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import time
 
 import numpy as np
 import pytest
 
 import meshnb
-from meshnb import loops
+from meshnb import cpu, loops, sweep_loop
 from meshnb import sweeps as sw
 from meshnb.bench import varied_starts
 from meshnb.testing import reference as ref
@@ -47,8 +57,15 @@ def sweep_sizes(short: bool) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def first_call() -> float:
     seconds = sw.warm_up(loops.loop_mode(True))
-    print(f"\nsweep loop, first call (compile or numba cache): {seconds:.2f} s")
+    print(f"\nsweep loop {sweep_loop.shape()}, first call (compile or numba cache): {seconds:.2f} s")
+    print(f"CPU: {cpu.describe()}")
     return seconds
+
+
+def _where(benchmark) -> None:
+    """The CPU, the ISA compiled for and the loop's shape, in every figure."""
+    benchmark.extra_info.update(cpu.describe())
+    benchmark.extra_info["sweep_shape"] = str(sweep_loop.shape())
 
 
 def _lrs(m: int, round_: int) -> np.ndarray:
@@ -87,6 +104,7 @@ def test_single(benchmark, record, sweep_sizes) -> None:
         cpu.append(time.process_time() - c0)
 
     record(benchmark, "sweep-single", steps)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
     _cpu_note(benchmark, "sweep-single", cpu, steps)
@@ -108,6 +126,7 @@ def test_single_loop(benchmark, record, sweep_sizes) -> None:
         cpu.append(time.process_time() - c0)
 
     record(benchmark, "sweep-single-loop", steps)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
     _cpu_note(benchmark, "sweep-single-loop", cpu, steps)
@@ -136,6 +155,7 @@ def test_sweep(benchmark, record, sweep_sizes, first_call, threads) -> None:
 
     name = f"sweep-{m}" if threads is None else f"sweep-{m}-1thread"
     record(benchmark, name, m * steps, systems=m)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.extra_info["first_call_s"] = first_call
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
@@ -143,3 +163,42 @@ def test_sweep(benchmark, record, sweep_sizes, first_call, threads) -> None:
     benchmark.extra_info["loop_ns_per_system_step"] = loop_ns
     print(f"\n{name}: step loop alone {loop_ns:.2f} ns per system-step (median of {len(loop_seconds)})")
     _cpu_note(benchmark, name, cpu, m * steps)
+
+
+@pytest.fixture(scope="module")
+def big_results(short: bool) -> dict[int, sw.SweepResult]:
+    """Real results of 10^3, 10^4, 10^5 systems (a few steps each, trace digests on)."""
+    sizes = (1000, 10_000) if short else (1000, 10_000, 100_000)
+    return {m: sw.sweep(4, lrs=np.geomspace(1e-4, 1.0, m).astype(np.float32), trace=True) for m in sizes}
+
+
+def _csv(r: sw.SweepResult) -> None:
+    out = io.StringIO()
+    out.write(r.csv_lines())
+
+
+def _json(r: sw.SweepResult) -> None:
+    json.dumps(r.to_json())
+
+
+_OUTPUTS = {"records": lambda r: r.to_records(), "csv": _csv, "json": _json}
+
+
+@pytest.mark.parametrize("m", [1000, 10_000, 100_000])
+@pytest.mark.parametrize("what", sorted(_OUTPUTS))
+def test_output_paths_are_linear(benchmark, record, big_results, what: str, m: int) -> None:
+    """A result's table (fresh each call: no cached column helps) per system, at three sizes."""
+    if m not in big_results:
+        pytest.skip("short sizes")
+    base = big_results[m]
+    fresh = iter(range(10**6))
+
+    def one() -> None:
+        next(fresh)
+        r = sw.SweepResult.concat([base])  # a new result: its cached digests and hex words made again
+        _OUTPUTS[what](r)
+
+    record(benchmark, f"sweep-out-{what}-{m}", m, unit="call")
+    _where(benchmark)
+    benchmark.group = f"sweep-out-{what}"
+    benchmark.pedantic(one, rounds=5, iterations=1)

@@ -71,18 +71,24 @@ class Shape:
         return f"{self.lanes} lanes x {self.block}"
 
 
-SHAPES = (Shape(16, 2), Shape(16, 1), Shape(8, 2), Shape(8, 1), Shape(4, 2), Shape(4, 1))
+SHAPES = (
+    Shape(32, 2), Shape(32, 1), Shape(16, 2), Shape(16, 1), Shape(8, 2), Shape(8, 1), Shape(4, 2), Shape(4, 1),
+)  # fmt: skip
 """Every shape the loop compiles for (tests and benchmarks may ask for any)."""
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for (:func:`meshnb.cpu.target_shape`): a group is one
-    register of floats (16 on AVX-512, 8 on AVX2, 4 on NEON/SSE), and two groups interleave where
-    the ISA has 32 registers (AVX-512, NEON): a group's state is 6 registers plus the 4 samples
-    and the terms in flight, so two of them fit in 32 and spill from 16."""
+    """The shape for the CPU numba compiles for (:func:`meshnb.cpu.target_shape`).
+
+    A group is 32 systems where a register holds 8 or 16 floats (a value in 2 AVX-512 or 4 AVX2
+    registers) and 16 where it holds 4 (NEON, SSE), and two groups interleave.  Measured with 1024
+    systems on one core (AVX-512 and AVX2 code, README "Sweeps"): wider groups win on both ISAs
+    although the AVX2 shape spills a group's state (6 values) from its 16 registers, because
+    what limits a step is the work in flight (each warp lane is a chain of about 10 dependent
+    operations), and the spilled state is read-only within a step (a load per use, and loads have
+    ports to spare).  8 lanes x 1, the shape that fits AVX2's registers, was 1.8x slower there."""
     t = cpu.target_shape() if target is None else target
-    lanes = 16 if t.floats >= 16 else 8 if t.floats >= 8 else 4
-    return Shape(lanes, 2 if t.registers >= 32 else 1)
+    return Shape(32 if t.floats >= 8 else 16, 2)
 
 
 def tab_floats(lanes: int) -> int:
@@ -92,6 +98,7 @@ def tab_floats(lanes: int) -> int:
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
+_WIDTHS = {**vec._BY_WIDTH, 32: vec.F32xN(32)}  # 32 lanes: a value in two AVX-512 registers (or four AVX2)
 
 
 @intrinsic
@@ -128,14 +135,14 @@ def _splat_as(typingctx, like, x):
 @intrinsic
 def _zeros(typingctx, n):
     """A vector of ``n`` (a literal) zeros: the entry's prototype of its width."""
-    if not isinstance(n, types.IntegerLiteral) or n.literal_value not in vec._BY_WIDTH:
+    if not isinstance(n, types.IntegerLiteral) or n.literal_value not in _WIDTHS:
         return None
     width = n.literal_value
 
     def codegen(context, builder, sig, args):
         return ir.Constant(ir.VectorType(_F32, width), [0.0] * width)
 
-    return vec._BY_WIDTH[width](n), codegen
+    return _WIDTHS[width](n), codegen
 
 
 @jit()

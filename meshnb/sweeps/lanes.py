@@ -42,9 +42,9 @@ class Lanes:
         self.rows = steps // loss_every if loss_every else 0
         a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes)
 
-        def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, ...] -> [groups, ..., lanes]
-            g = per_lane.reshape(-1, lanes, *per_lane.shape[1:])
-            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], -1)
+        def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, k] -> [groups, k * lanes]
+            g = per_lane.reshape(-1, lanes, per_lane.shape[1])
+            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], per_lane.shape[1] * lanes)
 
         read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
         a["params"][:] = grouped(read(lane_words[:, :4])).view(np.float32)
@@ -83,7 +83,7 @@ class Lanes:
 
     def per_system(self, lane_major: np.ndarray) -> np.ndarray:
         """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order."""
-        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, -1)
+        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, lane_major.shape[1])
         return per_lane[self.position]
 
     def _words(self, name: str, rows: int) -> np.ndarray:
@@ -105,7 +105,7 @@ class Lanes:
         """A chunk's trace buffer ``[groups][n][5][lanes]`` as ``[pad, n * 5]`` words, a row per lane."""
         t = trace[:, : n * sweep_loop.NSUMS * self.shape.lanes].view(np.uint32)
         t = t.reshape(self.groups, n * sweep_loop.NSUMS, self.shape.lanes)
-        return np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(self.pad, -1)
+        return np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(self.pad, n * sweep_loop.NSUMS)
 
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -20,6 +21,13 @@ from .. import program
 from ..floatz import flush_words
 from ..options import is_int
 from ..view import FIELDS, VIEW_BYTES, View
+
+LRs: TypeAlias = Sequence[float] | np.ndarray
+"""Learning rates: numbers (rounded to float32), or a uint32 array of f32 words."""
+Pages: TypeAlias = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | np.ndarray
+"""Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array."""
+StepBases: TypeAlias = int | Sequence[int] | np.ndarray
+"""One step base for every system, or one per system."""
 
 WORDS = VIEW_BYTES // 4
 W = {name: f.word for name, f in FIELDS.items()}

@@ -28,7 +28,7 @@ from .. import loops, sweep_loop
 from ..driver import progress_bar
 from ..interrupts import deferred_interrupt
 from .lanes import Lanes, final_pages
-from .plan import Systems, W, check_fits, check_options, plan, result_bytes
+from .plan import LRs, Pages, StepBases, Systems, W, check_fits, check_options, plan, result_bytes
 from .result import SweepResult, digest_of
 
 CHUNK_SYSTEM_STEPS = 1 << 24  # system-steps per chunk: ~0.1 s on 2 cores, so Ctrl-C and progress stay live
@@ -270,17 +270,17 @@ def run_planned(
 def sweep(
     steps: int,
     *,
-    lrs: Any = None,
-    view_in: Any = None,
-    step_base: Any = None,
+    lrs: LRs | None = None,
+    view_in: Pages | None = None,
+    step_base: StepBases | None = None,
     z: bool = True,
     trace: bool = False,
     loss_every: int | None = None,
     threads: int | None = None,
     keep_pages: bool = False,
     progress: bool = False,
-    pages: Any = None,
-    step_bases: Any = None,
+    pages: Pages | None = None,
+    step_bases: StepBases | None = None,
 ) -> SweepResult:
     """Run M independent systems ``steps`` steps each; returns a :class:`SweepResult` in memory.
 
@@ -324,9 +324,9 @@ def sweep(
 def stream(
     steps: int,
     *,
-    lrs: Any = None,
-    view_in: Any = None,
-    step_base: Any = None,
+    lrs: LRs | None = None,
+    view_in: Pages | None = None,
+    step_base: StepBases | None = None,
     z: bool = True,
     trace: bool = False,
     loss_every: int | None = None,

@@ -55,6 +55,19 @@ def test_cli_pages_dir_ieee_csv_and_npz(tmp_path: Path) -> None:
         assert bytes(f["digest"][2]).hex() == one.digest and list(f["page_names"]) == [f"{n}.page" for n in names]
 
 
+def test_cli_streams_batches_into_one_table(tmp_path: Path) -> None:
+    """40000 systems: three batches written one after the other, one table."""
+    out = tmp_path / "big.csv"
+    p = cli("--lr", "0.001:1:40000:log", "--steps", "3", "--csv", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 40001 and lines[-1].startswith("39999,0,")
+    lrs = np.geomspace(0.001, 1, 40000).astype(np.float32)
+    for k in (0, 16383, 16384, 39999):
+        row = lines[1 + k].split(",")
+        assert row[11] == meshnb.train(3, set_lr={0: int(lrs[k].view(np.uint32))}).digest, k
+
+
 def test_cli_summary_shows_the_first_and_last_systems() -> None:
     p = cli("--lr", "0.001:1:40:log", "--steps", "20", "--no-progress")
     assert p.returncode == 0, p.stderr
@@ -198,3 +211,25 @@ def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
     got = json.loads(lines[0])
     want = sweep(260, lrs=np.geomspace(0.0001, 2, 37).astype(np.float32), trace=True, loss_every=20).to_json()
     assert got == want
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
+def test_mpi_rounds_of_batches_stream_the_same_table(tmp_path: Path) -> None:
+    """40000 systems on 2 ranks: batches of 16384 dealt in two rounds (rank 1 idle in the second)."""
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
+    args = ["--lr", "0.001:1:40000:log", "--steps", "3", "--threads", "1", "--no-progress"]
+    p = subprocess.run(
+        [str(mpiexec), "-n", "2", sys.executable, "-m", "meshnb", "sweep", *args, "--csv", str(tmp_path / "mpi.csv")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr
+    alone_ = cli(*args, "--csv", str(tmp_path / "one.csv"))
+    assert alone_.returncode == 0, alone_.stderr
+    assert (tmp_path / "mpi.csv").read_text() == (tmp_path / "one.csv").read_text()

@@ -112,19 +112,19 @@ def test_every_shape_threads_chunks_and_batches_change_no_bits(z: bool, shape: s
 def test_the_shape_follows_the_target() -> None:
     from meshnb.cpu import VectorShape
 
-    assert sweep_loop.shape(VectorShape("avx512", 16, 32)) == sweep_loop.Shape(16, 2)
-    assert sweep_loop.shape(VectorShape("avx2", 8, 16)) == sweep_loop.Shape(8, 1)
-    assert sweep_loop.shape(VectorShape("neon", 4, 32)) == sweep_loop.Shape(4, 2)
-    assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(4, 1)
+    assert sweep_loop.shape(VectorShape("avx512", 16, 32)) == sweep_loop.Shape(32, 2)
+    assert sweep_loop.shape(VectorShape("avx2", 8, 16)) == sweep_loop.Shape(32, 2)
+    assert sweep_loop.shape(VectorShape("neon", 4, 32)) == sweep_loop.Shape(16, 2)
+    assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(16, 2)
 
 
 _HASWELL = """
 import json, numpy as np
-from meshnb import sweep_loop
+from meshnb import cpu, sweep_loop
 from meshnb.sweeps import sweep
 from meshnb.testing.pages import hard_pages
 pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
-out = {"shape": str(sweep_loop.shape())}
+out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
 for z in (True, False):
     r = sweep(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z, trace=True, threads=2)
     out[str(z)] = [r.digests, r.trace_digests, r.shape]
@@ -134,7 +134,7 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_avx2_code_compiled_for_haswell_gives_the_same_bits(tmp_path) -> None:
-    """The AVX2 shape compiled for an AVX2 CPU (NUMBA_CPU_NAME=haswell, an empty numba cache) in a
+    """The loop compiled for an AVX2 CPU (NUMBA_CPU_NAME=haswell, an empty numba cache) in a
     fresh process: every system's digests as this process's sweep and train."""
     env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CACHE_DIR": str(tmp_path)}
     p = subprocess.run(
@@ -142,12 +142,12 @@ def test_avx2_code_compiled_for_haswell_gives_the_same_bits(tmp_path) -> None:
     )
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
-    assert got["shape"] == "8 lanes x 1"
+    assert got["isa"] == "avx2" and got["shape"] == "32 lanes x 2"
     pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
     lrs = np.geomspace(1e-3, 1.2, 9).astype(np.float32)
     for z in (True, False):
         digests, traces, shape = got[str(z)]
-        assert shape == "8 lanes x 1"
+        assert shape == "32 lanes x 2"
         for k in range(len(digests)):
             one = alone(pages[k // 9], 70, np.float32(lrs[k % 9]).view(np.uint32), None, z)
             assert (digests[k], traces[k]) == (one.digest, one.trace_digest), (z, k)
