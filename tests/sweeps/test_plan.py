@@ -70,3 +70,16 @@ def test_memory_estimates() -> None:
     check_fits(1 << 20, "x", "y")
     with pytest.raises(ValueError, match=r"^z needs about 1.0 EiB, more than this machine has free \(.* GiB\); less$"):
         check_fits(1 << 60, "z", "less")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"pages": 5}, TypeError, "view_in must be a page"),
+        ({"pages": np.zeros((0, 4096), np.uint8)}, ValueError, "view_in is empty"),
+        ({"step_bases": 1.5}, TypeError, "step_base must be an integer"),
+    ],
+)
+def test_the_old_names_are_checked_alike(kwargs: dict, error: type, message: str) -> None:
+    with pytest.warns(DeprecationWarning), pytest.raises(error, match=message):
+        sweep(10, **kwargs)
