@@ -78,7 +78,7 @@ def test_sweep_bits_before_timing(first_call: float) -> None:
     pages = [s.page for s in starts]
     lrs = np.array([0x3F000000, 0x3E000000, 0x3B000000, 0x3F400000, 0x3A000000], dtype=np.uint32)
     bases = [s.step_base + k for s in starts for k in range(lrs.size)]  # every residue mod 8 across the systems
-    r = sw.sweep(256, pages=pages, lrs=lrs, step_bases=bases, trace=True)
+    r = sw.sweep(256, view_in=pages, lrs=lrs, step_base=bases, trace=True)
     for k in range(len(r)):
         one = meshnb.train(
             256, view_in=pages[k // lrs.size], set_lr={0: int(lrs[k % lrs.size])}, step_base=bases[k], keep_trace=True
