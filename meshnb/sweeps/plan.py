@@ -54,6 +54,8 @@ def lr_words(lrs: Any) -> np.ndarray:
         raise ValueError(f"lrs must be a non-empty 1-D sequence, got shape {arr.shape}")
     if arr.dtype == np.uint32:
         return arr.copy()
+    if arr.dtype == np.float32:  # already float32: nothing can overflow (an inf was given as such)
+        return arr.view(np.uint32).copy()
     if arr.dtype.kind not in "iuf":
         raise ValueError(f"lrs must be numbers (or a uint32 array of f32 words), got dtype {arr.dtype}")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -167,8 +169,8 @@ class Systems:
         ``train`` applies them."""
         out = self.starts[self.page_index(lo, hi)]
         if self.lr is not None:  # SET_LR before the first task: LR = ftz_from_bits(bits) in mode Z
-            lr = flush_words(self.lr) if self.z else self.lr
-            out[:, W["LR"]] = lr[self.lr_index(lo, hi)]
+            lr = self.lr[self.lr_index(lo, hi)]  # this batch's words only: a batch costs its own size
+            out[:, W["LR"]] = flush_words(lr) if self.z else lr
         if self.base is not None:
             b = np.full(hi - lo, self.base, np.uint64) if isinstance(self.base, int) else self.base[lo:hi]
             out[:, W["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
@@ -229,26 +231,26 @@ def plan(steps: int, *, lrs: Any = None, view_in: Any = None, step_base: Any = N
         if zero.any():
             k = int(np.argmax(zero)) * systems.n_lrs
             raise ValueError(f"system {k}: the page's STEPS_PER_TASK is 0: its tasks would never progress")
-        first = _first_steps(systems)
+        first, stride = _first_steps(systems)
         late = first > np.uint64(program.LAST_STEP - (steps - 1))
         if late.any():
-            k = int(np.argmax(late))
-            start = int(first[k])
+            k = int(np.argmax(late)) * stride
+            start = int(first[k // stride])
             raise ValueError(
                 f"system {k}: steps {start} .. {start + steps - 1} reach 2^64-1, whose round would wrap to 0"
             )
     return systems
 
 
-def _first_steps(systems: Systems) -> np.ndarray:
-    """Every system's first step, or one per page / one in all where they are alike (for checks)."""
+def _first_steps(systems: Systems) -> tuple[np.ndarray, int]:
+    """The first steps to check, and how many systems each stands for in a row: one per system,
+    one for all, or one per start page (its L systems), so a check never costs a word a system."""
     if isinstance(systems.base, np.ndarray):
-        return systems.base
+        return systems.base, 1
     if isinstance(systems.base, int):
-        return np.array([systems.base], dtype=np.uint64)
+        return np.array([systems.base], dtype=np.uint64), len(systems)
     s = systems.starts
-    per_page = s[:, W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | s[:, W["NEXT_STEP"]]
-    return np.repeat(per_page, systems.n_lrs) if per_page.size > 1 else per_page
+    return s[:, W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | s[:, W["NEXT_STEP"]], systems.n_lrs
 
 
 # --- memory ---------------------------------------------------------------------------------------
