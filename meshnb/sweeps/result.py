@@ -46,10 +46,8 @@ CSV_COLUMNS = (
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (SHA-256 of PARAMS then LOSS), ``[n, 32]`` uint8."""
     hashed = np.ascontiguousarray(np.concatenate((words[:, :4], words[:, LOSS]), axis=1), dtype="<u4")
-    out = np.empty((hashed.shape[0], 32), dtype=np.uint8)
-    for i, row in enumerate(hashed):
-        out[i] = np.frombuffer(hashlib.sha256(row).digest(), dtype=np.uint8)
-    return out
+    joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
+    return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()
 
 
 def hex_words(words: np.ndarray) -> list[str]:
