@@ -78,6 +78,15 @@ def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
     return time.perf_counter() - start
 
 
+def fit_shape(shape: sweep_loop.Shape, systems: int, threads: int) -> sweep_loop.Shape:
+    """``shape``, or narrower groups (down to 8 lanes) while a batch of ``systems`` would leave a
+    thread without a block of groups: a sweep of 100 systems keeps both threads busy, and pads
+    fewer lanes, at a slower rate per system-step (any shape gives the same bits)."""
+    while shape.lanes > 8 and shape.lanes * shape.block * threads > systems:
+        shape = sweep_loop.Shape(shape.lanes // 2, shape.block)
+    return shape
+
+
 def spans(m: int, batch: int) -> list[tuple[int, int]]:
     """Systems ``0 .. m-1`` in batches of ``batch``: ``[(lo, hi), ...]``."""
     return [(lo, min(m, lo + batch)) for lo in range(0, m, batch)]
@@ -104,11 +113,11 @@ class Runner:
         self.mode = loops.loop_mode(systems.z) if mode is None else mode
         if (self.mode == loops.IEEE) == systems.z:
             raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
-        self.shape = shape or sweep_loop.shape()
+        self.threads = threads or default_threads()
+        self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
         self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
-        self.threads = threads or default_threads()
         self.first_call = warm_up(self.mode, self.shape)
         self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
 

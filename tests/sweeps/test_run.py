@@ -118,15 +118,28 @@ def test_the_shape_follows_the_target() -> None:
     assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(16, 2)
 
 
+def test_small_sweeps_take_narrower_groups_so_every_thread_has_work() -> None:
+    from meshnb.sweeps.run import fit_shape
+
+    wide = sweep_loop.Shape(32, 2)
+    assert fit_shape(wide, 1024, 2) == wide
+    assert fit_shape(wide, 100, 2) == sweep_loop.Shape(16, 2)  # 2 blocks of 32: one a thread
+    assert fit_shape(wide, 17, 2) == sweep_loop.Shape(8, 2)
+    assert fit_shape(wide, 1, 1) == sweep_loop.Shape(8, 2)  # never below 8 lanes
+    r = sweep(30, lrs=LR_WORDS, threads=2)
+    assert r.shape == "8 lanes x 2"
+
+
 _HASWELL = """
 import json, numpy as np
 from meshnb import cpu, sweep_loop
-from meshnb.sweeps import sweep
+from meshnb.sweeps import plan, run_planned
 from meshnb.testing.pages import hard_pages
 pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
 out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
 for z in (True, False):
-    r = sweep(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z, trace=True, threads=2)
+    systems = plan(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z)
+    r = run_planned(systems, 70, trace=True, threads=2, shape=sweep_loop.shape())
     out[str(z)] = [r.digests, r.trace_digests, r.shape]
 print(json.dumps(out))
 """
