@@ -22,7 +22,9 @@ is the cost of one step of one system, directly comparable with the single loop'
 - the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
 - ``sweep-1024-1thread``: the whole call on one thread (the per-core rate);
 - ``sweep-out-{records,csv,json}-{10^3,10^4,10^5}``: a result's table as records, CSV text and the
-  JSON document (per system: ``steps`` is the systems), which must grow linearly.
+  JSON document (per system: ``steps`` is the systems), which must grow linearly;
+- ``sweep-csv-1000000``: ``meshnb sweep`` of 10^6 systems x 64 steps to a CSV file in a child
+  process, its peak RSS in ``extra_info["peak_rss_bytes"]`` (target: under 1 GiB).
 
 Bits first: every system of a smaller sweep (varied start pages x LRs, step bases in every
 residue mod 8) against its own ``meshnb.train``, trace digests included, and one against the
@@ -202,3 +204,28 @@ def test_output_paths_are_linear(benchmark, record, big_results, what: str, m: i
     _where(benchmark)
     benchmark.group = f"sweep-out-{what}"
     benchmark.pedantic(one, rounds=5, iterations=1)
+
+
+def test_csv_of_many_systems_peak_memory(benchmark, record, short: bool, tmp_path) -> None:
+    """``meshnb sweep --lr 1e-4:1:10^6:log --steps 64 --csv OUT`` in a child process: its peak RSS
+    (``ru_maxrss`` of the children) in ``extra_info``; the target is under 1 GiB."""
+    import resource
+    import subprocess
+    import sys
+
+    m = 10_000 if short else 1_000_000
+    out = tmp_path / "sweep.csv"
+    cmd = [sys.executable, "-m", "meshnb", "sweep", "--lr", f"1e-4:1:{m}:log", "--steps", "64", "--csv", str(out)]
+
+    def one() -> None:
+        subprocess.run([*cmd, "--no-progress"], check=True, capture_output=True, timeout=3600)
+
+    record(benchmark, f"sweep-csv-{m}", m * 64, systems=m)
+    _where(benchmark)
+    benchmark.pedantic(one, rounds=1, iterations=1)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
+    benchmark.extra_info["peak_rss_bytes"] = peak
+    with open(out, "rb") as f:
+        rows = sum(1 for _ in f) - 1
+    print(f"\nsweep-csv-{m}: peak RSS of the children {peak / 2**20:.0f} MiB, {rows} rows")
+    assert rows == m
