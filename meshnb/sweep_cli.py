@@ -377,11 +377,15 @@ def _run_rank(
     return code
 
 
-def _error(text: str) -> None:
+def _error_line(line: str) -> None:
     from .backends.mpi_exchange import is_root
 
-    if is_root():  # every rank of a job sees the same bad argument: one line, from rank 0
-        print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+    if is_root():  # every rank of a job sees the same: one line, from rank 0
+        print(line, file=sys.stderr, flush=True)
+
+
+def _error(text: str) -> None:
+    _error_line(f"meshnb: error: {text}")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -389,7 +393,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         code = _run(args)
         if code == 130:
-            print("meshnb: interrupted (the finished systems were written)", file=sys.stderr)
+            _error_line("meshnb: interrupted (the finished systems were written)")
         return code
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
