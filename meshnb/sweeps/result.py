@@ -66,7 +66,7 @@ def _floats(words: np.ndarray) -> list[float]:
     return np.ascontiguousarray(words, dtype=np.uint32).view(np.float32).astype(np.float64).tolist()
 
 
-@dataclass
+@dataclass(eq=False)  # arrays: equality is per field (np.array_equal), not one bool
 class SweepResult:
     """Systems of a sweep after its steps: arrays indexed by system (a whole sweep, or one part of
     it as :func:`~meshnb.sweeps.stream` yields them: systems ``first .. first + len - 1``).
