@@ -1,9 +1,15 @@
-"""The sweep (issue 12): M independent systems against the single loop, in one run.
+"""The sweep (issues 12, 17): M independent systems against the single loop, in one run; the
+result's output paths at 10^3 .. 10^5 systems.
 
 Run::
 
     python -m pytest bench/test_bench_sweep.py --benchmark-only     # 1024 systems x 4096 steps
     MESHNB_BENCH_SHORT=1 python -m pytest bench/test_bench_sweep.py --benchmark-disable -q   # smoke
+    NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest bench/test_bench_sweep.py \
+        --benchmark-only                                            # AVX2 code (8 lanes x 1), on any x86
+
+Every figure carries the CPU and the vector ISA the loops were compiled for (``meshnb.cpu.describe``)
+and the sweep loop's shape in ``extra_info``.
 
 Paths (per *system-step* for the sweeps: ``steps`` is systems x steps, so the table's "per step"
 is the cost of one step of one system, directly comparable with the single loop's step):
@@ -14,7 +20,11 @@ is the cost of one step of one system, directly comparable with the single loop'
 - ``sweep-1024``: ``meshnb.sweep(4096, lrs=<1024 LRs>)``, the whole call (planning,
   sample tables, the loop on every core, final pages and digests);
 - the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
-- ``sweep-1024-1thread``: the whole call on one thread (the per-core rate).
+- ``sweep-1024-1thread``: the whole call on one thread (the per-core rate);
+- ``sweep-out-{records,csv,json}-{10^3,10^4,10^5}``: a result's table as records, CSV text and the
+  JSON document (per system: ``steps`` is the systems), which must grow linearly;
+- ``sweep-csv-1000000``: ``meshnb sweep`` of 10^6 systems x 64 steps to a CSV file in a child
+  process, its peak RSS in ``extra_info["peak_rss_bytes"]`` (target: under 1 GiB).
 
 Bits first: every system of a smaller sweep (varied start pages x LRs, step bases in every
 residue mod 8) against its own ``meshnb.train``, trace digests included, and one against the
@@ -24,14 +34,16 @@ loop (a compile, or numba's cache) is kept out of every timed call and printed.
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import time
 
 import numpy as np
 import pytest
 
 import meshnb
-from meshnb import loops
+from meshnb import cpu, loops, sweep_loop
 from meshnb import sweeps as sw
 from meshnb.bench import varied_starts
 from meshnb.testing import reference as ref
@@ -47,8 +59,15 @@ def sweep_sizes(short: bool) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def first_call() -> float:
     seconds = sw.warm_up(loops.loop_mode(True))
-    print(f"\nsweep loop, first call (compile or numba cache): {seconds:.2f} s")
+    print(f"\nsweep loop {sweep_loop.shape()}, first call (compile or numba cache): {seconds:.2f} s")
+    print(f"CPU: {cpu.describe()}")
     return seconds
+
+
+def _where(benchmark) -> None:
+    """The CPU, the ISA compiled for and the loop's shape, in every figure."""
+    benchmark.extra_info.update(cpu.describe())
+    benchmark.extra_info["sweep_shape"] = str(sweep_loop.shape())
 
 
 def _lrs(m: int, round_: int) -> np.ndarray:
@@ -61,7 +80,7 @@ def test_sweep_bits_before_timing(first_call: float) -> None:
     pages = [s.page for s in starts]
     lrs = np.array([0x3F000000, 0x3E000000, 0x3B000000, 0x3F400000, 0x3A000000], dtype=np.uint32)
     bases = [s.step_base + k for s in starts for k in range(lrs.size)]  # every residue mod 8 across the systems
-    r = sw.sweep(256, pages=pages, lrs=lrs, step_bases=bases, trace=True)
+    r = sw.sweep(256, view_in=pages, lrs=lrs, step_base=bases, trace=True)
     for k in range(len(r)):
         one = meshnb.train(
             256, view_in=pages[k // lrs.size], set_lr={0: int(lrs[k % lrs.size])}, step_base=bases[k], keep_trace=True
@@ -87,6 +106,7 @@ def test_single(benchmark, record, sweep_sizes) -> None:
         cpu.append(time.process_time() - c0)
 
     record(benchmark, "sweep-single", steps)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
     _cpu_note(benchmark, "sweep-single", cpu, steps)
@@ -108,6 +128,7 @@ def test_single_loop(benchmark, record, sweep_sizes) -> None:
         cpu.append(time.process_time() - c0)
 
     record(benchmark, "sweep-single-loop", steps)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
     _cpu_note(benchmark, "sweep-single-loop", cpu, steps)
@@ -136,6 +157,7 @@ def test_sweep(benchmark, record, sweep_sizes, first_call, threads) -> None:
 
     name = f"sweep-{m}" if threads is None else f"sweep-{m}-1thread"
     record(benchmark, name, m * steps, systems=m)
+    _where(benchmark)
     benchmark.group = "sweep"
     benchmark.extra_info["first_call_s"] = first_call
     benchmark.pedantic(one, rounds=sweep_sizes["rounds"], iterations=1)
@@ -143,3 +165,67 @@ def test_sweep(benchmark, record, sweep_sizes, first_call, threads) -> None:
     benchmark.extra_info["loop_ns_per_system_step"] = loop_ns
     print(f"\n{name}: step loop alone {loop_ns:.2f} ns per system-step (median of {len(loop_seconds)})")
     _cpu_note(benchmark, name, cpu, m * steps)
+
+
+@pytest.fixture(scope="module")
+def big_results(short: bool) -> dict[int, sw.SweepResult]:
+    """Real results of 10^3, 10^4, 10^5 systems (a few steps each, trace digests on)."""
+    sizes = (1000, 10_000) if short else (1000, 10_000, 100_000)
+    return {m: sw.sweep(4, lrs=np.geomspace(1e-4, 1.0, m).astype(np.float32), trace=True) for m in sizes}
+
+
+def _csv(r: sw.SweepResult) -> None:
+    out = io.StringIO()
+    out.write(r.csv_lines())
+
+
+def _json(r: sw.SweepResult) -> None:
+    json.dumps(r.to_json())
+
+
+_OUTPUTS = {"records": lambda r: r.to_records(), "csv": _csv, "json": _json}
+
+
+@pytest.mark.parametrize("m", [1000, 10_000, 100_000])
+@pytest.mark.parametrize("what", sorted(_OUTPUTS))
+def test_output_paths_are_linear(benchmark, record, big_results, what: str, m: int) -> None:
+    """A result's table (fresh each call: no cached column helps) per system, at three sizes."""
+    if m not in big_results:
+        pytest.skip("short sizes")
+    base = big_results[m]
+    fresh = iter(range(10**6))
+
+    def one() -> None:
+        next(fresh)
+        r = sw.SweepResult.concat([base])  # a new result: its cached digests and hex words made again
+        _OUTPUTS[what](r)
+
+    record(benchmark, f"sweep-out-{what}-{m}", m, unit="call")
+    _where(benchmark)
+    benchmark.group = f"sweep-out-{what}"
+    benchmark.pedantic(one, rounds=5, iterations=1)
+
+
+def test_csv_of_many_systems_peak_memory(benchmark, record, short: bool, tmp_path) -> None:
+    """``meshnb sweep --lr 1e-4:1:10^6:log --steps 64 --csv OUT`` in a child process: its peak RSS
+    (``ru_maxrss`` of the children) in ``extra_info``; the target is under 1 GiB."""
+    import resource
+    import subprocess
+    import sys
+
+    m = 10_000 if short else 1_000_000
+    out = tmp_path / "sweep.csv"
+    cmd = [sys.executable, "-m", "meshnb", "sweep", "--lr", f"1e-4:1:{m}:log", "--steps", "64", "--csv", str(out)]
+
+    def one() -> None:
+        subprocess.run([*cmd, "--no-progress"], check=True, capture_output=True, timeout=3600)
+
+    record(benchmark, f"sweep-csv-{m}", m * 64, systems=m)
+    _where(benchmark)
+    benchmark.pedantic(one, rounds=1, iterations=1)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
+    benchmark.extra_info["peak_rss_bytes"] = peak
+    with open(out, "rb") as f:
+        rows = sum(1 for _ in f) - 1
+    print(f"\nsweep-csv-{m}: peak RSS of the children {peak / 2**20:.0f} MiB, {rows} rows")
+    assert rows == m

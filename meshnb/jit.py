@@ -13,7 +13,7 @@ every caller, which multiplied the cold-start compile time and gained nothing me
 LLVM inlines the small helpers anyway.  The smallest helpers (a flush of one word, a vector op)
 are ``@intrinsic`` (:mod:`meshnb.vec`): they emit their few LLVM instructions straight into the
 caller, with no dispatcher of their own to type, lower and optimise (each such dispatcher cost
-~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.sweep_loop`, uses ``inline="always"`` on
+~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.loops.sweep`, uses ``inline="always"`` on
 its helpers, against this policy; it is another issue's to measure and reconcile.)
 
 **Per-mode variants** (the one pattern): a loop whose float mode must be a compile-time constant

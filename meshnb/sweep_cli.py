@@ -1,11 +1,15 @@
 """``meshnb sweep``: many independent systems, one table.
 
     meshnb sweep --lr START:STOP:COUNT[:log] [--pages DIR] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T] [--csv OUT | --json [--out PATH]]
+                 [--loss-every N] [--step-base N] [--threads T]
+                 [--csv OUT | --json [--out PATH] | --npz PATH]
 
-Under ``mpiexec -n R`` the systems are split across the ranks (contiguous shares, each run on
-the rank's own threads); every rank stops at the same chunk on Ctrl-C, rank 0 gathers the shares
-and writes the result, bit-equal to the same sweep on one machine.
+The table is written as the sweep goes, batch by batch (a file under a temporary name, renamed
+into place when whole), so any number of systems runs in the memory of one batch.  Under
+``mpiexec -n R`` the batches are dealt to the ranks in turn (each run on the rank's own threads);
+after each round rank 0 gathers the round's batches and writes them, so the ranks stream too;
+every rank stops at the same chunk on Ctrl-C.  The result is bit-equal to the same sweep on one
+machine.
 
 Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one line on stderr),
 130 interrupted (the finished chunks are written first, as with ``meshnb train``).
@@ -14,9 +18,7 @@ Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one lin
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -24,13 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from .files import check_output, read_page, write_atomic
+from .files import check_output, read_page
 from .host import progress_bar
 from .interrupts import deferred_interrupt
 from .options import arg_type, parse_count
+from .sweeps.plan import check_fits
 
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
-GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' shares
+GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' batches
+_F32_MAX = float(np.finfo(np.float32).max)
+SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
 
 class UsageError(Exception):
@@ -52,6 +57,12 @@ def lr_range(text: str) -> np.ndarray:
         raise argparse.ArgumentTypeError(f"--lr {text!r}: COUNT must be at least 1")
     if not (np.isfinite(start) and np.isfinite(stop)):
         raise argparse.ArgumentTypeError(f"--lr {text!r}: START and STOP must be finite")
+    if max(abs(start), abs(stop)) > _F32_MAX:
+        raise argparse.ArgumentTypeError(f"--lr {text!r}: START and STOP must be within float32's range (3.4028235e38)")
+    try:  # numpy's ranges take 8 bytes an LR, the float32 result 4 more
+        check_fits(12 * count, f"--lr {text!r}: {count} learning rates", "sweep fewer at a time")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     if len(parts) == 4:
         if start <= 0 or stop <= 0:
             raise argparse.ArgumentTypeError(f"--lr {text!r}: a log range needs START and STOP > 0")
@@ -90,9 +101,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="T",
         help="threads (default: the usable cores, shared between the ranks of an MPI job on one host)",
     )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cpu (default) or cuda: one warp per system on the CUDA image (the cuda extra and a GPU)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write one CSV row per system to OUT ('-': stdout)")
     out.add_argument("--json", action="store_true", help="print one JSON document (or write it to --out)")
+    out.add_argument(
+        "--npz", metavar="PATH", help="write the table's columns to PATH (numpy .npz: np.load reads it; no pickles)"
+    )
     p.add_argument("--out", metavar="PATH", help="with --json: write the document here instead of stdout")
     p.add_argument(
         "--progress",
@@ -115,17 +135,24 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_pages(directory: str) -> tuple[list[bytes], list[str]]:
+    """Every entry of ``directory`` as a page, sorted by name: anything that is not a regular
+    4096-byte file (a FIFO, a device behind a symlink, a dangling symlink, a loop, a directory)
+    is refused in one line, never skipped or read."""
     d = Path(directory)
     if not d.is_dir():
         raise UsageError(f"--pages {directory}: not a directory")
-    files = sorted(f for f in d.iterdir() if f.is_file())
-    if not files:
+    try:
+        names = sorted(os.listdir(d))
+    except OSError as e:
+        raise UsageError(f"--pages {directory}: {e.strerror}") from None
+    if not names:
         raise UsageError(f"--pages {directory}: no files")
-    try:  # each a regular 4096-byte file (a FIFO or a device there is refused, never read)
-        pages = [read_page(f, "--pages") for f in files]
+    try:
+        check_fits(4096 * len(names), f"--pages {directory}: {len(names)} pages", "split the directory")
+        pages = [read_page(d / name, "--pages") for name in names]
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return pages, [f.name for f in files]
+    return pages, names
 
 
 def _local_ranks(comm: Any) -> int:
@@ -142,189 +169,245 @@ def _in_mpi_job() -> bool:
     return any(os.environ.get(v, "").strip() not in ("", "1", "0") for v in _SIZE_VARIABLES)
 
 
-def _run(args: argparse.Namespace) -> tuple[Any, int, list[str] | None]:
-    """The sweep of ``args`` (split across the ranks of an MPI job): (result or None off rank 0, exit
-    code, page names)."""
-    from . import sweeps as sw
+class _Summary:
+    """The summary printed without ``--csv``/``--json``/``--npz``: the first and last systems."""
 
+    def __init__(self, names: list[str] | None) -> None:
+        self.names = names
+        self.head: list[dict[str, Any]] = []
+        self.tail: list[dict[str, Any]] = []
+        self.count, self.seconds, self.first_call, self.z = 0, 0.0, 0.0, True
+
+    def write(self, part: Any) -> None:
+        if not len(part):
+            return
+        want = SUMMARY_ROWS - len(self.head)
+        if want > 0:
+            self.head.extend(part.to_records(self.names)[:want])
+        if len(part) > SUMMARY_ROWS:  # the records of the part's last systems only
+            k = len(part) - SUMMARY_ROWS
+            tail_part = _slice(part, k)
+            self.tail = tail_part.to_records(self.names)
+        else:
+            self.tail = (self.tail + part.to_records(self.names))[-SUMMARY_ROWS:]
+        self.count += len(part)
+        self.seconds += part.seconds
+        self.first_call = max(self.first_call, part.first_call_seconds)
+        self.z = part.z
+
+    def close(self, steps: int) -> None:
+        mode = "float mode Z" if self.z else "IEEE float32"
+        rate = steps * self.count / self.seconds if self.seconds > 0 else float("inf")
+        lines = [
+            f"sweep: {self.count} systems x {steps} steps ({mode}): {rate:,.0f} system-steps/s "
+            f"({self.seconds:.3f} s; first call {self.first_call:.2f} s)",
+            f"{'system':>6}  {'page':>12}  {'lr':>12}  {'last loss':>12}  digest",
+        ]
+        rows = list({r["system"]: r for r in self.head + self.tail}.values())  # head and tail may overlap
+        for i, rec in enumerate(rows):
+            if i and rec["system"] != rows[i - 1]["system"] + 1:
+                lines.append(f"{'...':>6}")
+            lines.append(
+                f"{rec['system']:>6}  {str(rec['page'])[-12:]:>12}  {rec['lr']:>12.6g}  "
+                f"{rec['last_loss']:>12.6g}  {rec['digest']}"
+            )
+        out = sys.stdout
+        assert out is not None  # refused before the run
+        out.write("\n".join(lines) + "\n")
+        out.flush()
+
+    def abort(self) -> None:
+        pass
+
+
+def _slice(part: Any, k: int) -> Any:
+    """Systems ``k ..`` of a part, as a result of their own (for the summary's tail)."""
+    from dataclasses import fields, replace
+
+    changes: dict[str, Any] = {}
+    for f in fields(part):
+        v = getattr(part, f.name)
+        if isinstance(v, np.ndarray) and f.name not in ("loss_steps", "starts") and v.shape[:1] == (len(part),):
+            changes[f.name] = v[k:]
+    return replace(part, first=part.first + k, **changes)
+
+
+def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
+    from .sweeps.result import CsvWriter, JsonWriter, NpzWriter
+
+    if args.csv:
+        return CsvWriter(args.csv, names)
+    if args.json:
+        return JsonWriter(args.out or "-", z, names)
+    if args.npz:
+        return NpzWriter(args.npz, names)
+    return _Summary(names)
+
+
+def _check_args(args: argparse.Namespace) -> None:
     if args.out and not args.json:
         raise UsageError("--out goes with --json")
-    for option, path in (("--out", args.out), ("--csv", args.csv)):
+    for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
         if path and path != "-":
             check_output(path, option)  # before the run, not after it
+    if args.npz == "-":
+        raise UsageError("--npz -: the npz is a file (give a path)")
+    to_stdout = args.csv == "-" or (args.json and not args.out) or not (args.csv or args.json or args.npz)
+    if to_stdout and sys.stdout is None:
+        raise UsageError(
+            "stdout is closed: nothing could be written (give --csv PATH, --json --out PATH or --npz PATH)"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the sweep of ``args`` (split across the ranks of an MPI job), writing its table as it
+    goes; the exit code."""
+    from . import sweeps as sw
+    from .sweeps.run import CudaRunner, parts, spans
+
+    _check_args(args)
     pages, names = _read_pages(args.pages) if args.pages else (None, None)
     try:
-        systems = sw.plan(args.steps, lrs=args.lr, pages=pages, step_bases=args.step_base, z=not args.ieee)
+        systems = sw.plan(args.steps, lrs=args.lr, view_in=pages, step_base=args.step_base, z=not args.ieee)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    if not _in_mpi_job():
-        bar = progress_bar(args.steps, progress, f"sweep of {len(systems)}")
-        try:
-            with deferred_interrupt() as requested:
-                r = sw.run(
-                    systems,
-                    args.steps,
-                    trace=args.trace,
-                    loss_every=args.loss_every,
-                    threads=args.threads,
-                    on_chunk=(lambda d: bar.update(d - bar.n)) if bar is not None else None,
-                    should_stop=requested,
-                )
-        finally:
-            if bar is not None:
-                bar.close()
-        return r, (130 if r.steps < args.steps else 0), names
-    from .backends import mpi, mpi_exchange
+    if args.device == "cuda" and (args.loss_every or args.threads or _in_mpi_job()):
+        raise UsageError("--device cuda: one process, no --loss-every, no --threads (the CPU's)")
+    if _in_mpi_job():
+        from .backends import mpi, mpi_exchange
 
-    MPI = mpi_exchange.load()
-    comm = MPI.COMM_WORLD
+        MPI = mpi_exchange.load()
+        comm = MPI.COMM_WORLD
+        try:
+            return _run_rank(args, systems, progress, names, MPI, comm)
+        except BaseException as e:  # one rank failing must not leave the others waiting in a collective
+            mpi.abort(comm, e)
+            raise  # not reached: abort ends the job
+    m = len(systems)
+    writer = _writer(args, systems.z, names)
+    bar = progress_bar(m * args.steps, progress, f"sweep of {m}")
     try:
-        return _run_rank(args, systems, progress, names, MPI, comm)
-    except BaseException as e:  # one rank failing must not leave the others waiting in a collective
-        mpi.abort(comm, e)
-        raise  # not reached: abort ends the job
+        with (
+            deferred_interrupt() as requested,
+            (
+                contextlib.nullcontext(CudaRunner(systems, args.steps, trace=args.trace))
+                if args.device == "cuda"
+                else sw.Runner(systems, args.steps, trace=args.trace, loss_every=args.loss_every, threads=args.threads)
+            ) as runner,
+        ):
+            steps, code = args.steps, 0
+            for k, part in enumerate(parts(runner, spans(m, runner.batch), _bar_update(bar), should_stop=requested)):
+                if part.steps < args.steps:  # stopped: a first batch's partial result, or the finished batches
+                    code = 130
+                    if k == 0:
+                        writer.write(part)
+                        steps = part.steps
+                    break
+                writer.write(part)
+        writer.close(steps)
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return code
+
+
+def _bar_update(bar: Any) -> Any:
+    return (lambda total: bar.update(total - bar.n)) if bar is not None else None
 
 
 def _run_rank(
     args: argparse.Namespace, systems: Any, progress: bool, names: list[str] | None, MPI: Any, comm: Any
-) -> tuple[Any, int, list[str] | None]:
-    """This rank's share of an MPI job's sweep; rank 0 returns the gathered result, the others None."""
+) -> int:
+    """This rank's batches of an MPI job's sweep: the batches are dealt to the ranks in turn and
+    rank 0 writes each round's batches as they are gathered."""
     from . import sweeps as sw
     from .backends import mpi
+    from .sweeps.run import spans
 
     k, n = comm.Get_rank(), comm.Get_size()
     m = len(systems)
-    share = systems[m * k // n : m * (k + 1) // n]
+    batch = max(1, min(sw.BATCH_SYSTEMS, -(-m // n)))
+    batches = spans(m, batch)
+    rounds = -(-len(batches) // n)
     threads = args.threads or max(1, sw.default_threads() // _local_ranks(comm))
-    bar = progress_bar(args.steps, progress and k == 0, f"sweep of {m}")
-    with deferred_interrupt() as requested:
-
-        def should_stop() -> bool:  # every rank stops at the same chunk
-            return bool(comm.allreduce(int(requested()), op=MPI.MAX))
-
-        try:
-            r = sw.run(
-                share,
+    chunk = sw.chunk_steps(args.steps, batch, args.trace)
+    writer = _writer(args, systems.z, names) if k == 0 else None
+    bar = progress_bar(m * args.steps, progress and k == 0, f"sweep of {m}")
+    steps, code = args.steps, 0
+    try:
+        with (
+            deferred_interrupt() as requested,
+            sw.Runner(
+                systems,
                 args.steps,
                 trace=args.trace,
                 loss_every=args.loss_every,
                 threads=threads,
-                chunk=sw.chunk_steps(args.steps, m, args.trace),
-                should_stop=should_stop,
-                on_chunk=(lambda d: bar.update(d - bar.n)) if bar is not None else None,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-    parts = mpi.allgather_bytes(comm, r.tobytes(), GATHER_S, "the sweep's shares")
-    if k != 0:
-        return None, (130 if r.steps < args.steps else 0), names
-    whole = sw.SweepResult.concat([sw.SweepResult.from_bytes(p) for p in parts])
-    return whole, (130 if whole.steps < args.steps else 0), names
+                chunk=chunk,
+                batch=batch,
+            ) as runner,
+        ):
+
+            def should_stop() -> bool:  # every rank stops at the same chunk
+                return bool(comm.allreduce(int(requested()), op=MPI.MAX))
+
+            for j in range(rounds):
+                b = j * n + k
+                lo, hi = batches[b] if b < len(batches) else (m, m)
+                round_steps = j * n * batch * args.steps  # this round's start, in system-steps
+                on_chunk = (
+                    (lambda d, r=round_steps: bar.update(min(m * args.steps, r + d * n * batch) - bar.n))
+                    if bar is not None
+                    else None
+                )
+                part = runner.run(lo, hi, on_chunk, should_stop)
+                shares = mpi.allgather_bytes(comm, part.tobytes(), GATHER_S, "the sweep's batches")
+                stopped = part.steps < args.steps
+                if writer is not None and (not stopped or j == 0):
+                    for data in shares:
+                        got = sw.SweepResult.from_bytes(data)
+                        if len(got):
+                            writer.write(got)
+                if stopped:
+                    code = 130
+                    steps = part.steps if j == 0 else args.steps
+                    break
+        if writer is not None:
+            writer.close(steps)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return code
 
 
-def _records(r: Any, names: list[str] | None) -> list[dict[str, Any]]:
-    records = r.to_records()
-    if names is not None:
-        for rec in records:
-            rec["page"] = names[rec["page"]]
-    return records
+def _error_line(line: str) -> None:
+    from .backends.mpi_exchange import is_root
 
-
-def _csv_text(r: Any, names: list[str] | None) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "system",
-            "page",
-            "lr_word",
-            "lr",
-            "step_base",
-            "steps",
-            "last_loss",
-            "a",
-            "b",
-            "c",
-            "d",
-            "digest",
-            "trace_digest",
-        ]
-    )
-    for rec in _records(r, names):
-        w.writerow(
-            [
-                rec["system"],
-                rec["page"],
-                rec["lr_word"],
-                repr(rec["lr"]),
-                rec["step_base"],
-                r.steps,
-                repr(rec["last_loss"]),
-                *rec["params"],
-                rec["digest"],
-                rec["trace_digest"],
-            ]
-        )
-    return buf.getvalue()
-
-
-def _summary(r: Any, names: list[str] | None) -> str:
-    mode = "float mode Z" if r.z else "IEEE float32"
-    head = (
-        f"sweep: {len(r)} systems x {r.steps} steps ({mode}): {r.system_steps_per_second:,.0f} system-steps/s "
-        f"({r.seconds:.3f} s; first call {r.first_call_seconds:.2f} s)"
-    )
-    lines = [head, f"{'system':>6}  {'page':>12}  {'lr':>12}  {'last loss':>12}  digest"]
-    shown = list(range(len(r))) if len(r) <= 24 else [*range(12), *range(len(r) - 12, len(r))]
-    recs = _records(r, names)
-    for i, k in enumerate(shown):
-        if i and k != shown[i - 1] + 1:
-            lines.append(f"{'...':>6}")
-        rec = recs[k]
-        lines.append(
-            f"{k:>6}  {str(rec['page'])[-12:]:>12}  {rec['lr']:>12.6g}  {rec['last_loss']:>12.6g}  {rec['digest']}"
-        )
-    return "\n".join(lines)
-
-
-def _write(r: Any, args: argparse.Namespace, names: list[str] | None) -> None:
-    if args.json:
-        doc = r.to_json()
-        doc["systems"] = _records(r, names)
-        text = json.dumps(doc)
-        if args.out:
-            write_atomic(args.out, (text + "\n").encode(), "--out")
-        else:
-            print(text, flush=True)
-    elif args.csv:
-        text = _csv_text(r, names)
-        if args.csv == "-":
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        else:
-            write_atomic(args.csv, text.encode(), "--csv")
-    else:
-        print(_summary(r, names), flush=True)
+    if is_root():  # every rank of a job sees the same: one line, from rank 0
+        print(line, file=sys.stderr, flush=True)
 
 
 def _error(text: str) -> None:
-    from .backends.mpi_exchange import is_root
-
-    if is_root():  # every rank of a job sees the same bad argument: one line, from rank 0
-        print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+    _error_line(f"meshnb: error: {text}")
 
 
 def handle(args: argparse.Namespace) -> int:
     """Run ``meshnb sweep``: write the result; returns the exit code."""
     try:
-        r, code, names = _run(args)
-        if r is not None:
-            _write(r, args, names)
-        if code == 130 and r is not None:
-            print(f"meshnb: interrupted after {r.steps} steps (the result so far was written)", file=sys.stderr)
+        code = _run(args)
+        if code == 130:
+            _error_line("meshnb: interrupted (the finished systems were written)")
         return code
+    except BrokenPipeError:
+        raise  # the reader of stdout is gone: the command line ends quietly with 141
     except UsageError as e:
         _error(str(e))
         return 2

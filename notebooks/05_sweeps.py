@@ -131,7 +131,7 @@ print(
 names = {0: "a", 1: "b", 2: "c", 3: "d", 4: "LR"}
 for lr_wanted in (1e-44, 1e-40, 3e-37, 1e-32, 0.5, 3.0):
     k = int(np.argmin(abs(np.log(lrs) - np.log(lr_wanted))))
-    dz, di = z.words[k], ieee.words[k]
+    dz, di = np.frombuffer(z.page(k), "<u4"), np.frombuffer(ieee.page(k), "<u4")  # made again on request
     diff = np.flatnonzero(dz != di)
     shown = ", ".join(
         f"{names.get(int(i), 'LOSS' if i >= 528 else i)}: {dz[i]:08x} (Z) / {di[i]:08x} (IEEE)" for i in diff[:3]

@@ -111,12 +111,14 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     host.run_systems(pages[:1], lrs[:1], bases[:1], 1)  # compile outside the timing
     gpu = host.run_systems(pages, lrs, bases, steps)
     pick = np.unique(np.linspace(0, systems - 1, min(sample, systems)).astype(np.int64))
-    cpu = meshnb.sweep(steps, lrs=lrs[pick], step_bases=bases[pick].astype(object).tolist(), trace=True)
+    cpu = meshnb.sweep(steps, lrs=lrs[pick], step_base=bases[pick].astype(object).tolist(), trace=True, keep_pages=True)
     gpu_trace = host.run_systems(pages[pick], lrs[pick], bases[pick], steps, trace=True)
     # The CPU's rate from a sweep big enough to fill every core (the sample alone may not)
     timed = min(systems, CPU_TIMED_SYSTEMS)
-    cpu_rate = meshnb.sweep(steps, lrs=lrs[:timed], step_bases=bases[:timed].astype(object).tolist())
-    same_pages = bool(np.array_equal(cpu.words, gpu.pages[pick]))
+    cpu_rate = meshnb.sweep(steps, lrs=lrs[:timed], step_base=bases[:timed].astype(object).tolist())
+    if cpu.final_pages is None:  # keep_pages=True keeps them
+        raise RuntimeError("the CPU sweep kept no pages")
+    same_pages = bool(np.array_equal(cpu.final_pages.view(np.uint32), gpu.pages[pick]))
     same_traces = cpu.trace_digests == gpu_trace.trace_digests
     return {
         "systems": systems,

@@ -1,0 +1,449 @@
+"""Running a sweep: batches of systems on a pool of threads, in chunks of steps; the public
+:func:`sweep` (an in-memory result) and :func:`stream` (parts as their batches finish).
+
+A sweep runs in *batches* of systems (:data:`BATCH_SYSTEMS`, a few tens of MiB of loop state
+each), one after the other; a batch runs its steps in *chunks* (so progress and Ctrl-C stay
+live), each chunk a call of the loop per thread on the thread's slice of groups (each call
+releases the GIL and sets the DAZ bit on its own thread).  Systems share nothing, so the bits
+depend on neither the split nor the batch.  With ``trace=True`` every system's trace words are
+hashed per chunk (hashlib, on the same threads).
+
+On Ctrl-C a run stops at the end of the chunk in flight: the batches finished are whole, and the
+batch in flight has run the steps of its finished chunks (:class:`SweepInterrupted`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .. import loops
+from ..host import progress_bar
+from ..interrupts import deferred_interrupt
+from ..loops import sweep as sweep_loop
+from .lanes import Lanes, final_pages
+from .plan import LRs, Pages, StepBases, Systems, W, check_fits, check_options, plan, result_bytes
+from .result import SweepResult, digest_of
+
+CHUNK_SYSTEM_STEPS = 1 << 24  # system-steps per chunk: ~0.1 s on 2 cores, so Ctrl-C and progress stay live
+TRACE_CHUNK_SYSTEM_STEPS = 1 << 20  # with a trace: 20 MiB of trace words per chunk
+BATCH_SYSTEMS = 1 << 14
+"""Systems per batch: 16 MiB of loss rings, 64 MiB of final pages while a batch ends."""
+
+
+class SweepInterrupted(Exception):
+    """Ctrl-C during a sweep: ``result`` holds the systems of the finished batches, or, when the
+    first batch was in flight, that batch after the steps of its finished chunks (each system
+    bit-equal to ``train`` of that many steps)."""
+
+    def __init__(self, result: SweepResult) -> None:
+        super().__init__(f"interrupted: {len(result)} systems after {result.steps} steps")
+        self.result = result
+
+
+def default_threads() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
+    """Steps per chunk for a batch of ``systems`` systems (the same on every MPI rank)."""
+    sh = shape or sweep_loop.shape()
+    budget = TRACE_CHUNK_SYSTEM_STEPS if trace else CHUNK_SYSTEM_STEPS
+    per_call = sh.lanes * sh.block
+    padded = -(-max(systems, 1) // per_call) * per_call
+    return max(1, min(steps, budget // padded))
+
+
+def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
+    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape`` (default the
+    target's); the seconds this call took (the first call's compile or cache load)."""
+    sh = shape or sweep_loop.shape()
+    start = time.perf_counter()
+    a = sweep_loop.empty_arrays(0, 0, 0, sh.lanes)
+    tabs = np.zeros((1, sweep_loop.tab_floats(sh.lanes)), dtype=np.float32)
+    stabs = np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
+    sweep_loop.run_groups(
+        tabs, stabs, np.zeros(0, np.int64), a["params"], a["hyper"], a["ring"], a["hist"], a["trace"], 0, 0, 0, mode, sh
+    )
+    return time.perf_counter() - start
+
+
+def fit_shape(shape: sweep_loop.Shape, systems: int, threads: int) -> sweep_loop.Shape:
+    """``shape``, or narrower groups (down to 8 lanes) while a batch of ``systems`` would leave a
+    thread without a block of groups: a sweep of 100 systems keeps both threads busy, and pads
+    fewer lanes, at a slower rate per system-step (any shape gives the same bits)."""
+    while shape.lanes > 8 and shape.lanes * shape.block * threads > systems:
+        shape = sweep_loop.Shape(shape.lanes // 2, shape.block)
+    return shape
+
+
+def spans(m: int, batch: int) -> list[tuple[int, int]]:
+    """Systems ``0 .. m-1`` in batches of ``batch``: ``[(lo, hi), ...]``."""
+    return [(lo, min(m, lo + batch)) for lo in range(0, m, batch)]
+
+
+class Runner:
+    """Runs batches of one planned sweep on its own thread pool (a context manager)."""
+
+    def __init__(
+        self,
+        systems: Systems,
+        steps: int,
+        *,
+        trace: bool = False,
+        loss_every: int | None = None,
+        threads: int | None = None,
+        chunk: int | None = None,
+        mode: int | None = None,
+        shape: sweep_loop.Shape | None = None,
+        keep_pages: bool = False,
+        batch: int = BATCH_SYSTEMS,
+    ) -> None:
+        check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
+        self.mode = loops.loop_mode(systems.z) if mode is None else mode
+        if (self.mode == loops.IEEE) == systems.z:
+            raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
+        self.threads = threads or default_threads()
+        self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
+        self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
+        self.keep_pages, self.batch = keep_pages, batch
+        self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
+        self.first_call = warm_up(self.mode, self.shape)
+        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown()  # the run's own threads: nothing outlives it
+
+    def run(
+        self,
+        lo: int,
+        hi: int,
+        on_chunk: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> SweepResult:
+        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk)."""
+        sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
+        words = self.systems.words(lo, hi)
+        lanes = Lanes(words, self.systems.z, steps, every, sh)
+        m, groups = lanes.m, lanes.groups
+        n_threads = min(self.threads, groups // sh.block)  # 0 for no systems (an MPI rank's empty share)
+        blocks = groups // sh.block
+        cuts = [sh.block * (blocks * i // n_threads) for i in range(n_threads + 1)] if n_threads else [0]
+        per_call = self.chunk
+        hashers = [hashlib.sha256() for _ in range(m)] if trace else []
+        a = lanes.arrays
+        width = per_call * sweep_loop.NSUMS * sh.lanes if trace else 0
+        trace_buf = np.empty((groups, width), dtype=np.float32)
+
+        def call(g0: int, g1: int, first: int, count: int) -> None:
+            sweep_loop.run_groups(
+                a["tabs"], a["stabs"], a["tab_of"][g0:g1], a["params"][g0:g1], a["hyper"][g0:g1], a["ring"][g0:g1],
+                a["hist"][g0:g1], trace_buf[g0:g1], first, count, every, self.mode, sh,
+            )  # fmt: skip
+
+        def hash_rows(rows: np.ndarray, k0: int, k1: int) -> None:
+            for k in range(k0, k1):
+                hashers[k].update(rows[lanes.position[k]])  # hashlib releases the GIL on large buffers
+
+        done = 0
+        start = time.perf_counter()
+        while done < steps and not (should_stop is not None and should_stop()):
+            n = min(per_call, steps - done)
+            for f in [self.pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
+                f.result()
+            if trace and m:
+                rows = lanes.trace_rows(trace_buf, n)
+                parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
+                for f in [self.pool.submit(hash_rows, rows, k0, k1) for k0, k1 in parts]:
+                    f.result()
+            done += n
+            if on_chunk is not None:
+                on_chunk(done)
+        seconds = time.perf_counter() - start
+        base = self.systems.step_base(lo, hi)
+        pages = final_pages(words, base, lanes, done)
+        del words
+        hist_rows = done // every if every else 0
+        return result_of_pages(
+            self.systems, lo, pages, done,
+            trace_digest_bytes=(
+                np.frombuffer(b"".join(h.digest() for h in hashers), np.uint8).reshape(m, 32).copy() if trace else None
+            ),
+            loss_history=lanes.history()[:, :hist_rows].copy() if every else None,
+            loss_steps=np.arange(every - 1, hist_rows * every, every or 1, dtype=np.int64) if every else None,
+            keep_pages=self.keep_pages, seconds=seconds, first_call_seconds=self.first_call, shape=str(sh),
+        )  # fmt: skip
+
+
+def result_of_pages(
+    systems: Systems,
+    lo: int,
+    pages: np.ndarray,
+    done: int,
+    *,
+    trace_digest_bytes: np.ndarray | None = None,
+    loss_history: np.ndarray | None = None,
+    loss_steps: np.ndarray | None = None,
+    keep_pages: bool = False,
+    seconds: float = 0.0,
+    first_call_seconds: float = 0.0,
+    shape: str = "",
+) -> SweepResult:
+    """The result of systems ``lo .. lo + len(pages) - 1`` from their final pages ``[n, 1024]``
+    after ``done`` steps (what a sweep keeps of each system: the CPU loop's and the CUDA image's)."""
+    n = pages.shape[0]
+    nxt = pages[:, W["NEXT_STEP"]].astype(np.int64)
+    return SweepResult(
+        steps=done,
+        z=systems.z,
+        page_index=systems.page_index(lo, lo + n),
+        lr_index=systems.lr_index(lo, lo + n),
+        lr_words=pages[:, W["LR"]].copy(),
+        step_base=systems.step_base(lo, lo + n),
+        params_words=pages[:, :4].copy(),
+        last_loss_words=pages[np.arange(n), W["LOSS"] + (nxt - 1) % 256].copy(),
+        digest_bytes=digest_of(pages),
+        trace_digest_bytes=trace_digest_bytes,
+        loss_history=loss_history,
+        loss_steps=np.zeros(0, np.int64) if loss_steps is None else loss_steps,
+        final_pages=pages.view(np.uint8).copy() if keep_pages else None,
+        starts=systems.starts,
+        first=lo,
+        seconds=seconds,
+        first_call_seconds=first_call_seconds,
+        shape=shape,
+    )
+
+
+CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth, memory bounded
+
+
+class CudaRunner:
+    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU."""
+
+    batch = CUDA_BATCH
+
+    def __init__(self, systems: Systems, steps: int, *, trace: bool = False, keep_pages: bool = False) -> None:
+        self.systems, self.steps, self.trace, self.keep_pages = systems, steps, trace, keep_pages
+
+    def run(
+        self, lo: int, hi: int, on_chunk: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> SweepResult:  # fmt: skip
+        """Systems ``lo .. hi-1`` (:func:`run_on_cuda`)."""
+        return run_on_cuda(
+            self.systems, lo, hi, self.steps, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
+            should_stop=should_stop,
+        )  # fmt: skip
+
+
+def run_on_cuda(
+    systems: Systems, lo: int, hi: int, steps: int, *, trace: bool = False, keep_pages: bool = False,
+    on_chunk: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
+) -> SweepResult:  # fmt: skip
+    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`):
+    one warp per system, the same bits; ``on_chunk(steps done)`` after each launch."""
+    from ..cuda import host
+
+    words = systems.words(lo, hi)  # SET_LR and the step base applied, as train applies them
+    got = host.run_systems(words, None, None, steps, systems.z, trace=trace, on_chunk=on_chunk, should_stop=should_stop)
+    digests = np.frombuffer(b"".join(bytes.fromhex(d) for d in got.trace_digests), np.uint8) if trace else None
+    return result_of_pages(
+        systems, lo, got.pages, got.steps,
+        trace_digest_bytes=digests.reshape(-1, 32).copy() if digests is not None else None,
+        keep_pages=keep_pages, seconds=got.seconds, shape="cuda: one warp per system",
+    )  # fmt: skip
+
+
+def parts(
+    runner: Runner | CudaRunner,
+    batches: Iterable[tuple[int, int]],
+    on_progress: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[SweepResult]:
+    """Run ``batches`` in turn (on the CPU's threads or the CUDA image), yielding each result; a stop
+    yields the batch in flight after the steps done (``part.steps`` < the sweep's) and ends."""
+    total = 0
+    for lo, hi in batches:
+        last = 0
+
+        def on_chunk(done: int, lo: int = lo, hi: int = hi) -> None:
+            nonlocal last, total
+            total += (done - last) * (hi - lo)
+            last = done
+            if on_progress is not None:
+                on_progress(total)
+
+        part = runner.run(lo, hi, on_chunk, should_stop)
+        yield part
+        if part.steps < runner.steps:
+            return
+
+
+def _aliases(view_in: Any, pages: Any, step_base: Any, step_bases: Any) -> tuple[Any, Any]:
+    """The deprecated spellings ``pages=`` and ``step_bases=`` (``train``'s are ``view_in``, ``step_base``)."""
+    if pages is not None:
+        if view_in is not None:
+            raise TypeError("give view_in or its old name pages, not both")
+        warnings.warn("sweep(pages=...) is now view_in=... (as train)", DeprecationWarning, stacklevel=3)
+        view_in = pages
+    if step_bases is not None:
+        if step_base is not None:
+            raise TypeError("give step_base or its old name step_bases, not both")
+        warnings.warn("sweep(step_bases=...) is now step_base=... (as train)", DeprecationWarning, stacklevel=3)
+        step_base = step_bases
+    return view_in, step_base
+
+
+def run_planned(
+    systems: Systems,
+    steps: int,
+    *,
+    trace: bool = False,
+    loss_every: int | None = None,
+    threads: int | None = None,
+    chunk: int | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    mode: int | None = None,
+    shape: sweep_loop.Shape | None = None,
+    keep_pages: bool = False,
+    batch: int = BATCH_SYSTEMS,
+) -> SweepResult:
+    """Run planned systems ``steps`` steps, in memory (``chunk`` steps per loop call, ``batch``
+    systems per batch); ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()``
+    before each: a stop gives :class:`SweepInterrupted`'s result (returned, not raised, here:
+    ``result.steps`` < ``steps`` or fewer systems).  ``mode`` forces a step-loop mode of
+    :mod:`meshnb.loops`, ``shape`` a loop shape (default the target CPU's)."""
+    with Runner(
+        systems, steps, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode, shape=shape,
+        keep_pages=keep_pages, batch=batch,
+    ) as runner:  # fmt: skip
+        got = list(parts(runner, spans(len(systems), batch), on_chunk, should_stop))
+    if not got:
+        got = [runner.run(0, 0)]
+    if got[-1].steps < steps and len(got) > 1:
+        got = got[:-1]  # the finished batches only: every system of a result ran the same steps
+    return SweepResult.concat(got)
+
+
+def sweep(
+    steps: int,
+    *,
+    lrs: LRs | None = None,
+    view_in: Pages | None = None,
+    step_base: StepBases | None = None,
+    z: bool = True,
+    trace: bool = False,
+    loss_every: int | None = None,
+    threads: int | None = None,
+    keep_pages: bool = False,
+    progress: bool = False,
+    device: str = "cpu",
+    pages: Pages | None = None,
+    step_bases: StepBases | None = None,
+) -> SweepResult:
+    """Run M independent systems ``steps`` steps each; returns a :class:`SweepResult` in memory.
+
+    ``lrs``: learning rates (floats, rounded to float32; a uint32 array gives the f32 words), one
+    system each, set with SET_LR before the first step.  ``view_in``: start pages (a 4096-byte
+    bytes-like, a sequence of them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array;
+    default the init page), one system each; with both, one system per (page, LR) pair,
+    page-major.  ``step_base``: one integer, or one per system: the page's next step before the
+    run (as ``train``'s).  System k is bit-equal to ``meshnb.train(steps, view_in=page,
+    set_lr={0: word}, step_base=base, z=z)``.  ``trace`` computes each system's trace digest,
+    ``loss_every`` keeps the loss of every ``loss_every``-th step (``result.loss_history``),
+    ``threads`` sets the threads (default: the usable cores), ``keep_pages`` keeps every final
+    page (4 KiB a system; without it ``result.page(k)`` runs system k again), ``progress`` shows
+    a bar on stderr.  ``device="cuda"`` runs the systems on the CUDA image, one warp each
+    (:mod:`meshnb.cuda`; the same bits; no ``loss_every`` or ``threads`` there).  ``pages`` and
+    ``step_bases`` are the deprecated names of ``view_in`` and ``step_base``.
+
+    Raises ``ValueError``/``TypeError`` (one line naming the argument) for bad arguments, and a
+    ``ValueError`` with the estimate when the result would not fit in memory (use
+    :func:`stream` or ``meshnb sweep --csv``); :class:`SweepInterrupted` on Ctrl-C."""
+    view_in, step_base = _aliases(view_in, pages, step_base, step_bases)
+    systems = plan(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
+    check_options(loss_every, threads, trace=trace, keep_pages=keep_pages, progress=progress)
+    need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
+    check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and (loss_every is not None or threads is not None):
+        raise ValueError(
+            "device='cuda' keeps no loss history and runs no CPU threads: leave loss_every and threads out"
+        )
+    total = len(systems) * steps
+    bar = progress_bar(total, progress, f"sweep of {len(systems)}")
+    try:
+        with deferred_interrupt() as requested:
+            if device == "cuda":
+                on_steps = (lambda d: bar.update(d * len(systems) - bar.n)) if bar is not None else None
+                result = run_on_cuda(
+                    systems, 0, len(systems), steps, trace=trace, keep_pages=keep_pages, on_chunk=on_steps,
+                    should_stop=requested,
+                )  # fmt: skip
+            else:
+                result = run_planned(
+                    systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+                    on_chunk=(lambda d: bar.update(d - bar.n)) if bar is not None else None, should_stop=requested,
+                )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
+    if result.steps < steps or len(result) < len(systems):
+        raise SweepInterrupted(result)
+    return result
+
+
+def stream(
+    steps: int,
+    *,
+    lrs: LRs | None = None,
+    view_in: Pages | None = None,
+    step_base: StepBases | None = None,
+    z: bool = True,
+    trace: bool = False,
+    loss_every: int | None = None,
+    threads: int | None = None,
+    keep_pages: bool = False,
+    batch: int = BATCH_SYSTEMS,
+) -> Iterator[SweepResult]:
+    """The sweep of :func:`sweep`'s arguments as parts: a :class:`SweepResult` for each batch of
+    ``batch`` systems, in order, as it finishes (``part.first`` is its first system's index), so a
+    sweep of any size runs in the memory of one batch.  Ctrl-C raises :class:`SweepInterrupted`
+    (with the batch in flight after its finished chunks) after the finished parts were yielded."""
+    systems = plan(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
+    check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    return _stream(systems, steps, trace, loss_every, threads, keep_pages, batch)
+
+
+def _stream(
+    systems: Systems, steps: int, trace: bool, loss_every: int | None, threads: int | None, keep_pages: bool, batch: int
+) -> Iterator[SweepResult]:
+    with (
+        deferred_interrupt() as requested,
+        Runner(
+            systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages, batch=batch
+        ) as runner,
+    ):
+        for part in parts(runner, spans(len(systems), batch), should_stop=requested):
+            if part.steps < steps:
+                raise SweepInterrupted(part)
+            yield part

@@ -1,0 +1,91 @@
+"""meshnb.sweeps.result: the result's conversions and writers, each the same table in linear time."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meshnb.sweeps import CsvWriter, JsonWriter, NpzWriter, SweepResult, stream, sweep
+from meshnb.sweeps.result import CSV_COLUMNS, hex_digests, hex_words
+
+
+def test_vectorised_formatting_is_the_per_value_formatting() -> None:
+    w = np.array([0, 1, 0xDEADBEEF, 0x7FFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
+    assert hex_words(w) == [f"{int(x):08x}" for x in w]
+    d = np.arange(64, dtype=np.uint8).reshape(2, 32)
+    assert hex_digests(d) == [bytes(row).hex() for row in d]
+
+
+def test_result_conversions() -> None:
+    r = sweep(100, lrs=[0.5, 0.25, 0.01], loss_every=10, trace=True)
+    doc = r.to_json()
+    assert doc["mode"] == "z" and len(doc["systems"]) == 3 and len(doc["loss_history"][0]) == 10
+    assert doc["systems"][1]["lr_word"] == "3e800000" and doc["systems"][1]["digest"] == r.digests[1]
+    rec = doc["systems"][2]
+    assert rec["lr"] == float(np.float32(0.01)) and rec["last_loss"] == float(r.last_loss[2])
+    assert rec["params"] == [f"{int(x):08x}" for x in r.params_words[2]]
+    json.dumps(doc)
+    back = SweepResult.from_bytes(r.tobytes(), r.starts)
+    assert back.digests == r.digests and back.trace_digests == r.trace_digests and back.to_json() == doc
+    assert back.page(1) == r.page(1)
+    both = SweepResult.concat([back, r])
+    assert len(both) == 6 and both.digests[3:] == r.digests
+    assert r.params.dtype == np.float32 and r.params.shape == (3, 4) and r.system_steps_per_second > 0
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return
+    frame = r.to_frame()
+    assert list(frame["digest"]) == r.digests and frame["a"].dtype == np.float32
+
+
+def _write_all(writer, parts) -> None:
+    for p in parts:
+        writer.write(p)
+    writer.close(parts[0].steps)
+
+
+@pytest.fixture(scope="module")
+def parts() -> list[SweepResult]:
+    return list(stream(50, lrs=np.geomspace(1e-3, 1, 40).astype(np.float32), trace=True, loss_every=7, batch=16))
+
+
+def test_writers_write_the_whole_table_part_by_part(tmp_path: Path, parts: list[SweepResult]) -> None:
+    whole = SweepResult.concat(parts)
+    _write_all(CsvWriter(str(tmp_path / "t.csv")), parts)
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
+    assert list(rows[0]) == list(CSV_COLUMNS) and len(rows) == 40
+    assert [r["digest"] for r in rows] == whole.digests and [r["trace_digest"] for r in rows] == whole.trace_digests
+    assert [float(r["last_loss"]) for r in rows] == whole.last_loss.astype(np.float64).tolist()
+    assert [r["a"] for r in rows] == [p[0] for p in whole.params_hex] and rows[39]["system"] == "39"
+    _write_all(JsonWriter(str(tmp_path / "t.json"), True), parts)
+    assert json.loads((tmp_path / "t.json").read_text()) == whole.to_json()
+    _write_all(NpzWriter(str(tmp_path / "t.npz")), parts)
+    with np.load(tmp_path / "t.npz", allow_pickle=False) as f:
+        assert int(f["steps"]) == 50 and str(f["mode"]) == "z"
+        assert np.array_equal(f["params_words"], whole.params_words)
+        assert hex_digests(f["digest"]) == whole.digests and hex_digests(f["trace_digest"]) == whole.trace_digests
+        assert np.array_equal(f["loss_history_words"], whole.loss_history.view(np.uint32))
+        assert np.array_equal(f["loss_steps"], whole.loss_steps) and list(f["system"]) == list(range(40))
+
+
+def test_an_aborted_write_leaves_the_old_file(tmp_path: Path, parts: list[SweepResult]) -> None:
+    out = tmp_path / "t.csv"
+    out.write_text("old\n")
+    w = CsvWriter(str(out))
+    w.write(parts[0])
+    w.abort()
+    assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+def test_page_names_are_quoted_in_csv(tmp_path: Path, parts: list[SweepResult]) -> None:
+    names = ['a,"b"']
+    w = CsvWriter(str(tmp_path / "n.csv"), names)
+    _write_all(w, parts[:1])
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "n.csv").read_text())))
+    assert rows[0]["page"] == names[0]

@@ -1,0 +1,263 @@
+"""meshnb.sweeps.run: every system of a sweep is bit-equal to its own ``meshnb.train``, whatever the
+loop's shape, threads, chunks and batches.
+
+Each check runs the sweep, then every system alone through ``meshnb.train`` (same page, SET_LR
+before step 0, step base, float mode) and compares the final page, digest and trace digest; a few
+systems also against the numpy reference.  Steps are > 256 where the loss ring's wrap matters,
+M is never a multiple of a group, and the pages include every hard page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import loops, sweep_loop
+from meshnb.sweeps import SweepInterrupted, init_page, plan, run_planned, stream, sweep
+from meshnb.sweeps.lanes import Lanes
+from meshnb.testing import reference as ref
+from meshnb.testing.pages import hard_pages
+
+from .helpers import LR_WORDS, ROOT, alone, check_against_train
+
+
+@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+def test_lr_sweep_equals_train_per_system(z: bool) -> None:
+    steps = 300  # the loss ring wraps
+    r = sweep(steps, lrs=LR_WORDS, z=z, trace=True, threads=2)
+    assert len(r) == LR_WORDS.size == 17  # one full group and one lane of the next
+    check_against_train(r, steps, [None], LR_WORDS, [None] * len(r), z)
+    # LR as given: SET_LR writes ftz_from_bits(word) in mode Z, the word itself in IEEE mode.
+    w = r.lr_words
+    assert w[6] == (0 if z else 0x00400000) and w[8] == (0x7FFFFFFF if z else 0x7FC00001)
+
+
+@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+def test_hard_pages_times_lrs_with_step_bases(z: bool) -> None:
+    pages = list(hard_pages().values())
+    lrs = np.array([0x3F000000, 0x3A83126F], dtype=np.uint32)
+    m = len(pages) * lrs.size
+    # Step bases in every residue mod 8, across 2^32, and one near the end of the step range.
+    bases = [(k * 37 + 3) % 1000 for k in range(m)]
+    bases[1], bases[2], bases[-1] = (1 << 32) - 5, (1 << 40) + 7, (1 << 64) - 2 - 270
+    steps = 264
+    r = sweep(steps, view_in=pages, lrs=lrs, step_base=bases, z=z, trace=True, threads=2)
+    assert list(r.page_index[:3]) == [0, 0, 1] and list(r.lr_index[:3]) == [0, 1, 0]  # page-major
+    check_against_train(r, steps, pages, lrs, bases, z)
+    assert [int(b) for b in r.step_base] == bases
+
+
+@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+def test_against_the_numpy_reference(z: bool) -> None:
+    pages = hard_pages()
+    chosen = [pages["tiny-params-underflow"], pages["overflow-then-inf-minus-inf"], init_page()]
+    lr = 0x3E000000
+    steps = 40
+    r = sweep(steps, view_in=chosen, lrs=np.array([lr], dtype=np.uint32), z=z, trace=True)
+    for k, page in enumerate(chosen):
+        outs, tr = ref.run([page], steps, grouped=False, lr_changes={0: lr}, mode="z" if z else "ieee")
+        assert r.page(k) == outs[0]
+        assert r.trace_digests[k] == ref.trace_digest(tr)
+        assert r.digests[k] == ref.digest(outs[0])
+
+
+def _same(a, b) -> None:
+    assert np.array_equal(a.final_pages, b.final_pages)
+    assert a.trace_digests == b.trace_digests and a.digests == b.digests
+    assert np.array_equal(a.loss_history.view(np.uint32), b.loss_history.view(np.uint32))
+
+
+def test_the_per_op_flush_loop_equals_the_daz_loop() -> None:
+    """The mode-Z loop for CPUs without DAZ (a flush after every op), run here on purpose."""
+    pages = list(hard_pages().values())
+    systems = plan(150, view_in=pages, lrs=np.array([0x3F000000, 0x00400000, 0x3A83126F], np.uint32), step_base=5)
+    daz = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z_DAZ, keep_pages=True)
+    per_op = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z, keep_pages=True)
+    _same(daz, per_op)
+    one = alone(pages[3], 150, 0x3A83126F, 5, True)
+    assert per_op.page(3 * 3 + 2) == one.page and per_op.trace_digests[11] == one.trace_digest
+
+
+@pytest.mark.parametrize("shape", sweep_loop.SHAPES, ids=str)
+@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+def test_every_shape_threads_chunks_and_batches_change_no_bits(z: bool, shape: sweep_loop.Shape) -> None:
+    pages = [init_page(), hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
+    lrs = np.geomspace(1e-3, 1.2, 25).astype(np.float32)  # 75 systems: never a multiple of a group
+    systems = plan(200, view_in=pages, lrs=lrs, z=z)
+    kinds = Lanes(systems.words(0, 75), z, 200, 0, shape).arrays["tab_of"]
+    assert (kinds < 0).any() and (kinds >= 0).any(), "groups of one shared table and groups of lane tables"
+    runs = [
+        dict(threads=1),
+        dict(threads=2),
+        dict(threads=3, chunk=33),  # chunks of 33 steps
+        dict(threads=2, batch=20),  # 4 batches, the last of 15
+    ]
+    results = [run_planned(systems, 200, trace=True, loss_every=10, keep_pages=True, shape=shape, **kw) for kw in runs]
+    for other in results[1:]:
+        _same(results[0], other)
+    k = 2 * 25 + 24
+    one = alone(pages[2], 200, np.float32(lrs[24]).view(np.uint32), None, z)
+    assert results[0].page(k) == one.page and results[0].trace_digests[k] == one.trace_digest
+    reference = run_planned(systems, 200, trace=True, loss_every=10, keep_pages=True, shape=sweep_loop.Shape(16, 2))
+    _same(results[0], reference)
+
+
+def test_the_shape_follows_the_target() -> None:
+    from meshnb.cpu import VectorShape
+
+    assert sweep_loop.shape(VectorShape("avx512", 16, 32)) == sweep_loop.Shape(32, 2)
+    assert sweep_loop.shape(VectorShape("avx2", 8, 16)) == sweep_loop.Shape(32, 2)
+    assert sweep_loop.shape(VectorShape("neon", 4, 32)) == sweep_loop.Shape(16, 2)
+    assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(16, 2)
+
+
+def test_small_sweeps_take_narrower_groups_so_every_thread_has_work() -> None:
+    from meshnb.sweeps.run import fit_shape
+
+    wide = sweep_loop.Shape(32, 2)
+    assert fit_shape(wide, 1024, 2) == wide
+    assert fit_shape(wide, 100, 2) == sweep_loop.Shape(16, 2)  # 2 blocks of 32: one a thread
+    assert fit_shape(wide, 17, 2) == sweep_loop.Shape(8, 2)
+    assert fit_shape(wide, 1, 1) == sweep_loop.Shape(8, 2)  # never below 8 lanes
+    r = sweep(30, lrs=LR_WORDS, threads=2)
+    assert r.shape == "8 lanes x 2"
+
+
+_HASWELL = """
+import json, numpy as np
+from meshnb import cpu, sweep_loop
+from meshnb.sweeps import plan, run_planned
+from meshnb.testing.pages import hard_pages
+pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
+out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
+for z in (True, False):
+    systems = plan(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z)
+    r = run_planned(systems, 70, trace=True, threads=2, shape=sweep_loop.shape())
+    out[str(z)] = [r.digests, r.trace_digests, r.shape]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_avx2_code_compiled_for_haswell_gives_the_same_bits(tmp_path) -> None:
+    """The loop compiled for an AVX2 CPU (NUMBA_CPU_NAME=haswell, an empty numba cache) in a
+    fresh process: every system's digests as this process's sweep and train."""
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CACHE_DIR": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-c", _HASWELL], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT, check=False
+    )
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["isa"] == "avx2" and got["shape"] == "32 lanes x 2"
+    pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
+    lrs = np.geomspace(1e-3, 1.2, 9).astype(np.float32)
+    for z in (True, False):
+        digests, traces, shape = got[str(z)]
+        assert shape == "32 lanes x 2"
+        for k in range(len(digests)):
+            one = alone(pages[k // 9], 70, np.float32(lrs[k % 9]).view(np.uint32), None, z)
+            assert (digests[k], traces[k]) == (one.digest, one.trace_digest), (z, k)
+
+
+def test_loss_history_is_every_nth_steps_loss() -> None:
+    steps, every = 300, 3
+    lrs = np.array([0.5, 0.05, 1.5], dtype=np.float32)
+    r = sweep(steps, lrs=lrs, loss_every=every)
+    assert r.loss_history.shape == (3, steps // every)
+    assert list(r.loss_steps[:3]) == [2, 5, 8] and r.loss_steps[-1] == 299
+    for k, lr in enumerate(lrs):
+        bits = int(np.float32(lr).view(np.uint32))
+        late, early = meshnb.train(steps, set_lr={0: bits}), meshnb.train(150, set_lr={0: bits})
+        for j, t in enumerate(r.loss_steps):
+            source = late if t >= steps - 256 else early
+            assert r.loss_history[k, j].view(np.uint32) == source.loss[t % 256].view(np.uint32), (k, t)
+    assert np.array_equal(r.loss_history[:, -1].view(np.uint32), r.last_loss.view(np.uint32))
+
+
+def test_zero_steps_and_the_default_page() -> None:
+    r = sweep(0, lrs=[0.25, 0.125])
+    for k, lr in enumerate([0.25, 0.125]):
+        one = meshnb.train(0, set_lr={0: int(np.float32(lr).view(np.uint32))})
+        assert r.page(k) == one.page
+    d = sweep(64)  # no lrs, no pages: one system from init, as meshnb.train(64)
+    assert len(d) == 1 and d.page(0) == meshnb.train(64).page
+
+
+def test_a_stopped_run_is_the_run_of_the_steps_done() -> None:
+    systems = plan(1000, lrs=[0.5, 0.3, 0.2])
+    calls = []
+    r = run_planned(systems, 1000, trace=True, chunk=100, should_stop=lambda: len(calls) >= 3, on_chunk=calls.append)
+    assert r.steps == 300 and calls == [300, 600, 900]  # system-steps done
+    for k, lr in enumerate([0.5, 0.3, 0.2]):
+        one = alone(None, 300, np.float32(lr).view(np.uint32), None, True)
+        assert r.page(k) == one.page and r.trace_digests[k] == one.trace_digest
+
+
+def test_a_stop_after_the_first_batch_keeps_the_finished_batches() -> None:
+    systems = plan(100, lrs=np.geomspace(0.01, 0.5, 50).astype(np.float32))
+    calls = []
+    r = run_planned(systems, 100, chunk=50, batch=20, should_stop=lambda: len(calls) >= 5, on_chunk=calls.append)
+    assert r.steps == 100 and len(r) == 40  # batches 0 and 1 whole, batch 2 stopped after one chunk: dropped
+    k = 33
+    assert r.digests[k] == meshnb.train(100, set_lr={0: int(systems.lr[k])}).digest
+
+
+def test_stream_yields_the_sweep_in_parts() -> None:
+    lrs = np.geomspace(1e-3, 1.0, 70).astype(np.float32)
+    whole = sweep(90, lrs=lrs, trace=True, loss_every=9)
+    got = list(stream(90, lrs=lrs, trace=True, loss_every=9, batch=32))
+    assert [(p.first, len(p)) for p in got] == [(0, 32), (32, 32), (64, 6)]
+    for p in got:
+        assert p.digests == whole.digests[p.first : p.first + len(p)]
+        assert p.trace_digests == whole.trace_digests[p.first : p.first + len(p)]
+        assert np.array_equal(p.loss_history, whole.loss_history[p.first : p.first + len(p)])
+    assert got[2].page(3) == meshnb.train(90, set_lr={0: int(np.float32(lrs[67]).view(np.uint32))}).page
+
+
+def test_the_page_is_made_again_unless_kept() -> None:
+    kept = sweep(300, lrs=LR_WORDS[:5], keep_pages=True)
+    again = sweep(300, lrs=LR_WORDS[:5])
+    assert again.final_pages is None and kept.final_pages.shape == (5, 4096)
+    assert [again.page(k) for k in range(5)] == [kept.page(k) for k in range(5)]
+    with pytest.raises(IndexError, match="system 5"):
+        again.page(5)
+
+
+def test_the_old_names_warn_and_mean_the_same() -> None:
+    pages = [init_page()]
+    with pytest.warns(DeprecationWarning, match="view_in"):
+        a = sweep(20, pages=pages, lrs=[0.5])
+    with pytest.warns(DeprecationWarning, match="step_base"):
+        b = sweep(20, lrs=[0.5], step_bases=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sweep(20, view_in=pages, lrs=[0.5]).digests == a.digests
+        assert sweep(20, lrs=[0.5], step_base=3).digests == b.digests
+    with pytest.raises(TypeError, match="not both"):
+        sweep(20, view_in=pages, pages=pages)
+
+
+def test_an_in_memory_result_that_would_not_fit_is_refused_up_front() -> None:
+    with pytest.raises(ValueError, match=r"in-memory sweep of 3 systems needs about 12.0 PiB, more .*; stream") as e:
+        sweep(1 << 50, lrs=[0.1, 0.2, 0.3], loss_every=1)  # a loss history of 2^50 steps a system
+    assert "\n" not in str(e.value)
+
+
+def test_interrupt_raises_with_the_finished_chunks() -> None:
+    import signal
+    import threading
+
+    sweep(1, lrs=[0.5])  # compiled before the clock starts
+    threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGINT)).start()
+    with pytest.raises(SweepInterrupted) as e:
+        sweep(10**9, lrs=[0.5, 0.25])
+    r = e.value.result
+    assert 0 < r.steps < 10**9 and len(r) == 2
+    assert r.digests[1] == meshnb.train(r.steps, set_lr={0: 0x3E800000}).digest
