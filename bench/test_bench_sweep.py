@@ -43,9 +43,10 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import cpu, loops, sweep_loop
+from meshnb import cpu, loops
 from meshnb import sweeps as sw
 from meshnb.bench import varied_starts
+from meshnb.loops import sweep as sweep_loop
 from meshnb.testing import reference as ref
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb import loops, sweep_loop
+from meshnb import loops
+from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import SweepInterrupted, init_page, plan, run_planned, stream, sweep
 from meshnb.sweeps.lanes import Lanes
 from meshnb.testing import reference as ref
@@ -132,7 +133,8 @@ def test_small_sweeps_take_narrower_groups_so_every_thread_has_work() -> None:
 
 _HASWELL = """
 import json, numpy as np
-from meshnb import cpu, sweep_loop
+from meshnb import cpu
+from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import plan, run_planned
 from meshnb.testing.pages import hard_pages
 pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
