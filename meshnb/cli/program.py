@@ -18,10 +18,10 @@ from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
-    from ..sweep_cli import register as add_sweep
     from . import bench, train
     from .conformance import register as add_conformance  # ops, pack, check
     from .cuda import register as add_cuda  # ptx audit, gpu-check
+    from .sweep import register as add_sweep
 
     parser = Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")

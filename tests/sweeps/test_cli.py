@@ -1,4 +1,4 @@
-"""``meshnb sweep`` (meshnb.sweep_cli): the table written as the sweep goes, bad input in one line
+"""``meshnb sweep`` (meshnb.cli.sweep): the table written as the sweep goes, bad input in one line
 (exit 2), Ctrl-C (130), a closed or broken stdout, MPI ranks."""
 
 from __future__ import annotations

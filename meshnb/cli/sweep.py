@@ -26,20 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from .files import check_output, read_page
-from .host import progress_bar
-from .interrupts import deferred_interrupt
-from .options import arg_type, parse_count
-from .sweeps.plan import check_fits
+from ..files import check_output, read_page
+from ..host import progress_bar
+from ..interrupts import deferred_interrupt
+from ..options import arg_type, parse_count
+from ..sweeps.plan import check_fits
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
 GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' batches
 _F32_MAX = float(np.finfo(np.float32).max)
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
-
-
-class UsageError(Exception):
-    """Bad arguments or bad input: exit 2."""
 
 
 def lr_range(text: str) -> np.ndarray:
@@ -114,12 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--npz", metavar="PATH", help="write the table's columns to PATH (numpy .npz: np.load reads it; no pickles)"
     )
     p.add_argument("--out", metavar="PATH", help="with --json: write the document here instead of stdout")
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
-    )
+    add_progress(p)
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -233,7 +225,7 @@ def _slice(part: Any, k: int) -> Any:
 
 
 def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
-    from .sweeps.result import CsvWriter, JsonWriter, NpzWriter
+    from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
     if args.csv:
         return CsvWriter(args.csv, names)
@@ -262,8 +254,8 @@ def _check_args(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     """Run the sweep of ``args`` (split across the ranks of an MPI job), writing its table as it
     goes; the exit code."""
-    from . import sweeps as sw
-    from .sweeps.run import CudaRunner, parts, spans
+    from .. import sweeps as sw
+    from ..sweeps.run import CudaRunner, parts, spans
 
     _check_args(args)
     pages, names = _read_pages(args.pages) if args.pages else (None, None)
@@ -275,7 +267,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and (args.loss_every or args.threads or _in_mpi_job()):
         raise UsageError("--device cuda: one process, no --loss-every, no --threads (the CPU's)")
     if _in_mpi_job():
-        from .backends import mpi, mpi_exchange
+        from ..backends import mpi, mpi_exchange
 
         MPI = mpi_exchange.load()
         comm = MPI.COMM_WORLD
@@ -299,7 +291,7 @@ def _run(args: argparse.Namespace) -> int:
             steps, code = args.steps, 0
             for k, part in enumerate(parts(runner, spans(m, runner.batch), _bar_update(bar), should_stop=requested)):
                 if part.steps < args.steps:  # stopped: a first batch's partial result, or the finished batches
-                    code = 130
+                    code = EXIT_INTERRUPTED
                     if k == 0:
                         writer.write(part)
                         steps = part.steps
@@ -324,9 +316,9 @@ def _run_rank(
 ) -> int:
     """This rank's batches of an MPI job's sweep: the batches are dealt to the ranks in turn and
     rank 0 writes each round's batches as they are gathered."""
-    from . import sweeps as sw
-    from .backends import mpi
-    from .sweeps.run import spans
+    from .. import sweeps as sw
+    from ..backends import mpi
+    from ..sweeps.run import spans
 
     k, n = comm.Get_rank(), comm.Get_size()
     m = len(systems)
@@ -373,7 +365,7 @@ def _run_rank(
                         if len(got):
                             writer.write(got)
                 if stopped:
-                    code = 130
+                    code = EXIT_INTERRUPTED
                     steps = part.steps if j == 0 else args.steps
                     break
         if writer is not None:
@@ -389,7 +381,7 @@ def _run_rank(
 
 
 def _error_line(line: str) -> None:
-    from .backends.mpi_exchange import is_root
+    from ..backends.mpi_exchange import is_root
 
     if is_root():  # every rank of a job sees the same: one line, from rank 0
         print(line, file=sys.stderr, flush=True)
@@ -403,20 +395,17 @@ def handle(args: argparse.Namespace) -> int:
     """Run ``meshnb sweep``: write the result; returns the exit code."""
     try:
         code = _run(args)
-        if code == 130:
+        if code == EXIT_INTERRUPTED:
             _error_line("meshnb: interrupted (the finished systems were written)")
         return code
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
-    except UsageError as e:
+    except (UsageError, ValueError) as e:
         _error(str(e))
-        return 2
-    except ValueError as e:
-        _error(str(e))
-        return 2
+        return EXIT_USAGE
     except OSError as e:
         _error(f"{type(e).__name__}: {e}")
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
