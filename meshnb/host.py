@@ -7,13 +7,15 @@ cluster member follows (stalls, the give-up bound, the wording of a stalled roun
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from . import program
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
+from .interrupts import deferred_interrupt
 from .kernels import NSUMS
 from .options import Plan, Start
 from .program import COUNTER_NAMES, LAST_STEP, OP_SET_LR, OP_TASK, Context
@@ -208,3 +210,25 @@ def progress_bar(total: int, enabled: bool, desc: str | None = None) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False, desc=desc)
+
+
+@contextmanager
+def steps_shown(
+    total: int, enabled: bool, desc: str | None = None
+) -> Iterator[tuple[Callable[[int], None], Callable[[], bool]]]:
+    """The frame of a run's steps, for every backend and sweep: a progress bar of ``total`` steps
+    (``show(done)`` moves it to ``done``; nothing shown unless ``enabled``) and Ctrl-C held to the
+    next boundary (``requested()``, :func:`~meshnb.interrupts.deferred_interrupt`); the bar is
+    closed however the steps end."""
+    bar = progress_bar(total, enabled, desc)
+
+    def show(done: int) -> None:
+        if bar is not None:
+            bar.update(done - bar.n)
+
+    try:
+        with deferred_interrupt() as requested:
+            yield show, requested
+    finally:
+        if bar is not None:
+            bar.close()

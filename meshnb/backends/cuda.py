@@ -17,8 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda import host
-from ..host import check_page, prepare, progress_bar, set_lr
-from ..interrupts import deferred_interrupt
+from ..host import check_page, prepare, set_lr, steps_shown
 from ..kernels import NSUMS
 from ..options import RunOptions
 from ..program import STEPS, Context
@@ -62,28 +61,24 @@ def _run_alone(opts: RunOptions) -> RunResult:
     spt = ctx.view.word("STEPS_PER_TASK")
     chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS
     pages = ctx.view.words.reshape(1, -1)  # the page itself, as a cluster of one row
-    bar = progress_bar(plan.steps, opts.progress)
+    trace = ctx.trace
+    if trace is None:  # made above with one
+        raise RuntimeError("the context has no trace")
     done = 0
-    try:
-        with deferred_interrupt() as requested:
-            first_call = _warm_up(opts.z)
-            began = time.perf_counter()
-            while True:
-                set_lr(ctx, plan, done)
-                if done >= plan.steps or requested():
-                    break
-                end = plan.next_boundary(chunk, done)  # an LR change starts a task
-                words = np.empty((end - done, NSUMS), dtype=np.uint32)
-                host.run_cluster(pages, end - done, words, opts.z)
-                assert ctx.trace is not None
-                ctx.trace.record(words)
-                ctx.counters[STEPS] += end - done
-                done = end
-                if bar is not None:
-                    bar.update(done - bar.n)
-    finally:
-        if bar is not None:
-            bar.close()
+    with steps_shown(plan.steps, opts.progress) as (show, requested):
+        first_call = _warm_up(opts.z)
+        began = time.perf_counter()
+        while True:
+            set_lr(ctx, plan, done)
+            if done >= plan.steps or requested():
+                break
+            end = plan.next_boundary(chunk, done)  # an LR change starts a task
+            words = np.empty((end - done, NSUMS), dtype=np.uint32)
+            host.run_cluster(pages, end - done, words, opts.z)
+            trace.record(words)
+            ctx.counters[STEPS] += end - done
+            done = end
+            show(done)
     result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - began, first_call)
     if done < plan.steps:
         raise RunInterrupted(result)

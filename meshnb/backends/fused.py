@@ -20,8 +20,7 @@ import numpy as np
 from .. import checkpoint, loops
 from ..checkpoint import Checkpoint
 from ..exchange import Group
-from ..host import member_trace, prepare_member, progress_bar, set_lr
-from ..interrupts import deferred_interrupt
+from ..host import member_trace, prepare_member, set_lr, steps_shown
 from ..kernels import NSUMS
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
@@ -75,32 +74,26 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
-    bar = progress_bar(plan.steps, opts.progress)
     next_save = time.monotonic() + opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
     done = 0
-    try:
-        with deferred_interrupt() as requested:
-            first_call = warm_up()  # the first call's JIT stays out of the timing
-            began = time.perf_counter()
-            while True:
-                for ctx in contexts:
-                    set_lr(ctx, plan, done)
-                if done >= plan.steps or requested():
-                    break
-                end = plan.next_boundary(chunk, done)  # an LR change starts a task
-                words = np.empty((end - done, NSUMS), dtype=np.uint32)  # fresh: the trace may still hash the last
-                step(pages, end - done, words)
-                trace.record(words)
-                counters[:, STEPS] += np.uint64(end - done)
-                done = end
-                if bar is not None:
-                    bar.update(done - bar.n)
-                if time.monotonic() >= next_save and done < plan.steps:
-                    save(done)
-                    next_save = time.monotonic() + opts.checkpoint_every_s
-    finally:
-        if bar is not None:
-            bar.close()
+    with steps_shown(plan.steps, opts.progress) as (show, requested):
+        first_call = warm_up()  # the first call's JIT stays out of the timing
+        began = time.perf_counter()
+        while True:
+            for ctx in contexts:
+                set_lr(ctx, plan, done)
+            if done >= plan.steps or requested():
+                break
+            end = plan.next_boundary(chunk, done)  # an LR change starts a task
+            words = np.empty((end - done, NSUMS), dtype=np.uint32)  # fresh: the trace may still hash the last
+            step(pages, end - done, words)
+            trace.record(words)
+            counters[:, STEPS] += np.uint64(end - done)
+            done = end
+            show(done)
+            if time.monotonic() >= next_save and done < plan.steps:
+                save(done)
+                next_save = time.monotonic() + opts.checkpoint_every_s
     digest = trace.hexdigest()
     seconds = time.perf_counter() - began
     words_kept = trace.words if opts.keep_trace else None

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 from .. import loops
-from ..host import drive, prepare, progress_bar
-from ..interrupts import deferred_interrupt
+from ..host import drive, prepare, steps_shown
 from ..options import RunOptions
 from ..program import Context
 from ..results import RunInterrupted, RunResult, system_result
@@ -18,22 +17,10 @@ def run(opts: RunOptions) -> RunResult:
     plan = opts.plan()
     ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
     prepare(ctx, plan, opts.view_in)
-    bar = progress_bar(plan.steps, opts.progress)
-    shown = 0
-
-    def on_task(done: int) -> None:
-        nonlocal shown
-        bar.update(done - shown)
-        shown = done
-
-    try:
-        with deferred_interrupt() as requested:
-            first_call = loops.warm_up(loops.loop_mode(opts.z))  # its JIT stays out of the timing
-            start = time.perf_counter()
-            done = drive(ctx, plan, on_task if bar is not None else None, requested)
-    finally:
-        if bar is not None:
-            bar.close()
+    with steps_shown(plan.steps, opts.progress) as (show, requested):
+        first_call = loops.warm_up(loops.loop_mode(opts.z))  # its JIT stays out of the timing
+        start = time.perf_counter()
+        done = drive(ctx, plan, show if opts.progress else None, requested)
     result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - start, first_call)
     if done < plan.steps:
         raise RunInterrupted(result)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..files import check_output, read_page
-from ..host import progress_bar
+from ..host import progress_bar, steps_shown
 from ..interrupts import deferred_interrupt
 from ..options import arg_type, parse_count
 from ..sweeps.plan import check_fits
@@ -278,10 +278,9 @@ def _run(args: argparse.Namespace) -> int:
             raise  # not reached: abort ends the job
     m = len(systems)
     writer = _writer(args, systems.z, names)
-    bar = progress_bar(m * args.steps, progress, f"sweep of {m}")
     try:
         with (
-            deferred_interrupt() as requested,
+            steps_shown(m * args.steps, progress, f"sweep of {m}") as (show, requested),
             (
                 contextlib.nullcontext(CudaRunner(systems, args.steps, trace=args.trace))
                 if args.device == "cuda"
@@ -289,7 +288,7 @@ def _run(args: argparse.Namespace) -> int:
             ) as runner,
         ):
             steps, code = args.steps, 0
-            for k, part in enumerate(parts(runner, spans(m, runner.batch), _bar_update(bar), should_stop=requested)):
+            for k, part in enumerate(parts(runner, spans(m, runner.batch), show, should_stop=requested)):
                 if part.steps < args.steps:  # stopped: a first batch's partial result, or the finished batches
                     code = EXIT_INTERRUPTED
                     if k == 0:
@@ -301,14 +300,7 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         writer.abort()
         raise
-    finally:
-        if bar is not None:
-            bar.close()
     return code
-
-
-def _bar_update(bar: Any) -> Any:
-    return (lambda total: bar.update(total - bar.n)) if bar is not None else None
 
 
 def _run_rank(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import loops
-from ..host import progress_bar
+from ..host import steps_shown
 from ..interrupts import deferred_interrupt
 from ..loops import sweep as sweep_loop
 from .lanes import Lanes, final_pages
@@ -388,23 +388,17 @@ def sweep(
             "device='cuda' keeps no loss history and runs no CPU threads: leave loss_every and threads out"
         )
     total = len(systems) * steps
-    bar = progress_bar(total, progress, f"sweep of {len(systems)}")
-    try:
-        with deferred_interrupt() as requested:
-            if device == "cuda":
-                on_steps = (lambda d: bar.update(d * len(systems) - bar.n)) if bar is not None else None
-                result = run_on_cuda(
-                    systems, 0, len(systems), steps, trace=trace, keep_pages=keep_pages, on_chunk=on_steps,
-                    should_stop=requested,
-                )  # fmt: skip
-            else:
-                result = run_planned(
-                    systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
-                    on_chunk=(lambda d: bar.update(d - bar.n)) if bar is not None else None, should_stop=requested,
-                )  # fmt: skip
-    finally:
-        if bar is not None:
-            bar.close()
+    with steps_shown(total, progress, f"sweep of {len(systems)}") as (show, requested):
+        if device == "cuda":
+            result = run_on_cuda(
+                systems, 0, len(systems), steps, trace=trace, keep_pages=keep_pages,
+                on_chunk=lambda d: show(d * len(systems)), should_stop=requested,
+            )  # fmt: skip
+        else:
+            result = run_planned(
+                systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+                on_chunk=show, should_stop=requested,
+            )  # fmt: skip
     if result.steps < steps or len(result) < len(systems):
         raise SweepInterrupted(result)
     return result
