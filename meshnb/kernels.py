@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.extending import register_jitable
 
 from . import vec
 from .floatz import flush, flush_words, mul, sub
@@ -39,6 +40,20 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 # a result inside a kernel, ``in_word`` a page word entering one, ``out_word`` a word leaving one;
 # each applies mode Z's rule when its ``z`` is true and is plain IEEE otherwise.
 result, in_word, out_word = vec.result, vec.in_word, vec.out_word
+
+
+@register_jitable
+def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) -> None:
+    """SPEC 8's end of a TASK, beside PARAMS (which the step loop writes): ERR = ``timed_out``,
+    PENDING cleared (a timed-out grouped task then sets it with its ROUND), STEP_HI:NEXT_STEP =
+    ``next_step`` (the task's first step + its steps done, 64-bit with the carry).
+
+    The one statement of this rule: the njit loops compile it in (``register_jitable``), Python
+    calls it on a page's words ``[1024]``, or on many ``[n, 1024]`` with ``next_step`` ``[n]``."""
+    page[..., W_ERR] = np.uint32(1) if timed_out else np.uint32(0)
+    page[..., W_PENDING] = np.uint32(0)
+    page[..., W_STEP_HI] = np.uint32(next_step >> np.uint64(32))
+    page[..., W_NEXT_STEP] = np.uint32(next_step & np.uint64(0xFFFFFFFF))
 
 
 # --- samples ----------------------------------------------------------------------------------

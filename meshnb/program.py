@@ -27,7 +27,7 @@ from . import floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, Exchange, ExchangeAborted, Group, PageExchange, word_layout
 from .loops import grouped
 from .trace import Trace
-from .view import FIELDS, HEADER_WORDS, View
+from .view import FIELDS, HEADER_WORDS, WORD, View
 
 OP_TASK = 0x0
 OP_SET_LR = 0x10
@@ -43,8 +43,7 @@ LAST_STEP = (1 << 64) - 2  # the round of step 2^64 - 1 would wrap to 0
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
-_W = {name: f.word for name, f in FIELDS.items()}  # word index of each field
-_LOSS = slice(_W["LOSS"], _W["LOSS"] + FIELDS["LOSS"].count)
+_LOSS = slice(WORD["LOSS"], WORD["LOSS"] + FIELDS["LOSS"].count)
 
 
 @dataclass
@@ -114,11 +113,11 @@ def _run(ctx: Context, s: int) -> int:
         return _run_alone(ctx, s)
     v = ctx.view
     hdr = v.words[:HEADER_WORDS].copy()
-    base = int(hdr[_W["STEP_HI"]]) << 32 | s
-    steps = int(hdr[_W["STEPS_PER_TASK"]])
-    pending = int(hdr[_W["PENDING"]])
+    base = int(hdr[WORD["STEP_HI"]]) << 32 | s
+    steps = int(hdr[WORD["STEPS_PER_TASK"]])
+    pending = int(hdr[WORD["PENDING"]])
     # A round left pending by a timed-out task is resumed, never recomputed.
-    resume = pending != 0 and int(hdr[_W["ROUND"]]) == (s + 1) & _MASK32
+    resume = pending != 0 and int(hdr[WORD["ROUND"]]) == (s + 1) & _MASK32
     if pending and not resume:
         v.set_word("PENDING", 0)
     xs, ys, loss_ring = v.array("X"), v.array("Y"), v.words[_LOSS]
@@ -133,14 +132,11 @@ def _run(ctx: Context, s: int) -> int:
     timed_out = done < steps
 
     v.words[:4] = hdr[:4]
-    if timed_out:
+    kernels.end_task(v.words, np.uint64((base + done) & _MASK64), timed_out)
+    if timed_out:  # the round stays pending: the next TASK with its step resumes it
         v.set_word("ROUND", (s + done + 1) & _MASK32)
         v.set_word("PENDING", 1)
         ctx.counters[TIMEOUTS] += 1
-    else:
-        v.set_word("PENDING", 0)
-    v.set_word("ERR", int(timed_out))
-    v.next_step = (base + done) & _MASK64
     ctx.counters[STEPS] += done
     if ctx.trace is not None and done:
         ctx.trace.record(trace[:done])

@@ -50,6 +50,8 @@ LAYOUT: tuple[Field, ...] = (
     Field("LOSS", 2112, "f32", 256, "loss of step t at index t mod 256"),
 )
 FIELDS: dict[str, Field] = {f.name: f for f in LAYOUT}
+WORD: dict[str, int] = {f.name: f.word for f in LAYOUT}  # the u32 word index of each field's first word
+PAGE_WORDS = VIEW_BYTES // 4
 RESERVED: tuple[tuple[int, int], ...] = ((48, 64), (3136, 4096))  # [start, end) byte ranges, zero
 HEADER_WORDS = 12  # words 0..11: everything a task reads besides X and Y
 

@@ -156,3 +156,19 @@ def test_samples_are_float32_and_compile_nothing():
     assert xs.dtype == ys.dtype == np.float32 and xs.shape == ys.shape == (256,)
     assert xs.flags.c_contiguous and ys.flags.c_contiguous
     assert not hasattr(kernels.samples, "signatures")  # numpy, not a compiled kernel
+
+
+def test_end_task_writes_specs_end_of_task_words_with_the_carry():
+    """SPEC 8: ERR, PENDING cleared, STEP_HI:NEXT_STEP (64-bit): on one page and on many at once."""
+    from meshnb.kernels import end_task
+    from meshnb.view import WORD
+
+    page = np.full(1024, 7, dtype=np.uint32)
+    end_task(page, np.uint64((5 << 32) | 0xFFFFFFFF) + np.uint64(1), True)
+    assert [page[WORD[n]] for n in ("ERR", "PENDING", "STEP_HI", "NEXT_STEP")] == [1, 0, 6, 0]
+    assert page[WORD["ROUND"]] == 7 and page[WORD["PARAMS"]] == 7  # nothing else
+    pages = np.full((3, 1024), 9, dtype=np.uint32)
+    end_task(pages, np.array([0, 1 << 32, 2**64 - 2], dtype=np.uint64))
+    assert pages[:, WORD["STEP_HI"]].tolist() == [0, 1, 0xFFFFFFFF]
+    assert pages[:, WORD["NEXT_STEP"]].tolist() == [0, 0, 0xFFFFFFFE]
+    assert pages[:, WORD["ERR"]].tolist() == [0, 0, 0] and pages[:, WORD["PENDING"]].tolist() == [0, 0, 0]

@@ -26,10 +26,9 @@ import numpy as np
 from ..floatz import flush_words
 from ..kernels import NSUMS
 from ..program import LAST_STEP
-from ..view import FIELDS, VIEW_BYTES
+from ..view import VIEW_BYTES, WORD
 
 WORDS = VIEW_BYTES // 4
-_W = {name: f.word for name, f in FIELDS.items()}
 WARP = 32
 MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
@@ -74,10 +73,10 @@ def device_name() -> str:
 
 
 def _check_pages(pages: np.ndarray, steps: int) -> None:
-    spt = pages[:, _W["STEPS_PER_TASK"]]
+    spt = pages[:, WORD["STEPS_PER_TASK"]]
     if steps and np.any(spt == 0):
         raise ValueError("a page's STEPS_PER_TASK is 0: its tasks would never progress")
-    base = pages[:, _W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | pages[:, _W["NEXT_STEP"]]
+    base = pages[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | pages[:, WORD["NEXT_STEP"]]
     if steps and int(base.max()) + steps - 1 > LAST_STEP:
         raise ValueError(
             f"steps {int(base.max())} .. {int(base.max()) + steps - 1} reach 2^64-1, whose round would wrap"
@@ -149,14 +148,14 @@ def run_systems(
         lw = np.asarray(lr_words)
         if lw.dtype != np.uint32 or lw.shape != (m,):
             raise ValueError(f"lr_words must be [{m}] uint32, got {lw.dtype} {lw.shape}")
-        p[:, _W["LR"]] = flush_words(lw) if z else lw
+        p[:, WORD["LR"]] = flush_words(lw) if z else lw
     if step_bases is not None:
         sb = np.broadcast_to(np.asarray(step_bases), (m,))
         if sb.dtype.kind not in "iu" or np.any(sb < 0) or np.any(sb.astype(object) > LAST_STEP):
             raise ValueError("step_bases must be integers from 0 to 2^64-2")
         sb = sb.astype(np.uint64)
-        p[:, _W["STEP_HI"]] = (sb >> np.uint64(32)).astype(np.uint32)
-        p[:, _W["NEXT_STEP"]] = (sb & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        p[:, WORD["STEP_HI"]] = (sb >> np.uint64(32)).astype(np.uint32)
+        p[:, WORD["NEXT_STEP"]] = (sb & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     _check_pages(p, steps)
     per_block = per_block or (1 if simulated() else 4)
     if not 1 <= per_block <= MAX_BLOCK_WARPS:
@@ -182,8 +181,8 @@ def run_systems(
             on_chunk(done)
     out = d_pages.copy_to_host()[:m]
     seconds = time.perf_counter() - start
-    nxt = out[:, _W["NEXT_STEP"]].astype(np.int64)
-    last = out[np.arange(m), _W["LOSS"] + (nxt - 1) % 256].copy()
+    nxt = out[:, WORD["NEXT_STEP"]].astype(np.int64)
+    last = out[np.arange(m), WORD["LOSS"] + (nxt - 1) % 256].copy()
     return SystemsResult(done, out, last, [h.hexdigest() for h in hashers] if trace else [""] * m, seconds)
 
 

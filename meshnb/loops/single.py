@@ -36,16 +36,15 @@ from ..kernels import (
     TAB,
     U64_7,
     U64_255,
-    W_ERR,
     W_INV_BATCH,
     W_LOSS,
     W_LR,
     W_NEXT_STEP,
-    W_PENDING,
     W_STEP_HI,
     W_STEPS_PER_TASK,
     WARP,
     batches,
+    end_task,
     in_word,
     out_word,
     result,
@@ -201,11 +200,7 @@ def _make_tasks(mode: int):
                     row += 1
                 t += np.uint64(1)
             vec.store(words, 0, vec.out(vec.first_lanes(a, b, c, d), mode))
-            nxt = base + n
-            words[W_ERR] = 0
-            words[W_PENDING] = 0
-            words[W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
-            words[W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+            end_task(words, base + n)
             done += n
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)
@@ -272,13 +267,9 @@ def _make_fused(mode: int):
                     row = np.int64(done + np.uint64(i))
                     vec.store(trace[row], 0, vec.out(fold, mode))
                     trace[row, 4] = out_word(fold_e2, z)
-            nxt = base + steps
             for k in range(n):
                 vec.store(pages[k], 0, vec.out(vec.load4(p[k], 0), mode))
-                pages[k, W_ERR] = 0
-                pages[k, W_PENDING] = 0
-                pages[k, W_STEP_HI] = np.uint32(nxt >> np.uint64(32))
-                pages[k, W_NEXT_STEP] = np.uint32(nxt & np.uint64(0xFFFFFFFF))
+                end_task(pages[k], base + steps)
             done += steps
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)

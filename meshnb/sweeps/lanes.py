@@ -14,7 +14,8 @@ import numpy as np
 from .. import kernels
 from ..floatz import flush_words
 from ..loops import sweep as sweep_loop
-from .plan import LOSS, WORDS, W
+from ..view import WORD
+from .plan import LOSS, WORDS
 
 
 class Lanes:
@@ -25,8 +26,8 @@ class Lanes:
         lanes, per_call = shape.lanes, shape.lanes * shape.block
         pad = -(-m // per_call) * per_call
         self.shape = shape
-        base8 = (words[:, W["NEXT_STEP"]] & 7).astype(np.int64)
-        xy = words[:, W["X"] : W["Y"] + 256]
+        base8 = (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64)
+        xy = words[:, WORD["X"] : WORD["Y"] + 256]
         ids: dict[bytes, int] = {}
         if m and (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
             ids[xy[0].tobytes()] = 0
@@ -49,13 +50,13 @@ class Lanes:
 
         read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
         a["params"][:] = grouped(read(lane_words[:, :4])).view(np.float32)
-        a["hyper"][:] = grouped(read(lane_words[:, [W["LR"], W["INV_BATCH"]]])).view(np.float32)
+        a["hyper"][:] = grouped(read(lane_words[:, [WORD["LR"], WORD["INV_BATCH"]]])).view(np.float32)
         # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
         tables: dict[int, np.ndarray] = {}
         for u, row in enumerate(ids):
             page = np.zeros(WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
-            page[W["X"] : W["X"] + 256] = np.frombuffer(row, dtype=np.uint32, count=256)
-            page[W["Y"] : W["Y"] + 256] = np.frombuffer(row, dtype=np.uint32, offset=1024)
+            page[WORD["X"] : WORD["X"] + 256] = np.frombuffer(row, dtype=np.uint32, count=256)
+            page[WORD["Y"] : WORD["Y"] + 256] = np.frombuffer(row, dtype=np.uint32, offset=1024)
             tab = kernels.batches(page, z).reshape(4, kernels.BATCHES, kernels.WARP)
             for r in set(base8[which == u].tolist()):
                 tables[u * kernels.BATCHES + r] = np.roll(tab, -r, axis=1)
@@ -124,10 +125,6 @@ def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) ->
         if js.size == 256:  # the whole ring: a rotation
             out[rows, LOSS] = np.roll(ring[rows], s, axis=1)
         else:
-            out[np.ix_(rows, W["LOSS"] + (s + js) % 256)] = ring[rows][:, js % 256]
-    nxt = base + np.uint64(done)
-    out[:, W["STEP_HI"]] = (nxt >> np.uint64(32)).astype(np.uint32)
-    out[:, W["NEXT_STEP"]] = (nxt & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    out[:, W["ERR"]] = 0
-    out[:, W["PENDING"]] = 0
+            out[np.ix_(rows, WORD["LOSS"] + (s + js) % 256)] = ring[rows][:, js % 256]
+    kernels.end_task(out, base + np.uint64(done))
     return out

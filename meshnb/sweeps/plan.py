@@ -20,7 +20,7 @@ import numpy as np
 from .. import program
 from ..floatz import flush_words
 from ..options import is_int
-from ..view import FIELDS, VIEW_BYTES, View
+from ..view import VIEW_BYTES, WORD, View
 
 LRs: TypeAlias = Sequence[float] | np.ndarray
 """Learning rates: numbers (rounded to float32), or a uint32 array of f32 words."""
@@ -30,9 +30,8 @@ StepBases: TypeAlias = int | Sequence[int] | np.ndarray
 """One step base for every system, or one per system."""
 
 WORDS = VIEW_BYTES // 4
-W = {name: f.word for name, f in FIELDS.items()}
 """The word index of each page field (SPEC 7)."""
-LOSS = slice(W["LOSS"], W["LOSS"] + 256)
+LOSS = slice(WORD["LOSS"], WORD["LOSS"] + 256)
 MAX_STEPS = (1 << 63) - 1
 
 
@@ -170,11 +169,11 @@ class Systems:
         out = self.starts[self.page_index(lo, hi)]
         if self.lr is not None:  # SET_LR before the first task: LR = ftz_from_bits(bits) in mode Z
             lr = self.lr[self.lr_index(lo, hi)]  # this batch's words only: a batch costs its own size
-            out[:, W["LR"]] = flush_words(lr) if self.z else lr
+            out[:, WORD["LR"]] = flush_words(lr) if self.z else lr
         if self.base is not None:
             b = np.full(hi - lo, self.base, np.uint64) if isinstance(self.base, int) else self.base[lo:hi]
-            out[:, W["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
-            out[:, W["NEXT_STEP"]] = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            out[:, WORD["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
+            out[:, WORD["NEXT_STEP"]] = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         return out
 
     def step_base(self, lo: int, hi: int) -> np.ndarray:
@@ -183,7 +182,7 @@ class Systems:
             return self.base[lo:hi].copy()
         if isinstance(self.base, int):
             return np.full(hi - lo, self.base, np.uint64)
-        p = self.starts[:, W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | self.starts[:, W["NEXT_STEP"]]
+        p = self.starts[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | self.starts[:, WORD["NEXT_STEP"]]
         return p[self.page_index(lo, hi)]
 
 
@@ -227,7 +226,7 @@ def plan(steps: int, *, lrs: Any = None, view_in: Any = None, step_base: Any = N
     base = None if step_base is None else _bases(step_base, m)
     systems = Systems(starts, lr, base, bool(z))
     if steps:
-        zero = starts[:, W["STEPS_PER_TASK"]] == 0
+        zero = starts[:, WORD["STEPS_PER_TASK"]] == 0
         if zero.any():
             k = int(np.argmax(zero)) * systems.n_lrs
             raise ValueError(f"system {k}: the page's STEPS_PER_TASK is 0: its tasks would never progress")
@@ -250,7 +249,7 @@ def _first_steps(systems: Systems) -> tuple[np.ndarray, int]:
     if isinstance(systems.base, int):
         return np.array([systems.base], dtype=np.uint64), len(systems)
     s = systems.starts
-    return s[:, W["STEP_HI"]].astype(np.uint64) << np.uint64(32) | s[:, W["NEXT_STEP"]], systems.n_lrs
+    return s[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | s[:, WORD["NEXT_STEP"]], systems.n_lrs
 
 
 # --- memory ---------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ import numpy as np
 from .. import loops
 from ..files import WriteError, remove_stale_temps
 from ..floatz import flush_words
-from .plan import LOSS, W
+from ..view import WORD
+from .plan import LOSS
 
 CSV_COLUMNS = (
     "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "a", "b", "c", "d", "digest", "trace_digest",
@@ -168,9 +169,9 @@ class SweepResult:
         if self.starts is None:
             raise ValueError("this result holds neither its pages nor its start pages")
         words = self.starts[int(self.page_index[k])].copy()  # the page train starts from (plan.Systems.words)
-        words[W["LR"]] = self.lr_words[k]
+        words[WORD["LR"]] = self.lr_words[k]
         base = int(self.step_base[k])
-        words[W["STEP_HI"]], words[W["NEXT_STEP"]] = base >> 32, base & 0xFFFFFFFF
+        words[WORD["STEP_HI"]], words[WORD["NEXT_STEP"]] = base >> 32, base & 0xFFFFFFFF
         loops.run_tasks(words, self.steps, np.empty((0, 5), dtype=np.uint32), loops.loop_mode(self.z))
         if digest_of(words[None, :])[0].tobytes() != self.digest_bytes[k].tobytes():
             raise RuntimeError(f"system {k}: its run alone does not give the sweep's digest {self.digests[k]}")

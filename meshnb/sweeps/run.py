@@ -28,8 +28,9 @@ from .. import loops
 from ..host import steps_shown
 from ..interrupts import deferred_interrupt
 from ..loops import sweep as sweep_loop
+from ..view import WORD
 from .lanes import Lanes, final_pages
-from .plan import LRs, Pages, StepBases, Systems, W, check_fits, check_options, plan, result_bytes
+from .plan import LRs, Pages, StepBases, Systems, check_fits, check_options, plan, result_bytes
 from .result import SweepResult, digest_of
 
 CHUNK_SYSTEM_STEPS = 1 << 24  # system-steps per chunk: ~0.1 s on 2 cores, so Ctrl-C and progress stay live
@@ -206,16 +207,16 @@ def result_of_pages(
     """The result of systems ``lo .. lo + len(pages) - 1`` from their final pages ``[n, 1024]``
     after ``done`` steps (what a sweep keeps of each system: the CPU loop's and the CUDA image's)."""
     n = pages.shape[0]
-    nxt = pages[:, W["NEXT_STEP"]].astype(np.int64)
+    nxt = pages[:, WORD["NEXT_STEP"]].astype(np.int64)
     return SweepResult(
         steps=done,
         z=systems.z,
         page_index=systems.page_index(lo, lo + n),
         lr_index=systems.lr_index(lo, lo + n),
-        lr_words=pages[:, W["LR"]].copy(),
+        lr_words=pages[:, WORD["LR"]].copy(),
         step_base=systems.step_base(lo, lo + n),
         params_words=pages[:, :4].copy(),
-        last_loss_words=pages[np.arange(n), W["LOSS"] + (nxt - 1) % 256].copy(),
+        last_loss_words=pages[np.arange(n), WORD["LOSS"] + (nxt - 1) % 256].copy(),
         digest_bytes=digest_of(pages),
         trace_digest_bytes=trace_digest_bytes,
         loss_history=loss_history,
