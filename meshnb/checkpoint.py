@@ -68,7 +68,6 @@ _PREFIX = struct.Struct("<8sII")
 _SUM_BYTES = 32
 MAX_SYSTEMS = 64
 MAX_HEADER_BYTES = 1 << 20  # a header of 64 members is ~25 KiB, with room for thousands of LR changes
-MAX_BYTES = _PREFIX.size + MAX_HEADER_BYTES + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
 _U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
 _TRACE_STEP_BYTES = 20  # a step's trace row: 5 u32 words (program.Trace)
 _SHA256_MAX_BYTES = (1 << 61) - 1  # SHA-256 hashes messages of fewer than 2^64 bits

@@ -140,3 +140,11 @@ def test_every_option_has_help_and_every_flag_a_parser_or_is_a_switch():
         assert flag.help, name
         if flag.flag is not None:
             assert flag.flag.startswith("--"), name
+
+
+def test_the_options_backend_names_are_the_registrys():
+    from meshnb.backends import BACKENDS
+    from meshnb.options import ALONE_BACKENDS, CLUSTER_BACKENDS
+
+    assert set(BACKENDS) == {"single", *CLUSTER_BACKENDS}
+    assert set(ALONE_BACKENDS) <= set(CLUSTER_BACKENDS)

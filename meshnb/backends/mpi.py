@@ -329,8 +329,3 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     if done < plan.steps:
         raise RunInterrupted(result)
     return result
-
-
-def world_size() -> int:
-    """MPI_COMM_WORLD's size (initialising MPI)."""
-    return load().COMM_WORLD.Get_size()
