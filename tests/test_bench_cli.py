@@ -24,6 +24,7 @@ def quick_report() -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 def test_quick_json_reports_every_path_verified(quick_report):
     assert quick_report["quick"] is True
     assert {"python", "numba", "numpy", "cpus", "processor", "date"} <= set(quick_report["machine"])

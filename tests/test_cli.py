@@ -144,6 +144,7 @@ def test_python_dash_m_and_the_progress_bar():
     assert "digest" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
     page = tmp_path / "page.bin"
     p = _cli("train", "--steps", "10000000000", "--view-out", str(page))

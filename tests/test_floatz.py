@@ -180,6 +180,7 @@ WORDS = st.one_of(st.integers(0, 0xFFFFFFFF), st.sampled_from(SPECIAL))
 PY_OPS = {"add": ref.py_add, "sub": ref.py_sub, "mul": ref.py_mul, "div": ref.py_div}
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(op=st.sampled_from(OPS), a=WORDS, b=WORDS)
 def test_any_pair_matches_the_plain_python_reference(op, a, b):

@@ -75,6 +75,7 @@ def run_cluster(page: bytes, n: int, z: bool, fast: bool, tasks: tuple[int, ...]
     return ctxs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("z", [True, False, "flush"], ids=["z", "ieee", "z-without-daz"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_the_fast_loop_gives_the_per_step_loops_bits_on_hard_pages(n, z, monkeypatch):

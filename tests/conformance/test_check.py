@@ -107,6 +107,7 @@ def test_every_model_is_in_the_table() -> None:
     assert set(EXPOSED) == set(faults.BY_NAME)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(faults.BY_NAME))
 def test_check_names_every_injected_fault(name: str, setups: dict[str, check.Setup]) -> None:
     """On every case where the fault changes the bits, check fails the executor and names the model;

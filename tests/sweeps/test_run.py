@@ -75,6 +75,7 @@ def _same(a, b) -> None:
     assert np.array_equal(a.loss_history.view(np.uint32), b.loss_history.view(np.uint32))
 
 
+@pytest.mark.slow
 def test_the_per_op_flush_loop_equals_the_daz_loop() -> None:
     """The mode-Z loop for CPUs without DAZ (a flush after every op), run here on purpose."""
     pages = list(hard_pages().values())
