@@ -7,7 +7,8 @@ import pytest
 
 import meshnb
 from meshnb.sweeps import init_page, plan, stream, sweep
-from meshnb.sweeps.plan import W, check_fits, result_bytes
+from meshnb.sweeps.plan import check_fits, result_bytes
+from meshnb.view import WORD as W
 
 
 @pytest.mark.parametrize(
