@@ -4,12 +4,18 @@ A run installs :class:`InterruptFlag` as the SIGINT handler (:func:`deferred_int
 ``requested()`` at each task boundary, where the state is whole.  The command line installs it
 first thing, before the heavy imports, so that a Ctrl-C at any moment (while numba loads, or
 inside one of its ctypes callbacks, which would swallow a KeyboardInterrupt) is seen by the run.
+
+:func:`phase` is a test hook: with ``MESHNB_TEST_PHASES=FILE`` in the environment, the start-up
+of a run appends its phases there, so that a test can aim a Ctrl-C at each of them rather than
+at fixed delays.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -42,3 +48,19 @@ def deferred_interrupt() -> Iterator[Callable[[], bool]]:
         yield lambda: flag.hit
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+PHASES_ENV = "MESHNB_TEST_PHASES"
+
+
+def phase(name: str) -> None:
+    """Test hook: append ``name PID MONOTONIC`` to the file named by ``MESHNB_TEST_PHASES`` (the
+    monotonic clock is the system's, comparable between processes); nothing without it."""
+    path = os.environ.get(PHASES_ENV)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{name} {os.getpid()} {time.monotonic():.6f}\n".encode())  # one write: whole lines
+    finally:
+        os.close(fd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import random
 import signal
@@ -113,6 +114,97 @@ def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
             assert [g[0] for g in got] == [w[0] for w in want]
         else:
             assert got == want, at
+
+
+# --- Ctrl-C in each phase of a processes run's start-up -------------------------------------
+
+# In order, as the run's start-up marks them (meshnb.interrupts.phase): the coordinator has spawned
+# the forkserver; the forkserver imports numba (its preload); it is loaded; a member process runs;
+# the coordinator has started the members' lockstep (the first task).
+PHASES = ("forkserver", "preload", "preloaded", "member", "running")
+
+
+def _phase_log(path: Path) -> dict[str, float]:
+    """Each phase's first moment (the system's monotonic clock) in a MESHNB_TEST_PHASES file."""
+    first: dict[str, float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _, when = line.split()
+            first.setdefault(name, float(when))
+    return first
+
+
+def _start_logged(log: Path, *argv: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "train", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the test's Ctrl-C reaches it alone, as a terminal's would
+        env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
+    )
+
+
+@functools.cache
+def _phase_lengths() -> dict[str, float]:
+    """How long each phase lasts in a start-up never interrupted (the moments are aimed inside)."""
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"meshnb-phases-{os.getpid()}.log"
+    log.unlink(missing_ok=True)
+    p = _start_logged(log, "--systems", "2", "--backend", "processes", "--steps", "64")
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    seen = _phase_log(log)
+    log.unlink()
+    assert list(seen) == list(PHASES), seen  # every phase marked, in order
+    ends = [seen[n] for n in PHASES[1:]] + [seen["running"] + 0.5]
+    return {n: max(end - seen[n], 0.001) for n, end in zip(PHASES, ends)}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_ctrl_c_in_each_phase_of_a_processes_start_up(tmp_path, phase):
+    """Issue 16, item 1: SIGINT to the process group (a terminal's Ctrl-C) while the forkserver
+    preloads numba ended in its KeyboardInterrupt's traceback.  Each moment is aimed inside a phase
+    of the start-up (a fraction of its measured length after its mark) and is checked to have hit it;
+    every run ends with 130 and one line, and its checkpoint resumes to the digests of a clean run."""
+    argv = RUNS["processes"]
+    total = int(argv[argv.index("--steps") + 1])
+    length = _phase_lengths()[phase]
+    rng = random.Random(f"phase-{phase}")
+    hits = 0
+    for attempt in range(3 * TRIALS):  # a moment that lands in the next phase (a loaded machine) is tried again
+        log, ckpt, page = tmp_path / f"{attempt}.log", tmp_path / f"{attempt}.ckpt", tmp_path / f"{attempt}.page"
+        before = _shm()
+        p = _start_logged(log, *argv, "--checkpoint", str(ckpt), "--view-out", str(page), "--json")
+        deadline = time.monotonic() + 120
+        while phase not in (seen := _phase_log(log)) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert phase in seen, (phase, seen, p.poll())
+        aim = seen[phase] + rng.uniform(0.0, 0.9) * length
+        time.sleep(max(0.0, aim - time.monotonic()))
+        at = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert "Traceback" not in err, (phase, err)
+        assert p.returncode == 130 and out == "" and err.count("\n") == 1, (phase, p.returncode, err)
+        assert err.startswith("meshnb: interrupted after "), err  # past the arguments, the run saw it
+        assert _shm() <= before, _shm() - before
+        seen = _phase_log(log)
+        following = PHASES.index(phase) + 1
+        nxt = seen.get(PHASES[following], math.inf) if following < len(PHASES) else math.inf
+        hits += seen[phase] <= at < nxt
+        assert len(page.read_bytes()) == 4096
+        rest = subprocess.run(
+            [sys.executable, "-m", "meshnb", "train", "--resume", str(ckpt), "--backend", "processes", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert rest.returncode == 0, rest.stderr
+        got = [(s["digest"], s["trace_digest"]) for s in json.loads(rest.stdout)["systems"]]
+        assert got == _clean_digests(tuple(argv), total), (phase, at)
+        if hits >= TRIALS:
+            break
+    assert hits >= TRIALS, f"no moment landed in phase {phase} ({length:.3f} s long)"
 
 
 # --- SIGKILL of the whole process group ----------------------------------------------------

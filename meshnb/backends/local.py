@@ -29,7 +29,7 @@ from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
 from ..driver import prepare_member, progress_bar
 from ..exchange import Group
-from ..interrupts import deferred_interrupt
+from ..interrupts import deferred_interrupt, phase
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -81,6 +81,7 @@ def _coordinate(
             raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {give_up:g} s")
     members.started()
     control.start()
+    phase("running")
     began = time.perf_counter()
     bar = progress_bar(plan.steps, run.progress)
     shown = 0

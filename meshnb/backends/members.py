@@ -26,6 +26,7 @@ import numpy as np
 
 from ..driver import drive, stall_hook, stalled
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
+from ..interrupts import phase
 from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
@@ -194,14 +195,27 @@ def _mp_context() -> Any:
     ctx.set_forkserver_preload(["meshnb.backends.preload"])
     from multiprocessing import forkserver
 
-    # The server starts with SIGINT blocked (a mask survives fork and exec): a Ctrl-C while it
-    # preloads numba would kill it, and the run with it; it ignores SIGINT once loaded, and its
-    # children, the members, leave Ctrl-C to the coordinator.
+    if threading.current_thread() is not threading.main_thread():  # signal dispositions are the main thread's
+        forkserver.ensure_running()
+        return ctx
+    # The server must never see a Ctrl-C: its preload (numba) takes a second, and a
+    # KeyboardInterrupt there kills it, and the run with it.  A mask does not reach it (its
+    # /proc status shows `SigBlk: 0`); an ignored disposition survives fork and exec, and Python
+    # keeps an inherited SIG_IGN for SIGINT.  The server then gives its children, the members,
+    # the disposition it started with: they ignore Ctrl-C from their first instruction, as the
+    # resource tracker (started here too) does.  Meanwhile SIGINT is blocked here: on Linux a
+    # blocked signal stays pending even while ignored, and reaches the handler once restored.
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    pending = signal.SIGINT in signal.sigpending()  # setting SIG_IGN discards a pending one
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         forkserver.ensure_running()
     finally:
+        signal.signal(signal.SIGINT, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if pending:
+            signal.raise_signal(signal.SIGINT)
+    phase("forkserver")
     return ctx
 
 
@@ -222,7 +236,8 @@ def refuse_unguarded_main() -> None:
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
     """A member process's main: attach to the memory (by name, or the descriptor the coordinator
     sends first), run, report through ``conn``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's (inherited too: _mp_context)
+    phase("member")
     try:
         fd = reduction.recv_handle(conn) if name is None else None
     except (EOFError, OSError):
@@ -293,7 +308,12 @@ class ProcessMembers:
                 name=f"meshnb-system-{k}",
                 daemon=True,
             )
-            p.start()
+            try:
+                p.start()
+            except (EOFError, OSError) as e:  # the forkserver is gone (killed, say): one line, not its traceback
+                theirs.close()
+                self.close()
+                raise ClusterError(k, f"its member process could not be started ({type(e).__name__}: {e})") from None
             theirs.close()
             if shared.fd is not None:
                 reduction.send_handle(mine, shared.fd, p.pid)
