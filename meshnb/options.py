@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint, files
-from .checkpoint import Checkpoint, CheckpointError, RunSettings
+from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .program import LAST_STEP
 
 MASK32 = 0xFFFFFFFF
-MAX_SYSTEMS = 64
 DEFAULT_STEPS = 4096
 CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi")  # the registry's names, checked by the tests
 
@@ -271,6 +270,8 @@ class RunOptions:
         top = math.inf if self.backend == "mpi" else MAX_SYSTEMS
         if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
             raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
+        if self.systems is not None and self.checkpoint is not None:
+            check_checkpoint_systems(self.systems)
         put(self, "stalls", check_stalls(self.stalls, self.systems))
         if self.backend == "fused" and self.stalls:
             raise OptionError("the fused backend has no exchange and no tasks to stall")
@@ -326,6 +327,17 @@ def _positive(x: Any, name: str) -> float:
     ):
         raise OptionError(f"{{{name}}} must be a number above 0, got {x!r}", name)
     return float(x)
+
+
+def check_checkpoint_systems(systems: int) -> None:
+    """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (the mpi
+    backend alone runs more than :data:`MAX_SYSTEMS`: one per rank)."""
+    if systems > MAX_SYSTEMS:
+        raise OptionError(
+            f"{{checkpoint}} holds at most {MAX_SYSTEMS} systems, and this run has {systems}: "
+            "run it without a checkpoint, or with fewer systems",
+            "checkpoint",
+        )
 
 
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
