@@ -69,19 +69,26 @@ def _add_train(sub: Any) -> None:
             )
 
 
+def _parse_paths(text: str) -> list[str]:
+    names = [p for p in text.split(",") if p]
+    if not names:
+        raise ValueError(f"{text!r} names no path")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from .options import arg_type, parse_positive
+    from .options import arg_type, parse_seconds
 
     parser = _Parser(prog="meshnb", description="The compute mesh's train program, bit-exact in float mode Z.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     _add_train(sub)
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
     b.add_argument(
-        "--seconds", type=arg_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)"
+        "--seconds", type=arg_type(parse_seconds), metavar="S", help="time budget per path (default 2; --quick 0.25)"
     )
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
-    b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
+    b.add_argument("--paths", type=arg_type(_parse_paths), metavar="A,B", help="only these paths")
     from .conformance.cli import register as add_conformance  # ops, pack, check: each sets its handler
     from .sweep_cli import register as add_sweep
 
@@ -253,23 +260,29 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     args = None
     try:
         from .options import OptionError
-        from .results import ClusterError
+        from .results import ClusterError, RunInterrupted
 
         parser = build_parser()
         args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
-        if flag.hit:
-            raise KeyboardInterrupt
         if args.command is None:  # bare `meshnb`: what it can do
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        if args.command in ("train", "bench") and sys.stdout is None and _prints(args):
+            raise UsageError("stdout is closed (>&-): the result would have nowhere to go")
         if args.command == "bench":
             from . import bench  # not imported by `meshnb train`: start-up stays short
 
             signal.signal(signal.SIGINT, signal.default_int_handler)  # bench stops where it is
+            if flag.hit:  # a Ctrl-C while it loaded
+                raise KeyboardInterrupt
             return bench.main(args.seconds, args.quick, args.json, args.paths)
         if hasattr(args, "handler"):  # a command that runs itself (ops, pack, check, sweep)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            if flag.hit:
+                raise KeyboardInterrupt
             return int(args.handler(args))
+        if flag.hit:
+            raise KeyboardInterrupt
         return _train(args)
     except KeyboardInterrupt:
         print("meshnb: interrupted", file=sys.stderr)
@@ -280,6 +293,9 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
     except Exception as e:
+        if isinstance(e, RunInterrupted):  # a run inside a command (bench's cluster paths) saw the Ctrl-C
+            print("meshnb: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if isinstance(e, OptionError):
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):

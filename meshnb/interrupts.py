@@ -16,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -31,23 +31,47 @@ class InterruptFlag:
         self.hit = True
 
 
+class StopRequest:
+    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.  A run that
+    saw it but ends anyway (no boundary left before its end) calls :meth:`declined`, so that the
+    Ctrl-C goes on to the caller (:func:`deferred_interrupt`)."""
+
+    def __init__(self, flag: InterruptFlag | None) -> None:
+        self.flag = flag
+        self.seen = False
+
+    def __call__(self) -> bool:
+        self.seen = self.seen or (self.flag is not None and self.flag.hit)
+        return self.seen
+
+    def declined(self) -> None:
+        """The run ends at its planned end all the same: the Ctrl-C was not honoured."""
+        self.seen = False
+
+
 @contextmanager
-def deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """Hold SIGINT until a task boundary: yields ``requested()``.  Where a flag is already the
-    handler (the CLI's), it is reused; off the main thread (which alone gets signals) nothing."""
+def deferred_interrupt() -> Iterator[StopRequest]:
+    """Hold SIGINT until a task boundary: yields ``requested()`` (a :class:`StopRequest`).  Where a
+    flag is already the handler (the CLI's), it is reused; off the main thread (which alone gets
+    signals) nothing.  A Ctrl-C that the run did not stop for (it came after its last boundary)
+    goes to the caller's handler on the way out (``KeyboardInterrupt`` for Python's default),
+    rather than being lost."""
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
+        yield StopRequest(None)
         return
     previous = signal.getsignal(signal.SIGINT)
     if isinstance(previous, InterruptFlag):
-        yield lambda: previous.hit
+        yield StopRequest(previous)
         return
     flag = InterruptFlag()
+    request = StopRequest(flag)
     signal.signal(signal.SIGINT, flag)
     try:
-        yield lambda: flag.hit
+        yield request
     finally:
         signal.signal(signal.SIGINT, previous)
+    if flag.hit and not request.seen:  # the caller's, not lost
+        signal.raise_signal(signal.SIGINT)
 
 
 PHASES_ENV = "MESHNB_TEST_PHASES"

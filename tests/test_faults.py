@@ -283,6 +283,18 @@ def test_bare_meshnb_lists_its_commands():
         (["bench", "--seconds", "-1"], "must be a positive number"),
         (["bench", "--seconds", "nan"], "must be a positive number"),
         (["train", "--view-out", "/nonexistent_dir/x"], "--view-out /nonexistent_dir/x"),
+        # Issue 16: waits beyond what the platform's timeouts hold ended in an OverflowError after the start.
+        (["train", "--systems", "2", "--give-up", "1e308"], "--give-up must be a number above 0 and at most 1e+07"),
+        (["train", "--systems", "2", "--timeout-ms", "1e308"], "--timeout-ms must be a number above 0 and at most"),
+        (["train", "--systems", "2", "--checkpoint-every", "1e308"], "--checkpoint-every must be a number above 0"),
+        (["train", "--systems", "2", "--stall", f"0:0:{2**70}"], "a stall lasts at most 1e+10 ms"),
+        (["train", "--steps", "1e400"], "argument --steps: '1e400' is not a whole number"),
+        (["train", "--steps", str(2**70)], "reach 2^64-1"),
+        (["train", "--steps", "nan"], "argument --steps: 'nan' is not a whole number"),
+        (["train", "--set-lr", f"{2**70}:3f000000"], "an LR change must be at a step from 0 to 4096"),
+        (["train", "--set-lr", "5:nan"], "argument --set-lr: f32 bits: 'nan' is not hex"),
+        (["bench", "--seconds", "1e308"], "argument --seconds: '1e308' is more than 1e+07 s"),
+        (["bench", "--paths", ","], "argument --paths: ',' names no path"),
         (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
     ],
 )
@@ -330,3 +342,100 @@ def test_ctrl_c_as_the_command_ends_changes_nothing():
         else:
             assert p.returncode == 130 and out == "" and err.count("\n") == 1, (at, p.returncode, err)
     assert codes <= {0, 130}, codes
+
+
+# --- issue 16, item 4's classes in train and bench ---------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["train", "--steps", "10"], ["bench", "--quick", "--paths", "single"]])
+def test_a_closed_stdout_is_refused_in_one_line(argv):
+    """``meshnb train >&-``: the result had nowhere to go and the command said nothing, exit 0."""
+    p = subprocess.run(
+        ["bash", "-c", 'exec "$@" >&-', "_", sys.executable, "-m", "meshnb", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        p.returncode == 2 and p.stderr == "meshnb: error: stdout is closed (>&-): the result would have nowhere to go\n"
+    )
+
+
+def test_ctrl_c_during_bench_ends_with_130_and_one_line():
+    """Moments over a whole ``meshnb bench`` (its length measured first): a Ctrl-C inside a cluster
+    path was a RunInterrupted traceback, and one during bench's imports, or in a run of a single
+    task, was lost (the bench went on and exited 0)."""
+    argv = [sys.executable, "-m", "meshnb", "bench", "--quick", "--paths", "single,threads-2,processes-2"]
+    t0 = time.monotonic()
+    clean = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    length = time.monotonic() - t0
+    assert clean.returncode == 0, clean.stderr
+    for at in _moments("sigint-bench", 0.3, 0.9 * length) + [0.3 * length, 0.6 * length]:
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        time.sleep(at)
+        sent = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert "Traceback" not in err, (at, err)
+        if p.returncode == 0:  # the bench was done: no more than its last moments go on after the Ctrl-C
+            assert time.monotonic() - sent < 1.5 and err == "", (at, err)
+            continue
+        assert p.returncode == 130 and out == "" and err == "meshnb: interrupted\n", (at, p.returncode, err)
+
+
+def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
+    """A cluster's coordinator stops its members at a task boundary; in a run of one task there is
+    none but the end, and a Ctrl-C then was dropped: a script running such runs in a loop could not
+    be stopped.  It now goes on to the caller's handler (KeyboardInterrupt), or stops the run
+    (RunInterrupted) where a boundary is left."""
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import meshnb\n"
+        "meshnb.train(64, systems=2, backend='threads')\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    while True:\n"
+        "        meshnb.train(20000, steps_per_task=20000, systems=2, backend='threads')\n"
+        "except (KeyboardInterrupt, meshnb.RunInterrupted) as e:\n"
+        "    print(type(e).__name__, flush=True)\n"
+    )
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"
+    time.sleep(random.Random("loop").uniform(0.2, 1.0))
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert out == "KeyboardInterrupt\n" and p.returncode == 0, (out, err)
+
+
+@pytest.mark.parametrize(
+    "keywords, error, name",
+    [
+        ({"steps": 1.5}, ValueError, "steps"),
+        ({"steps": True}, ValueError, "steps"),
+        ({"steps": 10, "systems": True}, ValueError, "systems"),
+        ({"steps": 10, "view_in": 5}, ValueError, "view_in"),
+        ({"steps": 10, "set_lr": {"a": 1}}, ValueError, "LR change"),
+        ({"steps": 10, "set_lr": 5}, ValueError, "set_lr"),
+        ({"steps": 10, "set_lr": [5]}, ValueError, "set_lr"),
+        ({"steps": 10, "set_lr": [None]}, ValueError, "set_lr"),
+        ({"steps": 10, "systems": 2, "stalls": [(1,)]}, ValueError, "stall"),
+        ({"steps": 10, "systems": 2, "stalls": 5}, ValueError, "stalls"),
+        ({"steps": 10, "systems": 2, "stalls": "0:0:5"}, ValueError, "stalls"),
+        ({"steps": 10, "systems": 2, "stalls": [(0, 0, 10**30)]}, ValueError, "stall"),
+        ({"steps": 10, "systems": 2, "give_up_s": 1e308}, ValueError, "give_up_s"),
+        ({"steps": 10, "systems": 2, "timeout_ms": float("nan")}, ValueError, "timeout_ms"),
+        ({"steps": 10, "systems": 2, "checkpoint_every_s": 10**400}, ValueError, "checkpoint_every_s"),
+        ({"steps": 10, "systems": 2, "checkpoint": 5}, TypeError, "checkpoint"),
+        ({"steps": 10, "systems": 2, "checkpoint": b"/tmp/x"}, TypeError, "checkpoint"),
+        ({"steps": 10, "resume": 5}, TypeError, "resume"),
+        ({"steps": 10, "z": None}, TypeError, "z"),
+        ({"steps": 10, "z": "no"}, TypeError, "z"),
+        ({"steps": 10, "keep_trace": "yes"}, TypeError, "keep_trace"),
+        ({"steps": 10, "progress": 1}, TypeError, "progress"),
+    ],
+)
+def test_library_keywords_of_the_wrong_type_or_range_name_the_keyword(keywords, error, name):
+    kw = dict(keywords)
+    with pytest.raises(error, match=name) as e:
+        meshnb.train(kw.pop("steps"), **kw)
+    assert "\n" not in str(e.value) and "object is not iterable" not in str(e.value)

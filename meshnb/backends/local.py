@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
 from ..driver import prepare_member, progress_bar
 from ..exchange import Group
-from ..interrupts import deferred_interrupt, phase
+from ..interrupts import StopRequest, deferred_interrupt, phase
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -68,7 +68,7 @@ def _write_checkpoint(run: _Run, memory: ClusterMemory, done: int) -> None:
 
 
 def _coordinate(
-    run: _Run, members: Members, memory: ClusterMemory, requested: Callable[[], bool]
+    run: _Run, members: Members, memory: ClusterMemory, requested: StopRequest
 ) -> tuple[int, list[MemberOutcome], float]:
     """Start the members together, serve checkpoints and a stop; returns the steps done, the
     outcomes, and the seconds from the start (members ready) to the end."""
@@ -112,6 +112,8 @@ def _coordinate(
                     since = now
                     if target is None:  # the run's end comes first: it is the stop and the checkpoint
                         stopping, next_ckpt = stop, math.inf
+                        if stop:
+                            requested.declined()  # the run ends all the same: the Ctrl-C is the caller's
             elif target is not None and control.paused_at(target):
                 _write_checkpoint(run, memory, target)
                 control.go_on()
