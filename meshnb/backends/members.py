@@ -193,28 +193,23 @@ def _mp_context() -> Any:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["meshnb.backends.preload"])
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
-    if threading.current_thread() is not threading.main_thread():  # signal dispositions are the main thread's
-        forkserver.ensure_running()
-        return ctx
     # The server must never see a Ctrl-C: its preload (numba) takes a second, and a
-    # KeyboardInterrupt there kills it, and the run with it.  A mask does not reach it (its
-    # /proc status shows `SigBlk: 0`); an ignored disposition survives fork and exec, and Python
-    # keeps an inherited SIG_IGN for SIGINT.  The server then gives its children, the members,
-    # the disposition it started with: they ignore Ctrl-C from their first instruction, as the
-    # resource tracker (started here too) does.  Meanwhile SIGINT is blocked here: on Linux a
-    # blocked signal stays pending even while ignored, and reaches the handler once restored.
+    # KeyboardInterrupt there kills it, and the run with it.  It starts with SIGINT blocked (a
+    # mask, this thread's, survives fork and exec; Python leaves it as it is) until it ignores SIGINT, once
+    # loaded; its children, the members, inherit the mask.  The resource tracker starts first, on
+    # its own: its start unblocks SIGINT here on the way out (bpo-33613's mask, for the tracker),
+    # which left the server unprotected (`SigBlk: 0` in its /proc status).  No SIG_IGN here: a
+    # Ctrl-C that another thread of this process (a BLAS pool) took while SIGINT was ignored
+    # would be lost, and a blocked one only waits.
+    resource_tracker.ensure_running()
+    phase("spawn")
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    pending = signal.SIGINT in signal.sigpending()  # setting SIG_IGN discards a pending one
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        forkserver.ensure_running()
+        forkserver.ensure_running()  # the tracker runs: nothing unblocks SIGINT on the way
     finally:
-        signal.signal(signal.SIGINT, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        if pending:
-            signal.raise_signal(signal.SIGINT)
     phase("forkserver")
     return ctx
 
@@ -236,7 +231,7 @@ def refuse_unguarded_main() -> None:
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
     """A member process's main: attach to the memory (by name, or the descriptor the coordinator
     sends first), run, report through ``conn``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's (inherited too: _mp_context)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's (blocked until here)
     phase("member")
     try:
         fd = reduction.recv_handle(conn) if name is None else None
