@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
@@ -63,9 +64,12 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def parse_count(text: str) -> int:
+    # ASCII digits only: int() would also take "1_000", " 5", "+5" and other scripts' digits ("٥").
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise ValueError(f"{text!r} is not a whole number")
     try:
         value = int(text, 10)
-    except ValueError:
+    except ValueError:  # more digits than int() converts
         raise ValueError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise ValueError(f"{text!r} is negative")
@@ -73,6 +77,8 @@ def parse_count(text: str) -> int:
 
 
 def parse_hex_u32(text: str, what: str = "value") -> int:
+    if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
+        raise ValueError(f"{what}: {text!r} is not hex")
     try:
         value = int(text, 16)
     except ValueError:

@@ -294,6 +294,10 @@ def test_bare_meshnb_lists_its_commands():
         (["train", "--steps", "nan"], "argument --steps: 'nan' is not a whole number"),
         (["train", "--set-lr", f"{2**70}:3f000000"], "an LR change must be at a step from 0 to 4096"),
         (["train", "--set-lr", "5:nan"], "argument --set-lr: f32 bits: 'nan' is not hex"),
+        (["train", "--set-lr", "5:3f00_0000"], "argument --set-lr: f32 bits: '3f00_0000' is not hex"),
+        (["train", "--steps", "\u0665"], "argument --steps: '\u0665' is not a whole number"),  # an Arabic-Indic 5
+        (["train", "--steps", "1_000"], "argument --steps: '1_000' is not a whole number"),
+        (["train", "--steps", "9" * 5000], "is not a whole number"),
         (["bench", "--seconds", "1e308"], "argument --seconds: '1e308' is more than 1e+07 s"),
         (["bench", "--paths", ","], "argument --paths: ',' names no path"),
         (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
