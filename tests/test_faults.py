@@ -284,6 +284,12 @@ def test_bare_meshnb_lists_its_commands():
         (["bench", "--seconds", "-1"], "must be a positive number"),
         (["bench", "--seconds", "nan"], "must be a positive number"),
         (["train", "--view-out", "/nonexistent_dir/x"], "--view-out /nonexistent_dir/x"),
+        # The page written over the run's checkpoint (a page is not a checkpoint: the run is lost).
+        (
+            ["train", "--systems", "2", "--checkpoint", "/tmp/x.ckpt", "--view-out", "/tmp//x.ckpt"],
+            "the --checkpoint file",
+        ),
+        (["train", "--resume", "/tmp/x.ckpt", "--view-out", "/tmp/../tmp/x.ckpt"], "is the --resume file"),
         # Issue 16: waits beyond what the platform's timeouts hold ended in an OverflowError after the start.
         (["train", "--systems", "2", "--give-up", "1e308"], "--give-up must be a number above 0 and at most 1e+07"),
         (["train", "--systems", "2", "--timeout-ms", "1e308"], "--timeout-ms must be a number above 0 and at most"),
