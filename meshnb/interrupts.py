@@ -79,7 +79,9 @@ PHASES_ENV = "MESHNB_TEST_PHASES"
 
 def phase(name: str) -> None:
     """Test hook: append ``name PID MONOTONIC`` to the file named by ``MESHNB_TEST_PHASES`` (the
-    monotonic clock is the system's, comparable between processes); nothing without it."""
+    monotonic clock is the system's, comparable between processes); nothing without it.  With
+    ``MESHNB_TEST_PHASE_PAUSE=NAME:SECONDS`` too, phase ``NAME`` then lasts that much longer (a
+    window of a few ms that a test must hit)."""
     path = os.environ.get(PHASES_ENV)
     if not path:
         return
@@ -88,3 +90,6 @@ def phase(name: str) -> None:
         os.write(fd, f"{name} {os.getpid()} {time.monotonic():.6f}\n".encode())  # one write: whole lines
     finally:
         os.close(fd)
+    paused, _, seconds = os.environ.get(PHASES_ENV + "_PAUSE", "").partition(":")
+    if paused == name:
+        time.sleep(float(seconds))

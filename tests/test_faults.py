@@ -135,14 +135,14 @@ def _phase_log(path: Path) -> dict[str, float]:
     return first
 
 
-def _start_logged(log: Path, *argv: str) -> subprocess.Popen:
+def _start_logged(log: Path, *argv: str, pause: str = "") -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "meshnb", "train", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group: the test's Ctrl-C reaches it alone, as a terminal's would
-        env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
+        env={**os.environ, "MESHNB_TEST_PHASES": str(log), "MESHNB_TEST_PHASES_PAUSE": pause},
     )
 
 
@@ -170,13 +170,16 @@ def test_ctrl_c_in_each_phase_of_a_processes_start_up(tmp_path, phase):
     argv = RUNS["processes"]
     total = int(argv[argv.index("--steps") + 1])
     length = _phase_lengths()[phase]
+    pause = ""
+    if length < 0.05:  # a window of a few ms (the spawn, SIGINT held): held open long enough to aim at
+        pause, length = f"{phase}:0.3", length + 0.3
     rng = random.Random(f"phase-{phase}")
     hits = 0
     attempts = 4 * TRIALS  # a moment that lands in the next phase (a loaded machine, a phase of ~10 ms) is tried again
     for attempt in range(attempts):
         log, ckpt, page = tmp_path / f"{attempt}.log", tmp_path / f"{attempt}.ckpt", tmp_path / f"{attempt}.page"
         before = _shm()
-        p = _start_logged(log, *argv, "--checkpoint", str(ckpt), "--view-out", str(page), "--json")
+        p = _start_logged(log, *argv, "--checkpoint", str(ckpt), "--view-out", str(page), "--json", pause=pause)
         deadline = time.monotonic() + 120
         while phase not in (seen := _phase_log(log)) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.001)

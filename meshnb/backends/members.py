@@ -204,9 +204,9 @@ def _mp_context() -> Any:
     # Ctrl-C that another thread of this process (a BLAS pool) took while SIGINT was ignored
     # would be lost, and a blocked one only waits.
     resource_tracker.ensure_running()
-    phase("spawn")
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
+        phase("spawn")  # SIGINT held here: another thread takes it
         forkserver.ensure_running()  # the tracker runs: nothing unblocks SIGINT on the way
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
