@@ -157,7 +157,7 @@ def _phase_lengths() -> dict[str, float]:
     seen = _phase_log(log)
     log.unlink()
     assert set(seen) == set(PHASES), seen  # every phase marked
-    ends = [seen[n] for n in PHASES[1:]] + [seen["running"] + 0.5]
+    ends = [seen[n] for n in PHASES[1:]] + [seen["running"] + 0.2]  # the first tasks
     return {n: max(end - seen[n], 0.001) for n, end in zip(PHASES, ends)}
 
 
@@ -190,6 +190,9 @@ def test_ctrl_c_in_each_phase_of_a_processes_start_up(tmp_path, phase):
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=120)
         assert "Traceback" not in err, (phase, err)
+        if p.returncode == 0:  # the run had finished first (a fast machine): the result is whole
+            assert err == "" and json.loads(out)["steps"] == total, (phase, at, err)
+            continue
         assert p.returncode == 130 and out == "" and err.count("\n") == 1, (phase, p.returncode, err)
         assert err.startswith("meshnb: interrupted after "), err  # past the arguments, the run saw it
         assert _shm() <= before, _shm() - before
