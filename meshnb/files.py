@@ -231,7 +231,11 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
     remove_stale_temps(p)
     tmp = _temp_name(p, os.getpid())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        # A new file, never what is at the name: a FIFO there (its name is easy to guess) would
+        # block the open, a symbolic link would be written through.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
         try:
             view = memoryview(data)
             while view:

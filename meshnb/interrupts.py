@@ -4,13 +4,19 @@ A run installs :class:`InterruptFlag` as the SIGINT handler (:func:`deferred_int
 ``requested()`` at each task boundary, where the state is whole.  The command line installs it
 first thing, before the heavy imports, so that a Ctrl-C at any moment (while numba loads, or
 inside one of its ctypes callbacks, which would swallow a KeyboardInterrupt) is seen by the run.
+
+:func:`phase` is a test hook: with ``MESHNB_TEST_PHASES=FILE`` in the environment, the start-up
+of a run appends its phases there, so that a test can aim a Ctrl-C at each of them rather than
+at fixed delays.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -25,20 +31,65 @@ class InterruptFlag:
         self.hit = True
 
 
+class StopRequest:
+    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.  A run that
+    saw it but ends anyway (no boundary left before its end) calls :meth:`declined`, so that the
+    Ctrl-C goes on to the caller (:func:`deferred_interrupt`)."""
+
+    def __init__(self, flag: InterruptFlag | None) -> None:
+        self.flag = flag
+        self.seen = False
+
+    def __call__(self) -> bool:
+        self.seen = self.seen or (self.flag is not None and self.flag.hit)
+        return self.seen
+
+    def declined(self) -> None:
+        """The run ends at its planned end all the same: the Ctrl-C was not honoured."""
+        self.seen = False
+
+
 @contextmanager
-def deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """Hold SIGINT until a task boundary: yields ``requested()``.  Where a flag is already the
-    handler (the CLI's), it is reused; off the main thread (which alone gets signals) nothing."""
+def deferred_interrupt() -> Iterator[StopRequest]:
+    """Hold SIGINT until a task boundary: yields ``requested()`` (a :class:`StopRequest`).  Where a
+    flag is already the handler (the CLI's), it is reused; off the main thread (which alone gets
+    signals) nothing.  A Ctrl-C that the run did not stop for (it came after its last boundary)
+    goes to the caller's handler on the way out (``KeyboardInterrupt`` for Python's default),
+    rather than being lost."""
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
+        yield StopRequest(None)
         return
     previous = signal.getsignal(signal.SIGINT)
     if isinstance(previous, InterruptFlag):
-        yield lambda: previous.hit
+        yield StopRequest(previous)
         return
     flag = InterruptFlag()
+    request = StopRequest(flag)
     signal.signal(signal.SIGINT, flag)
     try:
-        yield lambda: flag.hit
+        yield request
     finally:
         signal.signal(signal.SIGINT, previous)
+    if flag.hit and not request.seen:  # the caller's, not lost
+        signal.raise_signal(signal.SIGINT)
+
+
+PHASES_ENV = "MESHNB_TEST_PHASES"
+
+
+def phase(name: str) -> None:
+    """Test hook: append ``name PID MONOTONIC`` to the file named by ``MESHNB_TEST_PHASES`` (the
+    monotonic clock is the system's, comparable between processes); nothing without it.  With
+    ``MESHNB_TEST_PHASE_PAUSE=NAME:SECONDS`` too, phase ``NAME`` then lasts that much longer (a
+    window of a few ms that a test must hit)."""
+    path = os.environ.get(PHASES_ENV)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{name} {os.getpid()} {time.monotonic():.6f}\n".encode())  # one write: whole lines
+    finally:
+        os.close(fd)
+    paused, _, seconds = os.environ.get(PHASES_ENV + "_PAUSE", "").partition(":")
+    if paused == name:
+        time.sleep(float(seconds))

@@ -13,19 +13,22 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
 from . import checkpoint, files
-from .checkpoint import Checkpoint, CheckpointError, RunSettings
+from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .program import LAST_STEP
 
 MASK32 = 0xFFFFFFFF
-MAX_SYSTEMS = 64
 DEFAULT_STEPS = 4096
+# The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
+# stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
+MAX_WAIT_S = 1e7
 CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi", "cuda")  # the registry's names, checked by the tests
 ALONE_BACKENDS = ("cuda",)  # backends that also run one system without a group (no systems given)
 
@@ -63,9 +66,12 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def parse_count(text: str) -> int:
+    # ASCII digits only: int() would also take "1_000", " 5", "+5" and other scripts' digits ("٥").
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise ValueError(f"{text!r} is not a whole number")
     try:
         value = int(text, 10)
-    except ValueError:
+    except ValueError:  # more digits than int() converts
         raise ValueError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise ValueError(f"{text!r} is negative")
@@ -73,6 +79,8 @@ def parse_count(text: str) -> int:
 
 
 def parse_hex_u32(text: str, what: str = "value") -> int:
+    if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
+        raise ValueError(f"{what}: {text!r} is not hex")
     try:
         value = int(text, 16)
     except ValueError:
@@ -89,6 +97,14 @@ def parse_positive(text: str) -> float:
         raise ValueError(f"{text!r} is not a number") from None
     if not 0 < value < math.inf:
         raise ValueError(f"{text!r} must be a positive number")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    """A duration in seconds: above 0, at most :data:`MAX_WAIT_S`."""
+    value = parse_positive(text)
+    if value > MAX_WAIT_S:
+        raise ValueError(f"{text!r} is more than {MAX_WAIT_S:g} s")
     return value
 
 
@@ -248,6 +264,14 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
+        for name in ("z", "keep_trace", "progress"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):  # None or "no" would pass as false or true
+                raise TypeError(f"{name} must be True or False, not {getattr(self, name)!r}")
+            put(self, name, bool(getattr(self, name)))
+        for name in ("checkpoint", "resume"):
+            path = getattr(self, name)
+            if path is not None and not isinstance(os.fspath(path) if isinstance(path, os.PathLike) else path, str):
+                raise TypeError(f"{name} is a path (str or os.PathLike), not {type(path).__name__}")
         if self.set_lr is not None:
             put(self, "set_lr", _lr_changes(self.set_lr))
         if self.resume is not None and self.view_in is not None:  # before the file is read
@@ -267,12 +291,18 @@ class RunOptions:
             return
         if self.backend not in CLUSTER_BACKENDS:
             raise OptionError(f"backend must be one of {', '.join(CLUSTER_BACKENDS)}, got {self.backend!r}")
-        for name in ("timeout_ms", "give_up_s", "checkpoint_every_s"):
-            put(self, name, _positive(getattr(self, name), name))
+        for name, top in (
+            ("timeout_ms", MAX_WAIT_S * 1000),
+            ("give_up_s", MAX_WAIT_S),
+            ("checkpoint_every_s", MAX_WAIT_S),
+        ):
+            put(self, name, _positive(getattr(self, name), name, top))
         # mpi: as many systems as ranks (checked against the job's size by the backend)
         top = math.inf if self.backend == "mpi" else MAX_SYSTEMS
         if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
             raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
+        if self.systems is not None and self.checkpoint is not None:
+            check_checkpoint_systems(self.systems)
         put(self, "stalls", check_stalls(self.stalls, self.systems))
         if self.backend in ("fused", "cuda") and self.stalls:
             raise OptionError(f"the {self.backend} backend has no exchange and no tasks to stall")
@@ -319,22 +349,39 @@ def is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-def _positive(x: Any, name: str) -> float:
-    if (
-        isinstance(x, bool)
-        or not isinstance(x, (int, float, np.integer, np.floating))
-        or not math.isfinite(x)
-        or x <= 0
-    ):
-        raise OptionError(f"{{{name}}} must be a number above 0, got {x!r}", name)
+def _positive(x: Any, name: str, top: float) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not 0 < x <= top:
+        raise OptionError(f"{{{name}}} must be a number above 0 and at most {top:g}, got {x!r}", name)
     return float(x)
 
 
+def check_checkpoint_systems(systems: int) -> None:
+    """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (the mpi
+    backend alone runs more than :data:`MAX_SYSTEMS`: one per rank)."""
+    if systems > MAX_SYSTEMS:
+        raise OptionError(
+            f"{{checkpoint}} holds at most {MAX_SYSTEMS} systems, and this run has {systems}: "
+            "run it without a checkpoint, or with fewer systems",
+            "checkpoint",
+        )
+
+
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
+    if isinstance(stalls, (str, bytes)) or not isinstance(stalls, Iterable):
+        raise OptionError(
+            f"{{stalls}} is a list of (system, task call, milliseconds) triples, got {stalls!r}", "stalls"
+        )
     out = []
     for s in stalls:
-        if len(s) != 3 or not all(is_int(x) and x >= 0 for x in s):
+        if (
+            isinstance(s, (str, bytes))
+            or not isinstance(s, Sequence)
+            or len(s) != 3
+            or not all(is_int(x) and x >= 0 for x in s)
+        ):
             raise OptionError(f"a stall is (system, task call, milliseconds), three non-negative integers, got {s!r}")
+        if s[2] > MAX_WAIT_S * 1000:
+            raise OptionError(f"a stall lasts at most {MAX_WAIT_S * 1000:g} ms, got {s[2]}")
         if n is not None and s[0] >= n:
             raise OptionError(f"a stall names system {s[0]}, but the cluster has systems 0 to {n - 1}")
         out.append((int(s[0]), int(s[1]), int(s[2])))
@@ -342,7 +389,12 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
 
 
 def _lr_changes(set_lr: Mapping[int, int] | Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
-    pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [tuple(p) for p in set_lr]
+    def pair(p: Any) -> tuple[Any, ...]:
+        if isinstance(p, (str, bytes)) or not isinstance(p, Iterable):
+            raise OptionError("set_lr maps a step of the run to f32 bits: a dict or (step, bits) pairs")
+        return tuple(p)
+
+    pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [pair(p) for p in pair(set_lr)]
     if not all(len(p) == 2 for p in pairs):
         raise OptionError("set_lr maps a step of the run to f32 bits: a dict or (step, bits) pairs")
     # Stable sort: several changes at one step apply in the order given (the last one wins).

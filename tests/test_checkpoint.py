@@ -547,3 +547,55 @@ def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good, hostil
     assert time.monotonic() - t < 30  # the interpreter's start, not a run
     assert p.returncode == 2 and out == "", err
     assert err.count("\n") == 1 and err.startswith(f"meshnb: error: checkpoint {path}: {field}"), err
+
+
+# --- more systems than a checkpoint holds (issue 16, item 3) -------------------------------------
+
+
+def test_the_systems_cap_is_defined_once():
+    from meshnb import options
+
+    assert options.MAX_SYSTEMS is ck.MAX_SYSTEMS == 64
+
+
+def test_a_checkpoint_of_more_systems_than_it_holds_is_refused_up_front(tmp_path):
+    """Only the mpi backend runs more than 64 systems (one per rank); a checkpoint holds at most
+    64, so such a run is refused before it starts, not at its first save."""
+    from meshnb.options import OptionError, RunOptions
+
+    path = tmp_path / "run.ckpt"
+    with pytest.raises(OptionError, match=r"^checkpoint holds at most 64 systems, and this run has 65"):
+        RunOptions(systems=65, backend="mpi", checkpoint=path)
+    assert RunOptions(systems=65, backend="mpi").systems == 65  # without a checkpoint: as many as ranks
+    assert RunOptions(systems=64, backend="mpi", checkpoint=path).systems == 64
+    with pytest.raises(OptionError) as e:
+        RunOptions(systems=100, backend="mpi", checkpoint=path)
+    assert e.value.for_cli().startswith("--checkpoint holds at most 64 systems")
+    assert not path.exists()
+
+
+@pytest.mark.mpi
+def test_an_mpi_job_of_more_ranks_than_a_checkpoint_holds_is_refused_before_any_collective(tmp_path):
+    """``mpiexec -n 65 ... --checkpoint PATH`` (the job's size known only at run time): every rank
+    refuses it at once.  65 real ranks are too many for a test machine, so the backend is given a
+    communicator of 65 (rank 0's view) that fails the test if any collective is attempted."""
+    pytest.importorskip("mpi4py")
+    code = f"""
+import sys
+from meshnb.backends import mpi
+from meshnb.options import OptionError, RunOptions
+
+class Comm:
+    def Get_rank(self): return 0
+    def Get_size(self): return 65
+    def __getattr__(self, name): raise AssertionError(f"a collective before the refusal: {{name}}")
+
+try:
+    mpi.run(RunOptions(backend="mpi", checkpoint={str(tmp_path / "c")!r}), comm=Comm())
+except OptionError as e:
+    print(e.for_cli())
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("--checkpoint holds at most 64 systems, and this run has 65"), p.stdout
+    assert not (tmp_path / "c").exists()

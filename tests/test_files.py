@@ -186,6 +186,31 @@ def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["page.bin"]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_what_sits_at_the_temporary_name_is_replaced_not_opened(tmp_path, kind):
+    """The temporary name ``.NAME.tmpPID`` is easy to guess: a FIFO put there blocked the write
+    forever (the open waits for a reader), a symbolic link was written through."""
+    path, victim = tmp_path / "page.bin", tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    code = textwrap.dedent(
+        f"""
+        import os
+        from pathlib import Path
+        from meshnb import files
+        tmp = Path({str(tmp_path)!r}) / f".page.bin.tmp{{os.getpid()}}"
+        if {kind!r} == "fifo":
+            os.mkfifo(tmp)
+        else:
+            os.symlink({str(victim)!r}, tmp)
+        files.write_atomic({str(path)!r}, b"whole", "--view-out")
+        """
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert path.read_bytes() == b"whole" and victim.read_bytes() == b"keep"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["page.bin", "victim"]
+
+
 def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path):
     path = tmp_path / "run.ckpt"
     dead, live = _dead_pid(), os.getppid()

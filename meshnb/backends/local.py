@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,7 @@ from .. import checkpoint
 from ..checkpoint import Checkpoint, RunSettings
 from ..exchange import Group
 from ..host import prepare_member, progress_bar
-from ..interrupts import deferred_interrupt
+from ..interrupts import StopRequest, deferred_interrupt, phase
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -69,7 +69,7 @@ def _write_checkpoint(run: _Run, memory: ClusterMemory, done: int) -> None:
 
 
 def _coordinate(
-    run: _Run, members: Members, memory: ClusterMemory, requested: Callable[[], bool]
+    run: _Run, members: Members, memory: ClusterMemory, requested: StopRequest
 ) -> tuple[int, list[MemberOutcome], float]:
     """Start the members together, serve checkpoints and a stop; returns the steps done, the
     outcomes, and the seconds from the start (members ready) to the end."""
@@ -82,6 +82,7 @@ def _coordinate(
             raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {give_up:g} s")
     members.started()
     control.start()
+    phase("running")
     began = time.perf_counter()
     bar = progress_bar(plan.steps, run.progress)
     shown = 0
@@ -112,6 +113,8 @@ def _coordinate(
                     since = now
                     if target is None:  # the run's end comes first: it is the stop and the checkpoint
                         stopping, next_ckpt = stop, math.inf
+                        if stop:
+                            requested.declined()  # the run ends all the same: the Ctrl-C is the caller's
             elif target is not None and control.paused_at(target):
                 _write_checkpoint(run, memory, target)
                 control.go_on()

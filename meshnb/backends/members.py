@@ -26,6 +26,7 @@ import numpy as np
 
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
 from ..host import drive, stall_hook, stalled
+from ..interrupts import phase
 from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
@@ -192,16 +193,24 @@ def _mp_context() -> Any:
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["meshnb.backends.preload"])
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
-    # The server starts with SIGINT blocked (a mask survives fork and exec): a Ctrl-C while it
-    # preloads numba would kill it, and the run with it; it ignores SIGINT once loaded, and its
-    # children, the members, leave Ctrl-C to the coordinator.
+    # The server must never see a Ctrl-C: its preload (numba) takes a second, and a
+    # KeyboardInterrupt there kills it, and the run with it.  It starts with SIGINT blocked (a
+    # mask, this thread's, survives fork and exec; Python leaves it as it is) until it ignores SIGINT, once
+    # loaded; its children, the members, inherit the mask.  The resource tracker starts first, on
+    # its own: its start unblocks SIGINT here on the way out (bpo-33613's mask, for the tracker),
+    # which left the server unprotected (`SigBlk: 0` in its /proc status).  No SIG_IGN here: a
+    # Ctrl-C that another thread of this process (a BLAS pool) took while SIGINT was ignored
+    # would be lost, and a blocked one only waits.
+    resource_tracker.ensure_running()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        forkserver.ensure_running()
+        phase("spawn")  # SIGINT held here: another thread takes it
+        forkserver.ensure_running()  # the tracker runs: nothing unblocks SIGINT on the way
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    phase("forkserver")
     return ctx
 
 
@@ -222,7 +231,8 @@ def refuse_unguarded_main() -> None:
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
     """A member process's main: attach to the memory (by name, or the descriptor the coordinator
     sends first), run, report through ``conn``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's (blocked until here)
+    phase("member")
     try:
         fd = reduction.recv_handle(conn) if name is None else None
     except (EOFError, OSError):
@@ -293,7 +303,12 @@ class ProcessMembers:
                 name=f"meshnb-system-{k}",
                 daemon=True,
             )
-            p.start()
+            try:
+                p.start()
+            except (EOFError, OSError) as e:  # the forkserver is gone (killed, say): one line, not its traceback
+                theirs.close()
+                self.close()
+                raise ClusterError(k, f"its member process could not be started ({type(e).__name__}: {e})") from None
             theirs.close()
             if shared.fd is not None:
                 reduction.send_handle(mine, shared.fd, p.pid)

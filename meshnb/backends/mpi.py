@@ -51,7 +51,7 @@ from ..checkpoint import Checkpoint
 from ..exchange import Group
 from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
 from ..interrupts import deferred_interrupt
-from ..options import RunOptions, resolve
+from ..options import RunOptions, check_checkpoint_systems, resolve
 from ..program import COUNTER_NAMES, Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256State
@@ -212,6 +212,9 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             )
         if opts.systems != n:
             raise ValueError(f"{opts.systems} systems asked for, but the MPI job has {n} ranks (one system per rank)")
+
+    if opts.checkpoint is not None:
+        check_checkpoint_systems(n)  # every rank alike, before any collective
 
     def load_shared(path: Any) -> Checkpoint:  # rank 0 reads the file; every rank gets its bytes
         where = f"checkpoint {path}"

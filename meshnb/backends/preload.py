@@ -3,7 +3,12 @@ from it starts with meshnb imported and the grouped step's kernels loaded from n
 
 from __future__ import annotations
 
-from ..host import warm_grouped
-from . import members  # noqa: F401  - the members' code
+from ..interrupts import phase
+
+phase("preload")  # before the heavy imports: the window a Ctrl-C must not reach
+
+from ..host import warm_grouped  # noqa: E402
+from . import members  # noqa: E402, F401  - the members' code
 
 warm_grouped(True)
+phase("preloaded")

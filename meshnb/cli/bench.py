@@ -6,17 +6,24 @@ import argparse
 from typing import Any
 
 
+def _parse_paths(text: str) -> list[str]:
+    names = [p for p in text.split(",") if p]
+    if not names:
+        raise ValueError(f"{text!r} names no path")
+    return names
+
+
 def register(sub: Any) -> None:
     """Add ``bench`` to the ``meshnb`` parser's subcommands."""
-    from ..options import arg_type, parse_positive
+    from ..options import arg_type, parse_seconds
 
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
     b.add_argument(
-        "--seconds", type=arg_type(parse_positive), metavar="S", help="time budget per path (default 2; --quick 0.25)"
+        "--seconds", type=arg_type(parse_seconds), metavar="S", help="time budget per path (default 2; --quick 0.25)"
     )
     b.add_argument("--quick", action="store_true", help="a ~3 s run: shorter budgets and bit checks")
     b.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
-    b.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], metavar="A,B", help="only these paths")
+    b.add_argument("--paths", type=arg_type(_parse_paths), metavar="A,B", help="only these paths")
     b.set_defaults(handler=run)
 
 

@@ -99,13 +99,15 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
 
         parser = build_parser()
         args = parser.parse_args(_glue_values(sys.argv[1:] if argv is None else argv, parser))
-        if flag.hit:
-            raise KeyboardInterrupt
         if args.command is None:  # bare `meshnb`: what it can do
             parser.print_help(sys.stderr)
             return EXIT_USAGE
+        if args.command in ("train", "bench") and sys.stdout is None and prints(args):
+            raise UsageError("stdout is closed (>&-): the result would have nowhere to go")
         if args.command != "train":  # train holds Ctrl-C to a task boundary; the others stop where they are
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if flag.hit:  # a Ctrl-C while the command loaded
+            raise KeyboardInterrupt
         return int(args.handler(args))
     except KeyboardInterrupt:
         print("meshnb: interrupted", file=sys.stderr)
@@ -116,6 +118,10 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
     except Exception as e:
+        run_interrupted = getattr(sys.modules.get("meshnb.results"), "RunInterrupted", ())
+        if isinstance(e, run_interrupted):  # a run inside a command (bench's cluster paths) saw the Ctrl-C
+            print("meshnb: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         # (an error while importing them, e.g. MESHNB_SHA256=sha-ni on a CPU without SHA-NI, leaves
         # their names unbound: take them from the modules that did load)
         option_error = getattr(sys.modules.get("meshnb.options"), "OptionError", ())

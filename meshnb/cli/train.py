@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
     opts = options(args)
     if args.view_out:
         files.check_output(args.view_out, "--view-out")
+        for flag, path in (("--checkpoint", opts.checkpoint), ("--resume", opts.resume)):
+            if path is not None and os.path.realpath(path) == os.path.realpath(args.view_out):
+                raise UsageError(f"--view-out {args.view_out} is the {flag} file: the page would replace the run")
     if opts.checkpoint is not None:
         files.check_output(opts.checkpoint, "--checkpoint")
     try:
