@@ -28,6 +28,7 @@ from meshnb.testing.pages import with_words
 
 from .test_cluster import member_pids
 from .test_files import _special
+from .util import meshnb_cli
 
 
 def _checkpoint(tmp_path, steps=300, systems=2, **kw):
@@ -134,9 +135,7 @@ def test_ctrl_c_writes_a_checkpoint_that_another_backend_resumes(tmp_path, backe
 
 
 def _cli(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return meshnb_cli("train", *argv)
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])
@@ -584,6 +583,7 @@ def test_an_mpi_job_of_more_ranks_than_a_checkpoint_holds_is_refused_before_any_
 import sys
 from meshnb.backends import mpi
 from meshnb.options import OptionError, RunOptions
+
 
 class Comm:
     def Get_rank(self): return 0

@@ -15,6 +15,8 @@ from meshnb.cli import main
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
+from .util import meshnb_cli
+
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
@@ -130,10 +132,7 @@ def test_a_short_view_in_page_is_refused(capsys, tmp_path):
     assert code == 2 and "4096 bytes" in err and err.count("\n") == 1
 
 
-def _cli(*argv: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "meshnb", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
-    )
+_cli = meshnb_cli
 
 
 def test_python_dash_m_and_the_progress_bar():

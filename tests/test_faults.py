@@ -24,6 +24,8 @@ import pytest
 
 import meshnb
 
+from .util import meshnb_cli
+
 LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 12 if LONG else 2
 SHM = Path("/dev/shm")
@@ -38,13 +40,7 @@ RUNS = {
 
 
 def _start(*argv: str, new_session: bool = False) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "meshnb", "train", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=new_session,
-    )
+    return meshnb_cli("train", *argv, start_new_session=new_session)
 
 
 def _shm() -> set[str]:
@@ -71,6 +67,7 @@ def _clean_digests(argv: tuple[str, ...], steps: int) -> list[tuple[str, str]]:
 # --- Ctrl-C ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(RUNS))
 def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
     argv = RUNS[backend]
@@ -136,11 +133,9 @@ def _phase_log(path: Path) -> dict[str, float]:
 
 
 def _start_logged(log: Path, *argv: str, pause: str = "") -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "meshnb", "train", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return meshnb_cli(
+        "train",
+        *argv,
         start_new_session=True,  # its own process group: the test's Ctrl-C reaches it alone, as a terminal's would
         env={**os.environ, "MESHNB_TEST_PHASES": str(log), "MESHNB_TEST_PHASES_PAUSE": pause},
     )
@@ -161,6 +156,7 @@ def _phase_lengths() -> dict[str, float]:
     return {n: max(end - seen[n], 0.001) for n, end in zip(PHASES, ends)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("phase", PHASES)
 def test_ctrl_c_in_each_phase_of_a_processes_start_up(tmp_path, phase):
     """Issue 16, item 1: SIGINT to the process group (a terminal's Ctrl-C) while the forkserver
@@ -344,6 +340,7 @@ def test_view_in_takes_a_path_as_well_as_bytes(tmp_path):
         meshnb.train(20, view_in=1234)
 
 
+@pytest.mark.slow
 def test_ctrl_c_as_the_command_ends_changes_nothing():
     """Moments that straddle a short run's end: before it, 130 and one line; after its result is
     printed, exit 0 and nothing more (not a SIGINT death in the interpreter's shutdown)."""
@@ -379,6 +376,7 @@ def test_a_closed_stdout_is_refused_in_one_line(argv):
     )
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_bench_ends_with_130_and_one_line():
     """Moments over a whole ``meshnb bench`` (its length measured first): a Ctrl-C inside a cluster
     path was a RunInterrupted traceback, and one during bench's imports, or in a run of a single

@@ -19,6 +19,8 @@ import pytest
 
 from meshnb import files
 
+from .util import meshnb_cli
+
 QUICK_S = 2.0  # a refusal takes no longer than this, whatever the file
 
 
@@ -440,9 +442,7 @@ def test_holders_that_come_and_go_never_overlap(tmp_path):
 
 
 def _cli(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "meshnb", "train", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return meshnb_cli("train", *argv)
 
 
 def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:

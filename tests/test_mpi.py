@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import pytest
 
 import meshnb
 from meshnb import checkpoint as ckpt_io
+
+from .util import mpiexec
 
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None  # not imported: it would start MPI here
 pytestmark = [
@@ -33,12 +34,7 @@ HERE = Path(__file__).parent
 RUN_S = 180  # the limit of one MPI run (cold numba caches compile in every rank at once)
 
 
-def _mpiexec() -> str:
-    beside = Path(sys.executable).with_name("mpiexec")
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
-    if found is None:
-        pytest.fail("mpi4py is installed but no mpiexec was found (beside python or on PATH)")
-    return found
+_mpiexec = mpiexec
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -4,13 +4,14 @@ sweep's every system against it."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 import meshnb
 from meshnb.sweeps import SweepResult
+
+from ..util import run_meshnb
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,13 +50,5 @@ def check_against_train(
 
 
 def cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    """``python -m meshnb sweep ARGS``."""
-    return subprocess.run(
-        [sys.executable, "-m", "meshnb", "sweep", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        check=False,
-        **kw,
-    )
+    """``python -m meshnb sweep ARGS`` (tests.util's one way to run the command), from the repository."""
+    return run_meshnb("sweep", *args, timeout=timeout, cwd=ROOT, **kw)

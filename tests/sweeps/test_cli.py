@@ -18,6 +18,7 @@ import meshnb
 from meshnb.sweeps import sweep
 from meshnb.testing.pages import hard_pages
 
+from ..util import mpiexec as util_mpiexec
 from .helpers import ROOT, alone, cli
 
 
@@ -192,7 +193,7 @@ HAVE_MPI4PY = __import__("importlib.util").util.find_spec("mpi4py") is not None
 @pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
-    mpiexec = Path(sys.executable).with_name("mpiexec")
+    mpiexec = util_mpiexec()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
     env.update({"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"})
     args = ["--lr", "0.0001:2:37:log", "--steps", "260", "--trace", "--json", "--loss-every", "20", "--threads", "1"]
@@ -217,7 +218,7 @@ def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
 @pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
 def test_mpi_rounds_of_batches_stream_the_same_table(tmp_path: Path) -> None:
     """40000 systems on 2 ranks: batches of 16384 dealt in two rounds (rank 1 idle in the second)."""
-    mpiexec = Path(sys.executable).with_name("mpiexec")
+    mpiexec = util_mpiexec()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
     args = ["--lr", "0.001:1:40000:log", "--steps", "3", "--threads", "1", "--no-progress"]
     p = subprocess.run(
