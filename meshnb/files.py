@@ -249,13 +249,18 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
             os.unlink(tmp)
         raise WriteError(what, path, e) from None
     try:
-        dfd = os.open(p.parent, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(p.parent)
     except OSError as e:
         raise WriteError(what, path, e) from None
+
+
+def fsync_dir(directory: Pathish) -> None:
+    """fsync a directory: what makes a rename in it durable (OSError as the OS says)."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 # ---------------------------------------------------------------------------------------------

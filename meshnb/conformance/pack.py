@@ -434,11 +434,7 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
                 os.rename(tmp, root)
             else:
                 os.rename(tmp, root)
-            dfd = os.open(root.parent, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            files.fsync_dir(root.parent)
         except OSError as e:
             raise files.WriteError("pack", root, e) from None
         if replace_old:
