@@ -208,8 +208,9 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     ]
     if not clusters:
         return paths
-    # The registry's cluster backends on this machine (mpi runs under mpiexec: bench/test_bench_mpi.py).
-    for backend in (b for b in BACKENDS if b not in ("single", "mpi")):
+    # The registry's cluster backends of this machine's CPU (mpi runs under mpiexec:
+    # bench/test_bench_mpi.py; cuda on a GPU: bench/test_bench_cuda.py and meshnb gpu-check).
+    for backend in (b for b in BACKENDS if b not in ("single", "mpi", "cuda")):
         systems = 8 if backend == "fused" else 2
         name = f"{backend}-{systems}"
         desc = f"meshnb.train(systems={systems}, backend={backend!r}), per lockstep step"
