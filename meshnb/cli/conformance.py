@@ -26,9 +26,14 @@ def _error(msg: str, code: int = EXIT_USAGE) -> int:
 
 
 def _write(data: bytes) -> int:
-    """Write to stdout; 141 quietly when its reader is gone (``meshnb ops gen mul | head``)."""
+    """Write to stdout; 141 quietly when its reader is gone (``meshnb ops gen mul | head``).  A
+    stdout without bytes (a notebook's, a test's capture) gets the text."""
     try:
-        sys.stdout.buffer.write(data)
+        raw = getattr(sys.stdout, "buffer", None)
+        if raw is not None:
+            raw.write(data)
+        else:
+            sys.stdout.write(data.decode())
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the final flush stays quiet
