@@ -15,8 +15,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from . import vec
-from .floatz import flush, flush_words, mul, sub
+from .floatz import bits, flush, flush_subnormal, flush_words, from_bits, mul, sub
 from .jit import jit
 from .view import FIELDS
 
@@ -36,10 +35,34 @@ U64_7 = np.uint64(7)
 TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
-# Scalar helpers (``vec``'s intrinsics, compiled into each kernel that uses them): ``result`` is
-# a result inside a kernel, ``in_word`` a page word entering one, ``out_word`` a word leaving one;
-# each applies mode Z's rule when its ``z`` is true and is plain IEEE otherwise.
-result, in_word, out_word = vec.result, vec.in_word, vec.out_word
+# --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
+# njit functions, not llvmlite intrinsics: as intrinsics they saved ~0.35 s of a cold start but
+# made the single loop 7% slower (17.7 against 16.5 ns a step, bench/test_bench_sweep.py
+# single_loop, 2026-12-01); the loop's speed comes first, and the cold start stays under 2 s.
+
+
+@jit()
+def result(r: np.float32, z: bool) -> np.float32:
+    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode."""
+    if z:
+        return flush_subnormal(r)
+    return r
+
+
+@jit()
+def out_word(f: np.float32, z: bool) -> np.uint32:
+    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z."""
+    if z:
+        return bits(f)
+    return np.float32(f).view(np.uint32)
+
+
+@jit()
+def in_word(u: np.uint32, z: bool) -> np.float32:
+    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z."""
+    if z:
+        return from_bits(u)
+    return np.uint32(u).view(np.float32)
 
 
 @register_jitable

@@ -238,60 +238,6 @@ def words(typingctx, v):
     return v(v), codegen
 
 
-# --- scalar words in and out of a kernel (``z``: a bool, mode Z or plain IEEE) ----------------
-# Intrinsics, not njit functions: they compile as part of their caller, with no dispatcher of
-# their own to type, lower and optimise (each such helper cost ~50 ms of a cold start).
-
-
-def _as_bool(context, builder, ty, value):
-    return context.cast(builder, value, ty, types.boolean)
-
-
-@intrinsic
-def result(typingctx, r, z):
-    """A float32 result inside a kernel: the subnormal flush (``floatz.flush_subnormal``) when
-    ``z``, untouched otherwise."""
-    if not (r == types.float32 and isinstance(z, types.Boolean)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        flushed = _flush_ir(builder, args[0], 0, canonical_nan=False)
-        return builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, args[0])
-
-    return types.float32(r, z), codegen
-
-
-@intrinsic
-def in_word(typingctx, u, z):
-    """A word entering a kernel from the page, as float32: ``ftz_from_bits`` when ``z``
-    (``floatz.from_bits``), its bits as they are otherwise."""
-    if not (isinstance(u, types.Integer) and isinstance(z, types.Boolean)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        w = context.cast(builder, args[0], sig.args[0], types.uint32)
-        flushed = _flush_words_ir(builder, w, 0, canonical_nan=True)
-        w = builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, w)
-        return builder.bitcast(w, _F32)
-
-    return types.float32(u, z), codegen
-
-
-@intrinsic
-def out_word(typingctx, f, z):
-    """A float32 leaving a kernel (page, trace, exchange slot) as its uint32 word: ``ftz_bits``
-    when ``z`` (``floatz.bits``), the bits as they are otherwise."""
-    if not (f == types.float32 and isinstance(z, types.Boolean)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        w = builder.bitcast(args[0], _I32)
-        flushed = _flush_words_ir(builder, w, 0, canonical_nan=True)
-        return builder.select(_as_bool(context, builder, sig.args[1], args[1]), flushed, w)
-
-    return types.uint32(f, z), codegen
-
-
 @intrinsic
 def lane(typingctx, v, i):
     """Lane ``i`` of ``v`` as a float32."""
