@@ -138,6 +138,7 @@ def _cli(*argv: str) -> subprocess.Popen:
     return meshnb_cli("train", *argv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_a_run_killed_with_sigkill_resumes_to_the_same_digests(tmp_path, backend):
     path, steps = tmp_path / "run.ckpt", 3_000_000

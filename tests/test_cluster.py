@@ -170,6 +170,7 @@ def test_a_member_process_that_dies_ends_the_run_naming_it():
     assert f"(pid {victim[0]})" in str(e.value) and str(e.value).startswith(f"system {e.value.system}: ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ctrl_c_stops_every_member_at_one_task_boundary(backend):
     timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))

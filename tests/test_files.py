@@ -417,6 +417,7 @@ _CONTENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_holders_that_come_and_go_never_overlap(tmp_path):
     """Release unlinks the lock file while another process may have it open: the inode check makes
     that process try again rather than hold a lock on a file no longer at the name."""

@@ -543,6 +543,7 @@ def test_a_long_diagnosis_shows_progress_and_stops(
     assert err.splitlines()[-1] == f"meshnb: {line}" and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_a_check(quick_pack: Path, tmp_path: Path) -> None:
     """SIGINT (a terminal's Ctrl-C, to the process group) while check imports, runs meshnb.train
     (its RunInterrupted) or diffs: 130 and one line, or the verdict if it came first; no traceback."""

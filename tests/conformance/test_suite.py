@@ -45,6 +45,7 @@ def junit(path: Path) -> ET.Element:
     return top
 
 
+@pytest.mark.slow
 def test_fault_free_executor_passes_every_case(
     quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,6 +153,7 @@ def _alive(pid: int) -> bool:
         return f.read().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_a_hanging_executor_is_killed_with_its_children(
     quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -158,6 +158,7 @@ def test_cli_broken_pipe_is_141_quietly(args: list[str]) -> None:
     assert p.stderr.strip().splitlines()[-1] == "141" and "Traceback" not in p.stderr and "Error" not in p.stderr
 
 
+@pytest.mark.slow
 def test_cli_ctrl_c_keeps_the_finished_chunks(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
     sweep(1, lrs=[0.5])  # the loop compiled into numba's cache: the command below starts stepping at once
