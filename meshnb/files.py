@@ -220,6 +220,18 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
     return removed
 
 
+def open_temp(path: Path) -> tuple[int, Path]:
+    """A new temporary file ``.NAME.tmpPID`` beside ``path`` for an atomic write, open for writing:
+    its descriptor and name (OSError as the OS says).  Stale temporaries of dead writers at this
+    path are removed first.  Always a new file, never what is at the name: a FIFO there (its name
+    is easy to guess) would block the open, a symbolic link would be written through."""
+    remove_stale_temps(path)
+    tmp = _temp_name(path, os.getpid())
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+
+
 def write_atomic(path: Pathish, data: bytes, what: str) -> None:
     """Write ``data`` to ``path`` atomically (a crash leaves the old file or the new one, whole).
 
@@ -228,14 +240,11 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
     was, and :class:`WriteError` names ``path`` (e.g. ``checkpoint /x/run.ckpt: No space left on
     device``).  Stale temporary files of dead writers at this path are removed first."""
     p = Path(path)
-    remove_stale_temps(p)
-    tmp = _temp_name(p, os.getpid())
     try:
-        # A new file, never what is at the name: a FIFO there (its name is easy to guess) would
-        # block the open, a symbolic link would be written through.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        fd, tmp = open_temp(p)
+    except OSError as e:
+        raise WriteError(what, path, e) from None
+    try:
         try:
             view = memoryview(data)
             while view:

@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from .. import loops
-from ..files import WriteError, remove_stale_temps
+from ..files import WriteError, fsync_dir, open_temp
 from ..floatz import flush_words
 from ..view import WORD
 from .plan import LOSS
@@ -366,13 +366,11 @@ class _Out:
                 raise ValueError(f"{what} -: stdout is closed")
             self.f: IO[bytes] = sys.stdout.buffer
         else:
-            p = Path(path)
-            remove_stale_temps(p)
-            self.tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
             try:
-                self.f = open(self.tmp, "wb")  # noqa: SIM115 (closed by commit or abort)
+                fd, self.tmp = open_temp(Path(path))
             except OSError as e:
                 raise WriteError(what, path, e) from None
+            self.f = os.fdopen(fd, "wb")  # closed by commit or abort
 
     def write(self, data: bytes) -> None:
         try:
@@ -392,6 +390,7 @@ class _Out:
                 self.f.close()
                 os.replace(self.tmp, self.path)
                 self.tmp = None
+                fsync_dir(Path(self.path).parent)  # the rename itself, as write_atomic makes it durable
         except BrokenPipeError:
             raise
         except OSError as e:

@@ -89,3 +89,21 @@ def test_page_names_are_quoted_in_csv(tmp_path: Path, parts: list[SweepResult]) 
     _write_all(w, parts[:1])
     rows = list(csv.DictReader(io.StringIO((tmp_path / "n.csv").read_text())))
     assert rows[0]["page"] == names[0]
+
+
+def test_a_streamed_table_never_writes_through_what_sits_at_its_temporary_name(tmp_path):
+    """The writers open their temporary as write_atomic does (files.open_temp): a symbolic link
+    planted at the guessable ``.NAME.tmpPID`` is replaced, never written through."""
+    import os
+
+    from meshnb import sweep
+    from meshnb.sweeps import CsvWriter
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    out = tmp_path / "out.csv"
+    (tmp_path / f".out.csv.tmp{os.getpid()}").symlink_to(victim)
+    w = CsvWriter(str(out))
+    w.write(sweep(2, lrs=[0.5]))
+    w.close(2)
+    assert victim.read_text() == "keep me" and out.read_text().count("\n") == 2
