@@ -23,7 +23,7 @@ from ..options import RunOptions
 from ..program import STEPS, Context
 from ..results import RunInterrupted, RunResult, system_result
 from ..trace import Trace
-from ..view import VIEW_BYTES, View
+from ..view import PAGE_WORDS, View
 from . import fused
 
 CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress stay live
@@ -32,7 +32,7 @@ CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress st
 def _warm_up(z: bool) -> float:
     """Compile the kernel now (a launch of no steps on a scratch page); its seconds."""
     began = time.perf_counter()
-    host.run_cluster(np.zeros((1, VIEW_BYTES // 4), dtype=np.uint32), 0, np.empty((0, NSUMS), np.uint32), z)
+    host.run_cluster(np.zeros((1, PAGE_WORDS), dtype=np.uint32), 0, np.empty((0, NSUMS), np.uint32), z)
     return time.perf_counter() - began
 
 

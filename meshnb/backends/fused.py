@@ -25,7 +25,7 @@ from ..kernels import NSUMS
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
 from ..results import RunInterrupted, RunResult, SaveFailed, SystemResult
-from ..view import VIEW_BYTES, View
+from ..view import PAGE_WORDS, View
 
 CHUNK_STEPS = 1 << 18  # steps x systems per njit call: tens of milliseconds, so stops stay prompt
 
@@ -38,7 +38,7 @@ Engine = Callable[[bool], tuple[Callable[[np.ndarray, int, np.ndarray], None], C
 def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     start = resolve(opts)
     n, plan = start.systems, start.plan
-    pages = np.zeros((n, VIEW_BYTES // 4), dtype=np.uint32)  # every member's page, a row each
+    pages = np.zeros((n, PAGE_WORDS), dtype=np.uint32)  # every member's page, a row each
     counters = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
     contexts = [Context(View(pages[k]), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
     for k, ctx in enumerate(contexts):

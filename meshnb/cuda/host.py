@@ -26,9 +26,8 @@ import numpy as np
 from ..floatz import flush_words
 from ..kernels import NSUMS
 from ..program import LAST_STEP
-from ..view import VIEW_BYTES, WORD
+from ..view import PAGE_WORDS, WORD
 
-WORDS = VIEW_BYTES // 4
 WARP = 32
 MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
@@ -138,8 +137,8 @@ def run_systems(
     Raises ValueError for bad arguments, :class:`CudaUnavailable` without numba-cuda or a device."""
     image = require()
     p = np.array(pages, dtype=np.uint32, copy=True)
-    if p.ndim != 2 or p.shape[1] != WORDS or p.shape[0] == 0:
-        raise ValueError(f"pages must be [M, {WORDS}] uint32 with M >= 1, got shape {p.shape}")
+    if p.ndim != 2 or p.shape[1] != PAGE_WORDS or p.shape[0] == 0:
+        raise ValueError(f"pages must be [M, {PAGE_WORDS}] uint32 with M >= 1, got shape {p.shape}")
     m = p.shape[0]
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")

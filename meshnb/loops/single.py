@@ -50,14 +50,12 @@ from ..kernels import (
     result,
 )
 from ..vec import IEEE, MODES, Z_DAZ, Z
-from ..view import VIEW_BYTES
+from ..view import PAGE_WORDS
 
 __all__ = [
     "IEEE", "MODES", "Z_DAZ", "Z", "check_count", "check_mode", "loop_mode", "own_sums", "run_fused", "run_tasks",
     "warm_up",
 ]  # fmt: skip
-
-VIEW_WORDS = VIEW_BYTES // 4
 
 
 def loop_mode(z: bool) -> int:
@@ -159,7 +157,7 @@ def _make_tasks(mode: int):
         written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
         the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows)."""
         # The door's sizes (its types were checked when this compiled): nothing below checks.
-        if words.shape[0] != VIEW_WORDS:
+        if words.shape[0] != PAGE_WORDS:
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
@@ -217,7 +215,7 @@ def _make_fused(mode: int):
         words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
         system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
         of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
-        if pages.shape[0] == 0 or pages.shape[1] != VIEW_WORDS:
+        if pages.shape[0] == 0 or pages.shape[1] != PAGE_WORDS:
             raise ValueError("run_fused: pages must be [N, 1024] uint32 words, N >= 1")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_fused: trace must be [count, 5] (a row per step) or have no rows")
@@ -338,7 +336,7 @@ def warm_up(mode: int, fused: bool = False) -> float:
     start = time.perf_counter()
     trace = np.empty((0, NSUMS), dtype=np.uint32)
     if fused:
-        run_fused(np.zeros((1, VIEW_WORDS), dtype=np.uint32), 0, trace, mode)
+        run_fused(np.zeros((1, PAGE_WORDS), dtype=np.uint32), 0, trace, mode)
     else:
-        run_tasks(np.zeros(VIEW_WORDS, dtype=np.uint32), 0, trace, mode)
+        run_tasks(np.zeros(PAGE_WORDS, dtype=np.uint32), 0, trace, mode)
     return time.perf_counter() - start

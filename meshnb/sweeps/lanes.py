@@ -14,8 +14,8 @@ import numpy as np
 from .. import kernels
 from ..floatz import flush_words
 from ..loops import sweep as sweep_loop
-from ..view import WORD
-from .plan import LOSS, WORDS
+from ..view import PAGE_WORDS, WORD
+from .plan import LOSS
 
 
 class Lanes:
@@ -54,7 +54,7 @@ class Lanes:
         # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
         tables: dict[int, np.ndarray] = {}
         for u, row in enumerate(ids):
-            page = np.zeros(WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
+            page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
             page[WORD["X"] : WORD["X"] + 256] = np.frombuffer(row, dtype=np.uint32, count=256)
             page[WORD["Y"] : WORD["Y"] + 256] = np.frombuffer(row, dtype=np.uint32, offset=1024)
             tab = kernels.batches(page, z).reshape(4, kernels.BATCHES, kernels.WARP)

@@ -20,7 +20,7 @@ import numpy as np
 from .. import program
 from ..floatz import flush_words
 from ..options import is_int
-from ..view import VIEW_BYTES, WORD, View
+from ..view import PAGE_WORDS, VIEW_BYTES, WORD, View
 
 LRs: TypeAlias = Sequence[float] | np.ndarray
 """Learning rates: numbers (rounded to float32), or a uint32 array of f32 words."""
@@ -29,7 +29,6 @@ Pages: TypeAlias = bytes | bytearray | memoryview | Sequence[bytes | bytearray |
 StepBases: TypeAlias = int | Sequence[int] | np.ndarray
 """One step base for every system, or one per system."""
 
-WORDS = VIEW_BYTES // 4
 """The word index of each page field (SPEC 7)."""
 LOSS = slice(WORD["LOSS"], WORD["LOSS"] + 256)
 MAX_STEPS = (1 << 63) - 1
@@ -80,7 +79,8 @@ def page_words(pages: Any, name: str = "view_in") -> np.ndarray:
         if raw.ndim == 1:
             raw = raw[None, :]
         ok = raw.ndim == 2 and (
-            (raw.dtype == np.uint32 and raw.shape[1] == WORDS) or (raw.dtype == np.uint8 and raw.shape[1] == VIEW_BYTES)
+            (raw.dtype == np.uint32 and raw.shape[1] == PAGE_WORDS)
+            or (raw.dtype == np.uint8 and raw.shape[1] == VIEW_BYTES)
         )
         if not ok:
             raise ValueError(f"{name} must be [P, 4096] uint8 or [P, 1024] uint32, got {raw.dtype} {raw.shape}")
