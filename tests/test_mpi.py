@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 import meshnb
 from meshnb import checkpoint as ckpt_io
 
-from .util import mpiexec
+from .util import mpi_env, mpiexec
 
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None  # not imported: it would start MPI here
 pytestmark = [
@@ -35,13 +34,7 @@ RUN_S = 180  # the limit of one MPI run (cold numba caches compile in every rank
 
 
 _mpiexec = mpiexec
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
-    env.update({"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"})
-    env.update(extra)
-    return env
+_env = mpi_env
 
 
 def mpirun(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,15 @@ def run_meshnb(*argv: str, timeout: float = 300, **run: Any) -> subprocess.Compl
 def run_python(code: str, timeout: float = 300, **run: Any) -> subprocess.CompletedProcess:
     """``python -c CODE`` in a fresh interpreter (nothing of this process imported)."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, **run)
+
+
+def mpi_env(**extra: str) -> dict[str, str]:
+    """The environment of an MPI job in the tests: this one, less the tests' fault hooks, with
+    MPICH's progress throttle (ranks that yield: 2 cores, more ranks) and ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
+    env.update({"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"})
+    env.update(extra)
+    return env
 
 
 def mpiexec() -> str:

@@ -18,6 +18,7 @@ import meshnb
 from meshnb.sweeps import sweep
 from meshnb.testing.pages import hard_pages
 
+from ..util import mpi_env
 from ..util import mpiexec as util_mpiexec
 from .helpers import ROOT, alone, cli
 
@@ -195,8 +196,7 @@ HAVE_MPI4PY = __import__("importlib.util").util.find_spec("mpi4py") is not None
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
     mpiexec = util_mpiexec()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
-    env.update({"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"})
+    env = mpi_env()
     args = ["--lr", "0.0001:2:37:log", "--steps", "260", "--trace", "--json", "--loss-every", "20", "--threads", "1"]
     p = subprocess.run(
         [str(mpiexec), "-n", str(ranks), sys.executable, "-m", "meshnb", "sweep", *args],
@@ -220,7 +220,7 @@ def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
 def test_mpi_rounds_of_batches_stream_the_same_table(tmp_path: Path) -> None:
     """40000 systems on 2 ranks: batches of 16384 dealt in two rounds (rank 1 idle in the second)."""
     mpiexec = util_mpiexec()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHNB_MPI_TEST")}
+    env = mpi_env()
     args = ["--lr", "0.001:1:40000:log", "--steps", "3", "--threads", "1", "--no-progress"]
     p = subprocess.run(
         [str(mpiexec), "-n", "2", sys.executable, "-m", "meshnb", "sweep", *args, "--csv", str(tmp_path / "mpi.csv")],
