@@ -191,22 +191,18 @@ def test_cli_ctrl_c_keeps_the_finished_chunks(tmp_path: Path) -> None:
 HAVE_MPI4PY = __import__("importlib.util").util.find_spec("mpi4py") is not None
 
 
+def _mpi_sweep(ranks: int, *args: str) -> subprocess.CompletedProcess:
+    """``mpiexec -n RANKS python -m meshnb sweep ARGS`` from the repository, output captured."""
+    cmd = [util_mpiexec(), "-n", str(ranks), sys.executable, "-m", "meshnb", "sweep", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=mpi_env(), cwd=ROOT, check=False)
+
+
 @pytest.mark.mpi
 @pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
-    mpiexec = util_mpiexec()
-    env = mpi_env()
     args = ["--lr", "0.0001:2:37:log", "--steps", "260", "--trace", "--json", "--loss-every", "20", "--threads", "1"]
-    p = subprocess.run(
-        [str(mpiexec), "-n", str(ranks), sys.executable, "-m", "meshnb", "sweep", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
+    p = _mpi_sweep(ranks, *args)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert len(lines) == 1, "rank 0 prints the one document, the other ranks nothing"
@@ -219,18 +215,8 @@ def test_mpi_ranks_split_the_systems_bit_equal(ranks: int) -> None:
 @pytest.mark.skipif(not HAVE_MPI4PY, reason="mpi4py is not installed (pip install 'meshnb[mpi]')")
 def test_mpi_rounds_of_batches_stream_the_same_table(tmp_path: Path) -> None:
     """40000 systems on 2 ranks: batches of 16384 dealt in two rounds (rank 1 idle in the second)."""
-    mpiexec = util_mpiexec()
-    env = mpi_env()
     args = ["--lr", "0.001:1:40000:log", "--steps", "3", "--threads", "1", "--no-progress"]
-    p = subprocess.run(
-        [str(mpiexec), "-n", "2", sys.executable, "-m", "meshnb", "sweep", *args, "--csv", str(tmp_path / "mpi.csv")],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
+    p = _mpi_sweep(2, *args, "--csv", str(tmp_path / "mpi.csv"))
     assert p.returncode == 0, p.stderr
     alone_ = cli(*args, "--csv", str(tmp_path / "one.csv"))
     assert alone_.returncode == 0, alone_.stderr
