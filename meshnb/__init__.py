@@ -23,7 +23,7 @@ _EXPORTS = {
     "CheckpointError": "checkpoint",
     "Exchange": "exchange",
     "Group": "exchange",
-    "OptionError": "options",
+    "OptionError": "runspec",
     "Plan": "options",
     "RunOptions": "options",
     "Context": "program",
@@ -79,7 +79,6 @@ if TYPE_CHECKING:
     from .checkpoint import CheckpointError as CheckpointError
     from .exchange import Exchange as Exchange
     from .exchange import Group as Group
-    from .options import OptionError as OptionError
     from .options import Plan as Plan
     from .options import RunOptions as RunOptions
     from .program import Context as Context
@@ -90,6 +89,7 @@ if TYPE_CHECKING:
     from .results import RunResult as RunResult
     from .results import SaveFailed as SaveFailed
     from .results import SystemResult as SystemResult
+    from .runspec import OptionError as OptionError
     from .sweeps import SweepInterrupted as SweepInterrupted
     from .sweeps import SweepResult as SweepResult
     from .sweeps import sweep as sweep

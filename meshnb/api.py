@@ -1,6 +1,7 @@
 """``meshnb.train``: the one public signature of a run.
 
-The keywords are :class:`~meshnb.options.RunOptions`' fields, which hold every default, check and
+The keywords are :class:`~meshnb.options.RunOptions`' fields (their values checked by
+:mod:`meshnb.runspec`'s rules), which hold every default, check and
 help text once; ``train`` spells them out so that type checkers, IDEs and the API reference see
 them (a test keeps the two equal), makes the options, picks the backend from the registry
 (:mod:`meshnb.backends`) and runs it.
@@ -26,14 +27,14 @@ def train(
     steps: int | None = None,
     *,
     steps_per_task: int | None = None,
-    set_lr: Mapping[int, int] | Sequence[tuple[int, int]] | None = None,
+    set_lr: Mapping[int, int | float] | Sequence[tuple[int, int | float]] | None = None,
     step_base: int | None = None,
     view_in: bytes | bytearray | memoryview | np.ndarray | str | os.PathLike[str] | None = None,
     z: bool = True,
     keep_trace: bool = False,
     progress: bool = False,
     systems: int | None = None,
-    backend: str = "threads",
+    backend: str | None = None,
     timeout_ms: float = 1000.0,
     stalls: Sequence[tuple[int, int, int]] = (),
     give_up_s: float = 60.0,
@@ -43,36 +44,83 @@ def train(
 ) -> RunResult:
     """Run the train program and return every system's result.
 
-    Without ``systems``: one system without a group (SPEC 10's host).  With ``systems=N`` (1 to
-    64): a cluster in lockstep on ``backend``; ``result.systems[k]`` is system k.
-    ``backend="mpi"`` in every rank of an MPI job runs one system per rank.
+    Without ``systems``: one system without a group (SPEC 10's host).  With ``systems=N``: a
+    cluster of N systems in lockstep on ``backend``; ``result.systems[k]`` is system k.
 
-    Args:
-        steps: steps to run (default 4096; with ``resume``, the rest of the checkpoint's run).
-        steps_per_task: the page's STEPS_PER_TASK (default 64); the bits do not depend on it.
-        set_lr: LR changes, ``{step: f32 bits}`` or ``(step, bits)`` pairs: SET_LR with ``bits``
-            before the task that starts when ``step`` steps of this run are done (0: before the first).
-        step_base: after init, the first step (STEP_HI:NEXT_STEP), 0 to 2^64 - 2.
-        view_in: a start page instead of init: 4096 bytes (any buffer) or the path of a file.
-        z: float mode Z (default); ``False`` runs plain IEEE float32, only to see what Z changes.
-        keep_trace: keep the applied sums as ``result.trace`` (``[steps, 5]`` uint32).
-        progress: a progress bar on stderr.
-        systems: a cluster of this many systems (1 to 64; under MPI, the job's size).
-        backend: ``"threads"`` (default), ``"processes"``, ``"fused"`` or ``"mpi"``.
-        timeout_ms: a round's timeout in ms: the task stops and the round resumes later.
-        stalls: fault injection, ``(system, task call, ms)``: that system sleeps before that TASK call.
-        give_up_s: a member that completes no step for this many seconds stops the run.
-        checkpoint: write the whole run to this path at task boundaries, on Ctrl-C and at the end.
-        checkpoint_every_s: seconds between checkpoints.
-        resume: continue the run of this checkpoint file.
+    Parameters
+    ----------
+    steps : int, optional
+        Steps to run, 0 to 2^63 - 1 (default 4096; with ``resume``, the rest of the checkpoint's run).
+    steps_per_task : int, optional
+        The page's STEPS_PER_TASK, 1 to 2^32 - 1 (default 64); the bits do not depend on it.
+    set_lr : dict or sequence of (step, lr) pairs, optional
+        LR changes: SET_LR with ``lr`` before the task that starts when ``step`` steps of this run
+        are done (0: before the first).  An LR is a number (a float, rounded to float32) or an f32
+        word (an integer 0 to 2^32 - 1): ``{0: 0.01}`` and ``{0: 0x3C23D70A}`` are the same change,
+        as in :func:`meshnb.sweep`'s ``lrs``.
+    step_base : int, optional
+        After init, the first step (STEP_HI:NEXT_STEP), 0 to 2^64 - 2.
+    view_in : bytes or path, optional
+        A start page instead of init: 4096 bytes (any buffer) or the path of a file.
+    z : bool
+        Float mode Z (default); False runs plain IEEE float32, only to see what Z changes.
+    keep_trace : bool
+        Keep the applied sums as ``result.trace`` (``[steps, 5]`` uint32).
+    progress : bool
+        A progress bar on stderr.
+    systems : int, optional
+        A cluster of this many systems (1 to 64; under MPI, the job's size).
+    backend : {"threads", "processes", "fused", "mpi", "cuda"}, optional
+        Where the run executes.  Left out: one system alone without ``systems``, the
+        ``"threads"`` cluster with it.  Named, it is a cluster's backend and needs ``systems``
+        (or ``resume``), except ``"cuda"``, which also runs one system alone, and ``"mpi"``
+        (in every rank of an MPI job: one system per rank).
+    timeout_ms : float
+        A round's timeout in ms (above 0): the task stops and the round resumes later.
+    stalls : sequence of (system, task call, ms)
+        Fault injection: that system sleeps before that TASK call.
+    give_up_s : float
+        A member that completes no step for this many seconds stops the run.
+    checkpoint : path, optional
+        Write the whole run to this path at task boundaries, on Ctrl-C and at the end.
+    checkpoint_every_s : float
+        Seconds between checkpoints.
+    resume : path, optional
+        Continue the run of this checkpoint file.
 
-    Returns:
-        A :class:`~meshnb.results.RunResult`; its single-system attributes read system 0.
+    Returns
+    -------
+    RunResult
+        Every system's result; its single-system attributes read system 0.
 
-    Raises:
-        ValueError: bad options (:class:`~meshnb.options.OptionError`) or a bad page or checkpoint.
-        meshnb.RunInterrupted: Ctrl-C; ``.result`` holds every system as of the last completed task.
-        meshnb.ClusterError: a member failed, died or made no progress.
+    Raises
+    ------
+    OptionError
+        A bad value (a :class:`ValueError`, one line naming the option), a bad page or checkpoint.
+    TypeError
+        A wrong type: ``train("100")``, ``progress="yes"``, ``systems=2.0``.
+    RunInterrupted
+        Ctrl-C; ``.result`` holds every system as of the last completed task.
+    ClusterError
+        A member failed, died or made no progress.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> meshnb.train(4096).digest[:16]  # vectors.json's one system
+    'c5cf4d840d78008f'
+    >>> meshnb.train(4096, systems=2, backend="fused").systems[1].digest[:16]
+    '027d15b5eefdb9e1'
+    >>> meshnb.train(10, set_lr={0: 0.5}).digest == meshnb.train(10, set_lr={0: 0x3F000000}).digest
+    True
+    >>> meshnb.train(10, systems=65)
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: systems must be an integer from 1 to 64, got 65
+    >>> meshnb.train("100")
+    Traceback (most recent call last):
+        ...
+    TypeError: steps must be an integer from 0 to 9223372036854775807, got str '100'
     """
     return run(
         RunOptions(

@@ -14,17 +14,30 @@ import argparse
 import math
 import os
 import re
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-import numpy as np
-
 from . import checkpoint, files
 from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
-from .program import LAST_STEP
+from .runspec import (
+    MASK32,
+    OptionError,
+    check_bool,
+    check_can_run,
+    check_int,
+    check_number,
+    check_step_base,
+    check_steps,
+    check_steps_per_task,
+    is_int,
+    lr_word,
+)
+from .view import VIEW_BYTES, View
 
-MASK32 = 0xFFFFFFFF
+__all__ = ["OptionError", "is_int"]  # re-exported: their home is meshnb.runspec
 DEFAULT_STEPS = 4096
 # The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
 # stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
@@ -33,19 +46,10 @@ CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi", "cuda")  # the regis
 ALONE_BACKENDS = ("cuda",)  # backends that also run one system without a group (no systems given)
 
 
-class OptionError(ValueError):
-    """A bad option: one line that names the option as the caller spelled it.
-
-    ``template`` holds ``{name}`` placeholders for option names: ``str(e)`` spells them as the
-    library's keywords, :meth:`for_cli` as the command line's flags."""
-
-    def __init__(self, template: str, *names: str) -> None:
-        self.template, self.names = template, names
-        super().__init__(template.format(**{n: _LIBRARY_SPELLING.get(n, n) for n in names}))
-
-    def for_cli(self) -> str:
-        """The message with the option names spelled as the command line's flags."""
-        return self.template.format(**{n: _FLAGS[n].cli_spelling for n in self.names})
+def option_error(template: str, *names: str) -> OptionError:
+    """An :class:`~meshnb.runspec.OptionError` naming options of this table: ``str(e)`` spells
+    them as the library's keywords (``systems=N``), ``e.for_cli()`` as the command's flags."""
+    return OptionError(template, *names, library=_LIBRARY_SPELLING, flags=CLI_SPELLING)
 
 
 # --- parsing the command line's text (argparse ``type=`` functions) ----------------------------
@@ -53,13 +57,19 @@ class OptionError(ValueError):
 
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=`` from a parser raising ValueError, its message kept (argparse words
-    a plain ValueError as "invalid value")."""
+    a plain ValueError as "invalid value"); a deprecated spelling's DeprecationWarning is said on
+    stderr as one line (``meshnb: warning: ...``), as a command says it."""
 
     def convert(text: str) -> Any:
         try:
-            return parse(text)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", DeprecationWarning)
+                value = parse(text)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
+        for w in said:
+            print(f"meshnb: warning: {w.message}", file=sys.stderr, flush=True)
+        return value
 
     convert.__name__ = getattr(parse, "__name__", "value")
     return convert
@@ -115,18 +125,63 @@ def _parse_positive_u32(text: str) -> int:
     return value
 
 
+def parse_lr(text: str) -> int:
+    """One LR as the command line writes it, as its f32 word: a number (``0.01``, ``1e-3``:
+    rounded to float32) or a word in hex with ``0x`` (``0x3c23d70a``); the same in every command.
+
+    >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
+    ('0x3c23d70a', '0x3c23d70a')
+    """
+    t = text.strip()
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
+        return lr_word(int(t, 16), f"LR {text!r}")
+    if not _DECIMAL.fullmatch(t):  # float() would also take "1_0.5" and other scripts' digits
+        raise ValueError(f"LR {text!r} is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)")
+    number = float(t)
+    if math.isinf(number) and "inf" not in t.lower():  # 1e400: finite as written, beyond float64 too
+        raise ValueError(f"LR {text!r} is beyond float32's range (|x| <= 3.4028235e38)")
+    return lr_word(number, f"LR {text!r}")
+
+
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
+
+
 def _parse_set_lr(text: str) -> tuple[int, int]:
-    step, sep, bits = text.partition(":")
+    step, sep, lr = text.partition(":")
     if not sep:
-        raise ValueError(f"{text!r} is not STEP:HEX")
-    return parse_count(step), parse_hex_u32(bits, "f32 bits")
+        raise ValueError(f"{text!r} is not STEP:LR")
+    if re.fullmatch(r"[0-9a-fA-F]+", lr):  # the old spelling: bare hex, an f32 word
+        warnings.warn(
+            f"--set-lr {text}: an LR in hex without 0x is deprecated: write {step}:0x{lr} (the f32 word) "
+            "or a number with a point (0.5)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return parse_count(step), parse_hex_u32(lr, "f32 bits")
+    return parse_count(step), parse_lr(lr)
 
 
-def _parse_step_base(text: str) -> int:
-    hi, sep, lo = text.partition(":")
-    if not sep:
-        raise ValueError(f"{text!r} is not HI:LO")
-    return parse_hex_u32(hi, "step high half") << 32 | parse_hex_u32(lo, "step low half")
+def parse_step_base(text: str) -> int:
+    """A step base as the command line writes it: a number, ``N`` or ``0x...``; the old ``HI:LO``
+    (two hex halves) still works, deprecated.  The same in every command.
+
+    >>> parse_step_base("4294967296"), parse_step_base("0x100000000")
+    (4294967296, 4294967296)
+    """
+    t = text.strip()
+    if ":" in t:
+        hi, _, lo = t.partition(":")
+        value = parse_hex_u32(hi, "step high half") << 32 | parse_hex_u32(lo, "step low half")
+        warnings.warn(
+            f"--step-base {text}: HI:LO is deprecated: write the step as a number, {value} or {value:#x}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    elif re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
+        value = int(t, 16)
+    else:
+        value = parse_count(t)
+    return check_step_base(value)
 
 
 def _parse_systems(text: str) -> int:
@@ -170,41 +225,65 @@ class Flag:
         return {"--systems": "--systems N", "--resume": "--resume PATH"}.get(self.flag or "", self.flag or "")
 
 
-def _opt(default: Any, flag: Flag) -> Any:
+def option_field(default: Any, flag: Flag) -> Any:
     return field(default=default, metadata={"flag": flag})
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Everything a run of the train program takes; checked when made (:class:`OptionError`)."""
+    """Everything a run of the train program takes; checked when made.
 
-    steps: int | None = _opt(
+    Each field is a keyword of :func:`meshnb.train` (its doc says what each means); the field's
+    :class:`Flag` is its ``meshnb train`` flag.  A bad value is an :class:`OptionError` (a
+    :class:`ValueError`), a wrong type a :class:`TypeError` (:mod:`meshnb.runspec`'s rules).
+
+    Examples
+    --------
+    >>> RunOptions(steps=10).backend_name
+    'single'
+    >>> RunOptions(steps=10, systems=4).backend_name
+    'threads'
+    >>> RunOptions(set_lr={0: 0.5}).set_lr  # an LR as its f32 word
+    ((0, 1056964608),)
+    >>> RunOptions(backend="fused")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: backend is for clusters: give systems=N (or resume=PATH), or leave it out ...
+    """
+
+    steps: int | None = option_field(
         None, Flag("--steps", "steps to run (default 4096; with --resume, the run's)", "S", parse_count)
     )
-    steps_per_task: int | None = _opt(
+    steps_per_task: int | None = option_field(
         None, Flag("--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K", _parse_positive_u32)
     )
-    set_lr: tuple[tuple[int, int], ...] | None = _opt(
+    set_lr: tuple[tuple[int, int], ...] | None = option_field(
         None,
         Flag(
             "--set-lr",
-            "SET_LR with f32 bits HEX before the task that starts when STEP steps of this run are done "
-            "(0 = before the first; repeatable)",
-            "STEP:HEX",
+            "SET_LR with LR before the task that starts when STEP steps of this run are done "
+            "(0 = before the first; repeatable); LR a number (0.01) or an f32 word (0x3c23d70a)",
+            "STEP:LR",
             _parse_set_lr,
             repeat=True,
         ),
     )
-    step_base: int | None = _opt(
-        None, Flag("--step-base", "after init, set STEP_HI and NEXT_STEP (hex)", "HI:LO", _parse_step_base)
+    step_base: int | None = option_field(
+        None,
+        Flag(
+            "--step-base",
+            "after init, the first step: N or 0xHEX (0 to 2^64-2; HI:LO, two hex halves, is deprecated)",
+            "N",
+            parse_step_base,
+        ),
     )
-    view_in: bytes | None = _opt(
+    view_in: bytes | None = option_field(
         None, Flag("--view-in", "start from this raw 4096-byte page instead of init", "PATH", str)
     )
-    z: bool = _opt(True, Flag("--ieee", "plain IEEE float32 instead of float mode Z (comparison only)"))
-    keep_trace: bool = _opt(False, Flag(None, "keep the applied sums as result.trace ([steps, 5] uint32)"))
-    progress: bool = _opt(False, Flag(None, "a progress bar on stderr"))
-    systems: int | None = _opt(
+    z: bool = option_field(True, Flag("--ieee", "plain IEEE float32 instead of float mode Z (comparison only)"))
+    keep_trace: bool = option_field(False, Flag(None, "keep the applied sums as result.trace ([steps, 5] uint32)"))
+    progress: bool = option_field(False, Flag(None, "a progress bar on stderr"))
+    systems: int | None = option_field(
         None,
         Flag(
             "--systems",
@@ -215,20 +294,21 @@ class RunOptions:
             library="systems=N",
         ),
     )
-    backend: str = _opt(
-        "threads",
+    backend: str | None = option_field(
+        None,
         Flag(
             "--backend",
-            "threads (default), processes, fused, mpi (under mpiexec: one system per rank), or cuda (also one system)",
+            "where the run executes: threads (a cluster's default), processes, fused, mpi (under mpiexec: "
+            "one system per rank), or cuda (also one system alone); without it and --systems, one system alone",
             "{" + ",".join(CLUSTER_BACKENDS) + "}",
             _parse_backend,
             cluster=True,
         ),
     )
-    timeout_ms: float = _opt(
+    timeout_ms: float = option_field(
         1000.0, Flag("--timeout-ms", "a round's timeout in ms (default 1000)", "T", parse_positive, cluster=True)
     )
-    stalls: tuple[tuple[int, int, int], ...] = _opt(
+    stalls: tuple[tuple[int, int, int], ...] = option_field(
         (),
         Flag(
             "--stall",
@@ -239,13 +319,13 @@ class RunOptions:
             cluster=True,
         ),
     )
-    give_up_s: float = _opt(
+    give_up_s: float = option_field(
         60.0,
         Flag(
             "--give-up", "stop when a member completes no step for S s (default 60)", "S", parse_positive, cluster=True
         ),
     )
-    checkpoint: str | os.PathLike[str] | None = _opt(
+    checkpoint: str | os.PathLike[str] | None = option_field(
         None,
         Flag(
             "--checkpoint",
@@ -255,61 +335,87 @@ class RunOptions:
             cluster=True,
         ),
     )
-    checkpoint_every_s: float = _opt(
+    checkpoint_every_s: float = option_field(
         5.0, Flag("--checkpoint-every", "seconds between checkpoints (default 5)", "S", parse_positive, cluster=True)
     )
-    resume: str | os.PathLike[str] | None = _opt(
+    resume: str | os.PathLike[str] | None = option_field(
         None, Flag("--resume", "continue the run of this checkpoint", "PATH", str, cluster=True, library="resume=PATH")
     )
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
         for name in ("z", "keep_trace", "progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):  # None or "no" would pass as false or true
-                raise TypeError(f"{name} must be True or False, not {getattr(self, name)!r}")
-            put(self, name, bool(getattr(self, name)))
+            put(self, name, check_bool(getattr(self, name), name))
         for name in ("checkpoint", "resume"):
             path = getattr(self, name)
             if path is not None and not isinstance(os.fspath(path) if isinstance(path, os.PathLike) else path, str):
                 raise TypeError(f"{name} is a path (str or os.PathLike), not {type(path).__name__}")
+        if self.steps is not None:
+            put(self, "steps", check_steps(self.steps))  # before anything runs
         if self.set_lr is not None:
             put(self, "set_lr", _lr_changes(self.set_lr))
         if self.resume is not None and self.view_in is not None:  # before the file is read
-            raise OptionError("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
+            raise option_error("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
         if self.view_in is not None:
             put(self, "view_in", _page_bytes(self.view_in))
-        if not self.is_cluster:
-            for name in ("stalls", "checkpoint"):
-                if getattr(self, name) not in (None, ()):
-                    raise OptionError(
-                        f"{{{name}}} is for clusters: give {{systems}} (or {{resume}})", name, "systems", "resume"
-                    )
-            if self.backend not in ("threads", *ALONE_BACKENDS):
-                raise OptionError(
-                    "{backend} is for clusters: give {systems} (or {resume})", "backend", "systems", "resume"
-                )
-            return
-        if self.backend not in CLUSTER_BACKENDS:
-            raise OptionError(f"backend must be one of {', '.join(CLUSTER_BACKENDS)}, got {self.backend!r}")
+        if self.steps_per_task is not None:
+            put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
+        if self.step_base is not None:
+            put(self, "step_base", check_step_base(self.step_base))
+        if self.resume is None and (self.view_in is None or len(self.view_in) == VIEW_BYTES):
+            # A fresh run's page is known now: can it run the steps? (runspec's rule; a page of
+            # another size is left to the page's own check)
+            page = View.from_bytes(self.view_in) if self.view_in is not None else None
+            first = self.step_base if self.step_base is not None else (page.next_step if page is not None else 0)
+            spt = self.steps_per_task if self.steps_per_task is not None else (
+                page.word("STEPS_PER_TASK") if page is not None else 1
+            )  # fmt: skip
+            steps = DEFAULT_STEPS if self.steps is None else self.steps
+            if is_int(first) and is_int(spt):  # else the plan's own checks name the bad value
+                check_can_run(int(first), steps, int(spt))
+        # The cluster options' values are checked with or without a cluster: the same value, the same answer.
         for name, top in (
             ("timeout_ms", MAX_WAIT_S * 1000),
             ("give_up_s", MAX_WAIT_S),
             ("checkpoint_every_s", MAX_WAIT_S),
         ):
             put(self, name, _positive(getattr(self, name), name, top))
+        if self.backend is not None:
+            if not isinstance(self.backend, str):
+                raise TypeError(f"backend is a name ({', '.join(CLUSTER_BACKENDS)}), not {type(self.backend).__name__}")
+            if self.backend not in CLUSTER_BACKENDS:
+                raise option_error(f"backend must be one of {', '.join(CLUSTER_BACKENDS)}, got {self.backend!r}")
+        if not self.is_cluster:
+            for name in ("stalls", "checkpoint"):
+                if getattr(self, name) not in (None, ()):
+                    raise option_error(
+                        f"{{{name}}} is for clusters: give {{systems}} (or {{resume}})", name, "systems", "resume"
+                    )
+            if self.backend is not None and self.backend not in ALONE_BACKENDS:
+                raise option_error(
+                    "{backend} is for clusters: give {systems} (or {resume}), "
+                    f"or leave it out to run one system alone ({', '.join(ALONE_BACKENDS)} also runs one)",
+                    "backend",
+                    "systems",
+                    "resume",
+                )
+            return
+        if self.backend is None:
+            put(self, "backend", "threads")  # a cluster's default
         # mpi: as many systems as ranks (checked against the job's size by the backend)
-        top = math.inf if self.backend == "mpi" else MAX_SYSTEMS
-        if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
-            raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
+        if self.systems is not None:
+            put(
+                self,
+                "systems",
+                check_int(self.systems, "systems", 1, 1 << 31 if self.backend == "mpi" else MAX_SYSTEMS),
+            )
         if self.systems is not None and self.checkpoint is not None:
             check_checkpoint_systems(self.systems)
         put(self, "stalls", check_stalls(self.stalls, self.systems))
         if self.backend in ("fused", "cuda") and self.stalls:
-            raise OptionError(f"the {self.backend} backend has no exchange and no tasks to stall")
+            raise option_error(f"the {self.backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
-            raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
-        if self.steps is not None:
-            Plan(self.steps)  # the steps' own check, before anything runs
+            raise option_error("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
 
     @property
     def is_cluster(self) -> bool:
@@ -318,8 +424,9 @@ class RunOptions:
 
     @property
     def backend_name(self) -> str:
-        """The registry's name of the backend that runs these options."""
-        return self.backend if self.is_cluster or self.backend in ALONE_BACKENDS else "single"
+        """The registry's name of the backend that runs these options: ``backend``, or without one
+        ``single`` (one system alone) or ``threads`` (a cluster)."""
+        return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
         """The plan of a fresh run (not a resumed one: :func:`resolve`)."""
@@ -332,7 +439,7 @@ class RunOptions:
         """The options of ``meshnb.train(steps, **keywords)``; an unknown keyword is an OptionError."""
         unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
         if unknown:
-            raise OptionError(f"train() has no option {', '.join(map(repr, unknown))}")
+            raise option_error(f"train() has no option {', '.join(map(repr, unknown))}")
         return cls(steps=steps, **keywords)
 
 
@@ -340,26 +447,69 @@ _FLAGS: dict[str, Flag] = {f.name: f.metadata["flag"] for f in fields(RunOptions
 _LIBRARY_SPELLING: dict[str, str] = {n: fl.library for n, fl in _FLAGS.items() if fl.library}
 
 
+CLI_SPELLING: dict[str, str] = {n: fl.cli_spelling for n, fl in _FLAGS.items() if fl.flag}
+"""How the command line spells each option (for :meth:`OptionError.for_cli`)."""
+
+
+def add_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    table: Iterable[tuple[str, Any, Flag]],
+    group_for: Callable[[str, Flag], argparse.ArgumentParser | argparse._ArgumentGroup] | None = None,
+    after: Mapping[str, Callable[[], None]] | None = None,
+) -> None:
+    """Add a table's flags (``option_fields()`` or the sweep's) to a command's parser: a switch
+    is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over), a
+    repeatable flag appends; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds a
+    command's own flags after that option's."""
+    for name, _, flag in table:
+        if flag.flag is None:
+            continue  # library only
+        group = parser if group_for is None else group_for(name, flag)
+        if flag.parse is None:  # a switch: --ieee, --trace
+            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
+        else:
+            group.add_argument(
+                flag.flag,
+                dest=name,
+                type=arg_type(flag.parse),
+                metavar=flag.metavar,
+                help=flag.help,
+                action="append" if flag.repeat else "store",
+            )
+        if after and name in after:
+            after[name]()
+
+
+def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag]]) -> dict[str, Any]:
+    """The keywords of the flags given (a flag left out: not in the dict, the table has its default)."""
+    given: dict[str, Any] = {}
+    for name, _, flag in table:
+        value = getattr(args, name, None)
+        if flag.flag is None or value is None or value is False:
+            continue
+        given[name] = value
+    if given.pop("z", False):  # --ieee
+        given["z"] = False
+    return given
+
+
 def option_fields() -> list[tuple[str, Any, Flag]]:
     """(name, default, Flag) of every option, in declaration order: for the CLI and the docs."""
     return [(f.name, f.default if f.default is not MISSING else None, f.metadata["flag"]) for f in fields(RunOptions)]
 
 
-def is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
 def _positive(x: Any, name: str, top: float) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not 0 < x <= top:
-        raise OptionError(f"{{{name}}} must be a number above 0 and at most {top:g}, got {x!r}", name)
-    return float(x)
+    try:
+        return check_number(x, name, top)
+    except OptionError as e:
+        raise option_error(e.template, *e.names) from None
 
 
 def check_checkpoint_systems(systems: int) -> None:
     """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (the mpi
     backend alone runs more than :data:`MAX_SYSTEMS`: one per rank)."""
     if systems > MAX_SYSTEMS:
-        raise OptionError(
+        raise option_error(
             f"{{checkpoint}} holds at most {MAX_SYSTEMS} systems, and this run has {systems}: "
             "run it without a checkpoint, or with fewer systems",
             "checkpoint",
@@ -368,7 +518,7 @@ def check_checkpoint_systems(systems: int) -> None:
 
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
     if isinstance(stalls, (str, bytes)) or not isinstance(stalls, Iterable):
-        raise OptionError(
+        raise option_error(
             f"{{stalls}} is a list of (system, task call, milliseconds) triples, got {stalls!r}", "stalls"
         )
     out = []
@@ -379,26 +529,27 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
             or len(s) != 3
             or not all(is_int(x) and x >= 0 for x in s)
         ):
-            raise OptionError(f"a stall is (system, task call, milliseconds), three non-negative integers, got {s!r}")
+            raise option_error(f"a stall is (system, task call, milliseconds), three non-negative integers, got {s!r}")
         if s[2] > MAX_WAIT_S * 1000:
-            raise OptionError(f"a stall lasts at most {MAX_WAIT_S * 1000:g} ms, got {s[2]}")
+            raise option_error(f"a stall lasts at most {MAX_WAIT_S * 1000:g} ms, got {s[2]}")
         if n is not None and s[0] >= n:
-            raise OptionError(f"a stall names system {s[0]}, but the cluster has systems 0 to {n - 1}")
+            raise option_error(f"a stall names system {s[0]}, but the cluster has systems 0 to {n - 1}")
         out.append((int(s[0]), int(s[1]), int(s[2])))
     return tuple(out)
 
 
-def _lr_changes(set_lr: Mapping[int, int] | Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+def _lr_changes(set_lr: Mapping[int, Any] | Sequence[Sequence[Any]]) -> tuple[tuple[int, Any], ...]:
     def pair(p: Any) -> tuple[Any, ...]:
         if isinstance(p, (str, bytes)) or not isinstance(p, Iterable):
-            raise OptionError("set_lr maps a step of the run to f32 bits: a dict or (step, bits) pairs")
+            raise TypeError("set_lr maps a step of the run to an LR: a dict or (step, lr) pairs")
         return tuple(p)
 
     pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [pair(p) for p in pair(set_lr)]
     if not all(len(p) == 2 for p in pairs):
-        raise OptionError("set_lr maps a step of the run to f32 bits: a dict or (step, bits) pairs")
+        raise option_error("set_lr maps a step of the run to an LR: a dict or (step, lr) pairs")
     # Stable sort: several changes at one step apply in the order given (the last one wins).
-    return tuple(sorted(((p[0], p[1]) for p in pairs), key=lambda p: p[0] if is_int(p[0]) else 0))
+    words = [(p[0], lr_word(p[1], f"set_lr[{p[0]!r}]")) for p in pairs]  # a number or an f32 word: the word
+    return tuple(sorted(words, key=lambda p: p[0] if is_int(p[0]) else 0))
 
 
 def _page_bytes(view_in: Any) -> bytes:
@@ -408,9 +559,9 @@ def _page_bytes(view_in: Any) -> bytes:
         return files.page_from(view_in, "view_in")
     except ValueError as e:
         detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
-        raise OptionError("{view_in}" + detail, "view_in") from None
+        raise option_error("{view_in}" + detail, "view_in") from None
     except TypeError:
-        raise OptionError(f"view_in is a page (bytes) or a path to one, not {type(view_in).__name__}") from None
+        raise TypeError(f"view_in is a page (bytes) or a path to one, not {type(view_in).__name__}") from None
 
 
 @dataclass(frozen=True)
@@ -418,7 +569,16 @@ class Plan:
     """What the task loop follows: ``steps`` of this call, the page's STEPS_PER_TASK and next step
     to set first (None: as the page says), and ``set_lr``: ``(step, bits)`` pairs, SET_LR with
     ``bits`` before the task that starts when ``step`` steps of this call are done
-    (``step == steps`` changes the final page only)."""
+    (``step == steps`` changes the final page only).  Checked when made (:mod:`meshnb.runspec`).
+
+    Examples
+    --------
+    >>> plan = Plan.make(200, None, {100: 0.5, 150: 0x3F000000})
+    >>> plan.set_lr
+    ((100, 1056964608), (150, 1056964608))
+    >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
+    [64, 100, 150, 150, 200]
+    """
 
     steps: int = DEFAULT_STEPS
     steps_per_task: int | None = None
@@ -426,19 +586,17 @@ class Plan:
     step_base: int | None = None
 
     def __post_init__(self) -> None:
-        if not is_int(self.steps) or self.steps < 0:
-            raise OptionError(f"steps must be a non-negative integer, got {self.steps!r}")
-        if self.steps_per_task is not None and (
-            not is_int(self.steps_per_task) or not 1 <= self.steps_per_task <= MASK32
-        ):
-            raise OptionError(f"steps per task must be 1..{MASK32}, got {self.steps_per_task!r}")
+        put = object.__setattr__  # frozen: normalise once, here
+        put(self, "steps", check_steps(self.steps))
+        if self.steps_per_task is not None:
+            put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
+        changes = []
         for step, bits in self.set_lr:
-            if not is_int(step) or not 0 <= step <= self.steps:
-                raise OptionError(f"an LR change must be at a step from 0 to {self.steps}, got {step!r}")
-            if not is_int(bits) or not 0 <= bits <= MASK32:
-                raise OptionError(f"an LR change takes f32 bits (a u32), got {bits!r}")
-        if self.step_base is not None and (not is_int(self.step_base) or not 0 <= self.step_base <= LAST_STEP):
-            raise OptionError(f"a step base must be 0..2^64-2, got {self.step_base!r}")
+            step = check_int(step, "set_lr's step", 0, self.steps)  # an LR change at a step of this run
+            changes.append((step, lr_word(bits, f"set_lr[{step!r}]")))
+        put(self, "set_lr", tuple(changes))
+        if self.step_base is not None:
+            put(self, "step_base", check_step_base(self.step_base))
 
     @classmethod
     def make(
@@ -501,7 +659,7 @@ def resolve(
     n = opts.systems if systems is None else systems
     if opts.resume is None:
         if n is None:
-            raise OptionError("a cluster needs {systems}", "systems")
+            raise option_error("a cluster needs {systems}", "systems")
         check_stalls(opts.stalls, n)
         whole = opts.plan()
         return Start(n, replace(whole, steps_per_task=None, step_base=None), 0, opts.z, None, whole)

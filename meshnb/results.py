@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .program import Context
 from .view import View
@@ -22,13 +23,34 @@ class ClusterError(RuntimeError):
 
 @dataclass(frozen=True)
 class SystemResult:
-    """One system at the end of a run: its page, counters and trace digest."""
+    """One system at the end of a run: its page, counters and trace digest.
+
+    A cluster's ``result.systems[k]`` and a sweep's ``result.systems[k]``
+    (:class:`~meshnb.sweeps.result.SweepSystem`) answer the same attributes: ``system``,
+    ``params``, ``params_hex``, ``last_loss``, ``digest``, ``trace_digest``, ``page``, ``view``
+    and ``loss``.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> s = meshnb.train(4096, systems=2, backend="fused").systems[1]  # vectors.json's cluster of 2
+    >>> s.system, len(s.page), s.params_hex
+    (1, 4096, ['3b293aea', '402bea45', '3b14cb72', 'c03867d2'])
+    >>> repr(s)[:46]
+    'SystemResult(system=1, digest=027d15b5eefdb9e1'
+    """
 
     system: int
-    page: bytes
+    page: bytes = field(repr=False)
     counters: dict[str, int]
     trace_digest: str
-    trace: np.ndarray | None = field(default=None, repr=False)
+    trace: NDArray[np.uint32] | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"SystemResult(system={self.system}, digest={self.digest[:16]}..., last_loss={float(self.last_loss)!r}, "
+            f"counters={self.counters})"
+        )
 
     @property
     def view(self) -> View:
@@ -36,9 +58,9 @@ class SystemResult:
         return View.from_bytes(self.page)
 
     @property
-    def params(self) -> np.ndarray:
+    def params(self) -> NDArray[np.float32]:
         """The params ``[a, b, c, d]`` (float32[4])."""
-        return self.view["PARAMS"]
+        return np.asarray(self.view["PARAMS"], dtype=np.float32)
 
     @property
     def params_hex(self) -> list[str]:
@@ -46,9 +68,9 @@ class SystemResult:
         return [f"{w:08x}" for w in self.view.array("PARAMS").view(np.uint32)]
 
     @property
-    def loss(self) -> np.ndarray:
-        """The loss ring: the loss of step t at index t mod 256."""
-        return self.view["LOSS"]
+    def loss(self) -> NDArray[np.float32]:
+        """The loss ring: the loss of step t at index t mod 256 (float32[256])."""
+        return np.asarray(self.view["LOSS"], dtype=np.float32)
 
     @property
     def last_loss(self) -> np.float32:
@@ -79,13 +101,32 @@ class RunResult:
     ``steps`` are this call's; ``run_steps`` the whole run's done so far (more than ``steps`` when
     the call resumed a checkpoint).  ``seconds`` times the steps alone; ``first_call_seconds`` is
     what loading (or compiling) the step loop took before them, kept out of ``seconds`` and
-    ``steps_per_second``."""
+    ``steps_per_second``.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.train(4096)  # vectors.json's one system
+    >>> r.steps, len(r.systems), r.params_hex
+    (4096, 1, ['3b7a7664', '402bef3f', '3b898b47', 'c0386fbf'])
+    >>> r.digest == r.systems[0].digest
+    True
+    >>> len(repr(r)) < 300  # no page bytes
+    True
+    """
 
     steps: int
     systems: tuple[SystemResult, ...]
     seconds: float
     first_call_seconds: float = 0.0
     steps_before: int = 0  # steps of the run done before this call (a resumed checkpoint's)
+
+    def __repr__(self) -> str:
+        more = f", run_steps={self.run_steps}" if self.steps_before else ""
+        return (
+            f"RunResult(steps={self.steps}{more}, systems={len(self.systems)}, digest={self.digest[:16]}..., "
+            f"seconds={self.seconds:.3f})"
+        )
 
     @property
     def run_steps(self) -> int:
@@ -110,7 +151,7 @@ class RunResult:
         return self.systems[0].view
 
     @property
-    def params(self) -> np.ndarray:
+    def params(self) -> NDArray[np.float32]:
         """System 0's params ``[a, b, c, d]`` (float32[4])."""
         return self.systems[0].params
 
@@ -120,7 +161,7 @@ class RunResult:
         return self.systems[0].params_hex
 
     @property
-    def loss(self) -> np.ndarray:
+    def loss(self) -> NDArray[np.float32]:
         """System 0's loss ring: the loss of step t at index t mod 256 (float32[256])."""
         return self.systems[0].loss
 
@@ -145,7 +186,7 @@ class RunResult:
         return self.systems[0].trace_digest
 
     @property
-    def trace(self) -> np.ndarray | None:
+    def trace(self) -> NDArray[np.uint32] | None:
         """System 0's applied sums, ``[steps, 5]`` uint32, when the run kept them (``keep_trace``)."""
         return self.systems[0].trace
 

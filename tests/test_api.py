@@ -30,8 +30,8 @@ def test_train_signature_is_the_options_table():
 
 def test_train_documents_every_option():
     doc = inspect.getdoc(meshnb.train) or ""
-    missing = [n for n, _, _ in option_fields() if f"\n    {n}: " not in doc]
-    assert not missing, f"train's docstring has no Args entry for {missing}"
+    missing = [n for n, _, _ in option_fields() if not re.search(rf"^{n} : ", doc, re.M)]
+    assert not missing, f"train's docstring has no Parameters entry for {missing}"  # numpydoc
 
 
 def test_train_refuses_an_unknown_keyword_by_name():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from meshnb.options import (
@@ -71,9 +72,8 @@ def test_an_option_error_names_the_option_as_the_caller_spelled_it():
 @pytest.mark.parametrize(
     ("keywords", "message"),
     [
-        ({"systems": 0}, "systems must be 1 to"),
-        ({"systems": 65}, "systems must be 1 to"),
-        ({"systems": True}, "systems must be 1 to"),
+        ({"systems": 0}, "systems must be an integer from 1 to 64, got 0"),
+        ({"systems": 65}, "systems must be an integer from 1 to 64, got 65"),
         ({"systems": 2, "timeout_ms": 0}, "above 0"),
         ({"systems": 2, "give_up_s": float("nan")}, "above 0"),
         ({"systems": 2, "stalls": ((2, 0, 1),)}, "names system 2"),
@@ -81,8 +81,8 @@ def test_an_option_error_names_the_option_as_the_caller_spelled_it():
         ({"systems": 2, "backend": "fused", "stalls": ((0, 0, 1),)}, "no exchange"),
         ({"systems": 2, "backend": "gpu"}, "backend must be one of"),
         ({"backend": "processes"}, "is for clusters"),
-        ({"systems": 2, "steps": -1}, "non-negative integer"),
-        ({"view_in": 5}, "view_in is a page"),
+        ({"systems": 2, "steps": -1}, "steps must be an integer from 0 to"),
+        ({"timeout_ms": -5}, "timeout_ms must be a number above 0"),  # one system: the same answer as a cluster's
     ],
 )
 def test_bad_options_are_refused_when_made(keywords, message):
@@ -93,12 +93,34 @@ def test_bad_options_are_refused_when_made(keywords, message):
 @pytest.mark.parametrize(
     ("keywords", "message"),
     [
-        ({"steps": -1}, "non-negative integer"),
-        ({"steps": 1.5}, "non-negative integer"),
-        ({"steps_per_task": 0}, "steps per task"),
-        ({"step_base": 2**64 - 1}, "step base"),
-        ({"set_lr": {5: 0x3F000000}, "steps": 4}, "LR change"),
-        ({"set_lr": {0: 2**32}}, "f32 bits"),
+        ({"systems": True}, "systems must be an integer"),  # bool is no integer
+        ({"systems": 2.0}, "systems must be an integer"),
+        ({"steps": "100"}, "steps must be an integer"),
+        ({"progress": "yes"}, "progress must be True or False"),
+        ({"view_in": 5}, "view_in is a page"),
+        ({"backend": 3}, "backend is a name"),
+    ],
+)
+def test_wrong_types_are_type_errors(keywords, message):
+    with pytest.raises(TypeError, match=message):
+        RunOptions(**keywords)
+
+
+def test_a_numpy_integer_is_an_integer_and_messages_show_it_plainly():
+    assert RunOptions(systems=np.int64(2)).systems == 2 and type(RunOptions(systems=np.int64(2)).systems) is int
+    with pytest.raises(OptionError, match=r"got 70$"):
+        RunOptions(systems=np.int64(70))
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"steps": -1}, "steps must be an integer from 0"),
+        ({"steps_per_task": 0}, "steps_per_task must be an integer from 1"),
+        ({"step_base": 2**64 - 1}, "step_base must be 0..2\\^64-2"),
+        ({"set_lr": {5: 0x3F000000}, "steps": 4}, "set_lr's step must be an integer from 0 to 4, got 5"),
+        ({"set_lr": {0: 2**32}}, "an f32 word is 0 to 2\\^32-1"),
+        ({"set_lr": {0: 1e39}}, "beyond float32's range"),
     ],
 )
 def test_a_bad_plan_is_refused_before_any_step(keywords, message):
@@ -115,6 +137,18 @@ def test_a_run_without_systems_is_one_system_alone():
     assert RunOptions().backend_name == "single" and not RunOptions().is_cluster
     assert RunOptions(systems=1).backend_name == "threads"
     assert RunOptions(backend="mpi").is_cluster  # every rank of a job is a member
+    assert RunOptions(backend="cuda").backend_name == "cuda"  # a backend that also runs one system alone
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes", "fused"])
+def test_a_cluster_backend_named_without_systems_is_refused(backend):
+    with pytest.raises(OptionError, match="is for clusters"):
+        RunOptions(backend=backend)
+
+
+def test_an_lr_change_takes_a_number_or_an_f32_word_alike():
+    assert RunOptions(set_lr={0: 0.01}).set_lr == RunOptions(set_lr={0: 0x3C23D70A}).set_lr == ((0, 0x3C23D70A),)
+    assert RunOptions(set_lr={0: np.float32(0.5)}).set_lr == ((0, 0x3F000000),)
 
 
 def test_set_lr_is_normalised_in_order_given_per_step():

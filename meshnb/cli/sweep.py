@@ -1,15 +1,15 @@
 """``meshnb sweep``: many independent systems, one table.
 
-    meshnb sweep --lr START:STOP:COUNT[:log] [--pages DIR] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T]
+    meshnb sweep --lr LRS [--view-in PATH] --steps S [--ieee] [--trace]
+                 [--loss-every N] [--step-base N] [--threads T] [--backend {threads,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
-The table is written as the sweep goes, batch by batch (a file under a temporary name, renamed
-into place when whole), so any number of systems runs in the memory of one batch.  Under
-``mpiexec -n R`` the batches are dealt to the ranks in turn (each run on the rank's own threads);
-after each round rank 0 gathers the round's batches and writes them, so the ranks stream too;
-every rank stops at the same chunk on Ctrl-C.  The result is bit-equal to the same sweep on one
-machine.
+Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
+spelled as ``meshnb train``'s where they mean the same (``--view-in``, ``--step-base``, an LR,
+``--backend``); the old ``--pages DIR`` and ``--device`` still work, with a warning.  The library
+runs the sweep (:func:`meshnb.sweeps.job.run_to`: batches, the MPI job); this module parses and
+prints.  The table is written as the sweep goes, batch by batch (a file under a temporary name,
+renamed into place when whole), so any number of systems runs in the memory of one batch.
 
 Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one line on stderr),
 130 interrupted (the finished chunks are written first, as with ``meshnb train``).
@@ -18,92 +18,42 @@ Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one lin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..files import check_output, read_page
-from ..host import progress_bar, steps_shown
-from ..interrupts import deferred_interrupt
-from ..options import arg_type, parse_count
 from ..sweeps.plan import check_fits
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
-_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
-GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' batches
-_F32_MAX = float(np.finfo(np.float32).max)
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
 
-def lr_range(text: str) -> np.ndarray:
-    """``START:STOP:COUNT[:log]`` -> COUNT float32 LRs from START to STOP (both included),
-    evenly spaced, or evenly spaced in log with ``:log``."""
-    parts = text.split(":")
-    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
-        raise argparse.ArgumentTypeError(f"--lr {text!r} is not START:STOP:COUNT[:log]")
-    try:
-        start, stop = float(parts[0]), float(parts[1])
-        count = int(parts[2])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--lr {text!r}: START and STOP are numbers, COUNT a whole number") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"--lr {text!r}: COUNT must be at least 1")
-    if not (np.isfinite(start) and np.isfinite(stop)):
-        raise argparse.ArgumentTypeError(f"--lr {text!r}: START and STOP must be finite")
-    if max(abs(start), abs(stop)) > _F32_MAX:
-        raise argparse.ArgumentTypeError(f"--lr {text!r}: START and STOP must be within float32's range (3.4028235e38)")
-    try:  # numpy's ranges take 8 bytes an LR, the float32 result 4 more
-        check_fits(12 * count, f"--lr {text!r}: {count} learning rates", "sweep fewer at a time")
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if len(parts) == 4:
-        if start <= 0 or stop <= 0:
-            raise argparse.ArgumentTypeError(f"--lr {text!r}: a log range needs START and STOP > 0")
-        return np.geomspace(start, stop, count).astype(np.float32)
-    return np.linspace(start, stop, count).astype(np.float32)
+class _Deprecated(argparse.Action):
+    """An old flag: says so on stderr (one line) and stores its value as the new flag's."""
 
+    def __init__(self, *args: Any, new: str, convert: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.new, self.convert = new, convert
 
-_count = arg_type(parse_count)  # the same whole-number check as meshnb train's
-
-
-def _positive(text: str) -> int:
-    value = int(_count(text))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        print(f"meshnb: warning: {option} is deprecated: use {self.new}", file=sys.stderr, flush=True)
+        setattr(namespace, self.dest, self.convert(values) if self.convert else values)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..options import add_flags
+    from ..sweeps.plan import sweep_option_fields
+
+    add_flags(p, sweep_option_fields())
     p.add_argument(
-        "--lr", type=lr_range, metavar="START:STOP:COUNT[:log]", help="one system per LR (default: each page's own LR)"
+        "--pages", dest="view_in", metavar="DIR", action=_Deprecated, new="--view-in", help=argparse.SUPPRESS
     )
     p.add_argument(
-        "--pages",
-        metavar="DIR",
-        help="one system per 4096-byte page file in DIR (sorted by name; "
-        "with --lr, one per page and LR); default: the init page",
-    )
-    p.add_argument("--steps", type=_count, default=4096, metavar="S", help="steps of every system (default 4096)")
-    p.add_argument("--step-base", type=_count, metavar="N", help="every system's first step (as train's step base)")
-    p.add_argument("--ieee", action="store_true", help="plain IEEE float32 instead of float mode Z (comparison only)")
-    p.add_argument("--trace", action="store_true", help="compute every system's trace digest")
-    p.add_argument("--loss-every", type=_positive, metavar="N", help="keep the loss of every N-th step (JSON)")
-    p.add_argument(
-        "--threads",
-        type=_positive,
-        metavar="T",
-        help="threads (default: the usable cores, shared between the ranks of an MPI job on one host)",
-    )
-    p.add_argument(
-        "--device",
-        choices=("cpu", "cuda"),
-        default="cpu",
-        help="cpu (default) or cuda: one warp per system on the CUDA image (the cuda extra and a GPU)",
-    )
+        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {threads,cuda}",
+        convert=lambda d: {"cpu": "threads"}.get(d, d), help=argparse.SUPPRESS,
+    )  # fmt: skip
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write one CSV row per system to OUT ('-': stdout)")
     out.add_argument("--json", action="store_true", help="print one JSON document (or write it to --out)")
@@ -126,39 +76,29 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _read_pages(directory: str) -> tuple[list[bytes], list[str]]:
-    """Every entry of ``directory`` as a page, sorted by name: anything that is not a regular
-    4096-byte file (a FIFO, a device behind a symlink, a dangling symlink, a loop, a directory)
-    is refused in one line, never skipped or read."""
-    d = Path(directory)
+def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
+    """The start pages of ``--view-in PATH``: the page file, or every entry of the directory as a
+    page, sorted by name.  In a directory anything that is not a regular 4096-byte file (a FIFO,
+    a device behind a symlink, a dangling symlink, a loop, a directory) is refused in one line,
+    never skipped or read."""
+    d = Path(path)
     if not d.is_dir():
-        raise UsageError(f"--pages {directory}: not a directory")
+        try:
+            return [read_page(d, "--view-in")], [d.name]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     try:
         names = sorted(os.listdir(d))
     except OSError as e:
-        raise UsageError(f"--pages {directory}: {e.strerror}") from None
+        raise UsageError(f"--view-in {path}: {e.strerror}") from None
     if not names:
-        raise UsageError(f"--pages {directory}: no files")
+        raise UsageError(f"--view-in {path}: no files")
     try:
-        check_fits(4096 * len(names), f"--pages {directory}: {len(names)} pages", "split the directory")
-        pages = [read_page(d / name, "--pages") for name in names]
+        check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
+        pages = [read_page(d / name, "--view-in") for name in names]
     except ValueError as e:
         raise UsageError(str(e)) from None
     return pages, names
-
-
-def _local_ranks(comm: Any) -> int:
-    """Ranks of this job on this host (they share its cores)."""
-    MPI = sys.modules["mpi4py.MPI"]
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return int(local.Get_size())
-    finally:
-        local.Free()
-
-
-def _in_mpi_job() -> bool:
-    return any(os.environ.get(v, "").strip() not in ("", "1", "0") for v in _SIZE_VARIABLES)
 
 
 class _Summary:
@@ -177,9 +117,7 @@ class _Summary:
         if want > 0:
             self.head.extend(part.to_records(self.names)[:want])
         if len(part) > SUMMARY_ROWS:  # the records of the part's last systems only
-            k = len(part) - SUMMARY_ROWS
-            tail_part = _slice(part, k)
-            self.tail = tail_part.to_records(self.names)
+            self.tail = part[len(part) - SUMMARY_ROWS :].to_records(self.names)
         else:
             self.tail = (self.tail + part.to_records(self.names))[-SUMMARY_ROWS:]
         self.count += len(part)
@@ -212,18 +150,6 @@ class _Summary:
         pass
 
 
-def _slice(part: Any, k: int) -> Any:
-    """Systems ``k ..`` of a part, as a result of their own (for the summary's tail)."""
-    from dataclasses import fields, replace
-
-    changes: dict[str, Any] = {}
-    for f in fields(part):
-        v = getattr(part, f.name)
-        if isinstance(v, np.ndarray) and f.name not in ("loss_steps", "starts") and v.shape[:1] == (len(part),):
-            changes[f.name] = v[k:]
-    return replace(part, first=part.first + k, **changes)
-
-
 def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
     from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
@@ -252,124 +178,32 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the sweep of ``args`` (split across the ranks of an MPI job), writing its table as it
-    goes; the exit code."""
-    from .. import sweeps as sw
-    from ..sweeps.run import CudaRunner, parts, spans
+    """Run the sweep of ``args`` (split across the ranks of an MPI job by the library), writing its
+    table as it goes; the exit code."""
+    from ..options import given_options
+    from ..runspec import OptionError
+    from ..sweeps.job import run_to
+    from ..sweeps.plan import SweepOptions, sweep_option_fields
 
     _check_args(args)
-    pages, names = _read_pages(args.pages) if args.pages else (None, None)
-    try:
-        systems = sw.plan(args.steps, lrs=args.lr, view_in=pages, step_base=args.step_base, z=not args.ieee)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    given = given_options(args, sweep_option_fields())
+    path = given.pop("view_in", None)
+    pages, names = _read_pages(path) if path is not None else (None, None)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    if args.device == "cuda" and (args.loss_every or args.threads or _in_mpi_job()):
-        raise UsageError("--device cuda: one process, no --loss-every, no --threads (the CPU's)")
-    if _in_mpi_job():
-        from ..backends import mpi, mpi_exchange
-
-        MPI = mpi_exchange.load()
-        comm = MPI.COMM_WORLD
-        try:
-            return _run_rank(args, systems, progress, names, MPI, comm)
-        except BaseException as e:  # one rank failing must not leave the others waiting in a collective
-            mpi.abort(comm, e)
-            raise  # not reached: abort ends the job
-    m = len(systems)
-    writer = _writer(args, systems.z, names)
     try:
-        with (
-            steps_shown(m * args.steps, progress, f"sweep of {m}") as (show, requested),
-            (
-                contextlib.nullcontext(CudaRunner(systems, args.steps, trace=args.trace))
-                if args.device == "cuda"
-                else sw.Runner(systems, args.steps, trace=args.trace, loss_every=args.loss_every, threads=args.threads)
-            ) as runner,
-        ):
-            steps, code = args.steps, 0
-            for k, part in enumerate(parts(runner, spans(m, runner.batch), show, should_stop=requested)):
-                if part.steps < args.steps:  # stopped: a first batch's partial result, or the finished batches
-                    code = EXIT_INTERRUPTED
-                    if k == 0:
-                        writer.write(part)
-                        steps = part.steps
-                    break
-                writer.write(part)
-        writer.close(steps)
-    except BaseException:
-        writer.abort()
-        raise
-    return code
+        opts = SweepOptions(**given, view_in=pages, progress=progress)
+        systems = opts.systems()
+    except OptionError as e:
+        raise UsageError(e.for_cli(CLI_SPELLING)) from None
+    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names))
+    return EXIT_INTERRUPTED if stopped else 0
 
 
-def _run_rank(
-    args: argparse.Namespace, systems: Any, progress: bool, names: list[str] | None, MPI: Any, comm: Any
-) -> int:
-    """This rank's batches of an MPI job's sweep: the batches are dealt to the ranks in turn and
-    rank 0 writes each round's batches as they are gathered."""
-    from .. import sweeps as sw
-    from ..backends import mpi
-    from ..sweeps.run import spans
-
-    k, n = comm.Get_rank(), comm.Get_size()
-    m = len(systems)
-    batch = max(1, min(sw.BATCH_SYSTEMS, -(-m // n)))
-    batches = spans(m, batch)
-    rounds = -(-len(batches) // n)
-    threads = args.threads or max(1, sw.default_threads() // _local_ranks(comm))
-    chunk = sw.chunk_steps(args.steps, batch, args.trace)
-    writer = _writer(args, systems.z, names) if k == 0 else None
-    bar = progress_bar(m * args.steps, progress and k == 0, f"sweep of {m}")
-    steps, code = args.steps, 0
-    try:
-        with (
-            deferred_interrupt() as requested,
-            sw.Runner(
-                systems,
-                args.steps,
-                trace=args.trace,
-                loss_every=args.loss_every,
-                threads=threads,
-                chunk=chunk,
-                batch=batch,
-            ) as runner,
-        ):
-
-            def should_stop() -> bool:  # every rank stops at the same chunk
-                return bool(comm.allreduce(int(requested()), op=MPI.MAX))
-
-            for j in range(rounds):
-                b = j * n + k
-                lo, hi = batches[b] if b < len(batches) else (m, m)
-                round_steps = j * n * batch * args.steps  # this round's start, in system-steps
-                on_chunk = (
-                    (lambda d, r=round_steps: bar.update(min(m * args.steps, r + d * n * batch) - bar.n))
-                    if bar is not None
-                    else None
-                )
-                part = runner.run(lo, hi, on_chunk, should_stop)
-                shares = mpi.allgather_bytes(comm, part.tobytes(), GATHER_S, "the sweep's batches")
-                stopped = part.steps < args.steps
-                if writer is not None and (not stopped or j == 0):
-                    for data in shares:
-                        got = sw.SweepResult.from_bytes(data)
-                        if len(got):
-                            writer.write(got)
-                if stopped:
-                    code = EXIT_INTERRUPTED
-                    steps = part.steps if j == 0 else args.steps
-                    break
-        if writer is not None:
-            writer.close(steps)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    return code
+CLI_SPELLING = {
+    "steps": "--steps", "lrs": "--lr", "view_in": "--view-in", "step_base": "--step-base", "z": "--ieee",
+    "trace": "--trace", "loss_every": "--loss-every", "threads": "--threads", "backend": "--backend",
+}  # fmt: skip
+"""How ``meshnb sweep`` spells the sweep's options (for :meth:`~meshnb.runspec.OptionError.for_cli`)."""
 
 
 def _error_line(line: str) -> None:
@@ -393,7 +227,8 @@ def handle(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
     except (UsageError, ValueError) as e:
-        _error(str(e))
+        option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
+        _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
         return EXIT_USAGE
     except OSError as e:
         _error(f"{type(e).__name__}: {e}")

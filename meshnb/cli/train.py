@@ -23,29 +23,17 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add ``train`` to the ``meshnb`` parser's subcommands."""
-    from ..options import arg_type, option_fields
+    from ..options import add_flags, option_fields
 
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
     clusters = t.add_argument_group("clusters")
-    for name, _, flag in option_fields():
-        if flag.flag is None:
-            continue  # library only
-        group = clusters if flag.cluster else t
-        if flag.parse is None:  # a switch: --ieee
-            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
-        else:
-            group.add_argument(
-                flag.flag,
-                dest=name,
-                type=arg_type(flag.parse),
-                metavar=flag.metavar,
-                help=flag.help,
-                action="append" if flag.repeat else "store",
-            )
-        if name == "view_in":  # the CLI's own flags sit beside the options they go with
-            t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
-            t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
-            add_progress(t)
+
+    def own_flags() -> None:  # the CLI's own flags sit beside the options they go with
+        t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
+        t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
+        add_progress(t)
+
+    add_flags(t, option_fields(), lambda _, flag: clusters if flag.cluster else t, {"view_in": own_flags})
     t.set_defaults(handler=run)
 
 
@@ -85,16 +73,9 @@ def summary(result: RunResult) -> str:
 
 def options(args: argparse.Namespace) -> RunOptions:
     """The run's options from the flags given (the table has the defaults)."""
-    from ..options import ALONE_BACKENDS, RunOptions, option_fields
+    from ..options import ALONE_BACKENDS, RunOptions, given_options, option_fields
 
-    given: dict[str, Any] = {}
-    for name, _, flag in option_fields():
-        value = getattr(args, name, None)
-        if flag.flag is None or value is None or value is False:
-            continue
-        given[name] = value
-    if given.pop("z", False):  # --ieee
-        given["z"] = False
+    given = given_options(args, option_fields())
     if "stalls" in given:
         given["stalls"] = tuple(given["stalls"])
     given["progress"] = wants_progress(args, quiet=args.json)

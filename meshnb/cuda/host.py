@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..floatz import flush_words
+from .. import runspec
 from ..kernels import NSUMS
-from ..program import LAST_STEP
 from ..view import PAGE_WORDS, WORD
 
 WARP = 32
@@ -69,17 +68,6 @@ def device_name() -> str:
     dev = numba_cuda().get_current_device()
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
     return f"{name} (sm_{dev.compute_capability[0]}{dev.compute_capability[1]})"
-
-
-def _check_pages(pages: np.ndarray, steps: int) -> None:
-    spt = pages[:, WORD["STEPS_PER_TASK"]]
-    if steps and np.any(spt == 0):
-        raise ValueError("a page's STEPS_PER_TASK is 0: its tasks would never progress")
-    base = pages[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | pages[:, WORD["NEXT_STEP"]]
-    if steps and int(base.max()) + steps - 1 > LAST_STEP:
-        raise ValueError(
-            f"steps {int(base.max())} .. {int(base.max()) + steps - 1} reach 2^64-1, whose round would wrap"
-        )
 
 
 def _launch(image: ModuleType, d_pages: Any, count: int, n: int, per_block: int, record: bool, z: bool) -> Any:
@@ -134,31 +122,25 @@ def run_systems(
     a stop gives the result of the steps done (``result.steps``), every system as ``train`` would
     leave it after that many steps.  ``steps = 0`` runs nothing (as ``train(0)``).
 
-    Raises ValueError for bad arguments, :class:`CudaUnavailable` without numba-cuda or a device."""
+    Raises TypeError/:class:`~meshnb.runspec.OptionError` (:mod:`meshnb.runspec`'s rules) for bad
+    arguments, :class:`CudaUnavailable` without numba-cuda or a device."""
     image = require()
     p = np.array(pages, dtype=np.uint32, copy=True)
     if p.ndim != 2 or p.shape[1] != PAGE_WORDS or p.shape[0] == 0:
-        raise ValueError(f"pages must be [M, {PAGE_WORDS}] uint32 with M >= 1, got shape {p.shape}")
+        raise runspec.OptionError(f"pages must be [M, {PAGE_WORDS}] uint32 with M >= 1, got shape {p.shape}")
     m = p.shape[0]
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    steps = int(steps)
+    steps = runspec.check_steps(steps)
     if lr_words is not None:
         lw = np.asarray(lr_words)
         if lw.dtype != np.uint32 or lw.shape != (m,):
-            raise ValueError(f"lr_words must be [{m}] uint32, got {lw.dtype} {lw.shape}")
-        p[:, WORD["LR"]] = flush_words(lw) if z else lw
+            raise runspec.OptionError(f"lr_words must be [{m}] uint32, got {lw.dtype} {lw.shape}")
+        runspec.write_lr(p, lw, z)
     if step_bases is not None:
-        sb = np.broadcast_to(np.asarray(step_bases), (m,))
-        if sb.dtype.kind not in "iu" or np.any(sb < 0) or np.any(sb.astype(object) > LAST_STEP):
-            raise ValueError("step_bases must be integers from 0 to 2^64-2")
-        sb = sb.astype(np.uint64)
-        p[:, WORD["STEP_HI"]] = (sb >> np.uint64(32)).astype(np.uint32)
-        p[:, WORD["NEXT_STEP"]] = (sb & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    _check_pages(p, steps)
+        runspec.write_step_base(p, runspec.step_bases(step_bases, m, "step_bases"))
+    runspec.check_words_can_run(p, steps)
     per_block = per_block or (1 if simulated() else 4)
     if not 1 <= per_block <= MAX_BLOCK_WARPS:
-        raise ValueError(f"per_block must be 1 to {MAX_BLOCK_WARPS}, got {per_block}")
+        raise runspec.OptionError(f"per_block must be 1 to {MAX_BLOCK_WARPS}, got {per_block}")
     pad = -m % per_block  # whole blocks: the padding rows are copies of page 0, dropped after
     rows = np.concatenate([p, np.repeat(p[:1], pad, axis=0)]) if pad else p
     most = max(1, TRACE_WORDS_PER_CHUNK // (rows.shape[0] * NSUMS)) if trace else max(steps, 1)
@@ -194,7 +176,9 @@ def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True
     image = require()
     n = pages.shape[0]
     if not 1 <= n <= MAX_BLOCK_WARPS:
-        raise ValueError(f"the cuda backend runs clusters of 1 to {MAX_BLOCK_WARPS} systems (one block), got {n}")
+        raise runspec.OptionError(
+            f"the cuda backend runs clusters of 1 to {MAX_BLOCK_WARPS} systems (one block), got {n}"
+        )
     cuda = numba_cuda()
     d_pages = cuda.to_device(np.ascontiguousarray(pages))
     d_trace = _launch(image, d_pages, count, n, 1, trace.shape[0] > 0, z)

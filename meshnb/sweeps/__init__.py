@@ -7,21 +7,27 @@ in the memory of one batch).  Each system is exactly the system ``meshnb.train(s
 view_in=page, set_lr={0: lr_bits}, step_base=base, z=z)`` runs alone: same params, loss, digest
 and trace digest.
 
-Modules: :mod:`.plan` (inputs, checks, memory estimates), :mod:`.lanes` (systems packed into the
-loop's vector lanes), :mod:`.run` (batches, chunks, threads, hashing; :func:`sweep`, :func:`stream`),
-:mod:`.result` (the result and its CSV/JSON/npz writers).  The step loop is :mod:`meshnb.loops.sweep`.
+Modules: :mod:`.plan` (the options table :class:`SweepOptions`, the inputs as
+:mod:`meshnb.runspec` models them, memory estimates), :mod:`.lanes` (systems packed into the
+loop's vector lanes), :mod:`.run` (batches, chunks, threads, hashing, the CPU and CUDA runners;
+:func:`sweep`, :func:`stream`), :mod:`.result` (the result, its systems as :class:`SweepSystem`,
+and its CSV/JSON/npz writers), :mod:`.job` (a sweep's parts to a writer, in one process or the
+ranks of an MPI job: what ``meshnb sweep`` runs).  The step loop is :mod:`meshnb.loops.sweep`.
 """
 
 from __future__ import annotations
 
-from .plan import Systems, init_page, lr_words, plan
-from .result import CsvWriter, JsonWriter, NpzWriter, SweepResult
+from .job import run_to
+from .plan import SweepOptions, Systems, init_page, lr_words, plan
+from .result import CsvWriter, JsonWriter, NpzWriter, SweepResult, SweepSystem
 from .run import (
     BATCH_SYSTEMS,
+    CudaRunner,
     Runner,
     SweepInterrupted,
     chunk_steps,
     default_threads,
+    make_runner,
     run_planned,
     stream,
     sweep,
@@ -31,18 +37,23 @@ from .run import (
 __all__ = [
     "BATCH_SYSTEMS",
     "CsvWriter",
+    "CudaRunner",
     "JsonWriter",
     "NpzWriter",
     "Runner",
     "SweepInterrupted",
+    "SweepOptions",
     "SweepResult",
+    "SweepSystem",
     "Systems",
     "chunk_steps",
     "default_threads",
     "init_page",
     "lr_words",
+    "make_runner",
     "plan",
     "run_planned",
+    "run_to",
     "stream",
     "sweep",
     "warm_up",

@@ -2,254 +2,258 @@
 what holding them costs.
 
 A sweep of P start pages and L learning rates is ``P * L`` systems, page-major (system
-``p * L + l``).  :class:`Systems` holds only the P distinct start pages, the L LR words and the
-step bases (one, or one per system when given so): a system's start page is made when its batch
-runs (:meth:`Systems.words`), so planning 10^8 systems costs their LR words, not 400 GB of pages.
+``p * L + l``).  The model of those systems and its rules are :mod:`meshnb.runspec`'s
+(:class:`~meshnb.runspec.Systems` holds only the P distinct start pages, the L LR words and the
+step bases, so planning 10^8 systems costs their LR words, not 400 GB of pages); this module
+re-exports them and adds the sweep's own options and what holding a result costs.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+import warnings
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from .. import program
-from ..floatz import flush_words
-from ..options import is_int
-from ..view import PAGE_WORDS, VIEW_BYTES, WORD, View
+from ..options import DEFAULT_STEPS, Flag, option_field, parse_count, parse_lr, parse_step_base
+from ..runspec import (
+    LOSS,
+    MAX_STEPS,
+    LRs,
+    OptionError,
+    Pages,
+    StepBases,
+    Systems,
+    check_bool,
+    check_int,
+    check_steps,
+    describe,
+    init_page,
+    is_int,
+    lr_words,
+    page_words,
+)
+from ..view import VIEW_BYTES
 
-LRs: TypeAlias = Sequence[float] | np.ndarray
-"""Learning rates: numbers (rounded to float32), or a uint32 array of f32 words."""
-Pages: TypeAlias = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | np.ndarray
-"""Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array."""
-StepBases: TypeAlias = int | Sequence[int] | np.ndarray
-"""One step base for every system, or one per system."""
+_F32_MAX = float(np.finfo(np.float32).max)
 
-"""The word index of each page field (SPEC 7)."""
-LOSS = slice(WORD["LOSS"], WORD["LOSS"] + 256)
-MAX_STEPS = (1 << 63) - 1
-
-
-def init_page() -> bytes:
-    """The page of one system without a group right after ``init`` (SPEC 8)."""
-    ctx = program.Context(View())
-    program.init(ctx)
-    return ctx.view.tobytes()
-
-
-def lr_words(lrs: Any) -> np.ndarray:
-    """LRs as f32 words: a uint32 array is taken as the words themselves (any word, NaN and inf
-    included), anything else as numbers rounded to float32; a finite number that float32 cannot
-    hold (``1e39``) is refused rather than run as an infinite LR."""
-    if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__len__"):
-        raise TypeError(f"lrs must be a sequence or array of learning rates, got {type(lrs).__name__}")
-    arr = np.asarray(lrs)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"lrs must be a non-empty 1-D sequence, got shape {arr.shape}")
-    if arr.dtype == np.uint32:
-        return arr.copy()
-    if arr.dtype == np.float32:  # already float32: nothing can overflow (an inf was given as such)
-        return arr.view(np.uint32).copy()
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"lrs must be numbers (or a uint32 array of f32 words), got dtype {arr.dtype}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        words = arr.astype(np.float32)
-        wide = arr.astype(np.float64)
-    overflow = np.isinf(words) & np.isfinite(wide)
-    if overflow.any():
-        k = int(np.argmax(overflow))
-        raise ValueError(
-            f"lrs[{k}] = {float(arr[k])!r} is beyond float32's range (|x| <= 3.4028235e38); "
-            "to run an infinite LR give its word (a uint32 array)"
-        )
-    return words.view(np.uint32)
-
-
-def page_words(pages: Any, name: str = "view_in") -> np.ndarray:
-    """Start pages as ``[P, 1024]`` uint32 words: one page (a 4096-byte bytes-like), a sequence of
-    them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array (``[4096]``/``[1024]``: one page)."""
-    if isinstance(pages, (bytes, bytearray, memoryview)):
-        pages = [pages]
-    if isinstance(pages, np.ndarray):
-        raw = np.ascontiguousarray(pages)
-        if raw.ndim == 1:
-            raw = raw[None, :]
-        ok = raw.ndim == 2 and (
-            (raw.dtype == np.uint32 and raw.shape[1] == PAGE_WORDS)
-            or (raw.dtype == np.uint8 and raw.shape[1] == VIEW_BYTES)
-        )
-        if not ok:
-            raise ValueError(f"{name} must be [P, 4096] uint8 or [P, 1024] uint32, got {raw.dtype} {raw.shape}")
-        if raw.shape[0] == 0:
-            raise ValueError(f"{name} is empty (no pages)")
-        return (raw.view("<u4") if raw.dtype == np.uint8 else raw).astype(np.uint32)
-    if isinstance(pages, str) or not hasattr(pages, "__iter__"):
-        raise TypeError(
-            f"{name} must be a page (4096 bytes) or a sequence or array of pages, got {type(pages).__name__}"
-        )
-    out = []
-    for i, p in enumerate(pages):
-        try:
-            b = bytes(memoryview(p))
-        except TypeError:
-            raise TypeError(f"{name}[{i}] is not bytes ({type(p).__name__})") from None
-        if len(b) != VIEW_BYTES:
-            raise ValueError(f"{name}[{i}] has {len(b)} bytes, a page has {VIEW_BYTES}")
-        out.append(np.frombuffer(b, dtype="<u4"))
-    if not out:
-        raise ValueError(f"{name} is empty (no pages)")
-    return np.stack(out).astype(np.uint32)
-
-
-def _bases(step_base: Any, m: int) -> int | np.ndarray:
-    """One step base for every system, or a uint64 array of one per system."""
-    if is_int(step_base):
-        if not 0 <= step_base <= program.LAST_STEP:
-            raise ValueError(f"step_base must be 0..2^64-2, got {step_base!r}")
-        return int(step_base)
-    if isinstance(step_base, np.ndarray) and step_base.dtype.kind in "iu" and step_base.ndim == 1:
-        if step_base.size != m:
-            raise ValueError(f"step_base must be one integer or one per system ({m}), got {step_base.size}")
-        if step_base.dtype.kind == "i" and (step_base < 0).any():
-            raise ValueError(f"step_base must be 0..2^64-2, got {int(step_base[np.argmax(step_base < 0)])}")
-        b = step_base.astype(np.uint64)
-        if (b > np.uint64(program.LAST_STEP)).any():
-            raise ValueError("step_base must be 0..2^64-2, got 2^64-1")
-        return b
-    if isinstance(step_base, (str, bytes)) or not hasattr(step_base, "__len__"):
-        raise TypeError(f"step_base must be an integer or one integer per system, got {type(step_base).__name__}")
-    if len(step_base) != m:
-        raise ValueError(f"step_base must be one integer or one per system ({m}), got {len(step_base)}")
-    for b in step_base:
-        if not is_int(b):
-            raise TypeError(f"step_base must be integers, got {type(b).__name__} {b!r}")
-        if not 0 <= b <= program.LAST_STEP:
-            raise ValueError(f"step_base must be 0..2^64-2, got {b!r}")
-    return np.array([int(b) for b in step_base], dtype=np.uint64)
-
-
-@dataclass(frozen=True)
-class Systems:
-    """A sweep's systems before their first step, as inputs (pages made per batch).
-
-    ``starts`` ``[P, 1024]`` uint32: the distinct start pages; ``lr`` the L LR words as given (None:
-    each page's own LR, L = 1); ``base`` the step base of every system (None: each page's own; an
-    int; or uint64 ``[M]``); ``z`` float mode Z.  System ``k`` is page ``k // L`` with LR ``k % L``."""
-
-    starts: np.ndarray
-    lr: np.ndarray | None
-    base: int | np.ndarray | None
-    z: bool
-
-    @property
-    def n_lrs(self) -> int:
-        """L: the LRs per page (1 without ``lrs``)."""
-        return 1 if self.lr is None else int(self.lr.size)
-
-    def __len__(self) -> int:
-        return int(self.starts.shape[0]) * self.n_lrs
-
-    def page_index(self, lo: int, hi: int) -> np.ndarray:
-        """Which start page each of systems ``lo .. hi-1`` starts from."""
-        return np.arange(lo, hi, dtype=np.int64) // self.n_lrs
-
-    def lr_index(self, lo: int, hi: int) -> np.ndarray:
-        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own)."""
-        if self.lr is None:
-            return np.full(hi - lo, -1, dtype=np.int64)
-        return np.arange(lo, hi, dtype=np.int64) % self.n_lrs
-
-    def words(self, lo: int, hi: int) -> np.ndarray:
-        """Systems ``lo .. hi-1``'s start pages ``[n, 1024]``, SET_LR and the step base applied as
-        ``train`` applies them."""
-        out = self.starts[self.page_index(lo, hi)]
-        if self.lr is not None:  # SET_LR before the first task: LR = ftz_from_bits(bits) in mode Z
-            lr = self.lr[self.lr_index(lo, hi)]  # this batch's words only: a batch costs its own size
-            out[:, WORD["LR"]] = flush_words(lr) if self.z else lr
-        if self.base is not None:
-            b = np.full(hi - lo, self.base, np.uint64) if isinstance(self.base, int) else self.base[lo:hi]
-            out[:, WORD["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
-            out[:, WORD["NEXT_STEP"]] = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        return out
-
-    def step_base(self, lo: int, hi: int) -> np.ndarray:
-        """Systems ``lo .. hi-1``'s first steps (uint64)."""
-        if isinstance(self.base, np.ndarray):
-            return self.base[lo:hi].copy()
-        if isinstance(self.base, int):
-            return np.full(hi - lo, self.base, np.uint64)
-        p = self.starts[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | self.starts[:, WORD["NEXT_STEP"]]
-        return p[self.page_index(lo, hi)]
-
-
-def check_steps(steps: Any) -> int:
-    """``steps`` as an int 0..2^63-1 (TypeError/ValueError naming it otherwise)."""
-    if not is_int(steps):
-        raise TypeError(f"steps must be a non-negative integer below 2^63, got {type(steps).__name__} {steps!r}")
-    if not 0 <= steps <= MAX_STEPS:
-        raise ValueError(f"steps must be a non-negative integer below 2^63, got {steps!r}")
-    return int(steps)
+__all__ = [
+    "LOSS",
+    "MAX_STEPS",
+    "SWEEP_BACKENDS",
+    "LRs",
+    "OptionError",
+    "Pages",
+    "StepBases",
+    "SweepOptions",
+    "Systems",
+    "available_bytes",
+    "check_backend",
+    "check_fits",
+    "check_options",
+    "check_steps",
+    "init_page",
+    "is_int",
+    "lr_words",
+    "page_words",
+    "parse_lrs",
+    "plan",
+    "result_bytes",
+]  # fmt: skip
 
 
 def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
     """The run options every sweep form takes: one line naming the bad one."""
     if loss_every is not None:
-        if not is_int(loss_every):
-            raise TypeError(f"loss_every must be a positive integer, got {type(loss_every).__name__} {loss_every!r}")
-        if not 1 <= loss_every <= MAX_STEPS:
-            raise ValueError(f"loss_every must be a positive integer below 2^63, got {loss_every!r}")
+        check_int(loss_every, "loss_every", 1, MAX_STEPS)
     if threads is not None:
-        if not is_int(threads):
-            raise TypeError(f"threads must be a positive integer, got {type(threads).__name__} {threads!r}")
-        if not 1 <= threads <= 4096:
-            raise ValueError(f"threads must be 1..4096, got {threads!r}")
+        check_int(threads, "threads", 1, 4096)
     for name, value in flags.items():
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+        check_bool(value, name)
 
 
 def plan(steps: int, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: bool = True) -> Systems:
-    """The systems of a sweep, checked as ``train`` checks a run (ValueError/TypeError otherwise)."""
-    steps = check_steps(steps)
-    if not isinstance(z, (bool, np.bool_)):
-        raise TypeError(f"z must be True or False, got {type(z).__name__} {z!r}")
-    if view_in is None:
-        starts = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32)
-    else:
-        starts = page_words(view_in)
-    lr = None if lrs is None else lr_words(lrs)
-    m = starts.shape[0] * (1 if lr is None else lr.size)
-    base = None if step_base is None else _bases(step_base, m)
-    systems = Systems(starts, lr, base, bool(z))
-    if steps:
-        zero = starts[:, WORD["STEPS_PER_TASK"]] == 0
-        if zero.any():
-            k = int(np.argmax(zero)) * systems.n_lrs
-            raise ValueError(f"system {k}: the page's STEPS_PER_TASK is 0: its tasks would never progress")
-        first, stride = _first_steps(systems)
-        late = first > np.uint64(program.LAST_STEP - (steps - 1))
-        if late.any():
-            k = int(np.argmax(late)) * stride
-            start = int(first[k // stride])
-            raise ValueError(
-                f"system {k}: steps {start} .. {start + steps - 1} reach 2^64-1, whose round would wrap to 0"
-            )
-    return systems
+    """The systems of a sweep, checked as ``train`` checks a run (:func:`meshnb.runspec.describe`)."""
+    return describe(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
 
 
-def _first_steps(systems: Systems) -> tuple[np.ndarray, int]:
-    """The first steps to check, and how many systems each stands for in a row: one per system,
-    one for all, or one per start page (its L systems), so a check never costs a word a system."""
-    if isinstance(systems.base, np.ndarray):
-        return systems.base, 1
-    if isinstance(systems.base, int):
-        return np.array([systems.base], dtype=np.uint64), len(systems)
-    s = systems.starts
-    return s[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | s[:, WORD["NEXT_STEP"]], systems.n_lrs
+SWEEP_BACKENDS = ("threads", "cuda")
+"""Where a sweep runs: the CPU's threads (the default) or the CUDA image (one warp per system)."""
+
+
+def check_backend(backend: Any, device: Any = None) -> str:
+    """The sweep's ``backend`` (None: threads), or the deprecated ``device=`` (``"cpu"``: threads)."""
+    if device is not None:
+        if backend is not None:
+            raise TypeError("give backend or its old name device, not both")
+        warnings.warn(
+            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 4
+        )
+        backend = {"cpu": "threads"}.get(device, device) if isinstance(device, str) else device
+    if backend is None:
+        return "threads"
+    if not isinstance(backend, str):
+        raise TypeError(f"backend is a name ({', '.join(SWEEP_BACKENDS)}), not {type(backend).__name__}")
+    if backend not in SWEEP_BACKENDS:
+        raise OptionError(f"a sweep's backend must be one of {', '.join(SWEEP_BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def check_backend_options(backend: str, loss_every: int | None, threads: int | None) -> None:
+    """Refuse the CPU's options on the CUDA image."""
+    if backend == "cuda" and (loss_every is not None or threads is not None):
+        raise OptionError(
+            "backend='cuda' keeps no loss history and runs no CPU threads: leave loss_every and threads out"
+        )
+
+
+# --- the command line's text -------------------------------------------------------------------
+
+
+def parse_lr_range(text: str) -> NDArray[np.uint32]:
+    """``START:STOP:COUNT[:log]`` -> COUNT LR words of the numbers from START to STOP (both
+    included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
+        raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
+    try:
+        start, stop = float(parts[0]), float(parts[1])
+        count = parse_count(parts[2])
+    except ValueError:
+        raise ValueError(f"{text!r}: START and STOP are numbers, COUNT a whole number") from None
+    if count < 1:
+        raise ValueError(f"{text!r}: COUNT must be at least 1")
+    if not (np.isfinite(start) and np.isfinite(stop)):
+        raise ValueError(f"{text!r}: START and STOP must be finite")
+    if max(abs(start), abs(stop)) > _F32_MAX:
+        raise ValueError(f"{text!r}: START and STOP must be within float32's range (3.4028235e38)")
+    check_fits(12 * count, f"{text!r}: {count} learning rates", "sweep fewer at a time")  # float64 + float32
+    if len(parts) == 4:
+        if start <= 0 or stop <= 0:
+            raise ValueError(f"{text!r}: a log range needs START and STOP > 0")
+        return np.geomspace(start, stop, count).astype(np.float32).view(np.uint32)
+    return np.linspace(start, stop, count).astype(np.float32).view(np.uint32)
+
+
+def parse_lrs(text: str) -> NDArray[np.uint32]:
+    """The sweep's LRs as the command line writes them, as f32 words: a range
+    ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`) or a list ``LR[,LR...]``, each LR a
+    number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one."""
+    if ":" in text:
+        return parse_lr_range(text)
+    return np.array([parse_lr(t) for t in text.split(",")], dtype=np.uint32)
+
+
+def _parse_positive(text: str) -> int:
+    value = parse_count(text)
+    if value < 1:
+        raise ValueError(f"{text!r} must be at least 1")
+    return value
+
+
+def _parse_backend(text: str) -> str:
+    return check_backend(text)
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Everything a sweep takes, as :class:`~meshnb.options.RunOptions` is ``train``'s: each
+    field's :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.
+    Made, it checks the options of the run itself (the systems are checked by :meth:`systems`).
+
+    Examples
+    --------
+    >>> SweepOptions(steps=10, lrs=[0.5]).backend
+    'threads'
+    >>> SweepOptions(steps=10, threads=0)
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: threads must be an integer from 1 to 4096, got 0
+    """
+
+    steps: int = option_field(DEFAULT_STEPS, Flag("--steps", "steps of every system (default 4096)", "S", parse_count))
+    lrs: LRs | None = option_field(
+        None,
+        Flag(
+            "--lr",
+            "one system per LR: START:STOP:COUNT[:log] (COUNT numbers from START to STOP, evenly or log spaced) "
+            "or LR[,LR...] (a number, 0.01, or an f32 word, 0x3c23d70a); default: each page's own LR",
+            "LRS",
+            parse_lrs,
+        ),
+    )
+    view_in: Pages | None = option_field(
+        None,
+        Flag(
+            "--view-in",
+            "start pages: a 4096-byte page file, or a directory of them (one system per file, sorted by name; "
+            "with --lr, one per page and LR); default: the init page",
+            "PATH",
+            str,
+        ),
+    )
+    step_base: StepBases | None = option_field(
+        None,
+        Flag(
+            "--step-base",
+            "every system's first step: N or 0xHEX (0 to 2^64-2; HI:LO, two hex halves, is deprecated)",
+            "N",
+            parse_step_base,
+        ),
+    )
+    z: bool = option_field(True, Flag("--ieee", "plain IEEE float32 instead of float mode Z (comparison only)"))
+    trace: bool = option_field(False, Flag("--trace", "compute every system's trace digest"))
+    loss_every: int | None = option_field(
+        None, Flag("--loss-every", "keep the loss of every N-th step (JSON, npz)", "N", _parse_positive)
+    )
+    threads: int | None = option_field(
+        None,
+        Flag(
+            "--threads",
+            "CPU threads (default: the usable cores, shared between the ranks of an MPI job on one host)",
+            "T",
+            _parse_positive,
+        ),
+    )
+    keep_pages: bool = option_field(False, Flag(None, "keep every final page (4 KiB a system)"))
+    progress: bool = option_field(False, Flag(None, "a progress bar on stderr"))
+    backend: str | None = option_field(
+        None,
+        Flag(
+            "--backend",
+            "where the sweep runs: threads (default: the CPU's) or cuda (one warp per system on the CUDA image: "
+            "the cuda extra and a GPU)",
+            "{" + ",".join(SWEEP_BACKENDS) + "}",
+            _parse_backend,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: normalise once, here
+        put(self, "steps", check_steps(self.steps))
+        check_options(self.loss_every, self.threads, z=self.z, trace=self.trace, keep_pages=self.keep_pages,
+                      progress=self.progress)  # fmt: skip
+        for name in ("z", "trace", "keep_pages", "progress"):
+            put(self, name, bool(getattr(self, name)))
+        backend = check_backend(self.backend)
+        put(self, "backend", backend)
+        check_backend_options(backend, self.loss_every, self.threads)
+
+    def systems(self) -> Systems:
+        """The systems of these options (:func:`meshnb.runspec.describe`)."""
+        return describe(self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z)
+
+
+def sweep_option_fields() -> list[tuple[str, Any, Flag]]:
+    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs."""
+    return [(f.name, f.default, f.metadata["flag"]) for f in fields(SweepOptions)]
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -281,11 +285,11 @@ def available_bytes() -> int:
 
 
 def check_fits(need: int, what: str, hint: str) -> None:
-    """Refuse (ValueError, one line with the estimate) what would take more than 80% of the
+    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
     memory available now: the run would otherwise end in a MemoryError after work was done."""
     have = available_bytes()
     if need > 0.8 * have:
-        raise ValueError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
+        raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
 
 
 def _size(n: int) -> str:

@@ -17,26 +17,28 @@ column); floats are written as ``repr`` of the float32 value widened to float64,
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
 import sys
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence as SequenceABC
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .. import loops
 from ..files import WriteError, fsync_dir, open_temp
 from ..floatz import flush_words
-from ..view import WORD
-from .plan import LOSS
+from ..runspec import is_int, page_digests, write_step_base
+from ..view import WORD, View
 
 CSV_COLUMNS = (
     "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "a", "b", "c", "d", "digest", "trace_digest",
@@ -45,10 +47,8 @@ CSV_COLUMNS = (
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (SHA-256 of PARAMS then LOSS), ``[n, 32]`` uint8."""
-    hashed = np.ascontiguousarray(np.concatenate((words[:, :4], words[:, LOSS]), axis=1), dtype="<u4")
-    joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
-    return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`)."""
+    return page_digests(words)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
@@ -79,29 +79,29 @@ class SweepResult:
     """Steps every system ran."""
     z: bool
     """Float mode Z (False: IEEE float32)."""
-    page_index: np.ndarray
+    page_index: NDArray[np.int64]
     """``[M]`` int64: which start page each system started from (0: the init page)."""
-    lr_index: np.ndarray
+    lr_index: NDArray[np.int64]
     """``[M]`` int64: which of ``lrs`` each system ran (-1: its page's own LR)."""
-    lr_words: np.ndarray
+    lr_words: NDArray[np.uint32]
     """``[M]`` uint32: each system's LR word as its page holds it (``ftz_from_bits`` in mode Z)."""
-    step_base: np.ndarray
+    step_base: NDArray[np.uint64]
     """``[M]`` uint64: each system's first step."""
-    params_words: np.ndarray
+    params_words: NDArray[np.uint32]
     """``[M, 4]`` uint32: the final params' words (a, b, c, d)."""
-    last_loss_words: np.ndarray
+    last_loss_words: NDArray[np.uint32]
     """``[M]`` uint32: the loss word of each system's last step (the page's, as ``train`` reads it)."""
-    digest_bytes: np.ndarray
+    digest_bytes: NDArray[np.uint8]
     """``[M, 32]`` uint8: SPEC 11's digest of each final page (SHA-256 of PARAMS then LOSS)."""
-    trace_digest_bytes: np.ndarray | None = None
+    trace_digest_bytes: NDArray[np.uint8] | None = None
     """``[M, 32]`` uint8: each system's trace digest (with ``trace=True``), else None."""
-    loss_history: np.ndarray | None = None
+    loss_history: NDArray[np.float32] | None = None
     """``[M, H]`` float32: the loss of the steps ``loss_steps`` (with ``loss_every``), else None."""
-    loss_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    loss_steps: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     """``[H]`` int64: the run steps of ``loss_history``'s columns (``loss_every - 1``, ...)."""
-    final_pages: np.ndarray | None = None
+    final_pages: NDArray[np.uint8] | None = None
     """``[M, 4096]`` uint8: the final pages, only with ``keep_pages=True``."""
-    starts: np.ndarray | None = None
+    starts: NDArray[np.uint32] | None = None
     """``[P, 1024]`` uint32: the sweep's start pages (what :meth:`page` runs again)."""
     first: int = 0
     """The sweep's index of this result's first system."""
@@ -115,23 +115,70 @@ class SweepResult:
     def __len__(self) -> int:
         return int(self.page_index.shape[0])
 
-    @property
-    def systems(self) -> int:
-        """M, the systems in this result."""
-        return len(self)
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {name}=True" for name, have in (("trace", self.trace_digest_bytes is not None),
+                                                ("keep_pages", self.final_pages is not None)) if have
+        )  # fmt: skip
+        every = f", loss_every={int(self.loss_steps[0]) + 1}" if self.loss_steps.size else ""
+        span = f"systems {self.first}..{self.first + len(self) - 1}" if len(self) else "no systems"
+        return (
+            f"SweepResult({span}, steps={self.steps}, z={self.z}{extra}{every}, seconds={self.seconds:.3f}, "
+            f"shape={self.shape!r})"
+        )
+
+    @overload
+    def __getitem__(self, k: int) -> SweepSystem: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> SweepResult: ...
+
+    def __getitem__(self, k: int | slice) -> SweepSystem | SweepResult:
+        """``r[k]``: system ``k`` of this result (a :class:`SweepSystem`, which answers what a
+        cluster's ``systems[k]`` answers); ``r[i:j]``: those systems as a result of their own."""
+        if isinstance(k, slice):
+            lo, hi, stride = k.indices(len(self))
+            if stride != 1:
+                raise ValueError("a sweep result is sliced in steps of 1")
+            return self.slice(lo, max(lo, hi))
+        if not is_int(k):
+            raise TypeError(f"a sweep result is indexed by an integer or a slice, not {type(k).__name__}")
+        i = int(k) + len(self) if k < 0 else int(k)
+        if not 0 <= i < len(self):
+            raise IndexError(f"system {k} is not in this result of {len(self)}")
+        return SweepSystem(self, i)
+
+    def slice(self, lo: int, hi: int) -> SweepResult:
+        """Systems ``lo .. hi-1`` of this result (indexes of this result), as a result of their own
+        (``first`` moves with them; the start pages and loss steps are shared)."""
+        if not 0 <= lo <= hi <= len(self):
+            raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray) and f.name not in ("loss_steps", "starts"):
+                changes[f.name] = v[lo:hi]
+        return replace(self, first=self.first + lo, **changes)
 
     @property
-    def params(self) -> np.ndarray:
+    def systems(self) -> SweepSystems:
+        """The systems of this result, each a :class:`SweepSystem` (as ``train``'s
+        ``result.systems``).  It was the count M: ``len(r)`` is that; comparing it with an int
+        still works for this release, with a DeprecationWarning."""
+        return SweepSystems(self)
+
+    @property
+    def params(self) -> NDArray[np.float32]:
         """``[M, 4]`` float32: the final params."""
         return self.params_words.view(np.float32)
 
     @property
-    def lrs(self) -> np.ndarray:
+    def lrs(self) -> NDArray[np.float32]:
         """Each system's LR as the steps read it (``ftz_from_bits`` in mode Z)."""
         return (flush_words(self.lr_words) if self.z else self.lr_words).view(np.float32)
 
     @property
-    def last_loss(self) -> np.ndarray:
+    def last_loss(self) -> NDArray[np.float32]:
         """``[M]`` float32: the loss of each system's last step."""
         return self.last_loss_words.view(np.float32)
 
@@ -169,9 +216,8 @@ class SweepResult:
         if self.starts is None:
             raise ValueError("this result holds neither its pages nor its start pages")
         words = self.starts[int(self.page_index[k])].copy()  # the page train starts from (plan.Systems.words)
-        words[WORD["LR"]] = self.lr_words[k]
-        base = int(self.step_base[k])
-        words[WORD["STEP_HI"]], words[WORD["NEXT_STEP"]] = base >> 32, base & 0xFFFFFFFF
+        words[WORD["LR"]] = self.lr_words[k]  # the final page's word: SET_LR already applied (flushed)
+        write_step_base(words[None, :], self.step_base[k : k + 1])
         loops.run_tasks(words, self.steps, np.empty((0, 5), dtype=np.uint32), loops.loop_mode(self.z))
         if digest_of(words[None, :])[0].tobytes() != self.digest_bytes[k].tobytes():
             raise RuntimeError(f"system {k}: its run alone does not give the sweep's digest {self.digests[k]}")
@@ -251,7 +297,7 @@ class SweepResult:
 
     def columns(self) -> dict[str, np.ndarray]:
         """The result as named arrays (what :meth:`tobytes` and the npz writer store)."""
-        cols = {
+        cols: dict[str, np.ndarray] = {
             "system": np.arange(self.first, self.first + len(self), dtype=np.int64),
             "page_index": self.page_index,
             "lr_index": self.lr_index,
@@ -342,6 +388,134 @@ class SweepResult:
             first_call_seconds=max(p.first_call_seconds for p in parts),
             shape=first.shape,
         )
+
+
+class SweepSystem:
+    """System ``k`` of a sweep result: the attributes a cluster's ``result.systems[k]``
+    (:class:`~meshnb.results.SystemResult`) has, read from the result's columns, plus the
+    sweep's inputs (``lr``, ``lr_word``, ``step_base``, ``page_index``).  ``page`` (and what is
+    read from it: ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the
+    system again (:meth:`SweepResult.page`)."""
+
+    __slots__ = ("_k", "_result")
+
+    def __init__(self, result: SweepResult, k: int) -> None:
+        self._result, self._k = result, k
+
+    def __repr__(self) -> str:
+        return f"SweepSystem(system={self.system}, lr={float(self.lr)!r}, digest={self.digest[:16]}...)"
+
+    @property
+    def system(self) -> int:
+        """The system's index in the sweep."""
+        return self._result.first + self._k
+
+    @property
+    def params(self) -> NDArray[np.float32]:
+        """The params ``[a, b, c, d]`` (float32[4])."""
+        return self._result.params[self._k].copy()
+
+    @property
+    def params_hex(self) -> list[str]:
+        """The params as four hex words."""
+        return list(self._result.params_hex[self._k])
+
+    @property
+    def last_loss(self) -> np.float32:
+        """The loss of the last step run."""
+        return np.float32(self._result.last_loss[self._k])
+
+    @property
+    def digest(self) -> str:
+        """SPEC 11's digest (hex)."""
+        return self._result.digests[self._k]
+
+    @property
+    def trace_digest(self) -> str:
+        """The trace digest (hex; empty without ``trace=True``)."""
+        return self._result.trace_digests[self._k]
+
+    @property
+    def page(self) -> bytes:
+        """The final 4096-byte page."""
+        return self._result.page(self._k)
+
+    @property
+    def view(self) -> View:
+        """The final page as a :class:`~meshnb.view.View`."""
+        return View.from_bytes(self.page)
+
+    @property
+    def loss(self) -> NDArray[np.float32]:
+        """The loss ring: the loss of step t at index t mod 256 (float32[256])."""
+        return np.asarray(self.view["LOSS"], dtype=np.float32)
+
+    @property
+    def lr(self) -> np.float32:
+        """The LR as the steps read it."""
+        return np.float32(self._result.lrs[self._k])
+
+    @property
+    def lr_word(self) -> int:
+        """The LR word as the page holds it."""
+        return int(self._result.lr_words[self._k])
+
+    @property
+    def step_base(self) -> int:
+        """The first step."""
+        return int(self._result.step_base[self._k])
+
+    @property
+    def page_index(self) -> int:
+        """Which start page the system started from."""
+        return int(self._result.page_index[self._k])
+
+
+class SweepSystems(SequenceABC[SweepSystem]):
+    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``)."""
+
+    __slots__ = ("_result",)
+
+    def __init__(self, result: SweepResult) -> None:
+        self._result = result
+
+    def __len__(self) -> int:
+        return len(self._result)
+
+    @overload
+    def __getitem__(self, k: int) -> SweepSystem: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> SweepSystems: ...
+
+    def __getitem__(self, k: int | slice) -> SweepSystem | SweepSystems:
+        if isinstance(k, slice):
+            return SweepSystems(self._result[k])
+        return self._result[k]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} systems of {self._result!r}>"
+
+    def _as_count(self) -> int:
+        warnings.warn(
+            "SweepResult.systems is the systems now (a sequence, as train's); the count is len(result)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return len(self)
+
+    def __eq__(self, other: object) -> bool:
+        if is_int(other):
+            return self._as_count() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value
+
+    def __int__(self) -> int:
+        return self._as_count()
+
+    def __index__(self) -> int:
+        return self._as_count()
 
 
 def _csv_field(text: str) -> str:

@@ -26,11 +26,22 @@ import numpy as np
 
 from .. import loops
 from ..host import steps_shown
-from ..interrupts import deferred_interrupt
 from ..loops import sweep as sweep_loop
+from ..runspec import OptionError, check_int
 from ..view import WORD
 from .lanes import Lanes, final_pages
-from .plan import LRs, Pages, StepBases, Systems, check_fits, check_options, plan, result_bytes
+from .plan import (
+    LRs,
+    Pages,
+    StepBases,
+    SweepOptions,
+    Systems,
+    check_backend,
+    check_backend_options,
+    check_fits,
+    check_options,
+    result_bytes,
+)
 from .result import SweepResult, digest_of
 
 CHUNK_SYSTEM_STEPS = 1 << 24  # system-steps per chunk: ~0.1 s on 2 cores, so Ctrl-C and progress stay live
@@ -234,12 +245,19 @@ CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth
 
 
 class CudaRunner:
-    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU."""
+    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU (a
+    context manager, as :class:`Runner`; ``batch`` systems per device run)."""
 
-    batch = CUDA_BATCH
+    def __init__(
+        self, systems: Systems, steps: int, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH
+    ) -> None:
+        self.systems, self.steps, self.trace, self.keep_pages, self.batch = systems, steps, trace, keep_pages, batch
 
-    def __init__(self, systems: Systems, steps: int, *, trace: bool = False, keep_pages: bool = False) -> None:
-        self.systems, self.steps, self.trace, self.keep_pages = systems, steps, trace, keep_pages
+    def __enter__(self) -> CudaRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
     def run(
         self, lo: int, hi: int, on_chunk: Callable[[int], None] | None = None,
@@ -250,6 +268,33 @@ class CudaRunner:
             self.systems, lo, hi, self.steps, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
             should_stop=should_stop,
         )  # fmt: skip
+
+
+def make_runner(
+    systems: Systems,
+    steps: int,
+    backend: str = "threads",
+    *,
+    trace: bool = False,
+    loss_every: int | None = None,
+    threads: int | None = None,
+    chunk: int | None = None,
+    mode: int | None = None,
+    shape: sweep_loop.Shape | None = None,
+    keep_pages: bool = False,
+    batch: int | None = None,
+) -> Runner | CudaRunner:
+    """The runner of ``backend`` for planned systems (``batch`` None: the backend's own batch)."""
+    check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
+    check_backend_options(backend, loss_every, threads)
+    if backend == "cuda":
+        if mode is not None or shape is not None:
+            raise OptionError("backend='cuda' runs the CUDA image: no CPU loop mode or shape")
+        return CudaRunner(systems, steps, trace=trace, keep_pages=keep_pages, batch=batch or CUDA_BATCH)
+    return Runner(
+        systems, steps, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode, shape=shape,
+        keep_pages=keep_pages, batch=batch or BATCH_SYSTEMS,
+    )  # fmt: skip
 
 
 def run_on_cuda(
@@ -323,18 +368,20 @@ def run_planned(
     mode: int | None = None,
     shape: sweep_loop.Shape | None = None,
     keep_pages: bool = False,
-    batch: int = BATCH_SYSTEMS,
+    batch: int | None = None,
+    backend: str = "threads",
 ) -> SweepResult:
-    """Run planned systems ``steps`` steps, in memory (``chunk`` steps per loop call, ``batch``
-    systems per batch); ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()``
-    before each: a stop gives :class:`SweepInterrupted`'s result (returned, not raised, here:
-    ``result.steps`` < ``steps`` or fewer systems).  ``mode`` forces a step-loop mode of
-    :mod:`meshnb.loops`, ``shape`` a loop shape (default the target CPU's)."""
-    with Runner(
-        systems, steps, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode, shape=shape,
-        keep_pages=keep_pages, batch=batch,
+    """Run planned systems ``steps`` steps on ``backend`` (:func:`make_runner`), in memory
+    (``chunk`` steps per loop call, ``batch`` systems per batch, default the backend's);
+    ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()`` before each: a stop gives
+    :class:`SweepInterrupted`'s result (returned, not raised, here: ``result.steps`` < ``steps`` or
+    fewer systems).  ``mode`` forces a step-loop mode of :mod:`meshnb.loops`, ``shape`` a loop
+    shape (default the target CPU's)."""
+    with make_runner(
+        systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
+        shape=shape, keep_pages=keep_pages, batch=batch,
     ) as runner:  # fmt: skip
-        got = list(parts(runner, spans(len(systems), batch), on_chunk, should_stop))
+        got = list(parts(runner, spans(len(systems), runner.batch), on_chunk, should_stop))
     if not got:
         got = [runner.run(0, 0)]
     if got[-1].steps < steps and len(got) > 1:
@@ -354,52 +401,92 @@ def sweep(
     threads: int | None = None,
     keep_pages: bool = False,
     progress: bool = False,
-    device: str = "cpu",
+    backend: str | None = None,
+    device: str | None = None,
     pages: Pages | None = None,
     step_bases: StepBases | None = None,
 ) -> SweepResult:
-    """Run M independent systems ``steps`` steps each; returns a :class:`SweepResult` in memory.
+    """Run M independent systems ``steps`` steps each and return them in memory.
 
-    ``lrs``: learning rates (floats, rounded to float32; a uint32 array gives the f32 words), one
-    system each, set with SET_LR before the first step.  ``view_in``: start pages (a 4096-byte
-    bytes-like, a sequence of them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array;
-    default the init page), one system each; with both, one system per (page, LR) pair,
-    page-major.  ``step_base``: one integer, or one per system: the page's next step before the
-    run (as ``train``'s).  System k is bit-equal to ``meshnb.train(steps, view_in=page,
-    set_lr={0: word}, step_base=base, z=z)``.  ``trace`` computes each system's trace digest,
-    ``loss_every`` keeps the loss of every ``loss_every``-th step (``result.loss_history``),
-    ``threads`` sets the threads (default: the usable cores), ``keep_pages`` keeps every final
-    page (4 KiB a system; without it ``result.page(k)`` runs system k again), ``progress`` shows
-    a bar on stderr.  ``device="cuda"`` runs the systems on the CUDA image, one warp each
-    (:mod:`meshnb.cuda`; the same bits; no ``loss_every`` or ``threads`` there).  ``pages`` and
-    ``step_bases`` are the deprecated names of ``view_in`` and ``step_base``.
+    System k is bit-equal to ``meshnb.train(steps, view_in=page, set_lr={0: lr}, step_base=base,
+    z=z)``: the same params, loss, digest and trace digest.
 
-    Raises ``ValueError``/``TypeError`` (one line naming the argument) for bad arguments, and a
-    ``ValueError`` with the estimate when the result would not fit in memory (use
-    :func:`stream` or ``meshnb sweep --csv``); :class:`SweepInterrupted` on Ctrl-C."""
+    Parameters
+    ----------
+    steps : int
+        Steps of every system, 0 to 2^63 - 1.
+    lrs : sequence of float, or uint32 array, optional
+        Learning rates, one system each, set with SET_LR before the first step: floats are
+        numbers (rounded to float32), a ``np.uint32`` array gives the f32 words themselves (as
+        ``train``'s ``set_lr``).  Default: each page's own LR.
+    view_in : bytes, sequence of bytes, or array, optional
+        Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 /
+        ``[P, 1024]`` uint32 array; default the init page.  With ``lrs`` too, one system per
+        (page, LR) pair, page-major: system ``p * len(lrs) + l``.
+    step_base : int or sequence of int, optional
+        The first step (0 to 2^64 - 2) of every system, or one per system (as ``train``'s).
+    z : bool
+        Float mode Z (default); False runs plain IEEE float32.
+    trace : bool
+        Compute each system's trace digest.
+    loss_every : int, optional
+        Keep the loss of every ``loss_every``-th step (``result.loss_history``).
+    threads : int, optional
+        CPU threads (default: the usable cores).
+    keep_pages : bool
+        Keep every final page (4 KiB a system); without it ``result.page(k)`` runs system k again.
+    progress : bool
+        A progress bar on stderr.
+    backend : {"threads", "cuda"}, optional
+        Where the sweep runs (``train``'s keyword): the CPU's threads (default) or the CUDA image,
+        one warp per system, in batches as the CPU runs them (the same bits; no ``loss_every`` or
+        ``threads`` there).
+    device, pages, step_bases
+        Deprecated names of ``backend`` (``"cpu"`` is ``"threads"``), ``view_in`` and
+        ``step_base``: they work for this release, with a DeprecationWarning.
+
+    Returns
+    -------
+    SweepResult
+        Every system's inputs, params, last loss and digests.
+
+    Raises
+    ------
+    OptionError
+        A bad value (a :class:`ValueError`), one line naming the argument; also when the result
+        would not fit in memory (with the estimate: use :func:`stream` or ``meshnb sweep --csv``).
+    TypeError
+        A wrong type (``sweep("10")``).
+    SweepInterrupted
+        Ctrl-C; ``.result`` holds the systems finished.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(10, lrs=[0.5, 0.25])
+    >>> len(r), r.steps
+    (2, 10)
+    >>> r.digests[1] == meshnb.train(10, set_lr={0: 0.25}).digest
+    True
+    >>> meshnb.sweep(-1)
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
+    """
     view_in, step_base = _aliases(view_in, pages, step_base, step_bases)
-    systems = plan(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
-    check_options(loss_every, threads, trace=trace, keep_pages=keep_pages, progress=progress)
+    backend = check_backend(backend, device)
+    opts = SweepOptions(
+        steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
+        threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
+    )  # fmt: skip
+    systems, steps = opts.systems(), opts.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda" and (loss_every is not None or threads is not None):
-        raise ValueError(
-            "device='cuda' keeps no loss history and runs no CPU threads: leave loss_every and threads out"
-        )
-    total = len(systems) * steps
-    with steps_shown(total, progress, f"sweep of {len(systems)}") as (show, requested):
-        if device == "cuda":
-            result = run_on_cuda(
-                systems, 0, len(systems), steps, trace=trace, keep_pages=keep_pages,
-                on_chunk=lambda d: show(d * len(systems)), should_stop=requested,
-            )  # fmt: skip
-        else:
-            result = run_planned(
-                systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
-                on_chunk=show, should_stop=requested,
-            )  # fmt: skip
+    with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
+        result = run_planned(
+            systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+            on_chunk=show, should_stop=requested, backend=backend,
+        )  # fmt: skip
     if result.steps < steps or len(result) < len(systems):
         raise SweepInterrupted(result)
     return result
@@ -416,29 +503,61 @@ def stream(
     loss_every: int | None = None,
     threads: int | None = None,
     keep_pages: bool = False,
-    batch: int = BATCH_SYSTEMS,
+    progress: bool = False,
+    backend: str | None = None,
+    batch: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The sweep of :func:`sweep`'s arguments as parts: a :class:`SweepResult` for each batch of
-    ``batch`` systems, in order, as it finishes (``part.first`` is its first system's index), so a
-    sweep of any size runs in the memory of one batch.  Ctrl-C raises :class:`SweepInterrupted`
-    (with the batch in flight after its finished chunks) after the finished parts were yielded."""
-    systems = plan(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
-    check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    return _stream(systems, steps, trace, loss_every, threads, keep_pages, batch)
+    """The sweep of :func:`sweep`'s arguments as parts, as their batches finish.
+
+    A :class:`SweepResult` for each batch of ``batch`` systems (default the backend's), in order
+    (``part.first`` is its first system's index), so a sweep of any size runs in the memory of
+    one batch.  The arguments are checked when ``stream`` is called, before the first part.
+
+    Parameters
+    ----------
+    steps, lrs, view_in, step_base, z, trace, loss_every, threads, keep_pages, progress, backend
+        As :func:`sweep`'s.
+    batch : int, optional
+        Systems per part.
+
+    Yields
+    ------
+    SweepResult
+        The parts in order.
+
+    Raises
+    ------
+    SweepInterrupted
+        Ctrl-C, after the finished parts were yielded; ``.result`` is the batch in flight after
+        its finished chunks.
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import stream
+    >>> [(p.first, len(p)) for p in stream(5, lrs=[0.5, 0.25, 0.125], batch=2)]
+    [(0, 2), (2, 1)]
+    """
+    opts = SweepOptions(
+        steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
+        threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
+    )  # fmt: skip
+    systems, steps = opts.systems(), opts.steps
+    if batch is not None:
+        batch = check_int(batch, "batch", 1, 1 << 62)
+
+    def runner() -> Runner | CudaRunner:  # made when the first part is asked for: its threads, its compile
+        backend = opts.backend or "threads"
+        return make_runner(
+            systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+            batch=batch,
+        )  # fmt: skip
+
+    return _stream(runner, len(systems), steps, progress)
 
 
-def _stream(
-    systems: Systems, steps: int, trace: bool, loss_every: int | None, threads: int | None, keep_pages: bool, batch: int
-) -> Iterator[SweepResult]:
-    with (
-        deferred_interrupt() as requested,
-        Runner(
-            systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages, batch=batch
-        ) as runner,
-    ):
-        for part in parts(runner, spans(len(systems), batch), should_stop=requested):
-            if part.steps < steps:
+def _stream(make: Callable[[], Runner | CudaRunner], m: int, steps: int, progress: bool) -> Iterator[SweepResult]:
+    with steps_shown(m * steps, progress, f"sweep of {m}") as (show, requested), make() as runner:
+        for part in parts(runner, spans(m, runner.batch), show, should_stop=requested):
+            if part.steps < runner.steps:
                 raise SweepInterrupted(part)
             yield part

@@ -43,7 +43,7 @@ def test_cli_pages_dir_ieee_csv_and_npz(tmp_path: Path) -> None:
     for name in names:
         (d / f"{name}.page").write_bytes(pages[name])
     out = tmp_path / "sweep.csv"
-    p = cli("--lr", "0.5:0.1:2", "--pages", str(d), "--steps", "70", "--ieee", "--csv", str(out))
+    p = cli("--lr", "0.5:0.1:2", "--view-in", str(d), "--steps", "70", "--ieee", "--csv", str(out))
     assert p.returncode == 0, p.stderr
     lines = out.read_text().splitlines()
     assert len(lines) == 1 + 6 and lines[0].startswith("system,page,lr_word,lr,")
@@ -53,6 +53,7 @@ def test_cli_pages_dir_ieee_csv_and_npz(tmp_path: Path) -> None:
     npz = tmp_path / "sweep.npz"
     p = cli("--lr", "0.5:0.1:2", "--pages", str(d), "--steps", "70", "--ieee", "--npz", str(npz))
     assert p.returncode == 0, p.stderr
+    assert p.stderr == "meshnb: warning: --pages is deprecated: use --view-in\n"  # the old name, one release
     with np.load(npz, allow_pickle=False) as f:
         assert bytes(f["digest"][2]).hex() == one.digest and list(f["page_names"]) == [f"{n}.page" for n in names]
 
@@ -88,7 +89,12 @@ def test_cli_summary_shows_the_first_and_last_systems() -> None:
         (["--lr", "1e39:1e39:2", "--steps", "10"], "float32's range"),
         (["--lr", "0.1:1:1000000000000", "--steps", "10"], "learning rates needs about"),
         (["--steps", "-3"], "steps"),
-        (["--pages", "/nonexistent/dir", "--steps", "3"], "pages"),
+        (["--view-in", "/nonexistent/dir", "--steps", "3"], "--view-in"),
+        (["--step-base", "-1"], "--step-base"),
+        (["--step-base", str(2**64 - 1)], "step_base must be 0..2^64-2"),
+        (["--lr", "0.5,0xZZ"], "--lr"),
+        (["--backend", "fused"], "--backend"),
+        (["--backend", "cuda", "--loss-every", "2"], "leave loss_every and threads out"),
         (["--npz", "-"], "--npz -"),
         (["--bogus"], "unrecognized"),
     ],
@@ -116,9 +122,9 @@ def test_cli_pages_dir_refuses_what_is_no_page_file(tmp_path: Path, kind: str) -
         bad.symlink_to(bad)
     else:
         bad.mkdir()
-    p = cli("--pages", str(d), "--steps", "3", timeout=30)
+    p = cli("--view-in", str(d), "--steps", "3", timeout=30)
     assert p.returncode == 2, p.stderr
-    assert p.stderr.count("\n") == 1 and "b.page" in p.stderr and p.stderr.startswith("meshnb: error: --pages")
+    assert p.stderr.count("\n") == 1 and "b.page" in p.stderr and p.stderr.startswith("meshnb: error: --view-in")
 
 
 def test_cli_outputs_are_never_a_fifo_it_blocks_on(tmp_path: Path) -> None:
@@ -221,3 +227,41 @@ def test_mpi_rounds_of_batches_stream_the_same_table(tmp_path: Path) -> None:
     alone_ = cli(*args, "--csv", str(tmp_path / "one.csv"))
     assert alone_.returncode == 0, alone_.stderr
     assert (tmp_path / "mpi.csv").read_text() == (tmp_path / "one.csv").read_text()
+
+
+def test_cli_one_spelling_for_one_idea(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The start page, the step base, an LR and the backend are spelled as ``meshnb train``'s."""
+    from meshnb.cli import main
+
+    page = tmp_path / "start.page"
+    page.write_bytes(meshnb.train(5).page)
+    base = (1 << 32) + 3
+    want = meshnb.train(7, view_in=page.read_bytes(), set_lr={0: 0.25}, step_base=base)
+    for step_base in (str(base), hex(base)):
+        argv = ["sweep", "--view-in", str(page), "--lr", "0.25,0x3e800000", "--step-base", step_base]
+        assert main([*argv, "--steps", "7", "--json", "--backend", "threads", "--no-progress"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert [s["digest"] for s in doc["systems"]] == [want.digest] * 2
+        argv = ["train", "--view-in", str(page), "--set-lr", "0:0.25", "--step-base", step_base, "--steps", "7"]
+        assert main([*argv, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["systems"][0]["digest"] == want.digest
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_cli_the_old_step_base_spelling_works_in_both_with_a_warning(command: str, capsys) -> None:
+    from meshnb.cli import main
+
+    assert main([command, "--step-base", "1:3", "--steps", "2", "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "meshnb: warning: --step-base 1:3: HI:LO is deprecated" in captured.err
+    doc = json.loads(captured.out)
+    assert doc["systems"][0]["digest"] == meshnb.train(2, step_base=(1 << 32) + 3).digest
+
+
+def test_cli_the_old_device_flag_is_the_backend_with_a_warning(capsys) -> None:
+    from meshnb.cli import main
+
+    assert main(["sweep", "--device", "cpu", "--steps", "2", "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "meshnb: warning: --device is deprecated: use --backend {threads,cuda}\n"
+    assert json.loads(captured.out) == sweep(2).to_json()

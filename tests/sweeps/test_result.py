@@ -107,3 +107,46 @@ def test_a_streamed_table_never_writes_through_what_sits_at_its_temporary_name(t
     w.write(sweep(2, lrs=[0.5]))
     w.close(2)
     assert victim.read_text() == "keep me" and out.read_text().count("\n") == 2
+
+
+def test_a_sweeps_system_answers_what_a_clusters_member_answers() -> None:
+    import meshnb
+
+    r = sweep(300, lrs=[0.5, 0.25, 0.125], trace=True)
+    run = meshnb.train(300, set_lr={0: 0.25}, keep_trace=False)
+    member = run.systems[0]
+    s = r[1]
+    for name in ("params_hex", "digest", "trace_digest", "page"):
+        assert getattr(s, name) == getattr(member, name), name
+    assert np.array_equal(s.params, member.params) and s.last_loss == member.last_loss
+    assert np.array_equal(s.loss, member.loss) and s.view.next_step == member.view.next_step
+    assert s.system == 1 and s.lr_word == 0x3E800000 and s.step_base == 0 and s.page_index == 0
+    assert [x.digest for x in r.systems] == r.digests and len(r.systems) == 3 and r[-1].system == 2
+
+
+def test_slicing_a_result_keeps_its_systems() -> None:
+    r = sweep(20, lrs=[0.5, 0.25, 0.125, 0.0625], loss_every=5, keep_pages=True)
+    tail = r[1:3]
+    assert len(tail) == 2 and tail.first == 1 and tail.digests == r.digests[1:3]
+    assert tail.to_records() == r.to_records()[1:3] and tail.page(0) == r.page(1)
+    assert np.array_equal(tail.loss_history, r.loss_history[1:3]) and np.array_equal(tail.loss_steps, r.loss_steps)
+    with pytest.raises(ValueError, match="steps of 1"):
+        r[::2]
+    with pytest.raises(IndexError, match="system 4 is not in this result of 4"):
+        r[4]
+
+
+def test_systems_compared_with_a_count_is_deprecated() -> None:
+    r = sweep(5, lrs=[0.5, 0.25])
+    with pytest.warns(DeprecationWarning, match="len\\(result\\)"):
+        assert r.systems == 2
+
+
+def test_reprs_are_short_and_hold_no_page_bytes() -> None:
+    import meshnb
+
+    r = sweep(5, lrs=[0.5, 0.25], keep_pages=True, trace=True)
+    assert len(repr(r)) < 300 and "keep_pages=True" in repr(r) and "systems 0..1" in repr(r)
+    assert len(repr(r[0])) < 200 and len(repr(r.systems)) < 400
+    run = meshnb.train(5, systems=2, backend="fused")
+    assert len(repr(run)) < 300 and len(repr(run.systems)) < 600 and "\\x" not in repr(run.systems)

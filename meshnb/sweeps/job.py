@@ -1,0 +1,164 @@
+"""A sweep as a job: its parts run in one process or dealt to the ranks of an MPI job, and handed
+in order to one writer as they finish; what ``meshnb sweep`` runs (the command parses and prints).
+
+:func:`run_to` runs planned systems batch by batch on the options' backend (the CPU's threads or
+the CUDA image: one path, :func:`~meshnb.sweeps.run.make_runner`).  Under ``mpiexec -n R``
+(:func:`in_mpi_job`) the batches are dealt to the ranks in turn, each run on the rank's own
+threads; after each round rank 0 gathers the round's batches and writes them, so the ranks stream
+too, and every rank stops at the same chunk on Ctrl-C.  The parts are bit-equal to the same sweep
+in one process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..host import progress_bar, steps_shown
+from ..interrupts import deferred_interrupt
+from .plan import SweepOptions, Systems
+from .result import SweepResult
+from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, make_runner, parts, spans
+
+_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
+GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' batches
+
+
+class PartWriter(Protocol):
+    """Where a sweep's parts go (:class:`~meshnb.sweeps.result.CsvWriter`, ``JsonWriter``,
+    ``NpzWriter``, or a command's summary): every part in order, then ``close(steps)`` (the steps
+    every written system ran), or ``abort()`` on a failure."""
+
+    def write(self, part: SweepResult) -> None: ...
+
+    def close(self, steps: int) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def in_mpi_job() -> bool:
+    """Whether this process is a rank of an MPI job of more than one rank (the launcher's variables)."""
+    return any(os.environ.get(v, "").strip() not in ("", "1", "0") for v in _SIZE_VARIABLES)
+
+
+def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartWriter]) -> tuple[int, bool]:
+    """Run ``systems`` (planned from ``opts``) and write every part in order to the writer that
+    ``open_writer()`` opens (on rank 0 alone in an MPI job); the writer is closed with the steps
+    its systems ran, or aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a
+    Ctrl-C (the finished batches are written, or the first batch after its finished chunks).
+
+    A sweep on ``backend="cuda"`` runs in one process (refused in an MPI job)."""
+    if in_mpi_job():
+        if opts.backend == "cuda":
+            from ..runspec import OptionError
+
+            raise OptionError("backend='cuda' runs in one process, not in an MPI job")
+        from ..backends import mpi, mpi_exchange
+
+        MPI = mpi_exchange.load()
+        comm = MPI.COMM_WORLD
+        try:
+            return _run_rank(opts, systems, open_writer, MPI, comm)
+        except BaseException as e:  # one rank failing must not leave the others waiting in a collective
+            mpi.abort(comm, e)
+            raise  # not reached: abort ends the job
+    m, steps = len(systems), opts.steps
+    writer = open_writer()
+    try:
+        with (
+            steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),
+            make_runner(
+                systems,
+                steps,
+                opts.backend or "threads",
+                trace=opts.trace,
+                loss_every=opts.loss_every,
+                threads=opts.threads,
+            ) as runner,  # fmt: skip
+        ):
+            done, stopped = steps, False
+            for k, part in enumerate(parts(runner, spans(m, runner.batch), show, should_stop=requested)):
+                if part.steps < steps:  # stopped: a first batch's partial result, or the finished batches
+                    stopped = True
+                    if k == 0:
+                        writer.write(part)
+                        done = part.steps
+                    break
+                writer.write(part)
+        writer.close(done)
+    except BaseException:
+        writer.abort()
+        raise
+    return done, stopped
+
+
+def _local_ranks(comm: Any) -> int:
+    """Ranks of this job on this host (they share its cores)."""
+    MPI = sys.modules["mpi4py.MPI"]
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return int(local.Get_size())
+    finally:
+        local.Free()
+
+
+def _run_rank(
+    opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartWriter], MPI: Any, comm: Any
+) -> tuple[int, bool]:
+    """This rank's batches of an MPI job's sweep: the batches are dealt to the ranks in turn and
+    rank 0 writes each round's batches as they are gathered."""
+    from ..backends import mpi
+
+    k, n = comm.Get_rank(), comm.Get_size()
+    m, steps = len(systems), opts.steps
+    batch = max(1, min(BATCH_SYSTEMS, -(-m // n)))
+    batches = spans(m, batch)
+    rounds = -(-len(batches) // n)
+    threads = opts.threads or max(1, default_threads() // _local_ranks(comm))
+    chunk = chunk_steps(steps, batch, opts.trace)
+    writer = open_writer() if k == 0 else None
+    bar = progress_bar(m * steps, opts.progress and k == 0, f"sweep of {m}")
+    done, stopped = steps, False
+    try:
+        with (
+            deferred_interrupt() as requested,
+            Runner(
+                systems, steps, trace=opts.trace, loss_every=opts.loss_every, threads=threads, chunk=chunk, batch=batch
+            ) as runner,
+        ):
+
+            def should_stop() -> bool:  # every rank stops at the same chunk
+                return bool(comm.allreduce(int(requested()), op=MPI.MAX))
+
+            for j in range(rounds):
+                b = j * n + k
+                lo, hi = batches[b] if b < len(batches) else (m, m)
+                round_steps = j * n * batch * steps  # this round's start, in system-steps
+                on_chunk = (
+                    (lambda d, r=round_steps: bar.update(min(m * steps, r + d * n * batch) - bar.n))
+                    if bar is not None
+                    else None
+                )
+                part = runner.run(lo, hi, on_chunk, should_stop)
+                shares = mpi.allgather_bytes(comm, part.tobytes(), GATHER_S, "the sweep's batches")
+                stopped = part.steps < steps
+                if writer is not None and (not stopped or j == 0):
+                    for data in shares:
+                        got = SweepResult.from_bytes(data)
+                        if len(got):
+                            writer.write(got)
+                if stopped:
+                    done = part.steps if j == 0 else steps
+                    break
+        if writer is not None:
+            writer.close(done)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return done, stopped

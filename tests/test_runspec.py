@@ -1,0 +1,131 @@
+"""meshnb.runspec: the one description of a run and its rules, the same answer from every entry point."""
+
+import numpy as np
+import pytest
+
+import meshnb
+from meshnb import runspec
+from meshnb.runspec import OptionError
+from meshnb.testing import reference as ref
+from meshnb.view import WORD, View
+
+
+@pytest.mark.parametrize("x", [3, np.int8(3), np.uint64(3), np.int64(3)])
+def test_any_integer_type_is_an_integer(x):
+    assert runspec.is_int(x) and runspec.check_int(x, "n", 0, 5) == 3
+    assert type(runspec.check_int(x, "n", 0, 5)) is int
+
+
+@pytest.mark.parametrize("x", [True, np.bool_(True), 3.0, "3", None])
+def test_bool_and_the_rest_are_no_integers(x):
+    assert not runspec.is_int(x)
+    with pytest.raises(TypeError, match="n must be an integer from 0 to 5"):
+        runspec.check_int(x, "n", 0, 5)
+
+
+def test_a_value_out_of_range_is_an_option_error_showing_the_plain_number():
+    with pytest.raises(OptionError, match=r"^systems must be an integer from 1 to 64, got 70$") as e:
+        runspec.check_int(np.int64(70), "systems", 1, 64)
+    assert isinstance(e.value, ValueError)
+
+
+def test_the_step_counter_rule():
+    last = (1 << 64) - 2
+    assert runspec.can_run(last, 1) and not runspec.can_run(last, 2)
+    assert runspec.can_run(last + 1, 0)  # no step: nothing wraps
+    with pytest.raises(OptionError, match=r"steps 18446744073709551614 \.\. 18446744073709551615 reach 2\^64-1"):
+        runspec.check_can_run(last, 2, 64)
+    with pytest.raises(OptionError, match="STEPS_PER_TASK is 0"):
+        runspec.check_can_run(0, 1, 0)
+    runspec.check_can_run(0, 0, 0)  # train(0) runs nothing: any page will do
+
+
+def test_the_rule_on_many_pages_names_the_first_bad_system():
+    words = np.repeat(np.frombuffer(runspec.init_page(), "<u4")[None, :], 3, axis=0).copy()
+    runspec.write_step_base(words, np.array([0, (1 << 64) - 3, 5], np.uint64))
+    runspec.check_words_can_run(words, 2)
+    with pytest.raises(OptionError, match=r"^system 1: steps"):
+        runspec.check_words_can_run(words, 3)
+    with pytest.raises(OptionError, match=r"^system 2: steps"):  # page 1 stands for systems 2 and 3
+        runspec.check_words_can_run(words, 3, stride=2)
+
+
+@pytest.mark.parametrize("base", [0, 5, (1 << 32) + 7, (1 << 64) - 2])
+def test_writing_a_step_base_is_what_the_view_reads(base):
+    words = np.frombuffer(runspec.init_page(), "<u4")[None, :].copy()
+    runspec.write_step_base(words, base)
+    assert View.from_bytes(words[0].tobytes()).next_step == base == int(runspec.next_steps(words)[0])
+
+
+@pytest.mark.parametrize(
+    ("z", "word", "written"), [(True, 0x00000001, 0), (False, 0x00000001, 1), (True, 0x3F000000, 0x3F000000)]
+)
+def test_writing_an_lr_is_set_lr(z, word, written):
+    words = np.frombuffer(runspec.init_page(), "<u4")[None, :].copy()
+    runspec.write_lr(words, np.array([word], np.uint32), z)
+    assert words[0, WORD["LR"]] == written  # mode Z flushes a subnormal word, as ftz_from_bits
+
+
+def test_an_lr_is_a_number_or_an_f32_word_alike():
+    assert runspec.lr_word(0.01) == runspec.lr_word(0x3C23D70A) == runspec.lr_word(np.uint32(0x3C23D70A))
+    assert runspec.lr_word(np.float32(0.01)) == 0x3C23D70A
+    assert runspec.lr_words(np.array([0.01], np.float32)).tolist() == [0x3C23D70A]
+    with pytest.raises(OptionError, match="beyond float32's range"):
+        runspec.lr_word(1e39)
+    with pytest.raises(OptionError, match="an f32 word is 0 to"):
+        runspec.lr_word(1 << 32)
+    with pytest.raises(TypeError, match="lr is an LR"):
+        runspec.lr_word("0.5")
+
+
+def test_integers_read_as_sweep_lr_numbers_are_deprecated():
+    with pytest.warns(DeprecationWarning, match="integers read as numbers are deprecated"):
+        words = runspec.lr_words([1, 2])
+    assert words.tolist() == runspec.lr_words([1.0, 2.0]).tolist()
+
+
+def test_the_page_digest_is_spec_11s():
+    pages = np.stack([np.frombuffer(ref.init_page(1), "<u4"), np.frombuffer(meshnb.train(7).page, "<u4")])
+    got = runspec.page_digests(pages)
+    assert [bytes(d).hex() for d in got] == [View.from_bytes(p.tobytes()).digest() for p in pages]
+
+
+def test_option_error_spells_names_for_the_library_and_the_command_line():
+    e = OptionError("{step_base} is bad, give {systems}", "step_base", "systems", library={"systems": "systems=N"})
+    assert str(e) == "step_base is bad, give systems=N"
+    assert e.for_cli({"systems": "--systems N"}) == "--step-base is bad, give --systems N"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: meshnb.train("100"), TypeError, "steps must be an integer"),
+        (lambda: meshnb.sweep("10"), TypeError, "steps must be an integer"),
+        (lambda: meshnb.train(-1), OptionError, "steps must be an integer from 0"),
+        (lambda: meshnb.sweep(-1), OptionError, "steps must be an integer from 0"),
+        (lambda: meshnb.train(4, step_base=-1), OptionError, "step_base must be 0..2\\^64-2"),
+        (lambda: meshnb.sweep(4, step_base=-1), OptionError, "step_base must be 0..2\\^64-2"),
+        (lambda: meshnb.train(4, step_base=2.0), TypeError, "step_base must be an integer"),
+        (lambda: meshnb.sweep(4, step_base=2.0), TypeError, "step_base must be an integer"),
+        (lambda: meshnb.train(4, progress="yes"), TypeError, "progress must be True or False"),
+        (lambda: meshnb.sweep(4, progress="yes"), TypeError, "progress must be True or False"),
+        (lambda: meshnb.train(3, step_base=(1 << 64) - 3), OptionError, "reach 2\\^64-1"),
+        (lambda: meshnb.sweep(3, step_base=(1 << 64) - 3), OptionError, "reach 2\\^64-1"),
+        (lambda: meshnb.train(4, timeout_ms=-5), OptionError, "timeout_ms must be a number above 0"),
+    ],
+)
+def test_every_entry_point_gives_the_same_bad_value_the_same_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_a_numpy_step_count_runs_as_the_int():
+    assert meshnb.sweep(np.uint64(4), lrs=[0.5]).digests == meshnb.sweep(4, lrs=[0.5]).digests
+
+
+def test_describe_is_the_sweeps_model():
+    s = runspec.describe(5, lrs=[0.5, 0.25], view_in=[runspec.init_page()] * 3, step_base=[1, 2, 3, 4, 5, 6])
+    assert len(s) == 6 and s.page_index(0, 6).tolist() == [0, 0, 1, 1, 2, 2]
+    assert s.step_base(0, 6).tolist() == [1, 2, 3, 4, 5, 6]
+    w = s.words(2, 4)
+    assert runspec.next_steps(w).tolist() == [3, 4] and w[1, WORD["LR"]] == runspec.lr_word(0.25)
