@@ -73,7 +73,20 @@ class SweepResult:
     it as :func:`~meshnb.sweeps.stream` yields them: systems ``first .. first + len - 1``).
 
     System ``k`` is bit-equal to ``meshnb.train(steps, view_in=start page, set_lr={0: lr word},
-    step_base=step_base[k], z=z)``: same params, loss, digest and trace digest."""
+    step_base=step_base[k], z=z)``: same params, loss, digest and trace digest.  ``r[k]`` (or
+    ``r.systems[k]``) is system ``k`` as a :class:`SweepSystem`, ``r[i:j]`` a result of its own.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(4096, lrs=[0.5, 0.25])
+    >>> len(r), r.steps, r.lr_words.tolist()
+    (2, 4096, [1056964608, 1048576000])
+    >>> r[0].params_hex == meshnb.train(4096, set_lr={0: 0.5}).params_hex
+    True
+    >>> r[1:]  # doctest: +ELLIPSIS
+    SweepResult(systems 1..1, steps=4096, z=True, seconds=..., shape=...)
+    """
 
     steps: int
     """Steps every system ran."""
