@@ -319,7 +319,7 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
             f"{name}: integers read as numbers are deprecated (an integer LR is an f32 word, as in set_lr); "
             "give floats (1.0) for numbers, or a np.uint32 array of words",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=5,  # the caller of sweep() (through SweepOptions.systems and describe)
         )
         return _float_words(arr, name)
     if arr.dtype.kind != "f":

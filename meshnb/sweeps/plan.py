@@ -91,8 +91,8 @@ def check_backend(backend: Any, device: Any = None) -> str:
         if backend is not None:
             raise TypeError("give backend or its old name device, not both")
         warnings.warn(
-            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 4
-        )
+            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 3
+        )  # the caller of sweep()
         backend = {"cpu": "threads"}.get(device, device) if isinstance(device, str) else device
     if backend is None:
         return "threads"
