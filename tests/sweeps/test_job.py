@@ -1,0 +1,55 @@
+"""meshnb.sweeps.job: a sweep's parts to one writer, in order, in one process (the MPI job's ranks
+are tested through the command: tests/sweeps/test_cli.py, marked mpi)."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshnb.runspec import OptionError
+from meshnb.sweeps import SweepOptions, SweepResult, run_to, sweep
+from meshnb.sweeps import job as job_module
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.parts: list[SweepResult] = []
+        self.closed: int | None = None
+        self.aborted = False
+
+    def write(self, part: SweepResult) -> None:
+        self.parts.append(part)
+
+    def close(self, steps: int) -> None:
+        self.closed = steps
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_run_to_writes_every_part_in_order_and_closes_with_the_steps() -> None:
+    opts = SweepOptions(steps=30, lrs=[0.5, 0.25, 0.125], trace=True)
+    out = Collect()
+    assert run_to(opts, opts.systems(), lambda: out) == (30, False)
+    whole = SweepResult.concat(out.parts)
+    assert out.closed == 30 and not out.aborted
+    assert whole.digests == sweep(30, lrs=[0.5, 0.25, 0.125]).digests and whole.trace_digests[0]
+
+
+def test_a_failing_writer_is_aborted() -> None:
+    class Fails(Collect):
+        def write(self, part: SweepResult) -> None:
+            raise OSError("disk full")
+
+    out = Fails()
+    opts = SweepOptions(steps=3)
+    with pytest.raises(OSError, match="disk full"):
+        run_to(opts, opts.systems(), lambda: out)
+    assert out.aborted and out.closed is None
+
+
+def test_cuda_is_refused_in_an_mpi_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert job_module.in_mpi_job()
+    opts = SweepOptions(steps=3, backend="cuda")
+    with pytest.raises(OptionError, match="one process"):
+        run_to(opts, opts.systems(), Collect)
