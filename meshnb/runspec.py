@@ -230,6 +230,36 @@ def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
         raise OptionError(wrap_message(first, steps))
 
 
+def check_run(
+    steps: Any, steps_per_task: Any, first_step: Any, set_lr: Mapping[Any, Any] | Sequence[Sequence[Any]] = ()
+) -> tuple[tuple[int, int], ...]:
+    """Refuse a run that cannot be made, naming the value: ``steps`` (0 to :data:`MAX_STEPS`),
+    the page's STEPS_PER_TASK (1 to 2^32 - 1), its first step (a step base, 0 to 2^64 - 2) and
+    that the run stays below step 2^64 - 1, LR changes at steps 0 .. ``steps`` with an LR each
+    (:func:`lr_word`).  Returns the LR changes as ``(step, word)`` pairs, in the order given.
+    (What a checker of an executor's run asks before comparing: one rule with ``train``'s.)
+
+    >>> check_run(10, 64, 0, {0: 0.5})
+    ((0, 1056964608),)
+    >>> check_run(3, 64, 2**64 - 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
+    """
+    steps = check_steps(steps)
+    spt = check_steps_per_task(steps_per_task)
+    first = check_step_base(first_step)
+    check_can_run(first, steps, spt)
+    pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [tuple(p) for p in set_lr]
+    changes = []
+    for pair in pairs:
+        if len(pair) != 2:
+            raise TypeError(f"set_lr maps a step of the run to an LR: (step, lr) pairs, got {pair!r}")
+        step = check_int(pair[0], "set_lr's step", 0, steps)
+        changes.append((step, lr_word(pair[1], f"set_lr[{step}]")))
+    return tuple(changes)
+
+
 def check_view_can_run(view: View, steps: int) -> None:
     """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`."""
     check_can_run(view.next_step, steps, view.word("STEPS_PER_TASK"))

@@ -129,3 +129,16 @@ def test_describe_is_the_sweeps_model():
     assert s.step_base(0, 6).tolist() == [1, 2, 3, 4, 5, 6]
     w = s.words(2, 4)
     assert runspec.next_steps(w).tolist() == [3, 4] and w[1, WORD["LR"]] == runspec.lr_word(0.25)
+
+
+def test_check_run_is_the_checkers_question_with_trains_rules():
+    assert runspec.check_run(10, 64, 5, [(0, 0x3F000000), (10, 0.25)]) == ((0, 0x3F000000), (10, 0x3E800000))
+    with pytest.raises(OptionError, match="set_lr's step must be an integer from 0 to 10, got 11"):
+        runspec.check_run(10, 64, 5, {11: 0.5})
+    with pytest.raises(OptionError, match="steps_per_task must be an integer from 1"):
+        runspec.check_run(10, 0, 5)
+    with pytest.raises(TypeError, match="step_base must be an integer"):
+        runspec.check_run(10, 64, 5.0)
+    with pytest.raises(OptionError, match="reach 2\\^64-1"):
+        runspec.check_run(4, 64, (1 << 64) - 4)
+    assert runspec.check_run(3, 64, (1 << 64) - 4) == ()
