@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..floatz import flush_words
-from ..kernels import NSUMS
+from ..kernels import NSUMS, WARP
 from ..program import LAST_STEP
 from ..view import PAGE_WORDS, WORD
 
-WARP = 32
 MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
 
