@@ -21,6 +21,11 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint, files
+
+# What each backend can do: one table below the options, read here (and named here, as before).
+from .backend_table import ALONE_BACKENDS as ALONE_BACKENDS
+from .backend_table import BY_NAME
+from .backend_table import CLUSTER_BACKENDS as CLUSTER_BACKENDS
 from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .program import LAST_STEP
 
@@ -29,8 +34,6 @@ DEFAULT_STEPS = 4096
 # The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
 # stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
 MAX_WAIT_S = 1e7
-CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi", "cuda")  # the registry's names, checked by the tests
-ALONE_BACKENDS = ("cuda",)  # backends that also run one system without a group (no systems given)
 
 
 class OptionError(ValueError):
@@ -298,13 +301,13 @@ class RunOptions:
         ):
             put(self, name, _positive(getattr(self, name), name, top))
         # mpi: as many systems as ranks (checked against the job's size by the backend)
-        top = math.inf if self.backend == "mpi" else MAX_SYSTEMS
+        top = math.inf if BY_NAME[self.backend].max_systems is None else MAX_SYSTEMS
         if self.systems is not None and (not is_int(self.systems) or not 1 <= self.systems <= top):
             raise OptionError(f"systems must be 1 to {MAX_SYSTEMS}, got {self.systems!r}")
         if self.systems is not None and self.checkpoint is not None:
             check_checkpoint_systems(self.systems)
         put(self, "stalls", check_stalls(self.stalls, self.systems))
-        if self.backend in ("fused", "cuda") and self.stalls:
+        if not BY_NAME[self.backend].exchange and self.stalls:
             raise OptionError(f"the {self.backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
             raise OptionError("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.backends import BACKENDS as REGISTRY
+from meshnb.backend_table import local_cluster_backends
 from meshnb.results import ClusterError, RunInterrupted
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-# this machine's cluster backends (mpi: tests/test_mpi.py; cuda: tests/cuda/)
-BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi", "cuda"))
+# this machine's cluster backends, from the one table (mpi: tests/test_mpi.py; cuda: tests/cuda/)
+BACKENDS = local_cluster_backends()
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096

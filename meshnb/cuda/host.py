@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..backend_table import CUDA_BLOCK_SYSTEMS
 from ..floatz import flush_words
 from ..kernels import NSUMS, WARP
 from ..program import LAST_STEP
 from ..view import PAGE_WORDS, WORD
 
-MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
+MAX_BLOCK_WARPS = CUDA_BLOCK_SYSTEMS  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
 
 
