@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.backend_table import local_cluster_backends
+from meshnb.backend_table import BY_NAME, local_cluster_backends
 from meshnb.results import ClusterError, RunInterrupted
 from meshnb.samebits import disagreements, system_bits
 from meshnb.testing import reference as ref
@@ -22,6 +22,7 @@ from meshnb.testing.pages import hard_pages, with_words
 
 # this machine's cluster backends, from the one table (mpi: tests/test_mpi.py; cuda: tests/cuda/)
 BACKENDS = local_cluster_backends()
+EXCHANGED = tuple(b for b in BACKENDS if BY_NAME[b].exchange)  # their members meet: stalls and timeouts
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096
@@ -84,7 +85,7 @@ def test_options_and_hard_pages_reach_every_member(backend):
         assert s.counters == {"inits": 0, "steps": 300, "timeouts": 0}
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", EXCHANGED)
 def test_stalls_force_timeouts_and_change_no_bits(backend):
     clean = meshnb.train(1000, systems=4, backend="fused")
     r = meshnb.train(1000, systems=4, backend=backend, timeout_ms=50, stalls=[(1, 3, 300), (3, 10, 120)])
@@ -105,7 +106,7 @@ def test_a_waiting_member_thread_uses_no_core():
     assert time.process_time() - cpu < 0.4  # system 0 waited ~0.8 s for round 1
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", EXCHANGED)
 def test_a_stalled_member_ends_the_run_within_the_bound_naming_it(backend):
     t0 = time.monotonic()
     with pytest.raises(
