@@ -17,6 +17,7 @@ import statistics
 import pytest
 
 import meshnb
+from meshnb.backend_table import local_cluster_backends
 from meshnb.testing import reference as ref
 
 # rounds per timed call of 2 systems (full, short), halved for 4: under a second each on 2 cores
@@ -29,7 +30,7 @@ def verified() -> set[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("backend", ["threads", "processes", "fused"])
+@pytest.mark.parametrize("backend", local_cluster_backends())
 def test_cluster_rounds(benchmark, record, short, verified, backend, n):
     if (backend, n) not in verified:  # the bits first (also the warm-up: JIT cache, forkserver)
         _, trace = ref.run([ref.init_page(n, grouped=True)] * n, 256, grouped=True)

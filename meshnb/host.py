@@ -6,6 +6,7 @@ cluster member follows (stalls, the give-up bound, the wording of a stalled roun
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -84,6 +85,62 @@ def set_lr(ctx: Context, plan: Plan, done: int) -> None:
 # rows (640 KiB) stay in cache for the core that hashes them (2^17 rows: 1.3x the cost).
 CHUNK_STEPS = 1 << 15
 
+# A backend's step engine, all it contributes to the loop: ``step(done, n, rows)`` runs the next
+# ``n`` steps of the run's systems (``done`` steps are done: a task boundary), counts them in
+# their counters, and writes the sums each step applied into ``rows`` (``[n, 5]`` uint32, or no
+# rows when the loop keeps no trace: the engine records its own, or none).
+StepEngine = Callable[[int, int, np.ndarray], None]
+
+
+def chunk_of_tasks(spt: int, limit: int) -> int:
+    """Steps per engine call: whole tasks of ``spt`` steps up to ``limit`` steps (a task longer
+    than ``limit`` runs in pieces of ``limit``, which changes no bits, as a shortened task)."""
+    return limit // spt * spt if 0 < spt <= limit else limit
+
+
+def run_steps(
+    plan: Plan,
+    contexts: Sequence[Context],
+    chunk: int,
+    step: StepEngine,
+    trace: Trace | None = None,
+    after: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    save: Callable[[int], None] | None = None,
+    every_s: float = math.inf,
+) -> int:
+    """The one host loop (SPEC 10) of every backend; returns the steps done.
+
+    At every boundary (the start, and after each engine call) the SET_LRs due there go to every
+    context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
+    otherwise ``step`` runs up to the next boundary (:meth:`Plan.next_boundary`: ``chunk`` steps
+    on, sooner at the end or where an LR change starts a task), its rows go to ``trace`` (two
+    buffers in turn: the trace hashes one on its own thread while the next call runs), and
+    ``after(done)`` follows (progress), then ``save(done)`` if ``every_s`` has passed since the
+    last save (checkpoints; never at the plan's end, which the backend saves itself)."""
+    rows = chunk if trace is not None else 0
+    buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
+    next_save = time.monotonic() + every_s if save is not None else math.inf
+    done = calls = 0
+    while True:
+        for ctx in contexts:
+            set_lr(ctx, plan, done)
+        if done >= plan.steps or (should_stop is not None and should_stop()):
+            return done
+        end = plan.next_boundary(chunk, done)
+        n = end - done
+        buf = buffers[calls % 2][: n if trace is not None else 0]
+        calls += 1
+        step(done, n, buf)
+        if trace is not None:
+            trace.record(buf)
+        done = end
+        if after is not None:
+            after(done)
+        if save is not None and done < plan.steps and time.monotonic() >= next_save:
+            save(done)
+            next_save = time.monotonic() + every_s
+
 
 def drive_alone(
     ctx: Context,
@@ -97,27 +154,13 @@ def drive_alone(
     boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
     pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
     between calls."""
-    v = ctx.view
-    check_page(v, plan.steps)
-    spt = v.word("STEPS_PER_TASK")
-    chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS  # spt 0: no steps to run
-    trace = ctx.trace
-    # Two buffers in turn: the trace hashes one on its own thread while the next chunk runs.
-    buffers = [np.empty((chunk if trace is not None else 0, NSUMS), dtype=np.uint32) for _ in range(2)]
-    done = calls = 0
-    while True:
-        set_lr(ctx, plan, done)
-        if done >= plan.steps or (should_stop is not None and should_stop()):
-            return done
-        n = plan.next_boundary(chunk, done) - done
-        buf = buffers[calls % 2]
-        program.run_alone(ctx, n, buf)
-        calls += 1
-        if trace is not None:
-            trace.record(buf[:n])
-        done += n
-        if on_task is not None:
-            on_task(done)
+    check_page(ctx.view, plan.steps)
+    chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
+
+    def step(done: int, n: int, rows: np.ndarray) -> None:
+        program.run_alone(ctx, n, rows)
+
+    return run_steps(plan, (ctx,), chunk, step, ctx.trace, on_task, should_stop)
 
 
 def drive(
@@ -133,47 +176,51 @@ def drive(
     A system without a group (and no fault injection) takes :func:`drive_alone`, the same
     tasks with the loop over them in numba.
 
-    Tasks end at the planned boundaries of :meth:`Plan.next_boundary`; a task cut short by a round's
-    timeout (``ERR = 1``) is followed by one that resumes it up to the same boundary, so every
-    member of a cluster ends its tasks at the same steps.  ``on_task(done)`` is called after every
-    task, retries included (progress, checkpoints); ``should_stop()`` is asked at each boundary
-    and ends the loop there; ``before_task(call)`` runs before TASK call number ``call`` (from 0,
-    retries included: fault injection).  ``give_up_s`` bounds the time without a completed step:
-    past it :class:`ClusterError` names this system, so a dead or stalled peer cannot hang it."""
+    Tasks end at the planned boundaries of :meth:`Plan.next_boundary` (:func:`run_steps`, whose
+    engine here is one planned task); a task cut short by a round's timeout (``ERR = 1``) is
+    followed by one that resumes it up to the same boundary, so every member of a cluster ends its
+    tasks at the same steps.  ``on_task(done)`` is called after every task, retries included
+    (progress, checkpoints); ``should_stop()`` is asked at each boundary and ends the loop there;
+    ``before_task(call)`` runs before TASK call number ``call`` (from 0, retries included: fault
+    injection).  ``give_up_s`` bounds the time without a completed step: past it
+    :class:`ClusterError` names this system, so a dead or stalled peer cannot hang it."""
     if not ctx.grouped and before_task is None:
         return drive_alone(ctx, plan, on_task, should_stop)
     v = ctx.view
     check_page(v, plan.steps)
     spt = v.word("STEPS_PER_TASK")
-    done = end = calls = 0
+    calls = 0
     last_step = time.monotonic()
-    while True:
-        if done == end:  # a planned boundary
-            set_lr(ctx, plan, done)
-            if done >= plan.steps or (should_stop is not None and should_stop()):
-                return done
-            end = plan.next_boundary(spt, done)
-        n = end - done
-        if before_task is not None:
-            before_task(calls)
-        calls += 1
-        if n != spt:
-            v.set_word("STEPS_PER_TASK", n)
-        try:
-            ran = program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
-        finally:
+
+    def task(done: int, steps: int, rows: np.ndarray) -> None:
+        """One planned task of ``steps`` steps, resumed after each timeout until it is whole (the
+        program records the trace and counts the steps)."""
+        nonlocal calls, last_step
+        end = done + steps
+        while done < end:
+            n = end - done
+            if before_task is not None:
+                before_task(calls)
+            calls += 1
             if n != spt:
-                v.set_word("STEPS_PER_TASK", spt)
-        done += ran
-        if ran:
-            last_step = time.monotonic()
-        elif give_up_s is not None and time.monotonic() - last_step > give_up_s:
-            raise ClusterError(
-                ctx.group.k if ctx.group is not None else 0,
-                f"no step completed in {give_up_s:g} s (a peer is stalled or dead)",
-            )
-        if on_task is not None:
-            on_task(done)
+                v.set_word("STEPS_PER_TASK", n)
+            try:
+                ran = program.task(ctx, OP_TASK, v.word("NEXT_STEP"))
+            finally:
+                if n != spt:
+                    v.set_word("STEPS_PER_TASK", spt)
+            done += ran
+            if ran:
+                last_step = time.monotonic()
+            elif give_up_s is not None and time.monotonic() - last_step > give_up_s:
+                raise ClusterError(
+                    ctx.group.k if ctx.group is not None else 0,
+                    f"no step completed in {give_up_s:g} s (a peer is stalled or dead)",
+                )
+            if on_task is not None:
+                on_task(done)
+
+    return run_steps(plan, (ctx,), spt, task, None, None, should_stop)
 
 
 def stall_hook(stalls: Sequence[tuple[int, int, int]], k: int) -> Callable[[int], None]:

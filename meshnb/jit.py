@@ -13,8 +13,7 @@ every caller, which multiplied the cold-start compile time and gained nothing me
 LLVM inlines the small helpers anyway.  The smallest helpers (a flush of one word, a vector op)
 are ``@intrinsic`` (:mod:`meshnb.vec`): they emit their few LLVM instructions straight into the
 caller, with no dispatcher of their own to type, lower and optimise (each such dispatcher cost
-~50 ms of a cold start).  (The sweep loop, :mod:`meshnb.loops.sweep`, uses ``inline="always"`` on
-its helpers, against this policy; it is another issue's to measure and reconcile.)
+~50 ms of a cold start).  The sweep loop (:mod:`meshnb.loops.sweep`) follows the same policy.
 
 **Per-mode variants** (the one pattern): a loop whose float mode must be a compile-time constant
 (``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``: each mode its own straight machine code) is written as a
@@ -29,7 +28,7 @@ int64 array) is refused with a ``TypeError`` naming the argument, instead of com
 that computes other bits; the check runs only when numba would compile (or load from its cache) a
 new variant, so a call with the right types costs nothing more, and calls from other njit code
 are not checked at all (they are typed by numba).  The step loops' entries (``loops.run_tasks``,
-``run_fused``, ``rounds.run_page``) declare their arrays' dtype, dimensions, contiguity and
+``run_fused``, ``loops.grouped.run_page``) declare their arrays' dtype, dimensions, contiguity and
 writeability the same way, and check their sizes first thing in njit (a ``ValueError``: a short
 buffer would otherwise be written past its end); their Python wrappers check the scalars (counts,
 the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
@@ -144,9 +143,25 @@ class CheckedDispatcher(CPUDispatcher):
         self._accepts = dict(accepts or {})
         self._public_name = public_name or f"{self.py_func.__module__}.{self.py_func.__qualname__}"
 
+    # Why numba's private hook, and nothing public (issue 23, measured on the task path): the door
+    # must act where numba would compile a new variant for a Python call, and only there.
+    # ``_compile_for_args`` is that point (numba's C dispatcher calls it on a miss, with keywords
+    # and defaults folded into ``args``); numba offers no public hook at it.  The public means
+    # each fail one of the door's three promises:
+    # - explicit signatures (``njit([sig, ...])``) compile every variant when the function is made:
+    #   every mode of every per-mode loop at import, each array spec as up to four numba types
+    #   (C or any layout, writeable or read-only), and "float32[...]" (any number of dimensions)
+    #   as no finite list; and numba's own refusal ("No matching definition") names no argument;
+    # - a checking wrapper in Python runs on every call: 0.75 us more a call of ``run_tasks`` (a
+    #   plain wrapper 0.07 us), 11% of a task of 64 steps (``bench/test_bench_kernels.py::test_task``,
+    #   6.6 us), and it is a Python function, which njit callers (every ``floatz`` helper is called
+    #   from the kernels) cannot call;
+    # - ``numba.extending`` (``overload``, ``typeof_impl``) types calls made inside njit code, not
+    #   the dispatch of a Python call.
+    # So the door overrides the one method, calls numba's own after its check, and
+    # tests/test_jit.py fails (a float64 variant compiled, no TypeError) if a numba release
+    # moves the hook.
     def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
-        # Only reached from a Python call whose types match no compiled variant (numba's C
-        # dispatcher folds keywords and defaults into ``args`` first).
         for i, value in enumerate(args):
             if i not in self._accepts or isinstance(value, OmittedArg):
                 continue

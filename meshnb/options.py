@@ -21,6 +21,11 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from . import checkpoint, files
+
+# What each backend can do: one table below the options, read here (and named here, as before).
+from .backend_table import ALONE_BACKENDS as ALONE_BACKENDS
+from .backend_table import BY_NAME
+from .backend_table import CLUSTER_BACKENDS as CLUSTER_BACKENDS
 from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .runspec import (
     MASK32,
@@ -42,8 +47,6 @@ DEFAULT_STEPS = 4096
 # The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
 # stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
 MAX_WAIT_S = 1e7
-CLUSTER_BACKENDS = ("threads", "processes", "fused", "mpi", "cuda")  # the registry's names, checked by the tests
-ALONE_BACKENDS = ("cuda",)  # backends that also run one system without a group (no systems given)
 
 
 def option_error(template: str, *names: str) -> OptionError:
@@ -400,20 +403,17 @@ class RunOptions:
                     "resume",
                 )
             return
-        if self.backend is None:
-            put(self, "backend", "threads")  # a cluster's default
+        backend = "threads" if self.backend is None else self.backend  # a cluster's default
+        put(self, "backend", backend)
         # mpi: as many systems as ranks (checked against the job's size by the backend)
+        top = (1 << 31) if BY_NAME[backend].max_systems is None else MAX_SYSTEMS
         if self.systems is not None:
-            put(
-                self,
-                "systems",
-                check_int(self.systems, "systems", 1, 1 << 31 if self.backend == "mpi" else MAX_SYSTEMS),
-            )
+            put(self, "systems", check_int(self.systems, "systems", 1, top))
         if self.systems is not None and self.checkpoint is not None:
             check_checkpoint_systems(self.systems)
         put(self, "stalls", check_stalls(self.stalls, self.systems))
-        if self.backend in ("fused", "cuda") and self.stalls:
-            raise option_error(f"the {self.backend} backend has no exchange and no tasks to stall")
+        if not BY_NAME[backend].exchange and self.stalls:
+            raise option_error(f"the {backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
             raise option_error("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
 

@@ -14,13 +14,15 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.backends import BACKENDS as REGISTRY
+from meshnb.backend_table import BY_NAME, local_cluster_backends
 from meshnb.results import ClusterError, RunInterrupted
+from meshnb.samebits import disagreements, system_bits
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-# this machine's cluster backends (mpi: tests/test_mpi.py; cuda: tests/cuda/)
-BACKENDS = tuple(b for b in REGISTRY if b not in ("single", "mpi", "cuda"))
+# this machine's cluster backends, from the one table (mpi: tests/test_mpi.py; cuda: tests/cuda/)
+BACKENDS = local_cluster_backends()
+EXCHANGED = tuple(b for b in BACKENDS if BY_NAME[b].exchange)  # their members meet: stalls and timeouts
 
 SIZES = (1, 2, 3, 4, 8)
 STEPS = 4096
@@ -31,25 +33,19 @@ def runs() -> dict[tuple[int, str], meshnb.RunResult]:
     return {(n, b): meshnb.train(STEPS, systems=n, backend=b) for n in SIZES for b in BACKENDS}
 
 
-def _one(values) -> object:
-    values = set(values)
-    assert len(values) == 1, values
-    return values.pop()
-
-
 @pytest.mark.parametrize("n", SIZES)
 def test_every_member_and_every_backend_ends_with_the_same_bits(runs, n):
-    pages = set()
     for b in BACKENDS:
         r = runs[n, b]
         assert len(r.systems) == n and [s.system for s in r.systems] == list(range(n))
         assert r.steps == STEPS and r.steps_per_second > 0
-        pages.add(_one(s.page for s in r.systems))
         for s in r.systems:
             assert s.counters == {"inits": 1, "steps": STEPS, "timeouts": 0}
-    page = meshnb.View.from_bytes(_one(pages))
+    # every member of every backend against the first: the page's bytes, its digest, the trace digest
+    bits = {f"{b} system {s.system}": {**system_bits(s), "page": s.page} for b in BACKENDS for s in runs[n, b].systems}
+    assert disagreements(bits) == []
+    page = runs[n, BACKENDS[0]].systems[0].view
     assert page.next_step == STEPS and page.words[6].tobytes() == ref.init_page(n, grouped=True)[24:28]
-    assert _one(s.trace_digest for b in BACKENDS for s in runs[n, b].systems)
 
 
 @pytest.mark.parametrize("n, index", [(2, 1), (4, 2)])
@@ -89,7 +85,7 @@ def test_options_and_hard_pages_reach_every_member(backend):
         assert s.counters == {"inits": 0, "steps": 300, "timeouts": 0}
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", EXCHANGED)
 def test_stalls_force_timeouts_and_change_no_bits(backend):
     clean = meshnb.train(1000, systems=4, backend="fused")
     r = meshnb.train(1000, systems=4, backend=backend, timeout_ms=50, stalls=[(1, 3, 300), (3, 10, 120)])
@@ -110,7 +106,7 @@ def test_a_waiting_member_thread_uses_no_core():
     assert time.process_time() - cpu < 0.4  # system 0 waited ~0.8 s for round 1
 
 
-@pytest.mark.parametrize("backend", ["threads", "processes"])
+@pytest.mark.parametrize("backend", EXCHANGED)
 def test_a_stalled_member_ends_the_run_within_the_bound_naming_it(backend):
     t0 = time.monotonic()
     with pytest.raises(

@@ -154,3 +154,34 @@ def test_ctrl_c_stops_at_a_task_boundary_and_keeps_the_state():
     assert r.view.next_step == r.steps == r.counters["steps"]
     # The saved state is exactly that of an uninterrupted run of the same length.
     assert r.page == meshnb.train(r.steps).page
+
+
+# --- the one host loop (host.run_steps): boundaries, trace, progress, checkpoints, stops ----------
+
+
+def test_the_host_loop_stops_at_boundaries_and_an_lr_change_starts_a_task():
+    """An engine that records its calls: chunks of 10 steps, cut where an LR change starts a task
+    and at the end; the trace gets each call's rows, ``after`` each boundary, ``save`` every
+    boundary but the end (``every_s`` 0), and a stop ends the loop at the next boundary."""
+    from meshnb import host
+    from meshnb.trace import Trace
+
+    plan = Plan(35, set_lr=((14, 0x3F000000), (35, 0x3E000000)))
+    calls: list[tuple[int, int]] = []
+    after: list[int] = []
+    saved: list[int] = []
+
+    def step(done: int, n: int, rows: np.ndarray) -> None:
+        calls.append((done, n))
+        if len(rows):  # no rows without a trace
+            rows[:] = done + np.arange(n, dtype=np.uint32)[:, None]  # each row names its step
+
+    trace = Trace(keep=True)
+    done = host.run_steps(plan, (), 10, step, trace, after.append, None, saved.append, 0.0)
+    assert done == 35 and calls == [(0, 10), (10, 4), (14, 10), (24, 10), (34, 1)]
+    assert after == [10, 14, 24, 34, 35] and saved == [10, 14, 24, 34]
+    assert np.array_equal(np.asarray(trace.words).reshape(-1, 5)[:, 0], np.arange(35))
+    calls.clear()
+    stop = iter([False, False, True])
+    assert host.run_steps(plan, (), 10, step, None, None, lambda: next(stop)) == 14
+    assert calls == [(0, 10), (10, 4)]

@@ -1,10 +1,14 @@
 """The backends: each runs a :class:`~meshnb.options.RunOptions` and returns a
 :class:`~meshnb.results.RunResult`.
 
-``BACKENDS`` is the registry: the name a user gives (``backend=``, ``--backend``) -> the module
-and function that run it, imported on first use so that a run loads only what it needs (one
-system never imports multiprocessing or mpi4py).  ``single`` is one system without a group
-(no ``systems``); the others run clusters.
+``BACKENDS`` is the registry, made from :data:`meshnb.backend_table.TABLE` (what each backend
+can do, one row each): the name a user gives (``backend=``, ``--backend``) -> the module and
+function that run it, imported on first use so that a run loads only what it needs (one system
+never imports multiprocessing or mpi4py).  ``single`` is one system without a group (no
+``systems``); the others run clusters.  Every backend runs its steps in the host's one loop
+(:func:`meshnb.host.run_steps`: SET_LR, task boundaries, trace, progress, checkpoints, stops)
+and contributes its step engine: ``single`` the njit task loop, ``fused`` the fused cluster loop,
+``cuda`` the device, ``threads``, ``processes`` and ``mpi`` each member's tasks over an exchange.
 """
 
 from __future__ import annotations
@@ -12,17 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import import_module
 
+from ..backend_table import BY_NAME, TABLE, BackendInfo
 from ..options import RunOptions
 from ..results import RunResult
 
-BACKENDS: dict[str, tuple[str, str]] = {
-    "single": ("single", "run"),
-    "threads": ("local", "run_threads"),
-    "processes": ("local", "run_processes"),
-    "fused": ("fused", "run"),
-    "mpi": ("mpi", "run"),
-    "cuda": ("cuda", "run"),
-}
+BACKENDS: dict[str, tuple[str, str]] = {b.name: (b.module, b.function) for b in TABLE}
+
+
+def info(name: str) -> BackendInfo:
+    """What backend ``name`` can do (its row of the table)."""
+    return BY_NAME[name]
 
 
 def runner(name: str) -> Callable[[RunOptions], RunResult]:

@@ -3,8 +3,9 @@
 With ``systems=N`` it is the fused backend's run (the same task boundaries, SET_LRs, progress,
 checkpoints and stops: :func:`meshnb.backends.fused.run`) with the steps on the device: N warps of
 one block, the fold in system order through shared memory (:func:`meshnb.cuda.host.run_cluster`).
-Without ``systems`` it runs one system without a group, as the ``single`` backend's host does
-(SPEC 10: TASKs of STEPS_PER_TASK steps, ``arg = NEXT_STEP``).  Digests and trace digests equal the
+Without ``systems`` it runs one system without a group in the host's one loop
+(:func:`meshnb.host.run_steps`, as the ``single`` backend: SPEC 10's TASKs of STEPS_PER_TASK
+steps, ``arg = NEXT_STEP``), with the device as its step engine.  Digests and trace digests equal the
 CPU's; pages are the CPU's, so a run continues on either side.  Without numba-cuda, or without a
 device outside the simulator, :class:`meshnb.cuda.host.CudaUnavailable` says so in one line.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda import host
-from ..host import check_page, prepare, set_lr, steps_shown
+from ..host import check_page, chunk_of_tasks, prepare, run_steps, steps_shown
 from ..kernels import NSUMS
 from ..options import RunOptions
 from ..program import STEPS, Context
@@ -58,27 +59,17 @@ def _run_alone(opts: RunOptions) -> RunResult:
     ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
     prepare(ctx, plan, opts.view_in)
     check_page(ctx.view, plan.steps)
-    spt = ctx.view.word("STEPS_PER_TASK")
-    chunk = CHUNK_STEPS // spt * spt if 0 < spt <= CHUNK_STEPS else CHUNK_STEPS
     pages = ctx.view.words.reshape(1, -1)  # the page itself, as a cluster of one row
-    trace = ctx.trace
-    if trace is None:  # made above with one
-        raise RuntimeError("the context has no trace")
-    done = 0
+
+    def step(done: int, count: int, rows: np.ndarray) -> None:
+        host.run_cluster(pages, count, rows, opts.z)
+        ctx.counters[STEPS] += count
+
+    chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)
     with steps_shown(plan.steps, opts.progress) as (show, requested):
         first_call = _warm_up(opts.z)
         began = time.perf_counter()
-        while True:
-            set_lr(ctx, plan, done)
-            if done >= plan.steps or requested():
-                break
-            end = plan.next_boundary(chunk, done)  # an LR change starts a task
-            words = np.empty((end - done, NSUMS), dtype=np.uint32)
-            host.run_cluster(pages, end - done, words, opts.z)
-            trace.record(words)
-            ctx.counters[STEPS] += end - done
-            done = end
-            show(done)
+        done = run_steps(plan, (ctx,), chunk, step, ctx.trace, show, requested)
     result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - began, first_call)
     if done < plan.steps:
         raise RunInterrupted(result)

@@ -3,8 +3,9 @@
 :func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
 takes batch offset ``t N + k``), folds them in system order and applies the fold to every
 member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over the plan
-as the host drives TASKs: the same task boundaries, SET_LR before the task that starts at its
-step, and between chunks (task boundaries) progress, checkpoints and stops.  The fastest way to
+with the host's one loop (:func:`meshnb.host.run_steps`): the same task boundaries, SET_LR
+before the task that starts at its step, and between chunks (task boundaries) progress,
+checkpoints and stops; this backend contributes the step engine.  The fastest way to
 run a cluster (notebooks, benchmarks); the threads, processes and mpi backends, which run the
 program through a real exchange, must give the same digests.
 """
@@ -20,8 +21,7 @@ import numpy as np
 from .. import checkpoint, loops
 from ..checkpoint import Checkpoint
 from ..exchange import Group
-from ..host import member_trace, prepare_member, set_lr, steps_shown
-from ..kernels import NSUMS
+from ..host import member_trace, prepare_member, run_steps, steps_shown
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
 from ..results import RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -68,32 +68,22 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
 
     mode = loops.loop_mode(start.z)
     if engine is not None:
-        step, warm_up = engine(start.z)
+        run_fused, warm_up = engine(start.z)
     else:
-        step, warm_up = (lambda p, c, w: loops.run_fused(p, c, w, mode)), (lambda: loops.warm_up(mode, True))
+        run_fused, warm_up = (lambda p, c, w: loops.run_fused(p, c, w, mode)), (lambda: loops.warm_up(mode, True))
+
+    def step(done: int, count: int, rows: np.ndarray) -> None:
+        run_fused(pages, count, rows)
+        counters[:, STEPS] += np.uint64(count)
+
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
-    next_save = time.monotonic() + opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
-    done = 0
+    every = opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
     with steps_shown(plan.steps, opts.progress) as (show, requested):
         first_call = warm_up()  # the first call's JIT stays out of the timing
         began = time.perf_counter()
-        while True:
-            for ctx in contexts:
-                set_lr(ctx, plan, done)
-            if done >= plan.steps or requested():
-                break
-            end = plan.next_boundary(chunk, done)  # an LR change starts a task
-            words = np.empty((end - done, NSUMS), dtype=np.uint32)  # fresh: the trace may still hash the last
-            step(pages, end - done, words)
-            trace.record(words)
-            counters[:, STEPS] += np.uint64(end - done)
-            done = end
-            show(done)
-            if time.monotonic() >= next_save and done < plan.steps:
-                save(done)
-                next_save = time.monotonic() + opts.checkpoint_every_s
+        done = run_steps(plan, contexts, chunk, step, trace, show, requested, save, every)
     digest = trace.hexdigest()
     seconds = time.perf_counter() - began
     words_kept = trace.words if opts.keep_trace else None

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-import meshnb
 from meshnb import files
 from meshnb.testing import pages as hard
 from meshnb.testing import reference as ref
@@ -232,14 +231,16 @@ class Result:
 
 def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
     """Runs ``case`` with meshnb (the fused loop for groups, the single-system loop otherwise)."""
+    from meshnb.api import train  # the library below, not the package face (and numba on use only)
+
     page = case.in_page() if in_pages is None else in_pages[0]
     lr = dict(case.set_lr)
     if case.grouped:
-        r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="fused")
+        r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="fused")
         outs = [s.page for s in r.systems]
         trace = np.asarray(r.systems[0].trace, dtype=np.uint32)
     else:
-        r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True)
+        r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True)
         outs = [r.page]
         trace = np.asarray(r.trace, dtype=np.uint32)
     return Result(outs, trace.reshape(-1, 5), [ref.digest(p) for p in outs], ref.trace_digest(trace))

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from .. import runspec
-from ..kernels import NSUMS
+from ..backend_table import CUDA_BLOCK_SYSTEMS
+from ..kernels import NSUMS, WARP
 from ..view import PAGE_WORDS, WORD
 
-WARP = 32
-MAX_BLOCK_WARPS = 32  # 1024 threads: the largest cluster a block holds
+MAX_BLOCK_WARPS = CUDA_BLOCK_SYSTEMS  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from numba import cuda, float32, float64, int32, uint32, uint64
 from numba.cuda import libdevice
 
+from ..floatz import EXP_MASK, MANT_MASK, SIGN_MASK
 from ..kernels import (
     NSUMS,
     W_ERR,
@@ -51,16 +52,13 @@ from ..kernels import (
     W_STEPS_PER_TASK,
     W_X,
     W_Y,
+    WARP,
 )
 
 SIM = bool(cuda.config.ENABLE_CUDASIM)
-WARP = 32
 MAX_WARPS = 32  # warps in a block (1024 threads): the largest cluster one block holds
 FULL_MASK = 0xFFFFFFFF
 
-EXP_MASK = np.uint32(0x7F800000)
-SIGN_MASK = np.uint32(0x80000000)
-MANT_MASK = np.uint32(0x007FFFFF)
 CANONICAL_NAN = np.uint32(0x7FFFFFFF)
 U32_ZERO = np.uint32(0)
 U64_7 = np.uint64(7)

@@ -122,7 +122,7 @@ _SLOT_WORDS = 8  # a slot's words: the five sums, three zeros (exchange.EX_SLOT_
 def _make_page(mode: int):
     """The grouped loop of one mode: a closure with ``mode`` a constant (meshnb.jit's pattern)."""
 
-    @jit(accepts=_PAGE_ACCEPTS, name="meshnb.rounds.run_page", nogil=True)
+    @jit(accepts=_PAGE_ACCEPTS, name="meshnb.loops.grouped.run_page", nogil=True)
     def page(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
         # The door's sizes and indices (nothing in the loop checks them).
         if hdr.shape[0] != HEADER_WORDS or tab.shape[0] != 4 * TAB or loss_ring.shape[0] != SAMPLES:

@@ -51,13 +51,13 @@ from numba.extending import intrinsic
 from .. import cpu, vec
 from ..jit import jit
 from ..kernels import BATCHES, WARP
+from ..kernels import NSUMS as NSUMS  # the one definition; sweeps.lanes and sweeps.run read it here
 from .single import IEEE, Z_DAZ, Z
 
 Q = 4  # x, x^2, x^3, y
 SHARED_SLOT = WARP * Q  # floats per slot of a shared table
 SHARED_FLOATS = BATCHES * SHARED_SLOT
 RING = 256
-NSUMS = 5
 
 
 @dataclass(frozen=True)

@@ -582,3 +582,66 @@ def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp
     assert rep.verdict == "FAIL" and rep.trace is not None and rep.trace["step"] == 100
     assert rep.diagnosis is not None and "and on to step 164" in rep.diagnosis["how"]
     assert setup.per_step is not None and len(setup.per_step[1]) <= 102  # followed to just past step 100
+
+
+# =============================================================================================
+# The library's own words (issue 23): its errors name its arguments, never the command's flags
+# =============================================================================================
+
+
+def test_library_errors_name_arguments_not_flags() -> None:
+    page = pack.start_pages()["tiny-params-underflow"]
+    calls: list[tuple[Callable[[], object], str]] = [
+        (lambda: check.setup_from_run(page[:100], 10), "view_in: a page is 4096 bytes"),
+        (lambda: check.setup_from_run(page, 10, systems=65), "systems 65 is not an integer from 1 to 64"),
+        (lambda: check.setup_from_run(page, 10, steps_per_task=0), "steps_per_task 0"),
+        (lambda: check.setup_from_run(page, 10, step_base=-1), "step_base -1"),
+    ]
+    setup = check.setup_from_run(page, 10)
+    calls += [
+        (lambda: check.check(setup, page[:10]), "got_page: a page is 4096 bytes"),
+        (lambda: check.check(setup, page, got_trace=np.zeros((3, 5), np.uint32)), "got_trace: 3 steps"),
+    ]
+    for call, says in calls:
+        with pytest.raises(ValueError, match=says) as caught:
+            call()
+        assert "--" not in str(caught.value), caught.value
+
+
+def test_the_report_is_typed_and_its_json_is_its_fields() -> None:
+    page = pack.start_pages()["tiny-params-underflow"]
+    setup = check.setup_from_run(page, 20)
+    trace = setup.trace.copy()
+    trace[5, 2] ^= 1  # a sum no fault model makes: the diagnosis names none and shows the lanes
+    rep = check.check(setup, setup.expected[0], got_trace=trace)
+    assert rep.verdict == "FAIL" and rep.exit_code == 1 and rep.diagnosis is not None
+    assert rep.trace is not None and rep.trace["step"] == 5 and "lanes" in rep.diagnosis
+    doc = json.loads(json.dumps(rep.to_json()))
+    assert set(doc) == {"verdict", "case", "system", "diff", "trace", "task", "samples", "diagnosis", "notes"}
+    assert doc["diff"] == [dict(d) for d in rep.diff] and doc["diagnosis"]["models"] == list(rep.diagnosis["models"])
+    ok = check.check(setup, setup.expected[0], got_trace=setup.trace)
+    assert ok.verdict == "PASS" and ok.exit_code == 0 and ok.diagnosis is None and ok.text().startswith("PASS")
+
+
+def test_nothing_below_the_command_line_imports_the_package_face() -> None:
+    """``import meshnb`` (the face, which names this code) only from the command line above it."""
+    import ast
+
+    import meshnb
+
+    root = Path(meshnb.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("cli/", "__main__", "__init__")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "meshnb" for a in node.names):
+                offenders.append(rel)
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module, node.level) == ("meshnb", 0)
+                and any(a.name in meshnb.__all__ for a in node.names)
+            ):
+                offenders.append(rel)
+    assert offenders == []

@@ -1,0 +1,287 @@
+"""A check's inputs: a pack case read and verified (:func:`load_case`), or a run made from a start
+page (:func:`setup_from_run`), as a :class:`Setup`; the executor's trace and task-boundary pages.
+
+Every error is a :class:`~meshnb.conformance.pack.PackError` (a ``ValueError``) of one line that
+names the library's argument or the case file's field, never a command-line flag.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from meshnb.checkpoint import MAX_SYSTEMS
+from meshnb.view import FIELDS, VIEW_BYTES, View
+
+from .. import faults
+from ..fpu import Ops
+from ..pack import (
+    END,
+    MAX_FILE,
+    Case,
+    PackError,
+    check_sha,
+    has_manifest,
+    load_manifest,
+    parse_json,
+    read_file,
+    run_case,
+)
+from .report import printable
+
+
+@dataclass
+class Setup:
+    """What the host did: the case (steps, LR changes, systems) and every system's start page."""
+
+    case: Case
+    in_pages: list[bytes]
+    expected: list[bytes]
+    trace: np.ndarray
+    manifest_note: str = ""
+    per_step: tuple[np.ndarray, np.ndarray] | None = None  # cache of _params_per_step
+
+
+def page_bytes(data: bytes, what: str) -> bytes:
+    """``data`` if it is a whole page; PackError naming ``what`` otherwise."""
+    if len(data) != VIEW_BYTES:
+        raise PackError(f"{what}: a page is {VIEW_BYTES} bytes, this has {len(data)}")
+    return data
+
+
+U32_MAX = 0xFFFFFFFF
+# Page spans from the layout table (SPEC 7): the samples X and Y, and INV_BATCH
+SAMPLES_SPAN = slice(FIELDS["X"].offset, FIELDS["Y"].offset + FIELDS["Y"].nbytes)
+_INV = slice(FIELDS["INV_BATCH"].offset, FIELDS["INV_BATCH"].offset + 4)
+MAX_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
+_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ValueError(f"{what} {printable(repr(value))[:60]} is not an integer from {lo} to {hi}")
+    return value
+
+
+def run_bounds(
+    steps: int, steps_per_task: int, step_base: int, set_lr: dict[int, int] | tuple[tuple[int, int], ...]
+) -> None:
+    """ValueError (naming the value) unless the run can be made: steps from 0 to :data:`MAX_STEPS`,
+    STEPS_PER_TASK from 1 to 2^32 - 1, a step base from 0 that ends the run at step 2^64 - 1 at the
+    latest (SPEC 8), SET_LR before steps 0 .. ``steps`` with u32 words."""
+    _int(steps, "steps", 0, MAX_STEPS)
+    _int(steps_per_task, "steps_per_task", 1, U32_MAX)
+    _int(step_base, "step_base", 0, END - 1)
+    if step_base + steps > END:
+        raise ValueError(f"step_base {step_base} + steps {steps} runs past step 2^64 - 2, the last that may run")
+    for s, w in dict(set_lr).items():
+        _int(s, "set_lr before_step", 0, steps)
+        _int(w, "set_lr word", 0, U32_MAX)
+
+
+def _parse_case(cj: object) -> Case:
+    if not isinstance(cj, dict):
+        raise ValueError("not a JSON object")
+    name, about, start = cj["name"], cj["about"], cj["start"]
+    if not all(isinstance(v, str) for v in (name, about, start)):
+        raise ValueError("name, about and start are strings")
+    systems = _int(cj["systems"], "systems", 1, MAX_SYSTEMS)
+    group = cj["group"]
+    if type(group) is not bool:
+        raise ValueError(f"group {printable(repr(group))[:20]} is not true or false")
+    if systems > 1 and not group:
+        raise ValueError(f"{systems} systems are a cluster: group must be true")
+    base = cj["step_base"]
+    if isinstance(base, str) and base.isdigit() and len(base) <= 20:
+        base = int(base)
+    if not isinstance(cj["set_lr"], list):
+        raise ValueError("set_lr is a list")
+    lr: dict[int, int] = {}
+    for e in cj["set_lr"]:
+        word = e["word"]
+        if not isinstance(word, str) or _WORD.fullmatch(word) is None:
+            raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
+        s = _int(e["before_step"], "set_lr before_step", 0, END)
+        if s in lr:
+            raise ValueError(f"two set_lr entries before step {s}")
+        lr[s] = int(word, 16)
+    case = Case(
+        name,
+        about,
+        _int(cj["steps"], "steps", 0, MAX_STEPS),
+        None,
+        systems,
+        group,
+        _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
+        tuple(sorted(lr.items())),
+        _int(base, "step_base", 0, END - 1),
+        None if start == "init" else start.removeprefix("page "),
+    )
+    run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
+    return case
+
+
+def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
+    """A pack case directory, every file checked against the pack's manifest (in its parent) as
+    it is read.  The case directory must not be a symbolic link, nor any file in it; without a
+    manifest the case is refused unless ``verify`` is False."""
+    root = Path(directory).absolute()
+    if root.is_symlink():
+        raise PackError(f"{directory}: a symbolic link; a case is read only where it is, in its pack")
+    if not root.is_dir():
+        raise PackError(f"{directory}: not a case directory")
+    pack_root = root.parent
+    manifest = load_manifest(pack_root) if has_manifest(pack_root) else None
+    if manifest is not None:
+        if f"{root.name}/case.json" not in manifest["files"]:
+            raise PackError(f"{directory}: not a case of the pack in {pack_root}")
+    elif verify:
+        raise PackError(
+            f"{directory}: FAIL to verify: no manifest.json beside the case, so its files cannot be checked"
+            " (a check without verifying can be asked for)"
+        )
+    seen: set[str] = set()
+
+    def get(rel: str, limit: int = MAX_FILE) -> bytes:
+        data = read_file(root / rel, limit)
+        if manifest is not None:  # the bytes checked are the bytes used
+            check_sha(pack_root, manifest, f"{root.name}/{rel}", data)
+        seen.add(rel)
+        return data
+
+    cj_path = root / "case.json"
+    try:
+        case = _parse_case(parse_json(get("case.json", 1 << 20), cj_path))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, PackError):
+            raise
+        raise PackError(f"{cj_path}: not a case description ({printable(str(e))})") from None
+    ins = [page_bytes(get(f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
+    if any(pg != ins[0] for pg in ins):  # meshnb's runs (and the pack's cases) start every member alike
+        raise PackError(f"{directory}: the members start from different pages, which check does not replay")
+    at = struct.unpack_from("<I", ins[0], FIELDS["STEP_HI"].offset)[0] << 32
+    at |= struct.unpack_from("<I", ins[0], FIELDS["NEXT_STEP"].offset)[0]
+    if at != case.step_base:
+        raise PackError(f"{root / 'in-0.page'}: its step {at} is not the case's step_base {case.step_base}")
+    outs = [page_bytes(get(f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
+    raw = get("trace.bin")
+    if len(raw) != 20 * case.steps:
+        raise PackError(f"{root / 'trace.bin'}: {len(raw)} bytes, not 20 x {case.steps} steps")
+    trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+    if manifest is not None:
+        for rel in sorted(manifest["files"]):  # the rest of the case (expected.json): whole, as shipped
+            if isinstance(rel, str) and rel.startswith(f"{root.name}/") and rel.count("/") == 1:
+                part = rel.split("/", 1)[1]
+                if part not in seen:
+                    get(part)
+        note = f"{len(seen)} case files match the pack's manifest"
+    else:
+        note = "no manifest.json beside the case (verify off): its files were not verified"
+    return Setup(case, ins, outs, trace, note)
+
+
+def setup_from_run(
+    view_in: bytes,
+    steps: int,
+    *,
+    systems: int | None = None,
+    steps_per_task: int | None = None,
+    set_lr: dict[int, int] | None = None,
+    step_base: int | None = None,
+) -> Setup:
+    """A setup from a start page and the run options (as ``meshnb train`` takes them); ValueError
+    (naming the option) for a run that cannot be made."""
+    page = bytearray(page_bytes(view_in, "view_in"))
+    if systems is not None:
+        _int(systems, "systems", 1, MAX_SYSTEMS)
+    if steps_per_task is not None:
+        _int(steps_per_task, "steps_per_task", 1, U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEPS_PER_TASK"].offset, steps_per_task)
+    if step_base is not None:
+        _int(step_base, "step_base", 0, END - 1)
+        struct.pack_into("<I", page, FIELDS["NEXT_STEP"].offset, step_base & U32_MAX)
+        struct.pack_into("<I", page, FIELDS["STEP_HI"].offset, step_base >> 32)
+    v = View.from_bytes(bytes(page))
+    try:
+        run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
+    except ValueError as e:
+        raise PackError(f"the run cannot be made: {e}") from None
+    case = Case(
+        "view-in",
+        "a run from a start page (view_in)",
+        steps,
+        None,
+        systems or 1,
+        systems is not None,
+        v["STEPS_PER_TASK"],
+        tuple(sorted((set_lr or {}).items())),
+        v.next_step,
+        "view-in",
+    )
+    try:
+        res = run_case(case, [bytes(page)])
+    except (ValueError, TypeError) as e:
+        raise PackError(f"the run cannot be made: {e}") from None
+    return Setup(case, [bytes(page)] * case.systems, res.out_pages, res.trace, "")
+
+
+_PAGE_NAME = re.compile(r"^(\d{1,20})\.page$")
+
+
+def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]:
+    """Task-boundary pages: ``DIR/N.page`` is the view after N steps of the run (any digits)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise PackError(f"{root}: not a directory of pages")
+    found = []
+    for p in sorted(root.iterdir()):
+        mt = _PAGE_NAME.match(p.name)
+        if mt is None:
+            continue
+        n = int(mt.group(1))
+        if not 0 <= n <= steps:
+            raise PackError(f"{p}: step count {n} is outside the run of {steps} steps")
+        found.append((n, page_bytes(read_file(p, follow=True), str(p))))
+    if not found:
+        raise PackError(f"{root}: no N.page files")
+    return sorted(found)
+
+
+def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
+    """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes."""
+    raw = read_file(Path(path), limit, follow=True)
+    if len(raw) % 20:
+        raise PackError(f"{path}: {len(raw)} bytes is not a whole number of 20-byte steps")
+    return np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+
+
+def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> list[bytes]:
+    """Every system's page after ``n`` steps of the run, as meshnb computes them, with what the
+    model would have made of the setup (its samples and INV_BATCH when the case starts from init,
+    its LR word after a SET_LR).  SET_LR calls at ``n`` are left for the replay."""
+    case = setup.case
+    pages = setup.in_pages
+    if n > 0:
+        sub = replace(case, steps=n, set_lr=tuple((s, w) for s, w in case.set_lr if s < n))
+        pages = run_case(sub, pages).out_pages
+    if m is faults.EXACT:
+        return list(pages)
+    out = []
+    init = faults.init_page(case.systems, case.grouped, m) if case.from_init else None
+    ops = Ops(m.rules)
+    done = [w for s, w in case.set_lr if s < n]
+    for pg in pages:
+        b = bytearray(pg)
+        if init is not None:
+            b[SAMPLES_SPAN] = init[SAMPLES_SPAN]
+            b[_INV] = init[_INV]
+        if done and m.raw_lr_inv:
+            struct.pack_into("<I", b, faults.OFF_LR, done[-1])
+        elif done:
+            struct.pack_into("<I", b, faults.OFF_LR, int(ops.read(done[-1])))
+        out.append(bytes(b))
+    return out

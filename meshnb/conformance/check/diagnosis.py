@@ -1,0 +1,311 @@
+"""Why the bits part: the diagnosis replays the part where they first part, from meshnb's state
+before it, under every fault model of :mod:`meshnb.conformance.faults`, and names each model that
+reproduces the executor's bits exactly; where none does, meshnb's lane-level values (pred, e, each
+product) of the first differing sum.  Also a faulty executor's whole run, fast
+(:func:`executor_run`), which the tests and the notebooks use as the executor to check."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import faults
+from ..fpu import Ops
+from .cases import SAMPLES_SPAN, Setup, reference_state
+from .compare import first_trace_diff, rows_hex
+from .report import Diagnosis, ModelNote
+
+EXTEND = 64  # rows after the first differing one that a model must reproduce too
+WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
+
+
+def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> faults.Run:
+    """Steps ``start`` .. ``start + steps`` of the run under model ``m``, from meshnb's state at ``start``
+    (or from ``pages``)."""
+    case = setup.case
+    state = reference_state(setup, start, m) if pages is None else pages
+    end = start + steps
+    # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
+    # a task boundary is the view before the next task's SET_LR)
+    lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
+    return faults.run(state, steps, grouped=case.grouped, set_lr=lr, m=m)
+
+
+def lane_table(setup: Setup, step: int, system: int) -> str:
+    """meshnb's lane values at ``step`` of the run (system ``system``), as a text table."""
+    case = setup.case
+    state = reference_state(setup, step)
+    ops = Ops()
+    n = case.systems
+    t = case.step_base + step
+    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in state])
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in state])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in state])
+    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    idx = faults.lane_samples(offs)
+    rows = np.arange(n)[:, None]
+    lv = faults.lanes(ops, faults.EXACT, p, xs[rows, idx], ys[rows, idx])
+    k = system if n > 1 else 0
+    head = f"meshnb's lanes at step {step} (absolute {t}), system {k}, batch {int(offs[k]) % 8}, params " + " ".join(
+        rows_hex(p[k])
+    )
+    lines = [head, "  lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e"]
+    for lane in range(32):
+        vals = [lv["x"][k, lane], lv["y"][k, lane], lv["pred"][k, lane]] + [lv["v"][k, j, lane] for j in range(5)]
+        lines.append(f"  {lane:4d} {int(idx[k, lane]):6d} " + " ".join(f"{int(v):08x}" for v in vals))
+    own = faults.lane_sum(ops, faults.EXACT, lv["v"])
+    for m in range(n):
+        lines.append(f"  own sums of system {m}: " + " ".join(rows_hex(own[m])))
+    if case.grouped:
+        lines.append("  fold: " + " ".join(rows_hex(faults.fold(ops, faults.EXACT, own))))
+    return "\n".join(lines)
+
+
+def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
+    """Every registered model, plus one that takes the executor's own samples when they differ."""
+    models = list(faults.MODELS)
+    exp = setup.expected[0]
+    if got_page[SAMPLES_SPAN] != exp[SAMPLES_SPAN]:
+        models.append(
+            faults.Model(
+                "executor-samples", "the executor's own samples (X, Y as in its page): samples not correctly rounded"
+            )
+        )
+    return models
+
+
+DIAG_STEPS = 1 << 17  # the diagnosis reads meshnb's run up to its part: this many steps at most
+REPLAY_STEPS = 4096  # and replays at most this many steps under each model (numpy, ~0.3 ms a step)
+
+
+def _too_long(end: int, replayed: int, diag_steps: int, replay_steps: int) -> str:
+    """Why the diagnosis is not made ("" if it is): a part too far into the run or too long."""
+    if end > diag_steps:
+        return (
+            f"the first difference is {end} steps into the run, past the {diag_steps} steps the diagnosis"
+            " follows; check a shorter run, or give task-boundary pages with one near it"
+        )
+    if replayed > replay_steps:
+        return (
+            f"without a trace or task pages it would replay {replayed} steps under each model (at most"
+            f" {replay_steps}); give the executor's trace or task-boundary pages"
+        )
+    return ""
+
+
+def _note(m: faults.Model) -> ModelNote:
+    return ModelNote(name=m.name, doc=m.doc)
+
+
+def _with_samples(pages: list[bytes], got_page: bytes) -> list[bytes]:
+    return [pg[: SAMPLES_SPAN.start] + got_page[SAMPLES_SPAN] + pg[SAMPLES_SPAN.stop :] for pg in pages]
+
+
+def diagnose(
+    setup: Setup,
+    system: int,
+    got_page: bytes,
+    got_trace: np.ndarray | None,
+    task: tuple[int, int, bytes] | None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    diag_steps: int = DIAG_STEPS,
+    replay_steps: int = REPLAY_STEPS,
+) -> Diagnosis:
+    """Replays the first differing part under every model; names those that reproduce the bits.
+
+    The part replayed for a model starts at ``WINDOW`` steps before the first differing step (an
+    apply fault shows one step later), or earlier, at the step where the model first parts from
+    meshnb on meshnb's trajectory (a fault can change the params long before the sums show it);
+    a model that never parts from meshnb on this run cannot reproduce a difference and is skipped."""
+    case = setup.case
+    found: list[faults.Model] = []
+    lanes_at: int | None = None
+    diff_t = first_trace_diff(setup.trace, got_trace) if got_trace is not None else None
+    if diff_t is not None:
+        end = diff_t[0] + 1
+        window = max(0, diff_t[0] - WINDOW)
+        how = (
+            f"from meshnb's state at step {window} (or earlier, where the model first parts from meshnb), "
+            f"the trace rows to step {diff_t[0]}"
+        )
+        lanes_at = diff_t[0]
+    elif task is not None:
+        window, end = task[0], task[1]
+        how = f"the task of steps {window} .. {end} from meshnb's page after {window} steps, the pages"
+        lanes_at = window
+    elif got_trace is not None:
+        window, end = max(0, case.steps - WINDOW), case.steps
+        how = f"the trace matches: the last {case.steps - window} steps from meshnb's state, the final pages"
+    else:
+        window, end = 0, case.steps
+        how = "no trace: the whole run from the start pages, the final pages"
+    # With a trace, a model that reproduces the first differing step is also held to the rows after
+    # it (up to EXTEND steps): two flush rules can agree on one step and part on the next.
+    far = min(case.steps, end + EXTEND) if diff_t is not None else end
+    skip = _too_long(end, far - window, diag_steps, replay_steps)
+    if skip:
+        return Diagnosis(how="not made", models=[], skipped=skip)
+    first_only: list[faults.Model] = []
+    candidates = _candidates(setup, got_page)
+    for i, m in enumerate(candidates):
+        if progress is not None:
+            progress(f"diagnosis: model {i + 1} of {len(candidates)}, {m.name}")
+        if m.name == "executor-samples":
+            start = 0 if diff_t is None and task is None else window
+            r = replay(setup, start, far - start, m, _with_samples(reference_state(setup, start), got_page))
+        else:
+            d = first_divergence(setup, m, upto=end + 1)  # only a divergence up to the part's end counts
+            final = diff_t is None and task is None  # the final page: a SET_LR after the last step counts
+            if d is None or d > end or (d == end and not (final and end == case.steps)):
+                continue  # the model gives meshnb's bits over the part compared
+            start = min(window, d)
+            r = replay(setup, start, far - start, m)
+        if diff_t is not None:
+            assert got_trace is not None  # a differing step comes from a trace
+            ok = np.array_equal(r.trace[: end - start], got_trace[start:end])
+            if ok and not np.array_equal(r.trace, got_trace[start:far]):
+                first_only.append(m)
+                continue
+        elif task is not None:
+            ok = r.pages[system] == task[2]
+        else:
+            ok = r.pages[system] == got_page
+        if ok:
+            found.append(m)
+    if diff_t is not None:
+        how += f" and on to step {far - 1}"
+    out = Diagnosis(how="replayed " + how + " compared", models=[_note(m) for m in found])
+    if first_only:
+        out["first_step_only"] = [_note(m) for m in first_only]
+    if not found and lanes_at is not None and lanes_at < case.steps:
+        out["lanes"] = lane_table(setup, lanes_at, system)
+    return out
+
+
+def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """meshnb's params before each step (upto + 1, 4) and the LR in force at each step (upto,), for
+    the first ``upto`` steps (default all), rebuilt from the trace with the plain-Python reference ops."""
+    from meshnb.testing import reference as ref
+
+    case = setup.case
+    n = case.steps if upto is None else min(case.steps, upto)
+    if setup.per_step is not None and len(setup.per_step[1]) >= n:
+        return setup.per_step[0][: n + 1], setup.per_step[1][:n]
+    page = setup.in_pages[0]
+    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, faults.OFF_PARAMS)]
+    lr = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_LR)[0])
+    inv = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_INV)[0])
+    changes = dict(case.set_lr)
+    ps = np.zeros((n + 1, 4), dtype=np.uint32)
+    lrs = np.zeros(n, dtype=np.uint32)
+    ps[0] = p
+    for s in range(n):
+        if s in changes:
+            lr = ref.py_flush(changes[s])
+        row = [int(w) for w in setup.trace[s]]
+        p = [ref.py_sub(p[j], ref.py_mul(lr, ref.py_mul(row[j], inv))) for j in range(4)]
+        ps[s + 1] = p
+        lrs[s] = lr
+    setup.per_step = (ps, lrs)
+    return ps, lrs
+
+
+DIVERGENCE_BLOCK = 4096  # steps evaluated at once by first_divergence (memory: ~10 KB a step and system)
+
+
+def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> int | None:
+    """The first step at which model ``m`` computes other bits than meshnb on this setup (its sums,
+    params or loss), evaluated a block of steps at once on meshnb's trajectory; None if it does
+    not within the first ``upto`` steps (default: the whole run).
+
+    Up to that step the model's run is meshnb's, bit for bit: every step is a function of the
+    state before it, and the state before the first divergent step is meshnb's."""
+    case = setup.case
+    ops, z = Ops(m.rules), Ops()
+    start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
+    pg = start[0]
+    params = faults.words_at(pg, faults.OFF_PARAMS, 4)
+    lr_word, inv_word = (int(faults.words_at(pg, off)[0]) for off in (faults.OFF_LR, faults.OFF_INV))
+    if (
+        not np.array_equal(ops.read(params), z.read(params))
+        or not np.array_equal(faults.read_word(ops, m, lr_word), z.read(lr_word))
+        or not np.array_equal(faults.read_word(ops, m, inv_word), z.read(inv_word))
+        or any(pg[SAMPLES_SPAN] != p0[SAMPLES_SPAN] for p0 in setup.in_pages)
+    ):
+        return 0
+    for s, w in case.set_lr:
+        if int(faults.read_word(ops, m, w)) != int(z.read(w)):
+            return s
+    if case.steps == 0:
+        return None
+    steps = case.steps if upto is None else max(0, min(case.steps, upto))
+    ps, lrs = _params_per_step(setup, steps)
+    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)
+    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)
+    inv_m = int(faults.read_word(ops, m, inv_word))
+    inv_z = int(z.read(inv_word))
+    for lo in range(0, steps, DIVERGENCE_BLOCK):
+        hi = min(steps, lo + DIVERGENCE_BLOCK)
+        hit = _divergence_in(setup, m, ops, z, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _divergence_in(
+    setup: Setup,
+    m: faults.Model,
+    ops: Ops,
+    z: Ops,
+    page: tuple[np.ndarray, np.ndarray, int, int],
+    ps: np.ndarray,
+    lrs: np.ndarray,
+    lo: int,
+) -> int | None:
+    """:func:`first_divergence` over steps ``lo`` .. ``lo + len(lrs)``: meshnb's params before each
+    (and after the last) ``ps``, the LR ``lrs``; the start page's samples and INV_BATCH reads."""
+    case = setup.case
+    xs, ys, inv_m, inv_z = page
+    n, steps = case.systems, len(lrs)
+    t = case.step_base + lo + np.arange(steps, dtype=object)
+    offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
+    idx = faults.lane_samples(offs)
+    p_rep = np.repeat(ps[:-1], n, axis=0)
+    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[idx], ys[idx])["v"])  # (steps*n, 5)
+    if case.grouped:
+        own = own.reshape(steps, n, 5)
+        slots = ops.read(own)
+        order = list(range(n - 1, -1, -1)) if m.fold == "reverse" else list(range(n))
+        acc = ops.read(slots[:, order[0]])
+        for k in order[1:]:
+            acc = ops.add(acc, ops.read(slots[:, k]))
+        applied = acc
+    else:
+        applied = own
+    trace = setup.trace[lo : lo + steps]
+    inv = np.full((steps, 1), inv_m, dtype=np.uint32)
+    newp = faults.apply(ops, m, ps[:-1], applied, lrs[:, None], inv)
+    loss_m = faults.loss(ops, m, applied, inv)
+    loss_z = faults.loss(z, faults.EXACT, trace, np.full((steps, 1), inv_z, dtype=np.uint32))
+    bad = (applied != trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
+    hits = np.nonzero(bad)[0]
+    return lo + int(hits[0]) if len(hits) else None
+
+
+def executor_run(setup: Setup, m: faults.Model) -> faults.Run:
+    """What an executor with fault ``m`` gives for this setup: :func:`faults.run` from the step where
+    ``m`` first parts from meshnb (:func:`first_divergence`), meshnb's bits before it.  The tests
+    check that it equals the plain :func:`faults.run` from the start."""
+    case = setup.case
+    d = first_divergence(setup, m)
+    if d is None:
+        return faults.Run(list(setup.expected), setup.trace.copy())
+    if d == 0:
+        return faults.run(
+            setup.in_pages, case.steps, grouped=case.grouped, set_lr=dict(case.set_lr), m=m, from_init=case.from_init
+        )
+    r = replay(setup, d, case.steps - d, m)
+    return faults.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))

@@ -1,0 +1,167 @@
+"""What a check found, typed: the :class:`Report` and its parts, and the report as text and JSON.
+
+The parts are ``TypedDict`` s, so that the report's JSON (``to_json``) is the dataclass's own
+fields with no conversion; the text is made from them alone (nothing here computes a finding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypedDict
+
+Verdict = Literal["PASS", "FAIL"]
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (newlines, ANSI escapes) escaped, so that a name read from
+    a file cannot forge a line of the report on a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class _WordDiffKeys(TypedDict):
+    field: str  # "PARAMS[2]", "LR", "reserved@1200"
+    offset: int  # its byte offset in the page
+    expected: str  # meshnb's word, 8 hex digits
+    got: str  # the executor's
+
+
+class WordDiff(_WordDiffKeys, total=False):
+    """One differing page word, named from the layout table (SPEC 7)."""
+
+    expected_f32: str  # an f32 field's words as floats
+    got_f32: str
+    step: int | None  # LOSS[i]: the step whose loss it holds (None: not written by the run)
+    sample: int  # X[i], Y[i]: the sample, and how far apart the two words are
+    ulps: int
+
+
+class SampleDiff(TypedDict):
+    field: str
+    ulps: int
+
+
+class TracePart(TypedDict):
+    """The first step whose applied sums differ."""
+
+    step: int  # of this run (0: its first step)
+    absolute_step: int  # the page's step counter at it
+    sums: list[str]  # which of the five sums differ
+    expected: list[str]  # the five words, hex
+    got: list[str]
+
+
+# The first task-boundary page that differs: the task runs steps "from" .. "steps_done" of the run
+# ("from" is a keyword, hence the functional form); "file" is N.page, "fields" its differing fields
+# (the first 20).
+TaskPart = TypedDict("TaskPart", {"from": int, "steps_done": int, "file": str, "fields": list[str]})
+
+
+class ModelNote(TypedDict):
+    name: str
+    doc: str
+
+
+class _DiagnosisKeys(TypedDict):
+    how: str  # what was replayed and compared ("not made" when skipped)
+    models: list[ModelNote]  # those that reproduce every bit compared
+
+
+class Diagnosis(_DiagnosisKeys, total=False):
+    """Which fault models reproduce the executor's bits (:mod:`.diagnosis`)."""
+
+    skipped: str  # why the diagnosis was not made
+    first_step_only: list[ModelNote]  # reproduce the first differing step, part later
+    lanes: str  # meshnb's lane values where no model reproduces the bits
+
+
+@dataclass
+class Report:
+    """Everything a check found: the verdict, where the bits part, and why (the diagnosis)."""
+
+    verdict: Verdict
+    case: str
+    system: int
+    diff: list[WordDiff] = field(default_factory=list)
+    trace: TracePart | None = None
+    task: TaskPart | None = None
+    samples: list[SampleDiff] = field(default_factory=list)
+    # a Diagnosis (typed as a Mapping, so that ``(report.diagnosis or {}).get(...)`` type-checks)
+    diagnosis: Mapping[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 for PASS, 1 for FAIL (the command's exit code)."""
+        return 0 if self.verdict == "PASS" else 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``check --json``)."""
+        return asdict(self)
+
+    def text(self) -> str:
+        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis."""
+        lines = [self._headline(), *(f"note: {n}" for n in self.notes)]
+        lines += self._diff_lines()
+        if self.trace:
+            t = self.trace
+            lines.append(
+                f"trace: first differing step {t['step']} (absolute step {t['absolute_step']}): {', '.join(t['sums'])}"
+            )
+            lines.append("  expected " + " ".join(t["expected"]) + "\n  got      " + " ".join(t["got"]))
+        if self.task:
+            lines.append(
+                f"pages: the first differing task runs steps {self.task['from']} .. {self.task['steps_done']}"
+                f" ({self.task['file']})"
+            )
+        if self.samples:
+            lines.append("samples: " + ", ".join(f"{s['field']} by {s['ulps']} ulps" for s in self.samples))
+        if self.diagnosis:
+            lines += _diagnosis_lines(self.diagnosis)
+        return "\n".join(lines)
+
+    def _headline(self) -> str:
+        what = []
+        if self.diff:
+            what.append(f"{len(self.diff)} page words differ")
+        if self.trace:
+            what.append(f"trace parts at step {self.trace['step']} (of this run)")
+        if self.task:
+            what.append(f"first differing task ends after {self.task['steps_done']} steps")
+        return f"{self.verdict}: case {printable(self.case)}, system {self.system}" + (
+            f": {'; '.join(what)}" if what else ""
+        )
+
+    def _diff_lines(self, shown: int = 40) -> list[str]:
+        if not self.diff:
+            return []
+        lines = ["page diff (field: expected -> got):"]
+        for d in self.diff[:shown]:
+            extra = ""
+            if "step" in d:
+                step = d["step"]
+                extra = f"  (loss of step {step})" if step is not None else "  (not written by this run)"
+            if "sample" in d:
+                extra = f"  (sample {d['sample']}, {d.get('ulps')} ulps)"
+            fl = f"  {d['expected_f32']} -> {d['got_f32']}" if "expected_f32" in d and "got_f32" in d else ""
+            lines.append(f"  {d['field']:<16} {d['expected']} -> {d['got']}{fl}{extra}")
+        if len(self.diff) > shown:
+            lines.append(f"  ... {len(self.diff) - shown} more")
+        return lines
+
+
+def _diagnosis_lines(dg: Mapping[str, Any]) -> list[str]:
+    if dg.get("skipped"):
+        return [f"diagnosis not made: {dg.get('skipped')}"]
+    lines = [f"diagnosis ({dg['how']}):"]
+    if dg["models"]:
+        lines += [f"  reproduced by {m['name']}: {m['doc']}" for m in dg["models"]]
+    else:
+        lines.append("  no fault model reproduces these bits")
+    for m in dg.get("first_step_only", []):
+        lines.append(f"  reproduces the first differing step only (parts later): {m['name']}")
+    if dg.get("lanes"):
+        lines.append(dg.get("lanes", ""))
+    return lines
