@@ -28,7 +28,40 @@ CANONICAL_NAN = np.uint32(0x7FFFFFFF)
 
 @jit(accepts=dict(u="uint32"))
 def flush_bits(u: np.uint32) -> np.uint32:
-    """The word of the mode-Z value read from word ``u`` (subnormal -> signed zero, NaN -> canonical)."""
+    """The word of the mode-Z value read from word ``u`` (subnormal -> signed zero, NaN -> canonical).
+
+    Parameters
+    ----------
+    u : numpy.uint32
+        A float32's bits.
+
+    Returns
+    -------
+    numpy.uint32
+        ``u`` itself for a zero, a normal number or an infinity; the zero of ``u``'s sign for a
+        subnormal; ``0x7FFFFFFF`` for any NaN.
+
+    Raises
+    ------
+    TypeError
+        When ``u`` is not a ``numpy.uint32`` (a Python int would compile an int64 variant).
+
+    See Also
+    --------
+    flush_words : the same rule on a whole array, in numpy.
+    bits : the same rule from a float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.floatz import flush_bits
+    >>> hex(flush_bits(np.uint32(0x80000001)))  # the smallest negative subnormal
+    '0x80000000'
+    >>> hex(flush_bits(np.uint32(0xFFC00000)))  # a NaN
+    '0x7fffffff'
+    >>> hex(flush_bits(np.uint32(0x3F800000)))  # 1.0
+    '0x3f800000'
+    """
     u = np.uint32(u)
     e = u & EXP_MASK
     if e == 0:

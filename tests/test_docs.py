@@ -1,17 +1,24 @@
 """The documentation: the site builds with ``mkdocs build --strict``; its API reference covers every
-public name, its CLI reference every command and option; the notebooks render with their plots; the
-README stays a summary (at most 250 lines) whose relative links resolve."""
+public name, with cross-reference links and signatures a user calls, its CLI reference every command
+and option; the notebooks render with their plots; the README stays a summary (at most 250 lines)
+whose relative links resolve; every public function and class has a numpydoc docstring with a
+runnable ``Examples`` section (run by ``python -m pytest`` through ``--doctest-modules``)."""
 
 from __future__ import annotations
 
 import argparse
 import html
+import importlib
+import importlib.util
+import inspect
 import os
 import re
 import subprocess
 import sys
 import zlib
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -20,6 +27,233 @@ from meshnb.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+
+# The public modules besides meshnb itself: their __all__, or else every name they define without a
+# leading underscore (meshnb/__init__.py's docstring; the API pages render each).
+PUBLIC_MODULES = (
+    "meshnb.floatz",
+    "meshnb.kernels",
+    "meshnb.view",
+    "meshnb.program",
+    "meshnb.exchange",
+    "meshnb.trace",
+    "meshnb.checkpoint",
+    "meshnb.sweeps",
+    "meshnb.testing",
+    "meshnb.testing.reference",
+    "meshnb.testing.pages",
+    "meshnb.conformance.fpu",
+    "meshnb.conformance.ops",
+    "meshnb.conformance.faults",
+    "meshnb.conformance.pack",
+    "meshnb.cli",
+)
+
+# ---- EXPECTED MISSING (issue 23, split between engineers): the lead removes this set after merging --
+# The docstrings of the run model's modules (train, sweep, stream, the results, the options table) are
+# written with issue 23's items 1 and 3, which move these modules; their objects may lack the numpydoc
+# sections until that branch is merged.
+NOT_YET_DOCUMENTED_MODULES = frozenset({"meshnb.api", "meshnb.options", "meshnb.results", "meshnb.sweeps"})
+# Issue 23 item 5's own modules not yet written (shrinks to empty as they are):
+NOT_YET_DOCUMENTED_MODULES |= {
+    "meshnb.checkpoint",
+    "meshnb.cli",
+    "meshnb.conformance",
+    "meshnb.exchange",
+    "meshnb.floatz",
+    "meshnb.kernels",
+    "meshnb.program",
+    "meshnb.testing",
+    "meshnb.trace",
+    "meshnb.view",
+}
+# ------------------------------------------------------------------------------------------------------
+
+_SECTION = re.compile(r"^([A-Z][A-Za-z ]+)\n-{3,}[ \t]*$", re.MULTILINE)
+
+
+def _defined_in(obj: Any) -> str:
+    """The module that defines ``obj`` (an njit dispatcher's Python function's module)."""
+    return str(getattr(getattr(obj, "py_func", obj), "__module__", ""))
+
+
+def _public_objects() -> dict[str, Any]:
+    """``{path: object}`` of every public function and class (``meshnb.__all__`` and the public
+    modules' public names), each under the path of the module that defines it."""
+    found: dict[str, Any] = {}
+
+    def add(module: ModuleType, names: list[str]) -> None:
+        for name in names:
+            obj = getattr(module, name)
+            if inspect.ismodule(obj) or not (
+                callable(obj) and (inspect.isclass(obj) or hasattr(obj, "__code__") or hasattr(obj, "py_func"))
+            ):
+                continue  # a constant (LAYOUT, VIEW_BYTES): documented by its module
+            found[f"{_defined_in(obj)}.{name}"] = obj
+
+    add(meshnb, list(meshnb.__all__))
+    for path in PUBLIC_MODULES:
+        module = importlib.import_module(path)
+        names = getattr(module, "__all__", None)
+        if names is None:
+            names = [n for n, o in vars(module).items() if not n.startswith("_") and _defined_in(o) == path]
+        add(module, list(names))
+    return found
+
+
+def _parameters(obj: Any) -> list[str]:
+    """The names a caller passes to ``obj`` (a class: its constructor), ``*args``/``**kwargs`` aside."""
+    try:
+        signature = inspect.signature(getattr(obj, "py_func", obj))
+    except ValueError:  # a builtin without a signature
+        return []
+    kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [p.name for p in signature.parameters.values() if p.kind not in kinds and p.name not in ("self", "cls")]
+
+
+def _returns_something(obj: Any) -> bool:
+    if inspect.isclass(obj):
+        return False
+    annotation = inspect.signature(getattr(obj, "py_func", obj)).return_annotation
+    return annotation not in (inspect.Signature.empty, None, "None")
+
+
+def docstring_findings(obj: Any) -> list[str]:
+    """What ``obj``'s docstring lacks of numpydoc's sections: an ``Examples`` section with at least
+    one ``>>>``; ``Parameters`` naming exactly what a caller passes; ``Returns`` (or ``Yields``)
+    where a function returns something.  (``Raises`` and ``See Also`` are written where they say
+    something.)"""
+    doc = inspect.cleandoc(getattr(obj, "__doc__", None) or "")
+    if not doc:
+        return ["no docstring"]
+    parts = _SECTION.split(doc)
+    sections = {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    findings = []
+    if ">>>" not in sections.get("Examples", ""):
+        findings.append("no Examples section with a >>> example")
+    expected = _parameters(obj)
+    if expected:
+        heads = re.findall(r"^(\S[^:\n]*?)(?:\s*:.*)?$", sections.get("Parameters", ""), re.MULTILINE)
+        documented = [name.strip().lstrip("*") for head in heads for name in head.split(",")]
+        if "Parameters" not in sections:
+            findings.append(f"no Parameters section (takes {', '.join(expected)})")
+        elif set(documented) != set(expected):
+            findings.append(f"Parameters documents {sorted(documented)}, the signature takes {sorted(expected)}")
+    if _returns_something(obj) and not ({"Returns", "Yields"} & set(sections)):
+        findings.append("no Returns section")
+    unknown = set(sections) - {
+        "Parameters",
+        "Other Parameters",
+        "Attributes",
+        "Methods",
+        "Returns",
+        "Yields",
+        "Receives",
+        "Raises",
+        "Warns",
+        "Warnings",
+        "See Also",
+        "Notes",
+        "References",
+        "Examples",
+    }
+    if unknown:
+        findings.append(f"sections numpydoc does not know: {sorted(unknown)}")
+    return findings
+
+
+def test_public_names_have_numpydoc_docstrings_with_examples() -> None:
+    objects = _public_objects()
+    assert len(objects) > 100 and "meshnb.view.View" in objects and "meshnb.floatz.flush" in objects
+    missing = {}
+    for path, obj in sorted(objects.items()):
+        if _defined_in(obj).startswith(
+            tuple(f"{m}." for m in NOT_YET_DOCUMENTED_MODULES) + tuple(NOT_YET_DOCUMENTED_MODULES)
+        ):
+            continue
+        if findings := docstring_findings(obj):
+            missing[path] = findings
+    assert not missing, "public names without a numpydoc docstring with examples:\n" + "\n".join(
+        f"  {path}: {'; '.join(f)}" for path, f in missing.items()
+    )
+
+
+def test_the_docstring_check_finds_what_is_missing() -> None:
+    def bare(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    def documented(a: int, b: int) -> int:
+        """Adds.
+
+        Parameters
+        ----------
+        a, b : int
+            What to add.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> documented(1, 2)
+        3
+        """
+        return a + b
+
+    def stale(a: int) -> None:
+        """Does nothing.
+
+        Parameters
+        ----------
+        b : int
+            A parameter it no longer takes.
+
+        Example
+        -------
+        >>> stale(1)
+        """
+
+    assert docstring_findings(bare) == [
+        "no Examples section with a >>> example",
+        "no Parameters section (takes a, b)",
+        "no Returns section",
+    ]
+    assert docstring_findings(stale) == [
+        "no Examples section with a >>> example",
+        "Parameters documents ['b'], the signature takes ['a']",
+        "sections numpydoc does not know: ['Example']",
+    ]
+    assert docstring_findings(documented) == []
+
+
+def test_pytest_runs_the_docstring_examples_with_the_tests() -> None:
+    # the README's test command, `python -m pytest` with no arguments, collects the package's doctests
+    pytest_options = (ROOT / "pyproject.toml").read_text("utf-8").split("[tool.pytest.ini_options]")[1]
+    testpaths = re.search(r"^testpaths = (.*)$", pytest_options, re.MULTILINE)
+    addopts = re.search(r"^addopts = (.*)$", pytest_options, re.MULTILINE)
+    assert testpaths and '"meshnb"' in testpaths.group(1)
+    assert addopts and "--doctest-modules" in addopts.group(1)
+
+
+def test_doctest_collection_leaves_out_what_cannot_be_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    ignore = conftest.pytest_ignore_collect
+    assert ignore(ROOT / "tests" / "mpi_exchange_check.py")  # runs MPI on import
+    assert ignore(ROOT / "tests" / "util.py") and ignore(ROOT / "tests" / "cuda" / "ptx" / "make_fixtures.py")
+    assert ignore(ROOT / "tests" / "test_docs.py") is None and ignore(ROOT / "tests" / "conftest.py") is None
+    assert ignore(ROOT / "meshnb" / "floatz.py") is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba_cuda" else real(name, *a))
+    assert ignore(ROOT / "meshnb" / "cuda" / "image.py")  # without the cuda extra
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "numba_cuda" else real(name, *a)
+    )
+    assert ignore(ROOT / "meshnb" / "cuda" / "image.py") is None
 
 
 def test_readme_is_a_summary() -> None:
