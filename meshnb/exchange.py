@@ -43,7 +43,30 @@ EX_SLOT_WORDS = 8
 
 @dataclass(frozen=True)
 class Group:
-    """This system ``k`` of a cluster of ``n``."""
+    """This system ``k`` of a cluster of ``n``.
+
+    Parameters
+    ----------
+    k : int
+        The system's index, 0 to ``n - 1``.
+    n : int
+        The systems of the cluster, at least 1.
+
+    Raises
+    ------
+    ValueError
+        When ``n`` is below 1 or ``k`` is not in ``range(n)``.
+
+    Examples
+    --------
+    >>> from meshnb import Group
+    >>> Group(1, 4)
+    Group(k=1, n=4)
+    >>> Group(4, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: system k=4 is not in a group of 4
+    """
 
     k: int
     n: int
@@ -57,6 +80,26 @@ class Group:
 
 @runtime_checkable
 class Exchange(Protocol):
+    """What the program needs of a transport (SPEC 9's ``exchange``): slots and round counters.
+
+    ``set_slot`` publishes this system's words for a round parity, ``round(n)`` publishes its
+    counter and waits (bounded) for every member to reach ``n``, ``slot(m, parity)`` reads member
+    ``m``'s words.  Any object with these three methods is one (a ``typing.Protocol``, checkable
+    with ``isinstance``).
+
+    See Also
+    --------
+    PageExchange : the exchange page in memory (threads, processes).
+    meshnb.Context : takes an exchange with its group.
+
+    Examples
+    --------
+    >>> from meshnb import Exchange
+    >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+    >>> isinstance(PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter()), Exchange)
+    True
+    """
+
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
         """Write system ``k``'s slot for ``parity`` (8 uint32 words)."""
 
@@ -70,7 +113,18 @@ class Exchange(Protocol):
 
 
 class ExchangeAborted(Exception):
-    """The run is being torn down (a member failed): a wait ended without its round."""
+    """The run is being torn down (a member failed): a wait ended without its round.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import BlockingWaiter, ExchangeAborted, ExchangePage, PageExchange
+    >>> page = ExchangePage.new(2)
+    >>> page.abort()
+    >>> PageExchange(page, 0, 1.0, BlockingWaiter()).round(1)
+    Traceback (most recent call last):
+    ...
+    meshnb.exchange.ExchangeAborted: system 0: the run was aborted while waiting for round 1
+    """
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,6 +135,30 @@ class ExchangeAborted(Exception):
 
 @dataclass(frozen=True)
 class PageField:
+    """One field of the exchange page (a row of ``EXCHANGE_LAYOUT``).
+
+    Parameters
+    ----------
+    name : str
+        ``SYSTEMS``, ``ABORT``, ``COUNTER``, ``SLOT0`` or ``SLOT1``.
+    scope : str
+        ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block).
+    offset : int
+        Bytes from the page's start, or from the system's block.
+    dtype : str
+        ``"u8"``, ``"u32"`` or ``"u64"``.
+    count : int
+        Its elements.
+    meaning : str
+        What it holds.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import EXCHANGE_LAYOUT
+    >>> [(f.name, f.scope, f.offset) for f in EXCHANGE_LAYOUT][2:]
+    [('COUNTER', 'system', 0), ('SLOT0', 'system', 8), ('SLOT1', 'system', 40)]
+    """
+
     name: str
     scope: str  # "page" or "system"
     offset: int  # bytes, from the page's start or from the system's block
@@ -104,7 +182,35 @@ _DTYPES = {"u8": "u1", "u32": "<u4", "u64": "<u8"}
 
 def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) -> np.ndarray:
     """A live array of field ``f`` of ``n`` blocks ``stride`` bytes apart from byte ``start`` of
-    ``raw`` (uint8): shape ``[n]`` for a single value, ``[n, count]`` otherwise."""
+    ``raw`` (uint8): shape ``[n]`` for a single value, ``[n, count]`` otherwise.
+
+    Parameters
+    ----------
+    raw : numpy.ndarray
+        The page's bytes (uint8).
+    start : int
+        The first block's first byte.
+    stride : int
+        Bytes from one block to the next.
+    n : int
+        The blocks.
+    f : PageField
+        The field.
+
+    Returns
+    -------
+    numpy.ndarray
+        A view of ``raw``: writes go to the page.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.exchange import EXCHANGE_LAYOUT, exchange_bytes, field_array
+    >>> raw = np.zeros(exchange_bytes(2), dtype=np.uint8)
+    >>> counters = field_array(raw, 64, 128, 2, EXCHANGE_LAYOUT[2])
+    >>> counters.shape, counters.dtype.name
+    ((2,), 'uint64')
+    """
     dt = np.dtype(_DTYPES[f.dtype])
     shape: tuple[int, ...] = (n,) if f.count == 1 else (n, f.count)
     strides: tuple[int, ...] = (stride,) if f.count == 1 else (stride, dt.itemsize)
@@ -112,7 +218,24 @@ def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) 
 
 
 def exchange_bytes(n: int) -> int:
-    """Bytes of the exchange page of ``n`` systems."""
+    """Bytes of the exchange page of ``n`` systems.
+
+    Parameters
+    ----------
+    n : int
+        The systems.
+
+    Returns
+    -------
+    int
+        A 64-byte header, then 128 bytes a system (two cache lines: writers never share one).
+
+    Examples
+    --------
+    >>> from meshnb.exchange import exchange_bytes
+    >>> exchange_bytes(2)
+    320
+    """
     return HEADER_BYTES + n * SYSTEM_BYTES
 
 
@@ -120,7 +243,19 @@ def word_layout() -> np.ndarray:
     """The page's layout as word indices, for njit code that reads the page as one uint32 array
     and one uint64 array (:mod:`meshnb.loops.grouped`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
     system 0's COUNTER (u64 index), the system stride (u64 words), system 0's SLOT0 (u32 index),
-    the system stride (u32 words), SLOT1 - SLOT0 (u32 words)]."""
+    the system stride (u32 words), SLOT1 - SLOT0 (u32 words)].
+
+    Returns
+    -------
+    numpy.ndarray
+        Six int64 word indices.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import word_layout
+    >>> word_layout().tolist()
+    [1, 8, 16, 18, 32, 8]
+    """
     assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
     return np.array(
         [
@@ -138,8 +273,32 @@ def word_layout() -> np.ndarray:
 class ExchangePage:
     """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
 
-    ``create=True`` writes a fresh page (counters 0, slots 0); otherwise the page must already
-    say ``n`` systems."""
+    Parameters
+    ----------
+    raw : numpy.ndarray
+        The memory (uint8): process memory, or memory shared between processes.
+    n : int
+        The systems.
+    create : bool, default False
+        Write a fresh page (counters 0, slots 0); otherwise the page must already say ``n``
+        systems.
+
+    Raises
+    ------
+    ValueError
+        When ``raw`` is too small, or (without ``create``) the page is for another ``n``.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import ExchangePage
+    >>> page = ExchangePage.new(2)
+    >>> page.counters.tolist(), page.slots.shape
+    ([0, 0], (2, 2, 8))
+    >>> ExchangePage(page.words32.view("uint8"), 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: an exchange page of 3 systems needs 448 bytes, got 320
+    """
 
     def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
         if raw.nbytes < exchange_bytes(n):
@@ -195,6 +354,20 @@ class ExchangePage:
 
 
 class Waiter(Protocol):
+    """How a member of an exchange page waits for the others (a ``typing.Protocol``).
+
+    See Also
+    --------
+    BlockingWaiter : threads of one process.
+    PollingWaiter : processes sharing memory.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import BlockingWaiter
+    >>> BlockingWaiter().wait(lambda: True, 0.1)
+    True
+    """
+
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``ready()``, at most ``timeout_s``; returns its last value."""
 
@@ -207,7 +380,19 @@ class Waiter(Protocol):
 
 
 class BlockingWaiter:
-    """For members that are threads of one process: a condition variable, no busy core."""
+    """For members that are threads of one process: a condition variable, no busy core.
+
+    See Also
+    --------
+    PollingWaiter : for members in other processes.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import BlockingWaiter
+    >>> waiter = BlockingWaiter()
+    >>> waiter.wait(lambda: False, 0.01)  # nobody makes it ready: the timeout ends the wait
+    False
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -227,7 +412,23 @@ class BlockingWaiter:
 @dataclass(frozen=True)
 class PollingWaiter:
     """For members in other processes, who share nothing but memory: re-read it, first yielding
-    the core for ``spin_s``, then sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``."""
+    the core for ``spin_s``, then sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``.
+
+    Parameters
+    ----------
+    spin_s : float, default 200e-6
+        Seconds of re-reading with ``sched_yield`` between reads.
+    min_sleep_s : float, default 50e-6
+        The first sleep after the spin.
+    max_sleep_s : float, default 2e-3
+        The longest sleep.
+
+    Examples
+    --------
+    >>> from meshnb.exchange import PollingWaiter
+    >>> PollingWaiter().wait(lambda: False, 0.01)
+    False
+    """
 
     spin_s: float = 200e-6
     min_sleep_s: float = 50e-6
@@ -262,7 +463,42 @@ class PageExchange:
     """System ``k``'s handle on an :class:`ExchangePage`: the :class:`Exchange` of the program.
 
     ``round`` waits at most ``timeout_s``; it raises :class:`ExchangeAborted` once the page is
-    aborted, so that no member waits on a run that is being torn down."""
+    aborted, so that no member waits on a run that is being torn down.
+
+    Parameters
+    ----------
+    page : ExchangePage
+        The page the cluster shares.
+    k : int
+        This member's system.
+    timeout_s : float
+        The longest wait of one ``round``.
+    waiter : Waiter
+        How this member waits.
+
+    Raises
+    ------
+    ValueError
+        When ``k`` is not on the page.
+
+    Examples
+    --------
+    Two members of one round, on one thread: the first publishes and times out, the second
+    completes the round.
+
+    >>> import numpy as np
+    >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+    >>> page = ExchangePage.new(2)
+    >>> a, b = (PageExchange(page, k, 0.01, BlockingWaiter()) for k in (0, 1))
+    >>> a.set_slot(0, 1, np.arange(8, dtype=np.uint32))
+    >>> a.round(1), page.behind(1)
+    (False, [1])
+    >>> b.set_slot(1, 1, np.full(8, 7, dtype=np.uint32))
+    >>> b.round(1), a.round(1)
+    (True, True)
+    >>> a.slot(1, 1).tolist()
+    [7, 7, 7, 7, 7, 7, 7, 7]
+    """
 
     def __init__(self, page: ExchangePage, k: int, timeout_s: float, waiter: Waiter) -> None:
         if not 0 <= k < page.n:
