@@ -13,6 +13,9 @@ it as an autorefs cross-reference, which mkdocs-autorefs turns into a link to th
   resolve) becomes an optional autoref: a link if some page happens to render it, else the code
   span alone, never a warning.
 
+The names of a numpydoc ``See Also`` section are resolved and linked the same way, each entry a
+list item.
+
 The title is the target as written, without ``~``'s prefix (``~`` keeps the last component, as
 Sphinx shows it).  Loaded by mkdocstrings (mkdocs.yml); griffe reads the source statically, so
 nothing of numba is imported.
@@ -93,20 +96,53 @@ def _rendered(pkg: griffe.Module, roots: set[str], path: str) -> bool:
     return False
 
 
-def rewrite(text: str, to_path: Callable[[str], str | None], linked: Callable[[str], bool]) -> str:
-    """``text`` with every Sphinx role as an autorefs cross-reference (see the module docstring)."""
+def _reference(written: str, title: str, to_path: Callable[[str], str | None], linked: Callable[[str], bool]) -> str:
+    """The Markdown of a reference to ``written`` shown as ``title`` (see the module docstring)."""
+    path = to_path(written)
+    if path is None:
+        return f"`{title}`"
+    if linked(path):
+        return f"[`{title}`][{path}]"
+    return f'<autoref identifier="{html.escape(path)}" optional><code>{html.escape(title)}</code></autoref>'
 
-    def link(match: re.Match[str]) -> str:
+
+def rewrite(text: str, to_path: Callable[[str], str | None], linked: Callable[[str], bool]) -> str:
+    """``text`` with every Sphinx role as an autorefs cross-reference (see the module docstring),
+    and every numpydoc ``See Also`` entry as a list item that links its names."""
+
+    def role(match: re.Match[str]) -> str:
         written = match.group(2).strip()
         title = written.lstrip(".").rsplit(".", 1)[-1] if match.group(1) else written.lstrip(".")
-        path = to_path(written)
-        if path is None:
-            return f"`{title}`"
-        if linked(path):
-            return f"[`{title}`][{path}]"
-        return f'<autoref identifier="{html.escape(path)}" optional><code>{html.escape(title)}</code></autoref>'
+        return _reference(written, title, to_path, linked)
 
-    return _ROLE.sub(link, text)
+    return _see_also(_ROLE.sub(role, text), to_path, linked)
+
+
+_SEE_ALSO = re.compile(r"^See Also\n-{3,}[ \t]*\n(.*?)(?=^\S[^\n]*\n-{3,}[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+_ENTRY = re.compile(r"^([\w.]+(?:\s*,\s*[\w.]+)*)\s*(?::\s*(.*))?$")
+
+
+def _see_also(text: str, to_path: Callable[[str], str | None], linked: Callable[[str], bool]) -> str:
+    """numpydoc's ``See Also`` block (``name : description`` lines, ``a, b : description``, a
+    description going on on indented lines) as a Markdown list whose names are links (griffe
+    renders the section as an admonition of Markdown, its entries otherwise run together)."""
+
+    def block(match: re.Match[str]) -> str:
+        items: list[list[str]] = []
+        for line in match.group(1).splitlines():
+            entry = _ENTRY.match(line)
+            if entry and not line[:1].isspace():
+                names = [n.strip() for n in entry.group(1).split(",")]
+                refs = ", ".join(_reference(n, n, to_path, linked) for n in names)
+                items.append([f"- {refs}" + (f": {entry.group(2).strip()}" if entry.group(2) else "")])
+            elif line.strip() and items:
+                items[-1].append(line.strip())
+            elif line.strip():  # prose before the first entry: kept as it is
+                items.append([line])
+        body = "\n".join(" ".join(item) for item in items)
+        return f"See Also\n--------\n{body}\n\n"
+
+    return _SEE_ALSO.sub(block, text)
 
 
 def _objects(obj: griffe.Object) -> Iterator[griffe.Object]:

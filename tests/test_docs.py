@@ -7,6 +7,7 @@ runnable ``Examples`` section (run by ``python -m pytest`` through ``--doctest-m
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import importlib
 import importlib.util
@@ -340,3 +341,79 @@ def test_notebooks_render_with_their_plots(site: Path) -> None:
         page = site / "notebooks" / notebook.stem / "index.html"
         assert page.is_file(), f"{notebook.name} is not rendered"
         assert "data:image/png;base64," in page.read_text(encoding="utf-8"), f"{notebook.name}: no plot rendered"
+
+
+def _docs_module(name: str) -> ModuleType:
+    """A griffe extension of the docs build (docs/NAME.py), loaded by path."""
+    pytest.importorskip("griffe", reason="the docs extra: pip install -e '.[docs]'")
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_roles_and_see_also_entries_become_cross_references() -> None:
+    roles = _docs_module("griffe_roles")
+    paths = {"flush": "meshnb.floatz.flush", "init": "meshnb.program.init", "prepare": "meshnb.host.prepare"}
+    text = (
+        "Uses :func:`flush`, :func:`~meshnb.floatz.bits`, :func:`prepare` and :class:`numpy.ndarray`.\n\n"
+        "See Also\n--------\ninit, flush : the program,\n    and its flush.\nprepare\n\n"
+        "Examples\n--------\n>>> 1\n1\n"
+    )
+    out = roles.rewrite(
+        text, lambda t: paths.get(t, t if t.startswith("meshnb.") else None), lambda p: not p.startswith("meshnb.host")
+    )
+    assert out.startswith("Uses [`flush`][meshnb.floatz.flush], [`bits`][meshnb.floatz.bits], ")
+    # not on the API pages: a link only where some page renders it, never a broken one
+    optional = '<autoref identifier="meshnb.host.prepare" optional><code>prepare</code></autoref>'
+    assert f"{optional} and `numpy.ndarray`." in out
+    assert "- [`init`][meshnb.program.init], [`flush`][meshnb.floatz.flush]: the program, and its flush.\n" in out
+    assert f"- {optional}\n" in out and out.endswith("Examples\n--------\n>>> 1\n1\n")
+
+
+def test_dataclass_signatures_show_the_default_a_caller_gets() -> None:
+    signatures = _docs_module("griffe_signatures")
+    import griffe
+
+    def default(source: str) -> str:
+        return str(
+            signatures.user_default(
+                griffe.get_expression(ast.parse(source).body[0].value, griffe.Module("m"), parse_strings=False)
+            )
+        )  # type: ignore[attr-defined]
+
+    assert default('_opt(None, Flag("--steps", "steps to run", "S", parse_count))') == "None"
+    assert default("field(default=5, metadata={'flag': 1})") == "5"
+    assert default("field(default_factory=list)") == "list()"
+    assert default("Flag('--x')") == "Flag('--x')"  # a public call is what the caller gets
+
+
+@pytest.mark.docs
+@pytest.mark.slow
+def test_api_pages_link_and_every_link_resolves(site: Path) -> None:
+    floatz = (site / "api" / "floatz" / "index.html").read_text(encoding="utf-8")
+    assert 'class="autorefs autorefs-internal" title="flush" href="#meshnb.floatz.flush"' in floatz
+    checked = 0
+    for page in (site / "api").rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "[`" not in html.unescape(re.sub(r"<code>.*?</code>", "", text, flags=re.S)), (
+            f"{page}: an unresolved cross-reference"
+        )
+        for href in re.findall(r'class="autorefs autorefs-internal"[^>]* href="([^"]*)"', text):
+            where, _, anchor = href.partition("#")
+            target = (page.parent / where / "index.html") if where else page
+            assert f'id="{anchor}"' in target.resolve().read_text(encoding="utf-8"), f"{page}: {href} goes nowhere"
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.docs
+@pytest.mark.slow
+def test_run_options_signature_is_what_a_user_writes(site: Path) -> None:
+    page = (site / "api" / "options" / "index.html").read_text(encoding="utf-8")
+    start = page.index('id="meshnb.options.RunOptions"')
+    signature = page[page.index("doc-signature", start) : page.index("</code></pre>", start)]
+    text = html.unescape(re.sub(r"<[^>]+>", "", signature))
+    assert "steps: int | None = None" in text and "backend: str = " in text
+    assert "Flag(" not in text and "_opt(" not in text and len(text) < 1200, text
