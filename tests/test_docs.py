@@ -56,7 +56,7 @@ PUBLIC_MODULES = (
 # sections until that branch is merged.
 NOT_YET_DOCUMENTED_MODULES = frozenset({"meshnb.api", "meshnb.options", "meshnb.results", "meshnb.sweeps"})
 # Issue 23 item 5's own modules not yet written (shrinks to empty as they are):
-NOT_YET_DOCUMENTED_MODULES |= {"meshnb.conformance"}
+NOT_YET_DOCUMENTED_MODULES |= {"meshnb.conformance.pack"}
 # ------------------------------------------------------------------------------------------------------
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z ]+)\n-{3,}[ \t]*$", re.MULTILINE)
