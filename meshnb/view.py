@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 VIEW_BYTES = 4096
+"""The size of a view page in bytes (SPEC 7)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ LAYOUT: tuple[Field, ...] = (
     Field("Y", 1088, "f32", 256, "samples y"),
     Field("LOSS", 2112, "f32", 256, "loss of step t at index t mod 256"),
 )
+"""The view page's fields (SPEC 7), in page order: the one table every offset is read from."""
 FIELDS: dict[str, Field] = {f.name: f for f in LAYOUT}
 WORD: dict[str, int] = {f.name: f.word for f in LAYOUT}  # the u32 word index of each field's first word
 PAGE_WORDS = VIEW_BYTES // 4
