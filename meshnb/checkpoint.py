@@ -140,7 +140,19 @@ class RunSettings:
     first_step: int  # the members' next step when the run started
 
     def to_json(self) -> dict[str, Any]:
-        """The header's ``run`` object (JSON types: lists, ints, bools, None)."""
+        """The header's ``run`` object (JSON types: lists, ints, bools, None).
+
+        Returns
+        -------
+        dict
+            The fields by name; ``set_lr`` as ``[[step, bits], ...]``.
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> RunSettings(1, 64, None, ((0, 0x3E800000),), None, True, 0).to_json()["set_lr"]
+        [[0, 1048576000]]
+        """
         return {
             "systems": self.systems,
             "steps": self.steps,
@@ -154,7 +166,34 @@ class RunSettings:
     @classmethod
     def from_json(cls, doc: Any, field: str = "run") -> RunSettings:
         """The settings of a header's ``run`` object, every field checked (:class:`CheckpointError`
-        ``FIELD: what is wrong``, without the file's name)."""
+        ``FIELD: what is wrong``, without the file's name).
+
+        Parameters
+        ----------
+        doc : object
+            The ``run`` object as JSON decoded it (untrusted).
+        field : str, default "run"
+            Its name, for messages.
+
+        Returns
+        -------
+        RunSettings
+            The settings.
+
+        Raises
+        ------
+        CheckpointError
+            Naming the first bad field.
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> doc = RunSettings(1, 64, None, (), None, True, 0).to_json()
+        >>> RunSettings.from_json({**doc, "z": 1})
+        Traceback (most recent call last):
+        ...
+        meshnb.checkpoint.CheckpointError: run.z: must be true or false, not an integer 1
+        """
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
         first = _int(d["first_step"], f"{field}.first_step", 0, LAST_STEP)
@@ -379,7 +418,24 @@ class Checkpoint:
                 raise CheckpointError(f"system {k} is at step {v.next_step}, not {self.run.first_step + self.done}")
 
     def header(self) -> dict[str, Any]:
-        """The file's JSON header (the module docstring's format)."""
+        """The file's JSON header (the module docstring's format).
+
+        Returns
+        -------
+        dict
+            ``run``, ``done``, ``members`` (counters and trace states).
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> sorted(ckpt.header()), ckpt.header()["members"][0]["counters"]
+        (['done', 'members', 'run'], {'inits': 1, 'steps': 0, 'timeouts': 0})
+        """
         return {
             "run": self.run.to_json(),
             "done": self.done,
@@ -393,7 +449,29 @@ class Checkpoint:
         }
 
     def to_bytes(self) -> bytes:
-        """The file's bytes; :class:`CheckpointError` where :func:`load` would refuse them."""
+        """The file's bytes; :class:`CheckpointError` where :func:`load` would refuse them.
+
+        Returns
+        -------
+        bytes
+            The magic, the version, the header, the pages, the SHA-256 of all of them.
+
+        Raises
+        ------
+        CheckpointError
+            When the header is too large.
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> ckpt.to_bytes()[:8]
+        b'MESHNBCK'
+        """
         doc = self.header()
         parse_header(doc)  # never write a file that load would refuse
         header = json.dumps(doc, separators=(",", ":")).encode()
@@ -404,7 +482,40 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "checkpoint") -> Checkpoint:
-        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``."""
+        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``.
+
+        Parameters
+        ----------
+        data : bytes
+            A checkpoint file's bytes (untrusted).
+        where : str, default "checkpoint"
+            What to call it in messages.
+
+        Returns
+        -------
+        Checkpoint
+            Every field checked.
+
+        Raises
+        ------
+        CheckpointError
+            When the bytes are not a usable checkpoint.
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> data = bytearray(ckpt.to_bytes())
+        >>> data[-1] ^= 1  # one bit of damage
+        >>> Checkpoint.from_bytes(bytes(data), "run.ckpt")
+        Traceback (most recent call last):
+        ...
+        meshnb.checkpoint.CheckpointError: run.ckpt: corrupt or truncated (its checksum does not match)
+        """
         try:
             return cls._from_bytes(data)
         except CheckpointError as e:

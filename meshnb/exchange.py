@@ -101,15 +101,77 @@ class Exchange(Protocol):
     """
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
-        """Write system ``k``'s slot for ``parity`` (8 uint32 words)."""
+        """Write system ``k``'s slot for ``parity`` (8 uint32 words).
+
+        Parameters
+        ----------
+        k : int
+            This system.
+        parity : int
+            The round's parity (0 or 1): a slot is rewritten every other round.
+        words : numpy.ndarray
+            8 uint32 words: the five sums (``ftz_bits``), then zeros.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.set_slot(0, 1, np.arange(8, dtype=np.uint32))
+        >>> member.slot(0, 1).tolist()
+        [0, 1, 2, 3, 4, 5, 6, 7]
+        """
 
     def round(self, n: int) -> bool:
         """Publish this system's counter = ``n`` and wait, bounded, until every counter is >= n.
 
-        Returns False on timeout; the caller may call ``round(n)`` again later to resume."""
+        Returns False on timeout; the caller may call ``round(n)`` again later to resume.
+
+        Parameters
+        ----------
+        n : int
+            The round (a step's ``t + 1``).
+
+        Returns
+        -------
+        bool
+            Every member reached round ``n``; False on a timeout.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.round(1)  # a cluster of one completes every round at once
+        True
+        """
 
     def slot(self, m: int, parity: int) -> np.ndarray:
-        """System ``m``'s slot for ``parity`` (8 uint32 words)."""
+        """System ``m``'s slot for ``parity`` (8 uint32 words).
+
+        Parameters
+        ----------
+        m : int
+            The system to read.
+        parity : int
+            The round's parity.
+
+        Returns
+        -------
+        numpy.ndarray
+            A copy of its 8 words.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.slot(0, 0).tolist()
+        [0, 0, 0, 0, 0, 0, 0, 0]
+        """
 
 
 class ExchangeAborted(Exception):
@@ -328,23 +390,88 @@ class ExchangePage:
 
     @classmethod
     def new(cls, n: int) -> ExchangePage:
-        """A fresh page of ``n`` systems in process memory."""
+        """A fresh page of ``n`` systems in process memory.
+
+        Parameters
+        ----------
+        n : int
+            The systems.
+
+        Returns
+        -------
+        ExchangePage
+            Counters and slots zero.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import ExchangePage
+        >>> ExchangePage.new(3).n
+        3
+        """
         return cls(np.zeros(exchange_bytes(n), dtype=np.uint8), n, create=True)
 
     def reached(self, n: int) -> bool:
-        """Every system's counter is >= ``n``."""
+        """Every system's counter is >= ``n``.
+
+        Parameters
+        ----------
+        n : int
+            A round.
+
+        Returns
+        -------
+        bool
+            Round ``n`` is complete.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import ExchangePage
+        >>> page = ExchangePage.new(2)
+        >>> page.counters[:] = [3, 2]
+        >>> page.reached(2), page.reached(3)
+        (True, False)
+        """
         return int(self.counters.min()) >= n
 
     def behind(self, n: int) -> list[int]:
-        """The systems whose counter is below ``n`` (for messages)."""
+        """The systems whose counter is below ``n`` (for messages).
+
+        Parameters
+        ----------
+        n : int
+            A round.
+
+        Returns
+        -------
+        list of int
+            Their indices.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import ExchangePage
+        >>> page = ExchangePage.new(3)
+        >>> page.counters[:] = [3, 2, 1]
+        >>> page.behind(3)
+        [1, 2]
+        """
         return [m for m in range(self.n) if int(self.counters[m]) < n]
 
     @property
     def aborted(self) -> bool:
+        """The page was aborted: every wait on it ends."""
         return bool(self._abort[0])
 
     def abort(self) -> None:
-        """End every wait on this page (a member failed or the run is torn down)."""
+        """End every wait on this page (a member failed or the run is torn down).
+
+        Examples
+        --------
+        >>> from meshnb.exchange import ExchangePage
+        >>> page = ExchangePage.new(2)
+        >>> page.abort()
+        >>> page.aborted
+        True
+        """
         self._abort[0] = 1
 
 
@@ -369,14 +496,58 @@ class Waiter(Protocol):
     """
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait until ``ready()``, at most ``timeout_s``; returns its last value."""
+        """Wait until ``ready()``, at most ``timeout_s``; returns its last value.
+
+        Parameters
+        ----------
+        ready : callable
+            ``ready()``: whether the wait is over (the page's round reached, or aborted).
+        timeout_s : float
+            The longest wait.
+
+        Returns
+        -------
+        bool
+            ``ready()``'s last value: False on a timeout.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> BlockingWaiter().wait(lambda: True, 1.0)
+        True
+        """
 
     def notify(self) -> None:
-        """Something ``ready`` reads may have changed: wake the waiters."""
+        """Something ``ready`` reads may have changed: wake the waiters.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> BlockingWaiter().notify()  # nobody waits: nothing to wake
+        """
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
         """Sleep up to ``timeout_s`` without spinning (woken early where the waiter can be);
-        returns ``ready()``."""
+        returns ``ready()``.
+
+        Parameters
+        ----------
+        ready : callable
+            ``ready()``: whether the wait is over.
+        timeout_s : float
+            The longest sleep.
+
+        Returns
+        -------
+        bool
+            ``ready()`` after the nap.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import PollingWaiter
+        >>> PollingWaiter().nap(lambda: False, 0.001)
+        False
+        """
 
 
 class BlockingWaiter:
@@ -398,14 +569,61 @@ class BlockingWaiter:
         self._cond = threading.Condition()
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """:meth:`Waiter.wait` on a condition variable.
+
+        Parameters
+        ----------
+        ready : callable
+            Whether the wait is over.
+        timeout_s : float
+            The longest wait.
+
+        Returns
+        -------
+        bool
+            ``ready()``'s last value.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> BlockingWaiter().wait(lambda: False, 0.001)
+        False
+        """
         with self._cond:
             return self._cond.wait_for(ready, timeout_s)
 
     def notify(self) -> None:
+        """:meth:`Waiter.notify`: wakes every thread waiting here.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> BlockingWaiter().notify()
+        """
         with self._cond:
             self._cond.notify_all()
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """:meth:`Waiter.nap`: a wait on the condition variable, which a notify ends at once.
+
+        Parameters
+        ----------
+        ready : callable
+            Whether the nap is over.
+        timeout_s : float
+            The longest nap.
+
+        Returns
+        -------
+        bool
+            ``ready()``.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> BlockingWaiter().nap(lambda: True, 1.0)
+        True
+        """
         return self.wait(ready, timeout_s)  # an abort's notify ends it at once
 
 
@@ -435,6 +653,26 @@ class PollingWaiter:
     max_sleep_s: float = 2e-3
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """:meth:`Waiter.wait` by re-reading: a spin that yields the core, then growing sleeps.
+
+        Parameters
+        ----------
+        ready : callable
+            Whether the wait is over.
+        timeout_s : float
+            The longest wait.
+
+        Returns
+        -------
+        bool
+            ``ready()``'s last value.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import PollingWaiter
+        >>> PollingWaiter().wait(lambda: True, 1.0)
+        True
+        """
         if ready():
             return True
         now = time.perf_counter()
@@ -451,9 +689,35 @@ class PollingWaiter:
         return ready()
 
     def notify(self) -> None:
-        pass  # pollers look for themselves
+        """:meth:`Waiter.notify`: nothing (pollers look for themselves).
+
+        Examples
+        --------
+        >>> from meshnb.exchange import PollingWaiter
+        >>> PollingWaiter().notify()
+        """
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """:meth:`Waiter.nap`: one sleep of ``timeout_s`` unless ``ready()`` already.
+
+        Parameters
+        ----------
+        ready : callable
+            Whether the nap is over.
+        timeout_s : float
+            The sleep.
+
+        Returns
+        -------
+        bool
+            ``ready()`` after it.
+
+        Examples
+        --------
+        >>> from meshnb.exchange import PollingWaiter
+        >>> PollingWaiter().nap(lambda: True, 1.0)  # ready: no sleep
+        True
+        """
         if not ready():
             time.sleep(timeout_s)
         return ready()
@@ -506,12 +770,82 @@ class PageExchange:
         self.page, self.k, self.timeout_s, self.waiter = page, k, timeout_s, waiter
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
+        """:meth:`Exchange.set_slot` on the page.
+
+        Parameters
+        ----------
+        k : int
+            The system.
+        parity : int
+            The round's parity.
+        words : numpy.ndarray
+            8 uint32 words.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.set_slot(0, 0, np.full(8, 5, dtype=np.uint32))
+        >>> page.slots[0, 0].tolist()
+        [5, 5, 5, 5, 5, 5, 5, 5]
+        """
         self.page.slots[k, parity] = words
 
     def slot(self, m: int, parity: int) -> np.ndarray:
+        """:meth:`Exchange.slot` on the page: a copy.
+
+        Parameters
+        ----------
+        m : int
+            The system.
+        parity : int
+            The round's parity.
+
+        Returns
+        -------
+        numpy.ndarray
+            8 uint32 words.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.slot(0, 1).tolist()
+        [0, 0, 0, 0, 0, 0, 0, 0]
+        """
         return self.page.slots[m, parity].copy()
 
     def round(self, n: int) -> bool:
+        """:meth:`Exchange.round` on the page: publish the counter, then wait in the waiter.
+
+        Parameters
+        ----------
+        n : int
+            The round.
+
+        Returns
+        -------
+        bool
+            Every member reached it; False after ``timeout_s``.
+
+        Raises
+        ------
+        ExchangeAborted
+            Once the page is aborted.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> page = ExchangePage.new(1)
+        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member.round(1), int(page.counters[0])
+        (True, 1)
+        """
         page = self.page
         page.counters[self.k] = n  # after the slot: see the module docstring on order
         if page.reached(n):
@@ -528,7 +862,35 @@ class PageExchange:
         exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
 
         Returns False once the deadline has passed without the round (a timeout), True to spin
-        again; raises :class:`ExchangeAborted` once the page is aborted."""
+        again; raises :class:`ExchangeAborted` once the page is aborted.
+
+        Parameters
+        ----------
+        n : int
+            The round.
+        deadline : float
+            A ``time.perf_counter()`` value: the round's timeout.
+        nap_s : float
+            The longest nap.
+
+        Returns
+        -------
+        bool
+            True to spin again (the round reached or time left), False on the timeout.
+
+        Raises
+        ------
+        ExchangeAborted
+            Once the page is aborted.
+
+        Examples
+        --------
+        >>> import time
+        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
+        >>> member = PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter())
+        >>> member.wait_more(1, time.perf_counter(), 0.001)  # the deadline has passed: a timeout
+        False
+        """
         page = self.page
         left = deadline - time.perf_counter()
         if left > 0:

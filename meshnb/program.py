@@ -94,7 +94,19 @@ class Context:
         return self.group is not None and self.exchange is not None
 
     def counter_dict(self) -> dict[str, int]:
-        """The counters by name: ``inits``, ``steps``, ``timeouts``."""
+        """The counters by name: ``inits``, ``steps``, ``timeouts``.
+
+        Returns
+        -------
+        dict of str to int
+            SPEC 10's counters.
+
+        Examples
+        --------
+        >>> from meshnb import Context, View
+        >>> Context(View()).counter_dict()
+        {'inits': 0, 'steps': 0, 'timeouts': 0}
+        """
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters)}
 
 

@@ -299,28 +299,106 @@ class Ops:
 
     # -- the operations -----------------------------------------------------------------------
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."""
+        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().add(0x3F800000, 0x40000000))
+        '0x40400000'
+        >>> hex(Ops().add(1, 0, daz=(False, False)))  # the subnormal input read as it is, the result flushed
+        '0x0'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
             return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a - b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a - b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().sub(0x40000000, 0x3F800000))
+        '0x3f800000'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) - fb
             return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a * b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a * b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().mul(0x3F7FFFFF, 0x00800000))
+        '0x800000'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
             return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
 
     def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a / b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a / b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().div(0, 0))
+        '0x7fffffff'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             da, db = fa.astype(np.float64), fb.astype(np.float64)
@@ -333,7 +411,24 @@ class Ops:
             return self._out(r, tiny, lambda: (fa / fb).view(np.uint32))
 
     def fma(self, a: Any, b: Any, c: Any) -> np.ndarray:
-        """``a * b + c`` rounded once (every input under the DAZ rule)."""
+        """``a * b + c`` rounded once (every input under the DAZ rule).
+
+        Parameters
+        ----------
+        a, b, c : array_like
+            Operand words (uint32; broadcast together).
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().fma(0x3F800000, 0x40000000, 0x3F800000))  # 1 * 2 + 1
+        '0x40400000'
+        """
         d = self.rules.daz
         fa, fb, fc = self._in(a, d), self._in(b, d), self._in(c, d)
         with np.errstate(all="ignore"):
@@ -350,13 +445,47 @@ class Ops:
             return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
 
     def from_u32(self, u: object) -> np.ndarray:
-        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules."""
+        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules.
+
+        Parameters
+        ----------
+        u : array_like
+            Unsigned integers.
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().from_u32(16777217))  # a tie, to even
+        '0x4b800000'
+        """
         r = words(u).astype(np.float64)  # exact
         return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 
     def read(self, u: object) -> np.ndarray:
         """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it
-        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone)."""
+        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone).
+
+        Parameters
+        ----------
+        u : array_like
+            Page words.
+
+        Returns
+        -------
+        numpy.ndarray
+            The words as read (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops, Rules
+        >>> hex(Ops().read(1)), hex(Ops(Rules("none", daz=False)).read(1))
+        ('0x0', '0x1')
+        """
         u = words(u)
         if self.rules.underflow != "none":
             u = np.where((u & EXP) == 0, u & SIGN, u).astype(np.uint32)

@@ -551,7 +551,19 @@ class Report:
     classes: dict[str, int]
 
     def text(self) -> str:
-        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines."""
+        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines.
+
+        Returns
+        -------
+        str
+            Lines joined by newlines.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.ops import verify
+        >>> verify("add", b"3f800000 3f800000 40000000\\n").text()
+        'PASS: add: 1 checked, 0 wrong'
+        """
         verdict = "PASS" if self.wrong == 0 else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
         for name, count in self.classes.items():
@@ -564,7 +576,19 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
-        """The report as JSON-ready values (``ops verify --json``)."""
+        """The report as JSON-ready values (``ops verify --json``).
+
+        Returns
+        -------
+        dict
+            ``op``, ``checked``, ``wrong``, ``classes``, ``first``.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.ops import verify
+        >>> verify("add", b"3f800000 3f800000 40000000\\n").to_json()
+        {'op': 'add', 'checked': 1, 'wrong': 0, 'classes': {}, 'first': []}
+        """
         return {
             "op": self.op,
             "checked": self.checked,

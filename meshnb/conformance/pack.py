@@ -87,7 +87,24 @@ class Case:
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
 
     def sized(self, quick: bool) -> Case:
-        """The case as the pack (quick or full) runs it."""
+        """The case as the pack (quick or full) runs it.
+
+        Parameters
+        ----------
+        quick : bool
+            The quick pack's version (fewer steps, SET_LRs scaled, the same last step).
+
+        Returns
+        -------
+        Case
+            ``self`` for the full pack.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.pack import BY_NAME
+        >>> BY_NAME["default"].sized(quick=True).steps
+        256
+        """
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
         scale = self.quick_steps / self.steps
@@ -114,7 +131,21 @@ class Case:
         return self.page is None
 
     def in_page(self) -> bytes:
-        """Every system's start page."""
+        """Every system's start page.
+
+        Returns
+        -------
+        bytes
+            Init's page or the named one, with the case's STEPS_PER_TASK and step base written.
+
+        Examples
+        --------
+        >>> import struct
+        >>> from meshnb.conformance.pack import BY_NAME
+        >>> page = BY_NAME["step-base-2^32"].in_page()
+        >>> struct.unpack_from("<I", page, 44)[0] << 32 | struct.unpack_from("<I", page, 28)[0]  # STEP_HI:NEXT_STEP
+        4294966996
+        """
         page = ref.init_page(self.systems, self.grouped) if self.page is None else start_pages()[self.page]
         out = bytearray(page)
         struct.pack_into("<I", out, 20, self.steps_per_task)
