@@ -239,6 +239,7 @@ def test_doctest_collection_leaves_out_what_cannot_be_imported(monkeypatch: pyte
     ignore = conftest.pytest_ignore_collect
     assert ignore(ROOT / "tests" / "mpi_exchange_check.py")  # runs MPI on import
     assert ignore(ROOT / "tests" / "util.py") and ignore(ROOT / "tests" / "cuda" / "ptx" / "make_fixtures.py")
+    assert ignore(ROOT / "bench" / "mpi_worker.py") and ignore(ROOT / "bench" / "test_bench_kernels.py") is None
     assert ignore(ROOT / "tests" / "test_docs.py") is None and ignore(ROOT / "tests" / "conftest.py") is None
     assert ignore(ROOT / "meshnb" / "floatz.py") is None
     real = importlib.util.find_spec
