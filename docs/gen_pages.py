@@ -51,7 +51,8 @@ with mkdocs_gen_files.open("api/meshnb.md", "w") as out:
     print("# meshnb: the public API\n", file=out)
     print(
         "Every name of `meshnb.__all__`, each documented where it is defined. "
-        "`import meshnb` is light: the names load on first use (PEP 562), so numba loads only when a run needs it.\n",
+        "`import meshnb` is light: the names load on first use (PEP 562), so numba loads only when a run needs it. "
+        "The words they use (page, step base, LR word, backend, ...): the [glossary](index.md#glossary).\n",
         file=out,
     )
     for name in meshnb.__all__:

@@ -80,12 +80,56 @@ _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: unreadable, corrupt, hostile, or of another run."""
+    """A checkpoint that cannot be used: unreadable, corrupt, hostile, or of another run.
+
+    A ``ValueError``; its message is one line, ``WHERE: FIELD: what is wrong``.
+
+    See Also
+    --------
+    load : raises it for a file that cannot be used.
+
+    Examples
+    --------
+    >>> from meshnb.checkpoint import Checkpoint
+    >>> Checkpoint.from_bytes(b"hello")
+    Traceback (most recent call last):
+    ...
+    meshnb.checkpoint.CheckpointError: checkpoint: not a meshnb checkpoint
+    """
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What defines a cluster run: resuming with any of these different would be another run."""
+    """What defines a cluster run: resuming with any of these different would be another run.
+
+    Parameters
+    ----------
+    systems : int
+        The cluster's systems (1 to 64).
+    steps : int
+        The steps of the whole run.
+    steps_per_task : int or None
+        STEPS_PER_TASK written into the pages, or None for the program's 64.
+    set_lr : tuple of (int, int)
+        ``(step, f32 bits)``: SET_LR before the task that starts when ``step`` steps of the run are
+        done, sorted by step.
+    step_base : int or None
+        The 64-bit step the run started from where it set one (``train(step_base=...)``).
+    z : bool
+        Float mode Z (False: plain IEEE float32).
+    first_step : int
+        The members' next step when the run started.
+
+    Examples
+    --------
+    >>> from meshnb.checkpoint import RunSettings
+    >>> run = RunSettings(systems=2, steps=64, steps_per_task=None, set_lr=((0, 0x3E800000),),
+    ...                   step_base=None, z=True, first_step=0)
+    >>> run.to_json()["set_lr"]
+    [[0, 1048576000]]
+    >>> RunSettings.from_json(run.to_json()) == run
+    True
+    """
 
     systems: int
     steps: int
@@ -96,6 +140,19 @@ class RunSettings:
     first_step: int  # the members' next step when the run started
 
     def to_json(self) -> dict[str, Any]:
+        """The header's ``run`` object (JSON types: lists, ints, bools, None).
+
+        Returns
+        -------
+        dict
+            The fields by name; ``set_lr`` as ``[[step, bits], ...]``.
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> RunSettings(1, 64, None, ((0, 0x3E800000),), None, True, 0).to_json()["set_lr"]
+        [[0, 1048576000]]
+        """
         return {
             "systems": self.systems,
             "steps": self.steps,
@@ -109,7 +166,34 @@ class RunSettings:
     @classmethod
     def from_json(cls, doc: Any, field: str = "run") -> RunSettings:
         """The settings of a header's ``run`` object, every field checked (:class:`CheckpointError`
-        ``FIELD: what is wrong``, without the file's name)."""
+        ``FIELD: what is wrong``, without the file's name).
+
+        Parameters
+        ----------
+        doc : object
+            The ``run`` object as JSON decoded it (untrusted).
+        field : str, default "run"
+            Its name, for messages.
+
+        Returns
+        -------
+        RunSettings
+            The settings.
+
+        Raises
+        ------
+        CheckpointError
+            Naming the first bad field.
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> doc = RunSettings(1, 64, None, (), None, True, 0).to_json()
+        >>> RunSettings.from_json({**doc, "z": 1})
+        Traceback (most recent call last):
+        ...
+        meshnb.checkpoint.CheckpointError: run.z: must be true or false, not an integer 1
+        """
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
         first = _int(d["first_step"], f"{field}.first_step", 0, LAST_STEP)
@@ -197,7 +281,31 @@ def _trace(x: Any, field: str, done: int) -> Sha256State:
 
 def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...], tuple[Sha256State, ...]]:
     """A header's run, steps done, counters and trace states, every field checked
-    (:class:`CheckpointError` ``FIELD: what is wrong``)."""
+    (:class:`CheckpointError` ``FIELD: what is wrong``).
+
+    Parameters
+    ----------
+    doc : object
+        The header as JSON decoded it (untrusted: anything).
+
+    Returns
+    -------
+    tuple
+        ``(RunSettings, steps done, counters by member, trace states by member)``.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the first field that is missing, of the wrong type or out of range.
+
+    Examples
+    --------
+    >>> from meshnb.checkpoint import parse_header
+    >>> parse_header({"run": {}, "done": 0, "members": []})
+    Traceback (most recent call last):
+    ...
+    meshnb.checkpoint.CheckpointError: run: 'systems' is missing
+    """
     d = _object(doc, "header", ("run", "done", "members"))
     run = RunSettings.from_json(d["run"])
     done = _int(d["done"], "done", 0, run.steps)
@@ -247,7 +355,46 @@ def _json(raw: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A run at a task boundary: ``done`` steps of ``run``, every member's page, counters, trace."""
+    """A run at a task boundary: ``done`` steps of ``run``, every member's page, counters, trace.
+
+    Parameters
+    ----------
+    run : RunSettings
+        What defines the run.
+    done : int
+        The steps of the run done.
+    pages : tuple of bytes
+        Every member's view page (4096 bytes), system 0 first.
+    counters : tuple of dict
+        Every member's ``{"inits", "steps", "timeouts"}``.
+    traces : tuple of Sha256State
+        Every member's trace hash state (:meth:`meshnb.trace.Trace.state`).
+
+    Raises
+    ------
+    CheckpointError
+        When the members do not match the run (their number, a pending round, a page at another
+        step).
+
+    See Also
+    --------
+    save, load : the file.
+
+    Examples
+    --------
+    A checkpoint of a run that has not started (every member just initialised):
+
+    >>> from meshnb import Context, Trace, View, init
+    >>> from meshnb.checkpoint import Checkpoint, RunSettings
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+    >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+    >>> len(ckpt.to_bytes())  # prefix, header, one page, checksum
+    4445
+    >>> Checkpoint.from_bytes(ckpt.to_bytes()) == ckpt
+    True
+    """
 
     run: RunSettings
     done: int
@@ -271,6 +418,24 @@ class Checkpoint:
                 raise CheckpointError(f"system {k} is at step {v.next_step}, not {self.run.first_step + self.done}")
 
     def header(self) -> dict[str, Any]:
+        """The file's JSON header (the module docstring's format).
+
+        Returns
+        -------
+        dict
+            ``run``, ``done``, ``members`` (counters and trace states).
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> sorted(ckpt.header()), ckpt.header()["members"][0]["counters"]
+        (['done', 'members', 'run'], {'inits': 1, 'steps': 0, 'timeouts': 0})
+        """
         return {
             "run": self.run.to_json(),
             "done": self.done,
@@ -284,6 +449,29 @@ class Checkpoint:
         }
 
     def to_bytes(self) -> bytes:
+        """The file's bytes; :class:`CheckpointError` where :func:`load` would refuse them.
+
+        Returns
+        -------
+        bytes
+            The magic, the version, the header, the pages, the SHA-256 of all of them.
+
+        Raises
+        ------
+        CheckpointError
+            When the header is too large.
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> ckpt.to_bytes()[:8]
+        b'MESHNBCK'
+        """
         doc = self.header()
         parse_header(doc)  # never write a file that load would refuse
         header = json.dumps(doc, separators=(",", ":")).encode()
@@ -294,7 +482,40 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "checkpoint") -> Checkpoint:
-        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``."""
+        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``.
+
+        Parameters
+        ----------
+        data : bytes
+            A checkpoint file's bytes (untrusted).
+        where : str, default "checkpoint"
+            What to call it in messages.
+
+        Returns
+        -------
+        Checkpoint
+            Every field checked.
+
+        Raises
+        ------
+        CheckpointError
+            When the bytes are not a usable checkpoint.
+
+        Examples
+        --------
+        >>> from meshnb import Context, Trace, View, init
+        >>> from meshnb.checkpoint import Checkpoint, RunSettings
+        >>> ctx = Context(View())
+        >>> init(ctx)
+        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+        >>> data = bytearray(ckpt.to_bytes())
+        >>> data[-1] ^= 1  # one bit of damage
+        >>> Checkpoint.from_bytes(bytes(data), "run.ckpt")
+        Traceback (most recent call last):
+        ...
+        meshnb.checkpoint.CheckpointError: run.ckpt: corrupt or truncated (its checksum does not match)
+        """
         try:
             return cls._from_bytes(data)
         except CheckpointError as e:
@@ -336,7 +557,36 @@ def _check_prefix(prefix: bytes) -> int:
 def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
     """Write ``ckpt`` to ``path`` atomically: a crash leaves the old file or the new one
     (:func:`meshnb.files.write_atomic`; a failed write is a one-line :class:`meshnb.files.WriteError`,
-    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`)."""
+    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; its directory must exist.
+    ckpt : Checkpoint
+        The run to save.
+
+    Raises
+    ------
+    CheckpointError
+        When the checkpoint could not be read back (its header too large).
+    meshnb.files.WriteError
+        When the file cannot be written (one line: the path and the reason).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meshnb import Context, Trace, View, init
+    >>> from meshnb.checkpoint import Checkpoint, RunSettings, load, save
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
+    >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.ckpt")
+    >>> save(path, ckpt)
+    >>> load(path) == ckpt
+    True
+    """
     try:
         data = ckpt.to_bytes()
     except CheckpointError as e:
@@ -348,7 +598,39 @@ def load(path: str | os.PathLike[str]) -> Checkpoint:
     """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used.
 
     Only a regular file is read, and no more of it than its prefix declares: at most the header's
-    declared length, 64 pages and the checksum past the 16-byte prefix."""
+    declared length, 64 pages and the checksum past the 16-byte prefix.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file (untrusted input).
+
+    Returns
+    -------
+    Checkpoint
+        Every field checked.
+
+    Raises
+    ------
+    CheckpointError
+        When the file cannot be read or used: ``checkpoint PATH: FIELD: what is wrong``.
+
+    See Also
+    --------
+    save : writes one.
+    meshnb.train : ``train(resume=path)`` continues the run of a checkpoint.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meshnb.checkpoint import load
+    >>> path = os.path.join(tempfile.mkdtemp(), "empty.ckpt")
+    >>> _ = open(path, "wb").write(b"MESHNBCK")
+    >>> load(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    meshnb.checkpoint.CheckpointError: checkpoint .../empty.ckpt: not a meshnb checkpoint
+    """
     where = f"checkpoint {path}"
     try:
         with files.open_input(path, "checkpoint") as f:

@@ -43,7 +43,31 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 @jit()
 def result(r: np.float32, z: bool) -> np.float32:
-    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode."""
+    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode.
+
+    Parameters
+    ----------
+    r : numpy.float32
+        An operation's IEEE result.
+    z : bool
+        Float mode Z (False: plain IEEE).
+
+    Returns
+    -------
+    numpy.float32
+        ``flush_subnormal(r)`` in mode Z, else ``r``.
+
+    See Also
+    --------
+    meshnb.floatz.flush_subnormal
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import result
+    >>> float(result(np.float32(1e-40), True)), float(result(np.float32(1e-40), False))
+    (0.0, 9.99994610111476e-41)
+    """
     if z:
         return flush_subnormal(r)
     return r
@@ -51,7 +75,27 @@ def result(r: np.float32, z: bool) -> np.float32:
 
 @jit()
 def out_word(f: np.float32, z: bool) -> np.uint32:
-    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z."""
+    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z.
+
+    Parameters
+    ----------
+    f : numpy.float32
+        A value.
+    z : bool
+        Float mode Z (False: the bits as they are).
+
+    Returns
+    -------
+    numpy.uint32
+        Its word.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import out_word
+    >>> hex(out_word(np.float32(-1e-40), True))
+    '0x80000000'
+    """
     if z:
         return bits(f)
     return np.float32(f).view(np.uint32)
@@ -59,7 +103,27 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
 
 @jit()
 def in_word(u: np.uint32, z: bool) -> np.float32:
-    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z."""
+    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z.
+
+    Parameters
+    ----------
+    u : numpy.uint32
+        A word of the page.
+    z : bool
+        Float mode Z (False: the bits as they are).
+
+    Returns
+    -------
+    numpy.float32
+        Its value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import in_word
+    >>> float(in_word(np.uint32(0x3F800000), True)), float(in_word(np.uint32(1), True))
+    (1.0, 0.0)
+    """
     if z:
         return from_bits(u)
     return np.uint32(u).view(np.float32)
@@ -72,7 +136,27 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
     ``next_step`` (the task's first step + its steps done, 64-bit with the carry).
 
     The one statement of this rule: the njit loops compile it in (``register_jitable``), Python
-    calls it on a page's words ``[1024]``, or on many ``[n, 1024]`` with ``next_step`` ``[n]``."""
+    calls it on a page's words ``[1024]``, or on many ``[n, 1024]`` with ``next_step`` ``[n]``.
+
+    Parameters
+    ----------
+    page : numpy.ndarray
+        A page's uint32 words ``[1024]`` (or ``[n, 1024]``), written in place.
+    next_step : numpy.uint64
+        The next step (or ``[n]`` of them).
+    timed_out : bool, default False
+        The task ended on a round's timeout.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import end_task
+    >>> from meshnb.view import View
+    >>> view = View()
+    >>> end_task(view.words, np.uint64(3 << 32 | 5))
+    >>> view.word("STEP_HI"), view.word("NEXT_STEP"), view.next_step == 3 << 32 | 5
+    (3, 5, True)
+    """
     page[..., W_ERR] = np.uint32(1) if timed_out else np.uint32(0)
     page[..., W_PENDING] = np.uint32(0)
     page[..., W_STEP_HI] = np.uint32(next_step >> np.uint64(32))
@@ -84,7 +168,25 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
 
 def sin_pi_f32(x: np.ndarray) -> np.ndarray:
     """sin(pi x) rounded to f32 for every f32 ``x`` in [-1, 1] (SPEC 4): the f64 sine (the C
-    library's, as compiled code calls it) of the exactly reduced argument, the sign from x."""
+    library's, as compiled code calls it) of the exactly reduced argument, the sign from x.
+
+    Parameters
+    ----------
+    x : array_like
+        float32 values in [-1, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, ``x``'s shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import sin_pi_f32
+    >>> sin_pi_f32(np.array([0.5, -0.25, 1.0], dtype=np.float32)).tolist()
+    [1.0, -0.7071067690849304, 0.0]
+    """
     x = np.asarray(x, dtype=np.float32)
     ax = np.abs(x.astype(np.float64))
     r = np.where(ax > 0.5, 1.0 - ax, ax)  # exact: x is an f32 in [-1, 1]
@@ -100,7 +202,25 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
     Plain numpy, no compiled kernel (a cold start compiles nothing for it): every f32 op is an
     IEEE op on whole arrays followed by mode Z's flush (``floatz.flush_words``), which is what
     ``floatz.add/mul/div/from_u32`` do one value at a time; the values are checked against mpmath
-    and the vectors."""
+    and the vectors.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(xs, ys)``: x from -1 to 1 in 255 equal steps, and sin(pi x).
+
+    See Also
+    --------
+    meshnb.program.init : writes them into a page.
+    meshnb.testing.reference.samples : the independent oracle's.
+
+    Examples
+    --------
+    >>> from meshnb.kernels import samples
+    >>> xs, ys = samples()
+    >>> xs.shape, xs.dtype.name, float(xs[0]), float(xs[255]), hex(xs[128].view("uint32"))
+    ((256,), 'float32', -1.0, 1.0, '0x3b808100')
+    """
     f32 = np.float32
 
     def z(a: np.ndarray) -> np.ndarray:  # mode Z's flush of f32 results (inputs here are normal)
@@ -115,7 +235,31 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 @jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
     """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
-    X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z)."""
+    X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z).
+
+    Parameters
+    ----------
+    words : numpy.ndarray
+        The page as uint32 words ``[1024]``.
+    z : bool
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[4 * 8 * 32]``: sample ``g + 8 lane`` of batch ``g`` at ``g * 32 + lane`` of each
+        table.
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init
+    >>> from meshnb.kernels import batches
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> tab = batches(ctx.view.words, True)
+    >>> tab.shape, tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
+    ((1024,), [-1.0, -0.9372549057006836])
+    """
     tab = np.empty(4 * TAB, dtype=np.float32)
     for g in range(BATCHES):
         for lane in range(WARP):
@@ -135,7 +279,54 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 
 @jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
-    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it."""
+    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        The params a, b, c, d (float32 ``[4]``).
+    xs, ys : numpy.ndarray
+        The samples (float32 ``[256]``).
+    off : numpy.uint32
+        The step's batch offset (the step number of a system alone); batch ``off mod 8``.
+    z : bool, default True
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes (a
+        butterfly reduction), written through ``ftz_bits``.
+
+    See Also
+    --------
+    apply, loss : the rest of the step.
+    meshnb.testing.reference.step_sums : the independent oracle's.
+
+    Examples
+    --------
+    One step of a fresh system by hand, as SPEC writes it, and the same step by the program:
+
+    >>> import numpy as np
+    >>> from meshnb import Context, View, init, task
+    >>> from meshnb.kernels import apply, loss, samples, step_sums
+    >>> xs, ys = samples()
+    >>> p = np.zeros(4, dtype=np.float32)
+    >>> sums = step_sums(p, xs, ys, np.uint32(0))
+    >>> inv = np.float32(1 / 32)  # INV_BATCH of a system alone
+    >>> hex(np.float32(loss(sums, inv)).view(np.uint32))
+    '0x3eff022c'
+    >>> apply(p, sums, np.float32(0.5), inv)  # LR = 0.5
+    >>> [hex(w) for w in p.view(np.uint32).tolist()]
+    ['0x3930adce', '0x3e21fb5c', '0x392b185b', '0x3d7d262c']
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> ctx.view.set_word("STEPS_PER_TASK", 1)
+    >>> task(ctx, 0, 0)
+    1
+    >>> [hex(ctx.view.word("PARAMS", j)) for j in range(4)], hex(ctx.view.word("LOSS"))
+    (['0x3930adce', '0x3e21fb5c', '0x392b185b', '0x3d7d262c'], '0x3eff022c')
+    """
     g = np.uint32(off) % np.uint32(BATCHES)
     a, b, c, d = (flush(p[0]), flush(p[1]), flush(p[2]), flush(p[3])) if z else (p[0], p[1], p[2], p[3])
     v = np.empty((NSUMS, WARP), dtype=np.float32)
@@ -167,20 +358,87 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
 
 @jit(accepts=dict(p="float32[:]", sums="float32[:]", lr="float32", inv="float32"))
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
-    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``."""
+    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        The params (float32 ``[4]``), updated in place.
+    sums : numpy.ndarray
+        The step's sums (float32 ``[5]``; the first four are used).
+    lr : numpy.float32
+        The learning rate.
+    inv : numpy.float32
+        INV_BATCH.
+
+    See Also
+    --------
+    step_sums : its example runs a whole step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import apply
+    >>> p = np.ones(4, dtype=np.float32)
+    >>> apply(p, np.array([2, 4, 8, 16, 0], dtype=np.float32), np.float32(0.5), np.float32(0.25))
+    >>> p.tolist()
+    [0.75, 0.5, 0.0, -1.0]
+    """
     for j in range(4):
         p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))
 
 
 @jit(accepts=dict(sums="float32[:]", inv="float32"))
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
-    """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update."""
+    """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update.
+
+    Parameters
+    ----------
+    sums : numpy.ndarray
+        The step's sums (float32 ``[5]``).
+    inv : numpy.float32
+        INV_BATCH.
+
+    Returns
+    -------
+    numpy.float32
+        The loss the page's LOSS ring records for the step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import loss
+    >>> float(loss(np.array([0, 0, 0, 0, 3], dtype=np.float32), np.float32(0.5)))
+    1.5
+    """
     return mul(sums[4], inv)
 
 
 @jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
-    """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order."""
+    """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order.
+
+    Parameters
+    ----------
+    slots : numpy.ndarray
+        Every system's slot words (uint32 ``[N, >= 5]``), system 0 first.
+    z : bool, default True
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[5]``: the total of each sum, written through ``ftz_bits``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import fold
+    >>> slots = np.zeros((2, 8), dtype=np.uint32)
+    >>> slots[:, :5] = np.float32(1.5).view(np.uint32)
+    >>> fold(slots).tolist()
+    [3.0, 3.0, 3.0, 3.0, 3.0]
+    """
     out = np.empty(NSUMS, dtype=np.float32)
     for j in range(NSUMS):
         acc = in_word(slots[0, j], z)
@@ -198,7 +456,36 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
     """Own sums of a grouped step as the slot words to publish (``ftz_bits``, words 5..7 zero).
 
     This path follows SPEC literally (``step_sums``); the fused backend's vector loop is checked
-    against it."""
+    against it.
+
+    Parameters
+    ----------
+    header : numpy.ndarray
+        The page's first words (uint32, at least the 4 PARAMS words).
+    xs, ys : numpy.ndarray
+        The samples (float32 ``[256]``).
+    off : numpy.uint32
+        ``t * N + k``: system ``k``'s batch of step ``t`` in a group of ``N``.
+    z : bool
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``[8]``: the slot words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import Context, View, init
+    >>> from meshnb.kernels import grouped_sums, samples
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> xs, ys = samples()
+    >>> words = grouped_sums(ctx.view.words[:12], xs, ys, np.uint32(0), True)
+    >>> hex(words[4]), words[5:].tolist()
+    ('0x417f022c', [0, 0, 0])
+    """
     p = np.empty(4, dtype=np.float32)
     for j in range(4):
         p[j] = in_word(header[j], z)
@@ -215,7 +502,36 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
 def grouped_apply(
     header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
 ) -> None:
-    """Apply a cluster fold to the params words in ``header``; write step ``t``'s loss and trace row."""
+    """Apply a cluster fold to the params words in ``header``; write step ``t``'s loss and trace row.
+
+    Parameters
+    ----------
+    header : numpy.ndarray
+        The page's first 12 words (uint32): PARAMS updated in place, LR and INV_BATCH read.
+    total : numpy.ndarray
+        The cluster's folded sums (float32 ``[5]``).
+    loss_ring : numpy.ndarray
+        The page's LOSS words (uint32 ``[256]``): step ``t``'s loss goes to ``t mod 256``.
+    t : numpy.uint64
+        The step.
+    trace_row : numpy.ndarray
+        uint32 ``[5]`` to receive the step's trace words, or ``[0]`` for none.
+    z : bool
+        Float mode Z.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import Context, View, init
+    >>> from meshnb.kernels import grouped_apply
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> header, row = ctx.view.words[:12].copy(), np.zeros(5, dtype=np.uint32)
+    >>> total = np.array([1, 1, 1, 1, 2], dtype=np.float32)
+    >>> grouped_apply(header, total, ctx.view.array("LOSS").view(np.uint32), np.uint64(0), row, True)
+    >>> float(header[:4].view(np.float32)[0]), float(ctx.view["LOSS"][0])  # 0 - 0.5 * (1 / 32)
+    (-0.015625, 0.0625)
+    """
     p = np.empty(4, dtype=np.float32)
     for j in range(4):
         p[j] = in_word(header[j], z)

@@ -50,8 +50,36 @@ _LOSS = slice(WORD["LOSS"], WORD["LOSS"] + FIELDS["LOSS"].count)
 class Context:
     """One system's surroundings: view, counters (u64: INITS, STEPS, TIMEOUTS), group, exchange.
 
-    ``z=False`` runs plain IEEE float32 instead of float mode Z: only for showing what mode Z
-    changes; its digests match no executor."""
+    Parameters
+    ----------
+    view : View
+        The system's page (its whole state).
+    counters : numpy.ndarray, optional
+        ``[inits, steps, timeouts]``, uint64 (SPEC 10's counters); zeros by default.
+    group : Group, optional
+        The system's place in a cluster (``k`` of ``n``); None for a system alone.
+    exchange : Exchange, optional
+        The cluster's exchange page (SPEC 9); with a group, the steps go through it.
+    trace : Trace, optional
+        Records the sums each step applied (the trace digest); None records nothing.
+    z : bool, default True
+        Float mode Z; ``False`` runs plain IEEE float32 instead: only for showing what mode Z
+        changes, its digests match no executor.
+
+    See Also
+    --------
+    init, task : the program, run on a context.
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> ctx.counter_dict()
+    {'inits': 1, 'steps': 0, 'timeouts': 0}
+    >>> ctx.grouped  # no group, no exchange: a system alone
+    False
+    """
 
     view: View
     counters: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.uint64))
@@ -66,19 +94,73 @@ class Context:
         return self.group is not None and self.exchange is not None
 
     def counter_dict(self) -> dict[str, int]:
-        """The counters by name: ``inits``, ``steps``, ``timeouts``."""
+        """The counters by name: ``inits``, ``steps``, ``timeouts``.
+
+        Returns
+        -------
+        dict of str to int
+            SPEC 10's counters.
+
+        Examples
+        --------
+        >>> from meshnb import Context, View
+        >>> Context(View()).counter_dict()
+        {'inits': 0, 'steps': 0, 'timeouts': 0}
+        """
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters)}
 
 
 def inv_batch(systems: int) -> np.float32:
-    """``div(1, from_u32(32 N))``: IEEE ops in numpy, then mode Z's flush (no compiled kernel)."""
+    """``div(1, from_u32(32 N))``: IEEE ops in numpy, then mode Z's flush (no compiled kernel).
+
+    Parameters
+    ----------
+    systems : int
+        N, the systems of the group (1 for a system alone).
+
+    Returns
+    -------
+    numpy.float32
+        The page's INV_BATCH: one over the samples of a step of the whole group (32 per system).
+
+    Examples
+    --------
+    >>> from meshnb.program import inv_batch
+    >>> float(inv_batch(1))
+    0.03125
+    >>> hex(int(inv_batch(3).view("uint32")))  # 1/96, rounded to nearest even
+    '0x3c2aaaab'
+    """
     n = np.array([kernels.WARP * systems], dtype=np.uint32)
     d = floatz.flush_words(n.astype(np.float32).view(np.uint32)).view(np.float32)
     return np.float32(floatz.flush_words((np.float32(1.0) / d).view(np.uint32)).view(np.float32)[0])
 
 
 def init(ctx: Context) -> None:
-    """Fresh state: samples, hyperparameters, params and progress zero (SPEC 8)."""
+    """Fresh state: samples, hyperparameters, params and progress zero (SPEC 8).
+
+    Writes X and Y (the samples), LR = 0.5, STEPS_PER_TASK = 64, INV_BATCH for the context's
+    group, zero PARAMS, LOSS and progress words; counts one init.
+
+    Parameters
+    ----------
+    ctx : Context
+        The system to initialise: its view is written in place.
+
+    See Also
+    --------
+    task : runs the steps from there.
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> ctx.view
+    View(params=00000000 00000000 00000000 00000000, next_step=0, lr=3f000000)
+    >>> ctx.view.word("STEPS_PER_TASK"), float(ctx.view["INV_BATCH"])
+    (64, 0.03125)
+    """
     v = ctx.view
     xs, ys = kernels.samples()
     v["X"] = xs
@@ -94,7 +176,50 @@ def init(ctx: Context) -> None:
 
 
 def task(ctx: Context, op: int, arg: int) -> int:
-    """Run one op: TASK (steps from ``STEP_HI:arg``), SET_LR (``arg`` = f32 bits), else R_BAD_OP."""
+    """Run one op: TASK (steps from ``STEP_HI:arg``), SET_LR (``arg`` = f32 bits), else R_BAD_OP.
+
+    Parameters
+    ----------
+    ctx : Context
+        The system; its view holds the state the op reads and writes.
+    op : int
+        ``OP_TASK`` (0x0) or ``OP_SET_LR`` (0x10); any other u32 is refused with ``R_BAD_OP``.
+    arg : int
+        TASK: the low half of the first step (the high half is the page's STEP_HI); SET_LR: the
+        learning rate's f32 bits (flushed in mode Z).
+
+    Returns
+    -------
+    int
+        TASK: the steps done (STEPS_PER_TASK, fewer when a cluster's round timed out); SET_LR:
+        ``R_NONE`` (0); an unknown op: ``R_BAD_OP`` (0xFFFFFFFF).
+
+    Raises
+    ------
+    TypeError
+        When ``op`` or ``arg`` is not an integer (``bool`` is not one).
+    ValueError
+        When ``op`` or ``arg`` is not a u32.
+
+    See Also
+    --------
+    meshnb.train : runs whole runs, with SET_LR, checkpoints and clusters.
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init, task
+    >>> from meshnb.program import OP_SET_LR, OP_TASK
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> task(ctx, OP_SET_LR, 0x3E800000)  # LR = 0.25
+    0
+    >>> task(ctx, OP_TASK, 0)  # steps 0 to 63
+    64
+    >>> ctx.view.next_step, ctx.counter_dict()["steps"]
+    (64, 64)
+    >>> hex(task(ctx, 0x99, 0))
+    '0xffffffff'
+    """
     for what, value in (("op", op), ("arg", arg)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
             raise TypeError(f"task {what} must be an integer u32, got {type(value).__name__}")
@@ -157,8 +282,37 @@ def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
     """``count`` steps of a system without a group as consecutive TASKs with ``arg = NEXT_STEP``
     (STEPS_PER_TASK steps each, the last one shortened), in one njit call: the host's fast loop.
 
-    ``trace`` is an optional ``[>= count, 5]`` uint32 buffer to record into (reused by callers
-    that record asynchronously); without it the sums go straight to ``ctx.trace``."""
+    Parameters
+    ----------
+    ctx : Context
+        A system without a group.
+    count : int
+        The steps to run.
+    trace : numpy.ndarray, optional
+        A ``[>= count, 5]`` uint32 buffer to record the sums into (reused by callers that record
+        asynchronously); without it the sums go straight to ``ctx.trace`` (if any).
+
+    Returns
+    -------
+    int
+        ``count``.
+
+    Raises
+    ------
+    ValueError
+        When the context has a group.
+
+    Examples
+    --------
+    >>> from meshnb import Context, Trace, View, init
+    >>> from meshnb.program import run_alone
+    >>> ctx = Context(View(), trace=Trace())
+    >>> init(ctx)
+    >>> run_alone(ctx, 100)
+    100
+    >>> ctx.view.next_step, ctx.trace.steps
+    (100, 100)
+    """
     if ctx.grouped:
         raise ValueError("run_alone is for a system without a group")
     rows = count if ctx.trace is not None else 0

@@ -25,9 +25,32 @@ ASYNC_BYTES = 1 << 16  # below this a record is hashed at once
 class Trace:
     """A run's trace digest, as the steps are recorded.
 
-    ``resumable=True`` (or a ``state`` to continue) hashes with :class:`~meshnb.sha256.Sha256`,
-    whose state a checkpoint saves (:meth:`state`); otherwise hashlib's.  ``keep=True`` also keeps
-    the words (:attr:`words`, shape ``[steps, 5]``) for study."""
+    Parameters
+    ----------
+    keep : bool, default False
+        Also keep the words (:attr:`words`, shape ``[steps, 5]``) for study.
+    resumable : bool, default False
+        Hash with :class:`~meshnb.sha256.Sha256`, whose state a checkpoint saves (:meth:`state`),
+        instead of hashlib's.
+    state : Sha256State, optional
+        A saved state to continue from (makes the trace resumable).
+
+    See Also
+    --------
+    meshnb.RunResult.trace_digest : a run's trace digest.
+    meshnb.testing.reference.trace_digest : the independent oracle's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import Trace
+    >>> trace = Trace(keep=True)
+    >>> trace.record(np.arange(10, dtype=np.uint32).reshape(2, 5))
+    >>> trace.steps, trace.words.shape
+    (2, (2, 5))
+    >>> trace.hexdigest()[:16]  # SHA-256 of the 10 words, little-endian
+    '10b4796eac59c7d8'
+    """
 
     def __init__(self, keep: bool = False, resumable: bool = False, state: Sha256State | None = None) -> None:
         self.resumable = resumable or state is not None
@@ -39,7 +62,27 @@ class Trace:
 
     def record(self, words: np.ndarray) -> None:
         """Add ``[steps, 5]`` u32 words.  They are hashed in place, perhaps after this returns:
-        leave them unchanged until the next ``record``, ``hexdigest`` or ``state`` returns."""
+        leave them unchanged until the next ``record``, ``hexdigest`` or ``state`` returns.
+
+        Parameters
+        ----------
+        words : numpy.ndarray
+            ``[steps, 5]`` words, the sums each step applied, in step order.
+
+        Raises
+        ------
+        ValueError
+            When ``words`` is not ``[steps, 5]``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb import Trace
+        >>> trace = Trace()
+        >>> trace.record(np.zeros((3, 5), dtype=np.uint32))
+        >>> trace.steps
+        3
+        """
         words = np.ascontiguousarray(words, dtype="<u4")
         if words.ndim != 2 or words.shape[1] != NSUMS:
             raise ValueError(f"a trace records [steps, 5] words, got shape {words.shape}")
@@ -62,7 +105,19 @@ class Trace:
 
     def hexdigest(self) -> str:
         """The digest of the steps recorded so far; the hashing thread ends here (a later record
-        starts another)."""
+        starts another).
+
+        Returns
+        -------
+        str
+            SHA-256 of the recorded words (little-endian), 64 hex digits.
+
+        Examples
+        --------
+        >>> from meshnb import Trace
+        >>> Trace().hexdigest()  # no step: the hash of nothing
+        'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+        """
         self._wait()
         if self._worker is not None:
             self._worker.shutdown()
@@ -70,7 +125,27 @@ class Trace:
         return str(self._sha.hexdigest())
 
     def state(self) -> Sha256State:
-        """The hash's state, for a checkpoint (a resumable trace only)."""
+        """The hash's state, for a checkpoint (a resumable trace only).
+
+        Returns
+        -------
+        Sha256State
+            What ``Trace(state=...)`` continues from.
+
+        Raises
+        ------
+        ValueError
+            When the trace is not resumable.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb import Trace
+        >>> first = Trace(resumable=True)
+        >>> first.record(np.ones((4, 5), dtype=np.uint32))
+        >>> Trace(state=first.state()).hexdigest() == first.hexdigest()
+        True
+        """
         if not self.resumable:
             raise ValueError("this trace hashes with hashlib, whose state cannot be saved: make it resumable")
         self._wait()

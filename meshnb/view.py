@@ -15,10 +15,38 @@ from typing import Any
 import numpy as np
 
 VIEW_BYTES = 4096
+"""The size of a view page in bytes (SPEC 7)."""
 
 
 @dataclass(frozen=True)
 class Field:
+    """One field of the view page (a row of :data:`LAYOUT`).
+
+    Parameters
+    ----------
+    name : str
+        The field's name, as SPEC 7 writes it (``"PARAMS"``, ``"LR"``, ``"LOSS"``, ...).
+    offset : int
+        Its first byte in the page.
+    dtype : str
+        ``"f32"`` (float32 values) or ``"u32"`` (unsigned 32-bit words).
+    count : int
+        Its number of 4-byte elements.
+    meaning : str
+        What it holds, in a few words.
+
+    See Also
+    --------
+    View : reads and writes the fields of a page by name.
+
+    Examples
+    --------
+    >>> from meshnb.view import FIELDS
+    >>> loss = FIELDS["LOSS"]
+    >>> loss.offset, loss.count, loss.nbytes, loss.word
+    (2112, 256, 1024, 528)
+    """
+
     name: str
     offset: int  # bytes
     dtype: str  # "f32" or "u32"
@@ -49,6 +77,7 @@ LAYOUT: tuple[Field, ...] = (
     Field("Y", 1088, "f32", 256, "samples y"),
     Field("LOSS", 2112, "f32", 256, "loss of step t at index t mod 256"),
 )
+"""The view page's fields (SPEC 7), in page order: the one table every offset is read from."""
 FIELDS: dict[str, Field] = {f.name: f for f in LAYOUT}
 WORD: dict[str, int] = {f.name: f.word for f in LAYOUT}  # the u32 word index of each field's first word
 PAGE_WORDS = VIEW_BYTES // 4
@@ -68,7 +97,46 @@ class View:
     ``view.words`` is the page as uint32 words; ``view.array(name)`` a live array of one field
     (float32 or uint32); ``view[name]`` reads a scalar field (int for u32, float32 for f32) or a
     copy of an array field; ``view[name] = value`` writes.  f32 fields can be written as bits
-    with ``view.set_word``.
+    with ``view.set_word``.  The fields are those of :data:`LAYOUT` (the page's table: SPEC 7,
+    and [the view page](../view.md)).
+
+    Parameters
+    ----------
+    buffer : bytearray or numpy.ndarray or memoryview, optional
+        Any writable, contiguous 4096-byte buffer (``bytearray``, a numpy array, shared memory):
+        the view reads and writes it in place, without a copy.  A new zero page by default.
+
+    Raises
+    ------
+    TypeError
+        When ``buffer`` is not a buffer.
+    ValueError
+        When it is not 4096 bytes, read-only, or not contiguous.
+
+    See Also
+    --------
+    meshnb.program.init : writes a page's initial state.
+    meshnb.RunResult.view : a run's final page.
+
+    Examples
+    --------
+    >>> from meshnb import View
+    >>> page = bytearray(4096)
+    >>> view = View(page)
+    >>> view["PARAMS"] = [1.0, 2.0, 3.0, 4.0]
+    >>> view["PARAMS"].tolist()
+    [1.0, 2.0, 3.0, 4.0]
+    >>> hex(view.word("PARAMS", 1))  # the raw bits of 2.0
+    '0x40000000'
+    >>> page[4:8]  # the caller's buffer holds the writes
+    bytearray(b'\\x00\\x00\\x00@')
+    >>> view.next_step = 5 << 32 | 7  # STEP_HI:NEXT_STEP
+    >>> view.word("STEP_HI"), view.word("NEXT_STEP")
+    (5, 7)
+    >>> View(bytearray(10))
+    Traceback (most recent call last):
+    ...
+    ValueError: a view page is 4096 bytes, this buffer has 10
     """
 
     __slots__ = ("buffer", "words")
@@ -91,24 +159,105 @@ class View:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> View:
-        """A new view holding a copy of ``data`` (which must be exactly one page)."""
+        """A new view holding a copy of ``data`` (which must be exactly one page).
+
+        Parameters
+        ----------
+        data : bytes
+            4096 bytes.
+
+        Returns
+        -------
+        View
+            A view of a new ``bytearray``: writes do not reach ``data``.
+
+        Raises
+        ------
+        ValueError
+            When ``data`` is not 4096 bytes long.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> View.from_bytes(bytes(4096)).next_step
+        0
+        """
         if len(data) != VIEW_BYTES:
             raise ValueError(f"a view page is {VIEW_BYTES} bytes, got {len(data)}")
         return cls(bytearray(data))
 
     def array(self, name: str) -> np.ndarray:
-        """The live array of field ``name`` (writes go to the page)."""
+        """The live array of field ``name`` (writes go to the page).
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 for an ``f32`` field, uint32 for a ``u32`` one; a view of the page, not a copy.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> view = View()
+        >>> view.array("LOSS")[3] = 0.5
+        >>> float(view["LOSS"][3])
+        0.5
+        """
         f = FIELDS[name]
         words = self.words[f.word : f.word + f.count]
         return words.view("<f4") if f.dtype == "f32" else words
 
     def word(self, name: str, index: int = 0) -> int:
-        """Word ``index`` of field ``name`` as an unsigned integer (its raw bits)."""
+        """Word ``index`` of field ``name`` as an unsigned integer (its raw bits).
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+        index : int, default 0
+            The element of an array field.
+
+        Returns
+        -------
+        int
+            The word, 0 to ``2**32 - 1``.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> view = View()
+        >>> view["LR"] = 0.5
+        >>> hex(view.word("LR"))
+        '0x3f000000'
+        """
         f = FIELDS[name]
         return int(self.words[f.word + index])
 
     def set_word(self, name: str, value: int, index: int = 0) -> None:
-        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``."""
+        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``.
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+        value : int
+            The word, 0 to ``2**32 - 1``: an f32 field's bits, written as they are (a NaN's payload,
+            a subnormal).
+        index : int, default 0
+            The element of an array field.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> view = View()
+        >>> view.set_word("LR", 0x3DCCCCCD)  # the f32 nearest 0.1
+        >>> float(view["LR"])
+        0.10000000149011612
+        """
         f = FIELDS[name]
         self.words[f.word + index] = value
 
@@ -124,7 +273,7 @@ class View:
 
     @property
     def next_step(self) -> int:
-        """The 64-bit next step, ``STEP_HI:NEXT_STEP``."""
+        """The 64-bit next step, ``STEP_HI:NEXT_STEP`` (settable; a ``ValueError`` outside 0 to 2**64 - 1)."""
         return self.word("STEP_HI") << 32 | self.word("NEXT_STEP")
 
     @next_step.setter
@@ -135,14 +284,38 @@ class View:
         self.set_word("NEXT_STEP", step & 0xFFFFFFFF)
 
     def tobytes(self) -> bytes:
-        """A copy of the page's 4096 bytes."""
+        """A copy of the page's 4096 bytes.
+
+        Returns
+        -------
+        bytes
+            The page, little-endian as it is in memory.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> len(View().tobytes())
+        4096
+        """
         return self.words.tobytes()
 
     def __bytes__(self) -> bytes:
         return self.tobytes()
 
     def digest(self) -> str:
-        """SPEC 11: SHA-256 of the PARAMS bytes followed by the LOSS bytes."""
+        """SPEC 11: SHA-256 of the PARAMS bytes followed by the LOSS bytes.
+
+        Returns
+        -------
+        str
+            64 hex digits.
+
+        Examples
+        --------
+        >>> from meshnb import View
+        >>> View().digest()[:16]  # a zero page's
+        '256fb9c4796b15a7'
+        """
         h = hashlib.sha256()
         raw = self.words.view(np.uint8)
         for start, end in DIGEST_RANGES:

@@ -20,7 +20,28 @@ __all__ = ["build_parser", "entry", "main"]
 
 def entry() -> NoReturn:
     """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C becomes a flag
-    before anything else is imported, then :func:`meshnb.cli.program.entry` runs the command."""
+    before anything else is imported, then :func:`meshnb.cli.program.entry` runs the command.
+
+    It reads ``sys.argv`` and ends the process with the command's exit code (0 success, 1 a run
+    that failed, 2 bad usage, 130 Ctrl-C); from Python, call :func:`main`.
+
+    Raises
+    ------
+    SystemExit
+        Always: the exit code.
+
+    See Also
+    --------
+    main : the same commands in this process, returning the code.
+
+    Examples
+    --------
+    >>> import subprocess, sys
+    >>> done = subprocess.run([sys.executable, "-m", "meshnb", "train", "--steps", "x"],
+    ...                       capture_output=True, text=True)
+    >>> done.returncode, done.stderr
+    (2, "meshnb: error: argument --steps: 'x' is not a whole number\\n")
+    """
     import signal
 
     from ..interrupts import InterruptFlag
@@ -33,14 +54,55 @@ def entry() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``meshnb`` with ``argv`` in this process (tests, scripts, notebooks): returns the exit code."""
+    """Run ``meshnb`` with ``argv`` in this process (tests, scripts, notebooks): returns the exit code.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The command and its flags, as after ``meshnb`` on the command line (``sys.argv[1:]`` by
+        default).  Every command and flag: [the CLI reference](../reference/cli.md).
+
+    Returns
+    -------
+    int
+        The exit code: 0 success, 1 a run that failed, 2 bad usage (with one line on stderr),
+        130 Ctrl-C.
+
+    See Also
+    --------
+    meshnb.train : the library call behind ``meshnb train``.
+
+    Examples
+    --------
+    >>> from meshnb.cli import main
+    >>> main(["train", "--steps", "64", "--json"])  # doctest: +ELLIPSIS
+    {"steps": 64, "systems": [{"system": 0, "params": ["bc1b2526", ...], "digest": "a52f01100995ff64...", ...}]}
+    0
+    >>> main(["train", "--steps", "x"])
+    2
+    """
     from .program import main as run
 
     return run(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
+    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        ``meshnb`` and its sub-commands.
+
+    Examples
+    --------
+    >>> from meshnb.cli import build_parser
+    >>> parser = build_parser()
+    >>> parser.prog
+    'meshnb'
+    >>> parser.parse_args(["train", "--steps", "8"]).steps
+    8
+    """
     from .program import build_parser as build
 
     return build()

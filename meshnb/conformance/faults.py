@@ -37,7 +37,42 @@ SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
 
 @dataclass(frozen=True)
 class Model:
-    """One way of computing the program: float mode Z with at most a few rules changed."""
+    """One way of computing the program: float mode Z with at most a few rules changed.
+
+    Parameters
+    ----------
+    name : str
+        The model's name (``meshnb check`` reports it).
+    doc : str
+        What it changes, in a line.
+    rules : Rules, default Rules()
+        The FPU rules (float mode Z's by default).
+    fma_horner : bool, default False
+        The Horner polynomial contracted into FMAs.
+    fma_apply : bool, default False
+        ``p - lr * g`` rounded once (an FMA) in apply.
+    lane_sum : {"butterfly", "sequential"}, default "butterfly"
+        The xor butterfly over the 32 lanes, or ``((v0 + v1) + v2) + ...``.
+    fold : {"system", "reverse"}, default "system"
+        The cluster's fold in system order, or from the last system down.
+    samples : {"exact", "naive-sin"}, default "exact"
+        Y as SPEC makes it, or ``sin(pi * x)`` in f64 without the exact reduction.
+    raw_lr_inv : bool, default False
+        LR and INV_BATCH read without ``ftz_from_bits``.
+
+    See Also
+    --------
+    model : a model of the registry by name.
+    run : a simulated executor with a model.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import MODELS, model
+    >>> [m.name for m in MODELS][:4]
+    ['gradual-underflow', 'ftz-before-rounding', 'x86-ftz', 'no-daz']
+    >>> model("fma-horner").fma_horner
+    True
+    """
 
     name: str
     doc: str
@@ -90,7 +125,31 @@ BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
 
 
 def model(name: str) -> Model:
-    """The model called ``name`` (``mode-z`` is the fault-free one)."""
+    """The model called ``name`` (``mode-z`` is the fault-free one).
+
+    Parameters
+    ----------
+    name : str
+        ``mode-z`` or the name of one of ``MODELS``.
+
+    Returns
+    -------
+    Model
+        The model.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the known ones).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import model
+    >>> model("x86-ftz").rules
+    Rules(underflow='after', daz=True, nan='canonical')
+    >>> model("mode-z").name
+    'mode-z'
+    """
     if name == EXACT.name:
         return EXACT
     try:
@@ -111,7 +170,25 @@ def _sin_pi_exact(x: float) -> float:
 
 
 def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
-    """X and Y words as the model's init makes them."""
+    """X and Y words as the model's init makes them.
+
+    Parameters
+    ----------
+    m : Model, default EXACT
+        The model.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(xs, ys)``, uint32 ``[256]`` each.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import model, samples
+    >>> xs, ys = samples()
+    >>> hex(ys[255]), hex(samples(model("samples-naive-sin"))[1][255])  # sin(pi) is +0, or not
+    ('0x0', '0x250d3132')
+    """
     ops = Ops(m.rules)
     h = ops.div(0x40000000, ops.from_u32(255))
     xw = ops.add(0xBF800000, ops.mul(ops.from_u32(np.arange(SAMPLES, dtype=np.uint32)), h))
@@ -124,7 +201,29 @@ def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
 
 
 def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> bytes:
-    """The page ``init`` writes under model ``m``."""
+    """The page ``init`` writes under model ``m``.
+
+    Parameters
+    ----------
+    systems : int, default 1
+        The group's systems.
+    grouped : bool, default False
+        A member of a group (INV_BATCH = 1 / (32 systems)).
+    m : Model, default EXACT
+        The model.
+
+    Returns
+    -------
+    bytes
+        The 4096-byte page.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import init_page
+    >>> from meshnb.testing import reference
+    >>> init_page() == reference.init_page()
+    True
+    """
     ops = Ops(m.rules)
     page = bytearray(4096)
     xw, yw = samples(m)
@@ -143,12 +242,57 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
 
 
 def lane_samples(offs: np.ndarray) -> np.ndarray:
-    """Sample indices (B, 32) of the batch offsets (B,)."""
+    """Sample indices (B, 32) of the batch offsets (B,).
+
+    Parameters
+    ----------
+    offs : numpy.ndarray
+        Batch offsets (B,).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ``(B, 32)``: lane ``l`` of offset ``off`` reads sample ``off mod 8 + 8 l``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import lane_samples
+    >>> lane_samples(np.array([0, 9]))[:, :3].tolist()
+    [[0, 8, 16], [1, 9, 17]]
+    """
     return (np.asarray(offs, dtype=np.uint64) % BATCHES).astype(np.int64)[:, None] + BATCHES * LANES[None, :]
 
 
 def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32)."""
+    """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32).
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic (the model's rules).
+    m : Model
+        The model.
+    p : numpy.ndarray
+        Params words ``(B, 4)``.
+    x, y : numpy.ndarray
+        The lanes' sample words ``(B, 32)``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``x``, ``y``, ``x2``, ``x3``, ``pred``, ``e`` ``(B, 32)`` and the terms ``v`` ``(B, 5, 32)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, lanes, samples
+    >>> from meshnb.conformance.fpu import Ops
+    >>> xs, ys = samples()
+    >>> values = lanes(Ops(), EXACT, np.zeros((1, 4), dtype=np.uint32), xs[None, :32], ys[None, :32])
+    >>> sorted(values), values["v"].shape
+    (['e', 'pred', 'v', 'x', 'x2', 'x3', 'y'], (1, 5, 32))
+    """
     a, b, c, d = (p[:, j : j + 1] for j in range(4))
     x2 = ops.mul(x, x)
     x3 = ops.mul(x2, x)
@@ -162,7 +306,31 @@ def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> di
 
 
 def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
-    """The sums (B, 5) of the lanes' terms v (B, 5, 32)."""
+    """The sums (B, 5) of the lanes' terms v (B, 5, 32).
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model (its ``lane_sum``).
+    v : numpy.ndarray
+        The terms' words ``(B, 5, 32)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(B, 5)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, lane_sum
+    >>> from meshnb.conformance.fpu import Ops
+    >>> ones = np.full((1, 5, 32), 0x3F800000, dtype=np.uint32)
+    >>> hex(lane_sum(Ops(), EXACT, ones)[0, 0])  # 32.0
+    '0x42000000'
+    """
     if m.lane_sum == "sequential":
         acc = v[..., 0]
         for lane in range(1, WARP):
@@ -174,14 +342,67 @@ def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
 
 
 def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets."""
+    """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets.
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model.
+    p : numpy.ndarray
+        Params words ``(B, 4)``.
+    xs, ys : numpy.ndarray
+        Sample words ``(B, 256)``.
+    offs : numpy.ndarray
+        Batch offsets ``(B,)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(B, 5)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, samples, step_sums
+    >>> from meshnb.conformance.fpu import Ops
+    >>> xs, ys = samples()
+    >>> sums = step_sums(Ops(), EXACT, np.zeros((1, 4), dtype=np.uint32), xs[None], ys[None], np.array([0]))
+    >>> [hex(w) for w in sums[0].tolist()]  # step 0 of a fresh system, as the spec's vectors say
+    ['0xbc30adce', '0xc121fb5c', '0xbc2b185b', '0xc07d262c', '0x417f022c']
+    """
     idx = lane_samples(offs)
     rows = np.arange(len(p))[:, None]
     return lane_sum(ops, m, lanes(ops, m, p, xs[rows, idx], ys[rows, idx])["v"])
 
 
 def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
-    """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words)."""
+    """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words).
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model (its ``fold`` order).
+    own : numpy.ndarray
+        Every member's sums ``(N, 5)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(5,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, fold
+    >>> from meshnb.conformance.fpu import Ops
+    >>> own = np.array([[0x3F800000] * 5, [0x40000000] * 5], dtype=np.uint32)  # 1.0 and 2.0
+    >>> hex(fold(Ops(), EXACT, own)[0])
+    '0x40400000'
+    """
     slots = ops.read(own)
     order = list(range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots)))
     acc = ops.read(slots[order[0]])
@@ -191,7 +412,36 @@ def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
 
 
 def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words."""
+    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words.
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model.
+    p : numpy.ndarray
+        Params words ``(B, 4)``.
+    s : numpy.ndarray
+        The applied sums ``(B, 5)``.
+    lr, inv : numpy.ndarray
+        LR and INV_BATCH words ``(B, 1)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(B, 4)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, apply
+    >>> from meshnb.conformance.fpu import Ops
+    >>> p, s = np.zeros((1, 4), dtype=np.uint32), np.full((1, 5), 0x3F800000, dtype=np.uint32)
+    >>> lr, inv = np.array([[0x3F000000]], dtype=np.uint32), np.array([[0x3D000000]], dtype=np.uint32)
+    >>> hex(apply(Ops(), EXACT, p, s, lr, inv)[0, 0])  # 0 - 0.5 * (1 * 1/32)
+    '0xbc800000'
+    """
     d = m.rules.daz
     g = ops.mul(s[:, :4], inv, daz=(d, False) if m.raw_lr_inv else None)
     if m.fma_apply:
@@ -200,12 +450,60 @@ def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv:
 
 
 def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """The step's loss words (B,)."""
+    """The step's loss words (B,).
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model.
+    s : numpy.ndarray
+        The applied sums ``(B, 5)``.
+    inv : numpy.ndarray
+        INV_BATCH words ``(B, 1)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(B,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, loss
+    >>> from meshnb.conformance.fpu import Ops
+    >>> s = np.full((1, 5), 0x40000000, dtype=np.uint32)  # e*e summed: 2.0
+    >>> hex(loss(Ops(), EXACT, s, np.array([[0x3F000000]], dtype=np.uint32))[0])  # 2.0 * 0.5
+    '0x3f800000'
+    """
     return ops.mul(s[:, 4:5], inv, daz=(m.rules.daz, False) if m.raw_lr_inv else None)[:, 0]
 
 
 def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
-    """How the model's TASK reads LR or INV_BATCH from the page."""
+    """How the model's TASK reads LR or INV_BATCH from the page.
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model (its ``raw_lr_inv``).
+    w : array_like
+        The word(s).
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import EXACT, model, read_word
+    >>> from meshnb.conformance.fpu import Ops
+    >>> int(read_word(Ops(), EXACT, 1)), int(read_word(Ops(), model("raw-lr-inv"), 1))  # a subnormal LR
+    (0, 1)
+    """
     return np.asarray(w, dtype=np.uint32) if m.raw_lr_inv else ops.read(w)
 
 
@@ -216,14 +514,50 @@ def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Run:
-    """What an executor produced: one final page per system and the trace (steps, 5) of system 0."""
+    """What an executor produced: one final page per system and the trace (steps, 5) of system 0.
+
+    Parameters
+    ----------
+    pages : list of bytes
+        Every system's final page.
+    trace : numpy.ndarray
+        uint32 ``(steps, 5)``; ``(steps, systems, 5)`` for independent systems.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import init_page, run
+    >>> result = run([init_page()], 8, grouped=False)
+    >>> len(result.pages), result.trace.shape
+    (1, (8, 5))
+    """
 
     pages: list[bytes]
     trace: np.ndarray
 
 
 def words_at(page: bytes, off: int, n: int = 1) -> np.ndarray:
-    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a copy, uint32)."""
+    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a copy, uint32).
+
+    Parameters
+    ----------
+    page : bytes
+        A page.
+    off : int
+        The first byte.
+    n : int, default 1
+        The words.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(n,)``.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import init_page, words_at
+    >>> [hex(w) for w in words_at(init_page(), 16, 2).tolist()]  # LR, STEPS_PER_TASK
+    ['0x3f000000', '0x40']
+    """
     return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
 
 
@@ -247,7 +581,50 @@ def run(
     and INV_BATCH), keeping the pages' step base, instead of loading the given pages' X, Y and
     header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
     ``independent``: the pages are separate single systems without a group run side by side (one
-    vectorised run of many cases; ``trace`` is then (steps, systems, 5))."""
+    vectorised run of many cases; ``trace`` is then (steps, systems, 5)).
+
+    Parameters
+    ----------
+    pages : list of bytes
+        The systems' start pages, all at the same step.
+    steps : int
+        The steps to run.
+    grouped : bool
+        The pages are the members of one group (their sums folded each step).
+    set_lr : dict of int to int, optional
+        ``{steps of this run: LR word}``.
+    m : Model, default EXACT
+        The executor's fault (none by default).
+    from_init : bool, default False
+        The executor runs init itself, keeping the pages' step base.
+    independent : bool, default False
+        The pages are separate systems without a group, run side by side.
+
+    Returns
+    -------
+    Run
+        The final pages and the trace.
+
+    Raises
+    ------
+    ValueError
+        For pages at different steps, steps past step 2^64 - 1, or independent grouped systems.
+
+    See Also
+    --------
+    meshnb.testing.reference.run : the independent oracle's run.
+
+    Examples
+    --------
+    Without a fault the simulated executor gives meshnb's bits; with FMA contraction, others:
+
+    >>> from meshnb.conformance.faults import init_page, model, run
+    >>> from meshnb.testing.reference import digest
+    >>> digest(run([init_page()], 64, grouped=False).pages[0])
+    'a52f01100995ff64880951b0bdb892f63b6f45abee87acf89c682f116a7a473d'
+    >>> digest(run([init_page()], 64, grouped=False, m=model("fma-horner")).pages[0])[:16]
+    '5da8ebca145123fa'
+    """
     ops = Ops(m.rules)
     set_lr = dict(set_lr or {})
     n = len(pages)

@@ -37,12 +37,35 @@ NANS = ("canonical", "x86", "arm")
 class Rules:
     """One FPU mode.
 
-    ``underflow``: "z" flushes a result that is subnormal after rounding (mode Z); "none" keeps it
-    (IEEE gradual underflow); "before" flushes when the exact result is below 2^-126 (tininess
-    before rounding); "after" flushes when the result rounded to 24 bits at unbounded exponent is
-    below 2^-126 (x86 FTZ: tininess after rounding).  ``daz``: subnormal inputs read as zero.
-    ``nan``: "canonical" (0x7FFFFFFF), "x86" (the first NaN operand quieted, else 0xFFC00000) or
-    "arm" (default NaN 0x7FC00000).
+    Parameters
+    ----------
+    underflow : {"z", "none", "before", "after"}, default "z"
+        "z" flushes a result that is subnormal after rounding (mode Z); "none" keeps it (IEEE
+        gradual underflow); "before" flushes when the exact result is below 2^-126 (tininess
+        before rounding); "after" flushes when the result rounded to 24 bits at unbounded exponent
+        is below 2^-126 (x86 FTZ: tininess after rounding).
+    daz : bool, default True
+        Subnormal inputs read as zero.
+    nan : {"canonical", "x86", "arm"}, default "canonical"
+        The NaN a result gets: 0x7FFFFFFF, the first NaN operand quieted (else 0xFFC00000), or
+        the default NaN 0x7FC00000.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``underflow`` or ``nan``.
+
+    See Also
+    --------
+    Ops : the operations under a mode.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import Rules
+    >>> Rules()  # float mode Z
+    Rules(underflow='z', daz=True, nan='canonical')
+    >>> Rules(underflow="none", daz=False, nan="x86")  # plain IEEE, as x86 computes it
+    Rules(underflow='none', daz=False, nan='x86')
     """
 
     underflow: str = "z"
@@ -58,34 +81,136 @@ MODE_Z = Rules()
 
 
 def words(a: object) -> np.ndarray:
-    """``a`` as a uint32 array (a copy only when needed)."""
+    """``a`` as a uint32 array (a copy only when needed).
+
+    Parameters
+    ----------
+    a : array_like
+        Words.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import words
+    >>> words([1, 0xFFFFFFFF]).dtype.name
+    'uint32'
+    """
     return np.asarray(a, dtype=np.uint32)
 
 
 def is_nan(u: np.ndarray) -> np.ndarray:
-    """Exponent bits all ones and a nonzero fraction (any NaN, quiet or signalling)."""
+    """Exponent bits all ones and a nonzero fraction (any NaN, quiet or signalling).
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        bool, ``u``'s shape.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import is_nan, words
+    >>> is_nan(words([0x7FC00000, 0x7F800000, 0xFF800001])).tolist()  # quiet NaN, inf, signalling NaN
+    [True, False, True]
+    """
     return ((u & EXP) == EXP) & ((u & MANT) != 0)
 
 
 def ordered(u: object) -> np.ndarray:
     """Words mapped to integers (int64) that order like their float values, +0 and -0 both 0: the
-    distance in ulps of two finite words is the difference of theirs (:func:`ulps`)."""
+    distance in ulps of two finite words is the difference of theirs (:func:`ulps`).
+
+    Parameters
+    ----------
+    u : array_like
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import ordered
+    >>> ordered([0x80000001, 0x80000000, 0, 1]).tolist()  # -min subnormal, -0, +0, +min subnormal
+    [-1, 0, 0, 1]
+    """
     i = words(u).astype(np.int64)
     return np.where(i & 0x80000000, -(i & 0x7FFFFFFF), i)
 
 
 def ulps(a: object, b: object) -> np.ndarray:
-    """How many ulps apart the words ``a`` and ``b`` are (int64; meaningful for finite words)."""
+    """How many ulps apart the words ``a`` and ``b`` are (int64; meaningful for finite words).
+
+    Parameters
+    ----------
+    a, b : array_like
+        uint32 words (broadcast together).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, at least 0.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import ulps
+    >>> int(ulps(0x3F800000, 0x3F800002)), int(ulps(0x80000001, 0x00000001))
+    (2, 2)
+    """
     return np.abs(ordered(a) - ordered(b))
 
 
 def is_subnormal(u: np.ndarray) -> np.ndarray:
-    """Exponent bits all zero and a nonzero fraction."""
+    """Exponent bits all zero and a nonzero fraction.
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        bool, ``u``'s shape.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import is_subnormal, words
+    >>> is_subnormal(words([1, 0, 0x00800000])).tolist()
+    [True, False, False]
+    """
     return ((u & EXP) == 0) & ((u & MANT) != 0)
 
 
 def flush_words(u: np.ndarray) -> np.ndarray:
-    """``ftz_bits`` of words: subnormal -> signed zero, NaN -> 0x7FFFFFFF."""
+    """``ftz_bits`` of words: subnormal -> signed zero, NaN -> 0x7FFFFFFF.
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32, ``u``'s shape.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import flush_words
+    >>> [hex(w) for w in flush_words([0x80000001, 0xFFC00000, 0x3F800000]).tolist()]
+    ['0x80000000', '0x7fffffff', '0x3f800000']
+    """
     u = words(u)
     out = np.where((u & EXP) == 0, u & SIGN, u)
     return np.where(is_nan(u), np.uint32(CANONICAL_NAN), out).astype(np.uint32)
@@ -101,7 +226,33 @@ class Ops:
     """add, sub, mul, div, fma, from_u32 on uint32 word arrays (broadcasting) under ``rules``.
 
     ``daz=`` on a call overrides the input rule per operand (a tuple of bools): an executor that
-    feeds one operand to the FPU unflushed."""
+    feeds one operand to the FPU unflushed.
+
+    Parameters
+    ----------
+    rules : Rules, default Rules()
+        The FPU mode (float mode Z by default).
+
+    See Also
+    --------
+    apply_op : an op by name.
+    meshnb.floatz : mode Z in njit code.
+
+    Examples
+    --------
+    ``0x00800000 * 0x3F7FFFFF`` (the smallest normal times the f32 below 1) under three modes:
+
+    >>> from meshnb.conformance.fpu import Ops, Rules
+    >>> a, b = 0x00800000, 0x3F7FFFFF
+    >>> hex(Ops().mul(a, b))  # mode Z: rounds up to the smallest normal, which stays
+    '0x800000'
+    >>> hex(Ops(Rules("after", daz=False, nan="x86")).mul(a, b))  # x86 FTZ: tiny before the rounding counts
+    '0x0'
+    >>> hex(Ops().add(1, 0)), hex(Ops(Rules("none", daz=False)).add(1, 0))  # a subnormal input
+    ('0x0', '0x1')
+    >>> hex(Ops().fma(0x3F800000, 0x3F800000, 0x3F800000))  # 1 * 1 + 1
+    '0x40000000'
+    """
 
     def __init__(self, rules: Rules = MODE_Z) -> None:
         self.rules = rules
@@ -148,28 +299,106 @@ class Ops:
 
     # -- the operations -----------------------------------------------------------------------
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."""
+        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().add(0x3F800000, 0x40000000))
+        '0x40400000'
+        >>> hex(Ops().add(1, 0, daz=(False, False)))  # the subnormal input read as it is, the result flushed
+        '0x0'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
             return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a - b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a - b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().sub(0x40000000, 0x3F800000))
+        '0x3f800000'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) - fb
             return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a * b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a * b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().mul(0x3F7FFFFF, 0x00800000))
+        '0x800000'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
             return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
 
     def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a / b`` under the rules (``daz`` as for :meth:`add`)."""
+        """``a / b`` under the rules (``daz`` as for :meth:`add`)."
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().div(0, 0))
+        '0x7fffffff'
+        """
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             da, db = fa.astype(np.float64), fb.astype(np.float64)
@@ -182,7 +411,24 @@ class Ops:
             return self._out(r, tiny, lambda: (fa / fb).view(np.uint32))
 
     def fma(self, a: Any, b: Any, c: Any) -> np.ndarray:
-        """``a * b + c`` rounded once (every input under the DAZ rule)."""
+        """``a * b + c`` rounded once (every input under the DAZ rule).
+
+        Parameters
+        ----------
+        a, b, c : array_like
+            Operand words (uint32; broadcast together).
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().fma(0x3F800000, 0x40000000, 0x3F800000))  # 1 * 2 + 1
+        '0x40400000'
+        """
         d = self.rules.daz
         fa, fb, fc = self._in(a, d), self._in(b, d), self._in(c, d)
         with np.errstate(all="ignore"):
@@ -199,13 +445,47 @@ class Ops:
             return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
 
     def from_u32(self, u: object) -> np.ndarray:
-        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules."""
+        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules.
+
+        Parameters
+        ----------
+        u : array_like
+            Unsigned integers.
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().from_u32(16777217))  # a tie, to even
+        '0x4b800000'
+        """
         r = words(u).astype(np.float64)  # exact
         return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 
     def read(self, u: object) -> np.ndarray:
         """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it
-        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone)."""
+        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone).
+
+        Parameters
+        ----------
+        u : array_like
+            Page words.
+
+        Returns
+        -------
+        numpy.ndarray
+            The words as read (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops, Rules
+        >>> hex(Ops().read(1)), hex(Ops(Rules("none", daz=False)).read(1))
+        ('0x0', '0x1')
+        """
         u = words(u)
         if self.rules.underflow != "none":
             u = np.where((u & EXP) == 0, u & SIGN, u).astype(np.uint32)
@@ -219,7 +499,39 @@ OPS = BINARY + ("from_u32",)
 
 
 def apply_op(ops: Ops, name: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """The op ``name`` of :data:`OPS` on words."""
+    """The op ``name`` of :data:`OPS` on words.
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    name : str
+        ``"add"``, ``"sub"``, ``"mul"``, ``"div"`` or ``"from_u32"``.
+    a : numpy.ndarray
+        The first operand's words.
+    b : numpy.ndarray, optional
+        The second operand's words (not for ``from_u32``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The results' words.
+
+    Raises
+    ------
+    ValueError
+        For an unknown op.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import Ops, apply_op
+    >>> hex(apply_op(Ops(), "add", 0x3F800000, 0x3F800000))
+    '0x40000000'
+    >>> apply_op(Ops(), "pow", 1, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown op 'pow'
+    """
     if name == "from_u32":
         return ops.from_u32(a)
     if name not in BINARY:

@@ -170,7 +170,37 @@ def _pairs_near_tiny(rng: np.random.Generator, op: str, n: int) -> tuple[np.ndar
 
 
 def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Operands of ``op``'s vectors: (A, B) word arrays (B is None for from_u32)."""
+    """Operands of ``op``'s vectors: (A, B) word arrays (B is None for from_u32).
+
+    Parameters
+    ----------
+    op : str
+        ``"add"``, ``"sub"``, ``"mul"``, ``"div"`` or ``"from_u32"``.
+    level : {1, 2}, default 1
+        1: every pair of the special words, the probes and ``count`` random pairs; 2: ``count``
+        pairs weighted to the edges.
+    seed : int, default 1
+        The random pairs' seed (the same seed, the same vectors).
+    count : int, optional
+        Random pairs (at most ``MAX_COUNT``); the level's default otherwise.
+
+    Returns
+    -------
+    tuple
+        ``(A, B)``: uint32 arrays; ``B`` is None for ``from_u32``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown op or level, or a count out of range.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import generate
+    >>> a, b = generate("mul", count=4)
+    >>> [hex(w) for w in a[:2].tolist()], [hex(w) for w in b[:2].tolist()]  # the tininess probes first
+    (['0x3f7fffff', '0x3f7ffffe'], ['0x800000', '0x800001'])
+    """
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; one of {', '.join(OPS)}")
     if level not in (1, 2):
@@ -205,7 +235,29 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
 
 
 def expected(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """Mode Z results of ``op`` on word arrays."""
+    """Mode Z results of ``op`` on word arrays.
+
+    Parameters
+    ----------
+    op : str
+        The op's name.
+    a : numpy.ndarray
+        The first operands' words.
+    b : numpy.ndarray, optional
+        The second operands' words (not for ``from_u32``).
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.ops import expected
+    >>> hex(expected("mul", np.uint32(0x3F7FFFFF), np.uint32(0x00800000)))
+    '0x800000'
+    """
     return apply_op(Ops(), op, a, b)
 
 
@@ -213,7 +265,25 @@ _HEX = np.array([ord(c) for c in "0123456789abcdef"], dtype=np.uint8)
 
 
 def format_lines(*cols: np.ndarray) -> bytes:
-    """Word columns as lines of space-separated 8-digit lowercase hex (fast, vectorised)."""
+    """Word columns as lines of space-separated 8-digit lowercase hex (fast, vectorised).
+
+    Parameters
+    ----------
+    *cols : numpy.ndarray
+        Columns of words, all of one length.
+
+    Returns
+    -------
+    bytes
+        One line a row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.ops import format_lines
+    >>> format_lines(np.array([1, 0x3F800000], dtype=np.uint32), np.array([2, 3], dtype=np.uint32))
+    b'00000001 00000002\\n3f800000 00000003\\n'
+    """
     n = len(cols[0])
     width = 9 * len(cols)
     out = np.empty((n, width), dtype=np.uint8)
@@ -227,14 +297,40 @@ def format_lines(*cols: np.ndarray) -> bytes:
 
 
 def gen_lines(op: str, level: int = 1, seed: int = 1, count: int | None = None) -> bytes:
-    """The text of ``meshnb ops gen``: one vector a line."""
+    """The text of ``meshnb ops gen``: one vector a line.
+
+    Parameters
+    ----------
+    op, level, seed, count
+        As for :func:`generate`.
+
+    Returns
+    -------
+    bytes
+        ``A B RESULT`` lines (``A RESULT`` for ``from_u32``).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import gen_lines
+    >>> gen_lines("from_u32", count=2).splitlines()[:3]
+    [b'00000000 00000000', b'00000001 3f800000', b'00000002 40000000']
+    """
     a, b = generate(op, level, seed, count)
     r = expected(op, a, b)
     return format_lines(a, r) if b is None else format_lines(a, b, r)
 
 
 class BadInput(ValueError):
-    """An executor's vector file that cannot be read (exit 2)."""
+    """An executor's vector file that cannot be read (exit 2).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import parse
+    >>> parse("mul", b"hello\\n")
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.ops.BadInput: line 1: expected 3 hex words, got 'hello'
+    """
 
 
 _HEXVAL = np.full(256, -1, dtype=np.int64)
@@ -288,7 +384,36 @@ def parse(
 
     Blank lines and lines starting with ``#`` are skipped; anything else that is not such a line
     (a NUL byte included) raises :class:`BadInput` naming the line (``data``'s first line is line
-    ``first_line``: a chunk of a longer file)."""
+    ``first_line``: a chunk of a longer file).
+
+    Parameters
+    ----------
+    op : str
+        The op's name.
+    data : bytes
+        The lines.
+    first_line : int, default 1
+        The number of ``data``'s first line, for messages.
+    allow_empty : bool, default False
+        Accept input without a vector (else :class:`BadInput`).
+
+    Returns
+    -------
+    tuple
+        ``(A, B, RESULT)`` uint32 arrays; ``B`` is None for ``from_u32``.
+
+    Raises
+    ------
+    BadInput
+        Naming the first line that is not a vector.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import parse
+    >>> a, b, got = parse("mul", b"# a comment\\n3f800000 40000000 40000000\\n")
+    >>> hex(a[0]), hex(b[0]), hex(got[0])
+    ('0x3f800000', '0x40000000', '0x40000000')
+    """
     if op not in OPS:
         raise BadInput(f"unknown op {op!r}; one of {', '.join(OPS)}")
     nul = data.find(b"\0")
@@ -344,7 +469,33 @@ _VARIANTS = {
 
 
 def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want: np.ndarray) -> list[list[str]]:
-    """The classes (names of :data:`CLASSES`) of each wrong result ``got`` (``want`` expected)."""
+    """The classes (names of :data:`CLASSES`) of each wrong result ``got`` (``want`` expected).
+
+    Parameters
+    ----------
+    op : str
+        The op's name.
+    a : numpy.ndarray
+        The first operands.
+    b : numpy.ndarray or None
+        The second operands (None for ``from_u32``).
+    got : numpy.ndarray
+        The executor's results.
+    want : numpy.ndarray
+        Mode Z's.
+
+    Returns
+    -------
+    list of list of str
+        Each wrong result's classes (``["other"]`` where none fits).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.ops import classify
+    >>> classify("mul", np.array([0x3F7FFFFF]), np.array([0x00800000]), np.array([0]), np.array([0x00800000]))
+    [['ftz-before-rounding', 'ftz-after-rounding']]
+    """
     a, got, want = (np.asarray(x, dtype=np.uint32) for x in (a, got, want))
     match: dict[str, np.ndarray] = {}
     for name, rules in _VARIANTS.items():
@@ -370,7 +521,28 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
 
 @dataclass
 class Report:
-    """The outcome of ``ops verify``."""
+    """The outcome of ``ops verify``.
+
+    Parameters
+    ----------
+    op : str
+        The op checked.
+    checked : int
+        The vectors checked.
+    wrong : int
+        Those whose result differs from mode Z's.
+    first : list of dict
+        The first wrong ones: line index, operands, result, expected result, classes.
+    classes : dict of str to int
+        How many wrong results fit each class.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import verify
+    >>> report = verify("mul", b"3f7fffff 00800000 00000000\\n")
+    >>> report.checked, report.wrong, report.classes
+    (1, 1, {'ftz-before-rounding': 1, 'ftz-after-rounding': 1})
+    """
 
     op: str
     checked: int
@@ -379,7 +551,19 @@ class Report:
     classes: dict[str, int]
 
     def text(self) -> str:
-        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines."""
+        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines.
+
+        Returns
+        -------
+        str
+            Lines joined by newlines.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.ops import verify
+        >>> verify("add", b"3f800000 3f800000 40000000\\n").text()
+        'PASS: add: 1 checked, 0 wrong'
+        """
         verdict = "PASS" if self.wrong == 0 else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
         for name, count in self.classes.items():
@@ -392,7 +576,19 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
-        """The report as JSON-ready values (``ops verify --json``)."""
+        """The report as JSON-ready values (``ops verify --json``).
+
+        Returns
+        -------
+        dict
+            ``op``, ``checked``, ``wrong``, ``classes``, ``first``.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.ops import verify
+        >>> verify("add", b"3f800000 3f800000 40000000\\n").to_json()
+        {'op': 'add', 'checked': 1, 'wrong': 0, 'classes': {}, 'first': []}
+        """
         return {
             "op": self.op,
             "checked": self.checked,
@@ -403,7 +599,39 @@ class Report:
 
 
 def verify(op: str, data: bytes, show: int = 20) -> Report:
-    """Checks an executor's vector lines against mode Z; raises :class:`BadInput` if unreadable."""
+    """Checks an executor's vector lines against mode Z; raises :class:`BadInput` if unreadable.
+
+    Parameters
+    ----------
+    op : str
+        The op's name.
+    data : bytes
+        The executor's lines (:func:`parse`).
+    show : int, default 20
+        The wrong results to list.
+
+    Returns
+    -------
+    Report
+        The verdict, the classes of the wrong results, the first of them.
+
+    Raises
+    ------
+    BadInput
+        For a line that is not a vector, or no vector at all.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.ops import verify
+    >>> print(verify("mul", b"3f7fffff 00800000 00800000\\n").text())
+    PASS: mul: 1 checked, 0 wrong
+    >>> print(verify("mul", b"3f7fffff 00800000 00000000\\n").text())
+    FAIL: mul: 1 checked, 1 wrong
+              1  ftz-before-rounding: flushed by tininess before rounding
+              1  ftz-after-rounding: flushed by tininess after rounding with unbounded exponent (x86 FTZ)
+    first 1 wrong:
+      mul(3f7fffff 00800000) = 00000000, expected 00800000: ftz-before-rounding, ftz-after-rounding
+    """
     return verify_chunks(op, [data], show)
 
 
@@ -413,7 +641,30 @@ MAX_LINE = 1 << 16  # a line longer than this is not a vector
 
 def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
     """Whole lines of a stream, about :data:`CHUNK` bytes at a time (``read(n)`` gives up to n bytes,
-    b"" at the end); :class:`BadInput` for a line longer than :data:`MAX_LINE` (``/dev/zero``)."""
+    b"" at the end); :class:`BadInput` for a line longer than :data:`MAX_LINE` (``/dev/zero``).
+
+    Parameters
+    ----------
+    read : callable
+        ``read(n)``: up to ``n`` bytes, ``b""`` at the end (a binary file's ``read``).
+
+    Yields
+    ------
+    bytes
+        Whole lines (the last one perhaps without its newline).
+
+    Raises
+    ------
+    BadInput
+        For a line longer than ``MAX_LINE`` bytes.
+
+    Examples
+    --------
+    >>> import io
+    >>> from meshnb.conformance.ops import chunks_of
+    >>> list(chunks_of(io.BytesIO(b"00000001 3f800000\\n00000002").read))
+    [b'00000001 3f800000\\n', b'00000002']
+    """
     rest = b""
     while True:
         block = read(CHUNK)
@@ -434,7 +685,35 @@ def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
 
 def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> Report:
     """:func:`verify` over a file given as chunks of whole lines (:func:`chunks_of`), one chunk in
-    memory at a time."""
+    memory at a time.
+
+    Parameters
+    ----------
+    op : str
+        The op's name.
+    chunks : iterable of bytes
+        Whole lines, chunk by chunk.
+    show : int, default 20
+        The wrong results to list.
+
+    Returns
+    -------
+    Report
+        As :func:`verify`'s.
+
+    Raises
+    ------
+    BadInput
+        For a line that is not a vector, or no vector at all.
+
+    Examples
+    --------
+    >>> import io
+    >>> from meshnb.conformance.ops import chunks_of, verify_chunks
+    >>> lines = io.BytesIO(b"3f800000 3f800000 3f800000\\n3f7fffff 00800000 00800000\\n")
+    >>> verify_chunks("mul", chunks_of(lines.read)).text()
+    'PASS: mul: 2 checked, 0 wrong'
+    """
     checked, wrong, line = 0, 0, 1
     first: list[dict[str, object]] = []
     tally: Counter[str] = Counter()

@@ -36,7 +36,43 @@ END = U64 - 1  # the next step after step 2^64 - 2, the last one that may run (S
 
 @dataclass(frozen=True)
 class Case:
-    """One case: a start page (init, or a hard page), a run, and what it exposes."""
+    """One case: a start page (init, or a hard page), a run, and what it exposes.
+
+    Parameters
+    ----------
+    name : str
+        The case's directory name.
+    about : str
+        What the case exposes, in a line.
+    steps : int
+        The steps of its run in the full pack.
+    quick_steps : int, optional
+        The steps in the quick pack; None leaves the case out of it.
+    systems : int, default 1
+        Its systems.
+    grouped : bool, default False
+        A cluster (SPEC 9); ``systems > 1`` implies it.
+    steps_per_task : int, default 64
+        STEPS_PER_TASK.
+    set_lr : tuple of (int, int), default ()
+        ``(steps of this run done, f32 word)``: SET_LR calls, as ``--set-lr``.
+    step_base : int, default 0
+        The run's first step.
+    page : str, optional
+        A page of :func:`start_pages` to start from; init otherwise.
+
+    See Also
+    --------
+    cases : the table's cases, sized for a pack.
+    run_case : meshnb's answer for a case.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import BY_NAME
+    >>> case = BY_NAME["default"]
+    >>> case.steps, case.sized(quick=True).steps, case.from_init
+    (4096, 256, True)
+    """
 
     name: str
     about: str
@@ -50,7 +86,24 @@ class Case:
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
 
     def sized(self, quick: bool) -> Case:
-        """The case as the pack (quick or full) runs it."""
+        """The case as the pack (quick or full) runs it.
+
+        Parameters
+        ----------
+        quick : bool
+            The quick pack's version (fewer steps, SET_LRs scaled, the same last step).
+
+        Returns
+        -------
+        Case
+            ``self`` for the full pack.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.pack import BY_NAME
+        >>> BY_NAME["default"].sized(quick=True).steps
+        256
+        """
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
         scale = self.quick_steps / self.steps
@@ -77,7 +130,21 @@ class Case:
         return self.page is None
 
     def in_page(self) -> bytes:
-        """Every system's start page."""
+        """Every system's start page.
+
+        Returns
+        -------
+        bytes
+            Init's page or the named one, with the case's STEPS_PER_TASK and step base written.
+
+        Examples
+        --------
+        >>> import struct
+        >>> from meshnb.conformance.pack import BY_NAME
+        >>> page = BY_NAME["step-base-2^32"].in_page()
+        >>> struct.unpack_from("<I", page, 44)[0] << 32 | struct.unpack_from("<I", page, 28)[0]  # STEP_HI:NEXT_STEP
+        4294966996
+        """
         page = ref.init_page(self.systems, self.grouped) if self.page is None else start_pages()[self.page]
         out = bytearray(page)
         struct.pack_into("<I", out, 20, self.steps_per_task)
@@ -93,7 +160,19 @@ def _subnormal_x(page: bytes, scale: float) -> list[int]:
 
 
 def probe_pages() -> dict[str, bytes]:
-    """The pack's own start pages, built to separate the flush rules (see each case's about)."""
+    """The pack's own start pages, built to separate the flush rules (see each case's about).
+
+    Returns
+    -------
+    dict of str to bytes
+        4096-byte pages by name.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import probe_pages
+    >>> sorted(probe_pages())
+    ['subnormal-samples-huge-params', 'tininess-probes']
+    """
     base = ref.init_page(1)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
     # (x = 3F7FFFFE), and e * x is the op probe mul(3F7FFFFF, 00800000) on the even steps and
@@ -111,7 +190,24 @@ def probe_pages() -> dict[str, bytes]:
 
 
 def start_pages() -> dict[str, bytes]:
-    """Every named start page: meshnb.testing's hard pages and the pack's probes."""
+    """Every named start page: meshnb.testing's hard pages and the pack's probes.
+
+    Returns
+    -------
+    dict of str to bytes
+        4096-byte pages by name.
+
+    See Also
+    --------
+    meshnb.testing.pages.hard_pages : the hard pages.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import start_pages
+    >>> pages = start_pages()
+    >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages
+    (18, True, True)
+    """
     return {**hard.hard_pages(), **probe_pages()}
 
 
@@ -215,13 +311,49 @@ BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 
 
 def cases(quick: bool = False) -> list[Case]:
-    """The cases of the full or the quick pack."""
+    """The cases of the full or the quick pack.
+
+    Parameters
+    ----------
+    quick : bool, default False
+        The quick pack's cases, with their quick step counts.
+
+    Returns
+    -------
+    list of Case
+        In the table's order.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import cases
+    >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
+    (34, 33, 256)
+    """
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 
 
 @dataclass
 class Result:
-    """meshnb's answer for a case: the out pages per system, the trace, the digests."""
+    """meshnb's answer for a case: the out pages per system, the trace, the digests.
+
+    Parameters
+    ----------
+    out_pages : list of bytes
+        Every system's final page.
+    trace : numpy.ndarray
+        The applied sums, uint32 ``(steps, 5)``.
+    digests : list of str
+        Every system's digest (SPEC 11).
+    trace_digest : str
+        The trace digest.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import BY_NAME, run_case
+    >>> result = run_case(BY_NAME["default"].sized(quick=True))
+    >>> len(result.out_pages), result.trace.shape
+    (1, (256, 5))
+    """
 
     out_pages: list[bytes]
     trace: np.ndarray
@@ -230,7 +362,33 @@ class Result:
 
 
 def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
-    """Runs ``case`` with meshnb (the fused loop for groups, the single-system loop otherwise)."""
+    """Runs ``case`` with meshnb (the fused loop for groups, the single-system loop otherwise).
+
+    Parameters
+    ----------
+    case : Case
+        The case (sized for the pack: :meth:`Case.sized`).
+    in_pages : list of bytes, optional
+        Start pages instead of the case's own.
+
+    Returns
+    -------
+    Result
+        The out pages, the trace and the digests.
+
+    Examples
+    --------
+    meshnb's answer equals the independent reference's:
+
+    >>> from meshnb.conformance.pack import BY_NAME, run_case
+    >>> from meshnb.testing import reference as ref
+    >>> result = run_case(BY_NAME["default"].sized(quick=True))  # 256 steps from init
+    >>> result.digests[0]
+    '1ccb2a2d0f0e1a3600bb81932fba995a8bb32dfecc16ffd2f9bb12ecbd43c736'
+    >>> pages, trace = ref.run([ref.init_page()], 256, grouped=False)
+    >>> ref.digest(pages[0]) == result.digests[0], ref.trace_digest(trace) == result.trace_digest
+    (True, True)
+    """
     from meshnb.api import train  # the library below, not the package face (and numba on use only)
 
     page = case.in_page() if in_pages is None else in_pages[0]
@@ -247,7 +405,25 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
 
 
 def case_json(case: Case) -> dict[str, Any]:
-    """What the host does for ``case`` (case.json)."""
+    """What the host does for ``case`` (case.json).
+
+    Parameters
+    ----------
+    case : Case
+        The case.
+
+    Returns
+    -------
+    dict
+        JSON-ready: the run, the host's protocol in words, the files.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import BY_NAME, case_json
+    >>> doc = case_json(BY_NAME["step-base-2^32"])
+    >>> doc["step_base_hex"], doc["start"], doc["files"]["in"]
+    ('00000000:fffffed4', 'init', ['in-0.page'])
+    """
     return {
         "name": case.name,
         "about": case.about,
@@ -370,7 +546,42 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
     write goes through a link), fsynced, and the directory is renamed into place at the end: a
     reader sees the old pack or the new one, a kill leaves the old one (and a temporary directory
     the next run removes).  An existing pack (or an empty directory) is replaced; anything else at
-    the path is refused.  A failed write raises :class:`meshnb.files.WriteError` naming the file."""
+    the path is refused.  A failed write raises :class:`meshnb.files.WriteError` naming the file.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The pack's directory (its parent must exist).
+    quick : bool, default False
+        The quick pack (fewer steps, a few seconds) instead of the full one.
+
+    Returns
+    -------
+    dict
+        The manifest: the pack version, the cases, every file's SHA-256.
+
+    Raises
+    ------
+    PackError
+        When the path cannot take a pack (no parent, a link, a file, a directory of other things).
+    meshnb.files.WriteError
+        When a file cannot be written.
+
+    See Also
+    --------
+    verify_pack : checks a pack against its manifest.
+
+    Examples
+    --------
+    ``write_pack(path, quick=True)`` runs every case (seconds); the command is ``meshnb pack``.
+    What it refuses:
+
+    >>> from meshnb.conformance.pack import write_pack
+    >>> write_pack("/nonexistent/dir/pack")
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.pack.PackError: /nonexistent/dir/pack: directory /nonexistent/dir does not exist
+    """
     root = Path(directory)
     if not root.name or root.name in (".", ".."):
         raise PackError(f"{directory}: not a directory name")
@@ -447,7 +658,18 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
 
 
 class PackError(ValueError):
-    """A pack or case that cannot be used (exit 2)."""
+    """A pack or case that cannot be used (exit 2).
+
+    A ``ValueError`` with a one-line message naming the path.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import manifest_path
+    >>> manifest_path("../etc/passwd")
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.pack.PackError: manifest names a path outside the pack: '../etc/passwd'
+    """
 
 
 MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
@@ -456,7 +678,37 @@ MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 def read_file(path: Path, limit: int = MAX_FILE, *, follow: bool = False) -> bytes:
     """A regular file's bytes, refusing special files, oversized ones (:func:`meshnb.files.read_input`)
     and, unless ``follow`` (the user's own files: ``--page``, ``--trace``), symbolic links: a pack's
-    files are read where they are, never where a link points."""
+    files are read where they are, never where a link points.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    limit : int, default MAX_FILE
+        The most bytes it may have.
+    follow : bool, default False
+        Follow a symbolic link (the user's own files).
+
+    Returns
+    -------
+    bytes
+        The file's bytes.
+
+    Raises
+    ------
+    PackError
+        For a link (unless ``follow``), a special file, a file over ``limit``, an unreadable one.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from meshnb.conformance.pack import read_file
+    >>> path = Path(tempfile.mkdtemp()) / "in-0.page"
+    >>> _ = path.write_bytes(bytes(4096))
+    >>> len(read_file(path))
+    4096
+    """
     if not follow and path.is_symlink():
         raise PackError(f"{path}: a symbolic link; a pack's files are read only where they are")
     try:
@@ -471,12 +723,67 @@ def _no_constant(name: str) -> Any:
 
 def load_json(path: Path, limit: int) -> Any:
     """A JSON file of the pack (no symbolic link, at most ``limit`` bytes, no NaN or Infinity); PackError
-    otherwise, a nesting too deep for the parser (RecursionError) included."""
+    otherwise, a nesting too deep for the parser (RecursionError) included.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    limit : int
+        The most bytes it may have.
+
+    Returns
+    -------
+    object
+        The document.
+
+    Raises
+    ------
+    PackError
+        When the file cannot be read or is not JSON.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from meshnb.conformance.pack import load_json
+    >>> path = Path(tempfile.mkdtemp()) / "expected.json"
+    >>> _ = path.write_bytes(b'{"steps": 64}')
+    >>> load_json(path, 1000)
+    {'steps': 64}
+    """
     return parse_json(read_file(path, limit), path)
 
 
 def parse_json(raw: bytes, path: Path) -> Any:
-    """The JSON document ``raw`` (the bytes of ``path``), as :func:`load_json` takes it."""
+    """The JSON document ``raw`` (the bytes of ``path``), as :func:`load_json` takes it.
+
+    Parameters
+    ----------
+    raw : bytes
+        The document.
+    path : pathlib.Path
+        Where it was read, for the message.
+
+    Returns
+    -------
+    object
+        The document.
+
+    Raises
+    ------
+    PackError
+        When ``raw`` is not JSON (NaN and Infinity are not).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from meshnb.conformance.pack import parse_json
+    >>> parse_json(b"[1, NaN]", Path("x.json"))
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.pack.PackError: x.json: not JSON (NaN is not a number JSON allows)
+    """
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -484,7 +791,36 @@ def parse_json(raw: bytes, path: Path) -> Any:
 
 
 def load_manifest(root: Path) -> dict[str, Any]:
-    """The pack's ``manifest.json`` (a regular file, version :data:`PACK_VERSION`); PackError otherwise."""
+    """The pack's ``manifest.json`` (a regular file, version :data:`PACK_VERSION`); PackError otherwise.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The pack's directory.
+
+    Returns
+    -------
+    dict
+        The manifest.
+
+    Raises
+    ------
+    PackError
+        When it is missing, not JSON, or not a manifest of this version.
+
+    Examples
+    --------
+    >>> import hashlib, json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    >>> (root / "a").mkdir()
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
+    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> from meshnb.conformance.pack import load_manifest
+    >>> load_manifest(root)["cases"]
+    ['a']
+    """
     manifest = load_json(root / "manifest.json", 1 << 22)
     version = manifest.get("pack_version") if isinstance(manifest, dict) else None
     if type(version) is not int or version != PACK_VERSION or not isinstance(manifest.get("files"), dict):
@@ -493,12 +829,53 @@ def load_manifest(root: Path) -> dict[str, Any]:
 
 
 def has_manifest(root: Path) -> bool:
-    """Whether there is anything at ``root/manifest.json`` (a link, even a broken or looping one)."""
+    """Whether there is anything at ``root/manifest.json`` (a link, even a broken or looping one).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        A directory.
+
+    Returns
+    -------
+    bool
+        Something is there.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from meshnb.conformance.pack import has_manifest
+    >>> has_manifest(Path(tempfile.mkdtemp()))
+    False
+    """
     return os.path.lexists(root / "manifest.json")
 
 
 def manifest_path(rel: object) -> str:
-    """A manifest entry's path, refused (PackError) unless it is a plain relative path in the pack."""
+    """A manifest entry's path, refused (PackError) unless it is a plain relative path in the pack.
+
+    Parameters
+    ----------
+    rel : object
+        The entry (untrusted: anything).
+
+    Returns
+    -------
+    str
+        ``rel``.
+
+    Raises
+    ------
+    PackError
+        For anything but a plain relative path (absolute, ``..``, ``.``, empty, a NUL byte).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import manifest_path
+    >>> manifest_path("default/out-0.page")
+    'default/out-0.page'
+    """
     if not isinstance(rel, str) or not rel or "\0" in rel:
         raise PackError(f"manifest names a path that is not one: {rel!r}")
     parts = Path(rel).parts
@@ -508,7 +885,40 @@ def manifest_path(rel: object) -> str:
 
 
 def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> None:
-    """PackError unless ``data`` (a file's bytes as read) is what the manifest says of ``rel``."""
+    """PackError unless ``data`` (a file's bytes as read) is what the manifest says of ``rel``.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The pack's directory, for the message.
+    manifest : dict
+        The manifest.
+    rel : str
+        The file's path in the pack.
+    data : bytes
+        Its bytes, as read.
+
+    Raises
+    ------
+    PackError
+        When the file is not in the manifest, or its SHA-256 differs.
+
+    Examples
+    --------
+    >>> import hashlib, json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    >>> (root / "a").mkdir()
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
+    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> from meshnb.conformance.pack import check_sha
+    >>> check_sha(root, json.loads((root / "manifest.json").read_text()), "a/case.json", b"{}")
+    >>> check_sha(Path("pack"), {"files": files}, "a/case.json", b"{ }")
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.pack.PackError: pack/a/case.json: does not match the pack's manifest (SHA-256 differs)
+    """
     sha = manifest["files"].get(rel)
     if sha is None:
         raise PackError(f"{root / rel}: not in the pack's manifest")
@@ -517,7 +927,40 @@ def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> No
 
 
 def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
-    """Checks every manifest file under ``prefix`` against its SHA-256; returns how many."""
+    """Checks every manifest file under ``prefix`` against its SHA-256; returns how many.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The pack's directory.
+    manifest : dict
+        Its manifest.
+    prefix : str, default ""
+        Only the files whose path starts with it (a case: ``"NAME/"``).
+
+    Returns
+    -------
+    int
+        The files checked.
+
+    Raises
+    ------
+    PackError
+        For a file that is missing, a link, or differs from the manifest.
+
+    Examples
+    --------
+    >>> import hashlib, json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    >>> (root / "a").mkdir()
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
+    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> from meshnb.conformance.pack import load_manifest, verify_files
+    >>> verify_files(root, load_manifest(root), "a/")
+    1
+    """
     n = 0
     for rel in list(manifest["files"]):
         if not isinstance(rel, str) or not rel.startswith(prefix):
@@ -532,7 +975,41 @@ def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
 
 
 def verify_pack(directory: str | os.PathLike[str]) -> int:
-    """Checks a whole pack against its manifest; returns the number of files checked."""
+    """Checks a whole pack against its manifest; returns the number of files checked.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The pack.
+
+    Returns
+    -------
+    int
+        The files checked.
+
+    Raises
+    ------
+    PackError
+        For a missing or bad manifest, or a file that differs from it.
+
+    Examples
+    --------
+    >>> import hashlib, json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    >>> (root / "a").mkdir()
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
+    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> from meshnb.conformance.pack import verify_pack
+    >>> verify_pack(root)
+    1
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{ }")  # a damaged copy
+    >>> verify_pack(root)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    meshnb.conformance.pack.PackError: .../a/case.json: does not match the pack's manifest (SHA-256 differs)
+    """
     root = Path(directory)
     return verify_files(root, load_manifest(root))
 
@@ -540,7 +1017,38 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
 def case_names(root: Path, verify: bool = True) -> list[str]:
     """The names of the pack's cases: its manifest's list; without a manifest, with ``verify``
     False, the directories that hold a case.json (PackError when there are none, or no manifest
-    and ``verify``)."""
+    and ``verify``).
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The pack's directory.
+    verify : bool, default True
+        Require a manifest.
+
+    Returns
+    -------
+    list of str
+        The case names.
+
+    Raises
+    ------
+    PackError
+        For a directory that is not a pack (or has no manifest, with ``verify``).
+
+    Examples
+    --------
+    >>> import hashlib, json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    >>> (root / "a").mkdir()
+    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
+    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> from meshnb.conformance.pack import case_names
+    >>> case_names(root)
+    ['a']
+    """
     if not root.is_dir():
         raise PackError(f"{root}: not a pack directory")
     if has_manifest(root):

@@ -26,6 +26,23 @@ def _vectors_text() -> str:
 
 
 def vectors() -> dict[str, Any]:
-    """The spec's test vectors (SPEC section 12): a fresh dict each call."""
+    """The spec's test vectors (SPEC section 12): a fresh dict each call.
+
+    Returns
+    -------
+    dict
+        ``note``, ``one_system_steps_0_to_7`` (the sums, params and losses of a fresh system's
+        first steps) and ``runs`` (params and digests of whole runs); words in hex.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.testing import vectors
+    >>> first = vectors()["runs"][0]
+    >>> first["systems"], first["grouped"], first["steps"]
+    (1, False, 4096)
+    >>> meshnb.train(4096).digest == first["digest"]
+    True
+    """
     result: dict[str, Any] = json.loads(_vectors_text())
     return result

@@ -22,7 +22,28 @@ PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 
 
 def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> bytes:
-    """``page`` with u32 ``words`` written from byte ``offset`` (little-endian)."""
+    """``page`` with u32 ``words`` written from byte ``offset`` (little-endian).
+
+    Parameters
+    ----------
+    page : bytes
+        A page (any length).
+    offset : int
+        The first byte to write.
+    words : sequence of int
+        uint32 words.
+
+    Returns
+    -------
+    bytes
+        A new page.
+
+    Examples
+    --------
+    >>> from meshnb.testing.pages import with_words
+    >>> with_words(bytes(8), 4, [0xDEADBEEF]).hex()
+    '00000000efbeadde'
+    """
     out = bytearray(page)
     struct.pack_into(f"<{len(words)}I", out, offset, *(int(w) for w in words))
     return bytes(out)
@@ -36,7 +57,24 @@ def _scaled_x(page: bytes, down: int) -> list[int]:
 
 
 def hard_pages() -> dict[str, bytes]:
-    """Every hard page by name (init pages with stressing words written over them)."""
+    """Every hard page by name (init pages with stressing words written over them).
+
+    Returns
+    -------
+    dict of str to bytes
+        16 pages of 4096 bytes.
+
+    See Also
+    --------
+    meshnb.conformance.pack : the conformance pack runs them.
+
+    Examples
+    --------
+    >>> from meshnb.testing.pages import hard_pages
+    >>> pages = hard_pages()
+    >>> len(pages), pages["nan-lr"][16:20].hex()  # LR = 0xFF800001, a signalling NaN
+    (16, '010080ff')
+    """
     base = ref.init_page(1)
     y0 = with_words(base, Y, [0] * 256)
     return {

@@ -118,7 +118,25 @@ def _flush_u(u: np.ndarray) -> np.ndarray:
 
 
 def flush(a) -> np.ndarray:
-    """Mode Z output rule on float32 values: subnormal -> same-sign zero, NaN -> canonical NaN."""
+    """Mode Z output rule on float32 values: subnormal -> same-sign zero, NaN -> canonical NaN.
+
+    Parameters
+    ----------
+    a : array_like
+        float32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, ``a``'s shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import flush
+    >>> flush(np.array([-1e-40, 2.5], dtype=np.float32)).tolist()
+    [-0.0, 2.5]
+    """
     return _flush_u(_f32(a).view(np.uint32)).view(np.float32)
 
 
@@ -149,10 +167,98 @@ def _quiet(f: Callable[..., np.ndarray], doc: str) -> Callable[..., np.ndarray]:
 
 _z_add, _z_sub = _z_binary(np.add), _z_binary(np.subtract)
 _z_mul, _z_div = _z_binary(np.multiply), _z_binary(np.divide)
-z_add = _quiet(_z_add, "Mode Z add: flush subnormal inputs, float32 add, flush the result.")
-z_sub = _quiet(_z_sub, "Mode Z subtract.")
-z_mul = _quiet(_z_mul, "Mode Z multiply.")
-z_div = _quiet(_z_div, "Mode Z divide.")
+z_add = _quiet(
+    _z_add,
+    """Mode Z add on float32 values (vectorised): flush subnormal inputs, the IEEE float32
+    add, flush the result.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray or numpy.float32
+        The operands (float32; broadcast together).
+
+    Returns
+    -------
+    numpy.ndarray
+        float32: subnormal results as signed zeros, every NaN the canonical NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import z_add
+    >>> float(z_add(np.float32(1.0), np.float32(2.0)))
+    3.0
+    """,
+)
+z_sub = _quiet(
+    _z_sub,
+    """Mode Z subtraction on float32 values (vectorised): flush subnormal inputs, the IEEE float32
+    subtraction, flush the result.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray or numpy.float32
+        The operands (float32; broadcast together).
+
+    Returns
+    -------
+    numpy.ndarray
+        float32: subnormal results as signed zeros, every NaN the canonical NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import z_sub
+    >>> float(z_sub(np.float32(1.0), np.float32(1e-40)))
+    1.0
+    """,
+)
+z_mul = _quiet(
+    _z_mul,
+    """Mode Z multiplication on float32 values (vectorised): flush subnormal inputs, the IEEE float32
+    multiplication, flush the result.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray or numpy.float32
+        The operands (float32; broadcast together).
+
+    Returns
+    -------
+    numpy.ndarray
+        float32: subnormal results as signed zeros, every NaN the canonical NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import z_mul
+    >>> float(z_mul(np.float32(1e-20), np.float32(1e-20)))  # underflows to zero
+    0.0
+    """,
+)
+z_div = _quiet(
+    _z_div,
+    """Mode Z division on float32 values (vectorised): flush subnormal inputs, the IEEE float32
+    division, flush the result.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray or numpy.float32
+        The operands (float32; broadcast together).
+
+    Returns
+    -------
+    numpy.ndarray
+        float32: subnormal results as signed zeros, every NaN the canonical NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import z_div
+    >>> hex(z_div(np.float32(0.0), np.float32(0.0)).view(np.uint32))
+    '0x7fffffff'
+    """,
+)
 
 
 def _u32_to_f32(u) -> np.ndarray:
@@ -161,17 +267,71 @@ def _u32_to_f32(u) -> np.ndarray:
 
 
 def z_from_u32(u) -> np.ndarray:
-    """Mode Z conversion u32 -> f32 (round to nearest even, then flush)."""
+    """Mode Z conversion u32 -> f32 (round to nearest even, then flush).
+
+    Parameters
+    ----------
+    u : array_like
+        uint32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import z_from_u32
+    >>> float(z_from_u32(np.uint32(16777217)))  # a tie, to even
+    16777216.0
+    """
     return flush(_u32_to_f32(u))
 
 
 def from_bits(words) -> np.ndarray:
-    """``ftz_from_bits``: uint32 words read as float32 through the flush/NaN rule."""
+    """``ftz_from_bits``: uint32 words read as float32 through the flush/NaN rule.
+
+    Parameters
+    ----------
+    words : array_like
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import from_bits
+    >>> from_bits(np.array([0x3F800000, 1], dtype=np.uint32)).tolist()
+    [1.0, 0.0]
+    """
     return _flush_u(np.array(words, dtype=np.uint32, copy=True)).view(np.float32)
 
 
 def to_bits(floats) -> np.ndarray:
-    """``ftz_bits``: the uint32 words of the flushed float32 values."""
+    """``ftz_bits``: the uint32 words of the flushed float32 values.
+
+    Parameters
+    ----------
+    floats : array_like
+        float32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import to_bits
+    >>> [hex(w) for w in to_bits(np.array([1.0, 1e-40, np.nan], dtype=np.float32)).tolist()]
+    ['0x3f800000', '0x0', '0x7fffffff']
+    """
     return _flush_u(_f32(floats).view(np.uint32))
 
 
@@ -203,7 +363,24 @@ _S_F32 = struct.Struct("<f")
 
 
 def py_flush(u: int) -> int:
-    """Mode Z output rule on one word: subnormal -> signed zero, NaN -> 0x7FFFFFFF."""
+    """Mode Z output rule on one word: subnormal -> signed zero, NaN -> 0x7FFFFFFF.
+
+    Parameters
+    ----------
+    u : int
+        A word.
+
+    Returns
+    -------
+    int
+        The flushed word.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_flush
+    >>> hex(py_flush(0x80000001)), hex(py_flush(0xFFC00000))
+    ('0x80000000', '0x7fffffff')
+    """
     if u & _EXP == 0:
         return u & _SIGN
     if u & _EXP == _EXP and u & _MANT:
@@ -235,22 +412,90 @@ def _py_out(r: float) -> int:
 
 
 def py_add(a_bits: int, b_bits: int) -> int:
-    """Mode Z add on words."""
+    """Mode Z add on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_add
+    >>> hex(py_add(0x3F800000, 0x40000000))  # 1 + 2
+    '0x40400000'
+    """
     return _py_out(_py_in(a_bits) + _py_in(b_bits))
 
 
 def py_sub(a_bits: int, b_bits: int) -> int:
-    """Mode Z subtract on words."""
+    """Mode Z subtract on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_sub
+    >>> hex(py_sub(0x3F800000, 0x3F800000))
+    '0x0'
+    """
     return _py_out(_py_in(a_bits) - _py_in(b_bits))
 
 
 def py_mul(a_bits: int, b_bits: int) -> int:
-    """Mode Z multiply on words."""
+    """Mode Z multiply on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_mul
+    >>> hex(py_mul(0x00800000, 0x3F7FFFFF))  # rounds up to the smallest normal
+    '0x800000'
+    """
     return _py_out(_py_in(a_bits) * _py_in(b_bits))
 
 
 def py_div(a_bits: int, b_bits: int) -> int:
-    """Mode Z divide on words (IEEE division by zero: NaN or a signed infinity)."""
+    """Mode Z divide on words (IEEE division by zero: NaN or a signed infinity).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_div
+    >>> hex(py_div(0x3F800000, 0)), hex(py_div(0, 0))
+    ('0x7f800000', '0x7fffffff')
+    """
     a, b = _py_in(a_bits), _py_in(b_bits)
     if b == 0.0:
         if a != a or a == 0.0:
@@ -261,7 +506,24 @@ def py_div(a_bits: int, b_bits: int) -> int:
 
 
 def py_from_u32(u: int) -> int:
-    """Mode Z u32 -> f32 conversion on words."""
+    """Mode Z u32 -> f32 conversion on words.
+
+    Parameters
+    ----------
+    u : int
+        An unsigned 32-bit integer.
+
+    Returns
+    -------
+    int
+        The word of the nearest float32 (ties to even).
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import py_from_u32
+    >>> hex(py_from_u32(16777217))
+    '0x4b800000'
+    """
     return _py_out(float(u & 0xFFFFFFFF))
 
 
@@ -278,7 +540,25 @@ def _sin_pi(x: float) -> float:
 
 
 def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
-    """The 256 samples X, Y as uint32 words (SPEC section 4)."""
+    """The 256 samples X, Y as uint32 words (SPEC section 4).
+
+    Parameters
+    ----------
+    impl : {"numpy", "python"}, default "numpy"
+        Vectorised, or plain Python scalars.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(xs, ys)``, uint32 ``[256]`` each.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import samples
+    >>> xs, ys = samples()
+    >>> hex(xs[128]), hex(ys[64])
+    ('0x3b808100', '0xbf7ffec2')
+    """
     if impl == "numpy":
         h = z_div(np.float32(2.0), z_from_u32(255))
         x = z_add(np.float32(-1.0), z_mul(z_from_u32(np.arange(SAMPLES, dtype=np.uint32)), h))
@@ -306,7 +586,27 @@ def _words_at(page: bytes, off: int, n: int) -> np.ndarray:
 
 
 def init_page(systems: int = 1, grouped: bool = False) -> bytes:
-    """The 4096-byte view after ``init`` (INV_BATCH uses N = systems if grouped else 1)."""
+    """The 4096-byte view after ``init`` (INV_BATCH uses N = systems if grouped else 1).
+
+    Parameters
+    ----------
+    systems : int, default 1
+        The group's systems.
+    grouped : bool, default False
+        A member of a group (INV_BATCH = 1 / (32 systems)); else a system alone.
+
+    Returns
+    -------
+    bytes
+        The page.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import init_page
+    >>> page = init_page(2, grouped=True)
+    >>> len(page), page[24:28].hex()  # INV_BATCH = 1/64, little-endian
+    (4096, '0000803c')
+    """
     n = systems if grouped else 1
     if not 1 <= n <= 0xFFFFFFFF // WARP:
         raise ValueError(f"bad number of systems {systems}")
@@ -374,7 +674,43 @@ def _check(impl: str, mode: str) -> None:
 
 
 def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: str = MODE_Z) -> np.ndarray:
-    """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256)."""
+    """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256).
+
+    Parameters
+    ----------
+    params_f32 : numpy.ndarray
+        The params a, b, c, d (float32 ``[4]``).
+    xs_f32, ys_f32 : numpy.ndarray
+        The samples (float32 ``[256]``).
+    off : int
+        The batch offset: batch ``off mod 8``.
+    impl : {"numpy", "python"}, default "numpy"
+        Vectorised, or plain Python on words (mode Z only).
+    mode : {"z", "ieee"}, default "z"
+        Float mode Z, or plain IEEE float32.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[5]``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``impl`` or ``mode``, or ``"python"`` with ``"ieee"``.
+
+    Examples
+    --------
+    Step 0 of a fresh system, as the spec's vectors give it:
+
+    >>> import numpy as np
+    >>> from meshnb.testing import vectors
+    >>> from meshnb.testing.reference import samples, step_sums
+    >>> xs, ys = samples()
+    >>> sums = step_sums(np.zeros(4, dtype=np.float32), xs.view(np.float32), ys.view(np.float32), 0)
+    >>> [f"{w:08x}" for w in sums.view(np.uint32).tolist()] == vectors()["one_system_steps_0_to_7"]["sums"][0]
+    True
+    """
     _check(impl, mode)
     p = _f32(params_f32).reshape(4)
     xs = _f32(xs_f32).reshape(SAMPLES)
@@ -439,6 +775,45 @@ def run(
     Returns the new pages and the trace: the words of the sums each step applied, (steps, 5).
     No timeouts: a round pending in a page is dropped or resumed, and since the pending step's
     own sums depend only on PARAMS, X and Y, recomputing them gives the published bits.
+
+    Parameters
+    ----------
+    pages : list of bytes
+        The systems' start pages (4096 bytes each), all at the same next step.
+    steps : int
+        The steps to run.
+    grouped : bool
+        The pages are the members of one group (SPEC 9: their sums are folded each step); else
+        one system alone (``pages`` then holds one page).
+    lr_changes : dict of int to int, optional
+        ``{steps done: LR word}``: SET_LR in every page before that step of this run.
+    impl : {"numpy", "python"}, default "numpy"
+        Vectorised over lanes and systems, or plain Python on words (mode Z only).
+    mode : {"z", "ieee"}, default "z"
+        Float mode Z, or plain IEEE float32.
+
+    Returns
+    -------
+    tuple
+        ``(pages, trace)``: the new pages (bytes), and the trace words ``[steps, 5]`` (uint32).
+
+    Raises
+    ------
+    ValueError
+        For pages of the wrong size or at different steps, a bad ``impl`` or ``mode``.
+
+    See Also
+    --------
+    meshnb.train : the program this checks.
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import digest, init_page, run, trace_digest
+    >>> pages, trace = run([init_page()], 64, grouped=False)
+    >>> digest(pages[0]), trace.shape
+    ('a52f01100995ff64880951b0bdb892f63b6f45abee87acf89c682f116a7a473d', (64, 5))
+    >>> run([init_page()], 8, grouped=False, impl="python")[0] == run([init_page()], 8, grouped=False)[0]
+    True
     """
     _check(impl, mode)
     lr_changes = dict(lr_changes or {})
@@ -557,11 +932,45 @@ def _run_python(
 
 
 def digest(page: bytes) -> str:
-    """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135)."""
+    """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135).
+
+    Parameters
+    ----------
+    page : bytes
+        A 4096-byte view page.
+
+    Returns
+    -------
+    str
+        64 hex digits (SPEC 11).
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import digest
+    >>> digest(bytes(4096))[:16]
+    '256fb9c4796b15a7'
+    """
     return hashlib.sha256(bytes(page[0:16]) + bytes(page[OFF_LOSS:_LOSS_END])).hexdigest()
 
 
 def trace_digest(trace: np.ndarray) -> str:
-    """SHA-256 hex of the trace's u32 words, little-endian, row by row."""
+    """SHA-256 hex of the trace's u32 words, little-endian, row by row.
+
+    Parameters
+    ----------
+    trace : array_like
+        ``[steps, 5]`` words.
+
+    Returns
+    -------
+    str
+        64 hex digits (SPEC 11).
+
+    Examples
+    --------
+    >>> from meshnb.testing.reference import init_page, run, trace_digest
+    >>> trace_digest(run([init_page()], 64, grouped=False)[1])[:16]
+    'fc7a7cc279255550'
+    """
     words = np.ascontiguousarray(np.asarray(trace, dtype=np.uint32).reshape(-1, 5), dtype="<u4")
     return hashlib.sha256(words.tobytes()).hexdigest()
