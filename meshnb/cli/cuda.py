@@ -1,11 +1,14 @@
 """``meshnb ptx audit`` and ``meshnb gpu-check``: the CUDA image's commands.
 
-    meshnb ptx audit FILE... [--json] [--meshnb]
+    meshnb ptx audit FILE... [--json] [--meshnb] [--allow-f64 NAME] [--sass]
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
 ``ptx audit`` lists every f32 instruction of PTX files that can break float mode Z
 (:mod:`meshnb.cuda.audit`); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
-(no GPU needed) and audits them.  Exit 0 clean, 1 findings, 2 bad input.
+(no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
+legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
+(:mod:`meshnb.cuda.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
+not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
 
 ``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
 through the CUDA image and checks every system with ``meshnb check``, runs M systems (default
@@ -43,27 +46,49 @@ def _audit(args: argparse.Namespace) -> int:
     if not args.files and not args.meshnb:
         return _error("ptx audit: give PTX files, or --meshnb")
     found: list[tuple[str, audit.Violation]] = []
-    modules = len(args.files)
+    sources: list[tuple[str, str]] = []  # (name, text) of every module, for --sass
+    allow = args.allow_f64 or []
     try:
+        if args.sass:  # the tools first: no compile or read before saying they are missing
+            from ..cuda import sass
+
+            sass.find_tools()
         for name in args.files:
-            found += [(name, v) for v in audit.audit_file(name)]
+            text = audit.read_ptx(name)
+            try:
+                found += [(name, v) for v in audit.audit_text(text, allow)]
+            except audit.PtxError as e:
+                raise audit.PtxError(f"{name!r}: {e}") from None
+            sources.append((name, text))
         if args.meshnb:
             from ..cuda import ptx
 
             for cc in ptx.TARGETS:
                 for kernel, text in ptx.compile_meshnb(cc).items():
-                    found += [(f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}", v) for v in audit.audit_text(text)]
-                    modules += 1
-    except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda
-        text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
-        return _error(text)
+                    label = f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}"
+                    found += [(label, v) for v in audit.audit_text(text, allow)]
+                    sources.append((label, text))
+        sass_found: list[tuple[str, Any]] = []
+        if args.sass:
+            for label, text in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
+                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), allow)]
+    except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda, no ptxas
+        return _error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
+    modules = len(sources)
     if args.json:
-        print(json.dumps({"violations": [{"file": f, **v.to_json()} for f, v in found]}))
+        doc: dict[str, Any] = {"violations": [{"file": f, **v.to_json()} for f, v in found]}
+        if args.sass:
+            doc["sass"] = [{"file": f, **s.to_json()} for f, s in sass_found]
+        print(json.dumps(doc))
     else:
         for f, v in found:
-            print(f"{f}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
-        print(f"{len(found)} finding{'s' * (len(found) != 1)} in {modules} PTX module{'s' * (modules != 1)}")
-    return EXIT_FAILED if found else EXIT_OK
+            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
+        for f, s in sass_found:
+            print(f"{audit.shown(f)}:{s.line}: {s.function}: {s.sass} <- {s.ptx}: {s.kind}")
+        total = len(found) + len(sass_found)
+        what = " (PTX and SASS)" if args.sass else ""
+        print(f"{total} finding{'s' * (total != 1)}{what} in {modules} PTX module{'s' * (modules != 1)}")
+    return EXIT_FAILED if found or sass_found else EXIT_OK
 
 
 # -- gpu-check ---------------------------------------------------------------------------------
@@ -178,6 +203,17 @@ def register(subparsers: Any) -> None:
     a.add_argument("files", nargs="*", metavar="FILE", help="PTX files")
     a.add_argument("--json", action="store_true", help='print {"violations": [...]}')
     a.add_argument("--meshnb", action="store_true", help="also compile meshnb's kernels (sm_80, sm_90) and audit them")
+    a.add_argument(
+        "--allow-f64",
+        action="append",
+        metavar="NAME",
+        help="a function whose f64 arithmetic is declared legitimate (no rule can decide it); repeatable",
+    )
+    a.add_argument(
+        "--sass",
+        action="store_true",
+        help="also assemble with ptxas and audit the machine code (the [cuda] extra's ptxas and nvdisasm)",
+    )
     a.set_defaults(handler=_audit)
     g = subparsers.add_parser(
         "gpu-check", help="on a GPU: the quick pack and a sweep through the CUDA image, bit-checked"
