@@ -160,6 +160,9 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
 def _gpu_check(args: argparse.Namespace) -> int:
     from ..cuda import host
 
+    for flag, value in (("--systems", args.systems), ("--steps", args.steps), ("--sample", args.sample)):
+        if value < 1:  # refused before the device and the pack (--steps 0 divided by zero after them)
+            return _error(f"gpu-check: {flag} must be at least 1, got {value}")
     try:
         if host.simulated():
             return _error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")

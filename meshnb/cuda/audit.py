@@ -69,6 +69,7 @@ instruction from ptxas' reading or from this one); time linear in its size.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -104,7 +105,8 @@ _LABEL = re.compile(r"\s*[\w$.]+\s*:(?!:)")
 _LABELS_ONLY = re.compile(r"(?:\s*[\w$.]+\s*:)*\s*")
 _LINE_DIRECTIVE = re.compile(r"\s*\.(?:version|target|address_size|file|loc)\b")
 _HEADER_START = re.compile(r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(?:entry|func)\b")
-_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|//|/\*|\*/|[;{}]')
+_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+_DELIM = re.compile(r"[;{}]")
 _REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*$")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
 
@@ -162,88 +164,84 @@ def shown(name: str) -> str:
 # -- parsing ---------------------------------------------------------------------------------
 
 
+def _uncomment(m: re.Match[str]) -> str:
+    t = m.group()
+    return t if t[0] == '"' else "\n" * t.count("\n")  # a comment's lines stay lines
+
+
 def _statements(text: str) -> Iterator[tuple[int, str, str]]:
     """``(line, kind, text)`` for each statement: kind ``;`` (a statement), ``{`` (a block opens
-    after ``text``, empty or a function header), ``}`` (a block closes).  Comments dropped; time
-    linear in the text (no statement is joined or searched more than a bounded number of times)."""
-    pending: list[str] = []
-    start = 0  # line of the pending statement's first text
-    has_text = is_header = ends_line = False
-    size = 0
-    in_block_comment = False
+    after ``text``, empty or a function header), ``}`` (a block closes).  Comments are dropped
+    first (their newlines kept), then the text is cut at ``;``, ``{`` and ``}`` by one regex scan:
+    time linear in the text, each statement sliced and stripped once."""
+    if "/" in text or '"' in text:
+        text = _COMMENT.sub(_uncomment, text)
+    start = 0  # where the pending statement starts
+    at, line = 0, 1  # a position and its line, moved forward only
     depth = 0  # braces inside a statement's operands ({%r1, %r2}, initialisers)
+    decided = False  # the pending statement's first "{" was an operand's
 
-    def add(chunk: str, number: int) -> None:
-        nonlocal start, has_text, is_header, size, ends_line
-        if not chunk:
-            return
-        if not has_text and chunk.strip():
-            start, has_text = number, True
-            is_header = bool(_HEADER_START.match(chunk))
-            ends_line = bool(_LINE_DIRECTIVE.match(chunk))
-        pending.append(chunk)
-        size += len(chunk)
+    def line_of(pos: int) -> int:
+        nonlocal at, line
+        line += text.count("\n", at, pos)
+        at = pos
+        return line
 
-    def reset() -> None:
-        nonlocal pending, has_text, is_header, size, depth, ends_line
-        pending, has_text, is_header, size, depth, ends_line = [], False, False, 0, 0, False
-
-    for number, line in enumerate(text.split("\n"), 1):
-        pos = 0
-        for m in _TOKEN.finditer(line):
-            tok = m.group()
-            if in_block_comment:
-                if tok == "*/":
-                    in_block_comment = False
-                    pos = m.end()
-                continue
-            add(line[pos : m.start()], number)
-            pos = m.end()
-            if tok == "/*":
-                in_block_comment = True
-                continue
-            if tok == "//":
-                pos = len(line)
+    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str]]:
+        lead = len(body) - len(body.lstrip())
+        first = line_of(pos + lead)
+        s = body[lead:]
+        while _LINE_DIRECTIVE.match(s):  # .version, .target, .loc ... end at their line's end
+            cut = s.find("\n")
+            if cut < 0:
                 break
-            if tok.startswith('"') or tok == "*/":
-                add(tok, number)
+            yield first, ";", s[:cut]
+            rest = s[cut:]
+            stripped = rest.lstrip()
+            first += rest.count("\n", 0, len(rest) - len(stripped))
+            s = stripped
+        if s:
+            yield first, ";", s
+
+    for m in _DELIM.finditer(text):
+        tok = m.group()
+        if depth:
+            depth += 1 if tok == "{" else -1 if tok == "}" else 0
+            continue
+        if tok == ";":
+            yield from pieces(text[start : m.start()], start)
+            start, decided = m.end(), False
+        elif tok == "{":
+            if decided:
+                depth = 1
                 continue
-            if tok == ";":
-                if depth:
-                    add(tok, number)
-                else:
-                    yield start, ";", "".join(pending)
-                    reset()
-            elif tok == "{":
-                if depth == 0 and not has_text:
-                    yield number, "{", ""
-                    reset()
-                elif depth == 0 and is_header:
-                    yield start, "{", "".join(pending)
-                    reset()
-                elif depth == 0 and size < 4096 and _LABELS_ONLY.fullmatch("".join(pending)):
-                    yield number, "{", ""  # labels before a block: nothing jumps into PTX blocks by them here
-                    reset()
-                else:
-                    depth += 1
-                    add(tok, number)
-            elif depth:  # "}"
-                depth -= 1
-                add(tok, number)
+            body = text[start : m.start()]
+            stripped = body.strip()
+            header_at = 0
+            while stripped and _LINE_DIRECTIVE.match(stripped) and "\n" in stripped:
+                cut = stripped.index("\n")  # line directives before a function header
+                header_at += 1
+                stripped = stripped[cut:].strip()
+            labels = len(stripped) < 4096 and _LABELS_ONLY.fullmatch(stripped)
+            if not stripped or _HEADER_START.match(stripped) or labels:
+                if header_at:
+                    cut = body.rfind(stripped) if stripped else len(body)
+                    yield from pieces(body[:cut], start)
+                    body = body[cut:]
+                head = _HEADER_START.match(stripped) is not None if stripped else False
+                yield line_of(m.start()), "{", stripped if head else ""
+                start = m.end()
             else:
-                if has_text:  # a statement (a label) before the closing brace
-                    yield start, ";", "".join(pending)
-                yield number, "}", ""
-                reset()
-        if not in_block_comment:
-            add(line[pos:], number)
-        if ends_line and depth == 0:  # .version, .target, .loc ... end at the line's end
-            yield start, ";", "".join(pending)
-            reset()
-        else:
-            add("\n", number)
-    if has_text:
-        yield start, ";", "".join(pending)
+                decided, depth = True, 1
+        else:  # "}" closing a block
+            body = text[start : m.start()]
+            if body.strip():
+                yield from pieces(body, start)
+            yield line_of(m.start()), "}", ""
+            start, decided = m.end(), False
+    tail = text[start:]
+    if tail.strip():
+        yield from pieces(tail, start)
 
 
 def _split_operands(s: str) -> list[str]:
@@ -369,7 +367,7 @@ def parse(text: str) -> Module:
                 scopes.function = ""
             continue
         s = body.strip()
-        m = _LABEL.match(s)
+        m = _LABEL.match(s) if ":" in s else None
         while m is not None:  # labels ("$L__BB0_3:") before the statement
             rest = s[m.end() :]
             stripped = rest.lstrip()
@@ -404,10 +402,15 @@ def parse(text: str) -> Module:
         if m is None:
             continue
         opcode = m.group(1)
-        line += s.count("\n", 0, m.start(1))
+        if m.start(1):
+            line += s.count("\n", 0, m.start(1))
+        info = _info(opcode)
+        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
+            instructions.append(Instruction(line, scopes.function, opcode, []))
+            continue
         tail = s[m.end(1) :]
         ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
-        base = opcode.split(".", 1)[0]
+        base = info.base
         if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
             callee = ""
             for paren, word in re.findall(r"\(([^)]*)\)|([\w$.]+)", tail):
@@ -432,6 +435,30 @@ def parse(text: str) -> Module:
 
 
 # -- the f32 classes, instruction by instruction ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class _OpInfo:
+    base: str
+    classes: tuple[str, ...]
+    flows: bool  # a promoted value may pass through or be computed on: operands are parsed
+    opclass: str  # "end", "arith" (f64), "pass", "other"
+
+
+@functools.lru_cache(maxsize=4096)
+def _info(opcode: str) -> _OpInfo:
+    parts = opcode.split(".")
+    types = set(parts[1:])
+    if parts[0] == "cvt" and len(parts) >= 3 and parts[-2] in _F32:
+        opclass = "end"  # back to f32: a promoted value ends here
+    elif parts[0] in _F64_ARITH and parts[-1] == "f64":
+        opclass = "arith"
+    else:
+        opclass = "pass" if parts[0] in _PASS else "other"
+    flows = (
+        parts[0] in ("call", "cvt") or bool(types & {"f64", "b64"}) or (parts[0] in ("ld", "st") and "param" in types)
+    )
+    return _OpInfo(parts[0], tuple(classes(opcode)), flows, opclass)
 
 
 def classes(opcode: str) -> list[str]:
@@ -467,10 +494,6 @@ class _Taint:
         changed = flags != self.flags or cands != self.cands
         self.flags, self.cands = flags, cands
         return changed
-
-
-def _is_f64(opcode: str) -> bool:
-    return opcode.split(".")[-1] == "f64"
 
 
 def _constants(module: Module) -> dict[str, str]:
@@ -519,7 +542,7 @@ class _Flow:
         self.kinds = {
             i: _kind(ins, [self.consts.get(s, s) for s in ins.srcs])
             for i, ins in enumerate(module.instructions)
-            if _is_f64(ins.opcode) and ins.opcode.split(".")[0] in _F64_ARITH
+            if ins.srcs and _info(ins.opcode).opclass == "arith"
         }
 
     def run(self, seeds: dict[int, _Taint], transfer: Callable[[int, list[_Taint]], _Taint]) -> dict[str, _Taint]:
@@ -559,15 +582,6 @@ class _Flow:
         return taint
 
 
-def _opclass(ins: Instruction) -> str:
-    parts = ins.opcode.split(".")
-    if parts[0] == "cvt" and len(parts) >= 3 and parts[-2] in _F32:
-        return "end"  # back to f32: a promoted value ends here
-    if parts[0] in _F64_ARITH and _is_f64(ins.opcode):
-        return "arith"
-    return "pass" if parts[0] in _PASS else "other"
-
-
 def _promoted(module: Module) -> list[int]:
     """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
 
@@ -576,8 +590,10 @@ def _promoted(module: Module) -> list[int]:
     arguments again, with the sine's code known (what feeds the verdicts)."""
     flow = _Flow(module)
     ins_list = module.instructions
-    opclass = [_opclass(ins) for ins in ins_list]
-    origins = {i: _Taint(_F) for i, ins in enumerate(ins_list) if ins.opcode.startswith("cvt.f64.f32")}
+    opclass = [_info(ins.opcode).opclass for ins in ins_list]
+    origins = {i: _Taint(_F) for i, ins in enumerate(ins_list) if ins.dests and ins.opcode.startswith("cvt.f64.f32")}
+    if not origins:
+        return []  # no f32 value is ever promoted
     sine: set[str] = set()
 
     def promoted(i: int, srcs: list[_Taint]) -> _Taint:
@@ -650,16 +666,13 @@ def _promoted(module: Module) -> list[int]:
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
-    found = [
-        Violation(ins.line, ins.function, ins.opcode, kind)
-        for ins in module.instructions
-        for kind in classes(ins.opcode)
-    ]
+    found = [Violation(i.line, i.function, i.opcode, k) for i in module.instructions for k in _info(i.opcode).classes]
     for i in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed:
             found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
-    return sorted(found, key=lambda v: (v.line, CLASSES.index(v.kind), v.instruction))
+    rank = {c: n for n, c in enumerate(CLASSES)}
+    return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
 
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:

@@ -195,6 +195,7 @@ def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True
     n = pages.shape[0]
     if not 1 <= n <= MAX_BLOCK_WARPS:
         raise ValueError(f"the cuda backend runs clusters of 1 to {MAX_BLOCK_WARPS} systems (one block), got {n}")
+    _check_pages(pages, count)  # STEPS_PER_TASK = 0 would wrap the kernel's task counter
     cuda = numba_cuda()
     d_pages = cuda.to_device(np.ascontiguousarray(pages))
     d_trace = _launch(image, d_pages, count, n, 1, trace.shape[0] > 0, z)

@@ -44,12 +44,26 @@ def test_pack_check_fails_a_wrong_bit(monkeypatch):
     assert cuda_cli.pack_check(SHORT[:1]) == [("steps-per-task-odd", "FAIL")]
 
 
-@pytest.mark.parametrize("argv", [["gpu-check", "--systems", "x"], ["gpu-check", "--steps", "-1"]])
-def test_gpu_check_bad_counts_exit_2(capsys, argv):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gpu-check", "--systems", "x"],
+        ["gpu-check", "--steps", "-1"],
+        ["gpu-check", "--steps", "0"],
+        ["gpu-check", "--systems", "0"],
+        ["gpu-check", "--sample", "0"],
+    ],
+)
+def test_gpu_check_bad_counts_exit_2(capsys, monkeypatch, argv):
     from meshnb.cli import main
 
+    # refused up front: no pack runs (it would run for minutes on a device before the error)
+    monkeypatch.setattr(cuda_cli, "pack_check", lambda: pytest.fail("the pack ran"))
     assert main(argv) == 2
-    assert capsys.readouterr().err.startswith("meshnb: error:")
+    err = capsys.readouterr().err
+    assert err.startswith("meshnb: error:") and err.count("\n") == 1 and "Traceback" not in err
+    if argv[-1] == "0":
+        assert err == f"meshnb: error: gpu-check: {argv[1]} must be at least 1, got 0\n"
 
 
 @pytest.mark.parametrize("as_json", [False, True])
