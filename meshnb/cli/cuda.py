@@ -11,7 +11,8 @@ legitimate; ``--sass`` also assembles every module with ptxas and audits the mac
 not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
 
 ``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
-through the CUDA image and checks every system with ``meshnb check``, runs M systems (default
+through the CUDA image and checks every system with ``meshnb check``, runs every hard page in IEEE
+mode against ``train(z=False)`` (NaN words as any NaN: :mod:`meshnb.cuda.compare`), runs M systems (default
 10^5) on the device and bit-compares a sample of them with the CPU sweep, and prints system-steps
 per second beside the CPU sweep's.  Exit 0 all bit-equal, 1 a difference, 2 no numba-cuda or no
 device (one line).
@@ -120,6 +121,29 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
     return out
 
 
+IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subnormal words appear
+
+
+def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
+    """Every hard page (or ``pages``) in IEEE mode (``z=False``) on the device against
+    ``meshnb.train(z=False)``: final pages, a NaN word equal to any NaN word
+    (:func:`meshnb.cuda.compare.words_equal`, the rule of docs/guide/gpu.md); ``[(page, verdict)]``."""
+    import meshnb
+
+    from ..cuda import compare, host
+    from ..testing.pages import hard_pages
+
+    pages = hard_pages() if pages is None else pages
+    names = list(pages)
+    words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
+    got = host.run_systems(words, None, None, steps, z=False)
+    out: list[tuple[str, str]] = []
+    for k, name in enumerate(names):
+        want = np.frombuffer(meshnb.train(steps, view_in=pages[name], z=False).page, dtype="<u4")
+        out.append((name, "PASS" if compare.words_equal(want, got.pages[k], z=False) else "FAIL"))
+    return out
+
+
 def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
     them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
@@ -174,22 +198,33 @@ def _gpu_check(args: argparse.Namespace) -> int:
     cases = pack_check()
     for name, verdict in cases:
         print(f"pack {name}: {verdict}", flush=True)
+    ieee = ieee_check()
+    failed = [n for n, v in ieee if v != "PASS"]
+    verdict = "PASS" if not failed else "FAIL " + " ".join(failed)
+    print(f"ieee mode, {len(ieee)} hard pages, NaN words as any NaN: {verdict}", flush=True)
     sw = sweep_check(args.systems, args.steps, args.sample)
-    ok = all(v == "PASS" for _, v in cases) and sw["pages_equal"] and sw["trace_digests_equal"]
+    ok = all(v == "PASS" for _, v in cases) and not failed and sw["pages_equal"] and sw["trace_digests_equal"]
     if args.json:
-        doc = {"device": device, "pack": dict(cases), "sweep": sw, "ok": ok, "seconds": time.perf_counter() - began}
+        doc = {
+            "device": device,
+            "pack": dict(cases),
+            "ieee": dict(ieee),
+            "sweep": sw,
+            "ok": ok,
+            "seconds": time.perf_counter() - began,
+        }
         print(json.dumps(doc))
     else:
+        gpu, cpu = sw["gpu_system_steps_per_s"], sw["cpu_system_steps_per_s"]
         print(
             f"sweep: {sw['systems']} systems x {sw['steps']} steps; {sw['sampled']} sampled: pages "
             f"{'equal' if sw['pages_equal'] else 'DIFFER'}, trace digests "
             f"{'equal' if sw['trace_digests_equal'] else 'DIFFER'}"
         )
-        print(
-            f"system-steps/s: gpu {sw['gpu_system_steps_per_s']:.4g}, cpu sweep "
-            f"({sw['cpu_systems_timed']} systems) {sw['cpu_system_steps_per_s']:.4g} "
-            f"({sw['gpu_system_steps_per_s'] / sw['cpu_system_steps_per_s']:.1f}x)"
-        )
+        print("speed (system-steps per second):")
+        print(f"  gpu sweep  {sw['systems']:>9} systems x {sw['steps']} steps  {gpu:>10.4g}")
+        print(f"  cpu sweep  {sw['cpu_systems_timed']:>9} systems x {sw['steps']} steps  {cpu:>10.4g}")
+        print(f"  gpu / cpu  {gpu / cpu:.1f}x")
         print(f"gpu-check: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - began:.1f} s")
     return EXIT_OK if ok else EXIT_FAILED
 

@@ -130,7 +130,7 @@ class PtxError(ValueError):
     """Input that is not PTX, or cannot be read (one line)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Instruction:
     """One PTX instruction: its line, function, opcode and operands (registers resolved to names
     unique in the module: ``function:scope:register``; constants and symbols as written)."""
@@ -191,7 +191,7 @@ def _statements(text: str) -> Iterator[tuple[int, str, str]]:
         lead = len(body) - len(body.lstrip())
         first = line_of(pos + lead)
         s = body[lead:]
-        while _LINE_DIRECTIVE.match(s):  # .version, .target, .loc ... end at their line's end
+        while s[:1] == "." and _LINE_DIRECTIVE.match(s):  # .version, .target, .loc ... end at their line's end
             cut = s.find("\n")
             if cut < 0:
                 break
