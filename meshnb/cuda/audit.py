@@ -103,7 +103,9 @@ _HEADER = re.compile(
 _OPCODE = re.compile(r"(?:@!?%?[\w$.]+\s+)?([a-z][\w.]*)")
 _LABEL = re.compile(r"\s*[\w$.]+\s*:(?!:)")
 _LABELS_ONLY = re.compile(r"(?:\s*[\w$.]+\s*:)*\s*")
-_LINE_DIRECTIVE = re.compile(r"\s*\.(?:version|target|address_size|file|loc)\b")
+_ONE_DIRECTIVE = re.compile(r"\s*(\.(?:version|target|address_size|file|loc)\b[^\n]*)(?=\n)")
+_DIRECTIVES = re.compile(r"(?:\s*\.(?:version|target|address_size|file|loc)\b[^\n]*\n)*")
+_SPACE = re.compile(r"\s*")
 _HEADER_START = re.compile(r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(?:entry|func)\b")
 _COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
 _DELIM = re.compile(r"[;{}]")
@@ -188,20 +190,16 @@ def _statements(text: str) -> Iterator[tuple[int, str, str]]:
         return line
 
     def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str]]:
-        lead = len(body) - len(body.lstrip())
-        first = line_of(pos + lead)
-        s = body[lead:]
-        while s[:1] == "." and _LINE_DIRECTIVE.match(s):  # .version, .target, .loc ... end at their line's end
-            cut = s.find("\n")
-            if cut < 0:
+        p = 0
+        while True:  # .version, .target, .loc ... end at their line's end, not at a ";"
+            d = _ONE_DIRECTIVE.match(body, p)
+            if d is None:
                 break
-            yield first, ";", s[:cut]
-            rest = s[cut:]
-            stripped = rest.lstrip()
-            first += rest.count("\n", 0, len(rest) - len(stripped))
-            s = stripped
-        if s:
-            yield first, ";", s
+            yield line_of(pos + d.start(1)), ";", d.group(1)
+            p = d.end()
+        q = _SPACE.match(body, p).end()  # type: ignore[union-attr]  # \s* always matches
+        if q < len(body):
+            yield line_of(pos + q), ";", body[q:]
 
     for m in _DELIM.finditer(text):
         tok = m.group()
@@ -216,18 +214,12 @@ def _statements(text: str) -> Iterator[tuple[int, str, str]]:
                 depth = 1
                 continue
             body = text[start : m.start()]
-            stripped = body.strip()
-            header_at = 0
-            while stripped and _LINE_DIRECTIVE.match(stripped) and "\n" in stripped:
-                cut = stripped.index("\n")  # line directives before a function header
-                header_at += 1
-                stripped = stripped[cut:].strip()
+            cut = _DIRECTIVES.match(body).end()  # type: ignore[union-attr]  # line directives before a header
+            stripped = body[cut:].strip()
             labels = len(stripped) < 4096 and _LABELS_ONLY.fullmatch(stripped)
             if not stripped or _HEADER_START.match(stripped) or labels:
-                if header_at:
-                    cut = body.rfind(stripped) if stripped else len(body)
+                if cut:
                     yield from pieces(body[:cut], start)
-                    body = body[cut:]
                 head = _HEADER_START.match(stripped) is not None if stripped else False
                 yield line_of(m.start()), "{", stripped if head else ""
                 start = m.end()
