@@ -132,6 +132,13 @@ def disassemble(text: str, arch: str, tools: dict[str, str] | None = None) -> li
     for ``arch`` that carries a line; RuntimeError with ptxas' first error line if it refuses."""
     tools = tools or find_tools()
     module = audit.parse(text)
+    try:
+        return _disassemble(text, arch, tools, module)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{os.path.basename(str(e.cmd[0]))} ran over {TIMEOUT_S} s on this PTX") from None
+
+
+def _disassemble(text: str, arch: str, tools: dict[str, str], module: audit.Module) -> list[tuple[str, int, str]]:
     with tempfile.TemporaryDirectory(prefix="meshnb-sass-") as tmp:
         src, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(src, "w", encoding="utf-8") as f:

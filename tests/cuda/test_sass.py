@@ -114,3 +114,13 @@ def test_meshnb_kernels_pass_the_sass_audit():
     )
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert done.stdout == "0 findings (PTX and SASS) in 4 PTX modules\n"
+
+
+@needs_tools
+def test_a_tool_that_runs_too_long_is_one_line(monkeypatch):
+    def too_long(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw.get("timeout"))
+
+    monkeypatch.setattr(sass.subprocess, "run", too_long)
+    with pytest.raises(RuntimeError, match=r"^ptxas ran over 600 s on this PTX$"):
+        sass.audit_sass((HERE / "ptx" / "fuse.ptx").read_text())
