@@ -275,16 +275,20 @@ class _Scopes:
         self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
         self.counter = 0
         self.function = ""
+        self.cache: dict[str, str] = {}  # names resolved in the current scopes
 
     def push(self) -> None:
         self.counter += 1
         self.stack.append((self.counter, set(), []))
+        self.cache.clear()
 
     def pop(self) -> None:
         if self.stack:
             self.stack.pop()
+        self.cache.clear()
 
     def declare(self, decl: str) -> None:
+        self.cache.clear()
         if not self.stack:
             return
         _, exact, ranges = self.stack[-1]
@@ -298,7 +302,13 @@ class _Scopes:
                 exact.add(m.group(1))
 
     def resolve(self, name: str) -> str:
-        if name.startswith(("0d", "0f")) or name[:1].isdigit():
+        got = self.cache.get(name)
+        if got is None:
+            got = self.cache[name] = self._resolve(name)
+        return got
+
+    def _resolve(self, name: str) -> str:
+        if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
         for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
             if name in exact:
@@ -546,7 +556,10 @@ class _Flow:
         def write(name: str, t: _Taint) -> None:
             if not t.flags:
                 return
-            if taint.setdefault(name, _Taint()).join(t):
+            cur = taint.get(name)
+            if cur is None:
+                cur = taint[name] = _Taint()
+            if cur.join(t):
                 for r in self.readers.get(name, ()):
                     if r not in queued:
                         queued.add(r)
@@ -582,8 +595,9 @@ def _promoted(module: Module) -> list[int]:
     arguments again, with the sine's code known (what feeds the verdicts)."""
     flow = _Flow(module)
     ins_list = module.instructions
-    opclass = [_info(ins.opcode).opclass for ins in ins_list]
-    origins = {i: _Taint(_F) for i, ins in enumerate(ins_list) if ins.dests and ins.opcode.startswith("cvt.f64.f32")}
+    flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
+    opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
+    origins = {i: _Taint(_F) for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
@@ -624,8 +638,8 @@ def _promoted(module: Module) -> list[int]:
     def sine_code(i: int, srcs: list[_Taint]) -> _Taint:
         return _Taint(_S) if opclass[i] in ("pass", "arith") and any(t.flags for t in srcs) else _Taint()
 
-    sine = set(flow.run(starts, sine_code)) | {d for i in starts for d in ins_list[i].dests}
-    final = flow.run(origins, promoted)
+    sine = set(flow.run(starts, sine_code)) | {d for i in starts for d in ins_list[i].dests} if starts else set()
+    final = flow.run(origins, promoted) if sine else first
     confirmed: set[int] = set()
     found: list[int] = []
     for i, k in flow.kinds.items():
