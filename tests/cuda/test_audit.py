@@ -378,6 +378,10 @@ FAST_TRUTH = {
 }
 
 
+PACKED_TRUTH = {"packed": [("fma.rn.f32x2", "contraction"), ("mul.rz.f32x2", "directed-rounding")]}
+TRUTHS = {"variants.cu": NVRTC_TRUTH, "fast.cu": FAST_TRUTH, "packed.cu": PACKED_TRUTH}
+
+
 def by_function(violations: list[audit.Violation], names) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {n: [] for n in names}
     for v in violations:
@@ -392,6 +396,10 @@ def test_nvrtc_variants_give_their_findings(name):
 
 def test_nvrtc_fast_math_gives_its_findings():
     assert by_function(audit.audit_file(NVRTC / "fast_sm80.ptx"), FAST_TRUTH) == FAST_TRUTH
+
+
+def test_nvrtc_packed_f32x2_gives_its_findings():
+    assert by_function(audit.audit_file(NVRTC / "packed_sm100a.ptx"), PACKED_TRUTH) == PACKED_TRUTH
 
 
 def test_the_sine_rule_both_ways():
@@ -427,5 +435,5 @@ def test_nvrtc_compiled_now_gives_the_same_findings(src, out, options):
     if lib is None:
         pytest.skip("NVRTC is not installed (cuda-toolkit[nvrtc], the [cuda] extra)")
     text = mod.compile_cuda(lib, (NVRTC / src).read_text(), src, options)
-    truth = FAST_TRUTH if src == "fast.cu" else NVRTC_TRUTH
+    truth = TRUTHS[src]
     assert by_function(audit.audit_text(text), truth) == truth

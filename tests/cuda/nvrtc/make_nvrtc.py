@@ -3,10 +3,10 @@
     python tests/cuda/nvrtc/make_nvrtc.py
 
 variants.cu for compute_80 and compute_90 (NVRTC's defaults), fast.cu with --use_fast_math for
-compute_80.  Needs the nvidia-cuda-nvrtc wheel (a cuda-toolkit[nvrtc] install), no GPU.  The
-findings each kernel must give are written by hand in the test; a new NVRTC may change these
-files, and the tests then say what moved.  The tests also compile the sources again at test time
-when NVRTC is there (:func:`compile_cuda`)."""
+compute_80, packed.cu (f32x2) for compute_100a.  Needs the nvidia-cuda-nvrtc wheel (a
+cuda-toolkit[nvrtc] install), no GPU.  The findings each kernel must give are written by hand in
+the test; a new NVRTC may change these files, and the tests then say what moved.  The tests also
+compile the sources again at test time when NVRTC is there (:func:`compile_cuda`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ BUILDS = (
     ("variants.cu", "variants_sm80.ptx", ["--gpu-architecture=compute_80"]),
     ("variants.cu", "variants_sm90.ptx", ["--gpu-architecture=compute_90"]),
     ("fast.cu", "fast_sm80.ptx", ["--gpu-architecture=compute_80", "--use_fast_math"]),
+    ("packed.cu", "packed_sm100a.ptx", ["--gpu-architecture=compute_100a"]),
 )
 
 
