@@ -44,9 +44,11 @@ docs/guide/gpu.md:
    the product ``pi * r``, a ``mul.f64`` of a promoted value by the f64 constant pi
    (``0d400921FB54442D18``), are the sine's argument *only if that product reaches a sine*;
 2. a sine is recognised by how libdevice's ``sin`` (and ``cos``) begins, inlined: the quadrant
-   reduction, a ``mul.f64`` of the argument by 2/pi (``0d3FE45F306DC9C883``).  Every f64 operation
-   with an operand derived from that product (the Cody-Waite steps ``fma(-q, pi/2, a)``, the
-   polynomial, the sign) is the sine's own code, not an f32 operation;
+   reduction, a ``mul.f64`` of the argument by 2/pi (``0d3FE45F306DC9C883``).  An f64 operation
+   with an operand derived from that product is the sine's own code (the Cody-Waite steps
+   ``fma(-q, pi/2, a)``, the polynomial, the sign) when its other operands are constants, the
+   sine's, or the argument as the addend of an fma; a promoted value, or the argument as a factor
+   (``p * p + sin(p)``, fused to ``fma(p, p, s)``), makes it a finding;
 3. a ``mul.f64`` by the constant zero is exact (libdevice's infinite-argument case) and is no finding;
 4. anything else computed in f64 from a promoted value is a finding: ``(pi r)^2``, a product by pi
    that never reaches a sine (the product, and the reduction before it), an f64 Horner, ``1 - x``
@@ -587,6 +589,23 @@ class _Flow:
         return taint
 
 
+def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | None:
+    """None: no operand comes from a sine's quadrant reduction; True: the sine's own code (its other
+    operands constants, the sine's, or the argument as the addend of an fma: Cody-Waite's
+    ``fma(-q, pi/2, a)``); False: a promoted value, or the argument as a factor, mixed in
+    (``fma(p, p, sin p)``).  The operands of the sine's own registers count as the sine's,
+    whatever else reaches them (the slow path's return value is unioned in)."""
+    if not any(s in sine for s in ins.srcs):
+        return None
+    fma = ins.opcode.split(".")[0] in ("fma", "mad")
+    for pos, (name, t) in enumerate(zip(ins.srcs, srcs)):
+        if name in sine:
+            continue
+        if t.flags & _F or (t.flags & _A and not (fma and pos == 2)):
+            return False
+    return True
+
+
 def _promoted(module: Module) -> list[int]:
     """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
 
@@ -609,7 +628,7 @@ def _promoted(module: Module) -> list[int]:
             for t in srcs:
                 out.join(t)
             return out
-        if c != "arith" or any(s in sine for s in ins_list[i].srcs):
+        if c != "arith" or _sine_code(ins_list[i], srcs, sine):
             return out  # an integer op, the end of a promoted value, or the sine's own code
         k = flow.kinds.get(i, "")
         flags = 0
@@ -650,13 +669,17 @@ def _promoted(module: Module) -> list[int]:
             flags |= t.flags
         if not flags:
             continue
-        in_sine = any(s in sine for s in ins.srcs)
+        in_sine = _sine_code(ins, srcs, sine)
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
                 confirmed |= t.cands
-        if in_sine or k == "two-over-pi":
+        if in_sine is True:
+            continue
+        if in_sine is False:
+            found.append(i)  # a promoted value, or the argument as a factor, mixed into the sine's code
+        elif k == "two-over-pi":
             if flags & _F:
-                found.append(i)  # a promoted value mixed into the sine's code
+                found.append(i)
         elif k == "zero":
             continue
         elif k in ("pi", "one-minus") and not flags & _A:

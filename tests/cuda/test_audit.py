@@ -355,6 +355,7 @@ NVRTC_TRUTH = {  # kernel -> its findings (instruction, class), from what the so
     "spec4_sin_pi": [],  # SPEC 4's sample: 1 - |x|, pi r, libdevice's sine inlined
     "pi_no_sine": [("mul.f64", "double-rounding"), ("sub.f64", "double-rounding"), ("sub.f64", "double-rounding")],
     "pi_r_squared": [("mul.f64", "double-rounding"), ("mul.f64", "double-rounding"), ("sub.f64", "double-rounding")],
+    "pi_r_squared_and_sine": [("fma.rn.f64", "double-rounding")],
     "_Z8horner64ddddd": [("fma.rn.f64", "double-rounding")] * 3,  # in the __noinline__ .func
     "horner_f64_call": [],  # promotes and calls: the f64 arithmetic is in the callee
     "directed": [

@@ -28,6 +28,15 @@ extern "C" __global__ void pi_r_squared(const float* xs, float* ys) {
     ys[threadIdx.x] = (float)(p * p);
 }
 
+// (pi r)^2 beside a sine of pi r: the sine is legitimate, the square (a factor of pi r, fused by
+// NVVM into the sine's add: fma(p, p, sin p)) is not; the reduction reaches the sine.
+extern "C" __global__ void pi_r_squared_and_sine(const float* xs, float* ys) {
+    float x = xs[threadIdx.x];
+    double r = 1.0 - fabs((double)x);
+    double p = PI * r;
+    ys[threadIdx.x] = (float)(p * p + sin(p));
+}
+
 // An f64 Horner in a function of its own: three fma.rn.f64 on promoted values, through .param.
 __noinline__ __device__ double horner64(double x, double a, double b, double c, double d) {
     return ((d * x + c) * x + b) * x + a;
