@@ -13,7 +13,9 @@ device; the simulator's speed means nothing) and without a device.  Paths:
 - ``cuda-single``: ``meshnb.train(steps, backend="cuda")``, one system (one warp: latency-bound);
 - ``cuda-fused-8``: ``meshnb.train(steps, systems=8, backend="cuda")``.
 
-Bits first: a sample of the timed sweep's systems against the CPU sweep, trace digests included.
+Bits first: a sample of the timed sweep's systems against the CPU sweep, trace digests included
+(:func:`sweep_matches_cpu`, itself tested in the simulator).  The PTX audit's speed (linear in its
+input) is timed here too: it needs no device.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _no_device() -> str | None:
 
 
 _REASON = _no_device()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"the CUDA benchmarks need a device: {_REASON}")
+needs_device = pytest.mark.skipif(_REASON is not None, reason=f"the CUDA benchmarks need a device: {_REASON}")
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +60,25 @@ def _start(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.repeat(page[None, :], m, axis=0), lrs, bases
 
 
-def test_cuda_sweep_bits_before_timing() -> None:
+def sweep_matches_cpu(m: int, steps: int) -> bool:
+    """M systems on the device against the CPU sweep: final pages and trace digests, bit for bit
+    (tests/cuda/test_bench_cuda_compare.py runs this in the simulator)."""
     from meshnb.cuda import host
 
-    pages, lrs, bases = _start(64)
-    got = host.run_systems(pages, lrs, bases, 300, trace=True)
-    want = meshnb.sweep(300, lrs=lrs, step_bases=bases.astype(object).tolist(), trace=True)
-    assert np.array_equal(got.pages, want.words) and got.trace_digests == want.trace_digests
+    pages, lrs, bases = _start(m)
+    got = host.run_systems(pages, lrs, bases, steps, trace=True)
+    want = meshnb.sweep(steps, lrs=lrs, step_base=bases.astype(object).tolist(), trace=True, keep_pages=True)
+    if want.final_pages is None:
+        return False
+    return bool(np.array_equal(got.pages, want.final_pages.view(np.uint32))) and got.trace_digests == want.trace_digests
 
 
+@needs_device
+def test_cuda_sweep_bits_before_timing() -> None:
+    assert sweep_matches_cpu(64, 300)
+
+
+@needs_device
 def test_cuda_sweep(benchmark, record, cuda_sizes) -> None:
     from meshnb.cuda import host
 
@@ -79,6 +91,7 @@ def test_cuda_sweep(benchmark, record, cuda_sizes) -> None:
     benchmark.pedantic(lambda: host.run_systems(pages, lrs, bases, steps), rounds=cuda_sizes["rounds"], iterations=1)
 
 
+@needs_device
 def test_cuda_single(benchmark, record, cuda_sizes) -> None:
     steps = cuda_sizes["single"]
     meshnb.train(1, backend="cuda")
@@ -87,6 +100,7 @@ def test_cuda_single(benchmark, record, cuda_sizes) -> None:
     benchmark.pedantic(lambda: meshnb.train(steps, backend="cuda"), rounds=cuda_sizes["rounds"], iterations=1)
 
 
+@needs_device
 def test_cuda_fused_8(benchmark, record, cuda_sizes) -> None:
     steps = cuda_sizes["fused"]
     meshnb.train(1, systems=8, backend="cuda")
@@ -95,3 +109,20 @@ def test_cuda_fused_8(benchmark, record, cuda_sizes) -> None:
     benchmark.pedantic(
         lambda: meshnb.train(steps, systems=8, backend="cuda"), rounds=cuda_sizes["rounds"], iterations=1
     )
+
+
+AUDIT_BODY = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n%s\n}\n"
+
+
+@pytest.mark.parametrize("shape", ["50MB-file", "300KB-line"])
+def test_audit_speed(benchmark, shape: str) -> None:
+    # linear in the input: a 50 MB module of instructions, a 300 KB line of spaces
+    from meshnb.cuda import audit
+
+    if shape == "50MB-file":
+        text = AUDIT_BODY % ("\tadd.rn.f32 \t%f2, %f1, %f1;\n\tcvt.f64.f32 %fd1, %f2;\n" * 900_000)
+    else:
+        text = AUDIT_BODY % (" " * 300_000 + "fma.rn.f32 %f1, %f2, %f3, %f4;")
+    benchmark.group = "ptx-audit"
+    benchmark.extra_info["bytes"] = len(text)
+    benchmark.pedantic(lambda: audit.audit_text(text), rounds=1, iterations=1)

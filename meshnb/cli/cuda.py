@@ -1,14 +1,18 @@
 """``meshnb ptx audit`` and ``meshnb gpu-check``: the CUDA image's commands.
 
-    meshnb ptx audit FILE... [--json] [--meshnb]
+    meshnb ptx audit FILE... [--json] [--meshnb] [--allow-f64 NAME] [--sass]
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
 ``ptx audit`` lists every f32 instruction of PTX files that can break float mode Z
 (:mod:`meshnb.cuda.audit`); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
-(no GPU needed) and audits them.  Exit 0 clean, 1 findings, 2 bad input.
+(no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
+legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
+(:mod:`meshnb.cuda.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
+not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
 
 ``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
-through the CUDA image and checks every system with ``meshnb check``, runs M systems (default
+through the CUDA image and checks every system with ``meshnb check``, runs every hard page in IEEE
+mode against ``train(z=False)`` (NaN words as any NaN: :mod:`meshnb.cuda.compare`), runs M systems (default
 10^5) on the device and bit-compares a sample of them with the CPU sweep, and prints system-steps
 per second beside the CPU sweep's.  Exit 0 all bit-equal, 1 a difference, 2 no numba-cuda or no
 device (one line).
@@ -43,27 +47,49 @@ def _audit(args: argparse.Namespace) -> int:
     if not args.files and not args.meshnb:
         return _error("ptx audit: give PTX files, or --meshnb")
     found: list[tuple[str, audit.Violation]] = []
-    modules = len(args.files)
+    sources: list[tuple[str, str]] = []  # (name, text) of every module, for --sass
+    allow = args.allow_f64 or []
     try:
+        if args.sass:  # the tools first: no compile or read before saying they are missing
+            from ..cuda import sass
+
+            sass.find_tools()
         for name in args.files:
-            found += [(name, v) for v in audit.audit_file(name)]
+            text = audit.read_ptx(name)
+            try:
+                found += [(name, v) for v in audit.audit_text(text, allow)]
+            except audit.PtxError as e:
+                raise audit.PtxError(f"{name!r}: {e}") from None
+            sources.append((name, text))
         if args.meshnb:
             from ..cuda import ptx
 
             for cc in ptx.TARGETS:
                 for kernel, text in ptx.compile_meshnb(cc).items():
-                    found += [(f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}", v) for v in audit.audit_text(text)]
-                    modules += 1
-    except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda
-        text = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
-        return _error(text)
+                    label = f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}"
+                    found += [(label, v) for v in audit.audit_text(text, allow)]
+                    sources.append((label, text))
+        sass_found: list[tuple[str, Any]] = []
+        if args.sass:
+            for label, text in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
+                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), allow)]
+    except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda, no ptxas
+        return _error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
+    modules = len(sources)
     if args.json:
-        print(json.dumps({"violations": [{"file": f, **v.to_json()} for f, v in found]}))
+        doc: dict[str, Any] = {"violations": [{"file": f, **v.to_json()} for f, v in found]}
+        if args.sass:
+            doc["sass"] = [{"file": f, **s.to_json()} for f, s in sass_found]
+        print(json.dumps(doc))
     else:
         for f, v in found:
-            print(f"{f}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
-        print(f"{len(found)} finding{'s' * (len(found) != 1)} in {modules} PTX module{'s' * (modules != 1)}")
-    return EXIT_FAILED if found else EXIT_OK
+            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
+        for f, s in sass_found:
+            print(f"{audit.shown(f)}:{s.line}: {s.function}: {s.sass} <- {s.ptx}: {s.kind}")
+        total = len(found) + len(sass_found)
+        what = " (PTX and SASS)" if args.sass else ""
+        print(f"{total} finding{'s' * (total != 1)}{what} in {modules} PTX module{'s' * (modules != 1)}")
+    return EXIT_FAILED if found or sass_found else EXIT_OK
 
 
 # -- gpu-check ---------------------------------------------------------------------------------
@@ -92,6 +118,29 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
             if check.check(setup, s.page, system=k, got_trace=trace).verdict != "PASS":
                 verdict = "FAIL"
         out.append((case.name, verdict))
+    return out
+
+
+IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subnormal words appear
+
+
+def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
+    """Every hard page (or ``pages``) in IEEE mode (``z=False``) on the device against
+    ``meshnb.train(z=False)``: final pages, a NaN word equal to any NaN word
+    (:func:`meshnb.cuda.compare.words_equal`, the rule of docs/guide/gpu.md); ``[(page, verdict)]``."""
+    import meshnb
+
+    from ..cuda import compare, host
+    from ..testing.pages import hard_pages
+
+    pages = hard_pages() if pages is None else pages
+    names = list(pages)
+    words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
+    got = host.run_systems(words, None, None, steps, z=False)
+    out: list[tuple[str, str]] = []
+    for k, name in enumerate(names):
+        want = np.frombuffer(meshnb.train(steps, view_in=pages[name], z=False).page, dtype="<u4")
+        out.append((name, "PASS" if compare.words_equal(want, got.pages[k], z=False) else "FAIL"))
     return out
 
 
@@ -135,6 +184,9 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
 def _gpu_check(args: argparse.Namespace) -> int:
     from ..cuda import host
 
+    for flag, value in (("--systems", args.systems), ("--steps", args.steps), ("--sample", args.sample)):
+        if value < 1:  # refused before the device and the pack (--steps 0 divided by zero after them)
+            return _error(f"gpu-check: {flag} must be at least 1, got {value}")
     try:
         if host.simulated():
             return _error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")
@@ -146,22 +198,33 @@ def _gpu_check(args: argparse.Namespace) -> int:
     cases = pack_check()
     for name, verdict in cases:
         print(f"pack {name}: {verdict}", flush=True)
+    ieee = ieee_check()
+    failed = [n for n, v in ieee if v != "PASS"]
+    verdict = "PASS" if not failed else "FAIL " + " ".join(failed)
+    print(f"ieee mode, {len(ieee)} hard pages, NaN words as any NaN: {verdict}", flush=True)
     sw = sweep_check(args.systems, args.steps, args.sample)
-    ok = all(v == "PASS" for _, v in cases) and sw["pages_equal"] and sw["trace_digests_equal"]
+    ok = all(v == "PASS" for _, v in cases) and not failed and sw["pages_equal"] and sw["trace_digests_equal"]
     if args.json:
-        doc = {"device": device, "pack": dict(cases), "sweep": sw, "ok": ok, "seconds": time.perf_counter() - began}
+        doc = {
+            "device": device,
+            "pack": dict(cases),
+            "ieee": dict(ieee),
+            "sweep": sw,
+            "ok": ok,
+            "seconds": time.perf_counter() - began,
+        }
         print(json.dumps(doc))
     else:
+        gpu, cpu = sw["gpu_system_steps_per_s"], sw["cpu_system_steps_per_s"]
         print(
             f"sweep: {sw['systems']} systems x {sw['steps']} steps; {sw['sampled']} sampled: pages "
             f"{'equal' if sw['pages_equal'] else 'DIFFER'}, trace digests "
             f"{'equal' if sw['trace_digests_equal'] else 'DIFFER'}"
         )
-        print(
-            f"system-steps/s: gpu {sw['gpu_system_steps_per_s']:.4g}, cpu sweep "
-            f"({sw['cpu_systems_timed']} systems) {sw['cpu_system_steps_per_s']:.4g} "
-            f"({sw['gpu_system_steps_per_s'] / sw['cpu_system_steps_per_s']:.1f}x)"
-        )
+        print("speed (system-steps per second):")
+        print(f"  gpu sweep  {sw['systems']:>9} systems x {sw['steps']} steps  {gpu:>10.4g}")
+        print(f"  cpu sweep  {sw['cpu_systems_timed']:>9} systems x {sw['steps']} steps  {cpu:>10.4g}")
+        print(f"  gpu / cpu  {gpu / cpu:.1f}x")
         print(f"gpu-check: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - began:.1f} s")
     return EXIT_OK if ok else EXIT_FAILED
 
@@ -178,6 +241,17 @@ def register(subparsers: Any) -> None:
     a.add_argument("files", nargs="*", metavar="FILE", help="PTX files")
     a.add_argument("--json", action="store_true", help='print {"violations": [...]}')
     a.add_argument("--meshnb", action="store_true", help="also compile meshnb's kernels (sm_80, sm_90) and audit them")
+    a.add_argument(
+        "--allow-f64",
+        action="append",
+        metavar="NAME",
+        help="a function whose f64 arithmetic is declared legitimate (no rule can decide it); repeatable",
+    )
+    a.add_argument(
+        "--sass",
+        action="store_true",
+        help="also assemble with ptxas and audit the machine code (the [cuda] extra's ptxas and nvdisasm)",
+    )
     a.set_defaults(handler=_audit)
     g = subparsers.add_parser(
         "gpu-check", help="on a GPU: the quick pack and a sweep through the CUDA image, bit-checked"

@@ -1,16 +1,18 @@
-"""The PTX audit: every f32 instruction in a PTX file that can break float mode Z (SPEC 2).
+"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2).
 
 Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or meshnb's own
-(:mod:`meshnb.cuda.ptx`).  Each finding has the line (1-based), the function (the ``.entry`` or
-``.func`` it sits in), the instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
+(:mod:`meshnb.cuda.ptx`).  The text is parsed into instructions (several a line, inside ``{ }``
+blocks and inline asm, across lines), not read line by line.  Each finding has the line (1-based,
+the line of the instruction's opcode), the function (the ``.entry`` or ``.func`` it sits in), the
+instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
 
 ``contraction``
-    ``fma.*.f32`` / ``mad.*.f32``: a multiply and an add with one rounding (the ``fma-horner``
-    fault).  Mode Z rounds every operation on its own.
+    ``fma`` / ``mad`` on ``.f32`` or ``.f32x2``: a multiply and an add with one rounding (the
+    ``fma-horner`` fault).  Mode Z rounds every operation on its own.
 ``unrounded``
-    ``add.f32`` / ``sub.f32`` / ``mul.f32`` with no rounding modifier: the PTX ISA lets ptxas
-    fuse such a mul and add into an fma.  An operation written ``.rn`` (libdevice's
-    ``fadd_rn`` and friends) is never fused.
+    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier: the PTX ISA lets
+    ptxas fuse such a mul and add into an fma (``meshnb ptx audit --sass`` shows whether it did).
+    An operation written ``.rn`` (libdevice's ``fadd_rn`` and friends) is never fused.
 ``flush``
     any ``.ftz`` f32 instruction: the hardware flushes subnormal *inputs and results before
     rounding*, while mode Z flushes the rounded result (``0x00800000 * 0x3F7FFFFF`` is
@@ -19,44 +21,98 @@ Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or mes
     ``div.approx`` / ``div.full`` / ``rcp.approx`` / ``sqrt.approx`` / ``rsqrt.approx`` /
     ``ex2.approx`` / ``lg2.approx`` / ``sin.approx`` / ``cos.approx`` / ``tanh.approx``: not
     correctly rounded.
+``directed-rounding``
+    ``.rz`` / ``.rm`` / ``.rp`` on f32 arithmetic (``__fmul_rz`` and friends) or on a conversion
+    into f32 (``cvt.rz.f32.u32``): mode Z rounds to nearest even.
 ``double-rounding``
-    f64 arithmetic (``add``/``sub``/``mul``/``div``/``fma``/``rcp``/``sqrt`` ``.f64``) on a value
-    promoted from f32 (``cvt.f64.f32``, followed through ``mov``/``abs``/``neg``/``selp``/f64
-    arithmetic): an f32 operation computed in f64 and rounded twice (a Python float constant in a
-    numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of ``cvt.f64.f32 inv``).
+    f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
+    (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
+    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.
 
-What the audit knows to be legitimate, and why (by the construct, never by skipping a function):
+**How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
+through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
+conversions out of and back into f64 through integers), through ``.param`` passing into a
+``.func`` (``st.param`` / ``call`` / ``ld.param``) and back out of its return value, and through
+any f64 arithmetic on it, until a conversion into f32 (``cvt.rn.f32.f64``) ends it.  The analysis
+is over the whole module and flow-insensitive (a register holds the union of what reaches it on any
+path, loops included); registers declared inside a ``{ }`` block are that block's own.
 
-- bit operations on f32 words (``and``/``or``/``xor``/``selp``/``mov.b32``/``shfl.sync``): the
-  mode-Z flush and the canonical NaN are written that way, and the butterfly moves words;
-- moves, loads, stores, comparisons (``setp``), ``abs.f32``/``neg.f32``/``min``/``max``
-  without ``.ftz``, and conversions with a rounding (``cvt.rn.f32.u32``): exact, or one IEEE
-  rounding as SPEC defines it;
-- init's ``sin_pi`` (SPEC 4), which is f64 by definition: the reduction of an f32 ``x`` to
-  ``r = 1 - |x|`` (exact for ``|x| > 0.5``, Sterbenz) and the product ``pi * r`` (an f64 value,
-  the argument of an f64 sine, not an f32 operation).  The audit accepts a ``sub.f64`` from the
-  constant 1.0 and a ``mul.f64`` by the f64 constant pi (``0d400921FB54442D18``) on a promoted
-  value when its result reaches that ``mul.f64`` by pi (the argument of sin); anything else
-  computed in f64 from an f32 value is a finding.  The sine's own f64 arithmetic works on
-  ``pi r``, which is no promoted f32 value.
+**The rule for SPEC 4's f64** ``sin_pi`` (init, f64 by definition), written down here and in
+docs/guide/gpu.md:
+
+1. the reduction ``r = 1 - |x|``, a ``sub.f64`` from the constant 1.0 of a promoted value, and
+   the product ``pi * r``, a ``mul.f64`` of a promoted value by the f64 constant pi
+   (``0d400921FB54442D18``), are the sine's argument *only if that product reaches a sine*;
+2. a sine is recognised by how libdevice's ``sin`` (and ``cos``) begins, inlined: the quadrant
+   reduction, a ``mul.f64`` of the argument by 2/pi (``0d3FE45F306DC9C883``).  An f64 operation
+   with an operand derived from that product is the sine's own code (the Cody-Waite steps
+   ``fma(-q, pi/2, a)``, the polynomial, the sign) when its other operands are constants, the
+   sine's, or the argument as the addend of an fma; a promoted value, or the argument as a factor
+   (``p * p + sin(p)``, fused to ``fma(p, p, s)``), makes it a finding;
+3. a ``mul.f64`` by the constant zero is exact (libdevice's infinite-argument case) and is no finding;
+4. anything else computed in f64 from a promoted value is a finding: ``(pi r)^2``, a product by pi
+   that never reaches a sine (the product, and the reduction before it), an f64 Horner, ``1 - x``
+   that is not followed by the product by pi.
+
+What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
+``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
+accepted.  Limits: a value stored to memory and loaded back is not followed (the NVRTC and NVVM
+PTX of a kernel keeps such values in registers); an f64 operation on the sine's *result* before
+its one rounding to f32 is taken as the sine's own.
+
+What the audit knows to be legitimate among f32 instructions: bit operations on f32 words
+(``and``/``or``/``xor``/``selp``/``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN,
+the butterfly); moves, loads, stores, comparisons (``setp``), ``abs``/``neg``/``min``/``max``
+without ``.ftz``; conversions rounding to nearest (``cvt.rn.f32.u32``).
+
+Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte (refused: a NUL could hide an
+instruction from ptxas' reading or from this one); time linear in its size.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import re
-from dataclasses import asdict, dataclass
+import stat
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-CLASSES = ("contraction", "unrounded", "flush", "approximate", "double-rounding")
+CLASSES = ("contraction", "unrounded", "flush", "approximate", "directed-rounding", "double-rounding")
+MAX_BYTES = 256 << 20  # a kernel's PTX is kilobytes to a few MB: more is not a module to audit here
 PI_F64 = "0d400921FB54442D18"
+TWO_OVER_PI_F64 = "0d3FE45F306DC9C883"  # libdevice's sin/cos quadrant reduction: x * 2/pi
 ONE_F64 = "0d3FF0000000000000"
-_ROUNDING = {"rn", "rz", "rm", "rp"}
+ZERO_F64 = ("0d0000000000000000", "0d8000000000000000")
+_F32 = {"f32", "f32x2"}
+_DIRECTED = {"rz", "rm", "rp"}
+_ROUNDING = {"rn"} | _DIRECTED
+_ROUNDED_OPS = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"}
 _APPROX_OPS = {"div", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
-_F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt"}
-_F64_PASS = {"mov", "abs", "neg", "selp"}  # a promoted value stays one through these
+_F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt", "rsqrt"}
+_PASS = {"mov", "abs", "neg", "selp", "min", "max", "cvt", "ld", "st"}  # exact: a value stays what it was
 
-_FUNC = re.compile(r"^\s*(?:\.visible\s+|\.extern\s+|\.weak\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)")
-_INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s*(.*?);?\s*$")
+# promoted-value flags
+_F = 1  # an f32 value in f64 (or f64 arithmetic on one)
+_A = 2  # pi * r: a sine's argument if it reaches one
+_S = 4  # derived from a sine's quadrant reduction: the sine's own code
+
+_HEADER = re.compile(
+    r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(entry|func)\s*(?:\(([^)]*)\)\s*)?([\w$.]+)\s*(?:\(([^)]*)\))?"
+)
+_OPCODE = re.compile(r"(?:@!?%?[\w$.]+\s+)?([a-z][\w.]*)")
+_LABEL = re.compile(r"\s*[\w$.]+\s*:(?!:)")
+_LABELS_ONLY = re.compile(r"(?:\s*[\w$.]+\s*:)*\s*")
+_ONE_DIRECTIVE = re.compile(r"\s*(\.(?:version|target|address_size|file|loc)\b[^\n]*)(?=\n)")
+_DIRECTIVES = re.compile(r"(?:\s*\.(?:version|target|address_size|file|loc)\b[^\n]*\n)*")
+_SPACE = re.compile(r"\s*")
+_HEADER_START = re.compile(r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(?:entry|func)\b")
+_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+_DELIM = re.compile(r"[;{}]")
+_REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*$")
+_ADDR = re.compile(r"\[\s*([%\w$.]+)")
 
 
 @dataclass(frozen=True)
@@ -75,18 +131,347 @@ class Violation:
 
 
 class PtxError(ValueError):
-    """Input that is not PTX (one line)."""
+    """Input that is not PTX, or cannot be read (one line)."""
 
 
-def _operands(rest: str) -> list[str]:
-    return [o.strip().strip("{}[]") for o in rest.split(",") if o.strip()]
+@dataclass(slots=True)
+class Instruction:
+    """One PTX instruction: its line, function, opcode and operands (registers resolved to names
+    unique in the module: ``function:scope:register``; constants and symbols as written)."""
+
+    line: int
+    function: str
+    opcode: str
+    operands: list[str]
+    dests: list[str] = field(default_factory=list)
+    srcs: list[str] = field(default_factory=list)
+    callee: str = ""
 
 
-def _classes(parts: list[str]) -> list[str]:
-    """The f32 classes of one instruction's opcode parts (``["fma", "rn", "ftz", "f32"]``)."""
+@dataclass
+class Module:
+    """A parsed PTX module: its instructions in order and each function's parameter names."""
+
+    instructions: list[Instruction]
+    params: dict[str, list[str]]  # function -> its resolved parameter names (return values first)
+    returns: dict[str, list[str]]
+    target: str = ""
+    version: str = ""
+
+
+def shown(name: str) -> str:
+    """A file name as printed: itself when printable, else quoted with escapes (no raw control
+    characters reach a terminal)."""
+    return name if name.isprintable() and name.strip() == name and name else repr(name)
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+def _uncomment(m: re.Match[str]) -> str:
+    t = m.group()
+    return t if t[0] == '"' else "\n" * t.count("\n")  # a comment's lines stay lines
+
+
+def _statements(text: str) -> Iterator[tuple[int, str, str]]:
+    """``(line, kind, text)`` for each statement: kind ``;`` (a statement), ``{`` (a block opens
+    after ``text``, empty or a function header), ``}`` (a block closes).  Comments are dropped
+    first (their newlines kept), then the text is cut at ``;``, ``{`` and ``}`` by one regex scan:
+    time linear in the text, each statement sliced and stripped once."""
+    if "/" in text or '"' in text:
+        text = _COMMENT.sub(_uncomment, text)
+    start = 0  # where the pending statement starts
+    at, line = 0, 1  # a position and its line, moved forward only
+    depth = 0  # braces inside a statement's operands ({%r1, %r2}, initialisers)
+    decided = False  # the pending statement's first "{" was an operand's
+
+    def line_of(pos: int) -> int:
+        nonlocal at, line
+        line += text.count("\n", at, pos)
+        at = pos
+        return line
+
+    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str]]:
+        p = 0
+        while True:  # .version, .target, .loc ... end at their line's end, not at a ";"
+            d = _ONE_DIRECTIVE.match(body, p)
+            if d is None:
+                break
+            yield line_of(pos + d.start(1)), ";", d.group(1)
+            p = d.end()
+        q = _SPACE.match(body, p).end()  # type: ignore[union-attr]  # \s* always matches
+        if q < len(body):
+            yield line_of(pos + q), ";", body[q:]
+
+    for m in _DELIM.finditer(text):
+        tok = m.group()
+        if depth:
+            depth += 1 if tok == "{" else -1 if tok == "}" else 0
+            continue
+        if tok == ";":
+            yield from pieces(text[start : m.start()], start)
+            start, decided = m.end(), False
+        elif tok == "{":
+            if decided:
+                depth = 1
+                continue
+            body = text[start : m.start()]
+            cut = _DIRECTIVES.match(body).end()  # type: ignore[union-attr]  # line directives before a header
+            stripped = body[cut:].strip()
+            labels = len(stripped) < 4096 and _LABELS_ONLY.fullmatch(stripped)
+            if not stripped or _HEADER_START.match(stripped) or labels:
+                if cut:
+                    yield from pieces(body[:cut], start)
+                head = _HEADER_START.match(stripped) is not None if stripped else False
+                yield line_of(m.start()), "{", stripped if head else ""
+                start = m.end()
+            else:
+                decided, depth = True, 1
+        else:  # "}" closing a block
+            body = text[start : m.start()]
+            if body.strip():
+                yield from pieces(body, start)
+            yield line_of(m.start()), "}", ""
+            start, decided = m.end(), False
+    tail = text[start:]
+    if tail.strip():
+        yield from pieces(tail, start)
+
+
+def _split_operands(s: str) -> list[str]:
+    parts = s.split(",")
+    if "{" not in s:
+        return [p.strip() for p in parts if p.strip()]
+    out: list[str] = []
+    acc: list[str] = []
+    depth = 0
+    for p in parts:  # rejoin the pieces of a {a, b} vector operand
+        acc.append(p)
+        depth += p.count("{") - p.count("}")
+        if depth <= 0:
+            out.append(",".join(acc).strip())
+            acc, depth = [], 0
+    if acc:
+        out.append(",".join(acc).strip())
+    return [o for o in out if o]
+
+
+def _names(operand: str) -> list[str]:
+    """The register or symbol names one operand reads or writes: ``%f1``, ``{%a, %b}``, ``[p+8]``,
+    ``%r5|%p2``, ``-%f1`` (negated source)."""
+    o = operand.strip().lstrip("-!")
+    if o.startswith("{"):
+        return [n for p in o.strip("{}").split(",") for n in _names(p)]
+    if o.startswith("["):
+        m = _ADDR.match(o)
+        return [m.group(1)] if m else []
+    if "|" in o:
+        return [n for p in o.split("|") for n in _names(p)]
+    return [o] if o and (o[0] == "%" or o[0].isalpha() or o[0] in "_$") else []
+
+
+class _Scopes:
+    """Register and .param names declared per ``{ }`` block: a block's own shadow the outer ones."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
+        self.counter = 0
+        self.function = ""
+        self.cache: dict[str, str] = {}  # names resolved in the current scopes
+
+    def push(self) -> None:
+        self.counter += 1
+        self.stack.append((self.counter, set(), []))
+        self.cache.clear()
+
+    def pop(self) -> None:
+        if self.stack:
+            self.stack.pop()
+        self.cache.clear()
+
+    def declare(self, decl: str) -> None:
+        self.cache.clear()
+        if not self.stack:
+            return
+        _, exact, ranges = self.stack[-1]
+        for piece in decl.split(","):
+            m = _REG_DECL.search(piece.strip())
+            if m is None:
+                continue
+            if m.group(2) is not None:
+                ranges.append((m.group(1), int(m.group(2))))
+            else:
+                exact.add(m.group(1))
+
+    def resolve(self, name: str) -> str:
+        got = self.cache.get(name)
+        if got is None:
+            got = self.cache[name] = self._resolve(name)
+        return got
+
+    def _resolve(self, name: str) -> str:
+        if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
+            return name
+        for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
+            if name in exact:
+                return f"{self.function}:{sid}:{name}"
+            for prefix, n in ranges:
+                tail = name[len(prefix) :]
+                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
+                    return f"{self.function}:{sid}:{name}"
+        return f"{self.function}:0:{name}"
+
+
+def _param_names(decl: str | None) -> list[str]:
+    if not decl:
+        return []
+    out = []
+    for piece in decl.split(","):
+        m = _REG_DECL.search(piece.strip())
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+_DECL_PREFIX = re.compile(r"(?:\s*\.\w+(?:\s+\d+)?)*\s*")
+
+
+def _sources(operands: list[str], scopes: _Scopes) -> list[str]:
+    out: list[str] = []
+    for o in operands:
+        names = _names(o)
+        out += [scopes.resolve(n) for n in names] if names else [o.strip().lstrip("-")]
+    return out
+
+
+def parse(text: str) -> Module:
+    """The instructions of PTX ``text``; :class:`PtxError` if it is not PTX (a NUL byte, or no
+    PTX directive)."""
+    if "\0" in text:
+        raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
+    instructions: list[Instruction] = []
+    params: dict[str, list[str]] = {}
+    returns: dict[str, list[str]] = {}
+    scopes = _Scopes()
+    version = target = ""
+    directives = False
+    for line, kind, body in _statements(text):
+        if kind == "{":
+            header = _HEADER.match(body) if body.strip() and not scopes.stack else None
+            scopes.push()
+            if header:
+                directives = True
+                scopes.function = header.group(3)
+                returns[scopes.function] = [scopes.resolve(n) for n in _param_names(header.group(2))]
+                params[scopes.function] = [scopes.resolve(n) for n in _param_names(header.group(4))]
+            continue
+        if kind == "}":
+            scopes.pop()
+            if not scopes.stack:
+                scopes.function = ""
+            continue
+        s = body.strip()
+        m = _LABEL.match(s) if ":" in s else None
+        while m is not None:  # labels ("$L__BB0_3:") before the statement
+            rest = s[m.end() :]
+            stripped = rest.lstrip()
+            line += s.count("\n", 0, m.end()) + rest.count("\n", 0, len(rest) - len(stripped))
+            s = stripped
+            m = _LABEL.match(s)
+        if not s:
+            continue
+        if s.startswith("."):
+            word = s.split(None, 1)
+            rest = word[1] if len(word) > 1 else ""
+            if word[0] == ".version":
+                version, directives = rest.strip(), True
+            elif word[0] == ".target":
+                target, directives = rest.split(",")[0].strip(), True
+            elif word[0] in (".reg", ".param") and scopes.stack:
+                prefix = _DECL_PREFIX.match(rest)  # type, .align N ...: then the names
+                scopes.declare(rest[prefix.end() if prefix else 0 :])
+            elif _HEADER_START.match(s):  # a prototype: ".func (...) name(...);"
+                directives = True
+                header = _HEADER.match(s)
+                if header:
+                    f = header.group(3)
+                    saved, scopes.function = scopes.function, f
+                    scopes.push()
+                    returns.setdefault(f, [scopes.resolve(n) for n in _param_names(header.group(2))])
+                    params.setdefault(f, [scopes.resolve(n) for n in _param_names(header.group(4))])
+                    scopes.pop()
+                    scopes.function = saved
+            continue
+        m = _OPCODE.match(s)
+        if m is None:
+            continue
+        opcode = m.group(1)
+        if m.start(1):
+            line += s.count("\n", 0, m.start(1))
+        info = _info(opcode)
+        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
+            instructions.append(Instruction(line, scopes.function, opcode, []))
+            continue
+        tail = s[m.end(1) :]
+        ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
+        base = info.base
+        if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
+            callee = ""
+            for paren, word in re.findall(r"\(([^)]*)\)|([\w$.]+)", tail):
+                names = [n.strip() for n in paren.split(",") if n.strip()]
+                if word and not callee:
+                    callee = word
+                elif not word and callee:
+                    ins.srcs = [scopes.resolve(n) for n in names]
+                elif not word:
+                    ins.dests = [scopes.resolve(n) for n in names]
+            ins.callee = callee
+        elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
+            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
+            ins.srcs = _sources(ins.operands[1:], scopes)
+        elif ins.operands:
+            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
+            ins.srcs = _sources(ins.operands[1:], scopes)
+        instructions.append(ins)
+    if not directives:
+        raise PtxError("not PTX: no .version, .target, .entry or .func directive")
+    return Module(instructions, params, returns, target, version)
+
+
+# -- the f32 classes, instruction by instruction ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class _OpInfo:
+    base: str
+    classes: tuple[str, ...]
+    flows: bool  # a promoted value may pass through or be computed on: operands are parsed
+    opclass: str  # "end", "arith" (f64), "pass", "other"
+
+
+@functools.lru_cache(maxsize=4096)
+def _info(opcode: str) -> _OpInfo:
+    parts = opcode.split(".")
+    types = set(parts[1:])
+    if parts[0] == "cvt" and len(parts) >= 3 and parts[-2] in _F32:
+        opclass = "end"  # back to f32: a promoted value ends here
+    elif parts[0] in _F64_ARITH and parts[-1] == "f64":
+        opclass = "arith"
+    else:
+        opclass = "pass" if parts[0] in _PASS else "other"
+    flows = (
+        parts[0] in ("call", "cvt") or bool(types & {"f64", "b64"}) or (parts[0] in ("ld", "st") and "param" in types)
+    )
+    return _OpInfo(parts[0], tuple(classes(opcode)), flows, opclass)
+
+
+def classes(opcode: str) -> list[str]:
+    """The f32 classes of one opcode (``fma.rn.ftz.f32`` -> contraction, flush), in CLASSES order."""
+    parts = opcode.split(".")
     op, mods = parts[0], set(parts[1:])
     out: list[str] = []
-    f32 = "f32" in mods
+    f32 = bool(mods & _F32)
+    into_f32 = op == "cvt" and len(parts) >= 3 and parts[-2] in _F32
     if f32 and op in ("fma", "mad"):
         out.append("contraction")
     if f32 and op in ("add", "sub", "mul") and not (mods & _ROUNDING):
@@ -95,76 +480,285 @@ def _classes(parts: list[str]) -> list[str]:
         out.append("flush")
     if (op in _APPROX_OPS and "approx" in mods) or (op == "div" and "full" in mods):
         out.append("approximate")
+    if mods & _DIRECTED and ((f32 and op in _ROUNDED_OPS) or into_f32):
+        out.append("directed-rounding")
     return out
 
 
-def audit_text(text: str) -> list[Violation]:
-    """The findings in PTX ``text``, in line order; PtxError if it is not PTX."""
-    if ".version" not in text and ".entry" not in text and ".func" not in text:
-        raise PtxError("not PTX: no .version, .entry or .func directive")
-    found: list[Violation] = []
-    promoted: set[str] = set()  # f64 registers holding an f32 value (or an f64 op on one)
-    reduced: dict[str, int] = {}  # sin_pi's reduction 1 - |x|: register -> its index in f64_ops
-    f64_ops: list[tuple[int, str, str, list[str], bool]] = []  # line, function, instruction, operands, legit
-    consts: dict[str, str] = {}  # registers holding an f64 constant
-    function = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("//", 1)[0]
-        m = _FUNC.match(line)
-        if m:
-            function = m.group(2)
-            promoted.clear()
-            reduced.clear()
-            consts.clear()
-            continue
-        body = line.strip().lstrip("{}").strip()
-        if not body or body.startswith((".", "$")):  # directives, labels, braces
-            continue
-        mi = _INSTR.match(body)
-        if mi is None:
-            continue
-        opcode, ops = mi.group(1), _operands(mi.group(2))
-        parts = opcode.split(".")
-        for kind in _classes(parts):
-            found.append(Violation(number, function, opcode, kind))
-        op, mods = parts[0], parts[1:]
-        dest, srcs = (ops[0], [consts.get(o, o) for o in ops[1:]]) if ops else ("", [])
-        if op == "mov" and "f64" in mods and len(srcs) == 1 and srcs[0].startswith("0d"):
-            consts[dest] = srcs[0]  # an f64 constant in a register: 1.0 and pi are often moved first
-            continue
-        consts.pop(dest, None)
-        if op == "cvt" and len(mods) >= 2 and mods[-2] == "f64" and mods[-1] == "f32":
-            promoted.add(dest)
-        elif op in _F64_PASS and "f64" in mods and any(s in promoted for s in srcs):
-            promoted.add(dest)
-            if any(s in reduced for s in srcs):
-                reduced[dest] = next(reduced[s] for s in srcs if s in reduced)
-        elif op in _F64_ARITH and "f64" in mods and any(s in promoted for s in srcs):
-            if op == "sub" and srcs and srcs[0] == ONE_F64:
-                # 1 - |x|: legitimate only if it reaches the product by pi (checked there)
-                reduced[dest] = len(f64_ops)
-                f64_ops.append((number, function, opcode, ops, False))
-                promoted.add(dest)
-            elif op == "mul" and PI_F64 in srcs:
-                for s in srcs:  # sin_pi's argument: the reduction that led here is legitimate
-                    if s in reduced:
-                        ln, fn, ins, o, _ = f64_ops[reduced[s]]
-                        f64_ops[reduced[s]] = (ln, fn, ins, o, True)
-            else:
-                f64_ops.append((number, function, opcode, ops, False))
-                promoted.add(dest)
-    found += [Violation(ln, fn, ins, "double-rounding") for ln, fn, ins, _, legit in f64_ops if not legit]
-    return sorted(found, key=lambda v: (v.line, CLASSES.index(v.kind)))
+# -- promoted values: the whole module's dataflow ----------------------------------------------
 
 
-def audit_file(path: str | Path) -> list[Violation]:
-    """:func:`audit_text` of a file; OSError if it cannot be read, PtxError if it is not PTX text."""
-    data = Path(path).read_bytes()
+@dataclass
+class _Taint:
+    flags: int = 0
+    cands: frozenset[int] = frozenset()
+
+    def join(self, other: _Taint) -> bool:
+        flags, cands = self.flags | other.flags, self.cands | other.cands
+        changed = flags != self.flags or cands != self.cands
+        self.flags, self.cands = flags, cands
+        return changed
+
+
+def _constants(module: Module) -> dict[str, str]:
+    """Registers whose one definition is a move of an f64 constant (1.0, pi, 2/pi are often moved
+    into a register first)."""
+    defs: dict[str, list[str]] = {}
+    for ins in module.instructions:
+        for d in ins.dests:
+            const = ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
+            defs.setdefault(d, []).append(ins.srcs[0] if const else "")
+    return {r: v[0] for r, v in defs.items() if len(v) == 1 and v[0]}
+
+
+def _kind(ins: Instruction, consts: list[str]) -> str:
+    """What an f64 arithmetic instruction is to the sin_pi rule: ``"two-over-pi"`` (a sine's
+    quadrant reduction), ``"pi"`` (pi r), ``"one-minus"`` (1 - |x|), ``"zero"`` (exact), or ``""``."""
+    op = ins.opcode.split(".")[0]
+    if op == "mul" and any(c in ZERO_F64 for c in consts):
+        return "zero"
+    if op == "mul" and TWO_OVER_PI_F64 in consts:
+        return "two-over-pi"
+    if op == "mul" and PI_F64 in consts:
+        return "pi"
+    if op == "sub" and len(consts) == 2 and consts[0] == ONE_F64:
+        return "one-minus"
+    return ""
+
+
+class _Flow:
+    """Promoted values over the whole module: a worklist over a def-use graph (each register's
+    taint only grows, so the time is linear in the instructions times the few flags)."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.consts = _constants(module)
+        self.readers: dict[str, list[int]] = {}
+        calls: dict[str, list[int]] = {}
+        for i, ins in enumerate(module.instructions):
+            for s in ins.srcs:
+                self.readers.setdefault(s, []).append(i)
+            if ins.callee:
+                calls.setdefault(ins.callee, []).append(i)
+        for f, names in module.returns.items():
+            for n in names:  # a return value written: each call of f reads it
+                self.readers.setdefault(n, []).extend(calls.get(f, []))
+        self.kinds = {
+            i: _kind(ins, [self.consts.get(s, s) for s in ins.srcs])
+            for i, ins in enumerate(module.instructions)
+            if ins.srcs and _info(ins.opcode).opclass == "arith"
+        }
+
+    def run(self, seeds: dict[int, _Taint], transfer: Callable[[int, list[_Taint]], _Taint]) -> dict[str, _Taint]:
+        ins_list = self.module.instructions
+        taint: dict[str, _Taint] = {}
+        work: deque[int] = deque()
+        queued: set[int] = set()
+
+        def write(name: str, t: _Taint) -> None:
+            if not t.flags:
+                return
+            cur = taint.get(name)
+            if cur is None:
+                cur = taint[name] = _Taint()
+            if cur.join(t):
+                for r in self.readers.get(name, ()):
+                    if r not in queued:
+                        queued.add(r)
+                        work.append(r)
+
+        for i, t in seeds.items():
+            for d in ins_list[i].dests:
+                write(d, t)
+        while work:
+            i = work.popleft()
+            queued.discard(i)
+            ins = ins_list[i]
+            srcs = [taint.get(s) or _Taint() for s in ins.srcs]
+            if ins.callee:  # arguments into the callee's parameters, its return values out
+                for a, t in zip(self.module.params.get(ins.callee, []), srcs):
+                    write(a, t)
+                for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])):
+                    write(d, taint.get(r) or _Taint())
+                continue
+            if i in seeds:
+                continue
+            out = transfer(i, srcs)
+            for d in ins.dests:
+                write(d, out)
+        return taint
+
+
+def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | None:
+    """None: no operand comes from a sine's quadrant reduction; True: the sine's own code (its other
+    operands constants, the sine's, or the argument as the addend of an fma: Cody-Waite's
+    ``fma(-q, pi/2, a)``); False: a promoted value, or the argument as a factor, mixed in
+    (``fma(p, p, sin p)``).  The operands of the sine's own registers count as the sine's,
+    whatever else reaches them (the slow path's return value is unioned in)."""
+    if not any(s in sine for s in ins.srcs):
+        return None
+    fma = ins.opcode.split(".")[0] in ("fma", "mad")
+    for pos, (name, t) in enumerate(zip(ins.srcs, srcs)):
+        if name in sine:
+            continue
+        if t.flags & _F or (t.flags & _A and not (fma and pos == 2)):
+            return False
+    return True
+
+
+def _promoted(module: Module) -> list[int]:
+    """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
+
+    Three monotone passes: promoted values and pi products with no sine known (A0); the sine's
+    code, forward from every product by 2/pi of such an argument (S); promoted values and sine
+    arguments again, with the sine's code known (what feeds the verdicts)."""
+    flow = _Flow(module)
+    ins_list = module.instructions
+    flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
+    opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
+    origins = {i: _Taint(_F) for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
+    if not origins:
+        return []  # no f32 value is ever promoted
+    sine: set[str] = set()
+
+    def promoted(i: int, srcs: list[_Taint]) -> _Taint:
+        c = opclass[i]
+        out = _Taint()
+        if c == "pass":
+            for t in srcs:
+                out.join(t)
+            return out
+        if c != "arith" or _sine_code(ins_list[i], srcs, sine):
+            return out  # an integer op, the end of a promoted value, or the sine's own code
+        k = flow.kinds.get(i, "")
+        flags = 0
+        cands = frozenset[int]()
+        for t in srcs:
+            flags |= t.flags
+            cands |= t.cands
+        if flags & _F:
+            if k == "pi":
+                out.join(_Taint(_A, cands | {i}))
+            elif k == "one-minus":
+                out.join(_Taint(_F, cands | {i}))
+            elif k != "zero":
+                out.join(_Taint(_F))
+        if flags & _A and k not in ("two-over-pi", "zero"):
+            out.join(_Taint(_F))
+        return out
+
+    first = flow.run(origins, promoted)
+    starts = {
+        i: _Taint(_S)
+        for i, k in flow.kinds.items()
+        if k == "two-over-pi" and any((first.get(s) or _Taint()).flags & _A for s in ins_list[i].srcs)
+    }
+
+    def sine_code(i: int, srcs: list[_Taint]) -> _Taint:
+        return _Taint(_S) if opclass[i] in ("pass", "arith") and any(t.flags for t in srcs) else _Taint()
+
+    sine = set(flow.run(starts, sine_code)) | {d for i in starts for d in ins_list[i].dests} if starts else set()
+    final = flow.run(origins, promoted) if sine else first
+    confirmed: set[int] = set()
+    found: list[int] = []
+    for i, k in flow.kinds.items():
+        ins = ins_list[i]
+        srcs = [final.get(s) or _Taint() for s in ins.srcs]
+        flags = 0
+        for t in srcs:
+            flags |= t.flags
+        if not flags:
+            continue
+        in_sine = _sine_code(ins, srcs, sine)
+        if k == "two-over-pi" and flags & _A:
+            for t in srcs:
+                confirmed |= t.cands
+        if in_sine is True:
+            continue
+        if in_sine is False:
+            found.append(i)  # a promoted value, or the argument as a factor, mixed into the sine's code
+        elif k == "two-over-pi":
+            if flags & _F:
+                found.append(i)
+        elif k == "zero":
+            continue
+        elif k in ("pi", "one-minus") and not flags & _A:
+            found.append(-1 - i)  # a candidate: a finding unless a sine confirms it
+        else:
+            found.append(i)
+    return sorted(i if i >= 0 else -1 - i for i in found if i >= 0 or -1 - i not in confirmed)
+
+
+# -- the audit ---------------------------------------------------------------------------------
+
+
+def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
+    """The findings of a parsed module, in line order."""
+    allowed = set(allow_f64)
+    found = [Violation(i.line, i.function, i.opcode, k) for i in module.instructions for k in _info(i.opcode).classes]
+    for i in _promoted(module):
+        ins = module.instructions[i]
+        if ins.function not in allowed:
+            found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
+    rank = {c: n for n, c in enumerate(CLASSES)}
+    return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
+
+
+def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
+    """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
+    named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
+    return audit_module(parse(text), allow_f64)
+
+
+def read_ptx(path: str | Path) -> str:
+    """The text of a PTX file: a regular file of at most :data:`MAX_BYTES`, UTF-8; :class:`PtxError`
+    (one line, the name quoted) otherwise, never blocking on a FIFO or reading a device."""
+    name = repr(str(path))
     try:
-        text = data.decode("ascii")
-    except UnicodeDecodeError:
-        raise PtxError(f"{path}: not PTX (not ASCII text)") from None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise PtxError(f"cannot read {name}: {e.strerror or e}") from None
     try:
-        return audit_text(text)
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise PtxError(f"cannot read {name}: a directory, not a PTX file")
+        if not stat.S_ISREG(st.st_mode):
+            what = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "not a regular file"
+            )
+            raise PtxError(f"cannot read {name}: {what}, not a PTX file (give a regular file)")
+        if st.st_size > MAX_BYTES:
+            raise PtxError(f"{name}: {st.st_size} bytes, over the audit's limit of {MAX_BYTES >> 20} MiB")
+        chunks = []
+        size = 0
+        while True:  # the size may change under us: read to the end, bounded
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            size += len(b)
+            if size > MAX_BYTES:
+                raise PtxError(f"{name}: over the audit's limit of {MAX_BYTES >> 20} MiB")
+            chunks.append(b)
+    except OSError as e:
+        raise PtxError(f"cannot read {name}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PtxError(f"{name}: not PTX (not UTF-8 text at byte {e.start})") from None
+
+
+def audit_file(path: str | Path, allow_f64: Iterable[str] = ()) -> list[Violation]:
+    """:func:`audit_text` of a file (:func:`read_ptx`); :class:`PtxError` (one line) if it cannot
+    be read or is not PTX."""
+    text = read_ptx(path)
+    try:
+        return audit_text(text, allow_f64)
     except PtxError as e:
-        raise PtxError(f"{path}: {e}") from None
+        raise PtxError(f"{str(path)!r}: {e}") from None

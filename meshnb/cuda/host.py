@@ -179,6 +179,7 @@ def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True
         raise runspec.OptionError(
             f"the cuda backend runs clusters of 1 to {MAX_BLOCK_WARPS} systems (one block), got {n}"
         )
+    runspec.check_words_can_run(pages, count)  # STEPS_PER_TASK = 0 would wrap the kernel's task counter
     cuda = numba_cuda()
     d_pages = cuda.to_device(np.ascontiguousarray(pages))
     d_trace = _launch(image, d_pages, count, n, 1, trace.shape[0] > 0, z)

@@ -68,6 +68,13 @@ U64_LOW = np.uint64(0xFFFFFFFF)
 PI = np.float64(math.pi)
 HALF64 = np.float64(0.5)
 ONE64 = np.float64(1.0)
+MAX_THREADS = WARP * MAX_WARPS
+# The register budget of steps_kernel: a 32-system cluster is one 1024-thread block, which fits an
+# SM only at <= 64 registers a thread (65536 / 1024).  Launch bounds of 1024 threads make ptxas
+# (and a driver's JIT) keep to that, or fail to compile, rather than fail the launch;
+# tests/cuda/test_ptx_budget.py reads ptxas' report.  The simulator's jit takes no launch bounds.
+REGISTER_BUDGET = 65536 // MAX_THREADS
+STEPS_JIT = {} if SIM else {"launch_bounds": (MAX_THREADS,)}
 # The simulator's butterfly buffer: [warp, sum, lane]; on a device a placeholder (shfl is used).
 BUF_SHAPE = (MAX_WARPS, NSUMS, WARP) if SIM else (1, 1, 1)
 
@@ -242,7 +249,7 @@ def _end_task(pages, row, lane, a, b, c, d, t, z):
 # --- the kernels ------------------------------------------------------------------------------
 
 
-@cuda.jit
+@cuda.jit(**STEPS_JIT)
 def steps_kernel(pages, count, n, trace, record, z):
     """``count`` steps of clusters of ``n`` systems, one warp per system, as consecutive TASKs.
 

@@ -56,10 +56,10 @@ def compile_meshnb(cc: tuple[int, int]) -> dict[str, str]:
 
     out: dict[str, str] = {}
     with _stand_in_device(cc):
-        for name, kernel, sig in (
-            ("steps_kernel", image.steps_kernel, STEPS_SIG),
-            ("init_kernel", image.init_kernel, INIT_SIG),
+        for name, kernel, sig, options in (
+            ("steps_kernel", image.steps_kernel, STEPS_SIG, image.STEPS_JIT),
+            ("init_kernel", image.init_kernel, INIT_SIG, {}),
         ):
-            ptx, _ = numba_cuda().compile_ptx(kernel.py_func, sig, cc=cc)
+            ptx, _ = numba_cuda().compile_ptx(kernel.py_func, sig, cc=cc, **options)
             out[name] = ptx
     return out

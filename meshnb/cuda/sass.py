@@ -1,0 +1,207 @@
+"""The SASS audit: what the hardware will run, after ptxas (``meshnb ptx audit --sass``).
+
+The PTX audit (:mod:`meshnb.cuda.audit`) reads what a front end asked for; ptxas then decides:
+an ``add.f32`` / ``mul.f32`` written without a rounding modifier *may* be fused into an ``FFMA``,
+and only the machine code says whether it was.  Here the PTX is assembled with the CUDA toolkit's
+``ptxas`` for its own ``.target`` and disassembled with ``nvdisasm``; every SASS instruction is
+mapped back to its PTX line by a ``.loc`` directive inserted before each PTX instruction (``.file``
+and ``.loc`` already there are dropped), read back from nvdisasm's line information.  A finding:
+
+``contraction``
+    an ``FFMA`` (``FFMA2``) whose PTX line is an unrounded ``add``/``sub``/``mul.f32``: a pair
+    ptxas fused, a definite contraction (no longer a policy finding);
+``flush``
+    a ``.FTZ`` modifier on a SASS instruction;
+``approximate``
+    a ``MUFU`` (the special-function unit: ``RCP``, ``SIN``, ``EX2`` ...);
+``double-rounding``
+    an f64 unit (``DADD``, ``DMUL``, ``DFMA``) on a PTX line the PTX audit found computing an f32
+    value in f64.
+
+The correctly rounded expansions ptxas makes of ``div.rn``, ``rcp.rn`` and ``sqrt.rn`` (a
+``MUFU.RCP`` / ``MUFU.RSQ`` start and ``FFMA`` Newton steps, a slow path) are no findings: their PTX
+line says so.  SASS on no line, or on a line with no floating-point PTX instruction (integer
+division, ``ret``: ptxas' own exact code, and its slow paths placed after the function's end) is
+not looked at.
+
+The tools come with the ``[cuda]`` extra (the ``nvidia-cuda-nvcc``, ``nvidia-cuda-nvdisasm``
+wheels put them in ``site-packages/nvidia/cu13/bin``) or a CUDA toolkit on ``PATH``; without them
+:class:`SassUnavailable` says in one line what is missing.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from . import audit
+
+TOOLS = ("ptxas", "nvdisasm")
+TIMEOUT_S = 600
+_LOC = re.compile(r"\s*\.(?:loc|file)\b")
+_FILE_AT = re.compile(r"\s*\.(?:address_size|target)\b")
+_LINE_INFO = re.compile(r'//## File "[^"]*", line (\d+)')
+_SASS = re.compile(r"/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_SECTION = re.compile(r"^\.text\.([\w$.]+):")
+_CORRECTLY_ROUNDED = {"div", "rcp", "sqrt"}
+_F64_UNITS = {"DADD", "DMUL", "DFMA"}
+_FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f32x2", "f64"}
+
+
+class SassUnavailable(RuntimeError):
+    """ptxas or nvdisasm is missing (one line: what, and how to get it)."""
+
+
+@dataclass(frozen=True)
+class SassFinding:
+    """One machine-code finding: ``line`` (the PTX line), ``function``, ``sass`` (opcode and
+    modifiers), ``ptx`` (the PTX instructions of that line), ``class``."""
+
+    line: int
+    function: str
+    sass: str
+    ptx: str
+    kind: str
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["class"] = d.pop("kind")
+        return d
+
+
+def find_tools() -> dict[str, str]:
+    """``{"ptxas": path, "nvdisasm": path}``; :class:`SassUnavailable` naming what is missing."""
+    found: dict[str, str] = {}
+    dirs = [d for p in sys.path if p for d in sorted(glob.glob(os.path.join(p, "nvidia", "cu*", "bin")), reverse=True)]
+    for tool in TOOLS:
+        for d in dirs:
+            path = os.path.join(d, tool)
+            if os.access(path, os.X_OK):
+                found[tool] = path
+                break
+        else:
+            which = shutil.which(tool)
+            if which:
+                found[tool] = which
+    missing = [t for t in TOOLS if t not in found]
+    if missing:
+        raise SassUnavailable(
+            f"the SASS audit needs {' and '.join(missing)} (CUDA toolkit): "
+            "pip install 'meshnb[cuda]' (nvidia-cuda-nvcc, nvidia-cuda-nvdisasm)"
+        )
+    return found
+
+
+def arch_of(text: str) -> str:
+    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none."""
+    m = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
+    if m is None:
+        raise ValueError("no .target sm_XX in the PTX: ptxas needs an architecture")
+    return m.group(1)
+
+
+def with_locs(text: str, module: audit.Module) -> str:
+    """``text`` with ``.loc 1 N 0`` before every line N that starts a PTX instruction."""
+    starts = {ins.line for ins in module.instructions}
+    out: list[str] = []
+    filed = False
+    for n, line in enumerate(text.split("\n"), 1):
+        if _LOC.match(line):
+            out.append("")
+            continue
+        if n in starts and filed:
+            out.append(f"\t.loc 1 {n} 0")
+        out.append(line)
+        if not filed and _FILE_AT.match(line) and ".address_size" in line:
+            out.append('.file 1 "ptx"')
+            filed = True
+    if not filed:  # no .address_size: after .target
+        return with_locs(re.sub(r"^(\s*\.target[^\n]*)", r"\1\n.address_size 64", text, count=1, flags=re.M), module)
+    return "\n".join(out)
+
+
+def disassemble(text: str, arch: str, tools: dict[str, str] | None = None) -> list[tuple[str, int, str]]:
+    """``(function, PTX line, SASS opcode)`` for every SASS instruction ptxas makes of ``text``
+    for ``arch`` that carries a line; RuntimeError with ptxas' first error line if it refuses."""
+    tools = tools or find_tools()
+    module = audit.parse(text)
+    try:
+        return _disassemble(text, arch, tools, module)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{os.path.basename(str(e.cmd[0]))} ran over {TIMEOUT_S} s on this PTX") from None
+
+
+def _disassemble(text: str, arch: str, tools: dict[str, str], module: audit.Module) -> list[tuple[str, int, str]]:
+    with tempfile.TemporaryDirectory(prefix="meshnb-sass-") as tmp:
+        src, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(with_locs(text, module))
+        done = subprocess.run(
+            [tools["ptxas"], f"-arch={arch}", "-lineinfo", "-o", cubin, src],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        if done.returncode:
+            lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+            first = next((ln for ln in lines if "error" in ln), lines[0] if lines else f"exit {done.returncode}")
+            raise RuntimeError(f"ptxas ({arch}) refused the PTX: {first.replace(src, 'ptx').strip()}")
+        dis = subprocess.run([tools["nvdisasm"], "-g", "-c", cubin], capture_output=True, text=True, timeout=TIMEOUT_S)
+        if dis.returncode:
+            raise RuntimeError(f"nvdisasm failed: {(dis.stderr.strip().splitlines() or ['?'])[0]}")
+    out: list[tuple[str, int, str]] = []
+    function, line = "", 0
+    for row in dis.stdout.splitlines():
+        m = _SECTION.match(row.strip())
+        if m:
+            function, line = m.group(1), 0
+            continue
+        m = _LINE_INFO.search(row)
+        if m:
+            line = int(m.group(1))
+            continue
+        m = _SASS.search(row)
+        if m and line:
+            out.append((function, line, m.group(1)))
+    return out
+
+
+def audit_sass(text: str, arch: str | None = None, allow_f64: Iterable[str] = ()) -> list[SassFinding]:
+    """The machine-code findings of PTX ``text`` assembled for ``arch`` (default its ``.target``)."""
+    module = audit.parse(text)
+    by_line: dict[int, list[audit.Instruction]] = {}
+    for ins in module.instructions:
+        by_line.setdefault(ins.line, []).append(ins)
+    promoted = {v.line for v in audit.audit_module(module, allow_f64) if v.kind == "double-rounding"}
+    found: list[SassFinding] = []
+    for function, line, sass in disassemble(text, arch or arch_of(text)):
+        ptx = by_line.get(line, [])
+        if not ptx:
+            continue
+        ops = [i.opcode for i in ptx if set(i.opcode.split(".")[1:]) & _FLOAT_TYPES]
+        if not ops:
+            continue  # integer division, control flow: ptxas' own exact code (its slow paths follow the ret)
+        if all(
+            o.split(".")[0] in _CORRECTLY_ROUNDED and "rn" in o.split(".") and "ftz" not in o.split(".") for o in ops
+        ):
+            continue  # a correctly rounded expansion: MUFU start, FFMA Newton steps
+        parts = sass.split(".")
+        said = " ".join(ops)
+        kinds: list[str] = []
+        if parts[0] in ("FFMA", "FFMA2") and any("unrounded" in audit.classes(o) for o in ops):
+            kinds.append("contraction")
+        if "FTZ" in parts[1:]:
+            kinds.append("flush")
+        if parts[0] == "MUFU":
+            kinds.append("approximate")
+        if parts[0] in _F64_UNITS and line in promoted:
+            kinds.append("double-rounding")
+        found += [SassFinding(line, function, sass, said, k) for k in kinds]
+    return found
