@@ -108,6 +108,7 @@ axes[0, 0].plot([], [], "k--", lw=1, label="least-squares cubic")
 axes[0, 0].legend(loc="upper right")
 for ax in axes[0, 1:]:
     ax.sharex(axes[0, 0])  # one samples axis: the shift to the right is the cost of the larger batches
+axes[0, 0].set_xlim(20, 1.5 * 32 * max(SIZES) * STEPS)
 fig.suptitle(f"Loss per step, {STEPS:,} steps, learning rate 0.5")
 fig.tight_layout()
 plt.show()
