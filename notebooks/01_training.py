@@ -216,12 +216,19 @@ ax1.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
+above = poly(grid, sgd) - poly(grid, lsq)
+print(
+    f"SGD cubic - least squares on [-1, 1]: from {above.min():.2e} (at x = {grid[above.argmin()]:+.2f}) "
+    f"to {above.max():.2e} (at x = {grid[above.argmax()]:+.2f})"
+)
+assert above.min() > 0 and abs(grid[above.argmax()]) == 1 and sgd[0] > 0 and sgd[2] > 0
+
 # %% [markdown]
 # **What the plot shows.** On the left the two cubics lie on top of each other and follow
 # `sin(pi x)` closely; a cubic cannot bend like a sine, so both miss it most near the ends. On the
 # right, their errors against `sin(pi x)` are nearly the same curve, odd like the data. The red
 # curve magnifies their difference tenfold: the SGD cubic sits a little *above* the least-squares
-# cubic everywhere, more at the ends, a parabola `a + c x^2` with small positive `a` and `c` (plus a
+# cubic everywhere (printed above), most at an end, a parabola `a + c x^2` with small positive `a` and `c` (plus a
 # tiny odd part).
 
 # %% [markdown]

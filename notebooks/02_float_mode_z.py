@@ -279,6 +279,7 @@ print("  mode Z:", [f"{w:08x}" for w in dz.trace[first_diff]])
 print("  IEEE:  ", [f"{w:08x}" for w in di.trace[first_diff]])
 print("final params, mode Z:", dz.params_hex)
 print("final params, IEEE:  ", di.params_hex)
+assert first_inf < first_nan == first_diff  # every bit agrees until the first NaN
 
 # %%
 fig, ax = plt.subplots(figsize=(10, 4))

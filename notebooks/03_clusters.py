@@ -195,8 +195,10 @@ assert sum(s.counters["timeouts"] for s in stalled.systems) > 0
 
 # %% [markdown]
 # **What the table shows.** While member 2 sleeps, the other three publish their sums for the next
-# round and wait; every 20 ms their wait times out and is retried, so each counts about 300 / 20
-# timeouts. Member 2 itself never waits for long: when it wakes, the others' sums are already there.
+# round and wait; each time a wait reaches 20 ms it times out and is retried, at most 300 / 20 = 15
+# times while member 2 sleeps (fewer on a busy machine, where the retries themselves take time: the
+# table counts this run's). Member 2 itself has little to wait for: when it wakes, the others' sums
+# are already there.
 # Once it publishes, the round completes and the run goes on. The final digest and trace digest of
 # every member equal those of the fault-free run: the stall cost time, not bits.
 
