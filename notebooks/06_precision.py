@@ -118,12 +118,14 @@ for n in SIZES:
 ratio_lr = [loop_gap[1, lr].max() / loop_gap[1, lr / 2].max() for lr in RATES[:-1]]
 by_n = [loop_gap[n, 0.5].max() for n in SIZES]
 b_stall, b_ulps = f32_gap[8, 0.5][1], f32_ulps[8, 0.5][1]
+d_stall, d_ulps = f32_gap[8, 0.5][3], f32_ulps[8, 0.5][3]
 print("loop gap (N = 1) when the LR halves: divided by", ", ".join(f"{q:.3f}" for q in ratio_lr))
 print("loop gap at LR 0.5 for N = 1, 2, 4, 8:", ", ".join(f"{g:.2e}" for g in by_n))
 print(f"N = 8 (full batch), LR 0.5: b is {b_stall:.3g} from the float64 answer, {b_ulps:.0f} ulps of b")
+print(f"                           d is {d_stall:.3g} from the float64 answer, {d_ulps:.0f} ulps of d")
 assert all(1.8 < q < 2.2 for q in ratio_lr)  # proportional to the LR
 assert by_n[0] > by_n[1] > by_n[2] > 1e4 * by_n[3]  # shrinks with N; none at N = 8 (full batch)
-assert 1e-5 < b_stall < 3e-5 and 30 < b_ulps < 150
+assert 1e-5 < b_stall < 3e-5 and 30 < b_ulps < 150 and 1e-5 < d_stall < 3e-5 and 30 < d_ulps < 150
 
 # Why float32 stops there: at the stalled params, the updates of b and d are at most half an ulp of b and d,
 # so p - lr * g rounds back to p; a and c (near 0, where the ulps are tiny) keep jittering.
@@ -170,17 +172,21 @@ fig.tight_layout()
 plt.show()
 
 # %%
+share_12 = max(f32_gap[n, lr].max() / loop_gap[n, lr].max() for n in (1, 2) for lr in RATES)
+assert share_12 < 0.15
 display(
     Markdown(
         "**What the plots show.** The loop's part (left, lines) is proportional to the LR: halving the LR "
         f"divides it by {min(ratio_lr):.2f} to {max(ratio_lr):.2f}. It shrinks as each step sees more of "
         f"the data: at LR 0.5 from {by_n[0]:.1e} (N = 1) to {by_n[1]:.1e} (N = 2) and {by_n[2]:.1e} (N = 4); "
         f"with N = 8 every step is the full gradient and the loop is a point, the least-squares cubic itself "
-        f"({by_n[3]:.0e}, float64 rounding). Where the loop's part is large (N = 1, 2) it is the whole gap "
-        "(the crosses sit on the lines). With N = 8 what is left is float32's: `b` and `d` stall where their "
+        f"({by_n[3]:.0e}, float64 rounding). Where the loop's part is large (N = 1, 2) it is nearly the whole "
+        f"gap (the crosses sit on the lines; float32's part is at most {100 * share_12:.0f}% of it). "
+        "With N = 8 what is left is float32's: `b` and `d` stall where their "
         "updates `lr * g` round away (at most half an ulp of the param, printed above) although the gradient "
         f"is not zero. For N = 8 at LR 0.5 that leaves `b` {b_stall:.2g} from the float64 answer, {b_ulps:.0f} "
-        "ulps of `b`. A smaller LR makes smaller updates, which round away at a larger gradient, so the stall "
+        f"ulps of `b`, and `d` {d_stall:.2g}, {d_ulps:.0f} ulps of `d` (the whole gap of the N = 8 run, "
+        "notebook 03's table). A smaller LR makes smaller updates, which round away at a larger gradient, so the stall "
         f"is farther out: halving the LR multiplies float32's part by {min(stall_ratio):.2f} to "
         f"{max(stall_ratio):.2f} (right)."
     )
