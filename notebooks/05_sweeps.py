@@ -393,12 +393,22 @@ display(
 # ## 5.5 Mode Z and IEEE at tiny learning rates
 #
 # In the middle of the LR range no operation produces a subnormal or a NaN, and mode Z *is* IEEE
-# float32: same bits. As the LR shrinks toward the bottom of float32 the updates `lr * g` become
+# float32: same bits (the first cell checks it on the 8,192 LRs of section 5.1). As the LR shrinks
+# toward the bottom of float32 the updates `lr * g` become
 # subnormal, which mode Z writes as zero and IEEE keeps. We sweep 2,048 LRs from the smallest
 # subnormal (`2^-149`) to `1e-20`, in both modes, keep the final pages and compare them word by word,
 # param by param.
 
 # %%
+mid_ieee = sweep(STEPS, lrs=LRS, z=False)
+same_bits = np.array(one_call.digests) == np.array(mid_ieee.digests)
+print(
+    f"LR 1e-4 .. 2, {len(LRS):,} LRs: the same digest in both modes for {same_bits.sum():,}; different for "
+    f"{(~same_bits).sum()}, all of them runs that overflowed (NaN: canonical in mode Z, not in IEEE): "
+    f"{bool(overflowed[~same_bits].all())}"
+)
+assert same_bits[~overflowed].all() and overflowed[~same_bits].all()
+
 TINY = np.unique(np.geomspace(2.0**-149, 1e-20, 2048).astype(np.float32))
 tz = sweep(STEPS, lrs=TINY, keep_pages=True)
 ti = sweep(STEPS, lrs=TINY, z=False, keep_pages=True)
