@@ -33,6 +33,7 @@
 # %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import Markdown, display
 
 import meshnb
 
@@ -91,6 +92,8 @@ lsq_mse = np.mean((np.polynomial.polynomial.polyval(x, lsq) - y) ** 2)
 pass_loss = loss[: STEPS // 8 * 8].reshape(-1, 8).mean(axis=1)
 print(f"least-squares MSE on the 256 samples: {lsq_mse:.6g}")
 print(f"mean loss of the last pass of 8 steps: {pass_loss[-1]:.6g}")
+print(f"steps of the last 48 whose loss is below the least-squares MSE: {(loss[-48:] < lsq_mse).sum()}")
+assert lsq_mse < pass_loss[-1] < 1.05 * lsq_mse and (loss[-48:] < lsq_mse).any()
 
 # %%
 fig, (ax0, ax1) = plt.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
@@ -158,21 +161,33 @@ fig.colorbar(sc, ax=ax0, label="batch")
 by_batch = ring.reshape(32, 8)  # row = one pass, column = batch
 jitter = np.random.default_rng(0).uniform(-0.2, 0.2, by_batch.shape)
 ax1.scatter(np.arange(8) + jitter, by_batch, c=np.broadcast_to(np.arange(8), by_batch.shape), cmap="viridis", s=10)
+lsq_batch = [np.mean((np.polynomial.polynomial.polyval(x[g::8], lsq) - y[g::8]) ** 2) for g in range(8)]
+ax1.plot(range(8), lsq_batch, "k_", ms=22, mew=2, label="least-squares cubic on the batch")
 ax1.set(
     xlabel="batch g (samples g, g+8, ..., g+248)",
     ylabel="loss",
     xticks=range(8),
     title="The ring's 32 losses of each batch",
 )
+ax1.legend(fontsize=8, loc="upper center")
 fig.tight_layout()
 plt.show()
+
+ring_order = np.argsort(by_batch.mean(axis=0))
+lsq_order = np.argsort(lsq_batch)
+print("batches from the smallest loss to the largest, SGD's ring:      ", ring_order)
+print("                                        the least-squares cubic:", lsq_order)
+print("least-squares cubic's loss on each batch:", np.array2string(np.array(lsq_batch), precision=5))
+assert set(ring_order[:2]) == set(lsq_order[:2]) == {3, 4} and set(ring_order[-2:]) == set(lsq_order[-2:]) == {0, 7}
 
 # %% [markdown]
 # **What the plot shows.** Left: the ring as stored, with 8 loss levels repeating 32 times; the red
 # line marks where the next step will write. Right: the 32 losses of each batch, spread
-# sideways so that they do not hide each other, are nearly equal.
-# The outer batches (0 and 7) have the largest loss and the middle ones (3 and 4) the smallest: each
-# batch's loss depends on where the params are when its turn comes (section 1.5).
+# sideways so that they do not hide each other, are nearly equal. The outer batches (0 and 7) have
+# the largest loss and the middle ones (3 and 4) the smallest, and the fixed least-squares cubic
+# (black bars, printed above) has the same largest and smallest: the order belongs to the batches
+# themselves (which samples each holds), not to where the params are on their loop. The loop
+# (section 1.5) moves each level a little around the least-squares one.
 
 # %% [markdown]
 # ## 1.4 The fitted cubic
@@ -201,12 +216,19 @@ ax1.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
+above = poly(grid, sgd) - poly(grid, lsq)
+print(
+    f"SGD cubic - least squares on [-1, 1]: from {above.min():.2e} (at x = {grid[above.argmin()]:+.2f}) "
+    f"to {above.max():.2e} (at x = {grid[above.argmax()]:+.2f})"
+)
+assert above.min() > 0 and abs(grid[above.argmax()]) == 1 and sgd[0] > 0 and sgd[2] > 0
+
 # %% [markdown]
 # **What the plot shows.** On the left the two cubics lie on top of each other and follow
 # `sin(pi x)` closely; a cubic cannot bend like a sine, so both miss it most near the ends. On the
 # right, their errors against `sin(pi x)` are nearly the same curve, odd like the data. The red
 # curve magnifies their difference tenfold: the SGD cubic sits a little *above* the least-squares
-# cubic everywhere, more at the ends, a parabola `a + c x^2` with small positive `a` and `c` (plus a
+# cubic everywhere (printed above), most at an end, a parabola `a + c x^2` with small positive `a` and `c` (plus a
 # tiny odd part).
 
 # %% [markdown]
@@ -223,6 +245,8 @@ for j in range(4):
     print(f"{names[j]:2} {r.params_hex[j]:>15} {sgd[j]:14.8f} {lsq[j]:14.8f} {sgd[j] - lsq[j]:12.3e}")
 sgd_mse = np.mean((poly(x, sgd) - y) ** 2)
 print(f"\nmean squared error on all 256 samples: SGD {sgd_mse:.7f}, least squares {lsq_mse:.7f}")
+gap = np.abs(sgd - lsq)
+assert gap[[1, 3]].max() < 3e-4 and gap[[0, 2]].min() > 3e-3 and gap[[0, 2]].max() < 5e-3
 
 # %% [markdown]
 # `b` and `d` agree to four or five significant digits, but `a` and `c` are about 0.004 where they
@@ -319,7 +343,7 @@ ax0.plot(*sgd[[0, 2]], "o", ms=12, mfc="none", mec="tab:red", label="final param
 ax0.plot(lsq[0], lsq[2], "*", color="k", ms=14, label="least squares (all samples)")
 ax0.set(xlabel="a", ylabel="c", title="One pass of SGD in the (a, c) plane")
 ax0.xaxis.set_major_locator(plt.MaxNLocator(5))
-ax0.legend(fontsize=8, loc="upper left")
+ax0.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.2), ncol=2)  # below: the points fill the axes
 
 ax1.loglog(rates, gaps[:, 0], "o-", label="|a - a_lsq|")
 ax1.loglog(rates, gaps[:, 2], "s-", label="|c - c_lsq|")
@@ -330,16 +354,23 @@ ax1.xaxis.set_minor_locator(plt.NullLocator())
 ax1.legend()
 fig.tight_layout()
 plt.show()
+loop_mean_gap = np.abs(loop.mean(axis=0) - lsq)[[0, 2]].max()
+print(f"the loop's mean is within {loop_mean_gap:.1e} of the least-squares point in (a, c)")
+halving = gaps[:-1, [0, 2]] / gaps[1:, [0, 2]]
+print("the gap in a and c when the learning rate halves: divided by", np.array2string(halving.ravel(), precision=2))
+assert loop_mean_gap < 3e-4 and ((halving > 1.5) & (halving < 2.5)).all()
+assert np.abs(sgd64 - meshnb.train(4096).params).max() < 1e-6 and np.abs(gd64 - lsq).max() < 1e-10
 
 # %% [markdown]
 # **What the plots show.** Left: the squares are the 8 batches' own best cubics, far apart in `a`
 # and `c`. The SGD params (circles, colored by the batch just applied) go round a small loop around
-# the least-squares point (star); the mean of the loop is within about 1e-4 of it, but the run
+# the least-squares point (star); the mean of the loop is close to it (printed above), but the run
 # stops at one point of the loop (red ring): the point after batch 7, the end of a pass. Right:
-# the gap in `a` and `c` halves each time the learning rate halves (roughly: the dotted line has
-# the slope of exact proportion).
+# the gap in `a` and `c` halves each time the learning rate halves (roughly, printed above: the
+# dotted line has the slope of exact proportion).
 #
-# The float64 SGD lands on the same params as meshnb to within a few 1e-7 (printed above): float32
+# The float64 SGD lands on the same params as meshnb to within the distance printed above (below
+# 1e-6, asserted): float32
 # and mode Z change the last bits, not the answer. Full-batch gradient descent in float64 reaches
 # the least-squares cubic. In meshnb, a cluster of 8 systems does full-batch descent: each member
 # computes one batch's sums and all members apply the total (notebook 03).
@@ -376,8 +407,14 @@ print(
     f"same params {a.params_hex == b.params_hex}, same digest {a.digest == b.digest}"
 )
 
-# %% [markdown]
-# So from step 1,768 on the system is on a closed orbit of 48 steps (the sums start repeating three
-# steps earlier, while a param still differs in a last bit that no sum feels). More steps do not
-# change where it goes: the digest after 4,096 steps equals the digest after 4,096 + 768 steps.
-# This is also why the gap in section 1.5 cannot be trained away at a fixed learning rate.
+# %%
+assert t0 - start in range(9) and a.params_hex == b.params_hex and a.digest == b.digest
+display(
+    Markdown(
+        f"So from step {t0:,} on the system is on a closed orbit of {P} steps (the sums start repeating "
+        f"{t0 - start} steps earlier, while a param still differs in a last bit that no sum feels). More steps "
+        f"do not change where it goes: the digest after 4,096 steps equals the digest after 4,096 + {period:,} "
+        "steps. This is also why the gap in section 1.5 cannot be trained away at a fixed learning rate "
+        "(notebook 06 splits the gap into the loop's part and float32's)."
+    )
+)

@@ -8,7 +8,7 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -29,6 +29,8 @@
 # (`meshnb.conformance.faults`), standing in for a real one.
 
 # %%
+import contextlib
+import io
 import tempfile
 from pathlib import Path
 
@@ -37,9 +39,21 @@ import matplotlib
 matplotlib.use("Agg")
 # %matplotlib inline
 import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
 
 from meshnb.cli import main  # the `meshnb` command, callable
 from meshnb.conformance import check, faults, ops
+
+
+def run_command(args: list[str], head: int = 12) -> tuple[int, str]:
+    """Runs `meshnb ARGS`, prints the first `head` lines of its output and how many more there are."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(args)
+    lines = out.getvalue().splitlines()
+    print("\n".join(lines[:head]) + (f"\n... ({len(lines) - head} more lines)" if len(lines) > head else ""))
+    return code, out.getvalue()
+
 
 work = Path(tempfile.mkdtemp(prefix="meshnb-nb04-"))
 
@@ -63,8 +77,9 @@ from meshnb.conformance.fpu import Ops, Rules
 a, b = ops.generate("mul", level=1)
 x86 = Ops(Rules(underflow="after")).mul(a, b)  # what an x86 FPU with FTZ (and DAZ) computes
 (work / "mul-x86.txt").write_bytes(ops.format_lines(a, b, x86))
-code = main(["ops", "verify", "mul", str(work / "mul-x86.txt"), "--show", "4"])
+code, _ = run_command(["ops", "verify", "mul", str(work / "mul-x86.txt"), "--show", "4"])
 print("exit code", code)
+assert code != 0
 
 # %% [markdown]
 # ## 2. The conformance pack
@@ -91,13 +106,20 @@ case = check.load_case(root / "default")
 run = check.executor_run(case, faults.model("fma-horner"))
 (work / "out.page").write_bytes(run.pages[0])
 (work / "trace.bin").write_bytes(run.trace.astype("<u4").tobytes())
-code = main(["check", str(root / "default"), "--page", str(work / "out.page"), "--trace", str(work / "trace.bin")])
+code, report = run_command(
+    ["check", str(root / "default"), "--page", str(work / "out.page"), "--trace", str(work / "trace.bin")], head=14
+)
 print("exit code", code)
+named = [m["name"] for m in check.check(case, run.pages[0], got_trace=run.trace).diagnosis["models"]]
+print("the diagnosis names:", named)
+assert code != 0 and "fma-horner" in named
 
 # %% [markdown]
 # The verdict comes first, then the page diff (LOSS entries with the step that wrote them), the
 # first differing step of the trace and which sums differ, and the diagnosis: the fault models whose
-# replay of that step (from meshnb's state just before it) gives the executor's bits.
+# replay of that step (from meshnb's state just before it) gives the executor's bits. The cell shows
+# the report's first lines and prints the models the diagnosis names (the full report runs on: every
+# differing word of the page).
 #
 # Two flush rules can agree on one step and part on the next, so a model must reproduce the rows
 # after the first differing one too. On the tininess probe case, an executor with x86 FTZ is told
@@ -108,7 +130,9 @@ probe = check.load_case(root / "probe-tininess")
 for name in ("x86-ftz", "ftz-before-rounding"):
     r = faults.run(probe.in_pages, probe.case.steps, grouped=False, m=faults.model(name))
     rep = check.check(probe, r.pages[0], got_trace=r.trace)
-    print(f"executor with {name}: named {[m['name'] for m in rep.diagnosis['models']]}")
+    named = [m["name"] for m in rep.diagnosis["models"]]
+    print(f"executor with {name}: named {named}")
+    assert named == [name]
 
 # %% [markdown]
 # When no model reproduces the bits (here: one stray bit in a sum), `check` prints meshnb's lane
@@ -124,22 +148,50 @@ print("\n".join(rep.text().splitlines()[:14]))
 # ## 4. Where each fault first shows
 #
 # The step at which each model first computes other bits than meshnb on a case (evaluated for all
-# steps at once on meshnb's trajectory). On `lr-tiny-updates` the params are of order 1e-35, so the
-# flush rules matter from the first updates; most models never part from meshnb on the ordinary
-# trajectory, which is why the pack carries the hard pages.
+# steps at once on meshnb's trajectory). On `lr-tiny-updates` the params are of order 1e-35, where
+# the updates are subnormal: which rules does that run tell apart?
 
 # %%
 tiny = check.load_case(root / "lr-tiny-updates")
 names = [m.name for m in faults.MODELS]
 first = [check.first_divergence(tiny, m) for m in faults.MODELS]
-fig, ax = plt.subplots(figsize=(7, 3.2))
-ax.barh(
+steps = tiny.case.steps
+fig, ax = plt.subplots(figsize=(8, 3.6))
+parted = [f is not None for f in first]
+ax.scatter(
+    [f + 1 if ok else steps for f, ok in zip(first, parted)],
     names,
-    [tiny.case.steps if f is None else f for f in first],
-    color=["lightgray" if f is None else "tab:red" for f in first],
+    c=["tab:red" if ok else "lightgray" for ok in parted],
+    s=40,
+    zorder=3,
 )
-ax.set_xlabel("first step whose bits differ (gray: never, in this run)")
+for i, (f, ok) in enumerate(zip(first, parted)):
+    ax.annotate(
+        f"step {f}" if ok else "never",
+        (f + 1 if ok else steps, i),
+        xytext=(6, -3),
+        textcoords="offset points",
+        fontsize=8,
+    )
+ax.set(xscale="log", xlim=(0.7, steps * 4), xlabel=f"first differing step + 1 (log; gray: never in {steps} steps)")
 ax.set_title("lr-tiny-updates: where each fault model parts from mode Z")
 fig.tight_layout()
 plt.show()
-print(dict(zip(names, first)))
+first_by = dict(zip(names, first))
+print(first_by)
+
+# %%
+never = [n for n, f in first_by.items() if f is None]
+at_once = [n for n, f in first_by.items() if f == 0]
+later = [n for n, f in first_by.items() if f not in (None, 0)]
+assert {"x86-ftz", "ftz-before-rounding", "no-daz"} <= set(never) and "gradual-underflow" in at_once
+display(
+    Markdown(
+        f"**What the plot shows.** On this run {', '.join(f'`{n}`' for n in at_once)} part from mode Z at the "
+        f"first step{', ' + ', '.join(f'`{n}` at step {first_by[n]}' for n in later) if later else ''}; "
+        f"{', '.join(f'`{n}`' for n in never)} never part from it. Subnormal updates are not enough to tell "
+        "the flush rules apart: `x86-ftz` and `ftz-before-rounding` differ from mode Z only on a result that "
+        "rounds up to the smallest normal, and `no-daz` only on a subnormal *input*, and this run makes "
+        "neither. That is why the pack carries the probe pages (`probe-tininess` above) built to make them."
+    )
+)

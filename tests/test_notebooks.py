@@ -18,7 +18,9 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 import time
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 PAIRING = "ipynb,py:percent"
-REQUIRED = ("01_training", "02_float_mode_z", "03_clusters")
+REQUIRED = ("01_training", "02_float_mode_z", "03_clusters", "04_checking_an_executor", "05_sweeps", "06_precision")
 KERNEL = "python3"
 CELL_TIMEOUT_S = 300
 STATE_DIRS = ("JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR")
@@ -115,6 +117,32 @@ def _api_violations(source: str) -> list[str]:
     return found
 
 
+def _heading_ids(text: str) -> tuple[str, str]:
+    """The id a heading's text gets from mkdocs-jupyter (python-markdown's slugify) and from GitHub."""
+    plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link shows its text
+    plain = re.sub(r"[`*]", "", plain).strip()  # code and emphasis marks are not part of the text
+    ascii_text = unicodedata.normalize("NFKD", plain).encode("ascii", "ignore").decode("ascii")
+    mkdocs = re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", ascii_text).strip().lower())
+    github = re.sub(r"[^\w\- ]", "", plain.lower()).replace(" ", "-")
+    return mkdocs, github
+
+
+def _toc_problems(markdown_cells: list[str]) -> list[str]:
+    """The ``](#anchor)`` links of the cells whose anchor is not a heading's id on both renderers."""
+    mkdocs_ids, github_ids, links = set(), set(), []
+    for source in markdown_cells:
+        fenced = False
+        for line in source.splitlines():
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            elif not fenced and (m := re.match(r"#{1,6}\s+(.*)", line)):
+                mkdocs, github = _heading_ids(m.group(1))
+                mkdocs_ids.add(mkdocs)
+                github_ids.add(github)
+        links += re.findall(r"\]\(#([^)\s]+)\)", source)
+    return [f"#{link}" for link in links if link not in mkdocs_ids or link not in github_ids]
+
+
 @pytest.fixture
 def headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernel state in tmp_path, no GUI backend."""
@@ -162,6 +190,20 @@ def test_committed_notebook_has_its_outputs(name: str) -> None:
 def test_notebook_uses_only_the_public_api(name: str) -> None:
     # The py:percent text is plain Python (jupytext comments out the magics).
     assert not _api_violations(_text(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_table_of_contents_links_reach_headings(name: str) -> None:
+    cells = [c.source for c in jupytext.read(NB_DIR / f"{name}.py").cells if c.cell_type == "markdown"]
+    assert not _toc_problems(cells), f"{name}: links to no heading (ids as mkdocs-jupyter and GitHub make them)"
+
+
+def test_the_toc_check_sees_a_link_to_no_heading() -> None:
+    heading = "## 3. A faulty executor, and what `check` says"
+    assert _heading_ids(heading[3:]) == ("3-a-faulty-executor-and-what-check-says",) * 2
+    assert _toc_problems([heading, "[3](#3-a-faulty-executor-and-what-says)"]) == ["#3-a-faulty-executor-and-what-says"]
+    assert not _toc_problems([heading, "see [3](#3-a-faulty-executor-and-what-check-says)"])
+    assert _toc_problems(["```\n## 1. In a fence\n```", "[1](#1-in-a-fence)"])  # a fenced line is no heading
 
 
 def test_the_public_api_check_sees_what_it_refuses() -> None:
