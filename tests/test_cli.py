@@ -15,7 +15,7 @@ from meshnb.cli import main
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
-from .util import meshnb_cli
+from .util import StderrWatch, meshnb_cli, some_steps_shown
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -146,10 +146,13 @@ def test_python_dash_m_and_the_progress_bar():
 @pytest.mark.slow
 def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
     page = tmp_path / "page.bin"
-    p = _cli("train", "--steps", "10000000000", "--view-out", str(page))
-    time.sleep(4)  # imports, the JIT cache, then some steps
+    p = _cli("train", "--steps", "10000000000", "--view-out", str(page), "--progress")
+    watch = StderrWatch(p)
+    watch.wait_for(some_steps_shown, timeout=400)  # past the imports and the JIT: some steps done
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    p.stdout.read()  # the summary (nothing here: interrupted); drained so the pipe never fills
+    p.wait(timeout=60)
+    err = watch.text()
     assert p.returncode == 130, err
     assert "interrupted after" in err and str(page) in err
     done = int(err.split("interrupted after ")[1].split()[0])
