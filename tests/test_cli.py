@@ -261,3 +261,22 @@ def test_a_dead_member_exits_1_naming_it():
         and f"(pid {victim}) was killed by SIGKILL" in err
         and err.startswith("meshnb: error: system ")
     )
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is():
+    """``meshnb COMMAND -h`` has a line for each option (the site's reference is made from them)."""
+    import argparse
+
+    from meshnb.cli import build_parser
+
+    def empty(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out += empty(sub, f"{path} {name}")
+            elif not action.help and not isinstance(action, argparse._HelpAction):
+                out.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return out
+
+    assert empty(build_parser(), "meshnb") == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,9 @@ def test_a_streamed_table_never_writes_through_what_sits_at_its_temporary_name(t
     w.write(sweep(2, lrs=[0.5]))
     w.close(2)
     assert victim.read_text() == "keep me" and out.read_text().count("\n") == 2
+
+
+def test_to_frame_without_pandas_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # an import of pandas raises ImportError
+    with pytest.raises(ImportError, match="to_frame needs pandas, which meshnb does not install: pip install pandas"):
+        sweep(8, lrs=[0.5]).to_frame()
