@@ -6,7 +6,7 @@ venv of this Python, as in the README's set-up; the blocks of the README's two c
 themselves are CI's first step (``.ci/run``, and ``tests/test_readme_commands.py``).  A block
 that cannot run here says why in an HTML comment before it, which the site and GitHub do not
 show: ``<!-- skip: next "why" -->``, or ``<!-- skip: next if(not mpi, reason="...") -->`` with
-the names ``mpi`` (mpi4py and an mpiexec), ``gpu`` (an NVIDIA driver: ``nvidia-smi``) and
+the names ``mpi`` (mpi4py and the venv's mpiexec), ``gpu`` (an NVIDIA driver: ``nvidia-smi``) and
 ``pandas`` of ``_CAN``.  ``sh`` blocks need the ``meshnb`` command beside this Python.
 """
 
@@ -41,8 +41,7 @@ SLOW_PAGES = {"docs/guide/sweeps.md", "README.md"}  # the sweep loop's compile, 
 def _can() -> dict[str, bool]:
     """What a block may need that an install may lack: the names its skip conditions use."""
     return {
-        "mpi": importlib.util.find_spec("mpi4py") is not None
-        and (BIN / "mpiexec").exists() | (shutil.which("mpiexec") is not None),
+        "mpi": importlib.util.find_spec("mpi4py") is not None and (BIN / "mpiexec").exists(),  # .venv/bin/mpiexec
         "gpu": shutil.which("nvidia-smi") is not None,
         "pandas": importlib.util.find_spec("pandas") is not None,
     }
