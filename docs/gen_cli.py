@@ -6,6 +6,7 @@ Run by mkdocs-gen-files (mkdocs.yml).  ``meshnb.cli.build_parser()`` loads no nu
 from __future__ import annotations
 
 import argparse
+import re
 
 import mkdocs_gen_files
 
@@ -28,6 +29,13 @@ def _usage(parser: argparse.ArgumentParser) -> str:
     return "\n".join([lines[0].removeprefix("usage: ")] + [line[len("usage: ") :] for line in lines[1:]])
 
 
+def _markdown_text(text: str) -> str:
+    """Help text as Markdown shows it literally, as ``-h`` does: ``{"violations": [...]}`` was read as
+    an attribute list and ``_x_`` as emphasis, so Markdown's punctuation is escaped, ``<`` and ``&`` too."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("\n", " ")
+    return re.sub(r"([\\`*_{}\[\]()#+!|>-])", r"\\\1", text)
+
+
 def _options(parser: argparse.ArgumentParser) -> list[str]:
     """One Markdown table row per argument of ``parser`` (positionals first, as argparse lists them)."""
     rows = []
@@ -37,7 +45,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
         names = ", ".join(action.option_strings) or action.metavar or action.dest
         if action.option_strings and action.nargs != 0:
             names += f" {action.metavar or action.dest.upper()}"
-        text = (action.help or "").replace("|", "\\|").replace("\n", " ")
+        text = _markdown_text(parser._get_formatter()._expand_help(action) if action.help else "")
         rows.append(f"| `{names}` | {text} |")
     return rows
 

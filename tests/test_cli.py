@@ -15,7 +15,7 @@ from meshnb.cli import main
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
-from .util import meshnb_cli
+from .util import StderrWatch, meshnb_cli, some_steps_shown
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -146,10 +146,13 @@ def test_python_dash_m_and_the_progress_bar():
 @pytest.mark.slow
 def test_ctrl_c_writes_the_page_so_nothing_is_lost(tmp_path):
     page = tmp_path / "page.bin"
-    p = _cli("train", "--steps", "10000000000", "--view-out", str(page))
-    time.sleep(4)  # imports, the JIT cache, then some steps
+    p = _cli("train", "--steps", "10000000000", "--view-out", str(page), "--progress")
+    watch = StderrWatch(p)
+    watch.wait_for(some_steps_shown, timeout=400)  # past the imports and the JIT: some steps done
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
+    p.stdout.read()  # the summary (nothing here: interrupted); drained so the pipe never fills
+    p.wait(timeout=60)
+    err = watch.text()
     assert p.returncode == 130, err
     assert "interrupted after" in err and str(page) in err
     done = int(err.split("interrupted after ")[1].split()[0])
@@ -213,7 +216,7 @@ def test_stalls_on_the_command_line_count_timeouts_and_change_no_digest(capsys):
     clean = json.loads(run_cli(capsys, "train", "--systems", "4", "--backend", "fused", "--steps", "1000", "--json")[1])
     assert [s["digest"] for s in systems] == [s["digest"] for s in clean["systems"]]
     assert [s["trace_digest"] for s in systems] == [s["trace_digest"] for s in clean["systems"]]
-    assert all(s["counters"]["timeouts"] > 0 for s in systems if s["system"] != 1)
+    assert all(s["counters"]["timeouts"] > 0 for s in systems if s["system"] != 1), [s["counters"] for s in systems]
 
 
 @pytest.mark.parametrize(
@@ -258,3 +261,22 @@ def test_a_dead_member_exits_1_naming_it():
         and f"(pid {victim}) was killed by SIGKILL" in err
         and err.startswith("meshnb: error: system ")
     )
+
+
+def test_every_option_and_argument_of_every_command_says_what_it_is():
+    """``meshnb COMMAND -h`` has a line for each option (the site's reference is made from them)."""
+    import argparse
+
+    from meshnb.cli import build_parser
+
+    def empty(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    out += empty(sub, f"{path} {name}")
+            elif not action.help and not isinstance(action, argparse._HelpAction):
+                out.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return out
+
+    assert empty(build_parser(), "meshnb") == []

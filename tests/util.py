@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +76,54 @@ def mpiexec() -> str:
     if found is None:
         pytest.fail("mpi4py is installed but no mpiexec was found (beside python or on PATH)")
     return found
+
+
+class StderrWatch:
+    """Reads a process's stderr on a thread as it comes, so that a test can wait for an event the
+    process reports there (``wait_for``) instead of sleeping a fixed time, and still gets the whole
+    text at the end (``text()``)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        self._stream = proc.stderr
+        self._chunks: list[str] = []
+        self._changed = threading.Condition()
+        self._done = False
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while chunk := self._stream.read(1):  # unbuffered enough: tqdm redraws with '\r', not lines
+            with self._changed:
+                self._chunks.append(chunk)
+                self._changed.notify_all()
+        with self._changed:
+            self._done = True
+            self._changed.notify_all()
+
+    def wait_for(self, seen: Callable[[str], bool], timeout: float) -> str:
+        """Block until ``seen(stderr so far)``; fail the test (with the text) at ``timeout`` s or at
+        the end of the stream."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not seen(text := "".join(self._chunks)):
+                left = deadline - time.monotonic()
+                if self._done or left <= 0:
+                    pytest.fail(f"not seen on stderr within {timeout} s (ended: {self._done}): {text[-2000:]!r}")
+                self._changed.wait(left)
+            return text
+
+    def text(self, timeout: float = 60) -> str:
+        """All of stderr, once the stream has ended."""
+        self._thread.join(timeout)
+        with self._changed:
+            return "".join(self._chunks)
+
+
+_BAR_COUNT = re.compile(r"\|\s*([0-9.]+)([kMGTP]?)/")
+
+
+def some_steps_shown(err: str) -> bool:
+    """Whether a tqdm bar of ``--progress`` on stderr has counted some steps (``| 4.19M/6.40G``): the
+    command is past its start-up and the compiler, and has finished a task or chunk."""
+    return any(float(n) > 0 for n, _ in _BAR_COUNT.findall(err))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import struct
 import sys
 import time
@@ -50,7 +51,7 @@ from .. import checkpoint, files
 from ..checkpoint import Checkpoint
 from ..exchange import Group
 from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
-from ..interrupts import deferred_interrupt
+from ..interrupts import deferred_interrupt, phase
 from ..options import RunOptions, check_checkpoint_systems, resolve
 from ..program import COUNTER_NAMES, Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
@@ -174,6 +175,33 @@ def _test_signal(k: int) -> tuple[int, int] | None:
     return (int(call), int(signal.Signals[name])) if int(rank) == k else None
 
 
+STDERR_DRAIN_S = 10.0  # the most abort() waits for its line to leave the pipe (a loaded machine's launcher)
+
+
+def _drain_stderr(bound_s: float) -> None:
+    """Wait (at most ``bound_s``) until the launcher has read what this rank wrote to its stderr pipe.
+
+    MPICH's hydra forwards a rank's output through its proxy, and its ``mpiexec`` exits as soon as
+    an ``MPI_Abort`` reaches it, dropping whatever the proxy has not yet read from the rank's pipe:
+    on a loaded machine the error line was lost so (exit 1, empty stderr).  Once the pipe is empty,
+    the proxy has read the line, and it sends it upstream before the abort that follows.  Not a
+    pipe (a terminal, a file): nothing to wait for."""
+    try:
+        import fcntl
+        import termios
+
+        if not stat.S_ISFIFO(os.fstat(2).st_mode):
+            return
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            unread = struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, b"\0\0\0\0"))[0]
+            if unread == 0:
+                return
+            time.sleep(0.002)
+    except (ImportError, OSError):  # not POSIX, no stderr, no FIONREAD: the line is as delivered as it can be
+        return
+
+
 def abort(comm: Any, e: BaseException) -> None:
     """One line on stderr, then ``MPI_Abort``: the end of every rank of the job."""
     code = 130 if isinstance(e, KeyboardInterrupt) else 1
@@ -184,6 +212,7 @@ def abort(comm: Any, e: BaseException) -> None:
     )
     try:
         print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+        _drain_stderr(STDERR_DRAIN_S)
     finally:
         try:
             comm.Abort(code)
@@ -270,6 +299,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             ctx.exchange = exchange
             _warm(start.z)
             wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
+            phase("running")  # test hook: the give-up bound counts from here
             bar = progress_bar(plan.steps, opts.progress and k == 0)
             shown = 0
             stop = False

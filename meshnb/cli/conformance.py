@@ -298,7 +298,7 @@ def register(subparsers: Any) -> None:
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
     g = sub.add_parser("gen", help="print vectors 'A B RESULT' (hex words; from_u32: 'A RESULT')")
-    g.add_argument("op", choices=OPS)
+    g.add_argument("op", choices=OPS, help="the operation whose vectors to print")
     g.add_argument(
         "--level",
         type=int,
@@ -306,18 +306,20 @@ def register(subparsers: Any) -> None:
         default=1,
         help="1: every pair of the special set, the tininess probes, random pairs; 2: millions, weighted to the edges",
     )
-    g.add_argument("--seed", type=int, default=1)
+    g.add_argument(
+        "--seed", type=int, default=1, help="the random pairs' seed: the same seed, the same lines (default 1)"
+    )
     g.add_argument("--count", type=int, default=None, help="random pairs (level 1: 20000, level 2: 2000000)")
     g.set_defaults(handler=_guarded(_ops_gen))
     v = sub.add_parser("verify", help="check an executor's lines 'A B RESULT' against mode Z (exit 0/1/2)")
-    v.add_argument("op", choices=OPS)
+    v.add_argument("op", choices=OPS, help="the operation of the executor's lines")
     v.add_argument("file", help="the executor's vectors ('-': stdin)")
     v.add_argument("--show", type=int, default=20, help="wrong lines to print (default 20)")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="print the verdict as one JSON document")
     v.set_defaults(handler=_guarded(_ops_verify))
 
     p = subparsers.add_parser("pack", help="write the conformance pack (cases, pages, traces, manifest)")
-    p.add_argument("dir")
+    p.add_argument("dir", help="the directory to write the pack into (with --verify: the pack to check)")
     p.add_argument("--quick", action="store_true", help="shorter cases, no long run")
     p.add_argument("--verify", action="store_true", help="check an existing pack against its manifest")
     p.set_defaults(handler=_guarded(_pack))
@@ -329,14 +331,20 @@ def register(subparsers: Any) -> None:
     c.add_argument("--page", help="the executor's view after the run (system --system)")
     c.add_argument("--trace", help="the executor's applied sums (u32 little-endian, 5 words a step)")
     c.add_argument("--pages", help="a directory of the executor's pages at task boundaries: N.page after N steps")
-    c.add_argument("--system", type=int, default=0)
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--system", type=int, default=0, help="the system whose page --page is (default 0)")
+    c.add_argument("--json", action="store_true", help="print the report as one JSON document")
     c.add_argument("--view-in", help="instead of a case: the start page, with the run options below")
-    c.add_argument("--steps", type=int)
-    c.add_argument("--steps-per-task", type=int)
-    c.add_argument("--set-lr", action="append", default=[], metavar="STEP:HEX")
-    c.add_argument("--step-base", metavar="HI:LO")
-    c.add_argument("--systems", type=int)
+    c.add_argument("--steps", type=int, help="with --view-in: the run's steps (default 4096)")
+    c.add_argument("--steps-per-task", type=int, help="with --view-in: steps per TASK call, as train's")
+    c.add_argument(
+        "--set-lr",
+        action="append",
+        default=[],
+        metavar="STEP:HEX",
+        help="with --view-in: SET_LR before STEP (repeatable)",
+    )
+    c.add_argument("--step-base", metavar="HI:LO", help="with --view-in: the first step, HI:LO hex words or an integer")
+    c.add_argument("--systems", type=int, help="with --view-in: the cluster's systems (default 1)")
     c.add_argument(
         "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"
     )

@@ -265,7 +265,8 @@ class SweepResult:
         return [flat[i : i + n] for i in range(0, len(flat), n)] if n else [[] for _ in range(len(self))]
 
     def to_json(self, names: Sequence[str] | None = None) -> dict[str, Any]:
-        """The JSON document: ``{"steps", "mode", "systems": [records], "loss_steps", "loss_history"}``."""
+        """The JSON document as a dict (``json.dumps`` gives the text ``meshnb sweep --json`` prints):
+        ``{"steps", "mode", "systems": [records]}``, and ``"loss_steps"``, ``"loss_history"`` with ``loss_every``."""
         doc: dict[str, Any] = {
             "steps": self.steps,
             "mode": "z" if self.z else "ieee",
@@ -300,8 +301,14 @@ class SweepResult:
         )
 
     def to_frame(self) -> Any:
-        """A pandas DataFrame, one row per system, params as float32 columns (ImportError without pandas)."""
-        import pandas as pd
+        """A pandas DataFrame, one row per system, params as float32 columns (pandas is not a
+        dependency of meshnb: without it, an ImportError that says so)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "SweepResult.to_frame needs pandas, which meshnb does not install: pip install pandas"
+            ) from None
 
         frame = pd.DataFrame.from_records(self.to_records())
         for j, name in enumerate("abcd"):

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import meshnb
 from meshnb.sweeps import sweep
 from meshnb.testing.pages import hard_pages
 
-from ..util import mpi_env
+from ..util import StderrWatch, mpi_env, some_steps_shown
 from ..util import mpiexec as util_mpiexec
 from .helpers import ROOT, alone, cli
 
@@ -168,19 +167,22 @@ def test_cli_broken_pipe_is_141_quietly(args: list[str]) -> None:
 @pytest.mark.slow
 def test_cli_ctrl_c_keeps_the_finished_chunks(tmp_path: Path) -> None:
     out = tmp_path / "partial.json"
-    sweep(1, lrs=[0.5])  # the loop compiled into numba's cache: the command below starts stepping at once
     proc = subprocess.Popen(
         [sys.executable, "-m", "meshnb", "sweep", "--lr", "0.01:1:64:log", "--steps", "100000000", "--json",
-         "--out", str(out), "--no-progress"],
+         "--out", str(out), "--progress"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     try:
-        time.sleep(6)  # started, compiled or loaded, some chunks done
+        watch = StderrWatch(proc)
+        # Ctrl-C once the bar has counted a finished chunk (after the start-up and the compiler, which
+        # take seconds on a quiet machine and far longer on a loaded one), not after a fixed sleep.
+        watch.wait_for(some_steps_shown, timeout=400)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        err = watch.text()
     finally:
         if proc.poll() is None:
             proc.kill()

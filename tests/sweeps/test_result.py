@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,9 @@ def test_reprs_are_short_and_hold_no_page_bytes() -> None:
     assert len(repr(r[0])) < 200 and len(repr(r.systems)) < 400
     run = meshnb.train(5, systems=2, backend="fused")
     assert len(repr(run)) < 300 and len(repr(run.systems)) < 600 and "\\x" not in repr(run.systems)
+
+
+def test_to_frame_without_pandas_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # an import of pandas raises ImportError
+    with pytest.raises(ImportError, match="to_frame needs pandas, which meshnb does not install: pip install pandas"):
+        sweep(8, lrs=[0.5]).to_frame()
