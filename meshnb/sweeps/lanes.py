@@ -62,6 +62,8 @@ class Lanes:
                 tables[u * kernels.BATCHES + r] = np.roll(tab, -r, axis=1)
         lane_key = key[lane_sys].reshape(self.groups, lanes)
         shared = (lane_key == lane_key[:, :1]).all(axis=1)
+        # The groups of a block are stepped together: a block is of shared tables only when all are.
+        shared = shared.reshape(-1, shape.block).all(axis=1).repeat(shape.block)
         tab_of = np.empty(self.groups, dtype=np.int64)
         stabs: list[np.ndarray] = []
         ltabs: list[np.ndarray] = []
