@@ -146,6 +146,17 @@ def target_shape() -> VectorShape:
 _RANK = {"scalar": 0, "sse": 1, "neon": 1, "avx2": 2, "avx512": 3}
 
 
+def target_features() -> frozenset[str]:
+    """LLVM feature names of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` (a named CPU's own features are not listed: only those given or the host's)."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES")
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    if feats is None:
+        return frozenset() if name == "generic" else host_features()
+    on = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("+"))
+    return on | (frozenset({"avx"}) if target_shape().isa in ("avx2", "avx512") else frozenset())
+
+
 def describe() -> dict[str, str]:
     """The CPU facts every speed figure carries: model, host and target names, the target's vector ISA."""
     return {
