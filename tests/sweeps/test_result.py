@@ -61,7 +61,8 @@ def test_writers_write_the_whole_table_part_by_part(tmp_path: Path, parts: list[
     rows = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
     assert list(rows[0]) == list(CSV_COLUMNS) and len(rows) == 40
     assert [r["digest"] for r in rows] == whole.digests and [r["trace_digest"] for r in rows] == whole.trace_digests
-    assert [float(r["last_loss"]) for r in rows] == whole.last_loss.astype(np.float64).tolist()
+    # the shortest text that reads back (float64, then float32) to the same bits
+    assert [int(np.float32(float(r["last_loss"])).view(np.uint32)) for r in rows] == whole.last_loss_words.tolist()
     assert [r["a"] for r in rows] == [p[0] for p in whole.params_hex] and rows[39]["system"] == "39"
     _write_all(JsonWriter(str(tmp_path / "t.json"), True), parts)
     assert json.loads((tmp_path / "t.json").read_text()) == whole.to_json()
