@@ -109,7 +109,7 @@ def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) ->
     """The start pages ``[n, 1024]`` after ``done`` steps, as the TASKs leave them (SPEC 8;
     ``loops._tasks``): params, the loss ring, the next step, ERR and PENDING cleared (made in njit,
     one pass over the pages)."""
-    out = np.empty_like(start, dtype=np.uint32)
+    out = np.array(start, dtype=np.uint32)  # a copy (numpy's memcpy; the njit pass fills in the run's words)
     a = lanes.arrays
     _final_pages(
         np.ascontiguousarray(start, dtype=np.uint32), out, a["params"].view(np.uint32), a["ring"].view(np.uint32),
@@ -122,13 +122,12 @@ def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) ->
 
 @jit(nogil=True)
 def _final_pages(start, out, params, ring, position, lanes, base, done):  # type: ignore[no-untyped-def]
-    """``out[k]``: ``start[k]`` with system k's params and the loss of its last ``min(done, 256)``
+    """``out[k]`` (a copy of ``start[k]``) with system k's params and the loss of its last ``min(done, 256)``
     steps (relative step j at LOSS[(base + j) mod 256]), read from its lane of the loop's arrays."""
     first = max(0, done - 256)
+    if done == 0:
+        return
     for k in range(start.shape[0]):
-        out[k, :] = start[k, :]
-        if done == 0:
-            continue
         pos = position[k]
         g, q = pos // lanes, pos % lanes
         for j in range(4):
