@@ -556,42 +556,36 @@ class Sha256:
 # --- many short messages at once ---------------------------------------------------------------
 
 
-def _make_digest_rows(kernel: Any) -> Any:
-    @jit(nogil=True)
-    def digest_rows(words, lo0, hi0, lo1, hi1, out, first, last):
-        """SHA-256 of ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]`` (uint32, little-endian
-        bytes) into ``out[k]`` (32 bytes) for rows ``first .. last - 1``."""
-        n0, n1 = hi0 - lo0, hi1 - lo1
-        nbytes = 4 * (n0 + n1)
-        blocks = (nbytes + 9 + 63) // 64
-        msg = np.zeros(blocks * 16, dtype=np.uint32)  # the padded message, one row at a time
-        buf = msg.view(np.uint8)
-        buf[nbytes] = 0x80
-        bits = np.uint64(8 * nbytes)
+@jit(nogil=True)
+def digest_rows(words, lo0, hi0, lo1, hi1, out, first, last):
+    """The SHA-256 of two spans of each row of a ``[n, k]`` uint32 array (hashed as their
+    little-endian bytes, ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]``) into ``out[n, 32]``
+    (uint8), rows ``first .. last - 1``, with the kernel in use (:data:`compress`, a module global:
+    numba caches this function across processes, which a closure over a kernel defeats); releases
+    the GIL, so threads hash parts of the rows at once (SPEC 11's page digest: PARAMS then LOSS)."""
+    n0, n1 = hi0 - lo0, hi1 - lo1
+    nbytes = 4 * (n0 + n1)
+    blocks = (nbytes + 9 + 63) // 64
+    msg = np.zeros(blocks * 16, dtype=np.uint32)  # the padded message, one row at a time
+    buf = msg.view(np.uint8)
+    buf[nbytes] = 0x80
+    bits = np.uint64(8 * nbytes)
+    for j in range(8):
+        buf[blocks * 64 - 1 - j] = np.uint8((bits >> np.uint64(8 * j)) & np.uint64(0xFF))
+    h = np.empty(8, dtype=np.uint32)
+    for k in range(first, last):
+        for j in range(n0):
+            msg[j] = words[k, lo0 + j]
+        for j in range(n1):
+            msg[n0 + j] = words[k, lo1 + j]
+        h[:] = _H0_WORDS
+        compress(h, buf)
         for j in range(8):
-            buf[blocks * 64 - 1 - j] = np.uint8((bits >> np.uint64(8 * j)) & np.uint64(0xFF))
-        h0 = _H0_WORDS
-        h = np.empty(8, dtype=np.uint32)
-        for k in range(first, last):
-            for j in range(n0):
-                msg[j] = words[k, lo0 + j]
-            for j in range(n1):
-                msg[n0 + j] = words[k, lo1 + j]
-            h[:] = h0
-            kernel(h, buf)
-            for j in range(8):
-                x = h[j]
-                out[k, 4 * j] = np.uint8(x >> np.uint32(24))
-                out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
-                out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
-                out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
-
-    return digest_rows
+            x = h[j]
+            out[k, 4 * j] = np.uint8(x >> np.uint32(24))
+            out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
+            out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
+            out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
 
 
 _H0_WORDS = np.array(_H0, dtype=np.uint32)
-digest_rows = _make_digest_rows(compress)
-"""``digest_rows(words, lo0, hi0, lo1, hi1, out, first, last)``: the SHA-256 of two spans of each
-row of a ``[n, k]`` uint32 array (hashed as their little-endian bytes, the first span then the
-second) into ``out[n, 32]`` (uint8), rows ``first .. last - 1``, with the kernel in use; releases
-the GIL, so threads hash parts of the rows at once (SPEC 11's page digest: PARAMS then LOSS)."""

@@ -201,83 +201,92 @@ def _rows(context, builder, aryty, ary) -> tuple[ir.Value, ir.Value]:
     return a.data, cgutils.unpack_tuple(builder, a.shape, aryty.ndim)[1]
 
 
-def _make_block(mode: int, n: int, block: int, shared: bool):
-    """The intrinsic that runs ``count`` steps of one block of ``block`` groups of ``n`` systems
-    whose sample tables are all shared (``shared``) or all lane tables: the whole step loop of the
-    block as LLVM IR, emitted op by op in :data:`_SCHEDULE`'s order, the state in registers, the
-    arrays read through their data pointers (no array views: no reference counting in the loop)."""
+def _literal(t) -> int | None:
+    return int(t.literal_value) if isinstance(t, (types.IntegerLiteral, types.BooleanLiteral)) else None
 
-    @intrinsic
-    def run_block(typingctx, tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every):
-        arrays = (tabs, params, hyper, ring, hist, trace)
-        if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" for a in arrays):
-            return None
-        sig = types.none(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every)
 
-        def codegen(context, builder, sig, args):
-            tabs_v, tab_of_v, params_v, hyper_v, ring_v, hist_v, trace_v, g_v, first_v, count_v, every_v = args
-            em = _Emit(builder, n, mode, shared)
-            vty = em.vty
-            vptr = vty.as_pointer()
-            tab_data, tab_row = _rows(context, builder, sig.args[0], tabs_v)
-            tab_of_a = context.make_array(sig.args[1])(context, builder, tab_of_v)
-            rows = {
-                name: _rows(context, builder, sig.args[i], args[i])
-                for name, i in (("params", 2), ("hyper", 3), ("ring", 4), ("hist", 5), ("trace", 6))
-            }
+@intrinsic
+def _run_block(typingctx, tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shape):
+    """``count`` steps of one block of ``block`` groups of ``n`` systems whose sample tables are
+    all shared or all lane tables (``shape``: a literal tuple ``(mode, n, block, shared)``): the
+    whole step loop of the block as LLVM IR, emitted op by op in :data:`_SCHEDULE`'s order, the
+    state in registers, the arrays read through their data pointers (no array views: no
+    reference counting in the loop).  One intrinsic at module level, its shape given as literals,
+    so the entries that call it are closures of plain ints: numba caches them across processes."""
+    arrays = (tabs, params, hyper, ring, hist, trace)
+    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" for a in arrays):
+        return None
+    if not isinstance(shape, types.BaseTuple) or len(shape) != 4:
+        return None
+    consts = [_literal(t) for t in shape]
+    if any(c is None for c in consts):
+        return None
+    mode, n, block, shared_int = (int(c) for c in consts)  # type: ignore[arg-type]
+    shared = bool(shared_int)
+    sig = types.none(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shape)
 
-            def at(name: str, j: int, offset: ir.Value) -> ir.Value:  # row g + j, float offset: a vector pointer
-                data, width = rows[name]
-                row = builder.mul(builder.add(g_v, ir.Constant(_I64, j)), width)
-                return builder.bitcast(builder.gep(data, [builder.add(row, offset)]), vptr)
+    def codegen(context, builder, sig, args):
+        tabs_v, tab_of_v, params_v, hyper_v, ring_v, hist_v, trace_v, g_v, first_v, count_v, every_v, _ = args
+        em = _Emit(builder, n, mode, shared)
+        vty = em.vty
+        vptr = vty.as_pointer()
+        tab_data, tab_row = _rows(context, builder, sig.args[0], tabs_v)
+        tab_of_a = context.make_array(sig.args[1])(context, builder, tab_of_v)
+        rows = {
+            name: _rows(context, builder, sig.args[i], args[i])
+            for name, i in (("params", 2), ("hyper", 3), ("ring", 4), ("hist", 5), ("trace", 6))
+        }
 
-            c = lambda k: ir.Constant(_I64, k)
-            tab0 = []
+        def at(name: str, j: int, offset: ir.Value) -> ir.Value:  # row g + j, float offset: a vector pointer
+            data, width = rows[name]
+            row = builder.mul(builder.add(g_v, ir.Constant(_I64, j)), width)
+            return builder.bitcast(builder.gep(data, [builder.add(row, offset)]), vptr)
+
+        c = lambda k: ir.Constant(_I64, k)
+        tab0 = []
+        for j in range(block):
+            t = builder.load(builder.gep(tab_of_a.data, [builder.add(g_v, c(j))]))
+            row = builder.sub(c(-1), t) if shared else t
+            tab0.append(builder.gep(tab_data, [builder.mul(row, tab_row)]))
+        state = [[cgutils.alloca_once(builder, vty) for _ in range(4)] for _ in range(block)]
+        lr = [builder.load(at("hyper", j, c(0)), align=4) for j in range(block)]
+        inv = [builder.load(at("hyper", j, c(n)), align=4) for j in range(block)]
+        for j in range(block):
+            for k in range(4):
+                builder.store(builder.load(at("params", j, c(k * n)), align=4), state[j][k])
+        every_pos = builder.icmp_signed(">", every_v, c(0))
+        every_safe = builder.select(every_pos, every_v, c(1))
+        keep_trace = builder.icmp_signed(">", rows["trace"][1], c(0))
+        slot_floats = WARP * em.stride
+        with cgutils.for_range(builder, count_v) as loop:
+            i = loop.index
+            r = builder.add(first_v, i)
+            slot = builder.and_(r, c(BATCHES - 1))
+            tabs_now = [builder.gep(t, [builder.mul(slot, c(slot_floats))]) for t in tab0]
+            ps = [[builder.load(s) for s in st] for st in state]
+            sums = em.steps(tabs_now, ps)
+            row = builder.mul(builder.and_(r, c(RING - 1)), c(n))
+            r1 = builder.add(r, c(1))
+            keep_hist = builder.and_(every_pos, builder.icmp_signed("==", builder.srem(r1, every_safe), c(0)))
+            h = builder.mul(builder.sub(builder.sdiv(r1, every_safe), c(1)), c(n))
             for j in range(block):
-                t = builder.load(builder.gep(tab_of_a.data, [builder.add(g_v, c(j))]))
-                row = builder.sub(c(-1), t) if shared else t
-                tab0.append(builder.gep(tab_data, [builder.mul(row, tab_row)]))
-            state = [[cgutils.alloca_once(builder, vty) for _ in range(4)] for _ in range(block)]
-            lr = [builder.load(at("hyper", j, c(0)), align=4) for j in range(block)]
-            inv = [builder.load(at("hyper", j, c(n)), align=4) for j in range(block)]
-            for j in range(block):
+                s = sums[j]
                 for k in range(4):
-                    builder.store(builder.load(at("params", j, c(k * n)), align=4), state[j][k])
-            every_pos = builder.icmp_signed(">", every_v, c(0))
-            every_safe = builder.select(every_pos, every_v, c(1))
-            keep_trace = builder.icmp_signed(">", rows["trace"][1], c(0))
-            slot_floats = WARP * em.stride
-            with cgutils.for_range(builder, count_v) as loop:
-                i = loop.index
-                r = builder.add(first_v, i)
-                slot = builder.and_(r, c(BATCHES - 1))
-                tabs_now = [builder.gep(t, [builder.mul(slot, c(slot_floats))]) for t in tab0]
-                ps = [[builder.load(s) for s in st] for st in state]
-                sums = em.steps(tabs_now, ps)
-                row = builder.mul(builder.and_(r, c(RING - 1)), c(n))
-                r1 = builder.add(r, c(1))
-                keep_hist = builder.and_(every_pos, builder.icmp_signed("==", builder.srem(r1, every_safe), c(0)))
-                h = builder.mul(builder.sub(builder.sdiv(r1, every_safe), c(1)), c(n))
-                for j in range(block):
-                    s = sums[j]
-                    for k in range(4):
-                        builder.store(em.apply(ps[j][k], s[k], lr[j], inv[j]), state[j][k])
-                    loss = em.out(em.mul(s[4], inv[j]))
-                    builder.store(loss, at("ring", j, row), align=4)
-                    with builder.if_then(keep_hist, likely=False):
-                        builder.store(loss, at("hist", j, h), align=4)
-                    with builder.if_then(keep_trace, likely=False):
-                        base = builder.mul(i, c(NSUMS * n))
-                        for k in range(NSUMS):
-                            builder.store(em.out(s[k]), at("trace", j, builder.add(base, c(k * n))), align=4)
-            for j in range(block):
-                for k in range(4):
-                    builder.store(em.out(builder.load(state[j][k])), at("params", j, c(k * n)), align=4)
-            return context.get_dummy_value()
+                    builder.store(em.apply(ps[j][k], s[k], lr[j], inv[j]), state[j][k])
+                loss = em.out(em.mul(s[4], inv[j]))
+                builder.store(loss, at("ring", j, row), align=4)
+                with builder.if_then(keep_hist, likely=False):
+                    builder.store(loss, at("hist", j, h), align=4)
+                with builder.if_then(keep_trace, likely=False):
+                    base = builder.mul(i, c(NSUMS * n))
+                    for k in range(NSUMS):
+                        builder.store(em.out(s[k]), at("trace", j, builder.add(base, c(k * n))), align=4)
+        for j in range(block):
+            for k in range(4):
+                builder.store(em.out(builder.load(state[j][k])), at("params", j, c(k * n)), align=4)
+        return context.get_dummy_value()
 
-        return sig, codegen
-
-    return run_block
+    return sig, codegen
 
 
 def _make_entry(mode: int, lanes: int, block: int):
@@ -285,17 +294,17 @@ def _make_entry(mode: int, lanes: int, block: int):
     a multiple of ``block``) from relative step ``first``.  ``loss_every`` > 0 samples the loss of
     relative steps ``k loss_every - 1`` into ``hist`` row ``k - 1``.  The groups of a block are all
     of shared tables or all of lane tables (:class:`meshnb.sweeps.lanes.Lanes` packs them so)."""
-    shared_block = _make_block(mode, lanes, block, True)
-    lane_block = _make_block(mode, lanes, block, False)
+    shared_shape = (mode, lanes, block, 1)  # constants of the closure: literals where _run_block reads them
+    lane_shape = (mode, lanes, block, 0)
 
     @jit(nogil=True)
     def entry(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every):
         old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
         for g in range(0, params.shape[0], block):
             if tab_of[g] < 0:
-                shared_block(stabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every)
+                _run_block(stabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shared_shape)
             else:
-                lane_block(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every)
+                _run_block(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, lane_shape)
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)
 

@@ -18,6 +18,7 @@ digests through one ``bytes.hex`` per column, floats as ``repr`` of the float32 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -46,12 +47,18 @@ CSV_COLUMNS = (
 """The CSV's columns, one row per system."""
 
 
+_NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs less than a first compile
+
+
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (SHA-256 of PARAMS then LOSS), ``[n, 32]``
     uint8: hashed in njit (:func:`meshnb.sha256.digest_rows`, SHA-NI where the CPU has it) on every
-    usable core, a slice of the rows each."""
+    usable core, a slice of the rows each; fewer than 2048 pages through hashlib."""
     w = np.ascontiguousarray(words, dtype=np.uint32)
     n = w.shape[0]
+    if n < _NJIT_DIGEST_ROWS:  # a small sweep's cold start compiles no SHA-256 kernel (about 3 s of it)
+        hashed = np.concatenate((w[:, :4], w[:, LOSS]), axis=1).astype("<u4")
+        return np.frombuffer(b"".join([hashlib.sha256(row).digest() for row in hashed]), np.uint8).reshape(n, 32).copy()
     out = np.empty((n, 32), dtype=np.uint8)
     threads = min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
     cuts = [n * i // threads for i in range(threads + 1)]

@@ -108,3 +108,14 @@ def test_a_streamed_table_never_writes_through_what_sits_at_its_temporary_name(t
     w.write(sweep(2, lrs=[0.5]))
     w.close(2)
     assert victim.read_text() == "keep me" and out.read_text().count("\n") == 2
+
+
+def test_page_digests_are_the_same_on_both_paths() -> None:
+    """digest_of hashes small batches with hashlib and large ones in njit on every core: same bits."""
+    from meshnb.sweeps.result import _NJIT_DIGEST_ROWS, digest_of
+
+    rng = np.random.default_rng(11)
+    words = rng.integers(0, 1 << 32, size=(_NJIT_DIGEST_ROWS + 5, 1024), dtype=np.uint64).astype(np.uint32)
+    big = digest_of(words)
+    small = np.concatenate([digest_of(words[i : i + 1000]) for i in range(0, words.shape[0], 1000)])
+    assert big.shape == (words.shape[0], 32) and np.array_equal(big, small)
