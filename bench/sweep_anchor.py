@@ -135,10 +135,21 @@ _EVEX = re.compile(r"zmm|%[xy]mm(1[6-9]|2\d|3[01])\b|\{1to\d+\}|%k[0-7]")
 
 def loop_avx512_lines() -> list[str]:
     """The lines of meshnb's compiled sweep loop (mode Z with DAZ, the target's shape) that only
-    AVX-512 code has: a zmm register, xmm/ymm 16-31, an embedded broadcast or a mask register."""
-    sw.warm_up(loops.Z_DAZ)  # compiled (or loaded from numba's cache) before it is read
-    d = sweep_loop.entry(loops.Z_DAZ, sweep_loop.shape())
-    return [line for text in d.inspect_asm().values() for line in text.splitlines() if _EVEX.search(line)]
+    AVX-512 code has: a zmm register, xmm/ymm 16-31, an embedded broadcast or a mask register.
+    The loop is compiled afresh here (numba's cache keeps no assembly to read back)."""
+    import numba
+
+    sh = sweep_loop.shape()
+    fresh = numba.njit(nogil=True, error_model="numpy")(sweep_loop.entry(loops.Z_DAZ, sh).py_func)
+    a = sweep_loop.empty_arrays(0, 0, 0, sh.lanes)
+    tabs = np.zeros((1, sweep_loop.tab_floats(sh.lanes)), dtype=np.float32)
+    stabs = np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
+    args = (a["params"], a["hyper"], a["ring"], a["hist"], a["trace"])
+    fresh(tabs, stabs, np.zeros(0, np.int64), *args, np.int64(0), np.int64(0), np.int64(0))
+    asm = "\n".join(fresh.inspect_asm().values())
+    if "vaddps" not in asm:
+        raise RuntimeError("the sweep loop's assembly could not be read")
+    return [line for line in asm.splitlines() if _EVEX.search(line)]
 
 
 def clock_ghz(dll: ctypes.CDLL, n: int = 20_000_000) -> float:
