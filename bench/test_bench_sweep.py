@@ -5,8 +5,11 @@ Run::
 
     python -m pytest bench/test_bench_sweep.py --benchmark-only     # 1024 systems x 4096 steps
     MESHNB_BENCH_SHORT=1 python -m pytest bench/test_bench_sweep.py --benchmark-disable -q   # smoke
-    NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest bench/test_bench_sweep.py \
-        --benchmark-only                                            # AVX2 code (8 lanes x 1), on any x86
+    NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES="" NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest \
+        bench/test_bench_sweep.py --benchmark-only                  # real AVX2 code (8 lanes x 1), on any x86
+
+(``NUMBA_CPU_NAME`` alone keeps the host's features: AVX-512 code on an AVX-512 host, and the
+shape printed says so.)  The loop against its C anchor is ``bench/test_bench_sweep_anchor.py``.
 
 Every figure carries the CPU and the vector ISA the loops were compiled for (``meshnb.cpu.describe``)
 and the sweep loop's shape in ``extra_info``.

@@ -207,6 +207,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             4,
         ),
     ]
+    paths.extend(_sweep_anchor_paths())
     if not clusters:
         return paths
     # The table's cluster backends of this machine's CPU, at its systems for benches (mpi runs
@@ -236,6 +237,42 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             )
         )
     return paths
+
+
+def _sweep_anchor_paths() -> list[Path]:
+    """The sweep loop and its C anchor side by side (issue 25): ``bench/sweep_anchor.py`` of a
+    source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
+    page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
+    gcc or an x86 CPU is missing."""
+    import importlib.util
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "sweep_anchor.py")
+    desc = ("meshnb's sweep loop, 1024 LR systems, one thread", "the sweep loop's C anchor (bench/sweep_anchor.c)")
+    spec = importlib.util.spec_from_file_location("meshnb_sweep_anchor", src) if os.path.isfile(src) else None
+    if spec is None or spec.loader is None:
+        why = "bench/sweep_anchor.py is not here (a source checkout has it)"
+        return [
+            Path(n, d, meshnb_run, 1, 1024, unavailable=why) for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
+        ]
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def expected(s: Start, n: int) -> str:
+        return str(mod.library_run(s.page, n))
+
+    why = mod.unavailable()
+    built: list[Callable[[bytes, int], str]] = []  # the C is built on the path's first run
+
+    def c_run(s: Start, n: int) -> str:
+        if not built:
+            built.append(mod.c_runner(2 if mod.lanes_of_target() == 16 else 1))  # the faster blocking here
+        return str(built[0](s.page, n))
+
+    common = dict(systems=mod.BENCH_SYSTEMS, expected=expected, checked_against="meshnb.sweep", max_steps=1 << 20)
+    return [
+        Path("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
+        Path("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

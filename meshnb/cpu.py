@@ -125,17 +125,36 @@ def target_name() -> str:
 
 
 def target_shape() -> VectorShape:
-    """The vector shape of the target numba compiles for (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``
-    honoured, as numba reads them).  With only a CPU name set, its ISA comes from a table of LLVM's
-    names; an unknown name counts as SSE on x86 (every x86-64 has it)."""
-    feats = os.environ.get("NUMBA_CPU_FEATURES", "").strip()
+    """The vector shape of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES``: features given (``""`` too) are the target's, on top of the named
+    CPU's own (read from a table of LLVM's names; an unknown name counts as SSE on x86); a name
+    given *without* features keeps the host's features (numba 0.68 does so: ``NUMBA_CPU_NAME=haswell``
+    alone compiles AVX-512 code on an AVX-512 host), and ``generic`` alone has none."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
-    if feats:
-        on = frozenset(f[1:] for f in feats.split(",") if f.startswith("+"))
-        return _SHAPES[_isa_of(name, on)]
-    if name and name != "host":
-        return _SHAPES[_isa_of(name, frozenset())]
-    return _SHAPES[_isa_of(host_name(), host_features())]
+    if name in ("", "host"):
+        return _SHAPES[_isa_of(host_name(), host_features())]
+    if feats is None:
+        return _SHAPES[_isa_of(name, frozenset() if name == "generic" else host_features())]
+    on = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("+"))
+    off = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("-"))
+    named = _isa_of(name, frozenset())
+    isa = max(named, _isa_of(name, on) if on else named, key=_RANK.__getitem__)
+    return _SHAPES["avx2" if isa == "avx512" and "avx512f" in off else isa]
+
+
+_RANK = {"scalar": 0, "sse": 1, "neon": 1, "avx2": 2, "avx512": 3}
+
+
+def target_features() -> frozenset[str]:
+    """LLVM feature names of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` (a named CPU's own features are not listed: only those given or the host's)."""
+    feats = os.environ.get("NUMBA_CPU_FEATURES")
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    if feats is None:
+        return frozenset() if name == "generic" else host_features()
+    on = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("+"))
+    return on | (frozenset({"avx"}) if target_shape().isa in ("avx2", "avx512") else frozenset())
 
 
 def describe() -> dict[str, str]:

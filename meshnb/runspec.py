@@ -38,15 +38,17 @@ False
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
-from . import program
+from . import program, sha256
 from .floatz import flush_words
 from .program import LAST_STEP
 from .view import DIGEST_RANGES, PAGE_WORDS, VIEW_BYTES, WORD, View
@@ -416,6 +418,9 @@ def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
     words[:, WORD["NEXT_STEP"]] = (b & np.uint64(MASK32)).astype(np.uint32)
 
 
+NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs less than a first compile
+
+
 def page_digests(words: Words) -> NDArray[np.uint8]:
     """SPEC 11's digest of every page of ``[n, 1024]`` words: SHA-256 of PARAMS then LOSS, ``[n, 32]``.
 
@@ -424,9 +429,33 @@ def page_digests(words: Words) -> NDArray[np.uint8]:
     True
     """
     assert ((0, 16), (4 * LOSS.start, 4 * LOSS.stop)) == DIGEST_RANGES  # the words below are these bytes
-    hashed = np.ascontiguousarray(np.concatenate((words[:, :4], words[:, LOSS]), axis=1), dtype="<u4")
-    joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
-    return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()
+    w = np.ascontiguousarray(words, dtype=np.uint32)
+    n = w.shape[0]
+    if n < NJIT_DIGEST_ROWS:  # a small sweep's cold start compiles no SHA-256 kernel (about 3 s of it)
+        hashed = np.ascontiguousarray(np.concatenate((w[:, :4], w[:, LOSS]), axis=1), dtype="<u4")
+        joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
+        return np.frombuffer(joined, dtype=np.uint8).reshape(n, 32).copy()
+    # Many pages: hashed in njit (SHA-NI where the CPU has it) on every usable core, a slice each.
+    out = np.empty((n, 32), dtype=np.uint8)
+    threads = min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
+    cuts = [n * i // threads for i in range(threads + 1)]
+
+    def part(i: int) -> None:
+        sha256.digest_rows(w, 0, 4, LOSS.start, LOSS.stop, out, cuts[i], cuts[i + 1])
+
+    if threads == 1:
+        part(0)
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(part, range(threads)))
+    return out
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 # --- the model of many systems ----------------------------------------------------------------

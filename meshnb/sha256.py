@@ -283,6 +283,23 @@ def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
 
 
 @intrinsic
+def _clean_upper(typingctx):
+    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, and SSE code
+    run with dirty upper vector halves (left by AVX code inlined into the same function, where no
+    call boundary cleans them) ran 100x slower (measured: 96 us against 0.87 us a 1088-byte page)."""
+
+    def codegen(context, builder, sig, args):
+        if "avx" in cpu.target_features():
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.avx.vzeroupper"
+            )
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@intrinsic
 def _load_be(typingctx, data, offset):
     """Bytes ``data[offset : offset + 16]`` as four big-endian words (unaligned, unchecked)."""
     _need_sha_ni()
@@ -418,6 +435,7 @@ def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
+    _clean_upper()
     lo = _load4(h, 0)
     hi = _load4(h, 4)
     abef = _abef(lo, hi)
@@ -533,3 +551,41 @@ class Sha256:
         pad = b"\x80" + b"\0" * ((55 - self._length) % 64) + struct.pack(">Q", 8 * self._length)
         self._kernel(h, _as_bytes(self._tail + pad))
         return "".join(f"{int(x):08x}" for x in h)
+
+
+# --- many short messages at once ---------------------------------------------------------------
+
+
+@jit(nogil=True)
+def digest_rows(words, lo0, hi0, lo1, hi1, out, first, last):
+    """The SHA-256 of two spans of each row of a ``[n, k]`` uint32 array (hashed as their
+    little-endian bytes, ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]``) into ``out[n, 32]``
+    (uint8), rows ``first .. last - 1``, with the kernel in use (:data:`compress`, a module global:
+    numba caches this function across processes, which a closure over a kernel defeats); releases
+    the GIL, so threads hash parts of the rows at once (SPEC 11's page digest: PARAMS then LOSS)."""
+    n0, n1 = hi0 - lo0, hi1 - lo1
+    nbytes = 4 * (n0 + n1)
+    blocks = (nbytes + 9 + 63) // 64
+    msg = np.zeros(blocks * 16, dtype=np.uint32)  # the padded message, one row at a time
+    buf = msg.view(np.uint8)
+    buf[nbytes] = 0x80
+    bits = np.uint64(8 * nbytes)
+    for j in range(8):
+        buf[blocks * 64 - 1 - j] = np.uint8((bits >> np.uint64(8 * j)) & np.uint64(0xFF))
+    h = np.empty(8, dtype=np.uint32)
+    for k in range(first, last):
+        for j in range(n0):
+            msg[j] = words[k, lo0 + j]
+        for j in range(n1):
+            msg[n0 + j] = words[k, lo1 + j]
+        h[:] = _H0_WORDS
+        compress(h, buf)
+        for j in range(8):
+            x = h[j]
+            out[k, 4 * j] = np.uint8(x >> np.uint32(24))
+            out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
+            out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
+            out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
+
+
+_H0_WORDS = np.array(_H0, dtype=np.uint32)

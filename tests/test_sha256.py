@@ -249,3 +249,19 @@ def test_compress_refuses_other_types_naming_the_argument():
         sha256.compress_scalar(np.zeros(8, np.uint64), np.zeros(64, np.uint8))
     with pytest.raises(TypeError, match=r"argument 'data' must be a C-contiguous uint8 array.*non-contiguous"):
         sha256.compress_scalar(np.zeros(8, np.uint32), np.zeros(128, np.uint8)[::2])
+
+
+def test_digest_rows_are_hashlib_of_each_rows_two_spans():
+    """The batch digest (the sweep's page digests, the kernel in use): two spans of each row,
+    rows first..last only."""
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 1 << 32, size=(37, 300), dtype=np.uint64).astype(np.uint32)
+    out = np.zeros((37, 32), dtype=np.uint8)
+    rows = sha256.digest_rows
+    for lo0, hi0, lo1, hi1 in [(0, 4, 40, 296), (3, 3, 0, 13), (0, 14, 14, 30), (5, 21, 0, 0)]:
+        out[:] = 0
+        rows(words, lo0, hi0, lo1, hi1, out, 2, 35)
+        for k in range(37):
+            data = words[k, lo0:hi0].astype("<u4").tobytes() + words[k, lo1:hi1].astype("<u4").tobytes()
+            want = hashlib.sha256(data).digest() if 2 <= k < 35 else bytes(32)
+            assert out[k].tobytes() == want, (lo0, hi0, lo1, hi1, k)

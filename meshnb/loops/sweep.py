@@ -9,14 +9,17 @@ lanes: lane 0 of SPEC 5's butterfly ends with ``T(0, 1)`` where ``T(l, 16) = v[l
 and ``T(l, o) = T(l, 2o) + T(l + o, 2o)`` (level ``o`` adds lane ``l xor o = l + o`` to lane ``l``,
 lower lane first), which is the tree written out below.
 
-Each call steps ``count`` steps of a run of groups; with ``block`` = 2, two groups are stepped
-together so the tail of one group's step (the tree's last levels and the update, a short serial
-chain) overlaps the other group's independent work: that takes twice the registers, so it is
-chosen only where the ISA has 32 of them.  The same three modes as :mod:`meshnb.loops`: ``Z_DAZ`` (the
-x86 DAZ bit on, FTZ off: the hardware does mode Z, only words written out are flushed), ``Z``
-(a flush after every op) and ``IEEE``.  The functions release the GIL; :mod:`meshnb.sweeps` runs
-the groups of a sweep on several threads, each thread its own slice of groups (MXCSR is per
-thread: each call sets DAZ on its own thread and restores it).
+Each call steps ``count`` steps of a run of groups, ``block`` groups at a time (their ops
+interleaved).  The step is emitted as LLVM IR by :class:`_Emit` in the order an expert writes it
+for an out-of-order core: a quarter of the warp's lanes at a time, each op for the quarter's 8 lanes
+before the next (levels, not chains), the next quarter's Horner before this quarter's terms and
+tree (:data:`_SCHEDULE`); the state stays in registers and the arrays are read through their data
+pointers, so the loop holds no call and no reference counting.  The same three modes as
+:mod:`meshnb.loops`: ``Z_DAZ`` (the x86 DAZ bit on, FTZ off: the hardware does mode Z, only words
+written out are flushed), ``Z`` (a flush after every op) and ``IEEE``.  The functions release the
+GIL; :mod:`meshnb.sweeps` runs the groups of a sweep on several threads, each thread its own slice
+of groups (MXCSR is per thread: each call sets DAZ on its own thread and restores it).
+``bench/sweep_anchor.c`` is the same loop in C, timed beside this one by the bench.
 
 Sample tables: slot ``j`` of a system holds its batch ``(base + j) mod 8``, so relative step ``r``
 of every system reads slot ``r mod 8`` even when the systems' step bases differ.  A group whose 16
@@ -34,9 +37,8 @@ Per-group arrays (float32; words are stored as the float lanes that carry their 
 - ``hist[g]``: ``[H][lanes]`` loss words of relative steps ``loss_every - 1, 2 loss_every - 1, ...``;
 - ``trace[g]``: ``[count][5][lanes]`` the sums each step applied (or no columns for none).
 
-Helpers are plain njit functions (the project's policy, :mod:`meshnb.jit`): the vector width
-comes from the types of their vector arguments (:func:`_load_as`, :func:`_splat_as`), the mode
-is a constant of each entry that LLVM folds once it inlines the helpers.
+The groups of a block are all of shared tables or all of lane tables (:mod:`meshnb.sweeps.lanes`
+packs them so); the entry picks the block's variant.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import cpu, vec
@@ -71,24 +74,22 @@ class Shape:
         return f"{self.lanes} lanes x {self.block}"
 
 
-SHAPES = (
-    Shape(32, 2), Shape(32, 1), Shape(16, 2), Shape(16, 1), Shape(8, 2), Shape(8, 1), Shape(4, 2), Shape(4, 1),
-)  # fmt: skip
+SHAPES = (Shape(16, 1), Shape(8, 1), Shape(16, 2), Shape(8, 2), Shape(4, 1))
 """Every shape the loop compiles for (tests and benchmarks may ask for any)."""
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for (:func:`meshnb.cpu.target_shape`).
+    """The shape for the CPU numba compiles for (:func:`meshnb.cpu.target_shape`): a group is one
+    vector register (16 systems on AVX-512, 8 on AVX2), stepped alone, on every sweep size (one
+    compile per mode), and 8 systems where a register holds fewer floats (a value in two).
 
-    A group is 32 systems where a register holds 8 or 16 floats (a value in 2 AVX-512 or 4 AVX2
-    registers) and 16 where it holds 4 (NEON, SSE), and two groups interleave.  Measured with 1024
-    systems on one core (AVX-512 and AVX2 code, README "Sweeps"): wider groups win on both ISAs
-    although the AVX2 shape spills a group's state (6 values) from its 16 registers, because
-    what limits a step is the work in flight (each warp lane is a chain of about 10 dependent
-    operations), and the spilled state is read-only within a step (a load per use, and loads have
-    ports to spare).  8 lanes x 1, the shape that fits AVX2's registers, was 1.8x slower there."""
+    Measured on a 2-vCPU Xeon with AVX-512 (issue 25, docs/performance.md): with the step's ops
+    issued level by level (:data:`_SCHEDULE`), one group at a time runs as fast as two interleaved
+    (16 x 1 against 16 x 2 and 32 x 2 on AVX-512 code; 8 x 1 against 8 x 2 and 16 x 1 on AVX2
+    code, within the noise of a shared machine), so the narrowest shape is taken: it compiles
+    fastest and pads a small sweep least."""
     t = cpu.target_shape() if target is None else target
-    return Shape(32 if t.floats >= 8 else 16, 2)
+    return Shape(16 if t.floats >= 16 else 8, 1)
 
 
 def tab_floats(lanes: int) -> int:
@@ -98,273 +99,212 @@ def tab_floats(lanes: int) -> int:
 
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
-_WIDTHS = {**vec._BY_WIDTH, 32: vec.F32xN(32)}  # 32 lanes: a value in two AVX-512 registers (or four AVX2)
+_I64 = ir.IntType(64)
+
+# The step's schedule (levels, not chains): the warp in quarters of 8 lanes (quarter ``l0`` holds
+# lanes ``l0 + 4k``), each op of a quarter issued for its 8 lanes before the next op, and the next
+# quarter's Horner issued before this quarter's terms and tree (a 2-deep software pipeline), so
+# the out-of-order core always has independent work in its window.  Quarter ``l0`` yields
+# ``T(l0, 4)`` of the five sums; ``T(0, 1) = (T(0, 4) + T(2, 4)) + (T(1, 4) + T(3, 4))``.
+_QUARTERS = (0, 2, 1, 3)
+_SCHEDULE = (("h", 0), ("h", 1), ("t", 0), ("h", 2), ("t", 1), ("h", 3), ("t", 2), ("t", 3))
+
+
+class _Emit:
+    """Emits one block's ops as LLVM IR: vectors of ``n`` floats, float ``mode`` a constant."""
+
+    def __init__(self, builder: ir.IRBuilder, n: int, mode: int, shared: bool) -> None:
+        self.b, self.n, self.mode, self.shared = builder, n, mode, shared
+        self.vty = ir.VectorType(_F32, n)
+        self.stride = Q if shared else Q * n  # floats per warp lane in a slot
+
+    def fl(self, v: ir.Value) -> ir.Value:
+        """After an op: mode Z's flush (DAZ does it in hardware, IEEE not at all)."""
+        return vec._flush_ir(self.b, v, self.n, canonical_nan=False) if self.mode == Z else v
+
+    def add(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.fl(self.b.fadd(x, y))
+
+    def sub(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.fl(self.b.fsub(x, y))
+
+    def mul(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.fl(self.b.fmul(x, y))
+
+    def out(self, v: ir.Value) -> ir.Value:
+        """Lanes as the words written out: ``ftz_bits`` in both mode-Z loops."""
+        return v if self.mode == IEEE else vec._flush_ir(self.b, v, self.n, canonical_nan=True)
+
+    def sample(self, tab: ir.Value, lane: int, q: int) -> ir.Value:
+        """Sample value ``q`` of warp lane ``lane`` for the group (``tab``: its slot's first float)."""
+        b = self.b
+        if self.shared:  # one float for the group's systems, splat
+            x = b.load(b.gep(tab, [ir.Constant(_I64, lane * Q + q)]), align=4)
+            one = b.insert_element(ir.Constant(self.vty, ir.Undefined), x, ir.Constant(_I32, 0))
+            return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, self.n), [0] * self.n))
+        ptr = b.gep(tab, [ir.Constant(_I64, lane * self.stride + q * self.n)])
+        return b.load(b.bitcast(ptr, self.vty.as_pointer()), align=4)
+
+    def horner(self, tab: ir.Value, p: list[ir.Value], l0: int) -> list[ir.Value]:
+        """The 8 errors ``e = ((d x + c) x + b) x + a - y`` of quarter ``l0``, op by op across its lanes."""
+        lanes = [l0 + 4 * k for k in range(8)]
+        xs = [self.sample(tab, lane, 0) for lane in lanes]
+        h = [self.mul(p[3], x) for x in xs]
+        h = [self.add(v, p[2]) for v in h]
+        h = [self.mul(v, x) for v, x in zip(h, xs)]
+        h = [self.add(v, p[1]) for v in h]
+        h = [self.mul(v, x) for v, x in zip(h, xs)]
+        h = [self.add(v, p[0]) for v in h]
+        return [self.sub(v, self.sample(tab, lane, 3)) for v, lane in zip(h, lanes)]
+
+    def tree8(self, t: list[ir.Value]) -> ir.Value:
+        """``T(l0, 4)`` from the 8 leaves of quarter ``l0`` (``t[k]``: lane ``l0 + 4k``)."""
+        return self.add(
+            self.add(self.add(t[0], t[4]), self.add(t[2], t[6])), self.add(self.add(t[1], t[5]), self.add(t[3], t[7]))
+        )
+
+    def terms(self, tab: ir.Value, e: list[ir.Value], l0: int) -> list[ir.Value]:
+        """The five sums' ``T(l0, 4)``: terms e, e x, e x^2, e x^3, e^2 of the quarter, each summed as it is made."""
+        lanes = [l0 + 4 * k for k in range(8)]
+        out = [self.tree8(e)]
+        for q in range(3):
+            out.append(self.tree8([self.mul(v, self.sample(tab, lane, q)) for v, lane in zip(e, lanes)]))
+        out.append(self.tree8([self.mul(v, v) for v in e]))
+        return out
+
+    def steps(self, tabs: list[ir.Value], ps: list[list[ir.Value]]) -> list[list[ir.Value]]:
+        """The five sums of each group of a block (``tabs[j]``, ``ps[j]``: its slot and params),
+        the groups' ops interleaved phase by phase."""
+        es: list[dict[int, list[ir.Value]]] = [{} for _ in ps]
+        parts: list[dict[int, list[ir.Value]]] = [{} for _ in ps]
+        for kind, q in _SCHEDULE:
+            for j, (tab, p) in enumerate(zip(tabs, ps)):
+                if kind == "h":
+                    es[j][q] = self.horner(tab, p, _QUARTERS[q])
+                else:
+                    parts[j][q] = self.terms(tab, es[j].pop(q), _QUARTERS[q])
+        sums = []
+        for part in parts:
+            sums.append(
+                [self.add(self.add(part[0][s], part[1][s]), self.add(part[2][s], part[3][s])) for s in range(NSUMS)]
+            )
+        return sums
+
+    def apply(self, p: ir.Value, s: ir.Value, lr: ir.Value, inv: ir.Value) -> ir.Value:
+        """SPEC 6: ``p = sub(p, mul(lr, mul(s, inv)))``."""
+        return self.sub(p, self.mul(lr, self.mul(s, inv)))
+
+
+def _rows(context, builder, aryty, ary) -> tuple[ir.Value, ir.Value]:
+    """A C-contiguous 2-D float32 array's data pointer and floats per row."""
+    a = context.make_array(aryty)(context, builder, ary)
+    return a.data, cgutils.unpack_tuple(builder, a.shape, aryty.ndim)[1]
+
+
+def _literal(t) -> int | None:
+    return int(t.literal_value) if isinstance(t, (types.IntegerLiteral, types.BooleanLiteral)) else None
 
 
 @intrinsic
-def _load_as(typingctx, like, arr, start):
-    """``arr[start : start + n]`` as one vector as wide as ``like`` (unchecked)."""
-    if not (isinstance(like, vec.F32xN) and vec._is_f32_array(arr) and arr.dtype == types.float32):
+def _run_block(typingctx, tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shape):
+    """``count`` steps of one block of ``block`` groups of ``n`` systems whose sample tables are
+    all shared or all lane tables (``shape``: a literal tuple ``(mode, n, block, shared)``): the
+    whole step loop of the block as LLVM IR, emitted op by op in :data:`_SCHEDULE`'s order, the
+    state in registers, the arrays read through their data pointers (no array views: no
+    reference counting in the loop).  One intrinsic at module level, its shape given as literals,
+    so the entries that call it are closures of plain ints: numba caches them across processes."""
+    arrays = (tabs, params, hyper, ring, hist, trace)
+    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" for a in arrays):
         return None
-    if not isinstance(start, types.Integer):
+    if not isinstance(shape, types.BaseTuple) or len(shape) != 4:
         return None
+    consts = [_literal(t) for t in shape]
+    if any(c is None for c in consts):
+        return None
+    mode, n, block, shared_int = (int(c) for c in consts)  # type: ignore[arg-type]
+    shared = bool(shared_int)
+    sig = types.none(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shape)
 
     def codegen(context, builder, sig, args):
-        n = sig.args[0].n
-        ptr = vec._lane_ptr(context, builder, sig.args[1], args[1], args[2], n)
-        return builder.load(ptr, align=4, typ=ir.VectorType(_F32, n))
+        tabs_v, tab_of_v, params_v, hyper_v, ring_v, hist_v, trace_v, g_v, first_v, count_v, every_v, _ = args
+        em = _Emit(builder, n, mode, shared)
+        vty = em.vty
+        vptr = vty.as_pointer()
+        tab_data, tab_row = _rows(context, builder, sig.args[0], tabs_v)
+        tab_of_a = context.make_array(sig.args[1])(context, builder, tab_of_v)
+        rows = {
+            name: _rows(context, builder, sig.args[i], args[i])
+            for name, i in (("params", 2), ("hyper", 3), ("ring", 4), ("hist", 5), ("trace", 6))
+        }
 
-    return like(like, arr, start), codegen
+        def at(name: str, j: int, offset: ir.Value) -> ir.Value:  # row g + j, float offset: a vector pointer
+            data, width = rows[name]
+            row = builder.mul(builder.add(g_v, ir.Constant(_I64, j)), width)
+            return builder.bitcast(builder.gep(data, [builder.add(row, offset)]), vptr)
 
+        c = lambda k: ir.Constant(_I64, k)
+        tab0 = []
+        for j in range(block):
+            t = builder.load(builder.gep(tab_of_a.data, [builder.add(g_v, c(j))]))
+            row = builder.sub(c(-1), t) if shared else t
+            tab0.append(builder.gep(tab_data, [builder.mul(row, tab_row)]))
+        state = [[cgutils.alloca_once(builder, vty) for _ in range(4)] for _ in range(block)]
+        lr = [builder.load(at("hyper", j, c(0)), align=4) for j in range(block)]
+        inv = [builder.load(at("hyper", j, c(n)), align=4) for j in range(block)]
+        for j in range(block):
+            for k in range(4):
+                builder.store(builder.load(at("params", j, c(k * n)), align=4), state[j][k])
+        every_pos = builder.icmp_signed(">", every_v, c(0))
+        every_safe = builder.select(every_pos, every_v, c(1))
+        keep_trace = builder.icmp_signed(">", rows["trace"][1], c(0))
+        slot_floats = WARP * em.stride
+        with cgutils.for_range(builder, count_v) as loop:
+            i = loop.index
+            r = builder.add(first_v, i)
+            slot = builder.and_(r, c(BATCHES - 1))
+            tabs_now = [builder.gep(t, [builder.mul(slot, c(slot_floats))]) for t in tab0]
+            ps = [[builder.load(s) for s in st] for st in state]
+            sums = em.steps(tabs_now, ps)
+            row = builder.mul(builder.and_(r, c(RING - 1)), c(n))
+            r1 = builder.add(r, c(1))
+            keep_hist = builder.and_(every_pos, builder.icmp_signed("==", builder.srem(r1, every_safe), c(0)))
+            h = builder.mul(builder.sub(builder.sdiv(r1, every_safe), c(1)), c(n))
+            for j in range(block):
+                s = sums[j]
+                for k in range(4):
+                    builder.store(em.apply(ps[j][k], s[k], lr[j], inv[j]), state[j][k])
+                loss = em.out(em.mul(s[4], inv[j]))
+                builder.store(loss, at("ring", j, row), align=4)
+                with builder.if_then(keep_hist, likely=False):
+                    builder.store(loss, at("hist", j, h), align=4)
+                with builder.if_then(keep_trace, likely=False):
+                    base = builder.mul(i, c(NSUMS * n))
+                    for k in range(NSUMS):
+                        builder.store(em.out(s[k]), at("trace", j, builder.add(base, c(k * n))), align=4)
+        for j in range(block):
+            for k in range(4):
+                builder.store(em.out(builder.load(state[j][k])), at("params", j, c(k * n)), align=4)
+        return context.get_dummy_value()
 
-@intrinsic
-def _splat_as(typingctx, like, x):
-    """A vector as wide as ``like`` with ``x`` in every lane."""
-    if not (isinstance(like, vec.F32xN) and x == types.float32):
-        return None
-
-    def codegen(context, builder, sig, args):
-        n = sig.args[0].n
-        vty = ir.VectorType(_F32, n)
-        one = builder.insert_element(ir.Constant(vty, ir.Undefined), args[1], ir.Constant(_I32, 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, n), [0] * n))
-
-    return like(like, x), codegen
-
-
-@intrinsic
-def _zeros(typingctx, n):
-    """A vector of ``n`` (a literal) zeros: the entry's prototype of its width."""
-    if not isinstance(n, types.IntegerLiteral) or n.literal_value not in _WIDTHS:
-        return None
-    width = n.literal_value
-
-    def codegen(context, builder, sig, args):
-        return ir.Constant(ir.VectorType(_F32, width), [0.0] * width)
-
-    return _WIDTHS[width](n), codegen
-
-
-@jit()
-def _fl(v, mode):
-    """After a vector op: the subnormal flush in mode Z (DAZ does it in hardware, IEEE not at all)."""
-    if mode == Z:
-        return vec.flush(v)
-    return v
-
-
-@jit()
-def _out(v, mode):
-    """Lanes as the words written out: ``ftz_bits`` in both mode-Z loops."""
-    if mode == IEEE:
-        return v
-    return vec.words(v)
-
-
-@jit()
-def _terms(pa, pb, pc, pd, x, x2, x3, y, mode):
-    """Warp lane terms of a group (SPEC 5): e, e x, e x^2, e x^3, e^2."""
-    pred = _fl(vec.mul(pd, x), mode)  # Horner: ((d x + c) x + b) x + a
-    pred = _fl(vec.add(pred, pc), mode)
-    pred = _fl(vec.mul(pred, x), mode)
-    pred = _fl(vec.add(pred, pb), mode)
-    pred = _fl(vec.mul(pred, x), mode)
-    pred = _fl(vec.add(pred, pa), mode)
-    e = _fl(vec.sub(pred, y), mode)
-    return e, _fl(vec.mul(e, x), mode), _fl(vec.mul(e, x2), mode), _fl(vec.mul(e, x3), mode), _fl(vec.mul(e, e), mode)
-
-
-@jit()
-def _lane_shared(pa, pb, pc, pd, tab, at, mode):
-    """The terms of warp lane ``at`` (its offset in a shared table): one sample for the group."""
-    return _terms(
-        pa,
-        pb,
-        pc,
-        pd,
-        _splat_as(pa, tab[at]),
-        _splat_as(pa, tab[at + 1]),
-        _splat_as(pa, tab[at + 2]),
-        _splat_as(pa, tab[at + 3]),
-        mode,
-    )
-
-
-@jit()
-def _lane_own(pa, pb, pc, pd, tab, at, stride, mode):
-    """The terms of warp lane ``at`` (its offset in a lane table): a sample per system."""
-    return _terms(
-        pa,
-        pb,
-        pc,
-        pd,
-        _load_as(pa, tab, at),
-        _load_as(pa, tab, at + stride),
-        _load_as(pa, tab, at + 2 * stride),
-        _load_as(pa, tab, at + 3 * stride),
-        mode,
-    )
-
-
-@jit()
-def _add5(u, v, mode):
-    """One butterfly add of all five sums: the lower lane's value first, as SPEC 5 adds them."""
-    return (
-        _fl(vec.add(u[0], v[0]), mode),
-        _fl(vec.add(u[1], v[1]), mode),
-        _fl(vec.add(u[2], v[2]), mode),
-        _fl(vec.add(u[3], v[3]), mode),
-        _fl(vec.add(u[4], v[4]), mode),
-    )
-
-
-def _make_sums(mode: int, shared: bool, lanes: int):
-    """``sums(pa, pb, pc, pd, tab, slot)`` for one mode, table kind and width: a function of its
-    own (not inlined into the loop by numba), with its constants in it.
-
-    The five sums of a step for a group: lane 0 of SPEC 5's butterfly, ``T(0, 1)``.  Leaf ``j``
-    (0..15) is ``T(l, 16)`` for ``l`` = ``j`` bit-reversed (0, 8, 4, 12, 2, ...), so consecutive
-    leaves pair up as the butterfly pairs them: leaves 2i and 2i+1 give ``T(l, 8)``, two of those
-    ``T(l, 4)``, and so on, like a binary counter (the lower lane's value first).  Turn ``jj``
-    does leaves 2 jj and 2 jj + 1 (lanes ``l`` and ``l + 8``, ``l`` = ``jj`` bit-reversed in 3
-    bits): four warp lanes' chains in flight, about 5% faster than two (measured)."""
-    stride = Q if shared else Q * lanes  # floats per warp lane in a slot
-    slot_floats = WARP * stride
-
-    if shared:
-
-        @jit()
-        def four(pa, pb, pc, pd, tab, at, lane):
-            lo = _add5(
-                _lane_shared(pa, pb, pc, pd, tab, at + lane * stride, mode),
-                _lane_shared(pa, pb, pc, pd, tab, at + (lane + 16) * stride, mode),
-                mode,
-            )
-            hi = _add5(
-                _lane_shared(pa, pb, pc, pd, tab, at + (lane + 8) * stride, mode),
-                _lane_shared(pa, pb, pc, pd, tab, at + (lane + 24) * stride, mode),
-                mode,
-            )
-            return _add5(lo, hi, mode)  # T(l, 8)
-
-    else:
-
-        @jit()
-        def four(pa, pb, pc, pd, tab, at, lane):
-            lo = _add5(
-                _lane_own(pa, pb, pc, pd, tab, at + lane * stride, lanes, mode),
-                _lane_own(pa, pb, pc, pd, tab, at + (lane + 16) * stride, lanes, mode),
-                mode,
-            )
-            hi = _add5(
-                _lane_own(pa, pb, pc, pd, tab, at + (lane + 8) * stride, lanes, mode),
-                _lane_own(pa, pb, pc, pd, tab, at + (lane + 24) * stride, lanes, mode),
-                mode,
-            )
-            return _add5(lo, hi, mode)  # T(l, 8)
-
-    @jit()
-    def sums(pa, pb, pc, pd, tab, slot):
-        at = slot * slot_floats
-        t0 = four(pa, pb, pc, pd, tab, at, 0)  # lanes bit-reversed: 0, 4, 2, 6, 1, 5, 3, 7
-        t1 = four(pa, pb, pc, pd, tab, at, 4)
-        t2 = four(pa, pb, pc, pd, tab, at, 2)
-        t3 = four(pa, pb, pc, pd, tab, at, 6)
-        t4 = four(pa, pb, pc, pd, tab, at, 1)
-        t5 = four(pa, pb, pc, pd, tab, at, 5)
-        t6 = four(pa, pb, pc, pd, tab, at, 3)
-        t7 = four(pa, pb, pc, pd, tab, at, 7)
-        return _add5(
-            _add5(_add5(t0, t1, mode), _add5(t2, t3, mode), mode),
-            _add5(_add5(t4, t5, mode), _add5(t6, t7, mode), mode),
-            mode,
-        )  # T(0, 1)
-
-    return sums
-
-
-@jit()
-def _apply(p, s, lr, inv, mode):
-    """SPEC 6: ``p = sub(p, mul(lr, mul(s, inv)))`` for one param of a group."""
-    return _fl(vec.sub(p, _fl(vec.mul(lr, _fl(vec.mul(s, inv), mode)), mode)), mode)
-
-
-@jit()
-def _record(g, s, loss, ring, hist, trace, i, r, h, keep_hist, mode, lanes):
-    """Write one step's words of group ``g``: loss ring row, history row, trace row."""
-    lw = _out(loss, mode)
-    vec.store(ring[g], (r & (RING - 1)) * lanes, lw)
-    if keep_hist:
-        vec.store(hist[g], h * lanes, lw)
-    if trace.shape[1] > 0:
-        tr = trace[g]
-        at = i * NSUMS * lanes
-        vec.store(tr, at, _out(s[0], mode))
-        vec.store(tr, at + lanes, _out(s[1], mode))
-        vec.store(tr, at + 2 * lanes, _out(s[2], mode))
-        vec.store(tr, at + 3 * lanes, _out(s[3], mode))
-        vec.store(tr, at + 4 * lanes, _out(s[4], mode))
-
-
-@jit()
-def _store4(p, a, b, c, d, mode, lanes):
-    vec.store(p, 0, _out(a, mode))
-    vec.store(p, lanes, _out(b, mode))
-    vec.store(p, 2 * lanes, _out(c, mode))
-    vec.store(p, 3 * lanes, _out(d, mode))
+    return sig, codegen
 
 
 def _make_entry(mode: int, lanes: int, block: int):
     """The compiled loop of one mode and shape: ``count`` steps of every group (``params.shape[0]``,
     a multiple of ``block``) from relative step ``first``.  ``loss_every`` > 0 samples the loss of
-    relative steps ``k loss_every - 1`` into ``hist`` row ``k - 1``."""
-    lsums, ssums = _make_sums(mode, False, lanes), _make_sums(mode, True, lanes)
+    relative steps ``k loss_every - 1`` into ``hist`` row ``k - 1``.  The groups of a block are all
+    of shared tables or all of lane tables (:class:`meshnb.sweeps.lanes.Lanes` packs them so)."""
+    shared_shape = (mode, lanes, block, 1)  # constants of the closure: literals where _run_block reads them
+    lane_shape = (mode, lanes, block, 0)
 
     @jit(nogil=True)
     def entry(tabs, stabs, tab_of, params, hyper, ring, hist, trace, first, count, loss_every):
-        proto = _zeros(lanes)
         old = vec.daz_on() if mode == Z_DAZ else np.uint32(0)
         for g in range(0, params.shape[0], block):
-            t0 = tab_of[g]
-            ta = tabs[t0] if t0 >= 0 else stabs[-1 - t0]
-            pa = params[g]
-            a0, b0 = _load_as(proto, pa, 0), _load_as(proto, pa, lanes)
-            c0, d0 = _load_as(proto, pa, 2 * lanes), _load_as(proto, pa, 3 * lanes)
-            lr0, inv0 = _load_as(proto, hyper[g], 0), _load_as(proto, hyper[g], lanes)
-            if block == 2:
-                t1 = tab_of[g + 1]
-                tb = tabs[t1] if t1 >= 0 else stabs[-1 - t1]
-                pb = params[g + 1]
-                a1, b1 = _load_as(proto, pb, 0), _load_as(proto, pb, lanes)
-                c1, d1 = _load_as(proto, pb, 2 * lanes), _load_as(proto, pb, 3 * lanes)
-                lr1, inv1 = _load_as(proto, hyper[g + 1], 0), _load_as(proto, hyper[g + 1], lanes)
-                for i in range(count):
-                    r = first + i
-                    slot = r & (BATCHES - 1)
-                    s = ssums(a0, b0, c0, d0, ta, slot) if t0 < 0 else lsums(a0, b0, c0, d0, ta, slot)
-                    u = ssums(a1, b1, c1, d1, tb, slot) if t1 < 0 else lsums(a1, b1, c1, d1, tb, slot)
-                    a0, b0 = _apply(a0, s[0], lr0, inv0, mode), _apply(b0, s[1], lr0, inv0, mode)
-                    c0, d0 = _apply(c0, s[2], lr0, inv0, mode), _apply(d0, s[3], lr0, inv0, mode)
-                    a1, b1 = _apply(a1, u[0], lr1, inv1, mode), _apply(b1, u[1], lr1, inv1, mode)
-                    c1, d1 = _apply(c1, u[2], lr1, inv1, mode), _apply(d1, u[3], lr1, inv1, mode)
-                    keep_hist = loss_every > 0 and (r + 1) % loss_every == 0
-                    h = (r + 1) // loss_every - 1 if keep_hist else 0
-                    loss0 = _fl(vec.mul(s[4], inv0), mode)
-                    loss1 = _fl(vec.mul(u[4], inv1), mode)
-                    _record(g, s, loss0, ring, hist, trace, i, r, h, keep_hist, mode, lanes)
-                    _record(g + 1, u, loss1, ring, hist, trace, i, r, h, keep_hist, mode, lanes)
-                _store4(pb, a1, b1, c1, d1, mode, lanes)
+            if tab_of[g] < 0:
+                _run_block(stabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shared_shape)
             else:
-                for i in range(count):
-                    r = first + i
-                    slot = r & (BATCHES - 1)
-                    s = ssums(a0, b0, c0, d0, ta, slot) if t0 < 0 else lsums(a0, b0, c0, d0, ta, slot)
-                    a0, b0 = _apply(a0, s[0], lr0, inv0, mode), _apply(b0, s[1], lr0, inv0, mode)
-                    c0, d0 = _apply(c0, s[2], lr0, inv0, mode), _apply(d0, s[3], lr0, inv0, mode)
-                    keep_hist = loss_every > 0 and (r + 1) % loss_every == 0
-                    h = (r + 1) // loss_every - 1 if keep_hist else 0
-                    _record(g, s, _fl(vec.mul(s[4], inv0), mode), ring, hist, trace, i, r, h, keep_hist, mode, lanes)
-            _store4(pa, a0, b0, c0, d0, mode, lanes)
+                _run_block(tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, lane_shape)
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)
 

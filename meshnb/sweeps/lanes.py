@@ -13,9 +13,11 @@ import numpy as np
 
 from .. import kernels
 from ..floatz import flush_words
+from ..jit import jit
 from ..loops import sweep as sweep_loop
 from ..view import PAGE_WORDS, WORD
-from .plan import LOSS
+
+_LOSS0 = WORD["LOSS"]
 
 
 class Lanes:
@@ -28,18 +30,16 @@ class Lanes:
         self.shape = shape
         base8 = (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64)
         xy = words[:, WORD["X"] : WORD["Y"] + 256]
-        ids: dict[bytes, int] = {}
-        if m and (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
-            ids[xy[0].tobytes()] = 0
-            which = np.zeros(m, dtype=np.int64)
+        if m == 0 or (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
+            rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
-            which = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in xy], dtype=np.int64)
+            rows, which = np.unique(xy, axis=0, return_inverse=True)
+            which = which.reshape(-1).astype(np.int64)
         key = which * kernels.BATCHES + base8
         self.order = np.argsort(key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
         self.position[self.order] = np.arange(m)
         lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
-        lane_words = words[lane_sys]
         self.m, self.pad, self.groups = m, pad, pad // lanes
         self.rows = steps // loss_every if loss_every else 0
         a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes)
@@ -49,37 +49,32 @@ class Lanes:
             return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], per_lane.shape[1] * lanes)
 
         read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
-        a["params"][:] = grouped(read(lane_words[:, :4])).view(np.float32)
-        a["hyper"][:] = grouped(read(lane_words[:, [WORD["LR"], WORD["INV_BATCH"]]])).view(np.float32)
-        # Sample tables [q][batch][lane], rotated so that slot j holds batch (base + j) mod 8.
-        tables: dict[int, np.ndarray] = {}
-        for u, row in enumerate(ids):
-            page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
-            page[WORD["X"] : WORD["X"] + 256] = np.frombuffer(row, dtype=np.uint32, count=256)
-            page[WORD["Y"] : WORD["Y"] + 256] = np.frombuffer(row, dtype=np.uint32, offset=1024)
+        a["params"][:] = grouped(read(words[lane_sys, :4])).view(np.float32)
+        a["hyper"][:] = grouped(read(words[lane_sys[:, None], [WORD["LR"], WORD["INV_BATCH"]]])).view(np.float32)
+        # Sample tables [q][batch][lane] of every key in use, rotated so that slot j holds batch (base + j) mod 8.
+        keys = np.unique(key)
+        tables = np.empty((keys.size, 4, kernels.BATCHES, kernels.WARP), dtype=np.float32)
+        page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
+        for u in np.unique(keys // kernels.BATCHES).tolist():
+            page[WORD["X"] : WORD["Y"] + 256] = rows[u]
             tab = kernels.batches(page, z).reshape(4, kernels.BATCHES, kernels.WARP)
-            for r in set(base8[which == u].tolist()):
-                tables[u * kernels.BATCHES + r] = np.roll(tab, -r, axis=1)
-        lane_key = key[lane_sys].reshape(self.groups, lanes)
+            for i in np.flatnonzero(keys // kernels.BATCHES == u).tolist():
+                tables[i] = np.roll(tab, -int(keys[i] % kernels.BATCHES), axis=1)
+        lane_key = np.searchsorted(keys, key[lane_sys]).reshape(self.groups, lanes)  # index into tables
         shared = (lane_key == lane_key[:, :1]).all(axis=1)
+        # The groups of a block are stepped together: a block is of shared tables only when all are.
+        shared = shared.reshape(-1, shape.block).all(axis=1).repeat(shape.block)
         tab_of = np.empty(self.groups, dtype=np.int64)
-        stabs: list[np.ndarray] = []
-        ltabs: list[np.ndarray] = []
-        shared_index: dict[int, int] = {}
-        for g in range(self.groups):
-            if shared[g]:  # [slot][lane][q], one value for the group's systems
-                k = int(lane_key[g, 0])
-                if k not in shared_index:
-                    shared_index[k] = len(stabs)
-                    stabs.append(tables[k].transpose(1, 2, 0).reshape(-1))
-                tab_of[g] = -1 - shared_index[k]
-            else:  # [slot][lane][q][system]
-                tab_of[g] = len(ltabs)
-                per_lane = np.stack([tables[int(k)] for k in lane_key[g]])  # [lanes, q, slot, warp lane]
-                ltabs.append(np.ascontiguousarray(per_lane.transpose(2, 3, 1, 0)).reshape(-1))
+        used, which_shared = np.unique(lane_key[shared, 0], return_inverse=True)
+        tab_of[shared] = -1 - which_shared.reshape(-1)
+        own = np.flatnonzero(~shared)
+        tab_of[own] = np.arange(own.size)
+        # shared: [slot][lane][q], one value for the group's systems; lane tables: [slot][lane][q][system]
+        stabs = tables[used].transpose(0, 2, 3, 1).reshape(used.size, sweep_loop.SHARED_FLOATS)
+        ltabs = tables[lane_key[own]].transpose(0, 3, 4, 2, 1).reshape(own.size, sweep_loop.tab_floats(lanes))
         a["tab_of"] = tab_of
-        a["stabs"] = np.stack(stabs) if stabs else np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
-        a["tabs"] = np.stack(ltabs) if ltabs else np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)
+        a["stabs"] = stabs if used.size else np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
+        a["tabs"] = ltabs if own.size else np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)
         self.arrays = a
         self.loss_every = loss_every
 
@@ -112,19 +107,31 @@ class Lanes:
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:
     """The start pages ``[n, 1024]`` after ``done`` steps, as the TASKs leave them (SPEC 8;
-    ``loops._tasks``): params, the loss ring, the next step, ERR and PENDING cleared."""
-    out = start.copy()
-    if done == 0:
-        return out
-    out[:, :4] = lanes.params_words()
-    ring = lanes.ring_words()
-    js = np.arange(max(0, done - 256), done, dtype=np.int64)  # the run's last 256 steps (or fewer)
-    shift = (base & np.uint64(255)).astype(np.int64)
-    for s in np.unique(shift):  # LOSS[(base + j) mod 256] = loss of relative step j
-        rows = np.flatnonzero(shift == s)
-        if js.size == 256:  # the whole ring: a rotation
-            out[rows, LOSS] = np.roll(ring[rows], s, axis=1)
-        else:
-            out[np.ix_(rows, WORD["LOSS"] + (s + js) % 256)] = ring[rows][:, js % 256]
-    kernels.end_task(out, base + np.uint64(done))
+    ``loops._tasks``): params, the loss ring, the next step, ERR and PENDING cleared (made in njit,
+    one pass over the pages)."""
+    out = np.array(start, dtype=np.uint32)  # a copy (numpy's memcpy; the njit pass fills in the run's words)
+    a = lanes.arrays
+    _final_pages(
+        np.ascontiguousarray(start, dtype=np.uint32), out, a["params"].view(np.uint32), a["ring"].view(np.uint32),
+        lanes.position, lanes.shape.lanes, np.ascontiguousarray(base, dtype=np.uint64), done,
+    )  # fmt: skip
+    if done:
+        kernels.end_task(out, base + np.uint64(done))
     return out
+
+
+@jit(nogil=True)
+def _final_pages(start, out, params, ring, position, lanes, base, done):  # type: ignore[no-untyped-def]
+    """``out[k]`` (a copy of ``start[k]``) with system k's params and the loss of its last ``min(done, 256)``
+    steps (relative step j at LOSS[(base + j) mod 256]), read from its lane of the loop's arrays."""
+    first = max(0, done - 256)
+    if done == 0:
+        return
+    for k in range(start.shape[0]):
+        pos = position[k]
+        g, q = pos // lanes, pos % lanes
+        for j in range(4):
+            out[k, j] = params[g, j * lanes + q]
+        s = np.int64(base[k] & np.uint64(255))
+        for j in range(first, done):
+            out[k, _LOSS0 + (s + j) % 256] = ring[g, (j % 256) * lanes + q]

@@ -10,8 +10,9 @@ they finish (:func:`meshnb.sweeps.stream`) and hold none of them: a sweep of 10^
 its table with the memory of one batch.  Files are written to a temporary name beside the target
 and renamed into place when whole (an interrupted or failed write leaves the old file).
 
-Formatting is vectorised where it counts (hex words and digests through one ``bytes.hex`` per
-column); floats are written as ``repr`` of the float32 value widened to float64, as ``train`` does.
+The CSV is formatted in njit by columns, in bulk (:mod:`meshnb.sweeps.columns`): each float32 as
+its shortest text that reads back to the same bits; JSON and records format hex words and
+digests through one ``bytes.hex`` per column, floats as ``repr`` of the float32 widened to float64.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ..files import WriteError, fsync_dir, open_temp
 from ..floatz import flush_words
 from ..runspec import is_int, page_digests, write_step_base
 from ..view import WORD, View
+from . import columns
 
 CSV_COLUMNS = (
     "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "a", "b", "c", "d", "digest", "trace_digest",
@@ -47,7 +49,8 @@ CSV_COLUMNS = (
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`)."""
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`:
+    many pages hashed in njit on every usable core)."""
     return page_digests(words)
 
 
@@ -278,27 +281,9 @@ class SweepResult:
         return doc
 
     def csv_lines(self, names: Sequence[str] | None = None) -> str:
-        """The CSV rows of these systems (no header), each ending in a newline."""
-        pages = self.page_index.tolist() if names is None else [_csv_field(names[p]) for p in self.page_index.tolist()]
-        lr = [repr(x) for x in _floats(self.lrs.view(np.uint32))]
-        loss = [repr(x) for x in _floats(self.last_loss_words)]
-        p = self.params_hex
-        steps = str(self.steps)
-        rows = zip(
-            range(self.first, self.first + len(self)),
-            pages,
-            hex_words(self.lr_words),
-            lr,
-            self.step_base.tolist(),
-            loss,
-            p,
-            self.digests,
-            self.trace_digests,
-        )
-        return "".join(
-            f"{k},{pg},{lw},{r},{b},{steps},{ls},{w[0]},{w[1]},{w[2]},{w[3]},{d},{t}\n"
-            for k, pg, lw, r, b, ls, w, d, t in rows
-        )
+        """The CSV rows of these systems (no header), each ending in a newline (made in bulk:
+        :mod:`meshnb.sweeps.columns`, floats as their shortest text that reads back to the same bits)."""
+        return _csv_bytes(self, names).decode("utf-8")
 
     def to_frame(self) -> Any:
         """A pandas DataFrame, one row per system, params as float32 columns (pandas is not a
@@ -538,6 +523,15 @@ class SweepSystems(SequenceABC[SweepSystem]):
         return self._as_count()
 
 
+def _csv_bytes(r: SweepResult, names: Sequence[str] | None) -> bytes:
+    """The CSV rows of ``r`` as UTF-8 bytes (:func:`meshnb.sweeps.columns.csv_rows`)."""
+    fields = None if names is None else [_csv_field(x).encode("utf-8") for x in names]
+    return columns.csv_rows(
+        r.first, r.page_index, fields, r.lr_words, r.lrs.view(np.uint32), r.step_base, r.steps,
+        r.last_loss_words, r.params_words, r.digest_bytes, r.trace_digest_bytes,
+    )  # fmt: skip
+
+
 def _csv_field(text: str) -> str:
     """A CSV field as the csv module writes it (quoted when it holds a comma, quote or line break)."""
     if any(c in text for c in ',"\r\n'):
@@ -625,7 +619,7 @@ class CsvWriter(Writer):
         self.out.write((",".join(CSV_COLUMNS) + "\n").encode())
 
     def write(self, part: SweepResult) -> None:
-        self.out.write(part.csv_lines(self.names).encode())
+        self.out.write(_csv_bytes(part, self.names))
 
     def close(self, steps: int) -> None:
         self.out.commit()

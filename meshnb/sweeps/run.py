@@ -92,11 +92,9 @@ def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
 
 
 def fit_shape(shape: sweep_loop.Shape, systems: int, threads: int) -> sweep_loop.Shape:
-    """``shape``, or narrower groups (down to 8 lanes) while a batch of ``systems`` would leave a
-    thread without a block of groups: a sweep of 100 systems keeps both threads busy, and pads
-    fewer lanes, at a slower rate per system-step (any shape gives the same bits)."""
-    while shape.lanes > 8 and shape.lanes * shape.block * threads > systems:
-        shape = sweep_loop.Shape(shape.lanes // 2, shape.block)
+    """``shape`` for every size of sweep: a group is one vector register (16 or 8 systems), so a
+    small sweep already leaves each thread a group, and one loop per mode serves every size
+    (narrower shapes were a compile each, issue 25)."""
     return shape
 
 

@@ -114,22 +114,19 @@ def test_every_shape_threads_chunks_and_batches_change_no_bits(z: bool, shape: s
 def test_the_shape_follows_the_target() -> None:
     from meshnb.cpu import VectorShape
 
-    assert sweep_loop.shape(VectorShape("avx512", 16, 32)) == sweep_loop.Shape(32, 2)
-    assert sweep_loop.shape(VectorShape("avx2", 8, 16)) == sweep_loop.Shape(32, 2)
-    assert sweep_loop.shape(VectorShape("neon", 4, 32)) == sweep_loop.Shape(16, 2)
-    assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(16, 2)
+    assert sweep_loop.shape(VectorShape("avx512", 16, 32)) == sweep_loop.Shape(16, 1)
+    assert sweep_loop.shape(VectorShape("avx2", 8, 16)) == sweep_loop.Shape(8, 1)
+    assert sweep_loop.shape(VectorShape("neon", 4, 32)) == sweep_loop.Shape(8, 1)
+    assert sweep_loop.shape(VectorShape("sse", 4, 16)) == sweep_loop.Shape(8, 1)
 
 
-def test_small_sweeps_take_narrower_groups_so_every_thread_has_work() -> None:
+def test_one_shape_serves_every_size() -> None:
     from meshnb.sweeps.run import fit_shape
 
-    wide = sweep_loop.Shape(32, 2)
-    assert fit_shape(wide, 1024, 2) == wide
-    assert fit_shape(wide, 100, 2) == sweep_loop.Shape(16, 2)  # 2 blocks of 32: one a thread
-    assert fit_shape(wide, 17, 2) == sweep_loop.Shape(8, 2)
-    assert fit_shape(wide, 1, 1) == sweep_loop.Shape(8, 2)  # never below 8 lanes
+    one = sweep_loop.shape()
+    assert {fit_shape(one, m, t) for m in (1, 17, 100, 1024) for t in (1, 2)} == {one}
     r = sweep(30, lrs=LR_WORDS, threads=2)
-    assert r.shape == "8 lanes x 2"
+    assert r.shape == str(one)
 
 
 _HASWELL = """
@@ -152,18 +149,18 @@ print(json.dumps(out))
 def test_avx2_code_compiled_for_haswell_gives_the_same_bits(tmp_path) -> None:
     """The loop compiled for an AVX2 CPU (NUMBA_CPU_NAME=haswell, an empty numba cache) in a
     fresh process: every system's digests as this process's sweep and train."""
-    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "", "NUMBA_CACHE_DIR": str(tmp_path)}
     p = subprocess.run(
         [sys.executable, "-c", _HASWELL], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT, check=False
     )
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
-    assert got["isa"] == "avx2" and got["shape"] == "32 lanes x 2"
+    assert got["isa"] == "avx2" and got["shape"] == "8 lanes x 1"
     pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
     lrs = np.geomspace(1e-3, 1.2, 9).astype(np.float32)
     for z in (True, False):
         digests, traces, shape = got[str(z)]
-        assert shape == "32 lanes x 2"
+        assert shape == "8 lanes x 1"
         for k in range(len(digests)):
             one = alone(pages[k // 9], 70, np.float32(lrs[k % 9]).view(np.uint32), None, z)
             assert (digests[k], traces[k]) == (one.digest, one.trace_digest), (z, k)
