@@ -19,14 +19,17 @@ __all__ = ["build_parser", "entry", "main"]
 
 
 def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C becomes a flag
-    before anything else is imported, then :func:`meshnb.cli.program.entry` runs the command."""
-    import signal
-
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C, SIGTERM and
+    SIGHUP become a flag before anything else is imported, stdout and stderr writers that never
+    drop a byte (:func:`meshnb.files.install_std_streams`), then :func:`meshnb.cli.program.entry`
+    runs the command."""
     from ..interrupts import InterruptFlag
 
     flag = InterruptFlag()
-    signal.signal(signal.SIGINT, flag)
+    flag.install()  # SIGINT, SIGTERM, SIGHUP
+    from ..files import install_std_streams
+
+    install_std_streams()  # stdout and stderr that never drop a byte (non-blocking pipes, PYTHONUNBUFFERED)
     from .program import entry as run
 
     run(flag)

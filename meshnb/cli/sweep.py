@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..files import check_output, read_page
+from ..files import WriteError, check_output, read_page, refuse_overwrite
 from ..host import progress_bar, steps_shown
 from ..interrupts import deferred_interrupt
 from ..options import arg_type, parse_count
-from ..sweeps.plan import check_fits
+from ..sweeps.plan import check_fits, lr_values
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
@@ -39,9 +41,9 @@ _F32_MAX = float(np.finfo(np.float32).max)
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
 
-def lr_range(text: str) -> np.ndarray:
-    """``START:STOP:COUNT[:log]`` -> COUNT float32 LRs from START to STOP (both included),
-    evenly spaced, or evenly spaced in log with ``:log``."""
+def lr_range(text: str) -> Callable[[], np.ndarray]:
+    """``START:STOP:COUNT[:log]`` -> what makes COUNT float32 LRs from START to STOP (both
+    included), evenly spaced, or evenly spaced in log with ``:log`` (:func:`lr_values`)."""
     parts = text.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise argparse.ArgumentTypeError(f"--lr {text!r} is not START:STOP:COUNT[:log]")
@@ -60,11 +62,9 @@ def lr_range(text: str) -> np.ndarray:
         check_fits(12 * count, f"--lr {text!r}: {count} learning rates", "sweep fewer at a time")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    if len(parts) == 4:
-        if start <= 0 or stop <= 0:
-            raise argparse.ArgumentTypeError(f"--lr {text!r}: a log range needs START and STOP > 0")
-        return np.geomspace(start, stop, count).astype(np.float32)
-    return np.linspace(start, stop, count).astype(np.float32)
+    if len(parts) == 4 and (start <= 0 or stop <= 0):
+        raise argparse.ArgumentTypeError(f"--lr {text!r}: a log range needs START and STOP > 0")
+    return functools.partial(lr_values, start, stop, count, len(parts) == 4)  # made in the run: Ctrl-C is seen
 
 
 _count = arg_type(parse_count)  # the same whole-number check as meshnb train's
@@ -227,24 +227,27 @@ def _slice(part: Any, k: int) -> Any:
 def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
     from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
-    if args.csv:
+    if args.csv is not None:
         return CsvWriter(args.csv, names)
     if args.json:
-        return JsonWriter(args.out or "-", z, names)
-    if args.npz:
+        return JsonWriter("-" if args.out is None else args.out, z, names)
+    if args.npz is not None:
         return NpzWriter(args.npz, names)
     return _Summary(names)
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if args.out and not args.json:
+    if args.out is not None and not args.json:
         raise UsageError("--out goes with --json")
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
-        if path and path != "-":
+        if path is not None and path != "-":
             check_output(path, option)  # before the run, not after it
+            refuse_overwrite(option, path, "--pages directory", args.pages)
     if args.npz == "-":
         raise UsageError("--npz -: the npz is a file (give a path)")
-    to_stdout = args.csv == "-" or (args.json and not args.out) or not (args.csv or args.json or args.npz)
+    to_stdout = (
+        args.csv == "-" or (args.json and args.out is None) or (args.csv is None and not args.json and args.npz is None)
+    )
     if to_stdout and sys.stdout is None:
         raise UsageError(
             "stdout is closed: nothing could be written (give --csv PATH, --json --out PATH or --npz PATH)"
@@ -260,7 +263,8 @@ def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     pages, names = _read_pages(args.pages) if args.pages else (None, None)
     try:
-        systems = sw.plan(args.steps, lrs=args.lr, view_in=pages, step_base=args.step_base, z=not args.ieee)
+        lrs = None if args.lr is None else args.lr()
+        systems = sw.plan(args.steps, lrs=lrs, view_in=pages, step_base=args.step_base, z=not args.ieee)
     except ValueError as e:
         raise UsageError(str(e)) from None
     progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -396,7 +400,7 @@ def handle(args: argparse.Namespace) -> int:
         _error(str(e))
         return EXIT_USAGE
     except OSError as e:
-        _error(f"{type(e).__name__}: {e}")
+        _error(str(e) if isinstance(e, WriteError) else f"{type(e).__name__}: {e}")  # WriteError names its file
         return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")

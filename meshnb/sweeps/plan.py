@@ -292,3 +292,43 @@ def _size(n: int) -> str:
     units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
     return f"{n / 1024**e:.1f} {units[e - 1]}"
+
+
+LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at once
+
+
+def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.ndarray:
+    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace(start, stop,
+    count)`` (``np.geomspace`` with ``log``) cast to float32, made :data:`LR_CHUNK` at a time in
+    float64 (not the whole float64 range at once), so that a huge list costs 4 bytes an LR and a
+    Ctrl-C (a KeyboardInterrupt, raised between chunks) is seen while it is made."""
+    out = np.empty(count, dtype=np.float32)
+    sign = 1.0
+    if log:
+        sign = float(np.sign(start))
+        a, b = float(np.log10(start / sign)), float(np.log10(stop / sign))
+    else:
+        a, b = float(start), float(stop)
+    div = count - 1
+    step = (b - a) / div if div > 0 else float("nan")
+    for lo in range(0, count, LR_CHUNK):
+        hi = min(count, lo + LR_CHUNK)
+        y = np.arange(lo, hi, dtype=np.float64)
+        if div > 0 and step == 0:  # as linspace: a zero step scales by the whole delta
+            y = y / div * (b - a)
+        elif div > 0:
+            y = y * step
+        else:
+            y = y * (b - a)
+        y += a
+        if div > 0 and hi == count:
+            y[-1] = b
+        if log:
+            y = np.power(10.0, y)
+            if lo == 0:
+                y[0] = start / sign
+            if div > 0 and hi == count:
+                y[-1] = stop / sign
+            y *= sign
+        out[lo:hi] = y.astype(np.float32)
+    return out
