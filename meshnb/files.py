@@ -508,6 +508,65 @@ def fsync_dir(directory: Pathish) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Shared memory left by killed MPI ranks
+# ---------------------------------------------------------------------------------------------
+
+SHM_DIR = "/dev/shm"
+MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by hydra (SIGKILL) cannot remove its own
+
+
+def _shm_in_use(directory: str) -> set[str]:
+    """The names in ``directory`` that a live process maps or holds open (as /proc shows them)."""
+    used: set[str] = set()
+    head = directory.rstrip("/") + "/"
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return used
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                at = line.find(head.encode())
+                if at >= 0:
+                    used.add(os.fsdecode(line[at + len(head) :].split(b" ")[0].rstrip(b"\n")))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(head):
+                        used.add(target[len(head) :].split(" ")[0])
+    return used
+
+
+def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, directory: str = SHM_DIR) -> list[str]:
+    """Remove this user's shared-memory segments ``directory/prefix*`` that no live process maps
+    or holds open and that are older than ``min_age_s`` (a job starting now may not have mapped its
+    own yet): what an MPI job whose ranks were killed left (MPICH's, which a rank killed by
+    hydra cannot remove).  Run at the start of every MPI run; returns the names removed."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix)]
+    except OSError:
+        return []
+    now, uid = time.time(), os.getuid()
+    stale = []
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(os.path.join(directory, name), follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == uid and now - st.st_mtime > min_age_s:
+                stale.append(name)
+    if not stale:
+        return []
+    used = _shm_in_use(directory)
+    removed = []
+    for name in stale:
+        if name not in used:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+    return removed
+
+
+# ---------------------------------------------------------------------------------------------
 # Ownership
 # ---------------------------------------------------------------------------------------------
 

@@ -751,3 +751,36 @@ def test_a_closed_stderr_keeps_stdout_clean():
     )
     r = subprocess.run(f"{sys.executable} -c {code!r} 2>&-", shell=True, capture_output=True, text=True, check=False)
     assert r.returncode == 0 and r.stdout == "out\n"
+
+
+def test_orphan_shm_segments_are_removed_and_live_ones_kept():
+    """MPICH's /dev/shm segments of ranks killed by hydra: removed at the next start once no live
+    process maps or holds them (and they are not brand new)."""
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    if d is None:
+        pytest.skip("no /dev/shm")
+    prefix = f"meshnb_test_shm_{os.getpid()}_"
+    paths = {k: Path(d) / f"{prefix}{k}" for k in ("orphan", "mapped", "open", "new")}
+    for p in paths.values():
+        p.write_bytes(bytes(4096))
+    old = time.time() - 3600
+    for k in ("orphan", "mapped", "open"):
+        os.utime(paths[k], (old, old))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import mmap, sys, time
+            f = open({str(paths["mapped"])!r}, "r+b"); m = mmap.mmap(f.fileno(), 4096); f.close()
+            g = open({str(paths["open"])!r}, "rb")
+            print("ready", flush=True); sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        removed = files.remove_orphan_shm(prefix, min_age_s=60, directory=d)
+        assert removed == [paths["orphan"].name]
+        assert [k for k, p in paths.items() if p.exists()] == ["mapped", "open", "new"]
+    finally:
+        holder.communicate("")
+        for p in paths.values():
+            p.unlink(missing_ok=True)
