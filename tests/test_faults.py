@@ -455,3 +455,122 @@ def test_library_keywords_of_the_wrong_type_or_range_name_the_keyword(keywords, 
     with pytest.raises(error, match=name) as e:
         meshnb.train(kw.pop("steps"), **kw)
     assert "\n" not in str(e.value) and "object is not iterable" not in str(e.value)
+
+
+# --- issue 24: SIGTERM and SIGHUP as Ctrl-C, huge LR lists, strict JSON, clear lines -----------
+
+
+def _wait_for(test, proc: subprocess.Popen, what: str, seconds: float = 120) -> None:
+    """Wait until ``test()`` (what the process reports: a file written) or the process's end."""
+    deadline = time.monotonic() + seconds
+    while not test() and proc.poll() is None:
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does(tmp_path, sig, code):
+    """SIGTERM left a 46 MB `.NAME.csv.tmpPID` and wrote nothing: now the finished systems are
+    written, the temporary goes, exit 143 (129 for SIGHUP)."""
+    out = tmp_path / "out.csv"
+    n = 1 << 19
+    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", "300", "--csv", str(out), "--no-progress")
+    tmp = tmp_path / f".out.csv.tmp{p.pid}"
+    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (code, 0), err  # 0: a fast machine finished first
+    lines = out.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    assert lines[0].startswith("system,") and rows and all(len(r) == 13 for r in rows)
+    assert [int(r[0]) for r in rows] == list(range(len(rows)))
+    if p.returncode == code:
+        assert len(rows) < n and err.splitlines()[-1] == "meshnb: interrupted (the finished systems were written)"
+    assert [q.name for q in tmp_path.iterdir()] == ["out.csv"]  # no temporary left
+
+
+def test_sigterm_before_a_sweeps_first_batch_leaves_no_npz_temporary(tmp_path):
+    out = tmp_path / "out.npz"
+    p = meshnb_cli("sweep", "--lr", "0.01:1:100000:log", "--steps", "100000", "--npz", str(out), "--no-progress")
+    tmp = tmp_path / f".out.npz.tmp{p.pid}"
+    _wait_for(tmp.exists, p, "the temporary opened")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143 and "Traceback" not in err, err
+    assert not tmp.exists()
+    if out.exists():  # the first batch's partial result: a whole npz
+        import numpy as np
+
+        with np.load(out) as f:
+            assert int(f["steps"]) < 100000
+
+
+def test_ctrl_c_while_a_huge_lr_list_is_made_is_seen_at_once(tmp_path):
+    """`sweep --lr 1:2:1000000000`: the list was built whole before Ctrl-C was seen (past 5 GB,
+    still running 10 s after SIGINT).  It is made in chunks now, in the run, where Ctrl-C is seen."""
+    log = tmp_path / "phases"
+    p = meshnb_cli(
+        "sweep", "--lr", "1:2:1000000000", "--steps", "1", "--csv", str(tmp_path / "o.csv"),
+        env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
+    )  # fmt: skip
+    _wait_for(lambda: log.exists() and "sweep-lrs" in log.read_text(), p, "the LR list begun")
+    p.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err == "meshnb: error: interrupted\n", err
+    assert time.monotonic() - t0 < 10, "Ctrl-C held while the list was made"
+    assert list(tmp_path.iterdir()) == [log]
+
+
+def test_sweep_json_is_strict_for_diverged_losses():
+    """Bare NaN (not JSON) for diverged losses: now the strings NaN / Infinity."""
+    r = subprocess.run(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1e30:6:log", "--steps", "64", "--json"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))
+    losses = [s["last_loss"] for s in doc["systems"]]
+    assert isinstance(losses[0], float) and "NaN" in losses
+    assert all(isinstance(x, float) or x in ("NaN", "Infinity", "-Infinity") for x in losses)
+
+
+def test_a_bad_loss_every_writes_nothing_before_its_error():
+    r = subprocess.run(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1:3", "--steps", "2", "--json",
+         "--loss-every", "99999999999999999999"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("k", [True, "0", 1.0, None])
+def test_sweep_result_page_names_a_bad_index(k):
+    from meshnb.sweeps import sweep
+
+    res = sweep(1, lrs=[0.5])
+    with pytest.raises(TypeError, match=r"page\(k\): k is a system's index, a whole number"):
+        res.page(k)
+
+
+def test_sweep_progress_with_stderr_closed_keeps_stdout_whole():
+    r = subprocess.run(
+        f"{sys.executable} -m meshnb sweep --lr 1e-3:1:3 --steps 2 --json --progress 2>&-",
+        shell=True, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0 and len(json.loads(r.stdout)["systems"]) == 3
+
+
+def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "a.page").write_bytes(bytes(4096))  # refused before it is read
+    for args, says in [
+        (["--csv", ""], "an empty path"),
+        (["--json", "--out", ""], "an empty path"),
+        (["--npz", ""], "an empty path"),
+        (["--pages", str(pages), "--csv", str(pages / "a.page")], "a file of the --pages directory"),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
+                           capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and says in r.stderr, (args, r.stderr)

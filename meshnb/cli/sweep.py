@@ -30,7 +30,7 @@ import numpy as np
 
 from ..files import WriteError, check_output, read_page, refuse_overwrite
 from ..host import progress_bar, steps_shown
-from ..interrupts import deferred_interrupt
+from ..interrupts import deferred_interrupt, phase
 from ..options import arg_type, parse_count
 from ..sweeps.plan import check_fits, lr_values
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
@@ -263,6 +263,7 @@ def _run(args: argparse.Namespace) -> int:
     _check_args(args)
     pages, names = _read_pages(args.pages) if args.pages else (None, None)
     try:
+        phase("sweep-lrs")  # test hook: the LR list is made from here (a Ctrl-C then is seen at once)
         lrs = None if args.lr is None else args.lr()
         systems = sw.plan(args.steps, lrs=lrs, view_in=pages, step_base=args.step_base, z=not args.ieee)
     except ValueError as e:
