@@ -515,7 +515,7 @@ SHM_DIR = "/dev/shm"
 MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by hydra (SIGKILL) cannot remove its own
 
 
-def _shm_in_use(directory: str) -> set[str]:
+def shm_in_use(directory: str) -> set[str]:
     """The names in ``directory`` that a live process maps or holds open (as /proc shows them)."""
     used: set[str] = set()
     head = directory.rstrip("/") + "/"
@@ -556,7 +556,7 @@ def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, d
                 stale.append(name)
     if not stale:
         return []
-    used = _shm_in_use(directory)
+    used = shm_in_use(directory)
     removed = []
     for name in stale:
         if name not in used:

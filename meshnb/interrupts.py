@@ -102,9 +102,10 @@ def deferred_interrupt() -> Iterator[StopRequest]:
             yield request
         finally:
             previous.raising = raising
-        if raising and previous.hit and not request.seen and not previous.raised:
-            previous.raised = True
-            raise KeyboardInterrupt  # the caller's, not lost
+        if raising and not previous.raised and (previous.hit or request.seen):
+            previous.raised = True  # the stop is taken: later signals (another rank's, a second) only remembered
+            if not request.seen:
+                raise KeyboardInterrupt  # the caller's, not lost
         return
     flag = InterruptFlag()
     request = StopRequest(flag)

@@ -574,3 +574,36 @@ def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
         r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
                            capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
         assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and says in r.stderr, (args, r.stderr)
+
+
+@pytest.mark.mpi
+def test_sigterm_to_mpiexec_writes_the_finished_systems_and_leaves_nothing(tmp_path):
+    """SIGTERM to `mpiexec -n 2 meshnb sweep`: exit 15, an mpich /dev/shm segment and a temporary
+    were left.  Now every rank stops at the same chunk (a rank whose signal comes later takes the
+    others' stop), rank 0 writes, and the job ends 143."""
+    from .util import mpi_env, mpiexec
+
+    if __import__("importlib.util").util.find_spec("mpi4py") is None:
+        pytest.skip("no mpi4py")
+    before = {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+    out = tmp_path / "out.csv"
+    p = subprocess.Popen(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "meshnb", "sweep", "--lr", "0.01:1:200000:log",
+         "--steps", "300", "--csv", str(out), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env(),
+    )  # fmt: skip
+    _wait_for(lambda: any(q.name.startswith(".out.csv.tmp") and q.stat().st_size > 1000 for q in tmp_path.iterdir()),
+              p, "rank 0's first rows")  # fmt: skip
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (143, 0), err
+    rows = out.read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(len(rows)))
+    if p.returncode == 143:
+        assert err == "meshnb: interrupted (the finished systems were written)\n"
+    assert [q.name for q in tmp_path.iterdir()] == ["out.csv"]
+    after = {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+    from meshnb.files import shm_in_use
+
+    orphans = {n for n in after - before if n.startswith("mpich_shm_")} - shm_in_use(str(SHM))
+    assert not orphans  # (another job's live segments may come and go meanwhile)
