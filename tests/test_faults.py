@@ -607,3 +607,30 @@ def test_sigterm_to_mpiexec_writes_the_finished_systems_and_leaves_nothing(tmp_p
 
     orphans = {n for n in after - before if n.startswith("mpich_shm_")} - shm_in_use(str(SHM))
     assert not orphans  # (another job's live segments may come and go meanwhile)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_a_train_run_with_its_checkpoint(tmp_path, sig, code):
+    log, ck = tmp_path / "phases", tmp_path / "run.ck"
+    p = meshnb_cli(
+        "train", *RUNS["threads"], "--checkpoint", str(ck), env={**os.environ, "MESHNB_TEST_PHASES": str(log)}
+    )
+    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the run's first tasks")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (code, 0), err  # 0: it ended first
+    if p.returncode == code:
+        assert err.startswith("meshnb: interrupted after") and len(err.splitlines()) == 1, err
+    assert ck.exists() and sorted(q.name for q in tmp_path.iterdir()) == ["phases", "run.ck"]
+
+
+def test_sigterm_while_a_pack_is_written_leaves_no_temporary(tmp_path):
+    target = tmp_path / "pk"
+    p = meshnb_cli("pack", str(target))
+    tmp = tmp_path / f".pk.tmp{p.pid}"
+    _wait_for(lambda: tmp.exists() and any(tmp.iterdir()), p, "the pack's first files")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (143, 0), err
+    if p.returncode == 143:
+        assert err == "meshnb: terminated\n" and list(tmp_path.iterdir()) == []
