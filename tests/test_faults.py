@@ -634,3 +634,60 @@ def test_sigterm_while_a_pack_is_written_leaves_no_temporary(tmp_path):
     assert p.returncode in (143, 0), err
     if p.returncode == 143:
         assert err == "meshnb: terminated\n" and list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_a_sweep_waits_on_a_stalled_reader_ends_at_a_whole_row():
+    """`sweep --csv -` into a non-blocking pipe whose reader stalls: a Ctrl-C ended with a cut-off
+    last row (and "the finished systems were written").  Now the row under way is finished."""
+    import fcntl
+    import select
+    import termios
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1:100000:log", "--steps", "2", "--csv", "-",
+         "--no-progress"],
+        stdout=w, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    os.close(w)
+
+    def queued() -> int:
+        return int.from_bytes(fcntl.ioctl(r, termios.FIONREAD, b"\0\0\0\0"), "little")
+
+    _wait_for(lambda: queued() >= 60000, p, "the pipe full (the reader stalled)")
+    p.send_signal(signal.SIGINT)
+    data = bytearray()
+    while select.select([r], [], [], 60)[0] and (chunk := os.read(r, 1 << 16)):
+        data += chunk
+    os.close(r)
+    _, err = p.communicate(timeout=60)
+    # stopped in the write (the row under way finished) or at the next chunk (the batch's rows whole)
+    assert p.returncode == 130, err
+    assert err in ("meshnb: error: interrupted\n", "meshnb: interrupted (the finished systems were written)\n"), err
+    lines = bytes(data).decode().splitlines()
+    assert data.endswith(b"\n") and lines[0].startswith("system,") and len(lines) < 100001
+    rows = [line.split(",") for line in lines[1:]]
+    assert all(len(row) == 13 for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
+
+
+def test_ptx_audit_with_stdout_closed_says_so():
+    r = subprocess.run(f"{sys.executable} -m meshnb ptx audit >&-", shell=True, capture_output=True, text=True,
+                       check=False, timeout=300)  # fmt: skip
+    assert (
+        r.returncode == 2 and r.stderr == "meshnb: error: stdout is closed (>&-): the result would have nowhere to go\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["-j", "0"], "argument -j/--jobs: '0': a number of executors from 1 to 256"),
+        (["--case-timeout", "0"], "argument --case-timeout: '0': seconds, more than 0 and at most a week (604800)"),
+    ],
+)
+def test_check_ranges_are_named(args, line):
+    r = subprocess.run([sys.executable, "-m", "meshnb", "check", "pk", "--exec", "true", *args],
+                       capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and r.stderr == f"meshnb: error: {line}\n"
