@@ -7,11 +7,16 @@ never a temporary name:
   (``/dev/zero``), a directory or a socket is refused before a byte is read (the open is
   non-blocking, so a FIFO without a writer cannot hang it), and no more than the caller's bound is
   ever read;
-* outputs are checked before a run (:func:`check_output`) and written atomically
-  (:func:`write_atomic`): a temporary file ``.NAME.tmpPID`` beside the target, fsync, rename,
-  fsync of the directory; a failed write (a full disk) removes its temporary file and leaves the
-  previous file as it was;
-* a run that owns a path (a checkpoint) holds an exclusive lock on it (:func:`hold`).
+* outputs are checked before a run (:func:`check_output`, :func:`refuse_overwrite`) and written
+  under one rule (:func:`output_kind`, :class:`Output`, :func:`write_atomic`): a new name or a
+  regular file atomically (a temporary file ``.NAME.tmpPID`` beside the target, fsync, rename,
+  fsync of the directory; a failed write, a full disk, removes its temporary file and leaves the
+  previous file as it was); a stream (``/dev/stdout``, ``/proc/*/fd``, a FIFO, a device) or any
+  other symbolic link written through, never replaced;
+* a run that owns a path (a checkpoint) holds an exclusive lock on it (:func:`hold`);
+* the program's stdout and stderr never drop a byte (:class:`StdSink`, :func:`install_std_streams`),
+  JSON is strict (:func:`json_text`), and MPICH's shared memory left by killed ranks is removed
+  (:func:`remove_orphan_shm`).
 
 The refusals of bad input are :class:`ValueError` (the command line's exit 2); a write that fails
 is :class:`WriteError`, an :class:`OSError`.

@@ -9,6 +9,7 @@ no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte t
 ``$FAULT_EXECUTOR_PIDS``; exit 3, or hang with ``$FAULT_EXECUTOR_HANG``), ``listing`` (the names in
 CASE_DIR on stderr, exit 3).  ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
+``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
 Run with the page and trace of system 0 as the pack has them.
 """
 
@@ -74,6 +75,11 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         else:  # the right bits, but in a file of another name, linked into OUT_DIR
             (aside / name).write_bytes(data)
             (os.symlink if how == "symlink" else os.link)(aside / name, out / name)
+    if os.environ.get("FAULT_EXECUTOR_STUCK"):  # a file left in OUT_DIR that cannot be removed (immutable)
+        (out / "stuck").write_bytes(b"x")
+        r = subprocess.run(["chattr", "+i", str(out / "stuck")], check=False, capture_output=True)
+        with open(os.environ["FAULT_EXECUTOR_STUCK"], "a") as f:
+            f.write(f"{out / 'stuck'} {r.returncode}\n")
     if how == "scribble":  # writes into CASE_DIR: it must be a copy, the pack untouched
         for p in case_dir.iterdir():
             p.write_bytes(b"scribbled")

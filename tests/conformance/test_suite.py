@@ -422,3 +422,28 @@ def test_closed_stderr_leaves_the_json_clean(quick_pack: Path) -> None:
         shell=True, capture_output=True, text=True, cwd=ROOT, check=False, timeout=120,
     )  # fmt: skip
     assert r.returncode == 1 and json.loads(r.stdout)["errors"] == 1
+
+
+def test_an_undeletable_file_in_out_dir_still_gives_the_table_and_the_junit(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An executor leaving an undeletable file: exit 1, no table and no JUnit though every case passed."""
+    import tempfile
+
+    stuck = tmp_path / "stuck"
+    monkeypatch.setenv("FAULT_EXECUTOR_STUCK", str(stuck))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    report = tmp_path / "junit.xml"
+    try:
+        code, out, err = run_check(
+            [str(quick_pack), "--exec", executor("mode-z"), "--cases", "cluster-1", "--junit", str(report)], capsys
+        )
+        path, chattr = stuck.read_text().split()
+        if chattr != "0":
+            pytest.skip("chattr +i is not allowed here: no undeletable file to leave")
+        assert code == 0 and "1 passed" in out and junit(report).get("tests") == "1"
+        assert err.startswith("meshnb: warning: could not remove ") and len(err.splitlines()) == 1
+    finally:
+        if stuck.exists():
+            for line in stuck.read_text().splitlines():
+                subprocess.run(["chattr", "-i", line.split()[0]], check=False)
