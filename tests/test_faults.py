@@ -691,3 +691,17 @@ def test_check_ranges_are_named(args, line):
     r = subprocess.run([sys.executable, "-m", "meshnb", "check", "pk", "--exec", "true", *args],
                        capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
     assert r.returncode == 2 and r.stderr == f"meshnb: error: {line}\n"
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up")]
+)
+def test_sigterm_and_sighup_during_bench_end_in_one_line(tmp_path, sig, code, word):
+    log = tmp_path / "phases"
+    p = meshnb_cli("bench", "--quick", "--paths", "threads-2", env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the bench's cluster running")
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    if p.returncode != 0:  # 0: the bench was done first
+        assert p.returncode == code and out == "" and err == f"meshnb: {word}\n", (p.returncode, err)
