@@ -608,7 +608,13 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
     a process that opened the old file just before the unlink then finds it gone and tries again,
     so two runs can never each hold a lock on a different file of the same name.  flock is
     per open file description, so a second ``hold`` in the same process is refused too.  (flock
-    on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)"""
+    on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)
+    A symbolic link or a stream (:func:`output_kind`) is refused: the file is rewritten at every
+    save, which only a rename makes safe."""
+    kind = output_kind(path)
+    if kind != "atomic":  # rewritten at every save: through a link or a stream a crash would leave half of one
+        what_is = "a symbolic link" if kind == "link" else "a stream (a device, a FIFO, /dev/std*)"
+        raise OutputError(f"{what} {path}: {what_is}; a file a run owns must be a regular file or a new name")
     lock = lock_path(path)
     while True:
         try:

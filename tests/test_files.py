@@ -784,3 +784,17 @@ def test_orphan_shm_segments_are_removed_and_live_ones_kept():
         holder.communicate("")
         for p in paths.values():
             p.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("kind", ["symlink", "stream"])
+def test_a_path_a_run_owns_is_no_link_and_no_stream(tmp_path, kind):
+    """A checkpoint is rewritten at every save: only a rename makes that safe (never through a link)."""
+    path = tmp_path / "ck"
+    if kind == "symlink":
+        path.symlink_to(tmp_path / "target")
+    else:
+        os.mkfifo(path)
+    owns = "a file a run owns must be a regular file or a new name"
+    with pytest.raises(files.OutputError, match=owns), files.hold(path, "checkpoint"):
+        pass
+    assert not files.lock_path(path).exists()
