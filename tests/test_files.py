@@ -573,9 +573,14 @@ def test_an_output_through_dev_stdout_reaches_the_redirected_file_and_appends(tm
 def test_a_fifo_output_is_a_stream(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
-    files.write_atomic(fifo, b"through the fifo\n", "--csv")
-    assert reader.communicate(timeout=60)[0] == b"through the fifo\n"
+    with pytest.raises(files.OutputError, match="a FIFO with no reader"):  # at once, never blocking
+        files.write_atomic(fifo, b"x", "--csv")
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader
+    try:
+        files.write_atomic(fifo, b"through the fifo\n", "--csv")
+        assert os.read(r, 100) == b"through the fifo\n"
+    finally:
+        os.close(r)
     assert stat_is_fifo(fifo)
 
 

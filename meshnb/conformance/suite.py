@@ -404,14 +404,14 @@ def run_suite(
     try:
         with _Reaper(), ThreadPoolExecutor(jobs) as pool:
             pending: dict[Future[_Ran], str] = {}
-            for i, n in enumerate(names):
-                out, case_dir = work / f"{i}", work / f"case-{i}" / n
-                out.mkdir()
-                handles[i] = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                private_case(root / n, case_dir, setups[n].case.systems)
-                pending[pool.submit(runner.run, cmd, case_dir, out, work / f"{i}.stderr", case_timeout)] = n
             index = {n: i for i, n in enumerate(names)}
-            try:
+            try:  # a stop while the cases are handed out too: the pool must not wait for live executors
+                for i, n in enumerate(names):
+                    out, case_dir = work / f"{i}", work / f"case-{i}" / n
+                    out.mkdir()
+                    handles[i] = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                    private_case(root / n, case_dir, setups[n].case.systems)
+                    pending[pool.submit(runner.run, cmd, case_dir, out, work / f"{i}.stderr", case_timeout)] = n
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for fut in done:
