@@ -30,6 +30,7 @@ import fcntl
 import math
 import os
 import re
+import signal
 import stat
 import sys
 import time
@@ -702,8 +703,6 @@ class StreamError(WriteError):
 def _stop_requested() -> bool:
     """Whether a Ctrl-C, SIGTERM or SIGHUP came and is held as a flag (an ``InterruptFlag``,
     whose ``hit`` turns True): a write waiting on its reader then finishes its line and stops."""
-    import signal
-
     return any(getattr(signal.getsignal(s), "hit", False) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
@@ -714,17 +713,31 @@ class StdSink:
     where the reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP, raised or held as a flag) during a
     wait finishes the current line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
 
+    A pipe is written through a non-blocking open file description of its own (``/proc/self/fd/N``
+    opened again: the shell's stays as it was), so a write never blocks and takes what the pipe
+    has room for; the stop signals are held during a write (a handler that raises between a write
+    and its count would lose the count) and looked at while it waits.
+
     It is what ``sys.stdout.buffer`` and ``sys.stderr.buffer`` are in the ``meshnb`` program
     (:func:`install_std_streams`), so argparse, tqdm, warnings and print all write through it."""
 
     def __init__(self, fd: int, name: str) -> None:
         self.fd, self.name = fd, name
         self.closed = False
+        self._wfd, self._nonblocking, self._small = fd, False, False
         try:
             mode = os.fstat(fd).st_mode
-            self._small = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+            self._nonblocking = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)
+            if stat.S_ISFIFO(mode) and not self._nonblocking:
+                with contextlib.suppress(OSError):
+                    self._wfd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    self._nonblocking = True
+            # what a slow reader can stall with a blocking write: a socket, a terminal
+            self._small = not self._nonblocking and (
+                stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+            )
         except OSError:
-            self._small = False
+            pass
 
     # the parts of a binary stream that TextIOWrapper and callers use
     def writable(self) -> bool:
@@ -750,63 +763,66 @@ class StdSink:
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Write all of ``data``; returns its length."""
-        import select
-        import signal
         import threading
 
         view = memoryview(data).cast("B")
+        if not len(view):
+            return 0
+        main = threading.current_thread() is threading.main_thread()
+        stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        if main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            stopped = self._write_all(view, main, stops)
+        finally:
+            if main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # a raising handler runs here
+        if stopped:
+            raise KeyboardInterrupt
+        return len(view)
+
+    def _write_all(self, view: memoryview, main: bool, stops: set[signal.Signals]) -> bool:
+        """The loop of :meth:`write`, stop signals held; whether a stop cut it (at a line's end)."""
+        import select
+
         total, done = len(view), 0
         end = total  # where to stop once a stop came: the end of the current line
         deadline: float | None = None
-        main = threading.current_thread() is threading.main_thread()
-        poller = select.poll()
-        poller.register(self.fd, select.POLLOUT)
-        sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
         watch = not _stop_requested()  # a stop that came before this write (its own message) does not cut it
+        poller = select.poll()
+        poller.register(self._wfd, select.POLLOUT)
+
+        def stop_came() -> bool:
+            return (main and bool(signal.sigpending() & stops)) or (watch and _stop_requested())
+
         while done < end:
+            if deadline is not None and time.monotonic() > deadline:
+                break
             try:
-                if deadline is None and self._small:
-                    # a pipe's reader may be slow: wait for room (interruptible), then write at most
-                    # what the pipe then takes whole (PIPE_BUF), so the write itself never blocks
+                if self._small:  # a blocking socket or terminal: room first, then no more than it takes
                     if not poller.poll(_POLL_S * 1000):
-                        if watch and _stop_requested():
-                            raise KeyboardInterrupt
+                        if deadline is None and stop_came():
+                            deadline, end = self._stopping(view, done, end)
                         continue
-                    chunk = view[done : min(end, done + 4096)]
+                    done += os.write(self._wfd, view[done : min(end, done + 4096)])
                 else:
-                    chunk = view[done:end]
-                if main:  # a signal's handler must not run between the write and its count
-                    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-                try:
-                    done += os.write(self.fd, chunk)
-                finally:
-                    if main:
-                        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+                    done += os.write(self._wfd, view[done:end])
+                if done < end and deadline is None and stop_came():  # a part written: a stop since?
+                    deadline, end = self._stopping(view, done, end)
             except BlockingIOError:
+                if deadline is None and stop_came():
+                    deadline, end = self._stopping(view, done, end)
                 wait = _POLL_S if deadline is None else max(0.0, min(_POLL_S, deadline - time.monotonic()))
-                try:
-                    poller.poll(wait * 1000)
-                except KeyboardInterrupt:
-                    deadline, end = self._stopping(view, done, end, deadline)
-                    continue
-                if deadline is None and watch and _stop_requested():
-                    deadline, end = self._stopping(view, done, end, deadline)
-            except KeyboardInterrupt:
-                deadline, end = self._stopping(view, done, end, deadline)
+                poller.poll(wait * 1000)
             except BrokenPipeError:
                 raise
             except OSError as e:
                 raise StreamError(self.name, self.name, e) from None
-            if deadline is not None and time.monotonic() > deadline:
-                break
-        if deadline is not None:
-            raise KeyboardInterrupt
-        return total
+        return deadline is not None
 
-    def _stopping(self, view: memoryview, done: int, end: int, deadline: float | None) -> tuple[float, int]:
+    @staticmethod
+    def _stopping(view: memoryview, done: int, end: int) -> tuple[float, int]:
         """A stop came: the write goes on to the end of the current line, for at most STOP_LINE_S."""
-        if deadline is not None:
-            return deadline, end
         nl = bytes(view[done:end]).find(b"\n")
         return time.monotonic() + STOP_LINE_S, (done + nl + 1 if nl >= 0 else end)
 
