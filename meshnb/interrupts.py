@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a command as Ctrl-C does (exit 128 + the signal: 130, 143, 129)."""
@@ -44,7 +43,7 @@ class InterruptFlag:
             self.raised = True
             raise KeyboardInterrupt
 
-    def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, Any]:
+    def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, object]:  # (no typing: a light import)
         """Make this flag the handler of ``signals`` (main thread only); the previous handlers."""
         return {s: signal.signal(s, self) for s in signals}
 
