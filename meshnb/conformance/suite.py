@@ -413,7 +413,9 @@ def run_suite(
                     private_case(root / n, case_dir, setups[n].case.systems)
                     pending[pool.submit(runner.run, cmd, case_dir, out, work / f"{i}.stderr", case_timeout)] = n
                 while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    # a bounded wait: a signal the kernel gave to another thread (a second one while
+                    # the main thread had one pending) is handled only when this thread runs again
+                    done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     for fut in done:
                         n = pending.pop(fut)
                         ran = fut.result()
