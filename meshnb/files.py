@@ -7,11 +7,16 @@ never a temporary name:
   (``/dev/zero``), a directory or a socket is refused before a byte is read (the open is
   non-blocking, so a FIFO without a writer cannot hang it), and no more than the caller's bound is
   ever read;
-* outputs are checked before a run (:func:`check_output`) and written atomically
-  (:func:`write_atomic`): a temporary file ``.NAME.tmpPID`` beside the target, fsync, rename,
-  fsync of the directory; a failed write (a full disk) removes its temporary file and leaves the
-  previous file as it was;
-* a run that owns a path (a checkpoint) holds an exclusive lock on it (:func:`hold`).
+* outputs are checked before a run (:func:`check_output`, :func:`refuse_overwrite`) and written
+  under one rule (:func:`output_kind`, :class:`Output`, :func:`write_atomic`): a new name or a
+  regular file atomically (a temporary file ``.NAME.tmpPID`` beside the target, fsync, rename,
+  fsync of the directory; a failed write, a full disk, removes its temporary file and leaves the
+  previous file as it was); a stream (``/dev/stdout``, ``/proc/*/fd``, a FIFO, a device) or any
+  other symbolic link written through, never replaced;
+* a run that owns a path (a checkpoint) holds an exclusive lock on it (:func:`hold`);
+* the program's stdout and stderr never drop a byte (:class:`StdSink`, :func:`install_std_streams`),
+  JSON is strict (:func:`json_text`), and MPICH's shared memory left by killed ranks is removed
+  (:func:`remove_orphan_shm`).
 
 The refusals of bad input are :class:`ValueError` (the command line's exit 2); a write that fails
 is :class:`WriteError`, an :class:`OSError`.
@@ -22,13 +27,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 import re
+import signal
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 PAGE_BYTES = 4096  # a view page (SPEC 7); view.py has the same number, but this module imports no meshnb
 
@@ -154,14 +162,93 @@ def _temp_name(path: Path, pid: int) -> Path:
     return path.with_name(f".{path.name}.tmp{pid}")
 
 
+# The link chain of an output that passes through one of these is a stream the caller already holds
+# (a shell's redirection): written through, never renamed over (which would replace /dev/stdout).
+_STREAM_PATHS = re.compile(r"/dev/(std(in|out|err)|fd(/.*)?)|/proc/[^/]+/fd(/.*)?")
+_OWN_FD = re.compile(r"/(dev|proc/self|proc/thread-self|proc/(?P<pid>\d+))/fd/(?P<fd>\d+)")
+_STD_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _chain(path: Pathish) -> list[str]:
+    """The absolute paths a name goes through: itself, then each link's target (40 at most, as
+    the kernel's limit), each component of each one resolved in turn."""
+    seen: list[str] = []
+    todo = os.path.abspath(os.fspath(path))
+    for _ in range(40):
+        seen.append(todo)
+        head, parts = "/", [c for c in todo.split("/") if c]
+        for i, comp in enumerate(parts):
+            nxt = os.path.join(head, comp)
+            if os.path.islink(nxt):
+                try:
+                    target = os.readlink(nxt)
+                except OSError:
+                    return seen
+                rest = "/".join(parts[i + 1 :])
+                seen.append(nxt)
+                todo = os.path.normpath(os.path.join(head, target, rest) if rest else os.path.join(head, target))
+                break
+            head = nxt
+        else:
+            return seen
+    return seen
+
+
+def output_kind(path: Pathish) -> str:
+    """How an output at ``path`` is written (the one output rule of every file meshnb writes):
+
+    * ``"atomic"``: a new name, or a regular file that is no symbolic link: a temporary beside it
+      renamed over it when whole;
+    * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or
+      ``/proc/*/fd``, or that ends at anything but a regular file (a device, a FIFO, a socket):
+      written through as a stream, appended to, never truncated or renamed over;
+    * ``"link"``: any other symbolic link: written through with ``open()`` (so the kernel's
+      ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
+    """
+    chain = _chain(path)
+    if any(_STREAM_PATHS.fullmatch(p) for p in chain):
+        return "stream"
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "stream"
+    return "link" if len(chain) > 1 else "atomic"
+
+
 def check_output(path: Pathish, option: str) -> None:
     """Refuse (:class:`OutputError`, one line naming ``option`` and ``path``) an output that a run
-    could not write at its end: a missing or unwritable directory, a directory or a device as target.
-
-    A symbolic link to a regular file passes: the atomic rename replaces the link with the file."""
+    could not write at its end: an empty name, a missing or unwritable directory, a directory as
+    target.  A stream (``/dev/stdout``, a FIFO, a device) and a symbolic link pass: they are written
+    through (:func:`output_kind`), never replaced."""
+    text = os.fspath(path)
+    if not text:
+        raise OutputError(f"{option} '': an empty path is not a file name")
     p = Path(path)
     if not p.name or p.name in (".", ".."):
         raise OutputError(f"{option} {path}: not a file name")
+    try:
+        kind = output_kind(path)
+    except ValueError:  # a NUL in the path
+        raise OutputError(f"{option} {path!r}: not a file name") from None
+    if kind == "stream":
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.stat(p).st_mode
+            if stat.S_ISDIR(mode):
+                raise OutputError(f"{option} {path}: a directory, not a regular file")
+        return
+    if kind == "link":
+        real = Path(os.path.realpath(p))
+        try:
+            if real.exists():
+                if not os.access(real, os.W_OK):
+                    raise OutputError(f"{option} {path}: a link to {real}, which cannot be written")
+                return
+        except OSError as e:
+            raise OutputError(f"{option} {path}: {e.strerror}") from None
+        if not real.parent.is_dir():
+            raise OutputError(f"{option} {path}: a link to {real}, whose directory does not exist")
+        if not os.access(real.parent, os.W_OK | os.X_OK):
+            raise OutputError(f"{option} {path}: a link to {real}, whose directory cannot be written")
+        return
     parent = p.parent
     try:
         if not parent.exists():
@@ -187,6 +274,34 @@ def check_output(path: Pathish, option: str) -> None:
         pass  # our own temporary file: a write of ours is under way, so the directory is writable
     except OSError as e:
         raise OutputError(f"{option} {path}: cannot write in {parent} ({e.strerror})") from None
+
+
+def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathish | None) -> None:
+    """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
+    directory, or one input file): its name inside it (through links too) or the same file under
+    another name (a hard link).  ``what`` names the input (``pack``)."""
+    if path is None or inputs is None or not os.fspath(path):
+        return
+    real, root = os.path.realpath(path), os.path.realpath(inputs)
+    inside = real == root or real.startswith(root.rstrip("/") + "/")
+    if not inside:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        ident = (st.st_dev, st.st_ino)
+        if os.path.isdir(root):
+            for base, _, names in os.walk(root):
+                for name in names:
+                    with contextlib.suppress(OSError):
+                        s2 = os.stat(os.path.join(base, name), follow_symlinks=False)
+                        inside = inside or (s2.st_dev, s2.st_ino) == ident
+        else:
+            with contextlib.suppress(OSError):
+                s2 = os.stat(root)
+                inside = (s2.st_dev, s2.st_ino) == ident
+    if inside:
+        raise OutputError(f"{option} {path}: a file of the {what} {inputs}, which is read, not overwritten")
 
 
 def pid_alive(pid: int) -> bool:
@@ -232,35 +347,161 @@ def open_temp(path: Path) -> tuple[int, Path]:
     return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
 
 
-def write_atomic(path: Pathish, data: bytes, what: str) -> None:
-    """Write ``data`` to ``path`` atomically (a crash leaves the old file or the new one, whole).
+def _stream_fd(path: Pathish) -> int:
+    """A descriptor for a stream output (:func:`output_kind`): a duplicate of our own descriptor N
+    where the chain names it (``/dev/stdout``, ``/proc/self/fd/1``: it shares the shell's offset and
+    its ``>>``), else the path opened for appending (never truncated: a FIFO, a device, another
+    process's descriptor)."""
+    for p in _chain(path):
+        fd = _STD_FDS.get(p)
+        m = _OWN_FD.fullmatch(p)
+        if m and (m.group("pid") is None or int(m.group("pid")) == os.getpid()):
+            fd = int(m.group("fd"))
+        if fd is not None:
+            return os.dup(fd)
+    # O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) rather than blocking the open;
+    # the descriptor is made blocking again for the writes
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
 
-    A temporary file ``.NAME.tmpPID`` beside ``path``, write, fsync, rename, fsync of the directory
-    (the rename itself).  On any error the temporary file is removed, the previous file is as it
-    was, and :class:`WriteError` names ``path`` (e.g. ``checkpoint /x/run.ckpt: No space left on
-    device``).  Stale temporary files of dead writers at this path are removed first."""
-    p = Path(path)
-    try:
-        fd, tmp = open_temp(p)
-    except OSError as e:
-        raise WriteError(what, path, e) from None
-    try:
+
+class _FdWriter:
+    """A descriptor as a binary file for writing: every write whole (a short write goes on),
+    seekable where the descriptor is (zipfile asks ``tell``)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        return total
+
+    def tell(self) -> int:
+        return os.lseek(self.fd, 0, os.SEEK_CUR)  # ESPIPE on a pipe: zipfile then streams
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return os.lseek(self.fd, pos, whence)
+
+    def seekable(self) -> bool:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]  # a short write (a signal, a nearly full disk) goes on
-            os.fsync(fd)  # ENOSPC may only show here (delayed allocation, NFS)
-        finally:
+            self.tell()
+        except OSError:
+            return False
+        return True
+
+    def truncate(self) -> None:
+        os.ftruncate(self.fd, self.tell())
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
             os.close(fd)
-        os.replace(tmp, p)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise WriteError(what, path, e) from None
+
+
+class Output:
+    """One output written under the one rule (:func:`output_kind`): to a temporary ``.NAME.tmpPID``
+    beside it renamed into place by :meth:`commit` (``atomic``), or through a stream or a link,
+    or to stdout (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``;
+    :meth:`abort` drops a temporary (the target stays as it was)."""
+
+    def __init__(self, path: Pathish, what: str) -> None:
+        self.path, self.what = path, what
+        self.tmp: Path | None = None
+        self.kind = "stdout" if os.fspath(path) == "-" else output_kind(path)
+        self.f: BinaryIO
+        if self.kind == "stdout":
+            out = sys.stdout
+            if out is None:
+                raise OutputError(f"{what} -: stdout is closed")
+            self.f = out.buffer
+            return
+        try:
+            if self.kind == "atomic":
+                fd, self.tmp = open_temp(Path(path))
+            elif self.kind == "stream":
+                out = sys.stdout
+                if out is not None:
+                    out.flush()  # what was printed before comes first (a shared descriptor)
+                fd = _stream_fd(path)
+            else:  # a link: written through, never replaced
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OutputError(f"{what} {path}: a FIFO with no reader (a write would block)") from None
+            raise WriteError(what, path, e) from None
+        self.f = _FdWriter(fd)  # type: ignore[assignment]  # closed by commit or abort
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone)."""
+        try:
+            self.f.write(data)
+        except (BrokenPipeError, StreamError):
+            raise
+        except OSError as e:
+            self.abort()
+            raise WriteError(self.what, self.path, e) from None
+
+    def commit(self) -> None:
+        """Finish: flush; a temporary is fsynced and renamed into place, a link's file cut to what
+        was written."""
+        try:
+            self.f.flush()
+            if self.kind in ("stdout",):
+                return
+            if self.kind == "link":
+                self.f.truncate()
+            if self.kind != "stream":
+                os.fsync(self.f.fileno())  # ENOSPC may only show here (delayed allocation, NFS)
+            self.f.close()
+            if self.tmp is not None:
+                os.replace(self.tmp, self.path)
+                self.tmp = None
+                fsync_dir(Path(self.path).parent)  # the rename itself
+        except (BrokenPipeError, StreamError):
+            raise
+        except OSError as e:
+            self.abort()
+            raise WriteError(self.what, self.path, e) from None
+
+    def abort(self) -> None:
+        """Drop a temporary (the target stays as it was); a stream or a link is closed as it is."""
+        if self.kind != "stdout":
+            with contextlib.suppress(OSError):
+                self.f.close()
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+
+def write_atomic(path: Pathish, data: bytes, what: str) -> None:
+    """Write ``data`` to ``path`` under the one output rule (:func:`output_kind`, :class:`Output`).
+
+    A new name or a regular file: a temporary file ``.NAME.tmpPID`` beside ``path``, write, fsync,
+    rename, fsync of the directory (a crash leaves the old file or the new one, whole).  A stream
+    (``/dev/stdout``, a FIFO, a device) or a symbolic link is written through, never replaced.  On
+    any error a temporary is removed, the previous file is as it was, and :class:`WriteError` names
+    ``path`` (e.g. ``checkpoint /x/run.ckpt: No space left on device``).  Stale temporary files of
+    dead writers at this path are removed first.  An empty path is an :class:`OutputError`."""
+    if not os.fspath(path):
+        raise OutputError(f"{what} '': an empty path is not a file name")
+    out = Output(path, what)
     try:
-        fsync_dir(p.parent)
-    except OSError as e:
-        raise WriteError(what, path, e) from None
+        out.write(data)
+        out.commit()
+    except BaseException:
+        out.abort()
+        raise
 
 
 def fsync_dir(directory: Pathish) -> None:
@@ -270,6 +511,65 @@ def fsync_dir(directory: Pathish) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared memory left by killed MPI ranks
+# ---------------------------------------------------------------------------------------------
+
+SHM_DIR = "/dev/shm"
+MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by hydra (SIGKILL) cannot remove its own
+
+
+def shm_in_use(directory: str) -> set[str]:
+    """The names in ``directory`` that a live process maps or holds open (as /proc shows them)."""
+    used: set[str] = set()
+    head = directory.rstrip("/") + "/"
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return used
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                at = line.find(head.encode())
+                if at >= 0:
+                    used.add(os.fsdecode(line[at + len(head) :].split(b" ")[0].rstrip(b"\n")))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(head):
+                        used.add(target[len(head) :].split(" ")[0])
+    return used
+
+
+def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, directory: str = SHM_DIR) -> list[str]:
+    """Remove this user's shared-memory segments ``directory/prefix*`` that no live process maps
+    or holds open and that are older than ``min_age_s`` (a job starting now may not have mapped its
+    own yet): what an MPI job whose ranks were killed left (MPICH's, which a rank killed by
+    hydra cannot remove).  Run at the start of every MPI run; returns the names removed."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix)]
+    except OSError:
+        return []
+    now, uid = time.time(), os.getuid()
+    stale = []
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(os.path.join(directory, name), follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == uid and now - st.st_mtime > min_age_s:
+                stale.append(name)
+    if not stale:
+        return []
+    used = shm_in_use(directory)
+    removed = []
+    for name in stale:
+        if name not in used:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+                removed.append(name)
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +609,13 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
     a process that opened the old file just before the unlink then finds it gone and tries again,
     so two runs can never each hold a lock on a different file of the same name.  flock is
     per open file description, so a second ``hold`` in the same process is refused too.  (flock
-    on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)"""
+    on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)
+    A symbolic link or a stream (:func:`output_kind`) is refused: the file is rewritten at every
+    save, which only a rename makes safe."""
+    kind = output_kind(path)
+    if kind != "atomic":  # rewritten at every save: through a link or a stream a crash would leave half of one
+        what_is = "a symbolic link" if kind == "link" else "a stream (a device, a FIFO, /dev/std*)"
+        raise OutputError(f"{what} {path}: {what_is}; a file a run owns must be a regular file or a new name")
     lock = lock_path(path)
     while True:
         try:
@@ -344,3 +650,214 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)  # before the unlock: see the docstring
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How strict JSON spells a float that JSON has no number for (a diverged loss): these strings,
+which JavaScript's ``Number()`` and Python's ``float()`` read back."""
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE`
+    string, so that ``json.dumps(..., allow_nan=False)`` gives strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else NON_FINITE[repr(float(obj))]
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings
+    of :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject."""
+    import json
+
+    return json.dumps(json_safe(obj), allow_nan=False, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# stdout and stderr
+# ---------------------------------------------------------------------------------------------
+
+STOP_LINE_S = 2.0
+"""On Ctrl-C (SIGTERM, SIGHUP) a write under way finishes its line within this long; a reader
+stalled longer gets the cut line and the run's one-line message."""
+
+_POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
+
+
+class StreamError(WriteError):
+    """A write to stdout or stderr that failed (a full disk): one line naming the stream
+    (``stdout: No space left on device``)."""
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.strerror}"
+
+
+def _stop_requested() -> bool:
+    """Whether a Ctrl-C, SIGTERM or SIGHUP came and is held as a flag (an ``InterruptFlag``,
+    whose ``hit`` turns True): a write waiting on its reader then finishes its line and stops."""
+    return any(getattr(signal.getsignal(s), "hit", False) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+
+class StdSink:
+    """A descriptor's writer that never drops a byte: it loops over partial writes, waits with
+    ``poll`` where the descriptor is non-blocking (``EAGAIN``) or a pipe whose reader is slow, and
+    raises :class:`StreamError` (naming ``stdout``/``stderr``) where the OS refuses, BrokenPipeError
+    where the reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP, raised or held as a flag) during a
+    wait finishes the current line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
+
+    A pipe is written through a non-blocking open file description of its own (``/proc/self/fd/N``
+    opened again: the shell's stays as it was), so a write never blocks and takes what the pipe
+    has room for; the stop signals are held during a write (a handler that raises between a write
+    and its count would lose the count) and looked at while it waits.
+
+    It is what ``sys.stdout.buffer`` and ``sys.stderr.buffer`` are in the ``meshnb`` program
+    (:func:`install_std_streams`), so argparse, tqdm, warnings and print all write through it."""
+
+    def __init__(self, fd: int, name: str) -> None:
+        self.fd, self.name = fd, name
+        self.closed = False
+        self._wfd, self._nonblocking, self._small = fd, False, False
+        try:
+            mode = os.fstat(fd).st_mode
+            self._nonblocking = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)
+            if stat.S_ISFIFO(mode) and not self._nonblocking:
+                with contextlib.suppress(OSError):
+                    self._wfd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                    self._nonblocking = True
+            # what a slow reader can stall with a blocking write: a socket, a terminal
+            self._small = not self._nonblocking and (
+                stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+            )
+        except OSError:
+            pass
+
+    # the parts of a binary stream that TextIOWrapper and callers use
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self.fd)
+
+    def flush(self) -> None:
+        pass  # nothing is held: every write is whole when it returns
+
+    def close(self) -> None:
+        self.closed = True  # the descriptor stays (it is the process's stdout)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Write all of ``data``; returns its length."""
+        import threading
+
+        view = memoryview(data).cast("B")
+        if not len(view):
+            return 0
+        main = threading.current_thread() is threading.main_thread()
+        stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        if main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            stopped = self._write_all(view, main, stops)
+        finally:
+            if main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # a raising handler runs here
+        if stopped:
+            raise KeyboardInterrupt
+        return len(view)
+
+    def _write_all(self, view: memoryview, main: bool, stops: set[signal.Signals]) -> bool:
+        """The loop of :meth:`write`, stop signals held; whether a stop cut it (at a line's end)."""
+        import select
+
+        total, done = len(view), 0
+        end = total  # where to stop once a stop came: the end of the current line
+        deadline: float | None = None
+        watch = not _stop_requested()  # a stop that came before this write (its own message) does not cut it
+        poller = select.poll()
+        poller.register(self._wfd, select.POLLOUT)
+
+        def stop_came() -> bool:
+            return (main and bool(signal.sigpending() & stops)) or (watch and _stop_requested())
+
+        while done < end:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            try:
+                if self._small:  # a blocking socket or terminal: room first, then no more than it takes
+                    if not poller.poll(_POLL_S * 1000):
+                        if deadline is None and stop_came():
+                            deadline, end = self._stopping(view, done, end)
+                        continue
+                    done += os.write(self._wfd, view[done : min(end, done + 4096)])
+                else:
+                    done += os.write(self._wfd, view[done:end])
+                if done < end and deadline is None and stop_came():  # a part written: a stop since?
+                    deadline, end = self._stopping(view, done, end)
+            except BlockingIOError:
+                if deadline is None and stop_came():
+                    deadline, end = self._stopping(view, done, end)
+                wait = _POLL_S if deadline is None else max(0.0, min(_POLL_S, deadline - time.monotonic()))
+                poller.poll(wait * 1000)
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                raise StreamError(self.name, self.name, e) from None
+        return deadline is not None
+
+    @staticmethod
+    def _stopping(view: memoryview, done: int, end: int) -> tuple[float, int]:
+        """A stop came: the write goes on to the end of the current line, for at most STOP_LINE_S."""
+        nl = bytes(view[done:end]).find(b"\n")
+        return time.monotonic() + STOP_LINE_S, (done + nl + 1 if nl >= 0 else end)
+
+
+def install_std_streams() -> None:
+    """Make ``sys.stdout`` and ``sys.stderr`` writers that never drop a byte (:class:`StdSink`),
+    whatever ``PYTHONUNBUFFERED`` and the descriptors' ``O_NONBLOCK``; the ``meshnb`` program calls
+    it first thing.  A closed descriptor 0, 1 or 2 (``>&-``) gets ``/dev/null`` so that no file the
+    run opens takes its number; a closed stdout stays ``None`` (a command that prints refuses it in
+    one line), a closed stderr writes nowhere (its lines must not reach stdout, which print(file=None)
+    would do)."""
+    import io
+
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.add(fd)
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd, inheritable=True)
+                os.close(null)
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        if fd in closed and fd == 1:
+            setattr(sys, name, None)
+            continue
+        encoding = getattr(old, "encoding", None) or "utf-8"
+        errors = getattr(old, "errors", None) or ("backslashreplace" if fd == 2 else "strict")
+        text = io.TextIOWrapper(
+            StdSink(fd, name),  # type: ignore[type-var]
+            encoding=encoding,
+            errors=errors,
+            line_buffering=False,
+            write_through=True,
+        )
+        setattr(sys, name, text)

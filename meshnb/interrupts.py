@@ -1,4 +1,4 @@
-"""Ctrl-C as a flag read at task boundaries, never an exception in the middle of a step.
+"""Ctrl-C (and SIGTERM, SIGHUP) as a flag read at task boundaries, never an exception in the middle of a step.
 
 A run installs :class:`InterruptFlag` as the SIGINT handler (:func:`deferred_interrupt`) and asks
 ``requested()`` at each task boundary, where the state is whole.  The command line installs it
@@ -20,15 +20,49 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a command as Ctrl-C does (exit 128 + the signal: 130, 143, 129)."""
+
 
 class InterruptFlag:
-    """A SIGINT handler that only remembers: ``hit`` turns True."""
+    """A handler of the stop signals (:data:`STOP_SIGNALS`) that remembers: ``hit`` turns True and
+    ``signum`` is the first signal's.  With ``raising`` (the commands that stop where they are) the
+    first signal also raises KeyboardInterrupt; the next ones are only remembered, so that a second
+    Ctrl-C cannot break the cleanup the first one started."""
 
-    def __init__(self) -> None:
+    def __init__(self, raising: bool = False) -> None:
         self.hit = False
+        self.signum: int | None = None
+        self.raising = raising
+        self.raised = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.hit = True
+        self.signum = self.signum or signum
+        if self.raising and not self.raised:
+            self.raised = True
+            raise KeyboardInterrupt
+
+    def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, object]:  # (no typing: a light import)
+        """Make this flag the handler of ``signals`` (main thread only); the previous handlers."""
+        return {s: signal.signal(s, self) for s in signals}
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal that stopped the run (130 for Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    @property
+    def word(self) -> str:
+        """How the run's one-line message names the stop."""
+        words = {int(signal.SIGTERM): "terminated", int(signal.SIGHUP): "hung up"}
+        return words.get(int(self.signum or signal.SIGINT), "interrupted")
+
+
+def installed_flag() -> InterruptFlag | None:
+    """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any."""
+    handler = signal.getsignal(signal.SIGINT)
+    return handler if isinstance(handler, InterruptFlag) else None
 
 
 class StopRequest:
@@ -60,8 +94,17 @@ def deferred_interrupt() -> Iterator[StopRequest]:
         yield StopRequest(None)
         return
     previous = signal.getsignal(signal.SIGINT)
-    if isinstance(previous, InterruptFlag):
-        yield StopRequest(previous)
+    if isinstance(previous, InterruptFlag):  # the program's: SIGTERM and SIGHUP are held as well
+        raising, previous.raising = previous.raising, False
+        request = StopRequest(previous)
+        try:
+            yield request
+        finally:
+            previous.raising = raising
+        if raising and not previous.raised and (previous.hit or request.seen):
+            previous.raised = True  # the stop is taken: later signals (another rank's, a second) only remembered
+            if not request.seen:
+                raise KeyboardInterrupt  # the caller's, not lost
         return
     flag = InterruptFlag()
     request = StopRequest(flag)

@@ -457,3 +457,253 @@ def test_library_keywords_of_the_wrong_type_or_range_name_the_keyword(keywords, 
     with pytest.raises(error, match=name) as e:
         meshnb.train(kw.pop("steps"), **kw)
     assert "\n" not in str(e.value) and "object is not iterable" not in str(e.value)
+
+
+# --- issue 24: SIGTERM and SIGHUP as Ctrl-C, huge LR lists, strict JSON, clear lines -----------
+
+
+def _wait_for(test, proc: subprocess.Popen, what: str, seconds: float = 120) -> None:
+    """Wait until ``test()`` (what the process reports: a file written) or the process's end."""
+    deadline = time.monotonic() + seconds
+    while not test() and proc.poll() is None:
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does(tmp_path, sig, code):
+    """SIGTERM left a 46 MB `.NAME.csv.tmpPID` and wrote nothing: now the finished systems are
+    written, the temporary goes, exit 143 (129 for SIGHUP)."""
+    out = tmp_path / "out.csv"
+    n = 1 << 19
+    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", "300", "--csv", str(out), "--no-progress")
+    tmp = tmp_path / f".out.csv.tmp{p.pid}"
+    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (code, 0), err  # 0: a fast machine finished first
+    lines = out.read_text().splitlines()
+    rows = [line.split(",") for line in lines[1:]]
+    assert lines[0].startswith("system,") and rows and all(len(r) == 13 for r in rows)
+    assert [int(r[0]) for r in rows] == list(range(len(rows)))
+    if p.returncode == code:
+        assert len(rows) < n and err.splitlines()[-1] == "meshnb: interrupted (the finished systems were written)"
+    assert [q.name for q in tmp_path.iterdir()] == ["out.csv"]  # no temporary left
+
+
+def test_sigterm_before_a_sweeps_first_batch_leaves_no_npz_temporary(tmp_path):
+    out = tmp_path / "out.npz"
+    p = meshnb_cli("sweep", "--lr", "0.01:1:100000:log", "--steps", "100000", "--npz", str(out), "--no-progress")
+    tmp = tmp_path / f".out.npz.tmp{p.pid}"
+    _wait_for(tmp.exists, p, "the temporary opened")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143 and "Traceback" not in err, err
+    assert not tmp.exists()
+    if out.exists():  # the first batch's partial result: a whole npz
+        import numpy as np
+
+        with np.load(out) as f:
+            assert int(f["steps"]) < 100000
+
+
+def test_ctrl_c_while_a_huge_lr_list_is_made_is_seen_at_once(tmp_path):
+    """`sweep --lr 1:2:1000000000`: the list was built whole before Ctrl-C was seen (past 5 GB,
+    still running 10 s after SIGINT).  It is made in chunks now, in the run, where Ctrl-C is seen."""
+    log = tmp_path / "phases"
+    p = meshnb_cli(
+        "sweep", "--lr", "1:2:1000000000", "--steps", "1", "--csv", str(tmp_path / "o.csv"),
+        env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
+    )  # fmt: skip
+    _wait_for(lambda: log.exists() and "sweep-lrs" in log.read_text(), p, "the LR list begun")
+    p.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err == "meshnb: error: interrupted\n", err
+    assert time.monotonic() - t0 < 10, "Ctrl-C held while the list was made"
+    assert list(tmp_path.iterdir()) == [log]
+
+
+def test_sweep_json_is_strict_for_diverged_losses():
+    """Bare NaN (not JSON) for diverged losses: now the strings NaN / Infinity."""
+    r = subprocess.run(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1e30:6:log", "--steps", "64", "--json"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))
+    losses = [s["last_loss"] for s in doc["systems"]]
+    assert isinstance(losses[0], float) and "NaN" in losses
+    assert all(isinstance(x, float) or x in ("NaN", "Infinity", "-Infinity") for x in losses)
+
+
+def test_a_bad_loss_every_writes_nothing_before_its_error():
+    r = subprocess.run(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1:3", "--steps", "2", "--json",
+         "--loss-every", "99999999999999999999"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("k", [True, "0", 1.0, None])
+def test_sweep_result_page_names_a_bad_index(k):
+    from meshnb.sweeps import sweep
+
+    res = sweep(1, lrs=[0.5])
+    with pytest.raises(TypeError, match=r"page\(k\): k is a system's index, a whole number"):
+        res.page(k)
+
+
+def test_sweep_progress_with_stderr_closed_keeps_stdout_whole():
+    r = subprocess.run(
+        f"{sys.executable} -m meshnb sweep --lr 1e-3:1:3 --steps 2 --json --progress 2>&-",
+        shell=True, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0 and len(json.loads(r.stdout)["systems"]) == 3
+
+
+def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "a.page").write_bytes(bytes(4096))  # refused before it is read
+    for args, says in [
+        (["--csv", ""], "an empty path"),
+        (["--json", "--out", ""], "an empty path"),
+        (["--npz", ""], "an empty path"),
+        (["--pages", str(pages), "--csv", str(pages / "a.page")], "a file of the --pages directory"),
+    ]:
+        r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
+                           capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and says in r.stderr, (args, r.stderr)
+
+
+@pytest.mark.mpi
+def test_sigterm_to_mpiexec_writes_the_finished_systems_and_leaves_nothing(tmp_path):
+    """SIGTERM to `mpiexec -n 2 meshnb sweep`: exit 15, an mpich /dev/shm segment and a temporary
+    were left.  Now every rank stops at the same chunk (a rank whose signal comes later takes the
+    others' stop), rank 0 writes, and the job ends 143."""
+    from .util import mpi_env, mpiexec
+
+    if __import__("importlib.util").util.find_spec("mpi4py") is None:
+        pytest.skip("no mpi4py")
+    before = {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+    out = tmp_path / "out.csv"
+    p = subprocess.Popen(
+        [mpiexec(), "-n", "2", sys.executable, "-m", "meshnb", "sweep", "--lr", "0.01:1:200000:log",
+         "--steps", "300", "--csv", str(out), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env(),
+    )  # fmt: skip
+    _wait_for(lambda: any(q.name.startswith(".out.csv.tmp") and q.stat().st_size > 1000 for q in tmp_path.iterdir()),
+              p, "rank 0's first rows")  # fmt: skip
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (143, 0), err
+    rows = out.read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(len(rows)))
+    if p.returncode == 143:
+        assert err == "meshnb: interrupted (the finished systems were written)\n"
+    assert [q.name for q in tmp_path.iterdir()] == ["out.csv"]
+    after = {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
+    from meshnb.files import shm_in_use
+
+    orphans = {n for n in after - before if n.startswith("mpich_shm_")} - shm_in_use(str(SHM))
+    assert not orphans  # (another job's live segments may come and go meanwhile)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_a_train_run_with_its_checkpoint(tmp_path, sig, code):
+    log, ck = tmp_path / "phases", tmp_path / "run.ck"
+    p = meshnb_cli(
+        "train", *RUNS["threads"], "--checkpoint", str(ck), env={**os.environ, "MESHNB_TEST_PHASES": str(log)}
+    )
+    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the run's first tasks")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (code, 0), err  # 0: it ended first
+    if p.returncode == code:
+        assert err.startswith("meshnb: interrupted after") and len(err.splitlines()) == 1, err
+    assert ck.exists() and sorted(q.name for q in tmp_path.iterdir()) == ["phases", "run.ck"]
+
+
+def test_sigterm_while_a_pack_is_written_leaves_no_temporary(tmp_path):
+    target = tmp_path / "pk"
+    p = meshnb_cli("pack", str(target))
+    tmp = tmp_path / f".pk.tmp{p.pid}"
+    _wait_for(lambda: tmp.exists() and any(tmp.iterdir()), p, "the pack's first files")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (143, 0), err
+    if p.returncode == 143:
+        assert err == "meshnb: terminated\n" and list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_a_sweep_waits_on_a_stalled_reader_ends_at_a_whole_row():
+    """`sweep --csv -` into a non-blocking pipe whose reader stalls: a Ctrl-C ended with a cut-off
+    last row (and "the finished systems were written").  Now the row under way is finished."""
+    import fcntl
+    import select
+    import termios
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1:100000:log", "--steps", "2", "--csv", "-",
+         "--no-progress"],
+        stdout=w, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    os.close(w)
+
+    def queued() -> int:
+        return int.from_bytes(fcntl.ioctl(r, termios.FIONREAD, b"\0\0\0\0"), "little")
+
+    _wait_for(lambda: queued() >= 60000, p, "the pipe full (the reader stalled)")
+    p.send_signal(signal.SIGINT)
+    data = bytearray()
+    while select.select([r], [], [], 60)[0] and (chunk := os.read(r, 1 << 16)):
+        data += chunk
+    os.close(r)
+    _, err = p.communicate(timeout=60)
+    # stopped in the write (the row under way finished) or at the next chunk (the batch's rows whole)
+    assert p.returncode == 130, err
+    assert err in ("meshnb: error: interrupted\n", "meshnb: interrupted (the finished systems were written)\n"), err
+    lines = bytes(data).decode().splitlines()
+    assert data.endswith(b"\n") and lines[0].startswith("system,") and len(lines) < 100001
+    rows = [line.split(",") for line in lines[1:]]
+    assert all(len(row) == 13 for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
+
+
+def test_ptx_audit_with_stdout_closed_says_so():
+    r = subprocess.run(f"{sys.executable} -m meshnb ptx audit >&-", shell=True, capture_output=True, text=True,
+                       check=False, timeout=300)  # fmt: skip
+    assert (
+        r.returncode == 2 and r.stderr == "meshnb: error: stdout is closed (>&-): the result would have nowhere to go\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["-j", "0"], "argument -j/--jobs: '0': a number of executors from 1 to 256"),
+        (["--case-timeout", "0"], "argument --case-timeout: '0': seconds, more than 0 and at most a week (604800)"),
+    ],
+)
+def test_check_ranges_are_named(args, line):
+    r = subprocess.run([sys.executable, "-m", "meshnb", "check", "pk", "--exec", "true", *args],
+                       capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and r.stderr == f"meshnb: error: {line}\n"
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up")]
+)
+def test_sigterm_and_sighup_during_bench_end_in_one_line(tmp_path, sig, code, word):
+    log = tmp_path / "phases"
+    p = meshnb_cli("bench", "--quick", "--paths", "threads-2", env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the bench's cluster running")
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    if p.returncode != 0:  # 0: the bench was done first
+        assert p.returncode == code and out == "" and err == f"meshnb: {word}\n", (p.returncode, err)

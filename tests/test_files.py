@@ -144,14 +144,15 @@ def test_unwritable_outputs_are_refused_before_the_run(tmp_path):
         f"{tmp_path}/afile/x": f"{tmp_path}/afile is not a directory",
         f"{tmp_path}/adir": "a directory, not a regular file",
         f"{tmp_path}/adir/": "a directory, not a regular file",
-        "/dev/null": "a character device, not a regular file",
         f"{tmp_path}/..": "not a file name",
+        "": "an empty path is not a file name",
     }
     for path, why in cases.items():
         with pytest.raises(files.OutputError) as e:
             files.check_output(path, "--checkpoint")
-        assert _one_line(e.value) == f"--checkpoint {path}: {why}"
+        assert _one_line(e.value) == f"--checkpoint {path or repr(path)}: {why}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]  # no probe, no stray temp
+    files.check_output("/dev/null", "--checkpoint")  # a device is written through as a stream
 
 
 def test_an_unwritable_directory_is_refused(tmp_path, monkeypatch):
@@ -511,3 +512,294 @@ def test_a_full_disk_prints_the_result_then_one_line(tmp_path, option):
     assert r["rc"] == 1 and json.loads(r["out"])["steps"] == 64, r  # the digests come first
     assert r["err"] == f"meshnb: error: {what} {path}: No space left on device\n", r
     assert r["names"] == ["out.bin"] and r["previous"], r
+
+
+# --- the one output rule (issue 24) ------------------------------------------------------------
+
+
+def test_output_kinds(tmp_path):
+    (tmp_path / "reg").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "reg")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "to-stdout").symlink_to("/dev/stdout")
+    (tmp_path / "to-null").symlink_to("/dev/null")
+    kinds = {
+        "new": "atomic",
+        "reg": "atomic",
+        "link": "link",
+        "dangling": "link",
+        "fifo": "stream",
+        "to-stdout": "stream",
+        "to-null": "stream",
+    }
+    for name, kind in kinds.items():
+        assert files.output_kind(tmp_path / name) == kind, name
+    for path in ("/dev/stdout", "/dev/stderr", "/dev/fd/1", "/proc/self/fd/1", f"/proc/{os.getpid()}/fd/1"):
+        assert files.output_kind(path) == "stream", path
+
+
+def test_a_symlinked_output_is_written_through_and_stays_a_link(tmp_path):
+    target = tmp_path / "target.csv"
+    target.write_bytes(b"an old and longer content\n")
+    link = tmp_path / "L"
+    link.symlink_to(target.name)
+    files.write_atomic(link, b"new\n", "--csv")
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert target.read_bytes() == b"new\n"  # cut to what was written
+    dangling = tmp_path / "D"
+    dangling.symlink_to("made.csv")
+    files.write_atomic(dangling, b"made\n", "--csv")
+    assert dangling.is_symlink() and (tmp_path / "made.csv").read_bytes() == b"made\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D", "L", "made.csv", "target.csv"]  # no temp
+
+
+def test_an_output_through_dev_stdout_reaches_the_redirected_file_and_appends(tmp_path):
+    """`--junit /dev/stdout > f` put the file in place of the machine's /dev/stdout link (issue 24)."""
+    code = "import sys; from meshnb import files; files.write_atomic(sys.argv[1], b'row\\n', '--csv')"
+    out = tmp_path / "f.csv"
+    out.write_bytes(b"kept\n")
+    for path in ("/dev/stdout", "/proc/self/fd/1", "/dev/fd/1"):
+        with open(out, "ab") as f:  # `>> f.csv`
+            r = subprocess.run([sys.executable, "-c", code, path], stdout=f, check=False)
+        assert r.returncode == 0
+    assert out.read_bytes() == b"kept\nrow\nrow\nrow\n"
+    assert os.path.islink("/dev/stdout")
+    with open(out, "wb") as f:  # `> f.csv`
+        subprocess.run([sys.executable, "-c", code, "/dev/stdout"], stdout=f, check=True)
+    assert out.read_bytes() == b"row\n"
+
+
+def test_a_fifo_output_is_a_stream(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(files.OutputError, match="a FIFO with no reader"):  # at once, never blocking
+        files.write_atomic(fifo, b"x", "--csv")
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader
+    try:
+        files.write_atomic(fifo, b"through the fifo\n", "--csv")
+        assert os.read(r, 100) == b"through the fifo\n"
+    finally:
+        os.close(r)
+    assert stat_is_fifo(fifo)
+
+
+def stat_is_fifo(path: Path) -> bool:
+    import stat
+
+    return stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_a_device_that_is_full_fails_naming_the_output(tmp_path):
+    with pytest.raises(files.WriteError) as e:
+        files.write_atomic("/dev/full", b"x" * 10000, "--junit")
+    assert _one_line(e.value) == "--junit /dev/full: No space left on device"
+
+
+def test_an_empty_output_path_is_a_bad_argument():
+    with pytest.raises(files.OutputError, match="an empty path"):
+        files.write_atomic("", b"x", "--csv")
+    with pytest.raises(files.OutputError, match="an empty path"):
+        files.check_output("", "--csv")
+
+
+def test_an_output_inside_an_input_directory_is_refused(tmp_path):
+    pack = tmp_path / "pack"
+    (pack / "case").mkdir(parents=True)
+    (pack / "manifest.json").write_bytes(b"{}")
+    os.link(pack / "manifest.json", tmp_path / "hard")
+    (tmp_path / "soft").symlink_to(pack / "case")
+    for out in (pack / "manifest.json", pack / "case" / "new.xml", tmp_path / "hard", tmp_path / "soft" / "x"):
+        with pytest.raises(files.OutputError) as e:
+            files.refuse_overwrite("--junit", out, "pack", pack)
+        assert _one_line(e.value) == f"--junit {out}: a file of the pack {pack}, which is read, not overwritten"
+    files.refuse_overwrite("--junit", tmp_path / "report.xml", "pack", pack)
+    files.refuse_overwrite("--junit", tmp_path / "report.xml", "pack", None)
+
+
+# --- strict JSON -------------------------------------------------------------------------------
+
+
+def test_json_text_is_strict():
+    import numpy as np
+
+    doc = {"a": [float("nan"), float("inf"), -float("inf"), 1.5, np.float64("nan")], "b": (1, "x")}
+    text = files.json_text(doc)
+    assert text == '{"a": ["NaN", "Infinity", "-Infinity", 1.5, "NaN"], "b": [1, "x"]}'
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert float(json.loads(text)["a"][1]) == float("inf")
+
+
+# --- stdout that never drops a byte --------------------------------------------------------------
+
+_PRINTER = textwrap.dedent(
+    """
+    import sys
+    from meshnb import files
+    files.install_std_streams()
+    line = ("x" * 99 + "\\n")
+    for i in range(int(sys.argv[1])):
+        sys.stdout.write(f"{i:08d}" + line)
+    print("done", file=sys.stderr)
+    """
+)
+
+
+def _slow_nonblocking_pipe(code: str, args: list[str], unbuffered: bool) -> tuple[int, bytes, bytes]:
+    """Run ``code`` with stdout a non-blocking pipe read slowly (as CI runners' and containers' are)."""
+    import fcntl
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=w, stderr=subprocess.PIPE, env=env)
+    os.close(w)
+    data = bytearray()
+    while chunk := os.read(r, 1024):
+        data += chunk
+        time.sleep(0.001)
+    os.close(r)
+    err = p.stderr.read() if p.stderr else b""
+    return p.wait(timeout=120), bytes(data), err
+
+
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_a_nonblocking_pipe_with_a_slow_reader_gets_every_byte(unbuffered):
+    n = 3000  # 324 KB: far past a pipe's 64 KiB
+    code, data, err = _slow_nonblocking_pipe(_PRINTER, [str(n)], unbuffered)
+    assert code == 0 and err == b"done\n", err
+    lines = data.decode().splitlines()
+    assert len(lines) == n and all(line == f"{i:08d}" + "x" * 99 for i, line in enumerate(lines))
+
+
+def test_the_sweep_csv_reaches_a_slow_nonblocking_reader_whole():
+    """Issue 24: 390 of 20,001 lines were delivered, exit 0."""
+    code, data, err = _slow_nonblocking_pipe(
+        "import sys; from meshnb.cli import entry; sys.argv[0] = 'meshnb'; entry()",
+        ["sweep", "--lr", "1e-3:1:3000:log", "--steps", "2", "--csv", "-", "--no-progress"],
+        unbuffered=True,
+    )
+    assert code == 0, err
+    lines = data.decode().splitlines()
+    assert len(lines) == 3001 and [int(x.split(",")[0]) for x in lines[1:]] == list(range(3000))
+
+
+def test_a_full_stdout_is_named(tmp_path):
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run(
+            [sys.executable, "-c", _PRINTER, "100"], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+        )
+    assert r.returncode == 1 and "stdout: No space left on device" in r.stderr.splitlines()[-1]
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run(
+            [*meshnb_cli_args(), "train", "--steps", "2", "--json"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert r.returncode == 1 and r.stderr == "meshnb: error: stdout: No space left on device\n"
+
+
+def meshnb_cli_args() -> list[str]:
+    return [sys.executable, "-m", "meshnb"]
+
+
+def _queued(fd: int) -> int:
+    """Bytes waiting in a pipe (FIONREAD)."""
+    import fcntl
+    import termios
+
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), "little")
+
+
+def test_ctrl_c_while_a_reader_stalls_finishes_the_line(tmp_path):
+    """A stalled reader: a Ctrl-C ends the write at a line's end (within 2 s), then the run ends 130."""
+    r, w = os.pipe()
+    import fcntl
+
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    code = textwrap.dedent(
+        """
+        import sys, signal
+        from meshnb import files
+        from meshnb.interrupts import InterruptFlag
+        InterruptFlag(raising=True).install()
+        files.install_std_streams()
+        try:
+            sys.stdout.write(("y" * 999 + "\\n") * 1000)  # 1 MB: the pipe fills, the reader stalls
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+            sys.exit(130)
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    first = os.read(r, 1500)  # it is writing; then the reader stalls with the pipe full
+    deadline = time.monotonic() + 60
+    while _queued(r) < 60000 and time.monotonic() < deadline:  # the pipe full: the writer waits on its reader
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    data = bytearray(first)
+    t0 = time.monotonic()
+    import select
+
+    while select.select([r], [], [], 60)[0] and (chunk := os.read(r, 1 << 16)):
+        data += chunk
+    assert p.wait(timeout=60) == 130 and p.stderr.read() == b"stopped\n"
+    assert time.monotonic() - t0 < 30
+    assert data.endswith(b"\n") and set(bytes(data).splitlines()) == {b"y" * 999} and len(data) < 1000 * 1000
+
+
+def test_a_closed_stderr_keeps_stdout_clean():
+    """With stderr closed, print(file=sys.stderr) went to stdout (sys.stderr None): stdout is the result only."""
+    code = (
+        "import sys; from meshnb import files; files.install_std_streams(); print('err', file=sys.stderr); print('out')"
+    )
+    r = subprocess.run(f"{sys.executable} -c {code!r} 2>&-", shell=True, capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and r.stdout == "out\n"
+
+
+def test_orphan_shm_segments_are_removed_and_live_ones_kept():
+    """MPICH's /dev/shm segments of ranks killed by hydra: removed at the next start once no live
+    process maps or holds them (and they are not brand new)."""
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    if d is None:
+        pytest.skip("no /dev/shm")
+    prefix = f"meshnb_test_shm_{os.getpid()}_"
+    paths = {k: Path(d) / f"{prefix}{k}" for k in ("orphan", "mapped", "open", "new")}
+    for p in paths.values():
+        p.write_bytes(bytes(4096))
+    old = time.time() - 3600
+    for k in ("orphan", "mapped", "open"):
+        os.utime(paths[k], (old, old))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import mmap, sys, time
+            f = open({str(paths["mapped"])!r}, "r+b"); m = mmap.mmap(f.fileno(), 4096); f.close()
+            g = open({str(paths["open"])!r}, "rb")
+            print("ready", flush=True); sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        removed = files.remove_orphan_shm(prefix, min_age_s=60, directory=d)
+        assert removed == [paths["orphan"].name]
+        assert [k for k, p in paths.items() if p.exists()] == ["mapped", "open", "new"]
+    finally:
+        holder.communicate("")
+        for p in paths.values():
+            p.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("kind", ["symlink", "stream"])
+def test_a_path_a_run_owns_is_no_link_and_no_stream(tmp_path, kind):
+    """A checkpoint is rewritten at every save: only a rename makes that safe (never through a link)."""
+    path = tmp_path / "ck"
+    if kind == "symlink":
+        path.symlink_to(tmp_path / "target")
+    else:
+        os.mkfifo(path)
+    owns = "a file a run owns must be a regular file or a new name"
+    with pytest.raises(files.OutputError, match=owns), files.hold(path, "checkpoint"):
+        pass
+    assert not files.lock_path(path).exists()

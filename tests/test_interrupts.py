@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 
+import pytest
+
 from meshnb.interrupts import InterruptFlag, deferred_interrupt
 
 
@@ -43,3 +45,61 @@ def test_off_the_main_thread_nothing_is_installed():
     t.start()
     t.join()
     assert seen == [(False, before)]
+
+
+# --- SIGTERM and SIGHUP as Ctrl-C (issue 24) ----------------------------------------------------
+
+
+def _installed(flag: InterruptFlag):
+    return flag.install()
+
+
+def _restore(previous) -> None:
+    for s, h in previous.items():
+        signal.signal(s, h)
+
+
+def test_sigterm_and_sighup_are_held_as_ctrl_c_with_their_exit_codes():
+    for sig, code, word in [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "terminated"),
+        (signal.SIGHUP, 129, "hung up"),
+    ]:
+        flag = InterruptFlag()
+        previous = _installed(flag)
+        try:
+            with deferred_interrupt() as requested:
+                os.kill(os.getpid(), sig)
+                assert requested()
+        finally:
+            _restore(previous)
+        assert (flag.signum, flag.exit_code, flag.word) == (sig, code, word)
+
+
+def test_a_raising_flag_raises_once_and_then_only_remembers():
+    """A second Ctrl-C (five in a row) must not break the cleanup the first one started."""
+    flag = InterruptFlag(raising=True)
+    previous = _installed(flag)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # the handler runs between bytecodes
+                pass
+        for _ in range(4):
+            os.kill(os.getpid(), signal.SIGINT)  # no exception
+        assert flag.signum == signal.SIGTERM and flag.exit_code == 143
+    finally:
+        _restore(previous)
+
+
+def test_a_raising_flag_is_held_inside_a_run_and_raised_after_it():
+    flag = InterruptFlag(raising=True)
+    previous = _installed(flag)
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred_interrupt() as requested:
+            os.kill(os.getpid(), signal.SIGHUP)  # held: the run sees it at its next boundary
+            assert flag.hit and not flag.raised
+            del requested  # this run ends without asking: the stop goes on to the caller
+        assert flag.raising and flag.signum == signal.SIGHUP
+    finally:
+        _restore(previous)

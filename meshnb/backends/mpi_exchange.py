@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..exchange import EX_SLOT_WORDS
+from ..files import remove_orphan_shm
 from ..jit import jit
 from ..results import ClusterError
 
@@ -73,6 +74,7 @@ def load() -> ModuleType:
             raise MpiUnavailable(f"the mpi backend needs mpi4py and an MPI library ({e}): {INSTALL_HINT}") from None
         for name, value in THROTTLE_CVARS.items():
             os.environ.setdefault(name, value)  # read by MPICH's MPI_Init; ignored by other MPIs
+        remove_orphan_shm()  # segments of jobs whose ranks were killed (before MPI_Init makes ours)
     try:
         from mpi4py import MPI
     except (ImportError, RuntimeError, OSError) as e:

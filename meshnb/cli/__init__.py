@@ -19,11 +19,14 @@ __all__ = ["build_parser", "entry", "main"]
 
 
 def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C becomes a flag
-    before anything else is imported, then :func:`meshnb.cli.program.entry` runs the command.
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C, SIGTERM and
+    SIGHUP become a flag before anything else is imported, stdout and stderr writers that never
+    drop a byte (:func:`meshnb.files.install_std_streams`), then :func:`meshnb.cli.program.entry`
+    runs the command.
 
     It reads ``sys.argv`` and ends the process with the command's exit code (0 success, 1 a run
-    that failed, 2 bad usage, 130 Ctrl-C); from Python, call :func:`main`.
+    that failed, 2 bad usage, 130 Ctrl-C, 141 stdout closed early, 143 SIGTERM, 129 SIGHUP); from
+    Python, call :func:`main`.
 
     Raises
     ------
@@ -42,12 +45,13 @@ def entry() -> NoReturn:
     >>> done.returncode, done.stderr
     (2, "meshnb: error: argument --steps: 'x' is not a whole number\\n")
     """
-    import signal
-
     from ..interrupts import InterruptFlag
 
     flag = InterruptFlag()
-    signal.signal(signal.SIGINT, flag)
+    flag.install()  # SIGINT, SIGTERM, SIGHUP
+    from ..files import install_std_streams
+
+    install_std_streams()  # stdout and stderr that never drop a byte (non-blocking pipes, PYTHONUNBUFFERED)
     from .program import entry as run
 
     run(flag)

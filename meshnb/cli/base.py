@@ -4,7 +4,8 @@ the ``--progress`` flag, and who prints under MPI.
 Exit codes, for every command: 0 done (or pass), 1 a failure while running (or a check that
 fails), 2 bad arguments or bad input (one line on stderr, ``meshnb: error: ...``), 130
 interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly),
-143 stopped by SIGTERM (the checking commands, which stop their executors first).
+143 stopped by SIGTERM, 129 by SIGHUP (every command treats them as Ctrl-C: the finished work
+written, temporaries removed, executors killed).
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED = 0, 1, 2, 130, 141, 143
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = (
+    0,
+    1,
+    2,
+    130,
+    141,
+    143,
+    129,
+)
 
 
 class UsageError(Exception):
@@ -46,7 +55,16 @@ def wants_progress(args: argparse.Namespace, quiet: bool = False) -> bool:
 
 def error(text: str) -> None:
     """Say ``text`` as the one line of a failed command."""
-    print(f"meshnb: error: {text}", file=sys.stderr, flush=True)
+    error_line(f"meshnb: error: {text}")
+
+
+def error_line(line: str) -> None:
+    """One line on stderr; nothing where stderr itself cannot be written (a full disk, a closed
+    pipe): the exit code still says what happened."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:

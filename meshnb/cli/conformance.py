@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import stat
 import sys
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conformance.fpu import OPS
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, error
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, error, error_line
 
 
 def _error(msg: str, code: int = EXIT_USAGE) -> int:
@@ -42,46 +41,33 @@ def _write(data: bytes) -> int:
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command that stops on Ctrl-C (a KeyboardInterrupt, or meshnb.train's RunInterrupted at a
-    task boundary: 130) and on SIGTERM (143), with one line, never a traceback; its executors and
-    temporary files are cleaned up on the way out."""
+    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (a KeyboardInterrupt, or meshnb.train's
+    RunInterrupted at a task boundary: 130, which the program turns into 143 or 129 for the other
+    two) with one line, never a traceback; its executors and temporary files are cleaned up on the
+    way out."""
 
     def run(args: argparse.Namespace) -> int:
-        def terminated(signum: int, frame: object) -> None:
-            raise _Terminated
-
-        previous = signal.signal(signal.SIGTERM, terminated) if _main_thread() else None
         try:
             return handler(args)
         except KeyboardInterrupt:
-            print("meshnb: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _stopped()
         except Exception as e:
             # meshnb.train's Ctrl-C at a task boundary; only a run raises it, so the module (numba
             # behind it) is imported only by the commands that run one, not by ``ops``
             results = sys.modules.get("meshnb.results")
             if results is None or not isinstance(e, results.RunInterrupted):
                 raise
-            print("meshnb: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except _Terminated:
-            print("meshnb: terminated", file=sys.stderr)
-            return EXIT_TERMINATED
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            return _stopped()
 
     return run
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised where the command is (as a Ctrl-C is)."""
+def _stopped() -> int:
+    from ..interrupts import installed_flag
 
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+    flag = installed_flag()
+    error_line(f"meshnb: {flag.word if flag is not None else 'interrupted'}")
+    return EXIT_INTERRUPTED
 
 
 def _progress(asked: bool) -> Callable[[str], None] | None:
@@ -195,9 +181,11 @@ def _suite(args: argparse.Namespace) -> int:
         return _error("--exec and --outputs check a whole pack: give its directory")
     if args.page or args.trace or args.pages or args.view_in is not None or args.system:
         return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
-    if args.junit:
+    if args.junit is not None:
         try:
             files.check_output(args.junit, "--junit")
+            files.refuse_overwrite("--junit", args.junit, "pack", args.case)
+            files.refuse_overwrite("--junit", args.junit, "outputs directory", args.outputs)
         except files.OutputError as e:
             return _error(str(e))
     try:
@@ -213,13 +201,13 @@ def _suite(args: argparse.Namespace) -> int:
         )
     except (PackError, ValueError) as e:
         return _error(str(e))
-    if args.junit:
+    text = files.json_text(result.to_json(), indent=1) if args.json else result.table()
+    code = _write((text + "\n").encode())  # first: a failed --junit write still shows the verdicts
+    if args.junit is not None:
         try:
             files.write_atomic(args.junit, result.junit(), "--junit")
-        except files.WriteError as e:
+        except OSError as e:
             return _error(str(e), EXIT_FAILED)
-    text = json.dumps(result.to_json(), indent=1) if args.json else result.table()
-    code = _write((text + "\n").encode())
     return code if code != EXIT_OK else result.exit_code
 
 
@@ -229,7 +217,7 @@ def _check(args: argparse.Namespace) -> int:
 
     if args.exec is not None or args.outputs is not None:
         return _suite(args)
-    if args.junit or args.cases or args.jobs != 1:
+    if args.junit is not None or args.cases or args.jobs != 1:
         return _error("--junit, --cases and -j go with --exec or --outputs (a whole pack)")
     try:
         if (args.case is None) == (args.view_in is None):
@@ -271,22 +259,30 @@ def _check(args: argparse.Namespace) -> int:
         )
     except (PackError, ValueError) as e:
         return _error(str(e))
-    text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
+    from ..files import json_text
+
+    text = json_text(report.to_json(), indent=1) if args.json else report.text()
     code = _write((text + "\n").encode())
     return code if code != EXIT_OK else report.exit_code
 
 
 def _seconds(text: str) -> float:
-    v = float(text)
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
     if not 0 < v <= 7 * 86400:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds, more than 0 and at most a week (604800)")
     return v
 
 
 def _jobs(text: str) -> int:
-    v = int(text)
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
     if not 1 <= v <= 256:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of executors from 1 to 256")
     return v
 
 

@@ -1,5 +1,6 @@
-"""The ``meshnb`` program: its parser (every command's ``register``), Ctrl-C held as a flag, and
-every error as one line with the one set of exit codes (:mod:`meshnb.cli.base`)."""
+"""The ``meshnb`` program: its parser (every command's ``register``), Ctrl-C, SIGTERM and SIGHUP
+held as a flag (exit 130, 143, 129), and every error as one line with the one set of exit codes
+(:mod:`meshnb.cli.base`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..interrupts import InterruptFlag
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, UsageError, error, prints
+from ..interrupts import STOP_SIGNALS, InterruptFlag
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, UsageError, error, error_line, prints
 
 # Light imports only up here: numba loads inside a command, after Ctrl-C is held (interrupts.py).
 
@@ -82,7 +83,8 @@ def entry(flag: InterruptFlag) -> NoReturn:
     then SIGINT's ignore, which the interpreter's shutdown keeps (it resets a Python handler to the
     default, which would end the process by SIGINT after the result was printed)."""
     code = _main(None, flag)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
     sys.exit(code)
 
 
@@ -102,16 +104,18 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
         if args.command is None:  # bare `meshnb`: what it can do
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        if args.command in ("train", "bench") and sys.stdout is None and prints(args):
+        if args.command != "sweep" and sys.stdout is None and prints(args):  # sweep: when it prints there
             raise UsageError("stdout is closed (>&-): the result would have nowhere to go")
-        if args.command != "train":  # train holds Ctrl-C to a task boundary; the others stop where they are
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        # train holds Ctrl-C (SIGTERM, SIGHUP) to a task boundary; the others stop where they are,
+        # a long run inside them (a sweep's chunks) holds it to its own boundaries
+        flag.raising = args.command != "train"
         if flag.hit:  # a Ctrl-C while the command loaded
             raise KeyboardInterrupt
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        return flag.exit_code if code == EXIT_INTERRUPTED and flag.signum else code
     except KeyboardInterrupt:
-        print("meshnb: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        error_line(f"meshnb: {flag.word}")
+        return flag.exit_code
     except BrokenPipeError:
         # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
         # stdout at /dev/null so that the interpreter's final flush does not complain.
@@ -120,8 +124,8 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     except Exception as e:
         run_interrupted = getattr(sys.modules.get("meshnb.results"), "RunInterrupted", ())
         if isinstance(e, run_interrupted):  # a run inside a command (bench's cluster paths) saw the Ctrl-C
-            print("meshnb: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            error_line(f"meshnb: {flag.word}")
+            return flag.exit_code
         # (an error while importing them, e.g. MESHNB_SHA256=sha-ni on a CPU without SHA-NI, leaves
         # their names unbound: take them from the modules that did load)
         option_error = getattr(sys.modules.get("meshnb.options"), "OptionError", ())

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..files import check_output, read_page
+from ..files import WriteError, check_output, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
@@ -153,24 +153,27 @@ class _Summary:
 def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
     from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
-    if args.csv:
+    if args.csv is not None:
         return CsvWriter(args.csv, names)
     if args.json:
-        return JsonWriter(args.out or "-", z, names)
-    if args.npz:
+        return JsonWriter("-" if args.out is None else args.out, z, names)
+    if args.npz is not None:
         return NpzWriter(args.npz, names)
     return _Summary(names)
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if args.out and not args.json:
+    if args.out is not None and not args.json:
         raise UsageError("--out goes with --json")
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
-        if path and path != "-":
+        if path is not None and path != "-":
             check_output(path, option)  # before the run, not after it
+            refuse_overwrite(option, path, "--view-in directory", args.view_in)
     if args.npz == "-":
         raise UsageError("--npz -: the npz is a file (give a path)")
-    to_stdout = args.csv == "-" or (args.json and not args.out) or not (args.csv or args.json or args.npz)
+    to_stdout = (
+        args.csv == "-" or (args.json and args.out is None) or (args.csv is None and not args.json and args.npz is None)
+    )
     if to_stdout and sys.stdout is None:
         raise UsageError(
             "stdout is closed: nothing could be written (give --csv PATH, --json --out PATH or --npz PATH)"
@@ -187,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
 
     _check_args(args)
     given = given_options(args, sweep_option_fields())
+    if callable(given.get("lrs")):  # a range: made here, where a Ctrl-C stops it at once
+        given["lrs"] = given["lrs"]()
     path = given.pop("view_in", None)
     pages, names = _read_pages(path) if path is not None else (None, None)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -231,7 +236,7 @@ def handle(args: argparse.Namespace) -> int:
         _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
         return EXIT_USAGE
     except OSError as e:
-        _error(f"{type(e).__name__}: {e}")
+        _error(str(e) if isinstance(e, WriteError) else f"{type(e).__name__}: {e}")  # WriteError names its file
         return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")

@@ -17,12 +17,15 @@ document and a JUnit XML report (one test case per pack case).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -235,28 +238,83 @@ def _first_difference(rep: check.Report) -> str:
     return f"{len(rep.diff)} page words differ, first {d['field']}: {d['expected']} -> {d['got']}"
 
 
+def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """An executor's output ``name`` in the directory open as ``dir_fd`` (opened before the executor
+    ran, so a directory renamed or replaced by a link since is not followed), at most ``limit``
+    bytes; None when it is missing.  It must be the executor's own file: no symbolic link
+    (``O_NOFOLLOW``), a regular file, one name (``st_nlink == 1``: a hard link to the pack's
+    expected page would pass otherwise); else :class:`PackError` naming it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise PackError(f"{name}: a symbolic link; an executor's outputs must be files it wrote") from None
+        raise PackError(f"{name}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PackError(f"{name}: not a regular file")
+        if st.st_nlink != 1:
+            raise PackError(f"{name}: a hard link ({st.st_nlink} names); an executor's outputs must be files it wrote")
+        chunks, left = [], limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise PackError(f"{name}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise PackError(f"{name}: larger than {limit} bytes")
+    return data
+
+
 def check_outputs(
-    setup: check.Setup, out_dir: Path, progress: Callable[[str], None] | None = None, name: str | None = None
+    setup: check.Setup,
+    out_dir: Path,
+    progress: Callable[[str], None] | None = None,
+    name: str | None = None,
+    *,
+    dir_fd: int | None = None,
 ) -> CaseResult:
     """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``; the
     result is called ``name`` (the case's directory in the pack; default the case's own name).
+    With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
+    :func:`read_own`: links, special files and files of more than one name are errors.
 
     Unreadable outputs (missing, short, a FIFO, a trace of the wrong length) are an ERROR."""
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
     try:
-        for k in range(case.systems):
-            if not os.path.lexists(out_dir / f"out-{k}.page"):
-                raise PackError(f"no out-{k}.page written")
-        pages = [
-            check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
-            for k in range(case.systems)
-        ]
         trace = None
-        if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
-            trace = check.load_trace(out_dir / "trace.bin", limit=20 * case.steps + 20)
-            if trace.shape != setup.trace.shape:
-                raise PackError(f"trace.bin: {len(trace)} steps, the run has {len(setup.trace)}")
+        if dir_fd is not None:
+            pages = []
+            for k in range(case.systems):
+                got = read_own(dir_fd, f"out-{k}.page", 8192)
+                if got is None:
+                    raise PackError(f"no out-{k}.page written")
+                pages.append(check.page_bytes(got, f"out-{k}.page"))
+            raw = read_own(dir_fd, "trace.bin", 20 * case.steps + 20)
+            if raw is not None:
+                if len(raw) % 20:
+                    raise PackError(f"trace.bin: {len(raw)} bytes is not a whole number of 20-byte steps")
+                trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+        else:
+            for k in range(case.systems):
+                if not os.path.lexists(out_dir / f"out-{k}.page"):
+                    raise PackError(f"no out-{k}.page written")
+            pages = [
+                check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
+                for k in range(case.systems)
+            ]
+            if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
+                trace = check.load_trace(out_dir / "trace.bin", limit=20 * case.steps + 20)
+        if trace is not None and trace.shape != setup.trace.shape:
+            raise PackError(f"trace.bin: {len(trace)} steps, the run has {len(setup.trace)}")
     except PackError as e:
         res.verdict, res.message = "ERROR", f"unusable output: {str(e).replace(f'{out_dir}/', '')}"
         return res
@@ -341,31 +399,156 @@ def run_suite(
             results[n] = check_outputs(setups[n], out_root / n, progress, n)
         return SuiteResult(str(root), [results[n] for n in names])
     runner = _Executors()
-    with tempfile.TemporaryDirectory(prefix="meshnb-check-") as tmp, ThreadPoolExecutor(jobs) as pool:
-        work = Path(tmp)
-        pending: dict[Future[_Ran], str] = {}
-        for i, n in enumerate(names):
-            out = work / f"{i}"
-            out.mkdir()
-            pending[pool.submit(runner.run, cmd, (root / n).absolute(), out, work / f"{i}.stderr", case_timeout)] = n
-        index = {n: i for i, n in enumerate(names)}
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    n = pending.pop(fut)
-                    ran = fut.result()
-                    results[n] = _judge(n, setups[n], ran, work / f"{index[n]}", case_timeout, progress)
-        except BaseException:
-            runner.stop()
-            for fut in pending:
-                fut.cancel()
-            raise
+    work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
+    handles: dict[int, int] = {}  # case index -> its OUT_DIR, opened before its executor starts
+    try:
+        with _Reaper(), ThreadPoolExecutor(jobs) as pool:
+            pending: dict[Future[_Ran], str] = {}
+            index = {n: i for i, n in enumerate(names)}
+            try:  # a stop while the cases are handed out too: the pool must not wait for live executors
+                for i, n in enumerate(names):
+                    out, case_dir = work / f"{i}", work / f"case-{i}" / n
+                    out.mkdir()
+                    handles[i] = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                    private_case(root / n, case_dir, setups[n].case.systems)
+                    pending[pool.submit(runner.run, cmd, case_dir, out, work / f"{i}.stderr", case_timeout)] = n
+                while pending:
+                    # a bounded wait: a signal the kernel gave to another thread (a second one while
+                    # the main thread had one pending) is handled only when this thread runs again
+                    done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        n = pending.pop(fut)
+                        ran = fut.result()
+                        i = index[n]
+                        results[n] = _judge(n, setups[n], ran, work / f"{i}", case_timeout, progress, handles[i])
+            except BaseException:
+                runner.stop()
+                for fut in pending:
+                    fut.cancel()
+                raise
+    finally:
+        for fd in handles.values():
+            os.close(fd)
+        remove_tree(work)
     return SuiteResult(str(root), [results[n] for n in names])
 
 
+INPUTS = ("case.json",)
+"""A case's files that its executor gets (with ``in-K.page``, one per system): never the expected
+pages, trace or digests."""
+
+
+def private_case(source: Path, dest: Path, systems: int) -> None:
+    """The executor's copy of case ``source``: its inputs only (:data:`INPUTS`, ``in-K.page``), in a
+    new directory ``dest`` (named as the case), so that nothing the executor does reaches the pack
+    and it cannot read the expected results there by accident."""
+    dest.mkdir(parents=True)
+    for rel in (*INPUTS, *(f"in-{k}.page" for k in range(systems))):
+        data = read_file(source / rel)
+        fd = os.open(dest / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the checker's temporary directory whatever its executors left there (a directory
+    without write permission, say), with Ctrl-C, SIGTERM and SIGHUP held meanwhile (a second
+    Ctrl-C must not leave it).  What cannot be removed is said in one line, never an error that
+    hides the verdicts."""
+
+    def writable(func: Callable[..., Any], p: str, exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+
+    held = threading.current_thread() is threading.main_thread()
+    stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    if held:
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        shutil.rmtree(path, onerror=writable)
+        if os.path.lexists(path):
+            shutil.rmtree(path, ignore_errors=True)
+        if os.path.lexists(path):
+            with contextlib.suppress(OSError, ValueError):
+                print(f"meshnb: warning: could not remove {path}", file=sys.stderr)
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+class _Reaper:
+    """While checking, this process is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): an
+    executor's descendants that leave its process group (``setsid``) and outlive their parent
+    become our children rather than init's, so that they are killed and reaped on the way out.
+    Children we had before (a multiprocessing helper) are left alone."""
+
+    def __enter__(self) -> _Reaper:
+        self.before = set(_children())
+        self.on = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            for _ in range(200):  # each round kills the children; their orphans then become ours
+                strays = [p for p in _children() if p not in self.before]
+                if not strays:
+                    break
+                for pid in strays:
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)  # a setsid child leads its own group
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                for pid in strays:
+                    with contextlib.suppress(ChildProcessError, OSError):
+                        os.waitpid(pid, 0)
+        finally:
+            if self.on:
+                _prctl(PR_SET_CHILD_SUBREAPER, 0)
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False  # not Linux: setsid children are not followed
+
+
+def _children() -> list[int]:
+    """This process's children (every thread's: a child belongs to the thread that forked it)."""
+    pids: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for t in tasks:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{t}/children") as f:
+            pids += [int(x) for x in f.read().split()]
+    return pids
+
+
 def _judge(
-    name: str, setup: check.Setup, ran: _Ran, out: Path, timeout: float, progress: Callable[[str], None] | None
+    name: str,
+    setup: check.Setup,
+    ran: _Ran,
+    out: Path,
+    timeout: float,
+    progress: Callable[[str], None] | None,
+    dir_fd: int | None = None,
 ) -> CaseResult:
     case = replace(setup.case, name=name)
     base = {"exit_code": ran.exit_code, "stderr_tail": ran.stderr_tail, "seconds": ran.seconds}
@@ -382,6 +565,6 @@ def _judge(
         return CaseResult(case.name, case.systems, "ERROR", message=msg, **base)  # type: ignore[arg-type]
     if progress is not None:
         progress(f"checking {check.printable(case.name)}")
-    res = check_outputs(setup, out, progress, name)
+    res = check_outputs(setup, out, progress, name, dir_fd=dir_fd)
     res.exit_code, res.stderr_tail, res.seconds = ran.exit_code, ran.stderr_tail, ran.seconds
     return res

@@ -130,7 +130,9 @@ def _run_rank(
         ):
 
             def should_stop() -> bool:  # every rank stops at the same chunk
-                return bool(comm.allreduce(int(requested()), op=MPI.MAX))
+                stop = bool(comm.allreduce(int(requested()), op=MPI.MAX))
+                requested.seen = requested.seen or stop  # another rank's stop is this one's (its signal may come later)
+                return stop
 
             for j in range(rounds):
                 b = j * n + k

@@ -10,15 +10,18 @@ re-exports them and adds the sweep's own options and what holding a result costs
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ..interrupts import phase
 from ..options import DEFAULT_STEPS, Flag, option_field, parse_count, parse_lr, parse_step_base
 from ..runspec import (
     LOSS,
@@ -114,9 +117,12 @@ def check_backend_options(backend: str, loss_every: int | None, threads: int | N
 # --- the command line's text -------------------------------------------------------------------
 
 
-def parse_lr_range(text: str) -> NDArray[np.uint32]:
-    """``START:STOP:COUNT[:log]`` -> COUNT LR words of the numbers from START to STOP (both
-    included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32."""
+def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
+    """``START:STOP:COUNT[:log]`` -> what makes COUNT LR words of the numbers from START to STOP
+    (both included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32.
+
+    The text is checked here; the list is made when called (in the run, where a Ctrl-C stops it
+    at once: a billion LRs take seconds to make)."""
     parts = text.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
@@ -132,17 +138,20 @@ def parse_lr_range(text: str) -> NDArray[np.uint32]:
     if max(abs(start), abs(stop)) > _F32_MAX:
         raise ValueError(f"{text!r}: START and STOP must be within float32's range (3.4028235e38)")
     check_fits(12 * count, f"{text!r}: {count} learning rates", "sweep fewer at a time")  # float64 + float32
-    if len(parts) == 4:
-        if start <= 0 or stop <= 0:
-            raise ValueError(f"{text!r}: a log range needs START and STOP > 0")
-        return np.geomspace(start, stop, count).astype(np.float32).view(np.uint32)
-    return np.linspace(start, stop, count).astype(np.float32).view(np.uint32)
+    if len(parts) == 4 and (start <= 0 or stop <= 0):
+        raise ValueError(f"{text!r}: a log range needs START and STOP > 0")
+    return functools.partial(_lr_range_words, start, stop, count, len(parts) == 4)
 
 
-def parse_lrs(text: str) -> NDArray[np.uint32]:
+def _lr_range_words(start: float, stop: float, count: int, log: bool) -> NDArray[np.uint32]:
+    phase("sweep-lrs")  # test hook: the LR list is made from here, in chunks (a Ctrl-C then is seen at once)
+    return lr_values(start, stop, count, log).view(np.uint32)
+
+
+def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]]:
     """The sweep's LRs as the command line writes them, as f32 words: a range
-    ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`) or a list ``LR[,LR...]``, each LR a
-    number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one."""
+    ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`: made when called) or a list ``LR[,LR...]``,
+    each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one."""
     if ":" in text:
         return parse_lr_range(text)
     return np.array([parse_lr(t) for t in text.split(",")], dtype=np.uint32)
@@ -296,3 +305,43 @@ def _size(n: int) -> str:
     units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
     return f"{n / 1024**e:.1f} {units[e - 1]}"
+
+
+LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at once
+
+
+def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.ndarray:
+    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace(start, stop,
+    count)`` (``np.geomspace`` with ``log``) cast to float32, made :data:`LR_CHUNK` at a time in
+    float64 (not the whole float64 range at once), so that a huge list costs 4 bytes an LR and a
+    Ctrl-C (a KeyboardInterrupt, raised between chunks) is seen while it is made."""
+    out = np.empty(count, dtype=np.float32)
+    sign = 1.0
+    if log:
+        sign = float(np.sign(start))
+        a, b = float(np.log10(start / sign)), float(np.log10(stop / sign))
+    else:
+        a, b = float(start), float(stop)
+    div = count - 1
+    step = (b - a) / div if div > 0 else float("nan")
+    for lo in range(0, count, LR_CHUNK):
+        hi = min(count, lo + LR_CHUNK)
+        y = np.arange(lo, hi, dtype=np.float64)
+        if div > 0 and step == 0:  # as linspace: a zero step scales by the whole delta
+            y = y / div * (b - a)
+        elif div > 0:
+            y = y * step
+        else:
+            y = y * (b - a)
+        y += a
+        if div > 0 and hi == count:
+            y[-1] = b
+        if log:
+            y = np.power(10.0, y)
+            if lo == 0:
+                y[0] = start / sign
+            if div > 0 and hi == count:
+                y[-1] = stop / sign
+            y *= sign
+        out[lo:hi] = y.astype(np.float32)
+    return out

@@ -17,11 +17,8 @@ digests through one ``bytes.hex`` per column, floats as ``repr`` of the float32 
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
-import sys
 import tempfile
 import warnings
 import zipfile
@@ -29,14 +26,13 @@ from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from pathlib import Path
 from typing import IO, Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import loops
-from ..files import WriteError, fsync_dir, open_temp
+from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
 from ..runspec import is_int, page_digests, write_step_base
 from ..view import WORD, View
@@ -225,6 +221,8 @@ class SweepResult:
         """System ``k``'s final page (``k`` indexes this result): kept with ``keep_pages=True``,
         else made by running system ``k`` alone in the single loop (``train``'s) and checked
         against its digest."""
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"page(k): k is a system's index, a whole number; got {type(k).__name__} {k!r}")
         if not 0 <= k < len(self):
             raise IndexError(f"system {k} is not in this result of {len(self)}")
         if self.final_pages is not None:
@@ -269,7 +267,9 @@ class SweepResult:
 
     def to_json(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """The JSON document as a dict (``json.dumps`` gives the text ``meshnb sweep --json`` prints):
-        ``{"steps", "mode", "systems": [records]}``, and ``"loss_steps"``, ``"loss_history"`` with ``loss_every``."""
+        ``{"steps", "mode", "systems": [records]}``, and ``"loss_steps"``, ``"loss_history"`` with
+        ``loss_every``; strict JSON (a diverged loss, NaN or infinite, as the string ``"NaN"``,
+        ``"Infinity"``, ``"-Infinity"``: :data:`meshnb.files.NON_FINITE`)."""
         doc: dict[str, Any] = {
             "steps": self.steps,
             "mode": "z" if self.z else "ieee",
@@ -278,7 +278,7 @@ class SweepResult:
         if self.loss_history is not None:
             doc["loss_steps"] = self.loss_steps.tolist()
             doc["loss_history"] = self.history_hex()
-        return doc
+        return json_safe(doc)
 
     def csv_lines(self, names: Sequence[str] | None = None) -> str:
         """The CSV rows of these systems (no header), each ending in a newline (made in bulk:
@@ -542,57 +542,8 @@ def _csv_field(text: str) -> str:
 # --- writers ----------------------------------------------------------------------------------------
 
 
-class _Out:
-    """A byte stream to a file, written to ``.NAME.tmpPID`` beside it and renamed into place by
-    :meth:`commit`, or to stdout (``"-"``)."""
-
-    def __init__(self, path: str, what: str) -> None:
-        self.path, self.what = path, what
-        self.tmp: Path | None = None
-        if path == "-":
-            if sys.stdout is None:
-                raise ValueError(f"{what} -: stdout is closed")
-            self.f: IO[bytes] = sys.stdout.buffer
-        else:
-            try:
-                fd, self.tmp = open_temp(Path(path))
-            except OSError as e:
-                raise WriteError(what, path, e) from None
-            self.f = os.fdopen(fd, "wb")  # closed by commit or abort
-
-    def write(self, data: bytes) -> None:
-        try:
-            self.f.write(data)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            self.abort()
-            raise WriteError(self.what, self.path, e) from None
-
-    def commit(self) -> None:
-        """Flush; for a file: fsync and rename into place."""
-        try:
-            self.f.flush()
-            if self.tmp is not None:
-                os.fsync(self.f.fileno())
-                self.f.close()
-                os.replace(self.tmp, self.path)
-                self.tmp = None
-                fsync_dir(Path(self.path).parent)  # the rename itself, as write_atomic makes it durable
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            self.abort()
-            raise WriteError(self.what, self.path, e) from None
-
-    def abort(self) -> None:
-        """Drop a file's temporary (the target stays as it was)."""
-        if self.tmp is not None:
-            with contextlib.suppress(OSError):
-                self.f.close()
-            with contextlib.suppress(OSError):
-                os.unlink(self.tmp)
-            self.tmp = None
+# A byte stream to a file under the one output rule (:class:`meshnb.files.Output`), or to stdout ("-").
+_Out = Output
 
 
 class Writer:
@@ -616,12 +567,16 @@ class CsvWriter(Writer):
     def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
         self.out = _Out(path, "--csv")
         self.names = names
-        self.out.write((",".join(CSV_COLUMNS) + "\n").encode())
+        self.head = (
+            ",".join(CSV_COLUMNS) + "\n"
+        ).encode()  # written with the first rows: an error before them writes nothing
 
     def write(self, part: SweepResult) -> None:
-        self.out.write(_csv_bytes(part, self.names))
+        self.out.write(self.head + _csv_bytes(part, self.names))
+        self.head = b""
 
     def close(self, steps: int) -> None:
+        self.out.write(self.head)
         self.out.commit()
 
     def abort(self) -> None:
@@ -638,13 +593,14 @@ class JsonWriter(Writer):
         self.count = 0
         self.loss_steps: np.ndarray | None = None
         self.spool: IO[bytes] | None = None
-        self.out.write(('{"mode": "' + ("z" if z else "ieee") + '", "systems": [').encode())
+        self.head = ('{"mode": "' + ("z" if z else "ieee") + '", "systems": [').encode()  # with the first records
 
     def write(self, part: SweepResult) -> None:
         if not len(part):
             return
-        text = json.dumps(part.to_records(self.names))[1:-1]
-        self.out.write(((", " if self.count else "") + text).encode())
+        text = json_text(part.to_records(self.names))[1:-1]
+        self.out.write(self.head + ((", " if self.count else "") + text).encode())
+        self.head = b""
         if part.loss_history is not None:
             if self.spool is None:
                 self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
@@ -654,7 +610,7 @@ class JsonWriter(Writer):
         self.count += len(part)
 
     def close(self, steps: int) -> None:
-        tail = f'], "steps": {steps}'
+        tail = self.head.decode() + f'], "steps": {steps}'
         if self.spool is not None:
             assert self.loss_steps is not None
             tail += f', "loss_steps": {json.dumps(self.loss_steps.tolist())}, "loss_history": ['

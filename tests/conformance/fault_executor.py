@@ -5,7 +5,12 @@ MODE is a fault model's name (``mode-z``: none) run by :func:`meshnb.conformance
 case says, or a way to misbehave: ``crash`` (a message on stderr, exit 3), ``hang`` (starts a child
 that sleeps too, writes the child's pid to ``$FAULT_EXECUTOR_PIDS`` and sleeps), ``nothing`` (exit 0,
 no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte trace), ``no-trace``
-(mode Z's pages without the trace).  Run with the page and trace of system 0 as the pack has them.
+(mode Z's pages without the trace), ``setsid`` (a child in its own session, its pid written to
+``$FAULT_EXECUTOR_PIDS``; exit 3, or hang with ``$FAULT_EXECUTOR_HANG``), ``listing`` (the names in
+CASE_DIR on stderr, exit 3).  ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
+right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
+``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
+Run with the page and trace of system 0 as the pack has them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         return 0
     if mode == "nothing":
         return 0
+    if mode == "setsid":  # a child in a session of its own (out of the executor's process group)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        with open(os.environ["FAULT_EXECUTOR_PIDS"], "a") as f:
+            f.write(f"{os.getpid()} {child.pid}\n")
+        return 3 if os.environ.get("FAULT_EXECUTOR_HANG") is None else int(time.sleep(600) or 0)
+    if mode == "listing":  # what the executor is given: the names in CASE_DIR, on stderr, then exit 3
+        print(" ".join(sorted(p.name for p in case_dir.iterdir())), file=sys.stderr)
+        return 3
     if mode == "short":
         (out / "out-0.page").write_bytes(bytes(100))
         return 0
@@ -50,10 +63,27 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         m=m,
         from_init=cj["start"] == "init",
     )
-    for k, page in enumerate(r.pages):
-        (out / f"out-{k}.page").write_bytes(page)
+    how = os.environ.get("FAULT_EXECUTOR_OUTPUTS", "files")  # files, symlink, hardlink; or scribble
+    aside = out.parent / f"{out.name}-aside"
+    aside.mkdir(exist_ok=True)
+    outputs = {f"out-{k}.page": page for k, page in enumerate(r.pages)}
     if mode != "no-trace":
-        (out / "trace.bin").write_bytes(r.trace.astype("<u4").tobytes())
+        outputs["trace.bin"] = r.trace.astype("<u4").tobytes()
+    for name, data in outputs.items():
+        if how == "files" or how == "scribble":
+            (out / name).write_bytes(data)
+        else:  # the right bits, but in a file of another name, linked into OUT_DIR
+            (aside / name).write_bytes(data)
+            (os.symlink if how == "symlink" else os.link)(aside / name, out / name)
+    if os.environ.get("FAULT_EXECUTOR_STUCK"):  # a file left in OUT_DIR that cannot be removed (immutable)
+        (out / "stuck").write_bytes(b"x")
+        r = subprocess.run(["chattr", "+i", str(out / "stuck")], check=False, capture_output=True)
+        with open(os.environ["FAULT_EXECUTOR_STUCK"], "a") as f:
+            f.write(f"{out / 'stuck'} {r.returncode}\n")
+    if how == "scribble":  # writes into CASE_DIR: it must be a copy, the pack untouched
+        for p in case_dir.iterdir():
+            p.write_bytes(b"scribbled")
+        (case_dir / "new-file").write_bytes(b"x")
     return 0
 
 

@@ -170,7 +170,8 @@ def test_a_hanging_executor_is_killed_with_its_children(
 
 
 @pytest.mark.parametrize(
-    ("sig", "code", "line"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+    ("sig", "code", "line"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up")],
 )
 def test_ctrl_c_and_sigterm_kill_the_executors(
     sig: int, code: int, line: str, quick_pack: Path, tmp_path: Path
@@ -284,3 +285,165 @@ def test_a_diagnosis_not_made_is_said(
         "diagnosis not made: without a trace or task pages it would replay 96 steps"
         in json.loads(out)["cases"][0]["message"]
     )
+
+
+# --- issue 24: a checker an executor cannot fool, signals, outputs ---------------------------------
+
+
+def test_an_executor_gets_its_case_inputs_only(
+    quick_pack: Path, setups: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Never the expected pages, trace or digests: a copy holding case.json and in-K.page."""
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("listing"), "--cases", "cluster-*", "--json"], capsys
+    )
+    doc = json.loads(out)
+    assert code == 1 and doc["cases"]
+    for c in doc["cases"]:
+        systems = setups[c["name"]].case.systems
+        assert c["stderr_tail"] == " ".join(sorted(["case.json", *(f"in-{k}.page" for k in range(systems))]))
+
+
+@pytest.mark.parametrize(("how", "says"), [("symlink", "a symbolic link"), ("hardlink", "a hard link (2 names)")])
+def test_linked_outputs_are_errors_naming_the_file(
+    how: str, says: str, quick_pack: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An executor that links its outputs (to the pack's expected page, say) never passes."""
+    monkeypatch.setenv("FAULT_EXECUTOR_OUTPUTS", how)
+    code, out, err = run_check([str(quick_pack), "--exec", executor("mode-z"), "--cases", "cluster-1"], capsys)
+    assert code == 1 and err == ""
+    assert "ERROR" in out and f"unusable output: out-0.page: {says}" in out, out
+
+
+def test_an_executor_writing_in_its_case_leaves_the_pack_whole(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = tmp_path / "pack"
+    shutil.copytree(quick_pack, copy)
+    monkeypatch.setenv("FAULT_EXECUTOR_OUTPUTS", "scribble")
+    code, out, err = run_check([str(copy), "--exec", executor("mode-z"), "--cases", "cluster-1"], capsys)
+    assert code == 0 and "1 passed" in out, out + err
+    assert pack.verify_pack(copy) > 0  # every file as the manifest says
+
+
+def test_setsid_children_of_executors_are_killed(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("FAULT_EXECUTOR_PIDS", str(pids))
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("setsid"), "--cases", "cluster-[12]", "-j", "2"], capsys
+    )
+    assert code == 1 and out.count("ERROR") == 2
+    ran = [int(p) for p in pids.read_text().split()]
+    assert len(ran) == 4 and not any(_alive(p) for p in ran)
+
+
+def test_sighup_and_repeated_signals_leave_no_process_and_no_temporary(quick_pack: Path, tmp_path: Path) -> None:
+    """SIGHUP to `check --exec -j 4` orphaned the executors and their children and left
+    /tmp/meshnb-check-*; so did five Ctrl-C in a row."""
+    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "meshnb", "check", str(quick_pack), "--exec", executor("setsid"), "-j", "4"]
+    env = {**os.environ, "FAULT_EXECUTOR_PIDS": str(pids), "FAULT_EXECUTOR_HANG": "1", "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids.exists() and len(pids.read_text().split()) == 8) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pids.read_text().split()) == 8  # four executors, each with a setsid child
+        proc.send_signal(signal.SIGHUP)
+        for _ in range(5):
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 129 and err == "meshnb: hung up\n" and out == ""
+    assert not any(_alive(int(p)) for p in pids.read_text().split())
+    assert list(tmp.iterdir()) == []
+
+
+def test_junit_may_not_overwrite_the_pack_and_may_not_be_empty(
+    quick_pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = (quick_pack / "manifest.json").read_bytes()
+    for junit_path, says in [
+        (str(quick_pack / "manifest.json"), "a file of the pack"),
+        (str(quick_pack / "cluster-1" / "report.xml"), "a file of the pack"),
+        ("", "an empty path"),
+    ]:
+        code, out, err = run_check([str(quick_pack), "--exec", executor("crash"), "--junit", junit_path], capsys)
+        assert code == 2 and out == "" and len(err.splitlines()) == 1 and says in err, err
+    assert (quick_pack / "manifest.json").read_bytes() == before
+
+
+def test_a_junit_write_that_fails_still_prints_the_table(quick_pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("crash"), "--cases", "cluster-1", "--junit", "/dev/full"], capsys
+    )
+    assert code == 1 and "0 passed, 0 failed, 1 errors of 1 cases" in out
+    assert err == "meshnb: error: --junit /dev/full: No space left on device\n"
+
+
+def test_junit_through_dev_stdout_reaches_the_redirected_file(quick_pack: Path, tmp_path: Path) -> None:
+    """`--junit /dev/stdout > f` replaced the machine's /dev/stdout link with a regular file."""
+    out = tmp_path / "all.txt"
+    with open(out, "wb") as f:
+        r = subprocess.run(
+            [sys.executable, "-m", "meshnb", "check", str(quick_pack), "--exec", executor("crash"),
+             "--cases", "cluster-1", "--junit", "/dev/stdout"],
+            stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, check=False,
+        )  # fmt: skip
+    assert r.returncode == 1 and r.stderr == ""
+    text = out.read_text()
+    assert text.index("1 errors of 1 cases") < text.index("<?xml") and os.path.islink("/dev/stdout")
+
+
+@pytest.mark.parametrize("args", [[], ["--json"]])
+def test_closed_stdout_is_refused_before_any_executor_runs(args: list[str], quick_pack: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    r = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m meshnb check {shlex.quote(str(quick_pack))} --exec "
+        f"{shlex.quote(executor('hang'))} {' '.join(args)} >&-",
+        shell=True, capture_output=True, text=True, cwd=ROOT, check=False,
+        env={**os.environ, "FAULT_EXECUTOR_PIDS": str(pids)}, timeout=120,
+    )  # fmt: skip
+    assert (
+        r.returncode == 2 and r.stderr == "meshnb: error: stdout is closed (>&-): the result would have nowhere to go\n"
+    )
+    assert not pids.exists()
+
+
+def test_closed_stderr_leaves_the_json_clean(quick_pack: Path) -> None:
+    """With stderr closed, progress and error lines went to stdout and broke `check --json`."""
+    r = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m meshnb check {shlex.quote(str(quick_pack))} --exec "
+        f"{shlex.quote(executor('crash'))} --cases cluster-1 --json --progress 2>&-",
+        shell=True, capture_output=True, text=True, cwd=ROOT, check=False, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 1 and json.loads(r.stdout)["errors"] == 1
+
+
+def test_an_undeletable_file_in_out_dir_still_gives_the_table_and_the_junit(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An executor leaving an undeletable file: exit 1, no table and no JUnit though every case passed."""
+    import tempfile
+
+    stuck = tmp_path / "stuck"
+    monkeypatch.setenv("FAULT_EXECUTOR_STUCK", str(stuck))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    report = tmp_path / "junit.xml"
+    try:
+        code, out, err = run_check(
+            [str(quick_pack), "--exec", executor("mode-z"), "--cases", "cluster-1", "--junit", str(report)], capsys
+        )
+        path, chattr = stuck.read_text().split()
+        if chattr != "0":
+            pytest.skip("chattr +i is not allowed here: no undeletable file to leave")
+        assert code == 0 and "1 passed" in out and junit(report).get("tests") == "1"
+        assert err.startswith("meshnb: warning: could not remove ") and len(err.splitlines()) == 1
+    finally:
+        if stuck.exists():
+            for line in stuck.read_text().splitlines():
+                subprocess.run(["chattr", "-i", line.split()[0]], check=False)
