@@ -571,7 +571,7 @@ def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
         (["--csv", ""], "an empty path"),
         (["--json", "--out", ""], "an empty path"),
         (["--npz", ""], "an empty path"),
-        (["--pages", str(pages), "--csv", str(pages / "a.page")], "a file of the --pages directory"),
+        (["--view-in", str(pages), "--csv", str(pages / "a.page")], "a file of the --view-in directory"),
     ]:
         r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
                            capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
