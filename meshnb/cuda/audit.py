@@ -112,7 +112,15 @@ _HEADER_START = re.compile(r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(?:entry|func
 _COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
 _DELIM = re.compile(r"[;{}]")
 _REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*$")
+_COMPLEX_OPERAND = re.compile(r"[{}\[\]|!-]")  # vectors, addresses, a|b, negation: _names reads them
+_CALL_PARTS = re.compile(r"\(([^)]*)\)|([\w$.]+)")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
+# The scan: one whole common statement (a guard, the opcode: group 1, the operands: group 2, with
+# no brace, colon or ";", and its ";"), read as _OPCODE and the cut at ";" would read it; or else
+# the text up to the next ";", "{" or "}".  The first branch's repeats are each followed by a
+# character they cannot take, so a failed try costs time linear in what it read, and the second
+# always goes on to the next delimiter (the third takes the rest): the scan is linear in the text.
+_SCAN = re.compile(r"\s*(?:@!?%?[\w$.]+\s+)?([a-z][\w.]*)(?![\w.])([^;{}:]*);|[^;{}]*[;{}]|[^;{}]+\Z")
 
 
 @dataclass(frozen=True)
@@ -173,49 +181,84 @@ def _uncomment(m: re.Match[str]) -> str:
     return t if t[0] == '"' else "\n" * t.count("\n")  # a comment's lines stay lines
 
 
-def _statements(text: str) -> Iterator[tuple[int, str, str]]:
-    """``(line, kind, text)`` for each statement: kind ``;`` (a statement), ``{`` (a block opens
-    after ``text``, empty or a function header), ``}`` (a block closes).  Comments are dropped
-    first (their newlines kept), then the text is cut at ``;``, ``{`` and ``}`` by one regex scan:
-    time linear in the text, each statement sliced and stripped once."""
+class _Lines:
+    """Line numbers of positions in a text, asked in increasing order: each newline counted once."""
+
+    __slots__ = ("at", "line", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at, self.line = text, 0, 1
+
+    def of(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.at, pos)
+        self.at = pos
+        return self.line
+
+
+def _statements(text: str, lines: list[_Lines], wanted: dict[str, bool] | None) -> Iterator[tuple[int, str, str, str]]:
+    """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
+    opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
+    instruction read whole by :data:`_SCAN`: ``text`` is its operands, ``opcode`` its opcode, and
+    the first number its opcode's *position*: ``lines[0].of(position)`` is its line, counted only
+    for the instructions that need one).  ``wanted`` (opcode -> kept, filled in as opcodes are
+    met) leaves out the ``i`` instructions the caller does not keep.
+
+    Comments are dropped first (their newlines kept), then one regex scan cuts the text at ``;``,
+    ``{`` and ``}``: time linear in the text, each statement sliced once.  The common statement (a
+    guard, an opcode, operands without braces or colons, ``;``) is read whole by the scan itself."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
+    counter = _Lines(text)
+    lines.append(counter)
+    line_of = counter.of  # positions asked in increasing order
     start = 0  # where the pending statement starts
-    at, line = 0, 1  # a position and its line, moved forward only
     depth = 0  # braces inside a statement's operands ({%r1, %r2}, initialisers)
     decided = False  # the pending statement's first "{" was an operand's
 
-    def line_of(pos: int) -> int:
-        nonlocal at, line
-        line += text.count("\n", at, pos)
-        at = pos
-        return line
-
-    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str]]:
+    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str, str]]:
         p = 0
         while True:  # .version, .target, .loc ... end at their line's end, not at a ";"
             d = _ONE_DIRECTIVE.match(body, p)
             if d is None:
                 break
-            yield line_of(pos + d.start(1)), ";", d.group(1)
+            yield line_of(pos + d.start(1)), ";", d.group(1), ""
             p = d.end()
         q = _SPACE.match(body, p).end()  # type: ignore[union-attr]  # \s* always matches
         if q < len(body):
-            yield line_of(pos + q), ";", body[q:]
+            yield line_of(pos + q), ";", body[q:], ""
 
-    for m in _DELIM.finditer(text):
-        tok = m.group()
+    for m in _SCAN.finditer(text):
+        if m.lastindex:  # a whole instruction (its ";" ends it)
+            if not depth and not decided:  # it is a statement of its own
+                op = m.group(1)
+                if wanted is not None:
+                    keep = wanted.get(op)
+                    if keep is None:
+                        info = _info(op)
+                        keep = wanted[op] = info.flows or bool(info.classes)
+                    if not keep:
+                        start = m.end()
+                        continue
+                yield m.start(1), "i", m.group(2), op
+                start = m.end()
+                continue
+            tok, at = ";", m.end() - 1  # inside an operand's braces: only its ";" counts
+        else:
+            at = m.end() - 1
+            tok = text[at]
+            if tok not in ";{}":
+                break  # the text after the last delimiter: the tail below
         if depth:
             depth += 1 if tok == "{" else -1 if tok == "}" else 0
             continue
         if tok == ";":
-            yield from pieces(text[start : m.start()], start)
-            start, decided = m.end(), False
+            yield from pieces(text[start:at], start)
+            start, decided = at + 1, False
         elif tok == "{":
             if decided:
                 depth = 1
                 continue
-            body = text[start : m.start()]
+            body = text[start:at]
             cut = _DIRECTIVES.match(body).end()  # type: ignore[union-attr]  # line directives before a header
             stripped = body[cut:].strip()
             labels = len(stripped) < 4096 and _LABELS_ONLY.fullmatch(stripped)
@@ -223,16 +266,16 @@ def _statements(text: str) -> Iterator[tuple[int, str, str]]:
                 if cut:
                     yield from pieces(body[:cut], start)
                 head = _HEADER_START.match(stripped) is not None if stripped else False
-                yield line_of(m.start()), "{", stripped if head else ""
-                start = m.end()
+                yield line_of(at), "{", stripped if head else "", ""
+                start = at + 1
             else:
                 decided, depth = True, 1
         else:  # "}" closing a block
-            body = text[start : m.start()]
+            body = text[start:at]
             if body.strip():
                 yield from pieces(body, start)
-            yield line_of(m.start()), "}", ""
-            start, decided = m.end(), False
+            yield line_of(at), "}", "", ""
+            start, decided = at + 1, False
     tail = text[start:]
     if tail.strip():
         yield from pieces(tail, start)
@@ -344,9 +387,45 @@ def _sources(operands: list[str], scopes: _Scopes) -> list[str]:
     return out
 
 
-def parse(text: str) -> Module:
+def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) -> Instruction:
+    """An instruction a promoted value may pass through: its operands read, registers resolved."""
+    base = info.base
+    if base != "call" and base != "st" and not _COMPLEX_OPERAND.search(tail):  # "%fd2, %fd1, 0d3FF0..."
+        ops = [o for o in map(str.strip, tail.split(",")) if o]
+        cache = scopes.cache
+        names = [
+            (cache.get(o) or scopes.resolve(o)) if o[0] == "%" or o[0].isalpha() or o[0] in "_$" else "" for o in ops
+        ]
+        ins = Instruction(line, scopes.function, opcode, ops)
+        if ops:
+            ins.dests = [names[0]] if names[0] else []
+            ins.srcs = [n or o for n, o in zip(names[1:], ops[1:])]
+        return ins
+    ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
+    if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
+        callee = ""
+        for paren, word in _CALL_PARTS.findall(tail):
+            names = [n.strip() for n in paren.split(",") if n.strip()]
+            if word and not callee:
+                callee = word
+            elif not word and callee:
+                ins.srcs = [scopes.resolve(n) for n in names]
+            elif not word:
+                ins.dests = [scopes.resolve(n) for n in names]
+        ins.callee = callee
+    elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
+        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
+        ins.srcs = _sources(ins.operands[1:], scopes)
+    elif ins.operands:
+        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
+        ins.srcs = _sources(ins.operands[1:], scopes)
+    return ins
+
+
+def parse(text: str, every: bool = True) -> Module:
     """The instructions of PTX ``text``; :class:`PtxError` if it is not PTX (a NUL byte, or no
-    PTX directive)."""
+    PTX directive).  ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
+    an f32 class, or one a promoted value may pass through), in the same order."""
     if "\0" in text:
         raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
     instructions: list[Instruction] = []
@@ -355,7 +434,19 @@ def parse(text: str) -> Module:
     scopes = _Scopes()
     version = target = ""
     directives = False
-    for line, kind, body in _statements(text):
+    lines: list[_Lines] = []
+    infos: dict[str, _OpInfo] = {}
+    append = instructions.append
+    for line, kind, body, opcode in _statements(text, lines, None if every else {}):
+        if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
+            info = infos.get(opcode)
+            if info is None:
+                info = infos[opcode] = _info(opcode)
+            if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
+                append(Instruction(lines[0].of(line), scopes.function, opcode, []))
+            else:
+                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
+            continue
         if kind == "{":
             header = _HEADER.match(body) if body.strip() and not scopes.stack else None
             scopes.push()
@@ -409,30 +500,11 @@ def parse(text: str) -> Module:
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
         info = _info(opcode)
-        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
-            instructions.append(Instruction(line, scopes.function, opcode, []))
+        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes
+            if every or info.classes:
+                append(Instruction(line, scopes.function, opcode, []))
             continue
-        tail = s[m.end(1) :]
-        ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
-        base = info.base
-        if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
-            callee = ""
-            for paren, word in re.findall(r"\(([^)]*)\)|([\w$.]+)", tail):
-                names = [n.strip() for n in paren.split(",") if n.strip()]
-                if word and not callee:
-                    callee = word
-                elif not word and callee:
-                    ins.srcs = [scopes.resolve(n) for n in names]
-                elif not word:
-                    ins.dests = [scopes.resolve(n) for n in names]
-            ins.callee = callee
-        elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
-            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
-            ins.srcs = _sources(ins.operands[1:], scopes)
-        elif ins.operands:
-            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
-            ins.srcs = _sources(ins.operands[1:], scopes)
-        instructions.append(ins)
+        append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
     return Module(instructions, params, returns, target, version)
@@ -707,7 +779,7 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
     named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
-    return audit_module(parse(text), allow_f64)
+    return audit_module(parse(text, every=False), allow_f64)
 
 
 def read_ptx(path: str | Path) -> str:
