@@ -77,7 +77,7 @@ import re
 import stat
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CLASSES = ("contraction", "unrounded", "flush", "approximate", "directed-rounding", "double-rounding")
@@ -113,14 +113,34 @@ _COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
 _DELIM = re.compile(r"[;{}]")
 _REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*$")
 _COMPLEX_OPERAND = re.compile(r"[{}\[\]|!-]")  # vectors, addresses, a|b, negation: _names reads them
+_NAME_START = "%_$"
 _CALL_PARTS = re.compile(r"\(([^)]*)\)|([\w$.]+)")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
-# The scan: one whole common statement (a guard, the opcode: group 1, the operands: group 2, with
-# no brace, colon or ";", and its ";"), read as _OPCODE and the cut at ";" would read it; or else
-# the text up to the next ";", "{" or "}".  The first branch's repeats are each followed by a
-# character they cannot take, so a failed try costs time linear in what it read, and the second
-# always goes on to the next delimiter (the third takes the rest): the scan is linear in the text.
-_SCAN = re.compile(r"\s*(?:@!?%?[\w$.]+\s+)?([a-z][\w.]*)(?![\w.])([^;{}:]*);|[^;{}]*[;{}]|[^;{}]+\Z")
+# The scan, one match a piece, each piece read as _OPCODE, _LABEL and the cut at ";" would read it:
+# 1. (audit only) a run of whole statements of opcodes the audit never reads (_BORING);
+# 2. a whole statement: a guard, the opcode (group 2), the operands (group 3: no brace, colon or
+#    ";") and its ";";
+# 3. the same after labels (groups 4, 5; a label starting with "." takes the general path);
+# 4. the text up to the next ";", "{" or "}"; 5. the rest of the text, after the last of them.
+# Each repeat in 1-3 is followed by a character it cannot take, so a failed try costs time linear
+# in what it read, and 4 always goes on to the next delimiter: the scan is linear in the text.
+# _BORING: an opcode with no f32 class through which no promoted value passes (a superset of what
+# the audit reads is left to _info: call, cvt, fma, mad; a part f64, b64, param, ftz, approx,
+# full, rz, rm, rp, f32x2; add, sub, mul with a part f32 and none rn).
+_BORING = (
+    r"(?!(?:call|cvt|fma|mad)(?!\w))"
+    r"(?![a-z]\w*(?:\.\w+)*?\.(?:f64|b64|param|ftz|approx|full|rz|rm|rp|f32x2)(?!\w))"
+    r"(?!(?:add|sub|mul)(?=(?:\.\w+)*?\.f32(?!\w))(?:\.(?!rn(?!\w))\w+)*(?![\w.]))"
+    r"[a-z]\w*(?:\.\w+)*(?![\w.])"
+)
+_GUARD = r"(?:@!?%?[\w$.]+\s+)?"
+_PIECES = (
+    rf"\s*{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
+    rf"|\s*(?:[\w$][\w$.]*\s*:(?!:)\s*)+{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
+    r"|[^;{}]*[;{}]|[^;{}]+\Z"
+)
+_SCAN_AUDIT = re.compile(rf"((?:\s*{_GUARD}{_BORING}[^;{{}}:]*;)+)|{_PIECES}")
+_SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 
 
 @dataclass(frozen=True)
@@ -133,9 +153,7 @@ class Violation:
     kind: str
 
     def to_json(self) -> dict[str, object]:
-        d = asdict(self)
-        d["class"] = d.pop("kind")
-        return d
+        return {"line": self.line, "function": self.function, "instruction": self.instruction, "class": self.kind}
 
 
 class PtxError(ValueError):
@@ -195,13 +213,16 @@ class _Lines:
         return self.line
 
 
-def _statements(text: str, lines: list[_Lines], wanted: dict[str, bool] | None) -> Iterator[tuple[int, str, str, str]]:
+def _statements(
+    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True
+) -> Iterator[tuple[int, str, str, str]]:
     """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
     opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
     instruction read whole by :data:`_SCAN`: ``text`` is its operands, ``opcode`` its opcode, and
     the first number its opcode's *position*: ``lines[0].of(position)`` is its line, counted only
     for the instructions that need one).  ``wanted`` (opcode -> kept, filled in as opcodes are
-    met) leaves out the ``i`` instructions the caller does not keep.
+    met) leaves out the ``i`` instructions the caller does not keep: those of no f32 class that no
+    promoted value passes through (or any, with ``values`` false).
 
     Comments are dropped first (their newlines kept), then one regex scan cuts the text at ``;``,
     ``{`` and ``}``: time linear in the text, each statement sliced once.  The common statement (a
@@ -227,23 +248,29 @@ def _statements(text: str, lines: list[_Lines], wanted: dict[str, bool] | None) 
         if q < len(body):
             yield line_of(pos + q), ";", body[q:], ""
 
-    for m in _SCAN.finditer(text):
-        if m.lastindex:  # a whole instruction (its ";" ends it)
-            if not depth and not decided:  # it is a statement of its own
-                op = m.group(1)
+    m: re.Match[str] | None = None
+    for m in (_SCAN if wanted is None else _SCAN_AUDIT).finditer(text):
+        li = m.lastindex
+        if li == 1:  # a run of statements the audit does not read
+            if depth or not decided:
+                continue  # inside an operand's braces, or statements of their own
+            tok, at = ";", text.index(";", m.start())  # its first ";" ends the pending statement
+        elif li:  # a whole instruction (its ";" ends it)
+            if not depth and not decided:  # a statement of its own
+                op = m.group(li - 1)
                 if wanted is not None:
                     keep = wanted.get(op)
                     if keep is None:
                         info = _info(op)
-                        keep = wanted[op] = info.flows or bool(info.classes)
+                        keep = wanted[op] = (info.flows and values) or bool(info.classes)
                     if not keep:
-                        start = m.end()
                         continue
-                yield m.start(1), "i", m.group(2), op
-                start = m.end()
+                yield m.start(li - 1), "i", m.group(li), op
                 continue
             tok, at = ";", m.end() - 1  # inside an operand's braces: only its ";" counts
         else:
+            if not depth and not decided:
+                start = m.start()  # the pieces before were whole statements
             at = m.end() - 1
             tok = text[at]
             if tok not in ";{}":
@@ -276,6 +303,9 @@ def _statements(text: str, lines: list[_Lines], wanted: dict[str, bool] | None) 
                 yield from pieces(body, start)
             yield line_of(at), "}", "", ""
             start, decided = at + 1, False
+    else:
+        if m is not None and not depth and not decided:
+            start = m.end()  # the last piece was a whole statement
     tail = text[start:]
     if tail.strip():
         yield from pieces(tail, start)
@@ -391,16 +421,15 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
     """An instruction a promoted value may pass through: its operands read, registers resolved."""
     base = info.base
     if base != "call" and base != "st" and not _COMPLEX_OPERAND.search(tail):  # "%fd2, %fd1, 0d3FF0..."
-        ops = [o for o in map(str.strip, tail.split(",")) if o]
+        ops = [o.strip() for o in tail.split(",")]
+        if "" in ops:
+            ops = [o for o in ops if o]
+        if not ops:
+            return Instruction(line, scopes.function, opcode, ops)
         cache = scopes.cache
-        names = [
-            (cache.get(o) or scopes.resolve(o)) if o[0] == "%" or o[0].isalpha() or o[0] in "_$" else "" for o in ops
-        ]
-        ins = Instruction(line, scopes.function, opcode, ops)
-        if ops:
-            ins.dests = [names[0]] if names[0] else []
-            ins.srcs = [n or o for n, o in zip(names[1:], ops[1:])]
-        return ins
+        srcs = [(cache.get(o) or scopes.resolve(o)) if o[0] in _NAME_START or o[0].isalpha() else o for o in ops]
+        dest = srcs[0]
+        return Instruction(line, scopes.function, opcode, ops, [dest] if dest is not ops[0] else [], srcs[1:])
     ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
     if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
         callee = ""
@@ -422,10 +451,17 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
     return ins
 
 
-def parse(text: str, every: bool = True) -> Module:
+def parse(text: str) -> Module:
     """The instructions of PTX ``text``; :class:`PtxError` if it is not PTX (a NUL byte, or no
-    PTX directive).  ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
-    an f32 class, or one a promoted value may pass through), in the same order."""
+    PTX directive)."""
+    return _parse(text, every=True, values=True)
+
+
+def _parse(text: str, every: bool, values: bool) -> Module:
+    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
+    an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
+    (no ``cvt.f64.f32`` in the text: no value is ever promoted) reads no operands and keeps only
+    the instructions of an f32 class."""
     if "\0" in text:
         raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
     instructions: list[Instruction] = []
@@ -437,12 +473,12 @@ def parse(text: str, every: bool = True) -> Module:
     lines: list[_Lines] = []
     infos: dict[str, _OpInfo] = {}
     append = instructions.append
-    for line, kind, body, opcode in _statements(text, lines, None if every else {}):
+    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
             info = infos.get(opcode)
             if info is None:
                 info = infos[opcode] = _info(opcode)
-            if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
+            if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
                 append(Instruction(lines[0].of(line), scopes.function, opcode, []))
             else:
                 append(_flowing(lines[0].of(line), scopes, opcode, body, info))
@@ -500,7 +536,7 @@ def parse(text: str, every: bool = True) -> Module:
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
         info = _info(opcode)
-        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes
+        if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
             if every or info.classes:
                 append(Instruction(line, scopes.function, opcode, []))
             continue
@@ -779,7 +815,7 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
     named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
-    return audit_module(parse(text, every=False), allow_f64)
+    return audit_module(_parse(text, every=False, values="cvt.f64.f32" in text), allow_f64)
 
 
 def read_ptx(path: str | Path) -> str:
