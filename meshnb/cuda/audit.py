@@ -75,9 +75,10 @@ import functools
 import os
 import re
 import stat
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 CLASSES = ("contraction", "unrounded", "flush", "approximate", "directed-rounding", "double-rounding")
@@ -385,6 +386,8 @@ class _Scopes:
     def _resolve(self, name: str) -> str:
         if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
+        if len(self.stack) < 2:  # no block inside the function's own
+            return f"{self.function}:0:{name}"
         for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
             if name in exact:
                 return f"{self.function}:{sid}:{name}"
@@ -602,21 +605,28 @@ class _Taint:
     cands: frozenset[int] = frozenset()
 
     def join(self, other: _Taint) -> bool:
-        flags, cands = self.flags | other.flags, self.cands | other.cands
-        changed = flags != self.flags or cands != self.cands
-        self.flags, self.cands = flags, cands
+        changed = False
+        flags = self.flags | other.flags
+        if flags != self.flags:
+            self.flags, changed = flags, True
+        cands = other.cands
+        if cands and not cands <= self.cands:  # a new set only when it grows
+            self.cands, changed = self.cands | cands, True
         return changed
 
 
 def _constants(module: Module) -> dict[str, str]:
     """Registers whose one definition is a move of an f64 constant (1.0, pi, 2/pi are often moved
     into a register first)."""
-    defs: dict[str, list[str]] = {}
-    for ins in module.instructions:
-        for d in ins.dests:
-            const = ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
-            defs.setdefault(d, []).append(ins.srcs[0] if const else "")
-    return {r: v[0] for r, v in defs.items() if len(v) == 1 and v[0]}
+    instructions = module.instructions
+    defs = Counter(chain.from_iterable(ins.dests for ins in instructions))
+    return {
+        d: ins.srcs[0]
+        for ins in instructions
+        if ins.dests and ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
+        for d in ins.dests
+        if defs[d] == 1
+    }
 
 
 def _kind(ins: Instruction, consts: list[str]) -> str:
@@ -662,6 +672,8 @@ class _Flow:
         taint: dict[str, _Taint] = {}
         work: deque[int] = deque()
         queued: set[int] = set()
+        readers = self.readers
+        none = _Taint()  # what an untainted register holds (read, never written)
 
         def write(name: str, t: _Taint) -> None:
             if not t.flags:
@@ -670,7 +682,7 @@ class _Flow:
             if cur is None:
                 cur = taint[name] = _Taint()
             if cur.join(t):
-                for r in self.readers.get(name, ()):
+                for r in readers.get(name, ()):
                     if r not in queued:
                         queued.add(r)
                         work.append(r)
@@ -682,12 +694,12 @@ class _Flow:
             i = work.popleft()
             queued.discard(i)
             ins = ins_list[i]
-            srcs = [taint.get(s) or _Taint() for s in ins.srcs]
+            srcs = [taint.get(s) or none for s in ins.srcs]
             if ins.callee:  # arguments into the callee's parameters, its return values out
                 for a, t in zip(self.module.params.get(ins.callee, []), srcs):
                     write(a, t)
                 for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])):
-                    write(d, taint.get(r) or _Taint())
+                    write(d, taint.get(r) or none)
                 continue
             if i in seeds:
                 continue
@@ -724,7 +736,8 @@ def _promoted(module: Module) -> list[int]:
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
     opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
-    origins = {i: _Taint(_F) for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
+    seed = _Taint(_F)  # read only: a seed's taint is joined into its registers', never changed
+    origins = {i: seed for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
@@ -736,7 +749,7 @@ def _promoted(module: Module) -> list[int]:
             for t in srcs:
                 out.join(t)
             return out
-        if c != "arith" or _sine_code(ins_list[i], srcs, sine):
+        if c != "arith" or (sine and _sine_code(ins_list[i], srcs, sine)):  # no sine: no sine's code
             return out  # an integer op, the end of a promoted value, or the sine's own code
         k = flow.kinds.get(i, "")
         flags = 0
@@ -777,7 +790,7 @@ def _promoted(module: Module) -> list[int]:
             flags |= t.flags
         if not flags:
             continue
-        in_sine = _sine_code(ins, srcs, sine)
+        in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
                 confirmed |= t.cands
