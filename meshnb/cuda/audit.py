@@ -816,11 +816,25 @@ def _promoted(module: Module) -> list[int]:
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
-    found = [Violation(i.line, i.function, i.opcode, k) for i in module.instructions for k in _info(i.opcode).classes]
+    found: list[Violation] = []
+    infos: dict[str, tuple[str, ...]] = {}
+    last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
+    for ins in module.instructions:
+        kinds = infos.get(ins.opcode)
+        if kinds is None:
+            kinds = infos[ins.opcode] = _info(ins.opcode).classes
+        if kinds:
+            if ins.line <= last:
+                ordered = False
+            last = ins.line
+            found += [Violation(ins.line, ins.function, ins.opcode, k) for k in kinds]  # in CLASSES order
     for i in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed:
             found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
+            ordered = False
+    if ordered:
+        return found  # what the sort below would give
     rank = {c: n for n, c in enumerate(CLASSES)}
     return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
