@@ -482,3 +482,22 @@ def test_nvrtc_compiled_now_gives_the_same_findings(src, out, options):
     text = mod.compile_cuda(lib, (NVRTC / src).read_text(), src, options)
     truth = TRUTHS[src]
     assert by_function(audit.audit_text(text), truth) == truth
+
+
+def test_the_collector_is_left_as_it_was():
+    # audit_text pauses the cyclic collector while it reads (no cycles among its objects)
+    import gc
+
+    text = body("\tadd.f32 %f1, %f2, %f3;")
+    assert gc.isenabled()
+    assert kinds(text) == [(6, "add.f32", "unrounded")]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert kinds(text) == [(6, "add.f32", "unrounded")]
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(audit.PtxError):
+        audit.audit_text("not ptx")
+    assert gc.isenabled()
