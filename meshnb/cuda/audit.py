@@ -71,13 +71,16 @@ instruction from ptxas' reading or from this one); time linear in its size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import re
 import stat
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 CLASSES = ("contraction", "unrounded", "flush", "approximate", "directed-rounding", "double-rounding")
@@ -112,7 +115,35 @@ _HEADER_START = re.compile(r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(?:entry|func
 _COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
 _DELIM = re.compile(r"[;{}]")
 _REG_DECL = re.compile(r"(%?[\w$]+)\s*(?:<\s*(\d+)\s*>)?\s*(?:\[\s*\d*\s*\])?\s*$")
+_COMPLEX_OPERAND = re.compile(r"[{}\[\]|!-]")  # vectors, addresses, a|b, negation: _names reads them
+_NAME_START = "%_$"
+_CALL_PARTS = re.compile(r"\(([^)]*)\)|([\w$.]+)")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
+# The scan, one match a piece, each piece read as _OPCODE, _LABEL and the cut at ";" would read it:
+# 1. (audit only) a run of whole statements of opcodes the audit never reads (_BORING);
+# 2. a whole statement: a guard, the opcode (group 2), the operands (group 3: no brace, colon or
+#    ";") and its ";";
+# 3. the same after labels (groups 4, 5; a label starting with "." takes the general path);
+# 4. the text up to the next ";", "{" or "}"; 5. the rest of the text, after the last of them.
+# Each repeat in 1-3 is followed by a character it cannot take, so a failed try costs time linear
+# in what it read, and 4 always goes on to the next delimiter: the scan is linear in the text.
+# _BORING: an opcode with no f32 class through which no promoted value passes (a superset of what
+# the audit reads is left to _info: call, cvt, fma, mad; a part f64, b64, param, ftz, approx,
+# full, rz, rm, rp, f32x2; add, sub, mul with a part f32 and none rn).
+_BORING = (
+    r"(?!(?:call|cvt|fma|mad)(?!\w))"
+    r"(?![a-z]\w*(?:\.\w+)*?\.(?:f64|b64|param|ftz|approx|full|rz|rm|rp|f32x2)(?!\w))"
+    r"(?!(?:add|sub|mul)(?=(?:\.\w+)*?\.f32(?!\w))(?:\.(?!rn(?!\w))\w+)*(?![\w.]))"
+    r"[a-z]\w*(?:\.\w+)*(?![\w.])"
+)
+_GUARD = r"(?:@!?%?[\w$.]+\s+)?"
+_PIECES = (
+    rf"\s*{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
+    rf"|\s*(?:[\w$][\w$.]*\s*:(?!:)\s*)+{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
+    r"|[^;{}]*[;{}]|[^;{}]+\Z"
+)
+_SCAN_AUDIT = re.compile(rf"((?:\s*{_GUARD}{_BORING}[^;{{}}:]*;)+)|{_PIECES}")
+_SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 
 
 @dataclass(frozen=True)
@@ -125,9 +156,7 @@ class Violation:
     kind: str
 
     def to_json(self) -> dict[str, object]:
-        d = asdict(self)
-        d["class"] = d.pop("kind")
-        return d
+        return {"line": self.line, "function": self.function, "instruction": self.instruction, "class": self.kind}
 
 
 class PtxError(ValueError):
@@ -173,49 +202,93 @@ def _uncomment(m: re.Match[str]) -> str:
     return t if t[0] == '"' else "\n" * t.count("\n")  # a comment's lines stay lines
 
 
-def _statements(text: str) -> Iterator[tuple[int, str, str]]:
-    """``(line, kind, text)`` for each statement: kind ``;`` (a statement), ``{`` (a block opens
-    after ``text``, empty or a function header), ``}`` (a block closes).  Comments are dropped
-    first (their newlines kept), then the text is cut at ``;``, ``{`` and ``}`` by one regex scan:
-    time linear in the text, each statement sliced and stripped once."""
+class _Lines:
+    """Line numbers of positions in a text, asked in increasing order: each newline counted once."""
+
+    __slots__ = ("at", "line", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at, self.line = text, 0, 1
+
+    def of(self, pos: int) -> int:
+        self.line += self.text.count("\n", self.at, pos)
+        self.at = pos
+        return self.line
+
+
+def _statements(
+    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True
+) -> Iterator[tuple[int, str, str, str]]:
+    """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
+    opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
+    instruction read whole by :data:`_SCAN`: ``text`` is its operands, ``opcode`` its opcode, and
+    the first number its opcode's *position*: ``lines[0].of(position)`` is its line, counted only
+    for the instructions that need one).  ``wanted`` (opcode -> kept, filled in as opcodes are
+    met) leaves out the ``i`` instructions the caller does not keep: those of no f32 class that no
+    promoted value passes through (or any, with ``values`` false).
+
+    Comments are dropped first (their newlines kept), then one regex scan cuts the text at ``;``,
+    ``{`` and ``}``: time linear in the text, each statement sliced once.  The common statement (a
+    guard, an opcode, operands without braces or colons, ``;``) is read whole by the scan itself."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
+    counter = _Lines(text)
+    lines.append(counter)
+    line_of = counter.of  # positions asked in increasing order
     start = 0  # where the pending statement starts
-    at, line = 0, 1  # a position and its line, moved forward only
     depth = 0  # braces inside a statement's operands ({%r1, %r2}, initialisers)
     decided = False  # the pending statement's first "{" was an operand's
 
-    def line_of(pos: int) -> int:
-        nonlocal at, line
-        line += text.count("\n", at, pos)
-        at = pos
-        return line
-
-    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str]]:
+    def pieces(body: str, pos: int) -> Iterator[tuple[int, str, str, str]]:
         p = 0
         while True:  # .version, .target, .loc ... end at their line's end, not at a ";"
             d = _ONE_DIRECTIVE.match(body, p)
             if d is None:
                 break
-            yield line_of(pos + d.start(1)), ";", d.group(1)
+            yield line_of(pos + d.start(1)), ";", d.group(1), ""
             p = d.end()
         q = _SPACE.match(body, p).end()  # type: ignore[union-attr]  # \s* always matches
         if q < len(body):
-            yield line_of(pos + q), ";", body[q:]
+            yield line_of(pos + q), ";", body[q:], ""
 
-    for m in _DELIM.finditer(text):
-        tok = m.group()
+    m: re.Match[str] | None = None
+    for m in (_SCAN if wanted is None else _SCAN_AUDIT).finditer(text):
+        li = m.lastindex
+        if li == 1:  # a run of statements the audit does not read
+            if depth or not decided:
+                continue  # inside an operand's braces, or statements of their own
+            tok, at = ";", text.index(";", m.start())  # its first ";" ends the pending statement
+        elif li:  # a whole instruction (its ";" ends it)
+            if not depth and not decided:  # a statement of its own
+                op = m.group(li - 1)
+                if wanted is not None:
+                    keep = wanted.get(op)
+                    if keep is None:
+                        info = _info(op)
+                        keep = wanted[op] = (info.flows and values) or bool(info.classes)
+                    if not keep:
+                        continue
+                yield m.start(li - 1), "i", m.group(li), op
+                continue
+            tok, at = ";", m.end() - 1  # inside an operand's braces: only its ";" counts
+        else:
+            if not depth and not decided:
+                start = m.start()  # the pieces before were whole statements
+            at = m.end() - 1
+            tok = text[at]
+            if tok not in ";{}":
+                break  # the text after the last delimiter: the tail below
         if depth:
             depth += 1 if tok == "{" else -1 if tok == "}" else 0
             continue
         if tok == ";":
-            yield from pieces(text[start : m.start()], start)
-            start, decided = m.end(), False
+            yield from pieces(text[start:at], start)
+            start, decided = at + 1, False
         elif tok == "{":
             if decided:
                 depth = 1
                 continue
-            body = text[start : m.start()]
+            body = text[start:at]
             cut = _DIRECTIVES.match(body).end()  # type: ignore[union-attr]  # line directives before a header
             stripped = body[cut:].strip()
             labels = len(stripped) < 4096 and _LABELS_ONLY.fullmatch(stripped)
@@ -223,16 +296,19 @@ def _statements(text: str) -> Iterator[tuple[int, str, str]]:
                 if cut:
                     yield from pieces(body[:cut], start)
                 head = _HEADER_START.match(stripped) is not None if stripped else False
-                yield line_of(m.start()), "{", stripped if head else ""
-                start = m.end()
+                yield line_of(at), "{", stripped if head else "", ""
+                start = at + 1
             else:
                 decided, depth = True, 1
         else:  # "}" closing a block
-            body = text[start : m.start()]
+            body = text[start:at]
             if body.strip():
                 yield from pieces(body, start)
-            yield line_of(m.start()), "}", ""
-            start, decided = m.end(), False
+            yield line_of(at), "}", "", ""
+            start, decided = at + 1, False
+    else:
+        if m is not None and not depth and not decided:
+            start = m.end()  # the last piece was a whole statement
     tail = text[start:]
     if tail.strip():
         yield from pieces(tail, start)
@@ -312,6 +388,8 @@ class _Scopes:
     def _resolve(self, name: str) -> str:
         if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
+        if len(self.stack) < 2:  # no block inside the function's own
+            return f"{self.function}:0:{name}"
         for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
             if name in exact:
                 return f"{self.function}:{sid}:{name}"
@@ -344,9 +422,60 @@ def _sources(operands: list[str], scopes: _Scopes) -> list[str]:
     return out
 
 
+def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) -> Instruction:
+    """An instruction a promoted value may pass through: its operands read, registers resolved."""
+    base = info.base
+    if base != "call" and base != "st" and not _COMPLEX_OPERAND.search(tail):  # "%fd2, %fd1, 0d3FF0..."
+        ops = [o.strip() for o in tail.split(",")]
+        if "" in ops:
+            ops = [o for o in ops if o]
+        if not ops:
+            return Instruction(line, scopes.function, opcode, ops)
+        cache, resolve = scopes.cache, scopes._resolve
+        srcs: list[str] = []
+        for o in ops:  # a name resolved (scopes.resolve, inlined), a constant as written
+            if o[0] in _NAME_START or o[0].isalpha():
+                r = cache.get(o)
+                if r is None:
+                    r = cache[o] = resolve(o)
+                srcs.append(r)
+            else:
+                srcs.append(o)
+        first = ops[0][0]
+        dests = srcs[:1] if first in _NAME_START or first.isalpha() else []
+        return Instruction(line, scopes.function, opcode, ops, dests, srcs[1:])
+    ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
+    if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
+        callee = ""
+        for paren, word in _CALL_PARTS.findall(tail):
+            names = [n.strip() for n in paren.split(",") if n.strip()]
+            if word and not callee:
+                callee = word
+            elif not word and callee:
+                ins.srcs = [scopes.resolve(n) for n in names]
+            elif not word:
+                ins.dests = [scopes.resolve(n) for n in names]
+        ins.callee = callee
+    elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
+        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
+        ins.srcs = _sources(ins.operands[1:], scopes)
+    elif ins.operands:
+        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
+        ins.srcs = _sources(ins.operands[1:], scopes)
+    return ins
+
+
 def parse(text: str) -> Module:
     """The instructions of PTX ``text``; :class:`PtxError` if it is not PTX (a NUL byte, or no
     PTX directive)."""
+    return _parse(text, every=True, values=True)
+
+
+def _parse(text: str, every: bool, values: bool) -> Module:
+    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
+    an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
+    (no ``cvt.f64.f32`` in the text: no value is ever promoted) reads no operands and keeps only
+    the instructions of an f32 class."""
     if "\0" in text:
         raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
     instructions: list[Instruction] = []
@@ -355,7 +484,19 @@ def parse(text: str) -> Module:
     scopes = _Scopes()
     version = target = ""
     directives = False
-    for line, kind, body in _statements(text):
+    lines: list[_Lines] = []
+    infos: dict[str, _OpInfo] = {}
+    append = instructions.append
+    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values):
+        if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
+            info = infos.get(opcode)
+            if info is None:
+                info = infos[opcode] = _info(opcode)
+            if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+                append(Instruction(lines[0].of(line), scopes.function, opcode, []))
+            else:
+                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
+            continue
         if kind == "{":
             header = _HEADER.match(body) if body.strip() and not scopes.stack else None
             scopes.push()
@@ -409,30 +550,11 @@ def parse(text: str) -> Module:
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
         info = _info(opcode)
-        if not info.flows:  # f32 arithmetic, integers, control: no promoted value passes (fast path)
-            instructions.append(Instruction(line, scopes.function, opcode, []))
+        if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+            if every or info.classes:
+                append(Instruction(line, scopes.function, opcode, []))
             continue
-        tail = s[m.end(1) :]
-        ins = Instruction(line, scopes.function, opcode, _split_operands(tail))
-        base = info.base
-        if base == "call":  # call.uni (ret), name, (a, b);  call name, (a);
-            callee = ""
-            for paren, word in re.findall(r"\(([^)]*)\)|([\w$.]+)", tail):
-                names = [n.strip() for n in paren.split(",") if n.strip()]
-                if word and not callee:
-                    callee = word
-                elif not word and callee:
-                    ins.srcs = [scopes.resolve(n) for n in names]
-                elif not word:
-                    ins.dests = [scopes.resolve(n) for n in names]
-            ins.callee = callee
-        elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
-            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
-            ins.srcs = _sources(ins.operands[1:], scopes)
-        elif ins.operands:
-            ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
-            ins.srcs = _sources(ins.operands[1:], scopes)
-        instructions.append(ins)
+        append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
     return Module(instructions, params, returns, target, version)
@@ -494,21 +616,28 @@ class _Taint:
     cands: frozenset[int] = frozenset()
 
     def join(self, other: _Taint) -> bool:
-        flags, cands = self.flags | other.flags, self.cands | other.cands
-        changed = flags != self.flags or cands != self.cands
-        self.flags, self.cands = flags, cands
+        changed = False
+        flags = self.flags | other.flags
+        if flags != self.flags:
+            self.flags, changed = flags, True
+        cands = other.cands
+        if cands and not cands <= self.cands:  # a new set only when it grows
+            self.cands, changed = self.cands | cands, True
         return changed
 
 
 def _constants(module: Module) -> dict[str, str]:
     """Registers whose one definition is a move of an f64 constant (1.0, pi, 2/pi are often moved
     into a register first)."""
-    defs: dict[str, list[str]] = {}
-    for ins in module.instructions:
-        for d in ins.dests:
-            const = ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
-            defs.setdefault(d, []).append(ins.srcs[0] if const else "")
-    return {r: v[0] for r, v in defs.items() if len(v) == 1 and v[0]}
+    instructions = module.instructions
+    defs = Counter(chain.from_iterable(ins.dests for ins in instructions))
+    return {
+        d: ins.srcs[0]
+        for ins in instructions
+        if ins.dests and ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
+        for d in ins.dests
+        if defs[d] == 1
+    }
 
 
 def _kind(ins: Instruction, consts: list[str]) -> str:
@@ -554,6 +683,8 @@ class _Flow:
         taint: dict[str, _Taint] = {}
         work: deque[int] = deque()
         queued: set[int] = set()
+        readers = self.readers
+        none = _Taint()  # what an untainted register holds (read, never written)
 
         def write(name: str, t: _Taint) -> None:
             if not t.flags:
@@ -562,7 +693,7 @@ class _Flow:
             if cur is None:
                 cur = taint[name] = _Taint()
             if cur.join(t):
-                for r in self.readers.get(name, ()):
+                for r in readers.get(name, ()):
                     if r not in queued:
                         queued.add(r)
                         work.append(r)
@@ -574,12 +705,12 @@ class _Flow:
             i = work.popleft()
             queued.discard(i)
             ins = ins_list[i]
-            srcs = [taint.get(s) or _Taint() for s in ins.srcs]
+            srcs = [taint.get(s) or none for s in ins.srcs]
             if ins.callee:  # arguments into the callee's parameters, its return values out
                 for a, t in zip(self.module.params.get(ins.callee, []), srcs):
                     write(a, t)
                 for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])):
-                    write(d, taint.get(r) or _Taint())
+                    write(d, taint.get(r) or none)
                 continue
             if i in seeds:
                 continue
@@ -616,7 +747,8 @@ def _promoted(module: Module) -> list[int]:
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
     opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
-    origins = {i: _Taint(_F) for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
+    seed = _Taint(_F)  # read only: a seed's taint is joined into its registers', never changed
+    origins = {i: seed for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
@@ -628,7 +760,7 @@ def _promoted(module: Module) -> list[int]:
             for t in srcs:
                 out.join(t)
             return out
-        if c != "arith" or _sine_code(ins_list[i], srcs, sine):
+        if c != "arith" or (sine and _sine_code(ins_list[i], srcs, sine)):  # no sine: no sine's code
             return out  # an integer op, the end of a promoted value, or the sine's own code
         k = flow.kinds.get(i, "")
         flags = 0
@@ -669,7 +801,7 @@ def _promoted(module: Module) -> list[int]:
             flags |= t.flags
         if not flags:
             continue
-        in_sine = _sine_code(ins, srcs, sine)
+        in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
                 confirmed |= t.cands
@@ -695,11 +827,25 @@ def _promoted(module: Module) -> list[int]:
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
-    found = [Violation(i.line, i.function, i.opcode, k) for i in module.instructions for k in _info(i.opcode).classes]
+    found: list[Violation] = []
+    infos: dict[str, tuple[str, ...]] = {}
+    last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
+    for ins in module.instructions:
+        kinds = infos.get(ins.opcode)
+        if kinds is None:
+            kinds = infos[ins.opcode] = _info(ins.opcode).classes
+        if kinds:
+            if ins.line <= last:
+                ordered = False
+            last = ins.line
+            found += [Violation(ins.line, ins.function, ins.opcode, k) for k in kinds]  # in CLASSES order
     for i in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed:
             found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
+            ordered = False
+    if ordered:
+        return found  # what the sort below would give
     rank = {c: n for n, c in enumerate(CLASSES)}
     return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
@@ -707,7 +853,22 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
     named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
-    return audit_module(parse(text), allow_f64)
+    with _collector_paused():
+        return audit_module(_parse(text, every=False, values="cvt.f64.f32" in text), allow_f64)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a while (as :mod:`timeit` does): the audit of a large
+    module allocates millions of objects with no cycle among them, and the collector's passes
+    over them cost a third of its time and free nothing.  Back on after, if it was on before."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def read_ptx(path: str | Path) -> str:

@@ -3,8 +3,10 @@ each with the exact findings it must produce; meshnb's own kernels audit clean."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -258,6 +260,48 @@ def test_a_300_kb_line_and_a_long_file_are_read(tmp_path):
     assert kinds(many) == [(100_006, "add.f32", "unrounded")]
 
 
+def test_the_scan_skips_only_opcodes_the_audit_never_reads():
+    # audit_text's scan passes over runs of _BORING opcodes without reading them: each must have
+    # no f32 class and let no promoted value through (what _info says), and the common ones pass
+    bases = ["add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt", "ex2", "sin", "tanh", "cvt", "call"]
+    bases += ["ld", "st", "mov", "setp", "selp", "abs", "neg", "min", "max", "and", "shfl", "bra", "ret"]
+    parts = ["rn", "rz", "rm", "rp", "rni", "ftz", "sat", "approx", "full", "f32", "f32x2", "f64", "b64"]
+    parts += ["b32", "u32", "s32", "u64", "param", "global", "wide", "lo", "gt", "uni", ""]
+    boring = re.compile(audit._BORING)
+    skipped = set()
+    for base in bases:
+        for n in range(4):
+            for combo in itertools.product(parts, repeat=n) if n < 3 else zip(parts, parts[3:], parts[7:]):
+                op = ".".join((base, *combo))
+                if boring.fullmatch(op):
+                    info = audit._info(op)
+                    assert not info.classes and not info.flows, op
+                    skipped.add(op)
+    assert {"add.rn.f32", "mul.rn.f32", "ld.global.f32", "setp.gt.f32", "mov.u32", "add.s32", "bra.uni"} <= skipped
+    assert not {"add.f32", "add.rn.f64", "ld.param.f32", "cvt.rn.f32.u32", "mul.rn.ftz.f32"} & skipped
+
+
+TRICKY = [
+    "\tadd.rn.f32 %f1, %f2, %f3;\n\tmov.u32 %r1, %r2;\n\tadd.f32 %f1, %f2, %f3;\n" * 3,
+    "L1: L2 : $L3:\n add.f32 %f1, %f2, %f3; L4: .reg .f32 x; L5: ;\n\t$L6:\n\tfma.rn.f32 %f1, %f1, %f1, %f1;",
+    "\tmov.b64 %rd1, {%r1, %r2}; add.rn.f32 %f1, %f1, %f1; add.f32 %f1 , %f2,%f3 ;\n\tst.global.f32 [%rd1], %f1;",
+    "\t{ .reg .f32 t; mov.f32 t, %f1; add.rn.f32 t, t, t; fma.rn.f32 %f2, t, %f3, %f4; }\n\tmul.ftz.f32 %f1, %f1, %f1;",
+    "\t@%p1 add.rn.f32 %f1, %f1, %f1;\n\t@!%p1 bra $L1;\n\tcvt.f64.f32 %fd1, %f1;\n\tadd.f64 %fd2, %fd1, %fd1;",
+    "\tadd.rn.f32 %f1, %f1, %f1; mul.f32 " + "a" * 3000 + "\n\tsub.f32 %f1, %f1, %f1",
+]
+
+
+@pytest.mark.parametrize("path", sorted(PTX.glob("*.ptx")) + sorted((Path(__file__).parent / "nvrtc").glob("*.ptx")))
+def test_the_audits_lean_reading_finds_what_the_full_parse_finds(path):
+    # audit_text reads only what it needs (runs of skipped statements, no operands without a
+    # cvt.f64.f32); the full parse (the SASS audit's) must give the same findings, in order
+    text = path.read_text(encoding="utf-8")
+    assert audit.audit_text(text) == audit.audit_module(audit.parse(text))
+    for piece in TRICKY:
+        t = body(piece)
+        assert audit.audit_text(t) == audit.audit_module(audit.parse(t)), piece
+
+
 def test_over_the_size_limit_fifos_and_devices_are_refused(tmp_path, monkeypatch):
     p = tmp_path / "big.ptx"
     p.write_text(body("\tret;"))
@@ -438,3 +482,22 @@ def test_nvrtc_compiled_now_gives_the_same_findings(src, out, options):
     text = mod.compile_cuda(lib, (NVRTC / src).read_text(), src, options)
     truth = TRUTHS[src]
     assert by_function(audit.audit_text(text), truth) == truth
+
+
+def test_the_collector_is_left_as_it_was():
+    # audit_text pauses the cyclic collector while it reads (no cycles among its objects)
+    import gc
+
+    text = body("\tadd.f32 %f1, %f2, %f3;")
+    assert gc.isenabled()
+    assert kinds(text) == [(6, "add.f32", "unrounded")]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert kinds(text) == [(6, "add.f32", "unrounded")]
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(audit.PtxError):
+        audit.audit_text("not ptx")
+    assert gc.isenabled()
