@@ -15,8 +15,10 @@ everywhere:
   integer 0 to 2^32 - 1, or numpy ``uint32``): ``0.01`` and ``0x3C23D70A`` are the same LR.
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them) and computes the page digest (SPEC 11) of many pages at once.  :class:`Systems` is the
-typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
+set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
+one copy is :func:`meshnb.view.page_digests`, below the loops, as :func:`is_int` is
+:mod:`meshnb.jit`'s: the loops' doors and :meth:`View.digest <meshnb.view.View.digest>` use them).
+:class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
 
 Examples
 --------
@@ -37,7 +39,6 @@ False
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,8 +49,10 @@ from numpy.typing import NDArray
 
 from . import program
 from .floatz import flush_words
+from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
-from .view import DIGEST_RANGES, PAGE_WORDS, VIEW_BYTES, WORD, View
+from .view import PAGE_WORDS, VIEW_BYTES, WORD, View
+from .view import page_digests as page_digests  # re-exported: the one copy is the view's, below the loops
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -109,15 +112,6 @@ class OptionError(ValueError):
 
 
 # --- values ------------------------------------------------------------------------------------
-
-
-def is_int(x: Any) -> bool:
-    """Whether ``x`` is an integer: ``int`` or a numpy integer, not ``bool``.
-
-    >>> is_int(3), is_int(np.uint64(3)), is_int(True), is_int(3.0)
-    (True, True, False, False)
-    """
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _shown(x: Any) -> str:
@@ -414,19 +408,6 @@ def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
     b = np.broadcast_to(np.asarray(bases, dtype=np.uint64), (words.shape[0],))
     words[:, WORD["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
     words[:, WORD["NEXT_STEP"]] = (b & np.uint64(MASK32)).astype(np.uint32)
-
-
-def page_digests(words: Words) -> NDArray[np.uint8]:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words: SHA-256 of PARAMS then LOSS, ``[n, 32]``.
-
-    >>> page_digests(np.frombuffer(init_page(), "<u4")[None, :])[0].tobytes().hex() == View.from_bytes(
-    ...     init_page()).digest()
-    True
-    """
-    assert ((0, 16), (4 * LOSS.start, 4 * LOSS.stop)) == DIGEST_RANGES  # the words below are these bytes
-    hashed = np.ascontiguousarray(np.concatenate((words[:, :4], words[:, LOSS]), axis=1), dtype="<u4")
-    joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
-    return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()
 
 
 # --- the model of many systems ----------------------------------------------------------------
