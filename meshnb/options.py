@@ -405,8 +405,9 @@ class RunOptions:
             return
         backend = "threads" if self.backend is None else self.backend  # a cluster's default
         put(self, "backend", backend)
-        # mpi: as many systems as ranks (checked against the job's size by the backend)
-        top = (1 << 31) if BY_NAME[backend].max_systems is None else MAX_SYSTEMS
+        # The backend table's bound (cuda: one block of warps); mpi: as many systems as ranks
+        # (checked against the job's size by the backend)
+        top = BY_NAME[backend].max_systems or (1 << 31)
         if self.systems is not None:
             put(self, "systems", check_int(self.systems, "systems", 1, top))
         if self.systems is not None and self.checkpoint is not None:
