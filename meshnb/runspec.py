@@ -79,6 +79,16 @@ class OptionError(ValueError):
     ``template`` holds ``{name}`` placeholders for argument names: ``str(e)`` spells them as the
     library's keywords (or as ``library`` maps them), :meth:`for_cli` as the command line's flags.
 
+    Parameters
+    ----------
+    template : str
+        The message, with a ``{name}`` placeholder for each argument name it names (given after
+        it, as further positional arguments).
+    library : mapping or None, default None
+        How the library spells a name where not as its keyword (``systems`` as ``systems=N``).
+    flags : mapping or None, default None
+        How the command line spells each name (:meth:`for_cli`'s default).
+
     Examples
     --------
     >>> e = OptionError("{step_base} must be at most 2^64 - 2", "step_base")
@@ -102,9 +112,24 @@ class OptionError(ValueError):
         super().__init__(template.format(**{n: spell.get(n, n) for n in names}) if names else template)
 
     def for_cli(self, flags: Mapping[str, str] | None = None) -> str:
-        """The message with the argument names spelled as the command line's flags (``flags``
-        maps a name to its flag, by default the mapping the error was made with; a name it lacks
-        is spelled ``--name-with-dashes``)."""
+        """The message with the argument names spelled as the command line's flags.
+
+        Parameters
+        ----------
+        flags : mapping or None, default None
+            A name's flag (None: the mapping the error was made with); a name it lacks is spelled
+            ``--name-with-dashes``.
+
+        Returns
+        -------
+        str
+            The one-line message a command prints.
+
+        Examples
+        --------
+        >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
+        '--steps-per-task must be at least 1'
+        """
         if not self.names:
             return self.template
         spell = flags or self.flags or {}
@@ -326,6 +351,20 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     included), floats are numbers rounded to float32.  A sequence of plain integers is still read
     as numbers, with a DeprecationWarning (an integer LR is an f32 word, as in ``set_lr``).
 
+    Parameters
+    ----------
+    lrs : LRs
+        The LRs: a sequence of floats, or a uint32 array of words.
+    name : str, default "lrs"
+        The argument's name, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[L]`` uint32.
+
+    Examples
+    --------
     >>> lr_words([0.5, 0.25]).tolist()
     [1056964608, 1048576000]
     >>> lr_words(np.array([0x3F000000], np.uint32)).tolist()
@@ -355,7 +394,18 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
 
 def init_page() -> bytes:
-    """The page of one system without a group right after ``init`` (SPEC 8)."""
+    """The page of one system without a group right after ``init`` (SPEC 8).
+
+    Returns
+    -------
+    bytes
+        4096 bytes.
+
+    Examples
+    --------
+    >>> View.from_bytes(init_page()).word("STEPS_PER_TASK")
+    64
+    """
     ctx = program.Context(View())
     program.init(ctx)
     return ctx.view.tobytes()
@@ -422,6 +472,17 @@ class Systems:
     int; or uint64 ``[M]``); ``z`` float mode Z.  System ``k`` is page ``k // L`` with LR ``k % L``:
     ``P * L`` systems, page-major.
 
+    Parameters
+    ----------
+    starts : numpy.ndarray
+        ``[P, 1024]`` uint32: the distinct start pages.
+    lr : numpy.ndarray or None
+        ``[L]`` uint32 LR words (None: each page's own LR).
+    base : int, numpy.ndarray or None
+        The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
+    z : bool
+        Float mode Z.
+
     Examples
     --------
     >>> s = describe(10, lrs=[0.5, 0.25])
@@ -443,18 +504,67 @@ class Systems:
         return int(self.starts.shape[0]) * self.n_lrs
 
     def page_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which start page each of systems ``lo .. hi-1`` starts from."""
+        """Which start page each of systems ``lo .. hi-1`` starts from.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``[hi - lo]``: indexes of ``starts``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).page_index(0, 4).tolist()
+        [0, 0, 1, 1]
+        """
         return np.arange(lo, hi, dtype=np.int64) // self.n_lrs
 
     def lr_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own)."""
+        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``[hi - lo]``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).lr_index(0, 4).tolist()
+        [0, 1, 0, 1]
+        """
         if self.lr is None:
             return np.full(hi - lo, -1, dtype=np.int64)
         return np.arange(lo, hi, dtype=np.int64) % self.n_lrs
 
     def words(self, lo: int, hi: int) -> Words:
-        """Systems ``lo .. hi-1``'s start pages ``[n, 1024]``, SET_LR and the step base applied as
-        ``train`` applies them."""
+        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train``
+        applies them.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[hi - lo, 1024]`` uint32 (a new array).
+
+        Examples
+        --------
+        >>> w = describe(10, lrs=[0.5, 0.25], step_base=7).words(1, 2)
+        >>> hex(int(w[0, WORD["LR"]])), int(w[0, WORD["NEXT_STEP"]])
+        ('0x3e800000', 7)
+        """
         out = self.starts[self.page_index(lo, hi)]
         if self.lr is not None:
             write_lr(out, self.lr[self.lr_index(lo, hi)], self.z)  # this batch's words only
@@ -463,7 +573,23 @@ class Systems:
         return out
 
     def step_base(self, lo: int, hi: int) -> NDArray[np.uint64]:
-        """Systems ``lo .. hi-1``'s first steps (uint64)."""
+        """Systems ``lo .. hi-1``'s first steps.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            uint64 ``[hi - lo]``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], step_base=[5, 2**40]).step_base(0, 2).tolist()
+        [5, 1099511627776]
+        """
         if isinstance(self.base, np.ndarray):
             return self.base[lo:hi].copy()
         if isinstance(self.base, int):
@@ -471,8 +597,23 @@ class Systems:
         return next_steps(self.starts)[self.page_index(lo, hi)]
 
     def check_can_run(self, steps: int) -> None:
-        """Refuse systems that cannot run ``steps`` steps (naming the first), at a cost per start
-        page or per step base, never a page per system."""
+        """Refuse (:class:`OptionError`) systems that cannot run ``steps`` steps, naming the
+        first, at a cost per start page or per step base, never a page per system.
+
+        Parameters
+        ----------
+        steps : int
+            The steps every system would run.
+
+        Examples
+        --------
+        >>> systems = describe(0, step_base=2**64 - 3)
+        >>> systems.check_can_run(2)
+        >>> systems.check_can_run(3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
+        """
         if not steps:
             return
         zero = self.starts[:, WORD["STEPS_PER_TASK"]] == 0
