@@ -4,9 +4,9 @@ griffe builds a dataclass's ``__init__`` from its fields, and shows each field's
 the parameter's default.  An options table whose fields are ``_opt(None, Flag("--steps", ...))``
 (the default and the command-line flag's metadata, :class:`meshnb.options.RunOptions`) then renders
 a signature of thousands of characters of internals.  This shows the default a caller gets
-instead: for a default written as a call to ``dataclasses.field`` or to a private helper
-(``_name(...)``), its ``default=`` argument, else its first positional argument, else
-``factory()`` for a ``default_factory=factory``.  Loaded by mkdocstrings (mkdocs.yml).
+instead: for a default written as a call to ``dataclasses.field``, to the tables'
+``option_field`` or to a private helper (``_name(...)``), its ``default=`` argument, else its
+first positional argument, else ``factory()`` for a ``default_factory=factory``.  Loaded by mkdocstrings (mkdocs.yml).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ def user_default(default: Any) -> Any:
     itself where it is not a ``field(...)`` or private helper call."""
     if not isinstance(default, griffe.ExprCall):
         return default
-    name = str(default.function).rsplit(".", 1)[-1]
-    if name != "field" and not name.startswith("_"):
+    if not _is_field_call(default):
         return default
     keywords = {a.name: a.value for a in default.arguments if isinstance(a, griffe.ExprKeyword)}
     if "default" in keywords:
@@ -34,6 +33,16 @@ def user_default(default: Any) -> Any:
     return positional[0] if positional else default
 
 
+HELPERS = ("field", "option_field")
+"""The calls that give a field's default with metadata: ``dataclasses.field`` and the options
+tables' ``option_field(default, Flag(...))`` (any private ``_name(...)`` too)."""
+
+
+def _is_field_call(value: Any) -> bool:
+    name = str(value.function).rsplit(".", 1)[-1]
+    return name in HELPERS or name.startswith("_")
+
+
 def _classes(obj: griffe.Object) -> Iterator[griffe.Class]:
     for member in obj.members.values():
         if member.is_alias:
@@ -42,6 +51,10 @@ def _classes(obj: griffe.Object) -> Iterator[griffe.Class]:
             yield member
         if isinstance(member, (griffe.Module, griffe.Class)):
             yield from _classes(member)
+
+
+def _is_dataclass_field(value: griffe.ExprCall) -> bool:
+    return str(value.function).rsplit(".", 1)[-1] == "field"
 
 
 def _is_dataclass(cls: griffe.Class) -> bool:
@@ -60,7 +73,7 @@ class FieldDefaults(griffe.Extension):
                 continue
             for member in cls.members.values():
                 value = member.value if isinstance(member, griffe.Attribute) else None
-                if isinstance(value, griffe.ExprCall) and str(value.function).startswith("_"):
+                if isinstance(value, griffe.ExprCall) and _is_field_call(value) and not _is_dataclass_field(value):
                     member.value = user_default(value)  # type: ignore[union-attr]
             init = cls.members.get("__init__")
             if isinstance(init, griffe.Function):

@@ -59,6 +59,7 @@ from typing import Any
 
 from . import files
 from .program import COUNTER_NAMES, LAST_STEP
+from .runspec import MAX_STEPS, can_run, is_int, wrap_message
 from .sha256 import Sha256State
 from .view import VIEW_BYTES, View
 
@@ -197,8 +198,9 @@ class RunSettings:
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
         first = _int(d["first_step"], f"{field}.first_step", 0, LAST_STEP)
-        # SPEC 8: the run's last step, first + steps - 1, is at most 2^64 - 2.
-        steps = _int(d["steps"], f"{field}.steps", 0, LAST_STEP + 1 - first)
+        steps = _int(d["steps"], f"{field}.steps", 0, MAX_STEPS)
+        if not can_run(first, steps):  # the run stays below step 2^64 - 1 (SPEC 8): runspec's one rule
+            raise CheckpointError(f"{field}.steps: {wrap_message(first, steps)}")
         spt = None if d["steps_per_task"] is None else _int(d["steps_per_task"], f"{field}.steps_per_task", 1, _U32)
         base = None if d["step_base"] is None else _int(d["step_base"], f"{field}.step_base", 0, LAST_STEP)
         if base is not None and base != first:
@@ -237,7 +239,7 @@ def _what(x: Any) -> str:
 def _int(x: Any, field: str, lo: int, hi: int) -> int:
     if isinstance(x, _Huge):
         raise CheckpointError(f"{field}: {_what(x)} is outside {lo}..{hi}")
-    if isinstance(x, bool) or not isinstance(x, int):
+    if not is_int(x):
         raise CheckpointError(f"{field}: must be an integer, not {_what(x)}")
     if not lo <= x <= hi:
         raise CheckpointError(f"{field}: {x} is outside {lo}..{hi}")

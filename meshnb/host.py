@@ -19,8 +19,9 @@ from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
 from .interrupts import deferred_interrupt
 from .kernels import NSUMS
 from .options import Plan, Start
-from .program import COUNTER_NAMES, LAST_STEP, OP_SET_LR, OP_TASK, Context
+from .program import COUNTER_NAMES, OP_SET_LR, OP_TASK, Context
 from .results import ClusterError
+from .runspec import check_view_can_run
 from .trace import Trace
 from .view import View
 
@@ -35,16 +36,6 @@ def prepare(ctx: Context, plan: Plan, view_in: bytes | None) -> None:
         ctx.view.next_step = plan.step_base
     if plan.steps_per_task is not None:
         ctx.view.set_word("STEPS_PER_TASK", plan.steps_per_task)
-
-
-def check_page(view: View, steps: int) -> None:
-    """Refuse a page that cannot run ``steps`` steps (SPEC 8 and 10)."""
-    if steps and view.word("STEPS_PER_TASK") == 0:
-        raise ValueError("the page's STEPS_PER_TASK is 0: its tasks would never progress")
-    if steps and view.next_step + steps - 1 > LAST_STEP:
-        raise ValueError(
-            f"steps {view.next_step} .. {view.next_step + steps - 1} reach 2^64-1, whose round would wrap to 0"
-        )
 
 
 def refuse_pending_round(view: View) -> None:
@@ -65,7 +56,7 @@ def prepare_member(ctx: Context, k: int, start: Start, view_in: bytes | None) ->
         assert start.whole is not None
         prepare(ctx, start.whole, view_in)
         refuse_pending_round(ctx.view)
-    check_page(ctx.view, start.plan.steps)
+    check_view_can_run(ctx.view, start.plan.steps)
 
 
 def member_trace(start: Start, k: int, keep: bool, checkpointing: bool) -> Trace:
@@ -154,7 +145,7 @@ def drive_alone(
     boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
     pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
     between calls."""
-    check_page(ctx.view, plan.steps)
+    check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
 
     def step(done: int, n: int, rows: np.ndarray) -> None:
@@ -187,7 +178,7 @@ def drive(
     if not ctx.grouped and before_task is None:
         return drive_alone(ctx, plan, on_task, should_stop)
     v = ctx.view
-    check_page(v, plan.steps)
+    check_view_can_run(v, plan.steps)
     spt = v.word("STEPS_PER_TASK")
     calls = 0
     last_step = time.monotonic()

@@ -60,6 +60,29 @@ _SCALARS: dict[str, Any] = {
 _SPEC = re.compile(r"^(\w+)(?:\[(.*)\])?$")
 
 
+def is_int(x: Any) -> bool:
+    """Whether ``x`` is an integer: ``int`` or a numpy integer, not ``bool``.
+
+    The one copy of this rule: the loops' doors (below :mod:`meshnb.runspec`) use it here, every
+    other module as :func:`meshnb.runspec.is_int`.
+
+    Parameters
+    ----------
+    x : Any
+        The value.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> is_int(3), is_int(np.uint64(3)), is_int(True), is_int(3.0)
+    (True, True, False, False)
+    """
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 @dataclass(frozen=True)
 class Accepts:
     """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an

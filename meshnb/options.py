@@ -236,9 +236,45 @@ def option_field(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made.
 
-    Each field is a keyword of :func:`meshnb.train` (its doc says what each means); the field's
+    Each field is a keyword of :func:`meshnb.train` (its doc says more of each); the field's
     :class:`Flag` is its ``meshnb train`` flag.  A bad value is an :class:`OptionError` (a
     :class:`ValueError`), a wrong type a :class:`TypeError` (:mod:`meshnb.runspec`'s rules).
+
+    Parameters
+    ----------
+    steps : int or None
+        Steps to run (None: 4096; with ``resume``, the run's).
+    steps_per_task : int or None
+        STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
+    set_lr : mapping or sequence of pairs, or None
+        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
+        an LR a float or an f32 word (:data:`meshnb.runspec.LRs`).
+    step_base : int or None
+        The first step (0 to 2^64 - 2; None: as the page says).
+    view_in : bytes-like or None
+        The start page (None: init's).
+    z : bool
+        Float mode Z (False: plain IEEE float32, for comparison only).
+    keep_trace : bool
+        Keep the applied sums (``result.trace``).
+    progress : bool
+        A progress bar on stderr.
+    systems : int or None
+        A cluster of this many systems (None: one system alone).
+    backend : str or None
+        Where the run executes (the glossary's backends; None: ``single`` alone, ``threads`` for a cluster).
+    timeout_ms : float
+        A round's timeout in ms (a cluster with an exchange).
+    stalls : sequence of (int, int, int)
+        ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
+    give_up_s : float
+        Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
+    checkpoint : str or path, or None
+        Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
+    checkpoint_every_s : float
+        Seconds between checkpoints.
+    resume : str or path, or None
+        A checkpoint to continue.
 
     Examples
     --------
@@ -405,8 +441,9 @@ class RunOptions:
             return
         backend = "threads" if self.backend is None else self.backend  # a cluster's default
         put(self, "backend", backend)
-        # mpi: as many systems as ranks (checked against the job's size by the backend)
-        top = (1 << 31) if BY_NAME[backend].max_systems is None else MAX_SYSTEMS
+        # The backend table's bound (cuda: one block of warps); mpi: as many systems as ranks
+        # (checked against the job's size by the backend)
+        top = BY_NAME[backend].max_systems or (1 << 31)
         if self.systems is not None:
             put(self, "systems", check_int(self.systems, "systems", 1, top))
         if self.systems is not None and self.checkpoint is not None:
@@ -429,14 +466,50 @@ class RunOptions:
         return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
-        """The plan of a fresh run (not a resumed one: :func:`resolve`)."""
+        """The plan of a fresh run (not a resumed one: :func:`resolve`).
+
+        Returns
+        -------
+        Plan
+            Steps (4096 where not given), STEPS_PER_TASK, LR changes and step base.
+
+        Examples
+        --------
+        >>> RunOptions(steps=100, set_lr={50: 0.25}).plan()
+        Plan(steps=100, steps_per_task=None, set_lr=((50, 1048576000),), step_base=None)
+        """
         return Plan(
             DEFAULT_STEPS if self.steps is None else self.steps, self.steps_per_task, self.set_lr or (), self.step_base
         )
 
     @classmethod
     def from_keywords(cls, steps: int | None = None, **keywords: Any) -> RunOptions:
-        """The options of ``meshnb.train(steps, **keywords)``; an unknown keyword is an OptionError."""
+        """The options of ``meshnb.train(steps, **keywords)``; an unknown keyword is an OptionError.
+
+        Parameters
+        ----------
+        steps : int or None
+            ``train``'s first argument.
+
+        Other Parameters
+        ----------------
+        **keywords
+            ``train``'s keywords (the fields of :class:`RunOptions`).
+
+        Returns
+        -------
+        RunOptions
+            The options, checked.
+
+        Examples
+        --------
+        >>> RunOptions.from_keywords(10, systems=2).backend_name
+        'threads'
+        >>> RunOptions.from_keywords(10, device="cuda")
+        Traceback (most recent call last):
+            ...
+        meshnb.runspec.OptionError: train() has no option 'device'
+        """
         unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
         if unknown:
             raise option_error(f"train() has no option {', '.join(map(repr, unknown))}")
@@ -571,6 +644,17 @@ class Plan:
     ``bits`` before the task that starts when ``step`` steps of this call are done
     (``step == steps`` changes the final page only).  Checked when made (:mod:`meshnb.runspec`).
 
+    Parameters
+    ----------
+    steps : int, default 4096
+        The steps of this call.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK to set first (None: as the page says).
+    set_lr : tuple of (int, int), default ()
+        ``(step, LR)`` pairs in step order, each LR a float or an f32 word (made words).
+    step_base : int or None, default None
+        The next step to set first (None: as the page says).
+
     Examples
     --------
     >>> plan = Plan.make(200, None, {100: 0.5, 150: 0x3F000000})
@@ -606,16 +690,73 @@ class Plan:
         set_lr: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted)."""
+        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted).
+
+        Parameters
+        ----------
+        steps : int, default 4096
+            The steps of this call.
+        steps_per_task : int or None, default None
+            STEPS_PER_TASK to set first.
+        set_lr : mapping or sequence of pairs, or None
+            ``{step: LR}`` or ``(step, LR)`` pairs, in any order.
+        step_base : int or None, default None
+            The next step to set first.
+
+        Returns
+        -------
+        Plan
+            The plan, its LR changes sorted by step.
+
+        Examples
+        --------
+        >>> Plan.make(100, set_lr=[(80, 0.5), (20, 0.25)]).set_lr
+        ((20, 1048576000), (80, 1056964608))
+        """
         return cls(steps, steps_per_task, _lr_changes(set_lr or ()), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:
-        """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order."""
+        """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order.
+
+        Parameters
+        ----------
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        list of int
+            The words to SET_LR there (none: an empty list).
+
+        Examples
+        --------
+        >>> [hex(w) for w in Plan.make(100, set_lr={50: 0.5}).lr_changes_at(50)]
+        ['0x3f000000']
+        """
         return [bits for step, bits in self.set_lr if step == done]
 
     def next_boundary(self, spt: int, done: int) -> int:
         """Where the task that starts when ``done`` steps are done ends: ``spt`` steps later, or
-        sooner at the run's end or where the next LR change must start a task."""
+        sooner at the run's end or where the next LR change must start a task.
+
+        Parameters
+        ----------
+        spt : int
+            The page's STEPS_PER_TASK.
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        int
+            The steps done at the task's end.
+
+        Examples
+        --------
+        >>> plan = Plan.make(100, set_lr={50: 0.5})
+        >>> plan.next_boundary(64, 0), plan.next_boundary(64, 50)
+        (50, 100)
+        """
         end = min(done + spt, self.steps)
         for step, _ in self.set_lr:  # sorted
             if done < step < end:

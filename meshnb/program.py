@@ -25,6 +25,7 @@ import numpy as np
 
 from . import floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, Exchange, ExchangeAborted, Group, PageExchange, word_layout
+from .jit import is_int
 from .loops import grouped
 from .trace import Trace
 from .view import FIELDS, HEADER_WORDS, WORD, View
@@ -221,7 +222,7 @@ def task(ctx: Context, op: int, arg: int) -> int:
     '0xffffffff'
     """
     for what, value in (("op", op), ("arg", arg)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        if not is_int(value):
             raise TypeError(f"task {what} must be an integer u32, got {type(value).__name__}")
         if not 0 <= value <= _MASK32:
             raise ValueError(f"task {what} must be a u32 (0..0xFFFFFFFF), got {value}")

@@ -13,8 +13,23 @@ from .view import View
 
 
 class ClusterError(RuntimeError):
-    """A member of a cluster failed, died, or made no progress: ``system`` names it (None: the
-    cluster as a whole); ``detail`` is the message without the system."""
+    """A member of a cluster failed, died, or made no progress.
+
+    Parameters
+    ----------
+    system : int or None
+        The member that failed (None: the cluster as a whole).
+    detail : str
+        The message without the system.
+
+    Examples
+    --------
+    >>> e = ClusterError(2, "no step completed in 60 s")
+    >>> str(e), e.system, e.detail
+    ('system 2: no step completed in 60 s', 2, 'no step completed in 60 s')
+    >>> str(ClusterError(None, "the job has 3 ranks, the run 4 systems"))
+    'the job has 3 ranks, the run 4 systems'
+    """
 
     def __init__(self, system: int | None, detail: str) -> None:
         super().__init__(detail if system is None else f"system {system}: {detail}")
@@ -29,6 +44,19 @@ class SystemResult:
     (:class:`~meshnb.sweeps.result.SweepSystem`) answer the same attributes: ``system``,
     ``params``, ``params_hex``, ``last_loss``, ``digest``, ``trace_digest``, ``page``, ``view``
     and ``loss``.
+
+    Parameters
+    ----------
+    system : int
+        The system's number in its run (a cluster's member ``k``; 0 alone).
+    page : bytes
+        Its final 4096-byte page.
+    counters : dict of str to int
+        Its counters (``inits``, ``steps``, ``timeouts``).
+    trace_digest : str
+        SHA-256 of the sums each step of the run applied (SPEC 11), as hex.
+    trace : numpy.ndarray or None, default None
+        The applied sums, ``[steps, 5]`` uint32, where the run kept them (``keep_trace``).
 
     Examples
     --------
@@ -84,7 +112,19 @@ class SystemResult:
         return self.view.digest()
 
     def to_json(self) -> dict[str, Any]:
-        """The system as ``meshnb train --json`` prints it."""
+        """The system as ``meshnb train --json`` prints it.
+
+        Returns
+        -------
+        dict
+            ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> sorted(meshnb.train(64).systems[0].to_json())
+        ['counters', 'digest', 'params', 'system', 'trace_digest']
+        """
         return {
             "system": self.system,
             "params": self.params_hex,
@@ -102,6 +142,19 @@ class RunResult:
     the call resumed a checkpoint).  ``seconds`` times the steps alone; ``first_call_seconds`` is
     what loading (or compiling) the step loop took before them, kept out of ``seconds`` and
     ``steps_per_second``.
+
+    Parameters
+    ----------
+    steps : int
+        The steps this call ran.
+    systems : tuple of SystemResult
+        Every system's result, in system order.
+    seconds : float
+        The steps' time.
+    first_call_seconds : float, default 0.0
+        What loading (or compiling) the step loop took before them.
+    steps_before : int, default 0
+        The steps of the run done before this call (a resumed checkpoint's).
 
     Examples
     --------
@@ -191,7 +244,21 @@ class RunResult:
         return self.systems[0].trace
 
     def to_json(self) -> dict[str, Any]:
-        """The run as ``meshnb train --json`` prints it."""
+        """The run as ``meshnb train --json`` prints it.
+
+        Returns
+        -------
+        dict
+            ``steps``, ``run_steps`` (a resumed run's whole steps) and ``systems`` (each
+            :meth:`SystemResult.to_json`).
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> doc = meshnb.train(64, systems=2, backend="fused").to_json()
+        >>> doc["steps"], [s["system"] for s in doc["systems"]]
+        (64, [0, 1])
+        """
         doc: dict[str, Any] = {"steps": self.steps}
         if self.steps_before:  # a resumed run: the whole run's steps too
             doc["run_steps"] = self.run_steps
@@ -200,8 +267,24 @@ class RunResult:
 
 
 class SaveFailed(OSError):
-    """The run ended but its final checkpoint could not be written (a full disk, say): ``result``
-    holds the run; the previous checkpoint is intact.  The message is the write's own line."""
+    """The run ended but its final checkpoint could not be written (a full disk, say); the previous
+    checkpoint is intact.  The message is the write's own line.
+
+    Parameters
+    ----------
+    result : RunResult
+        The run, whole.
+    error : OSError
+        The write's error.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.train(64, systems=2, backend="fused")
+    >>> e = SaveFailed(r, OSError("cannot write run.ckpt: no space left on device"))
+    >>> str(e), isinstance(e, OSError), e.result.steps
+    ('cannot write run.ckpt: no space left on device', True, 64)
+    """
 
     def __init__(self, result: RunResult, error: OSError) -> None:
         super().__init__(error.errno, str(error))
@@ -212,7 +295,20 @@ class SaveFailed(OSError):
 
 
 class RunInterrupted(Exception):
-    """Ctrl-C during a run: ``result`` holds every system as of the last completed task."""
+    """Ctrl-C during a run.
+
+    Parameters
+    ----------
+    result : RunResult
+        Every system as of the last completed task (its ``steps`` the steps done).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> e = RunInterrupted(meshnb.train(64))
+    >>> str(e), e.result.steps
+    ('interrupted after 64 steps', 64)
+    """
 
     def __init__(self, result: RunResult) -> None:
         super().__init__(f"interrupted after {result.steps} steps")

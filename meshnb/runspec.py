@@ -15,8 +15,10 @@ everywhere:
   integer 0 to 2^32 - 1, or numpy ``uint32``): ``0.01`` and ``0x3C23D70A`` are the same LR.
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them) and computes the page digest (SPEC 11) of many pages at once.  :class:`Systems` is the
-typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
+set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
+one copy is :func:`meshnb.view.page_digests`, below the loops, as :func:`is_int` is
+:mod:`meshnb.jit`'s: the loops' doors and :meth:`View.digest <meshnb.view.View.digest>` use them).
+:class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
 
 Examples
 --------
@@ -37,7 +39,6 @@ False
 
 from __future__ import annotations
 
-import hashlib
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -48,10 +49,12 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from . import program, sha256
+from . import program
 from .floatz import flush_words
+from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
 from .view import DIGEST_RANGES, PAGE_WORDS, VIEW_BYTES, WORD, View
+from .view import page_digests as one_by_one_digests
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -78,6 +81,16 @@ class OptionError(ValueError):
     ``template`` holds ``{name}`` placeholders for argument names: ``str(e)`` spells them as the
     library's keywords (or as ``library`` maps them), :meth:`for_cli` as the command line's flags.
 
+    Parameters
+    ----------
+    template : str
+        The message, with a ``{name}`` placeholder for each argument name it names (given after
+        it, as further positional arguments).
+    library : mapping or None, default None
+        How the library spells a name where not as its keyword (``systems`` as ``systems=N``).
+    flags : mapping or None, default None
+        How the command line spells each name (:meth:`for_cli`'s default).
+
     Examples
     --------
     >>> e = OptionError("{step_base} must be at most 2^64 - 2", "step_base")
@@ -101,9 +114,24 @@ class OptionError(ValueError):
         super().__init__(template.format(**{n: spell.get(n, n) for n in names}) if names else template)
 
     def for_cli(self, flags: Mapping[str, str] | None = None) -> str:
-        """The message with the argument names spelled as the command line's flags (``flags``
-        maps a name to its flag, by default the mapping the error was made with; a name it lacks
-        is spelled ``--name-with-dashes``)."""
+        """The message with the argument names spelled as the command line's flags.
+
+        Parameters
+        ----------
+        flags : mapping or None, default None
+            A name's flag (None: the mapping the error was made with); a name it lacks is spelled
+            ``--name-with-dashes``.
+
+        Returns
+        -------
+        str
+            The one-line message a command prints.
+
+        Examples
+        --------
+        >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
+        '--steps-per-task must be at least 1'
+        """
         if not self.names:
             return self.template
         spell = flags or self.flags or {}
@@ -111,15 +139,6 @@ class OptionError(ValueError):
 
 
 # --- values ------------------------------------------------------------------------------------
-
-
-def is_int(x: Any) -> bool:
-    """Whether ``x`` is an integer: ``int`` or a numpy integer, not ``bool``.
-
-    >>> is_int(3), is_int(np.uint64(3)), is_int(True), is_int(3.0)
-    (True, True, False, False)
-    """
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _shown(x: Any) -> str:
@@ -334,6 +353,20 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     included), floats are numbers rounded to float32.  A sequence of plain integers is still read
     as numbers, with a DeprecationWarning (an integer LR is an f32 word, as in ``set_lr``).
 
+    Parameters
+    ----------
+    lrs : LRs
+        The LRs: a sequence of floats, or a uint32 array of words.
+    name : str, default "lrs"
+        The argument's name, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[L]`` uint32.
+
+    Examples
+    --------
     >>> lr_words([0.5, 0.25]).tolist()
     [1056964608, 1048576000]
     >>> lr_words(np.array([0x3F000000], np.uint32)).tolist()
@@ -363,7 +396,18 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
 
 def init_page() -> bytes:
-    """The page of one system without a group right after ``init`` (SPEC 8)."""
+    """The page of one system without a group right after ``init`` (SPEC 8).
+
+    Returns
+    -------
+    bytes
+        4096 bytes.
+
+    Examples
+    --------
+    >>> View.from_bytes(init_page()).word("STEPS_PER_TASK")
+    64
+    """
     ctx = program.Context(View())
     program.init(ctx)
     return ctx.view.tobytes()
@@ -422,26 +466,40 @@ NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs le
 
 
 def page_digests(words: Words) -> NDArray[np.uint8]:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words: SHA-256 of PARAMS then LOSS, ``[n, 32]``.
+    """SPEC 11's digest of every page of ``[n, 1024]`` words, ``[n, 32]`` uint8: the bytes
+    :data:`meshnb.view.DIGEST_RANGES` names (:func:`meshnb.view.page_digests`, hashlib, for fewer
+    than :data:`NJIT_DIGEST_ROWS` pages); many pages hashed in njit (SHA-NI where the CPU has it)
+    on every usable core, a slice each: the same bits (a test holds the two paths equal).
 
-    >>> page_digests(np.frombuffer(init_page(), "<u4")[None, :])[0].tobytes().hex() == View.from_bytes(
-    ...     init_page()).digest()
+    Parameters
+    ----------
+    words : numpy.ndarray
+        ``[n, 1024]`` uint32: ``n`` pages as words.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[n, 32]`` uint8: each page's digest.
+
+    Examples
+    --------
+    >>> pages = np.zeros((3, PAGE_WORDS), np.uint32)
+    >>> page_digests(pages)[0].tobytes().hex() == View().digest()
     True
     """
-    assert ((0, 16), (4 * LOSS.start, 4 * LOSS.stop)) == DIGEST_RANGES  # the words below are these bytes
     w = np.ascontiguousarray(words, dtype=np.uint32)
     n = w.shape[0]
     if n < NJIT_DIGEST_ROWS:  # a small sweep's cold start compiles no SHA-256 kernel (about 3 s of it)
-        hashed = np.ascontiguousarray(np.concatenate((w[:, :4], w[:, LOSS]), axis=1), dtype="<u4")
-        joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
-        return np.frombuffer(joined, dtype=np.uint8).reshape(n, 32).copy()
-    # Many pages: hashed in njit (SHA-NI where the CPU has it) on every usable core, a slice each.
+        return one_by_one_digests(w)
+    from .sha256 import digest_rows  # numba on use only
+
+    (p0, p1), (l0, l1) = ((a // 4, b // 4) for a, b in DIGEST_RANGES)
     out = np.empty((n, 32), dtype=np.uint8)
     threads = min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
     cuts = [n * i // threads for i in range(threads + 1)]
 
     def part(i: int) -> None:
-        sha256.digest_rows(w, 0, 4, LOSS.start, LOSS.stop, out, cuts[i], cuts[i + 1])
+        digest_rows(w, p0, p1, l0, l1, out, cuts[i], cuts[i + 1])
 
     if threads == 1:
         part(0)
@@ -470,6 +528,17 @@ class Systems:
     int; or uint64 ``[M]``); ``z`` float mode Z.  System ``k`` is page ``k // L`` with LR ``k % L``:
     ``P * L`` systems, page-major.
 
+    Parameters
+    ----------
+    starts : numpy.ndarray
+        ``[P, 1024]`` uint32: the distinct start pages.
+    lr : numpy.ndarray or None
+        ``[L]`` uint32 LR words (None: each page's own LR).
+    base : int, numpy.ndarray or None
+        The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
+    z : bool
+        Float mode Z.
+
     Examples
     --------
     >>> s = describe(10, lrs=[0.5, 0.25])
@@ -491,18 +560,67 @@ class Systems:
         return int(self.starts.shape[0]) * self.n_lrs
 
     def page_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which start page each of systems ``lo .. hi-1`` starts from."""
+        """Which start page each of systems ``lo .. hi-1`` starts from.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``[hi - lo]``: indexes of ``starts``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).page_index(0, 4).tolist()
+        [0, 0, 1, 1]
+        """
         return np.arange(lo, hi, dtype=np.int64) // self.n_lrs
 
     def lr_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own)."""
+        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``[hi - lo]``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).lr_index(0, 4).tolist()
+        [0, 1, 0, 1]
+        """
         if self.lr is None:
             return np.full(hi - lo, -1, dtype=np.int64)
         return np.arange(lo, hi, dtype=np.int64) % self.n_lrs
 
     def words(self, lo: int, hi: int) -> Words:
-        """Systems ``lo .. hi-1``'s start pages ``[n, 1024]``, SET_LR and the step base applied as
-        ``train`` applies them."""
+        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train``
+        applies them.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[hi - lo, 1024]`` uint32 (a new array).
+
+        Examples
+        --------
+        >>> w = describe(10, lrs=[0.5, 0.25], step_base=7).words(1, 2)
+        >>> hex(int(w[0, WORD["LR"]])), int(w[0, WORD["NEXT_STEP"]])
+        ('0x3e800000', 7)
+        """
         out = self.starts[self.page_index(lo, hi)]
         if self.lr is not None:
             write_lr(out, self.lr[self.lr_index(lo, hi)], self.z)  # this batch's words only
@@ -511,7 +629,23 @@ class Systems:
         return out
 
     def step_base(self, lo: int, hi: int) -> NDArray[np.uint64]:
-        """Systems ``lo .. hi-1``'s first steps (uint64)."""
+        """Systems ``lo .. hi-1``'s first steps.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            uint64 ``[hi - lo]``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], step_base=[5, 2**40]).step_base(0, 2).tolist()
+        [5, 1099511627776]
+        """
         if isinstance(self.base, np.ndarray):
             return self.base[lo:hi].copy()
         if isinstance(self.base, int):
@@ -519,8 +653,23 @@ class Systems:
         return next_steps(self.starts)[self.page_index(lo, hi)]
 
     def check_can_run(self, steps: int) -> None:
-        """Refuse systems that cannot run ``steps`` steps (naming the first), at a cost per start
-        page or per step base, never a page per system."""
+        """Refuse (:class:`OptionError`) systems that cannot run ``steps`` steps, naming the
+        first, at a cost per start page or per step base, never a page per system.
+
+        Parameters
+        ----------
+        steps : int
+            The steps every system would run.
+
+        Examples
+        --------
+        >>> systems = describe(0, step_base=2**64 - 3)
+        >>> systems.check_can_run(2)
+        >>> systems.check_can_run(3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
+        """
         if not steps:
             return
         zero = self.starts[:, WORD["STEPS_PER_TASK"]] == 0

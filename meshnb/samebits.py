@@ -11,7 +11,7 @@ nothing and stands below every result type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -23,6 +23,44 @@ def system_bits(s: Any) -> dict[str, str]:
 def run_bits(result: Any) -> dict[str, dict[str, str]]:
     """A run's bits, ``{"system k": system_bits}`` for each of its systems."""
     return {f"system {s.system}": system_bits(s) for s in result.systems}
+
+
+def array_bits(systems: Iterable[int], **columns: Any) -> dict[str, dict[str, Any]]:
+    """Systems' bits from columns of arrays (a device's or a sweep's pages, trace digests):
+    ``{"system k": {name: value}}`` for each ``k`` of ``systems`` with row ``i`` of each column,
+    a row of an array (a page) as its bytes, the name's underscores as spaces.
+
+    Parameters
+    ----------
+    systems : iterable of int
+        The systems' numbers, one per row of the columns.
+    **columns : sequence or numpy.ndarray
+        A column of values a name, one per system: a page row (an array), a digest (text).
+
+    Returns
+    -------
+    dict
+        ``{"system k": {name: bits}}``, as :func:`differences` takes them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pages = np.array([[1], [2]], np.uint32)  # two (very short) pages
+    >>> got = array_bits([3, 7], page=pages, trace_digest=["ab", "cd"])
+    >>> got["system 7"]
+    {'page': b'\\x02\\x00\\x00\\x00', 'trace digest': 'cd'}
+    >>> differences(got, array_bits([3, 7], page=pages, trace_digest=["ab", "ce"]))
+    ['system 7 trace digest: cd != ce (expected)']
+    """
+    return {
+        f"system {k}": {name.replace("_", " "): _value(column[i]) for name, column in columns.items()}
+        for i, k in enumerate(systems)
+    }
+
+
+def _value(v: Any) -> Any:
+    """A value as bits: an array row as its bytes (``==`` of two arrays is no yes or no)."""
+    return v.tobytes() if hasattr(v, "tobytes") else v
 
 
 def _short(value: object) -> str:

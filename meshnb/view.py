@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 VIEW_BYTES = 4096
 """The size of a view page in bytes (SPEC 7)."""
@@ -316,12 +317,37 @@ class View:
         >>> View().digest()[:16]  # a zero page's
         '256fb9c4796b15a7'
         """
-        h = hashlib.sha256()
-        raw = self.words.view(np.uint8)
-        for start, end in DIGEST_RANGES:
-            h.update(raw[start:end].tobytes())
-        return h.hexdigest()
+        return page_digests(self.words[None, :])[0].tobytes().hex()
 
     def __repr__(self) -> str:
         p = " ".join(f"{w:08x}" for w in self.words[:4])
         return f"View(params={p}, next_step={self.next_step}, lr={self.word('LR'):08x})"
+
+
+def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
+    """SPEC 11's digest of many pages at once: SHA-256 of each page's PARAMS bytes then its LOSS
+    bytes (:data:`DIGEST_RANGES`).  The one copy of the digest: :meth:`View.digest` is this of one
+    page, :func:`meshnb.runspec.page_digests` this for a few pages (many it hashes in njit, the same bits).
+
+    Parameters
+    ----------
+    words : numpy.ndarray
+        ``[n, 1024]`` uint32: ``n`` pages as words.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[n, 32]`` uint8: each page's digest.
+
+    Examples
+    --------
+    >>> pages = np.zeros((2, PAGE_WORDS), np.uint32)
+    >>> pages[1, 0] = 0x3F800000  # PARAMS[0] = 1.0
+    >>> d = page_digests(pages)
+    >>> d.shape, d[0].tobytes().hex() == View().digest(), bool((d[0] == d[1]).all())
+    ((2, 32), True, False)
+    """
+    raw = np.ascontiguousarray(words, dtype="<u4").view(np.uint8)  # [n, 4096]
+    hashed = np.ascontiguousarray(np.concatenate([raw[:, start:end] for start, end in DIGEST_RANGES], axis=1))
+    joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
+    return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()

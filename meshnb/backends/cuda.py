@@ -18,11 +18,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda import host
-from ..host import check_page, chunk_of_tasks, prepare, run_steps, steps_shown
+from ..host import chunk_of_tasks, prepare, run_steps, steps_shown
 from ..kernels import NSUMS
 from ..options import RunOptions
 from ..program import STEPS, Context
 from ..results import RunInterrupted, RunResult, system_result
+from ..runspec import check_view_can_run
 from ..trace import Trace
 from ..view import PAGE_WORDS, View
 from . import fused
@@ -58,7 +59,7 @@ def _run_alone(opts: RunOptions) -> RunResult:
     plan = opts.plan()
     ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
     prepare(ctx, plan, opts.view_in)
-    check_page(ctx.view, plan.steps)
+    check_view_can_run(ctx.view, plan.steps)
     pages = ctx.view.words.reshape(1, -1)  # the page itself, as a cluster of one row
 
     def step(done: int, count: int, rows: np.ndarray) -> None:

@@ -165,13 +165,6 @@ def _pack(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------
 
 
-def _u32(text: str) -> int:
-    v = int(text, 16)
-    if not 0 <= v <= 0xFFFFFFFF:
-        raise ValueError(f"{text} is not a u32")
-    return v
-
-
 def _suite(args: argparse.Namespace) -> int:
     from .. import files
     from ..conformance import suite
@@ -229,27 +222,13 @@ def _check(args: argparse.Namespace) -> int:
                 return _error("the run options go with --view-in; a case says them itself")
             setup = check.load_case(args.case, verify=not args.no_manifest)
         else:
-            lr: dict[int, int] = {}
-            for item in args.set_lr:
-                step, _, word = item.partition(":")
-                try:
-                    lr[int(step)] = _u32(word)
-                except ValueError:
-                    return _error(f"--set-lr {item!r}: STEP:HEX, a step of the run and an f32 word (0:3f000000)")
-            base = None
-            if args.step_base:
-                hi, _, lo = args.step_base.partition(":")
-                try:
-                    base = (_u32(hi) << 32 | _u32(lo)) if lo else int(hi, 0)
-                except ValueError:
-                    return _error(f"--step-base {args.step_base!r}: HI:LO in hex words, or one integer")
-            setup = check.setup_from_run(
+            setup = check.setup_from_run(  # --set-lr and --step-base parsed as train parses them
                 read_file(Path(args.view_in), follow=True),
                 4096 if args.steps is None else args.steps,
                 systems=args.systems,
                 steps_per_task=args.steps_per_task,
-                set_lr=lr,
-                step_base=base,
+                set_lr=dict(args.set_lr or ()),
+                step_base=args.step_base,
             )
         got = read_file(Path(args.page), follow=True)
         trace = check.load_trace(args.trace) if args.trace else None
@@ -291,6 +270,8 @@ def _jobs(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
+    from ..options import add_flags, option_fields
+
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
     g = sub.add_parser("gen", help="print vectors 'A B RESULT' (hex words; from_u32: 'A RESULT')")
@@ -332,14 +313,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--view-in", help="instead of a case: the start page, with the run options below")
     c.add_argument("--steps", type=int, help="with --view-in: the run's steps (default 4096)")
     c.add_argument("--steps-per-task", type=int, help="with --view-in: steps per TASK call, as train's")
-    c.add_argument(
-        "--set-lr",
-        action="append",
-        default=[],
-        metavar="STEP:HEX",
-        help="with --view-in: SET_LR before STEP (repeatable)",
-    )
-    c.add_argument("--step-base", metavar="HI:LO", help="with --view-in: the first step, HI:LO hex words or an integer")
+    # The LR changes and the step base: train's flags (the options table), the same spellings and parsing.
+    add_flags(c, [row for row in option_fields() if row[0] in ("set_lr", "step_base")])
     c.add_argument("--systems", type=int, help="with --view-in: the cluster's systems (default 1)")
     c.add_argument(
         "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"

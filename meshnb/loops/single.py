@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .. import cpu, vec
-from ..jit import jit, per_mode
+from ..jit import is_int, jit, per_mode
 from ..kernels import (
     NSUMS,
     SAMPLES,
@@ -161,6 +161,8 @@ def _make_tasks(mode: int):
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
+        # The callers refuse such a page first (meshnb.runspec.check_can_run, with the wrap of the step
+        # counter): this is the loop's own safety net, for a direct call (it would never end).
         if count != 0 and words[W_STEPS_PER_TASK] == 0:
             raise ValueError("run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
         z = mode != IEEE
@@ -219,6 +221,7 @@ def _make_fused(mode: int):
             raise ValueError("run_fused: pages must be [N, 1024] uint32 words, N >= 1")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_fused: trace must be [count, 5] (a row per step) or have no rows")
+        # The loop's own safety net, as in run_tasks (the callers refuse such pages with runspec's rules).
         if count != 0 and pages[0, W_STEPS_PER_TASK] == 0:
             raise ValueError("run_fused: page 0's STEPS_PER_TASK is 0: its tasks would never progress")
         n = pages.shape[0]
@@ -288,7 +291,7 @@ def check_mode(mode: int) -> None:
     (elsewhere it would give gradual-underflow bits, not mode Z's)."""
     if type(mode) is int and (mode in (Z, IEEE) or (mode == Z_DAZ and cpu.HAS_DAZ)):
         return  # the usual case, in a few bytecodes (this runs once per njit call)
-    if isinstance(mode, bool) or not isinstance(mode, (int, np.integer)) or mode not in MODES:
+    if not is_int(mode) or mode not in MODES:
         raise ValueError(f"mode must be loops.Z_DAZ ({Z_DAZ}), Z ({Z}) or IEEE ({IEEE}), not {mode!r}")
     if mode == Z_DAZ and not cpu.HAS_DAZ:
         raise ValueError(f"mode Z_DAZ needs the x86 DAZ bit, which this CPU ({platform.machine()}) lacks: use Z")
@@ -298,7 +301,7 @@ def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
     """The door for a count of steps: an integer in ``0 .. limit - 1``."""
     if type(count) is int and 0 <= count < limit:
         return  # the usual case
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)):
+    if not is_int(count):
         raise TypeError(f"{name} must be an integer, not {type(count).__name__}")
     if not 0 <= int(count) < limit:
         raise ValueError(f"{name} must be in 0 .. {limit - 1}, not {count}")

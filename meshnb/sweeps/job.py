@@ -49,7 +49,37 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
     its systems ran, or aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a
     Ctrl-C (the finished batches are written, or the first batch after its finished chunks).
 
-    A sweep on ``backend="cuda"`` runs in one process (refused in an MPI job)."""
+    A sweep on ``backend="cuda"`` runs in one process (refused in an MPI job).
+
+    Parameters
+    ----------
+    opts : SweepOptions
+        The sweep's options (steps, trace, loss history, threads, backend, progress).
+    systems : Systems
+        Its systems (:meth:`SweepOptions.systems`).
+    open_writer : callable
+        Opens the :class:`PartWriter` the parts go to (called once, on rank 0 of an MPI job).
+
+    Returns
+    -------
+    tuple of (int, bool)
+        The steps every written system ran, and whether a Ctrl-C stopped the sweep.
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import SweepOptions, SweepResult
+    >>> class Keep:  # a PartWriter that keeps the parts
+    ...     def __init__(self): self.parts, self.steps = [], None
+    ...     def write(self, part): self.parts.append(part)
+    ...     def close(self, steps): self.steps = steps
+    ...     def abort(self): pass
+    >>> opts = SweepOptions(steps=64, lrs=[0.5, 0.25])
+    >>> keep = Keep()
+    >>> run_to(opts, opts.systems(), lambda: keep)
+    (64, False)
+    >>> len(SweepResult.concat(keep.parts)), keep.steps
+    (2, 64)
+    """
     if in_mpi_job():
         if opts.backend == "cuda":
             from ..runspec import OptionError

@@ -80,7 +80,32 @@ def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
 
 
 def plan(steps: int, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: bool = True) -> Systems:
-    """The systems of a sweep, checked as ``train`` checks a run (:func:`meshnb.runspec.describe`)."""
+    """The systems of a sweep, checked as ``train`` checks a run (:func:`meshnb.runspec.describe`).
+
+    Parameters
+    ----------
+    steps : int
+        Steps of every system.
+    lrs : LRs or None
+        One system per LR and start page (None: each page's own LR).
+    view_in : Pages or None
+        The start pages (None: the init page).
+    step_base : StepBases or None
+        The first step of every system, or one per system (None: each page's own).
+    z : bool, default True
+        Float mode Z.
+
+    Returns
+    -------
+    Systems
+        The sweep's systems, page-major.
+
+    Examples
+    --------
+    >>> s = plan(10, lrs=[0.5, 0.25], step_base=[0, 100])
+    >>> len(s), s.step_base(0, 2).tolist()
+    (2, [0, 100])
+    """
     return describe(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
 
 
@@ -177,6 +202,33 @@ class SweepOptions:
     field's :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.
     Made, it checks the options of the run itself (the systems are checked by :meth:`systems`).
 
+    Parameters
+    ----------
+    steps : int, default 4096
+        Steps of every system.
+    lrs : LRs or None
+        One system per LR (per start page): floats or f32 words (:data:`meshnb.runspec.LRs`);
+        None: each page's own LR.
+    view_in : Pages or None
+        The start pages (:data:`meshnb.runspec.Pages`); None: the init page.
+    step_base : StepBases or None
+        Every system's first step, or one per system (:data:`meshnb.runspec.StepBases`); None:
+        each page's own.
+    z : bool, default True
+        Float mode Z (False: plain IEEE float32).
+    trace : bool, default False
+        Compute every system's trace digest.
+    loss_every : int or None
+        Keep the loss of every N-th step.
+    threads : int or None
+        CPU threads (None: the usable cores).
+    keep_pages : bool, default False
+        Keep every final page.
+    progress : bool, default False
+        A progress bar on stderr.
+    backend : str or None
+        Where the sweep runs: ``"threads"`` (None: the default) or ``"cuda"``.
+
     Examples
     --------
     >>> SweepOptions(steps=10, lrs=[0.5]).backend
@@ -256,7 +308,18 @@ class SweepOptions:
         check_backend_options(backend, self.loss_every, self.threads)
 
     def systems(self) -> Systems:
-        """The systems of these options (:func:`meshnb.runspec.describe`)."""
+        """The systems of these options (:func:`meshnb.runspec.describe`).
+
+        Returns
+        -------
+        Systems
+            The start pages times the LRs, with their step bases, checked for ``steps``.
+
+        Examples
+        --------
+        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).systems())
+        3
+        """
         return describe(self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z)
 
 

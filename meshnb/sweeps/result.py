@@ -75,6 +75,17 @@ class SweepResult:
     step_base=step_base[k], z=z)``: same params, loss, digest and trace digest.  ``r[k]`` (or
     ``r.systems[k]``) is system ``k`` as a :class:`SweepSystem`, ``r[i:j]`` a result of its own.
 
+    Parameters
+    ----------
+    steps, z, page_index, lr_index, lr_words, step_base, params_words, last_loss_words, digest_bytes
+        The sweep's steps and float mode, and every system's inputs and outputs (the attributes
+        below say each).
+    trace_digest_bytes, loss_history, loss_steps, final_pages, starts
+        What a sweep keeps when asked (trace digests, the loss history, the final pages) and its
+        start pages.
+    first, seconds, first_call_seconds, shape
+        Where this result starts in its sweep, and how the loop ran.
+
     Examples
     --------
     >>> import meshnb
@@ -162,7 +173,26 @@ class SweepResult:
 
     def slice(self, lo: int, hi: int) -> SweepResult:
         """Systems ``lo .. hi-1`` of this result (indexes of this result), as a result of their own
-        (``first`` moves with them; the start pages and loss steps are shared)."""
+        (``first`` moves with them; the start pages and loss steps are shared); ``r[lo:hi]``.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        SweepResult
+            Those systems.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
+        >>> part = r.slice(1, 3)
+        >>> len(part), part.first, part.digests == r.digests[1:]
+        (2, 1, True)
+        """
         if not 0 <= lo <= hi <= len(self):
             raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
         changes: dict[str, Any] = {}
@@ -220,7 +250,25 @@ class SweepResult:
     def page(self, k: int) -> bytes:
         """System ``k``'s final page (``k`` indexes this result): kept with ``keep_pages=True``,
         else made by running system ``k`` alone in the single loop (``train``'s) and checked
-        against its digest."""
+        against its digest.
+
+        Parameters
+        ----------
+        k : int
+            The system (an index of this result).
+
+        Returns
+        -------
+        bytes
+            The 4096-byte page.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> r.page(1) == meshnb.train(64, set_lr={0: 0.25}).page
+        True
+        """
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"page(k): k is a system's index, a whole number; got {type(k).__name__} {k!r}")
         if not 0 <= k < len(self):
@@ -239,7 +287,25 @@ class SweepResult:
 
     def to_records(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """One dict per system: inputs, params (hex words), last loss, digests (linear time).
-        ``names`` replaces the page index by the page's name."""
+
+        Parameters
+        ----------
+        names : sequence of str or None, default None
+            The start pages' names: they replace the page index.
+
+        Returns
+        -------
+        list of dict
+            ``system``, ``page``, ``lr_word``, ``lr``, ``step_base``, ``params``, ``last_loss``,
+            ``digest``, ``trace_digest`` of each system.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> rec = meshnb.sweep(64, lrs=[0.5]).to_records(names=["init"])[0]
+        >>> rec["page"], rec["lr_word"], rec["lr"]
+        ('init', '3f000000', 0.5)
+        """
         pages: list[Any] = self.page_index.tolist()
         if names is not None:
             pages = [names[p] for p in pages]
@@ -258,7 +324,20 @@ class SweepResult:
         return [dict(zip(keys, row)) for row in cols]
 
     def history_hex(self) -> list[list[str]]:
-        """The loss history as hex words, a row per system (empty rows without it)."""
+        """The loss history as hex words, a row per system (empty rows without it).
+
+        Returns
+        -------
+        list of list of str
+            A row per system, a word per kept step (``loss_steps``).
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5], loss_every=32)
+        >>> r.loss_steps.tolist(), len(r.history_hex()[0])
+        ([31, 63], 2)
+        """
         if self.loss_history is None:
             return [[] for _ in range(len(self))]
         h = self.loss_history.view(np.uint32)
@@ -266,10 +345,27 @@ class SweepResult:
         return [flat[i : i + n] for i in range(0, len(flat), n)] if n else [[] for _ in range(len(self))]
 
     def to_json(self, names: Sequence[str] | None = None) -> dict[str, Any]:
-        """The JSON document as a dict (``json.dumps`` gives the text ``meshnb sweep --json`` prints):
-        ``{"steps", "mode", "systems": [records]}``, and ``"loss_steps"``, ``"loss_history"`` with
-        ``loss_every``; strict JSON (a diverged loss, NaN or infinite, as the string ``"NaN"``,
-        ``"Infinity"``, ``"-Infinity"``: :data:`meshnb.files.NON_FINITE`)."""
+        """The JSON document (as ``meshnb sweep --json`` prints it).
+
+        Parameters
+        ----------
+        names : sequence of str or None, default None
+            The start pages' names (:meth:`to_records`).
+
+        Returns
+        -------
+        dict
+            ``{"steps", "mode", "systems": [records], "loss_steps", "loss_history"}`` (the last
+            two with a loss history); strict JSON: a diverged loss, NaN or infinite, is the string
+            ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (:data:`meshnb.files.NON_FINITE`).
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> doc = meshnb.sweep(64, lrs=[0.5, 0.25]).to_json()
+        >>> doc["steps"], doc["mode"], len(doc["systems"])
+        (64, 'z', 2)
+        """
         doc: dict[str, Any] = {
             "steps": self.steps,
             "mode": "z" if self.z else "ieee",
@@ -281,13 +377,42 @@ class SweepResult:
         return json_safe(doc)
 
     def csv_lines(self, names: Sequence[str] | None = None) -> str:
-        """The CSV rows of these systems (no header), each ending in a newline (made in bulk:
-        :mod:`meshnb.sweeps.columns`, floats as their shortest text that reads back to the same bits)."""
+        """The CSV rows of these systems (no header: :data:`CSV_COLUMNS`), each ending in a newline, made in bulk
+        (:mod:`meshnb.sweeps.columns`; floats as their shortest text that reads back to the same bits).
+
+        Parameters
+        ----------
+        names : sequence of str or None, default None
+            The start pages' names (:meth:`to_records`).
+
+        Returns
+        -------
+        str
+            A row per system.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> meshnb.sweep(64, lrs=[0.5]).csv_lines().split(",")[:6]
+        ['0', '0', '3f000000', '0.5', '0', '64']
+        """
         return _csv_bytes(self, names).decode("utf-8")
 
     def to_frame(self) -> Any:
         """A pandas DataFrame, one row per system, params as float32 columns (pandas is not a
-        dependency of meshnb: without it, an ImportError that says so)."""
+        dependency of meshnb: without it, an ImportError that says so).
+
+        Returns
+        -------
+        pandas.DataFrame
+            :meth:`to_records`' columns, and ``a``, ``b``, ``c``, ``d``.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> meshnb.sweep(64, lrs=[0.5, 0.25]).to_frame().shape  # doctest: +SKIP
+        (2, 13)
+        """
         try:
             import pandas as pd
         except ImportError:
@@ -301,7 +426,20 @@ class SweepResult:
         return frame
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The result as named arrays (what :meth:`tobytes` and the npz writer store)."""
+        """The result as named arrays (what :meth:`tobytes` and the npz writer store).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            A column per name, a row per system.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> cols = meshnb.sweep(64, lrs=[0.5, 0.25]).columns()
+        >>> sorted(cols)[:4], cols["digest"].shape
+        (['digest', 'last_loss_word', 'lr_index', 'lr_word'], (2, 32))
+        """
         cols: dict[str, np.ndarray] = {
             "system": np.arange(self.first, self.first + len(self), dtype=np.int64),
             "page_index": self.page_index,
@@ -319,7 +457,20 @@ class SweepResult:
         return cols
 
     def tobytes(self) -> bytes:
-        """The result as bytes (:meth:`from_bytes` reads it back): what MPI ranks send to rank 0."""
+        """The result as bytes (:meth:`from_bytes` reads it back): what MPI ranks send to rank 0.
+
+        Returns
+        -------
+        bytes
+            An ``.npz`` of the columns and the run's scalars (no pickles).
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> SweepResult.from_bytes(r.tobytes()).digests == r.digests
+        True
+        """
         buf = io.BytesIO()
         extra = {} if self.final_pages is None else {"final_pages": self.final_pages}
         arrays: dict[str, Any] = {
@@ -338,7 +489,28 @@ class SweepResult:
 
     @classmethod
     def from_bytes(cls, data: bytes, starts: np.ndarray | None = None) -> SweepResult:
-        """A result from :meth:`tobytes` (``starts``: the sweep's start pages, for :meth:`page`)."""
+        """A result from :meth:`tobytes`.
+
+        Parameters
+        ----------
+        data : bytes
+            What :meth:`tobytes` gave.
+        starts : numpy.ndarray or None, default None
+            The sweep's start pages (for :meth:`page`; they do not travel).
+
+        Returns
+        -------
+        SweepResult
+            The result.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5])
+        >>> back = SweepResult.from_bytes(r.tobytes(), r.starts)
+        >>> back.page(0) == r.page(0)
+        True
+        """
         with np.load(io.BytesIO(data), allow_pickle=False) as f:
             names = set(f.files)
             return cls(
@@ -364,7 +536,25 @@ class SweepResult:
 
     @classmethod
     def concat(cls, parts: Sequence[SweepResult]) -> SweepResult:
-        """The parts' systems in order, as one result (parts of one sweep, same steps)."""
+        """The parts' systems in order, as one result (parts of one sweep, same steps).
+
+        Parameters
+        ----------
+        parts : sequence of SweepResult
+            At least one part, in system order.
+
+        Returns
+        -------
+        SweepResult
+            Their systems as one result.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
+        >>> SweepResult.concat([r[:1], r[1:]]).digests == r.digests
+        True
+        """
         if not parts:
             raise ValueError("concat needs at least one part")
         first = parts[0]
@@ -400,7 +590,23 @@ class SweepSystem:
     (:class:`~meshnb.results.SystemResult`) has, read from the result's columns, plus the
     sweep's inputs (``lr``, ``lr_word``, ``step_base``, ``page_index``).  ``page`` (and what is
     read from it: ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the
-    system again (:meth:`SweepResult.page`)."""
+    system again (:meth:`SweepResult.page`).
+
+    Parameters
+    ----------
+    result : SweepResult
+        The result it is a system of.
+    k : int
+        Its index in ``result``.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+    >>> s = r[1]  # SweepSystem(r, 1)
+    >>> s.system, float(s.lr), s.digest == meshnb.train(64, set_lr={0: 0.25}).digest
+    (1, 0.25, True)
+    """
 
     __slots__ = ("_k", "_result")
 
@@ -562,7 +768,24 @@ class Writer:
 
 
 class CsvWriter(Writer):
-    """The CSV table (:data:`CSV_COLUMNS`), a row per system, written part by part."""
+    """The CSV table (:data:`CSV_COLUMNS`), a row per system, written part by part.
+
+    Parameters
+    ----------
+    path : str
+        The file (written whole at :meth:`close`, atomically), or ``"-"``: stdout.
+    names : sequence of str or None, default None
+        The start pages' names (the ``page`` column; None: their indexes).
+
+    Examples
+    --------
+    >>> import meshnb, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
+    >>> w = CsvWriter(path)
+    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
+    >>> open(path).readline().rstrip() == ",".join(CSV_COLUMNS)
+    True
+    """
 
     def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
         self.out = _Out(path, "--csv")
@@ -572,20 +795,85 @@ class CsvWriter(Writer):
         ).encode()  # written with the first rows: an error before them writes nothing
 
     def write(self, part: SweepResult) -> None:
+        """Add a part's systems (after those written before).
+
+        Parameters
+        ----------
+        part : SweepResult
+            The next part, in system order.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
+        >>> w = CsvWriter(path)
+        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> open(path).read().splitlines()[2].split(",")[:4]
+        ['1', '0', '3e800000', '0.25']
+        """
         self.out.write(self.head + _csv_bytes(part, self.names))
         self.head = b""
 
     def close(self, steps: int) -> None:
+        """Finish the output and put it in place.
+
+        Parameters
+        ----------
+        steps : int
+            What every written system ran.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
+        >>> w = CsvWriter(path)
+        >>> w.write(r); w.close(64)
+        >>> open(path).read().splitlines()[2].split(",")[:4]
+        ['1', '0', '3e800000', '0.25']
+        """
         self.out.write(self.head)
         self.out.commit()
 
     def abort(self) -> None:
+        """Drop the output: the target stays as it was (here: never made).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "out")
+        >>> w = CsvWriter(path)
+        >>> w.abort()
+        >>> os.path.exists(path)
+        False
+        """
         self.out.abort()
 
 
 class JsonWriter(Writer):
     """The JSON document of :meth:`SweepResult.to_json`, written part by part: the records as they
-    come, the loss history spooled to a temporary file and appended at the end."""
+    come, the loss history spooled to a temporary file and appended at the end.
+
+    Parameters
+    ----------
+    path : str
+        The file (written whole at :meth:`close`, atomically), or ``"-"``: stdout.
+    z : bool
+        The sweep's float mode (the document's ``mode``).
+    names : sequence of str or None, default None
+        The start pages' names (:meth:`SweepResult.to_records`).
+
+    Examples
+    --------
+    >>> import json, meshnb, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
+    >>> w = JsonWriter(path, z=True)
+    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25], loss_every=32)); w.close(64)
+    >>> doc = json.load(open(path))
+    >>> doc["mode"], len(doc["systems"]), doc["loss_steps"]
+    ('z', 2, [31, 63])
+    """
 
     def __init__(self, path: str, z: bool, names: Sequence[str] | None = None) -> None:
         self.out = _Out(path, "--out" if path != "-" else "--json")
@@ -596,6 +884,25 @@ class JsonWriter(Writer):
         self.head = ('{"mode": "' + ("z" if z else "ieee") + '", "systems": [').encode()  # with the first records
 
     def write(self, part: SweepResult) -> None:
+        """Add a part's systems (after those written before).
+
+        Parameters
+        ----------
+        part : SweepResult
+            The next part, in system order.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
+        >>> w = JsonWriter(path, z=True)
+        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> import json
+        >>> doc = json.load(open(path))
+        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
+        (64, [0.5, 0.25])
+        """
         if not len(part):
             return
         text = json_text(part.to_records(self.names))[1:-1]
@@ -610,6 +917,25 @@ class JsonWriter(Writer):
         self.count += len(part)
 
     def close(self, steps: int) -> None:
+        """Finish the output and put it in place.
+
+        Parameters
+        ----------
+        steps : int
+            What every written system ran.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
+        >>> w = JsonWriter(path, z=True)
+        >>> w.write(r); w.close(64)
+        >>> import json
+        >>> doc = json.load(open(path))
+        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
+        (64, [0.5, 0.25])
+        """
         tail = self.head.decode() + f'], "steps": {steps}'
         if self.spool is not None:
             assert self.loss_steps is not None
@@ -624,6 +950,17 @@ class JsonWriter(Writer):
         self.out.commit()
 
     def abort(self) -> None:
+        """Drop the output: the target stays as it was (here: never made).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "out")
+        >>> w = JsonWriter(path, z=True)
+        >>> w.abort()
+        >>> os.path.exists(path)
+        False
+        """
         if self.spool is not None:
             self.spool.close()
         self.out.abort()
@@ -633,7 +970,25 @@ class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
     ``loss_steps`` and ``page_names``), read back with ``np.load``.  Each column goes to its own
     temporary file part by part; :meth:`close` streams them into the zip (ZIP64) with their .npy
-    headers, so memory stays one part's."""
+    headers, so memory stays one part's.
+
+    Parameters
+    ----------
+    path : str
+        The file (written whole at :meth:`close`, atomically).
+    names : sequence of str or None, default None
+        The start pages' names (stored as ``page_names``).
+
+    Examples
+    --------
+    >>> import meshnb, numpy as np, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
+    >>> w = NpzWriter(path)
+    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
+    >>> with np.load(path) as f:
+    ...     str(f["mode"]), f["lr_word"].tolist()
+    ('z', [1056964608, 1048576000])
+    """
 
     def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
         self.out = _Out(path, "--npz")
@@ -644,6 +999,25 @@ class NpzWriter(Writer):
         self.z = True
 
     def write(self, part: SweepResult) -> None:
+        """Add a part's systems (after those written before).
+
+        Parameters
+        ----------
+        part : SweepResult
+            The next part, in system order.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
+        >>> w = NpzWriter(path)
+        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> import numpy as np
+        >>> with np.load(path) as f:
+        ...     int(f["steps"]), f["digest"].shape
+        (64, (2, 32))
+        """
         self.z = part.z
         self.loss_steps = part.loss_steps
         for name, col in part.columns().items():
@@ -655,6 +1029,25 @@ class NpzWriter(Writer):
         self.rows += len(part)
 
     def close(self, steps: int) -> None:
+        """Finish the output and put it in place.
+
+        Parameters
+        ----------
+        steps : int
+            What every written system ran.
+
+        Examples
+        --------
+        >>> import meshnb, os, tempfile
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
+        >>> w = NpzWriter(path)
+        >>> w.write(r); w.close(64)
+        >>> import numpy as np
+        >>> with np.load(path) as f:
+        ...     int(f["steps"]), f["digest"].shape
+        (64, (2, 32))
+        """
         try:
             with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
                 small = {
@@ -681,6 +1074,17 @@ class NpzWriter(Writer):
         self.out.commit()
 
     def abort(self) -> None:
+        """Drop the output: the target stays as it was (here: never made).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "out")
+        >>> w = NpzWriter(path)
+        >>> w.abort()
+        >>> os.path.exists(path)
+        False
+        """
         for spool, _, _ in self.spools.values():
             spool.close()
         self.out.abort()

@@ -51,9 +51,22 @@ BATCH_SYSTEMS = 1 << 14
 
 
 class SweepInterrupted(Exception):
-    """Ctrl-C during a sweep: ``result`` holds the systems of the finished batches, or, when the
-    first batch was in flight, that batch after the steps of its finished chunks (each system
-    bit-equal to ``train`` of that many steps)."""
+    """Ctrl-C during a sweep.
+
+    Parameters
+    ----------
+    result : SweepResult
+        The systems of the finished batches, or, when the first batch was in flight, that batch
+        after the steps of its finished chunks (each system bit-equal to ``train`` of that many
+        steps).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> e = SweepInterrupted(meshnb.sweep(64, lrs=[0.5, 0.25]))
+    >>> str(e), len(e.result)
+    ('interrupted: 2 systems after 64 steps', 2)
+    """
 
     def __init__(self, result: SweepResult) -> None:
         super().__init__(f"interrupted: {len(result)} systems after {result.steps} steps")
@@ -61,7 +74,18 @@ class SweepInterrupted(Exception):
 
 
 def default_threads() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on (a sweep's default ``threads``).
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> default_threads() >= 1
+    True
+    """
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -69,7 +93,32 @@ def default_threads() -> int:
 
 
 def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
-    """Steps per chunk for a batch of ``systems`` systems (the same on every MPI rank)."""
+    """Steps per chunk for a batch of ``systems`` systems (the same on every MPI rank): between
+    chunks a sweep reports progress and may stop.
+
+    Parameters
+    ----------
+    steps : int
+        The sweep's steps (no chunk is longer).
+    systems : int
+        The batch's systems.
+    trace : bool
+        Whether the sweep keeps trace digests (a chunk's sums are held in memory: shorter chunks).
+    shape : Shape or None, default None
+        The loop's shape (None: the target CPU's).
+
+    Returns
+    -------
+    int
+        Steps per loop call, at least 1.
+
+    Examples
+    --------
+    >>> chunk_steps(10, 1024, trace=False)
+    10
+    >>> 1 <= chunk_steps(1 << 40, 1 << 20, trace=True) < 1 << 40
+    True
+    """
     sh = shape or sweep_loop.shape()
     budget = TRACE_CHUNK_SYSTEM_STEPS if trace else CHUNK_SYSTEM_STEPS
     per_call = sh.lanes * sh.block
@@ -78,8 +127,26 @@ def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape |
 
 
 def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
-    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape`` (default the
-    target's); the seconds this call took (the first call's compile or cache load)."""
+    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``.
+
+    Parameters
+    ----------
+    mode : int
+        A step-loop mode of :mod:`meshnb.loops` (``loops.loop_mode(z)``).
+    shape : Shape or None, default None
+        The loop's shape (None: the target CPU's).
+
+    Returns
+    -------
+    float
+        The seconds this call took (the first call's compile or cache load; then about 0).
+
+    Examples
+    --------
+    >>> from meshnb import loops
+    >>> warm_up(loops.loop_mode(True)) >= 0.0
+    True
+    """
     sh = shape or sweep_loop.shape()
     start = time.perf_counter()
     a = sweep_loop.empty_arrays(0, 0, 0, sh.lanes)
@@ -104,7 +171,41 @@ def spans(m: int, batch: int) -> list[tuple[int, int]]:
 
 
 class Runner:
-    """Runs batches of one planned sweep on its own thread pool (a context manager)."""
+    """Runs batches of one planned sweep on its own thread pool (a context manager): the CPU's
+    sweep loop, compiled (or loaded) when made.
+
+    Parameters
+    ----------
+    systems : Systems
+        The planned systems (:func:`plan`).
+    steps : int
+        Steps of every system.
+    trace : bool, default False
+        Compute trace digests.
+    loss_every : int or None, default None
+        Keep the loss of every N-th step.
+    threads : int or None, default None
+        Threads of its pool (None: :func:`default_threads`).
+    chunk : int or None, default None
+        Steps per loop call (None: :func:`chunk_steps`).
+    mode : int or None, default None
+        Force a step-loop mode of :mod:`meshnb.loops` (None: the systems' float mode's).
+    shape : Shape or None, default None
+        Force a loop shape (None: the target CPU's, fitted to the batch).
+    keep_pages : bool, default False
+        Keep the final pages.
+    batch : int, default BATCH_SYSTEMS
+        Systems per batch (what :func:`make_runner`'s callers split the sweep into).
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import plan
+    >>> systems = plan(64, lrs=[0.5, 0.25, 0.125])
+    >>> with Runner(systems, 64, threads=1) as runner:
+    ...     part = runner.run(1, 3)
+    >>> len(part), part.first, part.steps
+    (2, 1, 64)
+    """
 
     def __init__(
         self,
@@ -145,7 +246,29 @@ class Runner:
         on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:
-        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk)."""
+        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1`` of the planned ones.
+        on_chunk : callable or None, default None
+            Called with the steps done after each chunk.
+        should_stop : callable or None, default None
+            Asked before each chunk: True ends the run there.
+
+        Returns
+        -------
+        SweepResult
+            Those systems (``first`` is ``lo``), after the steps run.
+
+        Examples
+        --------
+        >>> from meshnb.sweeps import plan
+        >>> with Runner(plan(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
+        ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
+        0
+        """
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
         words = self.systems.words(lo, hi)
         lanes = Lanes(words, self.systems.z, steps, every, sh)
@@ -244,7 +367,28 @@ CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth
 
 class CudaRunner:
     """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU (a
-    context manager, as :class:`Runner`; ``batch`` systems per device run)."""
+    context manager, as :class:`Runner`).
+
+    Parameters
+    ----------
+    systems : Systems
+        The planned systems.
+    steps : int
+        Steps of every system.
+    trace : bool, default False
+        Compute trace digests.
+    keep_pages : bool, default False
+        Keep the final pages.
+    batch : int, default CUDA_BATCH
+        Systems per device run.
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import plan
+    >>> runner = CudaRunner(plan(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
+    >>> runner.batch == CUDA_BATCH
+    True
+    """
 
     def __init__(
         self, systems: Systems, steps: int, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH
@@ -261,7 +405,30 @@ class CudaRunner:
         self, lo: int, hi: int, on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:  # fmt: skip
-        """Systems ``lo .. hi-1`` (:func:`run_on_cuda`)."""
+        """Systems ``lo .. hi-1`` on the device (:func:`run_on_cuda`).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1`` of the planned ones.
+        on_chunk : callable or None, default None
+            Called with the steps done after each launch.
+        should_stop : callable or None, default None
+            Asked before each launch: True ends the run there.
+
+        Returns
+        -------
+        SweepResult
+            Those systems, bit-equal to the CPU's.
+
+        Examples
+        --------
+        >>> from meshnb.sweeps import plan
+        >>> import meshnb
+        >>> runner = CudaRunner(plan(64, lrs=[0.5]), 64)
+        >>> runner.run(0, 1).digests == meshnb.sweep(64, lrs=[0.5]).digests  # doctest: +SKIP
+        True
+        """
         return run_on_cuda(
             self.systems, lo, hi, self.steps, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
             should_stop=should_stop,
@@ -282,7 +449,37 @@ def make_runner(
     keep_pages: bool = False,
     batch: int | None = None,
 ) -> Runner | CudaRunner:
-    """The runner of ``backend`` for planned systems (``batch`` None: the backend's own batch)."""
+    """The runner of ``backend`` for planned systems: a :class:`Runner` (``"threads"``) or a
+    :class:`CudaRunner` (``"cuda"``).
+
+    Parameters
+    ----------
+    systems : Systems
+        The planned systems.
+    steps : int
+        Steps of every system.
+    backend : str, default "threads"
+        ``"threads"`` or ``"cuda"``.
+    trace, loss_every, threads, chunk, mode, shape, keep_pages
+        As :class:`Runner` takes them (``cuda``: ``trace`` and ``keep_pages`` only).
+    batch : int or None, default None
+        Systems per batch (None: the backend's own).
+
+    Returns
+    -------
+    Runner or CudaRunner
+        A context manager whose ``run(lo, hi)`` runs a batch.
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import plan
+    >>> type(make_runner(plan(64), 64, "cuda")).__name__
+    'CudaRunner'
+    >>> make_runner(plan(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
+    """
     check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
     check_backend_options(backend, loss_every, threads)
     if backend == "cuda":
@@ -374,7 +571,38 @@ def run_planned(
     ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()`` before each: a stop gives
     :class:`SweepInterrupted`'s result (returned, not raised, here: ``result.steps`` < ``steps`` or
     fewer systems).  ``mode`` forces a step-loop mode of :mod:`meshnb.loops`, ``shape`` a loop
-    shape (default the target CPU's)."""
+    shape (default the target CPU's).
+
+    Parameters
+    ----------
+    systems : Systems
+        The planned systems (:func:`plan`).
+    steps : int
+        Steps of every system.
+    trace, loss_every, threads, chunk, mode, shape, keep_pages
+        As :class:`Runner` takes them.
+    on_chunk : callable or None, default None
+        Called with the system-steps done after each chunk.
+    should_stop : callable or None, default None
+        Asked before each chunk: True stops the sweep there.
+    batch : int or None, default None
+        Systems per batch (None: the backend's own).
+    backend : str, default "threads"
+        ``"threads"`` or ``"cuda"``.
+
+    Returns
+    -------
+    SweepResult
+        Every system (or, stopped, those of the finished batches).
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import plan
+    >>> import meshnb
+    >>> r = run_planned(plan(64, lrs=[0.5, 0.25]), 64, threads=1)
+    >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
+    (2, 64, True)
+    """
     with make_runner(
         systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
         shape=shape, keep_pages=keep_pages, batch=batch,

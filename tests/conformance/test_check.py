@@ -268,7 +268,7 @@ def test_view_in_instead_of_a_case(tmp_path: Path, capsys: pytest.CaptureFixture
         "--steps",
         "50",
         "--set-lr",
-        "10:3f400000",
+        "10:0x3f400000",
         "--page",
         str(tmp_path / "o.page"),
     ]
@@ -279,6 +279,35 @@ def test_view_in_instead_of_a_case(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "g.page").write_bytes(good.pages[0])
     assert main([*argv[:-1], str(tmp_path / "g.page")]) == 0
     assert capsys.readouterr().out.startswith("PASS")
+
+
+@pytest.mark.parametrize(
+    ("set_lr", "step_base", "deprecated"),
+    [
+        ("10:0x3f400000", "4294967296", []),
+        ("10:0.75", "0x100000000", []),
+        ("10:3f400000", "1:0", ["--set-lr 10:3f400000: an LR in hex without 0x is deprecated", "HI:LO is deprecated"]),
+    ],
+)
+def test_view_in_run_options_are_trains_spellings(
+    set_lr: str, step_base: str, deprecated: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check --view-in`` reads ``--set-lr`` and ``--step-base`` as ``train`` does: an LR a number or
+    a 0x word, a step N or 0x...; the old spellings still work, each with its one-line warning."""
+    import meshnb
+
+    page = pack.start_pages()["tiny-params-underflow"]
+    (tmp_path / "in.page").write_bytes(page)
+    want = meshnb.train(50, view_in=page, set_lr={10: 0x3F400000}, step_base=1 << 32).page  # train's own run
+    (tmp_path / "o.page").write_bytes(want)
+    argv = ["check", "--view-in", str(tmp_path / "in.page"), "--steps", "50", "--set-lr", set_lr]
+    assert main([*argv, "--step-base", step_base, "--page", str(tmp_path / "o.page")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("PASS")
+    warned = [line for line in captured.err.splitlines() if line.startswith("meshnb: warning: ")]
+    assert len(warned) == len(deprecated) and all(d in w for d, w in zip(deprecated, warned, strict=True)), warned
+    # and the step base is the run's: another one is a different run, which the page fails
+    assert main([*argv, "--step-base", "0", "--page", str(tmp_path / "o.page")]) == 1
 
 
 def test_bad_input_exits_2(quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -385,8 +414,8 @@ def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str], says: 
         [f"--step-base={2**70}"],
         [f"--step-base={2**64 - 2}"],  # 10 steps from there run past the last step
         ["--steps=-3"],
-        ["--set-lr=-1:3f000000"],
-        ["--set-lr=11:3f000000"],
+        ["--set-lr=-1:0x3f000000"],
+        ["--set-lr=11:0x3f000000"],
         ["--systems=0"],
         ["--set-lr=5"],
         ["--step-base=0x"],
@@ -405,20 +434,26 @@ def test_view_in_run_options_out_of_range(
     ("values", "says"),
     [
         ({"steps": "RAW:Infinity"}, "not JSON"),
-        ({"steps": "RAW:1e400"}, "steps inf"),
-        ({"steps": -1}, "steps -1"),
-        ({"steps": True}, "steps True"),
-        ({"steps_per_task": 0}, "steps_per_task 0"),
-        ({"step_base": "-1"}, "step_base '-1'"),
-        ({"step_base": -1}, "step_base -1"),
-        ({"step_base": str(2**64 - 2)}, "runs past step 2^64 - 2"),
+        ({"steps": "RAW:1e400"}, "steps must be an integer from 0 to 4194304, got float inf"),
+        ({"steps": -1}, "steps must be an integer from 0 to 4194304, got -1"),
+        ({"steps": True}, "got bool True"),
+        ({"steps_per_task": 0}, "steps_per_task must be an integer from 1 to 4294967295, got 0"),
+        ({"step_base": "-1"}, "step_base must be an integer from 0 to 18446744073709551614, got str '-1'"),
+        ({"step_base": -1}, "step_base must be an integer from 0 to 18446744073709551614, got -1"),
+        ({"step_base": str(2**64 - 2)}, "reach 2^64-1, whose round would wrap to 0"),
         ({"set_lr": [{"before_step": 0, "word": "-1"}]}, "set_lr word '-1'"),
-        ({"set_lr": [{"before_step": -5, "word": "3f000000"}]}, "before_step -5"),
+        (
+            {"set_lr": [{"before_step": -5, "word": "3f000000"}]},
+            "before_step must be an integer from 0 to 18446744073709551615, got -5",
+        ),
         ({"set_lr": [{"before_step": 2**70, "word": "3f000000"}]}, "before_step"),
-        ({"set_lr": [{"before_step": 500, "word": "3f000000"}]}, "before_step 500"),
+        (
+            {"set_lr": [{"before_step": 500, "word": "3f000000"}]},
+            "set_lr's step must be an integer from 0 to 256, got 500",
+        ),
         ({"group": False}, "group must be true"),
         ({"group": "yes"}, "group 'yes'"),
-        ({"systems": 65}, "systems 65"),
+        ({"systems": 65}, "systems must be an integer from 1 to 64, got 65"),
         ({"name": 5}, "strings"),
     ],
 )
@@ -593,9 +628,9 @@ def test_library_errors_name_arguments_not_flags() -> None:
     page = pack.start_pages()["tiny-params-underflow"]
     calls: list[tuple[Callable[[], object], str]] = [
         (lambda: check.setup_from_run(page[:100], 10), "view_in: a page is 4096 bytes"),
-        (lambda: check.setup_from_run(page, 10, systems=65), "systems 65 is not an integer from 1 to 64"),
-        (lambda: check.setup_from_run(page, 10, steps_per_task=0), "steps_per_task 0"),
-        (lambda: check.setup_from_run(page, 10, step_base=-1), "step_base -1"),
+        (lambda: check.setup_from_run(page, 10, systems=65), "systems must be an integer from 1 to 64, got 65"),
+        (lambda: check.setup_from_run(page, 10, steps_per_task=0), "steps_per_task must be an integer from 1 to"),
+        (lambda: check.setup_from_run(page, 10, step_base=-1), r"step_base must be 0..2\^64-2, got -1"),
     ]
     setup = check.setup_from_run(page, 10)
     calls += [

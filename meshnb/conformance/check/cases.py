@@ -15,7 +15,17 @@ from pathlib import Path
 import numpy as np
 
 from meshnb.checkpoint import MAX_SYSTEMS
-from meshnb.view import FIELDS, VIEW_BYTES, View
+from meshnb.program import LAST_STEP
+from meshnb.runspec import (
+    OptionError,
+    check_int,
+    check_run,
+    check_step_base,
+    check_steps_per_task,
+    next_steps,
+    write_step_base,
+)
+from meshnb.view import FIELDS, VIEW_BYTES, WORD, View
 
 from .. import faults
 from ..fpu import Ops
@@ -62,25 +72,25 @@ _WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
 def _int(value: object, what: str, lo: int, hi: int) -> int:
-    if type(value) is not int or not lo <= value <= hi:
-        raise ValueError(f"{what} {printable(repr(value))[:60]} is not an integer from {lo} to {hi}")
-    return value
+    """:func:`meshnb.runspec.check_int` of a case file's or a caller's value, its message made
+    printable and short (a hostile case file's string would otherwise be shown whole)."""
+    try:
+        return check_int(value, what, lo, hi)
+    except TypeError as e:
+        raise TypeError(printable(str(e))[:160]) from None
+    except OptionError as e:
+        raise OptionError(printable(str(e))[:160]) from None
 
 
 def run_bounds(
     steps: int, steps_per_task: int, step_base: int, set_lr: dict[int, int] | tuple[tuple[int, int], ...]
-) -> None:
-    """ValueError (naming the value) unless the run can be made: steps from 0 to :data:`MAX_STEPS`,
-    STEPS_PER_TASK from 1 to 2^32 - 1, a step base from 0 that ends the run at step 2^64 - 1 at the
-    latest (SPEC 8), SET_LR before steps 0 .. ``steps`` with u32 words."""
+) -> tuple[tuple[int, int], ...]:
+    """Refuse (TypeError, or an :class:`~meshnb.runspec.OptionError`, a ValueError, naming the
+    value) a run that cannot be made: :func:`meshnb.runspec.check_run`'s rules (``train``'s), and
+    at most :data:`MAX_STEPS` steps, the checker's own bound (it holds the trace in memory).
+    Returns the LR changes as ``(step, f32 word)`` pairs."""
     _int(steps, "steps", 0, MAX_STEPS)
-    _int(steps_per_task, "steps_per_task", 1, U32_MAX)
-    _int(step_base, "step_base", 0, END - 1)
-    if step_base + steps > END:
-        raise ValueError(f"step_base {step_base} + steps {steps} runs past step 2^64 - 2, the last that may run")
-    for s, w in dict(set_lr).items():
-        _int(s, "set_lr before_step", 0, steps)
-        _int(w, "set_lr word", 0, U32_MAX)
+    return check_run(steps, steps_per_task, step_base, set_lr)
 
 
 def _parse_case(cj: object) -> Case:
@@ -118,7 +128,7 @@ def _parse_case(cj: object) -> Case:
         group,
         _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
         tuple(sorted(lr.items())),
-        _int(base, "step_base", 0, END - 1),
+        _int(base, "step_base", 0, LAST_STEP),
         None if start == "init" else start.removeprefix("page "),
     )
     run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
@@ -163,8 +173,7 @@ def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
     ins = [page_bytes(get(f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
     if any(pg != ins[0] for pg in ins):  # meshnb's runs (and the pack's cases) start every member alike
         raise PackError(f"{directory}: the members start from different pages, which check does not replay")
-    at = struct.unpack_from("<I", ins[0], FIELDS["STEP_HI"].offset)[0] << 32
-    at |= struct.unpack_from("<I", ins[0], FIELDS["NEXT_STEP"].offset)[0]
+    at = int(next_steps(np.frombuffer(ins[0], dtype="<u4")[None, :])[0])
     if at != case.step_base:
         raise PackError(f"{root / 'in-0.page'}: its step {at} is not the case's step_base {case.step_base}")
     outs = [page_bytes(get(f"out-{k}.page"), f"out-{k}.page") for k in range(case.systems)]
@@ -193,21 +202,20 @@ def setup_from_run(
     set_lr: dict[int, int] | None = None,
     step_base: int | None = None,
 ) -> Setup:
-    """A setup from a start page and the run options (as ``meshnb train`` takes them); ValueError
-    (naming the option) for a run that cannot be made."""
+    """A setup from a start page and the run options (as ``meshnb train`` takes them), checked by
+    :mod:`meshnb.runspec`'s rules: TypeError, or a ValueError naming the argument, for a run that
+    cannot be made."""
     page = bytearray(page_bytes(view_in, "view_in"))
+    words = np.frombuffer(page, dtype="<u4")[None, :]  # the page's words, written in place
     if systems is not None:
         _int(systems, "systems", 1, MAX_SYSTEMS)
     if steps_per_task is not None:
-        _int(steps_per_task, "steps_per_task", 1, U32_MAX)
-        struct.pack_into("<I", page, FIELDS["STEPS_PER_TASK"].offset, steps_per_task)
+        words[0, WORD["STEPS_PER_TASK"]] = check_steps_per_task(steps_per_task)
     if step_base is not None:
-        _int(step_base, "step_base", 0, END - 1)
-        struct.pack_into("<I", page, FIELDS["NEXT_STEP"].offset, step_base & U32_MAX)
-        struct.pack_into("<I", page, FIELDS["STEP_HI"].offset, step_base >> 32)
+        write_step_base(words, check_step_base(step_base))
     v = View.from_bytes(bytes(page))
     try:
-        run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
+        changes = run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
     except ValueError as e:
         raise PackError(f"the run cannot be made: {e}") from None
     case = Case(
@@ -218,7 +226,7 @@ def setup_from_run(
         systems or 1,
         systems is not None,
         v["STEPS_PER_TASK"],
-        tuple(sorted((set_lr or {}).items())),
+        tuple(sorted(changes)),
         v.next_step,
         "view-in",
     )
