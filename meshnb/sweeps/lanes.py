@@ -15,6 +15,7 @@ from .. import kernels
 from ..floatz import flush_words
 from ..jit import jit
 from ..loops import sweep as sweep_loop
+from ..runspec import Systems
 from ..view import PAGE_WORDS, WORD
 
 _LOSS0 = WORD["LOSS"]
@@ -25,16 +26,47 @@ class Lanes:
 
     def __init__(self, words: np.ndarray, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape) -> None:
         m = int(words.shape[0])
-        lanes, per_call = shape.lanes, shape.lanes * shape.block
-        pad = -(-m // per_call) * per_call
-        self.shape = shape
-        base8 = (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64)
         xy = words[:, WORD["X"] : WORD["Y"] + 256]
         if m == 0 or (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
             rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
             rows, which = np.unique(xy, axis=0, return_inverse=True)
             which = which.reshape(-1).astype(np.int64)
+        head = words[:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
+        self._build(head, (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64), rows, which, z, steps, loss_every, shape)
+
+    @classmethod
+    def of_systems(
+        cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape
+    ) -> Lanes:
+        """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
+        bases, as :class:`Lanes` of ``systems.words(lo, hi)`` (the same arrays) without making a
+        4 KiB page per system: 24 bytes a system, and each distinct start page's samples once."""
+        page_of = systems.page_index(lo, hi)
+        used, inverse = np.unique(page_of, return_inverse=True)
+        xy = systems.starts[used, WORD["X"] : WORD["Y"] + 256]
+        if used.size <= 1 or (xy == xy[0]).all():
+            rows, which = xy[:1], np.zeros(hi - lo, dtype=np.int64)
+        else:
+            rows, which_page = np.unique(xy, axis=0, return_inverse=True)
+            which = which_page.reshape(-1).astype(np.int64)[inverse.reshape(-1)]
+        head = systems.starts[page_of[:, None], [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
+        head[:, 4] = start_lr_words(systems, lo, hi)
+        base8 = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
+        lanes = cls.__new__(cls)
+        lanes._build(head, base8, rows, which, systems.z, steps, loss_every, shape)
+        return lanes
+
+    def _build(
+        self, head: np.ndarray, base8: np.ndarray, rows: np.ndarray, which: np.ndarray, z: bool, steps: int,
+        loss_every: int, shape: sweep_loop.Shape,
+    ) -> None:  # fmt: skip
+        """``head`` ``[M, 6]``: each system's params' words, LR and INV_BATCH words; ``base8`` its step
+        base mod 8; ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
+        m = int(head.shape[0])
+        lanes, per_call = shape.lanes, shape.lanes * shape.block
+        pad = -(-m // per_call) * per_call
+        self.shape = shape
         key = which * kernels.BATCHES + base8
         self.order = np.argsort(key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
@@ -49,8 +81,8 @@ class Lanes:
             return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], per_lane.shape[1] * lanes)
 
         read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
-        a["params"][:] = grouped(read(words[lane_sys, :4])).view(np.float32)
-        a["hyper"][:] = grouped(read(words[lane_sys[:, None], [WORD["LR"], WORD["INV_BATCH"]]])).view(np.float32)
+        a["params"][:] = grouped(read(head[lane_sys, :4])).view(np.float32)
+        a["hyper"][:] = grouped(read(head[lane_sys, 4:6])).view(np.float32)
         # Sample tables [q][batch][lane] of every key in use, rotated so that slot j holds batch (base + j) mod 8.
         keys = np.unique(key)
         tables = np.empty((keys.size, 4, kernels.BATCHES, kernels.WARP), dtype=np.float32)
@@ -103,6 +135,15 @@ class Lanes:
         t = trace[:, : n * sweep_loop.NSUMS * self.shape.lanes].view(np.uint32)
         t = t.reshape(self.groups, n * sweep_loop.NSUMS, self.shape.lanes)
         return np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(self.pad, n * sweep_loop.NSUMS)
+
+
+def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
+    """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
+    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there."""
+    if systems.lr is None:
+        return systems.starts[systems.page_index(lo, hi), WORD["LR"]]
+    lr = systems.lr[systems.lr_index(lo, hi)]
+    return flush_words(lr) if systems.z else lr
 
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:
