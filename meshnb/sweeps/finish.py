@@ -52,6 +52,25 @@ def _gather(start_loss, page_of, params, ring, position, lanes, base, done, out_
         out_last[k] = ring[g, ((done - 1) % 256) * lanes + q]
 
 
+def _gather_np(
+    start_loss: np.ndarray, page_of: np.ndarray, params: np.ndarray, ring: np.ndarray, lanes: Lanes, base: np.ndarray,
+    done: int, out_params: np.ndarray, out_last: np.ndarray, msg: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`_gather` of every row in numpy (a loop over the last ``min(done, 256)`` steps)."""
+    width = lanes.shape.lanes
+    g, q = lanes.position // width, lanes.position % width
+    for j in range(4):
+        out_params[:, j] = params[g, j * width + q]
+    msg[:, :4] = out_params
+    if done < 256:
+        msg[:, 4:] = start_loss[page_of]
+    s = (base & np.uint64(255)).astype(np.int64)
+    rows = np.arange(msg.shape[0])
+    for j in range(max(0, done - 256), done):
+        msg[rows, 4 + (s + j) % 256] = ring[g, (j % 256) * width + q]
+    out_last[:] = ring[g, ((done - 1) % 256) * width + q]
+
+
 def digests(msg: np.ndarray, pool: Executor, threads: int) -> np.ndarray:
     """SHA-256 of each row of ``msg`` ``[n, 260]`` (its words' little-endian bytes), ``[n, 32]``:
     hashlib below :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` rows (a small sweep's cold start
@@ -87,11 +106,15 @@ def result_of_lanes(
     cuts = [n * i // threads for i in range(threads + 1)]
     ring = a["ring"].view(np.uint32)
 
+    if n < NJIT_DIGEST_ROWS:  # a small batch: numpy, so a small sweep's cold start compiles no _gather
+        _gather_np(start_loss, page_of, a["params"].view(np.uint32), ring, lanes, base, done, params, last, msg)
+        cuts = []
+
     def part(i: int) -> None:  # nogil: the threads run at once
         _gather(start_loss, page_of, a["params"].view(np.uint32), ring, lanes.position, lanes.shape.lanes, base, done,
                 params, last, msg, cuts[i], cuts[i + 1])  # fmt: skip
 
-    for f in [pool.submit(part, i) for i in range(threads)]:
+    for f in [pool.submit(part, i) for i in range(len(cuts) - 1)]:
         f.result()
     return SweepResult(
         steps=done,

@@ -89,7 +89,7 @@ class Lanes:
         page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
         for u in np.unique(keys // kernels.BATCHES).tolist():
             page[WORD["X"] : WORD["Y"] + 256] = rows[u]
-            tab = kernels.batches(page, z).reshape(4, kernels.BATCHES, kernels.WARP)
+            tab = sample_tables(page, z)
             for i in np.flatnonzero(keys // kernels.BATCHES == u).tolist():
                 tables[i] = np.roll(tab, -int(keys[i] % kernels.BATCHES), axis=1)
         lane_key = np.searchsorted(keys, key[lane_sys]).reshape(self.groups, lanes)  # index into tables
@@ -135,6 +135,28 @@ class Lanes:
         t = trace[:, : n * sweep_loop.NSUMS * self.shape.lanes].view(np.uint32)
         t = t.reshape(self.groups, n * sweep_loop.NSUMS, self.shape.lanes)
         return np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(self.pad, n * sweep_loop.NSUMS)
+
+
+def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
+    """:func:`meshnb.kernels.batches` of a page's words in numpy, ``[4, BATCHES, WARP]``: x, x^2,
+    x^3 and y of sample ``g + 8 lane`` at ``[q, g, lane]``, the same float32 operations and flushes
+    (the same bits; a sweep's cold start compiles no table kernel: about 1 s)."""
+    f32 = np.float32
+
+    def xy(name: str) -> np.ndarray:  # [BATCHES][WARP]: in_word of sample g + 8 lane
+        u = np.ascontiguousarray(words[WORD[name] : WORD[name] + 256].reshape(kernels.WARP, kernels.BATCHES).T)
+        return flush_words(u).view(f32) if z else u.view(f32)  # from_bits: the flush, NaNs canonical
+
+    def result(r: np.ndarray) -> np.ndarray:  # kernels.result: flush_subnormal in mode Z, NaNs kept
+        if not z:
+            return r
+        u = r.view(np.uint32)
+        return np.where((u & np.uint32(0x7F800000)) == 0, u & np.uint32(0x80000000), u).view(f32)
+
+    x = xy("X")
+    with np.errstate(all="ignore"):  # NaNs and overflows are values here, as in the kernel
+        x2 = result(x * x)
+        return np.stack([x, x2, result(x2 * x), xy("Y")])
 
 
 def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
