@@ -21,6 +21,11 @@ from ..view import PAGE_WORDS, WORD
 _LOSS0 = WORD["LOSS"]
 
 
+def _width(name: str, hist_rows: int, lanes: int) -> int:
+    """The columns of a loop array of ``empty_arrays(groups, hist_rows, 0, lanes)``."""
+    return int(sweep_loop.empty_arrays(1, hist_rows, 0, lanes)[name].shape[1])
+
+
 class Lanes:
     """The loop's arrays for a batch of systems (``words``: their start pages ``[n, 1024]``)."""
 
@@ -37,11 +42,15 @@ class Lanes:
 
     @classmethod
     def of_systems(
-        cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape
-    ) -> Lanes:
+        cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
+        reuse: dict[str, np.ndarray] | None = None,
+    ) -> Lanes:  # fmt: skip
         """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
         bases, as :class:`Lanes` of ``systems.words(lo, hi)`` (the same arrays) without making a
-        4 KiB page per system: 24 bytes a system, and each distinct start page's samples once."""
+        4 KiB page per system: 24 bytes a system, and each distinct start page's samples once.
+        ``reuse``: an earlier batch's ``arrays``, taken where their shapes fit (its loss ring and
+        history keep stale words where this batch's steps do not reach, which nothing reads; a
+        fresh ring costs a page fault every 4 systems)."""
         page_of = systems.page_index(lo, hi)
         used, inverse = np.unique(page_of, return_inverse=True)
         xy = systems.starts[used, WORD["X"] : WORD["Y"] + 256]
@@ -54,12 +63,12 @@ class Lanes:
         head[:, 4] = start_lr_words(systems, lo, hi)
         base8 = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
         lanes = cls.__new__(cls)
-        lanes._build(head, base8, rows, which, systems.z, steps, loss_every, shape)
+        lanes._build(head, base8, rows, which, systems.z, steps, loss_every, shape, reuse)
         return lanes
 
     def _build(
         self, head: np.ndarray, base8: np.ndarray, rows: np.ndarray, which: np.ndarray, z: bool, steps: int,
-        loss_every: int, shape: sweep_loop.Shape,
+        loss_every: int, shape: sweep_loop.Shape, reuse: dict[str, np.ndarray] | None = None,
     ) -> None:  # fmt: skip
         """``head`` ``[M, 6]``: each system's params' words, LR and INV_BATCH words; ``base8`` its step
         base mod 8; ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
@@ -74,7 +83,11 @@ class Lanes:
         lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
         self.m, self.pad, self.groups = m, pad, pad // lanes
         self.rows = steps // loss_every if loss_every else 0
-        a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes)
+        a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes) if reuse is None else {}
+        for name, kept in (reuse or {}).items():
+            if name in ("params", "hyper", "ring", "hist", "trace"):
+                fits = kept.shape == (self.groups, _width(name, self.rows, lanes))
+                a[name] = kept if fits else np.zeros((self.groups, _width(name, self.rows, lanes)), np.float32)
 
         def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, k] -> [groups, k * lanes]
             g = per_lane.reshape(-1, lanes, per_lane.shape[1])
