@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -14,6 +17,8 @@ from meshnb.sweeps.lanes import Lanes, final_pages
 from meshnb.sweeps.run import result_of_pages
 from meshnb.testing.pages import hard_pages
 from meshnb.view import WORD
+
+from .helpers import ROOT
 
 
 def _systems(steps: int, m: int, lrs: bool = True):
@@ -64,3 +69,27 @@ def test_result_of_lanes_is_the_result_of_the_final_pages(m: int, lrs: bool) -> 
                 a, b = getattr(want, name), getattr(got, name)
                 assert a.dtype == b.dtype and np.array_equal(a, b), (name, done, m)
             assert got.steps == done and got.final_pages is None and got.starts is systems.starts
+
+
+@pytest.mark.slow
+def test_a_small_sweeps_cold_start_compiles_the_loop_alone_and_then_nothing(tmp_path) -> None:
+    """An empty numba cache, a fresh process: the CSV of 8 systems compiles the sweep loop and no
+    other kernel (tables, gather, digest and CSV rows are numpy, hashlib and Python at this size);
+    a second process with that cache compiles nothing (NUMBA_DEBUG_CACHE: loads, no save)."""
+    cache = tmp_path / "numba"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "meshnb", "sweep", "--lr", "1e-3:1:8:log", "--steps", "16", "--csv"]
+    p = subprocess.run(
+        [*cmd, str(tmp_path / "a.csv")], capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert p.returncode == 0, p.stderr
+    compiled = sorted(f.name for f in cache.rglob("*.nbi"))
+    assert compiled and all(name.startswith("sweep._make_entry") for name in compiled), compiled
+    env["NUMBA_DEBUG_CACHE"] = "1"
+    q = subprocess.run(
+        [*cmd, str(tmp_path / "b.csv")], capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert q.returncode == 0, q.stderr
+    log = q.stdout + q.stderr
+    assert "data loaded" in log and "data saved" not in log, log[-2000:]
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
