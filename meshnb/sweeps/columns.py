@@ -211,8 +211,12 @@ def csv_rows(
     trace: np.ndarray | None,
 ) -> bytes:
     """The CSV rows of systems ``first ..`` (no header), each ending in a newline: the columns of
-    :data:`meshnb.sweeps.result.CSV_COLUMNS`; ``names``: each page's field, already quoted."""
+    :data:`meshnb.sweeps.result.CSV_COLUMNS`; ``names``: each page's field, already quoted.  Below
+    :data:`SMALL_ROWS` rows in Python (the same bytes: a small sweep's cold start compiles no
+    formatter), else in njit."""
     n = int(lr_words.shape[0])
+    if n < SMALL_ROWS:
+        return _rows_py(first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
     name_bytes = b"".join(names) if names is not None else b""
     name_at = np.cumsum([0, *(len(x) for x in names)], dtype=np.int64) if names is not None else np.zeros(0, np.int64)
     longest = max((len(x) for x in names), default=0) if names is not None else 0
@@ -227,6 +231,114 @@ def csv_rows(
         out,
     )  # fmt: skip
     return out[:end].tobytes()
+
+
+SMALL_ROWS = 2048
+"""Fewer rows than this are formatted in Python (about 10 ms for 2048), more in njit."""
+
+
+def _rows_py(
+    first: int,
+    page_index: np.ndarray,
+    names: list[bytes] | None,
+    lr_words: np.ndarray,
+    lr_read: np.ndarray,
+    step_base: np.ndarray,
+    steps: int,
+    last_loss: np.ndarray,
+    params: np.ndarray,
+    digest: np.ndarray,
+    trace: np.ndarray | None,
+) -> bytes:
+    """:func:`csv_rows` in Python, byte for byte :func:`_rows`'s."""
+    n = int(lr_words.shape[0])
+    u32 = lambda a: np.asarray(a, dtype=np.uint32).reshape(-1).tolist()
+    pages = [names[p] for p in np.asarray(page_index).tolist()] if names is not None else None
+    lw, lr, loss, par = u32(lr_words), u32(lr_read), u32(last_loss), u32(params)
+    bases = np.asarray(step_base, dtype=np.uint64).tolist()
+    dig = np.ascontiguousarray(digest, dtype=np.uint8).reshape(n, 32)
+    tr = None if trace is None else np.ascontiguousarray(trace, dtype=np.uint8).reshape(n, 32)
+    rows = []
+    for k in range(n):
+        page = pages[k] if pages is not None else str(int(page_index[k])).encode()
+        row = (
+            f"{first + k},".encode()
+            + page
+            + f",{lw[k]:08x},{f32_text(lr[k])},{bases[k]},{steps},"
+            f"{f32_text(loss[k])},{par[4 * k]:08x},{par[4 * k + 1]:08x},{par[4 * k + 2]:08x},{par[4 * k + 3]:08x},"
+            f"{dig[k].tobytes().hex()},{'' if tr is None else tr[k].tobytes().hex()}\n".encode()
+        )
+        rows.append(row)
+    return b"".join(rows)
+
+
+def _int_power(a: float, b: int) -> float:
+    """``a ** b`` as numba computes a float to an integer power in njit (squaring, then the
+    reciprocal for b < 0), so that :func:`f32_text` makes :func:`_put_f32`'s every digit."""
+    r, invert, e = 1.0, b < 0, abs(b)
+    while e:
+        if e & 1:
+            r *= a
+        e >>= 1
+        a *= a
+    return 1.0 / r if invert else r
+
+
+def _scaled_py(x: float, k: int) -> float:
+    if k >= 0:
+        return x * _POW10_PY[k] if k <= 22 else x * _POW10_PY[22] * _int_power(10.0, k - 22)
+    return x / _POW10_PY[-k] if -k <= 22 else x / _POW10_PY[22] / _int_power(10.0, -k - 22)
+
+
+_POW10_PY = [float(v) for v in _POW10]
+
+
+def f32_text(u: int) -> str:
+    """The float32 of bits ``u`` as its shortest round-tripping text, in Python: :func:`_put_f32`'s
+    steps in the same float64 operations (module docstring)."""
+    mag = u & 0x7FFFFFFF
+    if mag > 0x7F800000:
+        return "nan"
+    sign = "-" if u >> 31 else ""
+    if mag == 0x7F800000:
+        return sign + "inf"
+    if mag == 0:
+        return sign + "0.0"
+    ex, mant = mag >> 23, mag & 0x7FFFFF
+    if ex == 0:
+        x, gap = math.ldexp(float(mant), -149), math.ldexp(1.0, -149)
+    else:
+        x = math.ldexp(float(mant + 8388608), ex - 150)
+        gap = math.ldexp(1.0, ex - 150) * (0.5 if mant == 0 and ex > 1 else 1.0)
+    e = math.floor(math.log10(x))
+    if _scaled_py(1.0, e) > x:
+        e -= 1
+    elif _scaled_py(1.0, e + 1) <= x:
+        e += 1
+    digits, d = 9, 0
+    for p in range(1, 10):
+        d = round(_scaled_py(x, p - 1 - e))  # half to even, as np.rint
+        ee = e
+        if d >= 10**p:
+            d //= 10
+            ee = e + 1
+        k = ee - p + 1
+        if p == 9 or abs(k) > 22:
+            if p < 9:
+                continue
+            e, digits = ee, 9
+            break
+        if abs(_scaled_py(float(d), k) - x) < 0.49 * gap:
+            e, digits = ee, p
+            break
+    ds = str(d).rjust(digits, "0")[:digits]
+    if -4 <= e < 16:
+        if e >= 0:
+            whole = (ds + "0" * (e + 1))[: e + 1]
+            return sign + whole + "." + (ds[e + 1 :] if digits > e + 1 else "0")
+        return sign + "0." + "0" * (-e - 1) + ds
+    mant_text = ds[0] + ("." + ds[1:] if digits > 1 else "")
+    return sign + mant_text + "e" + ("-" if e < 0 else "+") + f"{abs(e):02d}"
 
 
 def float_text(bits: int) -> str:

@@ -29,6 +29,7 @@ from ..host import steps_shown
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
 from ..view import WORD
+from .finish import result_of_lanes
 from .lanes import Lanes, final_pages
 from .plan import (
     LRs,
@@ -229,6 +230,7 @@ class Runner:
         self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
+        self.spare: dict[str, np.ndarray] | None = None
         self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
         self.first_call = warm_up(self.mode, self.shape)
         self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
@@ -270,8 +272,8 @@ class Runner:
         0
         """
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
-        words = self.systems.words(lo, hi)
-        lanes = Lanes(words, self.systems.z, steps, every, sh)
+        lanes = Lanes.of_systems(self.systems, lo, hi, steps, every, sh, self.spare)  # no page per system
+        self.spare = lanes.arrays  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in)
         m, groups = lanes.m, lanes.groups
         n_threads = min(self.threads, groups // sh.block)  # 0 for no systems (an MPI rank's empty share)
         blocks = groups // sh.block
@@ -307,19 +309,23 @@ class Runner:
             if on_chunk is not None:
                 on_chunk(done)
         seconds = time.perf_counter() - start
-        base = self.systems.step_base(lo, hi)
-        pages = final_pages(words, base, lanes, done)
-        del words
         hist_rows = done // every if every else 0
-        return result_of_pages(
-            self.systems, lo, pages, done,
+        extra: dict[str, Any] = dict(
             trace_digest_bytes=(
                 np.frombuffer(b"".join(h.digest() for h in hashers), np.uint8).reshape(m, 32).copy() if trace else None
             ),
             loss_history=lanes.history()[:, :hist_rows].copy() if every else None,
             loss_steps=np.arange(every - 1, hist_rows * every, every or 1, dtype=np.int64) if every else None,
-            keep_pages=self.keep_pages, seconds=seconds, first_call_seconds=self.first_call, shape=str(sh),
+            seconds=seconds, first_call_seconds=self.first_call, shape=str(sh),
         )  # fmt: skip
+        if done and not self.keep_pages:  # params, last loss and digests from the loop's arrays
+            if extra["loss_steps"] is None:
+                del extra["loss_steps"]
+            return result_of_lanes(self.systems, lo, lanes, done, self.pool, max(n_threads, 1), **extra)
+        words = self.systems.words(lo, hi)
+        pages = final_pages(words, self.systems.step_base(lo, hi), lanes, done)
+        del words
+        return result_of_pages(self.systems, lo, pages, done, keep_pages=self.keep_pages, **extra)
 
 
 def result_of_pages(

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from meshnb.sweeps import sweep
+from meshnb.sweeps import columns, sweep
 from meshnb.sweeps.columns import float_text
 from meshnb.sweeps.result import CSV_COLUMNS
 
@@ -61,3 +61,30 @@ def test_csv_rows_are_the_results_columns() -> None:
         assert got["digest"] == r.digests[k] and got["trace_digest"] == r.trace_digests[k]
     plain = r.csv_lines().splitlines()[3].split(",")
     assert plain[1] == "0" and plain[-1] == r.trace_digests[3]
+
+
+def test_the_python_spelling_is_the_njit_one_to_the_byte() -> None:
+    """f32_text (small outputs, Python) spells every float32 as _put_f32 (njit) does: random words
+    of every exponent (a quarter of them past 10^22 either way, where the powers are squared out)
+    and the edges."""
+    words = np.random.default_rng(7).integers(0, 1 << 32, 100_000, dtype=np.uint64).astype(np.uint32)
+    for u in [*EDGES, *words.tolist()]:
+        assert columns.f32_text(u) == float_text(u), hex(u)
+
+
+@pytest.mark.parametrize(("names", "trace"), [(None, False), ([b'"a,b"', b"p1", b"init"], True)])
+def test_small_rows_in_python_are_the_bulk_rows(names: list[bytes] | None, trace: bool) -> None:
+    n = columns.SMALL_ROWS + 5  # csv_rows formats these in njit
+    rng = np.random.default_rng(3)
+    word = lambda *shape: rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32)
+    edge = np.resize(np.array(EDGES, dtype=np.uint32), n)
+    args = (
+        12345, rng.integers(0, 3, n), names, word(n), edge, rng.integers(0, 1 << 63, n, dtype=np.uint64) * 2, 77,
+        np.where(np.arange(n) % 2 == 0, word(n), edge[::-1]), word(n, 4), word(n, 8).view(np.uint8),
+        word(n, 8).view(np.uint8) if trace else None,
+    )  # fmt: skip
+    bulk = columns.csv_rows(*args)
+    assert columns._rows_py(*args) == bulk
+    assert bulk.count(b"\n") == n
+    small = columns.csv_rows(*args[:1], *(a[:9] if isinstance(a, np.ndarray) else a for a in args[1:]))  # Python
+    assert small == b"".join(bulk.splitlines(keepends=True)[:9])

@@ -7,7 +7,7 @@ import numpy as np
 from meshnb import kernels
 from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import init_page, plan
-from meshnb.sweeps.lanes import Lanes, final_pages
+from meshnb.sweeps.lanes import Lanes, final_pages, sample_tables
 from meshnb.testing.pages import hard_pages
 from meshnb.view import WORD
 
@@ -57,3 +57,20 @@ def test_final_pages_put_each_systems_lane_back() -> None:
                     want[k, WORD["LOSS"] + (int(base[k]) + j) % 256] = ring[k, j % 256]
             kernels.end_task(want, base + np.uint64(done))
         assert np.array_equal(got, want), done
+
+
+def test_sample_tables_are_the_kernels_batches() -> None:
+    """Random X and Y words (subnormals, NaNs, infinities among them) and the hard pages, both modes."""
+    rng = np.random.default_rng(11)
+    pages = [np.frombuffer(p, np.uint32).copy() for p in hard_pages().values()]
+    for _ in range(20):
+        w = np.frombuffer(init_page(), np.uint32).copy()
+        w[WORD["X"] : WORD["Y"] + 256] = rng.integers(0, 1 << 32, 512, dtype=np.uint64).astype(np.uint32)
+        w[WORD["X"] : WORD["X"] + 40] = rng.integers(0, 1 << 24, 40, dtype=np.uint32) | (
+            rng.integers(0, 2, 40) << 31
+        ).astype(np.uint32)  # subnormals
+        pages.append(w)
+    for w in pages:
+        for z in (True, False):
+            want = kernels.batches(w, z).reshape(4, kernels.BATCHES, kernels.WARP)
+            assert np.array_equal(sample_tables(w, z).view(np.uint32), want.view(np.uint32)), z
