@@ -19,6 +19,7 @@ calls it can be cached like the rest of the kernels.
 from __future__ import annotations
 
 import ctypes
+import sys
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -42,6 +43,21 @@ def _bind_sched_yield() -> bool:
 
 
 HAS_YIELD = _bind_sched_yield()
+
+_CLOCK = "meshnb_clock_gettime"
+_CLOCK_MONOTONIC = 1  # Linux's (and the BSDs' differ: there the clock reads 0, and waits count spins only)
+
+
+def _bind_clock_gettime() -> bool:
+    try:
+        fn = ctypes.CDLL(None).clock_gettime
+    except (OSError, AttributeError):
+        return False
+    llvm.add_symbol(_CLOCK, ctypes.cast(fn, ctypes.c_void_p).value)
+    return True
+
+
+HAS_CLOCK = _bind_clock_gettime() and sys.platform.startswith("linux")
 
 
 def _is_word_array(arr) -> bool:
@@ -115,3 +131,25 @@ def yield_cpu(typingctx):
         return context.get_dummy_value()
 
     return types.none(), codegen
+
+
+@intrinsic
+def monotonic_ns(typingctx):
+    """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (int64; 0 where the clock is not bound):
+    a wait in njit code bounds itself in wall time, which counting spins cannot do on a busy
+    machine (one ``sched_yield`` may give the core away for a time slice)."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        if not HAS_CLOCK:
+            return ir.Constant(i64, 0)
+        timespec = ir.LiteralStructType([i64, i64])  # tv_sec, tv_nsec: two longs on 64-bit Linux
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), timespec.as_pointer()])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, _CLOCK)
+        ts = cgutils.alloca_once(builder, timespec)
+        builder.call(fn, [ir.Constant(ir.IntType(32), _CLOCK_MONOTONIC), ts])
+        sec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 0))
+        nsec = builder.load(cgutils.gep_inbounds(builder, ts, 0, 1))
+        return builder.add(builder.mul(sec, ir.Constant(i64, 1_000_000_000)), nsec)
+
+    return types.int64(), codegen

@@ -385,6 +385,7 @@ def _run_on_page(
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
+        called = time.perf_counter()
         status = grouped.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
         done = int(state[0])
         if status == grouped.DONE:
@@ -392,8 +393,8 @@ def _run_on_page(
         rnd = (base + done + 1) & _MASK64
         if status == grouped.ABORTED:
             raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
-        if done != waiting:  # a new slow round: its timeout counts from here
-            waiting, deadline, nap = done, time.perf_counter() + ex.timeout_s, NAP_S[0]
+        if done != waiting:  # a new slow round: its timeout counts from the call that began its wait
+            waiting, deadline, nap = done, called + ex.timeout_s, NAP_S[0]
         if not ex.wait_more(rnd, deadline, nap):
             return done  # timed out: the round stays published, and pending
         nap = min(2 * nap, NAP_S[1])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 from numba import njit
 
 from meshnb.atomics import cpu_relax, load_acquire, store_release, yield_cpu
@@ -41,3 +42,24 @@ def test_a_release_store_is_seen_by_an_acquire_load_on_another_thread():
 def test_a_wait_whose_counter_never_comes_gives_up_after_its_spins():
     words = np.array([7, 5], dtype=np.uint64)  # a counter of 7, never 1
     assert _wait(words, 1000) == 0
+
+
+def test_monotonic_ns_reads_the_monotonic_clock():
+    """The njit clock a wait bounds itself by (``clock_gettime(CLOCK_MONOTONIC)``): between two
+    reads of Python's own monotonic clock, and advancing across a sleep."""
+    import time
+
+    from numba import njit
+
+    from meshnb.atomics import HAS_CLOCK, monotonic_ns
+
+    if not HAS_CLOCK:
+        pytest.skip("no clock_gettime bound on this platform: waits count spins only")
+    read = njit(lambda: monotonic_ns())
+    read()  # compiled first
+    before = time.monotonic_ns()
+    got = read()
+    after = time.monotonic_ns()
+    assert before <= got <= after
+    time.sleep(0.05)
+    assert read() - got >= 50_000_000

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels, vec
-from ..atomics import cpu_relax, load_acquire, store_release, yield_cpu
+from ..atomics import cpu_relax, load_acquire, monotonic_ns, store_release, yield_cpu
 from ..jit import jit, per_mode
 from ..kernels import NSUMS, SAMPLES, TAB, U64_7, WARP, in_word, out_word
 from ..view import HEADER_WORDS
@@ -34,6 +34,10 @@ from .single import IEEE, MODES, Z_DAZ, check_count, check_mode, own_sums
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
 SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields on an idle core)
+# ... or this long, whichever comes first: on a busy machine one yield may give the core away for a
+# time slice, and Python, which keeps the round's timeout, must see a slow round within a bounded
+# time, not after 4096 time slices (seconds: a stall absorbed, no timeout counted).
+SPIN_NS = 1_000_000
 
 # word_layout's entries (meshnb.exchange.word_layout)
 _ABORT, _COUNTER0, _COUNTER_STRIDE, _SLOT0, _SLOT_STRIDE, _PARITY_STRIDE = range(6)
@@ -41,9 +45,11 @@ _ABORT, _COUNTER0, _COUNTER_STRIDE, _SLOT0, _SLOT_STRIDE, _PARITY_STRIDE = range
 
 @jit()
 def _wait(ex64, ex32, lay, n, rnd, spin):
-    """Spin until every counter is >= ``rnd``: DONE, or ABORTED, or WAITING after ``spin`` spins."""
+    """Spin until every counter is >= ``rnd``: DONE, or ABORTED, or WAITING after ``spin`` spins
+    or :data:`SPIN_NS` of yields, whichever comes first."""
     m = 0
     spins = 0
+    t0 = 0
     while m < n:
         if load_acquire(ex64, lay[_COUNTER0] + m * lay[_COUNTER_STRIDE]) >= rnd:
             m += 1
@@ -56,6 +62,10 @@ def _wait(ex64, ex32, lay, n, rnd, spin):
         if spins <= PAUSES:
             cpu_relax()
         else:
+            if spins == PAUSES + 1:
+                t0 = monotonic_ns()
+            elif monotonic_ns() - t0 > SPIN_NS:
+                return WAITING
             yield_cpu()
     return DONE
 
