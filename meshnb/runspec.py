@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -53,8 +53,7 @@ from . import program
 from .floatz import flush_words
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
-from .view import DIGEST_RANGES, PAGE_WORDS, VIEW_BYTES, WORD, View
-from .view import page_digests as one_by_one_digests
+from .view import DIGEST_SPANS, PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -467,9 +466,7 @@ NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs le
 
 def page_digests(words: Words) -> NDArray[np.uint8]:
     """SPEC 11's digest of every page of ``[n, 1024]`` words, ``[n, 32]`` uint8: the bytes
-    :data:`meshnb.view.DIGEST_RANGES` names (:func:`meshnb.view.page_digests`, hashlib, for fewer
-    than :data:`NJIT_DIGEST_ROWS` pages); many pages hashed in njit (SHA-NI where the CPU has it)
-    on every usable core, a slice each: the same bits (a test holds the two paths equal).
+    :data:`meshnb.view.DIGEST_RANGES` names (:func:`row_digests` of those spans).
 
     Parameters
     ----------
@@ -487,15 +484,49 @@ def page_digests(words: Words) -> NDArray[np.uint8]:
     >>> page_digests(pages)[0].tobytes().hex() == View().digest()
     True
     """
+    return row_digests(words, DIGEST_SPANS)
+
+
+def row_digests(
+    words: Words, spans: Sequence[tuple[int, int]], pool: Executor | None = None, threads: int | None = None
+) -> NDArray[np.uint8]:
+    """The SHA-256 of each row's word ``spans`` (at most two; their little-endian bytes one after
+    the other), ``[n, 32]`` uint8: hashlib for fewer than :data:`NJIT_DIGEST_ROWS` rows
+    (:func:`meshnb.view.span_digests`), more in njit (:func:`meshnb.sha256.digest_rows`) on
+    ``threads`` threads of ``pool`` (None: every usable core, on threads of its own), a slice
+    each: the same bits (a test holds the two paths equal).
+
+    Parameters
+    ----------
+    words : numpy.ndarray
+        ``[n, k]`` uint32.
+    spans : sequence of (int, int)
+        One or two ``[lo, hi)`` word ranges of a row.
+    pool : Executor or None, default None
+        Threads to hash on.
+    threads : int or None, default None
+        Slices to cut the rows into (None: the usable cores, at most one per 1024 rows).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[n, 32]`` uint8.
+
+    Examples
+    --------
+    >>> w = np.arange(12, dtype=np.uint32).reshape(2, 6)
+    >>> row_digests(w, [(0, 2), (4, 6)]).shape
+    (2, 32)
+    """
     w = np.ascontiguousarray(words, dtype=np.uint32)
     n = w.shape[0]
     if n < NJIT_DIGEST_ROWS:  # a small sweep's cold start compiles no SHA-256 kernel (about 3 s of it)
-        return one_by_one_digests(w)
+        return span_digests(w, spans)
     from .sha256 import digest_rows  # numba on use only
 
-    (p0, p1), (l0, l1) = ((a // 4, b // 4) for a, b in DIGEST_RANGES)
+    (p0, p1), (l0, l1) = (*spans, (0, 0))[:2]
     out = np.empty((n, 32), dtype=np.uint8)
-    threads = min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
+    threads = threads or min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
     cuts = [n * i // threads for i in range(threads + 1)]
 
     def part(i: int) -> None:
@@ -503,9 +534,12 @@ def page_digests(words: Words) -> NDArray[np.uint8]:
 
     if threads == 1:
         part(0)
+    elif pool is not None:
+        for f in [pool.submit(part, i) for i in range(threads)]:
+            f.result()
     else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            list(pool.map(part, range(threads)))
+        with ThreadPoolExecutor(max_workers=threads) as own:
+            list(own.map(part, range(threads)))
     return out
 
 

@@ -9,6 +9,7 @@ program writes is the caller's memory.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,8 @@ DIGEST_RANGES: tuple[tuple[int, int], ...] = (
     (FIELDS["PARAMS"].offset, FIELDS["PARAMS"].offset + FIELDS["PARAMS"].nbytes),
     (FIELDS["LOSS"].offset, FIELDS["LOSS"].offset + FIELDS["LOSS"].nbytes),
 )
+DIGEST_SPANS: tuple[tuple[int, int], ...] = tuple((start // 4, end // 4) for start, end in DIGEST_RANGES)
+""":data:`DIGEST_RANGES` in words: ``((0, 4), (LOSS, LOSS + 256))``."""
 
 
 class View:
@@ -347,7 +350,18 @@ def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
     >>> d.shape, d[0].tobytes().hex() == View().digest(), bool((d[0] == d[1]).all())
     ((2, 32), True, False)
     """
-    raw = np.ascontiguousarray(words, dtype="<u4").view(np.uint8)  # [n, 4096]
-    hashed = np.ascontiguousarray(np.concatenate([raw[:, start:end] for start, end in DIGEST_RANGES], axis=1))
+    return span_digests(words, DIGEST_SPANS)
+
+
+def span_digests(words: NDArray[np.uint32], spans: Sequence[tuple[int, int]]) -> NDArray[np.uint8]:
+    """SHA-256 (hashlib) of each row's word ``spans``, their little-endian bytes one after the
+    other: ``[n, 32]`` uint8 (:func:`page_digests` is this of the digested spans of pages).
+
+    >>> w = np.arange(12, dtype=np.uint32).reshape(2, 6)
+    >>> span_digests(w, [(0, 2), (4, 6)])[1].tobytes() == hashlib.sha256(w[1, [0, 1, 4, 5]].tobytes()).digest()
+    True
+    """
+    rows = np.ascontiguousarray(words, dtype="<u4")
+    hashed = np.ascontiguousarray(np.concatenate([rows[:, lo:hi] for lo, hi in spans], axis=1))
     joined = b"".join([hashlib.sha256(row).digest() for row in hashed])
     return np.frombuffer(joined, dtype=np.uint8).reshape(hashed.shape[0], 32).copy()

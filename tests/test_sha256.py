@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshnb import sha256
+from meshnb import cpu, sha256
 from meshnb.sha256 import Sha256, Sha256State
 
 
@@ -251,17 +251,36 @@ def test_compress_refuses_other_types_naming_the_argument():
         sha256.compress_scalar(np.zeros(8, np.uint32), np.zeros(128, np.uint8)[::2])
 
 
-def test_digest_rows_are_hashlib_of_each_rows_two_spans():
-    """The batch digest (the sweep's page digests, the kernel in use): two spans of each row,
-    rows first..last only."""
+@pytest.mark.parametrize("kernel", [None, *sha256.ROWS_KERNELS])
+def test_digest_rows_are_hashlib_of_each_rows_two_spans(kernel):
+    """The batch digest (the sweep's page digests, each kernel): two spans of each row, rows
+    first..last only; lengths about each padding edge (13, 14, 16 words: the 0x80 and the length
+    in the same block, or a block more)."""
     rng = np.random.default_rng(7)
     words = rng.integers(0, 1 << 32, size=(37, 300), dtype=np.uint64).astype(np.uint32)
     out = np.zeros((37, 32), dtype=np.uint8)
-    rows = sha256.digest_rows
-    for lo0, hi0, lo1, hi1 in [(0, 4, 40, 296), (3, 3, 0, 13), (0, 14, 14, 30), (5, 21, 0, 0)]:
+    spans = [(0, 4, 40, 296), (3, 3, 0, 13), (0, 14, 14, 30), (5, 21, 0, 0), (0, 0, 0, 0), (0, 13, 0, 0), (2, 16, 0, 0)]
+    for lo0, hi0, lo1, hi1 in spans:
         out[:] = 0
-        rows(words, lo0, hi0, lo1, hi1, out, 2, 35)
+        sha256.digest_rows(words, lo0, hi0, lo1, hi1, out, 2, 35, kernel=kernel)
         for k in range(37):
             data = words[k, lo0:hi0].astype("<u4").tobytes() + words[k, lo1:hi1].astype("<u4").tobytes()
             want = hashlib.sha256(data).digest() if 2 <= k < 35 else bytes(32)
             assert out[k].tobytes() == want, (lo0, hi0, lo1, hi1, k)
+
+
+@pytest.mark.skipif(not cpu.IS_X86_64, reason="an x86-64 target (haswell)")
+def test_lanes_kernel_on_avx2_code_is_hashlib():
+    """The multi-buffer kernel compiled for an AVX2 target (8 lanes, no AVX-512: the shape CI's or
+    a user's machine may have) in a fresh process, against hashlib."""
+    code = (
+        "import hashlib, numpy as np; from meshnb import sha256\n"
+        "w = np.random.default_rng(3).integers(0, 2**32, (21, 270), dtype=np.uint64).astype(np.uint32)\n"
+        "out = np.zeros((21, 32), np.uint8); sha256.digest_rows(w, 0, 4, 4, 260, out, 0, 21, kernel='lanes')\n"
+        "ok = all(out[k].tobytes() == hashlib.sha256(w[k, :260].astype('<u4').tobytes()).digest() for k in range(21))\n"
+        "print(sha256.LANES, ok)"
+    )
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["8", "True"]

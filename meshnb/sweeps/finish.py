@@ -3,15 +3,17 @@ page digest (SPEC 11: SHA-256 of PARAMS then LOSS) without making its 4 KiB fina
 
 A final page differs from its start page only in PARAMS, the LOSS words of the last
 ``min(steps, 256)`` steps, STEP_HI:NEXT_STEP, ERR and PENDING (``lanes.final_pages``); the digest
-reads PARAMS and LOSS alone.  So one njit pass puts each system's 260 digested words (its params
-from its lane, its start page's LOSS with the run's steps written over) in a row, 1040 bytes a
-system, and :func:`meshnb.sha256.digest_rows` hashes the rows on the runner's threads; the
-final pages are made only when asked for (``keep_pages=True``, or a run of no steps).
+reads PARAMS and LOSS alone: 260 words, 1040 bytes a system.  Where :data:`meshnb.sha256.ROWS_KERNEL`
+is ``"lanes"`` (AVX-512 targets), one njit pass per group of the loop's lanes reads those words
+straight from the loop's arrays into the multi-buffer SHA-256 (:func:`meshnb.sha256.compress_lanes`,
+one system per vector lane: a vector load per word where the group's systems share a step base mod
+256, and, before step 256, a start page); elsewhere a pass puts each system's words in a row and
+:func:`meshnb.runspec.row_digests` hashes the rows.  Both run on the runner's threads; the final
+pages are made only when asked for (``keep_pages=True``, or a run of no steps).
 """
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import Executor
 from typing import Any
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from .. import sha256
 from ..jit import jit
-from ..runspec import NJIT_DIGEST_ROWS, Systems
+from ..runspec import NJIT_DIGEST_ROWS, Systems, row_digests
 from ..view import WORD
 from .lanes import Lanes, start_lr_words
 from .result import SweepResult
@@ -27,6 +29,8 @@ from .result import SweepResult
 _LOSS0 = WORD["LOSS"]
 MSG_WORDS = 4 + 256
 """The digested words of a page: PARAMS (4) then LOSS (256)."""
+MSG_SPANS = ((0, 4), (4, MSG_WORDS))
+_BLOCKS = sha256.message_blocks(4 * MSG_WORDS)  # 17: 1040 bytes, the 0x80 and the length
 
 
 @jit(nogil=True)
@@ -71,29 +75,78 @@ def _gather_np(
     out_last[:] = ring[g, ((done - 1) % 256) * width + q]
 
 
-def digests(msg: np.ndarray, pool: Executor, threads: int) -> np.ndarray:
-    """SHA-256 of each row of ``msg`` ``[n, 260]`` (its words' little-endian bytes), ``[n, 32]``:
-    hashlib below :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` rows (a small sweep's cold start
-    compiles no SHA-256 kernel), else :func:`meshnb.sha256.digest_rows` on ``threads`` of ``pool``."""
-    n = int(msg.shape[0])
-    if n < NJIT_DIGEST_ROWS:
-        rows = np.ascontiguousarray(msg, dtype="<u4")
-        return np.frombuffer(b"".join([hashlib.sha256(r).digest() for r in rows]), np.uint8).reshape(n, 32).copy()
-    out = np.empty((n, 32), dtype=np.uint8)
-    cuts = [n * i // threads for i in range(threads + 1)]
-    for f in [
-        pool.submit(sha256.digest_rows, msg, 0, 4, 4, MSG_WORDS, out, cuts[i], cuts[i + 1]) for i in range(threads)
-    ]:
-        f.result()
-    return out
+@jit(nogil=True)
+def _digest_lanes(  # type: ignore[no-untyped-def]
+    start_loss, page_of, base, params, ring, order, m, lanes, done, out_params, out_last, out_digest, b0, b1
+):
+    """Batches ``b0 .. b1 - 1`` of :data:`~meshnb.sha256.LANES` lane positions (position ``p`` is lane
+    ``p % lanes`` of group ``p // lanes``, system ``order[p]``; positions from ``m`` on pad): each
+    system's params, last loss and digest (what :func:`_gather` and :func:`meshnb.sha256.digest_rows`
+    give, bit for bit), its 260 words read from the loop's arrays into the hash's vector lanes."""
+    n = sha256.LANES
+    blocks = _BLOCKS
+    h = np.empty(8 * n, dtype=np.uint32)
+    w = np.empty(blocks * 16 * n, dtype=np.uint32)
+    s = np.empty(64 * n, dtype=np.uint32)
+    sys_of = np.empty(n, dtype=np.int64)
+    pflat, rflat = params.reshape(-1), ring.reshape(-1)
+    prow, rrow = params.shape[1], ring.shape[1]
+    pad = params.shape[0] * lanes
+    mask = np.uint64(255)
+    for b in range(b0, b1):
+        p0 = b * n
+        for q in range(n):
+            sys_of[q] = order[min(min(p0 + q, pad - 1), m - 1)]  # a padding lane holds the last system
+        s0 = np.int64(base[sys_of[0]] & mask)
+        pg = page_of[sys_of[0]]
+        one_vector = n == lanes  # this batch is group p0 // lanes: its words are vectors of the loop's arrays
+        for q in range(n):
+            k = sys_of[q]
+            if np.int64(base[k] & mask) != s0 or (done < 256 and page_of[k] != pg):
+                one_vector = False
+        if one_vector:
+            g = p0 // lanes
+            for j in range(4):
+                sha256.lanes_store(w, j * n, sha256.lanes_bswap(sha256.lanes_load(pflat, g * prow + j * n)))
+            for i in range(256):  # LOSS[i] holds relative step j = (i - s) mod 256 if the run reached it
+                slot = (i - s0) & 255
+                if done >= 256 or slot < done:
+                    v = sha256.lanes_load(rflat, g * rrow + slot * n)
+                else:
+                    v = sha256.lanes_splat(start_loss[pg, i])
+                sha256.lanes_store(w, (4 + i) * n, sha256.lanes_bswap(v))
+        else:
+            for q in range(n):
+                p = min(p0 + q, pad - 1)
+                g, lane, k = p // lanes, p % lanes, sys_of[q]
+                for j in range(4):
+                    w[j * n + q] = sha256.bswap32(params[g, j * lanes + lane])
+                sk = np.int64(base[k] & mask)
+                for i in range(256):
+                    slot = (i - sk) & 255
+                    x = ring[g, slot * lanes + lane] if done >= 256 or slot < done else start_loss[page_of[k], i]
+                    w[(4 + i) * n + q] = sha256.bswap32(x)
+        sha256.lanes_start(h, w, 4 * MSG_WORDS)  # the initial hash value and the padding words
+        sha256.compress_lanes(h, w, blocks, s)
+        last_slot = (done - 1) % 256
+        for q in range(min(n, m - p0)):
+            p = p0 + q
+            g, lane, k = p // lanes, p % lanes, order[p]
+            for j in range(4):
+                out_params[k, j] = params[g, j * lanes + lane]
+            out_last[k] = ring[g, last_slot * lanes + lane]
+            sha256.lanes_digest_out(h, q, out_digest, k)
 
 
 def result_of_lanes(
-    systems: Systems, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, **extra: Any
-) -> SweepResult:
+    systems: Systems, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, kernel: str | None = None,
+    **extra: Any,
+) -> SweepResult:  # fmt: skip
     """The result of systems ``lo .. lo + lanes.m - 1`` after ``done`` >= 1 steps, read from the
     loop's arrays (what ``result_of_pages`` of their final pages gives, bit for bit); ``extra``:
-    the rest of :class:`SweepResult`'s fields (trace digests, history, timings)."""
+    the rest of :class:`SweepResult`'s fields (trace digests, history, timings); ``kernel``:
+    ``"lanes"`` or ``"rows"`` (None: ``"lanes"`` where :data:`meshnb.sha256.ROWS_KERNEL` is; the
+    tests run both) for a batch of :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` systems or more."""
     assert done >= 1, "no steps: the final pages are the start pages (result_of_pages)"
     n, hi = lanes.m, lo + lanes.m
     page_of = systems.page_index(lo, hi)
@@ -101,21 +154,35 @@ def result_of_lanes(
     a = lanes.arrays
     params = np.empty((n, 4), dtype=np.uint32)
     last = np.empty(n, dtype=np.uint32)
-    msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
     start_loss = np.ascontiguousarray(systems.starts[:, WORD["LOSS"] : WORD["LOSS"] + 256])
-    cuts = [n * i // threads for i in range(threads + 1)]
-    ring = a["ring"].view(np.uint32)
 
-    if n < NJIT_DIGEST_ROWS:  # a small batch: numpy, so a small sweep's cold start compiles no _gather
-        _gather_np(start_loss, page_of, a["params"].view(np.uint32), ring, lanes, base, done, params, last, msg)
-        cuts = []
+    params_u, ring_u = a["params"].view(np.uint32), a["ring"].view(np.uint32)
+    if n < NJIT_DIGEST_ROWS:  # a small batch: numpy and hashlib, so a small sweep's cold start compiles nothing here
+        msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
+        _gather_np(start_loss, page_of, params_u, ring_u, lanes, base, done, params, last, msg)
+        digest = row_digests(msg, MSG_SPANS)
+    elif (kernel or ("lanes" if sha256.ROWS_KERNEL == "lanes" else "rows")) == "lanes":
+        digest = np.empty((n, 32), dtype=np.uint8)
+        batches = -(-lanes.pad // sha256.LANES)
+        cuts = [batches * i // threads for i in range(threads + 1)]
 
-    def part(i: int) -> None:  # nogil: the threads run at once
-        _gather(start_loss, page_of, a["params"].view(np.uint32), ring, lanes.position, lanes.shape.lanes, base, done,
-                params, last, msg, cuts[i], cuts[i + 1])  # fmt: skip
+        def batches_of(i: int) -> None:  # nogil: the threads run at once
+            _digest_lanes(start_loss, page_of, base, params_u, ring_u, lanes.order, n, lanes.shape.lanes, done,
+                          params, last, digest, cuts[i], cuts[i + 1])  # fmt: skip
 
-    for f in [pool.submit(part, i) for i in range(len(cuts) - 1)]:
-        f.result()
+        for f in [pool.submit(batches_of, i) for i in range(threads)]:
+            f.result()
+    else:  # rows of words, then the SHA-256 of the rows (SHA-NI where there is no AVX-512)
+        msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
+        cuts = [n * i // threads for i in range(threads + 1)]
+
+        def part(i: int) -> None:  # nogil: the threads run at once
+            _gather(start_loss, page_of, params_u, ring_u, lanes.position, lanes.shape.lanes, base, done,
+                    params, last, msg, cuts[i], cuts[i + 1])  # fmt: skip
+
+        for f in [pool.submit(part, i) for i in range(threads)]:
+            f.result()
+        digest = row_digests(msg, MSG_SPANS, pool, threads)
     return SweepResult(
         steps=done,
         z=systems.z,
@@ -125,7 +192,7 @@ def result_of_lanes(
         step_base=base,
         params_words=params,
         last_loss_words=last,
-        digest_bytes=digests(msg, pool, threads),
+        digest_bytes=digest,
         starts=systems.starts,
         first=lo,
         **extra,

@@ -21,7 +21,7 @@ from meshnb.view import WORD
 from .helpers import ROOT
 
 
-def _systems(steps: int, m: int, lrs: bool = True):
+def _systems(steps: int, m: int, lrs: bool = True, one_base: bool = False):
     pages = [init_page(), hard_pages()["tiny-samples"], init_page()]
     rng = np.random.default_rng(m)
     # LOSS words of a start page that a short run leaves in place: the digest must read them
@@ -31,7 +31,8 @@ def _systems(steps: int, m: int, lrs: bool = True):
     per = -(-m // 3)
     lr = np.geomspace(1e-3, 1.0, per).astype(np.float32) if lrs else None
     n = 3 * per if lrs else 3
-    return plan(steps, view_in=pages, lrs=lr, step_base=[(k * 5) % 19 + (k % 7) * 2**40 for k in range(n)])
+    base = 2**40 + 3 if one_base else [(k * 5) % 19 + (k % 7) * 2**40 for k in range(n)]
+    return plan(steps, view_in=pages, lrs=lr, step_base=base)
 
 
 def test_lanes_of_systems_are_the_lanes_of_their_pages() -> None:
@@ -49,13 +50,25 @@ def test_lanes_of_systems_are_the_lanes_of_their_pages() -> None:
                 ), k
 
 
-@pytest.mark.parametrize(("m", "lrs"), [(69, True), (3, False), (2100, True)])  # 2100: the njit digest's path
-def test_result_of_lanes_is_the_result_of_the_final_pages(m: int, lrs: bool) -> None:
+@pytest.mark.parametrize(
+    ("m", "lrs", "one_base", "shape", "kernel"),
+    [
+        (69, True, False, (16, 1), None),
+        (3, False, False, (16, 1), None),
+        # the njit paths: systems in lanes of mixed step bases and pages, and of one step base
+        # (a group's words whole vectors of the loop's arrays), on both kernels and both widths
+        *[(2100, True, one, shape, kernel) for one in (False, True) for shape in ((16, 1), (8, 2))
+          for kernel in ("lanes", "rows")],
+    ],
+)  # fmt: skip
+def test_result_of_lanes_is_the_result_of_the_final_pages(
+    m: int, lrs: bool, one_base: bool, shape: tuple[int, int], kernel: str | None
+) -> None:
     with ThreadPoolExecutor(2) as pool:
         for done in (1, 5, 255, 256, 300):
-            systems = _systems(done, m, lrs)
+            systems = _systems(done, m, lrs, one_base)
             n = len(systems)
-            ln = Lanes.of_systems(systems, 0, n, done, 0, sweep_loop.Shape(16, 1))
+            ln = Lanes.of_systems(systems, 0, n, done, 0, sweep_loop.Shape(*shape))
             rng = np.random.default_rng(done)
             ln.arrays["params"][:] = rng.random(ln.arrays["params"].shape, dtype=np.float32)
             ln.arrays["ring"].view(np.uint32)[:] = rng.integers(0, 2**32, ln.arrays["ring"].shape, dtype=np.uint32)
@@ -63,7 +76,7 @@ def test_result_of_lanes_is_the_result_of_the_final_pages(m: int, lrs: bool) -> 
             want = result_of_pages(
                 systems, lo, final_pages(systems.words(0, n), systems.step_base(0, n), ln, done), done
             )
-            got = result_of_lanes(systems, lo, ln, done, pool, 2)
+            got = result_of_lanes(systems, lo, ln, done, pool, 2, kernel=kernel)
             for name in ("page_index", "lr_index", "lr_words", "step_base", "params_words", "last_loss_words",
                          "digest_bytes"):  # fmt: skip
                 a, b = getattr(want, name), getattr(got, name)
