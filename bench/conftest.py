@@ -167,6 +167,7 @@ def per_step_medians(benchmarks: list) -> dict[str, dict[str, Any]]:
             "unit": info.get("unit", "step"),
             "name": b.name,
             "group": b.group,
+            "marginal": info.get("marginal"),
         }
     return out
 
@@ -199,6 +200,14 @@ def ratio_table(rows: dict[str, dict[str, Any]]) -> list[str]:
             continue
         ok = value <= bound if op == "<=" else value >= bound
         lines.append(f"- {label}: {shown} -> {'met' if ok else 'NOT met'}")
+    for path, r in sorted(rows.items()):
+        m = r.get("marginal")  # a cost per system measured as the slope between two sizes (issue 25)
+        if m:
+            verdict = f" -> {'met' if m['ns'] <= m['target_ns'] else 'NOT met'}" if m.get("target_ns") else ""
+            lines.append(
+                f"- {path}: {m['label']}: {_fmt_ns(m['ns'])} a system (wall, {m['small']} -> {m['big']} systems; "
+                f"target <= {_fmt_ns(m['target_ns'])}){verdict}"
+            )
     lines.append(
         "- the issue's figures for this kind of machine, per step: "
         + ", ".join(f"{k} ~{_fmt_ns(v)}" for k, v in KNOWN_NS_PER_STEP.items())

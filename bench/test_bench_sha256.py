@@ -57,3 +57,33 @@ def test_sha256_throughput(benchmark: Any, record: Any, rows: np.ndarray, path: 
     benchmark(fn, rows)
     if benchmark.stats is not None:  # None when timing is disabled (the smoke run)
         benchmark.extra_info["mb_per_s"] = round(rows.nbytes / benchmark.stats.stats.median / 1e6, 1)
+
+
+@pytest.fixture(scope="module")
+def pages_rows(short: bool) -> np.ndarray:
+    """Rows of 260 words: what a sweep digests per system (PARAMS then LOSS, 1040 bytes)."""
+    return np.random.default_rng(12).integers(0, 2**32, (2048 if short else 32768, 260), dtype=np.uint32)
+
+
+@pytest.mark.parametrize("path", ["hashlib", *sha256.ROWS_KERNELS])
+def test_page_digests_per_row(benchmark: Any, record: Any, pages_rows: np.ndarray, path: str) -> None:
+    """The page digests of a sweep's systems on one thread, a 1040-byte row each: hashlib row by row,
+    and each kernel of :func:`meshnb.sha256.digest_rows` (``lanes``: a row per vector lane;
+    ``one``: the kernel in use a row at a time), per row."""
+    n = pages_rows.shape[0]
+    out = np.empty((n, 32), dtype=np.uint8)
+
+    def hashlib_rows(rows: np.ndarray) -> None:
+        for k in range(n):
+            out[k] = np.frombuffer(hashlib.sha256(rows[k]).digest(), np.uint8)
+
+    def kernel_rows(rows: np.ndarray) -> None:
+        sha256.digest_rows(rows, 0, 260, 0, 0, out, 0, n, kernel=path)
+
+    fn = hashlib_rows if path == "hashlib" else kernel_rows
+    fn(pages_rows)  # the warm-up (a compile), then the bits
+    assert all(out[k].tobytes() == hashlib.sha256(pages_rows[k]).digest() for k in range(0, n, 97))
+    record(benchmark, f"sha256-rows-{path}", n, unit="row")
+    benchmark.group = "sha256-rows"
+    benchmark.extra_info.update(lanes=sha256.LANES, rows_kernel=sha256.ROWS_KERNEL)
+    benchmark(fn, pages_rows)
