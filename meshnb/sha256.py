@@ -20,6 +20,12 @@ kernel: ``compress(h, data)`` folds the whole 64-byte blocks of ``data`` (C-cont
 the chaining value ``h`` (C-contiguous uint32[8], the words H0..H7; uint32 because SHA-NI loads
 them as two 128-bit vectors).  The SHA-NI kernel is compiled only when first called, and is never
 selected on a CPU without the feature.
+
+Many short messages at once (a sweep's page digests, 1040 bytes a system) take another shape:
+:func:`compress_lanes` hashes :data:`LANES` messages together, one per 32-bit lane of a vector
+(16 on AVX-512, 8 elsewhere), in portable LLVM vector code (one ``vprord`` per rotation and
+``vpternlogd`` for the boolean functions on AVX-512); :func:`digest_rows` hashes rows of words with
+it, or with :data:`compress` a row at a time where SHA-NI is faster (:data:`ROWS_KERNEL`).
 """
 
 from __future__ import annotations

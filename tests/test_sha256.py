@@ -284,3 +284,15 @@ def test_lanes_kernel_on_avx2_code_is_hashlib():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["8", "True"]
+
+
+@pytest.mark.skipif(sha256.LANES != 16, reason="the target has no 512-bit vectors")
+def test_lanes_kernel_is_avx512_code_on_an_avx512_target():
+    """The machine code is what the kernel was written for: 512-bit registers, one rotate
+    instruction per rotation, ternary logic for Ch and Maj."""
+    out = np.zeros((16, 32), np.uint8)
+    sha256.digest_rows(np.zeros((16, 20), np.uint32), 0, 20, 0, 0, out, 0, 16, kernel="lanes")
+    kernel = sha256.ROWS_KERNELS["lanes"]
+    asm = kernel.inspect_asm(kernel.signatures[0])
+    assert "zmm" in asm and "vpternlogd" in asm
+    assert "vprold" in asm or "vprord" in asm
