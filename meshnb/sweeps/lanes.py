@@ -21,13 +21,15 @@ from ..view import PAGE_WORDS, WORD
 _LOSS0 = WORD["LOSS"]
 
 
-def _width(name: str, hist_rows: int, lanes: int) -> int:
-    """The columns of a loop array of ``empty_arrays(groups, hist_rows, 0, lanes)``."""
-    return int(sweep_loop.empty_arrays(1, hist_rows, 0, lanes)[name].shape[1])
-
-
 class Lanes:
     """The loop's arrays for a batch of systems (``words``: their start pages ``[n, 1024]``)."""
+
+    arrays: dict[str, np.ndarray]
+    """The loop's arrays by name (``params``, ``hyper``, ``ring``, ``hist``, ``trace``, ``tab_of``,
+    ``stabs``, ``tabs``)."""
+    one_table: tuple[np.ndarray, int, bool] | None
+    """Where every system reads one sample table: its X and Y words, step base mod 8 and mode Z
+    (lanes in system order, :meth:`of_systems`'s path without a sort); else None."""
 
     def __init__(self, words: np.ndarray, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape) -> None:
         m = int(words.shape[0])
@@ -43,28 +45,106 @@ class Lanes:
     @classmethod
     def of_systems(
         cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
-        reuse: dict[str, np.ndarray] | None = None,
+        reuse: Lanes | None = None,
     ) -> Lanes:  # fmt: skip
         """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
         bases, as :class:`Lanes` of ``systems.words(lo, hi)`` (the same arrays) without making a
         4 KiB page per system: 24 bytes a system, and each distinct start page's samples once.
-        ``reuse``: an earlier batch's ``arrays``, taken where their shapes fit (its loss ring and
-        history keep stale words where this batch's steps do not reach, which nothing reads; a
-        fresh ring costs a page fault every 4 systems)."""
-        page_of = systems.page_index(lo, hi)
-        used, inverse = np.unique(page_of, return_inverse=True)
+        ``reuse``: an earlier batch's lanes, whose ``arrays`` are taken where their shapes fit (its
+        loss ring and history keep stale words where this batch's steps do not reach, which nothing
+        reads; a fresh ring costs a page fault every 4 systems), and its sample table where it is
+        this batch's one table too."""
+        m = hi - lo
+        lanes = cls.__new__(cls)
+        # Page-major (system k is page k // L): the batch's pages are the run ``used``, with no sort.
+        first = int(systems.page_index(lo, lo + 1)[0]) if m else 0
+        used = np.arange(first, int(systems.page_index(hi - 1, hi)[0]) + 1 if m else first, dtype=np.int64)
         xy = systems.starts[used, WORD["X"] : WORD["Y"] + 256]
-        if used.size <= 1 or (xy == xy[0]).all():
-            rows, which = xy[:1], np.zeros(hi - lo, dtype=np.int64)
+        one_row = used.size <= 1 or bool((xy == xy[0]).all())
+        head = systems.starts[used][:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]  # per page
+        inverse = None if used.size <= 1 else systems.page_index(lo, hi) - first  # each system's page
+        base8 = _one_base8(systems, lo, hi, used) if m and one_row else None
+        if base8 is not None:  # one sample table (an LR sweep): no sort, lanes in system order
+            lanes._build_one_table(m, head, inverse, _lr_words(systems, lo, hi), xy[0], base8, systems.z, steps,
+                                   loss_every, shape, reuse)  # fmt: skip
+            return lanes
+        if one_row:
+            rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
             rows, which_page = np.unique(xy, axis=0, return_inverse=True)
-            which = which_page.reshape(-1).astype(np.int64)[inverse.reshape(-1)]
-        head = systems.starts[page_of[:, None], [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
+            which = which_page.reshape(-1).astype(np.int64)[inverse]
+        head = head[np.zeros(m, np.int64) if inverse is None else inverse]
         head[:, 4] = start_lr_words(systems, lo, hi)
-        base8 = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
-        lanes = cls.__new__(cls)
-        lanes._build(head, base8, rows, which, systems.z, steps, loss_every, shape, reuse)
+        base8s = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
+        lanes._build(
+            head, base8s, rows, which, systems.z, steps, loss_every, shape, None if reuse is None else reuse.arrays
+        )
         return lanes
+
+    def _arrays(self, m: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
+                reuse: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:  # fmt: skip
+        """Sets the batch's sizes; the loop's state arrays (``reuse``'s where their shapes fit)."""
+        lanes, per_call = shape.lanes, shape.lanes * shape.block
+        pad = -(-m // per_call) * per_call
+        self.shape, self.loss_every = shape, loss_every
+        self.m, self.pad, self.groups = m, pad, pad // lanes
+        self.rows = steps // loss_every if loss_every else 0
+        fresh = sweep_loop.empty_arrays(self.groups if reuse is None else 1, self.rows, 0, lanes)
+        if reuse is None:
+            return fresh
+        a: dict[str, np.ndarray] = {}
+        for name, one in fresh.items():  # one group's arrays: the widths
+            kept = reuse.get(name)
+            fit = kept is not None and kept.shape == (self.groups, one.shape[1])
+            a[name] = kept if kept is not None and fit else np.zeros((self.groups, one.shape[1]), np.float32)
+        return a
+
+    def _build_one_table(
+        self, m: int, head: np.ndarray, inverse: np.ndarray | None, lr: np.ndarray | None, row: np.ndarray,
+        base8: int, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape, reuse: Lanes | None,
+    ) -> None:  # fmt: skip
+        """:meth:`_build` of ``m`` systems that all read one sample table (X and Y ``row``, step base
+        ``base8`` mod 8): lane ``i`` holds system ``min(i, m - 1)`` (the order :meth:`_build`'s
+        stable sort of equal keys gives) and every group reads the one shared table.  ``head``
+        ``[P, 6]``: each page's words as :meth:`_build` takes them, ``inverse`` each system's page
+        of them (None: one page); ``lr`` each system's LR word before the flush (None: its page's);
+        ``reuse`` as :meth:`of_systems` takes it."""
+        a = self._arrays(m, steps, loss_every, shape, None if reuse is None else reuse.arrays)
+        lanes, groups = shape.lanes, self.groups
+        self.order = self.position = np.arange(m)  # read only, as _build's
+        read = _flushed if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
+        head = read(head)
+        # [groups][k][lanes] views of the loop's arrays, filled from system order; the padding lanes
+        # (in the groups from ``full`` on) copy the last system's words
+        params = a["params"].view(np.uint32).reshape(groups, 4, lanes)
+        hyper = a["hyper"].view(np.uint32).reshape(groups, 2, lanes)
+        full = m // lanes
+        tail = np.minimum(np.arange(full * lanes, self.pad), m - 1)
+
+        def put(dst: np.ndarray, per_sys: np.ndarray) -> None:  # [groups, k, lanes] <- [m, k]
+            dst[:full] = per_sys[: full * lanes].reshape(full, lanes, dst.shape[1]).transpose(0, 2, 1)
+            dst[full:] = per_sys[tail].reshape(-1, lanes, dst.shape[1]).transpose(0, 2, 1)
+
+        if inverse is None:  # one page: its params, LR and INV_BATCH words in every lane
+            params[:] = head[0, :4, None]
+            hyper[:] = head[0, 4:, None]
+        else:
+            per_sys = head[inverse]
+            put(params, per_sys[:, :4])
+            put(hyper, per_sys[:, 4:])
+        if lr is not None:  # SET_LR's words over the pages' own
+            put(hyper[:, :1], read(lr)[:, None])
+        a["tab_of"] = np.full(groups, -1, dtype=np.int64)
+        self.one_table = (row.copy(), base8, z)
+        if reuse is not None and reuse.one_table is not None and _same_table(reuse.one_table, self.one_table):
+            a["stabs"] = reuse.arrays["stabs"]  # read only
+        else:
+            page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
+            page[WORD["X"] : WORD["Y"] + 256] = row
+            table = np.roll(sample_tables(page, z), -base8, axis=1)  # slot j holds batch (base + j) mod 8
+            a["stabs"] = np.ascontiguousarray(table.transpose(1, 2, 0)).reshape(1, sweep_loop.SHARED_FLOATS)
+        a["tabs"] = np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)  # no group's own
+        self.arrays = a
 
     def _build(
         self, head: np.ndarray, base8: np.ndarray, rows: np.ndarray, which: np.ndarray, z: bool, steps: int,
@@ -73,21 +153,14 @@ class Lanes:
         """``head`` ``[M, 6]``: each system's params' words, LR and INV_BATCH words; ``base8`` its step
         base mod 8; ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
         m = int(head.shape[0])
-        lanes, per_call = shape.lanes, shape.lanes * shape.block
-        pad = -(-m // per_call) * per_call
-        self.shape = shape
+        a = self._arrays(m, steps, loss_every, shape, reuse)
+        self.one_table = None
+        lanes, pad = shape.lanes, self.pad
         key = which * kernels.BATCHES + base8
         self.order = np.argsort(key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
         self.position[self.order] = np.arange(m)
         lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
-        self.m, self.pad, self.groups = m, pad, pad // lanes
-        self.rows = steps // loss_every if loss_every else 0
-        a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes) if reuse is None else {}
-        for name, kept in (reuse or {}).items():
-            if name in ("params", "hyper", "ring", "hist", "trace"):
-                fits = kept.shape == (self.groups, _width(name, self.rows, lanes))
-                a[name] = kept if fits else np.zeros((self.groups, _width(name, self.rows, lanes)), np.float32)
 
         def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, k] -> [groups, k * lanes]
             g = per_lane.reshape(-1, lanes, per_lane.shape[1])
@@ -121,7 +194,6 @@ class Lanes:
         a["stabs"] = stabs if used.size else np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
         a["tabs"] = ltabs if own.size else np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)
         self.arrays = a
-        self.loss_every = loss_every
 
     def per_system(self, lane_major: np.ndarray) -> np.ndarray:
         """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order."""
@@ -174,11 +246,52 @@ def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
 
 def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
     """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
-    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there."""
-    if systems.lr is None:
+    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there
+    (a new array)."""
+    lr = _lr_words(systems, lo, hi)
+    if lr is None:
         return systems.starts[systems.page_index(lo, hi), WORD["LR"]]
-    lr = systems.lr[systems.lr_index(lo, hi)]
-    return flush_words(lr) if systems.z else lr
+    out = _flushed(lr) if systems.z else lr
+    return out.copy() if np.shares_memory(out, systems.lr) else out
+
+
+def _lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray | None:
+    """``systems.lr`` of systems ``lo .. hi-1`` (None: no LRs, each page's own), a view of it where
+    they are a run of it (system k runs LR k mod L: a batch within one page's LRs)."""
+    if systems.lr is None:
+        return None
+    k0 = int(systems.lr_index(lo, lo + 1)[0]) if hi > lo else 0
+    if k0 + (hi - lo) <= systems.lr.size:
+        return systems.lr[k0 : k0 + hi - lo]
+    return systems.lr[systems.lr_index(lo, hi)]
+
+
+def _one_base8(systems: Systems, lo: int, hi: int, used: np.ndarray) -> int | None:
+    """The step base mod 8 that systems ``lo .. hi-1`` (of start pages ``used``) all share, or None
+    (:meth:`Systems.step_base`'s cases, without a word per system where the base is one int or
+    each page's own)."""
+    base = systems.base
+    if isinstance(base, np.ndarray):
+        b8 = base[lo:hi] & np.uint64(7)
+    elif isinstance(base, int):
+        return base & 7
+    else:  # each page's own: NEXT_STEP's low bits
+        b8 = systems.starts[used, WORD["NEXT_STEP"]] & np.uint32(7)
+    return int(b8[0]) if b8.size and bool((b8 == b8[0]).all()) else None
+
+
+def _same_table(a: tuple[np.ndarray, int, bool], b: tuple[np.ndarray, int, bool]) -> bool:
+    """Whether two ``Lanes.one_table`` keys (X and Y words, step base mod 8, mode Z) are one table."""
+    return a[1:] == b[1:] and np.array_equal(a[0], b[0])
+
+
+def _flushed(u: np.ndarray) -> np.ndarray:
+    """:func:`~meshnb.floatz.flush_words` of ``u``, or ``u`` itself where it has no subnormal, zero,
+    infinite or NaN word (an LR sweep's words: 3 numpy passes instead of 10)."""
+    mag = u & np.uint32(0x7FFFFFFF)
+    if mag.size and int(mag.min()) >= 0x00800000 and int(mag.max()) < 0x7F800000:
+        return u
+    return flush_words(u)
 
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:

@@ -230,7 +230,7 @@ class Runner:
         self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
-        self.spare: dict[str, np.ndarray] | None = None
+        self.spare: Lanes | None = None
         self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
         self.first_call = warm_up(self.mode, self.shape)
         self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
@@ -273,7 +273,7 @@ class Runner:
         """
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
         lanes = Lanes.of_systems(self.systems, lo, hi, steps, every, sh, self.spare)  # no page per system
-        self.spare = lanes.arrays  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in)
+        self.spare = lanes  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in), table
         m, groups = lanes.m, lanes.groups
         n_threads = min(self.threads, groups // sh.block)  # 0 for no systems (an MPI rank's empty share)
         blocks = groups // sh.block
