@@ -16,7 +16,7 @@ from ..floatz import flush_words
 from ..jit import jit
 from ..loops import sweep as sweep_loop
 from ..runspec import Systems
-from ..view import PAGE_WORDS, WORD
+from ..view import WORD
 
 _LOSS0 = WORD["LOSS"]
 
@@ -37,8 +37,7 @@ class Lanes:
         if m == 0 or (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
             rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
-            rows, which = np.unique(xy, axis=0, return_inverse=True)
-            which = which.reshape(-1).astype(np.int64)
+            rows, which = distinct_rows(xy)
         head = words[:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
         self._build(head, (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64), rows, which, z, steps, loss_every, shape)
 
@@ -56,13 +55,13 @@ class Lanes:
         this batch's one table too."""
         m = hi - lo
         lanes = cls.__new__(cls)
-        # Page-major (system k is page k // L): the batch's pages are the run ``used``, with no sort.
+        # Page-major (system k is page k // L): the batch's pages are a run of them, with no sort.
         first = int(systems.page_index(lo, lo + 1)[0]) if m else 0
-        used = np.arange(first, int(systems.page_index(hi - 1, hi)[0]) + 1 if m else first, dtype=np.int64)
-        xy = systems.starts[used, WORD["X"] : WORD["Y"] + 256]
-        one_row = used.size <= 1 or bool((xy == xy[0]).all())
-        head = systems.starts[used][:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]  # per page
-        inverse = None if used.size <= 1 else systems.page_index(lo, hi) - first  # each system's page
+        used = systems.starts[first : int(systems.page_index(hi - 1, hi)[0]) + 1 if m else first]  # a view
+        xy = used[:, WORD["X"] : WORD["Y"] + 256]
+        one_row = len(used) <= 1 or bool((xy == xy[0]).all())
+        head = used[:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]  # per page
+        inverse = None if len(used) <= 1 else systems.page_index(lo, hi) - first  # each system's page
         base8 = _one_base8(systems, lo, hi, used) if m and one_row else None
         if base8 is not None:  # one sample table (an LR sweep): no sort, lanes in system order
             lanes._build_one_table(m, head, inverse, _lr_words(systems, lo, hi), xy[0], base8, systems.z, steps,
@@ -71,8 +70,8 @@ class Lanes:
         if one_row:
             rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
-            rows, which_page = np.unique(xy, axis=0, return_inverse=True)
-            which = which_page.reshape(-1).astype(np.int64)[inverse]
+            rows, which_page = distinct_rows(xy)
+            which = which_page[inverse]
         head = head[np.zeros(m, np.int64) if inverse is None else inverse]
         head[:, 4] = start_lr_words(systems, lo, hi)
         base8s = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
@@ -139,9 +138,7 @@ class Lanes:
         if reuse is not None and reuse.one_table is not None and _same_table(reuse.one_table, self.one_table):
             a["stabs"] = reuse.arrays["stabs"]  # read only
         else:
-            page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
-            page[WORD["X"] : WORD["Y"] + 256] = row
-            table = np.roll(sample_tables(page, z), -base8, axis=1)  # slot j holds batch (base + j) mod 8
+            table = _row_tables(row[None], np.array([base8]), z)[0]  # slot j holds batch (base + j) mod 8
             a["stabs"] = np.ascontiguousarray(table.transpose(1, 2, 0)).reshape(1, sweep_loop.SHARED_FLOATS)
         a["tabs"] = np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)  # no group's own
         self.arrays = a
@@ -155,30 +152,33 @@ class Lanes:
         m = int(head.shape[0])
         a = self._arrays(m, steps, loss_every, shape, reuse)
         self.one_table = None
-        lanes, pad = shape.lanes, self.pad
+        lanes, pad, groups = shape.lanes, self.pad, self.groups
         key = which * kernels.BATCHES + base8
-        self.order = np.argsort(key, kind="stable")
+        n_keys = rows.shape[0] * kernels.BATCHES
+        # np.unique's keys and a stable sort without a comparison sort: a count, and numpy's radix
+        # sort of 16-bit keys (the same order: a stable sort of the same values)
+        keys = np.flatnonzero(np.bincount(key, minlength=n_keys))
+        self.order = np.argsort(key.astype(np.uint16) if n_keys <= 1 << 16 else key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
         self.position[self.order] = np.arange(m)
         lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
-
-        def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, k] -> [groups, k * lanes]
-            g = per_lane.reshape(-1, lanes, per_lane.shape[1])
-            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], per_lane.shape[1] * lanes)
-
-        read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
-        a["params"][:] = grouped(read(head[lane_sys, :4])).view(np.float32)
-        a["hyper"][:] = grouped(read(head[lane_sys, 4:6])).view(np.float32)
+        read = _flushed if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
+        per_lane = read(head)[lane_sys]  # [pad, 6]; the flush commutes with the gather
+        # [groups][k][lanes] views of the loop's arrays <- [groups][lanes][k]
+        a["params"].view(np.uint32).reshape(groups, 4, lanes)[:] = (
+            per_lane[:, :4].reshape(groups, lanes, 4).transpose(0, 2, 1)
+        )
+        a["hyper"].view(np.uint32).reshape(groups, 2, lanes)[:] = (
+            per_lane[:, 4:].reshape(groups, lanes, 2).transpose(0, 2, 1)
+        )
         # Sample tables [q][batch][lane] of every key in use, rotated so that slot j holds batch (base + j) mod 8.
-        keys = np.unique(key)
         tables = np.empty((keys.size, 4, kernels.BATCHES, kernels.WARP), dtype=np.float32)
-        page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
-        for u in np.unique(keys // kernels.BATCHES).tolist():
-            page[WORD["X"] : WORD["Y"] + 256] = rows[u]
-            tab = sample_tables(page, z)
-            for i in np.flatnonzero(keys // kernels.BATCHES == u).tolist():
-                tables[i] = np.roll(tab, -int(keys[i] % kernels.BATCHES), axis=1)
-        lane_key = np.searchsorted(keys, key[lane_sys]).reshape(self.groups, lanes)  # index into tables
+        for k0 in range(0, keys.size, _TABLES_AT_ONCE):
+            ks = keys[k0 : k0 + _TABLES_AT_ONCE]
+            tables[k0 : k0 + ks.size] = _row_tables(rows[ks // kernels.BATCHES], ks % kernels.BATCHES, z)
+        index = np.zeros(n_keys, dtype=np.int64)
+        index[keys] = np.arange(keys.size)
+        lane_key = index[key[lane_sys]].reshape(groups, lanes)  # index into tables
         shared = (lane_key == lane_key[:, :1]).all(axis=1)
         # The groups of a block are stepped together: a block is of shared tables only when all are.
         shared = shared.reshape(-1, shape.block).all(axis=1).repeat(shape.block)
@@ -226,10 +226,23 @@ def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
     """:func:`meshnb.kernels.batches` of a page's words in numpy, ``[4, BATCHES, WARP]``: x, x^2,
     x^3 and y of sample ``g + 8 lane`` at ``[q, g, lane]``, the same float32 operations and flushes
     (the same bits; a sweep's cold start compiles no table kernel: about 1 s)."""
-    f32 = np.float32
+    return _row_tables(words[None, WORD["X"] : WORD["Y"] + 256], np.zeros(1, np.int64), z)[0]
 
-    def xy(name: str) -> np.ndarray:  # [BATCHES][WARP]: in_word of sample g + 8 lane
-        u = np.ascontiguousarray(words[WORD[name] : WORD[name] + 256].reshape(kernels.WARP, kernels.BATCHES).T)
+
+_TABLES_AT_ONCE = 1024
+"""Sample tables made by one set of numpy calls (4 MiB of them)."""
+
+
+def _row_tables(xy: np.ndarray, base8: np.ndarray, z: bool) -> np.ndarray:
+    """:func:`sample_tables` of rows of X then Y words ``[K, 512]``, each rotated so that slot ``j``
+    holds batch ``(base8 + j) mod 8``: ``[K, 4, BATCHES, WARP]``."""
+    f32 = np.float32
+    k = xy.shape[0]
+    slot = (base8[:, None] + np.arange(kernels.BATCHES)) % kernels.BATCHES
+
+    def words(at: int) -> np.ndarray:  # [K][BATCHES][WARP]: in_word of sample g + 8 lane, rotated
+        u = xy[:, at : at + 256].reshape(k, kernels.WARP, kernels.BATCHES).transpose(0, 2, 1)
+        u = u[np.arange(k)[:, None], slot]
         return flush_words(u).view(f32) if z else u.view(f32)  # from_bits: the flush, NaNs canonical
 
     def result(r: np.ndarray) -> np.ndarray:  # kernels.result: flush_subnormal in mode Z, NaNs kept
@@ -238,10 +251,31 @@ def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
         u = r.view(np.uint32)
         return np.where((u & np.uint32(0x7F800000)) == 0, u & np.uint32(0x80000000), u).view(f32)
 
-    x = xy("X")
+    x = words(0)
     with np.errstate(all="ignore"):  # NaNs and overflows are values here, as in the kernel
         x2 = result(x * x)
-        return np.stack([x, x2, result(x2 * x), xy("Y")])
+        return np.stack([x, x2, result(x2 * x), words(256)], axis=1)
+
+
+def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(words, axis=0, return_inverse=True)`` of uint32 rows ``[n, w]`` (the distinct rows
+    in lexicographic order, and each row's index of them, int64), sorted by the first ``lead``
+    columns alone (np.lexsort) and whole rows compared only where those tie: np.unique's sort of
+    whole rows, where they differ only further on (16384 pages' samples: 8x the time)."""
+    n = int(words.shape[0])
+    lead = min(lead, int(words.shape[1]))
+    if n < 2 or lead == 0:
+        return words[:1].copy(), np.zeros(n, dtype=np.int64)
+    order = np.lexsort(words[:, lead - 1 :: -1].T)  # the first column the primary key
+    ranked = words[order]
+    tie = (ranked[1:, :lead] == ranked[:-1, :lead]).all(axis=1)
+    if tie.any() and not (ranked[1:][tie] == ranked[:-1][tie]).all():  # rows that differ further on
+        rows, which = np.unique(words, axis=0, return_inverse=True)
+        return rows, which.reshape(-1).astype(np.int64)
+    new = np.concatenate([[True], ~tie])  # the first of each run of equal rows
+    which = np.empty(n, dtype=np.int64)
+    which[order] = np.cumsum(new) - 1
+    return ranked[new], which
 
 
 def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
@@ -267,16 +301,16 @@ def _lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray | None:
 
 
 def _one_base8(systems: Systems, lo: int, hi: int, used: np.ndarray) -> int | None:
-    """The step base mod 8 that systems ``lo .. hi-1`` (of start pages ``used``) all share, or None
-    (:meth:`Systems.step_base`'s cases, without a word per system where the base is one int or
-    each page's own)."""
+    """The step base mod 8 that systems ``lo .. hi-1`` (of the start pages ``used``, their words)
+    all share, or None (:meth:`Systems.step_base`'s cases, without a word per system where the
+    base is one int or each page's own)."""
     base = systems.base
     if isinstance(base, np.ndarray):
         b8 = base[lo:hi] & np.uint64(7)
     elif isinstance(base, int):
         return base & 7
     else:  # each page's own: NEXT_STEP's low bits
-        b8 = systems.starts[used, WORD["NEXT_STEP"]] & np.uint32(7)
+        b8 = used[:, WORD["NEXT_STEP"]] & np.uint32(7)
     return int(b8[0]) if b8.size and bool((b8 == b8[0]).all()) else None
 
 

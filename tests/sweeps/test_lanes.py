@@ -9,7 +9,7 @@ from meshnb import kernels
 from meshnb.floatz import flush_words
 from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import init_page, plan
-from meshnb.sweeps.lanes import Lanes, _flushed, final_pages, sample_tables, start_lr_words
+from meshnb.sweeps.lanes import Lanes, _flushed, distinct_rows, final_pages, sample_tables, start_lr_words
 from meshnb.testing.pages import hard_pages
 from meshnb.view import WORD
 
@@ -200,3 +200,19 @@ def test_start_lr_words_are_the_pages_lr_words() -> None:
             assert not np.shares_memory(got, systems.lr)  # a new array: a result may hold it
         own = plan(10, view_in=[init_page(), hard_pages()["nan-lr"]], z=z)
         assert np.array_equal(start_lr_words(own, 0, 2), own.words(0, 2)[:, WORD["LR"]])
+
+
+def test_distinct_rows_are_np_uniques() -> None:
+    rng = np.random.default_rng(3)
+    some = rng.integers(0, 2**32, (20, 512), dtype=np.uint64).astype(np.uint32)
+    tied = some.copy()
+    tied[:, :4] = tied[0, :4]  # the leading columns tie: whole rows decide (np.unique's own sort)
+    tied[5:, 300] += np.uint32(1)
+    few = rng.integers(0, 2, (20, 512), dtype=np.uint32)  # ties in the leading columns, then equal rows
+    few[:, 4:] = 0
+    for rows in (some, tied, few, some[:1], some[:0]):
+        words = rows[rng.integers(0, max(len(rows), 1), 200 if len(rows) else 0)]
+        got_rows, got_which = distinct_rows(words)
+        want_rows, want_which = np.unique(words, axis=0, return_inverse=True)
+        assert np.array_equal(got_rows, want_rows) and got_which.dtype == np.int64
+        assert np.array_equal(got_which, want_which.reshape(-1)), len(rows)
