@@ -196,12 +196,18 @@ class Lanes:
         self.arrays = a
 
     def per_system(self, lane_major: np.ndarray) -> np.ndarray:
-        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order."""
-        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, lane_major.shape[1])
+        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order (a new array)."""
+        k = int(lane_major.shape[1])
+        if self.one_table is not None:  # lane i holds system i: one transposing copy
+            out = np.empty((self.pad, k), dtype=lane_major.dtype)
+            out.reshape(self.groups, self.shape.lanes, k)[:] = lane_major.transpose(0, 2, 1)
+            return out[: self.m]
+        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, k)
         return per_lane[self.position]
 
-    def _words(self, name: str, rows: int) -> np.ndarray:
-        return self.per_system(self.arrays[name].view(np.uint32).reshape(self.groups, rows, self.shape.lanes))
+    def _words(self, name: str, rows: int, first: int | None = None) -> np.ndarray:
+        words = self.arrays[name].view(np.uint32).reshape(self.groups, rows, self.shape.lanes)
+        return self.per_system(words[:, :first])
 
     def ring_words(self) -> np.ndarray:
         """``[M, 256]``: the loss word of relative step r at column r mod 256."""
@@ -211,9 +217,10 @@ class Lanes:
         """``[M, 4]``: the params' words (a, b, c, d) as the loop left them."""
         return self._words("params", 4)
 
-    def history(self) -> np.ndarray:
-        """``[M, H]`` float32: the loss of every ``loss_every``-th step."""
-        return self._words("hist", self.rows).view(np.float32)
+    def history(self, first: int | None = None) -> np.ndarray:
+        """``[M, H]`` float32 (a new array): the loss of every ``loss_every``-th step, its ``first``
+        columns where given (a run stopped early)."""
+        return self._words("hist", self.rows, first).view(np.float32)
 
     def trace_rows(self, trace: np.ndarray, n: int) -> np.ndarray:
         """A chunk's trace buffer ``[groups][n][5][lanes]`` as ``[pad, n * 5]`` words, a row per lane."""

@@ -119,6 +119,7 @@ def test_one_tables_lanes_are_the_sorted_lanes(z: bool, shape: sweep_loop.Shape)
                 want = Lanes(systems.words(lo, hi), z, 10, every, shape)
                 assert got.one_table is not None and want.one_table is None, name
                 _same_lanes(got, want, (name, lo, hi, every))
+                _same_read_back(got, want, (name, lo, hi, every))
 
 
 def test_systems_of_several_tables_take_the_sorting_path() -> None:
@@ -176,6 +177,22 @@ def _same_lanes(got: Lanes, want: Lanes, what: object, stale_ok: tuple[str, ...]
         g = got.arrays[k]
         assert g.dtype == v.dtype and g.shape == v.shape, (what, k)
         assert k in stale_ok or np.array_equal(g.view(np.uint8), v.view(np.uint8)), (what, k)
+
+
+def _same_read_back(got: Lanes, want: Lanes, what: object) -> None:
+    """The same words in both lanes' loop arrays read back per system alike (lanes in system order
+    against the sorting path's gather)."""
+    rng = np.random.default_rng(got.m)
+    for name in ("params", "ring", "hist"):
+        words = rng.integers(0, 2**32, got.arrays[name].shape, dtype=np.uint64).astype(np.uint32)
+        got.arrays[name] = words.view(np.float32)
+        want.arrays[name] = words.copy().view(np.float32)
+    assert np.array_equal(got.params_words(), want.params_words()), what
+    assert np.array_equal(got.ring_words(), want.ring_words()), what
+    for first in (None, got.rows // 2):
+        g, w = got.history(first), want.history(first)
+        assert g.shape == (got.m, got.rows if first is None else first), what
+        assert np.array_equal(g.view(np.uint32), w.view(np.uint32)), what
 
 
 def test_flushed_words_are_flush_words() -> None:
