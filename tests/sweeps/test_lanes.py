@@ -200,12 +200,15 @@ def test_flushed_words_are_flush_words() -> None:
     normal = rng.integers(0x00800000, 0x7F800000, 1000, dtype=np.uint32) | (rng.integers(0, 2, 1000) << 31).astype(
         np.uint32
     )
-    assert _flushed(normal) is normal  # nothing to flush: the words themselves
-    for special in (0, 0x80000000, 1, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x7F800001, 0xFFFFFFFF, 0x7FC00000):
+    kept = (0, 0x80000000, 0x7F800000, 0xFF800000, 0x00800000, 0x807FFFFF + 1, 0x7F7FFFFF)  # the flush keeps them
+    changed = (1, 0x807FFFFF, 0x007FFFFF, 0x7F800001, 0xFFFFFFFF, 0x7FC00000, 0xFF800001)
+    for special in kept + changed:
         words = normal.copy()
         words[rng.integers(0, 1000)] = special
-        assert np.array_equal(_flushed(words), flush_words(words)), hex(special)
-    assert _flushed(np.zeros(0, np.uint32)).size == 0
+        got = _flushed(words)
+        assert np.array_equal(got, flush_words(words)), hex(special)
+        assert (got is words) == (special in kept), hex(special)  # no flush where no word needs one
+    assert _flushed(normal) is normal and _flushed(np.zeros(0, np.uint32)).size == 0
 
 
 def test_start_lr_words_are_the_pages_lr_words() -> None:
