@@ -16,18 +16,20 @@ from ..floatz import flush_words
 from ..jit import jit
 from ..loops import sweep as sweep_loop
 from ..runspec import Systems
-from ..view import PAGE_WORDS, WORD
+from ..view import WORD
 
 _LOSS0 = WORD["LOSS"]
 
 
-def _width(name: str, hist_rows: int, lanes: int) -> int:
-    """The columns of a loop array of ``empty_arrays(groups, hist_rows, 0, lanes)``."""
-    return int(sweep_loop.empty_arrays(1, hist_rows, 0, lanes)[name].shape[1])
-
-
 class Lanes:
     """The loop's arrays for a batch of systems (``words``: their start pages ``[n, 1024]``)."""
+
+    arrays: dict[str, np.ndarray]
+    """The loop's arrays by name (``params``, ``hyper``, ``ring``, ``hist``, ``trace``, ``tab_of``,
+    ``stabs``, ``tabs``)."""
+    one_table: tuple[np.ndarray, int, bool] | None
+    """Where every system reads one sample table: its X and Y words, step base mod 8 and mode Z
+    (lanes in system order, :meth:`of_systems`'s path without a sort); else None."""
 
     def __init__(self, words: np.ndarray, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape) -> None:
         m = int(words.shape[0])
@@ -35,36 +37,111 @@ class Lanes:
         if m == 0 or (xy == xy[0]).all():  # the usual case: one page's samples (an LR sweep)
             rows, which = xy[:1], np.zeros(m, dtype=np.int64)
         else:
-            rows, which = np.unique(xy, axis=0, return_inverse=True)
-            which = which.reshape(-1).astype(np.int64)
+            rows, which = distinct_rows(xy)
         head = words[:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
         self._build(head, (words[:, WORD["NEXT_STEP"]] & 7).astype(np.int64), rows, which, z, steps, loss_every, shape)
 
     @classmethod
     def of_systems(
         cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
-        reuse: dict[str, np.ndarray] | None = None,
+        reuse: Lanes | None = None,
     ) -> Lanes:  # fmt: skip
         """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
         bases, as :class:`Lanes` of ``systems.words(lo, hi)`` (the same arrays) without making a
         4 KiB page per system: 24 bytes a system, and each distinct start page's samples once.
-        ``reuse``: an earlier batch's ``arrays``, taken where their shapes fit (its loss ring and
-        history keep stale words where this batch's steps do not reach, which nothing reads; a
-        fresh ring costs a page fault every 4 systems)."""
-        page_of = systems.page_index(lo, hi)
-        used, inverse = np.unique(page_of, return_inverse=True)
-        xy = systems.starts[used, WORD["X"] : WORD["Y"] + 256]
-        if used.size <= 1 or (xy == xy[0]).all():
-            rows, which = xy[:1], np.zeros(hi - lo, dtype=np.int64)
-        else:
-            rows, which_page = np.unique(xy, axis=0, return_inverse=True)
-            which = which_page.reshape(-1).astype(np.int64)[inverse.reshape(-1)]
-        head = systems.starts[page_of[:, None], [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]
-        head[:, 4] = start_lr_words(systems, lo, hi)
-        base8 = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
+        ``reuse``: an earlier batch's lanes, whose ``arrays`` are taken where their shapes fit (its
+        loss ring and history keep stale words where this batch's steps do not reach, which nothing
+        reads; a fresh ring costs a page fault every 4 systems), and its sample table where it is
+        this batch's one table too."""
+        m = hi - lo
         lanes = cls.__new__(cls)
-        lanes._build(head, base8, rows, which, systems.z, steps, loss_every, shape, reuse)
+        # Page-major (system k is page k // L): the batch's pages are a run of them, with no sort.
+        first = int(systems.page_index(lo, lo + 1)[0]) if m else 0
+        used = systems.starts[first : int(systems.page_index(hi - 1, hi)[0]) + 1 if m else first]  # a view
+        xy = used[:, WORD["X"] : WORD["Y"] + 256]
+        one_row = len(used) <= 1 or bool((xy == xy[0]).all())
+        head = used[:, [0, 1, 2, 3, WORD["LR"], WORD["INV_BATCH"]]]  # per page
+        inverse = None if len(used) <= 1 else systems.page_index(lo, hi) - first  # each system's page
+        base8 = _one_base8(systems, lo, hi, used) if m and one_row else None
+        if base8 is not None:  # one sample table (an LR sweep): no sort, lanes in system order
+            lanes._build_one_table(m, head, inverse, _lr_words(systems, lo, hi), xy[0], base8, systems.z, steps,
+                                   loss_every, shape, reuse)  # fmt: skip
+            return lanes
+        if one_row:
+            rows, which = xy[:1], np.zeros(m, dtype=np.int64)
+        else:
+            rows, which_page = distinct_rows(xy)
+            which = which_page[inverse]
+        head = np.take(head, np.zeros(m, np.int64) if inverse is None else inverse, axis=0)  # 4x head[...]
+        head[:, 4] = start_lr_words(systems, lo, hi)
+        base8s = (systems.step_base(lo, hi) & np.uint64(7)).astype(np.int64)
+        lanes._build(
+            head, base8s, rows, which, systems.z, steps, loss_every, shape, None if reuse is None else reuse.arrays
+        )
         return lanes
+
+    def _arrays(self, m: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
+                reuse: dict[str, np.ndarray] | None) -> dict[str, np.ndarray]:  # fmt: skip
+        """Sets the batch's sizes; the loop's state arrays (``reuse``'s where their shapes fit)."""
+        lanes, per_call = shape.lanes, shape.lanes * shape.block
+        pad = -(-m // per_call) * per_call
+        self.shape, self.loss_every = shape, loss_every
+        self.m, self.pad, self.groups = m, pad, pad // lanes
+        self.rows = steps // loss_every if loss_every else 0
+        fresh = sweep_loop.empty_arrays(self.groups if reuse is None else 1, self.rows, 0, lanes)
+        if reuse is None:
+            return fresh
+        a: dict[str, np.ndarray] = {}
+        for name, one in fresh.items():  # one group's arrays: the widths
+            kept = reuse.get(name)
+            fit = kept is not None and kept.shape == (self.groups, one.shape[1])
+            a[name] = kept if kept is not None and fit else np.zeros((self.groups, one.shape[1]), np.float32)
+        return a
+
+    def _build_one_table(
+        self, m: int, head: np.ndarray, inverse: np.ndarray | None, lr: np.ndarray | None, row: np.ndarray,
+        base8: int, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape, reuse: Lanes | None,
+    ) -> None:  # fmt: skip
+        """:meth:`_build` of ``m`` systems that all read one sample table (X and Y ``row``, step base
+        ``base8`` mod 8): lane ``i`` holds system ``min(i, m - 1)`` (the order :meth:`_build`'s
+        stable sort of equal keys gives) and every group reads the one shared table.  ``head``
+        ``[P, 6]``: each page's words as :meth:`_build` takes them, ``inverse`` each system's page
+        of them (None: one page); ``lr`` each system's LR word before the flush (None: its page's);
+        ``reuse`` as :meth:`of_systems` takes it."""
+        a = self._arrays(m, steps, loss_every, shape, None if reuse is None else reuse.arrays)
+        lanes, groups = shape.lanes, self.groups
+        self.order = self.position = np.arange(m)  # read only, as _build's
+        read = _flushed if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
+        head = read(head)
+        # [groups][k][lanes] views of the loop's arrays, filled from system order; the padding lanes
+        # (in the groups from ``full`` on) copy the last system's words
+        params = a["params"].view(np.uint32).reshape(groups, 4, lanes)
+        hyper = a["hyper"].view(np.uint32).reshape(groups, 2, lanes)
+        full = m // lanes
+        tail = np.minimum(np.arange(full * lanes, self.pad), m - 1)
+
+        def put(dst: np.ndarray, per_sys: np.ndarray) -> None:  # [groups, k, lanes] <- [m, k]
+            dst[:full] = per_sys[: full * lanes].reshape(full, lanes, dst.shape[1]).transpose(0, 2, 1)
+            dst[full:] = per_sys[tail].reshape(-1, lanes, dst.shape[1]).transpose(0, 2, 1)
+
+        if inverse is None:  # one page: its params, LR and INV_BATCH words in every lane
+            params[:] = head[0, :4, None]
+            hyper[:] = head[0, 4:, None]
+        else:
+            per_sys = np.take(head, inverse, axis=0)  # 4x faster than head[inverse]
+            put(params, per_sys[:, :4])
+            put(hyper, per_sys[:, 4:])
+        if lr is not None:  # SET_LR's words over the pages' own
+            put(hyper[:, :1], read(lr)[:, None])
+        a["tab_of"] = np.full(groups, -1, dtype=np.int64)
+        self.one_table = (row.copy(), base8, z)
+        if reuse is not None and reuse.one_table is not None and _same_table(reuse.one_table, self.one_table):
+            a["stabs"] = reuse.arrays["stabs"]  # read only
+        else:
+            table = _row_tables(row[None], np.array([base8]), z)[0]  # slot j holds batch (base + j) mod 8
+            a["stabs"] = np.ascontiguousarray(table.transpose(1, 2, 0)).reshape(1, sweep_loop.SHARED_FLOATS)
+        a["tabs"] = np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)  # no group's own
+        self.arrays = a
 
     def _build(
         self, head: np.ndarray, base8: np.ndarray, rows: np.ndarray, which: np.ndarray, z: bool, steps: int,
@@ -73,39 +150,35 @@ class Lanes:
         """``head`` ``[M, 6]``: each system's params' words, LR and INV_BATCH words; ``base8`` its step
         base mod 8; ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
         m = int(head.shape[0])
-        lanes, per_call = shape.lanes, shape.lanes * shape.block
-        pad = -(-m // per_call) * per_call
-        self.shape = shape
+        a = self._arrays(m, steps, loss_every, shape, reuse)
+        self.one_table = None
+        lanes, pad, groups = shape.lanes, self.pad, self.groups
         key = which * kernels.BATCHES + base8
-        self.order = np.argsort(key, kind="stable")
+        n_keys = rows.shape[0] * kernels.BATCHES
+        # np.unique's keys and a stable sort without a comparison sort: a count, and numpy's radix
+        # sort of 16-bit keys (the same order: a stable sort of the same values)
+        keys = np.flatnonzero(np.bincount(key, minlength=n_keys))
+        self.order = np.argsort(key.astype(np.uint16) if n_keys <= 1 << 16 else key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
         self.position[self.order] = np.arange(m)
         lane_sys = self.order[np.minimum(np.arange(pad), max(m - 1, 0))] if m else np.zeros(0, np.int64)
-        self.m, self.pad, self.groups = m, pad, pad // lanes
-        self.rows = steps // loss_every if loss_every else 0
-        a = sweep_loop.empty_arrays(self.groups, self.rows, 0, lanes) if reuse is None else {}
-        for name, kept in (reuse or {}).items():
-            if name in ("params", "hyper", "ring", "hist", "trace"):
-                fits = kept.shape == (self.groups, _width(name, self.rows, lanes))
-                a[name] = kept if fits else np.zeros((self.groups, _width(name, self.rows, lanes)), np.float32)
-
-        def grouped(per_lane: np.ndarray) -> np.ndarray:  # [lanes of all groups, k] -> [groups, k * lanes]
-            g = per_lane.reshape(-1, lanes, per_lane.shape[1])
-            return np.ascontiguousarray(np.moveaxis(g, 1, -1)).reshape(g.shape[0], per_lane.shape[1] * lanes)
-
-        read = flush_words if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
-        a["params"][:] = grouped(read(head[lane_sys, :4])).view(np.float32)
-        a["hyper"][:] = grouped(read(head[lane_sys, 4:6])).view(np.float32)
+        read = _flushed if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
+        per_lane = np.take(read(head), lane_sys, axis=0)  # [pad, 6]; the flush commutes with the gather
+        # [groups][k][lanes] views of the loop's arrays <- [groups][lanes][k]
+        a["params"].view(np.uint32).reshape(groups, 4, lanes)[:] = (
+            per_lane[:, :4].reshape(groups, lanes, 4).transpose(0, 2, 1)
+        )
+        a["hyper"].view(np.uint32).reshape(groups, 2, lanes)[:] = (
+            per_lane[:, 4:].reshape(groups, lanes, 2).transpose(0, 2, 1)
+        )
         # Sample tables [q][batch][lane] of every key in use, rotated so that slot j holds batch (base + j) mod 8.
-        keys = np.unique(key)
         tables = np.empty((keys.size, 4, kernels.BATCHES, kernels.WARP), dtype=np.float32)
-        page = np.zeros(PAGE_WORDS, dtype=np.uint32)  # X and Y where a page holds them, for batches()
-        for u in np.unique(keys // kernels.BATCHES).tolist():
-            page[WORD["X"] : WORD["Y"] + 256] = rows[u]
-            tab = sample_tables(page, z)
-            for i in np.flatnonzero(keys // kernels.BATCHES == u).tolist():
-                tables[i] = np.roll(tab, -int(keys[i] % kernels.BATCHES), axis=1)
-        lane_key = np.searchsorted(keys, key[lane_sys]).reshape(self.groups, lanes)  # index into tables
+        for k0 in range(0, keys.size, _TABLES_AT_ONCE):
+            ks = keys[k0 : k0 + _TABLES_AT_ONCE]
+            tables[k0 : k0 + ks.size] = _row_tables(rows[ks // kernels.BATCHES], ks % kernels.BATCHES, z)
+        index = np.zeros(n_keys, dtype=np.int64)
+        index[keys] = np.arange(keys.size)
+        lane_key = index[key[lane_sys]].reshape(groups, lanes)  # index into tables
         shared = (lane_key == lane_key[:, :1]).all(axis=1)
         # The groups of a block are stepped together: a block is of shared tables only when all are.
         shared = shared.reshape(-1, shape.block).all(axis=1).repeat(shape.block)
@@ -121,15 +194,20 @@ class Lanes:
         a["stabs"] = stabs if used.size else np.zeros((1, sweep_loop.SHARED_FLOATS), dtype=np.float32)
         a["tabs"] = ltabs if own.size else np.zeros((1, sweep_loop.tab_floats(lanes)), dtype=np.float32)
         self.arrays = a
-        self.loss_every = loss_every
 
     def per_system(self, lane_major: np.ndarray) -> np.ndarray:
-        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order."""
-        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, lane_major.shape[1])
+        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order (a new array)."""
+        k = int(lane_major.shape[1])
+        if self.one_table is not None:  # lane i holds system i: one transposing copy
+            out = np.empty((self.pad, k), dtype=lane_major.dtype)
+            out.reshape(self.groups, self.shape.lanes, k)[:] = lane_major.transpose(0, 2, 1)
+            return out[: self.m]
+        per_lane = np.moveaxis(lane_major, 2, 1).reshape(self.pad, k)
         return per_lane[self.position]
 
-    def _words(self, name: str, rows: int) -> np.ndarray:
-        return self.per_system(self.arrays[name].view(np.uint32).reshape(self.groups, rows, self.shape.lanes))
+    def _words(self, name: str, rows: int, first: int | None = None) -> np.ndarray:
+        words = self.arrays[name].view(np.uint32).reshape(self.groups, rows, self.shape.lanes)
+        return self.per_system(words[:, :first])
 
     def ring_words(self) -> np.ndarray:
         """``[M, 256]``: the loss word of relative step r at column r mod 256."""
@@ -139,9 +217,10 @@ class Lanes:
         """``[M, 4]``: the params' words (a, b, c, d) as the loop left them."""
         return self._words("params", 4)
 
-    def history(self) -> np.ndarray:
-        """``[M, H]`` float32: the loss of every ``loss_every``-th step."""
-        return self._words("hist", self.rows).view(np.float32)
+    def history(self, first: int | None = None) -> np.ndarray:
+        """``[M, H]`` float32 (a new array): the loss of every ``loss_every``-th step, its ``first``
+        columns where given (a run stopped early)."""
+        return self._words("hist", self.rows, first).view(np.float32)
 
     def trace_rows(self, trace: np.ndarray, n: int) -> np.ndarray:
         """A chunk's trace buffer ``[groups][n][5][lanes]`` as ``[pad, n * 5]`` words, a row per lane."""
@@ -154,10 +233,23 @@ def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
     """:func:`meshnb.kernels.batches` of a page's words in numpy, ``[4, BATCHES, WARP]``: x, x^2,
     x^3 and y of sample ``g + 8 lane`` at ``[q, g, lane]``, the same float32 operations and flushes
     (the same bits; a sweep's cold start compiles no table kernel: about 1 s)."""
-    f32 = np.float32
+    return _row_tables(words[None, WORD["X"] : WORD["Y"] + 256], np.zeros(1, np.int64), z)[0]
 
-    def xy(name: str) -> np.ndarray:  # [BATCHES][WARP]: in_word of sample g + 8 lane
-        u = np.ascontiguousarray(words[WORD[name] : WORD[name] + 256].reshape(kernels.WARP, kernels.BATCHES).T)
+
+_TABLES_AT_ONCE = 1024
+"""Sample tables made by one set of numpy calls (4 MiB of them)."""
+
+
+def _row_tables(xy: np.ndarray, base8: np.ndarray, z: bool) -> np.ndarray:
+    """:func:`sample_tables` of rows of X then Y words ``[K, 512]``, each rotated so that slot ``j``
+    holds batch ``(base8 + j) mod 8``: ``[K, 4, BATCHES, WARP]``."""
+    f32 = np.float32
+    k = xy.shape[0]
+    slot = (base8[:, None] + np.arange(kernels.BATCHES)) % kernels.BATCHES
+
+    def words(at: int) -> np.ndarray:  # [K][BATCHES][WARP]: in_word of sample g + 8 lane, rotated
+        u = xy[:, at : at + 256].reshape(k, kernels.WARP, kernels.BATCHES).transpose(0, 2, 1)
+        u = u[np.arange(k)[:, None], slot]
         return flush_words(u).view(f32) if z else u.view(f32)  # from_bits: the flush, NaNs canonical
 
     def result(r: np.ndarray) -> np.ndarray:  # kernels.result: flush_subnormal in mode Z, NaNs kept
@@ -166,19 +258,84 @@ def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
         u = r.view(np.uint32)
         return np.where((u & np.uint32(0x7F800000)) == 0, u & np.uint32(0x80000000), u).view(f32)
 
-    x = xy("X")
+    x = words(0)
     with np.errstate(all="ignore"):  # NaNs and overflows are values here, as in the kernel
         x2 = result(x * x)
-        return np.stack([x, x2, result(x2 * x), xy("Y")])
+        return np.stack([x, x2, result(x2 * x), words(256)], axis=1)
+
+
+def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(words, axis=0, return_inverse=True)`` of uint32 rows ``[n, w]`` (the distinct rows
+    in lexicographic order, and each row's index of them, int64), sorted by the first ``lead``
+    columns alone (np.lexsort) and whole rows compared only where those tie: np.unique's sort of
+    whole rows, where they differ only further on (16384 pages' samples: 8x the time)."""
+    n = int(words.shape[0])
+    lead = min(lead, int(words.shape[1]))
+    if n < 2 or lead == 0:
+        return words[:1].copy(), np.zeros(n, dtype=np.int64)
+    order = np.lexsort(words[:, lead - 1 :: -1].T)  # the first column the primary key
+    ranked = words[order]
+    tie = (ranked[1:, :lead] == ranked[:-1, :lead]).all(axis=1)
+    if tie.any() and not (ranked[1:][tie] == ranked[:-1][tie]).all():  # rows that differ further on
+        rows, which = np.unique(words, axis=0, return_inverse=True)
+        return rows, which.reshape(-1).astype(np.int64)
+    new = np.concatenate([[True], ~tie])  # the first of each run of equal rows
+    which = np.empty(n, dtype=np.int64)
+    which[order] = np.cumsum(new) - 1
+    return ranked[new], which
 
 
 def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
     """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
-    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there."""
-    if systems.lr is None:
+    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there
+    (a new array)."""
+    lr = _lr_words(systems, lo, hi)
+    if lr is None:
         return systems.starts[systems.page_index(lo, hi), WORD["LR"]]
-    lr = systems.lr[systems.lr_index(lo, hi)]
-    return flush_words(lr) if systems.z else lr
+    out = _flushed(lr) if systems.z else lr
+    return out.copy() if np.shares_memory(out, systems.lr) else out
+
+
+def _lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray | None:
+    """``systems.lr`` of systems ``lo .. hi-1`` (None: no LRs, each page's own), a view of it where
+    they are a run of it (system k runs LR k mod L: a batch within one page's LRs)."""
+    if systems.lr is None:
+        return None
+    k0 = int(systems.lr_index(lo, lo + 1)[0]) if hi > lo else 0
+    if k0 + (hi - lo) <= systems.lr.size:
+        return systems.lr[k0 : k0 + hi - lo]
+    return systems.lr[systems.lr_index(lo, hi)]
+
+
+def _one_base8(systems: Systems, lo: int, hi: int, used: np.ndarray) -> int | None:
+    """The step base mod 8 that systems ``lo .. hi-1`` (of the start pages ``used``, their words)
+    all share, or None (:meth:`Systems.step_base`'s cases, without a word per system where the
+    base is one int or each page's own)."""
+    base = systems.base
+    if isinstance(base, np.ndarray):
+        b8 = base[lo:hi] & np.uint64(7)
+    elif isinstance(base, int):
+        return base & 7
+    else:  # each page's own: NEXT_STEP's low bits
+        b8 = used[:, WORD["NEXT_STEP"]] & np.uint32(7)
+    return int(b8[0]) if b8.size and bool((b8 == b8[0]).all()) else None
+
+
+def _same_table(a: tuple[np.ndarray, int, bool], b: tuple[np.ndarray, int, bool]) -> bool:
+    """Whether two ``Lanes.one_table`` keys (X and Y words, step base mod 8, mode Z) are one table."""
+    return a[1:] == b[1:] and np.array_equal(a[0], b[0])
+
+
+def _flushed(u: np.ndarray) -> np.ndarray:
+    """:func:`~meshnb.floatz.flush_words` of ``u``, or ``u`` itself where it has no subnormal or NaN
+    word, the only words the flush changes (a sweep's words: 4 numpy passes instead of 10)."""
+    mag = u & np.uint32(0x7FFFFFFF)
+    if not mag.size:
+        return u
+    # subnormal: 0 < mag < 2^23, so mag - 1 (zero wraps round) < 2^23 - 1; NaN: mag > inf's
+    if int((mag - np.uint32(1)).min()) >= 0x007FFFFF and int(mag.max()) <= 0x7F800000:
+        return u
+    return flush_words(u)
 
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:

@@ -230,7 +230,8 @@ class Runner:
         self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
-        self.spare: dict[str, np.ndarray] | None = None
+        self.spare: Lanes | None = None
+        self.trace_buf = np.empty((0, 0), dtype=np.float32)  # a chunk's trace sums, kept for the next batch
         self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
         self.first_call = warm_up(self.mode, self.shape)
         self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
@@ -273,7 +274,7 @@ class Runner:
         """
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
         lanes = Lanes.of_systems(self.systems, lo, hi, steps, every, sh, self.spare)  # no page per system
-        self.spare = lanes.arrays  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in)
+        self.spare = lanes  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in), table
         m, groups = lanes.m, lanes.groups
         n_threads = min(self.threads, groups // sh.block)  # 0 for no systems (an MPI rank's empty share)
         blocks = groups // sh.block
@@ -282,7 +283,9 @@ class Runner:
         hashers = [hashlib.sha256() for _ in range(m)] if trace else []
         a = lanes.arrays
         width = per_call * sweep_loop.NSUMS * sh.lanes if trace else 0
-        trace_buf = np.empty((groups, width), dtype=np.float32)
+        if self.trace_buf.shape != (groups, width):  # a fresh 20 MiB buffer a batch: a page fault per 4 KiB
+            self.trace_buf = np.empty((groups, width), dtype=np.float32)
+        trace_buf = self.trace_buf
 
         def call(g0: int, g1: int, first: int, count: int) -> None:
             sweep_loop.run_groups(
@@ -314,7 +317,7 @@ class Runner:
             trace_digest_bytes=(
                 np.frombuffer(b"".join(h.digest() for h in hashers), np.uint8).reshape(m, 32).copy() if trace else None
             ),
-            loss_history=lanes.history()[:, :hist_rows].copy() if every else None,
+            loss_history=lanes.history(hist_rows) if every else None,
             loss_steps=np.arange(every - 1, hist_rows * every, every or 1, dtype=np.int64) if every else None,
             seconds=seconds, first_call_seconds=self.first_call, shape=str(sh),
         )  # fmt: skip
