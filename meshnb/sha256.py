@@ -814,13 +814,19 @@ def message_blocks(nbytes: int) -> int:
 
 
 @jit(nogil=True)
+def lanes_init(h):  # type: ignore[no-untyped-def]
+    """The initial hash value in every lane of ``h`` (uint32 ``[8 * LANES]``)."""
+    for j in range(8):
+        lanes_store(h, j * LANES, lanes_splat(_H0_WORDS[j]))
+
+
+@jit(nogil=True)
 def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
     """Set up :func:`compress_lanes`' arrays for messages of ``nbytes`` bytes (a multiple of 4): the
     initial hash value in every lane of ``h``, and the padding words (0x80, zeros, the length in
     bits) in every lane of ``w``'s words from ``nbytes // 4`` on; the message words are the caller's."""
     n = LANES
-    for j in range(8):
-        lanes_store(h, j * n, lanes_splat(_H0_WORDS[j]))
+    lanes_init(h)
     words = w.shape[0] // n
     first = nbytes // 4
     for t in range(first, words):
@@ -841,6 +847,45 @@ def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
         out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
         out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
         out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
+
+
+@jit(nogil=True)
+def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def]
+    """Append ``nwords`` words to each of :data:`LANES` messages being hashed (a stream each):
+    word i of lane q is ``src[i * LANES + q]`` (uint32, hashed as its little-endian bytes); ``h``
+    their chaining values (:func:`lanes_start`'s layout), ``tail`` uint32 ``[16 * LANES]`` the
+    unfinished block's SHA-256 words, ``ntail`` how many (the same in every lane: the messages grow
+    together); ``s`` scratch as :func:`compress_lanes` takes it.  Returns the new ``ntail``."""
+    n = LANES
+    pos = ntail
+    for i in range(nwords):
+        lanes_store(tail, pos * n, lanes_bswap(lanes_load(src, i * n)))
+        pos += 1
+        if pos == 16:
+            compress_lanes(h, tail, 1, s)
+            pos = 0
+    return pos
+
+
+@jit(nogil=True)
+def lanes_finish(h, tail, ntail, nbytes, s):  # type: ignore[no-untyped-def]
+    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each (the padding, the length):
+    ``h`` then holds their digests (:func:`lanes_digest_out` reads a lane's)."""
+    n = LANES
+    pos = ntail
+    lanes_store(tail, pos * n, lanes_splat(0x80000000))
+    pos += 1
+    if pos > 14:  # no room for the length: a block of its own
+        for t in range(pos, 16):
+            lanes_store(tail, t * n, lanes_splat(0))
+        compress_lanes(h, tail, 1, s)
+        pos = 0
+    for t in range(pos, 14):
+        lanes_store(tail, t * n, lanes_splat(0))
+    bits = np.uint64(8 * nbytes)
+    lanes_store(tail, 14 * n, lanes_splat(np.uint32(bits >> np.uint64(32))))
+    lanes_store(tail, 15 * n, lanes_splat(np.uint32(bits & np.uint64(0xFFFFFFFF))))
+    compress_lanes(h, tail, 1, s)
 
 
 ROWS_KERNEL: str = "lanes" if cpu.target_shape().isa == "avx512" or IMPLEMENTATION != "sha-ni" else "one"

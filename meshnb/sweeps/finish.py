@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import sha256
 from ..jit import jit
+from ..loops.sweep import NSUMS
 from ..runspec import NJIT_DIGEST_ROWS, Systems, row_digests
 from ..view import WORD
 from .lanes import Lanes, start_lr_words
@@ -197,3 +198,71 @@ def result_of_lanes(
         first=lo,
         **extra,
     )
+
+
+# --- trace digests ------------------------------------------------------------------------------
+
+
+class TraceHashes:
+    """The trace digests of a batch's systems, hashed chunk by chunk straight from the loop's trace
+    buffer by the multi-buffer SHA-256 (a group's systems in the vector lanes: a group's words of a
+    step are one vector), on the runner's threads.  For loops whose groups are
+    :data:`meshnb.sha256.LANES` wide (:meth:`fits`); else the runner hashes rows with hashlib."""
+
+    def __init__(self, groups: int) -> None:
+        n = sha256.LANES
+        self.h = np.empty((groups, 8 * n), dtype=np.uint32)
+        self.tail = np.empty((groups, 16 * n), dtype=np.uint32)
+        self.ntail = 0  # words in the unfinished block: the same for every system (they grow together)
+        self.words = 0
+        _trace_init(self.h)
+
+    @staticmethod
+    def fits(lanes: Lanes) -> bool:
+        """Whether a batch's trace is hashed here: a large batch (a small one compiles no kernel)
+        whose groups are the hash's lanes, where the lanes kernel is the one in use."""
+        return lanes.m >= NJIT_DIGEST_ROWS and lanes.shape.lanes == sha256.LANES and sha256.ROWS_KERNEL == "lanes"
+
+    def update(self, trace: np.ndarray, steps: int, pool: Executor, cuts: list[int]) -> None:
+        """Hash a chunk's ``steps`` steps of trace (``[groups][steps][5][lanes]`` words), groups
+        ``cuts[i] .. cuts[i + 1] - 1`` on a thread each."""
+        words = steps * NSUMS
+        t = trace.view(np.uint32)
+        for f in [
+            pool.submit(_trace_update, self.h, self.tail, self.ntail, t, words, cuts[i], cuts[i + 1])
+            for i in range(len(cuts) - 1)
+        ]:
+            f.result()
+        self.ntail = (self.ntail + words) % 16
+        self.words += words
+
+    def digests(self, order: np.ndarray, m: int, pool: Executor, cuts: list[int]) -> np.ndarray:
+        """``[m, 32]``: each system's trace digest (of the steps hashed), in system order."""
+        out = np.empty((m, 32), dtype=np.uint8)
+        args = (self.h, self.tail, self.ntail, 4 * self.words, order, m, out)
+        for f in [pool.submit(_trace_finish, *args, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]:
+            f.result()
+        return out
+
+
+@jit(nogil=True)
+def _trace_init(h):  # type: ignore[no-untyped-def]
+    for g in range(h.shape[0]):
+        sha256.lanes_init(h[g])
+
+
+@jit(nogil=True)
+def _trace_update(h, tail, ntail, trace, words, g0, g1):  # type: ignore[no-untyped-def]
+    s = np.empty(64 * sha256.LANES, dtype=np.uint32)
+    for g in range(g0, g1):
+        sha256.lanes_update(h[g], tail[g], ntail, trace[g], words, s)
+
+
+@jit(nogil=True)
+def _trace_finish(h, tail, ntail, nbytes, order, m, out, g0, g1):  # type: ignore[no-untyped-def]
+    n = sha256.LANES
+    s = np.empty(64 * n, dtype=np.uint32)
+    for g in range(g0, g1):
+        sha256.lanes_finish(h[g], tail[g], ntail, nbytes, s)
+        for q in range(min(n, m - g * n)):
+            sha256.lanes_digest_out(h[g], q, out, order[g * n + q])

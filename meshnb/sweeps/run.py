@@ -6,7 +6,9 @@ each), one after the other; a batch runs its steps in *chunks* (so progress and 
 live), each chunk a call of the loop per thread on the thread's slice of groups (each call
 releases the GIL and sets the DAZ bit on its own thread).  Systems share nothing, so the bits
 depend on neither the split nor the batch.  With ``trace=True`` every system's trace words are
-hashed per chunk (hashlib, on the same threads).
+hashed per chunk on the same threads: straight from the loop's trace buffer by the multi-buffer
+SHA-256 (:class:`~meshnb.sweeps.finish.TraceHashes`) where the loop's groups are its lanes, else
+row by row with hashlib.
 
 On Ctrl-C a run stops at the end of the chunk in flight: the batches finished are whole, and the
 batch in flight has run the steps of its finished chunks (:class:`SweepInterrupted`).
@@ -29,7 +31,7 @@ from ..host import steps_shown
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
 from ..view import WORD
-from .finish import result_of_lanes
+from .finish import TraceHashes, result_of_lanes
 from .lanes import Lanes, final_pages
 from .plan import (
     LRs,
@@ -280,7 +282,8 @@ class Runner:
         blocks = groups // sh.block
         cuts = [sh.block * (blocks * i // n_threads) for i in range(n_threads + 1)] if n_threads else [0]
         per_call = self.chunk
-        hashers = [hashlib.sha256() for _ in range(m)] if trace else []
+        lanes_trace = TraceHashes(groups) if trace and TraceHashes.fits(lanes) else None
+        hashers = [hashlib.sha256() for _ in range(m)] if trace and lanes_trace is None else []
         a = lanes.arrays
         width = per_call * sweep_loop.NSUMS * sh.lanes if trace else 0
         if self.trace_buf.shape != (groups, width):  # a fresh 20 MiB buffer a batch: a page fault per 4 KiB
@@ -303,7 +306,9 @@ class Runner:
             n = min(per_call, steps - done)
             for f in [self.pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
                 f.result()
-            if trace and m:
+            if lanes_trace is not None:
+                lanes_trace.update(trace_buf, n, self.pool, cuts)
+            elif trace and m:
                 rows = lanes.trace_rows(trace_buf, n)
                 parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
                 for f in [self.pool.submit(hash_rows, rows, k0, k1) for k0, k1 in parts]:
@@ -313,10 +318,13 @@ class Runner:
                 on_chunk(done)
         seconds = time.perf_counter() - start
         hist_rows = done // every if every else 0
+        trace_digests = None
+        if lanes_trace is not None:
+            trace_digests = lanes_trace.digests(lanes.order, m, self.pool, cuts)
+        elif trace:
+            trace_digests = np.frombuffer(b"".join(h.digest() for h in hashers), np.uint8).reshape(m, 32).copy()
         extra: dict[str, Any] = dict(
-            trace_digest_bytes=(
-                np.frombuffer(b"".join(h.digest() for h in hashers), np.uint8).reshape(m, 32).copy() if trace else None
-            ),
+            trace_digest_bytes=trace_digests,
             loss_history=lanes.history(hist_rows) if every else None,
             loss_steps=np.arange(every - 1, hist_rows * every, every or 1, dtype=np.int64) if every else None,
             seconds=seconds, first_call_seconds=self.first_call, shape=str(sh),

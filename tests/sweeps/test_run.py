@@ -283,3 +283,33 @@ def test_stream_takes_the_backend_and_a_progress_bar(capfd) -> None:
         stream(4, batch=0)
     with pytest.raises(TypeError, match="progress must be True or False"):
         stream(4, progress="yes")
+
+
+@pytest.mark.parametrize("chunk", [7, 16, 64])  # a chunk's trace ends mid-block, on a block, over blocks
+def test_trace_digests_of_a_large_batch_hashed_in_lanes_are_those_of_hashlib(chunk: int) -> None:
+    """A batch of NJIT_DIGEST_ROWS systems or more, its groups the hash's lanes: the trace digests
+    hashed from the loop's buffer (TraceHashes) equal those of the rows hashed with hashlib (a shape
+    whose groups are not the hash's lanes), and, for a few systems, those of meshnb.train alone;
+    chunks of uneven lengths, and a stop after some of them."""
+    from meshnb import sha256
+    from meshnb.runspec import NJIT_DIGEST_ROWS
+    from meshnb.sweeps.finish import TraceHashes
+
+    lanes_shape = sweep_loop.Shape(sha256.LANES, 1)
+    other = sweep_loop.Shape(24 - sha256.LANES, 1)  # 8 where the hash has 16 lanes, 16 where it has 8
+    if sha256.ROWS_KERNEL != "lanes":
+        pytest.skip("the lanes kernel is not the one in use on this CPU (SHA-NI a row at a time is)")
+    lrs = np.geomspace(1e-3, 1.0, NJIT_DIGEST_ROWS + 51).astype(np.float32)
+    systems = plan(45, lrs=lrs)
+    assert TraceHashes.fits(Lanes.of_systems(systems, 0, len(lrs), 45, 0, lanes_shape))
+    assert not TraceHashes.fits(Lanes.of_systems(systems, 0, len(lrs), 45, 0, other))
+    calls: list[int] = []
+    stop = dict(should_stop=lambda: len(calls) >= 3, on_chunk=calls.append) if chunk == 7 else {}
+    got = run_planned(systems, 45, trace=True, threads=2, chunk=chunk, shape=lanes_shape, **stop)
+    calls.clear()
+    want = run_planned(systems, 45, trace=True, threads=2, chunk=chunk, shape=other, **stop)
+    assert got.steps == want.steps == (21 if chunk == 7 else 45)
+    assert got.trace_digests == want.trace_digests and got.digests == want.digests
+    for k in (0, 777, len(lrs) - 1):
+        one = alone(None, got.steps, np.float32(lrs[k]).view(np.uint32), None, True)
+        assert got.trace_digests[k] == one.trace_digest
