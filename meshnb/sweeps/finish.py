@@ -239,8 +239,11 @@ class TraceHashes:
     def digests(self, order: np.ndarray, m: int, pool: Executor, cuts: list[int]) -> np.ndarray:
         """``[m, 32]``: each system's trace digest (of the steps hashed), in system order."""
         out = np.empty((m, 32), dtype=np.uint8)
-        args = (self.h, self.tail, self.ntail, 4 * self.words, order, m, out)
-        for f in [pool.submit(_trace_finish, *args, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]:
+        nbytes = 4 * self.words
+        for f in [
+            pool.submit(_trace_finish, self.h, self.tail, self.ntail, nbytes, order, m, out, cuts[i], cuts[i + 1])
+            for i in range(len(cuts) - 1)
+        ]:
             f.result()
         return out
 
