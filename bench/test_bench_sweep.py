@@ -219,15 +219,14 @@ def csv_part(short: bool) -> sw.SweepResult:
     return sw.sweep(4, lrs=np.geomspace(1e-3, 1.0, m).astype(np.float32))
 
 
-def test_csv_rows_bits_before_timing(csv_part: sw.SweepResult) -> None:
-    """The njit rows of the part are the Python twin's to the byte, on one thread and on two."""
+def _csv_rows_bits(part: sw.SweepResult, threads: int) -> None:
+    """The njit rows of the part, on ``threads`` threads, are the Python twin's to the byte."""
     from meshnb.sweeps import columns, result
 
-    r = csv_part
+    r = part
     args = (r.first, r.page_index, None, r.lr_words, r.lrs.view(np.uint32), r.step_base, r.steps)
     rows = columns._rows_py(*args, r.last_loss_words, r.params_words, r.digest_bytes, None)
-    assert b"".join(result._csv_chunks(r, None)) == rows
-    assert b"".join(result._csv_chunks(r, None, threads=2)) == rows
+    assert b"".join(result._csv_chunks(r, None, threads)) == rows
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -239,6 +238,7 @@ def test_csv_rows(benchmark, record, csv_part: sw.SweepResult, threads: int) -> 
 
     from meshnb.sweeps import result
 
+    _csv_rows_bits(csv_part, threads)  # bits first (also under --benchmark-only)
     m = len(csv_part)
     cpu: list[float] = []
     with ThreadPoolExecutor(max(1, threads - 1)) as pool:

@@ -353,10 +353,10 @@ def csv_chunks(
     threads: int = 1,
     pool: Executor | None = None,
 ) -> list[memoryview]:
-    """:func:`csv_rows`'s bytes as consecutive pieces (to write in turn, no copy): a part of
-    ``threads`` x :data:`SMALL_ROWS` rows or more is cut into ``threads`` slices formatted at once,
-    each into its own buffer (the kernel runs without the GIL), on ``pool``'s threads and the
-    caller's (None: a pool made for the call)."""
+    """:func:`csv_rows`'s bytes as consecutive pieces (to write in turn, no copy): the rows are cut
+    into up to ``threads`` slices of :data:`SMALL_ROWS` rows or more, formatted at once, each into
+    its own buffer (the kernel runs without the GIL), on ``pool``'s threads and the caller's
+    (None: a pool made for the call)."""
     n = int(lr_words.shape[0])
     if n < SMALL_ROWS:
         args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
