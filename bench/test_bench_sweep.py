@@ -24,6 +24,8 @@ is the cost of one step of one system, directly comparable with the single loop'
   sample tables, the loop on every core, final pages and digests);
 - the step loop alone (``result.seconds`` of the same calls) is printed and kept in ``extra_info``;
 - ``sweep-1024-1thread``: the whole call on one thread (the per-core rate);
+- ``sweep-csv-rows-{1,2}thread``: the CSV rows of a 16384-system part (``CsvWriter.write``'s
+  formatting, no file) per row, on one thread and on two (bits first: the Python twin's bytes);
 - ``sweep-out-{records,csv,json}-{10^3,10^4,10^5}``: a result's table as records, CSV text and the
   JSON document (per system: ``steps`` is the systems), which must grow linearly;
 - ``sweep-cli-npz``, ``sweep-cli-csv``: ``meshnb sweep --lr 1e-3:1:N:log --steps 16 --npz/--csv OUT``
@@ -212,6 +214,53 @@ def test_output_paths_are_linear(benchmark, record, big_results, what: str, m: i
     _where(benchmark)
     benchmark.group = f"sweep-out-{what}"
     benchmark.pedantic(one, rounds=5, iterations=1)
+
+
+@pytest.fixture(scope="module")
+def csv_part(short: bool) -> sw.SweepResult:
+    """One part as ``meshnb sweep --csv`` formats it (16384 systems: a batch; 4096 in the smoke run)."""
+    m = 4096 if short else 16384
+    return sw.sweep(4, lrs=np.geomspace(1e-3, 1.0, m).astype(np.float32))
+
+
+def _csv_rows_bits(part: sw.SweepResult, threads: int) -> None:
+    """The njit rows of the part, on ``threads`` threads, are the Python twin's to the byte."""
+    from meshnb.sweeps import columns, result
+
+    r = part
+    args = (r.first, r.page_index, None, r.lr_words, r.lrs.view(np.uint32), r.step_base, r.steps)
+    rows = columns._rows_py(*args, r.last_loss_words, r.params_words, r.digest_bytes, None)
+    assert b"".join(result._csv_chunks(r, None, threads)) == rows
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_csv_rows(benchmark, record, csv_part: sw.SweepResult, threads: int) -> None:
+    """The CSV rows of one part per row (what ``CsvWriter.write`` formats, without the file), on
+    ``threads`` threads (a pool kept across calls, as the writer keeps one); CPU time (all
+    threads) per row in ``extra_info["cpu_ns_per_row"]``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from meshnb.sweeps import result
+
+    _csv_rows_bits(csv_part, threads)  # bits first (also under --benchmark-only)
+    m = len(csv_part)
+    cpu: list[float] = []
+    with ThreadPoolExecutor(max(1, threads - 1)) as pool:
+
+        def one() -> None:
+            c0 = time.process_time()
+            result._csv_chunks(csv_part, None, threads, pool)
+            cpu.append(time.process_time() - c0)
+
+        one()  # the formatter's first call (a compile, or numba's cache) out of the timing
+        cpu.clear()
+        record(benchmark, f"sweep-csv-rows-{threads}thread", m, unit="call")
+        _where(benchmark)
+        benchmark.group = "sweep-csv-rows"
+        benchmark.pedantic(one, rounds=15, iterations=1)
+    ns = float(np.median(cpu)) / m * 1e9
+    benchmark.extra_info["cpu_ns_per_row"] = ns
+    print(f"\nsweep-csv-rows-{threads}thread: {ns:.1f} ns of CPU time per row (median of {len(cpu)})")
 
 
 def test_csv_of_many_systems_peak_memory(benchmark, record, short: bool, tmp_path) -> None:

@@ -150,11 +150,11 @@ class _Summary:
         pass
 
 
-def _writer(args: argparse.Namespace, z: bool, names: list[str] | None) -> Any:
+def _writer(args: argparse.Namespace, z: bool, names: list[str] | None, threads: int) -> Any:
     from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
     if args.csv is not None:
-        return CsvWriter(args.csv, names)
+        return CsvWriter(args.csv, names, threads)  # the rows of a part formatted on the sweep's threads
     if args.json:
         return JsonWriter("-" if args.out is None else args.out, z, names)
     if args.npz is not None:
@@ -187,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..runspec import OptionError
     from ..sweeps.job import run_to
     from ..sweeps.plan import SweepOptions, sweep_option_fields
+    from ..sweeps.run import default_threads
 
     _check_args(args)
     given = given_options(args, sweep_option_fields())
@@ -200,7 +201,8 @@ def _run(args: argparse.Namespace) -> int:
         systems = opts.systems()
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
-    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names))
+    threads = opts.threads or default_threads()
+    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names, threads))
     return EXIT_INTERRUPTED if stopped else 0
 
 

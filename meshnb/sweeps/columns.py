@@ -12,187 +12,307 @@ from 1e-4 up to 1e16, else ``d.ddde±XX`` (as Python's ``repr`` spells a float);
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ..jit import jit
 
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8).copy()
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)  # exact in float64
 _ROW_BYTES = 4 * 21 + 5 * 9 + 2 * 20 + 2 * 65 + 2  # integers, hex words, floats, digests, commas' slack
 
 
+def _int_power(a: float, b: int) -> float:
+    """``a ** b`` as numba computes a float to an integer power in njit (squaring, then the
+    reciprocal for b < 0), so that :func:`f32_text` makes :func:`_put_f32`'s every digit."""
+    r, invert, e = 1.0, b < 0, abs(b)
+    while e:
+        if e & 1:
+            r *= a
+        e >>= 1
+        a *= a
+    return 1.0 / r if invert else r
+
+
+def _scaled_py(x: float, k: int) -> float:
+    """``x * 10^k`` in float64: one correctly rounded operation where 10^|k| is exact (|k| <= 22),
+    else two (10^22, then numba's ``10.0 ** (|k| - 22)``)."""
+    if k >= 0:
+        return x * _POW10_PY[k] if k <= 22 else x * _POW10_PY[22] * _int_power(10.0, k - 22)
+    return x / _POW10_PY[-k] if -k <= 22 else x / _POW10_PY[22] / _int_power(10.0, -k - 22)
+
+
+_POW10_PY = [float(v) for v in _POW10]
+# Tables for the njit formatter, made here in Python from the same float64 operations (no pow or
+# log10 call per float; tests check them against numba's own):
+_POW10_REST = np.array([_int_power(10.0, n) for n in range(32)], dtype=np.float64)  # 10.0 ** n past 10^22
+_TENS = np.array([_scaled_py(1.0, e) for e in range(-46, 41)], dtype=np.float64)  # 10^e as _scaled makes it
+_TENS_AT = 46  # _TENS[e + _TENS_AT] is 10^e
+_POW2 = np.array([math.ldexp(1.0, ex - 150) for ex in range(256)], dtype=np.float64)  # a float32's unit
+_INV10 = np.array([10.0**-k for k in range(10)], dtype=np.float64)  # near 10^-k: a filter's scale
+_POW10_U = np.array([10**k for k in range(20)], dtype=np.uint64)  # every decimal length of a uint64
+# Two characters as one little-endian integer (the first in the low byte): a byte's hex, a number < 100.
+_HEX2 = np.array([ord(f"{b:02x}"[0]) | ord(f"{b:02x}"[1]) << 8 for b in range(256)], dtype=np.uint64)
+_DEC2 = np.array([ord(f"{v:02d}"[0]) | ord(f"{v:02d}"[1]) << 8 for v in range(100)], dtype=np.uint64)
+_SLACK = 8  # bytes past the text that an 8-byte store may write (overwritten by what follows, or cut)
+
+
+# The formatter writes through the output's address (no array passed to a helper: each call would
+# add and drop a reference, two atomic operations, which cost more than the digits).
+
+
+@intrinsic
+def _address(typingctx, arr):
+    """The address of a contiguous uint8 array's first byte (its caller keeps the array alive)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.layout == "C"):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.ptrtoint(ary.data, ir.IntType(64))
+
+    return types.int64(arr), codegen
+
+
+def _make_poke(bits: int):
+    @intrinsic
+    def poke(typingctx, base, at, value):
+        """The low ``bits`` of ``value`` (little-endian) at address ``base + at`` (unchecked)."""
+        if not all(isinstance(t, types.Integer) for t in (base, at, value)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            addr = builder.add(
+                context.cast(builder, args[0], sig.args[0], types.int64),
+                context.cast(builder, args[1], sig.args[1], types.int64),
+            )
+            word = context.cast(builder, args[2], sig.args[2], types.uint64)
+            if bits < 64:
+                word = builder.trunc(word, ir.IntType(bits))
+            builder.store(word, builder.inttoptr(addr, ir.IntType(bits).as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return types.none(base, at, value), codegen
+
+    return poke
+
+
+_poke, _poke8 = _make_poke(8), _make_poke(64)
+
+
 @jit()
-def _put_uint(buf, at, x):
-    """``x`` (a non-negative integer) in decimal at ``buf[at:]``; the new end."""
-    x = np.uint64(x)
-    n = 1
-    y = x // np.uint64(10)
-    while y:
-        n += 1
-        y //= np.uint64(10)
-    for i in range(n - 1, -1, -1):
-        buf[at + i] = np.uint8(48 + x % np.uint64(10))
-        x //= np.uint64(10)
+def _dec8(v):
+    """``v`` (< 10^8) as 8 decimal digits, zero padded, the first in the low byte."""
+    v = np.uint64(v)
+    hi = v // np.uint64(10000)
+    lo = v - hi * np.uint64(10000)
+    a = hi // np.uint64(100)
+    c = lo // np.uint64(100)
+    return (
+        _DEC2[a] | _DEC2[hi - a * np.uint64(100)] << np.uint64(16)
+        | _DEC2[c] << np.uint64(32) | _DEC2[lo - c * np.uint64(100)] << np.uint64(48)
+    )  # fmt: skip
+
+
+@jit()
+def _put_dec(base, at, v, n):
+    """``v`` (< 10^n, 1 <= n <= 20) as exactly ``n`` decimal digits (zero padded) at ``base + at``,
+    left to right (each 8-byte store's tail is written over by the next); the new end."""
+    v = np.uint64(v)
+    if n <= 8:
+        _poke8(base, at, _dec8(v) >> np.uint64(8 * (8 - n)))
+    elif n <= 16:
+        hi = v // np.uint64(100000000)
+        _poke8(base, at, _dec8(hi) >> np.uint64(8 * (16 - n)))
+        _poke8(base, at + n - 8, _dec8(v - hi * np.uint64(100000000)))
+    else:
+        hi = v // np.uint64(10000000000000000)
+        v -= hi * np.uint64(10000000000000000)
+        mid = v // np.uint64(100000000)
+        _poke8(base, at, _dec8(hi) >> np.uint64(8 * (24 - n)))
+        _poke8(base, at + n - 16, _dec8(mid))
+        _poke8(base, at + n - 8, _dec8(v - mid * np.uint64(100000000)))
     return at + n
 
 
 @jit()
-def _put_hex(buf, at, x, digits):
+def _put_uint(base, at, x):
+    """``x`` (a non-negative integer) in decimal at ``base + at``; the new end."""
     x = np.uint64(x)
-    for i in range(digits - 1, -1, -1):
-        buf[at + i] = _HEX[x & np.uint64(15)]
-        x >>= np.uint64(4)
-    return at + digits
+    n = 1
+    while n < 20 and x >= _POW10_U[n]:
+        n += 1
+    return _put_dec(base, at, x, n)
+
+
+@jit()
+def _hex4(w):
+    """The 4 bytes of ``w``'s low 32 bits, most significant first, as 8 hex digits (the first in the low byte)."""
+    w = np.uint64(w)
+    return (
+        _HEX2[(w >> np.uint64(24)) & np.uint64(255)] | _HEX2[(w >> np.uint64(16)) & np.uint64(255)] << np.uint64(16)
+        | _HEX2[(w >> np.uint64(8)) & np.uint64(255)] << np.uint64(32) | _HEX2[w & np.uint64(255)] << np.uint64(48)
+    )  # fmt: skip
+
+
+@jit()
+def _hex_bytes(a, b, c, d):
+    """Four bytes in this order as 8 hex digits (the first in the low byte)."""
+    return _HEX2[a] | _HEX2[b] << np.uint64(16) | _HEX2[c] << np.uint64(32) | _HEX2[d] << np.uint64(48)
 
 
 @jit()
 def _scaled(x, k):
-    """``x * 10^k`` in float64: one correctly rounded operation where 10^|k| is exact (|k| <= 22)."""
+    """``x * 10^k`` in float64 (:func:`_scaled_py`'s operations)."""
     if k >= 0:
         if k <= 22:
             return x * _POW10[k]
-        return x * _POW10[22] * 10.0 ** (k - 22)
-    if -k <= 22:
+        return x * _POW10[22] * _POW10_REST[k - 22]
+    if k >= -22:
         return x / _POW10[-k]
-    return x / _POW10[22] / 10.0 ** (-k - 22)
+    return x / _POW10[22] / _POW10_REST[-k - 22]
 
 
 @jit()
-def _put_f32(buf, at, u):
-    """The float32 of bits ``u`` as its shortest round-tripping text (module docstring); the new end."""
-    u = np.uint32(u)
-    neg = (u >> np.uint32(31)) != np.uint32(0)
-    mag = u & np.uint32(0x7FFFFFFF)
-    if mag > np.uint32(0x7F800000):
-        buf[at], buf[at + 1], buf[at + 2] = 110, 97, 110  # nan
+def _put_f32(base, at, u):
+    """The float32 of bits ``u`` as its shortest round-tripping text (module docstring) at
+    ``base + at``; the new end.
+
+    The float64 steps of :func:`f32_text` (the same value, powers and checks, so the same digits),
+    with the decimal exponent found from the binary one and a table instead of ``log10``, and the
+    lengths that cannot pass the check skipped by a cheaper test first."""
+    u = np.int64(u) & 0xFFFFFFFF
+    mag = u & 0x7FFFFFFF
+    if mag > 0x7F800000:
+        _poke8(base, at, 0x6E616E)  # nan
         return at + 3
-    if neg:
-        buf[at] = 45
+    if u >> 31:
+        _poke(base, at, 45)
         at += 1
-    if mag == np.uint32(0x7F800000):
-        buf[at], buf[at + 1], buf[at + 2] = 105, 110, 102  # inf
+    if mag == 0x7F800000:
+        _poke8(base, at, 0x666E69)  # inf
         return at + 3
-    if mag == np.uint32(0):
-        buf[at], buf[at + 1], buf[at + 2] = 48, 46, 48  # 0.0
+    if mag == 0:
+        _poke8(base, at, 0x302E30)  # 0.0
         return at + 3
-    ex = int(mag >> np.uint32(23))
-    mant = int(mag & np.uint32(0x7FFFFF))
-    if ex == 0:  # subnormal: m 2^-149
-        x = math.ldexp(float(mant), -149)
-        gap = math.ldexp(1.0, -149)
-    else:  # (2^23 + m) 2^(e - 150), exact in float64; the gap below a power of two is half the one above
-        x = math.ldexp(float(mant + 8388608), ex - 150)
-        gap = math.ldexp(1.0, ex - 150) * (0.5 if mant == 0 and ex > 1 else 1.0)
-    e = int(np.floor(np.log10(x)))
-    if _scaled(1.0, e) > x:
-        e -= 1
-    elif _scaled(1.0, e + 1) <= x:
+    ex = mag >> 23
+    mant = mag & 0x7FFFFF
+    if ex == 0:  # subnormal: m 2^-149, 10^-46 <= x < 10^-37
+        gap = _POW2[1]
+        x = float(mant) * gap
+        e = -46
+    else:  # (2^23 + m) 2^(ex - 150), exact; the gap below a power of two is half the one above
+        gap = _POW2[ex]
+        x = float(mant + 8388608) * gap
+        if mant == 0 and ex > 1:
+            gap *= 0.5
+        e = ((ex - 127) * 78913) >> 18  # floor((ex - 127) log10 2): 10^e <= x < 10^(e + 2)
+    while x >= _TENS[e + 1 + _TENS_AT]:
         e += 1
+    while x < _TENS[e + _TENS_AT]:
+        e -= 1
+    near = 0.49 * gap
+    # The 9-digit scaling r9 = x 10^(8 - e) (p = 9's own step) tells which shorter lengths can pass
+    # the check at all: p digits' value is a multiple of 10^(9 - p) in r9's units, so the check
+    # passes only if r9 lies within `near` (in those units) of such a multiple.  r9 and that distance
+    # are off by under 1e-6 units (r9 < 2^30: its error is a few ulps of 2^-22), far inside the
+    # margin 2^-10: a length skipped here fails the exact check, which runs unchanged for the rest.
+    r9 = _scaled(x, 8 - e)
+    limit = _scaled(near, 8 - e) + 0.0009765625
     digits = 9
     d = np.int64(0)
-    for p in range(1, 10):
+    for p in range(1, 9):
+        if abs(r9 - np.rint(r9 * _INV10[9 - p]) * _POW10[9 - p]) > limit:
+            continue
         d = np.int64(np.rint(_scaled(x, p - 1 - e)))
         ee = e
-        if d >= np.int64(_POW10[p]):  # rounded up to 10^p: one digit more in the exponent
+        if d >= np.int64(_POW10_U[p]):  # rounded up to 10^p: one digit more in the exponent
             d //= 10
             ee = e + 1
         k = ee - p + 1
-        if p == 9 or abs(k) > 22:  # 9 digits always read back; |k| > 22: no exact check, take 9
-            if p < 9:
-                continue
-            e = ee
-            digits = 9
-            break
-        if abs(_scaled(np.float64(d), k) - x) < 0.49 * gap:
+        if -22 <= k <= 22 and abs(_scaled(np.float64(d), k) - x) < near:  # |k| > 22: no exact check
             e = ee
             digits = p
             break
+    if digits == 9:  # 9 digits always read back
+        d = np.int64(np.rint(r9))
+        if d >= np.int64(_POW10_U[9]):
+            d //= 10
+            e += 1
     # d holds `digits` significant digits; the decimal exponent of the first is e.
-    ds = np.empty(9, dtype=np.uint8)
-    for i in range(digits - 1, -1, -1):
-        ds[i] = np.uint8(48 + d % 10)
-        d //= 10
-    if -4 <= e < 16:
-        if e >= 0:
-            for i in range(e + 1):
-                buf[at] = ds[i] if i < digits else 48
+    if 0 <= e < 16:
+        if digits <= e + 1:
+            at = _put_dec(base, at, d, digits)
+            for _ in range(e + 1 - digits):
+                _poke(base, at, 48)
                 at += 1
-            buf[at] = 46
-            at += 1
-            if digits > e + 1:
-                for i in range(e + 1, digits):
-                    buf[at] = ds[i]
-                    at += 1
-            else:
-                buf[at] = 48
-                at += 1
-        else:
-            buf[at], buf[at + 1] = 48, 46
-            at += 2
-            for _ in range(-e - 1):
-                buf[at] = 48
-                at += 1
-            for i in range(digits):
-                buf[at] = ds[i]
-                at += 1
-        return at
-    buf[at] = ds[0]
+            _poke8(base, at, 0x302E)  # .0
+            return at + 2
+        low = digits - e - 1
+        q = d // np.int64(_POW10_U[low])
+        at = _put_dec(base, at, q, e + 1)
+        _poke(base, at, 46)
+        return _put_dec(base, at + 1, d - q * np.int64(_POW10_U[low]), low)
+    if -4 <= e < 0:
+        _poke8(base, at, 0x303030302E30)  # 0.000: the point and up to 3 zeros
+        return _put_dec(base, at + 1 - e, d, digits)
+    q = d // np.int64(_POW10_U[digits - 1])
+    _poke(base, at, 48 + q)
     at += 1
     if digits > 1:
-        buf[at] = 46
-        at += 1
-        for i in range(1, digits):
-            buf[at] = ds[i]
-            at += 1
-    buf[at] = 101
-    buf[at + 1] = 45 if e < 0 else 43
-    at += 2
-    ae = -e if e < 0 else e
-    if ae < 10:
-        buf[at] = 48
-        at += 1
-    return _put_uint(buf, at, ae)
+        _poke(base, at, 46)
+        at = _put_dec(base, at + 1, d - q * np.int64(_POW10_U[digits - 1]), digits - 1)
+    _poke(base, at, 101)
+    _poke(base, at + 1, 45 if e < 0 else 43)
+    return _put_dec(base, at + 2, -e if e < 0 else e, 2)  # |e| <= 46: two digits
 
 
 @jit(nogil=True)
 def _rows(first, page, names, name_at, lr_words, lrs, bases, steps, loss, params, digest, trace, out):
-    """The CSV rows into ``out`` (large enough: :func:`csv_rows`); the bytes written."""
+    """The CSV rows into ``out`` (large enough, with :data:`_SLACK` bytes more: :func:`csv_rows`); the bytes written."""
+    base = _address(out)
     at = 0
     for k in range(lr_words.shape[0]):
-        at = _put_uint(out, at, first + k)
-        out[at] = 44
+        at = _put_uint(base, at, first + k)
+        _poke(base, at, 44)
         at += 1
         p = page[k]
         if name_at.shape[0] > 0:
             for i in range(name_at[p], name_at[p + 1]):
-                out[at] = names[i]
+                _poke(base, at, names[i])
                 at += 1
         else:
-            at = _put_uint(out, at, p)
-        out[at] = 44
-        at = _put_hex(out, at + 1, lr_words[k], 8)
-        out[at] = 44
-        at = _put_f32(out, at + 1, lrs[k])
-        out[at] = 44
-        at = _put_uint(out, at + 1, bases[k])
-        out[at] = 44
-        at = _put_uint(out, at + 1, steps)
-        out[at] = 44
-        at = _put_f32(out, at + 1, loss[k])
+            at = _put_uint(base, at, p)
+        _poke(base, at, 44)
+        _poke8(base, at + 1, _hex4(lr_words[k]))
+        _poke(base, at + 9, 44)
+        at = _put_f32(base, at + 10, lrs[k])
+        _poke(base, at, 44)
+        at = _put_uint(base, at + 1, bases[k])
+        _poke(base, at, 44)
+        at = _put_uint(base, at + 1, steps)
+        _poke(base, at, 44)
+        at = _put_f32(base, at + 1, loss[k])
         for j in range(4):
-            out[at] = 44
-            at = _put_hex(out, at + 1, params[k, j], 8)
-        out[at] = 44
+            _poke(base, at, 44)
+            _poke8(base, at + 1, _hex4(params[k, j]))
+            at += 9
+        _poke(base, at, 44)
         at += 1
-        for j in range(32):
-            at = _put_hex(out, at, digest[k, j], 2)
-        out[at] = 44
+        for j in range(0, 32, 4):
+            _poke8(base, at, _hex_bytes(digest[k, j], digest[k, j + 1], digest[k, j + 2], digest[k, j + 3]))
+            at += 8
+        _poke(base, at, 44)
         at += 1
         if trace.shape[0] > 0:
-            for j in range(32):
-                at = _put_hex(out, at, trace[k, j], 2)
-        out[at] = 10
+            for j in range(0, 32, 4):
+                _poke8(base, at, _hex_bytes(trace[k, j], trace[k, j + 1], trace[k, j + 2], trace[k, j + 3]))
+                at += 8
+        _poke(base, at, 10)
         at += 1
     return at
 
@@ -213,24 +333,70 @@ def csv_rows(
     """The CSV rows of systems ``first ..`` (no header), each ending in a newline: the columns of
     :data:`meshnb.sweeps.result.CSV_COLUMNS`; ``names``: each page's field, already quoted.  Below
     :data:`SMALL_ROWS` rows in Python (the same bytes: a small sweep's cold start compiles no
-    formatter), else in njit."""
+    formatter), else in njit (:func:`csv_chunks` joined)."""
+    args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
+    return b"".join(csv_chunks(*args))
+
+
+def csv_chunks(
+    first: int,
+    page_index: np.ndarray,
+    names: list[bytes] | None,
+    lr_words: np.ndarray,
+    lr_read: np.ndarray,
+    step_base: np.ndarray,
+    steps: int,
+    last_loss: np.ndarray,
+    params: np.ndarray,
+    digest: np.ndarray,
+    trace: np.ndarray | None,
+    threads: int = 1,
+    pool: Executor | None = None,
+) -> list[memoryview]:
+    """:func:`csv_rows`'s bytes as consecutive pieces (to write in turn, no copy): the rows are cut
+    into up to ``threads`` slices of :data:`SMALL_ROWS` rows or more, formatted at once, each into
+    its own buffer (the kernel runs without the GIL), on ``pool``'s threads and the caller's
+    (None: a pool made for the call)."""
     n = int(lr_words.shape[0])
     if n < SMALL_ROWS:
-        return _rows_py(first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
+        args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
+        return [memoryview(_rows_py(*args))]
     name_bytes = b"".join(names) if names is not None else b""
     name_at = np.cumsum([0, *(len(x) for x in names)], dtype=np.int64) if names is not None else np.zeros(0, np.int64)
-    longest = max((len(x) for x in names), default=0) if names is not None else 0
-    out = np.empty(n * (_ROW_BYTES + longest), dtype=np.uint8)
+    row_bytes = _ROW_BYTES + (max((len(x) for x in names), default=0) if names is not None else 0)
     u32 = lambda a: np.ascontiguousarray(a, dtype=np.uint32)
-    end = _rows(
-        np.int64(first), np.ascontiguousarray(page_index, dtype=np.int64),
-        np.frombuffer(name_bytes, dtype=np.uint8) if name_bytes else np.zeros(0, np.uint8), name_at,
-        u32(lr_words), u32(lr_read), np.ascontiguousarray(step_base, dtype=np.uint64), np.int64(steps), u32(last_loss),
-        u32(params).reshape(n, 4), np.ascontiguousarray(digest, dtype=np.uint8).reshape(n, 32),
-        np.zeros((0, 32), np.uint8) if trace is None else np.ascontiguousarray(trace, dtype=np.uint8).reshape(n, 32),
-        out,
-    )  # fmt: skip
-    return out[:end].tobytes()
+    page, lw, lr = np.ascontiguousarray(page_index, dtype=np.int64), u32(lr_words), u32(lr_read)
+    bases, loss = np.ascontiguousarray(step_base, dtype=np.uint64), u32(last_loss)
+    par, dig = u32(params).reshape(n, 4), np.ascontiguousarray(digest, dtype=np.uint8).reshape(n, 32)
+    tr = np.zeros((0, 32), np.uint8) if trace is None else np.ascontiguousarray(trace, dtype=np.uint8).reshape(n, 32)
+    nb = np.frombuffer(name_bytes, dtype=np.uint8) if name_bytes else np.zeros(0, np.uint8)
+
+    def one(lo: int, hi: int) -> memoryview:
+        out = np.empty((hi - lo) * row_bytes + _SLACK, dtype=np.uint8)
+        end = _rows(
+            np.int64(first + lo), page[lo:hi], nb, name_at, lw[lo:hi], lr[lo:hi], bases[lo:hi], np.int64(steps),
+            loss[lo:hi], par[lo:hi], dig[lo:hi], tr[lo:hi] if trace is not None else tr, out,
+        )  # fmt: skip
+        return out.data[:end]
+
+    slices = max(1, min(int(threads), n // SMALL_ROWS))
+    cut = [n * i // slices for i in range(slices + 1)]
+    if slices == 1:
+        return [one(0, n)]
+    if pool is None:
+        with ThreadPoolExecutor(slices - 1) as own:
+            return _sliced(own, one, cut)
+    return _sliced(pool, one, cut)
+
+
+def _sliced(pool: Executor, one: Callable[[int, int], memoryview], cut: list[int]) -> list[memoryview]:
+    """``one`` of each slice, the first on this thread and the rest on ``pool``'s, in order."""
+    later = [pool.submit(one, cut[i], cut[i + 1]) for i in range(1, len(cut) - 1)]
+    try:
+        first = one(cut[0], cut[1])
+    finally:
+        wait(later)  # every slice ends before this returns or raises
+    return [first, *(f.result() for f in later)]
 
 
 SMALL_ROWS = 2048
@@ -270,27 +436,6 @@ def _rows_py(
         )
         rows.append(row)
     return b"".join(rows)
-
-
-def _int_power(a: float, b: int) -> float:
-    """``a ** b`` as numba computes a float to an integer power in njit (squaring, then the
-    reciprocal for b < 0), so that :func:`f32_text` makes :func:`_put_f32`'s every digit."""
-    r, invert, e = 1.0, b < 0, abs(b)
-    while e:
-        if e & 1:
-            r *= a
-        e >>= 1
-        a *= a
-    return 1.0 / r if invert else r
-
-
-def _scaled_py(x: float, k: int) -> float:
-    if k >= 0:
-        return x * _POW10_PY[k] if k <= 22 else x * _POW10_PY[22] * _int_power(10.0, k - 22)
-    return x / _POW10_PY[-k] if -k <= 22 else x / _POW10_PY[22] / _int_power(10.0, -k - 22)
-
-
-_POW10_PY = [float(v) for v in _POW10]
 
 
 def f32_text(u: int) -> str:
@@ -344,9 +489,9 @@ def f32_text(u: int) -> str:
 def float_text(bits: int) -> str:
     """One float32's text as the CSV writes it (tests and docs)."""
     buf = np.zeros(32, dtype=np.uint8)
-    return buf[: _put_f32_py(buf, bits)].tobytes().decode("ascii")
+    return buf[: _put_f32_py(buf, np.uint32(bits))].tobytes().decode("ascii")
 
 
 @jit()
 def _put_f32_py(buf, bits):
-    return _put_f32(buf, 0, np.uint32(bits))
+    return _put_f32(_address(buf), 0, bits)

@@ -24,6 +24,7 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import IO, Any, overload
@@ -731,10 +732,18 @@ class SweepSystems(SequenceABC[SweepSystem]):
 
 def _csv_bytes(r: SweepResult, names: Sequence[str] | None) -> bytes:
     """The CSV rows of ``r`` as UTF-8 bytes (:func:`meshnb.sweeps.columns.csv_rows`)."""
+    return b"".join(_csv_chunks(r, names))
+
+
+def _csv_chunks(
+    r: SweepResult, names: Sequence[str] | None, threads: int = 1, pool: Executor | None = None
+) -> list[memoryview]:
+    """The CSV rows of ``r`` as consecutive pieces of UTF-8 (:func:`meshnb.sweeps.columns.csv_chunks`:
+    a large part formatted on ``threads`` threads)."""
     fields = None if names is None else [_csv_field(x).encode("utf-8") for x in names]
-    return columns.csv_rows(
+    return columns.csv_chunks(
         r.first, r.page_index, fields, r.lr_words, r.lrs.view(np.uint32), r.step_base, r.steps,
-        r.last_loss_words, r.params_words, r.digest_bytes, r.trace_digest_bytes,
+        r.last_loss_words, r.params_words, r.digest_bytes, r.trace_digest_bytes, threads, pool,
     )  # fmt: skip
 
 
@@ -776,6 +785,9 @@ class CsvWriter(Writer):
         The file (written whole at :meth:`close`, atomically), or ``"-"``: stdout.
     names : sequence of str or None, default None
         The start pages' names (the ``page`` column; None: their indexes).
+    threads : int, default 1
+        Threads that format a large part's rows at once (``meshnb sweep`` gives the sweep's
+        threads); a pool of ``threads - 1`` is kept until :meth:`close` or :meth:`abort`.
 
     Examples
     --------
@@ -787,9 +799,13 @@ class CsvWriter(Writer):
     True
     """
 
-    def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
+    def __init__(self, path: str, names: Sequence[str] | None = None, threads: int = 1) -> None:
+        if not is_int(threads) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         self.out = _Out(path, "--csv")
         self.names = names
+        self.threads = int(threads)
+        self.pool: ThreadPoolExecutor | None = None  # made at the first part large enough to split
         self.head = (
             ",".join(CSV_COLUMNS) + "\n"
         ).encode()  # written with the first rows: an error before them writes nothing
@@ -812,8 +828,14 @@ class CsvWriter(Writer):
         >>> open(path).read().splitlines()[2].split(",")[:4]
         ['1', '0', '3e800000', '0.25']
         """
-        self.out.write(self.head + _csv_bytes(part, self.names))
-        self.head = b""
+        if self.pool is None and self.threads > 1 and len(part) >= 2 * columns.SMALL_ROWS:
+            self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="meshnb-csv")
+        chunks = _csv_chunks(part, self.names, self.threads, self.pool)
+        if self.head:
+            self.out.write(self.head)
+            self.head = b""
+        for chunk in chunks:  # the formatter's own buffers, no copy
+            self.out.write(chunk)
 
     def close(self, steps: int) -> None:
         """Finish the output and put it in place.
@@ -833,8 +855,14 @@ class CsvWriter(Writer):
         >>> open(path).read().splitlines()[2].split(",")[:4]
         ['1', '0', '3e800000', '0.25']
         """
+        self._stop_pool()
         self.out.write(self.head)
         self.out.commit()
+
+    def _stop_pool(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
 
     def abort(self) -> None:
         """Drop the output: the target stays as it was (here: never made).
@@ -848,6 +876,7 @@ class CsvWriter(Writer):
         >>> os.path.exists(path)
         False
         """
+        self._stop_pool()
         self.out.abort()
 
 

@@ -88,3 +88,67 @@ def test_small_rows_in_python_are_the_bulk_rows(names: list[bytes] | None, trace
     assert bulk.count(b"\n") == n
     small = columns.csv_rows(*args[:1], *(a[:9] if isinstance(a, np.ndarray) else a for a in args[1:]))  # Python
     assert small == b"".join(bulk.splitlines(keepends=True)[:9])
+
+
+def _broad_words() -> np.ndarray:
+    """float32 words of every exponent (subnormals, powers of two, the mantissa's ends, random
+    middles), decimals of 1 to 9 digits at every scale (where a short length just passes or just
+    fails), both signs, NaNs, infinities and zeros."""
+    rng = np.random.default_rng(11)
+    ex = np.arange(256, dtype=np.uint32)[:, None] << np.uint32(23)
+    mant = np.concatenate([[0, 1, 2, 3, 0x400000, 0x7FFFFE, 0x7FFFFF], rng.integers(0, 1 << 23, 25)]).astype(np.uint32)
+    words = (ex | mant[None, :]).reshape(-1)
+    digits = rng.integers(1, 10, 20_000)
+    decimals = rng.integers(1, 10**9, 20_000) // 10 ** (9 - digits) * 10.0 ** rng.integers(-46, 39, 20_000)
+    with np.errstate(over="ignore"):
+        words = np.concatenate([words, decimals.astype(np.float32).view(np.uint32), np.array(EDGES, dtype=np.uint32)])
+    return np.concatenate([words, words | np.uint32(0x80000000)])
+
+
+def test_every_exponent_and_decimal_length_spelled_as_the_python_twin_and_read_back() -> None:
+    """The njit formatter (its exponent from the bits and its filter of lengths that cannot pass)
+    gives f32_text's bytes (log10 and every length's exact check), and each text reads back."""
+    for u in _broad_words().tolist():
+        text = float_text(u)
+        assert text == columns.f32_text(u), hex(u)
+        assert _reads_back(text, u), (hex(u), text)
+
+
+def test_the_formatters_tables_are_numbas_own_powers() -> None:
+    """_TENS and _POW10_REST (made in Python) hold what numba computes for 10^e and 10.0 ** n."""
+    from numba import njit
+
+    @njit
+    def power(n):
+        return 10.0**n
+
+    assert [columns._scaled(1.0, e) for e in range(-46, 41)] == columns._TENS.tolist()
+    assert [power(n) for n in range(32)] == columns._POW10_REST.tolist()
+
+
+def _bulk_args(n: int, names: list[bytes] | None, trace: bool) -> tuple:
+    rng = np.random.default_rng(n)
+    word = lambda *shape: rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32)
+    edge = np.resize(np.array(EDGES, dtype=np.uint32), n)
+    return (
+        (1 << 40) - 3, rng.integers(0, 3, n), names, word(n), edge, rng.integers(0, 1 << 64, n, np.uint64), 1 << 33,
+        np.where(np.arange(n) % 2 == 0, word(n), edge[::-1]), word(n, 4), word(n, 8).view(np.uint8),
+        word(n, 8).view(np.uint8) if trace else None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("threads", "names", "trace"), [(2, None, False), (3, [b'"a,b"', b"p1", b"init"], True)])
+def test_a_part_on_threads_is_the_one_thread_bytes(threads: int, names: list[bytes] | None, trace: bool) -> None:
+    """Slices of unequal length on a given pool or one made for the call, joined in order: the
+    one-thread bytes and the Python twin's (integers of every length up to 20 digits)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    args = _bulk_args(threads * columns.SMALL_ROWS + 7, names, trace)
+    whole = columns.csv_chunks(*args)
+    assert len(whole) == 1 and bytes(whole[0]) == columns._rows_py(*args)
+    split = columns.csv_chunks(*args, threads=threads)
+    assert len(split) == threads and b"".join(split) == bytes(whole[0])
+    with ThreadPoolExecutor(threads - 1) as pool:
+        assert b"".join(columns.csv_chunks(*args, threads=threads, pool=pool)) == bytes(whole[0])
+    fewer = (a[:-9] if isinstance(a, np.ndarray) else a for a in args[1:])  # a slice has SMALL_ROWS rows or more
+    assert len(columns.csv_chunks(args[0], *fewer, threads=9)) == threads - 1

@@ -85,6 +85,46 @@ def test_an_aborted_write_leaves_the_old_file(tmp_path: Path, parts: list[SweepR
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
 
 
+@pytest.fixture(scope="module")
+def big() -> SweepResult:
+    """A part the CSV writer splits across threads (2 x columns.SMALL_ROWS systems or more)."""
+    return sweep(2, lrs=np.geomspace(1e-3, 1, 4200).astype(np.float32), trace=True)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_the_csv_writer_on_threads_writes_the_one_thread_file(tmp_path: Path, big: SweepResult, threads: int) -> None:
+    """A large part's rows formatted on a pool of the writer's, small parts on the calling thread:
+    the bytes of one thread, and the pool gone at close."""
+    one, many = tmp_path / "one.csv", tmp_path / "many.csv"
+    _write_all(CsvWriter(str(one), ["p,0"]), [big[:5], big[5:]])
+    w = CsvWriter(str(many), ["p,0"], threads=threads)
+    w.write(big[:5])
+    assert w.pool is None  # a small part: no thread made
+    w.write(big[5:])
+    assert w.pool is not None
+    w.close(2)
+    assert w.pool is None and many.read_bytes() == one.read_bytes()
+    assert many.read_bytes().count(b"\n") == len(big) + 1
+
+
+def test_an_aborted_write_on_threads_stops_its_pool(tmp_path: Path, big: SweepResult) -> None:
+    out = tmp_path / "t.csv"
+    out.write_text("old\n")
+    w = CsvWriter(str(out), threads=2)
+    w.write(big)
+    pool = w.pool
+    w.abort()
+    assert w.pool is None and pool is not None and pool._shutdown  # no thread left running
+    assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2", True])
+def test_the_csv_writer_refuses_a_bad_thread_count_before_it_opens(tmp_path: Path, threads) -> None:
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        CsvWriter(str(tmp_path / "t.csv"), threads=threads)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_page_names_are_quoted_in_csv(tmp_path: Path, parts: list[SweepResult]) -> None:
     names = ['a,"b"']
     w = CsvWriter(str(tmp_path / "n.csv"), names)
