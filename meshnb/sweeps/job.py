@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -36,6 +37,64 @@ class PartWriter(Protocol):
     def close(self, steps: int) -> None: ...
 
     def abort(self) -> None: ...
+
+
+class WriterThread:
+    """A :class:`PartWriter` whose writes run on a thread of their own, one part behind the sweep:
+    a part is formatted and written while the next batch runs (both hold the GIL little: the
+    kernels and the file writes release it), at most one part waits (memory stays bounded), and a
+    write's failure is raised by the next call (``write`` or ``close``); ``abort`` waits for the
+    write in flight (a Ctrl-C still ends the wait), then aborts the writer.  The thread is a daemon:
+    a write blocked on a stalled reader never keeps the process from exiting.
+
+    Examples
+    --------
+    >>> class Keep:
+    ...     def __init__(self): self.parts, self.steps = [], None
+    ...     def write(self, part): self.parts.append(part)
+    ...     def close(self, steps): self.steps = steps
+    ...     def abort(self): pass
+    >>> keep = Keep()
+    >>> w = WriterThread(keep)
+    >>> w.write("a"); w.write("b"); w.close(8)
+    >>> keep.parts, keep.steps
+    (['a', 'b'], 8)
+    """
+
+    def __init__(self, writer: PartWriter) -> None:
+        self.writer = writer
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _write(self, part: SweepResult) -> None:
+        try:
+            self.writer.write(part)
+        except BaseException as e:  # noqa: BLE001 (raised again on the sweep's thread by the next call)
+            self.error = e
+
+    def _wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def write(self, part: SweepResult) -> None:
+        self._wait()
+        self.thread = threading.Thread(target=self._write, args=(part,), name="meshnb-writer", daemon=True)
+        self.thread.start()
+
+    def close(self, steps: int) -> None:
+        self._wait()
+        self.writer.close(steps)
+
+    def abort(self) -> None:
+        if self.thread is not None:
+            self.thread.join()  # the write in flight ends first; its failure, if any, is dropped with the output
+            self.thread = None
+        self.error = None
+        self.writer.abort()
 
 
 def in_mpi_job() -> bool:
@@ -95,7 +154,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
             mpi.abort(comm, e)
             raise  # not reached: abort ends the job
     m, steps = len(systems), opts.steps
-    writer = open_writer()
+    writer = WriterThread(open_writer())
     try:
         with (
             steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),

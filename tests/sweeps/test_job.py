@@ -53,3 +53,44 @@ def test_cuda_is_refused_in_an_mpi_job(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = SweepOptions(steps=3, backend="cuda")
     with pytest.raises(OptionError, match="one process"):
         run_to(opts, opts.systems(), Collect)
+
+
+def test_writer_thread_raises_a_writes_failure_on_the_next_call_and_aborts_once() -> None:
+    """A part is written on the writer's thread while the sweep goes on: its failure comes back on
+    the sweep's thread by the next write or close, and abort waits for the write in flight."""
+    import threading
+
+    from meshnb.sweeps.job import WriterThread
+
+    class Failing:
+        def __init__(self) -> None:
+            self.parts: list[str] = []
+            self.aborted = 0
+            self.threads: set[str] = set()
+
+        def write(self, part: str) -> None:
+            self.threads.add(threading.current_thread().name)
+            if part == "bad":
+                raise OSError(28, "No space left on device")
+            self.parts.append(part)
+
+        def close(self, steps: int) -> None:
+            self.parts.append(f"closed {steps}")
+
+        def abort(self) -> None:
+            self.aborted += 1
+
+    for then in ("write", "close"):
+        inner = Failing()
+        w = WriterThread(inner)  # type: ignore[arg-type]
+        w.write("a")  # type: ignore[arg-type]
+        w.write("bad")  # type: ignore[arg-type]
+        with pytest.raises(OSError, match="No space left"):
+            w.write("c") if then == "write" else w.close(3)  # type: ignore[arg-type,func-returns-value]
+        w.abort()
+        assert inner.parts == ["a"] and inner.aborted == 1 and inner.threads == {"meshnb-writer"}
+    inner = Failing()
+    w = WriterThread(inner)  # type: ignore[arg-type]
+    w.write("a")  # type: ignore[arg-type]
+    w.close(5)
+    assert inner.parts == ["a", "closed 5"] and inner.aborted == 0
