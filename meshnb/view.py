@@ -355,8 +355,22 @@ def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
 
 def span_digests(words: NDArray[np.uint32], spans: Sequence[tuple[int, int]]) -> NDArray[np.uint8]:
     """SHA-256 (hashlib) of each row's word ``spans``, their little-endian bytes one after the
-    other: ``[n, 32]`` uint8 (:func:`page_digests` is this of the digested spans of pages).
+    other (:func:`page_digests` is this of the digested spans of pages).
 
+    Parameters
+    ----------
+    words : numpy.ndarray
+        ``[n, k]`` uint32.
+    spans : sequence of (int, int)
+        ``[lo, hi)`` word ranges of a row, hashed in this order.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[n, 32]`` uint8: each row's digest.
+
+    Examples
+    --------
     >>> w = np.arange(12, dtype=np.uint32).reshape(2, 6)
     >>> span_digests(w, [(0, 2), (4, 6)])[1].tobytes() == hashlib.sha256(w[1, [0, 1, 4, 5]].tobytes()).digest()
     True
