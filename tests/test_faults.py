@@ -71,16 +71,17 @@ def _phases(path: Path) -> dict[str, list[float]]:
     return seen
 
 
-def _wait_for_phase(log: Path, name: str, proc: subprocess.Popen, seconds: float = 120) -> float:
-    """The first moment of phase ``name``, waited for: a bounded wait on what the process reports,
-    which fails the test, saying so, if the process ends first or ``seconds`` pass."""
+def _wait_for_phase(log: Path, name: str, proc: subprocess.Popen, seconds: float = 120, poll: float = 0.001) -> float:
+    """The first moment of phase ``name``, waited for (looked for every ``poll`` s): a bounded wait
+    on what the process reports, which fails the test, saying so, if the process ends first or
+    ``seconds`` pass."""
     deadline = time.monotonic() + seconds
     while name not in (seen := _phases(log)):
         if proc.poll() is not None and name not in (seen := _phases(log)):
             pytest.fail(f"the process ended (exit {proc.returncode}) without phase {name!r}; phases: {sorted(seen)}")
         if time.monotonic() > deadline:
             pytest.fail(f"phase {name!r} not reported within {seconds} s; phases so far: {sorted(seen)}")
-        time.sleep(0.001)
+        time.sleep(poll)
     return _phases(log)[name][0]
 
 
@@ -90,19 +91,17 @@ def _held_to_done(log: Path) -> float:
     return seen["done"][0] - seen["held"][0]
 
 
-@functools.cache
-def _run_length(argv: tuple[str, ...]) -> float:
-    """Seconds from ``held`` to ``done`` of ``meshnb ARGV`` never interrupted: the span a test's
-    moments are fractions of (measured, not assumed: a loaded machine stretches it)."""
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"meshnb-length-{os.getpid()}.log"
-    log.unlink(missing_ok=True)
+def _ctrl_c_once_done(argv: tuple[str, ...], log: Path, seconds: float = 540) -> tuple[float, str]:
+    """``meshnb ARGV`` to its end, then a Ctrl-C as soon as it reports ``done`` (in its shutdown, or
+    after its exit on a slow machine): exit 0, nothing on stderr.  The run's length (``held`` to
+    ``done``) and its stdout: a test's moments are fractions of that length, measured in the same
+    conditions rather than assumed, at the cost of no run but this one trial."""
     p = meshnb_cli(*argv, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
-    _, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err
-    try:
-        return _held_to_done(log)
-    finally:
-        log.unlink()
+    _wait_for_phase(log, "done", p, seconds, poll=0.01)  # (a long run: not a busy wait beside it)
+    p.send_signal(signal.SIGINT)  # (nothing once the process has ended)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and err == "", ("a Ctrl-C after the end", p.returncode, err)
+    return _held_to_done(log), out
 
 
 @functools.cache
@@ -122,16 +121,18 @@ def _clean_digests(argv: tuple[str, ...], steps: int) -> list[tuple[str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(RUNS))
 def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
-    """A Ctrl-C at random moments over a whole run, from meshnb's first line (``held``) to past its
-    end (fractions of a clean run's length, one moment in each stretch of it): 130 and one line, or
-    exit 0 with the whole result where the run had ended first; the page or checkpoint continues to
-    the digests of a clean run."""
+    """A Ctrl-C at the end of a run (once it reports ``done``), then at random moments over a whole
+    run, from meshnb's first line (``held``) on: fractions of the first run's length, one moment in
+    each stretch of it.  130 and one line, or exit 0 with the whole result where the run had ended
+    first; the page or checkpoint continues to the digests of a clean run."""
     argv = RUNS[backend]
     total = int(argv[argv.index("--steps") + 1])
-    length = _run_length(("train", *argv, "--json"))
+    length, out = _ctrl_c_once_done(("train", *argv, "--json"), tmp_path / "end.log")
+    assert json.loads(out)["steps"] == total
     rng = random.Random(f"sigint-{backend}")  # reproducible: the test's id is the seed
-    for k in range(TRIALS):
-        fraction = round(rng.uniform(k, k + 1) * 1.1 / TRIALS, 3)  # stratified over [0, 1.1] of the run
+    count = max(1, TRIALS - 1)  # the first run was one trial
+    for k in range(count):
+        fraction = round(rng.uniform(k, k + 1) / count, 3)  # stratified over the run
         log, out_file = tmp_path / f"{k}.log", tmp_path / f"{k}.out"
         extra = (
             ["--view-out", str(out_file)]
@@ -471,11 +472,11 @@ def test_a_closed_stdout_is_refused_in_one_line(argv):
 
 @pytest.mark.slow
 def test_ctrl_c_during_bench_ends_with_130_and_one_line(tmp_path):
-    """Moments over a whole ``meshnb bench`` (fractions of a clean one's length from ``held``): a
+    """Moments over a whole ``meshnb bench`` (fractions of a first one's length from ``held``): a
     Ctrl-C inside a cluster path was a RunInterrupted traceback, and one during bench's imports, or
     in a run of a single task, was lost (the bench went on and exited 0)."""
     argv = ("bench", "--quick", "--paths", "single,threads-2,processes-2")
-    length = _run_length(argv)
+    length, _ = _ctrl_c_once_done(argv, tmp_path / "end.log")
     fractions = _moments("sigint-bench", 0.0, 0.9) + [0.3, 0.6]
     for k, fraction in enumerate(fractions):
         log = tmp_path / f"{k}.log"
