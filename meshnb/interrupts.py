@@ -5,9 +5,10 @@ A run installs :class:`InterruptFlag` as the SIGINT handler (:func:`deferred_int
 first thing, before the heavy imports, so that a Ctrl-C at any moment (while numba loads, or
 inside one of its ctypes callbacks, which would swallow a KeyboardInterrupt) is seen by the run.
 
-:func:`phase` is a test hook: with ``MESHNB_TEST_PHASES=FILE`` in the environment, the start-up
-of a run appends its phases there, so that a test can aim a Ctrl-C at each of them rather than
-at fixed delays.
+:func:`phase` is a test hook: with ``MESHNB_TEST_PHASES=FILE`` in the environment, the command
+line (``held``: Ctrl-C is its flag from here; ``done``: the command is over) and the start-up of a
+run append their phases there, so that a test can aim a Ctrl-C at each of them rather than at
+fixed delays from the process's start.
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ RUNS = {
 }
 
 
-def _start(*argv: str, new_session: bool = False) -> subprocess.Popen:
-    return meshnb_cli("train", *argv, start_new_session=new_session)
+def _start(*argv: str, new_session: bool = False, phases: Path | None = None) -> subprocess.Popen:
+    env = {**os.environ, "MESHNB_TEST_PHASES": str(phases)} if phases else None
+    return meshnb_cli("train", *argv, start_new_session=new_session, env=env)
 
 
 def _shm() -> set[str]:
@@ -51,6 +52,56 @@ def _shm() -> set[str]:
 def _moments(seed: str, low: float, high: float) -> list[float]:
     rng = random.Random(seed)  # reproducible: the test's id is the seed
     return [round(rng.uniform(low, high), 3) for _ in range(TRIALS)]
+
+
+# --- moments counted from what the process reports (MESHNB_TEST_PHASES) -----------------------
+# Never from the process's start: the interpreter's own start-up takes 50 ms on a quiet machine and
+# seconds on a loaded one, and a Ctrl-C then is Python's (a KeyboardInterrupt naming runpy or site).
+# The command line's phases: ``held`` (meshnb's first line has run, Ctrl-C is its flag from here)
+# and ``done`` (the command is over, its exit code set: a Ctrl-C from here changes nothing).
+
+
+def _phases(path: Path) -> dict[str, list[float]]:
+    """Every moment of each phase (the system's monotonic clock), in order, in a MESHNB_TEST_PHASES file."""
+    seen: dict[str, list[float]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _, when = line.split()
+            seen.setdefault(name, []).append(float(when))
+    return seen
+
+
+def _wait_for_phase(log: Path, name: str, proc: subprocess.Popen, seconds: float = 120, poll: float = 0.001) -> float:
+    """The first moment of phase ``name``, waited for (looked for every ``poll`` s): a bounded wait
+    on what the process reports, which fails the test, saying so, if the process ends first or
+    ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while name not in (seen := _phases(log)):
+        if proc.poll() is not None and name not in (seen := _phases(log)):
+            pytest.fail(f"the process ended (exit {proc.returncode}) without phase {name!r}; phases: {sorted(seen)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"phase {name!r} not reported within {seconds} s; phases so far: {sorted(seen)}")
+        time.sleep(poll)
+    return _phases(log)[name][0]
+
+
+def _held_to_done(log: Path) -> float:
+    seen = _phases(log)
+    assert "held" in seen and "done" in seen, f"a whole run reports held and done: {sorted(seen)}"
+    return seen["done"][0] - seen["held"][0]
+
+
+def _ctrl_c_once_done(argv: tuple[str, ...], log: Path, seconds: float = 540) -> tuple[float, str]:
+    """``meshnb ARGV`` to its end, then a Ctrl-C as soon as it reports ``done`` (in its shutdown, or
+    after its exit on a slow machine): exit 0, nothing on stderr.  The run's length (``held`` to
+    ``done``) and its stdout: a test's moments are fractions of that length, measured in the same
+    conditions rather than assumed, at the cost of no run but this one trial."""
+    p = meshnb_cli(*argv, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+    _wait_for_phase(log, "done", p, seconds, poll=0.01)  # (a long run: not a busy wait beside it)
+    p.send_signal(signal.SIGINT)  # (nothing once the process has ended)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and err == "", ("a Ctrl-C after the end", p.returncode, err)
+    return _held_to_done(log), out
 
 
 @functools.cache
@@ -70,21 +121,30 @@ def _clean_digests(argv: tuple[str, ...], steps: int) -> list[tuple[str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(RUNS))
 def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
+    """A Ctrl-C at the end of a run (once it reports ``done``), then at random moments over a whole
+    run, from meshnb's first line (``held``) on: fractions of the first run's length, one moment in
+    each stretch of it.  130 and one line, or exit 0 with the whole result where the run had ended
+    first; the page or checkpoint continues to the digests of a clean run."""
     argv = RUNS[backend]
     total = int(argv[argv.index("--steps") + 1])
-    # From 0.25 s: before meshnb's first line runs (the interpreter's own start-up, ~50 ms, longer on a
-    # loaded machine) a Ctrl-C is Python's, whose KeyboardInterrupt names runpy or site.
-    for at in _moments(f"sigint-{backend}", 0.25, 2.0):
-        out_file = tmp_path / f"{at}.out"
+    length, out = _ctrl_c_once_done(("train", *argv, "--json"), tmp_path / "end.log")
+    assert json.loads(out)["steps"] == total
+    rng = random.Random(f"sigint-{backend}")  # reproducible: the test's id is the seed
+    count = max(1, TRIALS - 1)  # the first run was one trial
+    for k in range(count):
+        fraction = round(rng.uniform(k, k + 1) / count, 3)  # stratified over the run
+        log, out_file = tmp_path / f"{k}.log", tmp_path / f"{k}.out"
         extra = (
             ["--view-out", str(out_file)]
             if backend == "single"
             else ["--checkpoint", str(out_file), "--checkpoint-every", "0.3"]
         )
         before = _shm()
-        p = _start(*argv, *extra, "--json")
-        time.sleep(at)
+        p = _start(*argv, *extra, "--json", phases=log)
+        aim = _wait_for_phase(log, "held", p) + fraction * length
+        time.sleep(max(0.0, aim - time.monotonic()))
         p.send_signal(signal.SIGINT)
+        at = f"{fraction} of {length:.2f} s"
         out, err = p.communicate(timeout=120)
         assert "Traceback" not in err, (at, err)
         assert p.returncode in (0, 130), (at, p.returncode, err)  # 0: the run had finished first
@@ -124,12 +184,7 @@ PHASES = ("spawn", "forkserver", "preload", "preloaded", "member", "running")
 
 def _phase_log(path: Path) -> dict[str, float]:
     """Each phase's first moment (the system's monotonic clock) in a MESHNB_TEST_PHASES file."""
-    first: dict[str, float] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            name, _, when = line.split()
-            first.setdefault(name, float(when))
-    return first
+    return {name: moments[0] for name, moments in _phases(path).items()}
 
 
 def _start_logged(log: Path, *argv: str, pause: str = "") -> subprocess.Popen:
@@ -151,7 +206,7 @@ def _phase_lengths() -> dict[str, float]:
     assert p.returncode == 0, err
     seen = _phase_log(log)
     log.unlink()
-    assert set(seen) == set(PHASES), seen  # every phase marked
+    assert set(seen) == {"held", *PHASES, "done"}, seen  # every phase marked (and the command line's)
     ends = [seen[n] for n in PHASES[1:]] + [seen["running"] + 0.2]  # the first tasks
     return {n: max(end - seen[n], 0.001) for n, end in zip(PHASES, ends)}
 
@@ -342,22 +397,57 @@ def test_view_in_takes_a_path_as_well_as_bytes(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_as_the_command_ends_changes_nothing():
+def test_ctrl_c_as_the_command_ends_changes_nothing(tmp_path):
     """Moments that straddle a short run's end: before it, 130 and one line; after its result is
-    printed, exit 0 and nothing more (not a SIGINT death in the interpreter's shutdown)."""
-    codes = set()
-    for at in [0.3 + 0.03 * i for i in range(16)]:
-        p = _start("--steps", "64", "--json")
-        time.sleep(at)
-        p.send_signal(signal.SIGINT)
+    printed, exit 0 and nothing more (not a SIGINT death in the interpreter's shutdown).
+
+    The end is the ``done`` phase.  Each moment is aimed from ``held`` by a first run's length,
+    swept from 0.3 of it before the end to most of the shutdown after it, and checked afterwards
+    against the run's own phases; a moment that landed before the end moves the next ones later,
+    one after it earlier (runs vary by a quarter on a quiet machine, more on a loaded one), and the
+    sweep goes on until moments have landed on both sides of the end."""
+    argv = ("--steps", "64", "--json")
+    log = tmp_path / "first.log"
+    p = _start(*argv, phases=log)
+    out, err = p.communicate(timeout=120)
+    ended = time.monotonic()
+    assert p.returncode == 0 and err == "" and json.loads(out)["steps"] == 64, (p.returncode, err)
+    length = _held_to_done(log)
+    shutdowns = [ended - _phases(log)["done"][0]]  # done -> the process's exit, as seen here
+    codes, landed = set(), {"before the end": 0, "in the shutdown": 0}
+    sweep = [i / 15 for i in range(16)]
+    later = 0.0  # the correction the moments that landed have called for
+    for k in range(48):  # 16 unless the first moments all fell to one side
+        if k >= len(sweep) and min(landed.values()) >= 3:
+            break
+        shutdown = sorted(shutdowns)[len(shutdowns) // 2]
+        offset = -0.3 * length + sweep[k % len(sweep)] * (0.3 * length + 0.7 * shutdown)  # from the end
+        log = tmp_path / f"{k}.log"
+        p = _start(*argv, phases=log)
+        aim = _wait_for_phase(log, "held", p) + length + later + offset
+        time.sleep(max(0.0, aim - time.monotonic()))
+        sent, alive = time.monotonic(), p.poll() is None
+        p.send_signal(signal.SIGINT)  # (nothing once the process has ended)
         out, err = p.communicate(timeout=60)
+        ended = time.monotonic()
+        at = (k, f"{offset:+.3f} s from the end aimed at")
         codes.add(p.returncode)
         assert "Traceback" not in err, (at, err)
         if p.returncode == 0:
             assert err == "" and json.loads(out)["steps"] == 64, (at, out, err)
         else:
             assert p.returncode == 130 and out == "" and err.count("\n") == 1, (at, p.returncode, err)
+        done = _wait_for_phase(log, "done", p)
+        if sent < done:
+            landed["before the end"] += 1
+            later += 0.05 * length
+        else:
+            landed["in the shutdown"] += alive  # (not once the process had ended)
+            later -= 0.05 * length
+        if p.returncode == 0:
+            shutdowns.append(ended - done)
     assert codes <= {0, 130}, codes
+    assert min(landed.values()) >= 3, f"the moments never straddled the end: {landed} (a first run {length:.3f} s)"
 
 
 # --- issue 16, item 4's classes in train and bench ---------------------------------------------
@@ -378,24 +468,26 @@ def test_a_closed_stdout_is_refused_in_one_line(argv):
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_bench_ends_with_130_and_one_line():
-    """Moments over a whole ``meshnb bench`` (its length measured first): a Ctrl-C inside a cluster
-    path was a RunInterrupted traceback, and one during bench's imports, or in a run of a single
-    task, was lost (the bench went on and exited 0)."""
-    argv = [sys.executable, "-m", "meshnb", "bench", "--quick", "--paths", "single,threads-2,processes-2"]
-    t0 = time.monotonic()
-    clean = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    length = time.monotonic() - t0
-    assert clean.returncode == 0, clean.stderr
-    for at in _moments("sigint-bench", 0.3, 0.9 * length) + [0.3 * length, 0.6 * length]:
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        time.sleep(at)
+def test_ctrl_c_during_bench_ends_with_130_and_one_line(tmp_path):
+    """Moments over a whole ``meshnb bench`` (fractions of a first one's length from ``held``): a
+    Ctrl-C inside a cluster path was a RunInterrupted traceback, and one during bench's imports, or
+    in a run of a single task, was lost (the bench went on and exited 0)."""
+    argv = ("bench", "--quick", "--paths", "single,threads-2,processes-2")
+    length, _ = _ctrl_c_once_done(argv, tmp_path / "end.log")
+    fractions = _moments("sigint-bench", 0.0, 0.9) + [0.3, 0.6]
+    for k, fraction in enumerate(fractions):
+        log = tmp_path / f"{k}.log"
+        p = meshnb_cli(*argv, start_new_session=True, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+        aim = _wait_for_phase(log, "held", p) + fraction * length
+        time.sleep(max(0.0, aim - time.monotonic()))
         sent = time.monotonic()
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=120)
+        at = f"{fraction} of {length:.2f} s"
         assert "Traceback" not in err, (at, err)
-        if p.returncode == 0:  # the bench was done: no more than its last moments go on after the Ctrl-C
-            assert time.monotonic() - sent < 1.5 and err == "", (at, err)
+        if p.returncode == 0:  # the bench was done first: the Ctrl-C came during its last run at the earliest
+            last = _phases(log)["running"][-1]
+            assert sent > last and err == "", (at, f"sent {last - sent:.3f} s before the last run began", err)
             continue
         assert p.returncode == 130 and out == "" and err == "meshnb: interrupted\n", (at, p.returncode, err)
 

@@ -45,10 +45,11 @@ def entry() -> NoReturn:
     >>> done.returncode, done.stderr
     (2, "meshnb: error: argument --steps: 'x' is not a whole number\\n")
     """
-    from ..interrupts import InterruptFlag
+    from ..interrupts import InterruptFlag, phase
 
     flag = InterruptFlag()
     flag.install()  # SIGINT, SIGTERM, SIGHUP
+    phase("held")  # test hook: a Ctrl-C from here on is meshnb's (before it, the interpreter's traceback)
     from ..files import install_std_streams
 
     install_std_streams()  # stdout and stderr that never drop a byte (non-blocking pipes, PYTHONUNBUFFERED)

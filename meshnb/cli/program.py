@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..interrupts import STOP_SIGNALS, InterruptFlag
+from ..interrupts import STOP_SIGNALS, InterruptFlag, phase
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, UsageError, error, error_line, prints
 
 # Light imports only up here: numba loads inside a command, after Ctrl-C is held (interrupts.py).
@@ -85,6 +85,7 @@ def entry(flag: InterruptFlag) -> NoReturn:
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    phase("done")  # test hook: the command is over, a Ctrl-C from here on changes nothing
     sys.exit(code)
 
 
