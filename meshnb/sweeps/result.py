@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import tempfile
-import time
 import warnings
 import zipfile
-import zlib
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -1001,11 +998,8 @@ class JsonWriter(Writer):
 class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
     ``loss_steps`` and ``page_names``), read back with ``np.load``.  Each column goes to its own
-    temporary file part by part; :meth:`close` streams them into the zip (ZIP64, stored) with their
-    .npy headers, so memory stays one part's.  Given the ``rows`` to come, each column's CRC-32 is
-    taken as its parts are written (on the sweep's writer thread, beside the next batch) and
-    :meth:`close` only copies (:func:`_stored_zip`; zipfile's writer would take the CRC again, at
-    1 GB/s, after the run); a sweep that ends with fewer rows (a Ctrl-C) is zipped by zipfile.
+    temporary file part by part; :meth:`close` streams them into the zip (ZIP64) with their .npy
+    headers, so memory stays one part's.
 
     Parameters
     ----------
@@ -1013,8 +1007,6 @@ class NpzWriter(Writer):
         The file (written whole at :meth:`close`, atomically).
     names : sequence of str or None, default None
         The start pages' names (stored as ``page_names``).
-    rows : int or None, default None
-        The systems the sweep will write, if known.
 
     Examples
     --------
@@ -1027,12 +1019,10 @@ class NpzWriter(Writer):
     ('z', [1056964608, 1048576000])
     """
 
-    def __init__(self, path: str, names: Sequence[str] | None = None, rows: int | None = None) -> None:
+    def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
         self.out = _Out(path, "--npz")
         self.names = names
         self.spools: dict[str, tuple[IO[bytes], np.dtype, tuple[int, ...]]] = {}
-        self.expected = rows
-        self.crcs: dict[str, int] = {}  # each column's CRC-32 so far, its .npy header (for `expected` rows) first
         self.rows = 0
         self.loss_steps = np.zeros(0, np.int64)
         self.z = True
@@ -1064,12 +1054,7 @@ class NpzWriter(Writer):
             if name not in self.spools:
                 spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
                 self.spools[name] = (spool, col.dtype, col.shape[1:])
-                if self.expected is not None:
-                    self.crcs[name] = zlib.crc32(_npy_header(col.dtype, (self.expected, *col.shape[1:])))
-            data = col.reshape(-1).view(np.uint8).data  # its bytes, no copy
-            self.spools[name][0].write(data)
-            if name in self.crcs:
-                self.crcs[name] = zlib.crc32(data, self.crcs[name])
+            self.spools[name][0].write(col.tobytes())
         self.rows += len(part)
 
     def close(self, steps: int) -> None:
@@ -1092,17 +1077,14 @@ class NpzWriter(Writer):
         ...     int(f["steps"]), f["digest"].shape
         (64, (2, 32))
         """
-        small = {
-            "steps": np.array(steps, np.int64),
-            "mode": np.array("z" if self.z else "ieee"),
-            "loss_steps": self.loss_steps,
-            "page_names": np.array(list(self.names) if self.names is not None else [], dtype=str),
-        }
-        if self.rows == self.expected and len(self.crcs) == len(self.spools):
-            self._close_stored(small)
-            return
         try:
             with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+                small = {
+                    "steps": np.array(steps, np.int64),
+                    "mode": np.array("z" if self.z else "ieee"),
+                    "loss_steps": self.loss_steps,
+                    "page_names": np.array(list(self.names) if self.names is not None else [], dtype=str),
+                }
                 for name, arr in small.items():
                     with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
                         np.lib.format.write_array(m, arr, allow_pickle=False)
@@ -1115,37 +1097,6 @@ class NpzWriter(Writer):
                         while block := spool.read(1 << 20):
                             m.write(block)
                     spool.close()
-        except OSError as e:
-            self.out.abort()
-            raise WriteError("--npz", self.out.path, e) from None
-        self.out.commit()
-
-    def _close_stored(self, small: dict[str, np.ndarray]) -> None:
-        """:meth:`close` where every column's CRC-32 was taken as it was written: the members are
-        copied into the zip, nothing is read twice."""
-        members: list[tuple[str, int, int, Any]] = []
-        for name, arr in small.items():
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, arr, allow_pickle=False)
-            data = buf.getvalue()
-            members.append((name, len(data), zlib.crc32(data), data))
-        for name, (spool, dtype, tail) in self.spools.items():
-            head = _npy_header(dtype, (self.rows, *tail))
-            members.append((name, len(head) + spool.tell(), self.crcs[name], (head, spool)))
-
-        def copy(part: Any) -> None:
-            if isinstance(part, bytes):
-                self.out.write(part)
-                return
-            head, spool = part
-            self.out.write(head)
-            spool.seek(0)
-            while block := spool.read(1 << 22):
-                self.out.write(block)
-            spool.close()
-
-        try:
-            _stored_zip(self.out.write, members, copy)
         except OSError as e:
             self.out.abort()
             raise WriteError("--npz", self.out.path, e) from None
@@ -1166,42 +1117,3 @@ class NpzWriter(Writer):
         for spool, _, _ in self.spools.values():
             spool.close()
         self.out.abort()
-
-
-def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
-    """The .npy (version 2.0) header of a C-order array (what ``np.lib.format.write_array`` writes first)."""
-    buf = io.BytesIO()
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    np.lib.format.write_array_header_2_0(buf, header)
-    return buf.getvalue()
-
-
-def _stored_zip(write: Any, members: list[tuple[str, int, int, Any]], copy: Any) -> None:
-    """A ZIP64 archive of stored (uncompressed) members through ``write``: each member
-    ``(name, size, crc32, data)`` as its local header, then ``copy(data)`` (exactly ``size`` bytes),
-    then the central directory (PKWARE APPNOTE 6.3.x, 4.3 and 4.5.3: ZIP64 extra fields on every
-    member and the ZIP64 end records; what zipfile writes with ``force_zip64``).  Written by hand
-    because zipfile takes each member's CRC-32 itself as it copies: here it was taken as the
-    sweep wrote its parts."""
-    t = time.localtime()
-    dos_time = t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2
-    dos_date = (t.tm_year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday
-    at, central = 0, []
-    for name, size, crc, data in members:
-        raw = f"{name}.npy".encode()
-        extra = struct.pack("<HHQQ", 1, 16, size, size)
-        local = struct.pack(
-            "<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, dos_time, dos_date, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra)
-        )
-        write(local + raw + extra)
-        copy(data)
-        extra = struct.pack("<HHQQQ", 1, 24, size, size, at)
-        fields = (0x02014B50, 0x032D, 45, 0, 0, dos_time, dos_date, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra))
-        central.append(struct.pack("<IHHHHHHIIIHHHHHII", *fields, 0, 0, 0, 0o600 << 16, 0xFFFFFFFF) + raw + extra)
-        at += len(local) + len(raw) + len(extra) - 8 + size  # the local extra is 8 bytes shorter (no offset)
-    directory = b"".join(central)
-    n = len(members)
-    end64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x032D, 45, 0, 0, n, n, len(directory), at)
-    locator = struct.pack("<IIQI", 0x07064B50, 0, at + len(directory), 1)
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(n, 0xFFFF), min(n, 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0)
-    write(directory + end64 + locator + end)

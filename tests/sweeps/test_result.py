@@ -210,36 +210,3 @@ def test_page_digests_are_the_same_on_both_paths() -> None:
     big = digest_of(words)
     small = np.concatenate([digest_of(words[i : i + 1000]) for i in range(0, words.shape[0], 1000)])
     assert big.shape == (words.shape[0], 32) and np.array_equal(big, small)
-
-
-@pytest.mark.parametrize("rows", ["known", "fewer", None])
-def test_npz_of_known_rows_is_zipped_by_hand_and_reads_as_zipfiles(tmp_path, rows) -> None:
-    """The npz of a writer told its rows (CRCs taken as the parts come, the zip written by hand)
-    has the arrays of one zipped by zipfile (rows unknown, or fewer rows than told: a Ctrl-C), and
-    both are archives zipfile checks whole (every member's CRC-32) and np.load reads; ZIP64 records
-    (the ZIP64 fields of the hand path read as zipfile's own)."""
-    import zipfile
-
-    r = sweep(64, lrs=np.geomspace(1e-3, 0.5, 37).astype(np.float32), trace=True, loss_every=16)
-    told = {"known": 37, "fewer": 40, None: None}[rows]
-    path = tmp_path / "hand.npz"
-    w = NpzWriter(str(path), ["init"], rows=told)
-    w.write(r[:20])
-    w.write(r[20:])
-    w.close(64)
-    base = tmp_path / "zipfile.npz"
-    w = NpzWriter(str(base), ["init"])
-    w.write(r)
-    w.close(64)
-    with zipfile.ZipFile(path) as z, zipfile.ZipFile(base) as zb:
-        assert z.testzip() is None
-        assert [i.filename for i in z.infolist()] == [i.filename for i in zb.infolist()]
-        assert [i.CRC for i in z.infolist()] == [i.CRC for i in zb.infolist()]
-        assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
-    with np.load(path) as got, np.load(base) as want:
-        assert sorted(got.files) == sorted(want.files)
-        for k in want.files:
-            assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
-    raw = path.read_bytes()  # the hand path writes the ZIP64 end record and locator; zipfile's, here, none
-    hand = 1 if rows == "known" else 0
-    assert raw.count(b"PK\x06\x06") == hand and raw.count(b"PK\x06\x07") == hand
