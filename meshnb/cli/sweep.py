@@ -150,7 +150,7 @@ class _Summary:
         pass
 
 
-def _writer(args: argparse.Namespace, z: bool, names: list[str] | None, threads: int) -> Any:
+def _writer(args: argparse.Namespace, z: bool, names: list[str] | None, threads: int, rows: int) -> Any:
     from ..sweeps.result import CsvWriter, JsonWriter, NpzWriter
 
     if args.csv is not None:
@@ -158,7 +158,7 @@ def _writer(args: argparse.Namespace, z: bool, names: list[str] | None, threads:
     if args.json:
         return JsonWriter("-" if args.out is None else args.out, z, names)
     if args.npz is not None:
-        return NpzWriter(args.npz, names)
+        return NpzWriter(args.npz, names, rows)  # the rows known: each column written in place
     return _Summary(names)
 
 
@@ -202,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
     threads = opts.threads or default_threads()
-    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names, threads))
+    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names, threads, len(systems)))
     return EXIT_INTERRUPTED if stopped else 0
 
 

@@ -17,11 +17,16 @@ digests through one ``bytes.hex`` per column, floats as ``repr`` of the float32 
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
+import struct
 import tempfile
+import time
 import warnings
 import zipfile
+import zlib
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -999,7 +1004,13 @@ class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
     ``loss_steps`` and ``page_names``), read back with ``np.load``.  Each column goes to its own
     temporary file part by part; :meth:`close` streams them into the zip (ZIP64) with their .npy
-    headers, so memory stays one part's.
+    headers, so memory stays one part's.  Given the ``rows`` to come (``meshnb sweep`` knows them)
+    and a file to replace, each column is instead written in place, at the offset its member will
+    have in the archive, its CRC-32 taken as its parts come and the file synced every 64 MiB (all on
+    the sweep's writer thread, beside the next batch): :meth:`close` then writes the headers and
+    the central directory alone (written by hand, :func:`_zip_member_headers`: zipfile's writer
+    copies and checksums every byte again after the run, 0.13-0.2 us a system with its fsync).  A
+    sweep that ends with other rows (a Ctrl-C) is read back and zipped by zipfile.
 
     Parameters
     ----------
@@ -1007,6 +1018,8 @@ class NpzWriter(Writer):
         The file (written whole at :meth:`close`, atomically).
     names : sequence of str or None, default None
         The start pages' names (stored as ``page_names``).
+    rows : int or None, default None
+        The systems that will be written, if known.
 
     Examples
     --------
@@ -1019,10 +1032,14 @@ class NpzWriter(Writer):
     ('z', [1056964608, 1048576000])
     """
 
-    def __init__(self, path: str, names: Sequence[str] | None = None) -> None:
+    def __init__(self, path: str, names: Sequence[str] | None = None, rows: int | None = None) -> None:
         self.out = _Out(path, "--npz")
         self.names = names
         self.spools: dict[str, tuple[IO[bytes], np.dtype, tuple[int, ...]]] = {}
+        self.expected = rows if rows and self.out.kind == "atomic" else None  # a temporary file: offsets
+        self.placed: dict[str, _Placed] = {}
+        self.end = 0  # where the placed columns end: the small members and the directory follow
+        self.unsynced = 0
         self.rows = 0
         self.loss_steps = np.zeros(0, np.int64)
         self.z = True
@@ -1049,13 +1066,71 @@ class NpzWriter(Writer):
         """
         self.z = part.z
         self.loss_steps = part.loss_steps
-        for name, col in part.columns().items():
-            col = np.ascontiguousarray(col)
+        cols = {name: np.ascontiguousarray(col) for name, col in part.columns().items()}
+        if self.expected is not None and not self.rows:
+            self._place(cols)
+        if self.placed and (self.rows + len(part) > (self.expected or 0) or cols.keys() != self.placed.keys()):
+            self._unplace()  # more rows than told: the spools from here on
+        for name, col in cols.items():
+            data = col.reshape(-1).view(np.uint8).data  # its bytes, no copy
+            if self.placed:
+                pl = self.placed[name]
+                self._pwrite(data, pl.data_at + self.rows * pl.rowbytes)
+                pl.crc = zlib.crc32(data, pl.crc)
+                self.unsynced += len(data)
+                continue
             if name not in self.spools:
                 spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
                 self.spools[name] = (spool, col.dtype, col.shape[1:])
-            self.spools[name][0].write(col.reshape(-1).view(np.uint8).data)  # its bytes, no copy
+            self.spools[name][0].write(data)
         self.rows += len(part)
+        if self.unsynced >= 1 << 26:  # to the disk as it goes, not all in close's fsync
+            os.fdatasync(self.out.f.fileno())
+            self.unsynced = 0
+
+    def _pwrite(self, data: memoryview, at: int) -> None:
+        try:
+            while data:
+                n = os.pwrite(self.out.f.fileno(), data, at)
+                data, at = data[n:], at + n
+        except OSError as e:
+            raise WriteError("--npz", self.out.path, e) from None
+
+    def _place(self, cols: dict[str, np.ndarray]) -> None:
+        """Lay the columns out for ``expected`` rows: each member's local header, .npy header and
+        rows, one after the other from the file's start."""
+        at, rows = 0, int(self.expected or 0)
+        for name, col in cols.items():
+            npy = _npy_header(col.dtype, (rows, *col.shape[1:]))
+            rowbytes = col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64))
+            head = len(_zip_member_headers(name, 0, 0, 0)[0])
+            self.placed[name] = _Placed(
+                at, at + head + len(npy), npy, zlib.crc32(npy), rowbytes, col.dtype, col.shape[1:]
+            )
+            at += head + len(npy) + rowbytes * rows
+        self.end = at
+
+    def _unplace(self) -> None:
+        """Read the placed columns' rows back into spools and empty the file (zipfile zips them)."""
+        fd = self.out.f.fileno()
+        assert self.out.tmp is not None  # placed only in a temporary file (kind "atomic")
+        try:
+            with open(self.out.tmp, "rb", buffering=0) as back:  # the output is open for writing only
+                for name, pl in self.placed.items():
+                    spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
+                    self.spools[name] = (spool, pl.dtype, pl.tail)
+                    at, left = pl.data_at, self.rows * pl.rowbytes
+                    while left:
+                        block = os.pread(back.fileno(), min(left, 1 << 22), at)
+                        if not block:
+                            raise OSError(errno.EIO, "the file is shorter than what was written to it")
+                        spool.write(block)
+                        at, left = at + len(block), left - len(block)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError as e:
+            raise WriteError("--npz", self.out.path, e) from None
+        self.placed = {}
 
     def close(self, steps: int) -> None:
         """Finish the output and put it in place.
@@ -1077,14 +1152,24 @@ class NpzWriter(Writer):
         ...     int(f["steps"]), f["digest"].shape
         (64, (2, 32))
         """
+        small = {
+            "steps": np.array(steps, np.int64),
+            "mode": np.array("z" if self.z else "ieee"),
+            "loss_steps": self.loss_steps,
+            "page_names": np.array(list(self.names) if self.names is not None else [], dtype=str),
+        }
+        if self.placed and self.rows != self.expected:
+            self._unplace()  # fewer rows than told (a Ctrl-C): zipfile zips what was written
+        if self.placed:
+            try:
+                self._close_placed(small)
+            except OSError as e:
+                self.out.abort()
+                raise WriteError("--npz", self.out.path, e) from None
+            self.out.commit()
+            return
         try:
             with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-                small = {
-                    "steps": np.array(steps, np.int64),
-                    "mode": np.array("z" if self.z else "ieee"),
-                    "loss_steps": self.loss_steps,
-                    "page_names": np.array(list(self.names) if self.names is not None else [], dtype=str),
-                }
                 for name, arr in small.items():
                     with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
                         np.lib.format.write_array(m, arr, allow_pickle=False)
@@ -1102,6 +1187,27 @@ class NpzWriter(Writer):
             raise WriteError("--npz", self.out.path, e) from None
         self.out.commit()
 
+    def _close_placed(self, small: dict[str, np.ndarray]) -> None:
+        """Each placed column's local header (now that its CRC is known), then the small members
+        and the central directory after the columns."""
+        directory = []
+        for name, pl in self.placed.items():
+            size = len(pl.npy) + self.rows * pl.rowbytes
+            local, central = _zip_member_headers(name, pl.crc, size, pl.at)
+            self._pwrite(memoryview(local + pl.npy), pl.at)
+            directory.append(central)
+        at = self.end
+        os.lseek(self.out.f.fileno(), at, os.SEEK_SET)
+        for name, arr in small.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
+            data = buf.getvalue()
+            local, central = _zip_member_headers(name, zlib.crc32(data), len(data), at)
+            self.out.write(local + data)
+            directory.append(central)
+            at += len(local) + len(data)
+        self.out.write(_zip_end(directory, at))
+
     def abort(self) -> None:
         """Drop the output: the target stays as it was (here: never made).
 
@@ -1117,3 +1223,51 @@ class NpzWriter(Writer):
         for spool, _, _ in self.spools.values():
             spool.close()
         self.out.abort()
+
+
+@dataclass
+class _Placed:
+    """A column of :class:`NpzWriter` written in place: its member's offset, where its rows start,
+    its .npy header (for the rows told), CRC-32 so far (that header, then the rows written)."""
+
+    at: int
+    data_at: int
+    npy: bytes
+    crc: int
+    rowbytes: int
+    dtype: np.dtype
+    tail: tuple[int, ...]
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The .npy (version 2.0) header of a C-order array, what ``np.lib.format.write_array`` writes first."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_2_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    )
+    return buf.getvalue()
+
+
+def _zip_member_headers(name: str, crc: int, size: int, at: int) -> tuple[bytes, bytes]:
+    """The local and the central header of a stored member ``name.npy`` of ``size`` bytes whose
+    local header is at ``at`` (PKWARE APPNOTE 6.3, 4.3.7 and 4.3.12, a ZIP64 extra field (4.5.3)
+    on both, as zipfile writes with ``force_zip64``); the local one's length does not depend on
+    the numbers."""
+    raw = f"{name}.npy".encode()
+    t = time.localtime()
+    when = (t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2, (t.tm_year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday)
+    extra = struct.pack("<HHQQ", 1, 16, size, size)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, *when, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra))
+    extra64 = struct.pack("<HHQQQ", 1, 24, size, size, at)
+    head = (0x02014B50, 0x032D, 45, 0, 0, *when, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra64))
+    central = struct.pack("<IHHHHHHIIIHHHHHII", *head, 0, 0, 0, 0o600 << 16, 0xFFFFFFFF)
+    return local + raw + extra, central + raw + extra64
+
+
+def _zip_end(directory: list[bytes], at: int) -> bytes:
+    """The central directory (``directory``, written at ``at``) and the ZIP64 end records (APPNOTE 4.3.14-16)."""
+    body, n = b"".join(directory), len(directory)
+    end64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x032D, 45, 0, 0, n, n, len(body), at)
+    locator = struct.pack("<IIQI", 0x07064B50, 0, at + len(body), 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(n, 0xFFFF), min(n, 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return body + end64 + locator + end

@@ -210,3 +210,40 @@ def test_page_digests_are_the_same_on_both_paths() -> None:
     big = digest_of(words)
     small = np.concatenate([digest_of(words[i : i + 1000]) for i in range(0, words.shape[0], 1000)])
     assert big.shape == (words.shape[0], 32) and np.array_equal(big, small)
+
+
+@pytest.mark.parametrize("told", [37, 40, 25, None])  # the rows; more (a Ctrl-C); fewer; unknown
+def test_npz_written_in_place_reads_as_the_one_zipfile_writes(tmp_path, told) -> None:
+    """An npz whose columns were written in place (the rows told) holds the arrays and CRCs of one
+    zipped by zipfile, and is an archive zipfile checks whole (every member's CRC-32) and np.load
+    reads; told more rows than come (a Ctrl-C) or fewer, it is read back and zipped by zipfile."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    r = sweep(64, lrs=np.geomspace(1e-3, 0.5, 37).astype(np.float32), trace=True, loss_every=16)
+    path = tmp_path / "placed.npz"
+    w = NpzWriter(str(path), ["init"], rows=told)
+    w.write(r[:20])
+    assert bool(w.placed) == (told is not None and told >= 20)
+    w.write(r[20:])
+    w.close(64)
+    base = tmp_path / "zipfile.npz"
+    w = NpzWriter(str(base), ["init"])
+    w.write(r)
+    w.close(64)
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(base) as zb:
+        assert z.testzip() is None
+        assert sorted((i.filename, i.CRC, i.file_size) for i in z.infolist()) == sorted(
+            (i.filename, i.CRC, i.file_size) for i in zb.infolist()
+        )
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
+    with np.load(path) as got, np.load(base) as want:
+        assert sorted(got.files) == sorted(want.files)
+        for k in want.files:
+            assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
+    in_place = told == 37
+    assert path.read_bytes().count(b"PK\x06\x06") == int(in_place)  # the hand path's ZIP64 end record
+    if in_place and shutil.which("unzip"):  # another reader than Python's
+        assert subprocess.run(["unzip", "-tq", str(path)], capture_output=True).returncode == 0
+    assert not list(tmp_path.glob(".*tmp*"))  # no temporary left beside them
