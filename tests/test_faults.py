@@ -562,17 +562,26 @@ def _wait_for(test, proc: subprocess.Popen, what: str, seconds: float = 120) -> 
         time.sleep(0.02)
 
 
+def _sweep_stopped_after_its_first_batch(
+    tmp_path, fmt: str, steps: int, sig: int
+) -> tuple[subprocess.Popen, str, Path, int]:
+    """``meshnb sweep`` of 2^19 systems to ``out.FMT``, sent ``sig`` once its temporary holds the
+    first batch; the process (ended), its stderr, the output's path and the systems."""
+    out = tmp_path / f"out.{fmt}"
+    n = 1 << 19
+    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", str(steps), f"--{fmt}", str(out), "--no-progress")
+    tmp = tmp_path / f".out.{fmt}.tmp{p.pid}"
+    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    return p, err, out, n
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does(tmp_path, sig, code):
     """SIGTERM left a 46 MB `.NAME.csv.tmpPID` and wrote nothing: now the finished systems are
     written, the temporary goes, exit 143 (129 for SIGHUP)."""
-    out = tmp_path / "out.csv"
-    n = 1 << 19
-    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", "300", "--csv", str(out), "--no-progress")
-    tmp = tmp_path / f".out.csv.tmp{p.pid}"
-    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
-    p.send_signal(sig)
-    _, err = p.communicate(timeout=120)
+    p, err, out, n = _sweep_stopped_after_its_first_batch(tmp_path, "csv", 300, sig)
     assert p.returncode in (code, 0), err  # 0: a fast machine finished first
     lines = out.read_text().splitlines()
     rows = [line.split(",") for line in lines[1:]]
@@ -590,13 +599,7 @@ def test_a_stopped_npz_sweep_writes_its_finished_systems_whole(tmp_path, sig, co
     the finished systems, each as a sweep of it alone gives it; no temporary left."""
     import numpy as np
 
-    out = tmp_path / "out.npz"
-    n = 1 << 19
-    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", "3000", "--npz", str(out), "--no-progress")
-    tmp = tmp_path / f".out.npz.tmp{p.pid}"
-    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
-    p.send_signal(sig)
-    _, err = p.communicate(timeout=120)
+    p, err, out, n = _sweep_stopped_after_its_first_batch(tmp_path, "npz", 3000, sig)
     assert p.returncode in (code, 0) and "Traceback" not in err, err  # 0: a fast machine finished first
     assert [q.name for q in tmp_path.iterdir()] == ["out.npz"]
     with np.load(out) as f:
