@@ -518,6 +518,8 @@ def row_digests(
     >>> row_digests(w, [(0, 2), (4, 6)]).shape
     (2, 32)
     """
+    if not 1 <= len(spans) <= 2:  # the njit kernel hashes two spans: both paths take the same
+        raise ValueError(f"row_digests hashes one or two spans of a row, not {len(spans)}")
     w = np.ascontiguousarray(words, dtype=np.uint32)
     n = w.shape[0]
     if n < NJIT_DIGEST_ROWS:  # a small sweep's cold start compiles no SHA-256 kernel (about 3 s of it)

@@ -855,7 +855,8 @@ def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def
     word i of lane q is ``src[i * LANES + q]`` (uint32, hashed as its little-endian bytes); ``h``
     their chaining values (:func:`lanes_start`'s layout), ``tail`` uint32 ``[16 * LANES]`` the
     unfinished block's SHA-256 words, ``ntail`` how many (the same in every lane: the messages grow
-    together); ``s`` scratch as :func:`compress_lanes` takes it.  Returns the new ``ntail``."""
+    together; after the call it is ``(ntail + nwords) % 16``); ``s`` scratch as :func:`compress_lanes`
+    takes it."""
     n = LANES
     pos = ntail
     for i in range(nwords):
@@ -864,7 +865,6 @@ def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def
         if pos == 16:
             compress_lanes(h, tail, 1, s)
             pos = 0
-    return pos
 
 
 @jit(nogil=True)

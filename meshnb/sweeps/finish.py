@@ -162,7 +162,7 @@ def result_of_lanes(
         msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
         _gather_np(start_loss, page_of, params_u, ring_u, lanes, base, done, params, last, msg)
         digest = row_digests(msg, MSG_SPANS)
-    elif (kernel or ("lanes" if sha256.ROWS_KERNEL == "lanes" else "rows")) == "lanes":
+    elif (kernel == "lanes") if kernel else (sha256.ROWS_KERNEL == "lanes"):
         digest = np.empty((n, 32), dtype=np.uint8)
         batches = -(-lanes.pad // sha256.LANES)
         cuts = [batches * i // threads for i in range(threads + 1)]

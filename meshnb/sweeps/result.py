@@ -1175,9 +1175,7 @@ class NpzWriter(Writer):
                         np.lib.format.write_array(m, arr, allow_pickle=False)
                 for name, (spool, dtype, tail) in self.spools.items():
                     with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
-                        header: dict[str, Any] = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
-                        header["shape"] = (self.rows, *tail)
-                        np.lib.format.write_array_header_2_0(m, header)
+                        m.write(_npy_header(dtype, (self.rows, *tail)))
                         spool.seek(0)
                         while block := spool.read(1 << 20):
                             m.write(block)
