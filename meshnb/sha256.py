@@ -762,6 +762,61 @@ def _vrnd(a: Any, b: Any, c: Any, d: Any, e: Any, f: Any, g: Any, h: Any, wk: An
     return d + t1, t1 + t2
 
 
+@jit(inline="always")
+def _vrounds8(a, b, c, d, e, f, g, hh, x0, x1, x2, x3, x4, x5, x6, x7):  # type: ignore[no-untyped-def]
+    """Eight rounds of every lane, ``x0 .. x7`` their W[t] + K[t]; the working variables after them
+    (in the same order: the names rotate one per round and come back after eight)."""
+    d, hh = _vrnd(a, b, c, d, e, f, g, hh, x0)
+    c, g = _vrnd(hh, a, b, c, d, e, f, g, x1)
+    b, f = _vrnd(g, hh, a, b, c, d, e, f, x2)
+    a, e = _vrnd(f, g, hh, a, b, c, d, e, x3)
+    hh, d = _vrnd(e, f, g, hh, a, b, c, d, x4)
+    g, c = _vrnd(d, e, f, g, hh, a, b, c, x5)
+    f, b = _vrnd(c, d, e, f, g, hh, a, b, x6)
+    e, a = _vrnd(b, c, d, e, f, g, hh, a, x7)
+    return a, b, c, d, e, f, g, hh
+
+
+@jit(inline="always")
+def _vblock(a, b, c, d, e, f, g, hh, w, o, s):  # type: ignore[no-untyped-def]
+    """The 64 rounds of one block whose SHA-256 words are ``w[o : o + 16 * LANES]``; its schedule
+    in ``s``, computed eight words ahead of the rounds (independent work for the core)."""
+    k = _K32
+    n = LANES
+    for t in range(16):
+        lanes_store(s, t * n, lanes_load(w, o + t * n))
+    for t in range(0, 64, 8):
+        if t < 48:
+            for u in range(t + 16, t + 24):
+                wu = _vsched(
+                    lanes_load(s, (u - 16) * n), lanes_load(s, (u - 15) * n),
+                    lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
+                )  # fmt: skip
+                lanes_store(s, u * n, wu)
+        a, b, c, d, e, f, g, hh = _vrounds8(
+            a, b, c, d, e, f, g, hh,
+            lanes_load(s, t * n) + lanes_splat(k[t]), lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]),
+            lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]), lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]),
+            lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]), lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]),
+            lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]), lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]),
+        )  # fmt: skip
+    return a, b, c, d, e, f, g, hh
+
+
+@jit(inline="always")
+def _vblock_wk(a, b, c, d, e, f, g, hh, wk, o):  # type: ignore[no-untyped-def]
+    """The 64 rounds of one block that every lane shares, ``wk[o : o + 64]`` its W[t] + K[t]
+    (:func:`schedule_wk`): no schedule to compute, each round's word a broadcast."""
+    for t in range(0, 64, 8):
+        a, b, c, d, e, f, g, hh = _vrounds8(
+            a, b, c, d, e, f, g, hh,
+            lanes_splat(wk[o + t]), lanes_splat(wk[o + t + 1]), lanes_splat(wk[o + t + 2]),
+            lanes_splat(wk[o + t + 3]), lanes_splat(wk[o + t + 4]), lanes_splat(wk[o + t + 5]),
+            lanes_splat(wk[o + t + 6]), lanes_splat(wk[o + t + 7]),
+        )  # fmt: skip
+    return a, b, c, d, e, f, g, hh
+
+
 @jit(nogil=True)
 def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     """Fold ``blocks`` 64-byte blocks of each of :data:`LANES` messages into their chaining values,
@@ -770,34 +825,38 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     (word j of lane q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages'
     SHA-256 words (big-endian readings: :func:`lanes_bswap` of little-endian words), block by block;
     ``s`` uint32 ``[64 * LANES]`` scratch for the message schedule.  Unchecked: callers size them."""
-    k = _K32
     n = LANES
     h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
     h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
     for blk in range(blocks):
-        o = blk * 16 * n
-        for t in range(16):
-            lanes_store(s, t * n, lanes_load(w, o + t * n))
-        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
-        for t in range(0, 64, 8):
-            if t < 48:  # W[t+16 .. t+23] while rounds t .. t+7 run: independent work for the core
-                for u in range(t + 16, t + 24):
-                    wu = _vsched(
-                        lanes_load(s, (u - 16) * n), lanes_load(s, (u - 15) * n),
-                        lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
-                    )  # fmt: skip
-                    lanes_store(s, u * n, wu)
-            # The eight working variables rotate one name per round instead of being moved.
-            d, hh = _vrnd(a, b, c, d, e, f, g, hh, lanes_load(s, t * n) + lanes_splat(k[t]))
-            c, g = _vrnd(hh, a, b, c, d, e, f, g, lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]))
-            b, f = _vrnd(g, hh, a, b, c, d, e, f, lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]))
-            a, e = _vrnd(f, g, hh, a, b, c, d, e, lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]))
-            hh, d = _vrnd(e, f, g, hh, a, b, c, d, lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]))
-            g, c = _vrnd(d, e, f, g, hh, a, b, c, lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]))
-            f, b = _vrnd(c, d, e, f, g, hh, a, b, lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]))
-            e, a = _vrnd(b, c, d, e, f, g, hh, a, lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]))
+        a, b, c, d, e, f, g, hh = _vblock(h0, h1, h2, h3, h4, h5, h6, h7, w, blk * 16 * n, s)
         h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
         h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
+    _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7)
+
+
+@jit(nogil=True)
+def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyped-def]
+    """:func:`compress_lanes`, where the blocks ``blk`` with ``shared[blk]`` hold the same words in
+    every lane: their rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk` of those
+    words) and leave ``w``'s block unread.  A third fewer vector operations for such a block (no
+    schedule, no K to add): a sweep's systems share the LOSS words that no step has written yet."""
+    n = LANES
+    h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
+    h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
+    for blk in range(blocks):
+        if shared[blk]:
+            a, b, c, d, e, f, g, hh = _vblock_wk(h0, h1, h2, h3, h4, h5, h6, h7, wk, 64 * blk)
+        else:
+            a, b, c, d, e, f, g, hh = _vblock(h0, h1, h2, h3, h4, h5, h6, h7, w, blk * 16 * n, s)
+        h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
+        h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
+    _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7)
+
+
+@jit(inline="always")
+def _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7):  # type: ignore[no-untyped-def]
+    n = LANES
     lanes_store(h, 0, h0)
     lanes_store(h, n, h1)
     lanes_store(h, 2 * n, h2)
@@ -806,6 +865,32 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     lanes_store(h, 5 * n, h5)
     lanes_store(h, 6 * n, h6)
     lanes_store(h, 7 * n, h7)
+
+
+@jit(nogil=True)
+def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
+    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words ``words`` (uint32, big-endian
+    readings) into ``wk[at : at + 64]``: what :func:`compress_lanes_shared` rounds a shared block with."""
+    x = np.empty(64, dtype=np.uint64)
+    for t in range(16):
+        x[t] = np.uint64(words[t])
+    for t in range(16, 64):
+        x[t] = _sched(x[t - 16], x[t - 15], x[t - 7], x[t - 2])
+    for t in range(64):
+        wk[at + t] = np.uint32((x[t] + _K[t]) & _M32)
+
+
+@jit(nogil=True)
+def padding_words(words, nbytes):  # type: ignore[no-untyped-def]
+    """The padding of a message of ``nbytes`` bytes (a multiple of 4) in ``words``, its padded SHA-256
+    words (uint32, :func:`message_blocks` * 16 of them): 0x80, zeros, the length in bits."""
+    first = nbytes // 4
+    for t in range(first, words.shape[0]):
+        words[t] = 0
+    words[first] = 0x80000000
+    bits = np.uint64(8 * nbytes)
+    words[words.shape[0] - 2] = np.uint32(bits >> np.uint64(32))
+    words[words.shape[0] - 1] = np.uint32(bits & np.uint64(0xFFFFFFFF))
 
 
 def message_blocks(nbytes: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import subprocess
 import sys
@@ -269,21 +270,60 @@ def test_digest_rows_are_hashlib_of_each_rows_two_spans(kernel):
             assert out[k].tobytes() == want, (lo0, hi0, lo1, hi1, k)
 
 
+def _shared_blocks_are_hashlib() -> bool:
+    """compress_lanes_shared on 5-block messages whose blocks 1, 3 and 4 (with the padding) every
+    lane shares, their rounds from schedule_wk, against hashlib of each lane's message; and the
+    same lanes with no block marked shared (the vector schedule of every block)."""
+    import hashlib
+
+    import numpy as np
+
+    from meshnb import sha256
+
+    n, blocks, nbytes = sha256.LANES, 5, 4 * 77  # 77 words: the 0x80 and the length in block 4
+    rng = np.random.default_rng(11)
+    one = np.empty(16 * blocks, np.uint32)  # the shared words, SHA-256 (big-endian) readings
+    one[:77] = rng.integers(0, 2**32, 77, dtype=np.uint64).astype(np.uint32)
+    sha256.padding_words(one, nbytes)
+    msgs = np.repeat(one[:, None], n, axis=1)  # [word, lane]
+    shared = np.array([False, True, False, True, True])
+    for blk in np.flatnonzero(~shared):
+        msgs[16 * blk : 16 * blk + 16] = rng.integers(0, 2**32, (16, n), dtype=np.uint64).astype(np.uint32)
+    wk = np.zeros(64 * blocks, np.uint32)
+    for blk in np.flatnonzero(shared):
+        sha256.schedule_wk(one[16 * blk : 16 * blk + 16], wk, 64 * blk)
+    ok = True
+    for marks in (shared, np.zeros(blocks, np.bool_)):
+        h, s = np.empty(8 * n, np.uint32), np.empty(64 * n, np.uint32)
+        sha256.lanes_init(h)
+        sha256.compress_lanes_shared(h, np.ascontiguousarray(msgs.reshape(-1)), blocks, s, marks, wk)
+        for q in range(n):
+            want = hashlib.sha256(msgs[:77, q].astype(">u4").tobytes()).digest()
+            ok = ok and h.reshape(8, n)[:, q].astype(">u4").tobytes() == want
+    return bool(ok)
+
+
+def test_shared_blocks_are_hashlib():
+    assert _shared_blocks_are_hashlib()
+
+
 @pytest.mark.skipif(not cpu.IS_X86_64, reason="an x86-64 target (haswell)")
 def test_lanes_kernel_on_avx2_code_is_hashlib():
     """The multi-buffer kernel compiled for an AVX2 target (8 lanes, no AVX-512: the shape CI's or
-    a user's machine may have) in a fresh process, against hashlib."""
+    a user's machine may have) in a fresh process, against hashlib: rows, and shared blocks."""
     code = (
         "import hashlib, numpy as np; from meshnb import sha256\n"
         "w = np.random.default_rng(3).integers(0, 2**32, (21, 270), dtype=np.uint64).astype(np.uint32)\n"
         "out = np.zeros((21, 32), np.uint8); sha256.digest_rows(w, 0, 4, 4, 260, out, 0, 21, kernel='lanes')\n"
         "ok = all(out[k].tobytes() == hashlib.sha256(w[k, :260].astype('<u4').tobytes()).digest() for k in range(21))\n"
-        "print(sha256.LANES, ok)"
+        "print(sha256.LANES, ok)\n"
+        + inspect.getsource(_shared_blocks_are_hashlib)
+        + "print(_shared_blocks_are_hashlib())"
     )
     env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["8", "True"]
+    assert out.stdout.split() == ["8", "True", "True"]
 
 
 @pytest.mark.skipif(sha256.LANES != 16, reason="the target has no 512-bit vectors")

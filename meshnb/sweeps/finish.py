@@ -77,18 +77,40 @@ def _gather_np(
 
 
 @jit(nogil=True)
+def _shared_blocks(start_loss, pg, s0, done, shared, wk):  # type: ignore[no-untyped-def]
+    """The blocks of a one-vector batch (page ``pg``, step base ``s0`` mod 256, ``done`` steps) whose
+    every word is a LOSS word of the start page that no step wrote, or padding: ``shared[blk]``,
+    and their W[t] + K[t] in ``wk`` (:func:`meshnb.sha256.schedule_wk`)."""
+    words = np.empty(16 * _BLOCKS, dtype=np.uint32)  # one system's padded message, its SHA-256 words
+    sha256.padding_words(words, 4 * MSG_WORDS)
+    for blk in range(_BLOCKS):
+        shared[blk] = blk > 0  # block 0 holds PARAMS
+        for i in range(max(16 * blk, 4), min(16 * blk + 16, MSG_WORDS)):
+            words[i] = sha256.bswap32(start_loss[pg, i - 4])
+            if done >= 256 or ((i - 4 - s0) & 255) < done:  # a LOSS word a step wrote
+                shared[blk] = False
+        if shared[blk]:
+            sha256.schedule_wk(words[16 * blk : 16 * blk + 16], wk, 64 * blk)
+
+
+@jit(nogil=True)
 def _digest_lanes(  # type: ignore[no-untyped-def]
     start_loss, page_of, base, params, ring, order, m, lanes, done, out_params, out_last, out_digest, b0, b1
 ):
     """Batches ``b0 .. b1 - 1`` of :data:`~meshnb.sha256.LANES` lane positions (position ``p`` is lane
     ``p % lanes`` of group ``p // lanes``, system ``order[p]``; positions from ``m`` on pad): each
     system's params, last loss and digest (what :func:`_gather` and :func:`meshnb.sha256.digest_rows`
-    give, bit for bit), its 260 words read from the loop's arrays into the hash's vector lanes."""
+    give, bit for bit), its 260 words read from the loop's arrays into the hash's vector lanes.  A
+    batch of one vector (its systems share a step base mod 256 and, before step 256, a start page)
+    skips the blocks its systems share (:func:`_shared_blocks`, computed once per page and base)."""
     n = sha256.LANES
     blocks = _BLOCKS
     h = np.empty(8 * n, dtype=np.uint32)
     w = np.empty(blocks * 16 * n, dtype=np.uint32)
     s = np.empty(64 * n, dtype=np.uint32)
+    shared = np.zeros(blocks, dtype=np.bool_)
+    wk = np.empty(64 * blocks, dtype=np.uint32)
+    known_pg, known_s0 = np.int64(-1), np.int64(-1)  # whose blocks ``shared`` and ``wk`` hold
     sys_of = np.empty(n, dtype=np.int64)
     pflat, rflat = params.reshape(-1), ring.reshape(-1)
     prow, rrow = params.shape[1], ring.shape[1]
@@ -99,23 +121,30 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
         for q in range(n):
             sys_of[q] = order[min(min(p0 + q, pad - 1), m - 1)]  # a padding lane holds the last system
         s0 = np.int64(base[sys_of[0]] & mask)
-        pg = page_of[sys_of[0]]
+        pg = np.int64(page_of[sys_of[0]])
         one_vector = n == lanes  # this batch is group p0 // lanes: its words are vectors of the loop's arrays
         for q in range(n):
             k = sys_of[q]
             if np.int64(base[k] & mask) != s0 or (done < 256 and page_of[k] != pg):
                 one_vector = False
+        sha256.lanes_start(h, w, 4 * MSG_WORDS)  # the initial hash value and the padding words
         if one_vector:
+            if pg != known_pg or s0 != known_s0:
+                _shared_blocks(start_loss, pg, s0, done, shared, wk)
+                known_pg, known_s0 = pg, s0
             g = p0 // lanes
             for j in range(4):
                 sha256.lanes_store(w, j * n, sha256.lanes_bswap(sha256.lanes_load(pflat, g * prow + j * n)))
             for i in range(256):  # LOSS[i] holds relative step j = (i - s) mod 256 if the run reached it
+                if shared[(4 + i) // 16]:
+                    continue
                 slot = (i - s0) & 255
                 if done >= 256 or slot < done:
                     v = sha256.lanes_load(rflat, g * rrow + slot * n)
                 else:
                     v = sha256.lanes_splat(start_loss[pg, i])
                 sha256.lanes_store(w, (4 + i) * n, sha256.lanes_bswap(v))
+            sha256.compress_lanes_shared(h, w, blocks, s, shared, wk)
         else:
             for q in range(n):
                 p = min(p0 + q, pad - 1)
@@ -127,8 +156,7 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
                     slot = (i - sk) & 255
                     x = ring[g, slot * lanes + lane] if done >= 256 or slot < done else start_loss[page_of[k], i]
                     w[(4 + i) * n + q] = sha256.bswap32(x)
-        sha256.lanes_start(h, w, 4 * MSG_WORDS)  # the initial hash value and the padding words
-        sha256.compress_lanes(h, w, blocks, s)
+            sha256.compress_lanes(h, w, blocks, s)
         last_slot = (done - 1) % 256
         for q in range(min(n, m - p0)):
             p = p0 + q
