@@ -210,7 +210,11 @@ def jit(
     numpy scalar type, or a Python bool), or arrays of those as ``"float32[:]"``,
     ``"uint32[:, :]"``, ``"uint8[::1]"`` (C-contiguous), ``"float32[...]"`` (any number of
     dimensions), followed by ``" writeable"`` for an array written in place.  Every argument of
-    such a function must be listed.  ``name`` is how its errors name it (default: its own)."""
+    such a function must be listed.  ``name`` is how its errors name it (default: its own).
+    numba's ``inline=`` is refused (the module docstring: LLVM inlines; numba's IR inlining made a
+    digest kernel's first compile 3 s longer for no speed)."""
+    if "inline" in options:
+        raise ValueError("meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers")
     if accepts is None:
         return njit(cache=True, error_model="numpy", **options)
     rules = {arg: Accepts.parse(spec) for arg, spec in accepts.items()}

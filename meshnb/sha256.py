@@ -746,7 +746,7 @@ def _vshr(typingctx, x, r):
     return u32lanes(x, r), codegen
 
 
-@jit(inline="always")
+@jit()
 def _vsched(w16: Any, w15: Any, w7: Any, w2: Any) -> Any:
     """W[t] of every lane from W[t-16], W[t-15], W[t-7], W[t-2]."""
     s0 = _vrotr(w15, 7) ^ _vrotr(w15, 18) ^ _vshr(w15, 3)
@@ -754,67 +754,12 @@ def _vsched(w16: Any, w15: Any, w7: Any, w2: Any) -> Any:
     return w16 + s0 + w7 + s1
 
 
-@jit(inline="always")
+@jit()
 def _vrnd(a: Any, b: Any, c: Any, d: Any, e: Any, f: Any, g: Any, h: Any, wk: Any) -> tuple[Any, Any]:
     """One round of every lane; the new ``d`` and ``h`` (as :func:`_rnd`: the caller renames)."""
     t1 = h + (_vrotr(e, 6) ^ _vrotr(e, 11) ^ _vrotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
     t2 = (_vrotr(a, 2) ^ _vrotr(a, 13) ^ _vrotr(a, 22)) + ((a & b) | (c & (a | b)))
     return d + t1, t1 + t2
-
-
-@jit(inline="always")
-def _vrounds8(a, b, c, d, e, f, g, hh, x0, x1, x2, x3, x4, x5, x6, x7):  # type: ignore[no-untyped-def]
-    """Eight rounds of every lane, ``x0 .. x7`` their W[t] + K[t]; the working variables after them
-    (in the same order: the names rotate one per round and come back after eight)."""
-    d, hh = _vrnd(a, b, c, d, e, f, g, hh, x0)
-    c, g = _vrnd(hh, a, b, c, d, e, f, g, x1)
-    b, f = _vrnd(g, hh, a, b, c, d, e, f, x2)
-    a, e = _vrnd(f, g, hh, a, b, c, d, e, x3)
-    hh, d = _vrnd(e, f, g, hh, a, b, c, d, x4)
-    g, c = _vrnd(d, e, f, g, hh, a, b, c, x5)
-    f, b = _vrnd(c, d, e, f, g, hh, a, b, x6)
-    e, a = _vrnd(b, c, d, e, f, g, hh, a, x7)
-    return a, b, c, d, e, f, g, hh
-
-
-@jit(inline="always")
-def _vblock(a, b, c, d, e, f, g, hh, w, o, s):  # type: ignore[no-untyped-def]
-    """The 64 rounds of one block whose SHA-256 words are ``w[o : o + 16 * LANES]``; its schedule
-    in ``s``, computed eight words ahead of the rounds (independent work for the core)."""
-    k = _K32
-    n = LANES
-    for t in range(16):
-        lanes_store(s, t * n, lanes_load(w, o + t * n))
-    for t in range(0, 64, 8):
-        if t < 48:
-            for u in range(t + 16, t + 24):
-                wu = _vsched(
-                    lanes_load(s, (u - 16) * n), lanes_load(s, (u - 15) * n),
-                    lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
-                )  # fmt: skip
-                lanes_store(s, u * n, wu)
-        a, b, c, d, e, f, g, hh = _vrounds8(
-            a, b, c, d, e, f, g, hh,
-            lanes_load(s, t * n) + lanes_splat(k[t]), lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]),
-            lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]), lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]),
-            lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]), lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]),
-            lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]), lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]),
-        )  # fmt: skip
-    return a, b, c, d, e, f, g, hh
-
-
-@jit(inline="always")
-def _vblock_wk(a, b, c, d, e, f, g, hh, wk, o):  # type: ignore[no-untyped-def]
-    """The 64 rounds of one block that every lane shares, ``wk[o : o + 64]`` its W[t] + K[t]
-    (:func:`schedule_wk`): no schedule to compute, each round's word a broadcast."""
-    for t in range(0, 64, 8):
-        a, b, c, d, e, f, g, hh = _vrounds8(
-            a, b, c, d, e, f, g, hh,
-            lanes_splat(wk[o + t]), lanes_splat(wk[o + t + 1]), lanes_splat(wk[o + t + 2]),
-            lanes_splat(wk[o + t + 3]), lanes_splat(wk[o + t + 4]), lanes_splat(wk[o + t + 5]),
-            lanes_splat(wk[o + t + 6]), lanes_splat(wk[o + t + 7]),
-        )  # fmt: skip
-    return a, b, c, d, e, f, g, hh
 
 
 @jit(nogil=True)
@@ -825,14 +770,42 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     (word j of lane q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages'
     SHA-256 words (big-endian readings: :func:`lanes_bswap` of little-endian words), block by block;
     ``s`` uint32 ``[64 * LANES]`` scratch for the message schedule.  Unchecked: callers size them."""
+    k = _K32
     n = LANES
     h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
     h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
     for blk in range(blocks):
-        a, b, c, d, e, f, g, hh = _vblock(h0, h1, h2, h3, h4, h5, h6, h7, w, blk * 16 * n, s)
+        o = blk * 16 * n
+        for t in range(16):
+            lanes_store(s, t * n, lanes_load(w, o + t * n))
+        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
+        for t in range(0, 64, 8):
+            if t < 48:  # W[t+16 .. t+23] while rounds t .. t+7 run: independent work for the core
+                for u in range(t + 16, t + 24):
+                    wu = _vsched(
+                        lanes_load(s, (u - 16) * n), lanes_load(s, (u - 15) * n),
+                        lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
+                    )  # fmt: skip
+                    lanes_store(s, u * n, wu)
+            # The eight working variables rotate one name per round instead of being moved.
+            d, hh = _vrnd(a, b, c, d, e, f, g, hh, lanes_load(s, t * n) + lanes_splat(k[t]))
+            c, g = _vrnd(hh, a, b, c, d, e, f, g, lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]))
+            b, f = _vrnd(g, hh, a, b, c, d, e, f, lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]))
+            a, e = _vrnd(f, g, hh, a, b, c, d, e, lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]))
+            hh, d = _vrnd(e, f, g, hh, a, b, c, d, lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]))
+            g, c = _vrnd(d, e, f, g, hh, a, b, c, lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]))
+            f, b = _vrnd(c, d, e, f, g, hh, a, b, lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]))
+            e, a = _vrnd(b, c, d, e, f, g, hh, a, lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]))
         h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
         h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
-    _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7)
+    lanes_store(h, 0, h0)
+    lanes_store(h, n, h1)
+    lanes_store(h, 2 * n, h2)
+    lanes_store(h, 3 * n, h3)
+    lanes_store(h, 4 * n, h4)
+    lanes_store(h, 5 * n, h5)
+    lanes_store(h, 6 * n, h6)
+    lanes_store(h, 7 * n, h7)
 
 
 @jit(nogil=True)
@@ -842,29 +815,31 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
     words) and leave ``w``'s block unread.  A third fewer vector operations for such a block (no
     schedule, no K to add): a sweep's systems share the LOSS words that no step has written yet."""
     n = LANES
-    h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
-    h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
     for blk in range(blocks):
-        if shared[blk]:
-            a, b, c, d, e, f, g, hh = _vblock_wk(h0, h1, h2, h3, h4, h5, h6, h7, wk, 64 * blk)
-        else:
-            a, b, c, d, e, f, g, hh = _vblock(h0, h1, h2, h3, h4, h5, h6, h7, w, blk * 16 * n, s)
-        h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
-        h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
-    _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7)
-
-
-@jit(inline="always")
-def _lanes_store8(h, h0, h1, h2, h3, h4, h5, h6, h7):  # type: ignore[no-untyped-def]
-    n = LANES
-    lanes_store(h, 0, h0)
-    lanes_store(h, n, h1)
-    lanes_store(h, 2 * n, h2)
-    lanes_store(h, 3 * n, h3)
-    lanes_store(h, 4 * n, h4)
-    lanes_store(h, 5 * n, h5)
-    lanes_store(h, 6 * n, h6)
-    lanes_store(h, 7 * n, h7)
+        if not shared[blk]:
+            compress_lanes(h, w[blk * 16 * n : (blk + 1) * 16 * n], 1, s)
+            continue
+        h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
+        h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
+        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
+        o = 64 * blk
+        for t in range(0, 64, 8):  # each round's W + K a broadcast of the one word every lane shares
+            d, hh = _vrnd(a, b, c, d, e, f, g, hh, lanes_splat(wk[o + t]))
+            c, g = _vrnd(hh, a, b, c, d, e, f, g, lanes_splat(wk[o + t + 1]))
+            b, f = _vrnd(g, hh, a, b, c, d, e, f, lanes_splat(wk[o + t + 2]))
+            a, e = _vrnd(f, g, hh, a, b, c, d, e, lanes_splat(wk[o + t + 3]))
+            hh, d = _vrnd(e, f, g, hh, a, b, c, d, lanes_splat(wk[o + t + 4]))
+            g, c = _vrnd(d, e, f, g, hh, a, b, c, lanes_splat(wk[o + t + 5]))
+            f, b = _vrnd(c, d, e, f, g, hh, a, b, lanes_splat(wk[o + t + 6]))
+            e, a = _vrnd(b, c, d, e, f, g, hh, a, lanes_splat(wk[o + t + 7]))
+        lanes_store(h, 0, h0 + a)
+        lanes_store(h, n, h1 + b)
+        lanes_store(h, 2 * n, h2 + c)
+        lanes_store(h, 3 * n, h3 + d)
+        lanes_store(h, 4 * n, h4 + e)
+        lanes_store(h, 5 * n, h5 + f)
+        lanes_store(h, 6 * n, h6 + g)
+        lanes_store(h, 7 * n, h7 + hh)
 
 
 @jit(nogil=True)
@@ -922,7 +897,7 @@ def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
     lanes_store(w, (words - 1) * n, lanes_splat(np.uint32(bits & np.uint64(0xFFFFFFFF))))
 
 
-@jit(inline="always")
+@jit()
 def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
     """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8)."""
     n = LANES

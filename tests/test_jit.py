@@ -64,3 +64,9 @@ def test_per_mode_builds_one_entry_per_mode():
     made: list[int] = []
     table = per_mode(lambda m: made.append(m) or m * 10, (0, 1, 2))
     assert table == {0: 0, 1: 10, 2: 20} and made == [0, 1, 2]
+
+
+def test_numba_ir_inlining_is_refused():
+    """The one inlining policy (plain njit helpers, inlined by LLVM) is the decorator's rule."""
+    with pytest.raises(ValueError, match="no numba IR inlining"):
+        jit(inline="always")

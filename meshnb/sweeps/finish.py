@@ -109,6 +109,7 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
     w = np.empty(blocks * 16 * n, dtype=np.uint32)
     s = np.empty(64 * n, dtype=np.uint32)
     shared = np.zeros(blocks, dtype=np.bool_)
+    mixed = np.zeros(blocks, dtype=np.bool_)  # a batch of mixed lanes shares no block
     wk = np.empty(64 * blocks, dtype=np.uint32)
     known_pg, known_s0 = np.int64(-1), np.int64(-1)  # whose blocks ``shared`` and ``wk`` hold
     sys_of = np.empty(n, dtype=np.int64)
@@ -156,7 +157,7 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
                     slot = (i - sk) & 255
                     x = ring[g, slot * lanes + lane] if done >= 256 or slot < done else start_loss[page_of[k], i]
                     w[(4 + i) * n + q] = sha256.bswap32(x)
-            sha256.compress_lanes(h, w, blocks, s)
+            sha256.compress_lanes_shared(h, w, blocks, s, mixed, wk)
         last_slot = (done - 1) % 256
         for q in range(min(n, m - p0)):
             p = p0 + q
