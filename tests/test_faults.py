@@ -33,10 +33,10 @@ SHM = Path("/dev/shm")
 # Runs that last a few seconds on a 2-core machine (backend -> CLI arguments).
 RUNS = {
     "single": ["--steps", "60000000"],
-    # ~10 us a round (issue 12) on idle cores, but a lockstep of two threads on busy cores waits for
-    # a time slice most rounds (50x slower beside two busy loops: 400000 steps ran 526 s, 150000 ran
-    # 300 s for the whole test): under a second here, about a minute there.
-    "threads": ["--systems", "2", "--backend", "threads", "--steps", "60000"],
+    # ~10 us a round (issue 12) on idle cores, but a lockstep of two threads beside busy processes
+    # often waits a time slice a round (60000 steps: 1.5 s, or 40-100+ s beside two busy loops; the
+    # test of 400000 ran 526 s of its 600): a fraction of a second here, under a minute there.
+    "threads": ["--systems", "2", "--backend", "threads", "--steps", "20000"],
     "processes": ["--systems", "2", "--backend", "processes", "--steps", "200000"],
     "fused": ["--systems", "2", "--backend", "fused", "--steps", "20000000"],
 }
