@@ -61,6 +61,8 @@ TARGETS: tuple[tuple[str, str, str | None, float | None, str], ...] = (
         None,
         "",
     ),
+    # A 16-step system's message shares 15 of its 17 blocks with its group's (no step wrote them).
+    ("a batch's results after 16 steps / after 300 (no block shared)", "finish-lanes-16", "finish-lanes-300", None, ""),
 )
 
 
