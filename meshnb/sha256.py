@@ -855,17 +855,16 @@ def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
         wk[at + t] = np.uint32((x[t] + _K[t]) & _M32)
 
 
-@jit(nogil=True)
-def padding_words(words, nbytes):  # type: ignore[no-untyped-def]
-    """The padding of a message of ``nbytes`` bytes (a multiple of 4) in ``words``, its padded SHA-256
-    words (uint32, :func:`message_blocks` * 16 of them): 0x80, zeros, the length in bits."""
-    first = nbytes // 4
-    for t in range(first, words.shape[0]):
-        words[t] = 0
-    words[first] = 0x80000000
+@jit()
+def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
+    """Word ``t`` (from ``nbytes // 4`` on) of a message of ``nbytes`` bytes (a multiple of 4) padded
+    to ``words`` SHA-256 words (FIPS 180-4 5.1.1): 0x80, zeros, then the length in bits."""
     bits = np.uint64(8 * nbytes)
-    words[words.shape[0] - 2] = np.uint32(bits >> np.uint64(32))
-    words[words.shape[0] - 1] = np.uint32(bits & np.uint64(0xFFFFFFFF))
+    if t == words - 2:
+        return np.uint32(bits >> np.uint64(32))
+    if t == words - 1:
+        return np.uint32(bits & np.uint64(0xFFFFFFFF))
+    return np.uint32(0x80000000) if t == nbytes // 4 else np.uint32(0)
 
 
 def message_blocks(nbytes: int) -> int:
@@ -884,17 +883,13 @@ def lanes_init(h):  # type: ignore[no-untyped-def]
 def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
     """Set up :func:`compress_lanes`' arrays for messages of ``nbytes`` bytes (a multiple of 4): the
     initial hash value in every lane of ``h``, and the padding words (0x80, zeros, the length in
-    bits) in every lane of ``w``'s words from ``nbytes // 4`` on; the message words are the caller's."""
+    bits: :func:`padding_word`) in every lane of ``w``'s words from ``nbytes // 4`` on; the message
+    words are the caller's."""
     n = LANES
     lanes_init(h)
     words = w.shape[0] // n
-    first = nbytes // 4
-    for t in range(first, words):
-        lanes_store(w, t * n, lanes_splat(0))
-    lanes_store(w, first * n, lanes_splat(0x80000000))
-    bits = np.uint64(8 * nbytes)
-    lanes_store(w, (words - 2) * n, lanes_splat(np.uint32(bits >> np.uint64(32))))
-    lanes_store(w, (words - 1) * n, lanes_splat(np.uint32(bits & np.uint64(0xFFFFFFFF))))
+    for t in range(nbytes // 4, words):
+        lanes_store(w, t * n, lanes_splat(padding_word(t, nbytes, words)))
 
 
 @jit()

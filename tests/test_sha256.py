@@ -284,7 +284,7 @@ def _shared_blocks_are_hashlib() -> bool:
     rng = np.random.default_rng(11)
     one = np.empty(16 * blocks, np.uint32)  # the shared words, SHA-256 (big-endian) readings
     one[:77] = rng.integers(0, 2**32, 77, dtype=np.uint64).astype(np.uint32)
-    sha256.padding_words(one, nbytes)
+    one[77:] = [sha256.padding_word(t, nbytes, 16 * blocks) for t in range(77, 16 * blocks)]
     msgs = np.repeat(one[:, None], n, axis=1)  # [word, lane]
     shared = np.array([False, True, False, True, True])
     for blk in np.flatnonzero(~shared):

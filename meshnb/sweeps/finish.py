@@ -82,10 +82,12 @@ def _shared_blocks(start_loss, pg, s0, done, shared, wk):  # type: ignore[no-unt
     every word is a LOSS word of the start page that no step wrote, or padding: ``shared[blk]``,
     and their W[t] + K[t] in ``wk`` (:func:`meshnb.sha256.schedule_wk`)."""
     words = np.empty(16 * _BLOCKS, dtype=np.uint32)  # one system's padded message, its SHA-256 words
-    sha256.padding_words(words, 4 * MSG_WORDS)
     for blk in range(_BLOCKS):
         shared[blk] = blk > 0  # block 0 holds PARAMS
-        for i in range(max(16 * blk, 4), min(16 * blk + 16, MSG_WORDS)):
+        for i in range(max(16 * blk, 4), 16 * blk + 16):
+            if i >= MSG_WORDS:
+                words[i] = sha256.padding_word(i, 4 * MSG_WORDS, 16 * _BLOCKS)
+                continue
             words[i] = sha256.bswap32(start_loss[pg, i - 4])
             if done >= 256 or ((i - 4 - s0) & 255) < done:  # a LOSS word a step wrote
                 shared[blk] = False

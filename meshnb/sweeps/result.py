@@ -26,7 +26,6 @@ import tempfile
 import time
 import warnings
 import zipfile
-import zlib
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -1109,9 +1108,7 @@ class NpzWriter(Writer):
             npy = _npy_header(col.dtype, (rows, *col.shape[1:]))
             rowbytes = col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64))
             head = len(_zip_member_headers(name, 0, 0, 0)[0])
-            self.placed[name] = _Placed(
-                at, at + head + len(npy), npy, zlib.crc32(npy), rowbytes, col.dtype, col.shape[1:]
-            )
+            self.placed[name] = _Placed(at, at + head + len(npy), npy, _crc32(npy), rowbytes, col.dtype, col.shape[1:])
             at += head + len(npy) + rowbytes * rows
         self.end = at
 
@@ -1205,7 +1202,7 @@ class NpzWriter(Writer):
             buf = io.BytesIO()
             np.lib.format.write_array(buf, arr, allow_pickle=False)
             data = buf.getvalue()
-            local, central = _zip_member_headers(name, zlib.crc32(data), len(data), at)
+            local, central = _zip_member_headers(name, _crc32(data), len(data), at)
             self.out.write(local + data)
             directory.append(central)
             at += len(local) + len(data)
