@@ -762,6 +762,22 @@ def _vrnd(a: Any, b: Any, c: Any, d: Any, e: Any, f: Any, g: Any, h: Any, wk: An
     return d + t1, t1 + t2
 
 
+@jit()
+def _vrounds8(a, b, c, d, e, f, g, hh, x0, x1, x2, x3, x4, x5, x6, x7):  # type: ignore[no-untyped-def]
+    """Eight rounds of every lane, ``x0 .. x7`` their W[t] + K[t]: the working variables after
+    them, in the same order (the names rotate one per round instead of being moved, and come back
+    after eight)."""
+    d, hh = _vrnd(a, b, c, d, e, f, g, hh, x0)
+    c, g = _vrnd(hh, a, b, c, d, e, f, g, x1)
+    b, f = _vrnd(g, hh, a, b, c, d, e, f, x2)
+    a, e = _vrnd(f, g, hh, a, b, c, d, e, x3)
+    hh, d = _vrnd(e, f, g, hh, a, b, c, d, x4)
+    g, c = _vrnd(d, e, f, g, hh, a, b, c, x5)
+    f, b = _vrnd(c, d, e, f, g, hh, a, b, x6)
+    e, a = _vrnd(b, c, d, e, f, g, hh, a, x7)
+    return a, b, c, d, e, f, g, hh
+
+
 @jit(nogil=True)
 def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     """Fold ``blocks`` 64-byte blocks of each of :data:`LANES` messages into their chaining values,
@@ -787,15 +803,13 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
                         lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
                     )  # fmt: skip
                     lanes_store(s, u * n, wu)
-            # The eight working variables rotate one name per round instead of being moved.
-            d, hh = _vrnd(a, b, c, d, e, f, g, hh, lanes_load(s, t * n) + lanes_splat(k[t]))
-            c, g = _vrnd(hh, a, b, c, d, e, f, g, lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]))
-            b, f = _vrnd(g, hh, a, b, c, d, e, f, lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]))
-            a, e = _vrnd(f, g, hh, a, b, c, d, e, lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]))
-            hh, d = _vrnd(e, f, g, hh, a, b, c, d, lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]))
-            g, c = _vrnd(d, e, f, g, hh, a, b, c, lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]))
-            f, b = _vrnd(c, d, e, f, g, hh, a, b, lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]))
-            e, a = _vrnd(b, c, d, e, f, g, hh, a, lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]))
+            a, b, c, d, e, f, g, hh = _vrounds8(
+                a, b, c, d, e, f, g, hh,
+                lanes_load(s, t * n) + lanes_splat(k[t]), lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]),
+                lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]), lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]),
+                lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]), lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]),
+                lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]), lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]),
+            )  # fmt: skip
         h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
         h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
     lanes_store(h, 0, h0)
@@ -823,15 +837,12 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
         h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
         a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
         o = 64 * blk
-        for t in range(0, 64, 8):  # each round's W + K a broadcast of the one word every lane shares
-            d, hh = _vrnd(a, b, c, d, e, f, g, hh, lanes_splat(wk[o + t]))
-            c, g = _vrnd(hh, a, b, c, d, e, f, g, lanes_splat(wk[o + t + 1]))
-            b, f = _vrnd(g, hh, a, b, c, d, e, f, lanes_splat(wk[o + t + 2]))
-            a, e = _vrnd(f, g, hh, a, b, c, d, e, lanes_splat(wk[o + t + 3]))
-            hh, d = _vrnd(e, f, g, hh, a, b, c, d, lanes_splat(wk[o + t + 4]))
-            g, c = _vrnd(d, e, f, g, hh, a, b, c, lanes_splat(wk[o + t + 5]))
-            f, b = _vrnd(c, d, e, f, g, hh, a, b, lanes_splat(wk[o + t + 6]))
-            e, a = _vrnd(b, c, d, e, f, g, hh, a, lanes_splat(wk[o + t + 7]))
+        for t in range(o, o + 64, 8):  # each round's W + K a broadcast of the one word every lane shares
+            a, b, c, d, e, f, g, hh = _vrounds8(
+                a, b, c, d, e, f, g, hh,
+                lanes_splat(wk[t]), lanes_splat(wk[t + 1]), lanes_splat(wk[t + 2]), lanes_splat(wk[t + 3]),
+                lanes_splat(wk[t + 4]), lanes_splat(wk[t + 5]), lanes_splat(wk[t + 6]), lanes_splat(wk[t + 7]),
+            )  # fmt: skip
         lanes_store(h, 0, h0 + a)
         lanes_store(h, n, h1 + b)
         lanes_store(h, 2 * n, h2 + c)
