@@ -638,7 +638,7 @@ def test_ctrl_c_while_a_huge_lr_list_is_made_is_seen_at_once(tmp_path):
         "sweep", "--lr", "1:2:1000000000", "--steps", "1", "--csv", str(tmp_path / "o.csv"),
         env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
     )  # fmt: skip
-    _wait_for(lambda: log.exists() and "sweep-lrs" in log.read_text(), p, "the LR list begun")
+    _wait_for(lambda: "sweep-lrs" in _phases(log), p, "the LR list begun")
     p.send_signal(signal.SIGINT)
     t0 = time.monotonic()
     _, err = p.communicate(timeout=120)
@@ -740,7 +740,7 @@ def test_sigterm_and_sighup_end_a_train_run_with_its_checkpoint(tmp_path, sig, c
     p = meshnb_cli(
         "train", *RUNS["threads"], "--checkpoint", str(ck), env={**os.environ, "MESHNB_TEST_PHASES": str(log)}
     )
-    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the run's first tasks")
+    _wait_for(lambda: "running" in _phases(log), p, "the run's first tasks")
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     assert p.returncode in (code, 0), err  # 0: it ended first
@@ -824,7 +824,7 @@ def test_check_ranges_are_named(args, line):
 def test_sigterm_and_sighup_during_bench_end_in_one_line(tmp_path, sig, code, word):
     log = tmp_path / "phases"
     p = meshnb_cli("bench", "--quick", "--paths", "threads-2", env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
-    _wait_for(lambda: log.exists() and "running" in log.read_text(), p, "the bench's cluster running")
+    _wait_for(lambda: "running" in _phases(log), p, "the bench's cluster running")
     p.send_signal(sig)
     out, err = p.communicate(timeout=120)
     assert "Traceback" not in err, err
