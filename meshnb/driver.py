@@ -209,7 +209,8 @@ class Frame:
     def __init__(self, bar: Any, requested: StopRequest) -> None:
         self.bar, self.requested = bar, requested
         self.first_call = 0.0
-        self.began = self.ended = 0.0
+        self.began = 0.0
+        self.ended: float | None = None
 
     def show(self, done: int) -> None:
         """Move the bar to ``done`` steps."""
@@ -225,11 +226,11 @@ class Frame:
 
     def start(self) -> None:
         """The steps start now."""
-        self.began = self.ended = time.perf_counter()
+        self.began, self.ended = time.perf_counter(), None
 
     def stop(self) -> float:
         """The steps ended now (the first call only: a frame's steps end once); their seconds."""
-        if self.ended == self.began:
+        if self.ended is None:
             self.ended = time.perf_counter()
         return self.ended - self.began
 
