@@ -33,7 +33,7 @@ class Engine(Protocol):
     Examples
     --------
     >>> ran = []
-    >>> drive(Steps(lambda done, n: ran.append((done, n))), 10, every(4))
+    >>> drive(Steps(lambda done, n: ran.append((done, n))), 10, chunks_of(4))
     10
     >>> ran
     [(0, 4), (4, 4), (8, 2)]
@@ -75,12 +75,12 @@ class Steps:
         self.step(done, n)
 
 
-def every(chunk: int) -> Callable[[int, int], int]:
+def chunks_of(chunk: int) -> Callable[[int, int], int]:
     """``next_end`` for chunks of ``chunk`` steps, the last one cut at the end.
 
     Examples
     --------
-    >>> [every(4)(done, 10) for done in (0, 4, 8)]
+    >>> [chunks_of(4)(done, 10) for done in (0, 4, 8)]
     [4, 8, 10]
     """
 
@@ -153,7 +153,7 @@ def drive(
     Examples
     --------
     >>> seen = []
-    >>> drive(Steps(lambda done, n: None), 10, every(3), after=seen.append, should_stop=lambda: len(seen) == 2)
+    >>> drive(Steps(lambda done, n: None), 10, chunks_of(3), after=seen.append, should_stop=lambda: len(seen) == 2)
     6
     >>> seen
     [3, 6]
