@@ -1,7 +1,10 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``); a progress bar; the rules every
-cluster member follows (stalls, the give-up bound, the wording of a stalled round).
+start at an LR change, a retry after a timeout (``ERR = 1``), on the driver's loop
+(:func:`meshnb.driver.drive`); a train run around a backend's step engine (:func:`run_engine`),
+every checkpoint's assembly (:class:`Checkpoints`) and the interrupted-run ending
+(:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
+wording of a stalled round).
 """
 
 from __future__ import annotations
