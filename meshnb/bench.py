@@ -116,7 +116,7 @@ def reference_run(start: Start, steps: int, impl: str = "numpy") -> str:
 def _cluster_kwargs(start: Start | None) -> dict[str, Any]:
     if start is None:
         return {}
-    return {"step_base": start.step_base, "set_lr": {0: start.lr_bits}}
+    return {"step_base": start.step_base, "set_lr": {0: np.uint32(start.lr_bits)}}
 
 
 def cluster_run(start: Start, steps: int, backend: str, systems: int) -> str:

@@ -390,9 +390,10 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
     (True, True)
     """
     from meshnb.api import train  # the library below, not the package face (and numba on use only)
+    from meshnb.runspec import LrChange
 
     page = case.in_page() if in_pages is None else in_pages[0]
-    lr = dict(case.set_lr)
+    lr = [LrChange(s, w) for s, w in case.set_lr]  # the case's f32 words, taken as words
     if case.grouped:
         r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="fused")
         outs = [s.page for s in r.systems]

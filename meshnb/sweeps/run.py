@@ -202,8 +202,8 @@ class Runner:
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> systems = plan(64, lrs=[0.5, 0.25, 0.125])
+    >>> from meshnb.sweeps import describe
+    >>> systems = describe(64, lrs=[0.5, 0.25, 0.125])
     >>> with Runner(systems, 64, threads=1) as runner:
     ...     part = runner.run(1, 3)
     >>> len(part), part.first, part.steps
@@ -269,8 +269,8 @@ class Runner:
 
         Examples
         --------
-        >>> from meshnb.sweeps import plan
-        >>> with Runner(plan(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
+        >>> from meshnb.sweeps import describe
+        >>> with Runner(describe(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
         ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
         0
         """
@@ -401,8 +401,8 @@ class CudaRunner:
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> runner = CudaRunner(plan(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
+    >>> from meshnb.sweeps import describe
+    >>> runner = CudaRunner(describe(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
     >>> runner.batch == CUDA_BATCH
     True
     """
@@ -440,9 +440,9 @@ class CudaRunner:
 
         Examples
         --------
-        >>> from meshnb.sweeps import plan
+        >>> from meshnb.sweeps import describe
         >>> import meshnb
-        >>> runner = CudaRunner(plan(64, lrs=[0.5]), 64)
+        >>> runner = CudaRunner(describe(64, lrs=[0.5]), 64)
         >>> runner.run(0, 1).digests == meshnb.sweep(64, lrs=[0.5]).digests  # doctest: +SKIP
         True
         """
@@ -489,10 +489,10 @@ def make_runner(
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> type(make_runner(plan(64), 64, "cuda")).__name__
+    >>> from meshnb.sweeps import describe
+    >>> type(make_runner(describe(64), 64, "cuda")).__name__
     'CudaRunner'
-    >>> make_runner(plan(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
+    >>> make_runner(describe(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
     meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
@@ -614,9 +614,9 @@ def run_planned(
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
+    >>> from meshnb.sweeps import describe
     >>> import meshnb
-    >>> r = run_planned(plan(64, lrs=[0.5, 0.25]), 64, threads=1)
+    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), 64, threads=1)
     >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
     (2, 64, True)
     """

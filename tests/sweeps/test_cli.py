@@ -191,7 +191,7 @@ def test_cli_ctrl_c_keeps_the_finished_chunks(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     steps = doc["steps"]
     assert 0 < steps < 100000000
-    one = meshnb.train(steps, set_lr={0: int(doc["systems"][5]["lr_word"], 16)})
+    one = meshnb.train(steps, set_lr={0: "0x" + doc["systems"][5]["lr_word"]})
     assert doc["systems"][5]["digest"] == one.digest
 
 
