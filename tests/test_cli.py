@@ -61,7 +61,7 @@ def test_options_reach_the_program(capsys, tmp_path):
         "--steps-per-task",
         "48",
         "--set-lr",
-        "0:3f400000",
+        "0:0x3f400000",
         "--set-lr",
         "100:0x3e800000",
         "--step-base",

@@ -659,13 +659,14 @@ def sweep(
     steps : int
         Steps of every system, 0 to 2^63 - 1.
     lrs : sequence of float, or uint32 array, optional
-        Learning rates, one system each, set with SET_LR before the first step: floats are
-        numbers (rounded to float32), a ``np.uint32`` array gives the f32 words themselves (as
-        ``train``'s ``set_lr``).  Default: each page's own LR.
-    view_in : bytes, sequence of bytes, or array, optional
-        Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 /
-        ``[P, 1024]`` uint32 array; default the init page.  With ``lrs`` too, one system per
-        (page, LR) pair, page-major: system ``p * len(lrs) + l``.
+        Learning rates, one system each, set with SET_LR before the first step: ints and floats
+        are numbers (rounded to float32), a ``np.uint32`` array (or ``np.uint32`` items, ``"0x..."``
+        text) gives the f32 words themselves, as ``train``'s ``set_lr``
+        (:func:`meshnb.runspec.lr_word`).  Default: each page's own LR.
+    view_in : bytes, path, sequence of bytes, or array, optional
+        Start pages: a 4096-byte page (or a page file's path, as ``train``'s), a sequence of
+        them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array; default the init page.
+        With ``lrs`` too, one system per (page, LR) pair, page-major: system ``p * len(lrs) + l``.
     step_base : int or sequence of int, optional
         The first step (0 to 2^64 - 2) of every system, or one per system (as ``train``'s).
     z : bool

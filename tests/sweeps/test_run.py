@@ -184,7 +184,7 @@ def test_loss_history_is_every_nth_steps_loss() -> None:
 def test_zero_steps_and_the_default_page() -> None:
     r = sweep(0, lrs=[0.25, 0.125])
     for k, lr in enumerate([0.25, 0.125]):
-        one = meshnb.train(0, set_lr={0: int(np.float32(lr).view(np.uint32))})
+        one = meshnb.train(0, set_lr={0: np.uint32(np.float32(lr).view(np.uint32))})
         assert r.page(k) == one.page
     d = sweep(64)  # no lrs, no pages: one system from init, as meshnb.train(64)
     assert len(d) == 1 and d.page(0) == meshnb.train(64).page
@@ -218,7 +218,7 @@ def test_stream_yields_the_sweep_in_parts() -> None:
         assert p.digests == whole.digests[p.first : p.first + len(p)]
         assert p.trace_digests == whole.trace_digests[p.first : p.first + len(p)]
         assert np.array_equal(p.loss_history, whole.loss_history[p.first : p.first + len(p)])
-    assert got[2].page(3) == meshnb.train(90, set_lr={0: int(np.float32(lrs[67]).view(np.uint32))}).page
+    assert got[2].page(3) == meshnb.train(90, set_lr={0: np.uint32(np.float32(lrs[67]).view(np.uint32))}).page
 
 
 def test_the_page_is_made_again_unless_kept() -> None:
