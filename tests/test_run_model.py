@@ -120,9 +120,24 @@ def check_cli_lr(text: str, capsys: Any, tmp: Path) -> Outcome:
     return Outcome(digest, None, code if code != 1 else 0, err.splitlines())
 
 
-LIBRARY = {"meshnb.train": train_lr, "meshnb.sweep": sweep_lr}
+def check_lr(value: Any, capsys: Any, tmp: Path) -> Outcome:
+    """The checker's library (``check.setup_from_run``, what ``meshnb check --view-in`` runs): the
+    digest of the run it expects."""
+    from meshnb.conformance import check
+    from meshnb.view import View
+
+    return _library(lambda: View.from_bytes(check.setup_from_run(PAGE, STEPS, set_lr={0: value}).expected[0]).digest())
+
+
+LIBRARY = {"meshnb.train": train_lr, "meshnb.sweep": sweep_lr, "check.setup_from_run": check_lr}
 COMMANDS = {"meshnb train": train_cli_lr, "meshnb sweep": sweep_cli_lr}
-NAMED = {"meshnb.train": "set_lr[0]", "meshnb.sweep": "lrs[0]", "meshnb train": "--set-lr", "meshnb sweep": "--lr"}
+NAMED = {
+    "meshnb.train": "set_lr[0]",
+    "meshnb.sweep": "lrs[0]",
+    "check.setup_from_run": "set_lr[0]",
+    "meshnb train": "--set-lr",
+    "meshnb sweep": "--lr",
+}
 
 
 @dataclass(frozen=True)
@@ -132,10 +147,6 @@ class Row:
     text: str | None  # the command lines' text (None: no such text)
     answer: Answer  # the answer of every entry point, unless `by` says otherwise
     by: tuple[tuple[str, Answer], ...] = ()
-
-
-def _warned(fragment: str) -> str:
-    return fragment
 
 
 ONE = 0x3F800000
@@ -155,10 +166,17 @@ LR_ROWS = [
         Runs(ONE),
         by=(
             ("meshnb.train", Warns(ONE, "set_lr[0] = 1 is the number 1.0")),
+            ("check.setup_from_run", Warns(ONE, "set_lr[0] = 1 is the number 1.0")),
             ("meshnb train", Warns(ONE, "--set-lr 0:1: 1 is the number 1")),
         ),
     ),
-    Row("numpy's int is the number", np.int64(1), None, Runs(ONE), by=(("meshnb.train", Warns(ONE, "numpy.uint32")),)),
+    Row(
+        "numpy's int is the number",
+        np.int64(1),
+        None,
+        Runs(ONE),
+        by=(("meshnb.train", Warns(ONE, "numpy.uint32")), ("check.setup_from_run", Warns(ONE, "numpy.uint32"))),
+    ),
     Row("an int 0 is 0.0: the same word, no warning", 0, "0", Runs(0)),
     Row("numpy.uint32 is the word", np.uint32(0x3F000000), None, Runs(0x3F000000)),
     Row("numpy.uint32 1 is the word 1", np.uint32(1), None, Runs(1)),
@@ -258,12 +276,28 @@ def _page_file(tmp: Path, data: bytes) -> str:
         ("a 10-byte file to sweep", lambda t: meshnb.sweep(STEPS, view_in=_page_file(t, b"0" * 10)), "view_in "),
         ("set_lr's 1e40 named as written", lambda t: meshnb.train(STEPS, set_lr={0: 1e40}), "set_lr[0] = 1e+40"),
         ("lrs' 1e40 named as written", lambda t: meshnb.sweep(STEPS, lrs=[0.5, 1e40]), "lrs[1] = 1e+40"),
+        ("10 bytes to the checker", lambda t: _setup(b"0123456789"), "view_in has 10 bytes"),
     ],
 )
 def test_a_bad_value_is_one_option_error(label: str, call: Callable[[Path], Any], answer: str, tmp_path: Path):
     with pytest.raises(OptionError) as e:
         call(tmp_path)
     assert answer in str(e.value) and "[0][0]" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "lrs", [np.array([1], np.uint64), np.array([True]), [np.uint64(1)], np.array([1 << 32], np.uint64)]
+)
+def test_an_lr_array_is_read_as_its_items(lrs: Any) -> None:
+    """An array's dtype is its items' type: numpy.uint64 and bool arrays are TypeErrors as their items are."""
+    with pytest.raises(TypeError, match=r"lrs\[0\]"):
+        meshnb.sweep(STEPS, lrs=lrs)
+
+
+def _setup(view_in: Any) -> Any:
+    from meshnb.conformance import check
+
+    return check.setup_from_run(view_in, STEPS)
 
 
 def test_a_path_as_view_in_is_read_by_train_and_sweep_alike(tmp_path: Path) -> None:

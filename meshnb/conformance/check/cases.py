@@ -25,6 +25,7 @@ from meshnb.runspec import (
     check_step_base,
     check_steps_per_task,
     next_steps,
+    start_page,
     write_step_base,
 )
 from meshnb.view import FIELDS, VIEW_BYTES, WORD, View
@@ -203,9 +204,9 @@ def setup_from_run(
 ) -> Setup:
     """A setup from a start page and the run options (as :func:`meshnb.train` takes them: ``set_lr``
     a mapping or pairs, each LR a number or an f32 word, :func:`meshnb.runspec.lr_word`), checked
-    by :mod:`meshnb.runspec`'s rules: TypeError, or a ValueError naming the argument, for a run
-    that cannot be made."""
-    page = bytearray(page_bytes(view_in, "view_in"))
+    by :mod:`meshnb.runspec`'s rules, ``train``'s answers: a TypeError, or an
+    :class:`~meshnb.runspec.OptionError` naming the argument, for a run that cannot be made."""
+    page = bytearray(start_page(view_in, "view_in"))
     words = np.frombuffer(page, dtype="<u4")[None, :]  # the page's words, written in place
     if systems is not None:
         _int(systems, "systems", 1, MAX_SYSTEMS)
@@ -216,8 +217,8 @@ def setup_from_run(
     v = View.from_bytes(bytes(page))
     try:
         changes = run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or ())
-    except ValueError as e:
-        raise PackError(f"the run cannot be made: {e}") from None
+    except OptionError as e:  # train's answer, said as the checker's
+        raise OptionError(f"the run cannot be made: {e}") from None
     case = Case(
         "view-in",
         "a run from a start page (view_in)",
