@@ -269,8 +269,13 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
     (("run", "steps"), "1e400", "run.steps: must be an integer, not a number Infinity"),
     (("run", "steps"), "true", "run.steps: must be an integer, not a boolean true"),
     (("run", "steps"), '"300"', 'run.steps: must be an integer, not a string "300"'),
-    (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..9223372036854775807"),
-    (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..9223372036854775807"),
+    (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..18446744073709551615"),
+    (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..18446744073709551615"),
+    (
+        ("run", "steps"),
+        str(1 << 63),
+        "run.steps: steps must be an integer from 0 to 9223372036854775807, got 9223372036854775808",
+    ),
     ((*M0, "counters", "steps"), "-1", "members[0].counters.steps: -1 is outside 0..18446744073709551615"),
     (
         (*M0, "counters", "inits"),
@@ -297,8 +302,12 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
     (("run", "systems"), "1", "members: 2 of them for 1 systems"),
     (("run", "systems"), "3", "members: 2 of them for 3 systems"),
     (("run", "set_lr"), "[[20, 1], [10, 2]]", "run.set_lr[1][0]: step 10 after step 20: LR changes are sorted"),
-    (("run", "set_lr"), "[[301, 1]]", "run.set_lr[0][0]: 301 is outside 0..300"),
-    (("run", "set_lr"), f"[[1, {1 << 32}]]", "run.set_lr[0][1]: 4294967296 is outside 0..4294967295"),
+    (("run", "set_lr"), "[[301, 1]]", "run.set_lr[0]: set_lr's step must be an integer from 0 to 300, got 301"),
+    (
+        ("run", "set_lr"),
+        f"[[1, {1 << 32}]]",
+        "run.set_lr[0]: set_lr[1]'s f32 word must be an integer from 0 to 4294967295, got 4294967296",
+    ),
     (("run", "set_lr"), "[[1, 2, 3]]", "run.set_lr[0]: must be a [step, bits] pair, not a list"),
     (("run", "step_base"), "0", "run.first_step: 1099511627776, but a run with step_base 0 starts there"),
     (
@@ -307,7 +316,11 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
         "run.steps: steps 18446744073709551614 .. 18446744073709551913 reach 2^64-1, whose round would wrap to 0",
     ),
     (("run", "z"), "1", "run.z: must be true or false, not an integer 1"),
-    (("run", "steps_per_task"), "0", "run.steps_per_task: 0 is outside 1..4294967295"),
+    (
+        ("run", "steps_per_task"),
+        "0",
+        "run.steps_per_task: steps_per_task must be an integer from 1 to 4294967295, got 0",
+    ),
     (("members",), "{}", "members: must be a list, not an object"),
     (("run",), '{"systems": 2}', "run: 'steps' is missing"),
 ]
