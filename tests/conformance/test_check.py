@@ -627,7 +627,7 @@ def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp
 def test_library_errors_name_arguments_not_flags() -> None:
     page = pack.start_pages()["tiny-params-underflow"]
     calls: list[tuple[Callable[[], object], str]] = [
-        (lambda: check.setup_from_run(page[:100], 10), "view_in: a page is 4096 bytes"),
+        (lambda: check.setup_from_run(page[:100], 10), "view_in has 100 bytes, a page is 4096 bytes"),
         (lambda: check.setup_from_run(page, 10, systems=65), "systems must be an integer from 1 to 64, got 65"),
         (lambda: check.setup_from_run(page, 10, steps_per_task=0), "steps_per_task must be an integer from 1 to"),
         (lambda: check.setup_from_run(page, 10, step_base=-1), r"step_base must be 0..2\^64-2, got -1"),
