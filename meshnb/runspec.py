@@ -932,7 +932,28 @@ class Systems:
 def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: Any = True) -> Systems:
     """The systems of a sweep (``view_in``'s pages, or the init page, times ``lrs``), checked for
     ``steps`` steps as ``train`` checks a run: TypeError/:class:`OptionError` naming the argument.
+    (``meshnb.sweeps.describe``; ``meshnb.sweeps.plan`` is the module of the sweep's options.)
 
+    Parameters
+    ----------
+    steps : int
+        Steps of every system.
+    lrs : LRs or None
+        One system per LR and start page (None: each page's own LR), :func:`lr_words`' rule.
+    view_in : Pages or None
+        The start pages (None: the init page), :func:`page_words`' rule.
+    step_base : StepBases or None
+        The first step of every system, or one per system (None: each page's own).
+    z : bool, default True
+        Float mode Z.
+
+    Returns
+    -------
+    Systems
+        The sweep's systems, page-major.
+
+    Examples
+    --------
     >>> len(describe(5, lrs=[0.1, 0.2, 0.3], view_in=[init_page()] * 2))
     6
     >>> describe(5, step_base=2**64 - 3)  # doctest: +ELLIPSIS

@@ -342,3 +342,15 @@ def test_a_clusters_timing_flag_is_its_keyword(capsys: Any) -> None:
         meshnb.train(STEPS, timeout_ms=0)
     assert main(["train", "--steps", str(STEPS), "--timeout-ms", "0"]) == 2
     assert "--timeout-ms" in capsys.readouterr().err
+
+
+def test_several_changes_at_one_step_apply_in_order_everywhere() -> None:
+    """``train``, the checker's run rule (a case file's entries) and a plan keep both, in order:
+    the last one's word stays (a case file refused two entries at one step before)."""
+    from meshnb.conformance import check
+    from meshnb.runspec import LrChange
+
+    twice = [LrChange(0, 0x3E800000), LrChange(0, 0x3F000000)]
+    assert check.run_bounds(STEPS, 64, 0, twice) == tuple(twice)
+    last = meshnb.train(STEPS, set_lr=[(0, np.uint32(0x3E800000)), (0, np.uint32(0x3F000000))]).digest
+    assert last == reference_digest(0x3F000000) != reference_digest(0x3E800000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from meshnb.checkpoint import MAX_SYSTEMS
-from meshnb.program import LAST_STEP
 from meshnb.runspec import (
     LrChange,
     OptionError,
@@ -75,15 +75,20 @@ MAX_CHECK_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in 
 _WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
-def _int(value: object, what: str, lo: int, hi: int) -> int:
-    """:func:`meshnb.runspec.check_int` of a case file's or a caller's value, its message made
+def _checked(rule: Callable[..., int], value: object, *args: object) -> int:
+    """A :mod:`meshnb.runspec` rule of a case file's or a caller's value, its message made
     printable and short (a hostile case file's string would otherwise be shown whole)."""
     try:
-        return check_int(value, what, lo, hi)
+        return rule(value, *args)
     except TypeError as e:
         raise TypeError(printable(str(e))[:160]) from None
     except OptionError as e:
         raise OptionError(printable(str(e))[:160]) from None
+
+
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    """:func:`meshnb.runspec.check_int`, printable and short (:func:`_checked`)."""
+    return _checked(check_int, value, what, lo, hi)
 
 
 def run_bounds(steps: int, steps_per_task: int, step_base: int, set_lr: Any) -> tuple[LrChange, ...]:
@@ -128,7 +133,7 @@ def _parse_case(cj: object) -> Case:
         group,
         _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
         tuple(sorted(lr, key=lambda c: c[0])),
-        _int(base, "step_base", 0, LAST_STEP),
+        _checked(check_step_base, base),
         None if start == "init" else start.removeprefix("page "),
     )
     run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
