@@ -34,20 +34,20 @@ from .runspec import (
     MAX_STEPS,
     LrChange,
     OptionError,
+    Systems,
     check_bool,
-    check_can_run,
     check_changes,
     check_int,
     check_number,
     check_step_base,
     check_steps,
     check_steps_per_task,
+    describe,
     is_int,
     lr_changes,
     parse_lr,
     start_page,
 )
-from .view import View
 
 __all__ = ["OptionError", "is_int", "parse_lr"]  # re-exported: their home is meshnb.runspec
 DEFAULT_STEPS = 4096
@@ -400,15 +400,8 @@ class RunOptions:
             put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
         if self.step_base is not None:
             put(self, "step_base", check_step_base(self.step_base))
-        if self.resume is None:  # a fresh run's page is known now: can it run the steps? (runspec's rule)
-            page = View.from_bytes(self.view_in) if self.view_in is not None else None
-            first = self.step_base if self.step_base is not None else (page.next_step if page is not None else 0)
-            spt = self.steps_per_task if self.steps_per_task is not None else (
-                page.word("STEPS_PER_TASK") if page is not None else 1
-            )  # fmt: skip
-            steps = DEFAULT_STEPS if self.steps is None else self.steps
-            if is_int(first) and is_int(spt):  # else the plan's own checks name the bad value
-                check_can_run(int(first), steps, int(spt))
+        if self.resume is None:  # a fresh run's systems are known now: can they run the steps?
+            self.describe()  # (runspec.describe: the sweep's model and rules, P = L = 1)
         # The cluster options' values are checked with or without a cluster: the same value, the same answer.
         for name, top in (
             ("timeout_ms", MAX_WAIT_S * 1000),
@@ -450,6 +443,28 @@ class RunOptions:
             raise option_error(f"the {backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
             raise option_error("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
+
+    def describe(self) -> Systems:
+        """A fresh run's start as :class:`~meshnb.runspec.Systems`, the model a sweep's systems
+        have, checked for the run's steps by its rules: one start page (init's, or ``view_in``),
+        the step base and STEPS_PER_TASK set (None: the page's own); a cluster's members all start
+        from it.  The LR changes are the run's (:meth:`plan`).
+
+        Returns
+        -------
+        Systems
+            One system's description (P = L = 1).
+
+        Examples
+        --------
+        >>> s = RunOptions(steps=10, step_base=7, steps_per_task=5).describe()
+        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5])
+        (1, [7], 5)
+        """
+        steps = DEFAULT_STEPS if self.steps is None else self.steps
+        return describe(
+            steps, view_in=self.view_in, step_base=self.step_base, z=self.z, steps_per_task=self.steps_per_task
+        )
 
     @property
     def is_cluster(self) -> bool:

@@ -773,8 +773,11 @@ class Systems:
 
     ``starts`` ``[P, 1024]`` uint32: the distinct start pages; ``lr`` the L LR words as given (None:
     each page's own LR, L = 1); ``base`` the step base of every system (None: each page's own; an
-    int; or uint64 ``[M]``); ``z`` float mode Z.  System ``k`` is page ``k // L`` with LR ``k % L``:
-    ``P * L`` systems, page-major.
+    int; or uint64 ``[M]``); ``z`` float mode Z; ``steps_per_task`` the pages' STEPS_PER_TASK
+    (None: each page's own).  System ``k`` is page ``k // L`` with LR ``k % L``: ``P * L``
+    systems, page-major.  ``train``'s run is the case P = L = 1 (its start page, the step base and
+    STEPS_PER_TASK it sets; its LR changes are SET_LR calls of the run), checked by the same
+    :meth:`check_can_run`.
 
     Parameters
     ----------
@@ -786,6 +789,8 @@ class Systems:
         The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
     z : bool
         Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK written into every page (None: each page's own).
 
     Examples
     --------
@@ -798,6 +803,7 @@ class Systems:
     lr: Words | None
     base: int | NDArray[np.uint64] | None
     z: bool
+    steps_per_task: int | None = None
 
     @property
     def n_lrs(self) -> int:
@@ -874,6 +880,8 @@ class Systems:
             write_lr(out, self.lr[self.lr_index(lo, hi)], self.z)  # this batch's words only
         if self.base is not None:
             write_step_base(out, self.base if isinstance(self.base, int) else self.base[lo:hi])
+        if self.steps_per_task is not None:
+            out[:, WORD["STEPS_PER_TASK"]] = self.steps_per_task
         return out
 
     def step_base(self, lo: int, hi: int) -> NDArray[np.uint64]:
@@ -918,18 +926,28 @@ class Systems:
             ...
         meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
         """
-        if isinstance(self.base, np.ndarray):
+        if self.steps_per_task is None:
             check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, self.n_lrs)
+        else:
+            check_tasks_progress(np.array([self.steps_per_task]), steps)
+        if isinstance(self.base, np.ndarray):
             check_first_steps(self.base, steps, 1)
         elif isinstance(self.base, int):
-            check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, self.n_lrs)
             if not can_run(self.base, steps):
                 raise OptionError(f"system 0: {wrap_message(self.base, steps)}")
         else:
-            check_words_can_run(self.starts, steps, self.n_lrs)
+            check_first_steps(next_steps(self.starts), steps, self.n_lrs)
 
 
-def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: Any = True) -> Systems:
+def describe(
+    steps: Any,
+    *,
+    lrs: Any = None,
+    view_in: Any = None,
+    step_base: Any = None,
+    z: Any = True,
+    steps_per_task: Any = None,
+) -> Systems:
     """The systems of a sweep (``view_in``'s pages, or the init page, times ``lrs``), checked for
     ``steps`` steps as ``train`` checks a run: TypeError/:class:`OptionError` naming the argument.
     (``meshnb.sweeps.describe``; ``meshnb.sweeps.plan`` is the module of the sweep's options.)
@@ -946,6 +964,8 @@ def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any
         The first step of every system, or one per system (None: each page's own).
     z : bool, default True
         Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK of every page (None: each page's own; ``train``'s ``steps_per_task``).
 
     Returns
     -------
@@ -969,6 +989,7 @@ def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any
     lr = None if lrs is None else lr_words(lrs)
     m = starts.shape[0] * (1 if lr is None else lr.size)
     base = None if step_base is None else step_bases(step_base, m)
-    systems = Systems(starts, lr, base, z)
+    spt = None if steps_per_task is None else check_steps_per_task(steps_per_task)
+    systems = Systems(starts, lr, base, z, spt)
     systems.check_can_run(steps)
     return systems

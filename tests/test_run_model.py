@@ -354,3 +354,36 @@ def test_several_changes_at_one_step_apply_in_order_everywhere() -> None:
     assert check.run_bounds(STEPS, 64, 0, twice) == tuple(twice)
     last = meshnb.train(STEPS, set_lr=[(0, np.uint32(0x3E800000)), (0, np.uint32(0x3F000000))]).digest
     assert last == reference_digest(0x3F000000) != reference_digest(0x3E800000)
+
+
+def _zero_spt_page() -> bytes:
+    page = bytearray(PAGE)
+    page[20:24] = (0).to_bytes(4, "little")  # STEPS_PER_TASK (SPEC 7)
+    return bytes(page)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"step_base": 2**64 - 3}, "system 0: steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1"),
+        ({"view_in": _zero_spt_page()}, "system 0: the page's STEPS_PER_TASK is 0"),
+    ],
+)
+def test_train_and_sweep_describe_a_run_alike_and_refuse_it_up_front(keywords: dict[str, Any], message: str) -> None:
+    """One description (runspec.Systems) and its rules: the same refusal, before anything runs,
+    from train's options, the sweep's options and both entry points."""
+    from meshnb.options import RunOptions
+    from meshnb.sweeps import SweepOptions
+
+    calls: list[Callable[[], Any]] = [
+        lambda: RunOptions(steps=3, **keywords),
+        lambda: SweepOptions(steps=3, **keywords).describe(),
+        lambda: meshnb.train(3, **keywords),
+        lambda: meshnb.sweep(3, **keywords),
+    ]
+    for call in calls:
+        with pytest.raises(OptionError) as e:
+            call()
+        assert str(e.value).startswith(message), str(e.value)
+    one, sweep_one = RunOptions(steps=3).describe(), SweepOptions(steps=3).describe()
+    assert len(one) == len(sweep_one) == 1 and np.array_equal(one.words(0, 1), sweep_one.words(0, 1))

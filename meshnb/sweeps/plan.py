@@ -170,7 +170,8 @@ def _parse_backend(text: str) -> str:
 class SweepOptions:
     """Everything a sweep takes, as :class:`~meshnb.options.RunOptions` is ``train``'s: each
     field's :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.
-    Made, it checks the options of the run itself (the systems are checked by :meth:`systems`).
+    Made, it checks the options of the run itself (the systems are checked by :meth:`describe`, as
+    :meth:`RunOptions.describe <meshnb.options.RunOptions.describe>` checks a run's).
 
     Parameters
     ----------
@@ -277,7 +278,7 @@ class SweepOptions:
         put(self, "backend", backend)
         check_backend_options(backend, self.loss_every, self.threads)
 
-    def systems(self) -> Systems:
+    def describe(self) -> Systems:
         """The systems of these options (:func:`meshnb.runspec.describe`).
 
         Returns
@@ -287,7 +288,7 @@ class SweepOptions:
 
         Examples
         --------
-        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).systems())
+        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).describe())
         3
         """
         return describe(self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z)

@@ -723,7 +723,7 @@ def sweep(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.systems(), opts.steps
+    systems, steps = opts.describe(), opts.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
     with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
@@ -785,7 +785,7 @@ def stream(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.systems(), opts.steps
+    systems, steps = opts.describe(), opts.steps
     if batch is not None:
         batch = check_int(batch, "batch", 1, 1 << 62)
 
