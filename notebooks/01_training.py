@@ -446,7 +446,7 @@ def loop_float64(lr: float) -> np.ndarray:
 
 def loop_meshnb(lr: float) -> np.ndarray:
     """meshnb's loop at this LR: the params after batches 0..7 of the pass after 8192 / lr steps."""
-    page, points = meshnb.train(int(8192 / lr), set_lr={0: int(np.float32(lr).view(np.uint32))}).page, []
+    page, points = meshnb.train(int(8192 / lr), set_lr={0: np.float32(lr).view(np.uint32)}).page, []
     for _ in range(8):
         page = meshnb.train(1, view_in=page).page
         points.append(meshnb.View.from_bytes(page)["PARAMS"])

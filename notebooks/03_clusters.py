@@ -240,9 +240,7 @@ for eta in ETAS:
     for n in SIZES:
         lr = float(np.float32(n * np.float32(eta)))  # n times the f32 LR per batch: exact, n a power of 2
         steps = round(1024 / lr)
-        r = meshnb.train(
-            steps, systems=n, backend="fused", set_lr={0: int(np.float32(lr).view(np.uint32))}, keep_trace=True
-        )
+        r = meshnb.train(steps, systems=n, backend="fused", set_lr={0: np.float32(lr).view(np.uint32)}, keep_trace=True)
         m = 8 // n
         pass_loss = (
             (r.trace.view(np.float32)[:, 4] * r.view["INV_BATCH"]).astype(np.float64).reshape(-1, m).mean(axis=1)

@@ -374,8 +374,8 @@ traces = np.array([meshnb.train(W, view_in=bytes(pg), keep_trace=True).trace for
 
 
 def period(trace: np.ndarray) -> int:
-    """The shortest P (a multiple of 8) with which the trace's second half repeats."""
-    return next(p for p in range(8, W // 2 + 1, 8) if np.array_equal(trace[W // 2 :], trace[W // 2 - p : W - p]))
+    """The shortest P (a multiple of 8) with which the trace's second half repeats; 0 if none up to W / 2."""
+    return next((p for p in range(8, W // 2 + 1, 8) if np.array_equal(trace[W // 2 :], trace[W // 2 - p : W - p])), 0)
 
 
 def orbit(trace: np.ndarray, p: int) -> tuple[bytes, int]:
@@ -386,6 +386,7 @@ def orbit(trace: np.ndarray, p: int) -> tuple[bytes, int]:
 
 
 periods = [period(t) for t in traces]
+assert all(periods), "a run is not yet on a repeating orbit"
 orbits = [orbit(t, p) for t, p in zip(traces, periods)]
 (clean_orbit, clean_turn), clean_period = orbits[0], periods[0]
 params_back = (part.params_words[1:] == part.params_words[0]).all(axis=1)

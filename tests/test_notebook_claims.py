@@ -32,10 +32,10 @@ def _cell(nb: nbformat.NotebookNode, marker: str) -> int:
 def _run_until_claim(name: str, mutate: str, old: str, new: str, claim: str, tmp_path: Path) -> None:
     """In the cell holding ``mutate``, ``old`` becomes ``new``; the cells up to ``claim``'s run: its assert fails."""
     nb = jupytext.read(NB_DIR / f"{name}.py")
-    source = nb.cells[_cell(nb, mutate)].source
-    assert source.count(old) == 1, f"{old!r} is not once in the cell to mutate"
-    nb.cells[_cell(nb, mutate)].source = source.replace(old, new)
-    nb.cells = [c for c in nb.cells[: _cell(nb, claim) + 1] if c.cell_type == "code"]
+    changed, last = _cell(nb, mutate), _cell(nb, claim)
+    assert changed <= last and nb.cells[changed].source.count(old) == 1, f"{old!r} is not once in the cell to mutate"
+    nb.cells[changed].source = nb.cells[changed].source.replace(old, new)
+    nb.cells = [c for c in nb.cells[: last + 1] if c.cell_type == "code"]
     run_dir = tmp_path / "cwd"
     run_dir.mkdir()
     client = NotebookClient(
@@ -50,8 +50,8 @@ def _run_until_claim(name: str, mutate: str, old: str, new: str, claim: str, tmp
 
 def test_01_the_limit_cycle_slope_needs_the_lr_to_change(tmp_path: Path) -> None:
     # Every "LR" of the limit-cycle fit run at 0.5: the gap no longer falls with the LR (slope 1.0x).
-    old = "set_lr={0: int(np.float32(lr).view(np.uint32))}"
-    new = "set_lr={0: int(np.float32(0.5).view(np.uint32))}"
+    old = "set_lr={0: np.float32(lr).view(np.uint32)}"
+    new = "set_lr={0: np.float32(0.5).view(np.uint32)}"
     _run_until_claim("01_training", "def loop_meshnb", old, new, "slope_gap = np.polyfit", tmp_path)
 
 
@@ -63,8 +63,8 @@ def test_01_the_first_order_theory_needs_the_pass_end_offset(tmp_path: Path) -> 
 
 def test_02_mode_z_flushes_only_subnormal_updates(tmp_path: Path) -> None:
     # At LR 2^-100 the updates are normal numbers: mode Z's params move too, and the claim is false.
-    mutate, claim = "TINY = 0x00800000", "first_normal = "
-    _run_until_claim("02_float_mode_z", mutate, mutate, "TINY = 0x0D800000", claim, tmp_path)
+    mutate, claim = "TINY = np.uint32(0x00800000)", "first_normal = "
+    _run_until_claim("02_float_mode_z", mutate, mutate, "TINY = np.uint32(0x0D800000)", claim, tmp_path)
 
 
 def test_03_equal_samples_need_equal_lr_per_batch(tmp_path: Path) -> None:
