@@ -423,7 +423,7 @@ display(
 # %% [markdown]
 # ## 5.3 Steps to settle
 #
-# How many steps does an LR need before its fit stops improving? Every 32nd LR of the sweep that
+# How many steps does an LR need before its fit stops improving? Every 64th LR of the sweep that
 # converges is run from the start to 65,536 steps, from three start pages at once (`view_in` and
 # `lrs` together: one system per page and LR): `init` (params 0), the least-squares params halved,
 # and params `[1, -1, 1, -1]`. The fit is read after every pass up to about 40 passes and then at
@@ -444,7 +444,7 @@ display(
 # error and the rule, and that the reads can only round up (to the next read).
 
 # %%
-sub = np.arange(0, len(LRS), 32)
+sub = np.arange(0, len(LRS), 64)
 sub = sub[conv[-1, sub]]  # finite and better than the start at 4,096 steps
 START_PARAMS = np.array([[0, 0, 0, 0], lsq / 2, [1, -1, 1, -1]], dtype=np.float32)
 start_pages = np.repeat(np.frombuffer(init.page, dtype=np.uint8)[None], len(START_PARAMS), axis=0)
@@ -558,7 +558,9 @@ for name, (steps_read, m, rule, start) in variants.items():
     )
 base = table["pass ends, 1%, init"]
 geo = table["geometric reads"]
-assert geo[0] > 1.05 * base[0] and geo[2] > 1.1 and geo[3].max() > 0.15  # coarse reads: a larger, spread constant
+assert (
+    geo[0] > 1.05 * base[0] and geo[2] > base[2] + 0.03 and geo[3].max() > 0.15
+)  # coarse reads: a larger, spread constant
 for name in ("rule 0.1%", "rule 10%", "start lsq / 2", "start [1, -1, 1, -1]"):
     assert np.abs(table[name][0] / table[name][1] - 1) < 0.03, name  # each moves as the closed form says
 assert abs(table["rule 10%"][0] - base[0] + np.log(10) / 2) < 0.05  # a factor 10 in the rule: ln(10) / 2
@@ -607,6 +609,12 @@ for n in CLUSTERS:
         f"N = {n}: cycle of {8 // n} step(s); stability line {line[n]:.6g} "
         f"({100 * (line[n] / lr_crit - 1):+.3f}% from 2 / lambda_max(A)); per-step bound {per_step[n]:.6g}"
     )
+mirror = max(np.abs(x[g::8] + x[7 - g :: 8][::-1]).max() for g in range(8))  # batch 7 - g is batch g at -x
+print(
+    f"batches g and 7 - g are mirror images to {mirror:.1g}; A's top eigenvector: |b|, |d| <= "
+    f"{np.abs(evec[[1, 3], -1]).max():.1g} (the even mode)"
+)
+assert mirror < 1e-6 and np.abs(evec[[1, 3], -1]).max() < 1e-5
 assert line[1] < lr_crit < line[2] < line[4] and abs(line[8] / lr_crit - 1) < 1e-12
 assert (
     all(per_step[n] <= line[n] * (1 + 1e-9) for n in CLUSTERS) and per_step[1] < per_step[2] < per_step[4] < per_step[8]
@@ -681,15 +689,15 @@ assert word_f32(measured[8]) > line[8] + 10 * (theory[8] - line[8])  # N = 8: fa
 # theory's threshold for each budget.
 
 # %%
-BUDGETS = [1 << k for k in range(10, 18)]
-thr_meas = np.array([word_f32(bisect(t)) for t in BUDGETS])
+BUDGETS = [1 << k for k in (10, 12, 14, 16, 17)]
+thr_meas = np.array([word_f32(bisect(t) if t != T_LONG else measured[1]) for t in BUDGETS])
 thr_theory = np.array([budget_threshold(t) for t in BUDGETS])
 thr_resid = (thr_meas - thr_theory) / (thr_theory - line[1])
 print("budget   measured    theory    (measured - theory) / (theory - line)")
 for t, m_, th, r in zip(BUDGETS, thr_meas, thr_theory, thr_resid):
     print(f"{t:>7} {m_:10.6g} {th:10.6g}   {100 * r:+.2f}%")
 assert np.abs(thr_resid).max() < 0.05 and (np.diff(thr_meas) < 0).all()
-assert abs(word_f32(bisect(STEPS)) / first_over - 1) < 2e-3  # 5.1's grid saw the 4,096-step threshold too
+assert abs(thr_meas[BUDGETS.index(STEPS)] / first_over - 1) < 2e-3  # 5.1's grid saw the 4,096-step threshold too
 
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4))
 ax0.loglog(BUDGETS, thr_meas / line[1] - 1, "o", label="meshnb (bisection on words)")
@@ -757,7 +765,8 @@ display(
         "eigenvector, but the next step's top eigenvector points elsewhere (batches g and 7 - g are mirror "
         "images, x to -x) and takes part of the stretch back, so the cycle's radius, a property of the "
         "product, is neither the mean matrix's nor any one step's. The bisected thresholds at 2^17 steps "
-        f"({', '.join(f'{word_f32(measured[n]):.6g}' for n in CLUSTERS)}) lie past the lines by what the "
+        f"of N = 1, 2, 4 ({', '.join(f'{word_f32(measured[n]):.6g}' for n in (1, 2, 4))}) "
+        "lie past the lines by what the "
         "growth rate needs to reach overflow in 2^17 steps, as the finite-budget theory says to within "
         f"{100 * np.abs(thr_resid).max():.1f}% of that distance (N = 1, from 2^10 to 2^17 steps), and for "
         "N = 1, 2, 4 the edge is clean. **N = 8 is different**, and float32 is why: its unstable mode is "
