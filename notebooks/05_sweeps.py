@@ -657,8 +657,10 @@ def budget_threshold(steps: int, n: int = 1) -> float:
 
 def overflows(word: int, steps: int, n: int = 1) -> bool:
     if n == 1:
-        return not np.isfinite(meshnb.train(steps, set_lr={0: word}).params).all()
-    return not np.isfinite(meshnb.train(steps, set_lr={0: word}, systems=n, backend="fused").systems[0].params).all()
+        return not np.isfinite(meshnb.train(steps, set_lr={0: np.uint32(word)}).params).all()
+    return not np.isfinite(
+        meshnb.train(steps, set_lr={0: np.uint32(word)}, systems=n, backend="fused").systems[0].params
+    ).all()
 
 
 def bisect(steps: int, n: int = 1) -> int:
@@ -726,7 +728,7 @@ print("clean edge (every word below finite, every word from it on overflowing):"
 assert all(clean.values())
 
 band = np.linspace(f32_word(line[8]), measured[8] + 8, 48).round().astype(np.int64)
-band_runs = [meshnb.train(T_LONG, set_lr={0: int(w)}, systems=8, backend="fused").systems[0] for w in band]
+band_runs = [meshnb.train(T_LONG, set_lr={0: np.uint32(w)}, systems=8, backend="fused").systems[0] for w in band]
 band_over = np.array([not np.isfinite(r.params).all() for r in band_runs])
 even = np.array([np.abs(r.params[[0, 2]]).max() if np.isfinite(r.params).all() else np.nan for r in band_runs])
 ulp1 = float(np.spacing(np.float32(1)))
@@ -890,7 +892,7 @@ display(
 records = one_call.to_records()
 for rec in records[:: len(records) // 4]:
     print(f"LR word {rec['lr_word']}  last loss {rec['last_loss']:<12.6g} digest {rec['digest'][:24]}...")
-alone = meshnb.train(STEPS, set_lr={0: int(one_call.lr_words[k_final])})
+alone = meshnb.train(STEPS, set_lr={0: np.uint32(one_call.lr_words[k_final])})
 assert alone.digest == one_call.digests[k_final] and alone.page == one_call.page(k_final)
 print(f"system {k_final} (the best LR) run alone by meshnb.train: same digest and same page")
 print(json.dumps(records[k_final])[:160], "...")
