@@ -103,7 +103,7 @@ SYSTEM_COLUMNS: tuple[Column, ...] = (
     Column("page", bytes, "the final 4096-byte page (a sweep keeps it with keep_pages, else runs the system again)"),
     Column("view", View, "the final page as a View (a copy)"),
     Column("digest", str, "SPEC 11's digest: SHA-256 of PARAMS then LOSS, 64 hex digits"),
-    Column("trace_digest", str, "SPEC 11's trace digest, 64 hex digits ('' where the run kept none: a sweep without trace)"),
+    Column("trace_digest", str, "SPEC 11's trace digest, 64 hex digits ('': a sweep without trace kept none)"),
     Column(
         "counters", dict,
         "SPEC 8's counters inits, steps, timeouts of this run (a sweep starts every system from a page: "

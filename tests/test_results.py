@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.results import RunInterrupted, RunResult, SaveFailed, SystemResult
+from meshnb.results import (
+    SHARED_COLUMNS,
+    SYSTEM_COLUMNS,
+    RunInterrupted,
+    RunResult,
+    SaveFailed,
+    SystemColumns,
+    SystemResult,
+    shared_columns,
+)
 from meshnb.testing import reference as ref
 
 
@@ -60,8 +69,6 @@ def test_a_system_without_a_kept_trace_has_none():
 
 
 # --- the column model: a cluster's member and a sweep's system answer the same columns ----------
-
-from meshnb.results import SHARED_COLUMNS, SYSTEM_COLUMNS, SystemColumns, shared_columns  # noqa: E402
 
 # Every kind of system's result a user gets, by the kind of run that made it: (kind, the system)
 KINDS = {

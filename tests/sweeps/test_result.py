@@ -13,8 +13,8 @@ import pytest
 
 from meshnb.results import SystemColumns, shared_columns
 from meshnb.sweeps import CsvWriter, JsonWriter, NpzWriter, SweepResult, init_page, stream, sweep
-from meshnb.view import View
 from meshnb.sweeps.result import CSV_COLUMNS, hex_digests, hex_words
+from meshnb.view import View
 
 
 def test_vectorised_formatting_is_the_per_value_formatting() -> None:
