@@ -161,13 +161,6 @@ def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
     return time.perf_counter() - start
 
 
-def fit_shape(shape: sweep_loop.Shape, systems: int, threads: int) -> sweep_loop.Shape:
-    """``shape`` for every size of sweep: a group is one vector register (16 or 8 systems), so a
-    small sweep already leaves each thread a group, and one loop per mode serves every size
-    (narrower shapes were a compile each, issue 25)."""
-    return shape
-
-
 def spans(m: int, batch: int) -> list[tuple[int, int]]:
     """Systems ``0 .. m-1`` in batches of ``batch``: ``[(lo, hi), ...]``."""
     return [(lo, min(m, lo + batch)) for lo in range(0, m, batch)]
@@ -194,7 +187,7 @@ class Runner:
     mode : int or None, default None
         Force a step-loop mode of :mod:`meshnb.loops` (None: the systems' float mode's).
     shape : Shape or None, default None
-        Force a loop shape (None: the target CPU's, fitted to the batch).
+        Force a loop shape (None: the target CPU's, one for every size).
     keep_pages : bool, default False
         Keep the final pages.
     batch : int, default BATCH_SYSTEMS
@@ -229,7 +222,9 @@ class Runner:
         if (self.mode == loops.IEEE) == systems.z:
             raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
         self.threads = threads or default_threads()
-        self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
+        # one shape for every size of sweep: a group is one vector register (16 or 8 systems), so
+        # a small sweep already leaves each thread a group (narrower shapes were a compile each, issue 25)
+        self.shape = shape or sweep_loop.shape()
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
         self.spare: Lanes | None = None
