@@ -40,8 +40,8 @@ from .. import loops
 from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
 from ..results import system_json
-from ..runspec import is_int, page_digests, write_step_base
-from ..view import WORD, View
+from ..runspec import is_int, row_digests, write_step_base
+from ..view import DIGEST_SPANS, WORD, View
 from . import columns
 
 try:  # ISA-L's CRC-32 (python-isal): 11 GB/s against zlib's 3, the in-place npz's largest cost
@@ -56,9 +56,9 @@ CSV_COLUMNS = (
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`:
-    many pages hashed in njit on every usable core)."""
-    return page_digests(words)
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
+    return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
