@@ -100,7 +100,9 @@ def run_steps(
     save: Callable[[int], None] | None = None,
     every_s: float = math.inf,
 ) -> int:
-    """The one host loop (SPEC 10) of every backend; returns the steps done.
+    """SPEC 10's host loop around a step engine (every member of every backend runs its tasks
+    here; threads, processes and MPI keep progress, checkpoints and stops in loops of their own);
+    returns the steps done.
 
     At every boundary (the start, and after each engine call) the SET_LRs due there go to every
     context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
