@@ -17,6 +17,7 @@ import numpy as np
 from ..api import train
 from ..backend_table import BY_NAME
 from ..cuda import compare, host
+from ..runspec import LrChange
 from ..samebits import array_bits, differences
 from ..sweeps import init_page, lr_words, sweep
 from ..testing.pages import hard_pages
@@ -36,7 +37,7 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
         want = pack.run_case(case)
         page = case.in_page()
         setup = check.Setup(case, [page] * case.systems, want.out_pages, want.trace)
-        lr = dict(case.set_lr)
+        lr = [LrChange(s, w) for s, w in case.set_lr]  # the case's f32 words, taken as words
         systems = case.systems if case.grouped else None  # None: one system without a group
         r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True, backend=cuda.name, systems=systems)
         verdict = "PASS"
