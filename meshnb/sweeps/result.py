@@ -683,8 +683,9 @@ class SweepSystem:
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5])
-        >>> r[0].to_json() == {**meshnb.train(64, set_lr={0: 0.5}).systems[0].to_json(), "counters": r[0].counters}
+        >>> s = meshnb.sweep(64, lrs=[0.5], trace=True)[0]
+        >>> member = meshnb.train(64, view_in=meshnb.sweeps.init_page(), set_lr={0: 0.5}).systems[0]
+        >>> s.to_json() == member.to_json()
         True
         """
         return system_json(self)
