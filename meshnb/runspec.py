@@ -549,6 +549,8 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
         arr = np.asarray(lrs, dtype=object)
     if arr.ndim != 1 or arr.size == 0:
         raise OptionError(f"{name} must be a non-empty 1-D sequence, got shape {arr.shape}")
+    # the words and a float64 copy on the way (a broadcast view holds no memory itself)
+    check_fits(arr.size * 12, f"{name}: {arr.size} learning rates", "sweep fewer at a time")
     if arr.dtype == np.uint32:
         return arr.copy()
     if arr.dtype.kind == "b" or (arr.dtype.kind == "u"):
@@ -556,6 +558,35 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     if arr.dtype.kind not in "if":
         return np.array([lr_word(x, f"{name}[{k}]") for k, x in enumerate(arr.tolist())], dtype=np.uint32)
     return _float_words(arr, name)
+
+
+def available_bytes() -> int:
+    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_fits(need: int, what: str, hint: str) -> None:
+    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
+    memory available now: the run would otherwise end in a MemoryError after work was done."""
+    have = available_bytes()
+    if need > 0.8 * have:
+        raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
+
+
+def _size(n: int) -> str:
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
+    return f"{n / 1024**e:.1f} {units[e - 1]}"
 
 
 def _float_words(arr: NDArray[Any], name: str) -> Words:

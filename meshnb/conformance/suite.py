@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import files
 from . import check
 from .pack import PackError, case_names, read_file
 
@@ -292,6 +293,10 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise PackError(f"{name}: a symbolic link; an executor's outputs must be files it wrote") from None
+        with contextlib.suppress(OSError):  # a socket gives ENXIO: say what it is, not the errno's text
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):
+                raise PackError(f"{name}: {files.file_kind(mode)}, not a regular file") from None
         raise PackError(f"{name}: {e.strerror}") from None
     try:
         st = os.fstat(fd)

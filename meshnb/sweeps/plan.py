@@ -12,8 +12,6 @@ this module, no function) and adds the sweep's own options and what holding a re
 from __future__ import annotations
 
 import functools
-import math
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -32,7 +30,9 @@ from ..runspec import (
     Pages,
     StepBases,
     Systems,
+    available_bytes,
     check_bool,
+    check_fits,
     check_int,
     check_steps,
     describe,
@@ -317,35 +317,6 @@ def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | Non
     per = RESULT_BYTES + (32 if trace else 0) + (4 * (steps // loss_every) if loss_every else 0)
     per += VIEW_BYTES if keep_pages else 0
     return systems * per
-
-
-def available_bytes() -> int:
-    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
-def check_fits(need: int, what: str, hint: str) -> None:
-    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
-    memory available now: the run would otherwise end in a MemoryError after work was done."""
-    have = available_bytes()
-    if need > 0.8 * have:
-        raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
-
-
-def _size(n: int) -> str:
-    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
-    return f"{n / 1024**e:.1f} {units[e - 1]}"
 
 
 LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at once
