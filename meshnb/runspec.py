@@ -17,9 +17,10 @@ everywhere:
   (:func:`lr_word`, :func:`lr_words`, :func:`parse_lr`: the one rule of every entry point);
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
-one copy is :func:`meshnb.view.page_digests`, below the loops, as :func:`is_int` is
-:mod:`meshnb.jit`'s: the loops' doors and :meth:`View.digest <meshnb.view.View.digest>` use them).
+set them), and hashes many rows' spans at once (:func:`row_digests`: hashlib for a few, njit on
+every core for many, the same bits); it re-exports two rules defined lower because lower layers
+use them: the page digest (SPEC 11) :func:`meshnb.view.page_digests` (:meth:`View.digest
+<meshnb.view.View.digest>` uses it) and :func:`is_int`, :mod:`meshnb.jit`'s (the loops' doors).
 :class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
 
 Examples
@@ -60,7 +61,8 @@ from . import files, program
 from .floatz import flush_words
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
-from .view import DIGEST_SPANS, PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import page_digests as page_digests  # SPEC 11 of pages: defined once, in view
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -705,29 +707,6 @@ def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
 
 
 NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs less than a first compile
-
-
-def page_digests(words: Words) -> NDArray[np.uint8]:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words, ``[n, 32]`` uint8: the bytes
-    :data:`meshnb.view.DIGEST_RANGES` names (:func:`row_digests` of those spans).
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, 1024]`` uint32: ``n`` pages as words.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8: each page's digest.
-
-    Examples
-    --------
-    >>> pages = np.zeros((3, PAGE_WORDS), np.uint32)
-    >>> page_digests(pages)[0].tobytes().hex() == View().digest()
-    True
-    """
-    return row_digests(words, DIGEST_SPANS)
 
 
 def row_digests(

@@ -1,7 +1,7 @@
 """``meshnb sweep``: many independent systems, one table.
 
     meshnb sweep --lr LRS [--view-in PATH] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T] [--backend {threads,cuda}]
+                 [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
 Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
@@ -52,8 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pages", dest="view_in", metavar="DIR", action=_Deprecated, new="--view-in", help=argparse.SUPPRESS
     )
     p.add_argument(
-        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {threads,cuda}",
-        convert=lambda d: {"cpu": "threads"}.get(d, d), help=argparse.SUPPRESS,
+        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {cpu,cuda}",
+        help=argparse.SUPPRESS,
     )  # fmt: skip
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write one CSV row per system to OUT ('-': stdout)")

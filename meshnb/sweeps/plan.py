@@ -80,21 +80,28 @@ def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
         check_bool(value, name)
 
 
-SWEEP_BACKENDS = ("threads", "cuda")
-"""Where a sweep runs: the CPU's threads (the default) or the CUDA image (one warp per system)."""
+SWEEP_BACKENDS = ("cpu", "cuda")
+"""Where a sweep runs: the CPU (its cores, on a pool of threads; the default) or the CUDA image
+(one warp per system).  ``"threads"`` is a cluster's backend (members in lockstep on threads),
+so the sweep's CPU is ``"cpu"``: a sweep's ``"threads"`` still works this release, with a warning."""
 
 
 def check_backend(backend: Any, device: Any = None) -> str:
-    """The sweep's ``backend`` (None: threads), or the deprecated ``device=`` (``"cpu"``: threads)."""
+    """The sweep's ``backend`` (None: cpu), or the deprecated ``device=`` (the same names)."""
     if device is not None:
         if backend is not None:
             raise TypeError("give backend or its old name device, not both")
         warnings.warn(
-            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 3
+            "sweep(device=...) is now backend=... (as train): backend='cpu' or 'cuda'", DeprecationWarning, 3
         )  # the caller of sweep()
-        backend = {"cpu": "threads"}.get(device, device) if isinstance(device, str) else device
+        backend = device
     if backend is None:
-        return "threads"
+        return "cpu"
+    if backend == "threads":  # issue 23's name, before a cluster's threads and a sweep's CPU parted
+        warnings.warn(
+            "a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)", DeprecationWarning, 3
+        )
+        return "cpu"
     if not isinstance(backend, str):
         raise TypeError(f"backend is a name ({', '.join(SWEEP_BACKENDS)}), not {type(backend).__name__}")
     if backend not in SWEEP_BACKENDS:
@@ -198,12 +205,12 @@ class SweepOptions:
     progress : bool, default False
         A progress bar on stderr.
     backend : str or None
-        Where the sweep runs: ``"threads"`` (None: the default) or ``"cuda"``.
+        Where the sweep runs: ``"cpu"`` (None: the default) or ``"cuda"``.
 
     Examples
     --------
     >>> SweepOptions(steps=10, lrs=[0.5]).backend
-    'threads'
+    'cpu'
     >>> SweepOptions(steps=10, threads=0)
     Traceback (most recent call last):
         ...
@@ -260,7 +267,7 @@ class SweepOptions:
         None,
         Flag(
             "--backend",
-            "where the sweep runs: threads (default: the CPU's) or cuda (one warp per system on the CUDA image: "
+            "where the sweep runs: cpu (default: the CPU's cores) or cuda (one warp per system on the CUDA image: "
             "the cuda extra and a GPU)",
             "{" + ",".join(SWEEP_BACKENDS) + "}",
             _parse_backend,

@@ -244,7 +244,7 @@ def test_cli_one_spelling_for_one_idea(tmp_path: Path, capsys: pytest.CaptureFix
     want = meshnb.train(7, view_in=page.read_bytes(), set_lr={0: 0.25}, step_base=base)
     for step_base in (str(base), hex(base)):
         argv = ["sweep", "--view-in", str(page), "--lr", "0.25,0x3e800000", "--step-base", step_base]
-        assert main([*argv, "--steps", "7", "--json", "--backend", "threads", "--no-progress"]) == 0
+        assert main([*argv, "--steps", "7", "--json", "--backend", "cpu", "--no-progress"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert [s["digest"] for s in doc["systems"]] == [want.digest] * 2
         argv = ["train", "--view-in", str(page), "--set-lr", "0:0.25", "--step-base", step_base, "--steps", "7"]
@@ -268,7 +268,18 @@ def test_cli_the_old_device_flag_is_the_backend_with_a_warning(capsys) -> None:
 
     assert main(["sweep", "--device", "cpu", "--steps", "2", "--json", "--no-progress"]) == 0
     captured = capsys.readouterr()
-    assert captured.err == "meshnb: warning: --device is deprecated: use --backend {threads,cuda}\n"
+    assert captured.err == "meshnb: warning: --device is deprecated: use --backend {cpu,cuda}\n"
+    assert json.loads(captured.out) == sweep(2).to_json()
+
+
+def test_cli_a_sweeps_threads_backend_is_cpu_with_a_warning(capsys) -> None:
+    from meshnb.cli import main
+
+    assert main(["sweep", "--backend", "threads", "--steps", "2", "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        captured.err == "meshnb: warning: a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)\n"
+    )
     assert json.loads(captured.out) == sweep(2).to_json()
 
 
