@@ -4,10 +4,11 @@
 
 variants.cu for compute_80 and compute_90 (NVRTC's defaults), fast.cu with --use_fast_math for
 compute_80, packed.cu (f32x2) for compute_100a, unnamed.cu (violations of no named class: half, bf16,
-atomics, textures, wmma ...; the headers from the wheel's include folder) for compute_80.  Needs the nvidia-cuda-nvrtc wheel (a
-cuda-toolkit[nvrtc] install), no GPU.  The findings each kernel must give are written by hand in
-the test; a new NVRTC may change these files, and the tests then say what moved.  The tests also
-compile the sources again at test time when NVRTC is there (:func:`compile_cuda`)."""
+atomics, textures, wmma ...; the headers from the wheel's include folder) for compute_80.  Needs
+the nvidia-cuda-nvrtc wheel (a cuda-toolkit[nvrtc] install), no GPU.  The findings each kernel must
+give are written by hand in the test; a new NVRTC may change these files, and the tests then say
+what moved.  The tests also compile the sources again at test time when NVRTC is there
+(:func:`compile_cuda`)."""
 
 from __future__ import annotations
 
