@@ -414,6 +414,7 @@ class Module:
     returns: dict[str, list[str]]
     target: str = ""
     version: str = ""
+    symbols: set[str] = field(default_factory=set)  # .local and .shared variables, as written
 
 
 def shown(name: str) -> str:
@@ -445,7 +446,7 @@ class _Lines:
 
 
 def _statements(
-    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True
+    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
     """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
     opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
@@ -480,7 +481,7 @@ def _statements(
             yield line_of(pos + q), ";", body[q:], ""
 
     m: re.Match[str] | None = None
-    for m in (_SCAN if wanted is None else _SCAN_AUDIT).finditer(text):
+    for m in (_SCAN if wanted is None or addresses else _SCAN_AUDIT).finditer(text):
         li = m.lastindex
         if li == 1:  # a run of statements the audit does not read
             if depth or not decided:
@@ -493,7 +494,12 @@ def _statements(
                     keep = wanted.get(op)
                     if keep is None:
                         info = _info(op)
-                        keep = wanted[op] = (info.flows and values) or bool(info.classes) or info.regs
+                        keep = wanted[op] = (
+                            (info.flows and values)
+                            or bool(info.classes)
+                            or info.regs
+                            or (addresses and _addressing(op))
+                        )
                     if not keep:
                         continue
                 yield m.start(li - 1), "i", m.group(li), op
@@ -729,6 +735,72 @@ def parse(text: str) -> Module:
     return _parse(text, every=True, values=True)
 
 
+_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad"})  # how a local or shared address is made
+_MEMORY_SPACE = re.compile(r"\.(?:local|shared)\b")
+
+
+def _addressing(opcode: str) -> bool:
+    """An integer instruction that may make an address (``mov.u64 %rd1, __local_depot0``,
+    ``cvta.local.u64``, ``add.s64 %rd2, %rd1, %rd3``): read when values go through memory."""
+    parts = opcode.split(".")
+    return parts[0] in _ADDRESS_OPS and not _float_types(parts[1:])
+
+
+def _follow_memory(module: Module) -> None:
+    """The address-symbol model: each register's *bases*, the ``.local`` / ``.shared`` variables
+    its value may point into (through moves, ``cvta`` and integer adds, flow-insensitive); a
+    store through any of them writes the variable as a whole (``mem:`` name), a load from it reads
+    it.  A float (or a promoted f64) stored to a variable and loaded back from it stays what it
+    was.  What it cannot see: a variable's words apart (a whole variable is one place), addresses
+    through global memory or a pointer given as an argument, an address made by another opcode."""
+    if not module.symbols:
+        return
+    ins_list = module.instructions
+    bases: dict[str, set[str]] = {}
+    edges: dict[str, list[str]] = {}  # a register -> the registers made from it
+    work: deque[str] = deque()
+    for ins in ins_list:
+        op = ins.opcode.split(".")[0]
+        if op not in _ADDRESS_OPS or not ins.dests or _float_types(ins.opcode.split(".")[1:]):
+            continue
+        for src in ins.srcs:
+            if src.rsplit(":", 1)[-1] in module.symbols:
+                for d in ins.dests:
+                    if src not in bases.setdefault(d, set()):
+                        bases[d].add(src)
+                        work.append(d)
+            else:
+                edges.setdefault(src, []).extend(ins.dests)
+    while work:  # each register's set only grows, bounded by the symbols: linear in the edges
+        r = work.popleft()
+        for d in edges.get(r, ()):
+            got = bases.setdefault(d, set())
+            if not bases[r] <= got:
+                got |= bases[r]
+                work.append(d)
+
+    def places(names: list[str]) -> list[str]:
+        out: list[str] = []
+        for n in names:
+            if n.rsplit(":", 1)[-1] in module.symbols:
+                out.append("mem:" + n)
+            elif n in bases:
+                out += ["mem:" + b for b in sorted(bases[n])]
+            else:
+                out.append(n)  # no variable known: the register itself (a store and a load through it)
+        return out
+
+    for ins in ins_list:
+        parts = ins.opcode.split(".")
+        if parts[0] not in ("ld", "st", "ldu") or "param" in parts:
+            continue
+        if parts[0] == "st":
+            ins.dests = places(ins.dests)
+        else:
+            address = [ins.srcs[0]] if ins.srcs else []
+            ins.srcs = places(address) + ins.srcs[1:]
+
+
 def _parse(text: str, every: bool, values: bool) -> Module:
     """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
     an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
@@ -745,14 +817,17 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     lines: list[_Lines] = []
     infos: dict[str, _OpInfo] = {}
     append = instructions.append
-    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values):
+    addresses = values and _MEMORY_SPACE.search(text) is not None  # values may go through memory
+    symbols: set[str] = set()
+    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
             info = infos.get(opcode)
             if info is None:
                 info = infos[opcode] = _info(opcode)
             if info.regs:
                 append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
-            elif not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+            elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
+                # f32 arithmetic, integers, control: no promoted value passes
                 append(Instruction(lines[0].of(line), scopes.function, opcode, []))
             else:
                 append(_flowing(lines[0].of(line), scopes, opcode, body, info))
@@ -788,6 +863,10 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 version, directives = rest.strip(), True
             elif word[0] == ".target":
                 target, directives = rest.split(",")[0].strip(), True
+            elif word[0] in (".local", ".shared"):  # a variable: ".local .align 8 .b8 __local_depot0[40]"
+                decl = _REG_DECL.search(rest.split("=")[0].strip())
+                if decl:
+                    symbols.add(decl.group(1))
             elif word[0] in (".reg", ".param") and scopes.stack:
                 prefix = _DECL_PREFIX.match(rest)  # type, .align N ...: then the names
                 words = prefix.group().split() if prefix else []
@@ -814,14 +893,17 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         if info.regs:
             append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
             continue
-        if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+        if (not info.flows or not values) and not (addresses and _addressing(opcode)):
+            # f32 arithmetic, integers, control: no promoted value passes
             if every or info.classes:
                 append(Instruction(line, scopes.function, opcode, []))
             continue
         append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
-    return Module(instructions, params, returns, target, version)
+    module = Module(instructions, params, returns, target, version, symbols)
+    _follow_memory(module)
+    return module
 
 
 # -- the f32 classes, instruction by instruction ---------------------------------------------

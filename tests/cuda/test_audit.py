@@ -444,6 +444,9 @@ UNNAMED_TRUTH = {  # unnamed.cu: violations of no named class, written from the 
         ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", U),
         ("wmma.store.d.sync.aligned.row.m16n16k16.global.f32", U),
     ],
+    "local_f64": [("mul.f64", "double-rounding")],  # followed through __local_depot
+    "shared_f64": [("add.f64", "double-rounding")],  # through the __shared__ array
+    "local_f32": [],
     "clean_ops": [],  # div/mul/add/sub/sqrt .rn, the flush's bit operations, fabs, fmax, shfl, ld.v4.f32, u32 -> f32
 }
 TRUTHS = {"variants.cu": NVRTC_TRUTH, "fast.cu": FAST_TRUTH, "packed.cu": PACKED_TRUTH, "unnamed.cu": UNNAMED_TRUTH}
@@ -472,11 +475,29 @@ def test_nvrtc_packed_f32x2_gives_its_findings():
 def test_nvrtc_unnamed_violations_are_unverified():
     got = audit.audit_file(NVRTC / "unnamed_sm80.ptx")
     assert by_function(got, UNNAMED_TRUTH) == UNNAMED_TRUTH
-    assert all(v.why for v in got)  # each says why the table does not allow it
+    assert all(v.why for v in got if v.kind == U)  # each says why the table does not allow it
+    assert all(not v.why for v in got if v.kind != U)
     why = {v.instruction: v.why for v in got}
     assert why["add.f16"] == ".f16: mode Z's table allows add on .f32/.f32x2/.f64 only"
     assert why["copysign.f32"] == "copysign on .f32: no such entry in mode Z's table"
     assert why["cvt.rzi.s32.f32"] == ".rzi: not allowed on cvt by mode Z's table"
+
+
+def test_promoted_values_are_followed_through_local_and_shared_memory():
+    # the store and the load go through different address registers made from one variable
+    # (%rd5 = %SPL + 0 and %rd9 = %rd5 + 8k; %r4 and %r6 from the shared array's address): the
+    # register alone would not join them
+    text = (NVRTC / "unnamed_sm80.ptx").read_text()
+    module = audit.parse(text)
+    stores = [i for i in module.instructions if i.opcode.startswith(("st.local", "st.shared")) and "f64" in i.opcode]
+    assert stores and all(d.startswith("mem:") for i in stores for d in i.dests)
+    # a variable no store writes, and one no address is made from, stay apart
+    got = by_function(audit.audit_text(text), UNNAMED_TRUTH)
+    assert got["local_f64"] == UNNAMED_TRUTH["local_f64"] and got["shared_f64"] == UNNAMED_TRUTH["shared_f64"]
+    with pytest.MonkeyPatch.context() as mp:  # the model off: the findings are gone (what it adds)
+        mp.setattr(audit, "_follow_memory", lambda module: None)
+        off = by_function(audit.audit_text(text), UNNAMED_TRUTH)
+    assert off["local_f64"] == []  # (shared_f64 loads one of its two operands through the store's register)
 
 
 def test_the_sine_rule_both_ways():

@@ -64,6 +64,29 @@ extern "C" __global__ void tensor_core(const __half* a, const __half* b, float* 
     wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
 }
 
+// f64 work on promoted floats through memory: stored to local memory (a dynamic index keeps the array
+// there) or shared memory, loaded back through another address register, then multiplied or added in
+// f64.  A double-rounding finding each: the audit follows the value through the variable.
+extern "C" __global__ void local_f64(const float* a, float* out, int k) {
+    double t[8];
+    for (int i = 0; i < 8; i++) t[i] = (double)a[i];
+    out[threadIdx.x] = (float)(t[k & 7] * t[(k + 1) & 7]);
+}
+
+extern "C" __global__ void shared_f64(const float* a, float* out) {
+    __shared__ double s[64];
+    s[threadIdx.x] = (double)a[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = (float)(s[threadIdx.x ^ 1] + s[threadIdx.x]);
+}
+
+// clean: floats through local memory (a dynamic index), added with .rn.
+extern "C" __global__ void local_f32(const float* a, float* out, int k) {
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = a[i];
+    out[threadIdx.x] = __fadd_rn(t[k & 7], t[(k + 1) & 7]);
+}
+
 // clean: SPEC 2's operations, rounded to nearest, the flush by bit operations, u32 -> f32.
 __device__ float flushz(float f) {
     unsigned u = __float_as_uint(f);
