@@ -1,4 +1,5 @@
-"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2).
+"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
+default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
 
 Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or meshnb's own
 (:mod:`meshnb.cuda.ptx`).  The text is parsed into instructions (several a line, inside ``{ }``
@@ -28,6 +29,13 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
     f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
     (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
     ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.
+``unverified``
+    any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
+    ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
+    ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
+    ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
+    register declared of a float type as an operand; ``why`` says what the table does not allow.
+    The named classes above take precedence: they say more about what they cover.
 
 **How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
 through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
@@ -56,14 +64,23 @@ docs/guide/gpu.md:
 
 What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
 ``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
-accepted.  Limits: a value stored to memory and loaded back is not followed (the NVRTC and NVVM
-PTX of a kernel keeps such values in registers); an f64 operation on the sine's *result* before
-its one rounding to f32 is taken as the sine's own.
+accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
+a value stored through an address made from a ``.local`` or ``.shared`` variable (``mov``, ``cvta``,
+integer ``add``) and loaded through any address made from it stays what it was; ``.param`` is
+followed by name.  Limits: a variable is one place (flow-insensitive, its words not told apart, so
+a promoted value stored anywhere in it reaches every load from it); memory reached through global
+or generic pointers given as arguments, or addresses made by other opcodes, is not followed (a
+store and a load through the same register still are); a float reaching an unknown opcode only
+through an integer register is not seen by the register check; an f64 operation on the sine's
+*result* before its one rounding to f32 is taken as the sine's own.
 
-What the audit knows to be legitimate among f32 instructions: bit operations on f32 words
-(``and``/``or``/``xor``/``selp``/``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN,
-the butterfly); moves, loads, stores, comparisons (``setp``), ``abs``/``neg``/``min``/``max``
-without ``.ftz``; conversions rounding to nearest (``cvt.rn.f32.u32``).
+What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
+docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
+exact ``mov``/``abs``/``neg``/``selp``/``min``/``max`` and comparisons (``setp``) on f32 and f64;
+loads and stores; ``cvt.rn.f32`` from the 8-, 16- and 32-bit integers; ``cvt.f64.f32`` and
+``cvt.rn.f32.f64``; the sine's ``cvt.rn.f64.s32`` and ``cvt.rni.s32.f64``; f64 arithmetic, judged by
+the sin_pi rule.  Bit operations on float words (:data:`BIT_OPS`: ``and``/``or``/``xor``/``selp``/
+``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN, the butterfly) are exact.
 
 Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte (refused: a NUL could hide an
 instruction from ptxas' reading or from this one); time linear in its size.
