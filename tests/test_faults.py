@@ -360,9 +360,9 @@ def test_bare_meshnb_lists_its_commands():
         (["train", "--steps", str(2**70)], "steps must be an integer from 0 to 9223372036854775807"),
         (["train", "--steps", "nan"], "argument --steps: 'nan' is not a whole number"),
         (["train", "--set-lr", f"{2**70}:0x3f000000"], "set_lr's step must be an integer from 0 to 4096"),
-        (["train", "--set-lr", "5:0x1ffffffff"], "an f32 word is 0 to 2^32-1"),
-        (["train", "--set-lr", "5:3f00_0000"], "argument --set-lr: LR '3f00_0000' is neither a number"),
-        (["train", "--set-lr", "5:1_0.5"], "argument --set-lr: LR '1_0.5' is neither a number"),
+        (["train", "--set-lr", "5:0x1ffffffff"], "an f32 word has at most 8 hex digits"),
+        (["train", "--set-lr", "5:3f00_0000"], "argument --set-lr: LR = '3f00_0000' is neither a number"),
+        (["train", "--set-lr", "5:1_0.5"], "argument --set-lr: LR = '1_0.5' is neither a number"),
         (["train", "--steps", "\u0665"], "argument --steps: '\u0665' is not a whole number"),  # an Arabic-Indic 5
         (["train", "--steps", "1_000"], "argument --steps: '1_000' is not a whole number"),
         (["train", "--steps", "9" * 5000], "is not a whole number"),
@@ -695,6 +695,7 @@ def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
         (["--json", "--out", ""], "an empty path"),
         (["--npz", ""], "an empty path"),
         (["--view-in", str(pages), "--csv", str(pages / "a.page")], "a file of the --view-in directory"),
+        (["--view-in", str(pages / "a.page"), "--npz", str(pages / "a.page")], "the --view-in file "),
     ]:
         r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
                            capture_output=True, text=True, check=False, timeout=300)  # fmt: skip

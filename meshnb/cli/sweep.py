@@ -168,7 +168,7 @@ def _check_args(args: argparse.Namespace) -> None:
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
         if path is not None and path != "-":
             check_output(path, option)  # before the run, not after it
-            refuse_overwrite(option, path, "--view-in directory", args.view_in)
+            refuse_overwrite(option, path, "--view-in", args.view_in)
     if args.npz == "-":
         raise UsageError("--npz -: the npz is a file (give a path)")
     to_stdout = (
@@ -198,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
         opts = SweepOptions(**given, view_in=pages, progress=progress)
-        systems = opts.systems()
+        systems = opts.describe()
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
     threads = opts.threads or default_threads()
