@@ -631,3 +631,13 @@ def test_a_large_module_of_unverified_instructions_is_read_in_linear_time():
     text = body("\t.reg .f32 %f<4>;\n" + "\tadd.rn.f16 %rs1, %rs2, %rs3;\n\tfrob.b32 %f1, %f2;\n" * (n // 2))
     got = audit.audit_text(text)
     assert len(got) == n and got[-1].line == 6 + n and {v.kind for v in got} == {U}
+
+
+def test_cli_gives_an_unverified_findings_reason(capsys):
+    code, out, err = run_cli(capsys, "ptx", "audit", str(NVRTC / "unnamed_sm80.ptx"))
+    assert code == 1 and err == ""
+    assert ": half_add: add.f16: unverified (.f16: mode Z's table allows add on .f32/.f32x2/.f64 only)\n" in out
+    assert ": local_f64: mul.f64: double-rounding\n" in out  # a named class: no reason printed
+    code, out, err = run_cli(capsys, "ptx", "audit", str(NVRTC / "unnamed_sm80.ptx"), "--json")
+    doc = json.loads(out)["violations"]
+    assert {v["class"] for v in doc if "why" in v} == {"unverified"} and any(v["class"] != "unverified" for v in doc)
