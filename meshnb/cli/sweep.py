@@ -18,12 +18,13 @@ Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one lin
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..files import WriteError, check_output, read_page, refuse_overwrite
+from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
@@ -233,12 +234,17 @@ def handle(args: argparse.Namespace) -> int:
         return code
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
+    except WriteError as e:
+        if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
+            raise BrokenPipeError(e.errno, e.strerror) from None
+        _error(str(e))  # WriteError names its file
+        return EXIT_FAILED
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
         _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
         return EXIT_USAGE
     except OSError as e:
-        _error(str(e) if isinstance(e, WriteError) else f"{type(e).__name__}: {e}")  # WriteError names its file
+        _error(os_error_text(e))
         return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")

@@ -149,7 +149,9 @@ def test_cli_closed_stdout_is_refused_in_one_line(args: list[str]) -> None:
     assert p.returncode == 2 and "stdout is closed" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("args", [["--csv", "-"], ["--json"], []], ids=["csv", "json", "summary"])
+@pytest.mark.parametrize(
+    "args", [["--csv", "-"], ["--json"], [], ["--npz", "/dev/stdout"]], ids=["csv", "json", "summary", "npz"]
+)
 def test_cli_broken_pipe_is_141_quietly(args: list[str]) -> None:
     p = subprocess.run(
         f"{sys.executable} -m meshnb sweep --lr 0.001:1:3000:log --steps 8 {' '.join(args)} | true; "
@@ -268,3 +270,19 @@ def test_cli_the_old_device_flag_is_the_backend_with_a_warning(capsys) -> None:
     captured = capsys.readouterr()
     assert captured.err == "meshnb: warning: --device is deprecated: use --backend {threads,cuda}\n"
     assert json.loads(captured.out) == sweep(2).to_json()
+
+
+@pytest.mark.parametrize("option", ["--csv", "--npz", "--view-out"])
+def test_an_output_named_with_a_leading_dash_is_a_path(option: str, tmp_path: Path) -> None:
+    """`--csv -dash.out` was "expected one argument" while `--csv=-dash.out` worked; `--csv --json`
+    still says its value is missing (no file named --json)."""
+    argv = ["--lr", "0.5", "--steps", "4", option, "-dash.out"]
+    if option == "--view-out":
+        argv = ["--steps", "4", option, "-dash.out"]
+    cmd = "train" if option == "--view-out" else "sweep"
+    r = subprocess.run([sys.executable, "-m", "meshnb", cmd, *argv], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120, check=False)  # fmt: skip
+    assert r.returncode == 0 and (tmp_path / "-dash.out").is_file(), r.stderr
+    r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--lr", "0.5", "--csv", "--json"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)  # fmt: skip
+    assert r.returncode == 2 and "--csv: expected one argument" in r.stderr and not (tmp_path / "--json").exists()
