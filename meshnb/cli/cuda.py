@@ -3,8 +3,9 @@
     meshnb ptx audit FILE... [--json] [--meshnb] [--allow-f64 NAME] [--sass]
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
-``ptx audit`` lists every f32 instruction of PTX files that can break float mode Z
-(:mod:`meshnb.cuda.audit`); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
+``ptx audit`` lists every instruction of PTX files that can break float mode Z
+(:mod:`meshnb.cuda.audit`; default-deny: a float instruction in no row of its table ``MODE_Z`` is
+``unverified``); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
 (no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
 legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
 (:mod:`meshnb.cuda.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
@@ -79,7 +80,8 @@ def _audit(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
     else:
         for f, v in found:
-            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}")
+            why = f" ({v.why})" if v.why else ""  # unverified: what mode Z's table does not allow
+            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}{why}")
         for f, s in sass_found:
             print(f"{audit.shown(f)}:{s.line}: {s.function}: {s.sass} <- {s.ptx}: {s.kind}")
         total = len(found) + len(sass_found)
@@ -150,7 +152,19 @@ def register(subparsers: Any) -> None:
     ``args.handler``)."""
     p = subparsers.add_parser("ptx", help="PTX tools: audit PTX for float mode Z (exit 0 clean, 1 findings)")
     sub = p.add_subparsers(dest="ptx_command", required=True, metavar="COMMAND")
-    a = sub.add_parser("audit", help="list every f32 instruction that can break float mode Z")
+    a = sub.add_parser(
+        "audit",
+        help="list every float instruction that can break float mode Z",
+        description=(
+            "List every instruction of PTX files that can break float mode Z (exit 0 clean, 1 findings, 2 bad"
+            " input).  Default-deny: an instruction of a float type (any width: f16, bf16, f32, f64, packed) that"
+            " no row of mode Z's table allows, or an opcode the table does not know on a float register, is a"
+            " finding of class 'unverified', with the reason; the classes contraction, unrounded, flush,"
+            " approximate, directed-rounding and double-rounding name what they cover.  To allow a new form,"
+            " add a row to MODE_Z in meshnb/cuda/audit.py (and to docs/guide/gpu.md) with why it keeps mode Z's"
+            " bits, and a test."
+        ),
+    )
     a.add_argument("files", nargs="*", metavar="FILE", help="PTX files")
     a.add_argument("--json", action="store_true", help='print {"violations": [...]}')
     a.add_argument("--meshnb", action="store_true", help="also compile meshnb's kernels (sm_80, sm_90) and audit them")
