@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checkpoint, files
+from .. import checkpoint, files, host
 from ..checkpoint import Checkpoint
 from ..driver import Steps, frame
 from ..exchange import Group
@@ -60,7 +60,6 @@ from ..host import (
     prepare_member,
     stall_hook,
     stalled,
-    warm_grouped,
 )
 from ..interrupts import phase
 from ..options import RunOptions, check_checkpoint_systems, resolve
@@ -76,7 +75,6 @@ from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the t
     START_S,
     MpiExchange,
     MpiUnavailable,
-    available,
     is_root,
     library_yields,
     load,
@@ -170,11 +168,13 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 # ---------------------------------------------------------------------------------------------
 
 
-def _warm(z: bool) -> None:
-    """Load (or compile) the grouped step's kernels before the start, so that no rank's first
-    round waits on another rank's JIT."""
-    warm_grouped(z)
+def warm_up(z: bool) -> float:
+    """Load (or compile) the grouped step's kernels and the round's reader before the start, so
+    that no rank's first round waits on another rank's JIT; its seconds."""
+    began = time.perf_counter()
+    host.warm_up(z)
     read_round(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
+    return time.perf_counter() - began
 
 
 def _test_signal(k: int) -> tuple[int, int] | None:
@@ -305,7 +305,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         with owner, frame(plan.steps, opts.progress and k == 0) as f:
             exchange = MpiExchange(comm, opts.timeout_ms / 1000)
             ctx.exchange = exchange
-            f.warm(Steps(lambda done, n: None, lambda: _warm(start.z)))
+            f.warm(Steps(lambda done, n: None, lambda: warm_up(start.z)))
             wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
             phase("running")  # test hook: the give-up bound counts from here
             stop = False
