@@ -236,24 +236,20 @@ class Frame:
 
 
 @contextmanager
-def frame(total: int, enabled: bool, desc: str | None = None, hold: bool = True) -> Iterator[Frame]:
+def frame(total: int, enabled: bool, desc: str | None = None) -> Iterator[Frame]:
     """The :class:`Frame` of a run of ``total`` steps: a bar (shown if ``enabled``, closed however
-    the steps end) and Ctrl-C held to the next boundary (:func:`~meshnb.interrupts.deferred_interrupt`;
-    ``hold=False``: none held, ``requested()`` always False).
+    the steps end) and Ctrl-C held to the next boundary (:func:`~meshnb.interrupts.deferred_interrupt`).
 
     Examples
     --------
-    >>> with frame(10, False, hold=False) as f:
+    >>> with frame(10, False) as f:
     ...     f.requested()
     False
     """
     bar = progress_bar(total, enabled, desc)
     try:
-        if hold:
-            with deferred_interrupt() as requested:
-                yield Frame(bar, requested)
-        else:
-            yield Frame(bar, StopRequest(None))
+        with deferred_interrupt() as requested:
+            yield Frame(bar, requested)
     finally:
         if bar is not None:
             bar.close()
