@@ -73,26 +73,21 @@ class WriteError(OSError):
 
 def os_error_text(e: OSError) -> str:
     """One line for an ``OSError``: the path it names and the system's words, never a Python class
-    name; a full disk that names no path (a spool in the temporary directory) names ``TMPDIR``.
+    name (a write of meshnb's own temporaries names its path, ``TMPDIR`` too: :class:`WriteError`).
 
     Examples
     --------
     >>> import errno
     >>> os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y"))
     '/x/y: Permission denied'
-    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device")).startswith(
-    ...     "No space left on device (in the temporary directory ")
-    True
+    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device"))
+    'No space left on device'
     """
     if isinstance(e, WriteError):
         return str(e)
     words = e.strerror or str(e) or "an input/output error"
     if e.filename is not None:
         return f"{os.fsdecode(e.filename)}: {words}"
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        import tempfile
-
-        return f"{words} (in the temporary directory {tempfile.gettempdir()}: set TMPDIR to one with room)"
     return words
 
 

@@ -986,10 +986,13 @@ class JsonWriter(Writer):
         self.out.write(self.head + ((", " if self.count else "") + text).encode())
         self.head = b""
         if part.loss_history is not None:
-            if self.spool is None:
-                self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
             rows = json.dumps(part.history_hex())[1:-1]
-            self.spool.write(((", " if self.count else "") + rows).encode())
+            try:
+                if self.spool is None:
+                    self.spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort); unbuffered: a full TMPDIR fails here
+                self.spool.write(((", " if self.count else "") + rows).encode())
+            except OSError as e:  # a full TMPDIR: say which directory, and how to choose another
+                raise WriteError("the loss history's spool in TMPDIR", tempfile.gettempdir(), e) from None
             self.loss_steps = part.loss_steps
         self.count += len(part)
 
@@ -1122,10 +1125,13 @@ class NpzWriter(Writer):
                 pl.crc = _crc32(data, pl.crc)
                 self.unsynced += len(data)
                 continue
-            if name not in self.spools:
-                spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
-                self.spools[name] = (spool, col.dtype, col.shape[1:])
-            self.spools[name][0].write(data)
+            try:
+                if name not in self.spools:
+                    spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort)
+                    self.spools[name] = (spool, col.dtype, col.shape[1:])
+                self.spools[name][0].write(data)
+            except OSError as e:  # a full TMPDIR: say which directory, and that TMPDIR chooses it
+                raise WriteError("the npz's spool in TMPDIR", tempfile.gettempdir(), e) from None
         self.rows += len(part)
         if self.unsynced >= 1 << 26:  # to the disk as it goes, not all in close's fsync
             os.fdatasync(self.out.f.fileno())

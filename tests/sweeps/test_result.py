@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from meshnb.files import WriteError
 from meshnb.results import SystemColumns, shared_columns
 from meshnb.sweeps import CsvWriter, JsonWriter, NpzWriter, SweepResult, init_page, stream, sweep
 from meshnb.sweeps.result import CSV_COLUMNS, hex_digests, hex_words
@@ -319,3 +321,29 @@ def test_the_npz_writers_crc32_is_zlibs() -> None:
     code += "print(result._crc32 is zlib.crc32)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.split() == ["True"], out.stderr
+
+
+def test_a_full_tmpdir_names_the_spool_and_tmpdir(tmp_path: Path, parts: list[SweepResult], monkeypatch) -> None:
+    """A spool in a full TMPDIR said 'OSError: [Errno 28] No space left on device' (a class name,
+    no path, TMPDIR not named). Simulated: the spool's file refuses every byte."""
+    import errno
+    import tempfile
+
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **k: Full())
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: "/full/tmp")
+    for writer, spool in [
+        (JsonWriter(str(tmp_path / "t.json"), True), "the loss history's spool"),
+        (NpzWriter(str(tmp_path / "t.npz")), "the npz's spool"),
+    ]:
+        with pytest.raises(WriteError) as e:
+            writer.write(parts[0])
+        writer.abort()
+        assert str(e.value) == f"{spool} in TMPDIR /full/tmp: No space left on device"
+    assert sorted(os.listdir(tmp_path)) == []
