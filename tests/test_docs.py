@@ -40,6 +40,7 @@ PUBLIC_MODULES = (
     "meshnb.exchange",
     "meshnb.trace",
     "meshnb.checkpoint",
+    "meshnb.options",
     "meshnb.sweeps",
     "meshnb.testing",
     "meshnb.testing.reference",

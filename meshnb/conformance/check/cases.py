@@ -160,7 +160,22 @@ def _parse_case(cj: object) -> Case:
 def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
     """A pack case directory, every file checked against the pack's manifest (in its parent) as
     it is read.  The case directory must not be a symbolic link, nor any file in it; without a
-    manifest the case is refused unless ``verify`` is False."""
+    manifest the case is refused unless ``verify`` is False.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.pack import PackError
+    >>> pack = getfixture("quick_pack")
+    >>> setup = load_case(pack / "lr-changes")  # every file checked against the pack's manifest
+    >>> setup.case.name, setup.case.steps, len(setup.case.set_lr) > 0, setup.trace.shape
+    ('lr-changes', 100, True, (100, 5))
+    >>> try:
+    ...     load_case(pack / "no-such-case")
+    ... except PackError as e:
+    ...     print(str(e).split(": ")[-1])
+    not a case directory
+    """
     root = Path(directory).absolute()
     if root.is_symlink():
         raise PackError(f"{directory}: a symbolic link; a case is read only where it is, in its pack")
