@@ -116,7 +116,7 @@ def sizes(short: bool) -> dict[str, int]:
 
 @pytest.fixture(scope="session")
 def starts(sizes: dict[str, int]) -> list:
-    """Varied start pages (perturbed params, LR and step base), as ``meshnb.bench.Start``."""
+    """Varied start pages (perturbed params, LR and step base), as ``meshnb.bench.BenchStart``."""
     return varied_starts(max(sizes["verify_starts"], 4))
 
 

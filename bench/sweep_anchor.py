@@ -115,7 +115,7 @@ def meshnb_loop(lr_words: np.ndarray, steps: int) -> Callable[[], None]:
     """meshnb's sweep loop alone on these systems (one thread, mode Z with DAZ): a call runs ``steps``."""
     m = lr_words.size
     sh = sweep_loop.shape()
-    systems = sw.plan(steps, lrs=lr_words)
+    systems = sw.describe(steps, lrs=lr_words)
     lanes = Lanes(systems.words(0, m), True, steps, 0, sh)
     a = lanes.arrays
     no_trace = np.empty((lanes.groups, 0), np.float32)
@@ -211,7 +211,7 @@ def meshnb_run(page: bytes, steps: int) -> str:
     """meshnb's sweep loop alone, one thread, the bench's LRs from ``page``: the digest of its words."""
     lrs = bench_lrs()
     sh = sweep_loop.shape()
-    systems = sw.plan(steps, lrs=lrs, view_in=page)
+    systems = sw.describe(steps, lrs=lrs, view_in=page)
     lanes = Lanes(systems.words(0, lrs.size), True, steps, 0, sh)
     a = lanes.arrays
     sweep_loop.run_groups(

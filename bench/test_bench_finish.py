@@ -30,7 +30,7 @@ import pytest
 
 from meshnb import cpu, sha256
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import plan
+from meshnb.sweeps import describe
 from meshnb.sweeps.finish import result_of_lanes
 from meshnb.sweeps.lanes import Lanes, final_pages
 from meshnb.sweeps.run import BATCH_SYSTEMS, result_of_pages
@@ -41,7 +41,7 @@ FIELDS = ("params_words", "last_loss_words", "digest_bytes", "lr_words", "step_b
 @pytest.mark.parametrize(("kernel", "steps"), [("lanes", 16), ("lanes", 300), ("rows", 16)])
 def test_result_of_a_batch(benchmark, record, short: bool, kernel: str, steps: int) -> None:
     m = 4096 if short else BATCH_SYSTEMS
-    systems = plan(steps, lrs=np.geomspace(1e-3, 1.0, m).astype(np.float32))
+    systems = describe(steps, lrs=np.geomspace(1e-3, 1.0, m).astype(np.float32))
     lanes = Lanes.of_systems(systems, 0, m, steps, 0, sweep_loop.shape())
     rng = np.random.default_rng(steps)  # the loop's state after the steps: any words will do
     lanes.arrays["params"].view(np.uint32)[:] = rng.integers(0, 2**32, lanes.arrays["params"].shape, np.uint32)

@@ -197,7 +197,7 @@ def test_fused_8(benchmark, record, sizes, starts):
 
     def setup():
         s = next(it)
-        return (n,), {"systems": 8, "backend": "fused", "step_base": s.step_base, "set_lr": {0: s.lr_bits}}
+        return (n,), {"systems": 8, "backend": "fused", "step_base": s.step_base, "set_lr": {0: np.uint32(s.lr_bits)}}
 
     record(benchmark, "fused-8", n, systems=8)
     benchmark.group = "cluster"

@@ -27,7 +27,7 @@ import pytest
 from meshnb import cpu
 from meshnb.bench import varied_starts
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import plan
+from meshnb.sweeps import describe
 from meshnb.sweeps.lanes import Lanes
 from meshnb.sweeps.run import BATCH_SYSTEMS
 
@@ -35,10 +35,10 @@ from meshnb.sweeps.run import BATCH_SYSTEMS
 def _systems(case: str, m: int):
     lrs = np.geomspace(1e-3, 1.0, m).astype(np.float32)
     if case == "lr-sweep":
-        return plan(16, lrs=lrs)
+        return describe(16, lrs=lrs)
     if case == "mixed-bases":
-        return plan(16, lrs=lrs, step_base=np.arange(m, dtype=np.uint64) * 3)
-    return plan(16, view_in=[s.page for s in varied_starts(4)], lrs=lrs[: m // 4])
+        return describe(16, lrs=lrs, step_base=np.arange(m, dtype=np.uint64) * 3)
+    return describe(16, view_in=[s.page for s in varied_starts(4)], lrs=lrs[: m // 4])
 
 
 @pytest.mark.parametrize("case", ["lr-sweep", "mixed-bases", "4-pages"])

@@ -93,7 +93,7 @@ def test_sweep_bits_before_timing(first_call: float) -> None:
     r = sw.sweep(256, view_in=pages, lrs=lrs, step_base=bases, trace=True)
     for k in range(len(r)):
         one = meshnb.train(
-            256, view_in=pages[k // lrs.size], set_lr={0: int(lrs[k % lrs.size])}, step_base=bases[k], keep_trace=True
+            256, view_in=pages[k // lrs.size], set_lr={0: lrs[k % lrs.size]}, step_base=bases[k], keep_trace=True
         )
         assert (r.page(k), r.trace_digests[k]) == (one.page, one.trace_digest), f"system {k}"
     page = bytearray(pages[0])  # the reference reads the step base from the page

@@ -27,7 +27,7 @@ def train(
     steps: int | None = None,
     *,
     steps_per_task: int | None = None,
-    set_lr: Mapping[int, int | float] | Sequence[tuple[int, int | float]] | None = None,
+    set_lr: Mapping[int, float | str | np.uint32] | Sequence[tuple[int, float | str | np.uint32]] | None = None,
     step_base: int | None = None,
     view_in: bytes | bytearray | memoryview | np.ndarray | str | os.PathLike[str] | None = None,
     z: bool = True,
@@ -55,13 +55,17 @@ def train(
         The page's STEPS_PER_TASK, 1 to 2^32 - 1 (default 64); the bits do not depend on it.
     set_lr : dict or sequence of (step, lr) pairs, optional
         LR changes: SET_LR with ``lr`` before the task that starts when ``step`` steps of this run
-        are done (0: before the first).  An LR is a number (a float, rounded to float32) or an f32
-        word (an integer 0 to 2^32 - 1): ``{0: 0.01}`` and ``{0: 0x3C23D70A}`` are the same change,
-        as in :func:`meshnb.sweep`'s ``lrs``.
+        are done (0: before the first).  An LR is a number (an int or float, rounded to float32;
+        beyond float32's range an OptionError); an f32 word is asked for explicitly, a
+        ``numpy.uint32`` or text ``"0x..."``: ``{0: 0.01}``, ``{0: np.uint32(0x3C23D70A)}`` and
+        ``{0: "0x3c23d70a"}`` are the same change, as in :func:`meshnb.sweep`'s ``lrs``.  An int
+        is the number (``{0: 1}`` is 1.0, the f32 word 1 before: a FutureWarning says so).  SET_LR
+        writes the word of the number (SPEC 8): docs/api/runspec.md, "One meaning per value".
     step_base : int, optional
         After init, the first step (STEP_HI:NEXT_STEP), 0 to 2^64 - 2.
     view_in : bytes or path, optional
-        A start page instead of init: 4096 bytes (any buffer) or the path of a file.
+        A start page instead of init: 4096 bytes (any buffer), a page array (``[4096]`` uint8,
+        ``[1024]`` uint32) or the path of a file (:func:`meshnb.runspec.page_words`, ``sweep``'s rule).
     z : bool
         Float mode Z (default); False runs plain IEEE float32, only to see what Z changes.
     keep_trace : bool
@@ -111,7 +115,7 @@ def train(
     'c5cf4d840d78008f'
     >>> meshnb.train(4096, systems=2, backend="fused").systems[1].digest[:16]
     '027d15b5eefdb9e1'
-    >>> meshnb.train(10, set_lr={0: 0.5}).digest == meshnb.train(10, set_lr={0: 0x3F000000}).digest
+    >>> meshnb.train(10, set_lr={0: 0.5}).digest == meshnb.train(10, set_lr={0: "0x3f000000"}).digest
     True
     >>> meshnb.train(10, systems=65)
     Traceback (most recent call last):

@@ -62,7 +62,7 @@ KNOWN_NS_PER_STEP: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class Start:
+class BenchStart:
     """Where a benchmarked run starts.
 
     ``page`` is a single-system page after init with perturbed params, LR and step base (the
@@ -74,7 +74,7 @@ class Start:
     lr_bits: int
 
 
-def varied_starts(count: int, seed: int = 5) -> list[Start]:
+def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
     """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
 
     The dynamics are stable from any such start (lr times the batch Hessian's top eigenvalue is
@@ -99,7 +99,7 @@ def varied_starts(count: int, seed: int = 5) -> list[Start]:
         struct.pack_into("<I", page, ref.OFF_LR, lr_bits)
         struct.pack_into("<I", page, ref.OFF_NEXT_STEP, step_base & 0xFFFFFFFF)
         struct.pack_into("<I", page, ref.OFF_STEP_HI, step_base >> 32)
-        starts.append(Start(bytes(page), step_base, lr_bits))
+        starts.append(BenchStart(bytes(page), step_base, lr_bits))
     return starts
 
 
@@ -108,7 +108,7 @@ def varied_starts(count: int, seed: int = 5) -> list[Start]:
 # ---------------------------------------------------------------------------------------------
 
 
-def meshnb_run(start: Start, steps: int, steps_per_task: int | None = None) -> str:
+def meshnb_run(start: BenchStart, steps: int, steps_per_task: int | None = None) -> str:
     """meshnb's single-system path from ``start.page``.
 
     Examples
@@ -124,7 +124,7 @@ def meshnb_run(start: Start, steps: int, steps_per_task: int | None = None) -> s
     return train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
 
 
-def reference_run(start: Start, steps: int, impl: str = "numpy") -> str:
+def reference_run(start: BenchStart, steps: int, impl: str = "numpy") -> str:
     """The reference implementation (``impl`` "numpy" or "python") from ``start.page``.
 
     Examples
@@ -139,13 +139,13 @@ def reference_run(start: Start, steps: int, impl: str = "numpy") -> str:
     return ref.trace_digest(trace)
 
 
-def _cluster_kwargs(start: Start | None) -> dict[str, Any]:
+def _cluster_kwargs(start: BenchStart | None) -> dict[str, Any]:
     if start is None:
         return {}
-    return {"step_base": start.step_base, "set_lr": {0: start.lr_bits}}
+    return {"step_base": start.step_base, "set_lr": {0: np.uint32(start.lr_bits)}}
 
 
-def cluster_run(start: Start, steps: int, backend: str, systems: int) -> str:
+def cluster_run(start: BenchStart, steps: int, backend: str, systems: int) -> str:
     """A cluster of ``systems`` on ``backend``; every member must have the same trace digest.
 
     Examples
@@ -164,7 +164,7 @@ def cluster_run(start: Start, steps: int, backend: str, systems: int) -> str:
     return r.systems[0].trace_digest
 
 
-def cluster_reference_run(start: Start, steps: int, systems: int) -> str:
+def cluster_reference_run(start: BenchStart, steps: int, systems: int) -> str:
     """The numpy reference's grouped run of ``systems`` from the same step base and LR.
 
     Examples
@@ -182,7 +182,7 @@ def cluster_reference_run(start: Start, steps: int, systems: int) -> str:
 
 
 @lru_cache(maxsize=64)
-def meshnb_digest(start: Start, steps: int) -> str:
+def meshnb_digest(start: BenchStart, steps: int) -> str:
     """meshnb's single-system trace digest (the digest every single-system path must match).
 
     Examples
@@ -196,7 +196,7 @@ def meshnb_digest(start: Start, steps: int) -> str:
 
 
 @lru_cache(maxsize=64)
-def reference_digest(start: Start, steps: int, impl: str = "numpy", systems: int = 0) -> str:
+def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems: int = 0) -> str:
     """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``.
 
     Examples
@@ -224,16 +224,16 @@ class Path:
 
     name: str
     description: str
-    run: Callable[[Start, int], str]
+    run: Callable[[BenchStart, int], str]
     probe_steps: int  # the first call's size (and the minimum call)
     systems: int = 1
-    expected: Callable[[Start, int], str] = meshnb_digest  # the digest it must match
+    expected: Callable[[BenchStart, int], str] = meshnb_digest  # the digest it must match
     checked_against: str = "meshnb single system"
     unavailable: str | None = None  # a reason: the path is listed but not run
     max_steps: int = MAX_STEPS_PER_CALL
 
 
-def _single_expected(start: Start, steps: int) -> str:
+def _single_expected(start: BenchStart, steps: int) -> str:
     # meshnb's own path is cross-checked with the independent numpy implementation.
     return reference_digest(start, steps, "numpy")
 
@@ -285,10 +285,10 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
         desc = f"meshnb.train(systems={systems}, backend={backend!r}), per lockstep step"
         asked = not names or name in names
 
-        def run(s: Start, n: int, backend: str = backend, systems: int = systems) -> str:
+        def run(s: BenchStart, n: int, backend: str = backend, systems: int = systems) -> str:
             return cluster_run(s, n, backend, systems)
 
-        def expected(s: Start, n: int, systems: int = systems) -> str:
+        def expected(s: BenchStart, n: int, systems: int = systems) -> str:
             return reference_digest(s, n, "numpy", systems)
 
         paths.append(
@@ -324,13 +324,13 @@ def _sweep_anchor_paths() -> list[Path]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 
-    def expected(s: Start, n: int) -> str:
+    def expected(s: BenchStart, n: int) -> str:
         return str(mod.library_run(s.page, n))
 
     why = mod.unavailable()
     built: list[Callable[[bytes, int], str]] = []  # the C is built on the path's first run
 
-    def c_run(s: Start, n: int) -> str:
+    def c_run(s: BenchStart, n: int) -> str:
         if not built:
             built.append(mod.c_runner(2 if mod.lanes_of_target() == 16 else 1))  # the faster blocking here
         return str(built[0](s.page, n))
@@ -353,7 +353,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: int) -> dict[str, Any]:
+def measure(path: Path, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
     """First call, bit check, then steady-state timing of one path (see the module doc).
 
     Examples
@@ -428,7 +428,7 @@ def measure(path: Path, starts: Sequence[Start], seconds: float, verify_steps: i
     return row
 
 
-def _call_size(path: Path, start: Start, probe: int, t_probe: float, seconds: float) -> int:
+def _call_size(path: Path, start: BenchStart, probe: int, t_probe: float, seconds: float) -> int:
     """Steps per timed call: a call of about a fifth of the budget, grown further while a
     fixed per-call cost (workers' start-up, say) still outweighs the steps themselves."""
     target = seconds / 5

@@ -54,12 +54,23 @@ import json
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from . import files
-from .program import COUNTER_NAMES, LAST_STEP
-from .runspec import MAX_STEPS, can_run, is_int, wrap_message
+from .program import COUNTER_NAMES
+from .runspec import (
+    LrChange,
+    OptionError,
+    can_run,
+    check_changes,
+    check_step_base,
+    check_steps,
+    check_steps_per_task,
+    is_int,
+    wrap_message,
+)
 from .sha256 import Sha256State
 from .view import VIEW_BYTES, View
 
@@ -69,7 +80,8 @@ _PREFIX = struct.Struct("<8sII")
 _SUM_BYTES = 32
 MAX_SYSTEMS = 64  # the most members a checkpoint holds (load reads no more), and the local backends' cap
 MAX_HEADER_BYTES = 1 << 20  # a header of 64 members is ~25 KiB, with room for thousands of LR changes
-_U32, _U64 = (1 << 32) - 1, (1 << 64) - 1
+_U64 = (1 << 64) - 1
+_T = TypeVar("_T")
 _TRACE_STEP_BYTES = 20  # a step's trace row: 5 u32 words (program.Trace)
 _SHA256_MAX_BYTES = (1 << 61) - 1  # SHA-256 hashes messages of fewer than 2^64 bits
 _HEX8 = re.compile(r"[0-9a-f]{8}")
@@ -197,26 +209,34 @@ class RunSettings:
         """
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
-        first = _int(d["first_step"], f"{field}.first_step", 0, LAST_STEP)
-        steps = _int(d["steps"], f"{field}.steps", 0, MAX_STEPS)
+        # The run's rules are runspec's, train's (the JSON's integers first: no bools, no huge numbers)
+        first = _by_rule(f"{field}.first_step", check_step_base, _int(d["first_step"], f"{field}.first_step"))
+        steps = _by_rule(f"{field}.steps", check_steps, _int(d["steps"], f"{field}.steps"))
         if not can_run(first, steps):  # the run stays below step 2^64 - 1 (SPEC 8): runspec's one rule
             raise CheckpointError(f"{field}.steps: {wrap_message(first, steps)}")
-        spt = None if d["steps_per_task"] is None else _int(d["steps_per_task"], f"{field}.steps_per_task", 1, _U32)
-        base = None if d["step_base"] is None else _int(d["step_base"], f"{field}.step_base", 0, LAST_STEP)
+        spt = None
+        if d["steps_per_task"] is not None:
+            where = f"{field}.steps_per_task"
+            spt = _by_rule(where, check_steps_per_task, _int(d["steps_per_task"], where))
+        base = None
+        if d["step_base"] is not None:
+            base = _by_rule(f"{field}.step_base", check_step_base, _int(d["step_base"], f"{field}.step_base"))
         if base is not None and base != first:
             raise CheckpointError(f"{field}.first_step: {first}, but a run with step_base {base} starts there")
         if not isinstance(d["z"], bool):
             raise CheckpointError(f"{field}.z: must be true or false, not {_what(d['z'])}")
         pairs = _list(d["set_lr"], f"{field}.set_lr")
-        set_lr: list[tuple[int, int]] = []
+        set_lr: list[LrChange] = []
         for i, pair in enumerate(pairs):
             where = f"{field}.set_lr[{i}]"
             if not isinstance(pair, list) or len(pair) != 2:
                 raise CheckpointError(f"{where}: must be a [step, bits] pair, not {_what(pair)}")
-            step = _int(pair[0], f"{where}[0]", 0, steps)
-            if set_lr and step < set_lr[-1][0]:
-                raise CheckpointError(f"{where}[0]: step {step} after step {set_lr[-1][0]}: LR changes are sorted")
-            set_lr.append((step, _int(pair[1], f"{where}[1]", 0, _U32)))
+            change = (_int(pair[0], f"{where}[0]"), _int(pair[1], f"{where}[1]"))
+            if set_lr and change[0] < set_lr[-1].step:
+                raise CheckpointError(
+                    f"{where}[0]: step {change[0]} after step {set_lr[-1].step}: LR changes are sorted"
+                )
+            set_lr += _by_rule(where, check_changes, [change], steps)  # train's pair rule: a step of the run, a word
         return cls(systems, steps, spt, tuple(set_lr), base, d["z"], first)
 
 
@@ -236,7 +256,15 @@ def _what(x: Any) -> str:
     return f"{name} {json.dumps(x)[:40]}" if isinstance(x, (bool, int, float, str)) else name
 
 
-def _int(x: Any, field: str, lo: int, hi: int) -> int:
+def _by_rule(field: str, rule: Callable[..., _T], *args: Any) -> _T:
+    """``rule(*args)``, a :mod:`meshnb.runspec` rule, its refusal a :class:`CheckpointError` naming the field."""
+    try:
+        return rule(*args)
+    except (OptionError, TypeError) as e:
+        raise CheckpointError(f"{field}: {e}") from None
+
+
+def _int(x: Any, field: str, lo: int = 0, hi: int = (1 << 64) - 1) -> int:
     if isinstance(x, _Huge):
         raise CheckpointError(f"{field}: {_what(x)} is outside {lo}..{hi}")
     if not is_int(x):

@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-from . import checkpoint, files
+import numpy as np
+
+from . import checkpoint
 
 # What each backend can do: one table below the options, read here (and named here, as before).
 from .backend_table import ALONE_BACKENDS as ALONE_BACKENDS
@@ -29,20 +31,25 @@ from .backend_table import CLUSTER_BACKENDS as CLUSTER_BACKENDS
 from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .runspec import (
     MASK32,
+    MAX_STEPS,
+    LrChange,
     OptionError,
+    Systems,
     check_bool,
-    check_can_run,
+    check_changes,
     check_int,
     check_number,
     check_step_base,
     check_steps,
     check_steps_per_task,
+    describe,
     is_int,
-    lr_word,
+    lr_changes,
+    parse_lr,
+    start_page,
 )
-from .view import VIEW_BYTES, View
 
-__all__ = ["OptionError", "is_int"]  # re-exported: their home is meshnb.runspec
+__all__ = ["OptionError", "is_int", "parse_lr"]  # re-exported: their home is meshnb.runspec
 DEFAULT_STEPS = 4096
 # The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
 # stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
@@ -60,13 +67,14 @@ def option_error(template: str, *names: str) -> OptionError:
 
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=`` from a parser raising ValueError, its message kept (argparse words
-    a plain ValueError as "invalid value"); a deprecated spelling's DeprecationWarning is said on
-    stderr as one line (``meshnb: warning: ...``), as a command says it."""
+    a plain ValueError as "invalid value"); a warning (a deprecated spelling's DeprecationWarning,
+    a changed meaning's FutureWarning) is said on stderr as one line (``meshnb: warning: ...``), as
+    a command says it."""
 
     def convert(text: str) -> Any:
         try:
             with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always", DeprecationWarning)
+                warnings.simplefilter("always")
                 value = parse(text)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
@@ -128,40 +136,29 @@ def _parse_positive_u32(text: str) -> int:
     return value
 
 
-def parse_lr(text: str) -> int:
-    """One LR as the command line writes it, as its f32 word: a number (``0.01``, ``1e-3``:
-    rounded to float32) or a word in hex with ``0x`` (``0x3c23d70a``); the same in every command.
-
-    >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
-    ('0x3c23d70a', '0x3c23d70a')
-    """
-    t = text.strip()
-    if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
-        return lr_word(int(t, 16), f"LR {text!r}")
-    if not _DECIMAL.fullmatch(t):  # float() would also take "1_0.5" and other scripts' digits
-        raise ValueError(f"LR {text!r} is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)")
-    number = float(t)
-    if math.isinf(number) and "inf" not in t.lower():  # 1e400: finite as written, beyond float64 too
-        raise ValueError(f"LR {text!r} is beyond float32's range (|x| <= 3.4028235e38)")
-    return lr_word(number, f"LR {text!r}")
-
-
-_DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
-
-
-def _parse_set_lr(text: str) -> tuple[int, int]:
+def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
+    """``--set-lr STEP:LR``: the LR as :func:`meshnb.runspec.parse_lr` reads text, the library's
+    and every command's one rule (a number, or an f32 word with ``0x``).  The old spelling, a word
+    in hex without ``0x``, is gone: where it cannot be a number (``3f400000``) it is refused with
+    the spelling to use; where it can (``1``, ``100``) it is the number, and a FutureWarning says
+    what it was; ``1e40`` is a number beyond float32, refused."""
     step, sep, lr = text.partition(":")
     if not sep:
         raise ValueError(f"{text!r} is not STEP:LR")
-    if re.fullmatch(r"[0-9a-fA-F]+", lr):  # the old spelling: bare hex, an f32 word
+    at = parse_count(step)
+    bare_hex = re.fullmatch(r"[0-9a-fA-F]{1,8}", lr) is not None  # an f32 word before 0x was asked for
+    try:
+        word = parse_lr(lr, "LR")
+    except ValueError as e:
+        raise ValueError(f"{e}" + (f"; for the f32 word write {step}:0x{lr}" if bare_hex else "")) from None
+    if bare_hex and int(lr, 16) != word:  # 1, 100: read as the word 0xLR before
         warnings.warn(
-            f"--set-lr {text}: an LR in hex without 0x is deprecated: write {step}:0x{lr} (the f32 word) "
-            "or a number with a point (0.5)",
-            DeprecationWarning,
+            f"--set-lr {text}: {lr} is the number {float(lr):g} (f32 word {word:#010x}); an LR in hex "
+            f"without 0x was read as an f32 word before: for the word write {step}:0x{lr}",
+            FutureWarning,
             stacklevel=2,
         )
-        return parse_count(step), parse_hex_u32(lr, "f32 bits")
-    return parse_count(step), parse_lr(lr)
+    return at, np.uint32(word)
 
 
 def parse_step_base(text: str) -> int:
@@ -248,7 +245,8 @@ class RunOptions:
         STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
     set_lr : mapping or sequence of pairs, or None
         ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
-        an LR a float or an f32 word (:data:`meshnb.runspec.LRs`).
+        an LR a number or an f32 word (:func:`meshnb.runspec.lr_word`); made
+        :class:`~meshnb.runspec.LrChange` words, sorted by step.
     step_base : int or None
         The first step (0 to 2^64 - 2; None: as the page says).
     view_in : bytes-like or None
@@ -283,7 +281,7 @@ class RunOptions:
     >>> RunOptions(steps=10, systems=4).backend_name
     'threads'
     >>> RunOptions(set_lr={0: 0.5}).set_lr  # an LR as its f32 word
-    ((0, 1056964608),)
+    (LrChange(step=0, word=1056964608),)
     >>> RunOptions(backend="fused")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
@@ -296,12 +294,12 @@ class RunOptions:
     steps_per_task: int | None = option_field(
         None, Flag("--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K", _parse_positive_u32)
     )
-    set_lr: tuple[tuple[int, int], ...] | None = option_field(
+    set_lr: tuple[LrChange, ...] | None = option_field(
         None,
         Flag(
             "--set-lr",
             "SET_LR with LR before the task that starts when STEP steps of this run are done "
-            "(0 = before the first; repeatable); LR a number (0.01) or an f32 word (0x3c23d70a)",
+            "(0 = before the first; repeatable); LR a number (0.01, 1) or an f32 word in hex (0x3c23d70a)",
             "STEP:LR",
             _parse_set_lr,
             repeat=True,
@@ -391,8 +389,9 @@ class RunOptions:
                 raise TypeError(f"{name} is a path (str or os.PathLike), not {type(path).__name__}")
         if self.steps is not None:
             put(self, "steps", check_steps(self.steps))  # before anything runs
-        if self.set_lr is not None:
-            put(self, "set_lr", _lr_changes(self.set_lr))
+        if self.set_lr is not None:  # a resumed run's steps are its checkpoint's: compared there
+            bound = MAX_STEPS if self.resume is not None and self.steps is None else self.steps
+            put(self, "set_lr", lr_changes(self.set_lr, DEFAULT_STEPS if bound is None else bound))
         if self.resume is not None and self.view_in is not None:  # before the file is read
             raise option_error("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
         if self.view_in is not None:
@@ -401,17 +400,8 @@ class RunOptions:
             put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
         if self.step_base is not None:
             put(self, "step_base", check_step_base(self.step_base))
-        if self.resume is None and (self.view_in is None or len(self.view_in) == VIEW_BYTES):
-            # A fresh run's page is known now: can it run the steps? (runspec's rule; a page of
-            # another size is left to the page's own check)
-            page = View.from_bytes(self.view_in) if self.view_in is not None else None
-            first = self.step_base if self.step_base is not None else (page.next_step if page is not None else 0)
-            spt = self.steps_per_task if self.steps_per_task is not None else (
-                page.word("STEPS_PER_TASK") if page is not None else 1
-            )  # fmt: skip
-            steps = DEFAULT_STEPS if self.steps is None else self.steps
-            if is_int(first) and is_int(spt):  # else the plan's own checks name the bad value
-                check_can_run(int(first), steps, int(spt))
+        if self.resume is None:  # a fresh run's systems are known now: can they run the steps?
+            self.describe()  # (runspec.describe: the sweep's model and rules, P = L = 1)
         # The cluster options' values are checked with or without a cluster: the same value, the same answer.
         for name, top in (
             ("timeout_ms", MAX_WAIT_S * 1000),
@@ -454,6 +444,28 @@ class RunOptions:
         if self.resume is not None and self.keep_trace:
             raise option_error("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
 
+    def describe(self) -> Systems:
+        """A fresh run's start as :class:`~meshnb.runspec.Systems`, the model a sweep's systems
+        have, checked for the run's steps by its rules: one start page (init's, or ``view_in``),
+        the step base and STEPS_PER_TASK set (None: the page's own); a cluster's members all start
+        from it.  The LR changes are the run's (:meth:`plan`).
+
+        Returns
+        -------
+        Systems
+            One system's description (P = L = 1).
+
+        Examples
+        --------
+        >>> s = RunOptions(steps=10, step_base=7, steps_per_task=5).describe()
+        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5])
+        (1, [7], 5)
+        """
+        steps = DEFAULT_STEPS if self.steps is None else self.steps
+        return describe(
+            steps, view_in=self.view_in, step_base=self.step_base, z=self.z, steps_per_task=self.steps_per_task
+        )
+
     @property
     def is_cluster(self) -> bool:
         """A cluster run (a group and an exchange), or one system alone (SPEC 10's host)."""
@@ -476,7 +488,7 @@ class RunOptions:
         Examples
         --------
         >>> RunOptions(steps=100, set_lr={50: 0.25}).plan()
-        Plan(steps=100, steps_per_task=None, set_lr=((50, 1048576000),), step_base=None)
+        Plan(steps=100, steps_per_task=None, set_lr=(LrChange(step=50, word=1048576000),), step_base=None)
         """
         return Plan(
             DEFAULT_STEPS if self.steps is None else self.steps, self.steps_per_task, self.set_lr or (), self.step_base
@@ -611,30 +623,14 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
     return tuple(out)
 
 
-def _lr_changes(set_lr: Mapping[int, Any] | Sequence[Sequence[Any]]) -> tuple[tuple[int, Any], ...]:
-    def pair(p: Any) -> tuple[Any, ...]:
-        if isinstance(p, (str, bytes)) or not isinstance(p, Iterable):
-            raise TypeError("set_lr maps a step of the run to an LR: a dict or (step, lr) pairs")
-        return tuple(p)
-
-    pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [pair(p) for p in pair(set_lr)]
-    if not all(len(p) == 2 for p in pairs):
-        raise option_error("set_lr maps a step of the run to an LR: a dict or (step, lr) pairs")
-    # Stable sort: several changes at one step apply in the order given (the last one wins).
-    words = [(p[0], lr_word(p[1], f"set_lr[{p[0]!r}]")) for p in pairs]  # a number or an f32 word: the word
-    return tuple(sorted(words, key=lambda p: p[0] if is_int(p[0]) else 0))
-
-
 def _page_bytes(view_in: Any) -> bytes:
-    """A start page: bytes-like, or a path to a 4096-byte file (:func:`files.page_from`), its
-    errors named as the caller spells the option."""
+    """A start page (:func:`meshnb.runspec.start_page`: bytes-like, a page file's path or a page
+    array), its errors named as the caller spells the option."""
     try:
-        return files.page_from(view_in, "view_in")
-    except ValueError as e:
+        return start_page(view_in, "view_in")
+    except OptionError as e:
         detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
         raise option_error("{view_in}" + detail, "view_in") from None
-    except TypeError:
-        raise TypeError(f"view_in is a page (bytes) or a path to one, not {type(view_in).__name__}") from None
 
 
 @dataclass(frozen=True)
@@ -651,15 +647,16 @@ class Plan:
     steps_per_task : int or None, default None
         STEPS_PER_TASK to set first (None: as the page says).
     set_lr : tuple of (int, int), default ()
-        ``(step, LR)`` pairs in step order, each LR a float or an f32 word (made words).
+        ``(step, f32 word)`` pairs (:class:`~meshnb.runspec.LrChange`) in step order: words
+        already (:meth:`make` reads LRs as ``train`` reads them).
     step_base : int or None, default None
         The next step to set first (None: as the page says).
 
     Examples
     --------
-    >>> plan = Plan.make(200, None, {100: 0.5, 150: 0x3F000000})
+    >>> plan = Plan.make(200, None, {100: 0.5, 150: np.uint32(0x3F000000)})
     >>> plan.set_lr
-    ((100, 1056964608), (150, 1056964608))
+    (LrChange(step=100, word=1056964608), LrChange(step=150, word=1056964608))
     >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
     [64, 100, 150, 150, 200]
     """
@@ -674,11 +671,7 @@ class Plan:
         put(self, "steps", check_steps(self.steps))
         if self.steps_per_task is not None:
             put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
-        changes = []
-        for step, bits in self.set_lr:
-            step = check_int(step, "set_lr's step", 0, self.steps)  # an LR change at a step of this run
-            changes.append((step, lr_word(bits, f"set_lr[{step!r}]")))
-        put(self, "set_lr", tuple(changes))
+        put(self, "set_lr", check_changes(self.set_lr, self.steps))  # words: LR changes at steps of this run
         if self.step_base is not None:
             put(self, "step_base", check_step_base(self.step_base))
 
@@ -687,7 +680,7 @@ class Plan:
         cls,
         steps: int = DEFAULT_STEPS,
         steps_per_task: int | None = None,
-        set_lr: Mapping[int, int] | Sequence[Sequence[int]] | None = None,
+        set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
         """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted).
@@ -699,7 +692,7 @@ class Plan:
         steps_per_task : int or None, default None
             STEPS_PER_TASK to set first.
         set_lr : mapping or sequence of pairs, or None
-            ``{step: LR}`` or ``(step, LR)`` pairs, in any order.
+            ``{step: LR}`` or ``(step, LR)`` pairs, in any order, each LR as ``train`` reads it.
         step_base : int or None, default None
             The next step to set first.
 
@@ -711,9 +704,9 @@ class Plan:
         Examples
         --------
         >>> Plan.make(100, set_lr=[(80, 0.5), (20, 0.25)]).set_lr
-        ((20, 1048576000), (80, 1056964608))
+        (LrChange(step=20, word=1048576000), LrChange(step=80, word=1056964608))
         """
-        return cls(steps, steps_per_task, _lr_changes(set_lr or ()), step_base)
+        return cls(steps, steps_per_task, lr_changes(set_lr or (), check_steps(steps)), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:
         """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order.

@@ -11,8 +11,10 @@ everywhere:
 - a run is at most :data:`MAX_STEPS` steps; a step base is 0 to :data:`~meshnb.program.LAST_STEP`
   (2^64 - 2); a page can run ``n`` more steps when its STEPS_PER_TASK is not 0 and its steps
   ``first .. first + n - 1`` stay at or below 2^64 - 2 (the round of step 2^64 - 1 would wrap to 0);
-- an LR is a number (a float: rounded to float32, as the CPU rounds it) or an f32 word (an
-  integer 0 to 2^32 - 1, or numpy ``uint32``): ``0.01`` and ``0x3C23D70A`` are the same LR.
+- an LR is a number (``int`` or ``float``, numpy's signed integers and floats: rounded to float32,
+  beyond float32's range refused); an f32 word is asked for explicitly, as a numpy ``uint32`` or as
+  text ``0x...``: ``0.01``, ``np.uint32(0x3C23D70A)`` and ``"0x3c23d70a"`` are the same LR
+  (:func:`lr_word`, :func:`lr_words`, :func:`parse_lr`: the one rule of every entry point);
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
 set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
@@ -31,6 +33,8 @@ Traceback (most recent call last):
 meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
 >>> hex(runspec.lr_word(0.5, "lr"))
 '0x3f000000'
+>>> hex(runspec.lr_word(np.uint32(0x3F000000), "lr")), hex(runspec.lr_word("0x3f000000", "lr"))
+('0x3f000000', '0x3f000000')
 >>> runspec.can_run(2**64 - 3, 2)
 True
 >>> runspec.can_run(2**64 - 3, 3)
@@ -39,17 +43,20 @@ False
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 from numpy.typing import NDArray
 
-from . import program
+from . import files, program
 from .floatz import flush_words
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
@@ -64,12 +71,14 @@ _F32_MAX = float(np.finfo(np.float32).max)
 
 Words: TypeAlias = NDArray[np.uint32]
 """Pages as ``[n, 1024]`` uint32 words (or one LR word per system, ``[n]``)."""
-LRs: TypeAlias = Sequence[float] | NDArray[Any]
-"""Learning rates: numbers (floats, rounded to float32) or f32 words (integers 0 to 2^32 - 1, or a
-numpy ``uint32`` array); plain integers given as numbers are deprecated."""
-Pages: TypeAlias = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview] | NDArray[Any]
-"""Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 / ``[P, 1024]``
-uint32 array."""
+LRs: TypeAlias = Sequence[float | int | str | np.uint32] | NDArray[Any]
+"""Learning rates: numbers (ints and floats, rounded to float32) or f32 words (a numpy ``uint32``
+array or scalars, or ``"0x..."`` text), :func:`lr_word`'s rule for each."""
+Pages: TypeAlias = (
+    bytes | bytearray | memoryview | str | os.PathLike[str] | Sequence[bytes | bytearray | memoryview] | NDArray[Any]
+)
+"""Start pages: a 4096-byte page, the path of a page file, a sequence of pages, or a ``[P, 4096]``
+uint8 / ``[P, 1024]`` uint32 array."""
 StepBases: TypeAlias = int | Sequence[int] | NDArray[np.integer[Any]]
 """A step base (the first step, 0 to 2^64 - 2) for every system, or one per system."""
 
@@ -190,38 +199,39 @@ def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
     return check_int(spt, name, 1, MASK32)
 
 
+def _step_base_error(name: str, got: str) -> OptionError:
+    """The one message of a step base out of its range (0 to 2^64 - 2)."""
+    if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
+        return OptionError(f"{{{name}}} must be 0..2^64-2, got {got}", name)
+    return OptionError(f"{name} must be 0..2^64-2, got {got}")
+
+
 def check_step_base(base: Any, name: str = "step_base") -> int:
     """A step base (the page's next step before the run): 0 to 2^64 - 2."""
     if not is_int(base):
         raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
     if not 0 <= base <= LAST_STEP:
-        raise OptionError(f"{name} must be 0..2^64-2, got {_shown(base)}")
+        raise _step_base_error(name, _shown(base))
     return int(base)
 
 
 def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.uint64]:
-    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``)."""
+    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``), each
+    :func:`check_step_base`'s range (an integer array checked at once, a cost per array)."""
     if is_int(bases):
         return check_step_base(bases, name)
     if isinstance(bases, np.ndarray) and bases.dtype.kind in "iu" and bases.ndim == 1:
         if bases.size != m:
             raise OptionError(f"{name} must be one integer or one per system ({m}), got {bases.size}")
-        if bases.dtype.kind == "i" and (bases < 0).any():
-            raise OptionError(f"{name} must be 0..2^64-2, got {int(bases[np.argmax(bases < 0)])}")
-        b = bases.astype(np.uint64)
-        if (b > np.uint64(LAST_STEP)).any():
-            raise OptionError(f"{name} must be 0..2^64-2, got 2^64-1")
-        return b
+        bad = bases < 0 if bases.dtype.kind == "i" else bases > np.uint64(LAST_STEP)
+        if bad.any():
+            check_step_base(bases[int(np.argmax(bad))], name)  # the one message, of the first bad base
+        return bases.astype(np.uint64)
     if isinstance(bases, (str, bytes)) or not hasattr(bases, "__len__"):
         raise TypeError(f"{name} must be an integer or one integer per system, got {type(bases).__name__}")
     if len(bases) != m:
         raise OptionError(f"{name} must be one integer or one per system ({m}), got {len(bases)}")
-    for b in bases:
-        if not is_int(b):
-            raise TypeError(f"{name} must be integers, got {type(b).__name__} {b!r}")
-        if not 0 <= b <= LAST_STEP:
-            raise OptionError(f"{name} must be 0..2^64-2, got {_shown(b)}")
-    return np.array([int(b) for b in bases], dtype=np.uint64)
+    return np.array([check_step_base(b, name) for b in bases], dtype=np.uint64)
 
 
 # --- the step counter ----------------------------------------------------------------------------
@@ -241,26 +251,34 @@ def wrap_message(first: int, steps: int) -> str:
 SPT_ZERO = "the page's STEPS_PER_TASK is 0: its tasks would never progress"
 
 
+def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None = None) -> None:
+    """Refuse (:class:`OptionError`) pages whose STEPS_PER_TASK is 0 when there are steps to run
+    (SPEC 8: their tasks would never progress): ``spt`` one word per page; page ``i`` stands for
+    systems ``i * stride ..`` (None: one page alone, the message names no system)."""
+    if not steps:
+        return
+    zero = np.asarray(spt) == 0
+    if zero.any():
+        raise OptionError(SPT_ZERO if stride is None else f"system {int(np.argmax(zero)) * stride}: {SPT_ZERO}")
+
+
 def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
     """Refuse (:class:`OptionError`) a page that cannot run ``steps`` more steps: its
     STEPS_PER_TASK is 0, or its steps would reach 2^64 - 1 (SPEC 8 and 10)."""
-    if steps and steps_per_task == 0:
-        raise OptionError(SPT_ZERO)
+    check_tasks_progress(np.array([steps_per_task]), steps)
     if not can_run(first, steps):
         raise OptionError(wrap_message(first, steps))
 
 
-def check_run(
-    steps: Any, steps_per_task: Any, first_step: Any, set_lr: Mapping[Any, Any] | Sequence[Sequence[Any]] = ()
-) -> tuple[tuple[int, int], ...]:
+def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()) -> tuple[LrChange, ...]:
     """Refuse a run that cannot be made, naming the value: ``steps`` (0 to :data:`MAX_STEPS`),
     the page's STEPS_PER_TASK (1 to 2^32 - 1), its first step (a step base, 0 to 2^64 - 2) and
     that the run stays below step 2^64 - 1, LR changes at steps 0 .. ``steps`` with an LR each
-    (:func:`lr_word`).  Returns the LR changes as ``(step, word)`` pairs, in the order given.
-    (What a checker of an executor's run asks before comparing: one rule with ``train``'s.)
+    (:func:`lr_changes`).  Returns the LR changes, sorted by step.  (What a checker of an
+    executor's run asks before comparing: one rule with ``train``'s.)
 
     >>> check_run(10, 64, 0, {0: 0.5})
-    ((0, 1056964608),)
+    (LrChange(step=0, word=1056964608),)
     >>> check_run(3, 64, 2**64 - 3)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
@@ -270,14 +288,7 @@ def check_run(
     spt = check_steps_per_task(steps_per_task)
     first = check_step_base(first_step)
     check_can_run(first, steps, spt)
-    pairs = list(set_lr.items()) if isinstance(set_lr, Mapping) else [tuple(p) for p in set_lr]
-    changes = []
-    for pair in pairs:
-        if len(pair) != 2:
-            raise TypeError(f"set_lr maps a step of the run to an LR: (step, lr) pairs, got {pair!r}")
-        step = check_int(pair[0], "set_lr's step", 0, steps)
-        changes.append((step, lr_word(pair[1], f"set_lr[{step}]")))
-    return tuple(changes)
+    return lr_changes(set_lr, steps)
 
 
 def check_view_can_run(view: View, steps: int) -> None:
@@ -293,11 +304,7 @@ def next_steps(words: Words) -> NDArray[np.uint64]:
 def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
     """:func:`check_can_run` of every page of ``[n, 1024]`` words; page ``i`` stands for systems
     ``i * stride ..``, and the message names the first bad system."""
-    if not steps:
-        return
-    zero = words[:, WORD["STEPS_PER_TASK"]] == 0
-    if zero.any():
-        raise OptionError(f"system {int(np.argmax(zero)) * stride}: {SPT_ZERO}")
+    check_tasks_progress(words[:, WORD["STEPS_PER_TASK"]], steps, stride)
     check_first_steps(next_steps(words), steps, stride)
 
 
@@ -312,50 +319,207 @@ def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int = 1) ->
 
 
 # --- LRs ---------------------------------------------------------------------------------------
+#
+# The one rule of an LR, in every entry point (train's set_lr, sweep's lrs, the command lines'
+# --set-lr and --lr, the checker): a number is a number, an f32 word is asked for explicitly.
+
+
+class LrChange(NamedTuple):
+    """One checked LR change: SET_LR with the f32 ``word`` before the task that starts when
+    ``step`` steps of the run are done.  What ``set_lr``'s pairs become (:func:`lr_changes`);
+    given again (a checkpoint's changes, options made again) it is taken as it is, never read
+    again as a number.
+
+    Examples
+    --------
+    >>> c = LrChange(0, 0x3F000000)
+    >>> c == (0, 1056964608), lr_changes([c], 10) == (c,)
+    (True, True)
+    """
+
+    step: int
+    word: int
+
+
+_HEX_WORD = re.compile(r"0[xX][0-9a-fA-F]{1,8}")
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|infinity|nan)", re.I)
+_LR_KINDS = "a number (int or float) or an f32 word (numpy.uint32, or text '0x...')"
+
+
+def _beyond(name: str, x: Any) -> OptionError:
+    return OptionError(
+        f"{name} = {x!r} is beyond float32's range (|x| <= {_F32_MAX:.8g}); "
+        "to run an infinite LR give its word (numpy.uint32(0x7f800000) or '0x7f800000')"
+    )
+
+
+def parse_lr_number(text: str, name: str = "lr") -> float:
+    """An LR number as text (``0.01``, ``1e-3``, ``inf``): ASCII decimal only (``float`` would
+    also take ``1_0`` and other scripts' digits), within float32's range.
+
+    >>> parse_lr_number("1e-3")
+    0.001
+    >>> parse_lr_number("1e40")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: lr = 1e+40 is beyond float32's range (|x| <= 3.4028235e+38); ...
+    """
+    t = text.strip()
+    if not _DECIMAL.fullmatch(t):
+        raise OptionError(f"{name} = {text!r} is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)")
+    number = float(t)
+    if math.isinf(number) and "inf" not in t.lower():  # 1e400: finite as written, beyond float64 too
+        raise _beyond(name, text)
+    _float_word(number, name)  # 1e40: beyond float32's range
+    return number
+
+
+def parse_lr(text: str, name: str = "lr") -> int:
+    """One LR as text, as its f32 word: a number (``0.01``: rounded to float32) or an f32 word in
+    hex with ``0x`` (``0x3c23d70a``); the one text rule of the library and every command line.
+
+    >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
+    ('0x3c23d70a', '0x3c23d70a')
+    """
+    t = text.strip()
+    if _HEX_WORD.fullmatch(t):
+        return int(t, 16)
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
+        raise OptionError(f"{name} = {text!r}: an f32 word has at most 8 hex digits (0xFFFFFFFF)")
+    return _float_word(parse_lr_number(t, name), name)
+
+
+def _float_word(x: float | np.floating[Any], name: str) -> int:
+    if isinstance(x, np.float32):
+        return int(np.array(x).view(np.uint32))  # already float32: nothing can overflow
+    with np.errstate(over="ignore", invalid="ignore"):
+        word = np.float32(x)
+    if np.isinf(word) and math.isfinite(float(x)):
+        raise _beyond(name, float(x))
+    return int(np.array(word).view(np.uint32))
+
+
+def _int_word(x: int, name: str) -> int:
+    """An integer LR (a number) as its f32 word, rounded once (to nearest, ties to even), as
+    numpy's int64 -> float32 cast rounds; beyond float32's range refused."""
+    n = abs(x)
+    shift = n.bit_length() - 24
+    if shift > 0:  # keep 24 significant bits: float64 holds the result exactly
+        q, r = divmod(n, 1 << shift)
+        half = 1 << (shift - 1)
+        q += r > half or (r == half and q & 1)
+        n = q << shift
+    if n > _F32_MAX:
+        raise _beyond(name, x)
+    return int(np.array(np.float32(math.copysign(float(n), x))).view(np.uint32))
 
 
 def lr_word(lr: Any, name: str = "lr") -> int:
-    """One LR as its f32 word: a float is a number (rounded to float32; beyond float32's range
-    refused), an integer the word itself (0 to 2^32 - 1).
+    """One LR as its f32 word: a number (``int``, ``float``, numpy's signed integers and floats)
+    rounded to float32, beyond float32's range an :class:`OptionError`; a numpy ``uint32`` the
+    word itself; text as :func:`parse_lr` reads it.  A ``bool`` or another numpy unsigned integer
+    (``np.uint64(1)``: a word or a number?) is a TypeError.
 
-    >>> hex(lr_word(0.01)), hex(lr_word(0x3C23D70A)), hex(lr_word(np.float32(0.01)))
+    >>> hex(lr_word(0.01)), hex(lr_word(np.uint32(0x3C23D70A))), hex(lr_word(np.float32(0.01)))
     ('0x3c23d70a', '0x3c23d70a', '0x3c23d70a')
+    >>> hex(lr_word(1)), hex(lr_word("0x1"))  # the number 1, and the word 1
+    ('0x3f800000', '0x1')
     """
-    if is_int(lr):
-        if not 0 <= lr <= MASK32:
-            raise OptionError(f"{name}: an f32 word is 0 to 2^32-1 (0xFFFFFFFF), got {_shown(lr)}")
+    if isinstance(lr, np.uint32):
         return int(lr)
-    if isinstance(lr, (float, np.floating)):
-        return int(_float_words(np.array([lr]), name)[0])
-    raise TypeError(f"{name} is an LR: a number (float) or an f32 word (integer), got {type(lr).__name__} {lr!r}")
-
-
-def _float_words(arr: NDArray[Any], name: str) -> Words:
-    if arr.dtype == np.float32:  # already float32: nothing can overflow (an inf was given as such)
-        return arr.view(np.uint32).copy()
-    with np.errstate(over="ignore", invalid="ignore"):
-        words = arr.astype(np.float32)
-        wide = arr.astype(np.float64)
-    overflow = np.isinf(words) & np.isfinite(wide)
-    if overflow.any():
-        k = int(np.argmax(overflow))
-        where = f"{name}[{k}]" if arr.ndim else name
-        raise OptionError(
-            f"{where} = {float(arr.reshape(-1)[k])!r} is beyond float32's range (|x| <= {_F32_MAX:.8g}); "
-            "to run an infinite LR give its word (0x7f800000)"
+    if isinstance(lr, str):
+        return parse_lr(lr, name)
+    if isinstance(lr, np.unsignedinteger):
+        raise TypeError(
+            f"{name} = {int(lr)} is a numpy.{type(lr).__name__}: an LR is {_LR_KINDS}; "
+            f"give numpy.uint32(...) for a word or float(...) for a number"
         )
-    return words.view(np.uint32)
+    if is_int(lr):
+        return _int_word(int(lr), name)
+    if isinstance(lr, (float, np.floating)):
+        return _float_word(lr, name)
+    raise TypeError(f"{name} is an LR: {_LR_KINDS}, got {type(lr).__name__} {lr!r}")
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first frame outside meshnb: a warning points at the caller's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("meshnb"):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def warn_int_was_word(where: str, x: int) -> None:
+    """Say (a FutureWarning) that an integer LR, once read as an f32 word, is now the number."""
+    hint = f": for the word {x:#x} give numpy.uint32({x:#x}) or '{x:#x}'" if 0 <= x <= MASK32 else ""
+    warnings.warn(
+        f"{where} = {x} is the number {float(x)!r} (f32 word {_int_word(x, where):#010x}); an integer LR "
+        f"was read as an f32 word before{hint}",
+        FutureWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
+def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
+    """LR changes already made words (a checkpoint's, a case file's, :class:`LrChange`), checked:
+    each a step of the run (0 to ``steps``) and a word (0 to 2^32 - 1), in the order given."""
+    out = []
+    for step, word in changes:
+        step = check_int(step, f"{name}'s step", 0, steps)
+        out.append(LrChange(step, check_int(word, f"{name}[{step}]'s f32 word", 0, MASK32)))
+    return tuple(out)
+
+
+def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
+    """``set_lr`` (a mapping ``{step: LR}`` or ``(step, LR)`` pairs) as checked changes sorted by
+    step (several at one step apply in the order given: the last one's word stays): each step one
+    of the run (0 to ``steps``), each LR :func:`lr_word`'s, its message naming ``set_lr[step]``.
+    An integer LR other than 0 warns once (:func:`warn_int_was_word`): ``set_lr`` read it as an
+    f32 word before.  The one pair rule of ``train``, the checker and a resumed run.
+
+    >>> lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100)
+    (LrChange(step=0, word=1056964608), LrChange(step=50, word=1048576000))
+    >>> lr_changes({0: 1e40}, 10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: set_lr[0] = 1e+40 is beyond float32's range ...
+    """
+    if isinstance(set_lr, Mapping):
+        pairs: list[Any] = list(set_lr.items())
+    elif isinstance(set_lr, (str, bytes)) or not isinstance(set_lr, Iterable):
+        raise TypeError(
+            f"{name} maps a step of the run to an LR: a dict or (step, lr) pairs, got {type(set_lr).__name__}"
+        )
+    else:
+        pairs = list(set_lr)
+    out: list[LrChange] = []
+    warned = False
+    for pair in pairs:
+        if isinstance(pair, LrChange):
+            out += check_changes([pair], steps, name)
+            continue
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable) or len(pair := tuple(pair)) != 2:
+            raise TypeError(f"{name} maps a step of the run to an LR: (step, lr) pairs, got {pair!r}")
+        step = check_int(pair[0], f"{name}'s step", 0, steps)
+        lr = pair[1]
+        word = lr_word(lr, f"{name}[{_shown(pair[0])}]")
+        if not warned and is_int(lr) and not isinstance(lr, np.uint32) and word != lr:
+            warn_int_was_word(f"{name}[{_shown(pair[0])}]", int(lr))
+            warned = True  # once a call
+        out.append(LrChange(step, word))
+    return tuple(sorted(out, key=lambda c: c.step))
 
 
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
-    """LRs as f32 words ``[L]``: a uint32 array is the words themselves (any word, NaN and inf
-    included), floats are numbers rounded to float32.  A sequence of plain integers is still read
-    as numbers, with a DeprecationWarning (an integer LR is an f32 word, as in ``set_lr``).
+    """LRs as f32 words ``[L]``, each :func:`lr_word`'s rule: a ``uint32`` array is the words
+    themselves (any word, NaN and inf included), an array of floats or signed integers numbers
+    rounded to float32 (at once: a cost per array, not per LR), a sequence element by element
+    (a fast path for plain numbers); messages name ``lrs[k]``.
 
     Parameters
     ----------
     lrs : LRs
-        The LRs: a sequence of floats, or a uint32 array of words.
+        The LRs: a sequence of numbers, words or text, or an array.
     name : str, default "lrs"
         The argument's name, for messages.
 
@@ -370,25 +534,39 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     [1056964608, 1048576000]
     >>> lr_words(np.array([0x3F000000], np.uint32)).tolist()
     [1056964608]
+    >>> lr_words([1, np.uint32(1), "0x3f000000"]).tolist()  # the number 1, the word 1, a word
+    [1065353216, 1, 1056964608]
     """
     if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__len__"):
         raise TypeError(f"{name} must be a sequence or array of learning rates, got {type(lrs).__name__}")
-    arr = np.asarray(lrs)
+    if not isinstance(lrs, np.ndarray) and not set(map(type, lrs)) <= {float, int}:  # C speed: ~15 ns an LR
+        return np.array([lr_word(x, f"{name}[{k}]") for k, x in enumerate(lrs)], dtype=np.uint32).reshape(-1)
+    try:
+        arr = np.asarray(lrs)
+    except OverflowError:  # an int beyond int64 beside others
+        arr = np.asarray(lrs, dtype=object)
     if arr.ndim != 1 or arr.size == 0:
         raise OptionError(f"{name} must be a non-empty 1-D sequence, got shape {arr.shape}")
     if arr.dtype == np.uint32:
         return arr.copy()
-    if arr.dtype.kind in "iu":
-        warnings.warn(
-            f"{name}: integers read as numbers are deprecated (an integer LR is an f32 word, as in set_lr); "
-            "give floats (1.0) for numbers, or a np.uint32 array of words",
-            DeprecationWarning,
-            stacklevel=5,  # the caller of sweep() (through SweepOptions.systems and describe)
-        )
-        return _float_words(arr, name)
-    if arr.dtype.kind != "f":
-        raise OptionError(f"{name} must be numbers (or a uint32 array of f32 words), got dtype {arr.dtype}")
+    if arr.dtype.kind == "b" or (arr.dtype.kind == "u"):
+        lr_word(arr[0], f"{name}[0]")  # the TypeError of a bool or another unsigned integer
+    if arr.dtype.kind not in "if":
+        return np.array([lr_word(x, f"{name}[{k}]") for k, x in enumerate(arr.tolist())], dtype=np.uint32)
     return _float_words(arr, name)
+
+
+def _float_words(arr: NDArray[Any], name: str) -> Words:
+    if arr.dtype == np.float32:  # already float32: nothing can overflow (an inf was given as such)
+        return arr.view(np.uint32).copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        words = arr.astype(np.float32)
+        wide = arr.astype(np.float64)
+    overflow = np.isinf(words) & np.isfinite(wide)
+    if overflow.any():
+        k = int(np.argmax(overflow))
+        raise _beyond(f"{name}[{k}]", arr[k].item())
+    return words.view(np.uint32)
 
 
 # --- pages -------------------------------------------------------------------------------------
@@ -413,10 +591,26 @@ def init_page() -> bytes:
 
 
 def page_words(pages: Any, name: str = "view_in") -> Words:
-    """Start pages as ``[P, 1024]`` uint32 words: one page (a 4096-byte bytes-like), a sequence of
-    them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array (``[4096]``/``[1024]``: one page)."""
+    """Start pages as ``[P, 1024]`` uint32 words: one page (a 4096-byte bytes-like, or the path of
+    a page file, ``str`` or ``os.PathLike``), a sequence of bytes-like pages, or a ``[P, 4096]``
+    uint8 / ``[P, 1024]`` uint32 array (``[4096]``/``[1024]``: one page).  The one page rule of
+    ``train`` and ``sweep``: a page of another size is an :class:`OptionError` naming ``name``
+    (``name[i]`` in a sequence), a file that is no page one naming ``name`` and the path.
+
+    >>> page_words(init_page()).shape
+    (1, 1024)
+    >>> page_words(b"0123456789")
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: view_in has 10 bytes, a page is 4096 bytes
+    """
+    if isinstance(pages, (str, os.PathLike)):
+        try:
+            pages = files.read_page(pages, name)
+        except files.InputError as e:
+            raise OptionError(str(e)) from None
     if isinstance(pages, (bytes, bytearray, memoryview)):
-        pages = [pages]
+        return np.frombuffer(_one_page(pages, name), dtype="<u4")[None, :].astype(np.uint32)
     if isinstance(pages, np.ndarray):
         raw = np.ascontiguousarray(pages)
         if raw.ndim == 1:
@@ -430,9 +624,10 @@ def page_words(pages: Any, name: str = "view_in") -> Words:
         if raw.shape[0] == 0:
             raise OptionError(f"{name} is empty (no pages)")
         return (raw.view("<u4") if raw.dtype == np.uint8 else raw).astype(np.uint32)
-    if isinstance(pages, str) or not hasattr(pages, "__iter__"):
+    if not hasattr(pages, "__iter__"):
         raise TypeError(
-            f"{name} must be a page (4096 bytes) or a sequence or array of pages, got {type(pages).__name__}"
+            f"{name} is a page (4096 bytes, or a page file's path), a sequence or an array of pages, "
+            f"not {type(pages).__name__}"
         )
     out = []
     for i, p in enumerate(pages):
@@ -440,12 +635,29 @@ def page_words(pages: Any, name: str = "view_in") -> Words:
             b = bytes(memoryview(p))
         except TypeError:
             raise TypeError(f"{name}[{i}] is not bytes ({type(p).__name__})") from None
-        if len(b) != VIEW_BYTES:
-            raise OptionError(f"{name}[{i}] has {len(b)} bytes, a page has {VIEW_BYTES}")
-        out.append(np.frombuffer(b, dtype="<u4"))
+        out.append(np.frombuffer(_one_page(b, f"{name}[{i}]"), dtype="<u4"))
     if not out:
         raise OptionError(f"{name} is empty (no pages)")
     return np.stack(out).astype(np.uint32)
+
+
+def _one_page(data: bytes | bytearray | memoryview, name: str) -> bytes:
+    b = bytes(memoryview(data))
+    if len(b) != VIEW_BYTES:
+        raise OptionError(f"{name} has {len(b)} bytes, a page is {VIEW_BYTES} bytes")
+    return b
+
+
+def start_page(view_in: Any, name: str = "view_in") -> bytes:
+    """One start page (``train``'s ``view_in``): :func:`page_words`'s rule, for exactly one page.
+
+    >>> len(start_page(init_page()))
+    4096
+    """
+    words = page_words(view_in, name)
+    if words.shape[0] != 1:
+        raise OptionError(f"{name} is one page (a run's members start alike), got {words.shape[0]}")
+    return words[0].astype("<u4").tobytes()
 
 
 def write_lr(words: Words, lr: Words, z: bool) -> None:
@@ -561,8 +773,11 @@ class Systems:
 
     ``starts`` ``[P, 1024]`` uint32: the distinct start pages; ``lr`` the L LR words as given (None:
     each page's own LR, L = 1); ``base`` the step base of every system (None: each page's own; an
-    int; or uint64 ``[M]``); ``z`` float mode Z.  System ``k`` is page ``k // L`` with LR ``k % L``:
-    ``P * L`` systems, page-major.
+    int; or uint64 ``[M]``); ``z`` float mode Z; ``steps_per_task`` the pages' STEPS_PER_TASK
+    (None: each page's own).  System ``k`` is page ``k // L`` with LR ``k % L``: ``P * L``
+    systems, page-major.  ``train``'s run is the case P = L = 1 (its start page, the step base and
+    STEPS_PER_TASK it sets; its LR changes are SET_LR calls of the run), checked by the same
+    :meth:`check_can_run`.
 
     Parameters
     ----------
@@ -574,6 +789,8 @@ class Systems:
         The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
     z : bool
         Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK written into every page (None: each page's own).
 
     Examples
     --------
@@ -586,6 +803,7 @@ class Systems:
     lr: Words | None
     base: int | NDArray[np.uint64] | None
     z: bool
+    steps_per_task: int | None = None
 
     @property
     def n_lrs(self) -> int:
@@ -662,6 +880,8 @@ class Systems:
             write_lr(out, self.lr[self.lr_index(lo, hi)], self.z)  # this batch's words only
         if self.base is not None:
             write_step_base(out, self.base if isinstance(self.base, int) else self.base[lo:hi])
+        if self.steps_per_task is not None:
+            out[:, WORD["STEPS_PER_TASK"]] = self.steps_per_task
         return out
 
     def step_base(self, lo: int, hi: int) -> NDArray[np.uint64]:
@@ -706,11 +926,10 @@ class Systems:
             ...
         meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
         """
-        if not steps:
-            return
-        zero = self.starts[:, WORD["STEPS_PER_TASK"]] == 0
-        if zero.any():
-            raise OptionError(f"system {int(np.argmax(zero)) * self.n_lrs}: {SPT_ZERO}")
+        if self.steps_per_task is None:
+            check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, self.n_lrs)
+        else:
+            check_tasks_progress(np.array([self.steps_per_task]), steps)
         if isinstance(self.base, np.ndarray):
             check_first_steps(self.base, steps, 1)
         elif isinstance(self.base, int):
@@ -720,10 +939,41 @@ class Systems:
             check_first_steps(next_steps(self.starts), steps, self.n_lrs)
 
 
-def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: Any = True) -> Systems:
+def describe(
+    steps: Any,
+    *,
+    lrs: Any = None,
+    view_in: Any = None,
+    step_base: Any = None,
+    z: Any = True,
+    steps_per_task: Any = None,
+) -> Systems:
     """The systems of a sweep (``view_in``'s pages, or the init page, times ``lrs``), checked for
     ``steps`` steps as ``train`` checks a run: TypeError/:class:`OptionError` naming the argument.
+    (``meshnb.sweeps.describe``; ``meshnb.sweeps.plan`` is the module of the sweep's options.)
 
+    Parameters
+    ----------
+    steps : int
+        Steps of every system.
+    lrs : LRs or None
+        One system per LR and start page (None: each page's own LR), :func:`lr_words`' rule.
+    view_in : Pages or None
+        The start pages (None: the init page), :func:`page_words`' rule.
+    step_base : StepBases or None
+        The first step of every system, or one per system (None: each page's own).
+    z : bool, default True
+        Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK of every page (None: each page's own; ``train``'s ``steps_per_task``).
+
+    Returns
+    -------
+    Systems
+        The sweep's systems, page-major.
+
+    Examples
+    --------
     >>> len(describe(5, lrs=[0.1, 0.2, 0.3], view_in=[init_page()] * 2))
     6
     >>> describe(5, step_base=2**64 - 3)  # doctest: +ELLIPSIS
@@ -739,6 +989,7 @@ def describe(steps: Any, *, lrs: Any = None, view_in: Any = None, step_base: Any
     lr = None if lrs is None else lr_words(lrs)
     m = starts.shape[0] * (1 if lr is None else lr.size)
     base = None if step_base is None else step_bases(step_base, m)
-    systems = Systems(starts, lr, base, z)
+    spt = None if steps_per_task is None else check_steps_per_task(steps_per_task)
+    systems = Systems(starts, lr, base, z, spt)
     systems.check_can_run(steps)
     return systems

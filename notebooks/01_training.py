@@ -283,7 +283,7 @@ print(f"after 8 steps the params are back within {np.abs(loop[-1] - sgd).max():.
 # %% [markdown]
 # Next, the same SGD in float64, written directly in numpy (same batches, same order, same learning
 # rate), and full-batch gradient descent for comparison. Then the meshnb run at smaller learning
-# rates: the page's learning rate is set with `set_lr={step: f32 word}` (SET_LR before that step),
+# rates: the page's learning rate is set with `set_lr={step: np.uint32(word)}` (SET_LR before that step),
 # and a smaller rate needs proportionally more steps to settle.
 
 # %%
@@ -309,7 +309,7 @@ rates = [0.5, 0.25, 0.125, 0.0625]
 gaps = []
 for lr in rates:
     word = int(np.float32(lr).view(np.uint32))
-    run = meshnb.train(int(8192 / lr), set_lr={0: word})
+    run = meshnb.train(int(8192 / lr), set_lr={0: np.uint32(word)})
     gaps.append(np.abs(run.params.astype(np.float64) - lsq))
     print(
         f"lr {lr:<6} (word {word:08x}), {run.steps:6} steps: "

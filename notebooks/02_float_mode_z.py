@@ -172,7 +172,7 @@ print("same page:", rz.page == ri.page, "  same digest:", rz.digest == ri.digest
 # one's page (`view_in`); the cell checks that this gives the same bits as one long run.
 
 # %%
-TINY = 0x00800000  # 2^-126
+TINY = np.uint32(0x00800000)  # 2^-126, as its f32 word
 STEPS = 4096
 
 
@@ -256,7 +256,7 @@ assert not hist_z.any() and tz.digest != ti.digest
 # writes whatever this CPU makes.
 
 # %%
-BIG = 0x40800000  # 4.0
+BIG = np.uint32(0x40800000)  # 4.0, as its f32 word
 dz = meshnb.train(100, set_lr={0: BIG}, keep_trace=True)
 di = meshnb.train(100, set_lr={0: BIG}, z=False, keep_trace=True)
 

@@ -341,7 +341,7 @@ plt.show()
 
 # %%
 def overflows(word: int, steps: int) -> bool:
-    return not np.isfinite(meshnb.train(steps, set_lr={0: word}).params).all()
+    return not np.isfinite(meshnb.train(steps, set_lr={0: np.uint32(word)}).params).all()
 
 
 def bisect(steps: int) -> tuple[int, int]:

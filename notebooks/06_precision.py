@@ -99,7 +99,7 @@ loop_gap, f32_gap, f32_ulps, total = {}, {}, {}, {}
 for n in SIZES:
     for lr in RATES:
         steps = int(8192 / lr)
-        r = meshnb.train(steps, systems=n, backend="fused", set_lr={0: f32_word(lr)})
+        r = meshnb.train(steps, systems=n, backend="fused", set_lr={0: np.uint32(f32_word(lr))})
         p32 = r.params.astype(np.float64)
         star = loop_point(lr, n)
         loop_gap[n, lr] = np.abs(star - lsq)

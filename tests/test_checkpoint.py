@@ -15,6 +15,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,7 +39,7 @@ def _checkpoint(tmp_path, steps=300, systems=2, **kw):
 
 
 def test_a_finished_run_leaves_its_final_state(tmp_path):
-    path, r = _checkpoint(tmp_path, set_lr={10: 0x3F400000})
+    path, r = _checkpoint(tmp_path, set_lr={10: np.uint32(0x3F400000)})
     c = ck.load(path)
     assert c.done == 300 and c.run.systems == 2 and c.run.set_lr == ((10, 0x3F400000),)
     assert c.pages == tuple(s.page for s in r.systems)
@@ -95,7 +96,7 @@ def test_an_inconsistent_checkpoint_is_refused():
         ({"systems": 3}, "systems = 2, not 3"),
         ({"steps": 301}, "steps = 300, not 301"),
         ({"steps_per_task": 32}, "steps_per_task = None, not 32"),
-        ({"set_lr": {5: 0x3F000000}}, "set_lr"),
+        ({"set_lr": {5: 0.5}}, "set_lr"),
         ({"z": False}, "z = True, not False"),
     ],
 )
@@ -117,7 +118,7 @@ def test_resume_refuses_a_start_page_and_kept_traces(tmp_path):
 
 def test_ctrl_c_writes_a_checkpoint_that_another_backend_resumes(tmp_path, backend="processes"):
     path, steps = tmp_path / "run.ckpt", 3_000_000
-    changes = {100_000: 0x3F400000, 2_000_000: 0x3E800000}
+    changes = {100_000: np.uint32(0x3F400000), 2_000_000: np.uint32(0x3E800000)}
     timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     with pytest.raises(RunInterrupted) as stop:
@@ -205,7 +206,9 @@ SMALL_BYTES = 4 << 20  # nor more memory than this (the largest file load reads 
 def good(tmp_path_factory) -> tuple[dict, bytes]:
     """A real checkpoint's header and pages (300 steps of 2 systems, an LR change, a step base)."""
     path = tmp_path_factory.mktemp("good") / "run.ckpt"
-    meshnb.train(300, systems=2, backend="fused", checkpoint=path, set_lr={10: 0x3F400000}, step_base=1 << 40)
+    meshnb.train(
+        300, systems=2, backend="fused", checkpoint=path, set_lr={10: np.uint32(0x3F400000)}, step_base=1 << 40
+    )
     data = path.read_bytes()
     path.unlink()
     hlen = int.from_bytes(data[12:16], "little")
@@ -266,8 +269,13 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
     (("run", "steps"), "1e400", "run.steps: must be an integer, not a number Infinity"),
     (("run", "steps"), "true", "run.steps: must be an integer, not a boolean true"),
     (("run", "steps"), '"300"', 'run.steps: must be an integer, not a string "300"'),
-    (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..9223372036854775807"),
-    (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..9223372036854775807"),
+    (("run", "steps"), "9" * 5000, "run.steps: an integer of 5000 digits is outside 0..18446744073709551615"),
+    (("run", "steps"), str(1 << 64), "run.steps: 18446744073709551616 is outside 0..18446744073709551615"),
+    (
+        ("run", "steps"),
+        str(1 << 63),
+        "run.steps: steps must be an integer from 0 to 9223372036854775807, got 9223372036854775808",
+    ),
     ((*M0, "counters", "steps"), "-1", "members[0].counters.steps: -1 is outside 0..18446744073709551615"),
     (
         (*M0, "counters", "inits"),
@@ -294,8 +302,12 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
     (("run", "systems"), "1", "members: 2 of them for 1 systems"),
     (("run", "systems"), "3", "members: 2 of them for 3 systems"),
     (("run", "set_lr"), "[[20, 1], [10, 2]]", "run.set_lr[1][0]: step 10 after step 20: LR changes are sorted"),
-    (("run", "set_lr"), "[[301, 1]]", "run.set_lr[0][0]: 301 is outside 0..300"),
-    (("run", "set_lr"), f"[[1, {1 << 32}]]", "run.set_lr[0][1]: 4294967296 is outside 0..4294967295"),
+    (("run", "set_lr"), "[[301, 1]]", "run.set_lr[0]: set_lr's step must be an integer from 0 to 300, got 301"),
+    (
+        ("run", "set_lr"),
+        f"[[1, {1 << 32}]]",
+        "run.set_lr[0]: set_lr[1]'s f32 word must be an integer from 0 to 4294967295, got 4294967296",
+    ),
     (("run", "set_lr"), "[[1, 2, 3]]", "run.set_lr[0]: must be a [step, bits] pair, not a list"),
     (("run", "step_base"), "0", "run.first_step: 1099511627776, but a run with step_base 0 starts there"),
     (
@@ -304,7 +316,11 @@ HOSTILE = [  # (where, value or raw JSON text, the refusal after "checkpoint PAT
         "run.steps: steps 18446744073709551614 .. 18446744073709551913 reach 2^64-1, whose round would wrap to 0",
     ),
     (("run", "z"), "1", "run.z: must be true or false, not an integer 1"),
-    (("run", "steps_per_task"), "0", "run.steps_per_task: 0 is outside 1..4294967295"),
+    (
+        ("run", "steps_per_task"),
+        "0",
+        "run.steps_per_task: steps_per_task must be an integer from 1 to 4294967295, got 0",
+    ),
     (("members",), "{}", "members: must be a list, not an object"),
     (("run",), '{"systems": 2}', "run: 'steps' is missing"),
 ]

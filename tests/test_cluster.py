@@ -74,7 +74,7 @@ def test_every_backend_matches_the_reference_cluster(n):
 def test_options_and_hard_pages_reach_every_member(backend):
     # Tasks of 48 steps, LR changes inside tasks, a step base across 2^32, a hard page from view_in.
     page = with_words(hard_pages()["tiny-samples-big-params"], 24, [0x3C2AAAAB])  # INV_BATCH of 3 systems
-    changes = {0: 0x3F400000, 100: 0x3E800000, 129: 0x3F000000, 300: 0x3C23D70A}
+    changes = {k: np.uint32(w) for k, w in {0: 0x3F400000, 100: 0x3E800000, 129: 0x3F000000, 300: 0x3C23D70A}.items()}
     r = meshnb.train(
         300, systems=3, backend=backend, view_in=page, steps_per_task=48, set_lr=changes, step_base=(1 << 32) - 50
     )

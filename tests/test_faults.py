@@ -360,9 +360,9 @@ def test_bare_meshnb_lists_its_commands():
         (["train", "--steps", str(2**70)], "steps must be an integer from 0 to 9223372036854775807"),
         (["train", "--steps", "nan"], "argument --steps: 'nan' is not a whole number"),
         (["train", "--set-lr", f"{2**70}:0x3f000000"], "set_lr's step must be an integer from 0 to 4096"),
-        (["train", "--set-lr", "5:0x1ffffffff"], "an f32 word is 0 to 2^32-1"),
-        (["train", "--set-lr", "5:3f00_0000"], "argument --set-lr: LR '3f00_0000' is neither a number"),
-        (["train", "--set-lr", "5:1_0.5"], "argument --set-lr: LR '1_0.5' is neither a number"),
+        (["train", "--set-lr", "5:0x1ffffffff"], "an f32 word has at most 8 hex digits"),
+        (["train", "--set-lr", "5:3f00_0000"], "argument --set-lr: LR = '3f00_0000' is neither a number"),
+        (["train", "--set-lr", "5:1_0.5"], "argument --set-lr: LR = '1_0.5' is neither a number"),
         (["train", "--steps", "\u0665"], "argument --steps: '\u0665' is not a whole number"),  # an Arabic-Indic 5
         (["train", "--steps", "1_000"], "argument --steps: '1_000' is not a whole number"),
         (["train", "--steps", "9" * 5000], "is not a whole number"),

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import meshnb
@@ -78,7 +79,12 @@ def test_two_ranks_equal_the_threads_backend_and_the_vectors(vectors):
 
 
 def test_three_ranks_with_options_equal_the_threads_backend():
-    args = dict(steps=1000, steps_per_task=48, set_lr=[(0, 0x3F400000), (500, 0x3E800000)], step_base=(1 << 32) - 300)
+    args = dict(
+        steps=1000,
+        steps_per_task=48,
+        set_lr=[(0, np.uint32(0x3F400000)), (500, np.uint32(0x3E800000))],
+        step_base=(1 << 32) - 300,
+    )
     got = doc(
         mpirun(
             3,

@@ -118,8 +118,8 @@ def test_a_numpy_integer_is_an_integer_and_messages_show_it_plainly():
         ({"steps": -1}, "steps must be an integer from 0"),
         ({"steps_per_task": 0}, "steps_per_task must be an integer from 1"),
         ({"step_base": 2**64 - 1}, "step_base must be 0..2\\^64-2"),
-        ({"set_lr": {5: 0x3F000000}, "steps": 4}, "set_lr's step must be an integer from 0 to 4, got 5"),
-        ({"set_lr": {0: 2**32}}, "an f32 word is 0 to 2\\^32-1"),
+        ({"set_lr": {5: 0.5}, "steps": 4}, "set_lr's step must be an integer from 0 to 4, got 5"),
+        ({"set_lr": {0: "0x100000000"}}, "an f32 word has at most 8 hex digits"),
         ({"set_lr": {0: 1e39}}, "beyond float32's range"),
     ],
 )
@@ -147,18 +147,22 @@ def test_a_cluster_backend_named_without_systems_is_refused(backend):
 
 
 def test_an_lr_change_takes_a_number_or_an_f32_word_alike():
-    assert RunOptions(set_lr={0: 0.01}).set_lr == RunOptions(set_lr={0: 0x3C23D70A}).set_lr == ((0, 0x3C23D70A),)
+    word = RunOptions(set_lr={0: np.uint32(0x3C23D70A)}).set_lr
+    assert (
+        RunOptions(set_lr={0: 0.01}).set_lr == word == RunOptions(set_lr={0: "0x3c23d70a"}).set_lr == ((0, 0x3C23D70A),)
+    )
     assert RunOptions(set_lr={0: np.float32(0.5)}).set_lr == ((0, 0x3F000000),)
 
 
 def test_set_lr_is_normalised_in_order_given_per_step():
-    opts = RunOptions(set_lr=[(8, 2), (0, 1), (8, 3)])
+    w = np.uint32
+    opts = RunOptions(set_lr=[(8, w(2)), (0, w(1)), (8, w(3))])
     assert opts.set_lr == ((0, 1), (8, 2), (8, 3))  # stable: the last change at a step wins
     assert opts.plan().lr_changes_at(8) == [2, 3]
 
 
 def test_plan_boundaries_stop_where_an_lr_change_must_start_a_task():
-    plan = Plan.make(200, None, {100: 1, 150: 2})
+    plan = Plan.make(200, None, {100: 1.0, 150: 2.0})
     assert [plan.next_boundary(64, d) for d in (0, 64, 100, 128, 150)] == [64, 100, 150, 150, 200]
 
 

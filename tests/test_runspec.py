@@ -67,21 +67,26 @@ def test_writing_an_lr_is_set_lr(z, word, written):
 
 
 def test_an_lr_is_a_number_or_an_f32_word_alike():
-    assert runspec.lr_word(0.01) == runspec.lr_word(0x3C23D70A) == runspec.lr_word(np.uint32(0x3C23D70A))
-    assert runspec.lr_word(np.float32(0.01)) == 0x3C23D70A
+    assert runspec.lr_word(0.01) == runspec.lr_word(np.uint32(0x3C23D70A)) == runspec.lr_word("0x3c23d70a")
+    assert runspec.lr_word(np.float32(0.01)) == runspec.lr_word("0.01") == 0x3C23D70A
     assert runspec.lr_words(np.array([0.01], np.float32)).tolist() == [0x3C23D70A]
     with pytest.raises(OptionError, match="beyond float32's range"):
         runspec.lr_word(1e39)
-    with pytest.raises(OptionError, match="an f32 word is 0 to"):
-        runspec.lr_word(1 << 32)
+    with pytest.raises(OptionError, match="beyond float32's range"):
+        runspec.lr_word(1 << 128)
     with pytest.raises(TypeError, match="lr is an LR"):
-        runspec.lr_word("0.5")
+        runspec.lr_word(b"0.5")
 
 
-def test_integers_read_as_sweep_lr_numbers_are_deprecated():
-    with pytest.warns(DeprecationWarning, match="integers read as numbers are deprecated"):
-        words = runspec.lr_words([1, 2])
-    assert words.tolist() == runspec.lr_words([1.0, 2.0]).tolist()
+def test_an_integer_lr_is_the_number_in_every_form():
+    assert runspec.lr_words([1, 2]).tolist() == runspec.lr_words([1.0, 2.0]).tolist()
+    assert runspec.lr_words(np.array([1, 2], np.int64)).tolist() == runspec.lr_words([1.0, 2.0]).tolist()
+    assert runspec.lr_word(1) == runspec.lr_word(np.int16(1)) == 0x3F800000
+
+
+@pytest.mark.parametrize("x", [1, 3, 2**24 + 1, 2**24 + 3, 2**53 + 1, 2**62 + 2**38 + 1, -(2**40) - 7, 2**63 - 1])
+def test_an_integer_lr_is_rounded_once_as_numpys_int64_cast(x):
+    assert runspec.lr_word(x) == int(np.array([x], np.int64).astype(np.float32).view(np.uint32)[0])
 
 
 def test_the_page_digest_is_spec_11s():
@@ -132,7 +137,7 @@ def test_describe_is_the_sweeps_model():
 
 
 def test_check_run_is_the_checkers_question_with_trains_rules():
-    assert runspec.check_run(10, 64, 5, [(0, 0x3F000000), (10, 0.25)]) == ((0, 0x3F000000), (10, 0x3E800000))
+    assert runspec.check_run(10, 64, 5, [(0, np.uint32(0x3F000000)), (10, 0.25)]) == ((0, 0x3F000000), (10, 0x3E800000))
     with pytest.raises(OptionError, match="set_lr's step must be an integer from 0 to 10, got 11"):
         runspec.check_run(10, 64, 5, {11: 0.5})
     with pytest.raises(OptionError, match="steps_per_task must be an integer from 1"):

@@ -227,7 +227,7 @@ def _check(args: argparse.Namespace) -> int:
                 4096 if args.steps is None else args.steps,
                 systems=args.systems,
                 steps_per_task=args.steps_per_task,
-                set_lr=dict(args.set_lr or ()),
+                set_lr=args.set_lr or (),  # (step, numpy.uint32 word) pairs, in the order given
                 step_base=args.step_base,
             )
         got = read_file(Path(args.page), follow=True)
@@ -270,7 +270,7 @@ def _jobs(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
-    from ..options import add_flags, option_fields
+    from ..options import add_flags, arg_type, option_fields, parse_count
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
@@ -308,14 +308,27 @@ def register(subparsers: Any) -> None:
     c.add_argument("--page", help="the executor's view after the run (system --system)")
     c.add_argument("--trace", help="the executor's applied sums (u32 little-endian, 5 words a step)")
     c.add_argument("--pages", help="a directory of the executor's pages at task boundaries: N.page after N steps")
-    c.add_argument("--system", type=int, default=0, help="the system whose page --page is (default 0)")
+    like_train = {name: flag for name, _, flag in option_fields()}  # train's flags: one parse of each value
+
+    def train_flag(name: str, help: str) -> None:
+        flag = like_train[name]
+        assert flag.flag is not None and flag.parse is not None
+        c.add_argument(flag.flag, dest=name, type=arg_type(flag.parse), metavar=flag.metavar, help=help)
+
+    c.add_argument(
+        "--system",
+        type=arg_type(parse_count),
+        default=0,
+        metavar="K",
+        help="the system whose page --page is (default 0)",
+    )
     c.add_argument("--json", action="store_true", help="print the report as one JSON document")
     c.add_argument("--view-in", help="instead of a case: the start page, with the run options below")
-    c.add_argument("--steps", type=int, help="with --view-in: the run's steps (default 4096)")
-    c.add_argument("--steps-per-task", type=int, help="with --view-in: steps per TASK call, as train's")
+    train_flag("steps", "with --view-in: the run's steps (default 4096)")
+    train_flag("steps_per_task", "with --view-in: steps per TASK call, as train's")
     # The LR changes and the step base: train's flags (the options table), the same spellings and parsing.
     add_flags(c, [row for row in option_fields() if row[0] in ("set_lr", "step_base")])
-    c.add_argument("--systems", type=int, help="with --view-in: the cluster's systems (default 1)")
+    train_flag("systems", "with --view-in: the cluster's systems (default 1)")
     c.add_argument(
         "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"
     )

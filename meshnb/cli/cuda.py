@@ -103,6 +103,7 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
 
     from ..backend_table import BY_NAME
     from ..conformance import check, pack
+    from ..runspec import LrChange
 
     cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
     out: list[tuple[str, str]] = []
@@ -110,7 +111,7 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
         want = pack.run_case(case)
         page = case.in_page()
         setup = check.Setup(case, [page] * case.systems, want.out_pages, want.trace)
-        lr = dict(case.set_lr)
+        lr = [LrChange(s, w) for s, w in case.set_lr]  # the case's f32 words, taken as words
         systems = case.systems if case.grouped else None  # None: one system without a group
         r = meshnb.train(case.steps, view_in=page, set_lr=lr, keep_trace=True, backend=cuda.name, systems=systems)
         verdict = "PASS"

@@ -198,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     try:
         opts = SweepOptions(**given, view_in=pages, progress=progress)
-        systems = opts.systems()
+        systems = opts.describe()
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
     threads = opts.threads or default_threads()

@@ -73,18 +73,16 @@ def summary(result: RunResult) -> str:
 
 def options(args: argparse.Namespace) -> RunOptions:
     """The run's options from the flags given (the table has the defaults)."""
-    from ..options import ALONE_BACKENDS, RunOptions, given_options, option_fields
+    from ..options import RunOptions, given_options, option_fields
 
     given = given_options(args, option_fields())
     if "stalls" in given:
         given["stalls"] = tuple(given["stalls"])
     given["progress"] = wants_progress(args, quiet=args.json)
-    opts = RunOptions.from_keywords(**given)
-    if not opts.is_cluster:
-        for name, _, flag in option_fields():
-            if flag.cluster and name in given and not (name == "backend" and opts.backend in ALONE_BACKENDS):
-                raise UsageError(f"{flag.flag} is for clusters: give --systems N (or --resume PATH)")
-    return opts
+    # The flags mean what their keywords mean: RunOptions refuses what train() refuses (--stall,
+    # --checkpoint, a cluster's --backend without --systems) and accepts what it accepts
+    # (--timeout-ms, --give-up, --checkpoint-every without a cluster: checked, and nothing to time).
+    return RunOptions.from_keywords(**given)
 
 
 def run(args: argparse.Namespace) -> int:

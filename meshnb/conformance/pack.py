@@ -390,9 +390,10 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
     (True, True)
     """
     from meshnb.api import train  # the library below, not the package face (and numba on use only)
+    from meshnb.runspec import LrChange
 
     page = case.in_page() if in_pages is None else in_pages[0]
-    lr = dict(case.set_lr)
+    lr = [LrChange(s, w) for s, w in case.set_lr]  # the case's f32 words, taken as words
     if case.grouped:
         r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True, systems=case.systems, backend="fused")
         outs = [s.page for s in r.systems]
@@ -512,10 +513,39 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), os.fspath(b))
 
 
+_OWN_FILE = re.compile(r"case\.json|expected\.json|trace\.bin|(?:in|out)-[0-9]+\.page")
+"""The names a pack writes inside a case's directory: nothing else there is ever the pack's."""
+
+
+def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Every path under ``root`` that the pack did not write: not ``manifest.json`` or ``README.md``,
+    not a case the manifest names, not a file the manifest lists with a name a pack writes
+    (:data:`_OWN_FILE`). Directories are walked without following links; a link or special file
+    under one of the pack's names is the pack's (it is replaced, never followed)."""
+    cases = {c for c in manifest.get("cases", []) if isinstance(c, str) and "/" not in c and c not in ("", ".", "..")}
+    files_ = manifest.get("files")
+    listed = {f for f in files_ if isinstance(f, str)} if isinstance(files_, dict) else set()
+    out: list[str] = []
+    for name in sorted(os.listdir(root)):
+        if name in ("manifest.json", "README.md"):
+            continue
+        path = root / name
+        if name not in cases or not stat.S_ISDIR(os.lstat(path).st_mode):
+            out.append(name)
+            continue
+        for inner in sorted(os.listdir(path)):
+            rel = f"{name}/{inner}"
+            if rel not in listed or not _OWN_FILE.fullmatch(inner) or stat.S_ISDIR(os.lstat(path / inner).st_mode):
+                out.append(rel)
+    return out
+
+
 def _replaceable(root: Path) -> bool:
-    """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack (its
-    manifest a regular file, nothing in it but the manifest's cases and files).  A symbolic link,
-    a file or a directory of other things is refused (:class:`PackError`)."""
+    """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack that
+    holds only what a pack writes (:func:`_strangers`: the manifest's cases, and in them the files
+    the manifest lists). A symbolic link, a file, a directory of other things, or a pack with a
+    file of the user's anywhere in it (notes, an executor's results) is refused (:class:`PackError`):
+    ``pack`` never deletes what it did not write."""
     try:
         st = os.lstat(root)
     except FileNotFoundError:
@@ -524,17 +554,20 @@ def _replaceable(root: Path) -> bool:
         raise PackError(f"{root}: a symbolic link; the pack is written as a new directory, never through a link")
     if not stat.S_ISDIR(st.st_mode):
         raise PackError(f"{root}: exists and is not a directory")
-    entries = set(os.listdir(root))
-    if not entries:
+    if not os.listdir(root):
         return True
     if not has_manifest(root):
         raise PackError(f"{root}: holds files and is not a pack (no manifest.json); not replaced")
     manifest = load_manifest(root)  # refuses a manifest that is not a regular file
-    ours = {"manifest.json", "README.md", *(str(c) for c in manifest.get("cases", []) if isinstance(c, str))}
-    strangers = sorted(entries - ours)
+    try:
+        strangers = _strangers(root, manifest)
+    except OSError as e:
+        raise PackError(f"{root}: cannot be read ({e.strerror}); not replaced") from None
     if strangers:
+        more = f" and {len(strangers) - 3} more" if len(strangers) > 3 else ""
         raise PackError(
-            f"{root}: holds files that are not the pack's ({', '.join(map(repr, strangers[:3]))}); not replaced"
+            f"{root}: holds files that are not the pack's ({', '.join(map(repr, strangers[:3]))}{more});"
+            " not replaced: move them out, or write the pack elsewhere"
         )
     return True
 

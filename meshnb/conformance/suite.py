@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import json
 import os
 import shlex
 import shutil
@@ -28,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -75,6 +75,7 @@ class CaseResult:
     stderr_tail: str = ""
     seconds: float = 0.0  # the executor's wall time
     report: check.Report | None = None  # the first failing system's report
+    left_running: int = 0  # processes the executor left running when it ended (killed before judging)
 
     def to_json(self) -> dict[str, Any]:
         """The result as JSON-ready values (the report as ``check --json`` gives it).
@@ -243,56 +244,95 @@ class _Ran:
     stderr_tail: str
     timed_out: bool = False
     failed_to_start: str = ""
+    left_running: int = 0  # processes of the executor's still running when it ended (killed)
+    outputs: tuple[list[bytes], np.ndarray | None] | None = None  # read once nothing of it was alive
+    unusable: str = ""  # why the outputs could not be read (a PackError's message)
+
+
+SUPERVISOR = Path(__file__).with_name("supervise.py")
+"""Run as a file (it imports nothing of meshnb) around each executor: :mod:`.supervise`."""
 
 
 class _Executors:
-    """The live executors' process groups, so that a timeout or Ctrl-C kills each one whole."""
+    """The live executors' supervisors (:mod:`.supervise`), so that a timeout or Ctrl-C stops each
+    executor with every process it started."""
 
-    def __init__(self) -> None:
+    def __init__(self, work: Path) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen[bytes]] = {}
         self.stopped = False
+        self.work = work
 
-    def run(self, cmd: list[str], case_dir: Path, out_dir: Path, log: Path, timeout: float) -> _Ran:
-        t0 = time.monotonic()
+    def run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
+        """Case ``i``: its directory made now (a new, randomly named one under the check's
+        temporary directory: no executor that ran before could reach it), the executor run to the
+        end of every process it started, its outputs read, the directory removed; all before this
+        worker takes another case."""
         with self._lock:
             if self.stopped:
                 return _Ran(None, 0.0, "", failed_to_start="stopped")
-            try:
-                with open(log, "wb") as err:
-                    proc = subprocess.Popen(
-                        [*cmd, str(case_dir), str(out_dir)],
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL,
-                        stderr=err,
-                        start_new_session=True,  # its own process group: killed whole, and out of the terminal's Ctrl-C
-                    )
-            except OSError as e:
-                return _Ran(None, 0.0, "", failed_to_start=f"cannot start {cmd[0]}: {e.strerror or e}")
-            self._live[proc.pid] = proc
-        timed_out = False
+        own = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.work))
         try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            out, case_dir, log = own / "out", own / "case" / source.name, own / "stderr"
+            out.mkdir()
+            dir_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                private_case(source, case_dir, setup.case.systems)
+                ran = self._supervise([*cmd, str(case_dir), str(out)], log, timeout)
+                if not (ran.failed_to_start or ran.timed_out or ran.exit_code):
+                    try:
+                        ran.outputs = read_outputs(setup, out, dir_fd)
+                    except PackError as e:
+                        ran.unusable = str(e).replace(f"{out}/", "")
+            finally:
+                os.close(dir_fd)
         finally:
-            self._kill(proc)  # its children too, whether it ended or not
-            proc.wait()
+            remove_tree(own, warn=False)  # what is left is said once, with the check's directory
+        return ran
+
+    def _supervise(self, argv: list[str], log: Path, timeout: float) -> _Ran:
+        with self._lock:
+            if self.stopped:
+                return _Ran(None, 0.0, "", failed_to_start="stopped")
+            with open(log, "wb") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, str(SUPERVISOR), str(os.getpid()), repr(timeout), *argv],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,  # out of the terminal's Ctrl-C: the checker stops it
+                )
+            self._live[proc.pid] = proc
+        try:
+            try:
+                line, _ = proc.communicate(timeout=timeout + SUPERVISOR_GRACE_S)
+            except subprocess.TimeoutExpired:  # a supervisor that does not end: its orphans are the reaper's
+                proc.kill()
+                line, _ = proc.communicate()
+        finally:
             with self._lock:
                 self._live.pop(proc.pid, None)
-        return _Ran(proc.returncode, time.monotonic() - t0, _tail(log), timed_out)
-
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            said = json.loads(line.decode("utf-8").splitlines()[-1])
+        except (ValueError, IndexError, UnicodeDecodeError):
+            why = "stopped" if self.stopped else "the executor's supervisor failed"
+            return _Ran(None, 0.0, _tail(log), failed_to_start=why)
+        if "failed_to_start" in said:
+            return _Ran(None, 0.0, "", failed_to_start=str(said["failed_to_start"]))
+        return _Ran(
+            said["exit"], float(said["seconds"]), _tail(log), bool(said["timed_out"]), left_running=int(said["left"])
+        )
 
     def stop(self) -> None:
-        """Start no more executors and kill the live ones (Ctrl-C)."""
+        """Start no more executors and stop the live ones with every process they started (Ctrl-C)."""
         with self._lock:
             self.stopped = True
             for proc in self._live.values():
-                self._kill(proc)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    proc.terminate()  # the supervisor kills its executor's processes, then exits
+
+
+SUPERVISOR_GRACE_S = 60.0  # beyond --case-timeout, the longest a supervisor may take to end
 
 
 def _tail(log: Path) -> str:
@@ -381,6 +421,40 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
     return data
 
 
+def read_outputs(setup: check.Setup, out_dir: Path, dir_fd: int | None = None) -> tuple[list[bytes], np.ndarray | None]:
+    """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``.
+    With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
+    :func:`read_own`: links, special files and files of more than one name are refused. Unreadable
+    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`."""
+    case = setup.case
+    trace = None
+    if dir_fd is not None:
+        pages = []
+        for k in range(case.systems):
+            got = read_own(dir_fd, f"out-{k}.page", 8192)
+            if got is None:
+                raise PackError(f"no out-{k}.page written")
+            pages.append(check.page_bytes(got, f"out-{k}.page"))
+        raw = read_own(dir_fd, "trace.bin", 20 * case.steps + 20)
+        if raw is not None:
+            if len(raw) % 20:
+                raise PackError(f"trace.bin: {len(raw)} bytes is not a whole number of 20-byte steps")
+            trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
+    else:
+        for k in range(case.systems):
+            if not os.path.lexists(out_dir / f"out-{k}.page"):
+                raise PackError(f"no out-{k}.page written")
+        pages = [
+            check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
+            for k in range(case.systems)
+        ]
+        if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
+            trace = check.load_trace(out_dir / "trace.bin", limit=20 * case.steps + 20)
+    if trace is not None and trace.shape != setup.trace.shape:
+        raise PackError(f"trace.bin: {len(trace)} steps, the run has {len(setup.trace)}")
+    return pages, trace
+
+
 def check_outputs(
     setup: check.Setup,
     out_dir: Path,
@@ -389,12 +463,9 @@ def check_outputs(
     *,
     dir_fd: int | None = None,
 ) -> CaseResult:
-    """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``; the
-    result is called ``name`` (the case's directory in the pack; default the case's own name).
-    With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
-    :func:`read_own`: links, special files and files of more than one name are errors.
-
-    Unreadable outputs (missing, short, a FIFO, a trace of the wrong length) are an ERROR.
+    """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``
+    (:func:`read_outputs`); the result is called ``name`` (the case's directory in the pack;
+    default the case's own name). Unreadable outputs are an ERROR.
 
     Examples
     --------
@@ -408,37 +479,30 @@ def check_outputs(
     >>> res.verdict, res.message
     ('ERROR', 'unusable output: trace.bin: 21 bytes is not a whole number of 20-byte steps')
     """
+    try:
+        got = read_outputs(setup, out_dir, dir_fd)
+    except PackError as e:
+        return _unusable(setup, name, str(e).replace(f"{out_dir}/", ""))
+    return judge_outputs(setup, *got, progress=progress, name=name)
+
+
+def _unusable(setup: check.Setup, name: str | None, why: str) -> CaseResult:
+    case = setup.case
+    return CaseResult(case.name if name is None else name, case.systems, "ERROR", message=f"unusable output: {why}")
+
+
+def judge_outputs(
+    setup: check.Setup,
+    pages: list[bytes],
+    trace: np.ndarray | None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    name: str | None = None,
+) -> CaseResult:
+    """The verdict on outputs already read: PASS when every page (and the trace, if given) has
+    the case's bits, else FAIL with the first failing system's report and its diagnosis."""
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
-    try:
-        trace = None
-        if dir_fd is not None:
-            pages = []
-            for k in range(case.systems):
-                got = read_own(dir_fd, f"out-{k}.page", 8192)
-                if got is None:
-                    raise PackError(f"no out-{k}.page written")
-                pages.append(check.page_bytes(got, f"out-{k}.page"))
-            raw = read_own(dir_fd, "trace.bin", 20 * case.steps + 20)
-            if raw is not None:
-                if len(raw) % 20:
-                    raise PackError(f"trace.bin: {len(raw)} bytes is not a whole number of 20-byte steps")
-                trace = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(-1, 5)
-        else:
-            for k in range(case.systems):
-                if not os.path.lexists(out_dir / f"out-{k}.page"):
-                    raise PackError(f"no out-{k}.page written")
-            pages = [
-                check.page_bytes(read_file(out_dir / f"out-{k}.page", 8192, follow=True), f"out-{k}.page")
-                for k in range(case.systems)
-            ]
-            if (out_dir / "trace.bin").exists() or (out_dir / "trace.bin").is_symlink():
-                trace = check.load_trace(out_dir / "trace.bin", limit=20 * case.steps + 20)
-        if trace is not None and trace.shape != setup.trace.shape:
-            raise PackError(f"trace.bin: {len(trace)} steps, the run has {len(setup.trace)}")
-    except PackError as e:
-        res.verdict, res.message = "ERROR", f"unusable output: {str(e).replace(f'{out_dir}/', '')}"
-        return res
     trace_ok = trace is None or np.array_equal(trace, setup.trace)
     differ = [k for k in range(case.systems) if pages[k] != setup.expected[k]]
     if not differ and trace_ok:
@@ -558,37 +622,27 @@ def run_suite(
                 progress(f"checking {check.printable(n)}")
             results[n] = check_outputs(setups[n], out_root / n, progress, n)
         return SuiteResult(str(root), [results[n] for n in names])
-    runner = _Executors()
     work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
-    handles: dict[int, int] = {}  # case index -> its OUT_DIR, opened before its executor starts
+    runner = _Executors(work)
     try:
         with _Reaper(), ThreadPoolExecutor(jobs) as pool:
             pending: dict[Future[_Ran], str] = {}
-            index = {n: i for i, n in enumerate(names)}
             try:  # a stop while the cases are handed out too: the pool must not wait for live executors
-                for i, n in enumerate(names):
-                    out, case_dir = work / f"{i}", work / f"case-{i}" / n
-                    out.mkdir()
-                    handles[i] = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                    private_case(root / n, case_dir, setups[n].case.systems)
-                    pending[pool.submit(runner.run, cmd, case_dir, out, work / f"{i}.stderr", case_timeout)] = n
+                for i, n in enumerate(names):  # each case's directory is made when its executor starts
+                    pending[pool.submit(runner.run, cmd, i, root / n, setups[n], case_timeout)] = n
                 while pending:
                     # a bounded wait: a signal the kernel gave to another thread (a second one while
                     # the main thread had one pending) is handled only when this thread runs again
                     done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     for fut in done:
                         n = pending.pop(fut)
-                        ran = fut.result()
-                        i = index[n]
-                        results[n] = _judge(n, setups[n], ran, work / f"{i}", case_timeout, progress, handles[i])
+                        results[n] = _judge(n, setups[n], fut.result(), case_timeout, progress)
             except BaseException:
                 runner.stop()
                 for fut in pending:
                     fut.cancel()
                 raise
     finally:
-        for fd in handles.values():
-            os.close(fd)
         remove_tree(work)
     return SuiteResult(str(root), [results[n] for n in names])
 
@@ -624,11 +678,11 @@ def private_case(source: Path, dest: Path, systems: int) -> None:
             os.close(fd)
 
 
-def remove_tree(path: Path) -> None:
+def remove_tree(path: Path, *, warn: bool = True) -> None:
     """Remove the checker's temporary directory whatever its executors left there (a directory
     without write permission, say), with Ctrl-C, SIGTERM and SIGHUP held meanwhile (a second
-    Ctrl-C must not leave it).  What cannot be removed is said in one line, never an error that
-    hides the verdicts.
+    Ctrl-C must not leave it).  What cannot be removed is said in one line (unless not ``warn``:
+    a case's directory, inside the one that is said), never an error that hides the verdicts.
 
     Examples
     --------
@@ -660,7 +714,7 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onerror=writable)
         if os.path.lexists(path):
             shutil.rmtree(path, ignore_errors=True)
-        if os.path.lexists(path):
+        if warn and os.path.lexists(path):
             with contextlib.suppress(OSError, ValueError):
                 print(f"meshnb: warning: could not remove {path}", file=sys.stderr)
     finally:
@@ -728,26 +782,29 @@ def _judge(
     name: str,
     setup: check.Setup,
     ran: _Ran,
-    out: Path,
     timeout: float,
     progress: Callable[[str], None] | None,
-    dir_fd: int | None = None,
 ) -> CaseResult:
     case = replace(setup.case, name=name)
     base = {"exit_code": ran.exit_code, "stderr_tail": ran.stderr_tail, "seconds": ran.seconds}
+    extra = {"left_running": ran.left_running}
     if ran.failed_to_start:
-        return CaseResult(case.name, case.systems, "ERROR", message=ran.failed_to_start, **base)  # type: ignore[arg-type]
+        return CaseResult(case.name, case.systems, "ERROR", message=ran.failed_to_start, **base, **extra)  # type: ignore[arg-type]
     if ran.timed_out:
         msg = f"the executor ran past --case-timeout {timeout:g} s and was killed"
-        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base)  # type: ignore[arg-type]
+        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base, **extra)  # type: ignore[arg-type]
     if ran.exit_code != 0:
         code = ran.exit_code or 0
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         last = ran.stderr_tail.splitlines()[-1] if ran.stderr_tail else "no stderr"
         msg = f"the executor failed ({how}): {last}"
-        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base)  # type: ignore[arg-type]
+        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base, **extra)  # type: ignore[arg-type]
     if progress is not None:
         progress(f"checking {check.printable(case.name)}")
-    res = check_outputs(setup, out, progress, name, dir_fd=dir_fd)
+    if ran.outputs is None:
+        res = _unusable(setup, name, ran.unusable)
+    else:
+        res = judge_outputs(setup, *ran.outputs, progress=progress, name=name)
     res.exit_code, res.stderr_tail, res.seconds = ran.exit_code, ran.stderr_tail, ran.seconds
+    res.left_running = ran.left_running
     return res

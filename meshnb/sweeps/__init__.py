@@ -18,7 +18,7 @@ ranks of an MPI job: what ``meshnb sweep`` runs).  The step loop is :mod:`meshnb
 from __future__ import annotations
 
 from .job import run_to
-from .plan import SweepOptions, Systems, init_page, lr_words, plan
+from .plan import SweepOptions, Systems, describe, init_page, lr_words
 from .result import CsvWriter, JsonWriter, NpzWriter, SweepResult, SweepSystem
 from .run import (
     BATCH_SYSTEMS,
@@ -48,10 +48,10 @@ __all__ = [
     "Systems",
     "chunk_steps",
     "default_threads",
+    "describe",
     "init_page",
     "lr_words",
     "make_runner",
-    "plan",
     "run_planned",
     "run_to",
     "stream",

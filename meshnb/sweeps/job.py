@@ -134,7 +134,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
     ...     def abort(self): pass
     >>> opts = SweepOptions(steps=64, lrs=[0.5, 0.25])
     >>> keep = Keep()
-    >>> run_to(opts, opts.systems(), lambda: keep)
+    >>> run_to(opts, opts.describe(), lambda: keep)
     (64, False)
     >>> len(SweepResult.concat(keep.parts)), keep.steps
     (2, 64)

@@ -5,7 +5,8 @@ A sweep of P start pages and L learning rates is ``P * L`` systems, page-major (
 ``p * L + l``).  The model of those systems and its rules are :mod:`meshnb.runspec`'s
 (:class:`~meshnb.runspec.Systems` holds only the P distinct start pages, the L LR words and the
 step bases, so planning 10^8 systems costs their LR words, not 400 GB of pages); this module
-re-exports them and adds the sweep's own options and what holding a result costs.
+re-exports them (:func:`~meshnb.runspec.describe` makes a sweep's systems: ``meshnb.sweeps.plan`` is
+this module, no function) and adds the sweep's own options and what holding a result costs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..interrupts import phase
-from ..options import DEFAULT_STEPS, Flag, option_field, parse_count, parse_lr, parse_step_base
+from ..options import DEFAULT_STEPS, Flag, option_field, parse_count, parse_step_base
 from ..runspec import (
     LOSS,
     MAX_STEPS,
@@ -39,10 +40,10 @@ from ..runspec import (
     is_int,
     lr_words,
     page_words,
+    parse_lr,
+    parse_lr_number,
 )
 from ..view import VIEW_BYTES
-
-_F32_MAX = float(np.finfo(np.float32).max)
 
 __all__ = [
     "LOSS",
@@ -59,12 +60,12 @@ __all__ = [
     "check_fits",
     "check_options",
     "check_steps",
+    "describe",
     "init_page",
     "is_int",
     "lr_words",
     "page_words",
     "parse_lrs",
-    "plan",
     "result_bytes",
 ]  # fmt: skip
 
@@ -77,36 +78,6 @@ def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
         check_int(threads, "threads", 1, 4096)
     for name, value in flags.items():
         check_bool(value, name)
-
-
-def plan(steps: int, *, lrs: Any = None, view_in: Any = None, step_base: Any = None, z: bool = True) -> Systems:
-    """The systems of a sweep, checked as ``train`` checks a run (:func:`meshnb.runspec.describe`).
-
-    Parameters
-    ----------
-    steps : int
-        Steps of every system.
-    lrs : LRs or None
-        One system per LR and start page (None: each page's own LR).
-    view_in : Pages or None
-        The start pages (None: the init page).
-    step_base : StepBases or None
-        The first step of every system, or one per system (None: each page's own).
-    z : bool, default True
-        Float mode Z.
-
-    Returns
-    -------
-    Systems
-        The sweep's systems, page-major.
-
-    Examples
-    --------
-    >>> s = plan(10, lrs=[0.5, 0.25], step_base=[0, 100])
-    >>> len(s), s.step_base(0, 2).tolist()
-    (2, [0, 100])
-    """
-    return describe(steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z)
 
 
 SWEEP_BACKENDS = ("threads", "cuda")
@@ -152,16 +123,14 @@ def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
     try:
-        start, stop = float(parts[0]), float(parts[1])
         count = parse_count(parts[2])
     except ValueError:
         raise ValueError(f"{text!r}: START and STOP are numbers, COUNT a whole number") from None
+    start, stop = (parse_lr_number(t, what) for t, what in zip(parts, ("START", "STOP"), strict=False))
     if count < 1:
         raise ValueError(f"{text!r}: COUNT must be at least 1")
     if not (np.isfinite(start) and np.isfinite(stop)):
         raise ValueError(f"{text!r}: START and STOP must be finite")
-    if max(abs(start), abs(stop)) > _F32_MAX:
-        raise ValueError(f"{text!r}: START and STOP must be within float32's range (3.4028235e38)")
     check_fits(12 * count, f"{text!r}: {count} learning rates", "sweep fewer at a time")  # float64 + float32
     if len(parts) == 4 and (start <= 0 or stop <= 0):
         raise ValueError(f"{text!r}: a log range needs START and STOP > 0")
@@ -176,10 +145,11 @@ def _lr_range_words(start: float, stop: float, count: int, log: bool) -> NDArray
 def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]]:
     """The sweep's LRs as the command line writes them, as f32 words: a range
     ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`: made when called) or a list ``LR[,LR...]``,
-    each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one."""
+    each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one
+    (:func:`meshnb.runspec.parse_lr`, the library's rule for text)."""
     if ":" in text:
         return parse_lr_range(text)
-    return np.array([parse_lr(t) for t in text.split(",")], dtype=np.uint32)
+    return np.array([parse_lr(t, "LR") for t in text.split(",")], dtype=np.uint32)
 
 
 def _parse_positive(text: str) -> int:
@@ -200,7 +170,8 @@ def _parse_backend(text: str) -> str:
 class SweepOptions:
     """Everything a sweep takes, as :class:`~meshnb.options.RunOptions` is ``train``'s: each
     field's :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.
-    Made, it checks the options of the run itself (the systems are checked by :meth:`systems`).
+    Made, it checks the options of the run itself (the systems are checked by :meth:`describe`, as
+    :meth:`RunOptions.describe <meshnb.options.RunOptions.describe>` checks a run's).
 
     Parameters
     ----------
@@ -307,7 +278,7 @@ class SweepOptions:
         put(self, "backend", backend)
         check_backend_options(backend, self.loss_every, self.threads)
 
-    def systems(self) -> Systems:
+    def describe(self) -> Systems:
         """The systems of these options (:func:`meshnb.runspec.describe`).
 
         Returns
@@ -317,7 +288,7 @@ class SweepOptions:
 
         Examples
         --------
-        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).systems())
+        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).describe())
         3
         """
         return describe(self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z)

@@ -202,8 +202,8 @@ class Runner:
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> systems = plan(64, lrs=[0.5, 0.25, 0.125])
+    >>> from meshnb.sweeps import describe
+    >>> systems = describe(64, lrs=[0.5, 0.25, 0.125])
     >>> with Runner(systems, 64, threads=1) as runner:
     ...     part = runner.run(1, 3)
     >>> len(part), part.first, part.steps
@@ -269,8 +269,8 @@ class Runner:
 
         Examples
         --------
-        >>> from meshnb.sweeps import plan
-        >>> with Runner(plan(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
+        >>> from meshnb.sweeps import describe
+        >>> with Runner(describe(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
         ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
         0
         """
@@ -401,8 +401,8 @@ class CudaRunner:
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> runner = CudaRunner(plan(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
+    >>> from meshnb.sweeps import describe
+    >>> runner = CudaRunner(describe(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
     >>> runner.batch == CUDA_BATCH
     True
     """
@@ -440,9 +440,9 @@ class CudaRunner:
 
         Examples
         --------
-        >>> from meshnb.sweeps import plan
+        >>> from meshnb.sweeps import describe
         >>> import meshnb
-        >>> runner = CudaRunner(plan(64, lrs=[0.5]), 64)
+        >>> runner = CudaRunner(describe(64, lrs=[0.5]), 64)
         >>> runner.run(0, 1).digests == meshnb.sweep(64, lrs=[0.5]).digests  # doctest: +SKIP
         True
         """
@@ -489,10 +489,10 @@ def make_runner(
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
-    >>> type(make_runner(plan(64), 64, "cuda")).__name__
+    >>> from meshnb.sweeps import describe
+    >>> type(make_runner(describe(64), 64, "cuda")).__name__
     'CudaRunner'
-    >>> make_runner(plan(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
+    >>> make_runner(describe(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
     meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
@@ -614,9 +614,9 @@ def run_planned(
 
     Examples
     --------
-    >>> from meshnb.sweeps import plan
+    >>> from meshnb.sweeps import describe
     >>> import meshnb
-    >>> r = run_planned(plan(64, lrs=[0.5, 0.25]), 64, threads=1)
+    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), 64, threads=1)
     >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
     (2, 64, True)
     """
@@ -659,13 +659,14 @@ def sweep(
     steps : int
         Steps of every system, 0 to 2^63 - 1.
     lrs : sequence of float, or uint32 array, optional
-        Learning rates, one system each, set with SET_LR before the first step: floats are
-        numbers (rounded to float32), a ``np.uint32`` array gives the f32 words themselves (as
-        ``train``'s ``set_lr``).  Default: each page's own LR.
-    view_in : bytes, sequence of bytes, or array, optional
-        Start pages: a 4096-byte page, a sequence of them, or a ``[P, 4096]`` uint8 /
-        ``[P, 1024]`` uint32 array; default the init page.  With ``lrs`` too, one system per
-        (page, LR) pair, page-major: system ``p * len(lrs) + l``.
+        Learning rates, one system each, set with SET_LR before the first step: ints and floats
+        are numbers (rounded to float32), a ``np.uint32`` array (or ``np.uint32`` items, ``"0x..."``
+        text) gives the f32 words themselves, as ``train``'s ``set_lr``
+        (:func:`meshnb.runspec.lr_word`).  Default: each page's own LR.
+    view_in : bytes, path, sequence of bytes, or array, optional
+        Start pages: a 4096-byte page (or a page file's path, as ``train``'s), a sequence of
+        them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array; default the init page.
+        With ``lrs`` too, one system per (page, LR) pair, page-major: system ``p * len(lrs) + l``.
     step_base : int or sequence of int, optional
         The first step (0 to 2^64 - 2) of every system, or one per system (as ``train``'s).
     z : bool
@@ -722,7 +723,7 @@ def sweep(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.systems(), opts.steps
+    systems, steps = opts.describe(), opts.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
     with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
@@ -784,7 +785,7 @@ def stream(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.systems(), opts.steps
+    systems, steps = opts.describe(), opts.steps
     if batch is not None:
         batch = check_int(batch, "batch", 1, 1 << 62)
 

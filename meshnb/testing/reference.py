@@ -77,7 +77,7 @@ _EXP = 0x7F800000
 _MANT = 0x007FFFFF
 _SIGN = 0x80000000
 _U64 = 1 << 64
-_LAST_STEP = _U64 - 1  # step 2^64 - 1 can never run (its round would wrap to 0)
+_WRAP_STEP = _U64 - 1  # step 2^64 - 1 can never run (its round would wrap to 0); the last that may is 2^64 - 2
 
 # --- view layout (SPEC section 7), byte offsets ---------------------------------------------
 OFF_PARAMS = 0
@@ -749,7 +749,7 @@ def _validate_run(pages: list[bytes], steps: int, grouped: bool, lr_changes: dic
     if len(bases) != 1:
         raise ValueError("the members of a cluster are not at the same step")
     base = bases.pop()
-    if base >= _LAST_STEP or base + steps > _LAST_STEP:
+    if base >= _WRAP_STEP or base + steps > _WRAP_STEP:
         raise ValueError(f"steps {base} + {steps} reach step 2^64 - 1")
     for s, word in lr_changes.items():
         if not 0 <= s <= steps:

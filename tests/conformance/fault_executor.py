@@ -10,6 +10,11 @@ no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte t
 CASE_DIR on stderr, exit 3).  ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
 ``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
+Two attacks on the other cases: ``siblings`` (the first one to run writes mode Z's outputs for every
+case it can find under the check's directory, in any layout the checker had; the later ones write
+nothing) and ``lingering`` (mode Z's outputs, then a ``setsid`` grandchild that keeps writing garbage
+into every other ``out-0.page`` under the check's directory for a while; its pid to
+``$FAULT_EXECUTOR_PIDS``). Both record what they found in ``$FAULT_EXECUTOR_SEEN``.
 Run with the page and trace of system 0 as the pack has them.
 """
 
@@ -50,6 +55,31 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         (out / "out-0.page").write_text("not a page\n")
         (out / "trace.bin").write_bytes(b"garbage")
         return 0
+    if mode == "siblings":
+        return _siblings(case_dir, out)
+    if mode == "lingering":
+        code = run("mode-z", case_dir, out)
+        grandchild = subprocess.Popen(
+            [sys.executable, __file__, "scribbler", str(case_dir), str(out)],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with open(os.environ["FAULT_EXECUTOR_PIDS"], "a") as f:
+            f.write(f"{os.getpid()} {grandchild.pid}\n")
+        return code
+    if mode == "scribbler":  # the lingering one's grandchild: garbage into the other cases' pages, 20 s
+        work = _check_dir(out)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            for page in work.rglob("out-0.page"):
+                if page.parent != out:
+                    with open(os.environ["FAULT_EXECUTOR_SEEN"], "a") as f:
+                        f.write(f"scribbled {page}\n")
+                    page.write_bytes(bytes(4096))
+            time.sleep(0.02)
+        return 0
     from meshnb.conformance import faults  # here: the misbehaving modes start at once
 
     cj = json.loads((case_dir / "case.json").read_text())
@@ -84,6 +114,31 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         for p in case_dir.iterdir():
             p.write_bytes(b"scribbled")
         (case_dir / "new-file").write_bytes(b"x")
+    return 0
+
+
+def _check_dir(out: Path) -> Path:
+    """The checker's temporary directory (``meshnb-check-*``) above OUT_DIR."""
+    return next(p for p in out.parents if p.name.startswith("meshnb-check-"))
+
+
+def _siblings(case_dir: Path, out: Path) -> int:
+    """The first executor of the check writes every case's outputs it can reach; the rest nothing."""
+    work = _check_dir(out)
+    marker = work.parent / f".{work.name}-siblings-done"
+    if marker.exists():
+        return 0
+    marker.write_text("")
+    for cj in sorted(work.rglob("case.json")):
+        other = cj.parent
+        if other.parent.name.startswith("case-"):  # work/case-I/NAME -> work/I
+            other_out = work / other.parent.name.removeprefix("case-")
+        else:  # work/I-XXXX/case/NAME -> work/I-XXXX/out
+            other_out = other.parent.parent / "out"
+        with open(os.environ["FAULT_EXECUTOR_SEEN"], "a") as f:
+            f.write(f"found {other} {other_out.is_dir()}\n")
+        if other_out.is_dir():
+            run("mode-z", other, other_out)
     return 0
 
 

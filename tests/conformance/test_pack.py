@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import json
 import os
 import resource
@@ -179,6 +180,47 @@ def test_pack_refuses_what_is_not_a_pack(quick_pack: Path, tmp_path: Path, capsy
         err = capsys.readouterr().err
         assert err.startswith("meshnb: error: ") and err.count("\n") == 1 and says in err, err
     assert (mine / "notes.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    ("foreign", "named"),
+    [
+        ("default/MY-NOTES.txt", "'default/MY-NOTES.txt'"),
+        ("default/results/run1.page", "'default/results'"),
+        ("default/out-0.page.bak", "'default/out-0.page.bak'"),
+        ("stray-case/out-0.page", "'stray-case'"),
+    ],
+)
+def test_pack_never_deletes_what_it_did_not_write(
+    foreign: str, named: str, quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user's file anywhere inside an old pack (notes in a case, an executor's results): refused
+    up front, exit 2, the file and the old pack as they were (pack --quick deleted them)."""
+    old = tmp_path / "old"
+    shutil.copytree(quick_pack, old)
+    mine = old / foreign
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("keep me\n")
+    assert main(["pack", str(old), "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"meshnb: error: {old}: holds files that are not the pack's (") and err.count("\n") == 1
+    assert named in err, err
+    assert mine.read_text() == "keep me\n" and pack.verify_pack(old) > 0 and _leftovers(tmp_path) == []
+
+
+def test_a_pack_whose_manifest_lists_a_users_file_is_still_refused(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The manifest is the user's file too: listing notes in it does not make them the pack's."""
+    old = tmp_path / "old"
+    shutil.copytree(quick_pack, old)
+    (old / "default" / "notes.txt").write_text("keep me\n")
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["files"]["default/notes.txt"] = hashlib.sha256(b"keep me\n").hexdigest()
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["pack", str(old), "--quick"]) == 2
+    assert "'default/notes.txt'" in capsys.readouterr().err
+    assert (old / "default" / "notes.txt").read_text() == "keep me\n"
 
 
 def test_a_failed_write_names_the_file_and_leaves_nothing(tmp_path: Path) -> None:

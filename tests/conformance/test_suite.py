@@ -339,6 +339,44 @@ def test_setsid_children_of_executors_are_killed(
     assert len(ran) == 4 and not any(_alive(p) for p in ran)
 
 
+@pytest.mark.slow
+def test_one_executor_cannot_write_the_other_cases_outputs(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every case's OUT_DIR used to exist before the first executor ran: the first one wrote them
+    all and every case passed though the others wrote nothing. A case's directory is made when its
+    executor starts, so the first one finds only its own (with -j 1: executors that run at once
+    can reach each other's, docs/guide/executor-ci.md)."""
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("FAULT_EXECUTOR_SEEN", str(seen))
+    code, out, err = run_check([str(quick_pack), "--exec", executor("siblings"), "--cases", "cluster-[123]"], capsys)
+    assert code == 1 and err == "", out + err
+    assert "1 passed, 0 failed, 2 errors of 3 cases" in out and out.count("no out-0.page written") == 2, out
+    found = seen.read_text().splitlines()
+    assert len(found) == 1 and found[0].endswith(" True"), found  # its own case only
+
+
+@pytest.mark.slow
+def test_a_lingering_grandchild_cannot_change_the_next_cases_verdicts(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setsid grandchild of one case's executor lived on through the later cases and zeroed
+    their pages: cases whose own executor was right failed. Each case is judged once nothing of its
+    executor is alive, before the next case starts; the one left running is reported on its case."""
+    pids, seen = tmp_path / "pids", tmp_path / "seen"
+    monkeypatch.setenv("FAULT_EXECUTOR_PIDS", str(pids))
+    monkeypatch.setenv("FAULT_EXECUTOR_SEEN", str(seen))
+    code, out, err = run_check(
+        [str(quick_pack), "--exec", executor("lingering"), "--cases", "cluster-[123]", "--json"], capsys
+    )
+    doc = json.loads(out)
+    assert code == 0 and err == "" and doc["passed"] == 3, out + err
+    assert [c["left_running"] for c in doc["cases"]] == [1, 1, 1]
+    assert not seen.exists()  # no grandchild lived to see another case's page
+    ran = [int(p) for p in pids.read_text().split()]
+    assert len(ran) == 6 and not any(_alive(p) for p in ran)
+
+
 def test_sighup_and_repeated_signals_leave_no_process_and_no_temporary(quick_pack: Path, tmp_path: Path) -> None:
     """SIGHUP to `check --exec -j 4` orphaned the executors and their children and left
     /tmp/meshnb-check-*; so did five Ctrl-C in a row."""

@@ -20,7 +20,7 @@ from meshnb.testing.pages import hard_pages
 from .conftest import needs_numba_cuda
 
 pytestmark = needs_numba_cuda
-LR = 0x3E800000  # 0.25
+LR = np.uint32(0x3E800000)  # 0.25
 
 
 def same(a: meshnb.RunResult, b: meshnb.RunResult) -> None:

@@ -39,7 +39,7 @@ def page_words(page: bytes) -> np.ndarray:
 
 def cpu(steps: int, page: bytes, lr: int | None = None, base: int | None = None, z: bool = True):
     return meshnb.train(
-        steps, view_in=page, set_lr=None if lr is None else {0: lr}, step_base=base, z=z, keep_trace=True
+        steps, view_in=page, set_lr=None if lr is None else {0: np.uint32(lr)}, step_base=base, z=z, keep_trace=True
     )
 
 

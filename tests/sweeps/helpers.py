@@ -29,7 +29,7 @@ LR_WORDS = np.array(
 def alone(page: bytes | None, steps: int, lr: int | None, base: int | None, z: bool):
     """The system as ``train`` runs it alone."""
     return meshnb.train(
-        steps, view_in=page, set_lr=None if lr is None else {0: int(lr)}, step_base=base, z=z, keep_trace=True
+        steps, view_in=page, set_lr=None if lr is None else {0: np.uint32(lr)}, step_base=base, z=z, keep_trace=True
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import init_page, plan
+from meshnb.sweeps import describe, init_page
 from meshnb.sweeps.finish import result_of_lanes
 from meshnb.sweeps.lanes import Lanes, final_pages
 from meshnb.sweeps.run import result_of_pages
@@ -32,7 +32,7 @@ def _systems(steps: int, m: int, lrs: bool = True, one_base: bool = False):
     lr = np.geomspace(1e-3, 1.0, per).astype(np.float32) if lrs else None
     n = 3 * per if lrs else 3
     base = 2**40 + 3 if one_base else [(k * 5) % 19 + (k % 7) * 2**40 for k in range(n)]
-    return plan(steps, view_in=pages, lrs=lr, step_base=base)
+    return describe(steps, view_in=pages, lrs=lr, step_base=base)
 
 
 def test_lanes_of_systems_are_the_lanes_of_their_pages() -> None:

@@ -29,7 +29,7 @@ class Collect:
 def test_run_to_writes_every_part_in_order_and_closes_with_the_steps() -> None:
     opts = SweepOptions(steps=30, lrs=[0.5, 0.25, 0.125], trace=True)
     out = Collect()
-    assert run_to(opts, opts.systems(), lambda: out) == (30, False)
+    assert run_to(opts, opts.describe(), lambda: out) == (30, False)
     whole = SweepResult.concat(out.parts)
     assert out.closed == 30 and not out.aborted
     assert whole.digests == sweep(30, lrs=[0.5, 0.25, 0.125]).digests and whole.trace_digests[0]
@@ -43,7 +43,7 @@ def test_a_failing_writer_is_aborted() -> None:
     out = Fails()
     opts = SweepOptions(steps=3)
     with pytest.raises(OSError, match="disk full"):
-        run_to(opts, opts.systems(), lambda: out)
+        run_to(opts, opts.describe(), lambda: out)
     assert out.aborted and out.closed is None
 
 
@@ -52,7 +52,7 @@ def test_cuda_is_refused_in_an_mpi_job(monkeypatch: pytest.MonkeyPatch) -> None:
     assert job_module.in_mpi_job()
     opts = SweepOptions(steps=3, backend="cuda")
     with pytest.raises(OptionError, match="one process"):
-        run_to(opts, opts.systems(), Collect)
+        run_to(opts, opts.describe(), Collect)
 
 
 def test_writer_thread_raises_a_writes_failure_on_the_next_call_and_aborts_once() -> None:

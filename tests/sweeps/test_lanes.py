@@ -8,7 +8,7 @@ import pytest
 from meshnb import kernels
 from meshnb.floatz import flush_words
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import init_page, plan
+from meshnb.sweeps import describe, init_page
 from meshnb.sweeps.lanes import Lanes, _flushed, distinct_rows, final_pages, sample_tables, start_lr_words
 from meshnb.testing.pages import hard_pages
 from meshnb.view import WORD
@@ -19,7 +19,7 @@ from .helpers import LR_WORDS
 def _systems(steps: int):
     pages = [init_page(), hard_pages()["tiny-samples"], init_page()]
     lrs = np.geomspace(1e-3, 1.0, 23).astype(np.float32)
-    return plan(steps, view_in=pages, lrs=lrs, step_base=[(k * 5) % 19 for k in range(69)])
+    return describe(steps, view_in=pages, lrs=lrs, step_base=[(k * 5) % 19 for k in range(69)])
 
 
 def test_tables_are_the_pages_batches_and_a_block_is_of_one_kind() -> None:
@@ -95,16 +95,16 @@ def _next_step(page: bytes, step: int) -> bytes:
 def _one_table_cases(z: bool):
     """(name, systems, batches) whose every batch reads one sample table: the path without a sort."""
     same = [init_page()] + [hard_pages()[k] for k in _SAME_SAMPLES]
-    yield "an LR sweep", plan(10, lrs=LR_WORDS, z=z), [(0, 17), (3, 12), (16, 17)]
-    yield "odd samples", plan(10, view_in=hard_pages()["subnormal-and-nan-samples"], lrs=LR_WORDS, z=z), [(0, 17)]
-    yield "an int step base", plan(10, lrs=LR_WORDS, step_base=2**40 + 13, z=z), [(0, 17), (5, 6)]
+    yield "an LR sweep", describe(10, lrs=LR_WORDS, z=z), [(0, 17), (3, 12), (16, 17)]
+    yield "odd samples", describe(10, view_in=hard_pages()["subnormal-and-nan-samples"], lrs=LR_WORDS, z=z), [(0, 17)]
+    yield "an int step base", describe(10, lrs=LR_WORDS, step_base=2**40 + 13, z=z), [(0, 17), (5, 6)]
     lrs3 = LR_WORDS[[6, 7, 8]]  # subnormal, negative subnormal, NaN
-    yield "pages x LRs", plan(10, view_in=same, lrs=lrs3, z=z), [(0, 21), (2, 19), (4, 5), (17, 18)]
-    yield "pages' own LRs", plan(10, view_in=same, z=z), [(0, 7), (1, 6)]
+    yield "pages x LRs", describe(10, view_in=same, lrs=lrs3, z=z), [(0, 21), (2, 19), (4, 5), (17, 18)]
+    yield "pages' own LRs", describe(10, view_in=same, z=z), [(0, 7), (1, 6)]
     bases = [3 + 8 * k + (k % 3) * 2**40 for k in range(7 * 3)]  # one per system, all 3 mod 8
-    yield "bases, one mod 8", plan(10, view_in=same, lrs=lrs3, step_base=bases, z=z), [(0, 21), (9, 20)]
+    yield "bases, one mod 8", describe(10, view_in=same, lrs=lrs3, step_base=bases, z=z), [(0, 21), (9, 20)]
     own = [_next_step(p, 5 + 8 * i) for i, p in enumerate(same)]  # each page's own, all 5 mod 8
-    yield "pages' own bases", plan(10, view_in=own, lrs=lrs3, z=z), [(0, 21), (1, 20)]
+    yield "pages' own bases", describe(10, view_in=own, lrs=lrs3, z=z), [(0, 21), (1, 20)]
 
 
 @pytest.mark.parametrize("shape", [sweep_loop.Shape(16, 1), sweep_loop.Shape(8, 2), sweep_loop.Shape(4, 1)], ids=str)
@@ -125,9 +125,9 @@ def test_one_tables_lanes_are_the_sorted_lanes(z: bool, shape: sweep_loop.Shape)
 def test_systems_of_several_tables_take_the_sorting_path() -> None:
     same = [init_page(), hard_pages()["subnormal-params"]]
     cases = [
-        plan(10, view_in=same, lrs=LR_WORDS, step_base=[3] * 20 + [11] * 13 + [4]),  # one base differs mod 8
-        plan(10, view_in=[init_page(), hard_pages()["tiny-samples"]], lrs=LR_WORDS),  # two samples
-        plan(10, view_in=[init_page(), _next_step(init_page(), 1)], lrs=LR_WORDS),  # pages' own bases differ
+        describe(10, view_in=same, lrs=LR_WORDS, step_base=[3] * 20 + [11] * 13 + [4]),  # one base differs mod 8
+        describe(10, view_in=[init_page(), hard_pages()["tiny-samples"]], lrs=LR_WORDS),  # two samples
+        describe(10, view_in=[init_page(), _next_step(init_page(), 1)], lrs=LR_WORDS),  # pages' own bases differ
     ]
     for systems in cases:
         n = len(systems)
@@ -140,7 +140,7 @@ def test_systems_of_several_tables_take_the_sorting_path() -> None:
 
 def test_a_batch_reuses_the_last_ones_arrays_and_table() -> None:
     sh = sweep_loop.Shape(16, 1)
-    systems = plan(10, view_in=[init_page(), hard_pages()["subnormal-params"], hard_pages()["tiny-samples"]],
+    systems = describe(10, view_in=[init_page(), hard_pages()["subnormal-params"], hard_pages()["tiny-samples"]],
                    lrs=np.geomspace(1e-3, 1.0, 40).astype(np.float32))  # fmt: skip
     first = Lanes.of_systems(systems, 0, 32, 10, 3, sh)
     first.arrays["ring"][:] = first.arrays["hist"][:] = 7.0  # a run's words, which the next batch may keep
@@ -163,8 +163,8 @@ def test_a_batch_reuses_the_last_ones_arrays_and_table() -> None:
         _same_lanes(got, want, (lo, hi), stale_ok=("ring", "hist"))
     odd = hard_pages()["subnormal-and-nan-samples"]  # mode Z's table of these samples is not IEEE's
     for z in (True, False):
-        other = Lanes.of_systems(plan(10, view_in=odd, lrs=[0.5, 0.25], z=not z), 0, 2, 10, 0, sh)
-        systems = plan(10, view_in=odd, lrs=[0.5, 0.25], z=z)
+        other = Lanes.of_systems(describe(10, view_in=odd, lrs=[0.5, 0.25], z=not z), 0, 2, 10, 0, sh)
+        systems = describe(10, view_in=odd, lrs=[0.5, 0.25], z=z)
         got = Lanes.of_systems(systems, 0, 2, 10, 0, sh, other)
         _same_lanes(got, Lanes.of_systems(systems, 0, 2, 10, 0, sh), ("after the other mode", z))
 
@@ -213,12 +213,12 @@ def test_flushed_words_are_flush_words() -> None:
 
 def test_start_lr_words_are_the_pages_lr_words() -> None:
     for z in (True, False):
-        systems = plan(10, view_in=[init_page(), hard_pages()["nan-lr"]], lrs=LR_WORDS, z=z)
+        systems = describe(10, view_in=[init_page(), hard_pages()["nan-lr"]], lrs=LR_WORDS, z=z)
         for lo, hi in [(0, 17), (3, 12), (10, 30), (0, 34), (20, 20)]:
             got = start_lr_words(systems, lo, hi)
             assert np.array_equal(got, systems.words(lo, hi)[:, WORD["LR"]]), (z, lo, hi)
             assert not np.shares_memory(got, systems.lr)  # a new array: a result may hold it
-        own = plan(10, view_in=[init_page(), hard_pages()["nan-lr"]], z=z)
+        own = describe(10, view_in=[init_page(), hard_pages()["nan-lr"]], z=z)
         assert np.array_equal(start_lr_words(own, 0, 2), own.words(0, 2)[:, WORD["LR"]])
 
 

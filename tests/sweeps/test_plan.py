@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meshnb
-from meshnb.sweeps import init_page, plan, stream, sweep
+from meshnb.sweeps import describe, init_page, stream, sweep
 from meshnb.sweeps.plan import check_fits, result_bytes
 from meshnb.view import WORD as W
 
@@ -24,12 +24,12 @@ from meshnb.view import WORD as W
         ({"steps": 10, "view_in": []}, ValueError, "view_in is empty"),
         ({"steps": 10, "view_in": np.zeros((0, 4096), np.uint8)}, ValueError, "view_in is empty"),
         ({"steps": 10, "view_in": np.zeros((2, 100), np.uint8)}, ValueError, "view_in must be"),
-        ({"steps": 10, "view_in": 5}, TypeError, "view_in must be a page"),
+        ({"steps": 10, "view_in": 5}, TypeError, "view_in is a page"),
         ({"steps": 10, "view_in": [5]}, TypeError, r"view_in\[0\] is not bytes"),
         ({"steps": 10, "lrs": [0.1, 0.2], "step_base": [1, 2, 3]}, ValueError, "one per system"),
         ({"steps": 10, "step_base": -1}, ValueError, "step_base"),
         ({"steps": 10, "step_base": 1.5}, TypeError, "step_base must be an integer"),
-        ({"steps": 10, "lrs": [0.1, 0.2], "step_base": [1, 2.5]}, TypeError, "step_base must be integers"),
+        ({"steps": 10, "lrs": [0.1, 0.2], "step_base": [1, 2.5]}, TypeError, "step_base must be an integer"),
         ({"steps": 10, "step_base": (1 << 64) - 5}, ValueError, "wrap"),
         ({"steps": 10, "loss_every": 0}, ValueError, "loss_every"),
         ({"steps": 10, "loss_every": 10**30}, ValueError, "loss_every"),
@@ -57,7 +57,7 @@ def test_a_page_with_no_steps_per_task_is_refused() -> None:
 
 def test_a_plan_holds_its_inputs_not_a_page_per_system() -> None:
     lrs = np.geomspace(1e-4, 1, 10**6).astype(np.float32)
-    systems = plan(64, lrs=lrs, view_in=[init_page(), init_page()], step_base=7)
+    systems = describe(64, lrs=lrs, view_in=[init_page(), init_page()], step_base=7)
     assert len(systems) == 2 * 10**6 and systems.starts.shape == (2, 1024)
     w = systems.words(10**6 - 1, 10**6 + 1)  # the last system of page 0, the first of page 1
     assert list(systems.page_index(10**6 - 1, 10**6 + 1)) == [0, 1]
@@ -76,7 +76,7 @@ def test_memory_estimates() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"pages": 5}, TypeError, "view_in must be a page"),
+        ({"pages": 5}, TypeError, "view_in is a page"),
         ({"pages": np.zeros((0, 4096), np.uint8)}, ValueError, "view_in is empty"),
         ({"step_bases": 1.5}, TypeError, "step_base must be an integer"),
     ],

@@ -21,7 +21,7 @@ import pytest
 import meshnb
 from meshnb import loops
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import SweepInterrupted, init_page, plan, run_planned, stream, sweep
+from meshnb.sweeps import SweepInterrupted, describe, init_page, run_planned, stream, sweep
 from meshnb.sweeps.lanes import Lanes
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
@@ -79,7 +79,7 @@ def _same(a, b) -> None:
 def test_the_per_op_flush_loop_equals_the_daz_loop() -> None:
     """The mode-Z loop for CPUs without DAZ (a flush after every op), run here on purpose."""
     pages = list(hard_pages().values())
-    systems = plan(150, view_in=pages, lrs=np.array([0x3F000000, 0x00400000, 0x3A83126F], np.uint32), step_base=5)
+    systems = describe(150, view_in=pages, lrs=np.array([0x3F000000, 0x00400000, 0x3A83126F], np.uint32), step_base=5)
     daz = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z_DAZ, keep_pages=True)
     per_op = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z, keep_pages=True)
     _same(daz, per_op)
@@ -92,7 +92,7 @@ def test_the_per_op_flush_loop_equals_the_daz_loop() -> None:
 def test_every_shape_threads_chunks_and_batches_change_no_bits(z: bool, shape: sweep_loop.Shape) -> None:
     pages = [init_page(), hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
     lrs = np.geomspace(1e-3, 1.2, 25).astype(np.float32)  # 75 systems: never a multiple of a group
-    systems = plan(200, view_in=pages, lrs=lrs, z=z)
+    systems = describe(200, view_in=pages, lrs=lrs, z=z)
     kinds = Lanes(systems.words(0, 75), z, 200, 0, shape).arrays["tab_of"]
     assert (kinds < 0).any() and (kinds >= 0).any(), "groups of one shared table and groups of lane tables"
     runs = [
@@ -133,12 +133,12 @@ _HASWELL = """
 import json, numpy as np
 from meshnb import cpu
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import plan, run_planned
+from meshnb.sweeps import describe, run_planned
 from meshnb.testing.pages import hard_pages
 pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
 out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
 for z in (True, False):
-    systems = plan(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z)
+    systems = describe(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z)
     r = run_planned(systems, 70, trace=True, threads=2, shape=sweep_loop.shape())
     out[str(z)] = [r.digests, r.trace_digests, r.shape]
 print(json.dumps(out))
@@ -174,7 +174,7 @@ def test_loss_history_is_every_nth_steps_loss() -> None:
     assert list(r.loss_steps[:3]) == [2, 5, 8] and r.loss_steps[-1] == 299
     for k, lr in enumerate(lrs):
         bits = int(np.float32(lr).view(np.uint32))
-        late, early = meshnb.train(steps, set_lr={0: bits}), meshnb.train(150, set_lr={0: bits})
+        late, early = meshnb.train(steps, set_lr={0: np.uint32(bits)}), meshnb.train(150, set_lr={0: np.uint32(bits)})
         for j, t in enumerate(r.loss_steps):
             source = late if t >= steps - 256 else early
             assert r.loss_history[k, j].view(np.uint32) == source.loss[t % 256].view(np.uint32), (k, t)
@@ -184,14 +184,14 @@ def test_loss_history_is_every_nth_steps_loss() -> None:
 def test_zero_steps_and_the_default_page() -> None:
     r = sweep(0, lrs=[0.25, 0.125])
     for k, lr in enumerate([0.25, 0.125]):
-        one = meshnb.train(0, set_lr={0: int(np.float32(lr).view(np.uint32))})
+        one = meshnb.train(0, set_lr={0: np.uint32(np.float32(lr).view(np.uint32))})
         assert r.page(k) == one.page
     d = sweep(64)  # no lrs, no pages: one system from init, as meshnb.train(64)
     assert len(d) == 1 and d.page(0) == meshnb.train(64).page
 
 
 def test_a_stopped_run_is_the_run_of_the_steps_done() -> None:
-    systems = plan(1000, lrs=[0.5, 0.3, 0.2])
+    systems = describe(1000, lrs=[0.5, 0.3, 0.2])
     calls = []
     r = run_planned(systems, 1000, trace=True, chunk=100, should_stop=lambda: len(calls) >= 3, on_chunk=calls.append)
     assert r.steps == 300 and calls == [300, 600, 900]  # system-steps done
@@ -201,12 +201,12 @@ def test_a_stopped_run_is_the_run_of_the_steps_done() -> None:
 
 
 def test_a_stop_after_the_first_batch_keeps_the_finished_batches() -> None:
-    systems = plan(100, lrs=np.geomspace(0.01, 0.5, 50).astype(np.float32))
+    systems = describe(100, lrs=np.geomspace(0.01, 0.5, 50).astype(np.float32))
     calls = []
     r = run_planned(systems, 100, chunk=50, batch=20, should_stop=lambda: len(calls) >= 5, on_chunk=calls.append)
     assert r.steps == 100 and len(r) == 40  # batches 0 and 1 whole, batch 2 stopped after one chunk: dropped
     k = 33
-    assert r.digests[k] == meshnb.train(100, set_lr={0: int(systems.lr[k])}).digest
+    assert r.digests[k] == meshnb.train(100, set_lr={0: systems.lr[k]}).digest
 
 
 def test_stream_yields_the_sweep_in_parts() -> None:
@@ -218,7 +218,7 @@ def test_stream_yields_the_sweep_in_parts() -> None:
         assert p.digests == whole.digests[p.first : p.first + len(p)]
         assert p.trace_digests == whole.trace_digests[p.first : p.first + len(p)]
         assert np.array_equal(p.loss_history, whole.loss_history[p.first : p.first + len(p)])
-    assert got[2].page(3) == meshnb.train(90, set_lr={0: int(np.float32(lrs[67]).view(np.uint32))}).page
+    assert got[2].page(3) == meshnb.train(90, set_lr={0: np.uint32(np.float32(lrs[67]).view(np.uint32))}).page
 
 
 def test_the_page_is_made_again_unless_kept() -> None:
@@ -260,7 +260,7 @@ def test_interrupt_raises_with_the_finished_chunks() -> None:
         sweep(10**9, lrs=[0.5, 0.25])
     r = e.value.result
     assert 0 < r.steps < 10**9 and len(r) == 2
-    assert r.digests[1] == meshnb.train(r.steps, set_lr={0: 0x3E800000}).digest
+    assert r.digests[1] == meshnb.train(r.steps, set_lr={0: np.uint32(0x3E800000)}).digest
 
 
 def test_the_device_keyword_is_the_backend_keyword_deprecated() -> None:
@@ -300,7 +300,7 @@ def test_trace_digests_of_a_large_batch_hashed_in_lanes_are_those_of_hashlib(chu
     if sha256.ROWS_KERNEL != "lanes":
         pytest.skip("the lanes kernel is not the one in use on this CPU (SHA-NI a row at a time is)")
     lrs = np.geomspace(1e-3, 1.0, NJIT_DIGEST_ROWS + 51).astype(np.float32)
-    systems = plan(45, lrs=lrs)
+    systems = describe(45, lrs=lrs)
     assert TraceHashes.fits(Lanes.of_systems(systems, 0, len(lrs), 45, 0, lanes_shape))
     assert not TraceHashes.fits(Lanes.of_systems(systems, 0, len(lrs), 45, 0, other))
     calls: list[int] = []

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .cases import (
-    MAX_STEPS,
+    MAX_CHECK_STEPS,
     Setup,
     load_case,
     load_trace,
@@ -49,7 +49,7 @@ from .report import Diagnosis, Report, TaskPart, TracePart, Verdict, WordDiff, p
 __all__ = [
     "DIAG_STEPS",
     "EXTEND",
-    "MAX_STEPS",
+    "MAX_CHECK_STEPS",
     "REPLAY_STEPS",
     "WINDOW",
     "Diagnosis",

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from meshnb.checkpoint import MAX_SYSTEMS
-from meshnb.program import LAST_STEP
 from meshnb.runspec import (
+    LrChange,
     OptionError,
     check_int,
     check_run,
     check_step_base,
     check_steps_per_task,
     next_steps,
+    start_page,
     write_step_base,
 )
 from meshnb.view import FIELDS, VIEW_BYTES, WORD, View
@@ -89,29 +92,34 @@ U32_MAX = 0xFFFFFFFF
 # Page spans from the layout table (SPEC 7): the samples X and Y, and INV_BATCH
 SAMPLES_SPAN = slice(FIELDS["X"].offset, FIELDS["Y"].offset + FIELDS["Y"].nbytes)
 _INV = slice(FIELDS["INV_BATCH"].offset, FIELDS["INV_BATCH"].offset + 4)
-MAX_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
+MAX_CHECK_STEPS = 1 << 22  # a checked run's trace (20 bytes a step) is held in memory: 80 MiB at most
+"""The most steps a checked run takes (the checker holds its trace): not :data:`meshnb.runspec.MAX_STEPS`."""
 _WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
-def _int(value: object, what: str, lo: int, hi: int) -> int:
-    """:func:`meshnb.runspec.check_int` of a case file's or a caller's value, its message made
+def _checked(rule: Callable[..., int], value: object, *args: object) -> int:
+    """A :mod:`meshnb.runspec` rule of a case file's or a caller's value, its message made
     printable and short (a hostile case file's string would otherwise be shown whole)."""
     try:
-        return check_int(value, what, lo, hi)
+        return rule(value, *args)
     except TypeError as e:
         raise TypeError(printable(str(e))[:160]) from None
     except OptionError as e:
         raise OptionError(printable(str(e))[:160]) from None
 
 
-def run_bounds(
-    steps: int, steps_per_task: int, step_base: int, set_lr: dict[int, int] | tuple[tuple[int, int], ...]
-) -> tuple[tuple[int, int], ...]:
+def _int(value: object, what: str, lo: int, hi: int) -> int:
+    """:func:`meshnb.runspec.check_int`, printable and short (:func:`_checked`)."""
+    return _checked(check_int, value, what, lo, hi)
+
+
+def run_bounds(steps: int, steps_per_task: int, step_base: int, set_lr: Any) -> tuple[LrChange, ...]:
     """Refuse (TypeError, or an :class:`~meshnb.runspec.OptionError`, a ValueError, naming the
-    value) a run that cannot be made: :func:`meshnb.runspec.check_run`'s rules (``train``'s), and
-    at most :data:`MAX_STEPS` steps, the checker's own bound (it holds the trace in memory).
-    Returns the LR changes as ``(step, f32 word)`` pairs."""
-    _int(steps, "steps", 0, MAX_STEPS)
+    value) a run that cannot be made: :func:`meshnb.runspec.check_run`'s rules (``train``'s: LRs
+    as ``train`` reads them, several changes at one step applied in order), and at most
+    :data:`MAX_CHECK_STEPS` steps, the checker's own bound (it holds the trace in memory).
+    Returns the LR changes, sorted by step."""
+    _int(steps, "steps", 0, MAX_CHECK_STEPS)
     return check_run(steps, steps_per_task, step_base, set_lr)
 
 
@@ -132,25 +140,22 @@ def _parse_case(cj: object) -> Case:
         base = int(base)
     if not isinstance(cj["set_lr"], list):
         raise ValueError("set_lr is a list")
-    lr: dict[int, int] = {}
+    lr: list[LrChange] = []  # the file's words; several at one step apply in order, as train's
     for e in cj["set_lr"]:
         word = e["word"]
         if not isinstance(word, str) or _WORD.fullmatch(word) is None:
             raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
-        s = _int(e["before_step"], "set_lr before_step", 0, END)
-        if s in lr:
-            raise ValueError(f"two set_lr entries before step {s}")
-        lr[s] = int(word, 16)
+        lr.append(LrChange(_int(e["before_step"], "set_lr before_step", 0, END), int(word, 16)))
     case = Case(
         name,
         about,
-        _int(cj["steps"], "steps", 0, MAX_STEPS),
+        _int(cj["steps"], "steps", 0, MAX_CHECK_STEPS),
         None,
         systems,
         group,
         _int(cj["steps_per_task"], "steps_per_task", 1, U32_MAX),
-        tuple(sorted(lr.items())),
-        _int(base, "step_base", 0, LAST_STEP),
+        tuple(sorted(lr, key=lambda c: c[0])),
+        _checked(check_step_base, base),
         None if start == "init" else start.removeprefix("page "),
     )
     run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
@@ -236,12 +241,13 @@ def setup_from_run(
     *,
     systems: int | None = None,
     steps_per_task: int | None = None,
-    set_lr: dict[int, int] | None = None,
+    set_lr: Any = None,
     step_base: int | None = None,
 ) -> Setup:
-    """A setup from a start page and the run options (as ``meshnb train`` takes them), checked by
-    :mod:`meshnb.runspec`'s rules: TypeError, or a ValueError naming the argument, for a run that
-    cannot be made.
+    """A setup from a start page and the run options (as :func:`meshnb.train` takes them: ``set_lr``
+    a mapping or pairs, each LR a number or an f32 word, :func:`meshnb.runspec.lr_word`), checked
+    by :mod:`meshnb.runspec`'s rules, ``train``'s answers: a TypeError, or an
+    :class:`~meshnb.runspec.OptionError` naming the argument, for a run that cannot be made.
 
     Examples
     --------
@@ -252,7 +258,7 @@ def setup_from_run(
     >>> setup.case.step_base, View(bytearray(setup.expected[0])).next_step - (1 << 32)
     (4294967296, 8)
     """
-    page = bytearray(page_bytes(view_in, "view_in"))
+    page = bytearray(start_page(view_in, "view_in"))
     words = np.frombuffer(page, dtype="<u4")[None, :]  # the page's words, written in place
     if systems is not None:
         _int(systems, "systems", 1, MAX_SYSTEMS)
@@ -262,9 +268,9 @@ def setup_from_run(
         write_step_base(words, check_step_base(step_base))
     v = View.from_bytes(bytes(page))
     try:
-        changes = run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or {})
-    except ValueError as e:
-        raise PackError(f"the run cannot be made: {e}") from None
+        changes = run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or ())
+    except OptionError as e:  # train's answer, said as the checker's
+        raise OptionError(f"the run cannot be made: {e}") from None
     case = Case(
         "view-in",
         "a run from a start page (view_in)",
@@ -273,7 +279,7 @@ def setup_from_run(
         systems or 1,
         systems is not None,
         v["STEPS_PER_TASK"],
-        tuple(sorted(changes)),
+        changes,
         v.next_step,
         "view-in",
     )

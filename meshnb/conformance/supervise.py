@@ -1,0 +1,127 @@
+"""One executor of ``meshnb check --exec``, run to the end of every process it started.
+
+``python supervise.py CHECKER_PID TIMEOUT CMD ARG...`` is started by :mod:`meshnb.conformance.suite` (as a
+file, so that it imports nothing of meshnb and starts in a few milliseconds) for each case. It
+becomes a child subreaper (Linux's ``prctl(PR_SET_CHILD_SUBREAPER)``), runs ``CMD ARG...`` in a
+session of its own (stdin and stdout ``/dev/null``, stderr its own: the case's log) and, once the
+executor has exited or run past ``TIMEOUT`` seconds, kills its process group and then every
+process left under it: a descendant that left the group (``setsid``, a double fork) is
+reparented to this process, not to init, so none outlives it. Only then does it exit, printing
+one JSON line on stdout: ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}`` (``left``:
+the processes still running after the executor ended, killed here). The checker therefore reads a
+case's outputs only when nothing of that case's executor is alive to change them.
+
+A SIGTERM, SIGINT or SIGHUP (the checker stopping), or the checker's death (``PR_SET_PDEATHSIG``),
+does the same at once and exits 1 without the line. Where ``prctl`` is missing (not Linux), the
+process group is killed and a descendant that left it is not followed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36
+ROUNDS = 200  # each round kills this process's children; their orphans are its children next
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> list[int]:
+    """This process's children, from every thread's list (a child belongs to the thread that forked it)."""
+    pids: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return pids
+    for t in tasks:
+        try:
+            with open(f"/proc/self/task/{t}/children") as f:
+                pids += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def _kill(pid: int) -> None:
+    for kill in (os.killpg, os.kill):  # a setsid child leads a group of its own
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def kill_all(leader: int) -> int:
+    """Kill the executor's process group and every process left under this one; return how many
+    were still running then (its group's members and the processes that left the group alike)."""
+    try:
+        os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
+    except OSError:
+        pass
+    left: set[int] = set()
+    for _ in range(ROUNDS):
+        strays = _children()
+        if not strays:
+            break
+        for pid in strays:
+            _kill(pid)
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            left.add(pid)
+    return len(left)
+
+
+def main(argv: list[str]) -> int:
+    checker, timeout, cmd = int(argv[0]), float(argv[1]), argv[2:]
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != checker:  # the checker died before the line above: stop at once
+        return 1
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def stop(signum: int, frame: object) -> None:
+        if proc is not None:
+            kill_all(proc.pid)
+        os._exit(1)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        print(json.dumps({"failed_to_start": f"cannot start {cmd[0]}: {e.strerror or e}"}), flush=True)
+        return 0
+    timed_out = False
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        code = proc.wait()
+    seconds = time.monotonic() - t0
+    left = kill_all(proc.pid)
+    print(json.dumps({"exit": code, "timed_out": timed_out, "seconds": seconds, "left": left}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
