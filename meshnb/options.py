@@ -165,6 +165,8 @@ def parse_step_base(text: str) -> int:
     """A step base as the command line writes it: a number, ``N`` or ``0x...``; the old ``HI:LO``
     (two hex halves) still works, deprecated.  The same in every command.
 
+    Examples
+    --------
     >>> parse_step_base("4294967296"), parse_step_base("0x100000000")
     (4294967296, 4294967296)
     """
