@@ -546,6 +546,24 @@ def parse_lr(text: str, name: str = "lr") -> int:
     """One LR as text, as its f32 word: a number (``0.01``: rounded to float32) or an f32 word in
     hex with ``0x`` (``0x3c23d70a``); the one text rule of the library and every command line.
 
+    Parameters
+    ----------
+    text : str
+        The LR as written.
+    name : str, default "lr"
+        How a refusal names it (``--lr``, ``set_lr[0]``).
+
+    Returns
+    -------
+    int
+        The f32 word.
+
+    Raises
+    ------
+    OptionError
+        Text that is neither (``0x1_0``), a word of more than 8 hex digits, a number beyond
+        float32's range.
+
     Examples
     --------
     >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
