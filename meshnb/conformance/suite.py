@@ -425,7 +425,27 @@ def read_outputs(setup: check.Setup, out_dir: Path, dir_fd: int | None = None) -
     """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``.
     With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
     :func:`read_own`: links, special files and files of more than one name are refused. Unreadable
-    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`."""
+    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`.
+
+    Examples
+    --------
+    >>> import shutil
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.pack import PackError
+    >>> from meshnb.conformance.suite import read_outputs
+    >>> pack, out = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> setup = load_case(pack / "cluster-2")
+    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-0.page", out / "out-0.page")
+    >>> try:
+    ...     read_outputs(setup, out, None)
+    ... except PackError as e:
+    ...     print(e)
+    no out-1.page written
+    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-1.page", out / "out-1.page")
+    >>> pages, trace = read_outputs(setup, out, None)
+    >>> len(pages), trace is None  # no trace.bin written: the pages alone are checked
+    (2, True)
+    """
     case = setup.case
     trace = None
     if dir_fd is not None:
@@ -500,7 +520,22 @@ def judge_outputs(
     name: str | None = None,
 ) -> CaseResult:
     """The verdict on outputs already read: PASS when every page (and the trace, if given) has
-    the case's bits, else FAIL with the first failing system's report and its diagnosis."""
+    the case's bits, else FAIL with the first failing system's report and its diagnosis.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.suite import judge_outputs
+    >>> pack = getfixture("quick_pack")
+    >>> setup = load_case(pack / "cluster-1")
+    >>> judge_outputs(setup, list(setup.expected), setup.trace).verdict
+    'PASS'
+    >>> bad = setup.trace.copy()
+    >>> bad[3, 4] ^= 1  # the e^2 sum of step 3
+    >>> res = judge_outputs(setup, list(setup.expected), bad)
+    >>> res.verdict, res.where
+    ('FAIL', 'step 3 (e*e)')
+    """
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
     trace_ok = trace is None or np.array_equal(trace, setup.trace)

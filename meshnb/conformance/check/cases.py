@@ -118,7 +118,20 @@ def run_bounds(steps: int, steps_per_task: int, step_base: int, set_lr: Any) -> 
     value) a run that cannot be made: :func:`meshnb.runspec.check_run`'s rules (``train``'s: LRs
     as ``train`` reads them, several changes at one step applied in order), and at most
     :data:`MAX_CHECK_STEPS` steps, the checker's own bound (it holds the trace in memory).
-    Returns the LR changes, sorted by step."""
+    Returns the LR changes, sorted by step.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check.cases import MAX_CHECK_STEPS, run_bounds
+    >>> from meshnb.runspec import OptionError
+    >>> run_bounds(100, 64, 0, {50: 0.25})
+    (LrChange(step=50, word=1048576000),)
+    >>> try:
+    ...     run_bounds(MAX_CHECK_STEPS + 1, 64, 0, {})
+    ... except OptionError as e:
+    ...     print(e)
+    steps must be an integer from 0 to 4194304, got 4194305
+    """
     _int(steps, "steps", 0, MAX_CHECK_STEPS)
     return check_run(steps, steps_per_task, step_base, set_lr)
 

@@ -153,7 +153,19 @@ class Diagnosis(_DiagnosisKeys, total=False):
 
 @dataclass
 class Report:
-    """Everything a check found: the verdict, where the bits part, and why (the diagnosis)."""
+    """Everything a check found: the verdict, where the bits part, and why (the diagnosis).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.model("fma-horner"))
+    >>> report = check(setup, got.pages[0], got_trace=got.trace)
+    >>> report.verdict, report.exit_code, report.case, len(report.diff), report.trace["sums"]
+    ('FAIL', 1, 'view-in', 6, ['e', 'e*x', 'e*x2'])
+    """
 
     verdict: Verdict
     case: str
@@ -172,11 +184,38 @@ class Report:
         return 0 if self.verdict == "PASS" else 1
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON-ready values (``check --json``)."""
+        """The report as JSON-ready values (``check --json``).
+
+        Examples
+        --------
+        >>> import json
+        >>> from meshnb.conformance.check import check, setup_from_run
+        >>> from meshnb.testing.reference import init_page
+        >>> setup = setup_from_run(init_page(), 4)
+        >>> doc = check(setup, setup.expected[0]).to_json()
+        >>> json.dumps(doc)[:60], sorted(doc)[:4]
+        ('{"verdict": "PASS", "case": "view-in", "system": 0, "diff": ', ['case', 'diagnosis', 'diff', 'notes'])
+        """
         return asdict(self)
 
     def text(self) -> str:
-        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis."""
+        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis.
+
+        Examples
+        --------
+        >>> from meshnb.conformance import faults
+        >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+        >>> from meshnb.testing.reference import init_page
+        >>> setup = setup_from_run(init_page(), 16)
+        >>> got = executor_run(setup, faults.model("fma-horner"))
+        >>> text = check(setup, got.pages[0], got_trace=got.trace).text()
+        >>> print("\\n".join(text.splitlines()[:3]))
+        FAIL: case view-in, system 0: 6 page words differ; trace parts at step 1 (of this run)
+        page diff (field: expected -> got):
+          PARAMS[0]        bc80286a -> bc802868  -0.015644270926713943 -> -0.015644267201423645
+        >>> print(text.splitlines()[-1])
+          reproduced by fma-horner: FMA contraction in the Horner polynomial
+        """
         lines = [self._headline(), *(f"note: {n}" for n in self.notes)]
         lines += self._diff_lines()
         if self.trace:
