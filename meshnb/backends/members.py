@@ -617,7 +617,36 @@ def _died(code: int | None) -> str:
 
 
 class ProcessMembers:
-    """The ``processes`` backend: a process per member, every page in one shared memory segment."""
+    """The ``processes`` backend: a process per member, every page in one shared memory segment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+    >>> memory = ClusterMemory(shared.array(), 2, create=True)
+    >>> for k in range(2):
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+    >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> import meshnb
+    >>> digests = [o.trace_digest for o in members.outcomes()]
+    >>> members.close()
+    >>> del memory; shared.release()
+    >>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
+    True
+    """
 
     def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
         self.spec = spec
@@ -652,7 +681,29 @@ class ProcessMembers:
 
     def started(self) -> None:
         """Every member has mapped the segment: unlink its name now (the mappings stay), so that
-        nothing is left in /dev/shm even if the whole process group is killed."""
+        nothing is left in /dev/shm even if the whole process group is killed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()  # every member has mapped the memory: a named segment's name is gone now
+        >>> shared.name is None or not shared._linked
+        True
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         self._shared.unlink()
 
     def _read(self, k: int) -> None:
@@ -669,6 +720,36 @@ class ProcessMembers:
             pass
 
     def poll(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for news on the members' pipes; raise :class:`ClusterError` for a
+        member that failed or died.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> members.poll(0.01)  # no news, no failure: returns after the timeout
+        >>> memory.progress.tolist()
+        [16, 16]
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         waiting = [c for k, c in enumerate(self._conns) if k not in self._reported]
         waiting += [p.sentinel for k, p in enumerate(self._procs) if k not in self._reported]
         multiprocessing.connection.wait(waiting, timeout_s)
@@ -680,6 +761,34 @@ class ProcessMembers:
                 raise ClusterError(k, f"member process (pid {p.pid}) {_died(p.exitcode)}")
 
     def outcomes(self) -> list[MemberOutcome]:
+        """Every member's outcome, read from its pipe (bounded by ``give_up_s``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> [o.trace_digest[:16] for o in members.outcomes()]
+        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         deadline = time.monotonic() + self.spec.give_up_s
         while len(self._outcomes) < self.spec.systems:  # a FINISHED member sends its outcome right after
             if time.monotonic() > deadline:
@@ -689,6 +798,29 @@ class ProcessMembers:
         return [self._outcomes[k] for k in range(self.spec.systems)]
 
     def close(self) -> None:
+        """Abort the page if members still run, end the processes (bounded) and close their pipes.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> members.close()  # before the start: the page is aborted, the processes end
+        >>> memory.exchange.aborted
+        True
+        >>> del memory; shared.release()
+        """
         if any(p.is_alive() for p in self._procs):
             self.control.m.exchange.abort()
         deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
