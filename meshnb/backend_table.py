@@ -2,11 +2,12 @@
 
 A row per backend (the name a user gives, ``backend=`` or ``--backend``): where its engine is
 registered (:mod:`meshnb.backends` imports ``meshnb.backends.<module>.<function>`` on first
-use), and its capabilities: clusters, one system alone, checkpoints, an exchange (stalls,
-timeouts), an MPI job, the device, the most systems it runs.  The options' checks, the backend
-registry, the tests' backend lists, ``meshnb bench``'s paths and the GPU check read them here,
-as numbagg's one table drives its tests and benchmarks.  It imports nothing, so that the options
-(below the backends) can read it.
+use), and its capabilities: clusters, one system alone, an exchange (stalls, timeouts), an MPI
+job, the device, the most systems it runs.  Every column is read (a capability no one asks
+about is no column: every cluster backend writes checkpoints, which the options allow with
+``systems``).  The options' checks, the backend registry, the tests' backend lists, ``meshnb
+bench``'s paths and the GPU check read them here, as numbagg's one table drives its tests and
+benchmarks.  It imports nothing, so that the options (below the backends) can read it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ class BackendInfo:
     function: str  # the function there that runs a RunOptions
     clusters: bool  # runs ``systems=N`` (a group: SPEC 8-10)
     alone: bool  # runs one system without a group (no ``systems``)
-    checkpoint: bool  # writes and resumes checkpoints
     exchange: bool  # its members meet through an exchange page (stalls and timeouts apply)
     mpi: bool  # runs as an MPI job (under mpiexec), one system a rank
     device: Literal["cpu", "cuda"]
@@ -52,12 +52,12 @@ class BackendInfo:
 
 
 TABLE: tuple[BackendInfo, ...] = (
-    BackendInfo("single", "single", "run", False, True, False, False, False, "cpu", 1),
-    BackendInfo("threads", "local", "run_threads", True, False, True, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
-    BackendInfo("processes", "local", "run_processes", True, False, True, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
-    BackendInfo("fused", "fused", "run", True, False, True, False, False, "cpu", MAX_LOCAL_SYSTEMS, 8),
-    BackendInfo("mpi", "mpi", "run", True, False, True, True, True, "cpu", None),
-    BackendInfo("cuda", "cuda", "run", True, True, True, False, False, "cuda", CUDA_BLOCK_SYSTEMS),
+    BackendInfo("single", "single", "run", False, True, False, False, "cpu", 1),
+    BackendInfo("threads", "local", "run_threads", True, False, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
+    BackendInfo("processes", "local", "run_processes", True, False, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
+    BackendInfo("fused", "fused", "run", True, False, False, False, "cpu", MAX_LOCAL_SYSTEMS, 8),
+    BackendInfo("mpi", "mpi", "run", True, False, True, True, "cpu", None),
+    BackendInfo("cuda", "cuda", "run", True, True, False, False, "cuda", CUDA_BLOCK_SYSTEMS),
 )
 BY_NAME: dict[str, BackendInfo] = {b.name: b for b in TABLE}
 

@@ -219,7 +219,7 @@ def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems
 
 
 @dataclass
-class Path:
+class BenchPath:
     """A way of running the program: ``run(start, steps) -> trace digest``."""
 
     name: str
@@ -238,7 +238,7 @@ def _single_expected(start: BenchStart, steps: int) -> str:
     return reference_digest(start, steps, "numpy")
 
 
-def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[Path]:
+def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[BenchPath]:
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
     these cluster paths are run (the others are listed as not asked for).
 
@@ -249,7 +249,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     (['single'], True)
     """
     paths = [
-        Path(
+        BenchPath(
             "single",
             "meshnb.train, one system, STEPS_PER_TASK 64",
             meshnb_run,
@@ -257,17 +257,17 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             expected=_single_expected,
             checked_against="numpy reference",
         ),
-        Path(
+        BenchPath(
             "single-one-task",
             "meshnb.train, one system, the whole run in one task",
             lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)),
             4096,
             max_steps=0xFFFFFFFF,
         ),
-        Path(
+        BenchPath(
             "numpy", "reference.run impl='numpy' (vectorised over lanes)", lambda s, n: reference_run(s, n, "numpy"), 16
         ),
-        Path(
+        BenchPath(
             "python",
             "reference.run impl='python' (plain Python scalars)",
             lambda s, n: reference_run(s, n, "python"),
@@ -292,7 +292,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             return reference_digest(s, n, "numpy", systems)
 
         paths.append(
-            Path(
+            BenchPath(
                 name,
                 desc,
                 run,
@@ -306,7 +306,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     return paths
 
 
-def _sweep_anchor_paths() -> list[Path]:
+def _sweep_anchor_paths() -> list[BenchPath]:
     """The sweep loop and its C anchor side by side (issue 25): ``bench/sweep_anchor.py`` of a
     source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
     page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
@@ -319,7 +319,8 @@ def _sweep_anchor_paths() -> list[Path]:
     if spec is None or spec.loader is None:
         why = "bench/sweep_anchor.py is not here (a source checkout has it)"
         return [
-            Path(n, d, meshnb_run, 1, 1024, unavailable=why) for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
+            BenchPath(n, d, meshnb_run, 1, 1024, unavailable=why)
+            for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
         ]
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -337,8 +338,8 @@ def _sweep_anchor_paths() -> list[Path]:
 
     common = dict(systems=mod.BENCH_SYSTEMS, expected=expected, checked_against="meshnb.sweep", max_steps=1 << 20)
     return [
-        Path("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
-        Path("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
+        BenchPath("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
+        BenchPath("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
     ]
 
 
@@ -353,7 +354,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def measure(path: Path, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
+def measure(path: BenchPath, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
     """First call, bit check, then steady-state timing of one path (see the module doc).
 
     Examples
@@ -428,7 +429,7 @@ def measure(path: Path, starts: Sequence[BenchStart], seconds: float, verify_ste
     return row
 
 
-def _call_size(path: Path, start: BenchStart, probe: int, t_probe: float, seconds: float) -> int:
+def _call_size(path: BenchPath, start: BenchStart, probe: int, t_probe: float, seconds: float) -> int:
     """Steps per timed call: a call of about a fifth of the budget, grown further while a
     fixed per-call cost (workers' start-up, say) still outweighs the steps themselves."""
     target = seconds / 5
@@ -450,7 +451,7 @@ def run_bench(
     *,
     quick: bool = False,
     paths: Sequence[str] | None = None,
-    extra_paths: Sequence[Path] = (),
+    extra_paths: Sequence[BenchPath] = (),
     clusters: bool = True,
     verify_steps: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
@@ -458,7 +459,7 @@ def run_bench(
     """Measure every path (or those named in ``paths``); one dict per path, in order.
 
     ``quick`` uses fewer and shorter verification runs; pass ``seconds_per_path=QUICK_SECONDS``
-    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`Path` objects (tests use it).
+    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`BenchPath` objects (tests use it).
     A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True.
 
     Examples
@@ -634,3 +635,17 @@ def main(seconds: float | None, quick: bool, as_json: bool, paths: Sequence[str]
     else:
         print(format_table(rows, info))
     return 0 if all(r["verified"] is not False for r in rows) else 1
+
+
+# The old name had two roles (a file's path is pathlib.Path): it still works this release, with a warning.
+_RENAMED = {"Path": "BenchPath"}
+
+
+def __getattr__(name: str) -> object:
+    """The renamed names, deprecated (``Path`` is :class:`BenchPath`)."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"{__name__}.{name} is {_RENAMED[name]} now", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import math
 import os
 import re
@@ -108,6 +109,31 @@ class WriteError(OSError):
         return f"{self.what} {self.filename}: {self.strerror}"
 
 
+def os_error_text(e: OSError) -> str:
+    """One line for an ``OSError``: the path it names and the system's words, never a Python class
+    name; a full disk that names no path (a spool in the temporary directory) names ``TMPDIR``.
+
+    Examples
+    --------
+    >>> import errno
+    >>> os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y"))
+    '/x/y: Permission denied'
+    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device")).startswith(
+    ...     "No space left on device (in the temporary directory ")
+    True
+    """
+    if isinstance(e, WriteError):
+        return str(e)
+    words = e.strerror or str(e) or "an input/output error"
+    if e.filename is not None:
+        return f"{os.fsdecode(e.filename)}: {words}"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        import tempfile
+
+        return f"{words} (in the temporary directory {tempfile.gettempdir()}: set TMPDIR to one with room)"
+    return words
+
+
 # ---------------------------------------------------------------------------------------------
 # Inputs
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +147,15 @@ _KINDS = (
 )
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` is, for a message: "a FIFO", "a socket", "a directory", ...
+
+    Examples
+    --------
+    >>> import stat
+    >>> file_kind(stat.S_IFSOCK | 0o644)
+    'a socket'
+    """
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -152,14 +186,14 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
         reason = e.strerror
         if e.errno == errno.ENXIO:  # a socket: name what it is rather than "No such device or address"
             with contextlib.suppress(OSError):
-                reason = f"{_kind(os.stat(path).st_mode)}, not a regular file"
+                reason = f"{file_kind(os.stat(path).st_mode)}, not a regular file"
         raise InputError(f"{what} {path}: {reason}") from None
     except ValueError:  # a NUL in the path
         raise InputError(f"{what} {path!r}: not a file name") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputError(f"{what} {path}: {_kind(mode)}, not a regular file")
+            raise InputError(f"{what} {path}: {file_kind(mode)}, not a regular file")
         f = os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
@@ -258,8 +292,26 @@ def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> by
 # ---------------------------------------------------------------------------------------------
 
 
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+
+
+def temp_prefix(name: str) -> str:
+    """The start of a temporary's name beside a file ``name`` (the writer's pid follows):
+    ``.NAME.tmp``, or, where that would pass :data:`NAME_MAX` with a pid after it (a legal
+    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name."""
+    prefix = f".{name}.tmp"
+    if len(os.fsencode(prefix)) + 10 > NAME_MAX:  # 10: the digits of any pid
+        prefix = f".meshnb-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp"
+    return prefix
+
+
 def _temp_name(path: Path, pid: int) -> Path:
-    return path.with_name(f".{path.name}.tmp{pid}")
+    return path.with_name(f"{temp_prefix(path.name)}{pid}")
+
+
+def _no_write_bit(mode: int) -> bool:
+    """No one may write it by its mode: refused as a target even for root, who os.access lets."""
+    return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
 # The link chain of an output that passes through one of these is a stream the caller already holds
@@ -350,6 +402,15 @@ def check_output(path: Pathish, option: str) -> None:
     p = Path(path)
     if not p.name or p.name in (".", ".."):
         raise OutputError(f"{option} {path}: not a file name")
+    if isinstance(text, str) and text.endswith(("/", "/.")):
+        raise OutputError(f"{option} {path}: ends with '/', which names a directory, not a file")
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OutputError(f"{option} {path}: a loop of symbolic links") from None
+    except ValueError:  # a NUL in the path
+        raise OutputError(f"{option} {path!r}: not a file name") from None
     try:
         kind = output_kind(path)
     except ValueError:  # a NUL in the path
@@ -364,7 +425,7 @@ def check_output(path: Pathish, option: str) -> None:
         real = Path(os.path.realpath(p))
         try:
             if real.exists():
-                if not os.access(real, os.W_OK):
+                if not os.access(real, os.W_OK) or _no_write_bit(os.stat(real).st_mode):
                     raise OutputError(f"{option} {path}: a link to {real}, which cannot be written")
                 return
         except OSError as e:
@@ -374,25 +435,36 @@ def check_output(path: Pathish, option: str) -> None:
         if not os.access(real.parent, os.W_OK | os.X_OK):
             raise OutputError(f"{option} {path}: a link to {real}, whose directory cannot be written")
         return
+    check_directory(p, option, path)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            mode = os.stat(p).st_mode
+            if not stat.S_ISREG(mode):
+                raise OutputError(f"{option} {path}: {file_kind(mode)}, not a regular file")
+            if _no_write_bit(mode):
+                raise OutputError(f"{option} {path}: a read-only file (mode {stat.S_IMODE(mode):04o}); not replaced")
+    except OSError as e:  # EACCES on a component, ...
+        raise OutputError(f"{option} {path}: {e.strerror}") from None
+
+
+def check_directory(p: Path, option: str, path: Pathish) -> None:
+    """Refuse (:class:`OutputError`) a new name ``p`` (a file, or a pack's directory) whose
+    directory is missing, not a directory, without a write bit (refused even for root), or where
+    a file of ``p``'s temporary name cannot be created (a read-only mount, an ACL, a full inode
+    table: the probe has the temporary's name, so one left by a kill is cleared as stale)."""
     parent = p.parent
     try:
         if not parent.exists():
             raise OutputError(f"{option} {path}: directory {parent} does not exist")
         if not parent.is_dir():
             raise OutputError(f"{option} {path}: {parent} is not a directory")
-        with contextlib.suppress(FileNotFoundError):
-            mode = os.stat(p).st_mode
-            if not stat.S_ISREG(mode):
-                raise OutputError(f"{option} {path}: {_kind(mode)}, not a regular file")
-    except OSError as e:  # EACCES on a component, ELOOP, ...
+        parent_mode = os.stat(parent).st_mode
+    except OSError as e:  # EACCES on a component, ...
         raise OutputError(f"{option} {path}: {e.strerror}") from None
-    # os.access says no for a read-only mount or missing permissions; the probe also catches what
-    # it cannot see (root on a directory it may not write, ACLs, a full inode table).  The probe has
-    # the temporary file's name, so one left by a kill is cleared as stale by the next write.
     probe = _temp_name(p, os.getpid())
     try:
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        if not os.access(parent, os.W_OK | os.X_OK) or _no_write_bit(parent_mode):
+            raise PermissionError(errno.EACCES, "a read-only directory")
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         os.unlink(probe)
     except FileExistsError:
@@ -404,7 +476,8 @@ def check_output(path: Pathish, option: str) -> None:
 def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathish | None) -> None:
     """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
     directory, or one input file): its name inside it (through links too) or the same file under
-    another name (a hard link).  ``what`` names the input (``pack``).
+    another name (a hard link).  ``what`` names the input (``pack``, ``--view-in``): "a file of the
+    pack P" for a directory, "the --view-in file P itself" for a file.
 
     Examples
     --------
@@ -440,6 +513,8 @@ def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathi
             with contextlib.suppress(OSError):
                 s2 = os.stat(root)
                 inside = (s2.st_dev, s2.st_ino) == ident
+    if inside and not os.path.isdir(root):
+        raise OutputError(f"{option} {path}: the {what} file {inputs} itself, which is read, not overwritten")
     if inside:
         raise OutputError(f"{option} {path}: a file of the {what} {inputs}, which is read, not overwritten")
 
@@ -478,7 +553,7 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
     (['.run.ckpt.tmp4194305'], [])
     """
     p = Path(path)
-    pattern = re.compile(rf"\.{re.escape(p.name)}\.tmp(\d+)")
+    pattern = re.compile(rf"{re.escape(temp_prefix(p.name))}(\d+)")
     removed: list[Path] = []
     try:
         names = os.listdir(p.parent)

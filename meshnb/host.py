@@ -100,7 +100,9 @@ def run_steps(
     save: Callable[[int], None] | None = None,
     every_s: float = math.inf,
 ) -> int:
-    """The one host loop (SPEC 10) of every backend; returns the steps done.
+    """SPEC 10's host loop around a step engine (every member of every backend runs its tasks
+    here; threads, processes and MPI keep progress, checkpoints and stops in loops of their own);
+    returns the steps done.
 
     At every boundary (the start, and after each engine call) the SET_LRs due there go to every
     context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
@@ -232,13 +234,18 @@ def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> Cluste
     return ClusterError(k, f"{e.detail}; waiting for round {late}{who}")
 
 
-def warm_grouped(z: bool) -> None:
+def warm_up(z: bool) -> float:
     """Load (or compile) the grouped step's kernels now, so that no member's first round waits
-    on its own JIT while the others wait on it."""
+    on its own JIT while the others wait on it; its seconds.  (Every warm-up is a ``warm_up``
+    returning its seconds, in the module of the engine it warms: :func:`meshnb.loops.warm_up`,
+    :func:`meshnb.sweeps.run.warm_up`, :func:`meshnb.backends.mpi.warm_up`,
+    :func:`meshnb.backends.cuda.warm_up`.)"""
+    began = time.perf_counter()
     ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
     program.init(ctx)
     ctx.view.set_word("STEPS_PER_TASK", 1)
     program.task(ctx, OP_TASK, 0)
+    return time.perf_counter() - began
 
 
 def progress_bar(total: int, enabled: bool, desc: str | None = None) -> Any:

@@ -17,9 +17,10 @@ everywhere:
   (:func:`lr_word`, :func:`lr_words`, :func:`parse_lr`: the one rule of every entry point);
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
-one copy is :func:`meshnb.view.page_digests`, below the loops, as :func:`is_int` is
-:mod:`meshnb.jit`'s: the loops' doors and :meth:`View.digest <meshnb.view.View.digest>` use them).
+set them), and hashes many rows' spans at once (:func:`row_digests`: hashlib for a few, njit on
+every core for many, the same bits); it re-exports two rules defined lower because lower layers
+use them: the page digest (SPEC 11) :func:`meshnb.view.page_digests` (:meth:`View.digest
+<meshnb.view.View.digest>` uses it) and :func:`is_int`, :mod:`meshnb.jit`'s (the loops' doors).
 :class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
 
 Examples
@@ -60,7 +61,8 @@ from . import files, program
 from .floatz import flush_words
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
-from .view import DIGEST_SPANS, PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import page_digests as page_digests  # SPEC 11 of pages: defined once, in view
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -762,6 +764,8 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
         arr = np.asarray(lrs, dtype=object)
     if arr.ndim != 1 or arr.size == 0:
         raise OptionError(f"{name} must be a non-empty 1-D sequence, got shape {arr.shape}")
+    # the words and a float64 copy on the way (a broadcast view holds no memory itself)
+    check_fits(arr.size * 12, f"{name}: {arr.size} learning rates", "sweep fewer at a time")
     if arr.dtype == np.uint32:
         return arr.copy()
     if arr.dtype.kind == "b" or (arr.dtype.kind == "u"):
@@ -769,6 +773,35 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     if arr.dtype.kind not in "if":
         return np.array([lr_word(x, f"{name}[{k}]") for k, x in enumerate(arr.tolist())], dtype=np.uint32)
     return _float_words(arr, name)
+
+
+def available_bytes() -> int:
+    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_fits(need: int, what: str, hint: str) -> None:
+    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
+    memory available now: the run would otherwise end in a MemoryError after work was done."""
+    have = available_bytes()
+    if need > 0.8 * have:
+        raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
+
+
+def _size(n: int) -> str:
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
+    return f"{n / 1024**e:.1f} {units[e - 1]}"
 
 
 def _float_words(arr: NDArray[Any], name: str) -> Words:
@@ -915,29 +948,6 @@ def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
 
 
 NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs less than a first compile
-
-
-def page_digests(words: Words) -> NDArray[np.uint8]:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words, ``[n, 32]`` uint8: the bytes
-    :data:`meshnb.view.DIGEST_RANGES` names (:func:`row_digests` of those spans).
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, 1024]`` uint32: ``n`` pages as words.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8: each page's digest.
-
-    Examples
-    --------
-    >>> pages = np.zeros((3, PAGE_WORDS), np.uint32)
-    >>> page_digests(pages)[0].tobytes().hex() == View().digest()
-    True
-    """
-    return row_digests(words, DIGEST_SPANS)
 
 
 def row_digests(

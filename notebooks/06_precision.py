@@ -20,13 +20,14 @@
 # that distance into its causes and then asks how sensitive the bits are to the float rules:
 #
 # 1. [The SGD loop and the float32 stall](#61-the-sgd-loop-and-the-float32-stall): the loop's part,
-#    solved exactly in float64, grows with the learning rate (LR) and shrinks with the cluster size;
-#    what is left is float32's;
+#    solved exactly in float64, grows with the LR per batch, `lr / N` (at a fixed learning rate it
+#    shrinks with the cluster size N because `lr / N` does); what is left is float32's;
 # 2. [Float-mode sensitivity](#62-float-mode-sensitivity): the ulp distance over time between mode Z
 #    and runs with IEEE gradual underflow, FMA contraction and other flush rules (the fault models of
 #    `meshnb.conformance.faults`);
 # 3. [One flipped bit](#63-one-flipped-bit-of-each-param): how a single flipped bit of each param
-#    propagates, and whether the run comes back to the same bits.
+#    propagates, whether the run comes back to the same bits, and which of float32's attractors
+#    (repeating orbits, and the run's phase on them) it ends on.
 #
 # Every number in the text is printed by a cell and asserted there.
 
@@ -174,11 +175,19 @@ plt.show()
 # %%
 share_12 = max(f32_gap[n, lr].max() / loop_gap[n, lr].max() for n in (1, 2) for lr in RATES)
 assert share_12 < 0.15
+# At equal lr / N (N = 1 at LR 1/8, N = 2 at 1/4, N = 4 at 1/2) the loop's part is nearly the same;
+# at equal LR it falls with N: the cluster helps through lr / N, not through the data a step sees.
+equal_lr_n = [loop_gap[n, 0.125 * n].max() for n in (1, 2, 4)]
+print("loop gap at lr / N = 1/8 for N = 1, 2, 4:", ", ".join(f"{g:.3e}" for g in equal_lr_n))
+assert max(equal_lr_n) / min(equal_lr_n) < 1.1 and by_n[0] / by_n[2] > 3
 display(
     Markdown(
         "**What the plots show.** The loop's part (left, lines) is proportional to the LR: halving the LR "
-        f"divides it by {min(ratio_lr):.2f} to {max(ratio_lr):.2f}. It shrinks as each step sees more of "
-        f"the data: at LR 0.5 from {by_n[0]:.1e} (N = 1) to {by_n[1]:.1e} (N = 2) and {by_n[2]:.1e} (N = 4); "
+        f"divides it by {min(ratio_lr):.2f} to {max(ratio_lr):.2f}. At LR 0.5 it shrinks with N, from "
+        f"{by_n[0]:.1e} (N = 1) to {by_n[1]:.1e} (N = 2) and {by_n[2]:.1e} (N = 4), but not because each step "
+        "sees more of the data: at equal `lr / N` it is nearly the same ("
+        + ", ".join(f"{g:.3e}" for g in equal_lr_n)
+        + " for N = 1, 2, 4 at `lr / N = 1/8`), so it shrinks because `lr / N` does (notebook 03, section 3.2); "
         f"with N = 8 every step is the full gradient and the loop is a point, the least-squares cubic itself "
         f"({by_n[3]:.0e}, float64 rounding). Where the loop's part is large (N = 1, 2) it is nearly the whole "
         f"gap (the crosses sit on the lines; float32's part is at most {100 * share_12:.0f}% of it). "
@@ -305,7 +314,7 @@ for j in range(4):
         page = bytearray(base.page)
         page[4 * j + bit // 8] ^= 1 << (bit % 8)
         flipped_pages.append(bytes(page))
-cuts = 8 * np.unique(np.geomspace(1, 8192 // 8, 30).round().astype(int))
+cuts = 8 * np.unique(np.geomspace(1, 32768 // 8, 30).round().astype(int))
 equal_at = np.full((4, 32), -1)  # first cut at which the params equal the clean run's (-1: not by the end)
 final_ulps = np.zeros((4, 32), dtype=np.int64)
 pages_now, done = np.frombuffer(b"".join(flipped_pages), np.uint8).reshape(len(flipped_pages), -1), 0
@@ -341,7 +350,7 @@ ax0.set(
     yticks=range(4),
     yticklabels=list("abcd"),
     xlabel="flipped bit (0: lowest mantissa bit, 23-30: exponent, 31: sign)",
-    title="Steps until the run is back on the clean bits\n(red: not within 8,192 steps)",
+    title=f"Steps until the run is back on the clean bits\n(red: not within {done:,} steps)",
 )
 ax0.grid(False)
 for j in range(4):
@@ -351,42 +360,92 @@ ax1.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
+# %% [markdown]
+# **Where the runs that are not back went.** A run is not back, but it is not lost either: float32
+# has finitely many states, so every run ends on a repeating orbit, an *attractor*. We count them:
+# each run's trace (the sums it applies) over 1,024 more steps gives its period (the shortest `P`,
+# a multiple of 8, with which the second half of the trace repeats), and its orbit, written from a
+# fixed step and turned round by a whole number of passes to one canonical order, says which orbit
+# it is and where on it the run is (its phase, in steps, against the clean run).
+
 # %%
-back = int((equal_at > 0).sum())
-near = (equal_at < 0) & finite & (final_ulps <= 1000)
-far = (equal_at < 0) & finite & (final_ulps > 1000)
-far_flips = [("abcd"[j], int(b)) for j, b in zip(*np.nonzero(far))]
-flipped_values = [
-    abs(float(np.frombuffer(flipped_pages[1 + 32 * "abcd".index(n) + b][:16], "<f4")[0 + "abcd".index(n)]))
-    for n, b in far_flips
+W = 1024
+traces = np.array([meshnb.train(W, view_in=bytes(pg), keep_trace=True).trace for pg in pages_now])
+
+
+def period(trace: np.ndarray) -> int:
+    """The shortest P (a multiple of 8) with which the trace's second half repeats; 0 if none up to W / 2."""
+    return next((p for p in range(8, W // 2 + 1, 8) if np.array_equal(trace[W // 2 :], trace[W // 2 - p : W - p])), 0)
+
+
+def orbit(trace: np.ndarray, p: int) -> tuple[bytes, int]:
+    """The orbit's canonical bytes (the rotation by whole passes that sorts first) and the run's rotation."""
+    turns = [np.roll(trace[W // 2 : W // 2 + p], -s, axis=0).tobytes() for s in range(0, p, 8)]
+    key = min(turns)
+    return key, 8 * turns.index(key)
+
+
+periods = [period(t) for t in traces]
+assert all(periods), "a run is not yet on a repeating orbit"
+orbits = [orbit(t, p) for t, p in zip(traces, periods)]
+(clean_orbit, clean_turn), clean_period = orbits[0], periods[0]
+params_back = (part.params_words[1:] == part.params_words[0]).all(axis=1)
+sums_back = np.array([np.array_equal(t, traces[0]) for t in traces[1:]])
+on_clean = np.array([key == clean_orbit for key, _ in orbits[1:]])
+phase = np.array([(turn - clean_turn) % clean_period for _, turn in orbits[1:]])
+# The params repeat with the trace's period too (a run is on an orbit of its whole state, not only of its sums).
+params_repeat = [
+    np.array_equal(meshnb.train(p, view_in=bytes(pg)).params.view(np.uint32), np.frombuffer(bytes(pg)[:16], "<u4"))
+    for pg, p in zip(pages_now, periods)
 ]
-tau = 1 / (0.5 * np.linalg.eigvalsh(V.T @ V / 256)[0])
-print(
-    f"not back but within 1,000 ulps: {near.sum()} (median {np.median(final_ulps[near]):.0f} ulps); "
-    f"farther: {far_flips}, "
-    f"whose flipped values were {', '.join(f'{v:.1e}' for v in flipped_values)}"
+exact = int(params_back.sum())
+words_off = sums_back & ~params_back
+out_of_phase = on_clean & ~sums_back
+other_runs = ~on_clean
+other_orbits = {key: p for (key, _), p, oc in zip(orbits[1:], periods[1:], on_clean) if not oc}
+off_by = ulps(part.params_words[1:][words_off], part.params_words[0]).max(axis=1)
+# The clean orbit's params at each pass: a run out of phase holds one of them (up to a last bit or two).
+clean_passes = np.array(
+    [meshnb.train(k, view_in=bytes(pages_now[0])).params.view(np.uint32) for k in range(0, clean_period, 8)]
 )
-# For good? Run the not-back ones another 8,192 steps, beside the clean run.
-again = sweep(8192, view_in=pages_now, keep_pages=False)
-still = ~(again.params_words[1:] == again.params_words[0]).all(axis=1).reshape(4, 32)
-print(
-    f"after {8192:,} steps more: still not on the clean bits: "
-    f"{(still & (equal_at < 0)).sum()} of {(equal_at < 0).sum()}"
+to_a_pass = np.array(
+    [ulps(clean_passes, part.params_words[1:][i]).max(axis=1).min() for i in np.flatnonzero(out_of_phase)]
 )
-print(f"the slowest direction's time constant 1 / (lr lambda_min) at LR 0.5: {tau:.0f} steps")
-assert back < 16 and near.sum() > 100 and np.median(final_ulps[near]) <= 100 and not (~finite).any()
-assert (still & (equal_at < 0)).sum() == (equal_at < 0).sum() and min(flipped_values) > 1e30
+print(f"the clean run: a {clean_period}-step orbit; its params repeat: {params_repeat[0]}")
+print(f"exactly back: {exact}")
+print(f"the clean run's sums, in phase, params off by {off_by.min()}-{off_by.max()} ulps: {words_off.sum()}")
+print(
+    f"on the clean orbit, out of phase: {out_of_phase.sum()}, by {sorted(set(phase[out_of_phase].tolist()))} steps "
+    f"(median ulp distance to the clean params {np.median(final_ulps.ravel()[out_of_phase]):.0f})"
+)
+print(
+    f"on other orbits: {other_runs.sum()} runs on {len(other_orbits)} orbits of periods {sorted(other_orbits.values())}"
+)
+print(f"runs whose params repeat with their trace's period: {sum(params_repeat)} of {len(params_repeat)}")
+print(
+    f"runs out of phase whose params are the clean run's at another pass: exactly {(to_a_pass == 0).sum()}, "
+    f"the others up to {to_a_pass.max()} ulps"
+)
+assert (exact, words_off.sum(), out_of_phase.sum(), other_runs.sum()) == (6, 7, 61, 54)  # the issue's re-run
+assert clean_period == 48 and set(phase[out_of_phase].tolist()) <= set(range(8, 48, 8)) and not (~finite).any()
+assert all(params_repeat) and to_a_pass.max() <= 2 and 8 <= len(other_orbits) <= 12
+assert min(other_orbits.values()) >= 16 and max(other_orbits.values()) <= 264
 display(
     Markdown(
-        f"**What the plots show.** Of the 128 single-bit flips only {back} bring the run back onto the clean "
-        f"run's bits within {done:,} steps. {near.sum()} others end within 1,000 ulps of the clean params "
-        f"(median {np.median(final_ulps[near]):.0f} ulps): the perturbation is forgotten down to tens of ulps, as "
-        "the contracting dynamics promise, but float32 rounding does not erase it, and 8,192 steps more "
-        "bring none of them back: the run goes on, on bits near the clean run's but not equal to them, and its "
-        f"digest differs. {len(far_flips)} flips "
-        f"({', '.join(f'{n} bit {b}' for n, b in far_flips)}) "
-        f"are still far after {done:,} steps: they make a param of order {min(flipped_values):.0e} or more, "
-        f"and the slowest direction (time constant `1 / (lr lambda_min)`, {tau:.0f} steps at LR 0.5) takes "
-        "thousands of steps to shrink that. No flip makes the run overflow at LR 0.5."
+        f"**What the count shows.** After {done:,} steps the 128 flipped runs sit on "
+        f"{1 + len(other_orbits)} orbits of the sums they apply (and of their params: each repeats with its "
+        f"trace's period). {exact} are exactly back. {words_off.sum()} apply the clean run's sums at the clean "
+        f"run's phase with params up to {off_by.max()} ulps off (a last bit no sum feels: an orbit of its own "
+        f"in the params, the clean one in the sums). {out_of_phase.sum()} are on the clean {clean_period}-step "
+        "orbit itself, "
+        f"{min(phase[out_of_phase])}-{max(phase[out_of_phase])} steps out of phase: their distance to the "
+        f"clean params (median {np.median(final_ulps.ravel()[out_of_phase]):.0f} ulps, right panel) is the "
+        "distance between passes of that orbit (each holds the clean params of another pass: "
+        f"{(to_a_pass == 0).sum()} exactly, the others up to {to_a_pass.max()} ulps off), not a perturbation "
+        "left over. The other "
+        f"{other_runs.sum()} ended on {len(other_orbits)} other repeating cycles, of periods "
+        f"{min(other_orbits.values())} to {max(other_orbits.values())} steps. The contracting dynamics forget "
+        "the flip; float32's rounding decides which of its finitely many orbits, and where on it, the run "
+        "ends: a different orbit or phase is a different digest for good. No flip overflows at LR 0.5."
     )
 )

@@ -695,6 +695,7 @@ def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
         (["--json", "--out", ""], "an empty path"),
         (["--npz", ""], "an empty path"),
         (["--view-in", str(pages), "--csv", str(pages / "a.page")], "a file of the --view-in directory"),
+        (["--view-in", str(pages / "a.page"), "--npz", str(pages / "a.page")], "the --view-in file "),
     ]:
         r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--steps", "2", *args],
                            capture_output=True, text=True, check=False, timeout=300)  # fmt: skip

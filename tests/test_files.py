@@ -143,7 +143,7 @@ def test_unwritable_outputs_are_refused_before_the_run(tmp_path):
         "/nonexistent_dir/x": "directory /nonexistent_dir does not exist",
         f"{tmp_path}/afile/x": f"{tmp_path}/afile is not a directory",
         f"{tmp_path}/adir": "a directory, not a regular file",
-        f"{tmp_path}/adir/": "a directory, not a regular file",
+        f"{tmp_path}/adir/": "ends with '/', which names a directory, not a file",
         f"{tmp_path}/..": "not a file name",
         "": "an empty path is not a file name",
     }
@@ -155,12 +155,52 @@ def test_unwritable_outputs_are_refused_before_the_run(tmp_path):
     files.check_output("/dev/null", "--checkpoint")  # a device is written through as a stream
 
 
+def _bad_outputs(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """Outputs that no run could write as the user means, each made for real: name -> (path,
+    what the one line says). Root ignores modes, so a target with no write bit is refused by its
+    mode (CI runs as root)."""
+    ro_file, ro_dir = tmp_path / "ro.out", tmp_path / "ro-dir"
+    ro_file.write_text("mine\n")
+    ro_file.chmod(0o444)
+    ro_dir.mkdir()
+    ro_dir.chmod(0o555)
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    return {
+        "trailing slash": (f"{tmp_path}/out/", "ends with '/', which names a directory, not a file"),
+        "loop": (str(tmp_path / "loop-a"), "a loop of symbolic links"),
+        "read-only file": (str(ro_file), "a read-only file (mode 0444); not replaced"),
+        "read-only directory": (str(ro_dir / "x"), f"cannot write in {ro_dir} (a read-only directory)"),
+    }
+
+
+@pytest.mark.parametrize("bad", ["trailing slash", "loop", "read-only file", "read-only directory"])
+def test_outputs_no_run_could_write_are_refused_by_the_one_rule(tmp_path, bad):
+    path, why = _bad_outputs(tmp_path)[bad]
+    with pytest.raises(files.OutputError) as e:
+        files.check_output(path, "--csv")
+    assert _one_line(e.value) == f"--csv {path}: {why}"
+    assert (tmp_path / "ro.out").read_text() == "mine\n" and not (tmp_path / "out").exists()
+
+
+def test_a_legal_long_name_is_written_through_a_short_temporary(tmp_path):
+    """A 250-byte name is legal; its temporary ``.NAME.tmpPID`` would not be (over 255 bytes)."""
+    path = tmp_path / ("n" * 250)
+    files.check_output(path, "--csv")
+    files.write_atomic(path, b"data", "--csv")
+    assert path.read_bytes() == b"data" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    stale = path.with_name(f"{files.temp_prefix(path.name)}999999999")
+    assert len(stale.name) <= files.NAME_MAX
+    stale.write_bytes(b"left by a kill")
+    assert files.remove_stale_temps(path) == [stale]
+
+
 def test_an_unwritable_directory_is_refused(tmp_path, monkeypatch):
     # As root, permissions do not stop a write; os.access is what reports a read-only mount.
     monkeypatch.setattr(files.os, "access", lambda path, mode: False)
     with pytest.raises(files.OutputError) as e:
         files.check_output(tmp_path / "x", "--view-out")
-    assert _one_line(e.value) == f"--view-out {tmp_path / 'x'}: cannot write in {tmp_path} (Permission denied)"
+    assert _one_line(e.value) == f"--view-out {tmp_path / 'x'}: cannot write in {tmp_path} (a read-only directory)"
 
 
 def test_a_directory_that_refuses_files_is_refused_by_the_probe(tmp_path, monkeypatch):
@@ -473,6 +513,37 @@ def test_the_cli_checks_an_output_before_the_run(tmp_path, option, where):
     cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
     _exit_2_at_once(_cli("--steps", "1000", *cluster, option, path), f"{option} {path}")  # no digests: no run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]  # no stray adir.tmpPID
+
+
+OUTPUT_COMMANDS = {
+    "train --view-out": ["train", "--steps", "64", "--view-out"],
+    "train --checkpoint": ["train", "--steps", "64", "--systems", "2", "--backend", "fused", "--checkpoint"],
+    "sweep --csv": ["sweep", "--steps", "2", "--lr", "0.5", "--csv"],
+    "sweep --npz": ["sweep", "--steps", "2", "--lr", "0.5", "--npz"],
+    "sweep --json --out": ["sweep", "--steps", "2", "--lr", "0.5", "--json", "--out"],
+    "pack": ["pack", "--quick"],
+}
+
+
+@pytest.mark.parametrize("bad", ["trailing slash", "loop", "read-only file", "read-only directory"])
+@pytest.mark.parametrize("command", list(OUTPUT_COMMANDS))
+def test_every_command_refuses_a_bad_output_up_front(tmp_path, capsys, command, bad):
+    """Exit 2 and one line naming the path, before anything runs; what was there stays as it was.
+    (A pack is a directory: a trailing slash is its ordinary spelling, and a read-only file is no
+    pack to replace.)"""
+    from meshnb.cli import main
+
+    path, _ = _bad_outputs(tmp_path)[bad]
+    if command == "pack" and bad in ("trailing slash", "read-only file"):
+        pytest.skip("a pack is a directory")
+    argv = [*OUTPUT_COMMANDS[command], path]
+    if command == "pack":
+        argv = ["pack", path, "--quick"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("meshnb: error: ") and err.count("\n") == 1 and path.rstrip("/") in err, err
+    assert (tmp_path / "ro.out").read_text() == "mine\n" and (tmp_path / "ro.out").stat().st_mode & 0o777 == 0o444
+    assert not (tmp_path / "out").exists() and os.listdir(tmp_path / "ro-dir") == []
 
 
 def test_a_second_run_on_a_checkpoint_path_is_refused_naming_the_first(tmp_path):

@@ -147,3 +147,19 @@ def test_check_run_is_the_checkers_question_with_trains_rules():
     with pytest.raises(OptionError, match="reach 2\\^64-1"):
         runspec.check_run(4, 64, (1 << 64) - 4)
     assert runspec.check_run(3, 64, (1 << 64) - 4) == ()
+
+
+def test_lrs_too_large_for_memory_are_an_option_error_with_the_estimate(monkeypatch):
+    """A broadcast view of 10^10 LRs holds no memory, but its words would: numpy's MemoryError
+    ("Unable to allocate 37.3 GiB") reached the user; the CLI refused the same size with an estimate."""
+    import meshnb
+
+    monkeypatch.setattr(runspec, "available_bytes", lambda: 24 << 30)  # the machines of CI, not this one's size
+    huge = np.broadcast_to(np.float32(0.5), (10**10,))
+    says = r"^lrs: 10000000000 learning rates needs about 111\.8 GiB, more than this machine has free \(24\.0 GiB\)"
+    with pytest.raises(runspec.OptionError, match=says):
+        meshnb.sweep(64, lrs=huge)
+    monkeypatch.setattr(runspec, "available_bytes", lambda: 1000)
+    with pytest.raises(runspec.OptionError, match="sweep fewer at a time"):
+        runspec.lr_words(np.full(100, 0.5))
+    assert runspec.lr_words(np.full(10, 0.5)).tolist() == [0x3F000000] * 10

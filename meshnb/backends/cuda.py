@@ -31,7 +31,7 @@ from . import fused
 CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress stay live
 
 
-def _warm_up(z: bool) -> float:
+def warm_up(z: bool) -> float:
     """Compile the kernel now (a launch of no steps on a scratch page); its seconds."""
     began = time.perf_counter()
     host.run_cluster(np.zeros((1, PAGE_WORDS), dtype=np.uint32), 0, np.empty((0, NSUMS), np.uint32), z)
@@ -52,7 +52,7 @@ def _engine(z: bool) -> tuple[Callable[[np.ndarray, int, np.ndarray], None], Cal
     def step(pages: np.ndarray, count: int, words: np.ndarray) -> None:
         host.run_cluster(pages, count, words, z)
 
-    return step, lambda: _warm_up(z)
+    return step, lambda: warm_up(z)
 
 
 def _run_alone(opts: RunOptions) -> RunResult:
@@ -68,7 +68,7 @@ def _run_alone(opts: RunOptions) -> RunResult:
 
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)
     with steps_shown(plan.steps, opts.progress) as (show, requested):
-        first_call = _warm_up(opts.z)
+        first_call = warm_up(opts.z)
         began = time.perf_counter()
         done = run_steps(plan, (ctx,), chunk, step, ctx.trace, show, requested)
     result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - began, first_call)

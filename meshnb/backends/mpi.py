@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import checkpoint, files
+from .. import checkpoint, files, host
 from ..checkpoint import Checkpoint
 from ..exchange import Group
-from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
+from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled
 from ..interrupts import deferred_interrupt, phase
 from ..options import RunOptions, check_checkpoint_systems, resolve
 from ..program import COUNTER_NAMES, Context
@@ -65,7 +65,6 @@ from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the t
     START_S,
     MpiExchange,
     MpiUnavailable,
-    available,
     is_root,
     library_yields,
     load,
@@ -159,11 +158,13 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 # ---------------------------------------------------------------------------------------------
 
 
-def _warm(z: bool) -> None:
-    """Load (or compile) the grouped step's kernels before the start, so that no rank's first
-    round waits on another rank's JIT."""
-    warm_grouped(z)
+def warm_up(z: bool) -> float:
+    """Load (or compile) the grouped step's kernels and the round's reader before the start, so
+    that no rank's first round waits on another rank's JIT; its seconds."""
+    began = time.perf_counter()
+    host.warm_up(z)
     read_round(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
+    return time.perf_counter() - began
 
 
 def _test_signal(k: int) -> tuple[int, int] | None:
@@ -297,7 +298,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         with owner, deferred_interrupt() as requested:
             exchange = MpiExchange(comm, opts.timeout_ms / 1000)
             ctx.exchange = exchange
-            _warm(start.z)
+            warm_up(start.z)
             wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
             phase("running")  # test hook: the give-up bound counts from here
             bar = progress_bar(plan.steps, opts.progress and k == 0)

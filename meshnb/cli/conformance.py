@@ -149,16 +149,19 @@ def _pack(args: argparse.Namespace) -> int:
     try:
         if args.verify:
             n = pack.verify_pack(args.dir)
-            print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
-            return EXIT_OK
-        manifest = pack.write_pack(args.dir, quick=args.quick)
+        else:
+            manifest = pack.write_pack(args.dir, quick=args.quick)
     except pack.PackError as e:
         return _error(str(e))
     except files.WriteError as e:
         return _error(str(e), EXIT_FAILED)
     except OSError as e:
         return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAILED)
-    print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
+    # printed outside the try: a reader gone (`| head -c1`) is the program's quiet 141, not a pack error
+    if args.verify:
+        print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
+    else:
+        print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
     return EXIT_OK
 
 
@@ -176,9 +179,9 @@ def _suite(args: argparse.Namespace) -> int:
         return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
     if args.junit is not None:
         try:
-            files.check_output(args.junit, "--junit")
-            files.refuse_overwrite("--junit", args.junit, "pack", args.case)
+            files.refuse_overwrite("--junit", args.junit, "pack", args.case)  # first: no probe inside the pack
             files.refuse_overwrite("--junit", args.junit, "outputs directory", args.outputs)
+            files.check_output(args.junit, "--junit")
         except files.OutputError as e:
             return _error(str(e))
     try:
@@ -195,12 +198,18 @@ def _suite(args: argparse.Namespace) -> int:
     except (PackError, ValueError) as e:
         return _error(str(e))
     text = files.json_text(result.to_json(), indent=1) if args.json else result.table()
-    code = _write((text + "\n").encode())  # first: a failed --junit write still shows the verdicts
+    stdout_failed: OSError | None = None
+    try:
+        code = _write((text + "\n").encode())  # first: a failed --junit write still shows the verdicts
+    except OSError as e:  # a full stdout: the report is still written, then the error is said
+        stdout_failed, code = e, EXIT_FAILED
     if args.junit is not None:
         try:
             files.write_atomic(args.junit, result.junit(), "--junit")
         except OSError as e:
             return _error(str(e), EXIT_FAILED)
+    if stdout_failed is not None:
+        raise stdout_failed
     return code if code != EXIT_OK else result.exit_code
 
 

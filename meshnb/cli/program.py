@@ -5,6 +5,7 @@ held as a flag (exit 130, 143, 129), and every error as one line with the one se
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -44,16 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-``
-    for an option and say "expected one argument"; glued, the value reaches its own check."""
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``, ``--csv -dash.out`` -> ``--csv=-dash.out``: argparse
+    would take a value that starts with ``-`` for an option and say "expected one argument"; glued,
+    the value reaches its own check. A known option after a flag (``--csv --json``) is not glued:
+    the flag's value is missing, as argparse says."""
+    actions = _all_actions(parser)
     takes_value = {
-        s for action in _all_actions(parser) for s in action.option_strings if action.nargs is None and action.type
+        s
+        for action in actions
+        for s in action.option_strings
+        if action.nargs is None and type(action) in (argparse._StoreAction, argparse._AppendAction)
     }
+    known = {s for action in actions for s in action.option_strings}  # `--csv --json`: no value given
     out: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
-        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "--":
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if args[i] in takes_value and nxt.startswith("-") and nxt != "--" and nxt.split("=")[0] not in known:
             out.append(f"{args[i]}={args[i + 1]}")
             i += 2
         else:
@@ -168,7 +177,14 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):
             text, code = str(e), EXIT_USAGE
-        elif isinstance(e, (OSError, cluster_error)):
+        elif isinstance(e, OSError) and e.errno == errno.EPIPE:  # a write to a pipe whose reader is gone
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_PIPE
+        elif isinstance(e, OSError):
+            from ..files import os_error_text
+
+            text, code = os_error_text(e), EXIT_FAILED
+        elif isinstance(e, cluster_error):
             text, code = str(e), EXIT_FAILED
         else:
             raise

@@ -1,7 +1,7 @@
 """``meshnb sweep``: many independent systems, one table.
 
     meshnb sweep --lr LRS [--view-in PATH] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T] [--backend {threads,cuda}]
+                 [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
 Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
@@ -18,12 +18,13 @@ Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one lin
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..files import WriteError, check_output, read_page, refuse_overwrite
+from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
@@ -51,8 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pages", dest="view_in", metavar="DIR", action=_Deprecated, new="--view-in", help=argparse.SUPPRESS
     )
     p.add_argument(
-        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {threads,cuda}",
-        convert=lambda d: {"cpu": "threads"}.get(d, d), help=argparse.SUPPRESS,
+        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {cpu,cuda}",
+        help=argparse.SUPPRESS,
     )  # fmt: skip
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write one CSV row per system to OUT ('-': stdout)")
@@ -168,7 +169,7 @@ def _check_args(args: argparse.Namespace) -> None:
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
         if path is not None and path != "-":
             check_output(path, option)  # before the run, not after it
-            refuse_overwrite(option, path, "--view-in directory", args.view_in)
+            refuse_overwrite(option, path, "--view-in", args.view_in)
     if args.npz == "-":
         raise UsageError("--npz -: the npz is a file (give a path)")
     to_stdout = (
@@ -233,12 +234,17 @@ def handle(args: argparse.Namespace) -> int:
         return code
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
+    except WriteError as e:
+        if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
+            raise BrokenPipeError(e.errno, e.strerror) from None
+        _error(str(e))  # WriteError names its file
+        return EXIT_FAILED
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
         _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
         return EXIT_USAGE
     except OSError as e:
-        _error(str(e) if isinstance(e, WriteError) else f"{type(e).__name__}: {e}")  # WriteError names its file
+        _error(os_error_text(e))
         return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")

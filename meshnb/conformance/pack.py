@@ -488,12 +488,18 @@ Cases: {cases}
 
 def _stale_temp_dirs(root: Path) -> None:
     """Remove the temporary directories of ``pack`` runs that died (a SIGKILL) before their rename."""
-    pattern = re.compile(rf"\.{re.escape(root.name)}\.(?:tmp|old)(\d+)")
+    pattern = re.compile(rf"{re.escape(_temp_base(root))}(?:tmp|old)(\d+)")
     with contextlib.suppress(OSError):
         for name in os.listdir(root.parent):
             m = pattern.fullmatch(name)
             if m and int(m.group(1)) != os.getpid() and not files.pid_alive(int(m.group(1))):
                 shutil.rmtree(root.parent / name, ignore_errors=True)
+
+
+def _temp_base(root: Path) -> str:
+    """``.NAME.`` (``.meshnb-HASH.`` for a name too long to take a suffix): the pack's temporary
+    and old directories are this followed by ``tmpPID`` and ``oldPID`` (:func:`meshnb.files.temp_prefix`)."""
+    return files.temp_prefix(root.name).removesuffix("tmp")
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -621,8 +627,12 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
     if not root.parent.is_dir():
         raise PackError(f"{root}: directory {root.parent} does not exist")
     replace_old = _replaceable(root)
+    try:
+        files.check_directory(root, "pack", root)  # before any case runs, not after
+    except files.OutputError as e:
+        raise PackError(str(e)) from None
     _stale_temp_dirs(root)
-    tmp = root.with_name(f".{root.name}.tmp{os.getpid()}")
+    tmp = root.with_name(f"{_temp_base(root)}tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     written: dict[str, str] = {}
 
@@ -670,7 +680,7 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
         }
         put("manifest.json", _dump(manifest))
         del written["manifest.json"]
-        old = root.with_name(f".{root.name}.old{os.getpid()}")
+        old = root.with_name(f"{_temp_base(root)}old{os.getpid()}")
         try:
             if replace_old and _exchange(tmp, root):
                 old = tmp  # the old pack is now at the temporary name

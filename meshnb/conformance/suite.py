@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import files
 from . import check
 from .pack import PackError, case_names, read_file
 
@@ -335,6 +336,16 @@ class _Executors:
 SUPERVISOR_GRACE_S = 60.0  # beyond --case-timeout, the longest a supervisor may take to end
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _main_thread_takes_the_signals() -> None:
+    """A worker thread blocks the stop signals, so the kernel gives each to the main thread, in
+    the order they came (a SIGHUP then five Ctrl-C: exit 129, the first one's, not 130). The
+    supervisors it starts inherit the mask and unblock them (:mod:`.supervise`)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def _tail(log: Path) -> str:
     try:
         with open(log, "rb") as f:
@@ -400,6 +411,10 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise PackError(f"{name}: a symbolic link; an executor's outputs must be files it wrote") from None
+        with contextlib.suppress(OSError):  # a socket gives ENXIO: say what it is, not the errno's text
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):
+                raise PackError(f"{name}: {files.file_kind(mode)}, not a regular file") from None
         raise PackError(f"{name}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -660,7 +675,7 @@ def run_suite(
     work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
     runner = _Executors(work)
     try:
-        with _Reaper(), ThreadPoolExecutor(jobs) as pool:
+        with _Reaper(), ThreadPoolExecutor(jobs, initializer=_main_thread_takes_the_signals) as pool:
             pending: dict[Future[_Ran], str] = {}
             try:  # a stop while the cases are handed out too: the pool must not wait for live executors
                 for i, n in enumerate(names):  # each case's directory is made when its executor starts

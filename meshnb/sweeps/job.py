@@ -161,7 +161,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
             make_runner(
                 systems,
                 steps,
-                opts.backend or "threads",
+                opts.backend or "cpu",
                 trace=opts.trace,
                 loss_every=opts.loss_every,
                 threads=opts.threads,

@@ -12,8 +12,6 @@ this module, no function) and adds the sweep's own options and what holding a re
 from __future__ import annotations
 
 import functools
-import math
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -32,7 +30,9 @@ from ..runspec import (
     Pages,
     StepBases,
     Systems,
+    available_bytes,
     check_bool,
+    check_fits,
     check_int,
     check_steps,
     describe,
@@ -80,21 +80,28 @@ def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
         check_bool(value, name)
 
 
-SWEEP_BACKENDS = ("threads", "cuda")
-"""Where a sweep runs: the CPU's threads (the default) or the CUDA image (one warp per system)."""
+SWEEP_BACKENDS = ("cpu", "cuda")
+"""Where a sweep runs: the CPU (its cores, on a pool of threads; the default) or the CUDA image
+(one warp per system).  ``"threads"`` is a cluster's backend (members in lockstep on threads),
+so the sweep's CPU is ``"cpu"``: a sweep's ``"threads"`` still works this release, with a warning."""
 
 
 def check_backend(backend: Any, device: Any = None) -> str:
-    """The sweep's ``backend`` (None: threads), or the deprecated ``device=`` (``"cpu"``: threads)."""
+    """The sweep's ``backend`` (None: cpu), or the deprecated ``device=`` (the same names)."""
     if device is not None:
         if backend is not None:
             raise TypeError("give backend or its old name device, not both")
         warnings.warn(
-            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 3
+            "sweep(device=...) is now backend=... (as train): backend='cpu' or 'cuda'", DeprecationWarning, 3
         )  # the caller of sweep()
-        backend = {"cpu": "threads"}.get(device, device) if isinstance(device, str) else device
+        backend = device
     if backend is None:
-        return "threads"
+        return "cpu"
+    if backend == "threads":  # issue 23's name, before a cluster's threads and a sweep's CPU parted
+        warnings.warn(
+            "a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)", DeprecationWarning, 3
+        )
+        return "cpu"
     if not isinstance(backend, str):
         raise TypeError(f"backend is a name ({', '.join(SWEEP_BACKENDS)}), not {type(backend).__name__}")
     if backend not in SWEEP_BACKENDS:
@@ -222,12 +229,12 @@ class SweepOptions:
     progress : bool, default False
         A progress bar on stderr.
     backend : str or None
-        Where the sweep runs: ``"threads"`` (None: the default) or ``"cuda"``.
+        Where the sweep runs: ``"cpu"`` (None: the default) or ``"cuda"``.
 
     Examples
     --------
     >>> SweepOptions(steps=10, lrs=[0.5]).backend
-    'threads'
+    'cpu'
     >>> SweepOptions(steps=10, threads=0)
     Traceback (most recent call last):
         ...
@@ -284,7 +291,7 @@ class SweepOptions:
         None,
         Flag(
             "--backend",
-            "where the sweep runs: threads (default: the CPU's) or cuda (one warp per system on the CUDA image: "
+            "where the sweep runs: cpu (default: the CPU's cores) or cuda (one warp per system on the CUDA image: "
             "the cuda extra and a GPU)",
             "{" + ",".join(SWEEP_BACKENDS) + "}",
             _parse_backend,
@@ -351,54 +358,6 @@ def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | Non
     per = RESULT_BYTES + (32 if trace else 0) + (4 * (steps // loss_every) if loss_every else 0)
     per += VIEW_BYTES if keep_pages else 0
     return systems * per
-
-
-def available_bytes() -> int:
-    """Memory this process may still take: MemAvailable (Linux), else the physical memory.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps.plan import available_bytes
-    >>> available_bytes() > 2**20  # MemAvailable: more than a MiB on any machine that runs this
-    True
-    """
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
-def check_fits(need: int, what: str, hint: str) -> None:
-    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
-    memory available now: the run would otherwise end in a MemoryError after work was done.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError
-    >>> from meshnb.sweeps.plan import available_bytes, check_fits
-    >>> check_fits(1024, "the result", "use --csv")
-    >>> try:
-    ...     check_fits(10 * available_bytes(), "the result", "write it with --npz instead")
-    ... except OptionError as e:
-    ...     print(str(e).startswith("the result needs about"), str(e).endswith("write it with --npz instead"))
-    True True
-    """
-    have = available_bytes()
-    if need > 0.8 * have:
-        raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
-
-
-def _size(n: int) -> str:
-    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    e = min(len(units), max(1, int(math.log(max(n, 1), 1024))))
-    return f"{n / 1024**e:.1f} {units[e - 1]}"
 
 
 LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at once

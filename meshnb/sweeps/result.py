@@ -39,8 +39,9 @@ from numpy.typing import NDArray
 from .. import loops
 from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
-from ..runspec import is_int, page_digests, write_step_base
-from ..view import WORD, View
+from ..results import system_json
+from ..runspec import is_int, row_digests, write_step_base
+from ..view import DIGEST_SPANS, WORD, View
 from . import columns
 
 try:  # ISA-L's CRC-32 (python-isal): 11 GB/s against zlib's 3, the in-place npz's largest cost
@@ -55,9 +56,9 @@ CSV_COLUMNS = (
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`:
-    many pages hashed in njit on every usable core)."""
-    return page_digests(words)
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
+    return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
@@ -233,8 +234,9 @@ class SweepResult:
     @property
     def systems(self) -> SweepSystems:
         """The systems of this result, each a :class:`SweepSystem` (as ``train``'s
-        ``result.systems``).  It was the count M: ``len(r)`` is that; comparing it with an int
-        still works for this release, with a DeprecationWarning."""
+        ``result.systems``).  It was the count M, which is ``len(r)`` now: compared with an int it
+        is unequal (as a tuple is), and ``int(r.systems)`` (or ``range(r.systems)``) still gives
+        the count this release, both with a DeprecationWarning."""
         return SweepSystems(self)
 
     @property
@@ -614,11 +616,14 @@ class SweepResult:
 
 
 class SweepSystem:
-    """System ``k`` of a sweep result: the attributes a cluster's ``result.systems[k]``
-    (:class:`~meshnb.results.SystemResult`) has, read from the result's columns, plus the
-    sweep's inputs (``lr``, ``lr_word``, ``step_base``, ``page_index``).  ``page`` (and what is
-    read from it: ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the
-    system again (:meth:`SweepResult.page`).
+    """System ``k`` of a sweep result: the columns a cluster's ``result.systems[k]``
+    (:class:`~meshnb.results.SystemResult`) answers, with the same types
+    (:data:`~meshnb.results.SYSTEM_COLUMNS`, :class:`~meshnb.results.SystemColumns`), read from
+    the result's columns, plus the sweep's inputs (``lr``, ``lr_word``, ``step_base``,
+    ``page_index``; a member has no ``trace`` here).  ``page`` (and what is read from it:
+    ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the system again
+    (:meth:`SweepResult.page`).  ``counters`` are those of ``train(view_in=its start page)``:
+    the sweep starts every system from a page (inits 0) and runs it alone (timeouts 0).
 
     Parameters
     ----------
@@ -675,9 +680,33 @@ class SweepSystem:
         return self._result.trace_digests[self._k]
 
     @property
+    def counters(self) -> dict[str, int]:
+        """SPEC 8's counters ``inits``, ``steps``, ``timeouts`` (a system from a start page, alone:
+        inits 0, timeouts 0)."""
+        return {"inits": 0, "steps": int(self._result.steps), "timeouts": 0}
+
+    @property
     def page(self) -> bytes:
         """The final 4096-byte page."""
         return self._result.page(self._k)
+
+    def to_json(self) -> dict[str, Any]:
+        """The system as ``meshnb train --json`` prints a member (:func:`meshnb.results.system_json`).
+
+        Returns
+        -------
+        dict
+            ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> s = meshnb.sweep(64, lrs=[0.5], trace=True)[0]
+        >>> member = meshnb.train(64, view_in=meshnb.sweeps.init_page(), set_lr={0: 0.5}).systems[0]
+        >>> s.to_json() == member.to_json()
+        True
+        """
+        return system_json(self)
 
     @property
     def view(self) -> View:
@@ -737,24 +766,28 @@ class SweepSystems(SequenceABC[SweepSystem]):
 
     def _as_count(self) -> int:
         warnings.warn(
-            "SweepResult.systems is the systems now (a sequence, as train's); the count is len(result)",
+            "SweepResult.systems is the systems (a sequence, as train's result.systems), not their count: "
+            "use len(result)",
             DeprecationWarning,
             stacklevel=3,
         )
         return len(self)
 
     def __eq__(self, other: object) -> bool:
+        """A sequence of systems is equal to no count: ``r.systems == 2`` is False (a tuple's
+        answer), with a DeprecationWarning that says to use ``len(r)``."""
         if is_int(other):
-            return self._as_count() == other
+            self._as_count()
+            return False
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # compared by value
-
-    def __int__(self) -> int:
-        return self._as_count()
+    __hash__ = object.__hash__  # equal only to itself
 
     def __index__(self) -> int:
+        """Deprecated: the count, with a DeprecationWarning (``range(r.systems)`` still runs this release)."""
         return self._as_count()
+
+    __int__ = __index__
 
 
 def _csv_bytes(r: SweepResult, names: Sequence[str] | None) -> bytes:

@@ -7,7 +7,8 @@ that sleeps too, writes the child's pid to ``$FAULT_EXECUTOR_PIDS`` and sleeps),
 no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte trace), ``no-trace``
 (mode Z's pages without the trace), ``setsid`` (a child in its own session, its pid written to
 ``$FAULT_EXECUTOR_PIDS``; exit 3, or hang with ``$FAULT_EXECUTOR_HANG``), ``listing`` (the names in
-CASE_DIR on stderr, exit 3).  ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
+CASE_DIR on stderr, exit 3), ``socket`` (a Unix socket as ``out-0.page``).
+``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
 ``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
 Two attacks on the other cases: ``siblings`` (the first one to run writes mode Z's outputs for every
@@ -48,6 +49,11 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     if mode == "listing":  # what the executor is given: the names in CASE_DIR, on stderr, then exit 3
         print(" ".join(sorted(p.name for p in case_dir.iterdir())), file=sys.stderr)
         return 3
+    if mode == "socket":  # a Unix socket where the page should be (its open gives ENXIO)
+        import socket
+
+        socket.socket(socket.AF_UNIX).bind(str(out / "out-0.page"))
+        return 0
     if mode == "short":
         (out / "out-0.page").write_bytes(bytes(100))
         return 0

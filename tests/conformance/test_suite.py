@@ -264,6 +264,31 @@ def test_special_files_as_outputs_are_errors(
     assert "out-0.page: a FIFO, not a regular file" in out and "a character device, not a regular file" in out
 
 
+def test_the_junit_report_is_written_when_stdout_is_full(quick_pack: Path, tmp_path: Path) -> None:
+    report = tmp_path / "j.xml"
+    args = [str(quick_pack), "--exec", executor("mode-z"), "--cases", "cluster-1", "--junit", str(report)]
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run([sys.executable, "-m", "meshnb", "check", *args], stdout=full, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert r.returncode == 1 and r.stderr == "meshnb: error: stdout: No space left on device\n", r.stderr
+    assert junit(report).get("tests") == "1" and junit(report).get("failures") == "0"
+
+
+def test_a_junit_inside_the_pack_is_refused_without_touching_it(quick_pack: Path, tmp_path: Path) -> None:
+    """The refusal used to come after a probe file was created and removed in the pack."""
+    before = sorted(os.listdir(quick_pack / "cluster-1")), os.stat(quick_pack / "cluster-1").st_mtime_ns
+    code = main(
+        ["check", str(quick_pack), "--outputs", str(tmp_path), "--junit", str(quick_pack / "cluster-1" / "r.xml")]
+    )
+    assert code == 2
+    assert (sorted(os.listdir(quick_pack / "cluster-1")), os.stat(quick_pack / "cluster-1").st_mtime_ns) == before
+
+
+def test_a_socket_left_as_an_output_is_named_a_socket(quick_pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_check([str(quick_pack), "--exec", executor("socket"), "--cases", "cluster-1"], capsys)
+    assert code == 1 and err == "" and "unusable output: out-0.page: a socket, not a regular file" in out, out
+
+
 def test_a_diagnosis_not_made_is_said(
     quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,92 @@
+"""Claim mutation for notebooks 01-04 and 06: a claim's assert fails when the claim is made false.
+
+Each test reads a notebook's cells from its py:percent text, changes one key input (an LR, a step
+count, a fault model) in memory, executes only the code cells up to the cell that asserts the
+claim on a real Jupyter kernel (``tests/test_notebooks.py``'s kernel, headless state and empty
+working directory), and expects that cell, and no earlier one, to fail with an AssertionError.
+A notebook whose assert could not fail on a false claim fails its test here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from .test_notebooks import CELL_TIMEOUT_S, KERNEL, NB_DIR, headless  # noqa: F401  (headless: a fixture)
+
+pytestmark = [pytest.mark.notebooks, pytest.mark.slow, pytest.mark.usefixtures("headless")]
+
+
+def _cell(nb: nbformat.NotebookNode, marker: str) -> int:
+    """The index of the one code cell whose source holds ``marker``."""
+    found = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and marker in c.source]
+    assert len(found) == 1, f"{marker!r} is in {len(found)} code cells"
+    return found[0]
+
+
+def _run_until_claim(name: str, mutate: str, old: str, new: str, claim: str, tmp_path: Path) -> None:
+    """In the cell holding ``mutate``, ``old`` becomes ``new``; the cells up to ``claim``'s run: its assert fails."""
+    nb = jupytext.read(NB_DIR / f"{name}.py")
+    changed, last = _cell(nb, mutate), _cell(nb, claim)
+    assert changed <= last and nb.cells[changed].source.count(old) == 1, f"{old!r} is not once in the cell to mutate"
+    nb.cells[changed].source = nb.cells[changed].source.replace(old, new)
+    nb.cells = [c for c in nb.cells[: last + 1] if c.cell_type == "code"]
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL, resources={"metadata": {"path": str(run_dir)}}
+    )
+    with pytest.raises(CellExecutionError) as failed:
+        client.execute()
+    assert failed.value.ename == "AssertionError", f"{failed.value.ename}: {failed.value.evalue}"
+    errors = [i for i, c in enumerate(nb.cells) if any(o.output_type == "error" for o in c.get("outputs", []))]
+    assert errors == [len(nb.cells) - 1], "an earlier cell failed, not the claim's"
+
+
+def test_01_the_limit_cycle_slope_needs_the_lr_to_change(tmp_path: Path) -> None:
+    # Every "LR" of the limit-cycle fit run at 0.5: the gap no longer falls with the LR (slope 1.0x).
+    old = "set_lr={0: np.float32(lr).view(np.uint32)}"
+    new = "set_lr={0: np.float32(0.5).view(np.uint32)}"
+    _run_until_claim("01_training", "def loop_meshnb", old, new, "slope_gap = np.polyfit", tmp_path)
+
+
+def test_01_the_first_order_theory_needs_the_pass_end_offset(tmp_path: Path) -> None:
+    # Without u_7 (the derived offset at the pass end) the theory no longer meets the float64 loop.
+    old = "u = u_end - np.cumsum(r_g, axis=0)"
+    _run_until_claim("01_training", old, old, "u = -np.cumsum(r_g, axis=0)", "slope_gap = np.polyfit", tmp_path)
+
+
+def test_02_mode_z_flushes_only_subnormal_updates(tmp_path: Path) -> None:
+    # At LR 2^-100 the updates are normal numbers: mode Z's params move too, and the claim is false.
+    mutate, claim = "TINY = np.uint32(0x00800000)", "first_normal = "
+    _run_until_claim("02_float_mode_z", mutate, mutate, "TINY = np.uint32(0x0D800000)", claim, tmp_path)
+
+
+def test_03_equal_samples_need_equal_lr_per_batch(tmp_path: Path) -> None:
+    # Every N at the same LR (not the same lr/N): the samples to converge part by N.
+    old = "lr = float(np.float32(n * np.float32(eta)))"
+    _run_until_claim("03_clusters", old, old, "lr = float(np.float32(eta))", "same_samples = ", tmp_path)
+
+
+def test_04_the_diagnosis_names_the_executor_s_rule(tmp_path: Path) -> None:
+    # Both executors flush like x86: the one said to flush before rounding is not named so.
+    old = "m=faults.model(name)"
+    _run_until_claim("04_checking_an_executor", old, old, 'm=faults.model("x86-ftz")', old, tmp_path)
+
+
+def test_06_the_gap_is_the_same_only_at_equal_lr_per_batch(tmp_path: Path) -> None:
+    # The same LR for N = 1, 2, 4 instead of the same lr/N: the loop's gaps part by about N.
+    old = "equal_lr_n = [loop_gap[n, 0.125 * n].max() for n in (1, 2, 4)]"
+    new = "equal_lr_n = [loop_gap[n, 0.5].max() for n in (1, 2, 4)]"
+    _run_until_claim("06_precision", old, old, new, old, tmp_path)
+
+
+def test_06_the_attractor_count_is_the_long_runs(tmp_path: Path) -> None:
+    # Counted after 8,192 steps instead of 32,768: fewer runs have reached their orbits (other counts).
+    old = "np.geomspace(1, 32768 // 8, 30)"
+    _run_until_claim("06_precision", old, old, "np.geomspace(1, 8192 // 8, 30)", "periods = [period(t)", tmp_path)
