@@ -67,7 +67,15 @@ class BenchStart:
 
     ``page`` is a single-system page after init with perturbed params, LR and step base (the
     same ``step_base`` and ``lr_bits``); cluster runs use ``step_base`` and ``lr_bits`` (SET_LR
-    before step 0) from init, since their members' pages are made by the backend."""
+    before step 0) from init, since their members' pages are made by the backend.
+
+    Examples
+    --------
+    >>> from meshnb.bench import BenchStart, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> isinstance(start, BenchStart), len(start.page), start.step_base < 2**40
+    (True, 4096, True)
+    """
 
     page: bytes
     step_base: int
@@ -220,7 +228,18 @@ def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems
 
 @dataclass
 class BenchPath:
-    """A way of running the program: ``run(start, steps) -> trace digest``."""
+    """A way of running the program: ``run(start, steps) -> trace digest``.
+
+    Examples
+    --------
+    >>> from meshnb.bench import BenchPath, default_paths, reference_digest, varied_starts
+    >>> single = default_paths(clusters=False)[0]
+    >>> isinstance(single, BenchPath), single.name, single.systems
+    (True, 'single', 1)
+    >>> start = varied_starts(1)[0]
+    >>> single.run(start, 16) == reference_digest(start, 16)  # what the bench checks before it times the path
+    True
+    """
 
     name: str
     description: str

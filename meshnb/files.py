@@ -298,7 +298,17 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 def temp_prefix(name: str) -> str:
     """The start of a temporary's name beside a file ``name`` (the writer's pid follows):
     ``.NAME.tmp``, or, where that would pass :data:`NAME_MAX` with a pid after it (a legal
-    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name."""
+    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name.
+
+    Examples
+    --------
+    >>> from meshnb.files import NAME_MAX, temp_prefix
+    >>> temp_prefix("run.ckpt")
+    '.run.ckpt.tmp'
+    >>> long = temp_prefix("x" * 250)  # .x...x.tmpPID would pass NAME_MAX
+    >>> long.startswith(".meshnb-"), long == temp_prefix("x" * 250), NAME_MAX
+    (True, True, 255)
+    """
     prefix = f".{name}.tmp"
     if len(os.fsencode(prefix)) + 10 > NAME_MAX:  # 10: the digits of any pid
         prefix = f".meshnb-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp"
@@ -451,7 +461,20 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
     """Refuse (:class:`OutputError`) a new name ``p`` (a file, or a pack's directory) whose
     directory is missing, not a directory, without a write bit (refused even for root), or where
     a file of ``p``'s temporary name cannot be created (a read-only mount, an ACL, a full inode
-    table: the probe has the temporary's name, so one left by a kill is cleared as stale)."""
+    table: the probe has the temporary's name, so one left by a kill is cleared as stale).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from meshnb.files import OutputError, check_directory
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> check_directory(Path("out.page"), "--view-out", "out.page")  # a writable directory: passes
+    >>> try:
+    ...     check_directory(Path("missing/out.page"), "--view-out", "missing/out.page")
+    ... except OutputError as e:
+    ...     print(e)
+    --view-out missing/out.page: directory missing does not exist
+    """
     parent = p.parent
     try:
         if not parent.exists():

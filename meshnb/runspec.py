@@ -776,7 +776,14 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
 
 def available_bytes() -> int:
-    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
+    """Memory this process may still take: MemAvailable (Linux), else the physical memory.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import available_bytes
+    >>> available_bytes() > 2**20  # MemAvailable: more than a MiB on any machine that runs this
+    True
+    """
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -792,7 +799,18 @@ def available_bytes() -> int:
 
 def check_fits(need: int, what: str, hint: str) -> None:
     """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
-    memory available now: the run would otherwise end in a MemoryError after work was done."""
+    memory available now: the run would otherwise end in a MemoryError after work was done.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, available_bytes, check_fits
+    >>> check_fits(1024, "the result", "use --csv")
+    >>> try:
+    ...     check_fits(10 * available_bytes(), "the result", "write it with --npz instead")
+    ... except OptionError as e:
+    ...     print(str(e).startswith("the result needs about"), str(e).endswith("write it with --npz instead"))
+    True True
+    """
     have = available_bytes()
     if need > 0.8 * have:
         raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")

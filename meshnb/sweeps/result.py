@@ -57,7 +57,19 @@ CSV_COLUMNS = (
 
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
-    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meshnb
+    >>> from meshnb.sweeps.result import digest_of
+    >>> from meshnb.view import View, page_digests
+    >>> pages = np.stack([np.frombuffer(meshnb.train(8).page, np.uint32), np.zeros(1024, np.uint32)])
+    >>> d = digest_of(pages)
+    >>> d.tobytes() == page_digests(pages).tobytes(), d[0].tobytes().hex() == meshnb.train(8).digest
+    (True, True)
+    """
     return row_digests(words, DIGEST_SPANS)
 
 
@@ -740,7 +752,16 @@ class SweepSystem:
 
 
 class SweepSystems(SequenceABC[SweepSystem]):
-    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``)."""
+    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(16, lrs=[0.5, 0.25, 0.125])
+    >>> systems = r.systems
+    >>> len(systems), systems[1].system, systems[-1].digest == r.digests[2], [s.system for s in systems[1:]]
+    (3, 1, True, [1, 2])
+    """
 
     __slots__ = ("_result",)
 
