@@ -7,6 +7,12 @@ a correctly rounded float32 parse alike: the fewest significant digits (1 to 9) 
 within 0.49 of the value's smaller neighbour gap, so both reading paths give it back.  Positional
 from 1e-4 up to 1e16, else ``d.ddde±XX`` (as Python's ``repr`` spells a float); ``nan``, ``inf``,
 ``-inf``, ``0.0`` and ``-0.0`` as Python spells them.
+
+*Shortest* where the check is exact in float64: a length whose scaling needs a power of ten
+beyond 10^22 (values below about 1e-17 or above about 1e30) is skipped, so a longer text of at
+most 9 digits is written there (``3e-30`` as ``3.00000001e-30``, ``1e25`` as ``1.000e+25``); it
+still reads back to the same bits. A NaN is ``nan`` whatever its sign and payload: the rows carry
+every float's word too (``lr_word``, ``last_loss_word``), so no bit is lost.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from numba.extending import intrinsic
 from ..jit import jit
 
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)  # exact in float64
-_ROW_BYTES = 4 * 21 + 5 * 9 + 2 * 20 + 2 * 65 + 2  # integers, hex words, floats, digests, commas' slack
+_ROW_BYTES = 4 * 21 + 6 * 9 + 2 * 20 + 2 * 65 + 2  # integers, hex words, floats, digests, commas' slack
 
 
 def _int_power(a: float, b: int) -> float:
@@ -297,6 +303,9 @@ def _rows(first, page, names, name_at, lr_words, lrs, bases, steps, loss, params
         at = _put_uint(base, at + 1, steps)
         _poke(base, at, 44)
         at = _put_f32(base, at + 1, loss[k])
+        _poke(base, at, 44)  # the last loss's word too: a NaN's payload and sign have no text
+        _poke8(base, at + 1, _hex4(loss[k]))
+        at += 9
         for j in range(4):
             _poke(base, at, 44)
             _poke8(base, at + 1, _hex4(params[k, j]))
@@ -465,7 +474,8 @@ def _rows_py(
             f"{first + k},".encode()
             + page
             + f",{lw[k]:08x},{f32_text(lr[k])},{bases[k]},{steps},"
-            f"{f32_text(loss[k])},{par[4 * k]:08x},{par[4 * k + 1]:08x},{par[4 * k + 2]:08x},{par[4 * k + 3]:08x},"
+            f"{f32_text(loss[k])},{loss[k]:08x},"
+            f"{par[4 * k]:08x},{par[4 * k + 1]:08x},{par[4 * k + 2]:08x},{par[4 * k + 3]:08x},"
             f"{dig[k].tobytes().hex()},{'' if tr is None else tr[k].tobytes().hex()}\n".encode()
         )
         rows.append(row)

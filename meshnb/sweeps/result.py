@@ -50,9 +50,11 @@ except ImportError:  # a platform without its wheel: zlib's, the same values
     from zlib import crc32 as _crc32
 
 CSV_COLUMNS = (
-    "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "a", "b", "c", "d", "digest", "trace_digest",
+    "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "last_loss_word", "a", "b", "c", "d",
+    "digest", "trace_digest",
 )  # fmt: skip
-"""The CSV's columns, one row per system."""
+"""The CSV's columns, one row per system. Every float has its f32 word beside it (``lr_word``,
+``last_loss_word``) or is one (the params ``a`` .. ``d``): a NaN's sign and payload have no text."""
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
@@ -359,10 +361,14 @@ class SweepResult:
             self.step_base.tolist(),
             self.params_hex,
             _floats(self.last_loss_words),
+            hex_words(self.last_loss_words),
             self.digests,
             self.trace_digests,
         )
-        keys = ("system", "page", "lr_word", "lr", "step_base", "params", "last_loss", "digest", "trace_digest")
+        keys = (
+            "system", "page", "lr_word", "lr", "step_base", "params", "last_loss", "last_loss_word", "digest",
+            "trace_digest",
+        )  # fmt: skip
         return [dict(zip(keys, row)) for row in cols]
 
     def history_hex(self) -> list[list[str]]:

@@ -67,7 +67,7 @@ def test_cli_streams_batches_into_one_table(tmp_path: Path) -> None:
     lrs = np.geomspace(0.001, 1, 40000).astype(np.float32)
     for k in (0, 16383, 16384, 39999):
         row = lines[1 + k].split(",")
-        assert row[11] == meshnb.train(3, set_lr={0: np.uint32(lrs[k].view(np.uint32))}).digest, k
+        assert row[12] == meshnb.train(3, set_lr={0: np.uint32(lrs[k].view(np.uint32))}).digest, k
 
 
 def test_cli_summary_shows_the_first_and_last_systems() -> None:
