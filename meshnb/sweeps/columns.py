@@ -354,10 +354,10 @@ def csv_rows(
     >>> digest = np.zeros((n, 32), np.uint8)
     >>> text = csv_rows(10, np.array([0, 0]), None, lr, lr, np.zeros(n, np.uint64), 64,
     ...                 np.array([0x3DCCCCCD, 0x7FFFFFFF], np.uint32), params, digest, None)
-    >>> for row in text.decode().splitlines():  # system, page, lr_word, lr, step_base, steps, last_loss, a, ...
-    ...     print(",".join(row.split(",")[:11]))
-    10,0,3f000000,0.5,0,64,0.1,3f800000,00000000,00000000,bf800000
-    11,0,3e800000,0.25,0,64,nan,3f800000,00000000,00000000,bf800000
+    >>> for row in text.decode().splitlines():  # system, page, lr_word, lr, step_base, steps, last_loss(_word), a..
+    ...     print(",".join(row.split(",")[:12]))
+    10,0,3f000000,0.5,0,64,0.1,3dcccccd,3f800000,00000000,00000000,bf800000
+    11,0,3e800000,0.25,0,64,nan,7fffffff,3f800000,00000000,00000000,bf800000
     """
     args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
     return b"".join(csv_chunks(*args))

@@ -875,7 +875,8 @@ class Writer:
         >>> writer = CsvWriter("sweep.csv")
         >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
         >>> writer.close(16)
-        >>> digest = open("sweep.csv").read().splitlines()[1].split(",")[11]
+        >>> header, row = open("sweep.csv").read().splitlines()[:2]
+        >>> digest = row.split(",")[header.split(",").index("digest")]
         >>> digest[:16], digest == meshnb.train(16).digest  # LR 0.5 alone: meshnb.train's run
         ('86aa8e4d23286a6e', True)
         """
