@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import loops
+from ..driver import Steps, chunks_of, drive
 from ..host import steps_shown
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
@@ -295,10 +296,8 @@ class Runner:
             for k in range(k0, k1):
                 hashers[k].update(rows[lanes.position[k]])  # hashlib releases the GIL on large buffers
 
-        done = 0
-        start = time.perf_counter()
-        while done < steps and not (should_stop is not None and should_stop()):
-            n = min(per_call, steps - done)
+        def advance(done: int, n: int) -> None:
+            """The engine: ``n`` steps of every system of the batch, on the pool's threads."""
             for f in [self.pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
                 f.result()
             if lanes_trace is not None:
@@ -308,9 +307,9 @@ class Runner:
                 parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
                 for f in [self.pool.submit(hash_rows, rows, k0, k1) for k0, k1 in parts]:
                     f.result()
-            done += n
-            if on_chunk is not None:
-                on_chunk(done)
+
+        start = time.perf_counter()
+        done = drive(Steps(advance), steps, chunks_of(per_call), after=on_chunk, should_stop=should_stop)
         seconds = time.perf_counter() - start
         hist_rows = done // every if every else 0
         trace_digests = None
