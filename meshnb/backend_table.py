@@ -21,7 +21,17 @@ CUDA_BLOCK_SYSTEMS = 32  # one warp a system, one block of at most 1024 threads 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """One backend's row: its name, its engine's module and function, what it can do."""
+    """One backend's row: its name, its engine's module and function, what it can do.
+
+    Examples
+    --------
+    >>> from meshnb.backend_table import BY_NAME
+    >>> fused = BY_NAME["fused"]
+    >>> fused.module, fused.function, fused.clusters, fused.alone, fused.exchange, fused.max_systems
+    ('fused', 'run', True, False, False, 64)
+    >>> BY_NAME["mpi"].runs_here, BY_NAME["threads"].runs_here
+    (False, True)
+    """
 
     name: str
     module: str  # meshnb.backends.<module>
@@ -58,5 +68,12 @@ ALONE_BACKENDS = tuple(b.name for b in TABLE if b.clusters and b.alone)
 
 
 def local_cluster_backends() -> tuple[str, ...]:
-    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU)."""
+    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU).
+
+    Examples
+    --------
+    >>> from meshnb.backend_table import local_cluster_backends
+    >>> local_cluster_backends()
+    ('threads', 'processes', 'fused')
+    """
     return tuple(b.name for b in TABLE if b.runs_here)

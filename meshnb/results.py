@@ -508,7 +508,21 @@ class RunInterrupted(Exception):
 
 
 def system_result(system: int, ctx: Context) -> SystemResult:
-    """System ``system``'s result from its context (the trace's digest waits for its last record)."""
+    """System ``system``'s result from its context (the trace's digest waits for its last record).
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init, task
+    >>> from meshnb.results import system_result
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> ctx.view.set_word("STEPS_PER_TASK", 8)
+    >>> task(ctx, 0, 0)
+    8
+    >>> r = system_result(0, ctx)
+    >>> r.system, r.counters, r.digest == ctx.view.digest()
+    (0, {'inits': 1, 'steps': 8, 'timeouts': 0}, True)
+    """
     trace = ctx.trace
     return SystemResult(
         system=system,

@@ -278,7 +278,15 @@ def _jobs(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
+    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> args = build_parser().parse_args(["check", "pack/default", "--page", "out.page"])
+    >>> args.command, args.page
+    ('check', 'out.page')
+    """
     from ..options import add_flags, arg_type, option_fields, parse_count
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")

@@ -19,7 +19,16 @@ from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
+    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> parser = build_parser()
+    >>> args = parser.parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused"])
+    >>> args.command, args.steps, args.systems, args.backend
+    ('train', 16, 2, 'fused')
+    """
     from . import bench, train
     from .conformance import register as add_conformance  # ops, pack, check
     from .cuda import register as add_cuda  # ptx audit, gpu-check
@@ -75,7 +84,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshnb`` with ``argv`` in this process (tests, scripts): returns the exit code.  Ctrl-C
     from here on is a flag: a run stops at its next task boundary; before a run starts it ends the
     command at the next check, never with a traceback from an import.  The caller's handler is
-    restored on return."""
+    restored on return.
+
+    Examples
+    --------
+    >>> import json
+    >>> from meshnb.cli.program import main
+    >>> import contextlib, io
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(["train", "--steps", "16", "--json"])
+    >>> doc = json.loads(out.getvalue())
+    >>> code, doc["steps"], doc["systems"][0]["digest"][:16]  # meshnb.train(16)'s digest
+    (0, 16, '86aa8e4d23286a6e')
+    >>> main(["train", "--steps", "1_0"])  # one line on stderr: meshnb: error: ...
+    2
+    """
     flag = InterruptFlag()
     on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
@@ -90,7 +114,16 @@ def entry(flag: InterruptFlag) -> NoReturn:
     """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
     :func:`main`, but a Ctrl-C that comes once the command is done changes nothing.  Its handler is
     then SIGINT's ignore, which the interpreter's shutdown keeps (it resets a Python handler to the
-    default, which would end the process by SIGINT after the result was printed)."""
+    default, which would end the process by SIGINT after the result was printed).
+
+    Examples
+    --------
+    >>> import subprocess, sys
+    >>> command = [sys.executable, "-m", "meshnb", "train", "--steps", "-5"]
+    >>> done = subprocess.run(command, capture_output=True, text=True)
+    >>> done.returncode, done.stderr.strip()
+    (2, "meshnb: error: argument --steps: '-5' is negative")
+    """
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)

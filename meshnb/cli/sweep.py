@@ -44,6 +44,18 @@ class _Deprecated(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the sweep's flags (the table of :func:`meshnb.sweeps.plan.sweep_option_fields` and the outputs) to ``p``.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.sweep import add_arguments
+    >>> p = argparse.ArgumentParser(prog="meshnb sweep")
+    >>> add_arguments(p)
+    >>> args = p.parse_args(["--steps", "64", "--lr", "0.5,0.25", "--csv", "out.csv"])
+    >>> args.steps, args.csv
+    (64, 'out.csv')
+    """
     from ..options import add_flags
     from ..sweeps.plan import sweep_option_fields
 
@@ -66,7 +78,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``)."""
+    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "1e-4:2:8:log"])
+    >>> args.command, args.steps, callable(args.handler)
+    ('sweep', 16, True)
+    """
     p = subparsers.add_parser(
         "sweep",
         help="run many independent systems (LRs x pages) and tabulate them",
@@ -226,7 +246,20 @@ def _error(text: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run ``meshnb sweep``: write the result; returns the exit code."""
+    """Run ``meshnb sweep``: write the result; returns the exit code.
+
+    Examples
+    --------
+    >>> import csv
+    >>> from meshnb.cli.program import build_parser
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "0.5,0.25", "--csv", "sweep.csv"])
+    >>> args.handler(args)
+    0
+    >>> rows = list(csv.DictReader(open("sweep.csv")))
+    >>> [(row["lr"], row["digest"][:16]) for row in rows]  # LR 0.5: meshnb.train(16)'s digest
+    [('0.5', '86aa8e4d23286a6e'), ('0.25', 'bd192a529a943be0')]
+    """
     try:
         code = _run(args)
         if code == EXIT_INTERRUPTED:

@@ -59,18 +59,48 @@ CSV_COLUMNS = (
 
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
-    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meshnb
+    >>> from meshnb.sweeps.result import digest_of
+    >>> from meshnb.view import View, page_digests
+    >>> pages = np.stack([np.frombuffer(meshnb.train(8).page, np.uint32), np.zeros(1024, np.uint32)])
+    >>> d = digest_of(pages)
+    >>> d.tobytes() == page_digests(pages).tobytes(), d[0].tobytes().hex() == meshnb.train(8).digest
+    (True, True)
+    """
     return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
-    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array)."""
+    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.sweeps.result import hex_words
+    >>> hex_words(np.array([[0x3F800000, 7], [0xDEADBEEF, 0]], np.uint32))
+    ['3f800000', '00000007', 'deadbeef', '00000000']
+    """
     w = np.ascontiguousarray(words, dtype=">u4").reshape(-1)
     return np.frombuffer(w.tobytes().hex().encode("ascii"), dtype="S8").astype("U8").tolist()
 
 
 def hex_digests(digests: np.ndarray) -> list[str]:
-    """Rows of 32 bytes as 64 hex digits each."""
+    """Rows of 32 bytes as 64 hex digits each.
+
+    Examples
+    --------
+    >>> import hashlib
+    >>> import numpy as np
+    >>> from meshnb.sweeps.result import hex_digests
+    >>> rows = np.frombuffer(hashlib.sha256(b"a").digest() + hashlib.sha256(b"b").digest(), np.uint8)
+    >>> hex_digests(rows) == [hashlib.sha256(b"a").hexdigest(), hashlib.sha256(b"b").hexdigest()]
+    True
+    """
     d = np.ascontiguousarray(digests, dtype=np.uint8).reshape(-1, 32)
     return np.frombuffer(d.tobytes().hex().encode("ascii"), dtype="S64").astype("U64").tolist()
 
@@ -728,7 +758,16 @@ class SweepSystem:
 
 
 class SweepSystems(SequenceABC[SweepSystem]):
-    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``)."""
+    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(16, lrs=[0.5, 0.25, 0.125])
+    >>> systems = r.systems
+    >>> len(systems), systems[1].system, systems[-1].digest == r.digests[2], [s.system for s in systems[1:]]
+    (3, 1, True, [1, 2])
+    """
 
     __slots__ = ("_result",)
 
@@ -810,18 +849,74 @@ _Out = Output
 
 
 class Writer:
-    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`)."""
+    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.sweeps.result import CsvWriter, Writer
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> writer: Writer = CsvWriter("sweep.csv")
+    >>> for lrs in ([0.5, 0.25], [0.125]):  # a sweep's parts, in order
+    ...     writer.write(meshnb.sweep(16, lrs=lrs))
+    >>> writer.close(16)
+    >>> [line.split(",")[3] for line in open("sweep.csv").read().splitlines()]  # the header, then a row a system
+    ['lr', '0.5', '0.25', '0.125']
+    """
 
     def write(self, part: SweepResult) -> None:
-        """Add a part's systems."""
+        """Add a part's systems.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> writer.close(16)
+        >>> header, row = open("sweep.csv").read().splitlines()[:2]
+        >>> digest = row.split(",")[header.split(",").index("digest")]
+        >>> digest[:16], digest == meshnb.train(16).digest  # LR 0.5 alone: meshnb.train's run
+        ('86aa8e4d23286a6e', True)
+        """
         raise NotImplementedError
 
     def close(self, steps: int) -> None:
-        """Finish the output (``steps``: what every written system ran)."""
+        """Finish the output (``steps``: what every written system ran).
+
+        Examples
+        --------
+        >>> import os
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> os.path.exists("sweep.csv")  # written to a temporary beside it until closed
+        False
+        >>> writer.close(16)
+        >>> os.listdir()
+        ['sweep.csv']
+        """
         raise NotImplementedError
 
     def abort(self) -> None:
-        """Drop the output (a file's target stays as it was)."""
+        """Drop the output (a file's target stays as it was).
+
+        Examples
+        --------
+        >>> import os
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> _ = open("sweep.csv", "w").write("the previous table\\n")
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> writer.abort()
+        >>> os.listdir(), open("sweep.csv").read()
+        (['sweep.csv'], 'the previous table\\n')
+        """
 
 
 class CsvWriter(Writer):
