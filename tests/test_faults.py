@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import meshnb
+from meshnb.sweeps.result import CSV_COLUMNS
 
 from .util import meshnb_cli
 
@@ -588,7 +589,7 @@ def test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does(tmp_path, sig, code):
     assert p.returncode in (code, 0), err  # 0: a fast machine finished first
     lines = out.read_text().splitlines()
     rows = [line.split(",") for line in lines[1:]]
-    assert lines[0].startswith("system,") and rows and all(len(r) == 13 for r in rows)
+    assert lines[0].startswith("system,") and rows and all(len(r) == len(CSV_COLUMNS) for r in rows)
     assert [int(r[0]) for r in rows] == list(range(len(rows)))
     if p.returncode == code:
         assert len(rows) < n and err.splitlines()[-1] == "meshnb: interrupted (the finished systems were written)"
@@ -795,7 +796,7 @@ def test_ctrl_c_while_a_sweep_waits_on_a_stalled_reader_ends_at_a_whole_row():
     lines = bytes(data).decode().splitlines()
     assert data.endswith(b"\n") and lines[0].startswith("system,") and len(lines) < 100001
     rows = [line.split(",") for line in lines[1:]]
-    assert all(len(row) == 14 for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
+    assert all(len(row) == len(CSV_COLUMNS) for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
 
 
 def test_ptx_audit_with_stdout_closed_says_so():

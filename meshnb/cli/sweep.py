@@ -189,7 +189,8 @@ def _check_args(args: argparse.Namespace) -> None:
     for option, path in (("--out", args.out), ("--csv", args.csv), ("--npz", args.npz)):
         if path is not None and path != "-":
             check_output(path, option)  # before the run, not after it
-            refuse_overwrite(option, path, "--view-in", args.view_in)
+            given = "--view-in directory" if args.view_in and os.path.isdir(args.view_in) else "--view-in"
+            refuse_overwrite(option, path, given, args.view_in)
     if args.npz == "-":
         raise UsageError("--npz -: the npz is a file (give a path)")
     to_stdout = (
