@@ -10,6 +10,7 @@ suite's one switch for long tests).
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import os
@@ -20,12 +21,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import meshnb
 from meshnb.sweeps.result import CSV_COLUMNS
 
-from .util import meshnb_cli
+from .util import meshnb_cli, run_meshnb
 
 LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 12 if LONG else 2
@@ -832,3 +834,55 @@ def test_sigterm_and_sighup_during_bench_end_in_one_line(tmp_path, sig, code, wo
     assert "Traceback" not in err, err
     if p.returncode != 0:  # 0: the bench was done first
         assert p.returncode == code and out == "" and err == f"meshnb: {word}\n", (p.returncode, err)
+
+
+@pytest.fixture(scope="module")
+def whole_sweep_outputs(tmp_path_factory) -> dict[str, bytes]:
+    """The outputs of a 40000-system sweep (three batches) that no signal stopped."""
+    d = tmp_path_factory.mktemp("whole")
+    out = {}
+    for fmt in ("csv", "npz"):
+        r = run_meshnb("sweep", "--lr", "1e-3:1:40000:log", "--steps", "16", f"--{fmt}", str(d / f"w.{fmt}"))
+        assert r.returncode == 0, r.stderr
+        out[fmt] = (d / f"w.{fmt}").read_bytes()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["csv", "npz"])
+@pytest.mark.parametrize("at", ["sweep-ran", "sweep-close"])
+def test_a_stop_after_the_last_chunk_writes_every_system(tmp_path, whole_sweep_outputs, fmt, at):
+    """A Ctrl-C in the last chunk of the last batch (held: no boundary came after it, so it came at
+    the run's exit) or in the writer's close discarded all 40000 finished systems: exit 130 and no
+    file. Now the file is the whole sweep's, byte for byte, and the stop is said (exit 130)."""
+    out, log = tmp_path / f"out.{fmt}", tmp_path / "phases"
+    p = meshnb_cli(
+        "sweep", "--lr", "1e-3:1:40000:log", "--steps", "16", f"--{fmt}", str(out), "--no-progress",
+        start_new_session=True,
+        env={**os.environ, "MESHNB_TEST_PHASES": str(log), "MESHNB_TEST_PHASES_PAUSE": f"{at}:1.0"},
+    )  # fmt: skip
+    _wait_for_phase(log, at, p)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err == "meshnb: interrupted (the finished systems were written)\n", err
+    if fmt == "csv":
+        assert out.read_bytes() == whole_sweep_outputs[fmt]
+    else:  # the same arrays (the zip's members carry their own times)
+        with np.load(out, allow_pickle=False) as got, np.load(io.BytesIO(whole_sweep_outputs[fmt])) as want:
+            assert sorted(got.files) == sorted(want.files)
+            assert all(np.array_equal(got[k], want[k]) for k in want.files)
+    assert [q.name for q in tmp_path.iterdir() if q.name != "phases"] == [out.name]  # no temporary left
+
+
+def test_a_library_sweep_stopped_after_its_last_chunk_keeps_every_system(monkeypatch):
+    """meshnb.sweep: the same Ctrl-C raised a bare KeyboardInterrupt, the finished result gone."""
+    from meshnb.sweeps import SweepInterrupted
+    from meshnb.sweeps import run as sweep_run
+
+    monkeypatch.setattr(sweep_run, "phase", lambda name: name == "sweep-ran" and signal.raise_signal(signal.SIGINT))
+    lrs = np.geomspace(1e-3, 1, 50).astype(np.float32)
+    with pytest.raises(SweepInterrupted) as stop:
+        meshnb.sweep(16, lrs=lrs)
+    monkeypatch.undo()
+    whole = meshnb.sweep(16, lrs=lrs)
+    assert len(stop.value.result) == 50 and stop.value.result.digests == whole.digests

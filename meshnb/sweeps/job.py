@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from ..driver import frame
 from ..host import steps_shown
+from ..interrupts import deferred_interrupt, phase
 from .plan import SweepOptions, Systems
 from .result import SweepResult
 from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, make_runner, parts, spans
@@ -155,6 +156,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
             raise  # not reached: abort ends the job
     m, steps = len(systems), opts.steps
     writer = WriterThread(open_writer())
+    done, stopped, ran = steps, False, False
     try:
         with (
             steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),
@@ -167,7 +169,6 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
                 threads=opts.threads,
             ) as runner,  # fmt: skip
         ):
-            done, stopped = steps, False
             for k, part in enumerate(parts(runner, spans(m, runner.batch), show, should_stop=requested)):
                 if part.steps < steps:  # stopped: a first batch's partial result, or the finished batches
                     stopped = True
@@ -176,7 +177,21 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
                         done = part.steps
                     break
                 writer.write(part)
-        writer.close(done)
+            ran = True
+            phase("sweep-ran")  # test hook: a Ctrl-C held since the last boundary comes at the exit
+    except KeyboardInterrupt:
+        if not ran:  # raised inside the run: the parts written so far are no whole sweep's table
+            writer.abort()
+            raise
+        stopped = True  # every part is with the writer: it is written whole, and the stop is said
+    except BaseException:
+        writer.abort()
+        raise
+    try:
+        with deferred_interrupt() as requested_now:
+            phase("sweep-close")  # test hook: the writer's close, Ctrl-C held (a stop here must not lose the file)
+            writer.close(done)
+            stopped = requested_now() or stopped
     except BaseException:
         writer.abort()
         raise

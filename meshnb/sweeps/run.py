@@ -29,6 +29,7 @@ import numpy as np
 from .. import loops
 from ..driver import Steps, chunks_of, drive
 from ..host import steps_shown
+from ..interrupts import phase
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
 from ..view import WORD
@@ -721,11 +722,18 @@ def sweep(
     systems, steps = opts.describe(), opts.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
-    with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
-        result = run_planned(
-            systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
-            on_chunk=show, should_stop=requested, backend=backend,
-        )  # fmt: skip
+    result = None
+    try:
+        with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
+            result = run_planned(
+                systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+                on_chunk=show, should_stop=requested, backend=backend,
+            )  # fmt: skip
+            phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes at the exit
+    except KeyboardInterrupt:
+        if result is None:
+            raise
+        raise SweepInterrupted(result) from None  # a Ctrl-C in the last chunk: every system is finished, none lost
     if result.steps < steps or len(result) < len(systems):
         raise SweepInterrupted(result)
     return result
