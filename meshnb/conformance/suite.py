@@ -272,13 +272,22 @@ class _Executors:
         with self._lock:
             if self.stopped:
                 return _Ran(None, 0.0, "", failed_to_start="stopped")
-        own = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.work))
+        try:
+            own = Path(tempfile.mkdtemp(prefix=f"{i}-", dir=self.work))
+        except OSError as e:
+            raise files.WriteError("the case's directory in TMPDIR", self.work, e) from None
         try:
             out, case_dir, log = own / "out", own / "case" / source.name, own / "stderr"
-            out.mkdir()
-            dir_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
-                private_case(source, case_dir, setup.case.systems)
+                out.mkdir()
+                dir_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as e:
+                raise files.WriteError("the case's OUT_DIR in TMPDIR", out, e) from None
+            try:
+                try:
+                    private_case(source, case_dir, setup.case.systems)
+                except OSError as e:  # a full TMPDIR: the copy is named, and TMPDIR
+                    raise files.WriteError("the executor's private copy of the case in TMPDIR", case_dir, e) from None
                 ran = self._supervise([*cmd, str(case_dir), str(out)], log, timeout)
                 if not (ran.failed_to_start or ran.timed_out or ran.exit_code):
                     try:
@@ -672,7 +681,10 @@ def run_suite(
                 progress(f"checking {check.printable(n)}")
             results[n] = check_outputs(setups[n], out_root / n, progress, n)
         return SuiteResult(str(root), [results[n] for n in names])
-    work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
+    try:
+        work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
+    except OSError as e:
+        raise files.WriteError("the check's directory in TMPDIR", tempfile.gettempdir(), e) from None
     runner = _Executors(work)
     try:
         with _Reaper(), ThreadPoolExecutor(jobs, initializer=_main_thread_takes_the_signals) as pool:

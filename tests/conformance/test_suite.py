@@ -510,3 +510,20 @@ def test_an_undeletable_file_in_out_dir_still_gives_the_table_and_the_junit(
         if stuck.exists():
             for line in stuck.read_text().splitlines():
                 subprocess.run(["chattr", "-i", line.split()[0]], check=False)
+
+
+def test_a_full_tmpdir_names_the_private_copy_and_tmpdir(
+    quick_pack: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check --exec` with a full TMPDIR said `[Errno 28] No space left on device`, naming nothing.
+    Simulated: the copy of the case's inputs finds no room."""
+    import errno
+
+    def full(source: Path, dest: Path, systems: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(suite, "private_case", full)
+    code, out, err = run_check([str(quick_pack), "--exec", executor("mode-z"), "--cases", "cluster-1"], capsys)
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("meshnb: error: the executor's private copy of the case in TMPDIR /")
+    assert err.endswith("/case/cluster-1: No space left on device\n"), err
