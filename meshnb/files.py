@@ -31,6 +31,7 @@ import hashlib
 import math
 import os
 import re
+import select
 import signal
 import stat
 import sys
@@ -629,19 +630,47 @@ def _stream_fd(path: Pathish) -> int:
     return fd
 
 
+STOP_GRACE_S = 2.0  # after a stop, how long a write waits on a reader that does not read
+
+
 class _FdWriter:
     """A descriptor as a binary file for writing: every write whole (a short write goes on),
-    seekable where the descriptor is (zipfile asks ``tell``)."""
+    seekable where the descriptor is (zipfile asks ``tell``).  Into a pipe or a FIFO the bytes go
+    a pipe buffer's worth at a time once ``poll`` says there is room, so that a reader that holds
+    the pipe open and never reads cannot hold a stop (Ctrl-C, SIGTERM, SIGHUP) for more than
+    :data:`STOP_GRACE_S`: the write then fails (``ETIMEDOUT``, named by the output)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        try:
+            self.pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            self.pipe = False
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         view = memoryview(data).cast("B")
         total = len(view)
+        if self.pipe:
+            self._write_pipe(view)
+            return total
         while view:
             view = view[os.write(self.fd, view) :]
         return total
+
+    def _write_pipe(self, view: memoryview) -> None:
+        poller = select.poll()
+        poller.register(self.fd, select.POLLOUT)
+        stopped_at: float | None = None
+        while view:
+            if not poller.poll(100):  # no room: the reader is slow, or stalled
+                if stopped_at is None and _stop_requested():
+                    stopped_at = time.monotonic()
+                if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE_S:
+                    raise OSError(
+                        errno.ETIMEDOUT, f"its reader stopped reading; given up {STOP_GRACE_S:g} s after the stop"
+                    )
+                continue
+            view = view[os.write(self.fd, view[: select.PIPE_BUF]) :]  # room for PIPE_BUF: no block
 
     def tell(self) -> int:
         return os.lseek(self.fd, 0, os.SEEK_CUR)  # ESPIPE on a pipe: zipfile then streams

@@ -886,3 +886,33 @@ def test_a_library_sweep_stopped_after_its_last_chunk_keeps_every_system(monkeyp
     monkeypatch.undo()
     whole = meshnb.sweep(16, lrs=lrs)
     assert len(stop.value.result) == 50 and stop.value.result.digests == whole.digests
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("fmt", ["csv", "npz", "json"])
+def test_a_stop_ends_within_seconds_whatever_a_fifos_reader_does(tmp_path, sig, fmt):
+    """`sweep --csv FIFO` whose reader holds the FIFO open and never reads, then SIGTERM or SIGINT:
+    it hung (a second SIGINT ignored, only SIGKILL ended it). A write waits on such a reader at most
+    2 s after the stop."""
+    import fcntl
+    import termios
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader: open, never reading
+    try:
+        out = ["--json", "--out", str(fifo)] if fmt == "json" else [f"--{fmt}", str(fifo)]
+        p = meshnb_cli("sweep", "--lr", "1e-3:1:100000:log", "--steps", "2", *out, "--no-progress")
+
+        def queued() -> int:
+            return int.from_bytes(fcntl.ioctl(r, termios.FIONREAD, b"\0\0\0\0"), "little")
+
+        _wait_for(lambda: queued() >= 60000, p, "the FIFO full (its reader stalled)")
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        os.close(r)
+    assert p.returncode == 128 + sig and err.count("\n") <= 2, (p.returncode, err)
+    assert took < 2 + 8, took  # the 2 s bound, and the slack of a busy machine

@@ -272,7 +272,8 @@ def handle(args: argparse.Namespace) -> int:
         if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
             raise BrokenPipeError(e.errno, e.strerror) from None
         _error(str(e))  # WriteError names its file
-        return EXIT_FAILED
+        # a stream whose reader stopped reading was given up on because of a stop: the stop's exit
+        return EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
         _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
