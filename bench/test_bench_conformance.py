@@ -43,7 +43,7 @@ def test_check_pack_outputs(benchmark: Any, record: Any, quick_outputs: tuple[Pa
 def test_ops_verify_a_million_lines(benchmark: Any, record: Any) -> None:
     data = ops.gen_lines("mul", 2, 1, 1_000_000)
 
-    def verify() -> ops.Report:
+    def verify() -> ops.VerifyReport:
         return ops.verify_chunks("mul", ops.chunks_of(io.BytesIO(data).read))
 
     report = benchmark(verify)

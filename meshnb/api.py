@@ -1,4 +1,4 @@
-"""``meshnb.train``: the one public signature of a run.
+"""``meshnb.train``: the public signature of a run of one system or a cluster (a sweep's is :func:`meshnb.sweep`).
 
 The keywords are :class:`~meshnb.options.RunOptions`' fields (their values checked by
 :mod:`meshnb.runspec`'s rules), which hold every default, check and

@@ -72,7 +72,19 @@ def _ptr(context, builder, arrty, arr, index):
 
 @intrinsic
 def load_acquire(typingctx, arr, index):
-    """``arr[index]`` (uint32 or uint64, unchecked) as an atomic acquire load."""
+    """``arr[index]`` (uint32 or uint64, unchecked) as an atomic acquire load.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.atomics import load_acquire
+    >>> @njit
+    ... def counter(words):
+    ...     return load_acquire(words, 1)
+    >>> int(counter(np.array([7, 42], dtype=np.uint64)))
+    42
+    """
     if not (_is_word_array(arr) and isinstance(index, types.Integer)):
         return None
 
@@ -85,7 +97,22 @@ def load_acquire(typingctx, arr, index):
 
 @intrinsic
 def store_release(typingctx, arr, index, value):
-    """``arr[index] = value`` (uint32 or uint64, unchecked) as an atomic release store."""
+    """``arr[index] = value`` (uint32 or uint64, unchecked) as an atomic release store.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.atomics import load_acquire, store_release
+    >>> @njit
+    ... def publish(slot, counter, value):
+    ...     slot[0] = value  # the slot's word first ...
+    ...     store_release(counter, 0, counter[0] + 1)  # ... visible to whoever sees the counter
+    ...     return load_acquire(counter, 0)
+    >>> slot, counter = np.zeros(1, np.uint32), np.zeros(1, np.uint32)
+    >>> int(publish(slot, counter, np.uint32(0x3F800000))), hex(slot[0])
+    (1, '0x3f800000')
+    """
     if not (_is_word_array(arr) and isinstance(index, types.Integer) and isinstance(value, types.Integer)):
         return None
 
@@ -106,7 +133,20 @@ def _pause(builder: ir.IRBuilder) -> None:
 
 @intrinsic
 def cpu_relax(typingctx):
-    """The spin-loop hint (x86 ``pause``); a compiler barrier elsewhere."""
+    """The spin-loop hint (x86 ``pause``); a compiler barrier elsewhere.
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> from meshnb.atomics import cpu_relax
+    >>> @njit
+    ... def spin(n):
+    ...     for _ in range(n):
+    ...         cpu_relax()  # x86 pause: the core's sibling thread runs meanwhile
+    ...     return n
+    >>> spin(100)
+    100
+    """
 
     def codegen(context, builder, sig, args):
         if _X86:
@@ -120,7 +160,20 @@ def cpu_relax(typingctx):
 
 @intrinsic
 def yield_cpu(typingctx):
-    """``sched_yield()``: let another thread or process run on this core (a pause where absent)."""
+    """``sched_yield()``: let another thread or process run on this core (a pause where absent).
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> from meshnb.atomics import yield_cpu
+    >>> @njit
+    ... def polite_wait(n):
+    ...     for _ in range(n):
+    ...         yield_cpu()
+    ...     return n
+    >>> polite_wait(3)
+    3
+    """
 
     def codegen(context, builder, sig, args):
         if HAS_YIELD:
@@ -137,7 +190,20 @@ def yield_cpu(typingctx):
 def monotonic_ns(typingctx):
     """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (int64; 0 where the clock is not bound):
     a wait in njit code bounds itself in wall time, which counting spins cannot do on a busy
-    machine (one ``sched_yield`` may give the core away for a time slice)."""
+    machine (one ``sched_yield`` may give the core away for a time slice).
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> from meshnb.atomics import HAS_CLOCK, monotonic_ns
+    >>> @njit
+    ... def elapsed():
+    ...     t0 = monotonic_ns()
+    ...     return monotonic_ns() - t0
+    >>> dt = elapsed()
+    >>> 0 <= dt < 10**9 and (HAS_CLOCK or dt == 0)
+    True
+    """
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)

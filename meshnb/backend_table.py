@@ -2,11 +2,12 @@
 
 A row per backend (the name a user gives, ``backend=`` or ``--backend``): where its engine is
 registered (:mod:`meshnb.backends` imports ``meshnb.backends.<module>.<function>`` on first
-use), and its capabilities: clusters, one system alone, checkpoints, an exchange (stalls,
-timeouts), an MPI job, the device, the most systems it runs.  The options' checks, the backend
-registry, the tests' backend lists, ``meshnb bench``'s paths and the GPU check read them here,
-as numbagg's one table drives its tests and benchmarks.  It imports nothing, so that the options
-(below the backends) can read it.
+use), and its capabilities: clusters, one system alone, an exchange (stalls, timeouts), an MPI
+job, the device, the most systems it runs.  Every column is read (a capability no one asks
+about is no column: every cluster backend writes checkpoints, which the options allow with
+``systems``).  The options' checks, the backend registry, the tests' backend lists, ``meshnb
+bench``'s paths and the GPU check read them here, as numbagg's one table drives its tests and
+benchmarks.  It imports nothing, so that the options (below the backends) can read it.
 """
 
 from __future__ import annotations
@@ -20,14 +21,23 @@ CUDA_BLOCK_SYSTEMS = 32  # one warp a system, one block of at most 1024 threads 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """One backend's row: its name, its engine's module and function, what it can do."""
+    """One backend's row: its name, its engine's module and function, what it can do.
+
+    Examples
+    --------
+    >>> from meshnb.backend_table import BY_NAME
+    >>> fused = BY_NAME["fused"]
+    >>> fused.module, fused.function, fused.clusters, fused.alone, fused.exchange, fused.max_systems
+    ('fused', 'run', True, False, False, 64)
+    >>> BY_NAME["mpi"].runs_here, BY_NAME["threads"].runs_here
+    (False, True)
+    """
 
     name: str
     module: str  # meshnb.backends.<module>
     function: str  # the function there that runs a RunOptions
     clusters: bool  # runs ``systems=N`` (a group: SPEC 8-10)
     alone: bool  # runs one system without a group (no ``systems``)
-    checkpoint: bool  # writes and resumes checkpoints
     exchange: bool  # its members meet through an exchange page (stalls and timeouts apply)
     mpi: bool  # runs as an MPI job (under mpiexec), one system a rank
     device: Literal["cpu", "cuda"]
@@ -42,12 +52,12 @@ class BackendInfo:
 
 
 TABLE: tuple[BackendInfo, ...] = (
-    BackendInfo("single", "single", "run", False, True, False, False, False, "cpu", 1),
-    BackendInfo("threads", "local", "run_threads", True, False, True, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
-    BackendInfo("processes", "local", "run_processes", True, False, True, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
-    BackendInfo("fused", "fused", "run", True, False, True, False, False, "cpu", MAX_LOCAL_SYSTEMS, 8),
-    BackendInfo("mpi", "mpi", "run", True, False, True, True, True, "cpu", None),
-    BackendInfo("cuda", "cuda", "run", True, True, True, False, False, "cuda", CUDA_BLOCK_SYSTEMS),
+    BackendInfo("single", "single", "run", False, True, False, False, "cpu", 1),
+    BackendInfo("threads", "local", "run_threads", True, False, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
+    BackendInfo("processes", "local", "run_processes", True, False, True, False, "cpu", MAX_LOCAL_SYSTEMS, 2),
+    BackendInfo("fused", "fused", "run", True, False, False, False, "cpu", MAX_LOCAL_SYSTEMS, 8),
+    BackendInfo("mpi", "mpi", "run", True, False, True, True, "cpu", None),
+    BackendInfo("cuda", "cuda", "run", True, True, False, False, "cuda", CUDA_BLOCK_SYSTEMS),
 )
 BY_NAME: dict[str, BackendInfo] = {b.name: b for b in TABLE}
 
@@ -58,5 +68,12 @@ ALONE_BACKENDS = tuple(b.name for b in TABLE if b.clusters and b.alone)
 
 
 def local_cluster_backends() -> tuple[str, ...]:
-    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU)."""
+    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU).
+
+    Examples
+    --------
+    >>> from meshnb.backend_table import local_cluster_backends
+    >>> local_cluster_backends()
+    ('threads', 'processes', 'fused')
+    """
     return tuple(b.name for b in TABLE if b.runs_here)

@@ -67,7 +67,15 @@ class BenchStart:
 
     ``page`` is a single-system page after init with perturbed params, LR and step base (the
     same ``step_base`` and ``lr_bits``); cluster runs use ``step_base`` and ``lr_bits`` (SET_LR
-    before step 0) from init, since their members' pages are made by the backend."""
+    before step 0) from init, since their members' pages are made by the backend.
+
+    Examples
+    --------
+    >>> from meshnb.bench import BenchStart, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> isinstance(start, BenchStart), len(start.page), start.step_base < 2**40
+    (True, 4096, True)
+    """
 
     page: bytes
     step_base: int
@@ -78,7 +86,15 @@ def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
     """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
 
     The dynamics are stable from any such start (lr times the batch Hessian's top eigenvalue is
-    below 2), so no start overflows; every word is a normal float or zero."""
+    below 2), so no start overflows; every word is a normal float or zero.
+
+    Examples
+    --------
+    >>> from meshnb.bench import varied_starts
+    >>> a, b = varied_starts(2)
+    >>> len(a.page), hex(a.lr_bits), a.step_base < 2**40, a.page != b.page, varied_starts(2)[0] == a  # seeded
+    (4096, '0x3ef829f0', True, True, True)
+    """
     rng = np.random.default_rng(seed)
     base_page = ref.init_page()
     starts = []
@@ -101,14 +117,32 @@ def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
 
 
 def meshnb_run(start: BenchStart, steps: int, steps_per_task: int | None = None) -> str:
-    """meshnb's single-system path from ``start.page``."""
+    """meshnb's single-system path from ``start.page``.
+
+    Examples
+    --------
+    >>> from meshnb.bench import meshnb_run, reference_run, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> digest = meshnb_run(start, 16)
+    >>> digest == reference_run(start, 16), meshnb_run(start, 16, steps_per_task=3) == digest
+    (True, True)
+    """
     from .api import train
 
     return train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
 
 
 def reference_run(start: BenchStart, steps: int, impl: str = "numpy") -> str:
-    """The reference implementation (``impl`` "numpy" or "python") from ``start.page``."""
+    """The reference implementation (``impl`` "numpy" or "python") from ``start.page``.
+
+    Examples
+    --------
+    >>> from meshnb.bench import reference_run, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> digest = reference_run(start, 8)
+    >>> digest == reference_run(start, 8, impl="python"), len(digest)  # numpy and plain Python: the same trace
+    (True, 64)
+    """
     _, trace = ref.run([start.page], steps, grouped=False, impl=impl)
     return ref.trace_digest(trace)
 
@@ -120,7 +154,15 @@ def _cluster_kwargs(start: BenchStart | None) -> dict[str, Any]:
 
 
 def cluster_run(start: BenchStart, steps: int, backend: str, systems: int) -> str:
-    """A cluster of ``systems`` on ``backend``; every member must have the same trace digest."""
+    """A cluster of ``systems`` on ``backend``; every member must have the same trace digest.
+
+    Examples
+    --------
+    >>> from meshnb.bench import cluster_reference_run, cluster_run, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> cluster_run(start, 16, "fused", 2) == cluster_reference_run(start, 16, 2)
+    True
+    """
     from .api import train
 
     r = train(steps, systems=systems, backend=backend, **_cluster_kwargs(start))
@@ -131,7 +173,15 @@ def cluster_run(start: BenchStart, steps: int, backend: str, systems: int) -> st
 
 
 def cluster_reference_run(start: BenchStart, steps: int, systems: int) -> str:
-    """The numpy reference's grouped run of ``systems`` from the same step base and LR."""
+    """The numpy reference's grouped run of ``systems`` from the same step base and LR.
+
+    Examples
+    --------
+    >>> from meshnb.bench import cluster_reference_run, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> cluster_reference_run(start, 8, 2) != cluster_reference_run(start, 8, 3)  # INV_BATCH and the batches differ
+    True
+    """
     page = bytearray(ref.init_page(systems, grouped=True))
     struct.pack_into("<I", page, ref.OFF_NEXT_STEP, start.step_base & 0xFFFFFFFF)
     struct.pack_into("<I", page, ref.OFF_STEP_HI, start.step_base >> 32)
@@ -141,13 +191,31 @@ def cluster_reference_run(start: BenchStart, steps: int, systems: int) -> str:
 
 @lru_cache(maxsize=64)
 def meshnb_digest(start: BenchStart, steps: int) -> str:
-    """meshnb's single-system trace digest (the digest every single-system path must match)."""
+    """meshnb's single-system trace digest (the digest every single-system path must match).
+
+    Examples
+    --------
+    >>> from meshnb.bench import meshnb_digest, reference_digest, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> meshnb_digest(start, 16) == reference_digest(start, 16)
+    True
+    """
     return meshnb_run(start, steps)
 
 
 @lru_cache(maxsize=64)
 def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems: int = 0) -> str:
-    """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``."""
+    """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``.
+
+    Examples
+    --------
+    >>> from meshnb.bench import cluster_reference_run, reference_digest, varied_starts
+    >>> start = varied_starts(1)[0]
+    >>> reference_digest(start, 8, systems=2) == cluster_reference_run(start, 8, 2)
+    True
+    >>> reference_digest.cache_info().currsize >= 1  # computed once per start and size
+    True
+    """
     if systems:
         return cluster_reference_run(start, steps, systems)
     return reference_run(start, steps, impl)
@@ -159,8 +227,19 @@ def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems
 
 
 @dataclass
-class Path:
-    """A way of running the program: ``run(start, steps) -> trace digest``."""
+class BenchPath:
+    """A way of running the program: ``run(start, steps) -> trace digest``.
+
+    Examples
+    --------
+    >>> from meshnb.bench import BenchPath, default_paths, reference_digest, varied_starts
+    >>> single = default_paths(clusters=False)[0]
+    >>> isinstance(single, BenchPath), single.name, single.systems
+    (True, 'single', 1)
+    >>> start = varied_starts(1)[0]
+    >>> single.run(start, 16) == reference_digest(start, 16)  # what the bench checks before it times the path
+    True
+    """
 
     name: str
     description: str
@@ -178,11 +257,18 @@ def _single_expected(start: BenchStart, steps: int) -> str:
     return reference_digest(start, steps, "numpy")
 
 
-def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[Path]:
+def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[BenchPath]:
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
-    these cluster paths are run (the others are listed as not asked for)."""
+    these cluster paths are run (the others are listed as not asked for).
+
+    Examples
+    --------
+    >>> from meshnb.bench import default_paths
+    >>> [p.name for p in default_paths(clusters=False)][:1], "fused-8" in [p.name for p in default_paths()]
+    (['single'], True)
+    """
     paths = [
-        Path(
+        BenchPath(
             "single",
             "meshnb.train, one system, STEPS_PER_TASK 64",
             meshnb_run,
@@ -190,17 +276,17 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             expected=_single_expected,
             checked_against="numpy reference",
         ),
-        Path(
+        BenchPath(
             "single-one-task",
             "meshnb.train, one system, the whole run in one task",
             lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)),
             4096,
             max_steps=0xFFFFFFFF,
         ),
-        Path(
+        BenchPath(
             "numpy", "reference.run impl='numpy' (vectorised over lanes)", lambda s, n: reference_run(s, n, "numpy"), 16
         ),
-        Path(
+        BenchPath(
             "python",
             "reference.run impl='python' (plain Python scalars)",
             lambda s, n: reference_run(s, n, "python"),
@@ -225,7 +311,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
             return reference_digest(s, n, "numpy", systems)
 
         paths.append(
-            Path(
+            BenchPath(
                 name,
                 desc,
                 run,
@@ -239,7 +325,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     return paths
 
 
-def _sweep_anchor_paths() -> list[Path]:
+def _sweep_anchor_paths() -> list[BenchPath]:
     """The sweep loop and its C anchor side by side (issue 25): ``bench/sweep_anchor.py`` of a
     source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
     page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
@@ -252,7 +338,8 @@ def _sweep_anchor_paths() -> list[Path]:
     if spec is None or spec.loader is None:
         why = "bench/sweep_anchor.py is not here (a source checkout has it)"
         return [
-            Path(n, d, meshnb_run, 1, 1024, unavailable=why) for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
+            BenchPath(n, d, meshnb_run, 1, 1024, unavailable=why)
+            for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
         ]
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -270,8 +357,8 @@ def _sweep_anchor_paths() -> list[Path]:
 
     common = dict(systems=mod.BENCH_SYSTEMS, expected=expected, checked_against="meshnb.sweep", max_steps=1 << 20)
     return [
-        Path("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
-        Path("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
+        BenchPath("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
+        BenchPath("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
     ]
 
 
@@ -286,8 +373,17 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def measure(path: Path, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
-    """First call, bit check, then steady-state timing of one path (see the module doc)."""
+def measure(path: BenchPath, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
+    """First call, bit check, then steady-state timing of one path (see the module doc).
+
+    Examples
+    --------
+    >>> from meshnb.bench import default_paths, measure, varied_starts
+    >>> single = default_paths(clusters=False)[0]
+    >>> row = measure(single, varied_starts(1), 0.05, 16)  # bits first (16 steps), then 0.05 s of timing
+    >>> row["path"], row["verified"], row["steps_per_s"] > 0
+    ('single', True, True)
+    """
     row: dict[str, Any] = {
         "path": path.name,
         "description": path.description,
@@ -352,7 +448,7 @@ def measure(path: Path, starts: Sequence[BenchStart], seconds: float, verify_ste
     return row
 
 
-def _call_size(path: Path, start: BenchStart, probe: int, t_probe: float, seconds: float) -> int:
+def _call_size(path: BenchPath, start: BenchStart, probe: int, t_probe: float, seconds: float) -> int:
     """Steps per timed call: a call of about a fifth of the budget, grown further while a
     fixed per-call cost (workers' start-up, say) still outweighs the steps themselves."""
     target = seconds / 5
@@ -374,7 +470,7 @@ def run_bench(
     *,
     quick: bool = False,
     paths: Sequence[str] | None = None,
-    extra_paths: Sequence[Path] = (),
+    extra_paths: Sequence[BenchPath] = (),
     clusters: bool = True,
     verify_steps: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
@@ -382,8 +478,21 @@ def run_bench(
     """Measure every path (or those named in ``paths``); one dict per path, in order.
 
     ``quick`` uses fewer and shorter verification runs; pass ``seconds_per_path=QUICK_SECONDS``
-    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`Path` objects (tests use it).
-    A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True."""
+    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`BenchPath` objects (tests use it).
+    A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True.
+
+    Examples
+    --------
+    >>> from meshnb.bench import run_bench
+    >>> rows = run_bench(0.05, quick=True, paths=["single", "fused-8"])
+    >>> [(r["path"], r["systems"], r["verified"]) for r in rows]
+    [('single', 1, True), ('fused-8', 8, True)]
+    >>> try:
+    ...     run_bench(0.05, paths=["warp-drive"])
+    ... except ValueError as e:
+    ...     print(str(e).split(";")[0])
+    unknown path(s) warp-drive
+    """
     if verify_steps is None:
         verify_steps = QUICK_VERIFY_STEPS if quick else VERIFY_STEPS
     starts = varied_starts(2 if quick else 3)
@@ -409,7 +518,15 @@ def run_bench(
 
 def machine_info() -> dict[str, Any]:
     """The versions, and the CPU every figure was measured on: its model, the CPU numba compiled
-    for and that target's vector ISA (``meshnb.cpu.describe``)."""
+    for and that target's vector ISA (``meshnb.cpu.describe``).
+
+    Examples
+    --------
+    >>> from meshnb.bench import machine_info
+    >>> info = machine_info()
+    >>> {"numba", "numpy", "target_cpu", "vector_isa"} <= set(info)
+    True
+    """
     import numba
 
     cpu_facts = cpu.describe()
@@ -441,7 +558,15 @@ def _ns(ns: float) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
-    """A human table of ``run_bench``'s rows."""
+    """A human table of ``run_bench``'s rows.
+
+    Examples
+    --------
+    >>> from meshnb.bench import format_table, run_bench
+    >>> table = format_table(run_bench(0.05, quick=True, paths=["single"]))
+    >>> table.splitlines()[0].split()[:3], "bits" in table.splitlines()[0], len(table.splitlines()) >= 2
+    (['path', 'N', 'steps/s'], True, True)
+    """
     head = ("path", "N", "steps/s", "per step", "vs single", "fixed/call", "first call", "JIT/first", "bits")
     lines = []
     if info:
@@ -499,7 +624,19 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
 
 
 def main(seconds: float | None, quick: bool, as_json: bool, paths: Sequence[str] | None) -> int:
-    """The ``meshnb bench`` command (parsing is in :mod:`meshnb.cli`)."""
+    """The ``meshnb bench`` command (parsing is in :mod:`meshnb.cli`).
+
+    Examples
+    --------
+    >>> import json
+    >>> from meshnb.bench import main
+    >>> import contextlib, io
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(0.05, True, True, ["single"])
+    >>> code, [row["path"] for row in json.loads(out.getvalue())["paths"]]
+    (0, ['single'])
+    """
     import json
 
     if seconds is None:
@@ -517,3 +654,17 @@ def main(seconds: float | None, quick: bool, as_json: bool, paths: Sequence[str]
     else:
         print(format_table(rows, info))
     return 0 if all(r["verified"] is not False for r in rows) else 1
+
+
+# The old name had two roles (a file's path is pathlib.Path): it still works this release, with a warning.
+_RENAMED = {"Path": "BenchPath"}
+
+
+def __getattr__(name: str) -> object:
+    """The renamed names, deprecated (``Path`` is :class:`BenchPath`)."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"{__name__}.{name} is {_RENAMED[name]} now", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,7 +44,15 @@ _AVX2_CPUS = frozenset(
 
 @cache
 def host_features() -> frozenset[str]:
-    """The host CPU's LLVM feature names that are on (``avx2``, ``avx512f``, ``sha``, ``neon`` ...)."""
+    """The host CPU's LLVM feature names that are on (``avx2``, ``avx512f``, ``sha``, ``neon`` ...).
+
+    Examples
+    --------
+    >>> from meshnb.cpu import IS_X86_64, host_features
+    >>> features = host_features()
+    >>> isinstance(features, frozenset), not IS_X86_64 or "sse2" in features
+    (True, True)
+    """
     try:
         import llvmlite.binding as llvm
 
@@ -55,7 +63,15 @@ def host_features() -> frozenset[str]:
 
 @cache
 def host_name() -> str:
-    """LLVM's name of the host CPU (``znver4``, ``haswell``, ``neoverse-n1`` ...)."""
+    """LLVM's name of the host CPU (``znver4``, ``haswell``, ``neoverse-n1`` ...).
+
+    Examples
+    --------
+    >>> from meshnb.cpu import host_name
+    >>> name = host_name()  # "znver4", "sapphirerapids", "neoverse-n1", ...
+    >>> isinstance(name, str) and name != ""
+    True
+    """
     try:
         import llvmlite.binding as llvm
 
@@ -66,7 +82,14 @@ def host_name() -> str:
 
 @cache
 def model_name() -> str:
-    """The CPU's marketing name as the OS reports it (``AMD EPYC 9R14 ...``), for speed figures."""
+    """The CPU's marketing name as the OS reports it (``AMD EPYC 9R14 ...``), for speed figures.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import model_name
+    >>> isinstance(model_name(), str)  # "AMD EPYC 9R14 96-Core Processor", ...
+    True
+    """
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -87,7 +110,15 @@ HAS_SHA_NI: bool = IS_X86 and "sha" in host_features()
 
 @dataclass(frozen=True)
 class VectorShape:
-    """The vector ISA numba compiles for, as the loops need it."""
+    """The vector ISA numba compiles for, as the loops need it.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import VectorShape
+    >>> shape = VectorShape("avx2", 8, 16)
+    >>> str(shape), shape.floats
+    ('avx2 (8 x f32, 16 registers)', 8)
+    """
 
     isa: str  # "avx512", "avx2", "sse", "neon" or "scalar"
     floats: int  # float32 lanes in one vector register
@@ -119,7 +150,19 @@ def _isa_of(cpu_name: str, features: frozenset[str]) -> str:
 
 
 def target_name() -> str:
-    """The CPU numba compiles for: ``NUMBA_CPU_NAME`` when set (``host`` means the host), else the host."""
+    """The CPU numba compiles for: ``NUMBA_CPU_NAME`` when set (``host`` means the host), else the host.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import host_name, target_name
+    >>> mp = getfixture("monkeypatch")
+    >>> mp.setenv("NUMBA_CPU_NAME", "haswell")
+    >>> target_name()
+    'haswell'
+    >>> mp.setenv("NUMBA_CPU_NAME", "host")
+    >>> target_name() == host_name()
+    True
+    """
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     return host_name() if name in ("", "host") else name
 
@@ -129,7 +172,20 @@ def target_shape() -> VectorShape:
     ``NUMBA_CPU_FEATURES``: features given (``""`` too) are the target's, on top of the named
     CPU's own (read from a table of LLVM's names; an unknown name counts as SSE on x86); a name
     given *without* features keeps the host's features (numba 0.68 does so: ``NUMBA_CPU_NAME=haswell``
-    alone compiles AVX-512 code on an AVX-512 host), and ``generic`` alone has none."""
+    alone compiles AVX-512 code on an AVX-512 host), and ``generic`` alone has none.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import target_shape
+    >>> mp = getfixture("monkeypatch")
+    >>> mp.setenv("NUMBA_CPU_NAME", "skylake-avx512")
+    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx512f,+avx2")
+    >>> str(target_shape())
+    'avx512 (16 x f32, 32 registers)'
+    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx2,-avx512f")
+    >>> str(target_shape())
+    'avx2 (8 x f32, 16 registers)'
+    """
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     if name in ("", "host"):
@@ -148,7 +204,17 @@ _RANK = {"scalar": 0, "sse": 1, "neon": 1, "avx2": 2, "avx512": 3}
 
 def target_features() -> frozenset[str]:
     """LLVM feature names of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
-    ``NUMBA_CPU_FEATURES`` (a named CPU's own features are not listed: only those given or the host's)."""
+    ``NUMBA_CPU_FEATURES`` (a named CPU's own features are not listed: only those given or the host's).
+
+    Examples
+    --------
+    >>> from meshnb.cpu import target_features
+    >>> mp = getfixture("monkeypatch")
+    >>> mp.setenv("NUMBA_CPU_NAME", "haswell")
+    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,-avx512f")
+    >>> sorted(target_features())
+    ['avx', 'avx2', 'fma']
+    """
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     if feats is None:
@@ -158,7 +224,14 @@ def target_features() -> frozenset[str]:
 
 
 def describe() -> dict[str, str]:
-    """The CPU facts every speed figure carries: model, host and target names, the target's vector ISA."""
+    """The CPU facts every speed figure carries: model, host and target names, the target's vector ISA.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import describe
+    >>> sorted(describe())
+    ['cpu', 'host_cpu', 'machine', 'target_cpu', 'vector_isa']
+    """
     return {
         "cpu": model_name(),
         "machine": platform.machine(),

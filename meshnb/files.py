@@ -45,15 +45,44 @@ Pathish = str | os.PathLike[str]
 
 
 class InputError(ValueError):
-    """An input file that cannot be used: missing, not a regular file, too large, too small."""
+    """An input file that cannot be used: missing, not a regular file, too large, too small.
+
+    Examples
+    --------
+    >>> from meshnb.files import InputError, read_page
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> try:
+    ...     read_page("missing.page", "--view-in")
+    ... except InputError as e:
+    ...     print(e, isinstance(e, ValueError))
+    --view-in missing.page: No such file or directory True
+    """
 
 
 class OutputError(ValueError):
-    """An output path that cannot be written: checked before the run that would write it."""
+    """An output path that cannot be written: checked before the run that would write it.
+
+    Examples
+    --------
+    >>> from meshnb.files import OutputError, check_output
+    >>> try:
+    ...     check_output("no/such/dir/out.page", "--view-out")
+    ... except OutputError as e:
+    ...     print(e, isinstance(e, ValueError))
+    --view-out no/such/dir/out.page: directory no/such/dir does not exist True
+    """
 
 
 class InUseError(ValueError):
-    """A path that another live process holds (:func:`hold`); ``pid`` is the holder's, if known."""
+    """A path that another live process holds (:func:`hold`); ``pid`` is the holder's, if known.
+
+    Examples
+    --------
+    >>> from meshnb.files import InUseError
+    >>> e = InUseError("checkpoint run.ckpt: in use by another run (pid 4242; lock .run.ckpt.lock)", 4242)
+    >>> e.pid, isinstance(e, ValueError)
+    (4242, True)
+    """
 
     def __init__(self, message: str, pid: int | None) -> None:
         super().__init__(message)
@@ -61,7 +90,16 @@ class InUseError(ValueError):
 
 
 class WriteError(OSError):
-    """A write that failed (a full disk, a read-only file system): one line naming the user's path."""
+    """A write that failed (a full disk, a read-only file system): one line naming the user's path.
+
+    Examples
+    --------
+    >>> import errno, os
+    >>> from meshnb.files import WriteError
+    >>> e = WriteError("checkpoint", "/x/run.ckpt", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    >>> str(e), e.errno == errno.ENOSPC, e.filename
+    ('checkpoint /x/run.ckpt: No space left on device', True, '/x/run.ckpt')
+    """
 
     def __init__(self, what: str, path: Pathish, cause: OSError) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), os.fspath(path))
@@ -69,6 +107,26 @@ class WriteError(OSError):
 
     def __str__(self) -> str:
         return f"{self.what} {self.filename}: {self.strerror}"
+
+
+def os_error_text(e: OSError) -> str:
+    """One line for an ``OSError``: the path it names and the system's words, never a Python class
+    name (a write of meshnb's own temporaries names its path, ``TMPDIR`` too: :class:`WriteError`).
+
+    Examples
+    --------
+    >>> import errno
+    >>> os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y"))
+    '/x/y: Permission denied'
+    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device"))
+    'No space left on device'
+    """
+    if isinstance(e, WriteError):
+        return str(e)
+    words = e.strerror or str(e) or "an input/output error"
+    if e.filename is not None:
+        return f"{os.fsdecode(e.filename)}: {words}"
+    return words
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +156,23 @@ def file_kind(mode: int) -> str:
 
 @contextlib.contextmanager
 def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
-    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking."""
+    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking.
+
+    Examples
+    --------
+    >>> from meshnb.files import InputError, open_input
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> _ = open("a.bin", "wb").write(b"abc")
+    >>> with open_input("a.bin", "--view-in") as f:
+    ...     f.read()
+    b'abc'
+    >>> try:
+    ...     with open_input(".", "--view-in") as f:
+    ...         pass
+    ... except InputError as e:
+    ...     print(e)
+    --view-in .: a directory, not a regular file
+    """
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is refused
         # below by fstat, which sees the file actually opened (no race with a rename of the path).
@@ -124,7 +198,15 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
 
 
 def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> bytes:
-    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger)."""
+    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger).
+
+    Examples
+    --------
+    >>> import io
+    >>> from meshnb.files import read_at_most
+    >>> read_at_most(io.BytesIO(b"0123456789"), 4, "input", "x")  # one byte more: the file is larger
+    b'01234'
+    """
     chunks, left = [], limit_bytes + 1
     try:
         while left > 0 and (chunk := f.read(min(left, 1 << 20))):
@@ -136,7 +218,21 @@ def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> byt
 
 
 def read_input(path: Pathish, what: str, limit_bytes: int) -> bytes:
-    """A regular file's bytes, at most ``limit_bytes`` of them; :class:`InputError` (one line) otherwise."""
+    """A regular file's bytes, at most ``limit_bytes`` of them; :class:`InputError` (one line) otherwise.
+
+    Examples
+    --------
+    >>> from meshnb.files import InputError, read_input
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> _ = open("case.json", "wb").write(b'{"steps": 8}')
+    >>> read_input("case.json", "case", 100)
+    b'{"steps": 8}'
+    >>> try:
+    ...     read_input("case.json", "case", 4)
+    ... except InputError as e:
+    ...     print(e)
+    case case.json: larger than 4 bytes
+    """
     with open_input(path, what) as f:
         data = read_at_most(f, limit_bytes, what, path)
     if len(data) > limit_bytes:
@@ -145,7 +241,22 @@ def read_input(path: Pathish, what: str, limit_bytes: int) -> bytes:
 
 
 def read_page(path: Pathish, what: str) -> bytes:
-    """A raw view page: a regular file of exactly 4096 bytes; :class:`InputError` (one line) otherwise."""
+    """A raw view page: a regular file of exactly 4096 bytes; :class:`InputError` (one line) otherwise.
+
+    Examples
+    --------
+    >>> from meshnb.files import InputError, read_page
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> _ = open("short.page", "wb").write(bytes(10))
+    >>> try:
+    ...     read_page("short.page", "--view-in")
+    ... except InputError as e:
+    ...     print(e)
+    --view-in short.page: a page is 4096 bytes, this file has 10
+    >>> _ = open("zero.page", "wb").write(bytes(4096))
+    >>> len(read_page("zero.page", "--view-in"))
+    4096
+    """
     with open_input(path, what) as f:
         data = read_at_most(f, PAGE_BYTES, what, path)
         size = max(len(data), os.fstat(f.fileno()).st_size)
@@ -156,7 +267,16 @@ def read_page(path: Pathish, what: str) -> bytes:
 
 def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> bytes:
     """A page given as bytes (any buffer) or as the path of a file (:func:`read_page`): what
-    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check."""
+    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check.
+
+    Examples
+    --------
+    >>> from meshnb.files import page_from
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> _ = open("p.page", "wb").write(bytes(range(256)) * 16)
+    >>> page_from("p.page", "view_in")[:4].hex(), page_from(bytearray([1, 2]), "view_in").hex()
+    ('00010203', '0102')
+    """
     if isinstance(source, (str, os.PathLike)):
         return read_page(source, what)
     return bytes(memoryview(source))  # a TypeError for what is no buffer (bytes(1234) would be 1234 zeros)
@@ -173,7 +293,17 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 def temp_prefix(name: str) -> str:
     """The start of a temporary's name beside a file ``name`` (the writer's pid follows):
     ``.NAME.tmp``, or, where that would pass :data:`NAME_MAX` with a pid after it (a legal
-    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name."""
+    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name.
+
+    Examples
+    --------
+    >>> from meshnb.files import NAME_MAX, temp_prefix
+    >>> temp_prefix("run.ckpt")
+    '.run.ckpt.tmp'
+    >>> long = temp_prefix("x" * 250)  # .x...x.tmpPID would pass NAME_MAX
+    >>> long.startswith(".meshnb-"), long == temp_prefix("x" * 250), NAME_MAX
+    (True, True, 255)
+    """
     prefix = f".{name}.tmp"
     if len(os.fsencode(prefix)) + 10 > NAME_MAX:  # 10: the digits of any pid
         prefix = f".meshnb-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp"
@@ -231,6 +361,16 @@ def output_kind(path: Pathish) -> str:
       written through as a stream, appended to, never truncated or renamed over;
     * ``"link"``: any other symbolic link: written through with ``open()`` (so the kernel's
       ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
+
+    Examples
+    --------
+    >>> from meshnb.files import output_kind
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> import os
+    >>> _ = open("real.page", "wb").write(b"")
+    >>> os.symlink("real.page", "link.page")
+    >>> output_kind("new.page"), output_kind("real.page"), output_kind("link.page"), output_kind("/dev/stdout")
+    ('atomic', 'atomic', 'link', 'stream')
     """
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
@@ -245,7 +385,22 @@ def check_output(path: Pathish, option: str) -> None:
     """Refuse (:class:`OutputError`, one line naming ``option`` and ``path``) an output that a run
     could not write at its end: an empty name, a missing or unwritable directory, a directory as
     target.  A stream (``/dev/stdout``, a FIFO, a device) and a symbolic link pass: they are written
-    through (:func:`output_kind`), never replaced."""
+    through (:func:`output_kind`), never replaced.
+
+    Examples
+    --------
+    >>> from meshnb.files import OutputError, check_output
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> check_output("out.page", "--view-out")  # a new name in a writable directory: passes
+    >>> for bad in ("", ".", "missing/out.page"):
+    ...     try:
+    ...         check_output(bad, "--view-out")
+    ...     except OutputError as e:
+    ...         print(e)
+    --view-out '': an empty path is not a file name
+    --view-out .: not a file name
+    --view-out missing/out.page: directory missing does not exist
+    """
     text = os.fspath(path)
     if not text:
         raise OutputError(f"{option} '': an empty path is not a file name")
@@ -301,7 +456,20 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
     """Refuse (:class:`OutputError`) a new name ``p`` (a file, or a pack's directory) whose
     directory is missing, not a directory, without a write bit (refused even for root), or where
     a file of ``p``'s temporary name cannot be created (a read-only mount, an ACL, a full inode
-    table: the probe has the temporary's name, so one left by a kill is cleared as stale)."""
+    table: the probe has the temporary's name, so one left by a kill is cleared as stale).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from meshnb.files import OutputError, check_directory
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> check_directory(Path("out.page"), "--view-out", "out.page")  # a writable directory: passes
+    >>> try:
+    ...     check_directory(Path("missing/out.page"), "--view-out", "missing/out.page")
+    ... except OutputError as e:
+    ...     print(e)
+    --view-out missing/out.page: directory missing does not exist
+    """
     parent = p.parent
     try:
         if not parent.exists():
@@ -327,7 +495,22 @@ def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathi
     """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
     directory, or one input file): its name inside it (through links too) or the same file under
     another name (a hard link).  ``what`` names the input (``pack``, ``--view-in``): "a file of the
-    pack P" for a directory, "the --view-in file P itself" for a file."""
+    pack P" for a directory, "the --view-in file P itself" for a file.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import OutputError, refuse_overwrite
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> os.mkdir("pack")
+    >>> _ = open("pack/case.json", "w").write("{}")
+    >>> refuse_overwrite("--junit", "report.xml", "pack", "pack")  # outside the pack: passes
+    >>> try:
+    ...     refuse_overwrite("--junit", "pack/case.json", "pack", "pack")
+    ... except OutputError as e:
+    ...     print(e)
+    --junit pack/case.json: a file of the pack pack, which is read, not overwritten
+    """
     if path is None or inputs is None or not os.fspath(path):
         return
     real, root = os.path.realpath(path), os.path.realpath(inputs)
@@ -355,7 +538,15 @@ def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathi
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (a stale file's owner is not)."""
+    """Whether process ``pid`` exists (a stale file's owner is not).
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import pid_alive
+    >>> pid_alive(os.getpid()), pid_alive(2**22 + 1)  # beyond Linux's largest pid
+    (True, False)
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -368,7 +559,17 @@ def pid_alive(pid: int) -> bool:
 def remove_stale_temps(path: Pathish) -> list[Path]:
     """Remove the ``.NAME.tmpPID`` files beside ``path`` whose writer is dead (killed mid-write);
     returns them.  A live pid's file is left alone: it may be that process's write under way (or a
-    reused pid's, which errs on the side of keeping a file)."""
+    reused pid's, which errs on the side of keeping a file).
+
+    Examples
+    --------
+    >>> from meshnb.files import remove_stale_temps
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> dead = 2**22 + 1  # no process has this pid
+    >>> _ = open(f".run.ckpt.tmp{dead}", "wb").write(b"half a checkpoint")
+    >>> [p.name for p in remove_stale_temps("run.ckpt")], remove_stale_temps("run.ckpt")
+    (['.run.ckpt.tmp4194305'], [])
+    """
     p = Path(path)
     pattern = re.compile(rf"{re.escape(temp_prefix(p.name))}(\d+)")
     removed: list[Path] = []
@@ -389,7 +590,19 @@ def open_temp(path: Path) -> tuple[int, Path]:
     """A new temporary file ``.NAME.tmpPID`` beside ``path`` for an atomic write, open for writing:
     its descriptor and name (OSError as the OS says).  Stale temporaries of dead writers at this
     path are removed first.  Always a new file, never what is at the name: a FIFO there (its name
-    is easy to guess) would block the open, a symbolic link would be written through."""
+    is easy to guess) would block the open, a symbolic link would be written through.
+
+    Examples
+    --------
+    >>> import os
+    >>> from pathlib import Path
+    >>> from meshnb.files import open_temp
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> fd, tmp = open_temp(Path("out.page"))
+    >>> tmp.name == f".out.page.tmp{os.getpid()}", os.write(fd, b"x")
+    (True, 1)
+    >>> os.close(fd)
+    """
     remove_stale_temps(path)
     tmp = _temp_name(path, os.getpid())
     with contextlib.suppress(FileNotFoundError):
@@ -462,7 +675,21 @@ class Output:
     """One output written under the one rule (:func:`output_kind`): to a temporary ``.NAME.tmpPID``
     beside it renamed into place by :meth:`commit` (``atomic``), or through a stream or a link,
     or to stdout (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``;
-    :meth:`abort` drops a temporary (the target stays as it was)."""
+    :meth:`abort` drops a temporary (the target stays as it was).
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import Output
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> out = Output("result.json", "--json-out")
+    >>> out.write(b'{"steps": 8}')
+    >>> out.kind, os.path.exists("result.json")  # nothing at the name yet
+    ('atomic', False)
+    >>> out.commit()
+    >>> open("result.json").read()
+    '{"steps": 8}'
+    """
 
     def __init__(self, path: Pathish, what: str) -> None:
         self.path, self.what = path, what
@@ -492,7 +719,19 @@ class Output:
         self.f = _FdWriter(fd)  # type: ignore[assignment]  # closed by commit or abort
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone)."""
+        """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone).
+
+        Examples
+        --------
+        >>> from meshnb.files import Output
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> out = Output("a.txt", "output")
+        >>> out.write(b"one ")
+        >>> out.write(memoryview(b"two"))
+        >>> out.commit()
+        >>> open("a.txt").read()
+        'one two'
+        """
         try:
             self.f.write(data)
         except (BrokenPipeError, StreamError):
@@ -503,7 +742,21 @@ class Output:
 
     def commit(self) -> None:
         """Finish: flush; a temporary is fsynced and renamed into place, a link's file cut to what
-        was written."""
+        was written.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import Output
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> out = Output("a.txt", "output")
+        >>> out.write(b"whole")
+        >>> sorted(os.listdir()) == [f".a.txt.tmp{os.getpid()}"]  # written beside the target
+        True
+        >>> out.commit()
+        >>> sorted(os.listdir()), open("a.txt").read()
+        (['a.txt'], 'whole')
+        """
         try:
             self.f.flush()
             if self.kind in ("stdout",):
@@ -524,7 +777,20 @@ class Output:
             raise WriteError(self.what, self.path, e) from None
 
     def abort(self) -> None:
-        """Drop a temporary (the target stays as it was); a stream or a link is closed as it is."""
+        """Drop a temporary (the target stays as it was); a stream or a link is closed as it is.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import Output
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> _ = open("a.txt", "w").write("previous")
+        >>> out = Output("a.txt", "output")
+        >>> out.write(b"half")
+        >>> out.abort()
+        >>> sorted(os.listdir()), open("a.txt").read()  # the temporary is gone, the target as it was
+        (['a.txt'], 'previous')
+        """
         if self.kind != "stdout":
             with contextlib.suppress(OSError):
                 self.f.close()
@@ -542,7 +808,22 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
     (``/dev/stdout``, a FIFO, a device) or a symbolic link is written through, never replaced.  On
     any error a temporary is removed, the previous file is as it was, and :class:`WriteError` names
     ``path`` (e.g. ``checkpoint /x/run.ckpt: No space left on device``).  Stale temporary files of
-    dead writers at this path are removed first.  An empty path is an :class:`OutputError`."""
+    dead writers at this path are removed first.  An empty path is an :class:`OutputError`.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import OutputError, write_atomic
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> write_atomic("view.page", bytes(4096), "--view-out")
+    >>> os.listdir(), os.path.getsize("view.page")
+    (['view.page'], 4096)
+    >>> try:
+    ...     write_atomic("", b"", "--view-out")
+    ... except OutputError as e:
+    ...     print(e)
+    --view-out '': an empty path is not a file name
+    """
     if not os.fspath(path):
         raise OutputError(f"{what} '': an empty path is not a file name")
     out = Output(path, what)
@@ -555,7 +836,18 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
 
 
 def fsync_dir(directory: Pathish) -> None:
-    """fsync a directory: what makes a rename in it durable (OSError as the OS says)."""
+    """fsync a directory: what makes a rename in it durable (OSError as the OS says).
+
+    Examples
+    --------
+    >>> from meshnb.files import fsync_dir
+    >>> fsync_dir(getfixture("tmp_path"))  # nothing to see: the directory's entries are on disk
+    >>> try:
+    ...     fsync_dir(getfixture("tmp_path") / "missing")
+    ... except FileNotFoundError as e:
+    ...     print(e.strerror)
+    No such file or directory
+    """
     dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dfd)
@@ -572,7 +864,23 @@ MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by
 
 
 def shm_in_use(directory: str) -> set[str]:
-    """The names in ``directory`` that a live process maps or holds open (as /proc shows them)."""
+    """The names in ``directory`` that a live process maps or holds open (as /proc shows them).
+
+    Examples
+    --------
+    >>> import mmap, os
+    >>> from meshnb.files import shm_in_use
+    >>> tmp = getfixture("tmp_path")
+    >>> with open(tmp / "segment", "wb+") as f:
+    ...     _ = f.write(bytes(4096))
+    ...     f.flush()
+    ...     mapped = mmap.mmap(f.fileno(), 4096)
+    >>> sorted(shm_in_use(str(tmp)))  # this process maps it
+    ['segment']
+    >>> mapped.close()
+    >>> sorted(shm_in_use(str(tmp)))
+    []
+    """
     used: set[str] = set()
     head = directory.rstrip("/") + "/"
     try:
@@ -598,7 +906,19 @@ def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, d
     """Remove this user's shared-memory segments ``directory/prefix*`` that no live process maps
     or holds open and that are older than ``min_age_s`` (a job starting now may not have mapped its
     own yet): what an MPI job whose ranks were killed left (MPICH's, which a rank killed by
-    hydra cannot remove).  Run at the start of every MPI run; returns the names removed."""
+    hydra cannot remove).  Run at the start of every MPI run; returns the names removed.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import remove_orphan_shm
+    >>> tmp = getfixture("tmp_path")
+    >>> for name in ("mpich_shm_old", "mpich_shm_new", "other"):
+    ...     _ = open(tmp / name, "wb").write(b"x")
+    >>> os.utime(tmp / "mpich_shm_old", (0, 0))  # last touched in 1970: a killed job's
+    >>> remove_orphan_shm(directory=str(tmp)), sorted(os.listdir(tmp))
+    (['mpich_shm_old'], ['mpich_shm_new', 'other'])
+    """
     try:
         names = [n for n in os.listdir(directory) if n.startswith(prefix)]
     except OSError:
@@ -628,7 +948,14 @@ def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, d
 
 
 def lock_path(path: Pathish) -> Path:
-    """The lock file of ``path``: ``.NAME.lock`` beside it."""
+    """The lock file of ``path``: ``.NAME.lock`` beside it.
+
+    Examples
+    --------
+    >>> from meshnb.files import lock_path
+    >>> str(lock_path("runs/a.ckpt"))
+    'runs/.a.ckpt.lock'
+    """
     p = Path(path)
     return p.with_name(f".{p.name}.lock")
 
@@ -661,7 +988,25 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
     per open file description, so a second ``hold`` in the same process is refused too.  (flock
     on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)
     A symbolic link or a stream (:func:`output_kind`) is refused: the file is rewritten at every
-    save, which only a rename makes safe."""
+    save, which only a rename makes safe.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import InUseError, hold
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> with hold("run.ckpt", "checkpoint"):
+    ...     print(sorted(os.listdir()), open(".run.ckpt.lock").read().split() == [str(os.getpid())])
+    ...     try:
+    ...         with hold("run.ckpt", "checkpoint"):
+    ...             pass
+    ...     except InUseError as e:
+    ...         print(e.pid == os.getpid())
+    ['.run.ckpt.lock'] True
+    True
+    >>> os.listdir()  # released: the lock file is gone
+    []
+    """
     kind = output_kind(path)
     if kind != "atomic":  # rewritten at every save: through a link or a stream a crash would leave half of one
         what_is = "a symbolic link" if kind == "link" else "a stream (a device, a FIFO, /dev/std*)"
@@ -713,7 +1058,15 @@ which JavaScript's ``Number()`` and Python's ``float()`` read back."""
 
 def json_safe(obj: Any) -> Any:
     """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE`
-    string, so that ``json.dumps(..., allow_nan=False)`` gives strict JSON."""
+    string, so that ``json.dumps(..., allow_nan=False)`` gives strict JSON.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.files import json_safe
+    >>> json_safe({"loss": [float("nan"), 0.5, float(np.float32("inf"))], "steps": 8})
+    {'loss': ['NaN', 0.5, 'Infinity'], 'steps': 8}
+    """
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else NON_FINITE[repr(float(obj))]
     if isinstance(obj, dict):
@@ -725,7 +1078,20 @@ def json_safe(obj: Any) -> Any:
 
 def json_text(obj: Any, **kwargs: Any) -> str:
     """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings
-    of :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject."""
+    of :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject.
+
+    Examples
+    --------
+    >>> import json
+    >>> from meshnb.files import json_text
+    >>> json_text({"last_loss": float("inf"), "params": [0.5, float("nan")]})
+    '{"last_loss": "Infinity", "params": [0.5, "NaN"]}'
+    >>> try:
+    ...     json.dumps(float("nan"), allow_nan=False)  # what json_text avoids
+    ... except ValueError as e:
+    ...     print(e)
+    Out of range float values are not JSON compliant
+    """
     import json
 
     return json.dumps(json_safe(obj), allow_nan=False, **kwargs)
@@ -744,7 +1110,16 @@ _POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
 
 class StreamError(WriteError):
     """A write to stdout or stderr that failed (a full disk): one line naming the stream
-    (``stdout: No space left on device``)."""
+    (``stdout: No space left on device``).
+
+    Examples
+    --------
+    >>> import errno, os
+    >>> from meshnb.files import StreamError, WriteError
+    >>> e = StreamError("stdout", "/dev/stdout", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    >>> str(e), isinstance(e, WriteError)
+    ('stdout: No space left on device', True)
+    """
 
     def __str__(self) -> str:
         return f"{self.what}: {self.strerror}"
@@ -769,7 +1144,18 @@ class StdSink:
     and its count would lose the count) and looked at while it waits.
 
     It is what ``sys.stdout.buffer`` and ``sys.stderr.buffer`` are in the ``meshnb`` program
-    (:func:`install_std_streams`), so argparse, tqdm, warnings and print all write through it."""
+    (:func:`install_std_streams`), so argparse, tqdm, warnings and print all write through it.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.files import StdSink
+    >>> r, w = os.pipe()
+    >>> sink = StdSink(w, "stdout")
+    >>> sink.write(b"a line"), os.read(r, 100)
+    (6, b'a line')
+    >>> sink.close(); os.close(r)
+    """
 
     def __init__(self, fd: int, name: str) -> None:
         self.fd, self.name = fd, name
@@ -791,28 +1177,120 @@ class StdSink:
 
     # the parts of a binary stream that TextIOWrapper and callers use
     def writable(self) -> bool:
+        """Always True: an output.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> sink = StdSink(w, "stdout")
+        >>> sink.writable(), sink.readable(), sink.seekable()
+        (True, False, False)
+        >>> sink.close(); os.close(r)
+        """
         return True
 
     def readable(self) -> bool:
+        """Always False: an output only.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> StdSink(w, "stdout").readable()  # an output only
+        False
+        >>> os.close(r); os.close(w)
+        """
         return False
 
     def seekable(self) -> bool:
+        """Always False: a stream is written as it comes, never repositioned.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> StdSink(w, "stdout").seekable()  # written as a stream, never repositioned
+        False
+        >>> os.close(r); os.close(w)
+        """
         return False
 
     def fileno(self) -> int:
+        """The descriptor given (the process's stdout or stderr), not the one written through.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> StdSink(w, "stdout").fileno() == w  # the caller's descriptor, not the one written through
+        True
+        >>> os.close(r); os.close(w)
+        """
         return self.fd
 
     def isatty(self) -> bool:
+        """Whether the descriptor is a terminal.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> StdSink(w, "stdout").isatty()  # a pipe is no terminal
+        False
+        >>> os.close(r); os.close(w)
+        """
         return os.isatty(self.fd)
 
     def flush(self) -> None:
-        pass  # nothing is held: every write is whole when it returns
+        """Nothing to do: every write is whole when it returns.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> sink = StdSink(w, "stdout")
+        >>> sink.write(b"x"), os.read(r, 10)  # already in the pipe before any flush
+        (1, b'x')
+        >>> sink.flush()
+        >>> sink.close(); os.close(r)
+        """
 
     def close(self) -> None:
+        """Mark the sink closed; the descriptor stays open (it is the process's stdout or stderr).
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> sink = StdSink(w, "stdout")
+        >>> sink.close()
+        >>> sink.closed, os.write(w, b"still open")  # the caller's descriptor stays open
+        (True, 10)
+        >>> os.close(r); os.close(w)
+        """
         self.closed = True  # the descriptor stays (it is the process's stdout)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Write all of ``data``; returns its length."""
+        """Write all of ``data``; returns its length.
+
+        Examples
+        --------
+        >>> import os
+        >>> from meshnb.files import StdSink
+        >>> r, w = os.pipe()
+        >>> sink = StdSink(w, "stdout")
+        >>> sink.write(memoryview(b"all of it")), os.read(r, 100)
+        (9, b'all of it')
+        >>> sink.close(); os.close(r)
+        """
         import threading
 
         view = memoryview(data).cast("B")

@@ -1,29 +1,59 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``); a progress bar; the rules every
-cluster member follows (stalls, the give-up bound, the wording of a stalled round).
+start at an LR change, a retry after a timeout (``ERR = 1``), on the driver's loop
+(:func:`meshnb.driver.drive`); a train run around a backend's step engine (:func:`run_engine`),
+every checkpoint's assembly (:class:`Checkpoints`) and the interrupted-run ending
+(:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
+wording of a stalled round).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import program
+from . import checkpoint, program
+from .checkpoint import Checkpoint, RunSettings
+from .driver import Cadence, Steps, frame, progress_bar
+from .driver import drive as drive_chunks
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
-from .interrupts import deferred_interrupt
 from .kernels import NSUMS
 from .options import Plan, Start
 from .program import COUNTER_NAMES, OP_SET_LR, OP_TASK, Context
-from .results import ClusterError
+from .results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from .runspec import check_view_can_run
+from .sha256 import Sha256State
 from .trace import Trace
 from .view import View
+
+__all__ = [
+    "CHUNK_STEPS",
+    "Checkpoints",
+    "Snapshot",
+    "StepEngine",
+    "chunk_of_tasks",
+    "drive",
+    "drive_alone",
+    "end_run",
+    "member_trace",
+    "prepare",
+    "prepare_member",
+    "progress_bar",
+    "refuse_pending_round",
+    "run_engine",
+    "run_steps",
+    "set_lr",
+    "stall_hook",
+    "stalled",
+    "steps_shown",
+    "warm_up",
+]
 
 
 def prepare(ctx: Context, plan: Plan, view_in: bytes | None) -> None:
@@ -100,7 +130,8 @@ def run_steps(
     save: Callable[[int], None] | None = None,
     every_s: float = math.inf,
 ) -> int:
-    """The one host loop (SPEC 10) of every backend; returns the steps done.
+    """The host loop (SPEC 10) of every backend, on the driver's loop
+    (:func:`meshnb.driver.drive`); returns the steps done.
 
     At every boundary (the start, and after each engine call) the SET_LRs due there go to every
     context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
@@ -111,26 +142,30 @@ def run_steps(
     last save (checkpoints; never at the plan's end, which the backend saves itself)."""
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
-    next_save = time.monotonic() + every_s if save is not None else math.inf
-    done = calls = 0
-    while True:
-        for ctx in contexts:
-            set_lr(ctx, plan, done)
-        if done >= plan.steps or (should_stop is not None and should_stop()):
-            return done
-        end = plan.next_boundary(chunk, done)
-        n = end - done
+    calls = 0
+
+    def advance(done: int, n: int) -> None:
+        nonlocal calls
         buf = buffers[calls % 2][: n if trace is not None else 0]
         calls += 1
         step(done, n, buf)
         if trace is not None:
             trace.record(buf)
-        done = end
-        if after is not None:
-            after(done)
-        if save is not None and done < plan.steps and time.monotonic() >= next_save:
-            save(done)
-            next_save = time.monotonic() + every_s
+
+    def at_boundary(done: int) -> None:
+        for ctx in contexts:
+            set_lr(ctx, plan, done)
+
+    return drive_chunks(
+        Steps(advance),
+        plan.steps,
+        lambda done, steps: plan.next_boundary(chunk, done),
+        at_boundary=at_boundary,
+        after=after,
+        should_stop=should_stop,
+        save=save,
+        cadence=Cadence(every_s) if save is not None else None,
+    )
 
 
 def drive_alone(
@@ -232,41 +267,143 @@ def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> Cluste
     return ClusterError(k, f"{e.detail}; waiting for round {late}{who}")
 
 
-def warm_grouped(z: bool) -> None:
+def warm_up(z: bool) -> float:
     """Load (or compile) the grouped step's kernels now, so that no member's first round waits
-    on its own JIT while the others wait on it."""
+    on its own JIT while the others wait on it; its seconds.  (Every warm-up is a ``warm_up``
+    returning its seconds, in the module of the engine it warms: :func:`meshnb.loops.warm_up`,
+    :func:`meshnb.sweeps.run.warm_up`, :func:`meshnb.backends.mpi.warm_up`,
+    :func:`meshnb.backends.cuda.warm_up`.)"""
+    began = time.perf_counter()
     ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
     program.init(ctx)
     ctx.view.set_word("STEPS_PER_TASK", 1)
     program.task(ctx, OP_TASK, 0)
-
-
-def progress_bar(total: int, enabled: bool, desc: str | None = None) -> Any:
-    """A tqdm bar on stderr counting steps (``desc`` before it), or None."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="step", unit_scale=True, mininterval=0.25, smoothing=0.1, leave=False, desc=desc)
+    return time.perf_counter() - began
 
 
 @contextmanager
 def steps_shown(
     total: int, enabled: bool, desc: str | None = None
 ) -> Iterator[tuple[Callable[[int], None], Callable[[], bool]]]:
-    """The frame of a run's steps, for every backend and sweep: a progress bar of ``total`` steps
-    (``show(done)`` moves it to ``done``; nothing shown unless ``enabled``) and Ctrl-C held to the
-    next boundary (``requested()``, :func:`~meshnb.interrupts.deferred_interrupt`); the bar is
-    closed however the steps end."""
-    bar = progress_bar(total, enabled, desc)
+    """The driver's :func:`~meshnb.driver.frame` as two functions: ``show(done)`` moves its
+    progress bar of ``total`` steps (nothing shown unless ``enabled``), ``requested()`` says
+    whether Ctrl-C asked for a stop (held to the next boundary); the bar is closed however the
+    steps end."""
+    with frame(total, enabled, desc) as f:
+        yield f.show, f.requested
 
-    def show(done: int) -> None:
-        if bar is not None:
-            bar.update(done - bar.n)
 
-    try:
-        with deferred_interrupt() as requested:
-            yield show, requested
-    finally:
-        if bar is not None:
-            bar.close()
+@dataclass(frozen=True)
+class Snapshot:
+    """Every member's state at a task boundary with no round pending: what a checkpoint keeps.
+
+    Parameters
+    ----------
+    pages : tuple of bytes
+        Every member's view page, system 0 first.
+    counters : tuple of dict
+        Every member's counters.
+    traces : tuple of Sha256State
+        Every member's trace hash state.
+    """
+
+    pages: tuple[bytes, ...]
+    counters: tuple[dict[str, int], ...]
+    traces: tuple[Sha256State, ...]
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """A run's checkpoints: the file (None: the run writes none), what each says of the run, the
+    steps done before this call (a resumed run's), and how often the driver saves one.
+
+    Examples
+    --------
+    >>> from meshnb.checkpoint import RunSettings
+    >>> run = RunSettings(systems=2, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
+    >>> ck = Checkpoints(None, run)
+    >>> ck.save(64, Snapshot((), (), ()))  # no file: nothing written
+    >>> ck.cadence().due()
+    False
+    """
+
+    path: str | os.PathLike[str] | None
+    settings: RunSettings
+    steps_before: int = 0
+    every_s: float = math.inf
+
+    def cadence(self) -> Cadence:
+        """When the next checkpoint is due (never without a file)."""
+        return Cadence(self.every_s if self.path is not None else math.inf)
+
+    def save(self, done: int, snapshot: Snapshot) -> None:
+        """Write the checkpoint of the run after ``done`` steps of this call (the one assembly of
+        a checkpoint, for every backend)."""
+        if self.path is not None:
+            checkpoint.save(
+                self.path,
+                Checkpoint(self.settings, self.steps_before + done, snapshot.pages, snapshot.counters, snapshot.traces),
+            )
+
+
+def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
+    """The one ending of a train run, for every backend: ``final_save()`` (the last checkpoint;
+    its OSError is :class:`~meshnb.results.SaveFailed`, with the result), then
+    :class:`~meshnb.results.RunInterrupted` if the run stopped before its ``planned`` steps, else
+    the result.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.train(64)
+    >>> end_run(r, 64) is r
+    True
+    >>> end_run(r, 128)
+    Traceback (most recent call last):
+        ...
+    meshnb.results.RunInterrupted: interrupted after 64 steps
+    """
+    if final_save is not None:
+        try:
+            final_save()
+        except OSError as e:
+            raise SaveFailed(result, e) from None
+    if result.steps < planned:
+        raise RunInterrupted(result)
+    return result
+
+
+def run_engine(
+    plan: Plan,
+    contexts: Sequence[Context],
+    chunk: int,
+    step: StepEngine,
+    warm_up: Callable[[], object],
+    systems: Callable[[], tuple[SystemResult, ...]],
+    *,
+    trace: Trace | None = None,
+    progress: bool = False,
+    checkpoints: Checkpoints | None = None,
+    snapshot: Callable[[], Snapshot] | None = None,
+) -> RunResult:
+    """A train run of the contexts' systems with ``step`` as its engine: the driver's frame (a
+    progress bar, Ctrl-C held to a boundary, ``warm_up`` timed apart from the steps), the host
+    loop (:func:`run_steps`, ``chunk`` steps a call), checkpoints every ``checkpoints.every_s``
+    and at the end or the stop (``snapshot()``), then :func:`end_run`.  ``systems()`` gives the
+    results once the steps are done (its wait for the trace counts in the steps' seconds)."""
+    save: Callable[[int], None] | None = None
+    if checkpoints is not None and checkpoints.path is not None and snapshot is not None:
+        ck, snap = checkpoints, snapshot
+
+        def save(done: int) -> None:
+            ck.save(done, snap())
+
+    with frame(plan.steps, progress) as f:
+        f.warm(Steps(lambda done, n: None, warm_up))  # the first call's JIT stays out of the timing
+        f.start()
+        every = checkpoints.every_s if checkpoints is not None else math.inf
+        done = run_steps(plan, contexts, chunk, step, trace, f.show if progress else None, f.requested, save, every)
+    results = systems()
+    steps_before = checkpoints.steps_before if checkpoints is not None else 0
+    result = RunResult(done, results, f.stop(), f.first_call, steps_before)
+    return end_run(result, plan.steps, (lambda: save(done)) if save is not None else None)

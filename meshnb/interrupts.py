@@ -29,7 +29,26 @@ class InterruptFlag:
     """A handler of the stop signals (:data:`STOP_SIGNALS`) that remembers: ``hit`` turns True and
     ``signum`` is the first signal's.  With ``raising`` (the commands that stop where they are) the
     first signal also raises KeyboardInterrupt; the next ones are only remembered, so that a second
-    Ctrl-C cannot break the cleanup the first one started."""
+    Ctrl-C cannot break the cleanup the first one started.
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import InterruptFlag
+    >>> flag = InterruptFlag()
+    >>> flag.hit, flag.exit_code
+    (False, 130)
+    >>> flag(signal.SIGTERM, None)  # as the OS would call it
+    >>> flag.hit, flag.exit_code, flag.word
+    (True, 143, 'terminated')
+    >>> raising = InterruptFlag(raising=True)
+    >>> try:
+    ...     raising(signal.SIGINT, None)
+    ... except KeyboardInterrupt:
+    ...     print("stopped where it was")
+    stopped where it was
+    >>> raising(signal.SIGINT, None)  # a second Ctrl-C is only remembered
+    """
 
     def __init__(self, raising: bool = False) -> None:
         self.hit = False
@@ -45,7 +64,19 @@ class InterruptFlag:
             raise KeyboardInterrupt
 
     def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, object]:  # (no typing: a light import)
-        """Make this flag the handler of ``signals`` (main thread only); the previous handlers."""
+        """Make this flag the handler of ``signals`` (main thread only); the previous handlers.
+
+        Examples
+        --------
+        >>> import signal
+        >>> from meshnb.interrupts import InterruptFlag
+        >>> flag = InterruptFlag()
+        >>> previous = flag.install((signal.SIGUSR1,))
+        >>> signal.raise_signal(signal.SIGUSR1)
+        >>> flag.hit, flag.signum == signal.SIGUSR1
+        (True, True)
+        >>> _ = signal.signal(signal.SIGUSR1, previous[signal.SIGUSR1])
+        """
         return {s: signal.signal(s, self) for s in signals}
 
     @property
@@ -61,7 +92,19 @@ class InterruptFlag:
 
 
 def installed_flag() -> InterruptFlag | None:
-    """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any."""
+    """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any.
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import InterruptFlag, installed_flag
+    >>> installed_flag() is None  # Python's default handler
+    True
+    >>> previous = InterruptFlag().install((signal.SIGINT,))
+    >>> isinstance(installed_flag(), InterruptFlag)
+    True
+    >>> _ = signal.signal(signal.SIGINT, previous[signal.SIGINT])
+    """
     handler = signal.getsignal(signal.SIGINT)
     return handler if isinstance(handler, InterruptFlag) else None
 
@@ -69,7 +112,20 @@ def installed_flag() -> InterruptFlag | None:
 class StopRequest:
     """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.  A run that
     saw it but ends anyway (no boundary left before its end) calls :meth:`declined`, so that the
-    Ctrl-C goes on to the caller (:func:`deferred_interrupt`)."""
+    Ctrl-C goes on to the caller (:func:`deferred_interrupt`).
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import InterruptFlag, StopRequest
+    >>> flag = InterruptFlag()
+    >>> requested = StopRequest(flag)
+    >>> requested()
+    False
+    >>> flag(signal.SIGINT, None)
+    >>> requested(), requested.seen
+    (True, True)
+    """
 
     def __init__(self, flag: InterruptFlag | None) -> None:
         self.flag = flag
@@ -80,7 +136,21 @@ class StopRequest:
         return self.seen
 
     def declined(self) -> None:
-        """The run ends at its planned end all the same: the Ctrl-C was not honoured."""
+        """The run ends at its planned end all the same: the Ctrl-C was not honoured.
+
+        Examples
+        --------
+        >>> import signal
+        >>> from meshnb.interrupts import InterruptFlag, StopRequest
+        >>> flag = InterruptFlag()
+        >>> requested = StopRequest(flag)
+        >>> flag(signal.SIGINT, None)
+        >>> requested()  # seen at a boundary, but the run was at its end anyway
+        True
+        >>> requested.declined()
+        >>> requested.seen
+        False
+        """
         self.seen = False
 
 
@@ -90,7 +160,17 @@ def deferred_interrupt() -> Iterator[StopRequest]:
     flag is already the handler (the CLI's), it is reused; off the main thread (which alone gets
     signals) nothing.  A Ctrl-C that the run did not stop for (it came after its last boundary)
     goes to the caller's handler on the way out (``KeyboardInterrupt`` for Python's default),
-    rather than being lost."""
+    rather than being lost.
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import deferred_interrupt
+    >>> with deferred_interrupt() as requested:
+    ...     signal.raise_signal(signal.SIGINT)  # no KeyboardInterrupt here: held for the boundary
+    ...     print("at the boundary:", requested())
+    at the boundary: True
+    """
     if threading.current_thread() is not threading.main_thread():
         yield StopRequest(None)
         return
@@ -125,7 +205,19 @@ def phase(name: str) -> None:
     """Test hook: append ``name PID MONOTONIC`` to the file named by ``MESHNB_TEST_PHASES`` (the
     monotonic clock is the system's, comparable between processes); nothing without it.  With
     ``MESHNB_TEST_PHASE_PAUSE=NAME:SECONDS`` too, phase ``NAME`` then lasts that much longer (a
-    window of a few ms that a test must hit)."""
+    window of a few ms that a test must hit).
+
+    Examples
+    --------
+    >>> from meshnb.interrupts import phase
+    >>> mp = getfixture("monkeypatch")
+    >>> phases = getfixture("tmp_path") / "phases"
+    >>> phase("held")  # no MESHNB_TEST_PHASES: nothing
+    >>> mp.setenv("MESHNB_TEST_PHASES", str(phases))
+    >>> phase("held"); phase("done")
+    >>> [line.split()[0] for line in phases.read_text().splitlines()]
+    ['held', 'done']
+    """
     path = os.environ.get(PHASES_ENV)
     if not path:
         return

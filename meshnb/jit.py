@@ -87,7 +87,15 @@ def is_int(x: Any) -> bool:
 class Accepts:
     """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an
     array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``,
-    writeable if ``writeable``."""
+    writeable if ``writeable``.
+
+    Examples
+    --------
+    >>> from meshnb.jit import Accepts
+    >>> rule = Accepts.parse("uint32[:, ::1] writeable")
+    >>> rule.ndim, rule.contiguous, rule.writeable, str(rule.dtype)
+    (2, True, True, 'uint32')
+    """
 
     spec: str  # as written: "float32", "bool", "uint32[:]", "uint8[::1]", "uint32[:, ::1] writeable"
     dtype: Any  # a numba scalar type
@@ -97,6 +105,20 @@ class Accepts:
 
     @classmethod
     def parse(cls, spec: str) -> Accepts:
+        """The rule of one type as an entry's ``accepts`` writes it (``"float32"``, ``"uint8[::1]"``,
+        ``"uint32[:] writeable"``); ``ValueError`` for one it does not know.
+
+        Examples
+        --------
+        >>> from meshnb.jit import Accepts
+        >>> Accepts.parse("float32[...]").ndim  # any number of dimensions
+        -1
+        >>> try:
+        ...     Accepts.parse("float16")
+        ... except ValueError as e:
+        ...     print(e)
+        unknown argument type 'float16'
+        """
         base, _, flag = spec.partition(" writeable")
         if flag or (_ and "[" not in base):
             raise ValueError(f"unknown argument type {spec!r}: 'writeable' follows an array type")
@@ -119,7 +141,17 @@ class Accepts:
         return cls(spec, _SCALARS[m.group(1)], len(parts), parts[-1] == "::1")
 
     def admits(self, t: Any) -> bool:
-        """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted."""
+        """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted.
+
+        Examples
+        --------
+        >>> import numba
+        >>> import numpy as np
+        >>> from meshnb.jit import Accepts
+        >>> rule = Accepts.parse("uint8[::1]")
+        >>> rule.admits(numba.typeof(np.zeros(4, np.uint8))), rule.admits(numba.typeof(np.zeros(8, np.uint8)[::2]))
+        (True, False)
+        """
         if self.ndim == 0:
             return bool(t == self.dtype)
         return (
@@ -131,6 +163,14 @@ class Accepts:
         )
 
     def wanted(self) -> str:
+        """How a refusal names what the argument must be.
+
+        Examples
+        --------
+        >>> from meshnb.jit import Accepts
+        >>> Accepts.parse("uint32[:, ::1] writeable").wanted(), Accepts.parse("float32").wanted()
+        ('a writeable C-contiguous uint32 array of 2 dimensions', 'a numpy float32 (np.float32)')
+        """
         if self.ndim == 0:
             kind = "a Python bool" if self.dtype == types.boolean else f"a numpy {self.dtype} (np.{self.dtype})"
             return kind
@@ -152,7 +192,21 @@ def _described(value: Any, t: Any) -> str:
 
 class CheckedDispatcher(CPUDispatcher):
     """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
-    whose argument types are not those declared (see the module docstring: the door)."""
+    whose argument types are not those declared (see the module docstring: the door).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import loss
+    >>> type(loss).__name__
+    'CheckedDispatcher'
+    >>> try:
+    ...     loss(np.zeros(5, np.float64), np.float32(1 / 32))
+    ... except TypeError as e:
+    ...     print(e)  # doctest: +NORMALIZE_WHITESPACE
+    meshnb.kernels.loss: argument 'sums' must be a float32 array of 1 dimension,
+    not a C-contiguous float64 array of 1 dimension
+    """
 
     def __init__(
         self,
@@ -212,7 +266,27 @@ def jit(
     dimensions), followed by ``" writeable"`` for an array written in place.  Every argument of
     such a function must be listed.  ``name`` is how its errors name it (default: its own).
     numba's ``inline=`` is refused (the module docstring: LLVM inlines; numba's IR inlining made a
-    digest kernel's first compile 3 s longer for no speed)."""
+    digest kernel's first compile 3 s longer for no speed).
+
+    Examples
+    --------
+    >>> from meshnb.jit import jit
+    >>> from meshnb.kernels import step_sums
+    >>> step_sums._cache.__class__.__name__  # cache=True: machine code kept beside the module
+    'FunctionCache'
+    >>> def apply_lr(p, lr):
+    ...     p[:] *= lr
+    >>> try:
+    ...     jit(accepts=dict(p="float32[::1] writeable"))(apply_lr)  # lr is not listed
+    ... except ValueError as e:
+    ...     print(e)
+    apply_lr: accepts must list exactly its arguments ['p', 'lr']
+    >>> try:
+    ...     jit(inline="always")
+    ... except ValueError as e:
+    ...     print(e)
+    meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers
+    """
     if "inline" in options:
         raise ValueError("meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers")
     if accepts is None:
@@ -239,5 +313,13 @@ def jit(
 
 
 def per_mode(make: Callable[[int], T], modes: Iterable[int]) -> dict[int, T]:
-    """One compiled entry per loop mode: ``{mode: make(mode)}`` (see the module docstring)."""
+    """One compiled entry per loop mode: ``{mode: make(mode)}`` (see the module docstring).
+
+    Examples
+    --------
+    >>> from meshnb.jit import per_mode
+    >>> from meshnb.vec import IEEE, MODES, Z, Z_DAZ
+    >>> per_mode(lambda mode: f"loop {mode}", MODES)
+    {0: 'loop 0', 1: 'loop 1', 2: 'loop 2'}
+    """
     return {m: make(m) for m in modes}

@@ -58,7 +58,15 @@ MAX_WAIT_S = 1e7
 
 def option_error(template: str, *names: str) -> OptionError:
     """An :class:`~meshnb.runspec.OptionError` naming options of this table: ``str(e)`` spells
-    them as the library's keywords (``systems=N``), ``e.for_cli()`` as the command's flags."""
+    them as the library's keywords (``systems=N``), ``e.for_cli()`` as the command's flags.
+
+    Examples
+    --------
+    >>> from meshnb.options import option_error
+    >>> e = option_error("{backend} needs {systems}", "backend", "systems")
+    >>> str(e), e.for_cli()
+    ('backend needs systems=N', '--backend needs --systems N')
+    """
     return OptionError(template, *names, library=_LIBRARY_SPELLING, flags=CLI_SPELLING)
 
 
@@ -69,7 +77,22 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=`` from a parser raising ValueError, its message kept (argparse words
     a plain ValueError as "invalid value"); a warning (a deprecated spelling's DeprecationWarning,
     a changed meaning's FutureWarning) is said on stderr as one line (``meshnb: warning: ...``), as
-    a command says it."""
+    a command says it.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.options import arg_type, parse_count
+    >>> parser = argparse.ArgumentParser(prog="meshnb train", exit_on_error=False)
+    >>> _ = parser.add_argument("--steps", type=arg_type(parse_count))
+    >>> parser.parse_args(["--steps", "100"]).steps
+    100
+    >>> try:
+    ...     parser.parse_args(["--steps", "1_0"])
+    ... except argparse.ArgumentError as e:
+    ...     print(e)
+    argument --steps: '1_0' is not a whole number
+    """
 
     def convert(text: str) -> Any:
         try:
@@ -88,6 +111,22 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def parse_count(text: str) -> int:
     # ASCII digits only: int() would also take "1_000", " 5", "+5" and other scripts' digits ("٥").
+    """A count as a command line writes it: ASCII digits, 0 or more (a ValueError that says why otherwise).
+
+    Examples
+    --------
+    >>> from meshnb.options import parse_count
+    >>> parse_count("4096")
+    4096
+    >>> for bad in ("1_000", "-5", "٥"):
+    ...     try:
+    ...         parse_count(bad)
+    ...     except ValueError as e:
+    ...         print(e)
+    '1_000' is not a whole number
+    '-5' is negative
+    '٥' is not a whole number
+    """
     if not re.fullmatch(r"-?[0-9]+", text):
         raise ValueError(f"{text!r} is not a whole number")
     try:
@@ -100,6 +139,19 @@ def parse_count(text: str) -> int:
 
 
 def parse_hex_u32(text: str, what: str = "value") -> int:
+    """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise).
+
+    Examples
+    --------
+    >>> from meshnb.options import parse_hex_u32
+    >>> hex(parse_hex_u32("3f000000")), hex(parse_hex_u32("0xFFFFFFFF"))
+    ('0x3f000000', '0xffffffff')
+    >>> try:
+    ...     parse_hex_u32("100000000", "--lr-word")
+    ... except ValueError as e:
+    ...     print(e)
+    --lr-word: '100000000' is not a u32 in hex
+    """
     if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
         raise ValueError(f"{what}: {text!r} is not hex")
     try:
@@ -112,6 +164,22 @@ def parse_hex_u32(text: str, what: str = "value") -> int:
 
 
 def parse_positive(text: str) -> float:
+    """A number above 0 and finite, as text (a ValueError otherwise).
+
+    Examples
+    --------
+    >>> from meshnb.options import parse_positive
+    >>> parse_positive("0.5"), parse_positive("1e3")
+    (0.5, 1000.0)
+    >>> for bad in ("0", "inf", "x"):
+    ...     try:
+    ...         parse_positive(bad)
+    ...     except ValueError as e:
+    ...         print(e)
+    '0' must be a positive number
+    'inf' must be a positive number
+    'x' is not a number
+    """
     try:
         value = float(text)
     except ValueError:
@@ -122,7 +190,19 @@ def parse_positive(text: str) -> float:
 
 
 def parse_seconds(text: str) -> float:
-    """A duration in seconds: above 0, at most :data:`MAX_WAIT_S`."""
+    """A duration in seconds: above 0, at most :data:`MAX_WAIT_S`.
+
+    Examples
+    --------
+    >>> from meshnb.options import parse_seconds
+    >>> parse_seconds("2.5")
+    2.5
+    >>> try:
+    ...     parse_seconds("1e8")
+    ... except ValueError as e:
+    ...     print(e)
+    '1e8' is more than 1e+07 s
+    """
     value = parse_positive(text)
     if value > MAX_WAIT_S:
         raise ValueError(f"{text!r} is more than {MAX_WAIT_S:g} s")
@@ -165,6 +245,8 @@ def parse_step_base(text: str) -> int:
     """A step base as the command line writes it: a number, ``N`` or ``0x...``; the old ``HI:LO``
     (two hex halves) still works, deprecated.  The same in every command.
 
+    Examples
+    --------
     >>> parse_step_base("4294967296"), parse_step_base("0x100000000")
     (4294967296, 4294967296)
     """
@@ -210,7 +292,15 @@ def _parse_stall(text: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Flag:
-    """How an option appears on the command line (``flag`` None: library only)."""
+    """How an option appears on the command line (``flag`` None: library only).
+
+    Examples
+    --------
+    >>> from meshnb.options import option_fields
+    >>> flags = {name: flag for name, _, flag in option_fields()}
+    >>> flags["steps"].flag, flags["steps"].metavar, flags["systems"].cli_spelling, flags["z"].flag
+    ('--steps', 'S', '--systems N', '--ieee')
+    """
 
     flag: str | None
     help: str
@@ -226,6 +316,19 @@ class Flag:
 
 
 def option_field(default: Any, flag: Flag) -> Any:
+    """A field of the options table: its default and its :class:`Flag`.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from meshnb.options import Flag, option_field
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Tiny:
+    ...     steps: int = option_field(16, Flag("--steps", "steps to run", "S"))
+    >>> field = dataclasses.fields(Tiny)[0]
+    >>> Tiny().steps, field.metadata["flag"].flag
+    (16, '--steps')
+    """
     return field(default=default, metadata={"flag": flag})
 
 
@@ -545,7 +648,18 @@ def add_flags(
     """Add a table's flags (``option_fields()`` or the sweep's) to a command's parser: a switch
     is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over), a
     repeatable flag appends; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds a
-    command's own flags after that option's."""
+    command's own flags after that option's.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.options import add_flags, given_options, option_fields
+    >>> parser = argparse.ArgumentParser(prog="meshnb train")
+    >>> add_flags(parser, option_fields())
+    >>> args = parser.parse_args(["--steps", "100", "--ieee"])
+    >>> given_options(args, option_fields())
+    {'steps': 100, 'z': False}
+    """
     for name, _, flag in table:
         if flag.flag is None:
             continue  # library only
@@ -566,7 +680,17 @@ def add_flags(
 
 
 def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag]]) -> dict[str, Any]:
-    """The keywords of the flags given (a flag left out: not in the dict, the table has its default)."""
+    """The keywords of the flags given (a flag left out: not in the dict, the table has its default).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.options import add_flags, given_options, option_fields
+    >>> parser = argparse.ArgumentParser(prog="meshnb train")
+    >>> add_flags(parser, option_fields())
+    >>> given_options(parser.parse_args([]), option_fields())  # nothing given: the table's defaults apply
+    {}
+    """
     given: dict[str, Any] = {}
     for name, _, flag in table:
         value = getattr(args, name, None)
@@ -579,7 +703,15 @@ def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag
 
 
 def option_fields() -> list[tuple[str, Any, Flag]]:
-    """(name, default, Flag) of every option, in declaration order: for the CLI and the docs."""
+    """(name, default, Flag) of every option, in declaration order: for the CLI and the docs.
+
+    Examples
+    --------
+    >>> from meshnb.options import option_fields
+    >>> rows = option_fields()
+    >>> [name for name, _, _ in rows][:3], dict((n, d) for n, d, _ in rows)["steps"]
+    (['steps', 'steps_per_task', 'set_lr'], None)
+    """
     return [(f.name, f.default if f.default is not MISSING else None, f.metadata["flag"]) for f in fields(RunOptions)]
 
 
@@ -592,7 +724,19 @@ def _positive(x: Any, name: str, top: float) -> float:
 
 def check_checkpoint_systems(systems: int) -> None:
     """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (the mpi
-    backend alone runs more than :data:`MAX_SYSTEMS`: one per rank)."""
+    backend alone runs more than :data:`MAX_SYSTEMS`: one per rank).
+
+    Examples
+    --------
+    >>> from meshnb.options import check_checkpoint_systems
+    >>> from meshnb.runspec import OptionError
+    >>> check_checkpoint_systems(64)
+    >>> try:
+    ...     check_checkpoint_systems(65)
+    ... except OptionError as e:
+    ...     print(e)
+    checkpoint holds at most 64 systems, and this run has 65: run it without a checkpoint, or with fewer systems
+    """
     if systems > MAX_SYSTEMS:
         raise option_error(
             f"{{checkpoint}} holds at most {MAX_SYSTEMS} systems, and this run has {systems}: "
@@ -602,6 +746,21 @@ def check_checkpoint_systems(systems: int) -> None:
 
 
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
+    """The test hook ``stalls`` checked: ``(system, task call, milliseconds)`` triples, each system
+    one of the ``n``; an :class:`~meshnb.runspec.OptionError` otherwise.
+
+    Examples
+    --------
+    >>> from meshnb.options import check_stalls
+    >>> from meshnb.runspec import OptionError
+    >>> check_stalls([[1, 0, 50]], 2)
+    ((1, 0, 50),)
+    >>> try:
+    ...     check_stalls([(2, 0, 50)], 2)
+    ... except OptionError as e:
+    ...     print(e)
+    a stall names system 2, but the cluster has systems 0 to 1
+    """
     if isinstance(stalls, (str, bytes)) or not isinstance(stalls, Iterable):
         raise option_error(
             f"{{stalls}} is a list of (system, task call, milliseconds) triples, got {stalls!r}", "stalls"

@@ -1,15 +1,214 @@
-"""What a run gives back: every system's result, an interrupted run's state, a cluster's failure."""
+"""What a run gives back: every system's result, an interrupted run's state, a cluster's failure.
+
+A system's result is read through one column model, :data:`SYSTEM_COLUMNS`: a cluster's member
+(``meshnb.train(...).systems[k]``, :class:`SystemResult`) and a sweep's system
+(``meshnb.sweep(...).systems[k]``, :class:`~meshnb.sweeps.result.SweepSystem`) answer every shared
+column with the same type (the :class:`SystemColumns` protocol), and a few columns exist for one
+kind alone (a member's kept ``trace``; a sweep system's inputs ``lr``, ``lr_word``,
+``step_base``, ``page_index``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .program import Context
+from .program import COUNTER_NAMES, Context
 from .view import View
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the system model: an attribute a system's result answers, its type, and
+    which kind of result has it.
+
+    Parameters
+    ----------
+    name : str
+        The attribute.
+    kind : type
+        The type of its value (``numpy.ndarray``, ``numpy.float32``, ``bytes``, ``str``, ``int``, ``dict``).
+    doc : str
+        What it holds.
+    dtype : str or None, default None
+        An array's dtype (``"float32"``).
+    shape : tuple of int or None, default None
+        An array's shape (-1: any length); a dict's keys are :data:`meshnb.program.COUNTER_NAMES`.
+    only : {"cluster", "sweep"} or None, default None
+        The one kind of result that has it (None: both).
+    optional : bool, default False
+        The value may be None (a member's ``trace`` without ``keep_trace``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> c = Column("params", np.ndarray, "the params", "float32", (4,))
+    >>> c.conforms(np.zeros(4, np.float32)), c.conforms(np.zeros(4, np.float64)), c.conforms([0.0] * 4)
+    (True, False, False)
+    """
+
+    name: str
+    kind: type
+    doc: str
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    only: Literal["cluster", "sweep"] | None = None
+    optional: bool = False
+
+    def conforms(self, value: Any) -> bool:
+        """Whether ``value`` has this column's type (and an array its dtype and shape; a dict
+        the counters' names and int values).
+
+        Parameters
+        ----------
+        value : object
+            A system's attribute.
+
+        Returns
+        -------
+        bool
+            True when it is of the column's type.
+
+        Examples
+        --------
+        >>> counters = next(c for c in SYSTEM_COLUMNS if c.name == "counters")
+        >>> counters.conforms({"inits": 0, "steps": 64, "timeouts": 0}), counters.conforms({"steps": 64})
+        (True, False)
+        """
+        if value is None:
+            return self.optional
+        if type(value) is not self.kind and not (self.kind is np.ndarray and isinstance(value, np.ndarray)):
+            return False  # exact: a bool is no int, a float64 no float32
+        if isinstance(value, np.ndarray):
+            shape = self.shape or ()
+            return (
+                value.dtype == np.dtype(self.dtype)
+                and value.ndim == len(shape)
+                and all(want in (-1, got) for want, got in zip(shape, value.shape))
+            )
+        if isinstance(value, dict):
+            return tuple(value) == COUNTER_NAMES and all(type(v) is int for v in value.values())
+        return True
+
+
+SYSTEM_COLUMNS: tuple[Column, ...] = (
+    Column("system", int, "the system's number in its run (a member k of a cluster, 0 alone; a sweep's index)"),
+    Column("params", np.ndarray, "the final params [a, b, c, d]", "float32", (4,)),
+    Column("params_hex", list, "the params as four hex words ('3b7a7664', ...)"),
+    Column("last_loss", np.float32, "the loss of the last step run"),
+    Column("loss", np.ndarray, "the loss ring: the loss of step t at index t mod 256", "float32", (256,)),
+    Column("page", bytes, "the final 4096-byte page (a sweep keeps it with keep_pages, else runs the system again)"),
+    Column("view", View, "the final page as a View (a copy)"),
+    Column("digest", str, "SPEC 11's digest: SHA-256 of PARAMS then LOSS, 64 hex digits"),
+    Column("trace_digest", str, "SPEC 11's trace digest, 64 hex digits ('': a sweep without trace kept none)"),
+    Column(
+        "counters", dict,
+        "SPEC 8's counters inits, steps, timeouts of this run (a sweep starts every system from a page: "
+        "inits 0, timeouts 0, as train(view_in=that page) counts)",
+    ),
+    Column("trace", np.ndarray, "the applied sums [steps, 5], with keep_trace", "uint32", (-1, 5), "cluster", True),
+    Column("lr", np.float32, "the LR as the steps read it (ftz_from_bits in mode Z)", only="sweep"),
+    Column("lr_word", int, "the LR word as the page holds it", only="sweep"),
+    Column("step_base", int, "the system's first step", only="sweep"),
+    Column("page_index", int, "which of the sweep's start pages it started from", only="sweep"),
+)  # fmt: skip
+"""The column model of a system's result: every attribute a cluster's member and a sweep's system
+answer (``only`` None: both, with the same type), and the few one kind alone has."""
+
+SHARED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SYSTEM_COLUMNS if c.only is None)
+"""The names of the columns both kinds answer (:class:`SystemColumns`)."""
+
+
+@runtime_checkable
+class SystemColumns(Protocol):
+    """What every system's result answers, a cluster's member (:class:`SystemResult`) and a
+    sweep's system (:class:`~meshnb.sweeps.result.SweepSystem`) alike: the shared columns of
+    :data:`SYSTEM_COLUMNS`, and :meth:`to_json`.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> isinstance(meshnb.train(64).systems[0], SystemColumns)
+    True
+    >>> isinstance(meshnb.sweep(64, lrs=[0.5]).systems[0], SystemColumns)
+    True
+    """
+
+    @property
+    def system(self) -> int: ...
+    @property
+    def params(self) -> NDArray[np.float32]: ...
+    @property
+    def params_hex(self) -> list[str]: ...
+    @property
+    def last_loss(self) -> np.float32: ...
+    @property
+    def loss(self) -> NDArray[np.float32]: ...
+    @property
+    def page(self) -> bytes: ...
+    @property
+    def view(self) -> View: ...
+    @property
+    def digest(self) -> str: ...
+    @property
+    def trace_digest(self) -> str: ...
+    @property
+    def counters(self) -> dict[str, int]: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def shared_columns(s: SystemColumns) -> dict[str, Any]:
+    """The shared columns of a system's result, by name (:data:`SHARED_COLUMNS`).
+
+    Parameters
+    ----------
+    s : SystemColumns
+        A cluster's member or a sweep's system.
+
+    Returns
+    -------
+    dict
+        Each shared column's value.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> cols = shared_columns(meshnb.train(64).systems[0])
+    >>> list(cols) == list(SHARED_COLUMNS), cols["counters"]
+    (True, {'inits': 1, 'steps': 64, 'timeouts': 0})
+    """
+    return {name: getattr(s, name) for name in SHARED_COLUMNS}
+
+
+def system_json(s: SystemColumns) -> dict[str, Any]:
+    """A system as ``meshnb train --json`` prints it (a member's or a sweep system's, the same keys).
+
+    Parameters
+    ----------
+    s : SystemColumns
+        A cluster's member or a sweep's system.
+
+    Returns
+    -------
+    dict
+        ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> system_json(meshnb.sweep(64, lrs=[0.5]).systems[0])["counters"]
+    {'inits': 0, 'steps': 64, 'timeouts': 0}
+    """
+    return {
+        "system": s.system,
+        "params": s.params_hex,
+        "digest": s.digest,
+        "trace_digest": s.trace_digest,
+        "counters": dict(s.counters),
+    }
 
 
 class ClusterError(RuntimeError):
@@ -41,9 +240,8 @@ class SystemResult:
     """One system at the end of a run: its page, counters and trace digest.
 
     A cluster's ``result.systems[k]`` and a sweep's ``result.systems[k]``
-    (:class:`~meshnb.sweeps.result.SweepSystem`) answer the same attributes: ``system``,
-    ``params``, ``params_hex``, ``last_loss``, ``digest``, ``trace_digest``, ``page``, ``view``
-    and ``loss``.
+    (:class:`~meshnb.sweeps.result.SweepSystem`) answer the same columns with the same types
+    (:data:`SYSTEM_COLUMNS`, :class:`SystemColumns`); ``trace`` is a member's alone.
 
     Parameters
     ----------
@@ -104,7 +302,7 @@ class SystemResult:
     def last_loss(self) -> np.float32:
         """The loss of the last step run (LOSS at the page's next step - 1, mod 256)."""
         v = self.view
-        return v["LOSS"][(v.next_step - 1) % 256]
+        return np.float32(v["LOSS"][(v.next_step - 1) % 256])
 
     @property
     def digest(self) -> str:
@@ -125,13 +323,7 @@ class SystemResult:
         >>> sorted(meshnb.train(64).systems[0].to_json())
         ['counters', 'digest', 'params', 'system', 'trace_digest']
         """
-        return {
-            "system": self.system,
-            "params": self.params_hex,
-            "digest": self.digest,
-            "trace_digest": self.trace_digest,
-            "counters": dict(self.counters),
-        }
+        return system_json(self)
 
 
 @dataclass(frozen=True)
@@ -316,7 +508,21 @@ class RunInterrupted(Exception):
 
 
 def system_result(system: int, ctx: Context) -> SystemResult:
-    """System ``system``'s result from its context (the trace's digest waits for its last record)."""
+    """System ``system``'s result from its context (the trace's digest waits for its last record).
+
+    Examples
+    --------
+    >>> from meshnb import Context, View, init, task
+    >>> from meshnb.results import system_result
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> ctx.view.set_word("STEPS_PER_TASK", 8)
+    >>> task(ctx, 0, 0)
+    8
+    >>> r = system_result(0, ctx)
+    >>> r.system, r.counters, r.digest == ctx.view.digest()
+    (0, {'inits': 1, 'steps': 8, 'timeouts': 0}, True)
+    """
     trace = ctx.trace
     return SystemResult(
         system=system,

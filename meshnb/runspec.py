@@ -17,9 +17,10 @@ everywhere:
   (:func:`lr_word`, :func:`lr_words`, :func:`parse_lr`: the one rule of every entry point);
 
 It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them) and gives the page digest (SPEC 11) of many pages at once (:func:`page_digests`, whose
-one copy is :func:`meshnb.view.page_digests`, below the loops, as :func:`is_int` is
-:mod:`meshnb.jit`'s: the loops' doors and :meth:`View.digest <meshnb.view.View.digest>` use them).
+set them), and hashes many rows' spans at once (:func:`row_digests`: hashlib for a few, njit on
+every core for many, the same bits); it re-exports two rules defined lower because lower layers
+use them: the page digest (SPEC 11) :func:`meshnb.view.page_digests` (:meth:`View.digest
+<meshnb.view.View.digest>` uses it) and :func:`is_int`, :mod:`meshnb.jit`'s (the loops' doors).
 :class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
 
 Examples
@@ -60,7 +61,8 @@ from . import files, program
 from .floatz import flush_words
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
-from .view import DIGEST_SPANS, PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
+from .view import page_digests as page_digests  # SPEC 11 of pages: defined once, in view
 
 MASK32 = 0xFFFFFFFF
 MAX_STEPS = (1 << 63) - 1
@@ -158,6 +160,8 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
     """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer, an
     :class:`OptionError` outside the range, each naming ``name``.
 
+    Examples
+    --------
     >>> check_int(np.int64(2), "systems", 1, 64)
     2
     >>> check_int(True, "systems", 1, 64)
@@ -174,14 +178,41 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
 
 def check_bool(x: Any, name: str) -> bool:
     """``x`` as a ``bool`` (``True``/``False`` or numpy's): a TypeError otherwise (``None`` or
-    ``"no"`` would pass as false or true)."""
+    ``"no"`` would pass as false or true).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import check_bool
+    >>> check_bool(np.bool_(True), "z")
+    True
+    >>> try:
+    ...     check_bool("no", "z")
+    ... except TypeError as e:
+    ...     print(e)
+    z must be True or False, got str 'no'
+    """
     if not isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {type(x).__name__} {x!r}")
     return bool(x)
 
 
 def check_number(x: Any, name: str, top: float) -> float:
-    """``x`` as a float above 0 and at most ``top`` (a TypeError for a non-number)."""
+    """``x`` as a float above 0 and at most ``top`` (a TypeError for a non-number).
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, check_number
+    >>> check_number(2, "timeout_s", 3600.0)
+    2.0
+    >>> for bad in (0, "5"):
+    ...     try:
+    ...         check_number(bad, "timeout_s", 3600.0)
+    ...     except (TypeError, OptionError) as e:
+    ...         print(type(e).__name__, e)
+    OptionError timeout_s must be a number above 0 and at most 3600, got 0
+    TypeError timeout_s must be a number above 0 and at most 3600, got str '5'
+    """
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number above 0 and at most {top:g}, got {type(x).__name__} {x!r}")
     if not 0 < x <= top:
@@ -190,12 +221,36 @@ def check_number(x: Any, name: str, top: float) -> float:
 
 
 def check_steps(steps: Any, name: str = "steps") -> int:
-    """The steps of a run: an integer from 0 to :data:`MAX_STEPS`."""
+    """The steps of a run: an integer from 0 to :data:`MAX_STEPS`.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import MAX_STEPS, OptionError, check_steps
+    >>> check_steps(4096), MAX_STEPS == 2**63 - 1
+    (4096, True)
+    >>> try:
+    ...     check_steps(-1)
+    ... except OptionError as e:
+    ...     print(e)
+    steps must be an integer from 0 to 9223372036854775807, got -1
+    """
     return check_int(steps, name, 0, MAX_STEPS)
 
 
 def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
-    """A page's STEPS_PER_TASK: 1 to 2^32 - 1."""
+    """A page's STEPS_PER_TASK: 1 to 2^32 - 1.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, check_steps_per_task
+    >>> check_steps_per_task(64)
+    64
+    >>> try:
+    ...     check_steps_per_task(0)
+    ... except OptionError as e:
+    ...     print(e)
+    steps_per_task must be an integer from 1 to 4294967295, got 0
+    """
     return check_int(spt, name, 1, MASK32)
 
 
@@ -207,7 +262,19 @@ def _step_base_error(name: str, got: str) -> OptionError:
 
 
 def check_step_base(base: Any, name: str = "step_base") -> int:
-    """A step base (the page's next step before the run): 0 to 2^64 - 2."""
+    """A step base (the page's next step before the run): 0 to 2^64 - 2.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, check_step_base
+    >>> check_step_base(2**64 - 2)
+    18446744073709551614
+    >>> try:
+    ...     check_step_base(2**64 - 1)
+    ... except OptionError as e:
+    ...     print(e)
+    step_base must be 0..2^64-2, got 18446744073709551615
+    """
     if not is_int(base):
         raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
     if not 0 <= base <= LAST_STEP:
@@ -217,7 +284,20 @@ def check_step_base(base: Any, name: str = "step_base") -> int:
 
 def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.uint64]:
     """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``), each
-    :func:`check_step_base`'s range (an integer array checked at once, a cost per array)."""
+    :func:`check_step_base`'s range (an integer array checked at once, a cost per array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import OptionError, step_bases
+    >>> step_bases(5, 3), step_bases(np.array([0, 1, 2]), 3).dtype
+    (5, dtype('uint64'))
+    >>> try:
+    ...     step_bases([0, 1], 3)
+    ... except OptionError as e:
+    ...     print(e)
+    step_base must be one integer or one per system (3), got 2
+    """
     if is_int(bases):
         return check_step_base(bases, name)
     if isinstance(bases, np.ndarray) and bases.dtype.kind in "iu" and bases.ndim == 1:
@@ -239,12 +319,26 @@ def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.
 
 def can_run(first: int, steps: int) -> bool:
     """Whether steps ``first .. first + steps - 1`` stay at or below 2^64 - 2 (the round of step
-    2^64 - 1 would wrap to 0): the 64-bit step counter's one rule."""
+    2^64 - 1 would wrap to 0): the 64-bit step counter's one rule.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import can_run
+    >>> can_run(2**64 - 3, 2), can_run(2**64 - 3, 3)  # the last step that can run is 2^64 - 2
+    (True, False)
+    """
     return steps == 0 or first + steps - 1 <= LAST_STEP
 
 
 def wrap_message(first: int, steps: int) -> str:
-    """Why a page whose next step is ``first`` cannot run ``steps`` more steps."""
+    """Why a page whose next step is ``first`` cannot run ``steps`` more steps.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import wrap_message
+    >>> wrap_message(2**64 - 3, 3)
+    'steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0'
+    """
     return f"steps {first} .. {first + steps - 1} reach 2^64-1, whose round would wrap to 0"
 
 
@@ -254,7 +348,19 @@ SPT_ZERO = "the page's STEPS_PER_TASK is 0: its tasks would never progress"
 def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None = None) -> None:
     """Refuse (:class:`OptionError`) pages whose STEPS_PER_TASK is 0 when there are steps to run
     (SPEC 8: their tasks would never progress): ``spt`` one word per page; page ``i`` stands for
-    systems ``i * stride ..`` (None: one page alone, the message names no system)."""
+    systems ``i * stride ..`` (None: one page alone, the message names no system).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import OptionError, check_tasks_progress
+    >>> check_tasks_progress(np.array([64, 1], np.uint32), 10)
+    >>> try:
+    ...     check_tasks_progress(np.array([64, 0], np.uint32), 10, stride=4)
+    ... except OptionError as e:
+    ...     print(e)
+    system 4: the page's STEPS_PER_TASK is 0: its tasks would never progress
+    """
     if not steps:
         return
     zero = np.asarray(spt) == 0
@@ -264,7 +370,18 @@ def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None
 
 def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
     """Refuse (:class:`OptionError`) a page that cannot run ``steps`` more steps: its
-    STEPS_PER_TASK is 0, or its steps would reach 2^64 - 1 (SPEC 8 and 10)."""
+    STEPS_PER_TASK is 0, or its steps would reach 2^64 - 1 (SPEC 8 and 10).
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, check_can_run
+    >>> check_can_run(0, 4096, 64)
+    >>> try:
+    ...     check_can_run(0, 10, 0)
+    ... except OptionError as e:
+    ...     print(e)
+    the page's STEPS_PER_TASK is 0: its tasks would never progress
+    """
     check_tasks_progress(np.array([steps_per_task]), steps)
     if not can_run(first, steps):
         raise OptionError(wrap_message(first, steps))
@@ -277,6 +394,8 @@ def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()
     (:func:`lr_changes`).  Returns the LR changes, sorted by step.  (What a checker of an
     executor's run asks before comparing: one rule with ``train``'s.)
 
+    Examples
+    --------
     >>> check_run(10, 64, 0, {0: 0.5})
     (LrChange(step=0, word=1056964608),)
     >>> check_run(3, 64, 2**64 - 3)  # doctest: +ELLIPSIS
@@ -292,24 +411,73 @@ def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()
 
 
 def check_view_can_run(view: View, steps: int) -> None:
-    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`."""
+    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, check_view_can_run, init_page
+    >>> from meshnb.view import View
+    >>> view = View(bytearray(init_page()))
+    >>> check_view_can_run(view, 10)
+    >>> view.set_word("STEP_HI", 0xFFFFFFFF); view.set_word("NEXT_STEP", 0xFFFFFFFE)  # step 2^64 - 2
+    >>> try:
+    ...     check_view_can_run(view, 2)
+    ... except OptionError as e:
+    ...     print(e)
+    steps 18446744073709551614 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0
+    """
     check_can_run(view.next_step, steps, view.word("STEPS_PER_TASK"))
 
 
 def next_steps(words: Words) -> NDArray[np.uint64]:
-    """Each page's next step (``STEP_HI:NEXT_STEP``) of ``[n, 1024]`` words, uint64 ``[n]``."""
+    """Each page's next step (``STEP_HI:NEXT_STEP``) of ``[n, 1024]`` words, uint64 ``[n]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import init_page, next_steps, write_step_base
+    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
+    >>> write_step_base(words, np.array([5, 2**40 + 7], np.uint64))
+    >>> next_steps(words).tolist()
+    [5, 1099511627783]
+    """
     return words[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | words[:, WORD["NEXT_STEP"]]
 
 
 def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
     """:func:`check_can_run` of every page of ``[n, 1024]`` words; page ``i`` stands for systems
-    ``i * stride ..``, and the message names the first bad system."""
+    ``i * stride ..``, and the message names the first bad system.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import OptionError, check_words_can_run, init_page, write_step_base
+    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
+    >>> write_step_base(words, np.array([0, 2**64 - 2], np.uint64))
+    >>> try:
+    ...     check_words_can_run(words, 2, stride=3)  # page 1 stands for systems 3 ..
+    ... except OptionError as e:
+    ...     print(e)
+    system 3: steps 18446744073709551614 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0
+    """
     check_tasks_progress(words[:, WORD["STEPS_PER_TASK"]], steps, stride)
     check_first_steps(next_steps(words), steps, stride)
 
 
 def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int = 1) -> None:
-    """:func:`can_run` of every first step of ``first`` (one per ``stride`` systems)."""
+    """:func:`can_run` of every first step of ``first`` (one per ``stride`` systems).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import OptionError, check_first_steps
+    >>> check_first_steps(np.array([0, 100], np.uint64), 10)
+    >>> try:
+    ...     check_first_steps(np.array([0, 2**64 - 5], np.uint64), 10)
+    ... except OptionError as e:
+    ...     print(str(e).split(":")[0])
+    system 1
+    """
     if not steps or not first.size:
         return
     late = first > np.uint64(LAST_STEP - (steps - 1)) if steps - 1 <= LAST_STEP else np.ones(first.shape, bool)
@@ -357,6 +525,8 @@ def parse_lr_number(text: str, name: str = "lr") -> float:
     """An LR number as text (``0.01``, ``1e-3``, ``inf``): ASCII decimal only (``float`` would
     also take ``1_0`` and other scripts' digits), within float32's range.
 
+    Examples
+    --------
     >>> parse_lr_number("1e-3")
     0.001
     >>> parse_lr_number("1e40")  # doctest: +ELLIPSIS
@@ -378,6 +548,26 @@ def parse_lr(text: str, name: str = "lr") -> int:
     """One LR as text, as its f32 word: a number (``0.01``: rounded to float32) or an f32 word in
     hex with ``0x`` (``0x3c23d70a``); the one text rule of the library and every command line.
 
+    Parameters
+    ----------
+    text : str
+        The LR as written.
+    name : str, default "lr"
+        How a refusal names it (``--lr``, ``set_lr[0]``).
+
+    Returns
+    -------
+    int
+        The f32 word.
+
+    Raises
+    ------
+    OptionError
+        Text that is neither (``0x1_0``), a word of more than 8 hex digits, a number beyond
+        float32's range.
+
+    Examples
+    --------
     >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
     ('0x3c23d70a', '0x3c23d70a')
     """
@@ -420,6 +610,8 @@ def lr_word(lr: Any, name: str = "lr") -> int:
     word itself; text as :func:`parse_lr` reads it.  A ``bool`` or another numpy unsigned integer
     (``np.uint64(1)``: a word or a number?) is a TypeError.
 
+    Examples
+    --------
     >>> hex(lr_word(0.01)), hex(lr_word(np.uint32(0x3C23D70A))), hex(lr_word(np.float32(0.01)))
     ('0x3c23d70a', '0x3c23d70a', '0x3c23d70a')
     >>> hex(lr_word(1)), hex(lr_word("0x1"))  # the number 1, and the word 1
@@ -450,7 +642,18 @@ def _user_stacklevel() -> int:
 
 
 def warn_int_was_word(where: str, x: int) -> None:
-    """Say (a FutureWarning) that an integer LR, once read as an f32 word, is now the number."""
+    """Say (a FutureWarning) that an integer LR, once read as an f32 word, is now the number.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from meshnb.runspec import warn_int_was_word
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_int_was_word("set_lr[0]", 0x3F000000)
+    >>> caught[0].category.__name__, "number" in str(caught[0].message)
+    ('FutureWarning', True)
+    """
     hint = f": for the word {x:#x} give numpy.uint32({x:#x}) or '{x:#x}'" if 0 <= x <= MASK32 else ""
     warnings.warn(
         f"{where} = {x} is the number {float(x)!r} (f32 word {_int_word(x, where):#010x}); an integer LR "
@@ -462,7 +665,19 @@ def warn_int_was_word(where: str, x: int) -> None:
 
 def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
     """LR changes already made words (a checkpoint's, a case file's, :class:`LrChange`), checked:
-    each a step of the run (0 to ``steps``) and a word (0 to 2^32 - 1), in the order given."""
+    each a step of the run (0 to ``steps``) and a word (0 to 2^32 - 1), in the order given.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import LrChange, OptionError, check_changes
+    >>> check_changes([(0, 0x3F000000), LrChange(5, 0x3E800000)], 10)
+    (LrChange(step=0, word=1056964608), LrChange(step=5, word=1048576000))
+    >>> try:
+    ...     check_changes([(11, 0x3F000000)], 10)
+    ... except OptionError as e:
+    ...     print(e)
+    set_lr's step must be an integer from 0 to 10, got 11
+    """
     out = []
     for step, word in changes:
         step = check_int(step, f"{name}'s step", 0, steps)
@@ -477,6 +692,8 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
     An integer LR other than 0 warns once (:func:`warn_int_was_word`): ``set_lr`` read it as an
     f32 word before.  The one pair rule of ``train``, the checker and a resumed run.
 
+    Examples
+    --------
     >>> lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100)
     (LrChange(step=0, word=1056964608), LrChange(step=50, word=1048576000))
     >>> lr_changes({0: 1e40}, 10)  # doctest: +ELLIPSIS
@@ -559,7 +776,14 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
 
 def available_bytes() -> int:
-    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
+    """Memory this process may still take: MemAvailable (Linux), else the physical memory.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import available_bytes
+    >>> available_bytes() > 2**20  # MemAvailable: more than a MiB on any machine that runs this
+    True
+    """
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -575,7 +799,18 @@ def available_bytes() -> int:
 
 def check_fits(need: int, what: str, hint: str) -> None:
     """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
-    memory available now: the run would otherwise end in a MemoryError after work was done."""
+    memory available now: the run would otherwise end in a MemoryError after work was done.
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError, available_bytes, check_fits
+    >>> check_fits(1024, "the result", "use --csv")
+    >>> try:
+    ...     check_fits(10 * available_bytes(), "the result", "write it with --npz instead")
+    ... except OptionError as e:
+    ...     print(str(e).startswith("the result needs about"), str(e).endswith("write it with --npz instead"))
+    True True
+    """
     have = available_bytes()
     if need > 0.8 * have:
         raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
@@ -628,6 +863,8 @@ def page_words(pages: Any, name: str = "view_in") -> Words:
     ``train`` and ``sweep``: a page of another size is an :class:`OptionError` naming ``name``
     (``name[i]`` in a sequence), a file that is no page one naming ``name`` and the path.
 
+    Examples
+    --------
     >>> page_words(init_page()).shape
     (1, 1024)
     >>> page_words(b"0123456789")
@@ -682,6 +919,8 @@ def _one_page(data: bytes | bytearray | memoryview, name: str) -> bytes:
 def start_page(view_in: Any, name: str = "view_in") -> bytes:
     """One start page (``train``'s ``view_in``): :func:`page_words`'s rule, for exactly one page.
 
+    Examples
+    --------
     >>> len(start_page(init_page()))
     4096
     """
@@ -693,41 +932,40 @@ def start_page(view_in: Any, name: str = "view_in") -> bytes:
 
 def write_lr(words: Words, lr: Words, z: bool) -> None:
     """Put LR words into pages ``[n, 1024]`` as SET_LR does before the first task (in mode Z the
-    word is flushed: ``ftz_from_bits``)."""
+    word is flushed: ``ftz_from_bits``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import init_page, write_lr
+    >>> from meshnb.view import WORD
+    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
+    >>> write_lr(words, np.array([0x3E800000, 0x00000001], np.uint32), True)  # 0x1 is subnormal: flushed in mode Z
+    >>> [hex(w) for w in words[:, WORD["LR"]]]
+    ['0x3e800000', '0x0']
+    """
     words[:, WORD["LR"]] = flush_words(lr) if z else lr
 
 
 def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
-    """Put step bases (one for all, or one per page) into pages ``[n, 1024]``: STEP_HI:NEXT_STEP."""
+    """Put step bases (one for all, or one per page) into pages ``[n, 1024]``: STEP_HI:NEXT_STEP.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.runspec import init_page, write_step_base
+    >>> from meshnb.view import WORD
+    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)])
+    >>> write_step_base(words, 2**32 + 3)
+    >>> int(words[0, WORD["STEP_HI"]]), int(words[0, WORD["NEXT_STEP"]])
+    (1, 3)
+    """
     b = np.broadcast_to(np.asarray(bases, dtype=np.uint64), (words.shape[0],))
     words[:, WORD["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
     words[:, WORD["NEXT_STEP"]] = (b & np.uint64(MASK32)).astype(np.uint32)
 
 
 NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs less than a first compile
-
-
-def page_digests(words: Words) -> NDArray[np.uint8]:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words, ``[n, 32]`` uint8: the bytes
-    :data:`meshnb.view.DIGEST_RANGES` names (:func:`row_digests` of those spans).
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, 1024]`` uint32: ``n`` pages as words.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8: each page's digest.
-
-    Examples
-    --------
-    >>> pages = np.zeros((3, PAGE_WORDS), np.uint32)
-    >>> page_digests(pages)[0].tobytes().hex() == View().digest()
-    True
-    """
-    return row_digests(words, DIGEST_SPANS)
 
 
 def row_digests(

@@ -16,12 +16,30 @@ from typing import Any
 
 
 def system_bits(s: Any) -> dict[str, str]:
-    """One system's bits: its page's digest and its trace's digest (SPEC 11)."""
+    """One system's bits: its page's digest and its trace's digest (SPEC 11).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.samebits import system_bits
+    >>> bits = system_bits(meshnb.train(16).systems[0])
+    >>> sorted(bits), bits["page digest"][:16]
+    (['page digest', 'trace digest'], '86aa8e4d23286a6e')
+    """
     return {"page digest": str(s.digest), "trace digest": str(s.trace_digest)}
 
 
 def run_bits(result: Any) -> dict[str, dict[str, str]]:
-    """A run's bits, ``{"system k": system_bits}`` for each of its systems."""
+    """A run's bits, ``{"system k": system_bits}`` for each of its systems.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.samebits import run_bits
+    >>> bits = run_bits(meshnb.train(16, systems=2, backend="fused"))
+    >>> list(bits), bits["system 0"] == bits["system 1"]  # the same start: the same bits
+    (['system 0', 'system 1'], True)
+    """
     return {f"system {s.system}": system_bits(s) for s in result.systems}
 
 
@@ -70,7 +88,17 @@ def _short(value: object) -> str:
 
 def differences(got: Mapping[str, Any], want: Mapping[str, Any], where: str = "") -> list[str]:
     """Where ``got`` parts from ``want``, one line each (none: the same bits).  Values that are
-    mappings are compared key by key, their lines prefixed with the key."""
+    mappings are compared key by key, their lines prefixed with the key.
+
+    Examples
+    --------
+    >>> from meshnb.samebits import differences
+    >>> want = {"system 0": {"page digest": "86aa8e4d", "trace digest": "b9860950"}}
+    >>> differences({"system 0": {"page digest": "86aa8e4d", "trace digest": "00000000"}}, want)
+    ['system 0 trace digest: 00000000 != b9860950 (expected)']
+    >>> differences({}, want), differences(want, want)
+    (['system 0: missing'], [])
+    """
     lines = []
     for key in [*want, *(k for k in got if k not in want)]:
         at = f"{where}{key}"
@@ -84,7 +112,14 @@ def differences(got: Mapping[str, Any], want: Mapping[str, Any], where: str = ""
 
 
 def disagreements(named: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every entry of ``named`` (a label -> bits) against the first, one line a difference."""
+    """Every entry of ``named`` (a label -> bits) against the first, one line a difference.
+
+    Examples
+    --------
+    >>> from meshnb.samebits import disagreements
+    >>> disagreements({"cpu": {"digest": "aa"}, "threads": {"digest": "aa"}, "cuda": {"digest": "ab"}})
+    ['cuda digest: ab != aa (expected) (against cpu)']
+    """
     items = list(named.items())
     if not items:
         return []

@@ -46,7 +46,14 @@ _I32 = ir.IntType(32)
 
 
 class F32xN(types.Type):
-    """The numba type of an LLVM ``<n x float>`` value."""
+    """The numba type of an LLVM ``<n x float>`` value.
+
+    Examples
+    --------
+    >>> from meshnb.vec import F32xN, f32x8
+    >>> str(f32x8), f32x8.n, F32xN(8) == f32x8
+    ('f32x8', 8, True)
+    """
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -122,7 +129,22 @@ load4, load8, load16 = _make_load(4), _make_load(8), _make_load(16)
 
 @intrinsic
 def store(typingctx, arr, start, v):
-    """Write the lanes of ``v`` to ``arr[start:]`` (float32 values, or their bits in a uint32 array)."""
+    """Write the lanes of ``v`` to ``arr[start:]`` (float32 values, or their bits in a uint32 array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import load8, mul, store
+    >>> @njit
+    ... def squares(a, out):
+    ...     v = load8(a, 0)
+    ...     store(out, 0, mul(v, v))
+    >>> a, out = np.arange(8, dtype=np.float32), np.zeros(8, dtype=np.float32)
+    >>> squares(a, out)
+    >>> out.tolist()
+    [0.0, 1.0, 4.0, 9.0, 16.0, 25.0, 36.0, 49.0]
+    """
     if not (_is_f32_array(arr) and isinstance(v, F32xN) and isinstance(start, types.Integer)):
         return None
 
@@ -188,7 +210,27 @@ def _mode(mode) -> int | None:
 @intrinsic
 def after(typingctx, v, mode):
     """``v`` as a vector op's result in loop mode ``mode`` (a literal): flushed in mode Z,
-    as it is under DAZ (the next op reads a subnormal as zero) and in IEEE."""
+    as it is under DAZ (the next op reads a subnormal as zero) and in IEEE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import IEEE, Z, after, load8, mul, store
+    >>> @njit
+    ... def halve(a, out, z):
+    ...     v = mul(load8(a, 0), load8(a, 8))
+    ...     if z:
+    ...         store(out, 0, after(v, Z))  # mode Z: a subnormal result reads as zero
+    ...     else:
+    ...         store(out, 0, after(v, IEEE))
+    >>> a = np.array([2e-38] * 8 + [0.5] * 8, dtype=np.float32)  # 1e-38 is subnormal
+    >>> out = np.zeros(8, dtype=np.float32)
+    >>> halve(a, out, True); hex(out.view(np.uint32)[0])
+    '0x0'
+    >>> halve(a, out, False); hex(out.view(np.uint32)[0])
+    '0x6ce3ee'
+    """
     m = _mode(mode)
     if not isinstance(v, F32xN) or m is None:
         return None
@@ -202,7 +244,22 @@ def after(typingctx, v, mode):
 @intrinsic
 def out(typingctx, v, mode):
     """Lanes as the words written out in loop mode ``mode`` (a literal): ``ftz_bits`` in both
-    mode-Z loops, as they are in IEEE."""
+    mode-Z loops, as they are in IEEE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import Z_DAZ, load4, out, store
+    >>> @njit
+    ... def written(a, o):
+    ...     store(o, 0, out(load4(a, 0), Z_DAZ))
+    >>> w = np.array([0x00000001, 0x80000010, 0x7FC00000, 0x3F800000], dtype=np.uint32)
+    >>> o = np.zeros(4, dtype=np.uint32)
+    >>> written(w.view(np.float32), o.view(np.float32))
+    >>> [hex(x) for x in o.tolist()]  # subnormals -> signed zeros, a NaN -> 0x7fffffff
+    ['0x0', '0x80000000', '0x7fffffff', '0x3f800000']
+    """
     m = _mode(mode)
     if not isinstance(v, F32xN) or m is None:
         return None
@@ -216,7 +273,22 @@ def out(typingctx, v, mode):
 @intrinsic
 def flush(typingctx, v):
     """Mode Z's subnormal flush in every lane (NaNs are canonicalised only on output), for loops
-    that choose their mode at run time (the sweep loop)."""
+    that choose their mode at run time (the sweep loop).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import flush, load4, store
+    >>> @njit
+    ... def flushed(a, o):
+    ...     store(o, 0, flush(load4(a, 0)))
+    >>> w = np.array([0x00000001, 0x807FFFFF, 0x7FC00001, 0x00800000], dtype=np.uint32)
+    >>> o = np.zeros(4, dtype=np.uint32)
+    >>> flushed(w.view(np.float32), o.view(np.float32))
+    >>> [hex(x) for x in o.tolist()]  # NaNs as they are: canonicalised only on output
+    ['0x0', '0x80000000', '0x7fc00001', '0x800000']
+    """
     if not isinstance(v, F32xN):
         return None
 
@@ -228,7 +300,22 @@ def flush(typingctx, v):
 
 @intrinsic
 def words(typingctx, v):
-    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes)."""
+    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import load4, store, words
+    >>> @njit
+    ... def as_words(a, o):
+    ...     store(o, 0, words(load4(a, 0)))
+    >>> w = np.array([0x00000001, 0x807FFFFF, 0xFFC00000, 0x40490FDB], dtype=np.uint32)
+    >>> o = np.zeros(4, dtype=np.uint32)
+    >>> as_words(w.view(np.float32), o.view(np.float32))
+    >>> [hex(x) for x in o.tolist()]
+    ['0x0', '0x80000000', '0x7fffffff', '0x40490fdb']
+    """
     if not isinstance(v, F32xN):
         return None
 
@@ -240,7 +327,19 @@ def words(typingctx, v):
 
 @intrinsic
 def lane(typingctx, v, i):
-    """Lane ``i`` of ``v`` as a float32."""
+    """Lane ``i`` of ``v`` as a float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import lane, load8
+    >>> @njit
+    ... def third(a):
+    ...     return lane(load8(a, 0), 2)
+    >>> float(third(np.arange(10, 18, dtype=np.float32)))
+    12.0
+    """
     if not (isinstance(v, F32xN) and isinstance(i, types.Integer)):
         return None
 
@@ -286,7 +385,21 @@ bcast8_3 = _make_shuffle("bcast8_3", 4, [3] * 8)
 
 @intrinsic
 def first_lanes(typingctx, a, b, c, d):
-    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out)."""
+    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import first_lanes, load8, store
+    >>> @njit
+    ... def firsts(a, o):
+    ...     store(o, 0, first_lanes(load8(a, 0), load8(a, 8), load8(a, 16), load8(a, 24)))
+    >>> o = np.zeros(4, dtype=np.float32)
+    >>> firsts(np.arange(32, dtype=np.float32), o)
+    >>> o.tolist()
+    [0.0, 8.0, 16.0, 24.0]
+    """
     if not all(v == f32x8 for v in (a, b, c, d)):
         return None
 
@@ -312,7 +425,23 @@ def _barrier(builder: ir.IRBuilder) -> None:
 
 @intrinsic
 def daz_on(typingctx):
-    """Set MXCSR's DAZ bit and clear FTZ; returns the old MXCSR (0 and no effect off x86)."""
+    """Set MXCSR's DAZ bit and clear FTZ; returns the old MXCSR (0 and no effect off x86).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import HAS_DAZ, daz_on, mxcsr_restore
+    >>> @njit
+    ... def product(a):
+    ...     old = daz_on()
+    ...     a[2] = a[0] * a[1]  # operands loaded inside the region: a subnormal reads as zero
+    ...     mxcsr_restore(old)
+    >>> a = np.array([1e-39, 2.0, 0.0], dtype=np.float32)  # 1e-39 is subnormal
+    >>> product(a)
+    >>> bool(a[2] == 0) == HAS_DAZ, float(a[0] * a[1]) > 0  # outside the region: IEEE again
+    (True, True)
+    """
 
     def codegen(context, builder, sig, args):
         if not HAS_DAZ:
@@ -331,7 +460,23 @@ def daz_on(typingctx):
 
 @intrinsic
 def mxcsr_restore(typingctx, old):
-    """Put back the MXCSR that :func:`daz_on` returned."""
+    """Put back the MXCSR that :func:`daz_on` returned.
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> from meshnb.vec import daz_on, mxcsr_restore
+    >>> @njit
+    ... def twice():
+    ...     old = daz_on()
+    ...     mxcsr_restore(old)
+    ...     again = daz_on()  # what the CPU has now: the MXCSR put back
+    ...     mxcsr_restore(old)
+    ...     return old, again
+    >>> old, again = twice()
+    >>> again == old
+    True
+    """
     if not isinstance(old, types.Integer):
         return None
 

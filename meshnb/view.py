@@ -329,8 +329,9 @@ class View:
 
 def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
     """SPEC 11's digest of many pages at once: SHA-256 of each page's PARAMS bytes then its LOSS
-    bytes (:data:`DIGEST_RANGES`).  The one copy of the digest: :meth:`View.digest` is this of one
-    page, :func:`meshnb.runspec.page_digests` this for a few pages (many it hashes in njit, the same bits).
+    bytes (:data:`DIGEST_RANGES`), by hashlib.  The digest is defined here alone: :meth:`View.digest`
+    is this of one page, :func:`meshnb.runspec.page_digests` its re-export, and a sweep hashes many
+    pages' :data:`DIGEST_SPANS` in njit (:func:`meshnb.runspec.row_digests`, the same bits).
 
     Parameters
     ----------

@@ -51,7 +51,7 @@ def test_quick_json_reports_every_path_verified(quick_report):
 
 
 def test_a_path_whose_bits_differ_gets_no_figure(capsys):
-    broken = bench.Path("broken", "a path that gets the bits wrong", lambda s, n: "0" * 64, 4)
+    broken = bench.BenchPath("broken", "a path that gets the bits wrong", lambda s, n: "0" * 64, 4)
     rows = bench.run_bench(0.05, quick=True, paths=["single", "broken"], extra_paths=[broken], clusters=False)
     assert [r["path"] for r in rows] == ["single", "broken"]
     bad = rows[1]
@@ -72,3 +72,14 @@ def test_human_table_and_bad_path_name(capsys):
     assert any(line.startswith("single ") and "ok (" in line for line in out.splitlines())
     assert main(["bench", "--paths", "nosuch"]) == 2
     assert "unknown path" in capsys.readouterr().err
+
+
+def test_the_old_name_of_a_bench_path_warns() -> None:
+    import pytest
+
+    from meshnb import bench
+
+    with pytest.warns(DeprecationWarning, match="bench.Path is BenchPath now"):
+        assert bench.Path is bench.BenchPath
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        bench.Nothing  # noqa: B018

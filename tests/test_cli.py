@@ -284,3 +284,34 @@ def test_every_option_and_argument_of_every_command_says_what_it_is():
         return out
 
     assert empty(build_parser(), "meshnb") == []
+
+
+def test_no_module_imports_the_face() -> None:
+    # meshnb/__init__ (the face) is above every layer: a module that imports it (``import meshnb``,
+    # ``from meshnb import x``) points up, and import-linter's layers cannot see the root package.
+    # Doctests may (they are users); gpu-check's checks did, from the CLI, before meshnb.conformance.gpu.
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "meshnb"
+
+    def submodule(name: str) -> bool:
+        return (root / f"{name}.py").exists() or (root / name / "__init__.py").exists()
+
+    up = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == root:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                face = any(a.name == "meshnb" or a.name.startswith("meshnb.") for a in node.names)
+            elif isinstance(node, ast.ImportFrom):  # from the root: only its modules (``from .. import files``)
+                at_root = node.module == "meshnb" if not node.level else (
+                    not node.module and node.level == len(path.relative_to(root).parts)
+                )  # fmt: skip
+                face = at_root and any(not submodule(a.name) for a in node.names)
+            else:
+                continue
+            if face:
+                up.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    assert not up, up

@@ -795,7 +795,7 @@ def test_ctrl_c_while_a_sweep_waits_on_a_stalled_reader_ends_at_a_whole_row():
     lines = bytes(data).decode().splitlines()
     assert data.endswith(b"\n") and lines[0].startswith("system,") and len(lines) < 100001
     rows = [line.split(",") for line in lines[1:]]
-    assert all(len(row) == 13 for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
+    assert all(len(row) == 14 for row in rows) and [int(row[0]) for row in rows] == list(range(len(rows)))
 
 
 def test_ptx_audit_with_stdout_closed_says_so():

@@ -5,10 +5,11 @@
 can do, one row each): the name a user gives (``backend=``, ``--backend``) -> the module and
 function that run it, imported on first use so that a run loads only what it needs (one system
 never imports multiprocessing or mpi4py).  ``single`` is one system without a group (no
-``systems``); the others run clusters.  Every backend runs its steps in the host's one loop
-(:func:`meshnb.host.run_steps`: SET_LR, task boundaries, trace, progress, checkpoints, stops)
-and contributes its step engine: ``single`` the njit task loop, ``fused`` the fused cluster loop,
-``cuda`` the device, ``threads``, ``processes`` and ``mpi`` each member's tasks over an exchange.
+``systems``); the others run clusters.  Every backend runs on the driver (:mod:`meshnb.driver`:
+the loop, progress, stops, the checkpoints' cadence, the timers; :func:`meshnb.host.run_engine`,
+:class:`meshnb.host.Checkpoints`, :func:`meshnb.host.end_run`) and contributes its step engine:
+``single`` the njit task loop, ``fused`` the fused cluster loop, ``cuda`` the device,
+``threads``, ``processes`` and ``mpi`` each member's tasks over an exchange.
 """
 
 from __future__ import annotations

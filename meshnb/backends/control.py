@@ -17,15 +17,73 @@ from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory
 
 
 class Lock(Protocol):
-    def acquire(self, block: bool = ..., timeout: float = ...) -> bool: ...
-    def release(self) -> None: ...
+    """What :class:`Control` locks with: a ``threading.Lock``, a ``multiprocessing`` lock, or a
+    :class:`~meshnb.backends.memory.SegmentLock`.
+
+    Examples
+    --------
+    >>> import threading
+    >>> from meshnb.backends.control import Lock
+    >>> lock: Lock = threading.Lock()  # a Lock, as Control takes it
+    >>> lock.acquire(True, 1.0)
+    True
+    >>> lock.release()
+    """
+
+    def acquire(self, block: bool = ..., timeout: float = ...) -> bool:
+        """Take the lock within ``timeout`` seconds; whether it was taken.
+
+        Examples
+        --------
+        >>> import threading
+        >>> lock = threading.Lock()
+        >>> lock.acquire(True, 0.1), lock.acquire(True, 0.01)  # the second waits 10 ms and gives up
+        (True, False)
+        """
+
+    def release(self) -> None:
+        """Let the lock go.
+
+        Examples
+        --------
+        >>> import threading
+        >>> lock = threading.Lock()
+        >>> _ = lock.acquire()
+        >>> lock.release()
+        >>> lock.locked()
+        False
+        """
 
 
 class Control:
     """The members' and the coordinator's side of the meeting points, in cluster memory.
 
     ``waiter`` is how members wait (and the coordinator wakes them); ``wake`` tells the
-    coordinator a member's state changed; ``alive`` says whether the coordinator still runs."""
+    coordinator a member's state changed; ``alive`` says whether the coordinator still runs.
+
+    Examples
+    --------
+    >>> import threading
+    >>> import numpy as np
+    >>> from meshnb.backends.control import Control
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.exchange import BlockingWaiter
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=5.0)
+    >>> def member(k):
+    ...     control.ready(k)  # waits for the coordinator's start
+    ...     control.finish(k, 64, save=lambda: None)
+    >>> threads = [threading.Thread(target=member, args=(k,)) for k in range(2)]
+    >>> for t in threads:
+    ...     t.start()
+    >>> BlockingWaiter().wait(lambda: control.all_in(RUNNING), 5.0)  # every member ready
+    True
+    >>> control.start()
+    >>> for t in threads:
+    ...     t.join()
+    >>> control.all_in(FINISHED), memory.progress.tolist()
+    (True, [64, 64])
+    """
 
     def __init__(
         self,
@@ -62,19 +120,77 @@ class Control:
 
     # The members' side.
     def check(self, k: int) -> None:
-        """End this member if the run is being torn down."""
+        """End this member if the run is being torn down.
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter, ExchangeAborted
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0, alive=lambda: False)
+        >>> try:
+        ...     control.check(0)
+        ... except ExchangeAborted as e:
+        ...     print(e)
+        system 0: the coordinator is gone
+        """
         if self.m.exchange.aborted:
             raise ExchangeAborted(f"system {k}: the run was aborted")
         if not self.alive():
             raise ExchangeAborted(f"system {k}: the coordinator is gone")
 
     def ready(self, k: int) -> None:
+        """Member ``k`` is ready: say so, and wait for the coordinator's start
+        (:class:`~meshnb.results.ClusterError` after ``give_up_s``).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> from meshnb.results import ClusterError
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=0.05)
+        >>> try:
+        ...     control.ready(0)  # no coordinator starts the run
+        ... except ClusterError as e:
+        ...     print(e)
+        system 0: waited 0.05 s for the other members to start
+        """
         self.m.state[k] = RUNNING
         self.wake()
         self._wait(k, lambda: bool(self.m.go[0]), "the other members to start")
 
     def at_boundary(self, k: int, done: int, save: Callable[[], None]) -> bool:
-        """A member passed a task boundary with no round pending; returns True to stop there."""
+        """A member passed a task boundary with no round pending; returns True to stop there.
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=5.0)
+        >>> control.at_boundary(0, 64, save=lambda: None), memory.progress.tolist()  # no pause asked: go on
+        (False, [64])
+        >>> memory.target[0], memory.stop[0] = 128, 1  # the coordinator asks for a stop at step 128
+        >>> saved = []
+        >>> member = lambda: saved.append(control.at_boundary(0, 128, save=lambda: saved.append("saved")))
+        >>> t = threading.Thread(target=member)
+        >>> t.start()
+        >>> BlockingWaiter().wait(lambda: control.paused_at(128), 5.0)
+        True
+        >>> control.go_on(); t.join()
+        >>> saved  # saved at the pause, then told to stop
+        ['saved', True]
+        """
         m = self.m
         with self._locked(k):
             m.progress[k] = done
@@ -90,6 +206,21 @@ class Control:
         return bool(m.stop[0])
 
     def finish(self, k: int, done: int, save: Callable[[], None]) -> None:
+        """Member ``k`` is done after ``done`` steps: save, then say FINISHED.
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import FINISHED, ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> control.finish(1, 4096, save=lambda: None)
+        >>> control.laggards(FINISHED), memory.progress.tolist()
+        ([0], [0, 4096])
+        """
         save()
         self.m.progress[k] = done
         self.m.state[k] = FINISHED
@@ -97,15 +228,67 @@ class Control:
 
     # The coordinator's side.
     def all_in(self, state: int) -> bool:
+        """Whether every member is in ``state`` (``RUNNING``, ``PAUSED``, ``FINISHED``).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> memory.state[0] = RUNNING
+        >>> control.all_in(RUNNING)
+        False
+        >>> memory.state[1] = RUNNING
+        >>> control.all_in(RUNNING)
+        True
+        """
         return bool((self.m.state == state).all())
 
     def start(self) -> None:
+        """Let every member that is ready go (they start together).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 5.0)
+        >>> t = threading.Thread(target=control.ready, args=(0,))
+        >>> t.start()
+        >>> control.start(); t.join()
+        >>> int(memory.go[0]), t.is_alive()
+        (1, False)
+        """
         self.m.go[0] = 1
         self.waiter.notify()
 
     def request(self, plan: Plan, spt: int, stop: bool) -> int | None:
         """Ask every member to pause at the first boundary none of them has passed; returns it, or
-        None when that is the run's end (which needs no pause)."""
+        None when that is the run's end (which needs no pause).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> from meshnb.options import Plan
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> memory.progress[:] = [64, 128]  # the boundaries the members passed
+        >>> control.request(Plan(steps=1000), 64, stop=True), int(memory.target[0]), int(memory.stop[0])
+        (192, 192, 1)
+        >>> control.request(Plan(steps=192), 64, stop=True) is None  # that boundary is the run's end: no pause
+        True
+        """
         m = self.m
         with self._locked(None):
             target = max(plan.next_boundary(spt, int(p)) for p in m.progress)
@@ -116,13 +299,58 @@ class Control:
         return target
 
     def paused_at(self, target: int) -> bool:
+        """Whether every member is paused at task boundary ``target``.
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import PAUSED, ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> memory.state[:], memory.progress[:] = PAUSED, [128, 64]  # member 1 paused at an earlier boundary
+        >>> control.paused_at(128), control.paused_at(64)
+        (False, False)
+        """
         return self.all_in(PAUSED) and bool((self.m.progress == target).all())
 
     def go_on(self) -> None:
+        """Release the members paused at the target (the pause's checkpoint is written).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> memory.target[0] = 128
+        >>> control.go_on()
+        >>> int(memory.target[0]), int(memory.release[0])
+        (0, 1)
+        """
         with self._locked(None):
             self.m.target[0] = 0
             self.m.release[0] += 1
         self.waiter.notify()
 
     def laggards(self, state: int) -> list[int]:
+        """The members not yet in ``state`` (a message names them when a wait gives up).
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import FINISHED, ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(3), np.uint8), 3, create=True)
+        >>> memory.state[1] = FINISHED
+        >>> Control(memory, threading.Lock(), BlockingWaiter(), 1.0).laggards(FINISHED)
+        [0, 2]
+        """
         return [k for k in range(self.m.n) if int(self.m.state[k]) != state]

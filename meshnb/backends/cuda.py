@@ -3,8 +3,8 @@
 With ``systems=N`` it is the fused backend's run (the same task boundaries, SET_LRs, progress,
 checkpoints and stops: :func:`meshnb.backends.fused.run`) with the steps on the device: N warps of
 one block, the fold in system order through shared memory (:func:`meshnb.cuda.host.run_cluster`).
-Without ``systems`` it runs one system without a group in the host's one loop
-(:func:`meshnb.host.run_steps`, as the ``single`` backend: SPEC 10's TASKs of STEPS_PER_TASK
+Without ``systems`` it runs one system without a group on the driver
+(:func:`meshnb.host.run_engine`, as the ``single`` backend: SPEC 10's TASKs of STEPS_PER_TASK
 steps, ``arg = NEXT_STEP``), with the device as its step engine.  Digests and trace digests equal the
 CPU's; pages are the CPU's, so a run continues on either side.  Without numba-cuda, or without a
 device outside the simulator, :class:`meshnb.cuda.host.CudaUnavailable` says so in one line.
@@ -18,11 +18,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda import host
-from ..host import chunk_of_tasks, prepare, run_steps, steps_shown
+from ..host import chunk_of_tasks, prepare, run_engine
 from ..kernels import NSUMS
 from ..options import RunOptions
 from ..program import STEPS, Context
-from ..results import RunInterrupted, RunResult, system_result
+from ..results import RunResult, system_result
 from ..runspec import check_view_can_run
 from ..trace import Trace
 from ..view import PAGE_WORDS, View
@@ -31,7 +31,7 @@ from . import fused
 CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress stay live
 
 
-def _warm_up(z: bool) -> float:
+def warm_up(z: bool) -> float:
     """Compile the kernel now (a launch of no steps on a scratch page); its seconds."""
     began = time.perf_counter()
     host.run_cluster(np.zeros((1, PAGE_WORDS), dtype=np.uint32), 0, np.empty((0, NSUMS), np.uint32), z)
@@ -52,7 +52,7 @@ def _engine(z: bool) -> tuple[Callable[[np.ndarray, int, np.ndarray], None], Cal
     def step(pages: np.ndarray, count: int, words: np.ndarray) -> None:
         host.run_cluster(pages, count, words, z)
 
-    return step, lambda: _warm_up(z)
+    return step, lambda: warm_up(z)
 
 
 def _run_alone(opts: RunOptions) -> RunResult:
@@ -67,11 +67,7 @@ def _run_alone(opts: RunOptions) -> RunResult:
         ctx.counters[STEPS] += count
 
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)
-    with steps_shown(plan.steps, opts.progress) as (show, requested):
-        first_call = _warm_up(opts.z)
-        began = time.perf_counter()
-        done = run_steps(plan, (ctx,), chunk, step, ctx.trace, show, requested)
-    result = RunResult(done, (system_result(0, ctx),), time.perf_counter() - began, first_call)
-    if done < plan.steps:
-        raise RunInterrupted(result)
-    return result
+    return run_engine(
+        plan, (ctx,), chunk, step, lambda: warm_up(opts.z), lambda: (system_result(0, ctx),),
+        trace=ctx.trace, progress=opts.progress,
+    )  # fmt: skip

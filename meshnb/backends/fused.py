@@ -3,28 +3,25 @@
 :func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
 takes batch offset ``t N + k``), folds them in system order and applies the fold to every
 member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over the plan
-with the host's one loop (:func:`meshnb.host.run_steps`): the same task boundaries, SET_LR
+with the driver (:func:`meshnb.host.run_engine`): the same task boundaries, SET_LR
 before the task that starts at its step, and between chunks (task boundaries) progress,
-checkpoints and stops; this backend contributes the step engine.  The fastest way to
+checkpoints and stops; this backend contributes the step engine and its snapshot.  The fastest way to
 run a cluster (notebooks, benchmarks); the threads, processes and mpi backends, which run the
 program through a real exchange, must give the same digests.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 
 import numpy as np
 
-from .. import checkpoint, loops
-from ..checkpoint import Checkpoint
+from .. import loops
 from ..exchange import Group
-from ..host import member_trace, prepare_member, run_steps, steps_shown
+from ..host import Checkpoints, Snapshot, member_trace, prepare_member, run_engine
 from ..options import RunOptions, resolve
 from ..program import COUNTER_NAMES, STEPS, Context
-from ..results import RunInterrupted, RunResult, SaveFailed, SystemResult
+from ..results import RunResult, SystemResult
 from ..view import PAGE_WORDS, View
 
 CHUNK_STEPS = 1 << 18  # steps x systems per njit call: tens of milliseconds, so stops stay prompt
@@ -51,20 +48,6 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
         raise ValueError("the members' trace hashes differ: the fused backend runs one trace for all")
     # The members apply one fold per step: they share one trace, whose digest each reports.
     trace = member_trace(start, 0, opts.keep_trace, opts.checkpoint is not None)
-    settings = start.settings(views[0].next_step)
-
-    def save(done: int) -> None:
-        if opts.checkpoint is not None:
-            checkpoint.save(
-                opts.checkpoint,
-                Checkpoint(
-                    settings,
-                    start.done_before + done,
-                    tuple(v.tobytes() for v in views),
-                    tuple(ctx.counter_dict() for ctx in contexts),
-                    (trace.state(),) * n,
-                ),
-            )
 
     mode = loops.loop_mode(start.z)
     if engine is not None:
@@ -76,25 +59,25 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
         run_fused(pages, count, rows)
         counters[:, STEPS] += np.uint64(count)
 
+    def snapshot() -> Snapshot:
+        return Snapshot(
+            tuple(v.tobytes() for v in views), tuple(ctx.counter_dict() for ctx in contexts), (trace.state(),) * n
+        )
+
+    def systems() -> tuple[SystemResult, ...]:
+        digest = trace.hexdigest()
+        words_kept = trace.words if opts.keep_trace else None
+        return tuple(
+            SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n)
+        )
+
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
-    every = opts.checkpoint_every_s if opts.checkpoint is not None else math.inf
-    with steps_shown(plan.steps, opts.progress) as (show, requested):
-        first_call = warm_up()  # the first call's JIT stays out of the timing
-        began = time.perf_counter()
-        done = run_steps(plan, contexts, chunk, step, trace, show, requested, save, every)
-    digest = trace.hexdigest()
-    seconds = time.perf_counter() - began
-    words_kept = trace.words if opts.keep_trace else None
-    systems = tuple(
-        SystemResult(k, views[k].tobytes(), contexts[k].counter_dict(), digest, words_kept) for k in range(n)
+    checkpoints = Checkpoints(
+        opts.checkpoint, start.settings(views[0].next_step), start.done_before, opts.checkpoint_every_s
     )
-    result = RunResult(done, systems, seconds, first_call, start.done_before)
-    try:
-        save(done)  # the end, or the stop: both are task boundaries
-    except OSError as e:
-        raise SaveFailed(result, e) from None
-    if done < plan.steps:
-        raise RunInterrupted(result)
-    return result
+    return run_engine(
+        plan, contexts, chunk, step, warm_up, systems,
+        trace=trace, progress=opts.progress, checkpoints=checkpoints, snapshot=snapshot,
+    )  # fmt: skip

@@ -18,22 +18,19 @@ unlinked elsewhere).
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .. import checkpoint
-from ..checkpoint import Checkpoint, RunSettings
+from ..driver import Cadence, Frame, frame
 from ..exchange import Group
-from ..host import prepare_member, progress_bar
-from ..interrupts import StopRequest, deferred_interrupt, phase
+from ..host import Checkpoints, Snapshot, end_run, prepare_member
+from ..interrupts import phase
 from ..options import Plan, RunOptions, resolve
 from ..program import Context
-from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
+from ..results import ClusterError, RunResult, SystemResult
 from ..sha256 import Sha256
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
 from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
@@ -41,38 +38,29 @@ from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, mem
 
 @dataclass(frozen=True)
 class _Run:
-    """A cluster run as the coordinator sees it: the whole run, and where this call starts."""
+    """A cluster run as the coordinator sees it: this call's part of the run, its members, its
+    checkpoints."""
 
-    settings: RunSettings
     plan: Plan  # this call's part of the run
-    start: int  # steps of the run done before this call
     spec: MemberSpec
-    checkpoint: str | os.PathLike[str] | None
-    checkpoint_every_s: float
+    checkpoints: Checkpoints
     progress: bool
 
 
-def _write_checkpoint(run: _Run, memory: ClusterMemory, done: int) -> None:
-    if run.checkpoint is None:
-        return
+def _snapshot(memory: ClusterMemory) -> Snapshot:
+    """Every member's state in cluster memory (the members paused at a boundary, or finished)."""
     n = memory.n
-    checkpoint.save(
-        run.checkpoint,
-        Checkpoint(
-            run.settings,
-            run.start + done,
-            tuple(memory.views[k].tobytes() for k in range(n)),
-            tuple(memory.counter_dict(k) for k in range(n)),
-            tuple(memory.trace_state(k) for k in range(n)),
-        ),
+    return Snapshot(
+        tuple(memory.views[k].tobytes() for k in range(n)),
+        tuple(memory.counter_dict(k) for k in range(n)),
+        tuple(memory.trace_state(k) for k in range(n)),
     )
 
 
-def _coordinate(
-    run: _Run, members: Members, memory: ClusterMemory, requested: StopRequest
-) -> tuple[int, list[MemberOutcome], float]:
-    """Start the members together, serve checkpoints and a stop; returns the steps done, the
-    outcomes, and the seconds from the start (members ready) to the end."""
+def _coordinate(run: _Run, members: Members, memory: ClusterMemory, f: Frame) -> tuple[int, list[MemberOutcome]]:
+    """Start the members together, serve checkpoints and a stop (the driver's frame ``f``: its
+    bar, its stop request, its timer from the start, members ready, to the end); returns the
+    steps done and the outcomes."""
     control, plan, give_up = members.control, run.plan, run.spec.give_up_s
     spt = memory.view(0).word("STEPS_PER_TASK")
     since = time.monotonic()
@@ -83,53 +71,44 @@ def _coordinate(
     members.started()
     control.start()
     phase("running")
-    began = time.perf_counter()
-    bar = progress_bar(plan.steps, run.progress)
-    shown = 0
+    f.start()
     target: int | None = None
     stop = stopping = False
-    next_ckpt = time.monotonic() + run.checkpoint_every_s if run.checkpoint is not None else math.inf
+    cadence = run.checkpoints.cadence()
     # The watchdog of last resort (say, every member stopped by SIGSTOP): the round counters.
     rounds, moved = memory.exchange.counters.copy(), time.monotonic()
-    try:
-        while not control.all_in(FINISHED):
-            members.poll(0.05)
-            now = time.monotonic()
-            if (memory.exchange.counters != rounds).any():
-                rounds, moved = memory.exchange.counters.copy(), now
-            elif target is None and now - moved > 2 * give_up + run.spec.timeout_s:
-                low = int(np.argmin(rounds))
-                raise ClusterError(
-                    low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})"
-                )
-            if bar is not None:
-                low = int(memory.progress.min())
-                bar.update(low - shown)
-                shown = low
-            if target is None and not stopping:
-                stop = requested()
-                if stop or now >= next_ckpt:
-                    target = control.request(plan, spt, stop)
-                    since = now
-                    if target is None:  # the run's end comes first: it is the stop and the checkpoint
-                        stopping, next_ckpt = stop, math.inf
-                        if stop:
-                            requested.declined()  # the run ends all the same: the Ctrl-C is the caller's
-            elif target is not None and control.paused_at(target):
-                _write_checkpoint(run, memory, target)
-                control.go_on()
-                target, stopping = None, stop
-                next_ckpt = time.monotonic() + run.checkpoint_every_s if run.checkpoint is not None else math.inf
-            elif target is not None and now - since > give_up + run.spec.timeout_s:
-                raise ClusterError(
-                    control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s"
-                )
-        done = int(memory.progress.min())
-        seconds = time.perf_counter() - began
-    finally:
-        if bar is not None:
-            bar.close()
-    return done, members.outcomes(), seconds
+    while not control.all_in(FINISHED):
+        members.poll(0.05)
+        now = time.monotonic()
+        if (memory.exchange.counters != rounds).any():
+            rounds, moved = memory.exchange.counters.copy(), now
+        elif target is None and now - moved > 2 * give_up + run.spec.timeout_s:
+            low = int(np.argmin(rounds))
+            raise ClusterError(
+                low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})"
+            )
+        f.show(int(memory.progress.min()))
+        if target is None and not stopping:
+            stop = f.requested()
+            if stop or cadence.due():
+                target = control.request(plan, spt, stop)
+                since = now
+                if target is None:  # the run's end comes first: it is the stop and the checkpoint
+                    stopping, cadence = stop, Cadence()
+                    if stop:
+                        f.requested.declined()  # the run ends all the same: the Ctrl-C is the caller's
+        elif target is not None and control.paused_at(target):
+            run.checkpoints.save(target, _snapshot(memory))
+            control.go_on()
+            target, stopping = None, stop
+            cadence.restart()
+        elif target is not None and now - since > give_up + run.spec.timeout_s:
+            raise ClusterError(
+                control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s"
+            )
+    done = int(memory.progress.min())
+    f.stop()
+    return done, members.outcomes()
 
 
 def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[SystemResult, ...]:
@@ -143,13 +122,13 @@ def _run_members(
     run: _Run, memory: ClusterMemory, shared: SharedSegment | None
 ) -> tuple[int, tuple[SystemResult, ...], float]:
     members: Members
-    with deferred_interrupt() as requested:
+    with frame(run.plan.steps, run.progress) as f:
         members = ThreadMembers(run.spec, memory) if shared is None else ProcessMembers(run.spec, shared, memory)
         try:
-            done, outcomes, seconds = _coordinate(run, members, memory, requested)
+            done, outcomes = _coordinate(run, members, memory, f)
         finally:
             members.close()
-    return done, _results(memory, outcomes), seconds
+    return done, _results(memory, outcomes), f.stop()
 
 
 def run_threads(opts: RunOptions) -> RunResult:
@@ -184,27 +163,17 @@ def _run(opts: RunOptions, processes: bool) -> RunResult:
             opts.keep_trace,
             resumable=opts.checkpoint is not None or start.checkpoint is not None,
         )
-        run = _Run(
-            start.settings(memory.view(0).next_step),
-            start.plan,
-            start.done_before,
-            spec,
-            opts.checkpoint,
-            opts.checkpoint_every_s,
-            opts.progress,
+        checkpoints = Checkpoints(
+            opts.checkpoint, start.settings(memory.view(0).next_step), start.done_before, opts.checkpoint_every_s
         )
+        run = _Run(start.plan, spec, checkpoints, opts.progress)
         # The seconds of the lockstep itself: not the pages' preparation nor the members' start-up.
         done, results, seconds = _run_members(run, memory, shared)
         result = RunResult(done, results, seconds, steps_before=start.done_before)
-        if done == start.plan.steps:
-            try:
-                _write_checkpoint(run, memory, done)
-            except OSError as e:
-                raise SaveFailed(result, e) from None
-        del memory
+        # A stop's checkpoint was written at its pause; the end's is written from this snapshot.
+        last = _snapshot(memory) if done == start.plan.steps and opts.checkpoint is not None else None
+        del memory  # no view of the segment left: it can be released
     finally:
         if shared is not None:
             shared.release()
-    if done < start.plan.steps:
-        raise RunInterrupted(result)
-    return result
+    return end_run(result, start.plan.steps, (lambda: checkpoints.save(done, last)) if last is not None else None)

@@ -41,7 +41,25 @@ from .memory import ClusterMemory, SegmentLock, SharedSegment, attach
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """What every member needs (picklable: it goes to member processes)."""
+    """What every member needs (picklable: it goes to member processes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+    ...                   resumable=False)
+    >>> spec.systems, spec.plan.steps, spec.z
+    (2, 16, True)
+    """
 
     systems: int
     plan: Plan  # the steps of this call (the rest of the run when resuming)
@@ -55,6 +73,35 @@ class MemberSpec:
 
 @dataclass(frozen=True)
 class MemberOutcome:
+    """What a member gives back when it finishes: its trace digest, and its trace where kept.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+    ...                   resumable=False)
+    >>> members = ThreadMembers(spec, memory)
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> outcome = members.outcomes()[0]
+    >>> members.close()
+    >>> outcome.trace_digest[:16], outcome.trace is None  # keep_trace=False: the digest only
+    ('2df9b1e6fddd7787', True)
+    """
+
     trace_digest: str
     trace: np.ndarray | None
 
@@ -62,7 +109,35 @@ class MemberOutcome:
 def run_member(
     k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageExchange, control: Control
 ) -> MemberOutcome:
-    """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
+    """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+    ...                   resumable=False)
+    >>> import meshnb
+    >>> members = ThreadMembers(spec, memory)  # a thread per member, each in run_member
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> digests = [o.trace_digest for o in members.outcomes()]
+    >>> members.close()
+    >>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
+    True
+    """
     trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
     ctx = Context(
         memory.view(k),
@@ -102,25 +177,177 @@ def run_member(
 
 
 class Members(Protocol):
-    """N running members, as the coordinator sees them."""
+    """N running members, as the coordinator sees them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+    ...                   resumable=False)
+    >>> from meshnb.backends.members import Members
+    >>> members: Members = ThreadMembers(spec, memory)  # what the coordinator drives
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> len(members.outcomes()), memory.progress.tolist()
+    (2, [16, 16])
+    >>> members.close()
+    """
 
     control: Control
 
     def started(self) -> None:
-        """Every member is running (it has what it needs from the coordinator)."""
+        """Every member is running (it has what it needs from the coordinator).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()  # threads share the memory already; processes get theirs first
+        >>> members.close()  # never started: the members are aborted
+        >>> memory.exchange.aborted
+        True
+        """
 
     def poll(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died."""
+        """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> from meshnb.results import ClusterError
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=0.2, keep_trace=False, resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> try:
+        ...     for _ in range(50):  # the coordinator never starts the run: the members give up
+        ...         members.poll(0.1)
+        ... except ClusterError as e:
+        ...     print(str(e).split(": ", 1)[1])  # "system K: ...", the first member to give up
+        waited 0.2 s for the other members to start
+        >>> members.close()
+        """
 
     def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive)."""
+        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> [o.trace_digest[:16] for o in members.outcomes()]
+        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
+        >>> members.close()
+        """
 
     def close(self) -> None:
-        """End the members (abort the page if they still run), bounded; release what they hold."""
+        """End the members (abort the page if they still run), bounded; release what they hold.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> members.close()
+        >>> memory.exchange.aborted  # finished members: nothing to abort
+        False
+        """
 
 
 class ThreadMembers:
-    """The ``threads`` backend: members are threads; waits block on one condition variable."""
+    """The ``threads`` backend: members are threads; waits block on one condition variable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+    ...                   resumable=False)
+    >>> members = ThreadMembers(spec, memory)  # two threads, in lockstep on the exchange page in memory
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> len(members.outcomes()), memory.progress.tolist()
+    (2, [16, 16])
+    >>> members.close()
+    """
 
     def __init__(self, spec: MemberSpec, memory: ClusterMemory) -> None:
         self.spec, self.memory = spec, memory
@@ -142,7 +369,28 @@ class ThreadMembers:
             t.start()
 
     def started(self) -> None:
-        pass
+        """Nothing to hand over: the threads share the memory from the start.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()  # threads share the memory already; processes get theirs first
+        >>> members.close()  # never started: the members are aborted
+        >>> memory.exchange.aborted
+        True
+        """
 
     def _member(self, k: int, exchange: PageExchange) -> None:
         try:
@@ -161,12 +409,66 @@ class ThreadMembers:
         self._news.set()
 
     def poll(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for news (a member's state changed); raise the first member's :class:`ClusterError`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> from meshnb.results import ClusterError
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=0.2, keep_trace=False, resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> try:
+        ...     for _ in range(50):  # the coordinator never starts the run: the members give up
+        ...         members.poll(0.1)
+        ... except ClusterError as e:
+        ...     print(str(e).split(": ", 1)[1])  # "system K: ...", the first member to give up
+        waited 0.2 s for the other members to start
+        >>> members.close()
+        """
         self._news.wait(timeout_s)
         self._news.clear()
         if self._errors:
             raise self._errors[0]
 
     def outcomes(self) -> list[MemberOutcome]:
+        """Every member's outcome, joining the threads (bounded by ``give_up_s``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> [o.trace_digest[:16] for o in members.outcomes()]
+        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
+        >>> members.close()
+        """
         deadline = time.monotonic() + self.spec.give_up_s
         for t in self._threads:  # a FINISHED member returns its outcome right after
             t.join(max(0.0, deadline - time.monotonic()))
@@ -178,6 +480,33 @@ class ThreadMembers:
         return [o for o in self._outcomes if o is not None]
 
     def close(self) -> None:
+        """Abort the page if members still run and join them, bounded (a thread asleep in a stall is left behind).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
+        ...                   resumable=False)
+        >>> members = ThreadMembers(spec, memory)
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> members.close()
+        >>> memory.exchange.aborted  # finished members: nothing to abort
+        False
+        """
         if any(t.is_alive() for t in self._threads):
             self.memory.exchange.abort()
             self.control.waiter.notify()
@@ -217,7 +546,13 @@ def _mp_context() -> Any:
 def refuse_unguarded_main() -> None:
     """A member process imports the user's script again (as ``__mp_main__``); a script that
     starts the run at its top level would start it again there.  Say so in one line and end the
-    member (the coordinator then reports it), instead of multiprocessing's page of traceback."""
+    member (the coordinator then reports it), instead of multiprocessing's page of traceback.
+
+    Examples
+    --------
+    >>> from meshnb.backends.members import refuse_unguarded_main
+    >>> refuse_unguarded_main()  # in the coordinator (or any process that is no member): nothing to refuse
+    """
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         print(
             "meshnb: error: the processes backend starts member processes that import your script again: put "
@@ -282,7 +617,36 @@ def _died(code: int | None) -> str:
 
 
 class ProcessMembers:
-    """The ``processes`` backend: a process per member, every page in one shared memory segment."""
+    """The ``processes`` backend: a process per member, every page in one shared memory segment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+    >>> memory = ClusterMemory(shared.array(), 2, create=True)
+    >>> for k in range(2):
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+    >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+    >>> members.started()
+    >>> while not members.control.all_in(RUNNING):
+    ...     members.poll(0.1)
+    >>> members.control.start()
+    >>> while not members.control.all_in(FINISHED):
+    ...     members.poll(0.1)
+    >>> import meshnb
+    >>> digests = [o.trace_digest for o in members.outcomes()]
+    >>> members.close()
+    >>> del memory; shared.release()
+    >>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
+    True
+    """
 
     def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
         self.spec = spec
@@ -317,7 +681,29 @@ class ProcessMembers:
 
     def started(self) -> None:
         """Every member has mapped the segment: unlink its name now (the mappings stay), so that
-        nothing is left in /dev/shm even if the whole process group is killed."""
+        nothing is left in /dev/shm even if the whole process group is killed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()  # every member has mapped the memory: a named segment's name is gone now
+        >>> shared.name is None or not shared._linked
+        True
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         self._shared.unlink()
 
     def _read(self, k: int) -> None:
@@ -334,6 +720,36 @@ class ProcessMembers:
             pass
 
     def poll(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for news on the members' pipes; raise :class:`ClusterError` for a
+        member that failed or died.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> members.poll(0.01)  # no news, no failure: returns after the timeout
+        >>> memory.progress.tolist()
+        [16, 16]
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         waiting = [c for k, c in enumerate(self._conns) if k not in self._reported]
         waiting += [p.sentinel for k, p in enumerate(self._procs) if k not in self._reported]
         multiprocessing.connection.wait(waiting, timeout_s)
@@ -345,6 +761,34 @@ class ProcessMembers:
                 raise ClusterError(k, f"member process (pid {p.pid}) {_died(p.exitcode)}")
 
     def outcomes(self) -> list[MemberOutcome]:
+        """Every member's outcome, read from its pipe (bounded by ``give_up_s``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> while not members.control.all_in(RUNNING):
+        ...     members.poll(0.1)
+        >>> members.control.start()
+        >>> while not members.control.all_in(FINISHED):
+        ...     members.poll(0.1)
+        >>> [o.trace_digest[:16] for o in members.outcomes()]
+        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
+        >>> members.close()
+        >>> del memory; shared.release()
+        """
         deadline = time.monotonic() + self.spec.give_up_s
         while len(self._outcomes) < self.spec.systems:  # a FINISHED member sends its outcome right after
             if time.monotonic() > deadline:
@@ -354,6 +798,29 @@ class ProcessMembers:
         return [self._outcomes[k] for k in range(self.spec.systems)]
 
     def close(self) -> None:
+        """Abort the page if members still run, end the processes (bounded) and close their pipes.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
+        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
+        >>> from meshnb.options import Plan
+        >>> from meshnb.sha256 import Sha256
+        >>> from meshnb.testing.reference import init_page
+        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
+        >>> memory = ClusterMemory(shared.array(), 2, create=True)
+        >>> for k in range(2):
+        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+        ...     memory.save_trace_state(k, Sha256().state())
+        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
+        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
+        >>> members.started()
+        >>> members.close()  # before the start: the page is aborted, the processes end
+        >>> memory.exchange.aborted
+        True
+        >>> del memory; shared.release()
+        """
         if any(p.is_alive() for p in self._procs):
             self.control.m.exchange.abort()
         deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)

@@ -47,14 +47,24 @@ from typing import Any
 
 import numpy as np
 
-from .. import checkpoint, files
+from .. import checkpoint, files, host
 from ..checkpoint import Checkpoint
+from ..driver import Steps, frame
 from ..exchange import Group
-from ..host import drive, member_trace, prepare_member, progress_bar, stall_hook, stalled, warm_grouped
-from ..interrupts import deferred_interrupt, phase
+from ..host import (
+    Checkpoints,
+    Snapshot,
+    drive,
+    end_run,
+    member_trace,
+    prepare_member,
+    stall_hook,
+    stalled,
+)
+from ..interrupts import phase
 from ..options import RunOptions, check_checkpoint_systems, resolve
 from ..program import COUNTER_NAMES, Context
-from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
+from ..results import ClusterError, RunResult, SystemResult
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
 from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the tests and the bench worker
@@ -65,7 +75,6 @@ from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the t
     START_S,
     MpiExchange,
     MpiUnavailable,
-    available,
     is_root,
     library_yields,
     load,
@@ -159,11 +168,13 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 # ---------------------------------------------------------------------------------------------
 
 
-def _warm(z: bool) -> None:
-    """Load (or compile) the grouped step's kernels before the start, so that no rank's first
-    round waits on another rank's JIT."""
-    warm_grouped(z)
+def warm_up(z: bool) -> float:
+    """Load (or compile) the grouped step's kernels and the round's reader before the start, so
+    that no rank's first round waits on another rank's JIT; its seconds."""
+    began = time.perf_counter()
+    host.warm_up(z)
     read_round(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
+    return time.perf_counter() - began
 
 
 def _test_signal(k: int) -> tuple[int, int] | None:
@@ -264,6 +275,10 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     hook = _test_signal(k)
     stall = stall_hook(opts.stalls, k)
 
+    checkpoints = Checkpoints(
+        opts.checkpoint if k == 0 else None, settings, start.done_before, opts.checkpoint_every_s
+    )  # rank 0 writes them
+
     def write_checkpoint(done: int, records: list[bytes] | None = None) -> None:
         """Collective (unless given the records): rank 0 writes every rank's state at this
         common boundary."""
@@ -271,17 +286,10 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
             records = allgather_bytes(
                 comm, _record(done, ctx, False), give_up_s, f"the checkpoint at step {start.done_before + done}"
             )
-        if k == 0 and opts.checkpoint is not None:
+        if checkpoints.path is not None:
             got = [_unrecord(r) for r in records]
-            checkpoint.save(
-                opts.checkpoint,
-                Checkpoint(
-                    settings,
-                    start.done_before + done,
-                    tuple(g[4] for g in got),
-                    tuple(g[1] for g in got),
-                    tuple(g[3] for g in got),
-                ),
+            checkpoints.save(
+                done, Snapshot(tuple(g[4] for g in got), tuple(g[1] for g in got), tuple(g[3] for g in got))
             )
 
     owner = contextlib.ExitStack()  # rank 0 owns the checkpoint's path while the run lasts
@@ -294,34 +302,29 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
 
         share(comm, take, START_S, "the checkpoint's lock")  # a refusal is every rank's ValueError
     try:
-        with owner, deferred_interrupt() as requested:
+        with owner, frame(plan.steps, opts.progress and k == 0) as f:
             exchange = MpiExchange(comm, opts.timeout_ms / 1000)
             ctx.exchange = exchange
-            _warm(start.z)
+            f.warm(Steps(lambda done, n: None, lambda: warm_up(start.z)))
             wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
             phase("running")  # test hook: the give-up bound counts from here
-            bar = progress_bar(plan.steps, opts.progress and k == 0)
-            shown = 0
             stop = False
-            every = opts.checkpoint_every_s
-            next_ckpt = time.monotonic() + every if opts.checkpoint is not None else float("inf")
+            cadence = checkpoints.cadence()  # due on rank 0 only: it raises the flag for all
 
             def on_task(done: int) -> None:
-                nonlocal shown, stop, next_ckpt
-                if bar is not None:
-                    bar.update(done - shown)
-                    shown = done
+                nonlocal stop
+                f.show(done)
                 if ctx.view.word("ERR"):
                     return  # a timed-out task: not a boundary, the retry follows
-                if k == 0 and time.monotonic() >= next_ckpt:
+                if cadence.due():
                     exchange.flags |= FLAG_CHECKPOINT
-                if requested():
+                if f.requested():
                     exchange.flags |= FLAG_STOP
                 seen, exchange.seen = exchange.seen, 0
                 if seen & (FLAG_CHECKPOINT | FLAG_STOP) and opts.checkpoint is not None and done < plan.steps:
                     write_checkpoint(done)
                     exchange.flags &= ~FLAG_CHECKPOINT
-                    next_ckpt = time.monotonic() + every
+                    cadence.restart()
                 if seen & FLAG_STOP:
                     stop = True
 
@@ -330,16 +333,13 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
                     os.kill(os.getpid(), hook[1])
                 stall(call)
 
-            began = time.perf_counter()
+            f.start()
             try:
                 done = drive(ctx, plan, on_task, lambda: stop, before_task, give_up_s)
             except ClusterError as e:
                 late = exchange.outstanding or (ctx.view.next_step + 1) % (1 << 64)
                 raise stalled(k, e, late, exchange.behind(late)) from None
-            finally:
-                if bar is not None:
-                    bar.close()
-            seconds = time.perf_counter() - began
+            seconds = f.stop()
             exchange.close(give_up_s)
             records = allgather_bytes(comm, _record(done, ctx, opts.keep_trace), give_up_s, "the results")
             unsaved: OSError | None = None
@@ -356,9 +356,10 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     for m, r in enumerate(records):
         _, counters, digest, _, page, words = _unrecord(r)
         systems_out.append(SystemResult(m, page, counters, digest, words if opts.keep_trace else None))
-    result = RunResult(done, tuple(systems_out), seconds, steps_before=start.done_before)
-    if unsaved is not None:
-        raise SaveFailed(result, unsaved)
-    if done < plan.steps:
-        raise RunInterrupted(result)
-    return result
+    result = RunResult(done, tuple(systems_out), seconds, f.first_call, start.done_before)
+
+    def final_save() -> None:  # written above, collectively: its error, if rank 0 had one
+        if unsaved is not None:
+            raise unsaved
+
+    return end_run(result, plan.steps, final_save)

@@ -93,15 +93,6 @@ def library_yields(MPI: ModuleType) -> bool:
     return "ch4" in MPI.Get_library_version() and all(os.environ.get(k) == v for k, v in THROTTLE_CVARS.items())
 
 
-def available() -> bool:
-    """mpi4py and an MPI library can be loaded (this initialises MPI)."""
-    try:
-        load()
-    except MpiUnavailable:
-        return False
-    return True
-
-
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # MPICH/Intel MPI, Open MPI, PMIx
 
 

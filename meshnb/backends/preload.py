@@ -7,8 +7,8 @@ from ..interrupts import phase
 
 phase("preload")  # before the heavy imports: the window a Ctrl-C must not reach
 
-from ..host import warm_grouped  # noqa: E402
+from ..host import warm_up  # noqa: E402
 from . import members  # noqa: E402, F401  - the members' code
 
-warm_grouped(True)
+warm_up(True)
 phase("preloaded")

@@ -27,18 +27,63 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, 
 
 
 class UsageError(Exception):
-    """Bad arguments or bad input: one line on stderr, exit 2."""
+    """Bad arguments or bad input: one line on stderr, exit 2.
+
+    Examples
+    --------
+    >>> from meshnb.cli.base import Parser, UsageError
+    >>> parser = Parser(prog="meshnb train")
+    >>> _ = parser.add_argument("--steps", type=int)
+    >>> try:
+    ...     parser.parse_args(["--steps", "many"])
+    ... except UsageError as e:
+    ...     print(e)
+    argument --steps: invalid int value: 'many'
+    """
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, but an error is one line (:class:`UsageError`), not a usage block."""
+    """argparse's parser, but an error is one line (:class:`UsageError`), not a usage block.
+
+    Examples
+    --------
+    >>> from meshnb.cli.base import Parser, UsageError
+    >>> parser = Parser(prog="meshnb pack")
+    >>> _ = parser.add_argument("directory")
+    >>> try:
+    ...     parser.parse_args([])  # argparse would print a usage block and exit
+    ... except UsageError as e:
+    ...     print(e)
+    the following arguments are required: directory
+    """
 
     def error(self, message: str) -> NoReturn:
+        """Raise :class:`UsageError` with argparse's message: one line, exit 2, no usage block.
+
+        Examples
+        --------
+        >>> from meshnb.cli.base import Parser, UsageError
+        >>> try:
+        ...     Parser(prog="meshnb").error("unrecognized arguments: --fast")
+        ... except UsageError as e:
+        ...     print(e)
+        unrecognized arguments: --fast
+        """
         raise UsageError(message)
 
 
 def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The ``--progress/--no-progress`` flag: a bar on stderr, by default when stderr is a terminal."""
+    """The ``--progress/--no-progress`` flag: a bar on stderr, by default when stderr is a terminal.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.base import add_progress
+    >>> parser = argparse.ArgumentParser()
+    >>> add_progress(parser)
+    >>> [parser.parse_args(flags).progress for flags in ([], ["--progress"], ["--no-progress"])]
+    [None, True, False]
+    """
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -48,19 +93,53 @@ def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 
 def wants_progress(args: argparse.Namespace, quiet: bool = False) -> bool:
-    """The ``--progress`` flag's value: as given, else a terminal on stderr (and not ``quiet``)."""
+    """The ``--progress`` flag's value: as given, else a terminal on stderr (and not ``quiet``).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.base import wants_progress
+    >>> given, left_out = argparse.Namespace(progress=True), argparse.Namespace(progress=None)
+    >>> wants_progress(given), wants_progress(left_out, quiet=True)  # left out: a terminal's, unless quiet
+    (True, False)
+    """
     given: bool | None = getattr(args, "progress", None)
     return given if given is not None else (not quiet and sys.stderr.isatty())
 
 
 def error(text: str) -> None:
-    """Say ``text`` as the one line of a failed command."""
+    """Say ``text`` as the one line of a failed command.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> from meshnb.cli.base import error
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     error("--steps: '1_0' is not a whole number")
+    >>> err.getvalue()
+    "meshnb: error: --steps: '1_0' is not a whole number\\n"
+    """
     error_line(f"meshnb: error: {text}")
 
 
 def error_line(line: str) -> None:
     """One line on stderr; nothing where stderr itself cannot be written (a full disk, a closed
-    pipe): the exit code still says what happened."""
+    pipe): the exit code still says what happened.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> from meshnb.cli.base import error_line
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     error_line("meshnb: warning: one line")
+    >>> err.getvalue()
+    'meshnb: warning: one line\\n'
+    >>> err.close()
+    >>> with contextlib.redirect_stderr(err):  # a stderr that cannot be written: nothing raised
+    ...     error_line("lost")
+    """
     import contextlib
 
     with contextlib.suppress(OSError, ValueError):
@@ -69,7 +148,17 @@ def error_line(line: str) -> None:
 
 def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
     """The command runs on MPI ranks (``--backend mpi``); with ``args`` None (the arguments did not
-    parse) the flag is looked for in ``argv``."""
+    parse) the flag is looked for in ``argv``.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.base import is_mpi_run
+    >>> is_mpi_run(argparse.Namespace(backend="mpi")), is_mpi_run(None, ["train", "--backend=mpi"])
+    (True, True)
+    >>> is_mpi_run(None, ["train"])
+    False
+    """
     if args is not None:
         return getattr(args, "backend", None) == "mpi"
     a = list(sys.argv[1:] if argv is None else argv)
@@ -78,7 +167,15 @@ def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = Non
 
 def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
     """False on the MPI ranks other than 0 (--backend mpi): they print nothing but their own
-    failures, and an error in the arguments is every rank's, printed once by rank 0."""
+    failures, and an error in the arguments is every rank's, printed once by rank 0.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.base import prints
+    >>> prints(argparse.Namespace(backend="fused")), prints(None, ["sweep", "--lr", "0.5"])
+    (True, True)
+    """
     if not is_mpi_run(args, argv):
         return True
     from ..backends.mpi_exchange import is_root

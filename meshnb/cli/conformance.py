@@ -149,16 +149,19 @@ def _pack(args: argparse.Namespace) -> int:
     try:
         if args.verify:
             n = pack.verify_pack(args.dir)
-            print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
-            return EXIT_OK
-        manifest = pack.write_pack(args.dir, quick=args.quick)
+        else:
+            manifest = pack.write_pack(args.dir, quick=args.quick)
     except pack.PackError as e:
         return _error(str(e))
     except files.WriteError as e:
         return _error(str(e), EXIT_FAILED)
     except OSError as e:
         return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAILED)
-    print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
+    # printed outside the try: a reader gone (`| head -c1`) is the program's quiet 141, not a pack error
+    if args.verify:
+        print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
+    else:
+        print(f"wrote {len(manifest['cases'])} cases, {len(manifest['files'])} files to {args.dir}")
     return EXIT_OK
 
 
@@ -275,7 +278,15 @@ def _jobs(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
+    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> args = build_parser().parse_args(["check", "pack/default", "--page", "out.page"])
+    >>> args.command, args.page
+    ('check', 'out.page')
+    """
     from ..options import add_flags, arg_type, option_fields, parse_count
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")

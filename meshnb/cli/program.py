@@ -5,6 +5,7 @@ held as a flag (exit 130, 143, 129), and every error as one line with the one se
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -18,7 +19,16 @@ from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
+    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> parser = build_parser()
+    >>> args = parser.parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused"])
+    >>> args.command, args.steps, args.systems, args.backend
+    ('train', 16, 2, 'fused')
+    """
     from . import bench, train
     from .conformance import register as add_conformance  # ops, pack, check
     from .cuda import register as add_cuda  # ptx audit, gpu-check
@@ -35,16 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-``
-    for an option and say "expected one argument"; glued, the value reaches its own check."""
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``, ``--csv -dash.out`` -> ``--csv=-dash.out``: argparse
+    would take a value that starts with ``-`` for an option and say "expected one argument"; glued,
+    the value reaches its own check. A known option after a flag (``--csv --json``) is not glued:
+    the flag's value is missing, as argparse says."""
+    actions = _all_actions(parser)
     takes_value = {
-        s for action in _all_actions(parser) for s in action.option_strings if action.nargs is None and action.type
+        s
+        for action in actions
+        for s in action.option_strings
+        if action.nargs is None and type(action) in (argparse._StoreAction, argparse._AppendAction)
     }
+    known = {s for action in actions for s in action.option_strings}  # `--csv --json`: no value given
     out: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
-        if args[i] in takes_value and i + 1 < len(args) and args[i + 1].startswith("-") and args[i + 1] != "--":
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if args[i] in takes_value and nxt.startswith("-") and nxt != "--" and nxt.split("=")[0] not in known:
             out.append(f"{args[i]}={args[i + 1]}")
             i += 2
         else:
@@ -66,7 +84,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshnb`` with ``argv`` in this process (tests, scripts): returns the exit code.  Ctrl-C
     from here on is a flag: a run stops at its next task boundary; before a run starts it ends the
     command at the next check, never with a traceback from an import.  The caller's handler is
-    restored on return."""
+    restored on return.
+
+    Examples
+    --------
+    >>> import json
+    >>> from meshnb.cli.program import main
+    >>> import contextlib, io
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(["train", "--steps", "16", "--json"])
+    >>> doc = json.loads(out.getvalue())
+    >>> code, doc["steps"], doc["systems"][0]["digest"][:16]  # meshnb.train(16)'s digest
+    (0, 16, '86aa8e4d23286a6e')
+    >>> main(["train", "--steps", "1_0"])  # one line on stderr: meshnb: error: ...
+    2
+    """
     flag = InterruptFlag()
     on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
@@ -81,7 +114,16 @@ def entry(flag: InterruptFlag) -> NoReturn:
     """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
     :func:`main`, but a Ctrl-C that comes once the command is done changes nothing.  Its handler is
     then SIGINT's ignore, which the interpreter's shutdown keeps (it resets a Python handler to the
-    default, which would end the process by SIGINT after the result was printed)."""
+    default, which would end the process by SIGINT after the result was printed).
+
+    Examples
+    --------
+    >>> import subprocess, sys
+    >>> command = [sys.executable, "-m", "meshnb", "train", "--steps", "-5"]
+    >>> done = subprocess.run(command, capture_output=True, text=True)
+    >>> done.returncode, done.stderr.strip()
+    (2, "meshnb: error: argument --steps: '-5' is negative")
+    """
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
@@ -135,7 +177,14 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):
             text, code = str(e), EXIT_USAGE
-        elif isinstance(e, (OSError, cluster_error)):
+        elif isinstance(e, OSError) and e.errno == errno.EPIPE:  # a write to a pipe whose reader is gone
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_PIPE
+        elif isinstance(e, OSError):
+            from ..files import os_error_text
+
+            text, code = os_error_text(e), EXIT_FAILED
+        elif isinstance(e, cluster_error):
             text, code = str(e), EXIT_FAILED
         else:
             raise

@@ -1,7 +1,7 @@
 """``meshnb sweep``: many independent systems, one table.
 
     meshnb sweep --lr LRS [--view-in PATH] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T] [--backend {threads,cuda}]
+                 [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
 Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
@@ -18,12 +18,13 @@ Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one lin
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..files import WriteError, check_output, read_page, refuse_overwrite
+from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
 
@@ -43,6 +44,18 @@ class _Deprecated(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the sweep's flags (the table of :func:`meshnb.sweeps.plan.sweep_option_fields` and the outputs) to ``p``.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.sweep import add_arguments
+    >>> p = argparse.ArgumentParser(prog="meshnb sweep")
+    >>> add_arguments(p)
+    >>> args = p.parse_args(["--steps", "64", "--lr", "0.5,0.25", "--csv", "out.csv"])
+    >>> args.steps, args.csv
+    (64, 'out.csv')
+    """
     from ..options import add_flags
     from ..sweeps.plan import sweep_option_fields
 
@@ -51,8 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pages", dest="view_in", metavar="DIR", action=_Deprecated, new="--view-in", help=argparse.SUPPRESS
     )
     p.add_argument(
-        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {threads,cuda}",
-        convert=lambda d: {"cpu": "threads"}.get(d, d), help=argparse.SUPPRESS,
+        "--device", dest="backend", choices=("cpu", "cuda"), action=_Deprecated, new="--backend {cpu,cuda}",
+        help=argparse.SUPPRESS,
     )  # fmt: skip
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", metavar="OUT", help="write one CSV row per system to OUT ('-': stdout)")
@@ -65,7 +78,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``)."""
+    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "1e-4:2:8:log"])
+    >>> args.command, args.steps, callable(args.handler)
+    ('sweep', 16, True)
+    """
     p = subparsers.add_parser(
         "sweep",
         help="run many independent systems (LRs x pages) and tabulate them",
@@ -225,7 +246,20 @@ def _error(text: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run ``meshnb sweep``: write the result; returns the exit code."""
+    """Run ``meshnb sweep``: write the result; returns the exit code.
+
+    Examples
+    --------
+    >>> import csv
+    >>> from meshnb.cli.program import build_parser
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "0.5,0.25", "--csv", "sweep.csv"])
+    >>> args.handler(args)
+    0
+    >>> rows = list(csv.DictReader(open("sweep.csv")))
+    >>> [(row["lr"], row["digest"][:16]) for row in rows]  # LR 0.5: meshnb.train(16)'s digest
+    [('0.5', '86aa8e4d23286a6e'), ('0.25', 'bd192a529a943be0')]
+    """
     try:
         code = _run(args)
         if code == EXIT_INTERRUPTED:
@@ -233,12 +267,17 @@ def handle(args: argparse.Namespace) -> int:
         return code
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
+    except WriteError as e:
+        if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
+            raise BrokenPipeError(e.errno, e.strerror) from None
+        _error(str(e))  # WriteError names its file
+        return EXIT_FAILED
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
         _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
         return EXIT_USAGE
     except OSError as e:
-        _error(str(e) if isinstance(e, WriteError) else f"{type(e).__name__}: {e}")  # WriteError names its file
+        _error(os_error_text(e))
         return EXIT_FAILED
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
         _error("interrupted")

@@ -22,7 +22,18 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    """Add ``train`` to the ``meshnb`` parser's subcommands."""
+    """Add ``train`` to the ``meshnb`` parser's subcommands.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from meshnb.cli.train import register
+    >>> parser = argparse.ArgumentParser(prog="meshnb")
+    >>> register(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["train", "--steps", "100", "--ieee"])
+    >>> args.steps, args.z  # --ieee is stored in z: options() turns it over into z=False
+    (100, True)
+    """
     from ..options import add_flags, option_fields
 
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
@@ -41,7 +52,15 @@ _SHORT_RUN_S = 0.05  # a run's fixed costs are ~1 ms: below this its per-step fi
 
 
 def summary(result: RunResult) -> str:
-    """The human summary of a run: each system's params, last loss, digests; the speed."""
+    """The human summary of a run: each system's params, last loss, digests; the speed.
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.cli.train import summary
+    >>> print(summary(meshnb.train(16)).splitlines()[0])
+    params  a=-0.0156442709  b=0.861127973  c=-0.0175467655  d=-0.0342258587
+    """
     lines = []
     for s in result.systems:
         head = f"system {s.system}: " if len(result.systems) > 1 else ""
@@ -72,7 +91,16 @@ def summary(result: RunResult) -> str:
 
 
 def options(args: argparse.Namespace) -> RunOptions:
-    """The run's options from the flags given (the table has the defaults)."""
+    """The run's options from the flags given (the table has the defaults).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> from meshnb.cli.train import options
+    >>> opts = options(build_parser().parse_args(["train", "--steps", "100", "--step-base", "4294967296"]))
+    >>> opts.steps, opts.step_base, opts.backend
+    (100, 4294967296, None)
+    """
     from ..options import RunOptions, given_options, option_fields
 
     given = given_options(args, option_fields())
@@ -86,7 +114,20 @@ def options(args: argparse.Namespace) -> RunOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`)."""
+    """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`).
+
+    Examples
+    --------
+    >>> from meshnb.cli.program import build_parser
+    >>> from meshnb.cli.train import run
+    >>> import contextlib, io, json
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = run(build_parser().parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused",
+    ...                                           "--json"]))
+    >>> code, [s["trace_digest"][:16] for s in json.loads(out.getvalue())["systems"]]
+    (0, ['2df9b1e6fddd7787', '2df9b1e6fddd7787'])
+    """
     from ..api import run
     from ..results import RunInterrupted, SaveFailed
 

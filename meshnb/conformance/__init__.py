@@ -5,5 +5,7 @@
 - :mod:`.pack`: the conformance pack (cases as one table; pages, traces, digests, manifest);
 - :mod:`.suite`: a whole pack (:mod:`.check` for each case) against an executor or its outputs; table, JSON, JUnit;
 - :mod:`.check`: an executor's page and trace against a case: diff, first differing step, diagnosis;
-- :mod:`.cli`: the ``ops``, ``pack`` and ``check`` commands (``meshnb ops|pack|check``, or ``python -m meshnb ...``).
+- :mod:`.gpu`: the CUDA image on a device against the CPU, bit for bit (``meshnb gpu-check``'s checks).
+
+Their commands (``meshnb ops|pack|check|gpu-check``) are :mod:`meshnb.cli`'s: it parses and prints.
 """

@@ -520,7 +520,7 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
 
 
 @dataclass
-class Report:
+class VerifyReport:
     """The outcome of ``ops verify``.
 
     Parameters
@@ -598,7 +598,7 @@ class Report:
         }
 
 
-def verify(op: str, data: bytes, show: int = 20) -> Report:
+def verify(op: str, data: bytes, show: int = 20) -> VerifyReport:
     """Checks an executor's vector lines against mode Z; raises :class:`BadInput` if unreadable.
 
     Parameters
@@ -612,7 +612,7 @@ def verify(op: str, data: bytes, show: int = 20) -> Report:
 
     Returns
     -------
-    Report
+    VerifyReport
         The verdict, the classes of the wrong results, the first of them.
 
     Raises
@@ -683,7 +683,7 @@ def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
             yield data[:cut]
 
 
-def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> Report:
+def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> VerifyReport:
     """:func:`verify` over a file given as chunks of whole lines (:func:`chunks_of`), one chunk in
     memory at a time.
 
@@ -698,7 +698,7 @@ def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> Report:
 
     Returns
     -------
-    Report
+    VerifyReport
         As :func:`verify`'s.
 
     Raises
@@ -741,4 +741,19 @@ def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> Report:
     if checked == 0:
         raise BadInput("no vectors in the input")
     ordered = {n: tally[n] for n, _ in CLASSES if tally[n]}
-    return Report(op, checked, wrong, first, ordered)
+    return VerifyReport(op, checked, wrong, first, ordered)
+
+
+# The old name had two roles (a check's Report is meshnb.conformance.check.Report): it still
+# works this release, with a warning.
+_RENAMED = {"Report": "VerifyReport"}
+
+
+def __getattr__(name: str) -> object:
+    """The renamed names, deprecated (``Report`` is :class:`VerifyReport`)."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"{__name__}.{name} is {_RENAMED[name]} now", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

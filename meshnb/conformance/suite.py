@@ -49,7 +49,22 @@ STDERR_BYTES = 64 << 10  # at most this much of its stderr is read back
 
 @dataclass
 class CaseResult:
-    """One pack case's outcome: ``verdict`` is PASS, FAIL or ERROR."""
+    """One pack case's outcome: ``verdict`` is PASS, FAIL or ERROR.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.suite import run_suite
+    >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> (outputs / "cluster-1").mkdir()
+    >>> page = bytearray((pack / "cluster-1" / "out-0.page").read_bytes())
+    >>> page[2052] ^= 1  # one bit of the page
+    >>> _ = (outputs / "cluster-1" / "out-0.page").write_bytes(page)
+    >>> case = run_suite(pack, outputs=outputs, cases="cluster-1").cases[0]
+    >>> case.name, case.systems, case.verdict, case.where, case.models
+    ('cluster-1', 1, 'FAIL', 'page: 1 words', [])
+    >>> print(case.message)
+    system 0: 1 page words differ, first Y[241]: 3ead2308 -> 3ead2309; no fault model reproduces these bits
+    """
 
     name: str
     systems: int
@@ -64,7 +79,17 @@ class CaseResult:
     left_running: int = 0  # processes the executor left running when it ended (killed before judging)
 
     def to_json(self) -> dict[str, Any]:
-        """The result as JSON-ready values (the report as ``check --json`` gives it)."""
+        """The result as JSON-ready values (the report as ``check --json`` gives it).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.suite import run_suite
+        >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
+        >>> (outputs / "default").mkdir()  # no out-0.page written
+        >>> doc = run_suite(pack, outputs=outputs, cases="default").cases[0].to_json()
+        >>> doc["verdict"], doc["message"], doc["report"]
+        ('ERROR', 'unusable output: no out-0.page written', None)
+        """
         out = {k: v for k, v in self.__dict__.items() if k != "report"}
         out["report"] = None if self.report is None else self.report.to_json()
         return out
@@ -72,13 +97,36 @@ class CaseResult:
 
 @dataclass
 class SuiteResult:
-    """Every case's :class:`CaseResult`, in the pack's order."""
+    """Every case's :class:`CaseResult`, in the pack's order.
+
+    Examples
+    --------
+    >>> import shutil
+    >>> from meshnb.conformance.suite import run_suite
+    >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> for n in (1, 2):  # meshnb's own outputs: copies of the pack's expected files
+    ...     (outputs / f"cluster-{n}").mkdir()
+    ...     for f in ["trace.bin", *(f"out-{k}.page" for k in range(n))]:
+    ...         _ = shutil.copyfile(pack / f"cluster-{n}" / f, outputs / f"cluster-{n}" / f)
+    >>> result = run_suite(pack, outputs=outputs, cases="cluster-[12]")
+    >>> [(c.name, c.verdict) for c in result.cases], result.exit_code
+    ([('cluster-2', 'PASS'), ('cluster-1', 'PASS')], 0)
+    """
 
     pack: str
     cases: list[CaseResult]
 
     def count(self, verdict: str) -> int:
-        """How many cases ended with ``verdict``."""
+        """How many cases ended with ``verdict``.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+        >>> cases = [CaseResult("a", 1, "PASS"), CaseResult("b", 1, "FAIL"), CaseResult("c", 2, "PASS")]
+        >>> result = SuiteResult("pack", cases)
+        >>> result.count("PASS"), result.count("ERROR")
+        (2, 0)
+        """
         return sum(c.verdict == verdict for c in self.cases)
 
     @property
@@ -87,14 +135,35 @@ class SuiteResult:
         return 0 if all(c.verdict == "PASS" for c in self.cases) else 1
 
     def summary(self) -> str:
-        """The summary line."""
+        """The summary line.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+        >>> SuiteResult("pack", [CaseResult("a", 1, "PASS"), CaseResult("b", 1, "ERROR", message="exit 3")]).summary()
+        '1 passed, 0 failed, 1 errors of 2 cases'
+        """
         return (
             f"{self.count('PASS')} passed, {self.count('FAIL')} failed, {self.count('ERROR')} errors"
             f" of {len(self.cases)} cases"
         )
 
     def table(self) -> str:
-        """The table (case, systems, verdict, first difference, models), then the summary line."""
+        """The table (case, systems, verdict, first difference, models), then the summary line.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.suite import run_suite
+        >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
+        >>> (outputs / "cluster-1").mkdir()
+        >>> page = bytearray((pack / "cluster-1" / "out-0.page").read_bytes())
+        >>> page[0] ^= 1  # one bit of PARAMS[0]
+        >>> _ = (outputs / "cluster-1" / "out-0.page").write_bytes(page)
+        >>> print(run_suite(pack, outputs=outputs, cases="cluster-1").table())
+        case       systems  verdict  first difference  models / error
+        cluster-1  1        FAIL     page: 1 words     no fault model reproduces these bits
+        0 passed, 1 failed, 0 errors of 1 cases
+        """
         rows = [("case", "systems", "verdict", "first difference", "models / error")]
         for c in self.cases:
             detail = ", ".join(c.models) if c.verdict == "FAIL" else c.message if c.verdict == "ERROR" else ""
@@ -107,7 +176,15 @@ class SuiteResult:
         return "\n".join(line.rstrip() for line in lines) + "\n" + self.summary()
 
     def to_json(self) -> dict[str, Any]:
-        """The whole result as one JSON-ready document."""
+        """The whole result as one JSON-ready document.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+        >>> doc = SuiteResult("pack", [CaseResult("default", 1, "PASS", seconds=0.5)]).to_json()
+        >>> {k: v for k, v in doc.items() if k != "cases"}, doc["cases"][0]["verdict"]
+        ({'pack': 'pack', 'passed': 1, 'failed': 0, 'errors': 0}, 'PASS')
+        """
         return {
             "pack": self.pack,
             "passed": self.count("PASS"),
@@ -118,7 +195,19 @@ class SuiteResult:
 
     def junit(self) -> bytes:
         """JUnit XML: one ``testcase`` per pack case, a ``failure`` (the first difference and the
-        models) or an ``error`` (the executor's exit code and its last stderr lines)."""
+        models) or an ``error`` (the executor's exit code and its last stderr lines).
+
+        Examples
+        --------
+        >>> import xml.etree.ElementTree as ET
+        >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+        >>> error = CaseResult("cluster-2", 2, "ERROR", message="exit 1", stderr_tail="boom")
+        >>> root = ET.fromstring(SuiteResult("pack", [CaseResult("default", 1, "PASS"), error]).junit())
+        >>> root.get("tests"), root.get("errors"), [tc.get("name") for tc in root.iter("testcase")]
+        ('2', '1', ['default', 'cluster-2'])
+        >>> root.find(".//error").text
+        'boom'
+        """
         total = f"{sum(c.seconds for c in self.cases):.3f}"
         counts = {
             "tests": str(len(self.cases)),
@@ -247,6 +336,16 @@ class _Executors:
 SUPERVISOR_GRACE_S = 60.0  # beyond --case-timeout, the longest a supervisor may take to end
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _main_thread_takes_the_signals() -> None:
+    """A worker thread blocks the stop signals, so the kernel gives each to the main thread, in
+    the order they came (a SIGHUP then five Ctrl-C: exit 129, the first one's, not 130). The
+    supervisors it starts inherit the mask and unblock them (:mod:`.supervise`)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def _tail(log: Path) -> str:
     try:
         with open(log, "rb") as f:
@@ -284,7 +383,26 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
     ran, so a directory renamed or replaced by a link since is not followed), at most ``limit``
     bytes; None when it is missing.  It must be the executor's own file: no symbolic link
     (``O_NOFOLLOW``), a regular file, one name (``st_nlink == 1``: a hard link to the pack's
-    expected page would pass otherwise); else :class:`PackError` naming it."""
+    expected page would pass otherwise); else :class:`PackError` naming it.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.conformance.pack import PackError
+    >>> from meshnb.conformance.suite import read_own
+    >>> out = getfixture("tmp_path")
+    >>> _ = (out / "out-0.page").write_bytes(bytes(4096))
+    >>> os.link(out / "out-0.page", out / "out-1.page")  # a second name for the same file
+    >>> fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    >>> read_own(fd, "missing.page", 8192) is None
+    True
+    >>> try:
+    ...     read_own(fd, "out-1.page", 8192)
+    ... except PackError as e:
+    ...     print(e)
+    out-1.page: a hard link (2 names); an executor's outputs must be files it wrote
+    >>> os.close(fd)
+    """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
@@ -322,7 +440,27 @@ def read_outputs(setup: check.Setup, out_dir: Path, dir_fd: int | None = None) -
     """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``.
     With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
     :func:`read_own`: links, special files and files of more than one name are refused. Unreadable
-    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`."""
+    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`.
+
+    Examples
+    --------
+    >>> import shutil
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.pack import PackError
+    >>> from meshnb.conformance.suite import read_outputs
+    >>> pack, out = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> setup = load_case(pack / "cluster-2")
+    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-0.page", out / "out-0.page")
+    >>> try:
+    ...     read_outputs(setup, out, None)
+    ... except PackError as e:
+    ...     print(e)
+    no out-1.page written
+    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-1.page", out / "out-1.page")
+    >>> pages, trace = read_outputs(setup, out, None)
+    >>> len(pages), trace is None  # no trace.bin written: the pages alone are checked
+    (2, True)
+    """
     case = setup.case
     trace = None
     if dir_fd is not None:
@@ -362,7 +500,20 @@ def check_outputs(
 ) -> CaseResult:
     """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``
     (:func:`read_outputs`); the result is called ``name`` (the case's directory in the pack;
-    default the case's own name). Unreadable outputs are an ERROR."""
+    default the case's own name). Unreadable outputs are an ERROR.
+
+    Examples
+    --------
+    >>> import shutil
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.suite import check_outputs
+    >>> pack, out = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> _ = shutil.copyfile(pack / "default" / "out-0.page", out / "out-0.page")
+    >>> _ = (out / "trace.bin").write_bytes(b"\\x00" * 21)  # not whole steps of 20 bytes
+    >>> res = check_outputs(load_case(pack / "default"), out)
+    >>> res.verdict, res.message
+    ('ERROR', 'unusable output: trace.bin: 21 bytes is not a whole number of 20-byte steps')
+    """
     try:
         got = read_outputs(setup, out_dir, dir_fd)
     except PackError as e:
@@ -384,7 +535,22 @@ def judge_outputs(
     name: str | None = None,
 ) -> CaseResult:
     """The verdict on outputs already read: PASS when every page (and the trace, if given) has
-    the case's bits, else FAIL with the first failing system's report and its diagnosis."""
+    the case's bits, else FAIL with the first failing system's report and its diagnosis.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import load_case
+    >>> from meshnb.conformance.suite import judge_outputs
+    >>> pack = getfixture("quick_pack")
+    >>> setup = load_case(pack / "cluster-1")
+    >>> judge_outputs(setup, list(setup.expected), setup.trace).verdict
+    'PASS'
+    >>> bad = setup.trace.copy()
+    >>> bad[3, 4] ^= 1  # the e^2 sum of step 3
+    >>> res = judge_outputs(setup, list(setup.expected), bad)
+    >>> res.verdict, res.where
+    ('FAIL', 'step 3 (e*e)')
+    """
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
     trace_ok = trace is None or np.array_equal(trace, setup.trace)
@@ -414,7 +580,21 @@ def judge_outputs(
 
 def select(pack_dir: Path, pattern: str | None, *, verify: bool = True) -> list[str]:
     """The pack's case names (its manifest's, or without one its case directories), those that
-    match ``pattern`` (a shell glob) when given; PackError when none do."""
+    match ``pattern`` (a shell glob) when given; PackError when none do.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.pack import PackError
+    >>> from meshnb.conformance.suite import select
+    >>> pack = getfixture("quick_pack")
+    >>> select(pack, "cluster-*")
+    ['cluster-2', 'cluster-3', 'cluster-8', 'cluster-1']
+    >>> try:
+    ...     select(pack, "gpu-*")
+    ... except PackError as e:
+    ...     print(e.args[0].split(":")[0])
+    --cases 'gpu-*'
+    """
     names = case_names(pack_dir, verify=verify)
     if pattern is not None:
         names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -437,7 +617,32 @@ def run_suite(
     """Runs the pack's cases on an executor (``exec_cmd``, split as a shell would) or reads the
     outputs made elsewhere (``outputs``), and checks them.  Bad input (a pack, a command or
     options that cannot be used) raises :class:`~.pack.PackError` or ``ValueError`` before any
-    executor runs; a KeyboardInterrupt kills the live executors and is raised again."""
+    executor runs; a KeyboardInterrupt kills the live executors and is raised again.
+
+    Examples
+    --------
+    >>> import sys
+    >>> from meshnb.conformance.suite import run_suite
+    >>> pack, tmp = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> adapter = tmp / "adapter.py"  # an executor: meshnb itself, run as the case says (CASE_DIR OUT_DIR)
+    >>> _ = adapter.write_text('''
+    ... import json, sys
+    ... import meshnb
+    ... case, out = sys.argv[1], sys.argv[2]
+    ... steps = json.load(open(f"{case}/case.json"))["steps"]
+    ... r = meshnb.train(steps, view_in=open(f"{case}/in-0.page", "rb").read(), keep_trace=True)
+    ... open(f"{out}/out-0.page", "wb").write(r.page)
+    ... open(f"{out}/trace.bin", "wb").write(r.trace.tobytes())
+    ... ''')
+    >>> result = run_suite(pack, exec_cmd=f"{sys.executable} {adapter}", cases="default")
+    >>> result.summary()
+    '1 passed, 0 failed, 0 errors of 1 cases'
+    >>> try:
+    ...     run_suite(pack, exec_cmd="no-such-executor", cases="default")
+    ... except ValueError as e:
+    ...     print(e)
+    --exec: 'no-such-executor' is not a command that can be run (not found, or not executable)
+    """
     root = Path(pack_dir)
     if (exec_cmd is None) == (outputs is None):
         raise ValueError("give --exec CMD or --outputs DIR, not both")
@@ -470,7 +675,7 @@ def run_suite(
     work = Path(tempfile.mkdtemp(prefix="meshnb-check-"))
     runner = _Executors(work)
     try:
-        with _Reaper(), ThreadPoolExecutor(jobs) as pool:
+        with _Reaper(), ThreadPoolExecutor(jobs, initializer=_main_thread_takes_the_signals) as pool:
             pending: dict[Future[_Ran], str] = {}
             try:  # a stop while the cases are handed out too: the pool must not wait for live executors
                 for i, n in enumerate(names):  # each case's directory is made when its executor starts
@@ -500,7 +705,17 @@ pages, trace or digests."""
 def private_case(source: Path, dest: Path, systems: int) -> None:
     """The executor's copy of case ``source``: its inputs only (:data:`INPUTS`, ``in-K.page``), in a
     new directory ``dest`` (named as the case), so that nothing the executor does reaches the pack
-    and it cannot read the expected results there by accident."""
+    and it cannot read the expected results there by accident.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.conformance.suite import private_case
+    >>> pack, tmp = getfixture("quick_pack"), getfixture("tmp_path")
+    >>> private_case(pack / "cluster-2", tmp / "cluster-2", 2)
+    >>> sorted(os.listdir(tmp / "cluster-2")), sorted(os.listdir(pack / "cluster-2"))[:4]  # no expected results
+    (['case.json', 'in-0.page', 'in-1.page'], ['case.json', 'expected.json', 'in-0.page', 'in-1.page'])
+    """
     dest.mkdir(parents=True)
     for rel in (*INPUTS, *(f"in-{k}.page" for k in range(systems))):
         data = read_file(source / rel)
@@ -517,7 +732,20 @@ def remove_tree(path: Path, *, warn: bool = True) -> None:
     """Remove the checker's temporary directory whatever its executors left there (a directory
     without write permission, say), with Ctrl-C, SIGTERM and SIGHUP held meanwhile (a second
     Ctrl-C must not leave it).  What cannot be removed is said in one line (unless not ``warn``:
-    a case's directory, inside the one that is said), never an error that hides the verdicts."""
+    a case's directory, inside the one that is said), never an error that hides the verdicts.
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.conformance.suite import remove_tree
+    >>> work = getfixture("tmp_path") / "work"
+    >>> (work / "locked").mkdir(parents=True)
+    >>> _ = (work / "locked" / "left.page").write_bytes(b"x")
+    >>> os.chmod(work / "locked", 0o500)  # an executor left a directory without write permission
+    >>> remove_tree(work)
+    >>> work.exists()
+    False
+    """
 
     def writable(func: Callable[..., Any], p: str, exc: Any) -> None:
         with contextlib.suppress(OSError):

@@ -88,6 +88,8 @@ def kill_all(leader: int) -> int:
 
 def main(argv: list[str]) -> int:
     checker, timeout, cmd = int(argv[0]), float(argv[1]), argv[2:]
+    stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # the checker's worker thread blocked them
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != checker:  # the checker died before the line above: stop at once
         return 1

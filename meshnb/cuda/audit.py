@@ -1,4 +1,5 @@
-"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2).
+"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
+default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
 
 Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or meshnb's own
 (:mod:`meshnb.cuda.ptx`).  The text is parsed into instructions (several a line, inside ``{ }``
@@ -28,6 +29,13 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
     f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
     (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
     ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.
+``unverified``
+    any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
+    ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
+    ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
+    ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
+    register declared of a float type as an operand; ``why`` says what the table does not allow.
+    The named classes above take precedence: they say more about what they cover.
 
 **How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
 through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
@@ -56,14 +64,23 @@ docs/guide/gpu.md:
 
 What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
 ``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
-accepted.  Limits: a value stored to memory and loaded back is not followed (the NVRTC and NVVM
-PTX of a kernel keeps such values in registers); an f64 operation on the sine's *result* before
-its one rounding to f32 is taken as the sine's own.
+accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
+a value stored through an address made from a ``.local`` or ``.shared`` variable (``mov``, ``cvta``,
+integer ``add``) and loaded through any address made from it stays what it was; ``.param`` is
+followed by name.  Limits: a variable is one place (flow-insensitive, its words not told apart, so
+a promoted value stored anywhere in it reaches every load from it); memory reached through global
+or generic pointers given as arguments, or addresses made by other opcodes, is not followed (a
+store and a load through the same register still are); a float reaching an unknown opcode only
+through an integer register is not seen by the register check; an f64 operation on the sine's
+*result* before its one rounding to f32 is taken as the sine's own.
 
-What the audit knows to be legitimate among f32 instructions: bit operations on f32 words
-(``and``/``or``/``xor``/``selp``/``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN,
-the butterfly); moves, loads, stores, comparisons (``setp``), ``abs``/``neg``/``min``/``max``
-without ``.ftz``; conversions rounding to nearest (``cvt.rn.f32.u32``).
+What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
+docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
+exact ``mov``/``abs``/``neg``/``selp``/``min``/``max`` and comparisons (``setp``) on f32 and f64;
+loads and stores; ``cvt.rn.f32`` from the 8-, 16- and 32-bit integers; ``cvt.f64.f32`` and
+``cvt.rn.f32.f64``; the sine's ``cvt.rn.f64.s32`` and ``cvt.rni.s32.f64``; f64 arithmetic, judged by
+the sin_pi rule.  Bit operations on float words (:data:`BIT_OPS`: ``and``/``or``/``xor``/``selp``/
+``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN, the butterfly) are exact.
 
 Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte (refused: a NUL could hide an
 instruction from ptxas' reading or from this one); time linear in its size.
@@ -83,7 +100,15 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-CLASSES = ("contraction", "unrounded", "flush", "approximate", "directed-rounding", "double-rounding")
+CLASSES = (
+    "contraction",
+    "unrounded",
+    "flush",
+    "approximate",
+    "directed-rounding",
+    "double-rounding",
+    "unverified",
+)
 MAX_BYTES = 256 << 20  # a kernel's PTX is kilobytes to a few MB: more is not a module to audit here
 PI_F64 = "0d400921FB54442D18"
 TWO_OVER_PI_F64 = "0d3FE45F306DC9C883"  # libdevice's sin/cos quadrant reduction: x * 2/pi
@@ -102,10 +127,220 @@ _F = 1  # an f32 value in f64 (or f64 arithmetic on one)
 _A = 2  # pi * r: a sine's argument if it reaches one
 _S = 4  # derived from a sine's quadrant reduction: the sine's own code
 
+
+_FLOAT_TYPE = re.compile(r"(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?")  # f16 f16x2 bf16 f32 f32x2 f64 tf32 e4m3x2 ...
+_CMP = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
+_SPACES = (
+    "global",
+    "local",
+    "shared",
+    "param",
+    "const",
+    "shared::cta",
+    "shared::cluster",
+    "param::entry",
+    "param::func",
+)
+_MEMORY: tuple[str, ...] = ("nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "volatile", "weak", "relaxed", "acquire")
+_MEMORY += ("release", "cta", "cluster", "gpu", "sys", "v2", "v4", "v8")  # and any L1::/L2:: cache hint
+_EXACT_INTS = ("u8", "u16", "s8", "s16")  # every value exact in f32
+_ROUNDED_INTS = ("u32", "s32")  # SPEC 2's u32 -> f32 conversion, rounded to nearest even
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One row of mode Z's table: opcodes ``ops`` on the float ``types`` listed, with every
+    modifier in ``required`` and no other than ``optional`` (integer types for a conversion
+    included); ``rule`` says why the row keeps mode Z's bits."""
+
+    ops: tuple[str, ...]
+    types: tuple[str, ...]
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    rule: str
+
+
+MODE_Z: tuple[Allowed, ...] = (
+    Allowed(
+        ("add", "sub", "mul"),
+        ("f32", "f32x2"),
+        ("rn",),
+        (),
+        "IEEE binary32 rounded to nearest even; meshnb flushes the result with bit operations (SPEC 2)",
+    ),
+    Allowed(("div", "sqrt"), ("f32",), ("rn",), (), "correctly rounded to nearest even (SPEC 2)"),
+    Allowed(("mov", "abs", "neg", "selp"), ("f32", "f64"), (), (), "exact: the value's bits, or its sign bit changed"),
+    Allowed(("min", "max"), ("f32", "f64"), (), (), "exact: one of the operands"),
+    Allowed(("setp",), ("f32", "f64"), (), _CMP + ("and", "or", "xor"), "a comparison: a predicate, no float result"),
+    Allowed(
+        ("ld", "ldu", "st"),
+        ("f32", "f64"),
+        (),
+        _SPACES + _MEMORY,
+        "a move to or from memory (followed through local, shared and param space)",
+    ),
+    Allowed(
+        ("cvt",),
+        ("f32",),
+        ("rn",),
+        _EXACT_INTS + _ROUNDED_INTS,
+        "an integer into f32, rounded to nearest even (SPEC 2's u32 -> f32)",
+    ),
+    Allowed(("cvt",), ("f32", "f64"), (), (), "f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted"),
+    Allowed(
+        ("cvt",),
+        ("f32", "f64"),
+        ("rn",),
+        (),
+        "f64 -> f32 (cvt.rn.f32.f64): the one rounding of SPEC 4's sine (promoted values: the sin_pi rule)",
+    ),
+    Allowed(("cvt",), ("f64",), ("rn",), ("s32", "u32"), "a 32-bit integer into f64: exact (the sine's quadrant)"),
+    Allowed(("cvt",), ("f64",), ("rni",), ("s32",), "f64 to the nearest integer: the sine's quadrant"),
+    Allowed(
+        ("add", "sub", "mul", "fma", "div", "rcp", "sqrt"),
+        ("f64",),
+        (),
+        ("rn",),
+        "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
+    ),
+)
+"""Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
+is a finding (``unverified`` where no named class says more).  To allow a new form, add a row (or a
+type or modifier to a row) here and in docs/guide/gpu.md, with the reason it keeps mode Z's bits,
+and a test in tests/cuda/test_audit.py that shows it."""
+
+# Opcodes of no float type that may take a float register (bit-typed: ``mov.b32 %f1, %r1``, the
+# flush's ``and.b32``, the butterfly's ``shfl``): exact on the bits.  Any other opcode of no float
+# type with a register declared of a float type as an operand is unverified.
+BIT_OPS = frozenset(
+    [
+        "mov",
+        "ld",
+        "ldu",
+        "st",
+        "and",
+        "or",
+        "xor",
+        "not",
+        "cnot",
+        "lop3",
+        "selp",
+        "slct",
+        "shfl",
+        "prmt",
+        "setp",
+        "set",
+        "cvt",
+        "cvta",
+        "bfe",
+        "bfi",
+        "brev",
+        "popc",
+        "clz",
+        "shl",
+        "shr",
+        "bar",
+        "barrier",
+        "bra",
+        "call",
+        "ret",
+        "exit",
+        "membar",
+        "fence",
+    ]
+)
+# integer and control opcodes: their operands cannot be float registers in valid PTX (integer types)
+INT_OPS = (
+    frozenset(
+        [
+            "add",
+            "addc",
+            "sub",
+            "subc",
+            "mul",
+            "mul24",
+            "mad",
+            "mad24",
+            "madc",
+            "sad",
+            "div",
+            "rem",
+            "abs",
+            "neg",
+            "min",
+            "max",
+            "dp4a",
+            "dp2a",
+            "bfind",
+            "fns",
+            "activemask",
+            "vote",
+            "match",
+            "redux",
+            "elect",
+            "nanosleep",
+            "pmevent",
+            "trap",
+            "brkpt",
+            "getctarank",
+            "isspacep",
+            "mapa",
+            "prefetch",
+            "prefetchu",
+            "cp",
+            "discard",
+            "applypriority",
+            "createpolicy",
+            "griddepcontrol",
+            "mbarrier",
+            "setmaxnreg",
+            "istypep",
+        ]
+    )
+    | BIT_OPS
+)
+
+
+def _float_types(parts: list[str]) -> list[str]:
+    return [p for p in parts if _FLOAT_TYPE.fullmatch(p)]
+
+
+def unverified(opcode: str) -> str:
+    """Why an opcode that names a float type is in no row of :data:`MODE_Z` ("" if it is in one)."""
+    parts = opcode.split(".")
+    base, mods = parts[0], parts[1:]
+    floats = _float_types(mods)
+    if not floats:
+        return ""
+    rows = [r for r in MODE_Z if base in r.ops]
+    if not rows:
+        return f"{base} on {'/'.join('.' + t for t in dict.fromkeys(floats))}: no such entry in mode Z's table"
+    typed = [r for r in rows if all(t in r.types for t in floats)]
+    if not typed:
+        allowed = "/".join("." + t for t in dict.fromkeys(t for r in rows for t in r.types))
+        bad = next(t for t in floats if not any(t in r.types for r in rows))
+        return f".{bad}: mode Z's table allows {base} on {allowed} only"
+    best: tuple[int, str] | None = None
+    for r in typed:
+        missing = [m for m in r.required if m not in mods]
+        other = [m for m in mods if m not in r.types and m not in r.required and m not in r.optional]
+        other = [m for m in other if not (base in ("ld", "ldu", "st") and m.startswith(("L1::", "L2::")))]
+        if not missing and not other:
+            return ""
+        if other:
+            why = f"{''.join('.' + m for m in other)}: not allowed on {base} by mode Z's table"
+        else:
+            why = f"no .{missing[0]}: mode Z's table allows {base} rounded to nearest (.{missing[0]}) only"
+        if best is None or len(missing) + len(other) < best[0]:
+            best = (len(missing) + len(other), why)
+    assert best is not None
+    return best[1]
+
+
 _HEADER = re.compile(
     r"\s*(?:\.(?:visible|extern|weak)\s+)*\.(entry|func)\s*(?:\(([^)]*)\)\s*)?([\w$.]+)\s*(?:\(([^)]*)\))?"
 )
-_OPCODE = re.compile(r"(?:@!?%?[\w$.]+\s+)?([a-z][\w.]*)")
+_OPCODE = re.compile(r"(?:@!?%?[\w$.]+\s+)?([a-z](?:[\w.]|::)*)")
 _LABEL = re.compile(r"\s*[\w$.]+\s*:(?!:)")
 _LABELS_ONLY = re.compile(r"(?:\s*[\w$.]+\s*:)*\s*")
 _ONE_DIRECTIVE = re.compile(r"\s*(\.(?:version|target|address_size|file|loc)\b[^\n]*)(?=\n)")
@@ -127,19 +362,18 @@ _ADDR = re.compile(r"\[\s*([%\w$.]+)")
 # 4. the text up to the next ";", "{" or "}"; 5. the rest of the text, after the last of them.
 # Each repeat in 1-3 is followed by a character it cannot take, so a failed try costs time linear
 # in what it read, and 4 always goes on to the next delimiter: the scan is linear in the text.
-# _BORING: an opcode with no f32 class through which no promoted value passes (a superset of what
-# the audit reads is left to _info: call, cvt, fma, mad; a part f64, b64, param, ftz, approx,
-# full, rz, rm, rp, f32x2; add, sub, mul with a part f32 and none rn).
+# _BORING: an integer, bit or control opcode (INT_OPS) with no finding and through which no
+# promoted value passes (a superset of what the audit reads is left to _info: call, cvt, any
+# other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
+_BORING_PART = r"(?:b64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
-    r"(?!(?:call|cvt|fma|mad)(?!\w))"
-    r"(?![a-z]\w*(?:\.\w+)*?\.(?:f64|b64|param|ftz|approx|full|rz|rm|rp|f32x2)(?!\w))"
-    r"(?!(?:add|sub|mul)(?=(?:\.\w+)*?\.f32(?!\w))(?:\.(?!rn(?!\w))\w+)*(?![\w.]))"
-    r"[a-z]\w*(?:\.\w+)*(?![\w.])"
+    r"(?:" + "|".join(sorted(INT_OPS - {"call", "cvt"}, key=lambda o: (-len(o), o))) + r")(?![\w:])"
+    rf"(?:\.(?!{_BORING_PART}(?![\w:]))(?:[\w]|::)+)*(?![\w.:])"
 )
 _GUARD = r"(?:@!?%?[\w$.]+\s+)?"
 _PIECES = (
-    rf"\s*{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
-    rf"|\s*(?:[\w$][\w$.]*\s*:(?!:)\s*)+{_GUARD}([a-z][\w.]*)(?![\w.])([^;{{}}:]*);"
+    rf"\s*{_GUARD}([a-z](?:[\w.]|::)*)(?![\w.:])([^;{{}}:]*);"
+    rf"|\s*(?:[\w$][\w$.]*\s*:(?!:)\s*)+{_GUARD}([a-z](?:[\w.]|::)*)(?![\w.:])([^;{{}}:]*);"
     r"|[^;{}]*[;{}]|[^;{}]+\Z"
 )
 _SCAN_AUDIT = re.compile(rf"((?:\s*{_GUARD}{_BORING}[^;{{}}:]*;)+)|{_PIECES}")
@@ -148,15 +382,25 @@ _SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 
 @dataclass(frozen=True)
 class Violation:
-    """One finding: ``line`` (1-based), ``function``, ``instruction`` (opcode and modifiers), ``class``."""
+    """One finding: ``line`` (1-based), ``function``, ``instruction`` (opcode and modifiers), ``class``;
+    ``why`` for an ``unverified`` one (in JSON only then)."""
 
     line: int
     function: str
     instruction: str
     kind: str
+    why: str = ""  # an unverified finding's reason: what mode Z's table does not allow
 
     def to_json(self) -> dict[str, object]:
-        return {"line": self.line, "function": self.function, "instruction": self.instruction, "class": self.kind}
+        d: dict[str, object] = {
+            "line": self.line,
+            "function": self.function,
+            "instruction": self.instruction,
+            "class": self.kind,
+        }
+        if self.why:
+            d["why"] = self.why
+        return d
 
 
 class PtxError(ValueError):
@@ -175,6 +419,7 @@ class Instruction:
     dests: list[str] = field(default_factory=list)
     srcs: list[str] = field(default_factory=list)
     callee: str = ""
+    floats: str = ""  # an opcode of no float type and no row: the float register it reads or writes
 
 
 @dataclass
@@ -186,6 +431,7 @@ class Module:
     returns: dict[str, list[str]]
     target: str = ""
     version: str = ""
+    symbols: set[str] = field(default_factory=set)  # .local and .shared variables, as written
 
 
 def shown(name: str) -> str:
@@ -217,7 +463,7 @@ class _Lines:
 
 
 def _statements(
-    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True
+    text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
     """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
     opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
@@ -252,7 +498,7 @@ def _statements(
             yield line_of(pos + q), ";", body[q:], ""
 
     m: re.Match[str] | None = None
-    for m in (_SCAN if wanted is None else _SCAN_AUDIT).finditer(text):
+    for m in (_SCAN if wanted is None or addresses else _SCAN_AUDIT).finditer(text):
         li = m.lastindex
         if li == 1:  # a run of statements the audit does not read
             if depth or not decided:
@@ -265,7 +511,12 @@ def _statements(
                     keep = wanted.get(op)
                     if keep is None:
                         info = _info(op)
-                        keep = wanted[op] = (info.flows and values) or bool(info.classes)
+                        keep = wanted[op] = (
+                            (info.flows and values)
+                            or bool(info.classes)
+                            or info.regs
+                            or (addresses and _addressing(op))
+                        )
                     if not keep:
                         continue
                 yield m.start(li - 1), "i", m.group(li), op
@@ -351,6 +602,7 @@ class _Scopes:
 
     def __init__(self) -> None:
         self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
+        self.floats: list[tuple[set[str], list[tuple[str, int]]]] = []  # per block: the float-typed ones
         self.counter = 0
         self.function = ""
         self.cache: dict[str, str] = {}  # names resolved in the current scopes
@@ -358,26 +610,44 @@ class _Scopes:
     def push(self) -> None:
         self.counter += 1
         self.stack.append((self.counter, set(), []))
+        self.floats.append((set(), []))
         self.cache.clear()
 
     def pop(self) -> None:
         if self.stack:
             self.stack.pop()
+            self.floats.pop()
         self.cache.clear()
 
-    def declare(self, decl: str) -> None:
+    def declare(self, decl: str, is_float: bool = False) -> None:
         self.cache.clear()
         if not self.stack:
             return
         _, exact, ranges = self.stack[-1]
+        fexact, franges = self.floats[-1]
         for piece in decl.split(","):
             m = _REG_DECL.search(piece.strip())
             if m is None:
                 continue
             if m.group(2) is not None:
                 ranges.append((m.group(1), int(m.group(2))))
+                if is_float:
+                    franges.append((m.group(1), int(m.group(2))))
             else:
                 exact.add(m.group(1))
+                if is_float:
+                    fexact.add(m.group(1))
+
+    def is_float(self, name: str) -> bool:
+        """Whether the innermost declaration of register ``name`` has a float type (``.f32``, ...)."""
+        for (_, exact, ranges), (fexact, franges) in zip(reversed(self.stack), reversed(self.floats)):
+            if name in exact:
+                return name in fexact
+            for prefix, n in ranges:
+                tail = name[len(prefix) :]
+                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
+                    return (prefix, n) in franges
+        return False
 
     def resolve(self, name: str) -> str:
         got = self.cache.get(name)
@@ -465,10 +735,87 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
     return ins
 
 
+def _registers(ins: Instruction, scopes: _Scopes) -> Instruction:
+    """An instruction of an opcode the table does not know (no float type): the first of its
+    registers declared of a float type, if any, in ``floats``."""
+    for o in ins.operands:
+        for n in _names(o):
+            if scopes.is_float(n):
+                ins.floats = n
+                return ins
+    return ins
+
+
 def parse(text: str) -> Module:
     """The instructions of PTX ``text``; :class:`PtxError` if it is not PTX (a NUL byte, or no
     PTX directive)."""
     return _parse(text, every=True, values=True)
+
+
+_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad"})  # how a local or shared address is made
+_MEMORY_SPACE = re.compile(r"\.(?:local|shared)\b")
+
+
+def _addressing(opcode: str) -> bool:
+    """An integer instruction that may make an address (``mov.u64 %rd1, __local_depot0``,
+    ``cvta.local.u64``, ``add.s64 %rd2, %rd1, %rd3``): read when values go through memory."""
+    parts = opcode.split(".")
+    return parts[0] in _ADDRESS_OPS and not _float_types(parts[1:])
+
+
+def _follow_memory(module: Module) -> None:
+    """The address-symbol model: each register's *bases*, the ``.local`` / ``.shared`` variables
+    its value may point into (through moves, ``cvta`` and integer adds, flow-insensitive); a
+    store through any of them writes the variable as a whole (``mem:`` name), a load from it reads
+    it.  A float (or a promoted f64) stored to a variable and loaded back from it stays what it
+    was.  What it cannot see: a variable's words apart (a whole variable is one place), addresses
+    through global memory or a pointer given as an argument, an address made by another opcode."""
+    if not module.symbols:
+        return
+    ins_list = module.instructions
+    bases: dict[str, set[str]] = {}
+    edges: dict[str, list[str]] = {}  # a register -> the registers made from it
+    work: deque[str] = deque()
+    for ins in ins_list:
+        op = ins.opcode.split(".")[0]
+        if op not in _ADDRESS_OPS or not ins.dests or _float_types(ins.opcode.split(".")[1:]):
+            continue
+        for src in ins.srcs:
+            if src.rsplit(":", 1)[-1] in module.symbols:
+                for d in ins.dests:
+                    if src not in bases.setdefault(d, set()):
+                        bases[d].add(src)
+                        work.append(d)
+            else:
+                edges.setdefault(src, []).extend(ins.dests)
+    while work:  # each register's set only grows, bounded by the symbols: linear in the edges
+        r = work.popleft()
+        for d in edges.get(r, ()):
+            got = bases.setdefault(d, set())
+            if not bases[r] <= got:
+                got |= bases[r]
+                work.append(d)
+
+    def places(names: list[str]) -> list[str]:
+        out: list[str] = []
+        for n in names:
+            if n.rsplit(":", 1)[-1] in module.symbols:
+                out.append("mem:" + n)
+            elif n in bases:
+                out += ["mem:" + b for b in sorted(bases[n])]
+            else:
+                out.append(n)  # no variable known: the register itself (a store and a load through it)
+        return out
+
+    for ins in ins_list:
+        parts = ins.opcode.split(".")
+        if parts[0] not in ("ld", "st", "ldu") or "param" in parts:
+            continue
+        if parts[0] == "st":
+            ins.dests = places(ins.dests)
+        else:
+            address = [ins.srcs[0]] if ins.srcs else []
+            ins.srcs = places(address) + ins.srcs[1:]
 
 
 def _parse(text: str, every: bool, values: bool) -> Module:
@@ -487,12 +834,17 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     lines: list[_Lines] = []
     infos: dict[str, _OpInfo] = {}
     append = instructions.append
-    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values):
+    addresses = values and _MEMORY_SPACE.search(text) is not None  # values may go through memory
+    symbols: set[str] = set()
+    for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
             info = infos.get(opcode)
             if info is None:
                 info = infos[opcode] = _info(opcode)
-            if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+            if info.regs:
+                append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
+            elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
+                # f32 arithmetic, integers, control: no promoted value passes
                 append(Instruction(lines[0].of(line), scopes.function, opcode, []))
             else:
                 append(_flowing(lines[0].of(line), scopes, opcode, body, info))
@@ -528,9 +880,14 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 version, directives = rest.strip(), True
             elif word[0] == ".target":
                 target, directives = rest.split(",")[0].strip(), True
+            elif word[0] in (".local", ".shared"):  # a variable: ".local .align 8 .b8 __local_depot0[40]"
+                decl = _REG_DECL.search(rest.split("=")[0].strip())
+                if decl:
+                    symbols.add(decl.group(1))
             elif word[0] in (".reg", ".param") and scopes.stack:
                 prefix = _DECL_PREFIX.match(rest)  # type, .align N ...: then the names
-                scopes.declare(rest[prefix.end() if prefix else 0 :])
+                words = prefix.group().split() if prefix else []
+                scopes.declare(rest[prefix.end() if prefix else 0 :], any(_FLOAT_TYPE.fullmatch(w[1:]) for w in words))
             elif _HEADER_START.match(s):  # a prototype: ".func (...) name(...);"
                 directives = True
                 header = _HEADER.match(s)
@@ -550,14 +907,20 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
         info = _info(opcode)
-        if not info.flows or not values:  # f32 arithmetic, integers, control: no promoted value passes
+        if info.regs:
+            append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
+            continue
+        if (not info.flows or not values) and not (addresses and _addressing(opcode)):
+            # f32 arithmetic, integers, control: no promoted value passes
             if every or info.classes:
                 append(Instruction(line, scopes.function, opcode, []))
             continue
         append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
-    return Module(instructions, params, returns, target, version)
+    module = Module(instructions, params, returns, target, version, symbols)
+    _follow_memory(module)
+    return module
 
 
 # -- the f32 classes, instruction by instruction ---------------------------------------------
@@ -569,6 +932,8 @@ class _OpInfo:
     classes: tuple[str, ...]
     flows: bool  # a promoted value may pass through or be computed on: operands are parsed
     opclass: str  # "end", "arith" (f64), "pass", "other"
+    why: str = ""  # unverified: why mode Z's table does not allow it (no named class covers it)
+    regs: bool = False  # an opcode of no float type the table does not know: its registers are read
 
 
 @functools.lru_cache(maxsize=4096)
@@ -584,11 +949,16 @@ def _info(opcode: str) -> _OpInfo:
     flows = (
         parts[0] in ("call", "cvt") or bool(types & {"f64", "b64"}) or (parts[0] in ("ld", "st") and "param" in types)
     )
-    return _OpInfo(parts[0], tuple(classes(opcode)), flows, opclass)
+    named = classes(opcode)
+    why = "" if named and named != ["unverified"] else unverified(opcode)
+    regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
+    return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs)
 
 
 def classes(opcode: str) -> list[str]:
-    """The f32 classes of one opcode (``fma.rn.ftz.f32`` -> contraction, flush), in CLASSES order."""
+    """The classes of one opcode (``fma.rn.ftz.f32`` -> contraction, flush), in CLASSES order:
+    ``unverified`` alone when it names a float type, no named class covers it and no row of
+    :data:`MODE_Z` allows it (:func:`unverified` says why)."""
     parts = opcode.split(".")
     op, mods = parts[0], set(parts[1:])
     out: list[str] = []
@@ -604,6 +974,8 @@ def classes(opcode: str) -> list[str]:
         out.append("approximate")
     if mods & _DIRECTED and ((f32 and op in _ROUNDED_OPS) or into_f32):
         out.append("directed-rounding")
+    if not out and unverified(opcode):
+        out.append("unverified")
     return out
 
 
@@ -828,17 +1200,24 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
     found: list[Violation] = []
-    infos: dict[str, tuple[str, ...]] = {}
+    infos: dict[str, _OpInfo] = {}
     last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
     for ins in module.instructions:
-        kinds = infos.get(ins.opcode)
-        if kinds is None:
-            kinds = infos[ins.opcode] = _info(ins.opcode).classes
-        if kinds:
+        info = infos.get(ins.opcode)
+        if info is None:
+            info = infos[ins.opcode] = _info(ins.opcode)
+        kinds = info.classes
+        if kinds or ins.floats:
             if ins.line <= last:
                 ordered = False
             last = ins.line
-            found += [Violation(ins.line, ins.function, ins.opcode, k) for k in kinds]  # in CLASSES order
+            if ins.floats:
+                why = f"{info.base} on float register {ins.floats.rsplit(':', 1)[-1]}: no such entry in mode Z's table"
+                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why))
+                continue
+            found += [  # in CLASSES order
+                Violation(ins.line, ins.function, ins.opcode, k, info.why if k == "unverified" else "") for k in kinds
+            ]
     for i in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed:

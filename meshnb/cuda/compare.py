@@ -19,14 +19,34 @@ MANT = np.uint32(0x007FFFFF)
 
 
 def is_nan_word(words: np.ndarray) -> np.ndarray:
-    """Where ``words`` (uint32) are f32 NaNs."""
+    """Where ``words`` (uint32) are f32 NaNs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.cuda.compare import is_nan_word
+    >>> is_nan_word(np.array([0x7FFFFFFF, 0xFFC00000, 0x7F800000, 0x3F800000], np.uint32)).tolist()
+    [True, True, False, False]
+    """
     w = np.asarray(words, dtype=np.uint32)
     return ((w & EXP) == EXP) & ((w & MANT) != 0)
 
 
 def words_equal(cpu: np.ndarray, device: np.ndarray, z: bool = True) -> bool:
     """Whether the device's words are the CPU's: bit for bit in mode Z; in IEEE mode with NaN
-    words equal to any NaN word.  Arrays of different shapes are not equal."""
+    words equal to any NaN word.  Arrays of different shapes are not equal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.cuda.compare import words_equal
+    >>> cpu = np.array([0x3F800000, 0x7FC12345], np.uint32)  # the CPU kept a NaN operand's payload
+    >>> device = np.array([0x3F800000, 0x7FFFFFFF], np.uint32)  # the GPU returned its own NaN
+    >>> words_equal(cpu, device, z=False), words_equal(cpu, device, z=True)
+    (True, False)
+    >>> words_equal(cpu, device[:1], z=False)
+    False
+    """
     a, b = np.asarray(cpu, dtype=np.uint32), np.asarray(device, dtype=np.uint32)
     if a.shape != b.shape:
         return False

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import runspec
 from ..backend_table import CUDA_BLOCK_SYSTEMS
+from ..driver import Steps, chunks_of, drive
 from ..kernels import NSUMS, WARP
 from ..view import PAGE_WORDS, WORD
 
@@ -149,17 +150,16 @@ def run_systems(
     hashers = [hashlib.sha256() for _ in range(m)] if trace else []
     start = time.perf_counter()
     d_pages = cuda.to_device(rows)
-    done = 0
-    while done < steps and not (should_stop is not None and should_stop()):
-        n = min(per_call, steps - done)
+
+    def advance(done: int, n: int) -> None:
+        """The engine: a launch of ``n`` steps of every system; its trace words hashed here."""
         d_trace = _launch(image, d_pages, n, 1, per_block, trace, z)
         if d_trace is not None:
             t_host = d_trace.copy_to_host()
             for k in range(m):
                 hashers[k].update(t_host[k].tobytes())
-        done += n
-        if on_chunk is not None:
-            on_chunk(done)
+
+    done = drive(Steps(advance), steps, chunks_of(per_call), after=on_chunk, should_stop=should_stop)
     out = d_pages.copy_to_host()[:m]
     seconds = time.perf_counter() - start
     nxt = out[:, WORD["NEXT_STEP"]].astype(np.int64)

@@ -56,13 +56,30 @@ _FLOAT_TYPES = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f32x2", "f64"}
 
 
 class SassUnavailable(RuntimeError):
-    """ptxas or nvdisasm is missing (one line: what, and how to get it)."""
+    """ptxas or nvdisasm is missing (one line: what, and how to get it).
+
+    Examples
+    --------
+    >>> from meshnb.cuda.sass import SassUnavailable
+    >>> issubclass(SassUnavailable, RuntimeError)
+    True
+    >>> str(SassUnavailable("ptxas not found: pip install nvidia-cuda-nvcc"))
+    'ptxas not found: pip install nvidia-cuda-nvcc'
+    """
 
 
 @dataclass(frozen=True)
 class SassFinding:
     """One machine-code finding: ``line`` (the PTX line), ``function``, ``sass`` (opcode and
-    modifiers), ``ptx`` (the PTX instructions of that line), ``class``."""
+    modifiers), ``ptx`` (the PTX instructions of that line), ``class``.
+
+    Examples
+    --------
+    >>> from meshnb.cuda.sass import SassFinding
+    >>> finding = SassFinding(12, "steps_kernel", "FFMA", "mul.f32 %f3, %f1, %f2; add.f32 %f4, %f3, %f0;", "fma")
+    >>> finding.line, finding.sass, finding.kind  # a mul and an add of one line, fused by ptxas
+    (12, 'FFMA', 'fma')
+    """
 
     line: int
     function: str
@@ -71,6 +88,14 @@ class SassFinding:
     kind: str
 
     def to_json(self) -> dict[str, object]:
+        """The finding as JSON-ready values, ``kind`` under its report name ``class``.
+
+        Examples
+        --------
+        >>> from meshnb.cuda.sass import SassFinding
+        >>> SassFinding(12, "steps_kernel", "FFMA", "mul.f32 ...", "fma-contraction").to_json()
+        {'line': 12, 'function': 'steps_kernel', 'sass': 'FFMA', 'ptx': 'mul.f32 ...', 'class': 'fma-contraction'}
+        """
         d = asdict(self)
         d["class"] = d.pop("kind")
         return d
@@ -100,7 +125,19 @@ def find_tools() -> dict[str, str]:
 
 
 def arch_of(text: str) -> str:
-    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none."""
+    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none.
+
+    Examples
+    --------
+    >>> from meshnb.cuda.sass import arch_of
+    >>> arch_of(".version 8.5\\n.target sm_90a\\n.address_size 64\\n")
+    'sm_90a'
+    >>> try:
+    ...     arch_of(".version 8.5\\n")
+    ... except ValueError as e:
+    ...     print(e)
+    no .target sm_XX in the PTX: ptxas needs an architecture
+    """
     m = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
     if m is None:
         raise ValueError("no .target sm_XX in the PTX: ptxas needs an architecture")

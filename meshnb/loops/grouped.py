@@ -186,7 +186,27 @@ def run_page(
     updated; ``trace`` is ``[steps, 5]`` uint32 (row ``i``: step ``base + i``'s fold) or has no
     rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds the first wait before WAITING
     (0: look once), ``SPIN`` the later ones.  Every argument is checked first
-    (``TypeError``/``ValueError``): the loop itself trusts them."""
+    (``TypeError``/``ValueError``): the loop itself trusts them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import kernels
+    >>> from meshnb.exchange import ExchangePage, word_layout
+    >>> from meshnb.loops import grouped, loop_mode
+    >>> from meshnb.testing import reference
+    >>> from meshnb.view import WORD
+    >>> start = reference.init_page(1, grouped=True)  # a group of one member
+    >>> words = np.frombuffer(start, np.uint32).copy()
+    >>> hdr, ring = words[:12].copy(), words[WORD["LOSS"] : WORD["LOSS"] + 256].copy()
+    >>> ex, state, trace = ExchangePage.new(1), np.zeros(2, np.uint64), np.zeros((4, kernels.NSUMS), np.uint32)
+    >>> args = (kernels.batches(words, True), ring, ex.words64, ex.words32, word_layout())
+    >>> grouped.run_page(hdr, *args, 0, 1, 0, 4, state, trace, loop_mode(True)) == grouped.DONE
+    True
+    >>> pages, want = reference.run([start], 4, grouped=True)
+    >>> hdr[:4].tolist() == np.frombuffer(pages[0], np.uint32)[:4].tolist(), bool((trace == want).all()), state.tolist()
+    (True, True, [4, 0])
+    """
     for name, value in (("k", k), ("n", n), ("steps", steps), ("spin", spin)):
         check_count(name, value, 1 << 63)
     check_count("base", base)

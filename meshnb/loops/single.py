@@ -59,7 +59,15 @@ __all__ = [
 
 
 def loop_mode(z: bool) -> int:
-    """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU."""
+    """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import HAS_DAZ
+    >>> from meshnb.loops import IEEE, Z, Z_DAZ, loop_mode
+    >>> loop_mode(False) == IEEE, loop_mode(True) == (Z_DAZ if HAS_DAZ else Z)
+    (True, True)
+    """
     if not z:
         return IEEE
     return Z_DAZ if cpu.HAS_DAZ else Z
@@ -125,7 +133,28 @@ def _step(a, b, c, d, tab, at, mode):
 @jit()
 def own_sums(p4, tab, at, mode):
     """One step's sums for the params in the 4-lane vector ``p4`` (batch at ``at``): the four
-    param sums as a 4-lane vector and the e^2 sum, what a member of a cluster publishes."""
+    param sums as a 4-lane vector and the e^2 sum, what a member of a cluster publishes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb import kernels, vec
+    >>> from meshnb.loops import Z, own_sums
+    >>> from meshnb.testing.reference import init_page
+    >>> @njit
+    ... def sums(p, tab, at, out):
+    ...     s4, e2 = own_sums(vec.load4(p, 0), tab, at, Z)
+    ...     vec.store(out, 0, vec.words(s4))
+    ...     out[4] = e2
+    >>> words = np.frombuffer(init_page(2, grouped=True), np.uint32).copy()
+    >>> tab, out = kernels.batches(words, True), np.zeros(5, np.float32)
+    >>> sums(np.zeros(4, np.float32), tab, 1 * kernels.WARP, out)  # member 1 of 2 at step 0: batch 1
+    >>> xs, ys = kernels.samples()
+    >>> literal = kernels.grouped_sums(words[:12], xs, ys, np.uint32(1), True)
+    >>> out.view(np.uint32).tolist() == literal[:5].tolist(), hex(literal[4])  # the e^2 sum
+    (True, '0x417f004e')
+    """
     a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
     s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, at, mode)
     return vec.first_lanes(s0, s1, s2, s3), e2
@@ -288,7 +317,19 @@ _U64_LIMIT = 1 << 64
 
 def check_mode(mode: int) -> None:
     """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ
-    (elsewhere it would give gradual-underflow bits, not mode Z's)."""
+    (elsewhere it would give gradual-underflow bits, not mode Z's).
+
+    Examples
+    --------
+    >>> from meshnb.loops import IEEE
+    >>> from meshnb.loops.single import check_mode
+    >>> check_mode(IEEE)
+    >>> try:
+    ...     check_mode(7)
+    ... except ValueError as e:
+    ...     print(e)
+    mode must be loops.Z_DAZ (0), Z (1) or IEEE (2), not 7
+    """
     if type(mode) is int and (mode in (Z, IEEE) or (mode == Z_DAZ and cpu.HAS_DAZ)):
         return  # the usual case, in a few bytecodes (this runs once per njit call)
     if not is_int(mode) or mode not in MODES:
@@ -298,7 +339,20 @@ def check_mode(mode: int) -> None:
 
 
 def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
-    """The door for a count of steps: an integer in ``0 .. limit - 1``."""
+    """The door for a count of steps: an integer in ``0 .. limit - 1``.
+
+    Examples
+    --------
+    >>> from meshnb.loops.single import check_count
+    >>> check_count("count", 10)
+    >>> for bad in (-1, 2.0):
+    ...     try:
+    ...         check_count("count", bad)
+    ...     except (TypeError, ValueError) as e:
+    ...         print(type(e).__name__, e)
+    ValueError count must be in 0 .. 18446744073709551615, not -1
+    TypeError count must be an integer, not float
+    """
     if type(count) is int and 0 <= count < limit:
         return  # the usual case
     if not is_int(count):
@@ -315,7 +369,21 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     (``count = 0`` is one task of no steps).  ``trace`` (``[count, 5]`` uint32, or no rows)
     receives the sums each step applied.  ``mode`` is ``Z_DAZ``, ``Z`` or ``IEEE`` (``loop_mode``).
     Arrays must be C-contiguous and writeable (a ``TypeError`` otherwise), of those sizes (a
-    ``ValueError``): the loop trusts nothing else."""
+    ``ValueError``): the loop trusts nothing else.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import NSUMS
+    >>> from meshnb.loops import loop_mode, run_tasks
+    >>> from meshnb.testing import reference
+    >>> words = np.frombuffer(reference.init_page(), np.uint32).copy()
+    >>> trace = np.zeros((16, NSUMS), np.uint32)
+    >>> run_tasks(words, 16, trace, loop_mode(True))
+    >>> pages, want = reference.run([reference.init_page()], 16, grouped=False)  # the oracle, in numpy
+    >>> words.tobytes() == pages[0], bool((trace == want).all()), [hex(w) for w in words[:4]]
+    (True, True, ['0xbc80286a', '0x3f5c72e2', '0xbc8fbe3c', '0xbd0c306a'])
+    """
     check_count("count", count)
     check_mode(mode)
     _TASKS[mode](words, np.uint64(count), trace)
@@ -327,7 +395,22 @@ def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     ``pages`` is ``[N, 1024]`` uint32, every member's page (updated in place; all at the same
     step with the same STEPS_PER_TASK); ``trace`` (``[count, 5]`` uint32, or no rows) receives
     the fold each step applied, the same for every member.  ``mode`` and the checks as in
-    ``run_tasks``."""
+    ``run_tasks``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.kernels import NSUMS
+    >>> from meshnb.loops import loop_mode, run_fused
+    >>> from meshnb.testing import reference
+    >>> start = reference.init_page(3, grouped=True)
+    >>> pages = np.stack([np.frombuffer(start, np.uint32)] * 3)
+    >>> trace = np.zeros((8, NSUMS), np.uint32)
+    >>> run_fused(pages, 8, trace, loop_mode(True))  # a cluster of 3, 8 steps
+    >>> want, want_trace = reference.run([start] * 3, 8, grouped=True)
+    >>> [p.tobytes() for p in pages] == want, bool((trace == want_trace).all())
+    (True, True)
+    """
     check_count("count", count)
     check_mode(mode)
     _FUSED[mode](pages, np.uint64(count), trace)
@@ -335,7 +418,16 @@ def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
 
 def warm_up(mode: int, fused: bool = False) -> float:
     """Compile the step loop of ``mode`` now (or load it from numba's cache), on a scratch page,
-    so that a timed run measures steady steps; returns the seconds this first call took."""
+    so that a timed run measures steady steps; returns the seconds this first call took.
+
+    Examples
+    --------
+    >>> from meshnb.loops import loop_mode, warm_up
+    >>> seconds = warm_up(loop_mode(True))  # the first call compiles or loads from numba's cache ...
+    >>> again = warm_up(loop_mode(True))  # ... the second finds it loaded
+    >>> seconds >= 0.0, again < 1.0
+    (True, True)
+    """
     start = time.perf_counter()
     trace = np.empty((0, NSUMS), dtype=np.uint32)
     if fused:

@@ -65,7 +65,14 @@ RING = 256
 
 @dataclass(frozen=True)
 class Shape:
-    """The loop's shape: systems per group (one vector of ``lanes`` floats) and groups stepped together."""
+    """The loop's shape: systems per group (one vector of ``lanes`` floats) and groups stepped together.
+
+    Examples
+    --------
+    >>> from meshnb.loops.sweep import SHAPES, Shape
+    >>> str(Shape(16, 1)), Shape(8, 2) in SHAPES
+    ('16 lanes x 1', True)
+    """
 
     lanes: int
     block: int
@@ -87,13 +94,28 @@ def shape(target: cpu.VectorShape | None = None) -> Shape:
     issued level by level (:data:`_SCHEDULE`), one group at a time runs as fast as two interleaved
     (16 x 1 against 16 x 2 and 32 x 2 on AVX-512 code; 8 x 1 against 8 x 2 and 16 x 1 on AVX2
     code, within the noise of a shared machine), so the narrowest shape is taken: it compiles
-    fastest and pads a small sweep least."""
+    fastest and pads a small sweep least.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import VectorShape
+    >>> from meshnb.loops.sweep import shape
+    >>> [str(shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
+    ['16 lanes x 1', '8 lanes x 1', '8 lanes x 1']
+    """
     t = cpu.target_shape() if target is None else target
     return Shape(16 if t.floats >= 16 else 8, 1)
 
 
 def tab_floats(lanes: int) -> int:
-    """Floats of one lane table (``[8 slots][32 warp lanes][4][lanes]``)."""
+    """Floats of one lane table (``[8 slots][32 warp lanes][4][lanes]``).
+
+    Examples
+    --------
+    >>> from meshnb.loops.sweep import tab_floats
+    >>> tab_floats(16), tab_floats(16) * 4 // 1024  # KiB of one group's own sample table
+    (16384, 64)
+    """
     return BATCHES * WARP * Q * lanes
 
 
@@ -315,7 +337,20 @@ _ENTRIES: dict[tuple[int, Shape], object] = {}
 
 
 def entry(mode: int, sh: Shape):
-    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call)."""
+    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call).
+
+    Examples
+    --------
+    >>> from meshnb.loops import IEEE
+    >>> from meshnb.loops.sweep import Shape, entry
+    >>> entry(IEEE, Shape(8, 1)) is entry(IEEE, Shape(8, 1))  # made once
+    True
+    >>> try:
+    ...     entry(IEEE, Shape(32, 1))
+    ... except ValueError as e:
+    ...     print(e)
+    no sweep loop for mode 2 and shape 32 lanes x 1
+    """
     key = (mode, sh)
     if key not in _ENTRIES:
         if sh not in SHAPES or mode not in (Z_DAZ, Z, IEEE):
@@ -341,7 +376,30 @@ def run_groups(
 ) -> None:
     """Step every group of these arrays ``count`` steps from relative step ``first`` (module
     docstring for the layouts; the group count must be a multiple of ``sh.block``, every array
-    float32 and C-contiguous, as :func:`empty_arrays` makes them).  Releases the GIL."""
+    float32 and C-contiguous, as :func:`empty_arrays` makes them).  Releases the GIL.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meshnb
+    >>> from meshnb.loops import loop_mode, sweep as loop
+    >>> from meshnb.runspec import describe
+    >>> from meshnb.sweeps.lanes import Lanes
+    >>> sh = loop.shape()
+    >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25]), 0, 2, 16, 0, sh)
+    >>> a = lanes.arrays
+    >>> for first in (0, 10):  # 10 steps, then 6 more: the same as 16 at once
+    ...     loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
+    ...                     np.zeros((1, 0), np.float32), first, 10 if first == 0 else 6, 0, loop_mode(True), sh)
+    >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
+    True
+    >>> try:
+    ...     loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"][:, :4], a["hyper"], a["ring"], a["hist"],
+    ...                     np.zeros((1, 0), np.float32), 0, 1, 0, loop_mode(True), sh)
+    ... except ValueError as e:
+    ...     print(str(e).split(":")[0])
+    sweep loop
+    """
     groups = params.shape[0]
     if groups % sh.block or params.shape[1:] != (4 * sh.lanes,) or hyper.shape != (groups, 2 * sh.lanes):
         raise ValueError(f"sweep loop: params/hyper do not hold {groups} groups of shape {sh}")
@@ -355,7 +413,14 @@ def run_groups(
 
 
 def empty_arrays(groups: int, hist_rows: int, trace_steps: int, lanes: int) -> dict[str, np.ndarray]:
-    """Zeroed per-group state arrays for ``groups`` groups of ``lanes`` systems (module docstring)."""
+    """Zeroed per-group state arrays for ``groups`` groups of ``lanes`` systems (module docstring).
+
+    Examples
+    --------
+    >>> from meshnb.loops.sweep import empty_arrays
+    >>> {name: a.shape for name, a in empty_arrays(2, 3, 4, 8).items()}
+    {'params': (2, 32), 'hyper': (2, 16), 'ring': (2, 2048), 'hist': (2, 24), 'trace': (2, 160)}
+    """
     return {
         "params": np.zeros((groups, 4 * lanes), dtype=np.float32),
         "hyper": np.zeros((groups, 2 * lanes), dtype=np.float32),

@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..host import progress_bar, steps_shown
-from ..interrupts import deferred_interrupt
+from ..driver import frame
+from ..host import steps_shown
 from .plan import SweepOptions, Systems
 from .result import SweepResult
 from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, make_runner, parts, spans
@@ -161,7 +161,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
             make_runner(
                 systems,
                 steps,
-                opts.backend or "threads",
+                opts.backend or "cpu",
                 trace=opts.trace,
                 loss_every=opts.loss_every,
                 threads=opts.threads,
@@ -208,17 +208,17 @@ def _run_rank(
     threads = opts.threads or max(1, default_threads() // _local_ranks(comm))
     chunk = chunk_steps(steps, batch, opts.trace)
     writer = open_writer() if k == 0 else None
-    bar = progress_bar(m * steps, opts.progress and k == 0, f"sweep of {m}")
     done, stopped = steps, False
     try:
         with (
-            deferred_interrupt() as requested,
+            frame(m * steps, opts.progress and k == 0, f"sweep of {m}") as f,
             Runner(
                 systems, steps, trace=opts.trace, loss_every=opts.loss_every, threads=threads, chunk=chunk, batch=batch
             ) as runner,
         ):
 
             def should_stop() -> bool:  # every rank stops at the same chunk
+                requested = f.requested
                 stop = bool(comm.allreduce(int(requested()), op=MPI.MAX))
                 requested.seen = requested.seen or stop  # another rank's stop is this one's (its signal may come later)
                 return stop
@@ -227,11 +227,10 @@ def _run_rank(
                 b = j * n + k
                 lo, hi = batches[b] if b < len(batches) else (m, m)
                 round_steps = j * n * batch * steps  # this round's start, in system-steps
-                on_chunk = (
-                    (lambda d, r=round_steps: bar.update(min(m * steps, r + d * n * batch) - bar.n))
-                    if bar is not None
-                    else None
-                )
+
+                def on_chunk(d: int, r: int = round_steps) -> None:
+                    f.show(min(m * steps, r + d * n * batch))
+
                 part = runner.run(lo, hi, on_chunk, should_stop)
                 shares = mpi.allgather_bytes(comm, part.tobytes(), GATHER_S, "the sweep's batches")
                 stopped = part.steps < steps
@@ -249,7 +248,4 @@ def _run_rank(
         if writer is not None:
             writer.abort()
         raise
-    finally:
-        if bar is not None:
-            bar.close()
     return done, stopped

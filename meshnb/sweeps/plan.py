@@ -80,21 +80,28 @@ def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:
         check_bool(value, name)
 
 
-SWEEP_BACKENDS = ("threads", "cuda")
-"""Where a sweep runs: the CPU's threads (the default) or the CUDA image (one warp per system)."""
+SWEEP_BACKENDS = ("cpu", "cuda")
+"""Where a sweep runs: the CPU (its cores, on a pool of threads; the default) or the CUDA image
+(one warp per system).  ``"threads"`` is a cluster's backend (members in lockstep on threads),
+so the sweep's CPU is ``"cpu"``: a sweep's ``"threads"`` still works this release, with a warning."""
 
 
 def check_backend(backend: Any, device: Any = None) -> str:
-    """The sweep's ``backend`` (None: threads), or the deprecated ``device=`` (``"cpu"``: threads)."""
+    """The sweep's ``backend`` (None: cpu), or the deprecated ``device=`` (the same names)."""
     if device is not None:
         if backend is not None:
             raise TypeError("give backend or its old name device, not both")
         warnings.warn(
-            "sweep(device=...) is now backend=... (as train): backend='threads' or 'cuda'", DeprecationWarning, 3
+            "sweep(device=...) is now backend=... (as train): backend='cpu' or 'cuda'", DeprecationWarning, 3
         )  # the caller of sweep()
-        backend = {"cpu": "threads"}.get(device, device) if isinstance(device, str) else device
+        backend = device
     if backend is None:
-        return "threads"
+        return "cpu"
+    if backend == "threads":  # issue 23's name, before a cluster's threads and a sweep's CPU parted
+        warnings.warn(
+            "a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)", DeprecationWarning, 3
+        )
+        return "cpu"
     if not isinstance(backend, str):
         raise TypeError(f"backend is a name ({', '.join(SWEEP_BACKENDS)}), not {type(backend).__name__}")
     if backend not in SWEEP_BACKENDS:
@@ -118,7 +125,18 @@ def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
     (both included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32.
 
     The text is checked here; the list is made when called (in the run, where a Ctrl-C stops it
-    at once: a billion LRs take seconds to make)."""
+    at once: a billion LRs take seconds to make).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.sweeps.plan import parse_lr_range
+    >>> make = parse_lr_range("1e-3:1:4:log")  # checked now, made when called
+    >>> words = make()
+    >>> want = np.geomspace(1e-3, 1, 4).astype(np.float32)
+    >>> words.tobytes() == want.tobytes(), [hex(w) for w in words[:2]]
+    (True, ['0x3a83126f', '0x3c23d70a'])
+    """
     parts = text.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
@@ -146,7 +164,20 @@ def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]
     """The sweep's LRs as the command line writes them, as f32 words: a range
     ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`: made when called) or a list ``LR[,LR...]``,
     each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one
-    (:func:`meshnb.runspec.parse_lr`, the library's rule for text)."""
+    (:func:`meshnb.runspec.parse_lr`, the library's rule for text).
+
+    Examples
+    --------
+    >>> from meshnb.runspec import OptionError
+    >>> from meshnb.sweeps.plan import parse_lrs
+    >>> [hex(w) for w in parse_lrs("0.5,0x3c23d70a")], len(parse_lrs("0:1:5")())
+    (['0x3f000000', '0x3c23d70a'], 5)
+    >>> try:
+    ...     parse_lrs("0.5,fast")
+    ... except OptionError as e:
+    ...     print(e)
+    LR = 'fast' is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)
+    """
     if ":" in text:
         return parse_lr_range(text)
     return np.array([parse_lr(t, "LR") for t in text.split(",")], dtype=np.uint32)
@@ -198,12 +229,12 @@ class SweepOptions:
     progress : bool, default False
         A progress bar on stderr.
     backend : str or None
-        Where the sweep runs: ``"threads"`` (None: the default) or ``"cuda"``.
+        Where the sweep runs: ``"cpu"`` (None: the default) or ``"cuda"``.
 
     Examples
     --------
     >>> SweepOptions(steps=10, lrs=[0.5]).backend
-    'threads'
+    'cpu'
     >>> SweepOptions(steps=10, threads=0)
     Traceback (most recent call last):
         ...
@@ -260,7 +291,7 @@ class SweepOptions:
         None,
         Flag(
             "--backend",
-            "where the sweep runs: threads (default: the CPU's) or cuda (one warp per system on the CUDA image: "
+            "where the sweep runs: cpu (default: the CPU's cores) or cuda (one warp per system on the CUDA image: "
             "the cuda extra and a GPU)",
             "{" + ",".join(SWEEP_BACKENDS) + "}",
             _parse_backend,
@@ -295,7 +326,15 @@ class SweepOptions:
 
 
 def sweep_option_fields() -> list[tuple[str, Any, Flag]]:
-    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs."""
+    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs.
+
+    Examples
+    --------
+    >>> from meshnb.sweeps.plan import sweep_option_fields
+    >>> rows = {name: (default, flag.flag) for name, default, flag in sweep_option_fields()}
+    >>> rows["steps"], rows["lrs"][1], rows["view_in"][1]
+    ((4096, '--steps'), '--lr', '--view-in')
+    """
     return [(f.name, f.default, f.metadata["flag"]) for f in fields(SweepOptions)]
 
 
@@ -306,7 +345,16 @@ RESULT_BYTES = 8 + 4 + 16 + 4 + 32  # per system: step base, LR word, params, la
 
 
 def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | None, keep_pages: bool) -> int:
-    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes)."""
+    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes).
+
+    Examples
+    --------
+    >>> from meshnb.sweeps.plan import result_bytes
+    >>> plain = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=False)
+    >>> pages = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=True)
+    >>> (pages - plain) // 10**6  # a page a system: 4096 bytes
+    4096
+    """
     per = RESULT_BYTES + (32 if trace else 0) + (4 * (steps // loss_every) if loss_every else 0)
     per += VIEW_BYTES if keep_pages else 0
     return systems * per
@@ -319,7 +367,17 @@ def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.nd
     """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace(start, stop,
     count)`` (``np.geomspace`` with ``log``) cast to float32, made :data:`LR_CHUNK` at a time in
     float64 (not the whole float64 range at once), so that a huge list costs 4 bytes an LR and a
-    Ctrl-C (a KeyboardInterrupt, raised between chunks) is seen while it is made."""
+    Ctrl-C (a KeyboardInterrupt, raised between chunks) is seen while it is made.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.sweeps.plan import lr_values
+    >>> lr_values(0.0, 1.0, 5).tolist(), lr_values(1e-4, 2, 9, log=True).dtype.name
+    ([0.0, 0.25, 0.5, 0.75, 1.0], 'float32')
+    >>> bool((lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all())
+    True
+    """
     out = np.empty(count, dtype=np.float32)
     sign = 1.0
     if log:

@@ -39,8 +39,9 @@ from numpy.typing import NDArray
 from .. import loops
 from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
-from ..runspec import is_int, page_digests, write_step_base
-from ..view import WORD, View
+from ..results import system_json
+from ..runspec import is_int, row_digests, write_step_base
+from ..view import DIGEST_SPANS, WORD, View
 from . import columns
 
 try:  # ISA-L's CRC-32 (python-isal): 11 GB/s against zlib's 3, the in-place npz's largest cost
@@ -49,25 +50,57 @@ except ImportError:  # a platform without its wheel: zlib's, the same values
     from zlib import crc32 as _crc32
 
 CSV_COLUMNS = (
-    "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "a", "b", "c", "d", "digest", "trace_digest",
+    "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "last_loss_word", "a", "b", "c", "d",
+    "digest", "trace_digest",
 )  # fmt: skip
-"""The CSV's columns, one row per system."""
+"""The CSV's columns, one row per system. Every float has its f32 word beside it (``lr_word``,
+``last_loss_word``) or is one (the params ``a`` .. ``d``): a NaN's sign and payload have no text."""
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.page_digests`:
-    many pages hashed in njit on every usable core)."""
-    return page_digests(words)
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meshnb
+    >>> from meshnb.sweeps.result import digest_of
+    >>> from meshnb.view import View, page_digests
+    >>> pages = np.stack([np.frombuffer(meshnb.train(8).page, np.uint32), np.zeros(1024, np.uint32)])
+    >>> d = digest_of(pages)
+    >>> d.tobytes() == page_digests(pages).tobytes(), d[0].tobytes().hex() == meshnb.train(8).digest
+    (True, True)
+    """
+    return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
-    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array)."""
+    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.sweeps.result import hex_words
+    >>> hex_words(np.array([[0x3F800000, 7], [0xDEADBEEF, 0]], np.uint32))
+    ['3f800000', '00000007', 'deadbeef', '00000000']
+    """
     w = np.ascontiguousarray(words, dtype=">u4").reshape(-1)
     return np.frombuffer(w.tobytes().hex().encode("ascii"), dtype="S8").astype("U8").tolist()
 
 
 def hex_digests(digests: np.ndarray) -> list[str]:
-    """Rows of 32 bytes as 64 hex digits each."""
+    """Rows of 32 bytes as 64 hex digits each.
+
+    Examples
+    --------
+    >>> import hashlib
+    >>> import numpy as np
+    >>> from meshnb.sweeps.result import hex_digests
+    >>> rows = np.frombuffer(hashlib.sha256(b"a").digest() + hashlib.sha256(b"b").digest(), np.uint8)
+    >>> hex_digests(rows) == [hashlib.sha256(b"a").hexdigest(), hashlib.sha256(b"b").hexdigest()]
+    True
+    """
     d = np.ascontiguousarray(digests, dtype=np.uint8).reshape(-1, 32)
     return np.frombuffer(d.tobytes().hex().encode("ascii"), dtype="S64").astype("U64").tolist()
 
@@ -215,8 +248,9 @@ class SweepResult:
     @property
     def systems(self) -> SweepSystems:
         """The systems of this result, each a :class:`SweepSystem` (as ``train``'s
-        ``result.systems``).  It was the count M: ``len(r)`` is that; comparing it with an int
-        still works for this release, with a DeprecationWarning."""
+        ``result.systems``).  It was the count M, which is ``len(r)`` now: compared with an int it
+        is unequal (as a tuple is), and ``int(r.systems)`` (or ``range(r.systems)``) still gives
+        the count this release, both with a DeprecationWarning."""
         return SweepSystems(self)
 
     @property
@@ -327,10 +361,14 @@ class SweepResult:
             self.step_base.tolist(),
             self.params_hex,
             _floats(self.last_loss_words),
+            hex_words(self.last_loss_words),
             self.digests,
             self.trace_digests,
         )
-        keys = ("system", "page", "lr_word", "lr", "step_base", "params", "last_loss", "digest", "trace_digest")
+        keys = (
+            "system", "page", "lr_word", "lr", "step_base", "params", "last_loss", "last_loss_word", "digest",
+            "trace_digest",
+        )  # fmt: skip
         return [dict(zip(keys, row)) for row in cols]
 
     def history_hex(self) -> list[list[str]]:
@@ -596,11 +634,14 @@ class SweepResult:
 
 
 class SweepSystem:
-    """System ``k`` of a sweep result: the attributes a cluster's ``result.systems[k]``
-    (:class:`~meshnb.results.SystemResult`) has, read from the result's columns, plus the
-    sweep's inputs (``lr``, ``lr_word``, ``step_base``, ``page_index``).  ``page`` (and what is
-    read from it: ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the
-    system again (:meth:`SweepResult.page`).
+    """System ``k`` of a sweep result: the columns a cluster's ``result.systems[k]``
+    (:class:`~meshnb.results.SystemResult`) answers, with the same types
+    (:data:`~meshnb.results.SYSTEM_COLUMNS`, :class:`~meshnb.results.SystemColumns`), read from
+    the result's columns, plus the sweep's inputs (``lr``, ``lr_word``, ``step_base``,
+    ``page_index``; a member has no ``trace`` here).  ``page`` (and what is read from it:
+    ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the system again
+    (:meth:`SweepResult.page`).  ``counters`` are those of ``train(view_in=its start page)``:
+    the sweep starts every system from a page (inits 0) and runs it alone (timeouts 0).
 
     Parameters
     ----------
@@ -657,9 +698,33 @@ class SweepSystem:
         return self._result.trace_digests[self._k]
 
     @property
+    def counters(self) -> dict[str, int]:
+        """SPEC 8's counters ``inits``, ``steps``, ``timeouts`` (a system from a start page, alone:
+        inits 0, timeouts 0)."""
+        return {"inits": 0, "steps": int(self._result.steps), "timeouts": 0}
+
+    @property
     def page(self) -> bytes:
         """The final 4096-byte page."""
         return self._result.page(self._k)
+
+    def to_json(self) -> dict[str, Any]:
+        """The system as ``meshnb train --json`` prints a member (:func:`meshnb.results.system_json`).
+
+        Returns
+        -------
+        dict
+            ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> s = meshnb.sweep(64, lrs=[0.5], trace=True)[0]
+        >>> member = meshnb.train(64, view_in=meshnb.sweeps.init_page(), set_lr={0: 0.5}).systems[0]
+        >>> s.to_json() == member.to_json()
+        True
+        """
+        return system_json(self)
 
     @property
     def view(self) -> View:
@@ -693,7 +758,16 @@ class SweepSystem:
 
 
 class SweepSystems(SequenceABC[SweepSystem]):
-    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``)."""
+    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(16, lrs=[0.5, 0.25, 0.125])
+    >>> systems = r.systems
+    >>> len(systems), systems[1].system, systems[-1].digest == r.digests[2], [s.system for s in systems[1:]]
+    (3, 1, True, [1, 2])
+    """
 
     __slots__ = ("_result",)
 
@@ -719,24 +793,28 @@ class SweepSystems(SequenceABC[SweepSystem]):
 
     def _as_count(self) -> int:
         warnings.warn(
-            "SweepResult.systems is the systems now (a sequence, as train's); the count is len(result)",
+            "SweepResult.systems is the systems (a sequence, as train's result.systems), not their count: "
+            "use len(result)",
             DeprecationWarning,
             stacklevel=3,
         )
         return len(self)
 
     def __eq__(self, other: object) -> bool:
+        """A sequence of systems is equal to no count: ``r.systems == 2`` is False (a tuple's
+        answer), with a DeprecationWarning that says to use ``len(r)``."""
         if is_int(other):
-            return self._as_count() == other
+            self._as_count()
+            return False
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # compared by value
-
-    def __int__(self) -> int:
-        return self._as_count()
+    __hash__ = object.__hash__  # equal only to itself
 
     def __index__(self) -> int:
+        """Deprecated: the count, with a DeprecationWarning (``range(r.systems)`` still runs this release)."""
         return self._as_count()
+
+    __int__ = __index__
 
 
 def _csv_bytes(r: SweepResult, names: Sequence[str] | None) -> bytes:
@@ -771,18 +849,74 @@ _Out = Output
 
 
 class Writer:
-    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`)."""
+    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> from meshnb.sweeps.result import CsvWriter, Writer
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> writer: Writer = CsvWriter("sweep.csv")
+    >>> for lrs in ([0.5, 0.25], [0.125]):  # a sweep's parts, in order
+    ...     writer.write(meshnb.sweep(16, lrs=lrs))
+    >>> writer.close(16)
+    >>> [line.split(",")[3] for line in open("sweep.csv").read().splitlines()]  # the header, then a row a system
+    ['lr', '0.5', '0.25', '0.125']
+    """
 
     def write(self, part: SweepResult) -> None:
-        """Add a part's systems."""
+        """Add a part's systems.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> writer.close(16)
+        >>> header, row = open("sweep.csv").read().splitlines()[:2]
+        >>> digest = row.split(",")[header.split(",").index("digest")]
+        >>> digest[:16], digest == meshnb.train(16).digest  # LR 0.5 alone: meshnb.train's run
+        ('86aa8e4d23286a6e', True)
+        """
         raise NotImplementedError
 
     def close(self, steps: int) -> None:
-        """Finish the output (``steps``: what every written system ran)."""
+        """Finish the output (``steps``: what every written system ran).
+
+        Examples
+        --------
+        >>> import os
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> os.path.exists("sweep.csv")  # written to a temporary beside it until closed
+        False
+        >>> writer.close(16)
+        >>> os.listdir()
+        ['sweep.csv']
+        """
         raise NotImplementedError
 
     def abort(self) -> None:
-        """Drop the output (a file's target stays as it was)."""
+        """Drop the output (a file's target stays as it was).
+
+        Examples
+        --------
+        >>> import os
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> _ = open("sweep.csv", "w").write("the previous table\\n")
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> writer.abort()
+        >>> os.listdir(), open("sweep.csv").read()
+        (['sweep.csv'], 'the previous table\\n')
+        """
 
 
 class CsvWriter(Writer):
@@ -947,10 +1081,13 @@ class JsonWriter(Writer):
         self.out.write(self.head + ((", " if self.count else "") + text).encode())
         self.head = b""
         if part.loss_history is not None:
-            if self.spool is None:
-                self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
             rows = json.dumps(part.history_hex())[1:-1]
-            self.spool.write(((", " if self.count else "") + rows).encode())
+            try:
+                if self.spool is None:
+                    self.spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort); unbuffered: a full TMPDIR fails here
+                self.spool.write(((", " if self.count else "") + rows).encode())
+            except OSError as e:  # a full TMPDIR: say which directory, and how to choose another
+                raise WriteError("the loss history's spool in TMPDIR", tempfile.gettempdir(), e) from None
             self.loss_steps = part.loss_steps
         self.count += len(part)
 
@@ -1083,10 +1220,13 @@ class NpzWriter(Writer):
                 pl.crc = _crc32(data, pl.crc)
                 self.unsynced += len(data)
                 continue
-            if name not in self.spools:
-                spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close or abort)
-                self.spools[name] = (spool, col.dtype, col.shape[1:])
-            self.spools[name][0].write(data)
+            try:
+                if name not in self.spools:
+                    spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort)
+                    self.spools[name] = (spool, col.dtype, col.shape[1:])
+                self.spools[name][0].write(data)
+            except OSError as e:  # a full TMPDIR: say which directory, and that TMPDIR chooses it
+                raise WriteError("the npz's spool in TMPDIR", tempfile.gettempdir(), e) from None
         self.rows += len(part)
         if self.unsynced >= 1 << 26:  # to the disk as it goes, not all in close's fsync
             os.fdatasync(self.out.f.fileno())

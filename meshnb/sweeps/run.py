@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import loops
+from ..driver import Steps, chunks_of, drive
 from ..host import steps_shown
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
@@ -161,13 +162,6 @@ def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
     return time.perf_counter() - start
 
 
-def fit_shape(shape: sweep_loop.Shape, systems: int, threads: int) -> sweep_loop.Shape:
-    """``shape`` for every size of sweep: a group is one vector register (16 or 8 systems), so a
-    small sweep already leaves each thread a group, and one loop per mode serves every size
-    (narrower shapes were a compile each, issue 25)."""
-    return shape
-
-
 def spans(m: int, batch: int) -> list[tuple[int, int]]:
     """Systems ``0 .. m-1`` in batches of ``batch``: ``[(lo, hi), ...]``."""
     return [(lo, min(m, lo + batch)) for lo in range(0, m, batch)]
@@ -194,7 +188,7 @@ class Runner:
     mode : int or None, default None
         Force a step-loop mode of :mod:`meshnb.loops` (None: the systems' float mode's).
     shape : Shape or None, default None
-        Force a loop shape (None: the target CPU's, fitted to the batch).
+        Force a loop shape (None: the target CPU's, one for every size).
     keep_pages : bool, default False
         Keep the final pages.
     batch : int, default BATCH_SYSTEMS
@@ -229,7 +223,9 @@ class Runner:
         if (self.mode == loops.IEEE) == systems.z:
             raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
         self.threads = threads or default_threads()
-        self.shape = shape or fit_shape(sweep_loop.shape(), min(batch, len(systems)), self.threads)
+        # one shape for every size of sweep: a group is one vector register (16 or 8 systems), so
+        # a small sweep already leaves each thread a group (narrower shapes were a compile each, issue 25)
+        self.shape = shape or sweep_loop.shape()
         self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
         self.spare: Lanes | None = None
@@ -300,10 +296,8 @@ class Runner:
             for k in range(k0, k1):
                 hashers[k].update(rows[lanes.position[k]])  # hashlib releases the GIL on large buffers
 
-        done = 0
-        start = time.perf_counter()
-        while done < steps and not (should_stop is not None and should_stop()):
-            n = min(per_call, steps - done)
+        def advance(done: int, n: int) -> None:
+            """The engine: ``n`` steps of every system of the batch, on the pool's threads."""
             for f in [self.pool.submit(call, cuts[i], cuts[i + 1], done, n) for i in range(n_threads)]:
                 f.result()
             if lanes_trace is not None:
@@ -313,9 +307,9 @@ class Runner:
                 parts = [(m * i // n_threads, m * (i + 1) // n_threads) for i in range(n_threads)]
                 for f in [self.pool.submit(hash_rows, rows, k0, k1) for k0, k1 in parts]:
                     f.result()
-            done += n
-            if on_chunk is not None:
-                on_chunk(done)
+
+        start = time.perf_counter()
+        done = drive(Steps(advance), steps, chunks_of(per_call), after=on_chunk, should_stop=should_stop)
         seconds = time.perf_counter() - start
         hist_rows = done // every if every else 0
         trace_digests = None
@@ -455,7 +449,7 @@ class CudaRunner:
 def make_runner(
     systems: Systems,
     steps: int,
-    backend: str = "threads",
+    backend: str = "cpu",
     *,
     trace: bool = False,
     loss_every: int | None = None,
@@ -466,7 +460,7 @@ def make_runner(
     keep_pages: bool = False,
     batch: int | None = None,
 ) -> Runner | CudaRunner:
-    """The runner of ``backend`` for planned systems: a :class:`Runner` (``"threads"``) or a
+    """The runner of ``backend`` for planned systems: a :class:`Runner` (``"cpu"``) or a
     :class:`CudaRunner` (``"cuda"``).
 
     Parameters
@@ -475,8 +469,8 @@ def make_runner(
         The planned systems.
     steps : int
         Steps of every system.
-    backend : str, default "threads"
-        ``"threads"`` or ``"cuda"``.
+    backend : str, default "cpu"
+        ``"cpu"`` or ``"cuda"``.
     trace, loss_every, threads, chunk, mode, shape, keep_pages
         As :class:`Runner` takes them (``cuda``: ``trace`` and ``keep_pages`` only).
     batch : int or None, default None
@@ -581,7 +575,7 @@ def run_planned(
     shape: sweep_loop.Shape | None = None,
     keep_pages: bool = False,
     batch: int | None = None,
-    backend: str = "threads",
+    backend: str = "cpu",
 ) -> SweepResult:
     """Run planned systems ``steps`` steps on ``backend`` (:func:`make_runner`), in memory
     (``chunk`` steps per loop call, ``batch`` systems per batch, default the backend's);
@@ -604,8 +598,8 @@ def run_planned(
         Asked before each chunk: True stops the sweep there.
     batch : int or None, default None
         Systems per batch (None: the backend's own).
-    backend : str, default "threads"
-        ``"threads"`` or ``"cuda"``.
+    backend : str, default "cpu"
+        ``"cpu"`` or ``"cuda"``.
 
     Returns
     -------
@@ -681,13 +675,14 @@ def sweep(
         Keep every final page (4 KiB a system); without it ``result.page(k)`` runs system k again.
     progress : bool
         A progress bar on stderr.
-    backend : {"threads", "cuda"}, optional
-        Where the sweep runs (``train``'s keyword): the CPU's threads (default) or the CUDA image,
+    backend : {"cpu", "cuda"}, optional
+        Where the sweep runs (``train``'s keyword): the CPU (default; ``threads`` of its cores) or the CUDA image,
         one warp per system, in batches as the CPU runs them (the same bits; no ``loss_every`` or
         ``threads`` there).
     device, pages, step_bases
-        Deprecated names of ``backend`` (``"cpu"`` is ``"threads"``), ``view_in`` and
-        ``step_base``: they work for this release, with a DeprecationWarning.
+        Deprecated names of ``backend`` (the same names), ``view_in`` and ``step_base``: they
+        work for this release, with a DeprecationWarning (as does ``backend="threads"``, which is
+        ``"cpu"`` now: ``"threads"`` is a cluster's backend).
 
     Returns
     -------
@@ -790,7 +785,7 @@ def stream(
         batch = check_int(batch, "batch", 1, 1 << 62)
 
     def runner() -> Runner | CudaRunner:  # made when the first part is asked for: its threads, its compile
-        backend = opts.backend or "threads"
+        backend = opts.backend or "cpu"
         return make_runner(
             systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
             batch=batch,

@@ -280,3 +280,12 @@ def test_gen_into_a_closed_pipe_is_141() -> None:
     )
     os.close(w)
     assert proc.returncode == 141 and proc.stderr == b""
+
+
+def test_the_old_name_of_the_verify_report_warns() -> None:
+    import pytest
+
+    from meshnb.conformance import ops
+
+    with pytest.warns(DeprecationWarning, match="ops.Report is VerifyReport now"):
+        assert ops.Report is ops.VerifyReport

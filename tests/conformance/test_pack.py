@@ -322,3 +322,10 @@ def test_exchange_swaps_two_directories(tmp_path: Path) -> None:
     assert os.listdir(a) == ["from-b"] and os.listdir(b) == ["from-a"]
     with pytest.raises(FileNotFoundError):
         pack._exchange(tmp_path / "missing", b)
+
+
+def test_verify_into_a_closed_pipe_is_141_quietly(quick_pack: Path) -> None:
+    """`meshnb pack --verify PACK | head -c1` was exit 1 "Broken pipe" (the CSV's and JSON's end 141)."""
+    p = subprocess.run(f"{sys.executable} -m meshnb pack --verify {quick_pack} | true; echo ${{PIPESTATUS[0]}} >&2",
+                       shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.stderr == "141\n", p.stderr

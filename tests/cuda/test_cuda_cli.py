@@ -1,5 +1,6 @@
-"""meshnb.cli.cuda's gpu-check parts, run small in the simulator (the command itself refuses the
-simulator: tests/cuda/test_backend_cuda.py); the ptx audit command: tests/cuda/test_audit.py."""
+"""gpu-check: its checks (meshnb.conformance.gpu), run small in the simulator, and the command
+(meshnb.cli.cuda) that parses and prints them (it refuses the simulator itself:
+tests/cuda/test_backend_cuda.py); the ptx audit command: tests/cuda/test_audit.py."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from meshnb.cli import cuda as cuda_cli
-from meshnb.conformance import pack
+from meshnb.conformance import gpu, pack
 
 from .conftest import needs_numba_cuda
 
@@ -17,7 +17,7 @@ pytestmark = needs_numba_cuda
 
 
 def test_sweep_check_compares_a_sample_with_the_cpu_sweep():
-    got = cuda_cli.sweep_check(systems=3, steps=2, sample=2)
+    got = gpu.sweep_check(systems=3, steps=2, sample=2)
     assert got["pages_equal"] is True and got["trace_digests_equal"] is True
     assert (got["systems"], got["steps"], got["sampled"]) == (3, 2, 2)
     assert got["gpu_system_steps_per_s"] > 0 and got["cpu_system_steps_per_s"] > 0
@@ -28,7 +28,7 @@ SHORT = [pack.Case(c.name, c.about, 6, 6, c.systems, c.grouped, 4, c.set_lr, c.s
 
 
 def test_pack_check_passes_the_image():
-    assert cuda_cli.pack_check(SHORT) == [("steps-per-task-odd", "PASS"), ("cluster-2", "PASS")]
+    assert gpu.pack_check(SHORT) == [("steps-per-task-odd", "PASS"), ("cluster-2", "PASS")]
 
 
 def test_pack_check_fails_a_wrong_bit(monkeypatch):
@@ -41,7 +41,7 @@ def test_pack_check_fails_a_wrong_bit(monkeypatch):
         pages[:, 1] ^= np.uint32(1)  # param b, one ulp
 
     monkeypatch.setattr(host, "run_cluster", one_bit_off)
-    assert cuda_cli.pack_check(SHORT[:1]) == [("steps-per-task-odd", "FAIL")]
+    assert gpu.pack_check(SHORT[:1]) == [("steps-per-task-odd", "FAIL")]
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_gpu_check_bad_counts_exit_2(capsys, monkeypatch, argv):
     from meshnb.cli import main
 
     # refused up front: no pack runs (it would run for minutes on a device before the error)
-    monkeypatch.setattr(cuda_cli, "pack_check", lambda: pytest.fail("the pack ran"))
+    monkeypatch.setattr(gpu, "pack_check", lambda: pytest.fail("the pack ran"))
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("meshnb: error:") and err.count("\n") == 1 and "Traceback" not in err
@@ -76,8 +76,8 @@ def test_gpu_check_output_as_on_a_device(capsys, monkeypatch, as_json):
     monkeypatch.setattr(host, "simulated", lambda: False)
     monkeypatch.setattr(host.numba_cuda(), "is_available", lambda: True)
     monkeypatch.setattr(host, "device_name", lambda: "Stand-in GPU (sm_90)")
-    monkeypatch.setattr(cuda_cli, "pack_check", lambda: [("default", "PASS"), ("cluster-2", "PASS")])
-    monkeypatch.setattr(cuda_cli, "ieee_check", lambda: [("tiny-samples", "PASS"), ("nan-params", "PASS")])
+    monkeypatch.setattr(gpu, "pack_check", lambda: [("default", "PASS"), ("cluster-2", "PASS")])
+    monkeypatch.setattr(gpu, "ieee_check", lambda: [("tiny-samples", "PASS"), ("nan-params", "PASS")])
     argv = ["gpu-check", "--systems", "3", "--steps", "2", "--sample", "2"] + ["--json"] * as_json
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -114,7 +114,7 @@ def test_ieee_check_nan_words_as_any_nan(monkeypatch):
         return r
 
     monkeypatch.setattr(host, "run_systems", gpu_nan)
-    assert cuda_cli.ieee_check(2, pages) == [(n, "PASS") for n in pages]
+    assert gpu.ieee_check(2, pages) == [(n, "PASS") for n in pages]
 
     def wrong_bit(*a, **kw):
         r = gpu_nan(*a, **kw)
@@ -122,4 +122,4 @@ def test_ieee_check_nan_words_as_any_nan(monkeypatch):
         return r
 
     monkeypatch.setattr(host, "run_systems", wrong_bit)
-    assert [v for _, v in cuda_cli.ieee_check(2, pages)] == ["FAIL", "PASS"]
+    assert [v for _, v in gpu.ieee_check(2, pages)] == ["FAIL", "PASS"]

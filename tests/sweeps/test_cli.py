@@ -67,7 +67,7 @@ def test_cli_streams_batches_into_one_table(tmp_path: Path) -> None:
     lrs = np.geomspace(0.001, 1, 40000).astype(np.float32)
     for k in (0, 16383, 16384, 39999):
         row = lines[1 + k].split(",")
-        assert row[11] == meshnb.train(3, set_lr={0: np.uint32(lrs[k].view(np.uint32))}).digest, k
+        assert row[12] == meshnb.train(3, set_lr={0: np.uint32(lrs[k].view(np.uint32))}).digest, k
 
 
 def test_cli_summary_shows_the_first_and_last_systems() -> None:
@@ -149,7 +149,9 @@ def test_cli_closed_stdout_is_refused_in_one_line(args: list[str]) -> None:
     assert p.returncode == 2 and "stdout is closed" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("args", [["--csv", "-"], ["--json"], []], ids=["csv", "json", "summary"])
+@pytest.mark.parametrize(
+    "args", [["--csv", "-"], ["--json"], [], ["--npz", "/dev/stdout"]], ids=["csv", "json", "summary", "npz"]
+)
 def test_cli_broken_pipe_is_141_quietly(args: list[str]) -> None:
     p = subprocess.run(
         f"{sys.executable} -m meshnb sweep --lr 0.001:1:3000:log --steps 8 {' '.join(args)} | true; "
@@ -242,7 +244,7 @@ def test_cli_one_spelling_for_one_idea(tmp_path: Path, capsys: pytest.CaptureFix
     want = meshnb.train(7, view_in=page.read_bytes(), set_lr={0: 0.25}, step_base=base)
     for step_base in (str(base), hex(base)):
         argv = ["sweep", "--view-in", str(page), "--lr", "0.25,0x3e800000", "--step-base", step_base]
-        assert main([*argv, "--steps", "7", "--json", "--backend", "threads", "--no-progress"]) == 0
+        assert main([*argv, "--steps", "7", "--json", "--backend", "cpu", "--no-progress"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert [s["digest"] for s in doc["systems"]] == [want.digest] * 2
         argv = ["train", "--view-in", str(page), "--set-lr", "0:0.25", "--step-base", step_base, "--steps", "7"]
@@ -266,5 +268,32 @@ def test_cli_the_old_device_flag_is_the_backend_with_a_warning(capsys) -> None:
 
     assert main(["sweep", "--device", "cpu", "--steps", "2", "--json", "--no-progress"]) == 0
     captured = capsys.readouterr()
-    assert captured.err == "meshnb: warning: --device is deprecated: use --backend {threads,cuda}\n"
+    assert captured.err == "meshnb: warning: --device is deprecated: use --backend {cpu,cuda}\n"
     assert json.loads(captured.out) == sweep(2).to_json()
+
+
+def test_cli_a_sweeps_threads_backend_is_cpu_with_a_warning(capsys) -> None:
+    from meshnb.cli import main
+
+    assert main(["sweep", "--backend", "threads", "--steps", "2", "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        captured.err == "meshnb: warning: a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)\n"
+    )
+    assert json.loads(captured.out) == sweep(2).to_json()
+
+
+@pytest.mark.parametrize("option", ["--csv", "--npz", "--view-out"])
+def test_an_output_named_with_a_leading_dash_is_a_path(option: str, tmp_path: Path) -> None:
+    """`--csv -dash.out` was "expected one argument" while `--csv=-dash.out` worked; `--csv --json`
+    still says its value is missing (no file named --json)."""
+    argv = ["--lr", "0.5", "--steps", "4", option, "-dash.out"]
+    if option == "--view-out":
+        argv = ["--steps", "4", option, "-dash.out"]
+    cmd = "train" if option == "--view-out" else "sweep"
+    r = subprocess.run([sys.executable, "-m", "meshnb", cmd, *argv], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=120, check=False)  # fmt: skip
+    assert r.returncode == 0 and (tmp_path / "-dash.out").is_file(), r.stderr
+    r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--lr", "0.5", "--csv", "--json"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)  # fmt: skip
+    assert r.returncode == 2 and "--csv: expected one argument" in r.stderr and not (tmp_path / "--json").exists()

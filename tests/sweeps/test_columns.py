@@ -57,6 +57,7 @@ def test_csv_rows_are_the_results_columns() -> None:
         assert got["lr_word"] == f"{int(r.lr_words[k]):08x}" and int(got["step_base"]) == int(r.step_base[k])
         assert _reads_back(got["lr"], int(r.lrs.view(np.uint32)[k]))
         assert _reads_back(got["last_loss"], int(r.last_loss_words[k]))
+        assert got["last_loss_word"] == f"{int(r.last_loss_words[k]):08x}"
         assert [got[c] for c in "abcd"] == r.params_hex[k] and int(got["steps"]) == 20
         assert got["digest"] == r.digests[k] and got["trace_digest"] == r.trace_digests[k]
     plain = r.csv_lines().splitlines()[3].split(",")
@@ -152,3 +153,16 @@ def test_a_part_on_threads_is_the_one_thread_bytes(threads: int, names: list[byt
         assert b"".join(columns.csv_chunks(*args, threads=threads, pool=pool)) == bytes(whole[0])
     fewer = (a[:-9] if isinstance(a, np.ndarray) else a for a in args[1:])  # a slice has SMALL_ROWS rows or more
     assert len(columns.csv_chunks(args[0], *fewer, threads=9)) == threads - 1
+
+
+def test_a_nan_last_loss_keeps_its_word_in_csv_and_json() -> None:
+    """An LR of +inf's word diverges to a NaN whose word (7fffffff in mode Z, ffc00000 in IEEE on
+    x86) the text `nan` cannot tell from 7fc00000: the word column keeps it."""
+    for z in (True, False):
+        r = sweep(256, lrs=np.array([0x7F800000, 0x3F000000], dtype=np.uint32), z=z)
+        word = int(r.last_loss_words[0])
+        assert word & 0x7FFFFFFF > 0x7F800000 and word != 0x7FC00000  # a NaN text would lose
+        row = next(csv.reader(io.StringIO(r.csv_lines())))
+        got = dict(zip(CSV_COLUMNS, row))
+        assert got["last_loss"] == "nan" and int(got["last_loss_word"], 16) == word
+        assert int(r.to_json()["systems"][0]["last_loss_word"], 16) == word

@@ -5,14 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from meshnb.sweeps import CsvWriter, JsonWriter, NpzWriter, SweepResult, stream, sweep
+from meshnb.files import WriteError
+from meshnb.results import SystemColumns, shared_columns
+from meshnb.sweeps import CsvWriter, JsonWriter, NpzWriter, SweepResult, init_page, stream, sweep
 from meshnb.sweeps.result import CSV_COLUMNS, hex_digests, hex_words
+from meshnb.view import View
 
 
 def test_vectorised_formatting_is_the_per_value_formatting() -> None:
@@ -178,10 +182,59 @@ def test_slicing_a_result_keeps_its_systems() -> None:
         r[4]
 
 
-def test_systems_compared_with_a_count_is_deprecated() -> None:
+def test_systems_are_no_count_and_the_old_use_warns() -> None:
     r = sweep(5, lrs=[0.5, 0.25])
+    with pytest.warns(DeprecationWarning, match="not their count: use len\\(result\\)"):
+        assert (r.systems == 2) is False and (r.systems != 2) is True
     with pytest.warns(DeprecationWarning, match="len\\(result\\)"):
-        assert r.systems == 2
+        assert int(r.systems) == 2 and list(range(r.systems)) == [0, 1]  # the old form, for this release
+    systems = r.systems
+    assert systems == systems and systems != r.systems and len({systems}) == 1  # a sequence: equal to itself
+
+
+def _columns_bits(s: SystemColumns) -> dict[str, bytes]:
+    """The shared columns but ``system`` as bytes (arrays and floats by their bits)."""
+    out = {}
+    for name, v in shared_columns(s).items():
+        if name == "system":
+            continue
+        if isinstance(v, (np.ndarray, np.generic)):
+            out[name] = v.dtype.str.encode() + v.tobytes()
+        elif isinstance(v, View):
+            out[name] = v.tobytes()
+        else:
+            out[name] = repr(v).encode()
+    return out
+
+
+# The same system run by train and by sweep: (train's keywords, sweep's keywords, the sweep's system)
+SAME_SYSTEM = {
+    "init page, an LR": ({"set_lr": {0: 0.25}}, {"lrs": [0.5, 0.25]}, 1),
+    "a start page, a step base": (
+        {"view_in": "run 100", "set_lr": {0: 0.125}, "step_base": 5000},
+        {"view_in": ["init", "run 100"], "lrs": [0.5, 0.125], "step_base": 5000},
+        3,
+    ),
+    "IEEE, the page's own LR, kept pages": (
+        {"view_in": "run 100", "z": False},
+        {"view_in": ["run 100"], "z": False, "keep_pages": True},
+        0,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SAME_SYSTEM)
+def test_a_train_member_and_the_same_system_by_sweep_give_equal_columns(case: str) -> None:
+    import meshnb
+
+    pages = {"init": init_page(), "run 100": meshnb.train(100).page}
+    kw_train, kw_sweep, k = SAME_SYSTEM[case]
+    view_in = kw_train.get("view_in", "init")  # a sweep starts from a page: train too (inits 0 both)
+    member = meshnb.train(300, **{**kw_train, "view_in": pages[view_in]}).systems[0]
+    views = [pages[p] for p in kw_sweep.pop("view_in", ["init"])]
+    s = sweep(300, view_in=views, trace=True, **kw_sweep).systems[k]
+    assert _columns_bits(s) == _columns_bits(member)
+    assert s.system == k and member.system == 0
 
 
 def test_reprs_are_short_and_hold_no_page_bytes() -> None:
@@ -268,3 +321,29 @@ def test_the_npz_writers_crc32_is_zlibs() -> None:
     code += "print(result._crc32 is zlib.crc32)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.split() == ["True"], out.stderr
+
+
+def test_a_full_tmpdir_names_the_spool_and_tmpdir(tmp_path: Path, parts: list[SweepResult], monkeypatch) -> None:
+    """A spool in a full TMPDIR said 'OSError: [Errno 28] No space left on device' (a class name,
+    no path, TMPDIR not named). Simulated: the spool's file refuses every byte."""
+    import errno
+    import tempfile
+
+    class Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", lambda *a, **k: Full())
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: "/full/tmp")
+    for writer, spool in [
+        (JsonWriter(str(tmp_path / "t.json"), True), "the loss history's spool"),
+        (NpzWriter(str(tmp_path / "t.npz")), "the npz's spool"),
+    ]:
+        with pytest.raises(WriteError) as e:
+            writer.write(parts[0])
+        writer.abort()
+        assert str(e.value) == f"{spool} in TMPDIR /full/tmp: No space left on device"
+    assert sorted(os.listdir(tmp_path)) == []

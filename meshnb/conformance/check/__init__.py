@@ -91,7 +91,21 @@ def check(
 ) -> Report:
     """Checks an executor's page (and trace, or boundary pages) against meshnb's; diagnoses a failure
     (``progress`` is told each model as the diagnosis replays it) within this module's
-    :data:`DIAG_STEPS` and :data:`REPLAY_STEPS` (read at the call)."""
+    :data:`DIAG_STEPS` and :data:`REPLAY_STEPS` (read at the call).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> check(setup, setup.expected[0]).verdict  # meshnb's own page
+    'PASS'
+    >>> got = executor_run(setup, faults.model("fma-horner"))  # an executor that contracts x * d + c into an FMA
+    >>> report = check(setup, got.pages[0], got_trace=got.trace)
+    >>> report.verdict, report.trace["step"], [m["name"] for m in report.diagnosis["models"]]
+    ('FAIL', 1, ['fma-horner'])
+    """
     rep, task = compare(setup, got_page, system, got_trace, pages)
     if rep.verdict == "FAIL":
         rep.diagnosis = diagnose(

@@ -23,7 +23,20 @@ WINDOW = 4  # steps replayed before the first differing step (an apply fault sho
 
 def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> faults.Run:
     """Steps ``start`` .. ``start + steps`` of the run under model ``m``, from meshnb's state at ``start``
-    (or from ``pages``)."""
+    (or from ``pages``).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import replay, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> exact = replay(setup, 8, 8, faults.EXACT)  # steps 8 .. 15 from meshnb's state at step 8
+    >>> exact.pages[0] == setup.expected[0], bool((exact.trace == setup.trace[8:]).all())
+    (True, True)
+    >>> replay(setup, 8, 8, faults.model("fma-horner")).pages[0] == setup.expected[0]
+    False
+    """
     case = setup.case
     state = reference_state(setup, start, m) if pages is None else pages
     end = start + steps
@@ -34,7 +47,18 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
 
 
 def lane_table(setup: Setup, step: int, system: int) -> str:
-    """meshnb's lane values at ``step`` of the run (system ``system``), as a text table."""
+    """meshnb's lane values at ``step`` of the run (system ``system``), as a text table.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import lane_table, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> table = lane_table(setup_from_run(init_page(), 4), 1, 0)
+    >>> print("\\n".join(table.splitlines()[:3]))
+    meshnb's lanes at step 1 (absolute 1), system 0, batch 1, params 3930adce 3e21fb5c 392b185b 3d7d262c
+      lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e
+         0      1 bf7dfdfe bcc9d479 be5e2f2a be44f49b 3e436926 be41e0cc 3e405b85 3d178777
+    """
     case = setup.case
     state = reference_state(setup, step)
     ops = Ops()
@@ -119,7 +143,19 @@ def diagnose(
     The part replayed for a model starts at ``WINDOW`` steps before the first differing step (an
     apply fault shows one step later), or earlier, at the step where the model first parts from
     meshnb on meshnb's trajectory (a fault can change the params long before the sums show it);
-    a model that never parts from meshnb on this run cannot reproduce a difference and is skipped."""
+    a model that never parts from meshnb on this run cannot reproduce a difference and is skipped.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import diagnose, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.model("sequential-lane-sum"))  # the batch summed in lane order
+    >>> found = diagnose(setup, 0, got.pages[0], got.trace, None)
+    >>> [m["name"] for m in found["models"]]
+    ['sequential-lane-sum']
+    """
     case = setup.case
     found: list[faults.Model] = []
     lanes_at: int | None = None
@@ -222,7 +258,17 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
     not within the first ``upto`` steps (default: the whole run).
 
     Up to that step the model's run is meshnb's, bit for bit: every step is a function of the
-    state before it, and the state before the first divergent step is meshnb's."""
+    state before it, and the state before the first divergent step is meshnb's.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import first_divergence, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> {m.name: first_divergence(setup, m) for m in faults.MODELS if first_divergence(setup, m) is not None}
+    {'fma-horner': 1, 'sequential-lane-sum': 0}
+    """
     case = setup.case
     ops, z = Ops(m.rules), Ops()
     start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
@@ -298,7 +344,19 @@ def _divergence_in(
 def executor_run(setup: Setup, m: faults.Model) -> faults.Run:
     """What an executor with fault ``m`` gives for this setup: :func:`faults.run` from the step where
     ``m`` first parts from meshnb (:func:`first_divergence`), meshnb's bits before it.  The tests
-    check that it equals the plain :func:`faults.run` from the start."""
+    check that it equals the plain :func:`faults.run` from the start.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> model = faults.model("fma-horner")
+    >>> plain = faults.run(setup.in_pages, 16, grouped=False, m=model)  # the whole run under the model
+    >>> executor_run(setup, model).pages == plain.pages, executor_run(setup, faults.EXACT).pages == setup.expected
+    (True, True)
+    """
     case = setup.case
     d = first_divergence(setup, m)
     if d is None:

@@ -15,7 +15,14 @@ Verdict = Literal["PASS", "FAIL"]
 
 def printable(text: str) -> str:
     """``text`` with control characters (newlines, ANSI escapes) escaped, so that a name read from
-    a file cannot forge a line of the report on a terminal."""
+    a file cannot forge a line of the report on a terminal.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import printable
+    >>> print(printable("case\\x1b[2Jname\\n"), printable("plain"))
+    case\\x1b[2Jname\\n plain
+    """
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
@@ -29,7 +36,22 @@ class _WordDiffKeys(TypedDict):
 
 
 class WordDiff(_WordDiffKeys, total=False):
-    """One differing page word, named from the layout table (SPEC 7)."""
+    """One differing page word, named from the layout table (SPEC 7).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import page_diff, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = bytearray(setup.expected[0])
+    >>> from meshnb.view import FIELDS
+    >>> at = FIELDS["LOSS"].offset + 4  # LOSS[1]
+    >>> got[at : at + 4] = bytes(4)
+    >>> diff = page_diff(setup.case, setup.expected[0], bytes(got))[0]
+    >>> sorted(diff.items())  # doctest: +NORMALIZE_WHITESPACE
+    [('expected', '3eca6cc7'), ('expected_f32', '0.39536115527153015'), ('field', 'LOSS[1]'),
+     ('got', '00000000'), ('got_f32', '0.0'), ('offset', 2116), ('step', 1)]
+    """
 
     expected_f32: str  # an f32 field's words as floats
     got_f32: str
@@ -39,12 +61,39 @@ class WordDiff(_WordDiffKeys, total=False):
 
 
 class SampleDiff(TypedDict):
+    """A sample word (``X[i]``, ``Y[i]``) that differs, and by how many ulps: a sign of samples not correctly rounded.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import compare, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> from meshnb.view import FIELDS
+    >>> setup = setup_from_run(init_page(), 4)
+    >>> got = bytearray(setup.expected[0])
+    >>> at = FIELDS["X"].offset + 4 * 3  # X[3], one ulp up
+    >>> got[at : at + 4] = (int.from_bytes(got[at : at + 4], "little") + 1).to_bytes(4, "little")
+    >>> compare(setup, bytes(got), 0, None, None)[0].samples
+    [{'field': 'X[3]', 'ulps': 1}]
+    """
+
     field: str
     ulps: int
 
 
 class TracePart(TypedDict):
-    """The first step whose applied sums differ."""
+    """The first step whose applied sums differ.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import compare, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.model("sequential-lane-sum"))
+    >>> part = compare(setup, got.pages[0], 0, got.trace, None)[0].trace
+    >>> part["step"], part["absolute_step"], part["sums"]
+    (0, 0, ['e', 'e*x', 'e*x2', 'e*x3'])
+    """
 
     step: int  # of this run (0: its first step)
     absolute_step: int  # the page's step counter at it
@@ -60,6 +109,19 @@ TaskPart = TypedDict("TaskPart", {"from": int, "steps_done": int, "file": str, "
 
 
 class ModelNote(TypedDict):
+    """A fault model as a report names it: its name and what it does (:mod:`meshnb.conformance.faults`).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.model("fma-horner"))
+    >>> check(setup, got.pages[0], got_trace=got.trace).diagnosis["models"]
+    [{'name': 'fma-horner', 'doc': 'FMA contraction in the Horner polynomial'}]
+    """
+
     name: str
     doc: str
 
@@ -70,7 +132,19 @@ class _DiagnosisKeys(TypedDict):
 
 
 class Diagnosis(_DiagnosisKeys, total=False):
-    """Which fault models reproduce the executor's bits (:mod:`.diagnosis`)."""
+    """Which fault models reproduce the executor's bits (:mod:`.diagnosis`).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import check, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = bytearray(setup.expected[0])
+    >>> got[0] ^= 1  # a bit no fault model explains
+    >>> found = check(setup, bytes(got)).diagnosis
+    >>> found["models"], sorted(found)
+    ([], ['how', 'models'])
+    """
 
     skipped: str  # why the diagnosis was not made
     first_step_only: list[ModelNote]  # reproduce the first differing step, part later
@@ -79,7 +153,19 @@ class Diagnosis(_DiagnosisKeys, total=False):
 
 @dataclass
 class Report:
-    """Everything a check found: the verdict, where the bits part, and why (the diagnosis)."""
+    """Everything a check found: the verdict, where the bits part, and why (the diagnosis).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.model("fma-horner"))
+    >>> report = check(setup, got.pages[0], got_trace=got.trace)
+    >>> report.verdict, report.exit_code, report.case, len(report.diff), report.trace["sums"]
+    ('FAIL', 1, 'view-in', 6, ['e', 'e*x', 'e*x2'])
+    """
 
     verdict: Verdict
     case: str
@@ -98,11 +184,38 @@ class Report:
         return 0 if self.verdict == "PASS" else 1
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON-ready values (``check --json``)."""
+        """The report as JSON-ready values (``check --json``).
+
+        Examples
+        --------
+        >>> import json
+        >>> from meshnb.conformance.check import check, setup_from_run
+        >>> from meshnb.testing.reference import init_page
+        >>> setup = setup_from_run(init_page(), 4)
+        >>> doc = check(setup, setup.expected[0]).to_json()
+        >>> json.dumps(doc)[:60], sorted(doc)[:4]
+        ('{"verdict": "PASS", "case": "view-in", "system": 0, "diff": ', ['case', 'diagnosis', 'diff', 'notes'])
+        """
         return asdict(self)
 
     def text(self) -> str:
-        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis."""
+        """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis.
+
+        Examples
+        --------
+        >>> from meshnb.conformance import faults
+        >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+        >>> from meshnb.testing.reference import init_page
+        >>> setup = setup_from_run(init_page(), 16)
+        >>> got = executor_run(setup, faults.model("fma-horner"))
+        >>> text = check(setup, got.pages[0], got_trace=got.trace).text()
+        >>> print("\\n".join(text.splitlines()[:3]))
+        FAIL: case view-in, system 0: 6 page words differ; trace parts at step 1 (of this run)
+        page diff (field: expected -> got):
+          PARAMS[0]        bc80286a -> bc802868  -0.015644270926713943 -> -0.015644267201423645
+        >>> print(text.splitlines()[-1])
+          reproduced by fma-horner: FMA contraction in the Horner polynomial
+        """
         lines = [self._headline(), *(f"note: {n}" for n in self.notes)]
         lines += self._diff_lines()
         if self.trace:

@@ -3,10 +3,12 @@
     python tests/cuda/nvrtc/make_nvrtc.py
 
 variants.cu for compute_80 and compute_90 (NVRTC's defaults), fast.cu with --use_fast_math for
-compute_80, packed.cu (f32x2) for compute_100a.  Needs the nvidia-cuda-nvrtc wheel (a
-cuda-toolkit[nvrtc] install), no GPU.  The findings each kernel must give are written by hand in
-the test; a new NVRTC may change these files, and the tests then say what moved.  The tests also
-compile the sources again at test time when NVRTC is there (:func:`compile_cuda`)."""
+compute_80, packed.cu (f32x2) for compute_100a, unnamed.cu (violations of no named class: half, bf16,
+atomics, textures, wmma ...; the headers from the wheel's include folder) for compute_80.  Needs
+the nvidia-cuda-nvrtc wheel (a cuda-toolkit[nvrtc] install), no GPU.  The findings each kernel must
+give are written by hand in the test; a new NVRTC may change these files, and the tests then say
+what moved.  The tests also compile the sources again at test time when NVRTC is there
+(:func:`compile_cuda`)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ BUILDS = (
     ("variants.cu", "variants_sm90.ptx", ["--gpu-architecture=compute_90"]),
     ("fast.cu", "fast_sm80.ptx", ["--gpu-architecture=compute_80", "--use_fast_math"]),
     ("packed.cu", "packed_sm100a.ptx", ["--gpu-architecture=compute_100a"]),
+    ("unnamed.cu", "unnamed_sm80.ptx", ["--gpu-architecture=compute_80"]),
 )
 
 
@@ -38,8 +41,15 @@ def libnvrtc() -> ctypes.CDLL | None:
         return None
 
 
+def include_dirs() -> list[str]:
+    """The CUDA headers of the nvidia wheels (cuda_fp16.h, mma.h), for NVRTC's -I."""
+    roots = [p for p in sys.path if os.path.isdir(os.path.join(p, "nvidia"))]
+    return sorted({d for root in roots for d in glob.glob(os.path.join(root, "nvidia", "*", "include"))})
+
+
 def compile_cuda(lib: ctypes.CDLL, source: str, name: str, options: list[str]) -> str:
     """PTX of CUDA C++ ``source`` by NVRTC (RuntimeError with the log if it does not compile)."""
+    options = options + [f"-I{d}" for d in include_dirs()]  # cuda_fp16.h, mma.h: the wheel's headers
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None):
         raise RuntimeError("nvrtcCreateProgram failed")

@@ -1,0 +1,134 @@
+"""``meshnb gpu-check``'s checks: the CUDA image on a device against meshnb's CPU, bit for bit.
+
+The quick conformance pack through the image, each system checked by :mod:`meshnb.conformance.check`
+(:func:`pack_check`); every hard page in IEEE mode against ``train(z=False)``, a NaN word equal to
+any NaN word (:func:`ieee_check`); M systems on the device, a sample of them against the CPU sweep,
+and both speeds (:func:`sweep_check`); :func:`passed` joins the three.  The command
+(:mod:`meshnb.cli.cuda`) parses its flags and prints these; they need numba-cuda (a device, or its
+simulator in the tests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..api import train
+from ..backend_table import BY_NAME
+from ..cuda import compare, host
+from ..runspec import LrChange
+from ..samebits import array_bits, differences
+from ..sweeps import init_page, lr_words, sweep
+from ..testing.pages import hard_pages
+from . import check, pack
+
+CPU_TIMED_SYSTEMS = 1 << 14  # the CPU sweep timed beside the device's (2^14 x 1024 steps: seconds)
+DIFFERENCES_SHOWN = 10  # the sweep's first differences said (of up to 2 x --sample)
+
+
+def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
+    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by
+    ``meshnb check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
+
+    cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
+    out: list[tuple[str, str]] = []
+    for case in pack.cases(quick=True) if cases is None else cases:
+        want = pack.run_case(case)
+        page = case.in_page()
+        setup = check.Setup(case, [page] * case.systems, want.out_pages, want.trace)
+        lr = [LrChange(s, w) for s, w in case.set_lr]  # the case's f32 words, taken as words
+        systems = case.systems if case.grouped else None  # None: one system without a group
+        r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True, backend=cuda.name, systems=systems)
+        verdict = "PASS"
+        for k, s in enumerate(r.systems):
+            trace = np.asarray(s.trace, dtype=np.uint32).reshape(-1, 5)
+            if check.check(setup, s.page, system=k, got_trace=trace).verdict != "PASS":
+                verdict = "FAIL"
+        out.append((case.name, verdict))
+    return out
+
+
+IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subnormal words appear
+
+
+def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
+    """Every hard page (or ``pages``) in IEEE mode (``z=False``) on the device against
+    ``train(z=False)``: final pages, a NaN word equal to any NaN word
+    (:func:`meshnb.cuda.compare.words_equal`, the rule of docs/guide/gpu.md); ``[(page, verdict)]``."""
+
+    pages = hard_pages() if pages is None else pages
+    names = list(pages)
+    words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
+    got = host.run_systems(words, None, None, steps, z=False)
+    out: list[tuple[str, str]] = []
+    for k, name in enumerate(names):
+        want = np.frombuffer(train(steps, view_in=pages[name], z=False).page, dtype="<u4")
+        out.append((name, "PASS" if compare.words_equal(want, got.pages[k], z=False) else "FAIL"))
+    return out
+
+
+def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
+    """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
+    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
+    device run of the sample with the trace on); system-steps per second of both."""
+
+    lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
+    bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
+    page = np.frombuffer(init_page(), dtype="<u4").astype(np.uint32)
+    pages = np.repeat(page[None, :], systems, axis=0)
+    host.run_systems(pages[:1], lrs[:1], bases[:1], 1)  # compile outside the timing
+    gpu = host.run_systems(pages, lrs, bases, steps)
+    pick = np.unique(np.linspace(0, systems - 1, min(sample, systems)).astype(np.int64))
+    cpu = sweep(steps, lrs=lrs[pick], step_base=bases[pick].astype(object).tolist(), trace=True, keep_pages=True)
+    gpu_trace = host.run_systems(pages[pick], lrs[pick], bases[pick], steps, trace=True)
+    # The CPU's rate from a sweep big enough to fill every core (the sample alone may not)
+    timed = min(systems, CPU_TIMED_SYSTEMS)
+    cpu_rate = sweep(steps, lrs=lrs[:timed], step_base=bases[:timed].astype(object).tolist())
+    if cpu.final_pages is None:  # keep_pages=True keeps them
+        raise RuntimeError("the CPU sweep kept no pages")
+    # Same bits? (samebits: the comparison every harness shares) the final pages, the trace digests
+    pages_differ = differences(array_bits(pick, page=gpu.pages[pick]), array_bits(pick, page=cpu.final_pages))
+    traces_differ = differences(
+        array_bits(pick, trace_digest=gpu_trace.trace_digests), array_bits(pick, trace_digest=cpu.trace_digests)
+    )
+    return {
+        "systems": systems,
+        "steps": steps,
+        "sampled": len(pick),
+        "pages_equal": not pages_differ,
+        "trace_digests_equal": not traces_differ,
+        "differences": (pages_differ + traces_differ)[:DIFFERENCES_SHOWN],
+        "gpu_system_steps_per_s": systems * steps / gpu.seconds if gpu.seconds else float("inf"),
+        "cpu_system_steps_per_s": cpu_rate.system_steps_per_second,
+        "cpu_systems_timed": timed,
+    }
+
+
+def passed(cases: list[tuple[str, str]], ieee: list[tuple[str, str]], sweep_doc: dict[str, Any]) -> bool:
+    """Whether every part passed: each pack case and hard page ``"PASS"``, the sweep's pages and
+    trace digests equal.
+
+    Parameters
+    ----------
+    cases, ieee : list of (str, str)
+        :func:`pack_check`'s and :func:`ieee_check`'s verdicts.
+    sweep_doc : dict
+        :func:`sweep_check`'s document.
+
+    Returns
+    -------
+    bool
+        True when all of it is bit-equal.
+
+    Examples
+    --------
+    >>> passed([("default", "PASS")], [("nan-lr", "PASS")], {"pages_equal": True, "trace_digests_equal": True})
+    True
+    >>> passed([("default", "FAIL")], [], {"pages_equal": True, "trace_digests_equal": True})
+    False
+    """
+    verdicts = [v for _, v in cases] + [v for _, v in ieee]
+    return (
+        all(v == "PASS" for v in verdicts) and bool(sweep_doc["pages_equal"]) and bool(sweep_doc["trace_digests_equal"])
+    )
