@@ -24,7 +24,7 @@
 # 1. How good is the fit after a given number of steps, for every LR?
 #    [5.1](#51-the-loss-over-all-256-samples-against-lr-and-step)
 # 2. [Which LR is best for a given step budget?](#52-the-best-lr-for-a-step-budget)
-# 3. [How many steps does each LR need to settle?](#53-steps-to-settle)
+# 3. [How many steps does each LR need to settle, and where does float32 stop?](#53-steps-to-settle)
 # 4. Where does training diverge, for one system and for clusters of 2, 4 and 8?
 #    [5.4](#54-the-stability-of-cyclic-sgd-per-cluster-size)
 # 5. Where do float mode Z and IEEE float32 part as the LR shrinks into the subnormals?
@@ -587,6 +587,125 @@ display(
         f"Where in the cycle the fit is read moves the constant by {100 * cycle_shift:+.1f}%, within "
         "the grid's resolution: the loop's excess is far below 1% of the MSE at these "
         "LRs. The LRs that do not settle within half the run are the smallest."
+    )
+)
+
+# %% [markdown]
+# **Where float32 stops: the stall radius.** In float64 a settled run's pass ends sit on the
+# cycle map's fixed point `p_loop(lr)` (5.1's theory). float32 stops short of it, at a distance
+# that depends on the LR. Near the loop a whole cycle moves the params by `8 lr A (p - p_loop)`
+# to first order (the fixed point is where the steps' swings cancel over a cycle), a drift of
+# `lr u` per step with `u = A (p - p_loop)`, the mean gradient's part that points away from the loop.
+# Every step rounds its result to a float32 word: once that drift is below half an ulp of a
+# param, `|lr u_j| < ulp(p_j) / 2`, the roundings of the steps outweigh it and the run locks onto
+# a float32 orbit instead of closing in. For `b` and `d` (about 2.7 and -2.9, ulp 2.4e-7) that
+# is a slab around the loop, `|u_j| < h_j = ulp(p_j) / (2 lr)`; `a` and `c` sit near 0, where the
+# ulps are of order 1e-15, so they keep moving and their components of `u` go to (nearly) 0. The
+# excess over the loop is `(p - p_loop)^T A (p - p_loop) = u^T A^-1 u`, at most, over the slab,
+#
+# `E_stall(lr) = max over s = +-1 of (h_b, s h_d) [A^-1]_bd (h_b, s h_d)^T`, proportional to `1 / lr^2`
+#
+# (`[A^-1]_bd` the b, d block of `A^-1`): the stall radius in excess, against the loop's own
+# excess, which grows as `lr^2`. The measurement: 64 LRs from 0.003 to 0.5, 2^17 steps in mode Z,
+# read at a pass end; `p - p_loop` is float64 (the f32 params widened, the fixed point solved in
+# float64). An LR counts as settled where 5.3's constant gives a settle time within half the run.
+# A smaller set is the literal one, where *every* step's update rounds away: at the least-squares
+# params each batch's gradient is small (every batch spans the interval), and below
+# `lr_freeze = min over b, d of (ulp(p_j) / 2) / max over batches |g_B,j|` no step moves `b` or `d`.
+
+# %%
+STALL_STEPS = 1 << 17
+HALF = 0.5  # the fraction of an ulp below which a step's drift is rounded away
+LRS_STALL = np.geomspace(0.003, 0.5, 64).astype(np.float32)
+stall = sweep(STALL_STEPS, lrs=LRS_STALL)
+lr_st = LRS_STALL.astype(np.float64)
+dev = stall.params.astype(np.float64) - fixed_point(LRS_STALL)  # float32's pass end - the float64 loop's
+drift = np.abs(lr_st[:, None] * (dev @ A)) / (HALF * np.spacing(np.abs(stall.params)))  # |lr u_j| / (ulp / 2)
+dev_excess = excess(dev + lsq)  # (p - p_loop)^T A (p - p_loop)
+bd = [1, 3]
+h = HALF * np.spacing(np.abs(stall.params[:, bd])).astype(np.float64) / lr_st[:, None]
+A_inv_bd = np.linalg.inv(A)[np.ix_(bd, bd)]
+e_stall = np.max([np.einsum("ki,ij,kj->k", h * s, A_inv_bd, h * s) for s in ([1, 1], [1, -1])], axis=0)
+stall_resid = dev_excess / e_stall
+e_loop_st = excess(fixed_point(LRS_STALL))
+in_time = base[0] / (lr_st * lam_min) < STALL_STEPS // 2  # settled by 5.3's constant
+cross = float(np.exp(np.interp(0.0, np.log(e_stall / e_loop_st)[::-1], np.log(lr_st)[::-1])))
+print(
+    f"{in_time.sum()} of {len(LRS_STALL)} LRs settle within {STALL_STEPS // 2:,} steps (LR >= "
+    f"{LRS_STALL[in_time].min():.3g}); below: {(~in_time).sum()}"
+)
+print(
+    f"settled: |lr u_j| / (ulp(p_j) / 2) at most {drift[in_time][:, bd].max():.2f} for b and d "
+    f"(median {np.median(drift[in_time][:, bd]):.2f}); for a and c median {np.median(drift[in_time][:, [0, 2]]):.0f}"
+)
+print(
+    f"float32's excess over the loop / E_stall(lr): median {np.median(stall_resid[in_time]):.3f}, "
+    f"{stall_resid[in_time].min():.1e} .. {stall_resid[in_time].max():.3f}; unsettled: "
+    f"{np.array2string(stall_resid[~in_time], precision=2)}"
+)
+print(f"E_stall = E_loop at LR {cross:.4g}; E_stall x lr^2 = {np.median(e_stall * lr_st**2):.3g}")
+assert (drift[in_time][:, bd] < 1).all() and np.median(drift[in_time][:, [0, 2]]) > 10
+assert (stall_resid[in_time] <= 1).all() and (stall_resid[~in_time] > 1).any()
+
+# The literal stall set: from the least-squares params (as f32), every step's update of b and d rounds away.
+g_batch = np.abs(np.einsum("gij,j->gi", A_g, lsq) - b_g).max(axis=0)  # each param's largest batch gradient
+lr_freeze = float((HALF * np.spacing(np.abs(lsq.astype(np.float32))) / g_batch)[bd].min())
+lsq_words = lsq.astype(np.float32).view(np.uint32)
+lsq_page = np.frombuffer(init.page, dtype=np.uint8).copy()
+lsq_page[:16] = lsq_words.view(np.uint8)  # PARAMS: bytes 0..15 (SPEC 7)
+part = sweep(0, view_in=lsq_page[None], lrs=np.array([lr_freeze / 2, 2 * lr_freeze], dtype=np.float32), keep_pages=True)
+steps_moving = np.zeros(2, dtype=int)  # over the first 16 steps (two cycles), step by step
+for _ in range(16):
+    part = sweep(1, view_in=part.final_pages, keep_pages=True)
+    steps_moving += (part.params_words[:, bd] != lsq_words[bd]).any(axis=1)
+later_bd = sweep(8192, view_in=part.final_pages).params_words[:, bd] != lsq_words[bd]
+print(
+    f"lr_freeze = {lr_freeze:.3g}; from the least-squares params (f32), of the first 16 steps at LR "
+    f"{lr_freeze / 2:.3g} {steps_moving[0]} leave b or d off their words, at {2 * lr_freeze:.3g} {steps_moving[1]}; "
+    f"8,192 steps later b or d off their words: {later_bd.any(axis=1).tolist()}"
+)
+assert steps_moving[0] == 0 and steps_moving[1] > 0 and not later_bd.any()
+
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+ax0.axvspan(lr_st[0], LRS_STALL[in_time].min(), color="0.9", label=f"not settled in {STALL_STEPS // 2:,} steps")
+ax0.loglog(lr_st, excess(stall.params.astype(np.float64)), "o", ms=3, label="meshnb (float32): excess")
+ax0.loglog(lr_st, e_loop_st, "k-", lw=1, label="the float64 loop's excess (~ lr^2)")
+ax0.loglog(lr_st, dev_excess, ".", color="tab:orange", label="float32's part: (p - p_loop)^T A (p - p_loop)")
+ax0.loglog(lr_st, e_stall, "--", color="tab:red", label="the stall radius E_stall (~ 1 / lr^2)")
+ax0.set(xlabel="learning rate", ylabel="excess over least squares", title=f"After {STALL_STEPS:,} steps (pass end)")
+ax0.legend(fontsize=7, loc="lower left")
+ax1.axvspan(lr_st[0], LRS_STALL[in_time].min(), color="0.9")
+ax1.loglog(lr_st, drift[:, 1], "o", ms=3, label="b: |lr u_b| / (ulp(b) / 2)")
+ax1.loglog(lr_st, drift[:, 3], "s", ms=3, color="tab:green", label="d: |lr u_d| / (ulp(d) / 2)")
+ax1.loglog(lr_st, stall_resid, ".", color="tab:orange", label="float32's part / E_stall")
+ax1.axhline(1, color="tab:red", lw=1)
+ax1.set(xlabel="learning rate", title="Residual: inside the stall set below the red line")
+ax1.legend(fontsize=7, loc="lower left")
+fig.tight_layout()
+plt.show()
+
+# %%
+display(
+    Markdown(
+        f"**What the plots show.** Every LR that has settled (from {LRS_STALL[in_time].min():.3g}) ends inside "
+        f"the stall set: the drift `lr u` of `b` and `d` is at most {drift[in_time][:, bd].max():.2f} of half "
+        f"an ulp (median {np.median(drift[in_time][:, bd]):.2f}), and float32's excess over the loop is below "
+        f"the stall radius `E_stall` at every one of them ({stall_resid[in_time].min():.1e} to "
+        f"{stall_resid[in_time].max():.2f} of it, median {np.median(stall_resid[in_time]):.3f}). Where the model "
+        "holds: as a bound, for `b` and `d`, once a run has settled. Where it does not: it says where float32 "
+        "*can* stop, not where in the slab a run locks, so the excess scatters over "
+        f"{np.log10(stall_resid[in_time].max() / stall_resid[in_time].min()):.0f} decades below the line rather "
+        "than following it; `a` and `c` never stall (their drift is a median "
+        f"{np.median(drift[in_time][:, [0, 2]]):.0f} half-ulps of their tiny words: they keep moving); and below "
+        f"{LRS_STALL[in_time].min():.3g} the runs have not settled, so their excess is the slow mode's "
+        f"transient (up to {stall_resid[~in_time].max():.1f} times `E_stall`), not a stall. `E_stall` falls as "
+        f"`1 / lr^2` ({np.median(e_stall * lr_st**2):.2g} / lr^2) and the loop's excess grows as `lr^2`: they "
+        f"cross at LR {cross:.3g}: above it float32's part of a settled run's excess is below the loop's (it is "
+        "below `E_stall`), below it float32 may decide the fit. The literal stall set, where every step's update "
+        f"rounds away, starts far lower, at `lr_freeze` = {lr_freeze:.3g}: from the least-squares params, no "
+        f"step at half of it moves `b` or `d`, while at twice it {steps_moving[1]} of the first 16 steps do "
+        "(and the run still passes the same words at its pass ends: the float32 loop). Reaching it from the "
+        f"init page would take about {base[0] / (lr_freeze * lam_min):,.0f} steps: not measured here."
     )
 )
 

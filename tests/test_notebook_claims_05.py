@@ -73,3 +73,12 @@ def test_settle_constant_claim_fails_on_the_geometric_grid(headless: None, tmp_p
 
 
 _GEOMETRIC_SETTLE = "settle = settle_steps(GEOMETRIC, fine_mse[np.searchsorted(FINE, GEOMETRIC), 0], 0.01)"
+
+
+@pytest.mark.notebooks
+@pytest.mark.slow
+def test_stall_claim_fails_at_a_quarter_ulp(headless: None, tmp_path: Path) -> None:  # noqa: F811
+    # "every settled run ends where the drift of b and d is below half an ulp": the settled runs' drift
+    # reaches 0.68 of half an ulp, so the same claim at a quarter of an ulp is false and its assert must see it.
+    claim = "assert (drift[in_time][:, bd] < 1).all() and np.median(drift[in_time][:, [0, 2]]) > 10"
+    _run_mutated(tmp_path, "HALF = 0.5", "HALF = 0.25", claim)
