@@ -63,6 +63,33 @@ def _sums(mut: mutants.Mutant | None, st: _Step, p: np.ndarray | None = None) ->
     return np.broadcast_to(mutants.fold(mut, own), own.shape) if st.grouped else own
 
 
+class _Unchanged:
+    """Whether a rule alternative of a per-lane or butterfly op gives mode Z's words on every lane
+    of this step (its operands mode Z's): then the whole step is mode Z's and need not be run."""
+
+    def __init__(self, st: _Step) -> None:
+        self.values = dict(mutants.lanes(None, st.p, st.x, st.y))
+        self.values.update({name: st.p[:, j : j + 1] for j, name in enumerate("abcd")})
+        terms = np.stack([self.values[t] for t in mutants.TERMS], axis=1)
+        self.levels: dict[int, np.ndarray] = {}
+        for o in mutants.BUTTERFLY:
+            self.levels[o] = terms
+            terms = _Z.add(terms, terms[..., mutants.LANES ^ o])
+
+    def __call__(self, mut: mutants.Mutant) -> bool:
+        if mut.alt not in mutants.RULES and mut.alt not in mutants.DIRECTIONS:
+            return False
+        op, ops = mutants.BY_ID[mut.op], mutants.arith(mut.alt)
+        if op.stage == "lanes":
+            a, b = (self.values[n] for n in op.args)
+            return bool(np.array_equal(getattr(ops, op.kind)(a, b), self.values[op.id]))
+        if op.stage == "butterfly" and op.id != "butterfly":
+            o = int(op.id.removeprefix("butterfly"))
+            v = self.levels[o]
+            return bool(np.array_equal(ops.add(v, v[..., mutants.LANES ^ o]), _Z.add(v, v[..., mutants.LANES ^ o])))
+        return False
+
+
 def _lanes_changed(mut: mutants.Mutant, st: _Step, system: int) -> list[int]:
     """The lanes (of ``system``) whose per-lane value the change changes: the op's own value, or
     (fused, in f64) its consumer's, or the butterfly's first level."""
@@ -158,11 +185,15 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
     exact_d = _distance(_sums(None, here)[0], row)
     if exact_d[0] == 0:
         raise ValueError(f"step {step}: the executor's row is meshnb's")
+    same = _Unchanged(here)
+    matched: list[tuple[mutants.Mutant, int, str]] = []
     for mut, at in tries:
         if time.monotonic() - t0 > budget:
             break
         searched += 1
         stage = mutants.BY_ID[mut.op].stage
+        if same(mut):
+            continue  # the op gives mode Z's words on every lane: the step is mode Z's
         if stage == "apply":
             assert before is not None
             p = mutants.apply(
@@ -184,15 +215,17 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
         if stage == "apply":
             text += f" (shows in step {step}'s sums)"
         if np.array_equal(sums, row):
-            lanes = _lanes_changed(mut, here, k) if stage == "lanes" else []
-            if lanes:
-                text += f" on {_lane_text(lanes)}"
-            holds = _holds(setup, mut, at, got_trace) if time.monotonic() - t0 < budget else 1
-            found.append(Counterfactual(op=mut.op, alt=mut.alt, step=at, lanes=lanes, text=text, holds=holds))
+            matched.append((mut, at, text))
             continue
         d = _distance(sums, row)
         if d < exact_d and (best is None or d < best[0]):
             best = (d, text + f" ({d[0]} of 5 sums differ, {d[1]} ulps)")
+    for mut, at, text in matched:  # each named change also run on the rows after it, while time is left
+        lanes = _lanes_changed(mut, here, k) if mutants.BY_ID[mut.op].stage == "lanes" else []
+        if lanes:
+            text += f" on {_lane_text(lanes)}"
+        holds = _holds(setup, mut, at, got_trace) if time.monotonic() - t0 < budget else 1
+        found.append(Counterfactual(op=mut.op, alt=mut.alt, step=at, lanes=lanes, text=text, holds=holds))
     out = Localisation(
         where=f"step {step}",
         found=found,
