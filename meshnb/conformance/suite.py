@@ -578,6 +578,9 @@ def judge_outputs(
     named = ", ".join(res.models) if res.models else "no fault model reproduces these bits"
     if skipped:
         named = f"diagnosis not made: {skipped}"
+    loc = (rep.diagnosis or {}).get("localisation")
+    if loc and not res.models:  # the op, the page word: JUnit's failure message carries it too
+        named += f"; {check.printable(check.localisation_summary(loc))}"
     res.message += f"; {named}"
     return res
 
