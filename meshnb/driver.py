@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .interrupts import StopRequest, deferred_interrupt
+from .interrupts import StopRequest, deferred_interrupt, phase
 
 
 class Engine(Protocol):
@@ -166,6 +166,8 @@ def drive(
             return done
         end = next_end(done, steps)
         engine.advance(done, end - done)
+        if done == 0 < end:
+            phase("stepped")  # test hook: the first chunk is done (a Ctrl-C from here stops a run past step 0)
         done = end
         if after is not None:
             after(done)
