@@ -251,6 +251,8 @@ def test_json_and_junit_carry_the_localisation(plain: check.Setup) -> None:
     assert res.message.endswith("; no fault model reproduces these bits; " + want)
     doc = json.loads(json.dumps(res.report.to_json() if res.report else {}))
     assert doc["diagnosis"]["localisation"]["found"][0]["text"] == want
+    table = suite.SuiteResult("pack", [res]).table()
+    assert "no fault model reproduces these bits; single op e:swapped (step 0)" in table
     root = ET.fromstring(suite.SuiteResult("pack", [res]).junit())
     failure = root.find(".//failure")
     assert failure is not None and want in failure.get("message", "") and want in (failure.text or "")
