@@ -68,8 +68,8 @@ EXECUTORS: dict[str, Executor] = {
         Executor(
             "flush-per-statement",
             "FPU rule",
-            "the same source as `fp-contract` built without FMA: each Horner product's subnormal left unflushed"
-            " into the add",
+            "the same source as `fp-contract` built without FMA: in each Horner statement only the result is"
+            " flushed, not its inputs or its product",
             ("-DFAULT_EXPR_FLUSH",),
             catches="probe-subnormal-samples",
         ),
