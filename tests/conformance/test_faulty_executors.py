@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -66,10 +67,16 @@ def test_control_passes_every_case(e: Executor, quick_pack: Path, built: Path) -
 
 
 @pytest.mark.parametrize("e", [e for e in FAULTY if not e.full_only], ids=lambda e: e.name)
-def test_faulty_fails_a_case(e: Executor, quick_pack: Path, built: Path) -> None:
-    code, doc = check(quick_pack, exec_command(e, built), "--cases", e.catches)
+def test_faulty_fails_a_case(e: Executor, quick_pack: Path, built: Path, tmp_path: Path) -> None:
+    junit = tmp_path / "report.xml"
+    code, doc = check(quick_pack, exec_command(e, built), "--cases", e.catches, "--junit", str(junit))
     assert (doc["passed"], doc["failed"], doc["errors"]) == (0, 1, 0)  # the bits differ: no crash, no error
     assert code == 1
+    # the JUnit report carries what the JSON says of the case (its first difference and diagnosis)
+    cases = doc["cases"]
+    assert isinstance(cases, list)
+    failures = ElementTree.parse(junit).findall(".//testcase/failure")
+    assert [f.get("message") for f in failures] == [cases[0]["message"]]
 
 
 @pytest.mark.parametrize("e", [e for e in FAULTY if e.full_only], ids=lambda e: e.name)
