@@ -24,6 +24,7 @@ own straight code.  ``run_tasks`` and ``run_fused`` check every argument before 
 from __future__ import annotations
 
 import platform
+import threading
 import time
 
 import numpy as np
@@ -324,6 +325,17 @@ _FUSED = per_mode(_make_fused, MODES)
 
 _U64_LIMIT = 1 << 64
 
+# Each thread's scratch for run_tasks' batch tables (the loop fills all of it first thing, so a
+# call never sees another's): an np.empty of 4 KiB a call cost more than a thread-local lookup.
+_SCRATCH = threading.local()
+
+
+def _tab() -> np.ndarray:
+    tab = getattr(_SCRATCH, "tab", None)
+    if tab is None:
+        tab = _SCRATCH.tab = np.empty(4 * TAB, dtype=np.float32)
+    return tab
+
 
 def check_mode(mode: int) -> None:
     """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ
@@ -396,7 +408,7 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     """
     check_count("count", count)
     check_mode(mode)
-    _TASKS[mode](words, np.uint64(count), trace, np.empty(4 * TAB, dtype=np.float32))
+    _TASKS[mode](words, np.uint64(count), trace, _tab())
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
