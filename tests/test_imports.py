@@ -127,3 +127,17 @@ def test_train_loads_no_other_stack(argv):
     assert "meshnb.cli.program" in loaded
     assert _denied(loaded, TRAIN, NUMERIC) == []
     assert not any(m.startswith(("numba.cuda", "numba_cuda", "mpi4py", "tqdm")) for m in loaded)
+
+
+@pytest.mark.parametrize("name", ["meshnb", "meshnb.sweeps"])
+def test_a_lazy_package_serves_every_name_it_lists(name):
+    """PEP 562 packages: ``__all__`` (literal, for the API reference's static reading) is the
+    table's names, and each resolves to the object of the module the table names."""
+    import importlib
+
+    package = importlib.import_module(name)
+    assert sorted(package.__all__) == sorted(set(package._EXPORTS) | set(getattr(package, "_MODULES", ())))
+    for attr in package.__all__:
+        assert getattr(package, attr) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        package.nothing  # noqa: B018
