@@ -388,6 +388,8 @@ def round_policy(threads: bool) -> int:
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
         return grouped.YIELD
     return asked | (grouped.PRIVATE if threads else 0)
+
+
 _WORD_LAYOUT = word_layout()
 
 
