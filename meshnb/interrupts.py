@@ -91,6 +91,55 @@ class InterruptFlag:
         return words.get(int(self.signum or signal.SIGINT), "interrupted")
 
 
+def leave_signals_to_main() -> None:
+    """Block the stop signals (:data:`STOP_SIGNALS`) in the calling thread: a worker thread's
+    initializer (``ThreadPoolExecutor(initializer=...)``, or the first line of a thread's target), so
+    that the kernel gives every stop signal to the main thread, which alone runs Python's handlers.
+
+    A signal the kernel gives another thread has its C handler run there, and a thread that the
+    machine's load delays between taking the signal and running that handler lets a later signal,
+    taken by the main thread, be handled first: a SIGHUP then five Ctrl-C ended 130, not 129.  The
+    main thread takes pending signals lowest-numbered first, so with every other thread blocking
+    them the first of a burst is the one that is handled first.
+
+    Examples
+    --------
+    >>> import signal, threading
+    >>> from meshnb.interrupts import STOP_SIGNALS, leave_signals_to_main
+    >>> seen = []
+    >>> def worker():
+    ...     leave_signals_to_main()
+    ...     seen.append(set(STOP_SIGNALS) <= signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    >>> t = threading.Thread(target=worker); t.start(); t.join()
+    >>> seen, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the main thread's unchanged
+    ([True], False)
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+@contextmanager
+def signals_left_to_main() -> Iterator[None]:
+    """Block the stop signals in this thread while threads that it cannot give an initializer are
+    started (a library's: numpy's BLAS pool starts at ``import numpy``); they inherit the mask.  A
+    stop signal that comes meanwhile waits and is handled on the way out.
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import signals_left_to_main
+    >>> with signals_left_to_main():
+    ...     signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    True
+    >>> signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    False
+    """
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def installed_flag() -> InterruptFlag | None:
     """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any.
 

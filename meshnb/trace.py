@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .interrupts import leave_signals_to_main
 from .kernels import NSUMS
 from .sha256 import Sha256, Sha256State
 
@@ -94,7 +95,9 @@ class Trace:
             self._sha.update(words)
             return
         if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshnb-trace")
+            self._worker = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="meshnb-trace", initializer=leave_signals_to_main
+            )
         self._hashing = self._worker.submit(self._sha.update, words)
 
     def _wait(self) -> None:

@@ -23,7 +23,7 @@ from meshnb.samebits import disagreements, system_bits
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-from .util import run_meshnb
+from .util import assert_same_state, checkpoint_past_start, ctrl_c_when, run_meshnb
 
 # this machine's cluster backends, from the one table (mpi: tests/test_mpi.py; cuda: tests/cuda/)
 BACKENDS = local_cluster_backends()
@@ -173,17 +173,15 @@ def test_a_member_process_that_dies_ends_the_run_naming_it():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ctrl_c_stops_every_member_at_one_task_boundary(backend):
-    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(RunInterrupted) as stop:
-        meshnb.train(10**10, systems=3, backend=backend)
-    timer.cancel()
+def test_ctrl_c_stops_every_member_at_one_task_boundary(backend, tmp_path):
+    path = tmp_path / "run.ckpt"  # its first save past step 0 is the moment the Ctrl-C waits for
+    with ctrl_c_when(checkpoint_past_start(path)), pytest.raises(RunInterrupted) as stop:
+        meshnb.train(10**10, systems=3, backend=backend, checkpoint=path, checkpoint_every_s=0.1)
     r = stop.value.result
     assert 0 < r.steps < 10**10 and r.steps % 64 == 0
     clean = meshnb.train(r.steps, systems=3, backend="fused")
     for s, c in zip(r.systems, clean.systems):
-        assert s.page == c.page and s.trace_digest == c.trace_digest and s.counters == c.counters
+        assert_same_state(s, c)
 
 
 @pytest.mark.parametrize(

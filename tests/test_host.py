@@ -3,10 +3,6 @@ hard pages against the reference, refusals, interruption."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-
 import numpy as np
 import pytest
 
@@ -16,7 +12,7 @@ from meshnb.results import RunInterrupted
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-from .util import hexes
+from .util import ctrl_c_when, hexes, phase_reported
 
 HARD = hard_pages()
 
@@ -143,12 +139,11 @@ def test_plan_orders_lr_changes_stably():
     assert plan.set_lr == ((0, 2), (5, 1), (5, 3))
 
 
-def test_ctrl_c_stops_at_a_task_boundary_and_keeps_the_state():
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(RunInterrupted) as stop:
+def test_ctrl_c_stops_at_a_task_boundary_and_keeps_the_state(tmp_path, monkeypatch):
+    log = tmp_path / "phases"  # the run's first chunk done is the moment the Ctrl-C waits for
+    monkeypatch.setenv("MESHNB_TEST_PHASES", str(log))
+    with ctrl_c_when(phase_reported(log, "stepped")), pytest.raises(RunInterrupted) as stop:
         meshnb.train(10**10)
-    timer.cancel()
     r = stop.value.result
     assert 0 < r.steps < 10**10 and r.steps % 64 == 0
     assert r.view.next_step == r.steps == r.counters["steps"]

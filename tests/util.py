@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,97 @@ def some_steps_shown(err: str) -> bool:
     """Whether a tqdm bar of ``--progress`` on stderr has counted some steps (``| 4.19M/6.40G``): the
     command is past its start-up and the compiler, and has finished a task or chunk."""
     return any(float(n) > 0 for n, _ in _BAR_COUNT.findall(err))
+
+
+def threads_taking_stop_signals(pid: int) -> list[str]:
+    """The threads of process ``pid`` other than its main thread that do not block SIGINT, SIGTERM
+    and SIGHUP (``SigBlk`` in /proc): those the kernel may give a stop signal to (``name tid``)."""
+    stops = sum(1 << (int(s) - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+    found = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if int(tid) == pid:
+            continue
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if int(fields["SigBlk"], 16) & stops != stops:
+            found.append(f"{fields['Name'].strip()} {tid}")
+    return found
+
+
+def watch_threads(proc: subprocess.Popen, until: Callable[[], bool] = lambda: False) -> tuple[set[str], int]:
+    """Sample :func:`threads_taking_stop_signals` of ``proc`` every few ms while it runs (or until
+    ``until()``): the threads seen taking them, and how many samples saw more than the main thread."""
+    seen: set[str] = set()
+    busy = 0
+    while proc.poll() is None and not until():
+        try:
+            seen.update(threads_taking_stop_signals(proc.pid))
+            busy += len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+        except (OSError, KeyError):  # the process ended meanwhile
+            break
+        time.sleep(0.005)
+    return seen, busy
+
+
+@contextlib.contextmanager
+def ctrl_c_when(ready: Callable[[], bool], poll_s: float = 0.02) -> Iterator[None]:
+    """Send this process one SIGINT, from a thread, once ``ready()`` (a moment the run reports: a
+    checkpoint past its first boundary), never after a fixed delay: on a loaded machine a run's
+    start-up can outlast any delay, and a Ctrl-C before the run holds it is a KeyboardInterrupt."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll_s):
+            if ready():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    sender = threading.Thread(target=watch, daemon=True)
+    sender.start()
+    try:
+        yield
+    finally:
+        done.set()
+        sender.join()
+
+
+def checkpoint_past_start(path: Path) -> Callable[[], bool]:
+    """``ready`` for :func:`ctrl_c_when`: the checkpoint at ``path`` has steps done."""
+    from meshnb import checkpoint
+
+    def ready() -> bool:
+        try:
+            return checkpoint.load(path).done > 0
+        except (OSError, checkpoint.CheckpointError):  # none yet (or being replaced)
+            return False
+
+    return ready
+
+
+def assert_same_state(got: Any, want: Any, round_word: bytes | None = None) -> None:
+    """A system's result ``got`` is ``want``'s, a run without timeouts: the same page, digests and
+    counters, but for what a slow round leaves (SPEC 8-9): TIMEOUTS counted, and ROUND (the last
+    timed-out round's, never cleared), which is ``round_word`` where a page it came from had it."""
+    from meshnb.view import FIELDS
+
+    at = FIELDS["ROUND"].offset
+    if round_word is None:
+        round_word = got.page[at : at + 4] if got.counters["timeouts"] else want.page[at : at + 4]
+    assert got.page == want.page[:at] + round_word + want.page[at + 4 :]
+    assert got.digest == want.digest and got.trace_digest == want.trace_digest
+    assert {**got.counters, "timeouts": 0} == {**want.counters, "timeouts": 0}
+
+
+def phase_reported(log: Path, name: str) -> Callable[[], bool]:
+    """``ready`` for :func:`ctrl_c_when`: phase ``name`` is in the ``MESHNB_TEST_PHASES`` file ``log``."""
+
+    def ready() -> bool:
+        try:
+            return any(line.split()[0] == name for line in log.read_text().splitlines() if line)
+        except OSError:
+            return False
+
+    return ready

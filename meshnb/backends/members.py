@@ -26,7 +26,7 @@ import numpy as np
 
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
 from ..host import drive, stall_hook, stalled
-from ..interrupts import phase
+from ..interrupts import phase, signals_left_to_main
 from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
@@ -365,8 +365,9 @@ class ThreadMembers:
             )
             for k in range(spec.systems)
         ]
-        for t in self._threads:
-            t.start()
+        with signals_left_to_main():  # the members inherit the mask: the main thread takes every stop signal
+            for t in self._threads:
+                t.start()
 
     def started(self) -> None:
         """Nothing to hand over: the threads share the memory from the start.

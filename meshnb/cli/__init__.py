@@ -45,11 +45,13 @@ def entry() -> NoReturn:
     >>> done.returncode, done.stderr
     (2, "meshnb: error: argument --steps: 'x' is not a whole number\\n")
     """
-    from ..interrupts import InterruptFlag, phase
+    from ..interrupts import InterruptFlag, phase, signals_left_to_main
 
     flag = InterruptFlag()
     flag.install()  # SIGINT, SIGTERM, SIGHUP
     phase("held")  # test hook: a Ctrl-C from here on is meshnb's (before it, the interpreter's traceback)
+    with signals_left_to_main():  # numpy's BLAS threads start at its import: they inherit the mask
+        import numpy  # noqa: F401
     from ..files import install_std_streams
 
     install_std_streams()  # stdout and stderr that never drop a byte (non-blocking pipes, PYTHONUNBUFFERED)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .. import files
+from ..interrupts import leave_signals_to_main
 from . import check
 from .pack import PackError, case_names, read_file
 
@@ -343,16 +344,6 @@ class _Executors:
 
 
 SUPERVISOR_GRACE_S = 60.0  # beyond --case-timeout, the longest a supervisor may take to end
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _main_thread_takes_the_signals() -> None:
-    """A worker thread blocks the stop signals, so the kernel gives each to the main thread, in
-    the order they came (a SIGHUP then five Ctrl-C: exit 129, the first one's, not 130). The
-    supervisors it starts inherit the mask and unblock them (:mod:`.supervise`)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def _tail(log: Path) -> str:
@@ -687,7 +678,7 @@ def run_suite(
         raise files.WriteError("the check's directory in TMPDIR", tempfile.gettempdir(), e) from None
     runner = _Executors(work)
     try:
-        with _Reaper(), ThreadPoolExecutor(jobs, initializer=_main_thread_takes_the_signals) as pool:
+        with _Reaper(), ThreadPoolExecutor(jobs, initializer=leave_signals_to_main) as pool:
             pending: dict[Future[_Ran], str] = {}
             try:  # a stop while the cases are handed out too: the pool must not wait for live executors
                 for i, n in enumerate(names):  # each case's directory is made when its executor starts

@@ -26,6 +26,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ..interrupts import leave_signals_to_main
 from ..jit import jit
 
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)  # exact in float64
@@ -427,7 +428,7 @@ def csv_chunks(
     if slices == 1:
         return [one(0, n)]
     if pool is None:
-        with ThreadPoolExecutor(slices - 1) as own:
+        with ThreadPoolExecutor(slices - 1, initializer=leave_signals_to_main) as own:
             return _sliced(own, one, cut)
     return _sliced(pool, one, cut)
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..driver import frame
 from ..host import steps_shown
-from ..interrupts import deferred_interrupt, phase
+from ..interrupts import deferred_interrupt, phase, signals_left_to_main
 from .plan import SweepOptions, Systems
 from .result import SweepResult
 from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, make_runner, parts, spans
@@ -84,7 +84,8 @@ class WriterThread:
     def write(self, part: SweepResult) -> None:
         self._wait()
         self.thread = threading.Thread(target=self._write, args=(part,), name="meshnb-writer", daemon=True)
-        self.thread.start()
+        with signals_left_to_main():  # the writer inherits the mask
+            self.thread.start()
 
     def close(self, steps: int) -> None:
         self._wait()

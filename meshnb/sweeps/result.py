@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from .. import loops
 from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
+from ..interrupts import leave_signals_to_main
 from ..results import system_json
 from ..runspec import is_int, row_digests, write_step_base
 from ..view import DIGEST_SPANS, WORD, View
@@ -972,7 +973,9 @@ class CsvWriter(Writer):
         ['1', '0', '3e800000', '0.25']
         """
         if self.pool is None and self.threads > 1 and len(part) >= 2 * columns.SMALL_ROWS:
-            self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="meshnb-csv")
+            self.pool = ThreadPoolExecutor(
+                self.threads - 1, thread_name_prefix="meshnb-csv", initializer=leave_signals_to_main
+            )
         chunks = _csv_chunks(part, self.names, self.threads, self.pool)
         if self.head:
             self.out.write(self.head)

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from meshnb.sweeps.lanes import Lanes
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
+from ..util import ctrl_c_when, phase_reported
 from .helpers import LR_WORDS, ROOT, alone, check_against_train
 
 
@@ -246,13 +248,10 @@ def test_an_in_memory_result_that_would_not_fit_is_refused_up_front() -> None:
     assert "\n" not in str(e.value)
 
 
-def test_interrupt_raises_with_the_finished_chunks() -> None:
-    import signal
-    import threading
-
-    sweep(1, lrs=[0.5])  # compiled before the clock starts
-    threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGINT)).start()
-    with pytest.raises(SweepInterrupted) as e:
+def test_interrupt_raises_with_the_finished_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "phases"  # the first chunk done is the moment the Ctrl-C waits for
+    monkeypatch.setenv("MESHNB_TEST_PHASES", str(log))
+    with ctrl_c_when(phase_reported(log, "stepped")), pytest.raises(SweepInterrupted) as e:
         sweep(10**9, lrs=[0.5, 0.25])
     r = e.value.result
     assert 0 < r.steps < 10**9 and len(r) == 2
