@@ -374,8 +374,17 @@ def round_policy(threads: bool) -> int:
     """The handover policy of a member on a page in memory (``grouped.run_page``'s ``policy``):
     this machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (one of
     :data:`ROUND_WAITS`: how docs/performance.md compared them; a name it does not know, or a futex
-    where there is none, is today's default); ``threads``: the members are threads of one process
-    (a private futex).
+    where there is none, is today's default).
+
+    Parameters
+    ----------
+    threads : bool
+        The members are threads of one process (a private futex), not processes (a shared one).
+
+    Returns
+    -------
+    int
+        The policy bits: ``grouped.YIELD``, or ``grouped.FUTEX`` with ``grouped.PRIVATE`` for threads.
 
     Examples
     --------
