@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .interrupts import leave_signals_to_main
+from .interrupts import leave_signals_to_main, signals_left_to_main
 from .kernels import NSUMS
 from .sha256 import Sha256, Sha256State
 
@@ -98,7 +98,8 @@ class Trace:
             self._worker = ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="meshnb-trace", initializer=leave_signals_to_main
             )
-        self._hashing = self._worker.submit(self._sha.update, words)
+        with signals_left_to_main():  # the pool's thread is born on the first submit: blocked from its start
+            self._hashing = self._worker.submit(self._sha.update, words)
 
     def _wait(self) -> None:
         """The record in flight is hashed (its error, if any, raised here)."""
