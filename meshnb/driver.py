@@ -118,6 +118,49 @@ class Cadence:
         return time.monotonic() >= self.at
 
 
+class Deadline(Protocol):
+    """When :func:`drive` saves: a :class:`Cadence`, or a deadline the members agreed on (the mpi
+    backend's: a checkpoint flag seen in a round by every rank).
+
+    Examples
+    --------
+    >>> deadline: Deadline = Cadence(0.0)
+    >>> deadline.due()
+    True
+    """
+
+    def due(self) -> bool:
+        """Whether a save is due at this boundary."""
+
+    def restart(self) -> None:
+        """A save was written: count again from now."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When a run's :func:`drive` stops and saves, and what it does after each chunk.
+
+    Parameters
+    ----------
+    should_stop : callable
+        Asked at each boundary (before the end): whether to stop there (Ctrl-C, held to it).
+    cadence : Deadline
+        When a checkpoint is due.
+    after : callable, default none
+        ``after(done)``, after each chunk, before the progress bar moves (the mpi backend raises
+        its flags there).
+
+    Examples
+    --------
+    >>> Policy(lambda: False, Cadence()).cadence.due()
+    False
+    """
+
+    should_stop: Callable[[], bool]
+    cadence: Deadline
+    after: Callable[[int], None] | None = None
+
+
 def drive(
     engine: Engine,
     steps: int,
@@ -127,7 +170,7 @@ def drive(
     after: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     save: Callable[[int], None] | None = None,
-    cadence: Cadence | None = None,
+    cadence: Deadline | None = None,
 ) -> int:
     """The one loop of steps: run ``engine`` from step 0 to ``steps`` in chunks; returns the steps done.
 
@@ -146,8 +189,8 @@ def drive(
         ``next_end(done, steps)``: the next boundary, after ``done`` and at most ``steps``.
     at_boundary, after, should_stop, save : callable or None
         The hooks above.
-    cadence : Cadence or None
-        When ``save`` is due (None: never).
+    cadence : Deadline or None
+        When ``save`` is due (None: never): a :class:`Cadence`, or a deadline agreed otherwise.
 
     Returns
     -------
