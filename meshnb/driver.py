@@ -9,12 +9,15 @@ chunk, then ``after(done)`` (progress) and, when the :class:`Cadence` says so, `
 :class:`Frame` is what surrounds a run: its bar, its stop request, and its two timers (the first
 call's seconds, kept out of the steps' seconds).
 
-The loops of steps that are this one: :func:`meshnb.host.run_steps` (train's single, fused and
-CUDA backends, and each cluster member's tasks) and the sweep's chunks on the CPU and on the CUDA
-image.  Not yet (issue 32, item 3): the threads, processes and MPI coordinators, which run their
-members' progress, checkpoints and stops in a loop of their own (:mod:`meshnb.backends.local`,
-:mod:`meshnb.backends.mpi`) from the same pieces (:class:`Frame`, :class:`Cadence`,
-:class:`meshnb.host.Checkpoints`), and the sweep's loop over batches.
+When it saves and stops is a :class:`Policy`: a stop request and a :class:`Deadline` (a
+:class:`Cadence`, or one the members agree on: the mpi backend's flags).
+
+The loops of steps that are this one: every train backend's (:func:`meshnb.host.train_run`: the
+single, fused and CUDA backends on SPEC 10's host loop, the threads and processes backends'
+lockstep paused at each chunk's end, :class:`meshnb.backends.local.Lockstep`, and an MPI rank's
+tasks), each cluster member's tasks (:func:`meshnb.host.run_steps`), and the sweep's chunks on
+the CPU and on the CUDA image.  Not yet (issue 32, item 3): the sweep's loop over its batches
+(:func:`meshnb.sweeps.run.parts` and its callers), with its own progress totals and endings.
 This module sits in the base layer (it imports only :mod:`.interrupts`) so that the CUDA image's
 host code, on the program's level, drives its launches with it too.
 """

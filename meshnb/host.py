@@ -1,8 +1,9 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``), on the driver's loop
-(:func:`meshnb.driver.drive`); a train run around a backend's step engine (:func:`run_engine`),
-every checkpoint's assembly (:class:`Checkpoints`) and the interrupted-run ending
+start at an LR change (:func:`host_loop`), a retry after a timeout (``ERR = 1``,
+:func:`member_task`), on the driver's loop (:func:`meshnb.driver.drive`); every backend's
+train run around its engine (:func:`train_run`; :func:`run_engine` on SPEC 10's loop), every
+checkpoint's assembly (:class:`Snapshot`, :class:`Checkpoints`) and the interrupted-run ending
 (:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
 wording of a stalled round).
 """
@@ -128,7 +129,18 @@ def host_loop(
     to ``trace``: two buffers in turn, the trace hashes one on its own thread while the next call
     runs), the next boundary (:meth:`Plan.next_boundary`: ``chunk`` steps on, sooner at the end
     or where an LR change starts a task) and the hook at every boundary (the SET_LRs due there,
-    to every context's page)."""
+    to every context's page).
+
+    Examples
+    --------
+    >>> ran = []
+    >>> engine, next_end, at_boundary = host_loop(Plan(10), (), 4, lambda done, n, rows: ran.append((done, n)))
+    >>> [next_end(done, 10) for done in (0, 4, 8)]
+    [4, 8, 10]
+    >>> engine.advance(0, 4)
+    >>> ran
+    [(0, 4)]
+    """
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
     calls = 0
@@ -215,7 +227,19 @@ def member_task(
     ``on_task(done)`` is called after every TASK call, retries included; ``before_task(call)``
     before TASK call number ``call`` (from 0, retries included: fault injection).  ``give_up_s``
     bounds the time without a completed step: past it :class:`ClusterError` names this system,
-    so a dead or stalled peer cannot hang it."""
+    so a dead or stalled peer cannot hang it.
+
+    Examples
+    --------
+    >>> exchange = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
+    >>> ctx = Context(View(), group=Group(0, 1), exchange=exchange)  # a cluster of one
+    >>> program.init(ctx)
+    >>> calls = []
+    >>> task = member_task(ctx, Plan(128), on_task=calls.append)
+    >>> task(0, 64, np.empty((0, NSUMS), np.uint32))  # one planned task: a TASK call of 64 steps
+    >>> ctx.view.next_step, calls
+    (64, [64])
+    """
     v = ctx.view
     spt = v.word("STEPS_PER_TASK")
     calls = 0

@@ -1,7 +1,8 @@
 """The meeting points of a ``threads`` or ``processes`` cluster, in cluster memory (:mod:`.memory`):
-the start (every member ready, then all go together), pauses at a common task boundary (a
-checkpoint, or Ctrl-C's stop), and the end.  The members call one side of :class:`Control`, the
-coordinator (:mod:`.local`) the other; every wait is bounded by the run's ``give_up_s``.
+the start (every member ready, then all go together), pauses at a common task boundary (the end
+of each of the driver's chunks: :class:`~meshnb.backends.local.Lockstep`), a stop there, and the
+end.  The members call one side of :class:`Control`, the coordinator (the driver's engine,
+:mod:`.local`) the other; every wait is bounded by the run's ``give_up_s``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The ``mpi`` backend: a cluster across machines, one system per MPI rank (through mpi4py).
 
 ``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
-rank: the same program (:mod:`meshnb.program`'s grouped task loop, driven by
-:func:`meshnb.host.drive`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
+rank: the same program (:mod:`meshnb.program`'s grouped task loop: a planned task and its
+retries, :func:`meshnb.host.member_task`, on the driver's train run,
+:func:`meshnb.host.train_run`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
 round as a collective: see that module), so every rank ends with the bits of the threads
 backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line prints
 them there only.
@@ -24,9 +25,11 @@ Checkpoints and Ctrl-C
 Ranks agree on a task boundary through the round messages themselves: rank 0 raises
 ``FLAG_CHECKPOINT`` when a checkpoint is due, any rank raises ``FLAG_STOP`` on Ctrl-C; every rank
 sees the OR of the flags of a round when it completes, so all see them in the same round, and
-act at the first planned task boundary after it (no round pending there): gather every rank's
-page, counters and trace state to rank 0, which writes the checkpoint
-(:mod:`meshnb.checkpoint`'s format: a file any backend resumes), then go on or stop.
+act at the first planned task boundary after it (no round pending there): the driver's
+deadline and stop are those flags (a :class:`~meshnb.driver.Policy`).  A checkpoint gathers
+every rank's page, counters and trace state to rank 0, which writes it
+(:mod:`meshnb.checkpoint`'s format: a file any backend resumes); a stop's is the ending's,
+written from the results' records, as the end's.
 
 Test hook: ``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` (``SIGKILL``: a rank that
 dies; ``SIGINT``: Ctrl-C on one rank) to rank ``K`` itself before its TASK call ``CALL``; only the
