@@ -17,9 +17,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a command as Ctrl-C does (exit 128 + the signal: 130, 143, 129)."""
@@ -91,37 +95,12 @@ class InterruptFlag:
         return words.get(int(self.signum or signal.SIGINT), "interrupted")
 
 
-def leave_signals_to_main() -> None:
-    """Block the stop signals (:data:`STOP_SIGNALS`) in the calling thread: a worker thread's
-    initializer (``ThreadPoolExecutor(initializer=...)``, or the first line of a thread's target), so
-    that the kernel gives every stop signal to the main thread, which alone runs Python's handlers.
-
-    A signal the kernel gives another thread has its C handler run there, and a thread that the
-    machine's load delays between taking the signal and running that handler lets a later signal,
-    taken by the main thread, be handled first: a SIGHUP then five Ctrl-C ended 130, not 129.  The
-    main thread takes pending signals lowest-numbered first, so with every other thread blocking
-    them the first of a burst is the one that is handled first.
-
-    Examples
-    --------
-    >>> import signal, threading
-    >>> from meshnb.interrupts import STOP_SIGNALS, leave_signals_to_main
-    >>> seen = []
-    >>> def worker():
-    ...     leave_signals_to_main()
-    ...     seen.append(set(STOP_SIGNALS) <= signal.pthread_sigmask(signal.SIG_BLOCK, []))
-    >>> t = threading.Thread(target=worker); t.start(); t.join()
-    >>> seen, signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the main thread's unchanged
-    ([True], False)
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
 @contextmanager
 def signals_left_to_main() -> Iterator[None]:
-    """Block the stop signals in this thread while threads that it cannot give an initializer are
-    started (a library's: numpy's BLAS pool starts at ``import numpy``); they inherit the mask.  A
-    stop signal that comes meanwhile waits and is handled on the way out.
+    """Block the stop signals in this thread while other threads are started (a library's: numpy's
+    BLAS pool starts at ``import numpy``; a ``threading.Thread``; a :class:`WorkerPool`'s): they
+    inherit the mask, so they never take one.  A stop signal that comes meanwhile waits and is
+    handled on the way out.
 
     Examples
     --------
@@ -138,6 +117,38 @@ def signals_left_to_main() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class WorkerPool(ThreadPoolExecutor):
+    """A :class:`~concurrent.futures.ThreadPoolExecutor` whose threads leave every stop signal
+    (:data:`STOP_SIGNALS`) to the main thread, from the moment they are born: the pool starts its
+    threads inside ``submit``, which runs here under :func:`signals_left_to_main`, so that they
+    inherit the blocked mask.  (An ``initializer`` that blocks them leaves a window between a
+    thread's start and its first line: a loaded machine put a SIGHUP there.)
+
+    A signal the kernel gives another thread has its C handler run there, and a thread that the
+    machine's load delays between taking the signal and running that handler lets a later signal,
+    taken by the main thread, be handled first: a SIGHUP then five Ctrl-C ended 130, not 129.  The
+    main thread takes pending signals lowest-numbered first, so with every other thread blocking
+    them the first of a burst is the one that is handled first.  Every pool of meshnb is one of
+    these.
+
+    Examples
+    --------
+    >>> import signal
+    >>> from meshnb.interrupts import STOP_SIGNALS, WorkerPool
+    >>> with WorkerPool(2) as pool:
+    ...     masks = list(pool.map(lambda _: signal.pthread_sigmask(signal.SIG_BLOCK, []), range(4)))
+    >>> all(set(STOP_SIGNALS) <= m for m in masks)
+    True
+    >>> signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the main thread's unchanged
+    False
+    """
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Submit ``fn(*args, **kwargs)``; a thread this starts is born with the stop signals blocked."""
+        with signals_left_to_main():
+            return super().submit(fn, *args, **kwargs)
 
 
 def installed_flag() -> InterruptFlag | None:

@@ -50,7 +50,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
 
@@ -59,7 +59,7 @@ from numpy.typing import NDArray
 
 from . import files, program
 from .floatz import flush_words
-from .interrupts import leave_signals_to_main
+from .interrupts import WorkerPool
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
 from .program import LAST_STEP
 from .view import PAGE_WORDS, VIEW_BYTES, WORD, View, span_digests
@@ -1022,7 +1022,7 @@ def row_digests(
         for f in [pool.submit(part, i) for i in range(threads)]:
             f.result()
     else:
-        with ThreadPoolExecutor(max_workers=threads, initializer=leave_signals_to_main) as own:
+        with WorkerPool(max_workers=threads) as own:
             list(own.map(part, range(threads)))
     return out
 

@@ -11,12 +11,12 @@ is in flight: the next record, :meth:`Trace.hexdigest` and :meth:`Trace.state` w
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from .interrupts import leave_signals_to_main, signals_left_to_main
+from .interrupts import WorkerPool
 from .kernels import NSUMS
 from .sha256 import Sha256, Sha256State
 
@@ -57,7 +57,7 @@ class Trace:
         self.resumable = resumable or state is not None
         self._sha: Any = Sha256(state) if self.resumable else hashlib.sha256()
         self._kept: list[np.ndarray] | None = [] if keep else None
-        self._worker: ThreadPoolExecutor | None = None  # one thread, started by the first large record
+        self._worker: WorkerPool | None = None  # one thread, started by the first large record
         self._hashing: Future[None] | None = None
         self.steps = 0
 
@@ -95,11 +95,8 @@ class Trace:
             self._sha.update(words)
             return
         if self._worker is None:
-            self._worker = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="meshnb-trace", initializer=leave_signals_to_main
-            )
-        with signals_left_to_main():  # the pool's thread is born on the first submit: blocked from its start
-            self._hashing = self._worker.submit(self._sha.update, words)
+            self._worker = WorkerPool(max_workers=1, thread_name_prefix="meshnb-trace")
+        self._hashing = self._worker.submit(self._sha.update, words)
 
     def _wait(self) -> None:
         """The record in flight is hashed (its error, if any, raised here)."""

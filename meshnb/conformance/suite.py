@@ -31,7 +31,7 @@ import tempfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .. import files
-from ..interrupts import leave_signals_to_main
+from ..interrupts import WorkerPool
 from . import check
 from .pack import PackError, case_names, read_file
 
@@ -686,7 +686,7 @@ def run_suite(
         raise files.WriteError("the check's directory in TMPDIR", tempfile.gettempdir(), e) from None
     runner = _Executors(work)
     try:
-        with _Reaper(), ThreadPoolExecutor(jobs, initializer=leave_signals_to_main) as pool:
+        with _Reaper(), WorkerPool(jobs) as pool:
             pending: dict[Future[_Ran], str] = {}
             try:  # a stop while the cases are handed out too: the pool must not wait for live executors
                 for i, n in enumerate(names):  # each case's directory is made when its executor starts

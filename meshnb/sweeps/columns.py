@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, wait
 
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ..interrupts import leave_signals_to_main
+from ..interrupts import WorkerPool
 from ..jit import jit
 
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)  # exact in float64
@@ -428,7 +428,7 @@ def csv_chunks(
     if slices == 1:
         return [one(0, n)]
     if pool is None:
-        with ThreadPoolExecutor(slices - 1, initializer=leave_signals_to_main) as own:
+        with WorkerPool(slices - 1) as own:
             return _sliced(own, one, cut)
     return _sliced(pool, one, cut)
 

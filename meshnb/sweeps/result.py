@@ -28,7 +28,7 @@ import warnings
 import zipfile
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import IO, Any, overload
@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from .. import loops
 from ..files import Output, WriteError, json_safe, json_text
 from ..floatz import flush_words
-from ..interrupts import leave_signals_to_main
+from ..interrupts import WorkerPool
 from ..results import system_json
 from ..runspec import is_int, row_digests, write_step_base
 from ..view import DIGEST_SPANS, WORD, View
@@ -949,7 +949,7 @@ class CsvWriter(Writer):
         self.out = _Out(path, "--csv")
         self.names = names
         self.threads = int(threads)
-        self.pool: ThreadPoolExecutor | None = None  # made at the first part large enough to split
+        self.pool: WorkerPool | None = None  # made at the first part large enough to split
         self.head = (
             ",".join(CSV_COLUMNS) + "\n"
         ).encode()  # written with the first rows: an error before them writes nothing
@@ -973,9 +973,7 @@ class CsvWriter(Writer):
         ['1', '0', '3e800000', '0.25']
         """
         if self.pool is None and self.threads > 1 and len(part) >= 2 * columns.SMALL_ROWS:
-            self.pool = ThreadPoolExecutor(
-                self.threads - 1, thread_name_prefix="meshnb-csv", initializer=leave_signals_to_main
-            )
+            self.pool = WorkerPool(self.threads - 1, thread_name_prefix="meshnb-csv")
         chunks = _csv_chunks(part, self.names, self.threads, self.pool)
         if self.head:
             self.out.write(self.head)

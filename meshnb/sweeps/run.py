@@ -21,7 +21,6 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ import numpy as np
 from .. import loops
 from ..driver import Steps, chunks_of, drive
 from ..host import steps_shown
-from ..interrupts import leave_signals_to_main, phase
+from ..interrupts import WorkerPool, phase
 from ..loops import sweep as sweep_loop
 from ..runspec import OptionError, check_int
 from ..view import WORD
@@ -233,9 +232,7 @@ class Runner:
         self.trace_buf = np.empty((0, 0), dtype=np.float32)  # a chunk's trace sums, kept for the next batch
         self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
         self.first_call = warm_up(self.mode, self.shape)
-        self.pool = ThreadPoolExecutor(
-            max_workers=self.threads, thread_name_prefix="meshnb-sweep", initializer=leave_signals_to_main
-        )
+        self.pool = WorkerPool(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
 
     def __enter__(self) -> Runner:
         return self
