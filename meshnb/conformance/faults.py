@@ -20,6 +20,7 @@ import numpy as np
 
 from meshnb.view import FIELDS
 
+from . import mutants
 from .fpu import SIGN, Ops, Rules
 
 SAMPLES, WARP, BATCHES = 256, 32, 8
@@ -59,6 +60,9 @@ class Model:
         Y as SPEC makes it, or ``sin(pi * x)`` in f64 without the exact reduction.
     raw_lr_inv : bool, default False
         LR and INV_BATCH read without ``ftz_from_bits``.
+    op, alt : str, default ""
+        One op of the step's dataflow computed under one alternative rule, every other op in
+        mode Z (:mod:`~meshnb.conformance.mutants`; made by :func:`single_op`).
 
     See Also
     --------
@@ -83,6 +87,13 @@ class Model:
     fold: str = "system"  # or "reverse": slot N-1 + ... + slot 0
     samples: str = "exact"  # or "naive-sin": y = f32(sin(pi * x)) in f64 without reduction
     raw_lr_inv: bool = False  # LR and INV_BATCH read without ftz_from_bits and fed to mul unflushed
+    op: str = ""  # a single-op mutant: this op of mutants.SPACE ...
+    alt: str = ""  # ... under this alternative
+
+    @property
+    def mutant(self) -> mutants.Mutant | None:
+        """The one op this model changes (None: not a single-op model)."""
+        return mutants.Mutant(self.op, self.alt) if self.op else None
 
 
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
@@ -122,6 +133,39 @@ MODELS: tuple[Model, ...] = (
     ),
 )
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
+
+
+def single_op(op: str, alt: str) -> Model:
+    """The model of an executor that computes op ``op`` of the step under alternative ``alt``
+    (:mod:`~meshnb.conformance.mutants`), every other op in mode Z, on every step.
+
+    Parameters
+    ----------
+    op : str
+        An op's id (``mutants.BY_ID``).
+    alt : str
+        One of its alternatives.
+
+    Returns
+    -------
+    Model
+        The model, named ``op:alt``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown op or an alternative it does not have.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.faults import init_page, model, run, single_op
+    >>> m = single_op("lr*g", "fused")  # apply's lr*g fused into its subtraction: fma-apply
+    >>> mine, theirs = (run([init_page()], 16, grouped=False, m=k).pages for k in (m, model("fma-apply")))
+    >>> m.name, mine == theirs
+    ('lr*g:fused', True)
+    """
+    mut = mutants.Mutant(op, alt)
+    return Model(mut.name, "mode Z except " + mut.text(), op=op, alt=alt)
 
 
 def model(name: str) -> Model:
@@ -189,6 +233,11 @@ def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
     >>> hex(ys[255]), hex(samples(model("samples-naive-sin"))[1][255])  # sin(pi) is +0, or not
     ('0x0', '0x250d3132')
     """
+    mut = m.mutant
+    if mut is not None:
+        if mutants.BY_ID[mut.op].stage == "samples":
+            return mutants.samples(mut, _sin_pi_exact)
+        return samples()
     ops = Ops(m.rules)
     h = ops.div(0x40000000, ops.from_u32(255))
     xw = ops.add(0xBF800000, ops.mul(ops.from_u32(np.arange(SAMPLES, dtype=np.uint32)), h))
@@ -374,7 +423,43 @@ def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray,
     """
     idx = lane_samples(offs)
     rows = np.arange(len(p))[:, None]
-    return lane_sum(ops, m, lanes(ops, m, p, xs[rows, idx], ys[rows, idx])["v"])
+    return lane_sums(ops, m, p, xs[rows, idx], ys[rows, idx])
+
+
+def lane_sums(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Own sums (B, 5) of the lanes' samples x, y (B, 32): :func:`lanes` and :func:`lane_sum`
+    (a single-op model's step from :mod:`~meshnb.conformance.mutants`).
+
+    Parameters
+    ----------
+    ops : Ops
+        The arithmetic.
+    m : Model
+        The model.
+    p : numpy.ndarray
+        Params words ``(B, 4)``.
+    x, y : numpy.ndarray
+        The lanes' sample words ``(B, 32)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``(B, 5)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.faults import EXACT, lane_sums, samples, single_op
+    >>> from meshnb.conformance.fpu import Ops
+    >>> xs, ys = samples()
+    >>> p = np.zeros((1, 4), dtype=np.uint32)
+    >>> [hex(w) for w in lane_sums(Ops(), single_op("e", "swapped"), p, xs[None, ::8], ys[None, ::8])[0].tolist()]
+    ['0x3c30adce', '0x4121fb5c', '0x3c2b185b', '0x407d262c', '0x417f022c']
+    """
+    mut = m.mutant
+    if mut is not None:
+        return mutants.step_sums(mut, p, x, y)
+    return lane_sum(ops, m, lanes(ops, m, p, x, y)["v"])
 
 
 def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
@@ -403,6 +488,8 @@ def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
     >>> hex(fold(Ops(), EXACT, own)[0])
     '0x40400000'
     """
+    if m.op:
+        return mutants.fold(m.mutant, own)
     slots = ops.read(own)
     order = list(range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots)))
     acc = ops.read(slots[order[0]])
@@ -442,6 +529,8 @@ def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv:
     >>> hex(apply(Ops(), EXACT, p, s, lr, inv)[0, 0])  # 0 - 0.5 * (1 * 1/32)
     '0xbc800000'
     """
+    if m.op:
+        return mutants.apply(m.mutant, p, s, lr, inv)
     d = m.rules.daz
     g = ops.mul(s[:, :4], inv, daz=(d, False) if m.raw_lr_inv else None)
     if m.fma_apply:
@@ -477,6 +566,8 @@ def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
     >>> hex(loss(Ops(), EXACT, s, np.array([[0x3F000000]], dtype=np.uint32))[0])  # 2.0 * 0.5
     '0x3f800000'
     """
+    if m.op:
+        return mutants.loss(m.mutant, s, inv)
     return ops.mul(s[:, 4:5], inv, daz=(m.rules.daz, False) if m.raw_lr_inv else None)[:, 0]
 
 

@@ -466,6 +466,32 @@ class Ops:
         r = words(u).astype(np.float64)  # exact
         return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 
+    def round64(self, r: object) -> np.ndarray:
+        """f64 values rounded to f32 words under the rules: the one rounding of a value an executor
+        computed in f64 (its operations rounded to f64 first, so twice rounded where they were inexact).
+
+        Parameters
+        ----------
+        r : array_like
+            f64 values.
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Ops, Rules
+        >>> hex(Ops().round64(1.0 + 2.0**-30)), hex(Ops().round64(2.0**-130))
+        ('0x3f800000', '0x0')
+        >>> hex(Ops(Rules("none", daz=False)).round64(2.0**-130))  # gradual underflow
+        '0x80000'
+
+        """
+        r64 = np.asarray(r, dtype=np.float64)
+        return self._out(r64, self._tiny(r64), lambda: r64.astype(np.float32).view(np.uint32))
+
     def read(self, u: object) -> np.ndarray:
         """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it
         (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone).

@@ -11,13 +11,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import faults
+from .. import faults, mutants
 from ..fpu import Ops
 from .cases import SAMPLES_SPAN, Setup, reference_state
 from .compare import first_trace_diff, rows_hex
-from .report import Diagnosis, ModelNote
+from .localise import localise_page, localise_step
+from .report import Diagnosis, Localisation, ModelNote
 
 EXTEND = 64  # rows after the first differing one that a model must reproduce too
+BUDGET = 1.0  # seconds the single-op search of a case may take (localise.BUDGET; read at the call)
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
 
 
@@ -183,7 +185,9 @@ def diagnose(
     far = min(case.steps, end + EXTEND) if diff_t is not None else end
     skip = _too_long(end, far - window, diag_steps, replay_steps)
     if skip:
-        return Diagnosis(how="not made", models=[], skipped=skip)
+        out = Diagnosis(how="not made", models=[], skipped=skip)
+        out["localisation"] = _localise(setup, system, got_page, got_trace, diff_t)
+        return out
     first_only: list[faults.Model] = []
     candidates = _candidates(setup, got_page)
     for i, m in enumerate(candidates):
@@ -218,7 +222,20 @@ def diagnose(
         out["first_step_only"] = [_note(m) for m in first_only]
     if not found and lanes_at is not None and lanes_at < case.steps:
         out["lanes"] = lane_table(setup, lanes_at, system)
+    if not found:  # the whole-run models first; where none reproduces the bits, the op
+        if progress is not None:
+            progress("diagnosis: single-op changes")
+        out["localisation"] = _localise(setup, system, got_page, got_trace, diff_t)
     return out
+
+
+def _localise(
+    setup: Setup, system: int, got_page: bytes, got_trace: np.ndarray | None, diff_t: tuple[int, list[str]] | None
+) -> Localisation:
+    """The single op at the first differing step (:mod:`.localise`), or the page's first word."""
+    if diff_t is not None and got_trace is not None:
+        return localise_step(setup, system, diff_t[0], got_trace, BUDGET)
+    return localise_page(setup, system, got_page, BUDGET)
 
 
 def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -320,8 +337,10 @@ def _divergence_in(
     offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
     idx = faults.lane_samples(offs)
     p_rep = np.repeat(ps[:-1], n, axis=0)
-    own = faults.lane_sum(ops, m, faults.lanes(ops, m, p_rep, xs[idx], ys[idx])["v"])  # (steps*n, 5)
-    if case.grouped:
+    own = faults.lane_sums(ops, m, p_rep, xs[idx], ys[idx])  # (steps*n, 5)
+    if case.grouped and m.op:
+        applied = mutants.fold(m.mutant, own.reshape(steps, n, 5))
+    elif case.grouped:
         own = own.reshape(steps, n, 5)
         slots = ops.read(own)
         order = list(range(n - 1, -1, -1)) if m.fold == "reverse" else list(range(n))

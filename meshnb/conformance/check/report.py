@@ -126,6 +126,58 @@ class ModelNote(TypedDict):
     doc: str
 
 
+class Counterfactual(TypedDict):
+    """A single-op change that reproduces the executor's bits (:mod:`.localise`): the op of the
+    step's dataflow (:data:`meshnb.conformance.mutants.SPACE`) and its alternative rule.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.single_op("e", "swapped"))  # y - pred
+    >>> found = check(setup, got.pages[0], got_trace=got.trace).diagnosis["localisation"]["found"][0]
+    >>> found["op"], found["alt"], found["step"], found["text"]
+    ('e', 'swapped', 0, 'step 0: mode Z except `e = pred - y` with its operands swapped (y - pred) on lanes 0 .. 31')
+    """
+
+    op: str  # the op's id
+    alt: str  # the alternative
+    step: int  # the step it changes (of this run)
+    lanes: list[int]  # the lanes whose value it changes (per-lane ops; else empty)
+    text: str  # the finding in words
+    holds: int  # the steps from it on that the executor with that one change reproduces (the trace's rows)
+
+
+class _LocalisationKeys(TypedDict):
+    where: str  # what was localised: "step 44" or the page's first differing word
+    found: list[Counterfactual]  # every single-op change that reproduces the bits compared
+    page: list[str]  # what the page's differing words are (a shifted ring index, a sign, ...)
+    searched: int  # changes tried
+    space: int  # of so many
+    seconds: float  # the search's time
+
+
+class Localisation(_LocalisationKeys, total=False):
+    """Which single op the executor computes otherwise (:mod:`.localise`), or the closest change.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check import check, setup_from_run
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = bytearray(setup.expected[0])
+    >>> got[28] += 1  # NEXT_STEP one on
+    >>> loc = check(setup, bytes(got)).diagnosis["localisation"]
+    >>> loc["where"], loc["found"], loc["page"]
+    ('page word NEXT_STEP (header)', [], ['STEP_HI:NEXT_STEP: the step counter off by +1 (17 for 16)'])
+    """
+
+    closest: str  # no single-op change reproduces the bits: the nearest one, and how near
+    cut_short: str  # the time bound stopped the search: what was left
+
+
 class _DiagnosisKeys(TypedDict):
     how: str  # what was replayed and compared ("not made" when skipped)
     models: list[ModelNote]  # those that reproduce every bit compared
@@ -143,12 +195,13 @@ class Diagnosis(_DiagnosisKeys, total=False):
     >>> got[0] ^= 1  # a bit no fault model explains
     >>> found = check(setup, bytes(got)).diagnosis
     >>> found["models"], sorted(found)
-    ([], ['how', 'models'])
+    ([], ['how', 'localisation', 'models'])
     """
 
     skipped: str  # why the diagnosis was not made
     first_step_only: list[ModelNote]  # reproduce the first differing step, part later
     lanes: str  # meshnb's lane values where no model reproduces the bits
+    localisation: Localisation  # where no model does: the single op computed otherwise
 
 
 @dataclass
@@ -275,6 +328,58 @@ def _diagnosis_lines(dg: Mapping[str, Any]) -> list[str]:
         lines.append("  no fault model reproduces these bits")
     for m in dg.get("first_step_only", []):
         lines.append(f"  reproduces the first differing step only (parts later): {m['name']}")
+    if dg.get("localisation"):
+        lines += localisation_lines(dg["localisation"])
     if dg.get("lanes"):
         lines.append(dg.get("lanes", ""))
     return lines
+
+
+def localisation_lines(loc: Mapping[str, Any]) -> list[str]:
+    """The localisation as the report's lines (the first is its summary, the JUnit message's).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check.report import localisation_lines
+    >>> loc = {"where": "step 3", "found": [], "page": [], "searched": 10, "space": 10, "seconds": 0.1, "closest": "C"}
+    >>> print("\\n".join(localisation_lines(loc)))
+      localisation (step 3, 10 of 10 single-op changes tried, 0.1 s): reproduced by no single-op change; closest: C
+    """
+    head = f"  localisation ({loc['where']}"
+    if loc.get("space"):
+        head += f", {loc['searched']} of {loc['space']} single-op changes tried, {loc['seconds']:.1f} s"
+    head += "): "
+    lines = []
+    if loc["found"]:
+        for i, c in enumerate(loc["found"]):
+            held = f" (the executor with that change reproduces {c['holds']} steps from it)" if c["holds"] > 1 else ""
+            lines.append((head if i == 0 else "    or ") + c["text"] + held)
+    for i, p in enumerate(loc["page"]):
+        lines.append((head if not lines and i == 0 else "    ") + p)
+    if not lines:
+        what = "reproduced by no single-op change"
+        if loc.get("closest"):
+            what += f"; closest: {loc.get('closest')}"
+        lines.append(head + what)
+    if loc.get("cut_short"):
+        lines.append(f"    the time bound cut the search short: {loc.get('cut_short')}")
+    return lines
+
+
+def localisation_summary(loc: Mapping[str, Any]) -> str:
+    """The localisation in one line (a suite's message, JUnit's failure message).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check.report import localisation_summary
+    >>> localisation_summary({"where": "step 3", "found": [], "page": [], "closest": "x"})
+    'step 3: reproduced by no single-op change; closest: x'
+    """
+    if loc["found"]:
+        return " or ".join(c["text"] for c in loc["found"][:3]) + (" ..." if len(loc["found"]) > 3 else "")
+    if loc["page"]:
+        return f"{loc['where']}: " + "; ".join(loc["page"])
+    out = f"{loc['where']}: reproduced by no single-op change"
+    if loc.get("closest"):
+        out += f"; closest: {loc.get('closest')}"
+    return out

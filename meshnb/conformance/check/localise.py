@@ -1,0 +1,407 @@
+"""Which op: at the first step where an executor's trace differs, that one step replayed from
+meshnb's state before it with every single-op change of :mod:`meshnb.conformance.mutants` (each
+op of the step's dataflow under each alternative rule), and the changes that reproduce the
+executor's row exactly named; where only the page differs, its first differing word named and
+the simple transformations that make it (a shifted ring index, a sign, the byte order, a NaN's
+payload, a counter off by one, the loss or the last apply computed otherwise) recognised.
+
+Every change named is one that was run and gave the executor's bits (the search compares bits,
+it never guesses); the search is bounded in time (:data:`BUDGET`), and a report says when the
+bound cut it short.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import faults, mutants
+from ..fpu import SIGN, Ops, is_nan, ulps
+from .cases import Setup, reference_state
+from .compare import page_diff
+from .report import Counterfactual, Localisation
+
+BUDGET = 1.0  # seconds a case's search may take (about 1 ms a change; the space has ~240)
+HOLD = 64  # rows after the step that an executor with the change is held to (to say how far it holds)
+_Z = Ops()
+
+
+@dataclass
+class _Step:
+    """meshnb's state before a step: every system's params, LR, INV_BATCH and the lanes' samples."""
+
+    p: np.ndarray  # (N, 4)
+    lr: np.ndarray  # (N, 1)
+    inv: np.ndarray  # (N, 1)
+    x: np.ndarray  # (N, 32)
+    y: np.ndarray  # (N, 32)
+    grouped: bool
+
+
+def _state(setup: Setup, step: int) -> _Step:
+    case = setup.case
+    pages = reference_state(setup, step)
+    n, t = case.systems, case.step_base + step
+    p = np.stack([_Z.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([_Z.read(faults.words_at(pg, faults.OFF_LR)) for pg in pages])
+    for s, w in case.set_lr:
+        if s == step:
+            lr[:] = _Z.read(w)
+    inv = np.stack([_Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in pages])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in pages])
+    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    idx, rows = faults.lane_samples(offs), np.arange(n)[:, None]
+    return _Step(p, lr, inv, xs[rows, idx], ys[rows, idx], case.grouped)
+
+
+def _sums(mut: mutants.Mutant | None, st: _Step, p: np.ndarray | None = None) -> np.ndarray:
+    """The applied sums (N, 5) of the step (from params ``p``, default the state's)."""
+    own = mutants.step_sums(mut, st.p if p is None else p, st.x, st.y)
+    return np.broadcast_to(mutants.fold(mut, own), own.shape) if st.grouped else own
+
+
+class _Unchanged:
+    """Whether a rule alternative of a per-lane or butterfly op gives mode Z's words on every lane
+    of this step (its operands mode Z's): then the whole step is mode Z's and need not be run."""
+
+    def __init__(self, st: _Step) -> None:
+        self.values = dict(mutants.lanes(None, st.p, st.x, st.y))
+        self.values.update({name: st.p[:, j : j + 1] for j, name in enumerate("abcd")})
+        terms = np.stack([self.values[t] for t in mutants.TERMS], axis=1)
+        self.levels: dict[int, np.ndarray] = {}
+        for o in mutants.BUTTERFLY:
+            self.levels[o] = terms
+            terms = _Z.add(terms, terms[..., mutants.LANES ^ o])
+
+    def __call__(self, mut: mutants.Mutant) -> bool:
+        if mut.alt not in mutants.RULES and mut.alt not in mutants.DIRECTIONS:
+            return False
+        op, ops = mutants.BY_ID[mut.op], mutants.arith(mut.alt)
+        if op.stage == "lanes":
+            a, b = (self.values[n] for n in op.args)
+            return bool(np.array_equal(getattr(ops, op.kind)(a, b), self.values[op.id]))
+        if op.stage == "butterfly" and op.id != "butterfly":
+            o = int(op.id.removeprefix("butterfly"))
+            v = self.levels[o]
+            return bool(np.array_equal(ops.add(v, v[..., mutants.LANES ^ o]), _Z.add(v, v[..., mutants.LANES ^ o])))
+        return False
+
+
+def _lanes_changed(mut: mutants.Mutant, st: _Step, system: int) -> list[int]:
+    """The lanes (of ``system``) whose per-lane value the change changes: the op's own value, or
+    (fused, in f64) its consumer's, or the butterfly's first level."""
+    exact, got = mutants.lanes(None, st.p, st.x, st.y), mutants.lanes(mut, st.p, st.x, st.y)
+    ids = [op.id for op in mutants.SPACE if op.stage == "lanes"]
+    for op_id in ids[ids.index(mut.op) :]:
+        g = got[op_id]
+        if isinstance(g, mutants.Fused) or np.asarray(g).dtype == np.float64:
+            continue
+        diff = np.nonzero(np.asarray(g)[system] != np.asarray(exact[op_id])[system])[0]
+        if len(diff):
+            return [int(i) for i in diff]
+    one = mutants.level_one(mut, [got[t] for t in mutants.TERMS])[system]
+    base = mutants.level_one(None, [exact[t] for t in mutants.TERMS])[system]
+    return [int(i) for i in np.nonzero((one != base).any(axis=0))[0]]
+
+
+def _lane_text(lanes: list[int]) -> str:
+    if len(lanes) == mutants.WARP:
+        return "lanes 0 .. 31"
+    return ("lane " if len(lanes) == 1 else "lanes ") + ", ".join(map(str, lanes))
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(words that differ, their ulps apart in total) of two rows."""
+    d = a != b
+    return int(d.sum()), int(ulps(a[d], b[d]).sum()) if d.any() else 0
+
+
+def _holds(setup: Setup, mut: mutants.Mutant, start: int, got_trace: np.ndarray) -> int:
+    """How many rows from ``start`` an executor with this one change (on every step) reproduces."""
+    case = setup.case
+    m = faults.single_op(mut.op, mut.alt)
+    steps = min(case.steps - start, HOLD)
+    lr = {s - start: w for s, w in case.set_lr if start <= s < start + steps}
+    r = faults.run(reference_state(setup, start), steps, grouped=case.grouped, set_lr=lr, m=m)
+    same = (r.trace == got_trace[start : start + steps]).all(axis=1)
+    return int(np.argmin(same)) if not same.all() else steps
+
+
+def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, budget: float = BUDGET) -> Localisation:
+    """The single-op changes that reproduce the executor's row at ``step`` (the first that differs).
+
+    The ops of the step's sums (the lanes, the butterfly, the fold) are replayed at ``step``
+    from meshnb's state before it; apply's ops at the step before (an apply fault shows in the
+    next step's sums), and the samples' ops at step 0 of a case that starts from init.
+
+    Parameters
+    ----------
+    setup : Setup
+        The case.
+    system : int
+        The system checked (its lanes are the ones named).
+    step : int
+        The first differing step of the trace (of this run).
+    got_trace : numpy.ndarray
+        The executor's trace.
+    budget : float, default BUDGET
+        Seconds the search may take.
+
+    Returns
+    -------
+    Localisation
+        What was found.
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import executor_run, setup_from_run
+    >>> from meshnb.conformance.check.localise import localise_step
+    >>> from meshnb.testing.reference import init_page
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> got = executor_run(setup, faults.single_op("p - lr*g", "swapped"))  # lr*g - p in apply
+    >>> for c in localise_step(setup, 0, 1, got.trace)["found"]:
+    ...     print(c["text"])
+    step 0: mode Z except `p - lr*g` (apply's p - lr*g) with its operands swapped (lr*g - p) (shows in step 1's sums)
+    """
+    t0 = time.monotonic()
+    case = setup.case
+    row = got_trace[step]
+    here = _state(setup, step)
+    before = _state(setup, step - 1) if step > 0 else None
+    stages = ("lanes", "butterfly") + (("fold",) if case.grouped else ())
+    tries: list[tuple[mutants.Mutant, int]] = [(m, step) for m in mutants.mutations(stages)]
+    if before is not None:
+        tries += [(m, step - 1) for m in mutants.mutations(("apply",))]
+    if step == 0 and case.from_init:
+        tries += [(m, 0) for m in mutants.mutations(("samples",))]
+    k = system if case.systems > 1 else 0
+    found: list[Counterfactual] = []
+    best: tuple[tuple[int, int], str] | None = None
+    searched = 0
+    exact_d = _distance(_sums(None, here)[0], row)
+    if exact_d[0] == 0:
+        raise ValueError(f"step {step}: the executor's row is meshnb's")
+    same = _Unchanged(here)
+    matched: list[tuple[mutants.Mutant, int, str]] = []
+    for mut, at in tries:
+        if time.monotonic() - t0 > budget:
+            break
+        searched += 1
+        stage = mutants.BY_ID[mut.op].stage
+        if same(mut):
+            continue  # the op gives mode Z's words on every lane: the step is mode Z's
+        if stage == "apply":
+            assert before is not None
+            p = mutants.apply(
+                mut, before.p, np.asarray(setup.trace[step - 1 : step]).repeat(len(before.p), 0), before.lr, before.inv
+            )
+            sums = _sums(None, here, p)[0]
+        elif stage == "samples":
+            xs, ys = faults.samples(faults.single_op(mut.op, mut.alt))
+            idx = faults.lane_samples(
+                np.array(
+                    [(case.step_base * case.systems + j) & 0xFFFFFFFF for j in range(case.systems)], dtype=np.uint64
+                )
+            )
+            st = _Step(here.p, here.lr, here.inv, xs[idx], ys[idx], here.grouped)
+            sums = _sums(None, st)[0]
+        else:
+            sums = _sums(mut, here)[0]
+        text = f"step {at}: mode Z except {mut.text()}"
+        if stage == "apply":
+            text += f" (shows in step {step}'s sums)"
+        if np.array_equal(sums, row):
+            matched.append((mut, at, text))
+            continue
+        d = _distance(sums, row)
+        if d < exact_d and (best is None or d < best[0]):
+            best = (d, text + f" ({d[0]} of 5 sums differ, {d[1]} ulps)")
+    for mut, at, text in matched:  # each named change also run on the rows after it, while time is left
+        lanes = _lanes_changed(mut, here, k) if mutants.BY_ID[mut.op].stage == "lanes" else []
+        if lanes:
+            text += f" on {_lane_text(lanes)}"
+        holds = _holds(setup, mut, at, got_trace) if time.monotonic() - t0 < budget else 1
+        found.append(Counterfactual(op=mut.op, alt=mut.alt, step=at, lanes=lanes, text=text, holds=holds))
+    out = Localisation(
+        where=f"step {step}",
+        found=found,
+        page=[],
+        searched=searched,
+        space=len(tries),
+        seconds=round(time.monotonic() - t0, 3),
+    )
+    if not found:
+        out["closest"] = (
+            best[1]
+            if best is not None
+            else f"none nearer than mode Z ({exact_d[0]} of 5 sums differ, {exact_d[1]} ulps)"
+        )
+    if searched < len(tries):
+        out["cut_short"] = f"{len(tries) - searched} of {len(tries)} changes not tried within {budget} s"
+    # the smallest set first: the changes that hold longest on the rows after the step
+    found.sort(key=lambda c: -c["holds"])
+    return out
+
+
+# =============================================================================================
+# Only the page differs
+# =============================================================================================
+
+
+def _ring(page: bytes) -> np.ndarray:
+    return faults.words_at(page, faults.OFF_LOSS, faults.RING)
+
+
+def _loss_ring(setup: Setup, system: int, write: object) -> np.ndarray:
+    """The loss ring the run writes with ``write(t, loss of step t) -> index`` (its entry)."""
+    case = setup.case
+    ring = _ring(setup.in_pages[system]).copy()
+    exp = _ring(setup.expected[system])
+    for s in range(max(0, case.steps - faults.RING), case.steps):
+        t = case.step_base + s
+        ring[write(t) % faults.RING] = exp[t % faults.RING]  # type: ignore[operator]
+    return ring
+
+
+def _page_findings(setup: Setup, system: int, got: bytes) -> list[str]:
+    """The simple transformations of meshnb's page that give the executor's words (each checked)."""
+    case = setup.case
+    want = setup.expected[system]
+    diff = page_diff(case, want, got)
+    out: list[str] = []
+    wv, gv = np.frombuffer(want, dtype="<u4").astype(np.uint32), np.frombuffer(got, dtype="<u4").astype(np.uint32)
+    at = np.nonzero(wv != gv)[0]
+    names = {d["offset"] // 4: d["field"] for d in diff}
+    loss_lo, loss_hi = faults.OFF_LOSS // 4, faults.OFF_LOSS // 4 + faults.RING
+    in_loss = at[(at >= loss_lo) & (at < loss_hi)]
+    if len(in_loss) and case.steps > 0:
+        g = _ring(got)
+        for shift in (*range(1, 256), *range(-1, -256, -1)):
+            if np.array_equal(_loss_ring(setup, system, lambda t, s=shift: t + s), g):
+                out.append(
+                    f"LOSS: the loss of step t written at LOSS[(t {'+' if shift > 0 else '-'} {abs(shift)}) mod 256]"
+                )
+                break
+        if not out and case.steps >= 1:
+            inv = _Z.read(faults.words_at(want, faults.OFF_INV))[None, :]
+            rows = np.asarray(setup.trace[max(0, case.steps - faults.RING) :])
+            steps = case.step_base + np.arange(max(0, case.steps - faults.RING), case.steps, dtype=object)
+            for mut in mutants.mutations(("loss",)):
+                ring = _ring(setup.in_pages[system]).copy()
+                ring[[int(t) % faults.RING for t in steps]] = mutants.loss(
+                    mut, rows, np.broadcast_to(inv, (len(rows), 1))
+                )
+                if np.array_equal(ring, g):
+                    out.append(f"LOSS: mode Z except {mut.text()} (every step's loss)")
+                    break
+    header = [int(i) for i in at if i < faults.OFF_X // 4]
+    step_of = {
+        p: (int(v[faults.OFF_STEP_HI // 4]) << 32) | int(v[faults.OFF_NEXT // 4])
+        for p, v in (("want", wv), ("got", gv))
+    }
+    if any(names.get(i) in ("NEXT_STEP", "STEP_HI") for i in header):
+        d = step_of["got"] - step_of["want"]
+        if abs(d) <= 2:
+            out.append(f"STEP_HI:NEXT_STEP: the step counter off by {d:+d} ({step_of['got']} for {step_of['want']})")
+        elif step_of["got"] == step_of["want"] & 0xFFFFFFFF:
+            hi = faults.OFF_STEP_HI // 4
+            out.append(f"STEP_HI:NEXT_STEP: a 32-bit step counter (STEP_HI {gv[hi]} for {wv[hi]}: the carry lost)")
+    words: list[str] = []
+    for i in at:
+        name = names.get(int(i), f"word {int(i)}")
+        explained = (
+            "LOSS" if name.startswith("LOSS") else "STEP_HI" if name in ("NEXT_STEP", "STEP_HI") else "-"
+        ) + ":"
+        if any(f.startswith(explained) for f in out):
+            continue
+        w, gw = int(wv[i]), int(gv[i])
+        if gw == w ^ int(SIGN):
+            words.append(f"{name}: the sign flipped")
+        elif gw == int.from_bytes(w.to_bytes(4, "little"), "big"):
+            words.append(f"{name}: the bytes in reverse order")
+        elif bool(is_nan(np.uint32(w))) and bool(is_nan(np.uint32(gw))):
+            words.append(f"{name}: another NaN ({gw:08x} for {w:08x})")
+        elif abs(gw - w) == 1 and name in ("ROUND", "NEXT_STEP", "STEP_HI", "ERR", "PENDING", "STEPS_PER_TASK"):
+            words.append(f"{name}: off by {gw - w:+d}")
+    if words:
+        out.append("; ".join(words[:8]) + (f"; ... {len(words) - 8} more" if len(words) > 8 else ""))
+    return out
+
+
+def _last_apply(setup: Setup, system: int, got: bytes, budget: float) -> list[Counterfactual]:
+    """apply's ops changed at the run's last step: the single-op changes that give the executor's PARAMS."""
+    case = setup.case
+    if case.steps == 0:
+        return []
+    t0 = time.monotonic()
+    st = _state(setup, case.steps - 1)
+    want = faults.words_at(got, faults.OFF_PARAMS, 4)
+    row = np.asarray(setup.trace[-1:]).repeat(len(st.p), 0)
+    k = system if case.systems > 1 else 0
+    found = []
+    for mut in mutants.mutations(("apply",)):
+        if time.monotonic() - t0 > budget:
+            break
+        if np.array_equal(mutants.apply(mut, st.p, row, st.lr, st.inv)[k], want):
+            text = f"step {case.steps - 1}: mode Z except {mut.text()} (the last step's apply)"
+            found.append(Counterfactual(op=mut.op, alt=mut.alt, step=case.steps - 1, lanes=[], text=text, holds=1))
+    return found
+
+
+def localise_page(setup: Setup, system: int, got: bytes, budget: float = BUDGET) -> Localisation:
+    """Where only the page differs (the trace matches, or there is none): its first differing word,
+    and the transformations of meshnb's page that give the executor's words.
+
+    Parameters
+    ----------
+    setup : Setup
+        The case.
+    system : int
+        The system whose page differs.
+    got : bytes
+        The executor's page.
+    budget : float, default BUDGET
+        Seconds the search may take.
+
+    Returns
+    -------
+    Localisation
+        What was found.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.check.localise import localise_page
+    >>> from meshnb.testing.reference import init_page
+    >>> from meshnb.view import FIELDS
+    >>> setup = setup_from_run(init_page(), 16)
+    >>> page = bytearray(setup.expected[0])
+    >>> lo = FIELDS["LOSS"].offset
+    >>> page[lo : lo + 1024] = np.roll(np.frombuffer(page[lo : lo + 1024], dtype="<u4"), 1).tobytes()  # one index on
+    >>> loc = localise_page(setup, 0, bytes(page))
+    >>> loc["where"], loc["page"]
+    ('page word LOSS[0] (loss)', ['LOSS: the loss of step t written at LOSS[(t + 1) mod 256]'])
+    """
+    t0 = time.monotonic()
+    case = setup.case
+    diff = page_diff(case, setup.expected[system], got)
+    first = diff[0]["field"] if diff else "none"
+    region = first.split("[")[0]
+    kind = {"PARAMS": "params", "LOSS": "loss", "X": "samples", "Y": "samples"}.get(region, "header")
+    found: list[Counterfactual] = []
+    if region == "PARAMS" and all(d["field"].startswith(("PARAMS", "NEXT", "STEP")) for d in diff):
+        found = _last_apply(setup, system, got, budget)
+    page = [] if found else _page_findings(setup, system, got)
+    return Localisation(
+        where=f"page word {first} ({kind})",
+        found=found,
+        page=page,
+        searched=0,
+        space=0,
+        seconds=round(time.monotonic() - t0, 3),
+    )
