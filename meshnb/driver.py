@@ -1,5 +1,5 @@
-"""The one driver around every engine: the loop over chunks of steps, the progress bar, stops
-(Ctrl-C, SIGTERM: held to the next boundary), the checkpoints' cadence and the timers.
+"""The driver around an engine: the loop over chunks of steps, the progress bar, stops (Ctrl-C,
+SIGTERM: held to the next boundary), the checkpoints' cadence and the timers.
 
 An *engine* is all a backend contributes: :class:`Engine`, whose ``warm_up()`` loads (or
 compiles) its kernels and whose ``advance(done, n)`` runs the next ``n`` steps of its members or
@@ -9,8 +9,12 @@ chunk, then ``after(done)`` (progress) and, when the :class:`Cadence` says so, `
 :class:`Frame` is what surrounds a run: its bar, its stop request, and its two timers (the first
 call's seconds, kept out of the steps' seconds).
 
-Every loop of steps is this one: :func:`meshnb.host.run_steps` (train's single, fused and CUDA
-backends, and each cluster member's tasks), the sweep's batches on the CPU and on the CUDA image.
+The loops of steps that are this one: :func:`meshnb.host.run_steps` (train's single, fused and
+CUDA backends, and each cluster member's tasks) and the sweep's chunks on the CPU and on the CUDA
+image.  Not yet (issue 32, item 3): the threads, processes and MPI coordinators, which run their
+members' progress, checkpoints and stops in a loop of their own (:mod:`meshnb.backends.local`,
+:mod:`meshnb.backends.mpi`) from the same pieces (:class:`Frame`, :class:`Cadence`,
+:class:`meshnb.host.Checkpoints`), and the sweep's loop over batches.
 This module sits in the base layer (it imports only :mod:`.interrupts`) so that the CUDA image's
 host code, on the program's level, drives its launches with it too.
 """

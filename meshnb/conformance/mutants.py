@@ -281,14 +281,17 @@ class Directed(Ops):
             return self.round64(self._directed(s, err))
 
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a + b`` rounded in the direction (``daz`` as for :meth:`Ops.add`)."""
         fa, fb = self._two(a, b, daz)
         return self._sum(fa, fb)
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a - b`` rounded in the direction (``daz`` as for :meth:`Ops.add`)."""
         fa, fb = self._two(a, b, daz)
         return self._sum(fa, -fb)
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a * b`` rounded in the direction (``daz`` as for :meth:`Ops.add`)."""
         fa, fb = self._two(a, b, daz)
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact
@@ -327,7 +330,17 @@ _Z = Ops()
 @dataclass(frozen=True)
 class Fused:
     """A product left unrounded for its consumer to fuse (an FMA): ``a * b``, and its rounded
-    value, which other lanes see through a shuffle."""
+    value, which other lanes see through a shuffle.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.mutants import Fused, Mutant, node
+    >>> f = node(Mutant("e*x", "fused"), "e*x", 0x3F800800, 0x3F800800)  # (1 + 2^-12)^2, unrounded
+    >>> isinstance(f, Fused), hex(f.rounded)  # rounded: 1 + 2^-11 (the 2^-24 lost)
+    (True, '0x3f801000')
+    >>> hex(node(None, "e", f, 0x3F800000)), hex(node(None, "e", f.rounded, 0x3F800000))  # - 1, fused or not
+    ('0x3a000400', '0x3a000000')
+    """
 
     a: np.ndarray
     b: np.ndarray

@@ -171,6 +171,10 @@ class SuiteResult:
             if c.verdict == "FAIL" and not c.models:
                 made = c.report is None or not (c.report.diagnosis or {}).get("skipped")
                 detail = "no fault model reproduces these bits" if made else "diagnosis not made (--json: why)"
+                found = ((c.report.diagnosis or {}).get("localisation") or {}).get("found") if c.report else None
+                if found:  # the op, short: the report (--json, JUnit) says it in words
+                    detail += "; single op " + ", ".join(f"{f['op']}:{f['alt']} (step {f['step']})" for f in found[:2])
+                    detail += ", ..." if len(found) > 2 else ""
             rows.append((check.printable(c.name), str(c.systems), c.verdict, c.where, check.printable(detail)))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
@@ -569,6 +573,10 @@ def judge_outputs(
     named = ", ".join(res.models) if res.models else "no fault model reproduces these bits"
     if skipped:
         named = f"diagnosis not made: {skipped}"
+    loc = (rep.diagnosis or {}).get("localisation")
+    if loc and not res.models and (loc["found"] or loc["page"] or loc.get("space")):
+        # the op, or the page's transformation: JUnit's failure message carries it too
+        named += f"; {check.printable(check.localisation_summary(loc))}"
     res.message += f"; {named}"
     return res
 

@@ -1,7 +1,8 @@
 """An executor for ``meshnb check PACK --exec``, made from the fault models: ``python fault_executor.py
 MODE CASE_DIR OUT_DIR``.
 
-MODE is a fault model's name (``mode-z``: none) run by :func:`meshnb.conformance.faults.run` as the
+MODE is a fault model's name (``mode-z``: none), or ``OP:ALT`` a single-op fault
+(:func:`meshnb.conformance.faults.single_op`), run by :func:`meshnb.conformance.faults.run` as the
 case says, or a way to misbehave: ``crash`` (a message on stderr, exit 3), ``hang`` (starts a child
 that sleeps too, writes the child's pid to ``$FAULT_EXECUTOR_PIDS`` and sleeps), ``nothing`` (exit 0,
 no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte trace), ``no-trace``
@@ -89,7 +90,10 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     from meshnb.conformance import faults  # here: the misbehaving modes start at once
 
     cj = json.loads((case_dir / "case.json").read_text())
-    m = faults.model("mode-z" if mode == "no-trace" else mode)
+    if ":" in mode:  # OP:ALT, a single-op fault (meshnb.conformance.mutants)
+        m = faults.single_op(*mode.split(":", 1))
+    else:
+        m = faults.model("mode-z" if mode == "no-trace" else mode)
     pages = [(case_dir / f"in-{k}.page").read_bytes() for k in range(cj["systems"])]
     r = faults.run(
         pages,

@@ -4,13 +4,17 @@ Three answers, in order: where the bits part (a field-by-field diff of the pages
 layout table, the first differing step of the trace and which of its five sums, or the first
 task whose page differs); then why: the diagnosis replays the part where they first part, from
 meshnb's state before it, under every fault model of :mod:`meshnb.conformance.faults`, and names
-each model that reproduces the executor's bits exactly.  Where none does, it gives meshnb's
-lane-level values (pred, e, each product) of the first differing sum, for the developer to hold
-against theirs.
+each model that reproduces the executor's bits exactly.  Where none does, it finds the op
+(:mod:`.localise`): the first differing step replayed with every single-op change of
+:mod:`meshnb.conformance.mutants`, the changes that reproduce the executor's row named (or the
+closest one), or the page's first differing word and the simple transformation that makes it;
+and it gives meshnb's lane-level values (pred, e, each product) of the first differing sum, for
+the developer to hold against theirs.
 
 One role a module: :mod:`.cases` (the inputs: a pack case or a run from a start page, as a
 :class:`Setup`; the executor's trace and pages), :mod:`.compare` (where the bits part),
-:mod:`.diagnosis` (why), :mod:`.report` (the typed :class:`Report`, as text and JSON); this
+:mod:`.diagnosis` (why: the whole-run models), :mod:`.localise` (which op), :mod:`.report`
+(the typed :class:`Report`, as text and JSON); this
 module joins them in :func:`check` and names them all.
 """
 
@@ -44,7 +48,19 @@ from .diagnosis import (
     lane_table,
     replay,
 )
-from .report import Diagnosis, Report, TaskPart, TracePart, Verdict, WordDiff, printable
+from .localise import localise_page, localise_step
+from .report import (
+    Counterfactual,
+    Diagnosis,
+    Localisation,
+    Report,
+    TaskPart,
+    TracePart,
+    Verdict,
+    WordDiff,
+    localisation_summary,
+    printable,
+)
 
 __all__ = [
     "DIAG_STEPS",
@@ -52,7 +68,9 @@ __all__ = [
     "MAX_CHECK_STEPS",
     "REPLAY_STEPS",
     "WINDOW",
+    "Counterfactual",
     "Diagnosis",
+    "Localisation",
     "Report",
     "Setup",
     "TaskPart",
@@ -68,6 +86,9 @@ __all__ = [
     "lane_table",
     "load_case",
     "load_trace",
+    "localisation_summary",
+    "localise_page",
+    "localise_step",
     "loss_step",
     "page_bytes",
     "page_diff",

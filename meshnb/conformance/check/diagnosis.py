@@ -201,6 +201,8 @@ def diagnose(
             final = diff_t is None and task is None  # the final page: a SET_LR after the last step counts
             if d is None or d > end or (d == end and not (final and end == case.steps)):
                 continue  # the model gives meshnb's bits over the part compared
+            if diff_t is None and got_trace is not None and _sums_part_at(setup, m, d):
+                continue  # its trace parts from meshnb's at d, and the executor's does not: not replayed
             start = min(window, d)
             r = replay(setup, start, far - start, m)
         if diff_t is not None:
@@ -236,6 +238,25 @@ def _localise(
     if diff_t is not None and got_trace is not None:
         return localise_step(setup, system, diff_t[0], got_trace, BUDGET)
     return localise_page(setup, system, got_page, BUDGET)
+
+
+def _sums_part_at(setup: Setup, m: faults.Model, d: int) -> bool:
+    """Whether the applied sums of model ``m`` at step ``d`` (from meshnb's state there, where the
+    model first parts from meshnb) differ from meshnb's trace row: then its trace differs from any
+    trace equal to meshnb's, and replaying it (over the rest of the run) cannot reproduce one."""
+    case = setup.case
+    if d >= case.steps:
+        return False
+    pages = reference_state(setup, d, m)
+    ops = Ops(m.rules)
+    n, t = case.systems, case.step_base + d
+    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in pages])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in pages])
+    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    own = faults.step_sums(ops, m, p, xs, ys, offs)
+    applied = faults.fold(ops, m, own) if case.grouped else own[0]
+    return not np.array_equal(applied, setup.trace[d])
 
 
 def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:

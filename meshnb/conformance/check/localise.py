@@ -125,7 +125,9 @@ def _holds(setup: Setup, mut: mutants.Mutant, start: int, got_trace: np.ndarray)
     m = faults.single_op(mut.op, mut.alt)
     steps = min(case.steps - start, HOLD)
     lr = {s - start: w for s, w in case.set_lr if start <= s < start + steps}
-    r = faults.run(reference_state(setup, start), steps, grouped=case.grouped, set_lr=lr, m=m)
+    start_pages = reference_state(setup, start)
+    from_init = case.from_init and start == 0  # the executor's own init: a samples op's change shows
+    r = faults.run(start_pages, steps, grouped=case.grouped, set_lr=lr, m=m, from_init=from_init)
     same = (r.trace == got_trace[start : start + steps]).all(axis=1)
     return int(np.argmin(same)) if not same.all() else steps
 

@@ -356,6 +356,8 @@ def localisation_lines(loc: Mapping[str, Any]) -> list[str]:
             lines.append((head if i == 0 else "    or ") + c["text"] + held)
     for i, p in enumerate(loc["page"]):
         lines.append((head if not lines and i == 0 else "    ") + p)
+    if not lines and not loc.get("space"):
+        lines.append(head + "no simple transformation of meshnb's page makes it")
     if not lines:
         what = "reproduced by no single-op change"
         if loc.get("closest"):
@@ -372,13 +374,15 @@ def localisation_summary(loc: Mapping[str, Any]) -> str:
     Examples
     --------
     >>> from meshnb.conformance.check.report import localisation_summary
-    >>> localisation_summary({"where": "step 3", "found": [], "page": [], "closest": "x"})
+    >>> localisation_summary({"where": "step 3", "found": [], "page": [], "space": 9, "closest": "x"})
     'step 3: reproduced by no single-op change; closest: x'
     """
     if loc["found"]:
         return " or ".join(c["text"] for c in loc["found"][:3]) + (" ..." if len(loc["found"]) > 3 else "")
     if loc["page"]:
         return f"{loc['where']}: " + "; ".join(loc["page"])
+    if not loc.get("space"):  # only the page differs
+        return f"{loc['where']}: no simple transformation of meshnb's page makes it"
     out = f"{loc['where']}: reproduced by no single-op change"
     if loc.get("closest"):
         out += f"; closest: {loc.get('closest')}"
