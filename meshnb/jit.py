@@ -33,6 +33,16 @@ writeability the same way, and check their sizes first thing in njit (a ``ValueE
 buffer would otherwise be written past its end); their Python wrappers check the scalars (counts,
 the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
 tests more than an unchecked one.
+
+**Start-up** (issue 35, item 5): every njit function is a :class:`Dispatcher`, numba's CPU
+dispatcher with two changes for a short run's first call.  Its cache (:class:`FunctionCache`)
+loads a cached variant without refreshing numba's typing and lowering registries, which a
+compile needs but loaded machine code does not (0.3 s of imports and registry installs, a third
+of a warm ``meshnb train --steps 64``): it initialises only numba's runtime (NRT), whose symbols
+loaded code links against; a compile still refreshes them itself.  And no C-callable wrapper is
+made (``no_cfunc_wrapper``): meshnb never passes a kernel as a first-class function, so the
+wrapper was compiled and never called (16 ms of a cold start per function).  Neither changes a
+kernel's machine code (a wrapper is a separate function beside it), nor what is cached where.
 """
 
 from __future__ import annotations
@@ -43,9 +53,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-from numba import njit, types
+from numba import types
+from numba.core import caching
 from numba.core.dispatcher import OmittedArg
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime import rtsys  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 
@@ -190,7 +202,70 @@ def _described(value: Any, t: Any) -> str:
     return f"a Python {type(value).__name__} (numba would type it {t})"
 
 
-class CheckedDispatcher(CPUDispatcher):
+class FunctionCache(caching.FunctionCache):
+    """numba's cache of compiled variants (files beside the module), loading a variant without
+    refreshing numba's registries (see the module docstring: start-up).
+
+    Examples
+    --------
+    >>> from meshnb.kernels import loss
+    >>> type(loss._cache).__name__, type(loss._cache).__mro__[1].__module__
+    ('FunctionCache', 'numba.core.caching')
+    """
+
+    # Why numba's private ``_load_overload``: numba's public ``load_overload`` is it after a
+    # ``target_context.refresh()``, which imports and installs every typing and lowering registry
+    # (numba.cpython.*, numba.np.*: 0.25-0.3 s) that only a compile uses.  Loaded code needs NRT's
+    # symbols (an array allocated in njit code calls it): rtsys.initialize adds them, as the
+    # refresh does first.  tests/test_jit.py runs a warm start in a fresh process and fails if the
+    # registries are loaded again (or if the bits differ).
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        """The cached variant of ``sig``, or None (a miss: numba compiles it, refreshing then).
+
+        Examples
+        --------
+        >>> from numba import types
+        >>> from meshnb.kernels import loss
+        >>> from numba.core.registry import cpu_target
+        >>> sig = (types.float32[:], types.float32)
+        >>> loss(np.zeros(5, np.float32), np.float32(1 / 32)) == 0  # compiled or loaded now
+        True
+        >>> cres = loss._cache.load_overload(sig, cpu_target.target_context)
+        >>> cres is None or cres.signature.args == sig  # None where caching is off (a read-only tree)
+        True
+        """
+        rtsys.initialize(target_context)
+        load = getattr(self, "_load_overload", None)
+        if load is None:  # a numba that renamed its hook: its own load, with the refresh
+            return super().load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+        return load(sig, target_context)
+
+
+class Dispatcher(CPUDispatcher):
+    """numba's CPU dispatcher with meshnb's :class:`FunctionCache` (see the module docstring:
+    start-up); :func:`jit` makes every njit function of meshnb one.
+
+    Examples
+    --------
+    >>> from meshnb.jit import Dispatcher
+    >>> from meshnb.floatz import flush_bits
+    >>> isinstance(flush_bits, Dispatcher), flush_bits.targetoptions["no_cfunc_wrapper"]
+    (True, True)
+    """
+
+    def enable_caching(self) -> None:
+        """Cache compiled variants beside the module (``cache=True``), with meshnb's cache.
+
+        Examples
+        --------
+        >>> from meshnb.floatz import flush_bits
+        >>> type(flush_bits._cache).__module__
+        'meshnb.jit'
+        """
+        self._cache = FunctionCache(self.py_func)  # type: ignore[no-untyped-call]
+
+
+class CheckedDispatcher(Dispatcher):
     """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
     whose argument types are not those declared (see the module docstring: the door).
 
@@ -289,8 +364,15 @@ def jit(
     """
     if "inline" in options:
         raise ValueError("meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers")
+    targetoptions = {"nopython": True, "error_model": "numpy", "no_cfunc_wrapper": True, **options}
     if accepts is None:
-        return njit(cache=True, error_model="numpy", **options)
+
+        def plain(func: Callable[..., Any]) -> Any:
+            disp = Dispatcher(py_func=func, locals={}, targetoptions=targetoptions)
+            disp.enable_caching()
+            return disp
+
+        return plain
     rules = {arg: Accepts.parse(spec) for arg, spec in accepts.items()}
 
     def wrap(func: Callable[..., Any]) -> Any:
@@ -302,7 +384,7 @@ def jit(
         disp = CheckedDispatcher(
             py_func=func,
             locals={},
-            targetoptions={"nopython": True, "error_model": "numpy", **options},
+            targetoptions=targetoptions,
             accepts={i: (arg, rules[arg]) for i, arg in enumerate(params)},
             public_name=name,
         )

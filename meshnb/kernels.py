@@ -261,6 +261,41 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
     ((1024,), [-1.0, -0.9372549057006836])
     """
     tab = np.empty(4 * TAB, dtype=np.float32)
+    fill_batches(words, z, tab)
+    return tab
+
+
+@jit(accepts=dict(words="uint32[:]", z="bool", tab="float32[::1] writeable"))
+def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
+    """:func:`batches` into ``tab``, an array the caller holds (float32 ``[4 * 8 * 32]``).
+
+    The single step loop fills its tables with it: an array made in njit code (``np.empty``)
+    costs a cold start 0.2 s of compiling numba's allocation, and a warm one 0.1 s of importing
+    the numba module its cached code refers to (issue 35, item 5).
+
+    Parameters
+    ----------
+    words : numpy.ndarray
+        The page as uint32 words ``[1024]``.
+    z : bool
+        Float mode Z.
+    tab : numpy.ndarray
+        float32 ``[1024]``, written: the four tables, as :func:`batches` returns them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import Context, View, init
+    >>> from meshnb.kernels import batches, fill_batches
+    >>> ctx = Context(View())
+    >>> init(ctx)
+    >>> tab = np.full(1024, np.nan, np.float32)
+    >>> fill_batches(ctx.view.words, True, tab)
+    >>> tab.tobytes() == batches(ctx.view.words, True).tobytes()
+    True
+    """
+    if words.shape[0] < W_Y + SAMPLES or tab.shape[0] != 4 * TAB:
+        raise ValueError("fill_batches: words must hold a page's X and Y, tab must be 1024 float32")
     for g in range(BATCHES):
         for lane in range(WARP):
             i = g + BATCHES * lane
@@ -271,7 +306,6 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
             tab[at + TAB] = x2
             tab[at + 2 * TAB] = result(x2 * x, z)
             tab[at + 3 * TAB] = in_word(words[W_Y + i], z)
-    return tab
 
 
 # --- SPEC's kernels, one op at a time ---------------------------------------------------------

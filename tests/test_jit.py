@@ -70,3 +70,53 @@ def test_numba_ir_inlining_is_refused():
     """The one inlining policy (plain njit helpers, inlined by LLVM) is the decorator's rule."""
     with pytest.raises(ValueError, match="no numba IR inlining"):
         jit(inline="always")
+
+
+# --- start-up: a cached variant loads without numba's registries (issue 35, item 5) -------------
+
+_LOAD = """
+import json, sys
+import numpy as np
+from meshnb import kernels, loops
+from meshnb.testing import reference
+words = np.frombuffer(reference.init_page(), np.uint32).copy()
+tab = kernels.batches(words, True)  # an array made in njit code (numba's runtime), returned
+trace = np.zeros((16, kernels.NSUMS), np.uint32)
+loops.run_tasks(words, 16, trace, loops.loop_mode(True))
+bad = words.copy()
+bad[kernels.W_STEPS_PER_TASK] = 0
+try:
+    loops.run_tasks(bad, 1, trace, loops.loop_mode(True))  # a raise inside loaded code
+except ValueError as e:
+    error = str(e)
+# modules only numba's registry refresh imports (loaded code's environments do not name them)
+refreshed = any(m in sys.modules for m in ("numba.misc.gdb_hook", "numba.np.polynomial.polynomial_core"))
+print(json.dumps(dict(page=words.tobytes().hex(), trace=trace.tobytes().hex(), tab=tab.tobytes().hex(),
+                      error=error, refreshed=refreshed)))
+"""
+
+
+def test_a_cached_variant_loads_without_numba_s_registries(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from meshnb import kernels
+    from meshnb.testing import reference
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def run() -> dict:
+        out = subprocess.run([sys.executable, "-c", _LOAD], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    cold, warm = run(), run()  # the first compiles (and refreshes), the second loads from the cache
+    assert cold["refreshed"] and not warm["refreshed"]
+    assert {k: v for k, v in warm.items() if k != "refreshed"} == {k: v for k, v in cold.items() if k != "refreshed"}
+    pages, want = reference.run([reference.init_page()], 16, grouped=False)  # the oracle
+    assert bytes.fromhex(warm["page"]) == pages[0] and bytes.fromhex(warm["trace"]) == want.tobytes()
+    words = np.frombuffer(reference.init_page(), np.uint32).copy()
+    assert warm["tab"] == kernels.batches(words, True).tobytes().hex()
+    assert warm["error"] == "run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress"

@@ -24,6 +24,7 @@ own straight code.  ``run_tasks`` and ``run_fused`` check every argument before 
 from __future__ import annotations
 
 import platform
+import threading
 import time
 
 import numpy as np
@@ -45,6 +46,7 @@ from ..kernels import (
     WARP,
     batches,
     end_task,
+    fill_batches,
     in_word,
     out_word,
     result,
@@ -170,7 +172,12 @@ def _apply(p, s, lr, inv, mode):
 
 
 # The door of the loops (meshnb.jit): the arrays' types, checked when a variant is compiled.
-_TASKS_ACCEPTS = {"words": "uint32[::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
+_TASKS_ACCEPTS = {
+    "words": "uint32[::1] writeable",
+    "count": "uint64",
+    "trace": "uint32[:, ::1] writeable",
+    "tab": "float32[::1] writeable",
+}
 _FUSED_ACCEPTS = {"pages": "uint32[:, ::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
 
 
@@ -180,22 +187,26 @@ def _make_tasks(mode: int):
     optimises a caller's code again with all its callees', so every layer costs."""
 
     @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.run_tasks", nogil=True)
-    def tasks(words, count, trace):
+    def tasks(words, count, trace, tab):
         """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
         (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
         written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
-        the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows)."""
+        the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows).
+        ``tab`` is scratch for the batch tables (float32 ``[4 * TAB]``), made by the caller: an
+        array made here would cost the first call numba's allocation (``kernels.fill_batches``)."""
         # The door's sizes (its types were checked when this compiled): nothing below checks.
         if words.shape[0] != PAGE_WORDS:
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
+        if tab.shape[0] != 4 * TAB:
+            raise ValueError("run_tasks: tab must be 1024 float32 (the batch tables)")
         # The callers refuse such a page first (meshnb.runspec.check_can_run, with the wrap of the step
         # counter): this is the loop's own safety net, for a direct call (it would never end).
         if count != 0 and words[W_STEPS_PER_TASK] == 0:
             raise ValueError("run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
         z = mode != IEEE
-        tab = batches(words, z)
+        fill_batches(words, z, tab)
         loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
         record = trace.shape[0] > 0
         spt = np.uint64(words[W_STEPS_PER_TASK])
@@ -314,6 +325,17 @@ _FUSED = per_mode(_make_fused, MODES)
 
 _U64_LIMIT = 1 << 64
 
+# Each thread's scratch for run_tasks' batch tables (the loop fills all of it first thing, so a
+# call never sees another's): an np.empty of 4 KiB a call cost more than a thread-local lookup.
+_SCRATCH = threading.local()
+
+
+def _tab() -> np.ndarray:
+    tab = getattr(_SCRATCH, "tab", None)
+    if tab is None:
+        tab = _SCRATCH.tab = np.empty(4 * TAB, dtype=np.float32)
+    return tab
+
 
 def check_mode(mode: int) -> None:
     """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ
@@ -386,7 +408,7 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     """
     check_count("count", count)
     check_mode(mode)
-    _TASKS[mode](words, np.uint64(count), trace)
+    _TASKS[mode](words, np.uint64(count), trace, _tab())
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:

@@ -13,28 +13,43 @@ loop's vector lanes), :mod:`.run` (batches, chunks, threads, hashing, the CPU an
 :func:`sweep`, :func:`stream`), :mod:`.result` (the result, its systems as :class:`SweepSystem`,
 and its CSV/JSON/npz writers), :mod:`.job` (a sweep's parts to a writer, in one process or the
 ranks of an MPI job: what ``meshnb sweep`` runs).  The step loop is :mod:`meshnb.loops.sweep`.
+
+The names load on first use (PEP 562), so a module of the package (``meshnb sweep``'s options
+table in :mod:`.plan`) loads without the others: ``meshnb train`` builds the command line's
+parser, ``sweep`` included, with no sweep loop, writer or runner (issue 35, item 5).
 """
 
 from __future__ import annotations
 
-from .job import run_to
-from .plan import SweepOptions, Systems, describe, init_page, lr_words
-from .result import CsvWriter, JsonWriter, NpzWriter, SweepResult, SweepSystem
-from .run import (
-    BATCH_SYSTEMS,
-    CudaRunner,
-    Runner,
-    SweepInterrupted,
-    chunk_steps,
-    default_threads,
-    make_runner,
-    run_planned,
-    stream,
-    sweep,
-    warm_up,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
+# public name -> the module of the package that holds it
+_EXPORTS = {
+    "run_to": "job",
+    "SweepOptions": "plan",
+    "Systems": "plan",
+    "describe": "plan",
+    "init_page": "plan",
+    "lr_words": "plan",
+    "CsvWriter": "result",
+    "JsonWriter": "result",
+    "NpzWriter": "result",
+    "SweepResult": "result",
+    "SweepSystem": "result",
+    "BATCH_SYSTEMS": "run",
+    "CudaRunner": "run",
+    "Runner": "run",
+    "SweepInterrupted": "run",
+    "chunk_steps": "run",
+    "default_threads": "run",
+    "make_runner": "run",
+    "run_planned": "run",
+    "stream": "run",
+    "sweep": "run",
+    "warm_up": "run",
+}
+__all__ = [  # literal, for the API reference's static reading (griffe); the same names as _EXPORTS
     "BATCH_SYSTEMS",
     "CsvWriter",
     "CudaRunner",
@@ -58,3 +73,40 @@ __all__ = [
     "sweep",
     "warm_up",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'meshnb.sweeps' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # once: the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .job import run_to as run_to
+    from .plan import SweepOptions as SweepOptions
+    from .plan import Systems as Systems
+    from .plan import describe as describe
+    from .plan import init_page as init_page
+    from .plan import lr_words as lr_words
+    from .result import CsvWriter as CsvWriter
+    from .result import JsonWriter as JsonWriter
+    from .result import NpzWriter as NpzWriter
+    from .result import SweepResult as SweepResult
+    from .result import SweepSystem as SweepSystem
+    from .run import BATCH_SYSTEMS as BATCH_SYSTEMS
+    from .run import CudaRunner as CudaRunner
+    from .run import Runner as Runner
+    from .run import SweepInterrupted as SweepInterrupted
+    from .run import chunk_steps as chunk_steps
+    from .run import default_threads as default_threads
+    from .run import make_runner as make_runner
+    from .run import run_planned as run_planned
+    from .run import stream as stream
+    from .run import sweep as sweep
+    from .run import warm_up as warm_up
