@@ -8,8 +8,9 @@ mutant's state equals meshnb's, its next step is the mutant's step from meshnb's
 step of a case is evaluated at once (one vectorised step over all the case's states, from
 :class:`Trajectory`).  The first step whose sums differ is a trace that differs (a kill); a loss
 that differs in the ring's last writes is a page that differs (a kill); where only the params
-part first, the kill is confirmed by :func:`faults.run` from meshnb's state at that step to the
-case's end (:func:`confirm` does it for every kill the tests check).  A mutant no case kills is
+part first, :func:`faults.run` of the mutant from meshnb's state at that step to the case's end
+decides (:func:`confirm`: params that part may meet again, a subnormal param flushed where it is
+read and overwritten later).  A mutant no case kills is
 *equivalent* when it changes no bits on any evidence page either (:func:`evidence_pages`: the hard
 pages, the pack's probes and pages made for the alternatives: samples, errors and params scaled
 into the subnormal range and to the flush boundary); one that changes bits there but that no
@@ -32,7 +33,6 @@ from .pack import Case, _scaled, cases, run_case, start_pages
 
 Z = Ops()
 CHUNK = 4096  # states evaluated at once (memory: CHUNK x 256 words a system)
-CONFIRM_CHUNK = 8  # steps of faults.run between two looks at the trace
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,10 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
         invs = np.tile(inv, (k, 1))
         new = faults.apply(ops, m, p, applied.reshape(-1, 5), t.lr[lo:hi].reshape(-1, 1), invs).reshape(k, n, 4)
         lossw = faults.loss(ops, m, applied.reshape(-1, 5), invs).reshape(k, n)
-        bad_sums = (applied[:, 0, :] != t.trace[lo:hi]).any(axis=1) | (applied != applied[:, :1]).any(axis=(1, 2))
+        if t.trace.ndim == 3:  # independent systems side by side (the evidence): each its own sums
+            bad_sums = (applied != t.trace[lo:hi]).any(axis=(1, 2))
+        else:  # the trace is system 0's; every member of a group applies the same sums
+            bad_sums = (applied[:, 0, :] != t.trace[lo:hi]).any(axis=1) | (applied != applied[:, :1]).any(axis=(1, 2))
         bad_params = (new != t.params[lo + 1 : hi + 1]).any(axis=(1, 2))
         bad_loss = (lossw != t.losses[lo:hi]).any(axis=1) & (np.arange(lo, hi) >= ring_from)
         hits = np.nonzero(bad_sums | bad_params | bad_loss)[0]
@@ -244,8 +247,8 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
     """Whether :func:`faults.run` of mutant ``m``, from meshnb's state before the kill's step to the
     case's end (from init where the case starts there), fails the case as the check compares:
-    an out page or the trace differs (run :data:`CONFIRM_CHUNK` steps at a time, ending at the
-    first trace that differs).
+    an out page or the trace differs (one run: params kept between steps as the executor keeps
+    them, not reloaded from a page).
 
     Parameters
     ----------
@@ -277,16 +280,10 @@ def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
     else:
         sub = replace(case, steps=s, quick_steps=s, set_lr=tuple((a, w) for a, w in case.set_lr if a < s))
         state, from_init = run_case(sub, t.pages).out_pages, False
-    state = list(state)
-    done = s
-    while done < case.steps:  # in chunks, stopping at the first trace that differs
-        n = min(CONFIRM_CHUNK, case.steps - done)
-        lr = {a - done: w for a, w in case.set_lr if done <= a <= done + n and (a < done + n or done + n == case.steps)}
-        r = faults.run(state, n, grouped=case.grouped, set_lr=lr, m=m, from_init=from_init)
-        if not np.array_equal(r.trace, t.trace[done : done + n]):
-            return True
-        state, from_init, done = r.pages, False, done + n
-    return state != t.expected
+    rest = {a - s: w for a, w in case.set_lr if a >= s}
+    # one run to the end: a chained run would reload its params from the page (flushed as read)
+    r = faults.run(list(state), case.steps - s, grouped=case.grouped, set_lr=rest, m=m, from_init=from_init)
+    return r.pages != t.expected or not np.array_equal(r.trace, t.trace[s:])
 
 
 def kill(m: faults.Model, quick: bool) -> Kill | None:
@@ -305,14 +302,30 @@ def kill(m: faults.Model, quick: bool) -> Kill | None:
         None: no case of the pack fails it.
     """
     for case in pack_cases(quick):
-        k = first_difference(case_trajectory(case), m)
-        if k is not None:
+        t = case_trajectory(case)
+        k = first_difference(t, m)
+        if k is not None and (k.what != "params" or confirm(t, m, k)):
             return k
     return None
 
 
-X_SCALES = (0, -20, -42, -43, -63, -64, -126, -130)  # powers of two: x, x2, x3 across the flush boundary
-Y_SCALES = (0, -100, -126, -127, -130, -149, 60, 120)  # e = pred - y from ordinary to subnormal and huge
+X_SCALES = (0, -10, -20, -30, -42, -43, -63, -64, -126, -130)  # powers of two: x, x2, x3 across the flush boundary
+Y_SCALES = (
+    0,
+    -20,
+    -40,
+    -60,
+    -66,
+    -70,
+    -80,
+    -100,
+    -126,
+    -127,
+    -130,
+    -149,
+    60,
+    120,
+)  # e = pred - y from ordinary to subnormal and huge
 PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
     "init": None,
     "zero": [0, 0, 0, 0],
@@ -337,7 +350,7 @@ def made_pages() -> dict[str, bytes]:
     >>> from meshnb.conformance.mutation import made_pages
     >>> pages = made_pages()
     >>> len(pages), "made-x0-y-130-zero" in pages
-    (256, True)
+    (560, True)
     """
     base = ref.init_page(1)
     out = {}
@@ -355,21 +368,53 @@ def made_pages() -> dict[str, bytes]:
 EVIDENCE_STEPS = 16
 
 
+def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
+    """Independent single systems at step 0 run side by side (no group) by :func:`faults.run`
+    without a fault, as one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
+
+    Parameters
+    ----------
+    name : str
+        The batch's name.
+    pages : list of bytes
+        The start pages (each loaded as it is: X, Y and the header are the page's).
+    steps : int
+        The steps.
+
+    Returns
+    -------
+    Trajectory
+        The states.
+    """
+    case = Case(name, "evidence", steps, steps, page=name)
+    r = faults.run(pages, steps, grouped=False, independent=True)
+    n = len(pages)
+    p = np.stack([Z.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([Z.read(faults.words_at(pg, faults.OFF_LR)) for pg in pages])
+    inv = np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
+    params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
+    for s in range(steps):
+        params[s] = p
+        p = faults.apply(Z, faults.EXACT, p, r.trace[s], lr, inv)
+    params[steps] = p
+    losses = np.stack([faults.loss(Z, faults.EXACT, r.trace[s], inv) for s in range(steps)])
+    lrs = np.broadcast_to(lr, (steps, n, 1)).copy()
+    return Trajectory(case, list(pages), r.pages, r.trace, params, lrs, losses)
+
+
 @cache
 def evidence() -> tuple[Trajectory, ...]:
     """The evidence cases, :data:`EVIDENCE_STEPS` steps each: every start page of the pack (the
-    hard pages, the probes), the made pages, init with LRs whose updates reach the flush boundary
-    (2^-120, 2^-100, 2^-126 + 1 ulp), and init as a cluster of 3 (for the fold).
+    hard pages, the probes) and the made pages side by side, init with LRs whose updates reach the
+    flush boundary (2^-120, 2^-100, 2^-126 + 1 ulp), and init as a cluster of 3 (for the fold).
 
     Returns
     -------
     tuple of Trajectory
         The cases' runs.
     """
-    out = []
     named = {**start_pages(), **made_pages()}
-    for name, page in named.items():
-        out.append(trajectory(Case(name, "evidence", EVIDENCE_STEPS, EVIDENCE_STEPS, page=name), [page]))
+    out = [side_by_side("evidence-pages", list(named.values()), EVIDENCE_STEPS)]
     for w in (0x03800000, 0x0D800000, 0x00800001):
         out.append(trajectory(Case(f"evidence-lr-{w:08x}", "evidence", EVIDENCE_STEPS, set_lr=((0, w),))))
     out.append(trajectory(Case("evidence-cluster-3", "evidence", EVIDENCE_STEPS, systems=3, grouped=True)))
@@ -391,7 +436,7 @@ def witness(m: faults.Model) -> Kill | None:
     """
     for t in evidence():
         k = first_difference(t, m)
-        if k is not None:
+        if k is not None and (k.what != "params" or t.case.name.startswith("evidence-pages") or confirm(t, m, k)):
             return k
     return None
 

@@ -173,8 +173,9 @@ def probe_pages() -> dict[str, bytes]:
     Examples
     --------
     >>> from meshnb.conformance.pack import probe_pages
-    >>> sorted(probe_pages())
-    ['subnormal-samples-huge-params', 'tininess-probes', 'tiny-x-huge-params', 'tiny-y', 'tiny-y-tiny-params']
+    >>> sorted(probe_pages())  # doctest: +NORMALIZE_WHITESPACE
+    ['subnormal-samples-huge-params', 'subnormal-update', 'tininess-probes', 'tiny-x-huge-params',
+     'tiny-y', 'tiny-y-tiny-params']
     """
     base = ref.init_page(1)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
@@ -202,6 +203,12 @@ def probe_pages() -> dict[str, bytes]:
         "tiny-y": y126,
         "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, tiny_p),
         "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, [0x3F800000, 0x72000000, 0x00000000, 0x7A000000]),
+        # LR 2^-120, b and d one ulp above step 0's updates lr*g (82A1FB5C and 81FD262C, from
+        # init's sums, which params this tiny do not change): p - lr*g is -2^-149 * 2, -2^-150 * 2,
+        # subnormal, flushed to -0 in mode Z
+        "subnormal-update": hard.with_words(
+            hard.with_words(base, hard.LR, [0x03800000]), hard.PARAMS, [0, 0x82A1FB5D, 0, 0x81FD262D]
+        ),
     }
 
 
@@ -229,7 +236,7 @@ def start_pages() -> dict[str, bytes]:
     >>> from meshnb.conformance.pack import start_pages
     >>> pages = start_pages()
     >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages
-    (21, True, True)
+    (22, True, True)
     """
     return {**hard.hard_pages(), **probe_pages()}
 
@@ -277,6 +284,23 @@ def _hard_cases() -> list[Case]:
             64,
             64,
             page="tiny-x-huge-params",
+        ),
+        Case(
+            "probe-subnormal-update",
+            "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
+            "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
+            1,
+            1,
+            page="subnormal-update",
+        ),
+        Case(
+            "probe-huge-samples-two-steps",
+            "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN from infinite "
+            "operands, mode Z's NaN in the out page (later steps read params canonicalised, so only "
+            "the last step's shows)",
+            2,
+            2,
+            page="huge-samples",
         ),
     ]
 
@@ -372,7 +396,7 @@ def cases(quick: bool = False) -> list[Case]:
     --------
     >>> from meshnb.conformance.pack import cases
     >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
-    (37, 36, 256)
+    (39, 38, 256)
     """
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 
