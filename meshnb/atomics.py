@@ -219,3 +219,181 @@ def monotonic_ns(typingctx):
         return builder.add(builder.mul(sec, ir.Constant(i64, 1_000_000_000)), nsec)
 
     return types.int64(), codegen
+
+
+# ---------------------------------------------------------------------------------------------
+# Futexes (Linux): a waiter sleeps in the kernel on a word until its publisher wakes it
+# ---------------------------------------------------------------------------------------------
+
+_SYSCALL = "meshnb_syscall"
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}  # the syscall's number per machine
+FUTEX_WAIT, FUTEX_WAKE, FUTEX_PRIVATE_FLAG = 0, 1, 128  # linux/futex.h
+_EAGAIN, _ETIMEDOUT, _EINTR = 11, 110, 4
+
+
+def _bind_syscall() -> int:
+    """The futex syscall's number where ``syscall`` is bound (0: no futexes here)."""
+    import platform
+
+    number = _SYS_FUTEX.get(platform.machine().lower(), 0)
+    if not sys.platform.startswith("linux") or not number:
+        return 0
+    try:
+        fn = ctypes.CDLL(None).syscall
+    except (OSError, AttributeError):
+        return 0
+    llvm.add_symbol(_SYSCALL, ctypes.cast(fn, ctypes.c_void_p).value)
+    return number
+
+
+_FUTEX_NR = _bind_syscall()
+HAS_FUTEX = _FUTEX_NR != 0
+
+
+def _syscall6(builder: ir.IRBuilder, args: list) -> ir.Value:
+    i64 = ir.IntType(64)
+    fnty = ir.FunctionType(i64, [i64], var_arg=True)  # long syscall(long number, ...)
+    fn = cgutils.get_or_insert_function(builder.module, fnty, _SYSCALL)
+    return builder.call(fn, [ir.Constant(i64, _FUTEX_NR), *args])
+
+
+def _is_u32_array(arr) -> bool:
+    return isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and arr.dtype == types.uint32
+
+
+@intrinsic
+def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
+    """Sleep while ``arr[index]`` (uint32, unchecked) is ``expected``, at most ``timeout_ns``
+    (``FUTEX_WAIT``; ``private``: the word is in this process's memory only); returns 0 when woken,
+    -1 when the word had changed, the timeout passed or a signal came (all: look again).  Where
+    there are no futexes (:data:`HAS_FUTEX` false) it returns -1 at once.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.atomics import futex_wait
+    >>> @njit
+    ... def wait(words, expected):
+    ...     return futex_wait(words, 0, expected, 1_000_000, True)
+    >>> words = np.array([5], dtype=np.uint32)
+    >>> wait(words, np.uint32(4)), wait(words, np.uint32(5))  # changed already; then 1 ms of sleep, no wake
+    (-1, -1)
+    """
+    if not (_is_u32_array(arr) and all(isinstance(a, types.Integer) for a in (index, expected, timeout_ns))):
+        return None
+    if not isinstance(private, (types.Boolean, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64, i32 = ir.IntType(64), ir.IntType(32)
+        if not HAS_FUTEX:
+            return ir.Constant(i64, -1)
+        ptr = _ptr(context, builder, sig.args[0], args[0], args[1])
+        want = context.cast(builder, args[2], sig.args[2], types.uint32)
+        ns = context.cast(builder, args[3], sig.args[3], types.int64)
+        flag = context.cast(builder, args[4], sig.args[4], types.boolean)
+        op = builder.select(flag, ir.Constant(i32, FUTEX_WAIT | FUTEX_PRIVATE_FLAG), ir.Constant(i32, FUTEX_WAIT))
+        timespec = ir.LiteralStructType([i64, i64])
+        ts = cgutils.alloca_once(builder, timespec)
+        billion = ir.Constant(i64, 1_000_000_000)
+        builder.store(builder.sdiv(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 0))
+        builder.store(builder.srem(ns, billion), cgutils.gep_inbounds(builder, ts, 0, 1))
+        null = ir.Constant(ir.IntType(8).as_pointer(), None)
+        r = _syscall6(
+            builder,
+            [builder.ptrtoint(ptr, i64), builder.zext(op, i64), builder.zext(want, i64),
+             builder.ptrtoint(ts, i64), builder.ptrtoint(null, i64), ir.Constant(i64, 0)],
+        )  # fmt: skip
+        return builder.select(builder.icmp_signed("==", r, ir.Constant(i64, 0)), r, ir.Constant(i64, -1))
+
+    return types.int64(arr, index, expected, timeout_ns, private), codegen
+
+
+@intrinsic
+def futex_wake(typingctx, arr, index, private):
+    """Wake every thread or process asleep on ``arr[index]`` (uint32, unchecked) in
+    :func:`futex_wait` (``FUTEX_WAKE``); returns how many woke (0 without futexes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.atomics import futex_wake
+    >>> @njit
+    ... def wake(words):
+    ...     return futex_wake(words, 0, False)
+    >>> wake(np.zeros(1, dtype=np.uint32))  # nobody sleeps on it
+    0
+    """
+    if not (_is_u32_array(arr) and isinstance(index, types.Integer)):
+        return None
+    if not isinstance(private, (types.Boolean, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64, i32 = ir.IntType(64), ir.IntType(32)
+        if not HAS_FUTEX:
+            return ir.Constant(i64, 0)
+        ptr = _ptr(context, builder, sig.args[0], args[0], args[1])
+        flag = context.cast(builder, args[2], sig.args[2], types.boolean)
+        op = builder.select(flag, ir.Constant(i32, FUTEX_WAKE | FUTEX_PRIVATE_FLAG), ir.Constant(i32, FUTEX_WAKE))
+        zero = ir.Constant(i64, 0)
+        return _syscall6(
+            builder, [builder.ptrtoint(ptr, i64), builder.zext(op, i64), ir.Constant(i64, 0x7FFFFFFF), zero, zero, zero]
+        )
+
+    return types.int64(arr, index, private), codegen
+
+
+@intrinsic
+def fetch_add(typingctx, arr, index, delta):
+    """``arr[index] += delta`` as one atomic read-modify-write (sequentially consistent; uint32 or
+    uint64, unchecked); returns the old value.  A full barrier on x86 (``lock xadd``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.atomics import fetch_add
+    >>> @njit
+    ... def bump(words):
+    ...     old = fetch_add(words, 0, 1)
+    ...     return old, words[0]
+    >>> bump(np.array([41], dtype=np.uint32))
+    (41, 42)
+    """
+    if not (_is_word_array(arr) and isinstance(index, types.Integer) and isinstance(delta, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        arrty = sig.args[0]
+        ptr = _ptr(context, builder, arrty, args[0], args[1])
+        v = context.cast(builder, args[2], sig.args[2], arrty.dtype)
+        return builder.atomic_rmw("add", ptr, v, "seq_cst")
+
+    return arr.dtype(arr, index, delta), codegen
+
+
+@intrinsic
+def fence(typingctx):
+    """A sequentially consistent fence: a store before it is visible before any load after it
+    (``mfence`` on x86; a publisher's counter store, then its load of the waiter count).
+
+    Examples
+    --------
+    >>> from numba import njit
+    >>> from meshnb.atomics import fence
+    >>> @njit
+    ... def fenced():
+    ...     fence()
+    ...     return 1
+    >>> fenced()
+    1
+    """
+
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.none(), codegen

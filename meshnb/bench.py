@@ -296,6 +296,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     paths.extend(_sweep_anchor_paths())
     if not clusters:
         return paths
+    paths.extend(_round_floor_paths())
     # The table's cluster backends of this machine's CPU, at its systems for benches (mpi runs
     # under mpiexec: bench/test_bench_mpi.py; cuda on a GPU: bench/test_bench_cuda.py and gpu-check).
     for backend in local_cluster_backends():
@@ -360,6 +361,45 @@ def _sweep_anchor_paths() -> list[BenchPath]:
         BenchPath("sweep-1024", desc[0], lambda s, n: str(mod.meshnb_run(s.page, n)), 256, **common),
         BenchPath("sweep-c-anchor", desc[1], c_run, 256, unavailable=why, **common),
     ]
+
+
+def _round_floor_paths() -> list[BenchPath]:
+    """The C floor of a lockstep round (issue 35): ``bench/round_floor.py`` of a source checkout
+    builds ``round_floor.c`` (2 member threads, the round alone: counters, slots, the fold; no
+    step) with its spin, yield and futex policies; each run's every member digest is checked against
+    numpy's.  A "step" of these paths is a round, beside threads-2's and processes-2's.  Listed as
+    not run where the checkout, gcc, Linux or an x86 CPU is missing."""
+    import importlib.util
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "round_floor.py")
+    spec = importlib.util.spec_from_file_location("meshnb_round_floor", src) if os.path.isfile(src) else None
+    names = [f"round-c-floor-2-{p}" for p in ("spin", "yield", "futex")]
+    desc = "the round's C floor (bench/round_floor.c), 2 threads, policy "
+    if spec is None or spec.loader is None:
+        why = "bench/round_floor.py is not here (a source checkout has it)"
+        return [BenchPath(n, desc + n.rsplit("-", 1)[1], meshnb_run, 1, 2, unavailable=why) for n in names]
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    built: list[Any] = []  # the C is built on the first run
+
+    def runner(policy: str) -> Callable[[BenchStart, int], str]:
+        def run(s: BenchStart, n: int) -> str:
+            if not built:
+                built.append(mod.build())
+            return ",".join(str(d) for d in mod.run(built[0], 2, max(n, 1), policy, "threads")[1])
+
+        return run
+
+    def expected(s: BenchStart, n: int) -> str:
+        return ",".join([str(mod.expected_digest(2, max(n, 1)))] * 2)
+
+    return [
+        BenchPath(
+            name, desc + policy, runner(policy), 4096, 2, expected, "numpy (the fold of every round)",
+            mod.unavailable(), 1 << 22,
+        )
+        for name, policy in zip(names, ("spin", "yield", "futex"))
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -202,7 +202,8 @@ class PageField:
     Parameters
     ----------
     name : str
-        ``SYSTEMS``, ``ABORT``, ``COUNTER``, ``SLOT0`` or ``SLOT1``.
+        ``SYSTEMS``, ``ABORT``, ``COUNTER``, ``SLOT0``, ``SLOT1`` (SPEC 9's), or ``WAITERS``,
+        ``SPIN_NS`` (how members in memory wait: no bits of a run).
     scope : str
         ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block).
     offset : int
@@ -217,7 +218,7 @@ class PageField:
     Examples
     --------
     >>> from meshnb.exchange import EXCHANGE_LAYOUT
-    >>> [(f.name, f.scope, f.offset) for f in EXCHANGE_LAYOUT][2:]
+    >>> [(f.name, f.scope, f.offset) for f in EXCHANGE_LAYOUT][2:5]
     [('COUNTER', 'system', 0), ('SLOT0', 'system', 8), ('SLOT1', 'system', 40)]
     """
 
@@ -235,6 +236,9 @@ EXCHANGE_LAYOUT: tuple[PageField, ...] = (
     PageField("COUNTER", "system", 0, "u64", 1, "the last round this system published (0 at first)"),
     PageField("SLOT0", "system", 8, "u32", EX_SLOT_WORDS, "this system's words for even rounds"),
     PageField("SLOT1", "system", 40, "u32", EX_SLOT_WORDS, "this system's words for odd rounds"),
+    # Not SPEC 9's: how members wait on this page in memory (meshnb.loops.grouped), no bits of a run.
+    PageField("WAITERS", "system", 72, "u32", 1, "members asleep on this system's counter (its publisher wakes them)"),
+    PageField("SPIN_NS", "system", 76, "u32", 1, "this system's learnt spin before it sleeps (ns; 0: not yet)"),
 )
 HEADER_BYTES = 64
 SYSTEM_BYTES = 128  # two cache lines a system: writers never share a line
@@ -319,6 +323,8 @@ def word_layout() -> np.ndarray:
     [1, 8, 16, 18, 32, 8]
     """
     assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
+    # grouped finds WAITERS and SPIN_NS as the words after SLOT1
+    assert _EX["WAITERS"].offset == _EX["SLOT1"].offset + 4 * EX_SLOT_WORDS == _EX["SPIN_NS"].offset - 4
     return np.array(
         [
             _EX["ABORT"].offset // 4,

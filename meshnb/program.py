@@ -18,13 +18,14 @@ Two grouped loops compute the same bits, and ``_run`` picks one (the one switch)
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import floatz, kernels, loops
-from .exchange import EX_SLOT_WORDS, Exchange, ExchangeAborted, Group, PageExchange, word_layout
+from .exchange import EX_SLOT_WORDS, BlockingWaiter, Exchange, ExchangeAborted, Group, PageExchange, word_layout
 from .jit import is_int
 from .loops import grouped
 from .trace import Trace
@@ -359,7 +360,45 @@ def _run_grouped(
     return steps
 
 
-NAP_S = (50e-6, 2e-3)  # a slow round's naps between spins of the fast loop: first, longest
+NAP_S = (50e-6, 2e-3)  # a slow round's naps between spins of the fast loop (YIELD): first, longest
+ROUND_WAIT_ENV = "MESHNB_ROUND_WAIT"
+ROUND_WAITS = {
+    "futex": grouped.FUTEX,
+    "yield": grouped.YIELD,
+    "futex-spin-yields": grouped.FUTEX | grouped.SPIN_YIELDS,
+    "futex-fixed": grouped.FUTEX | grouped.FIXED,
+}
+
+
+def round_policy(threads: bool) -> int:
+    """The handover policy of a member on a page in memory (``grouped.run_page``'s ``policy``):
+    this machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (one of
+    :data:`ROUND_WAITS`: how docs/performance.md compared them; a name it does not know, or a futex
+    where there is none, is today's default).
+
+    Parameters
+    ----------
+    threads : bool
+        The members are threads of one process (a private futex), not processes (a shared one).
+
+    Returns
+    -------
+    int
+        The policy bits: ``grouped.YIELD``, or ``grouped.FUTEX`` with ``grouped.PRIVATE`` for threads.
+
+    Examples
+    --------
+    >>> from meshnb.loops import grouped
+    >>> from meshnb.program import round_policy
+    >>> round_policy(True) == (grouped.FUTEX | grouped.PRIVATE if grouped.POLICY == grouped.FUTEX else grouped.YIELD)
+    True
+    """
+    asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), grouped.POLICY)
+    if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
+        return grouped.YIELD
+    return asked | (grouped.PRIVATE if threads else 0)
+
+
 _WORD_LAYOUT = word_layout()
 
 
@@ -383,10 +422,13 @@ def _run_on_page(
     tab = kernels.batches(ctx.view.words, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
+    policy = round_policy(isinstance(ex.waiter, BlockingWaiter))
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
         called = time.perf_counter()
-        status = grouped.run_page(hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin)
+        status = grouped.run_page(
+            hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin, policy
+        )
         done = int(state[0])
         if status == grouped.DONE:
             return done
@@ -395,6 +437,11 @@ def _run_on_page(
             raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
         if done != waiting:  # a new slow round: its timeout counts from the call that began its wait
             waiting, deadline, nap = done, called + ex.timeout_s, NAP_S[0]
+        if policy != grouped.YIELD:  # the njit wait sleeps itself (a futex): no nap, only the checks
+            if not ex.wait_more(rnd, deadline, 0.0):
+                return done
+            spin = grouped.SPIN
+            continue
         if not ex.wait_more(rnd, deadline, nap):
             return done  # timed out: the round stays published, and pending
         nap = min(2 * nap, NAP_S[1])

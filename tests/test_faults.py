@@ -212,7 +212,7 @@ def _phase_lengths() -> dict[str, float]:
     assert p.returncode == 0, err
     seen = _phase_log(log)
     log.unlink()
-    assert set(seen) == {"held", *PHASES, "done"}, seen  # every phase marked (and the command line's)
+    assert set(seen) == {"held", *PHASES, "stepped", "done"}, seen  # every phase (and the command line's, the driver's)
     ends = [seen[n] for n in PHASES[1:]] + [seen["running"] + 0.2]  # the first tasks
     return {n: max(end - seen[n], 0.001) for n, end in zip(PHASES, ends)}
 

@@ -220,6 +220,8 @@ def test_run_page_refuses_a_short_trace_instead_of_writing_past_it():
         ({"trace": np.zeros((4, 6), np.uint32)}, ValueError, r"trace must be \[steps, 5\]"),
         ({"mode": 5}, ValueError, "mode must be"),
         ({"spin": 1.5}, TypeError, "spin must be an integer"),
+        ({"policy": 16}, ValueError, "policy must be YIELD or FUTEX"),
+        ({"policy": rounds.PRIVATE}, ValueError, "policy must be YIELD or FUTEX"),  # a private what?
     ],
     ids=lambda c: "-".join(c) if isinstance(c, dict) else None,
 )
@@ -238,3 +240,18 @@ def test_a_forced_z_daz_page_loop_is_refused_without_daz(monkeypatch):
     monkeypatch.setattr(cpu, "HAS_DAZ", False)
     with pytest.raises(ValueError, match="Z_DAZ needs the x86 DAZ bit"):
         rounds.run_page(**{**_page_args(), "mode": loops.Z_DAZ})
+
+
+@pytest.mark.parametrize("wait", ["yield", "futex", "futex-spin-yields", "futex-fixed"])
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_every_handover_policy_gives_the_fused_bits(monkeypatch, backend, wait):
+    """MESHNB_ROUND_WAIT's candidates (docs/performance.md) wait differently and change no bit."""
+    from meshnb.program import ROUND_WAIT_ENV, round_policy
+
+    monkeypatch.setenv(ROUND_WAIT_ENV, wait)
+    if wait != "yield" and rounds.POLICY == rounds.FUTEX:
+        assert round_policy(backend == "threads") & rounds.FUTEX
+    clean = meshnb.train(600, systems=3, backend="fused")
+    r = meshnb.train(600, systems=3, backend=backend)
+    assert [s.digest for s in r.systems] == [s.digest for s in clean.systems]
+    assert {s.trace_digest for s in r.systems} == {clean.systems[0].trace_digest}

@@ -78,6 +78,7 @@ RULES: dict[str, Rules] = {
     "nan-arm": Rules(nan="arm"),
 }
 DIRECTIONS = {"round-zero": "zero", "round-up": "up", "round-down": "down"}
+PLUS_ZERO = "flush-to-plus-zero"  # a tiny result written +0 whatever its sign
 
 # Every alternative, with the words a report says it in ("{into}": the op's consumer)
 ALTS: dict[str, str] = {
@@ -85,6 +86,7 @@ ALTS: dict[str, str] = {
     "ftz-before": "flushed when tiny before rounding",
     "x86-ftz": "flushed as x86 FTZ does (tiny after rounding at unbounded exponent)",
     "no-daz": "with subnormal inputs read as they are (no DAZ)",
+    "flush-to-plus-zero": "flushed to +0 whatever its sign",
     "nan-x86": "with x86's NaN (first NaN operand quieted, else 0xFFC00000)",
     "nan-arm": "with ARM's default NaN 0x7FC00000",
     "round-zero": "rounded toward zero",
@@ -98,8 +100,8 @@ ALTS: dict[str, str] = {
     "sequential": "as a sequential sum of the 32 lanes",
     "reverse": "in reverse system order (the last system first)",
 }
-_FPU = tuple(RULES) + tuple(DIRECTIONS)
-_FPU_RN = tuple(RULES)  # where no directed rounding is modelled (div, the sine)
+_FPU = (*RULES, PLUS_ZERO, *DIRECTIONS)
+_FPU_RN = (*RULES, PLUS_ZERO)  # where no directed rounding is modelled (div)
 
 
 def _op(
@@ -298,6 +300,27 @@ class Directed(Ops):
             return self.round64(self._directed(r, np.zeros_like(r)))
 
 
+class PlusZero(Ops):
+    """Mode Z, but a tiny nonzero result is flushed to +0 whatever its sign (a flush written as
+    ``r = 0.0f``).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import Ops
+    >>> from meshnb.conformance.mutants import PlusZero
+    >>> tiny = 0x80800000  # -2^-126, times 0.5: a negative subnormal
+    >>> hex(Ops().mul(tiny, 0x3F000000)), hex(PlusZero().mul(tiny, 0x3F000000))
+    ('0x80000000', '0x0')
+    >>> hex(PlusZero().mul(0x80000000, 0x3F800000))  # -0 * 1 is -0 exactly: no flush
+    '0x80000000'
+    """
+
+    def _out(self, r64: np.ndarray, tiny_exact: Any, hw: Any) -> np.ndarray:
+        u = super()._out(r64, tiny_exact, hw)
+        with np.errstate(all="ignore"):
+            return np.where((u == SIGN) & (r64 != 0), np.uint32(0), u).astype(np.uint32)
+
+
 def arith(alt: str | None) -> Ops:
     """The arithmetic of an FPU alternative (mode Z's for any other or None).
 
@@ -321,6 +344,8 @@ def arith(alt: str | None) -> Ops:
         return Ops(RULES[alt])
     if alt in DIRECTIONS:
         return Directed(DIRECTIONS[alt])
+    if alt == PLUS_ZERO:
+        return PlusZero()
     return _Z
 
 

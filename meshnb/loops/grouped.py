@@ -9,15 +9,29 @@ njit call (``nogil``), each exactly as the program's Python loop does it over
    published as the slot of parity ``(t + 1) mod 2`` (``ftz_bits``, words 5..7 zero) unless the
    round is already published (a resumed round is never recomputed nor republished);
 2. the counter = ``t + 1`` (a release store: after the slot's words);
-3. a wait until every counter is >= ``t + 1`` (acquire loads): ``pause`` a while, then
-   ``sched_yield``, so that members on busy cores, or more members than cores, do not starve
-   the one they wait for; the page's ABORT word ends it at once;
+3. a wait until every counter is >= ``t + 1`` (acquire loads), by the call's handover policy
+   (``policy``): on Linux (``FUTEX``) ``pause`` while the wait is shorter than a bound learnt from
+   the recent rounds, then sleep on the awaited member's counter (a futex: shared between
+   processes, private for threads), announced in that member's WAITERS word, which its publisher
+   reads to wake it (``FUTEX_WAKE`` only when someone sleeps); elsewhere (``YIELD``) ``pause`` a
+   while, then ``sched_yield``, so that members on busy cores, or more members than cores, do not
+   starve the one they wait for.  Either way the page's ABORT word ends it at once (a sleep lasts
+   at most ``SLEEP_NS``);
 4. the fold of the slots in system order (``kernels.fold``) and its apply (``kernels.grouped_apply``:
    PARAMS in the header words, the loss ring, the trace row).
 
 It returns to Python after the task's steps (``DONE``), on an abort (``ABORTED``), or when one
-wait has spun ``spin`` times (``WAITING``): Python keeps the round's timeout, the give-up bound and
-Ctrl-C, and calls again to go on waiting for the same round (``state`` says where it stands).
+wait has spun ``spin`` times or lasted ``SPIN_NS`` (``WAITING``): Python keeps the round's timeout,
+the give-up bound and Ctrl-C, and calls again to go on waiting for the same round (``state`` says
+where it stands).
+
+Why a futex behind a learnt spin (docs/performance.md has the figures): beside busy processes a
+``sched_yield`` hands the core to a busy process for a whole time slice, nearly every round; a
+member that sleeps instead leaves the run queue and, woken by its publisher, preempts the busy
+process at once.  Sleeping costs a wake-up (tens of microseconds on a VM), so a member first
+spins as long as the recent rounds say its peers take when they are running (``SPIN_MIN_NS`` ..
+``SPIN_MAX_NS``: no longer than a wake-up costs), and the publisher pays a syscall only when a
+waiter has said it sleeps.
 """
 
 from __future__ import annotations
@@ -25,7 +39,18 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels, vec
-from ..atomics import cpu_relax, load_acquire, monotonic_ns, store_release, yield_cpu
+from ..atomics import (
+    HAS_FUTEX,
+    cpu_relax,
+    fence,
+    fetch_add,
+    futex_wait,
+    futex_wake,
+    load_acquire,
+    monotonic_ns,
+    store_release,
+    yield_cpu,
+)
 from ..jit import jit, per_mode
 from ..kernels import NSUMS, SAMPLES, TAB, U64_7, WARP, in_word, out_word
 from ..view import HEADER_WORDS
@@ -39,8 +64,81 @@ SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields 
 # time, not after 4096 time slices (seconds: a stall absorbed, no timeout counted).
 SPIN_NS = 1_000_000
 
+# The handover policies (``run_page``'s ``policy``: bits).  YIELD is the portable one (pause, then
+# sched_yield); FUTEX spins a learnt bound, then sleeps on a futex its publisher wakes; PRIVATE: the
+# members are threads of one process (a private futex, cheaper); the last two are the candidates
+# docs/performance.md measured beside it (sched_yield instead of pause while spinning; a fixed bound).
+YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED = 0, 1, 2, 4, 8
+POLICY_BITS = 15
+POLICY = FUTEX if HAS_FUTEX else YIELD  # the default here
+SLEEP_NS = 1_000_000  # one futex sleep's bound: an ABORT (or a lost wake-up) is seen within it
+SPIN_MIN_NS, SPIN_START_NS, SPIN_MAX_NS = 1_000, 20_000, 50_000  # the learnt spin's range, its start
+_CLOCK_EVERY = 16  # pauses between looks at the clock (one look costs about as much as a pause)
+
 # word_layout's entries (meshnb.exchange.word_layout)
 _ABORT, _COUNTER0, _COUNTER_STRIDE, _SLOT0, _SLOT_STRIDE, _PARITY_STRIDE = range(6)
+_SLOT_WORDS = 8  # a slot's words: the five sums, three zeros (exchange.EX_SLOT_WORDS)
+
+
+@jit()
+def _waiters(lay, m):
+    """The u32 index of system ``m``'s WAITERS word: the word after its SLOT1 (exchange.EXCHANGE_LAYOUT)."""
+    return lay[_SLOT0] + m * lay[_SLOT_STRIDE] + lay[_PARITY_STRIDE] + _SLOT_WORDS
+
+
+@jit()
+def _learnt(lay, m):
+    """The u32 index of system ``m``'s SPIN_NS word (its learnt spin, kept across calls), after WAITERS."""
+    return _waiters(lay, m) + 1
+
+
+@jit()
+def _futex_word(lay, m):
+    """The u32 index of the low half of system ``m``'s counter (little-endian): what a sleeper waits on."""
+    return 2 * (lay[_COUNTER0] + m * lay[_COUNTER_STRIDE])
+
+
+@jit()
+def _sleep_on(ex64, ex32, lay, m, rnd, ns, private):
+    """Sleep up to ``ns`` while system ``m``'s counter is below ``rnd``: announced in its WAITERS
+    word first (a full barrier), then the counter read again, so that a publisher either sees the
+    announcement and wakes, or published before the read and the sleep does not begin."""
+    w = _waiters(lay, m)
+    fetch_add(ex32, w, np.uint32(1))
+    c = load_acquire(ex64, lay[_COUNTER0] + m * lay[_COUNTER_STRIDE])
+    if c < rnd and load_acquire(ex32, lay[_ABORT]) == 0:
+        futex_wait(ex32, _futex_word(lay, m), np.uint32(c & np.uint64(0xFFFFFFFF)), ns, private)
+    fetch_add(ex32, w, np.uint32(0xFFFFFFFF))  # - 1
+
+
+@jit()
+def _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, budget, t0):
+    """:func:`_wait` by FUTEX: pause (``SPIN_YIELDS``: yield) until ``budget`` ns have passed since
+    ``t0``, then sleep on the awaited member's futex, until :data:`SPIN_NS`; ``spin`` 0: look once."""
+    private = (policy & PRIVATE) != 0
+    m = 0
+    spins = 0
+    while m < n:
+        if load_acquire(ex64, lay[_COUNTER0] + m * lay[_COUNTER_STRIDE]) >= rnd:
+            m += 1
+            continue
+        if load_acquire(ex32, lay[_ABORT]) != 0:
+            return ABORTED
+        if spin == 0:
+            return WAITING
+        spins += 1
+        if spins % _CLOCK_EVERY != 0:
+            if policy & SPIN_YIELDS:
+                yield_cpu()
+            else:
+                cpu_relax()
+            continue
+        now = monotonic_ns() - t0
+        if now > SPIN_NS:
+            return WAITING
+        if now >= budget:
+            _sleep_on(ex64, ex32, lay, m, rnd, min(SLEEP_NS, SPIN_NS - now + 1), private)
+    return DONE
 
 
 @jit()
@@ -71,9 +169,27 @@ def _wait(ex64, ex32, lay, n, rnd, spin):
 
 
 @jit()
-def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, mode):
+def _learn(budget, waited):
+    """The next spin bound from this round's wait (ns): a margin over a wait the spin caught; a
+    longer spin where a little more would have caught it; the shortest where the peer came only
+    after a wake-up's worth (it was not running: spinning only keeps the core from it)."""
+    if waited <= budget:
+        target = 4 * waited
+    elif waited < SPIN_MAX_NS:
+        target = 2 * waited
+    else:
+        target = SPIN_MIN_NS
+    return min(max((3 * budget + target) >> 2, SPIN_MIN_NS), SPIN_MAX_NS)
+
+
+@jit()
+def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, policy, mode):
     """Steps ``state[0]`` .. ``steps - 1`` of a task from step ``base`` of member ``k`` of ``n``;
     ``state[1]`` != 0: the round of step ``state[0]`` is already published.  Updates ``state``."""
+    futex = (policy & FUTEX) != 0
+    private = (policy & PRIVATE) != 0
+    learnt = _learnt(lay, k)
+    budget = np.int64(ex32[learnt]) if ex32[learnt] != 0 else np.int64(SPIN_START_NS)
     z = mode != IEEE
     done = np.int64(state[0])
     published = state[1] != 0
@@ -98,7 +214,16 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
             ex32[mine + 7] = 0
             published = True
         store_release(ex64, lay[_COUNTER0] + k * lay[_COUNTER_STRIDE], rnd)
-        status = _wait(ex64, ex32, lay, n, rnd, spin)
+        if futex:
+            fence()  # the counter before the look at WAITERS (a sleeper announces, then reads it)
+            if load_acquire(ex32, _waiters(lay, k)) != 0:
+                futex_wake(ex32, _futex_word(lay, k), private)
+            t0 = monotonic_ns()
+            status = _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, budget, t0)
+            if status == DONE and not policy & FIXED:
+                budget = _learn(budget, monotonic_ns() - t0)
+        else:
+            status = _wait(ex64, ex32, lay, n, rnd, spin)
         if status != DONE:
             break
         spin = SPIN  # ``spin`` bounds the first wait only
@@ -113,6 +238,8 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
         published = False
     if mode == Z_DAZ:
         vec.mxcsr_restore(old)
+    if futex:
+        ex32[learnt] = np.uint32(budget)  # this member's alone: the next call starts from it
     state[0] = done
     state[1] = 1 if published else 0
     return status
@@ -123,25 +250,26 @@ _PAGE_ACCEPTS = {
     "hdr": "uint32[::1] writeable", "tab": "float32[::1]", "loss_ring": "uint32[::1] writeable",
     "ex64": "uint64[::1] writeable", "ex32": "uint32[::1] writeable", "lay": "int64[::1]", "k": "int64",
     "n": "int64", "base": "uint64", "steps": "int64", "state": "uint64[::1] writeable",
-    "trace": "uint32[:, ::1] writeable", "spin": "int64",
+    "trace": "uint32[:, ::1] writeable", "spin": "int64", "policy": "int64",
 }  # fmt: skip
 _LAYOUT_ENTRIES = 6
-_SLOT_WORDS = 8  # a slot's words: the five sums, three zeros (exchange.EX_SLOT_WORDS)
 
 
 def _make_page(mode: int):
     """The grouped loop of one mode: a closure with ``mode`` a constant (meshnb.jit's pattern)."""
 
     @jit(accepts=_PAGE_ACCEPTS, name="meshnb.loops.grouped.run_page", nogil=True)
-    def page(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin):
+    def page(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, policy):
         # The door's sizes and indices (nothing in the loop checks them).
         if hdr.shape[0] != HEADER_WORDS or tab.shape[0] != 4 * TAB or loss_ring.shape[0] != SAMPLES:
             raise ValueError("run_page: hdr, tab and loss_ring must be uint32[12], float32[1024] and uint32[256]")
         if n < 1 or k < 0 or k >= n or steps < 0 or spin < 0:
             raise ValueError("run_page: needs 0 <= k < n, steps >= 0 and spin >= 0")
+        if policy < 0 or policy > POLICY_BITS or (policy != YIELD and not policy & FUTEX):
+            raise ValueError("run_page: policy must be YIELD or FUTEX with PRIVATE, SPIN_YIELDS, FIXED bits")
         if lay.shape[0] != _LAYOUT_ENTRIES or lay.min() < 0:
             raise ValueError("run_page: layout must be the 6 entries of exchange.word_layout()")
-        last_slot = lay[_SLOT0] + (n - 1) * lay[_SLOT_STRIDE] + lay[_PARITY_STRIDE] + _SLOT_WORDS - 1
+        last_slot = _learnt(lay, n - 1)  # the last system's SPIN_NS word, after its SLOT1 and WAITERS
         if (
             lay[_COUNTER0] + (n - 1) * lay[_COUNTER_STRIDE] >= ex64.shape[0]
             or max(lay[_ABORT], last_slot) >= ex32.shape[0]
@@ -151,7 +279,7 @@ def _make_page(mode: int):
             raise ValueError("run_page: state must be [steps done <= steps, published]")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and trace.shape[0] < steps):
             raise ValueError("run_page: trace must be [steps, 5] (a row per step) or have no rows")
-        return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, mode)
+        return _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, policy, mode)
 
     return page
 
@@ -174,6 +302,7 @@ def run_page(
     trace: np.ndarray,
     mode: int,
     spin: int = SPIN,
+    policy: int = YIELD,
 ) -> int:
     """Run grouped steps of member ``k`` of ``n`` on an exchange page in memory; returns DONE,
     WAITING or ABORTED.
@@ -185,7 +314,9 @@ def run_page(
     (uint64[2]) is [steps done, 1 if the round of the next step is already published], read and
     updated; ``trace`` is ``[steps, 5]`` uint32 (row ``i``: step ``base + i``'s fold) or has no
     rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds the first wait before WAITING
-    (0: look once), ``SPIN`` the later ones.  Every argument is checked first
+    (0: look once), ``SPIN`` the later ones; ``policy`` is how a member waits (``YIELD``, or
+    ``FUTEX`` with ``PRIVATE`` for threads of one process: see the module docstring; ``POLICY`` is
+    this machine's default, FUTEX where futexes are).  Every argument is checked first
     (``TypeError``/``ValueError``): the loop itself trusts them.
 
     Examples
@@ -207,13 +338,13 @@ def run_page(
     >>> hdr[:4].tolist() == np.frombuffer(pages[0], np.uint32)[:4].tolist(), bool((trace == want).all()), state.tolist()
     (True, True, [4, 0])
     """
-    for name, value in (("k", k), ("n", n), ("steps", steps), ("spin", spin)):
+    for name, value in (("k", k), ("n", n), ("steps", steps), ("spin", spin), ("policy", policy)):
         check_count(name, value, 1 << 63)
     check_count("base", base)
     check_mode(mode)
     return int(
         _PAGE[mode](
             hdr, tab, loss_ring, ex64, ex32, layout, np.int64(k), np.int64(n), np.uint64(base), np.int64(steps),
-            state, trace, np.int64(spin),
+            state, trace, np.int64(spin), np.int64(policy),
         )
     )  # fmt: skip

@@ -83,12 +83,13 @@ INJECTED = [
     ("cluster", "fold", "round-zero"),
     ("cluster", "lr*g", "regrouped"),
     ("tiny", "butterfly1", "no-flush"),
+    ("hard-tiny-samples", "e*x3", "flush-to-plus-zero"),  # a pack case: its -0 products written +0
 ]
 
 
 @pytest.mark.parametrize(("where", "op", "alt"), INJECTED)
 def test_an_injected_single_op_fault_is_named(where: str, op: str, alt: str, request: pytest.FixtureRequest) -> None:
-    setup: check.Setup = request.getfixturevalue(where)
+    setup: check.Setup = request.getfixturevalue("setups")[where] if "-" in where else request.getfixturevalue(where)
     got = check.executor_run(setup, faults.single_op(op, alt))
     report = check.check(setup, got.pages[0], got_trace=got.trace)
     assert report.verdict == "FAIL"
@@ -248,7 +249,7 @@ def test_json_and_junit_carry_the_localisation(plain: check.Setup) -> None:
     got = check.executor_run(plain, faults.single_op("e", "swapped"))
     res = suite.judge_outputs(plain, got.pages, got.trace, name="swapped")
     want = "step 0: mode Z except `e = pred - y` with its operands swapped (y - pred) on lanes 0 .. 31"
-    assert res.message.endswith("; no fault model reproduces these bits; " + want)
+    assert res.message.endswith("; no fault model reproduces these bits; " + want + " (holds 64 steps)")
     doc = json.loads(json.dumps(res.report.to_json() if res.report else {}))
     assert doc["diagnosis"]["localisation"]["found"][0]["text"] == want
     table = suite.SuiteResult("pack", [res]).table()

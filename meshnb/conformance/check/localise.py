@@ -77,7 +77,7 @@ class _Unchanged:
             terms = _Z.add(terms, terms[..., mutants.LANES ^ o])
 
     def __call__(self, mut: mutants.Mutant) -> bool:
-        if mut.alt not in mutants.RULES and mut.alt not in mutants.DIRECTIONS:
+        if mut.alt not in mutants.RULES and mut.alt not in mutants.DIRECTIONS and mut.alt != mutants.PLUS_ZERO:
             return False
         op, ops = mutants.BY_ID[mut.op], mutants.arith(mut.alt)
         if op.stage == "lanes":

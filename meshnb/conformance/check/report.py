@@ -378,7 +378,8 @@ def localisation_summary(loc: Mapping[str, Any]) -> str:
     'step 3: reproduced by no single-op change; closest: x'
     """
     if loc["found"]:
-        return " or ".join(c["text"] for c in loc["found"][:3]) + (" ..." if len(loc["found"]) > 3 else "")
+        said = [c["text"] + (f" (holds {c['holds']} steps)" if c["holds"] > 1 else "") for c in loc["found"][:3]]
+        return " or ".join(said) + (" ..." if len(loc["found"]) > 3 else "")
     if loc["page"]:
         return f"{loc['where']}: " + "; ".join(loc["page"])
     if not loc.get("space"):  # only the page differs
