@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import select
 import subprocess
 import sys
@@ -169,7 +170,11 @@ def test_a_stalled_rank_stops_the_others_within_the_give_up_bound(tmp_path):
     )
     ended = time.monotonic()
     assert p.returncode == 1, (p.returncode, p.stderr)
-    assert "no step completed in 2 s" in p.stderr and "not reached by system 1" in p.stderr, p.stderr
+    assert "no step completed in 2 s" in p.stderr, p.stderr
+    # The suspects are the ranks that had not said they wait for the round: the stalled one, and on
+    # a loaded machine perhaps a rank that was only late to say so ("systems 1, 2").
+    named = re.search(r"not reached by systems? ([\d, ]+)", p.stderr)
+    assert named is not None and "1" in named.group(1).replace(" ", "").split(","), p.stderr
     # From the last rank past the start (the start itself, imports and caches, is load's to take):
     # 2 s of give-up, the abort, and wide margins for a loaded machine.
     running = [

@@ -91,7 +91,8 @@ class Case:
         Parameters
         ----------
         quick : bool
-            The quick pack's version (fewer steps, SET_LRs scaled, the same last step).
+            The quick pack's version (fewer steps, SET_LRs scaled, the same last step, a 2^32 crossed
+            by the full case still crossed: STEP_HI carried halfway through).
 
         Returns
         -------
@@ -111,6 +112,8 @@ class Case:
         base = self.step_base
         if base + self.steps == END:  # keep ending at the last step
             base = END - self.quick_steps
+        elif base >> 32 != (base + self.steps - 1) >> 32:  # keep crossing the 2^32 multiple, halfway
+            base = ((base + self.steps - 1) >> 32 << 32) - self.quick_steps // 2
         return Case(
             self.name,
             self.about,
@@ -170,8 +173,9 @@ def probe_pages() -> dict[str, bytes]:
     Examples
     --------
     >>> from meshnb.conformance.pack import probe_pages
-    >>> sorted(probe_pages())
-    ['subnormal-samples-huge-params', 'tininess-probes']
+    >>> sorted(probe_pages())  # doctest: +NORMALIZE_WHITESPACE
+    ['subnormal-samples-huge-params', 'subnormal-update', 'tininess-probes', 'tiny-x-huge-params',
+     'tiny-y', 'tiny-y-tiny-params']
     """
     base = ref.init_page(1)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
@@ -186,7 +190,33 @@ def probe_pages() -> dict[str, bytes]:
         hard.PARAMS,
         [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
     )
-    return {"tininess-probes": tiny, "subnormal-samples-huge-params": sub}
+    # Found by the mutation harness (meshnb.conformance.mutation): single-op faults no other case
+    # kills.  Y times 2^-126: e = pred - y near the flush boundary, its tiny results flushed by
+    # mode Z (an unflushed or undazed e differs); with params 1e-38 the updates p - lr*g are tiny
+    # too.  X times 2^-126 with huge params: e*x tiny, flushed in mode Z, kept otherwise.
+    y126 = hard.with_words(base, hard.Y, _scaled(base, hard.Y, 2.0**-126))
+    x126 = hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-126))
+    tiny_p = [0x03000000, 0x83000000, 0x02800000, 0x02000000]
+    return {
+        "tininess-probes": tiny,
+        "subnormal-samples-huge-params": sub,
+        "tiny-y": y126,
+        "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, tiny_p),
+        "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, [0x3F800000, 0x72000000, 0x00000000, 0x7A000000]),
+        # LR 2^-120, b and d one ulp above step 0's updates lr*g (82A1FB5C and 81FD262C, from
+        # init's sums, which params this tiny do not change): p - lr*g is -2^-149 * 2, -2^-150 * 2,
+        # subnormal, flushed to -0 in mode Z
+        "subnormal-update": hard.with_words(
+            hard.with_words(base, hard.LR, [0x03800000]), hard.PARAMS, [0, 0x82A1FB5D, 0, 0x81FD262D]
+        ),
+    }
+
+
+def _scaled(page: bytes, offset: int, scale: float) -> list[int]:
+    """The 256 words at ``offset`` times ``scale`` (a power of two), rounded to f32 as IEEE does."""
+    with np.errstate(all="ignore"):
+        v = np.frombuffer(page, "<f4", 256, offset).astype(np.float64) * scale
+        return [int(w) for w in v.astype(np.float32).view(np.uint32)]
 
 
 def start_pages() -> dict[str, bytes]:
@@ -206,7 +236,7 @@ def start_pages() -> dict[str, bytes]:
     >>> from meshnb.conformance.pack import start_pages
     >>> pages = start_pages()
     >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages
-    (18, True, True)
+    (22, True, True)
     """
     return {**hard.hard_pages(), **probe_pages()}
 
@@ -232,6 +262,45 @@ def _hard_cases() -> list[Case]:
             64,
             64,
             page="subnormal-samples-huge-params",
+        ),
+        Case(
+            "probe-tiny-y",
+            "Y times 2^-126, init's params: e = pred - y lands at the flush boundary on some lanes, "
+            "flushed in mode Z (an e computed without the flush or without DAZ differs)",
+            64,
+            64,
+            page="tiny-y",
+        ),
+        Case(
+            "probe-tiny-y-tiny-params",
+            "Y times 2^-126, params of order 1e-38: apply's p - lr*g at the flush boundary, flushed in mode Z",
+            64,
+            64,
+            page="tiny-y-tiny-params",
+        ),
+        Case(
+            "probe-tiny-x-huge-params",
+            "X times 2^-126, params up to 2^117: e*x at the flush boundary, flushed in mode Z",
+            64,
+            64,
+            page="tiny-x-huge-params",
+        ),
+        Case(
+            "probe-subnormal-update",
+            "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
+            "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
+            1,
+            1,
+            page="subnormal-update",
+        ),
+        Case(
+            "probe-huge-samples-two-steps",
+            "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN from infinite "
+            "operands, mode Z's NaN in the out page (later steps read params canonicalised, so only "
+            "the last step's shows)",
+            2,
+            2,
+            page="huge-samples",
         ),
     ]
 
@@ -327,7 +396,7 @@ def cases(quick: bool = False) -> list[Case]:
     --------
     >>> from meshnb.conformance.pack import cases
     >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
-    (34, 33, 256)
+    (39, 38, 256)
     """
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 

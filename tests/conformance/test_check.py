@@ -67,10 +67,14 @@ EXPOSED: dict[str, set[str]] = {
         "hard-subnormal-inv-batch",
         "probe-tininess",
         "probe-subnormal-samples",
+        "probe-tiny-y",
+        "probe-tiny-y-tiny-params",
+        "probe-tiny-x-huge-params",
+        "probe-subnormal-update",
     },
     "ftz-before-rounding": {"probe-tininess"},
     "x86-ftz": {"probe-tininess"},
-    "no-daz": {"probe-subnormal-samples"},
+    "no-daz": {"probe-subnormal-samples", "probe-tiny-y", "probe-tiny-y-tiny-params", "probe-tiny-x-huge-params"},
     "fma-horner": (set(INIT) - {"lr-underflow", "lr-tiny-updates"})
     | set(CLUSTERS)
     | {
@@ -81,12 +85,13 @@ EXPOSED: dict[str, set[str]] = {
         "hard-huge-lr",
         "hard-subnormal-and-nan-samples",
         "hard-infinite-samples",
+        "probe-tiny-y-tiny-params",
     },
-    "fma-apply": {"lr-changes", "probe-tininess", "cluster-3"},
-    "sequential-lane-sum": set(ALL) - {"hard-nan-payload-param", "probe-tininess"},
+    "fma-apply": {"lr-changes", "probe-tininess", "cluster-3", "probe-tiny-y-tiny-params"},
+    "sequential-lane-sum": set(ALL) - {"hard-nan-payload-param", "probe-tininess", "probe-tiny-y"},
     "fold-reverse": {"cluster-3", "cluster-8"},
-    "nan-x86": set(NAN_CASES),
-    "nan-arm": set(NAN_CASES),
+    "nan-x86": set(NAN_CASES) | {"probe-huge-samples-two-steps"},
+    "nan-arm": set(NAN_CASES) | {"probe-huge-samples-two-steps"},
     "samples-naive-sin": set(INIT) | set(CLUSTERS),
     "raw-lr-inv": {"lr-subnormal", "hard-subnormal-inv-batch"},
 }
@@ -94,11 +99,11 @@ EXPOSED: dict[str, set[str]] = {
 
 def _executor_runs(setups: dict[str, check.Setup], m: faults.Model) -> dict[str, faults.Run]:
     """Every quick case run by an executor with fault ``m``."""
-    hard = [n for n, s in setups.items() if not s.case.from_init]
+    hard = [n for n, s in setups.items() if not s.case.from_init and s.case.steps == 64]
     side = faults.run([setups[n].in_pages[0] for n in hard], 64, grouped=False, independent=True, m=m)
     runs = {n: faults.Run([side.pages[k]], side.trace[:, k]) for k, n in enumerate(hard)}
     for n, s in setups.items():
-        if s.case.from_init:
+        if n not in runs:  # from init, or a probe of one or two steps
             runs[n] = check.executor_run(s, m)
     return runs
 

@@ -86,7 +86,6 @@ def test_faulty_fails_a_case_of_the_full_pack(e: Executor, full_pack: Path, buil
     assert code == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34 item 3: the quick pack's step-base-2^32 does not cross 2^32")
 @pytest.mark.parametrize("e", [e for e in FAULTY if e.full_only], ids=lambda e: e.name)
 def test_quick_pack_catches_it_too(e: Executor, quick_pack: Path, built: Path) -> None:
     code, _ = check(quick_pack, exec_command(e, built), "--cases", "step-base-*")
