@@ -39,7 +39,6 @@ class Executor:
     args: tuple[str, ...] = ()  # the numpy port's arguments
     cpu: str = ""  # a CPU flag (/proc/cpuinfo) the executor needs to show its mistake
     catches: str = ""  # a case of the quick pack the mistake fails (as the report found); the tests check it
-    full_only: bool = False  # only the full pack catches it (the quick pack passes it: issue 34, item 3)
 
 
 EXECUTORS: dict[str, Executor] = {
@@ -142,7 +141,6 @@ EXECUTORS: dict[str, Executor] = {
             "the step counter kept in 32 bits: STEP_HI never carried",
             ("-DFAULT_STEP_HI_NO_CARRY",),
             catches="step-base-2^32",
-            full_only=True,
         ),
     )
 }
