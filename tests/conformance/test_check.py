@@ -624,6 +624,23 @@ def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp
     assert setup.per_step is not None and len(setup.per_step[1]) <= 102  # followed to just past step 100
 
 
+def test_a_model_that_parts_long_before_the_part_compared_is_not_replayed(quick_pack: Path) -> None:
+    """A page whose loss ring alone differs (the trace is meshnb's): a model that parts from meshnb
+    at step 0 (its own samples) would be replayed over the whole run to compare the final page; past
+    ``replay_steps`` it is named as not replayed instead (the 65536-step ``long`` case took 90 s of
+    CPU so), and within the bound it is replayed as before."""
+    from meshnb.conformance.check.diagnosis import diagnose
+
+    setup = check.load_case(quick_pack / "default")  # from init: a model's own samples part at step 0
+    got = bytearray(setup.expected[0])
+    off = faults.OFF_LOSS + 4 * 5
+    got[off : off + 4] = (int.from_bytes(got[off : off + 4], "little") ^ 1).to_bytes(4, "little")
+    bounded = diagnose(setup, 0, bytes(got), setup.trace, None, replay_steps=16)
+    assert "samples-naive-sin" in [m["name"] for m in bounded.get("not_replayed", [])]
+    unbounded = diagnose(setup, 0, bytes(got), setup.trace, None)
+    assert "not_replayed" not in unbounded and unbounded["models"] == []
+
+
 # =============================================================================================
 # The library's own words (issue 23): its errors name its arguments, never the command's flags
 # =============================================================================================

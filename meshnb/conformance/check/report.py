@@ -200,6 +200,7 @@ class Diagnosis(_DiagnosisKeys, total=False):
 
     skipped: str  # why the diagnosis was not made
     first_step_only: list[ModelNote]  # reproduce the first differing step, part later
+    not_replayed: list[ModelNote]  # part from meshnb too long before the part compared to be replayed
     lanes: str  # meshnb's lane values where no model reproduces the bits
     localisation: Localisation  # where no model does: the single op computed otherwise
 
@@ -328,6 +329,9 @@ def _diagnosis_lines(dg: Mapping[str, Any]) -> list[str]:
         lines.append("  no fault model reproduces these bits")
     for m in dg.get("first_step_only", []):
         lines.append(f"  reproduces the first differing step only (parts later): {m['name']}")
+    if dg.get("not_replayed"):
+        names = ", ".join(m["name"] for m in dg["not_replayed"])
+        lines.append(f"  not replayed (they part from meshnb too long before the part compared): {names}")
     if dg.get("localisation"):
         lines += localisation_lines(dg["localisation"])
     if dg.get("lanes"):
