@@ -15,10 +15,9 @@ When it saves and stops is a :class:`Policy`: a stop request and a :class:`Deadl
 The loops of steps that are this one: every train backend's (:func:`meshnb.host.train_run`: the
 single, fused and CUDA backends on SPEC 10's host loop, the threads and processes backends'
 lockstep paused at each chunk's end, :class:`meshnb.backends.local.Lockstep`, and an MPI rank's
-tasks), each cluster member's tasks (:func:`meshnb.host.run_steps`), and each batch of a sweep
-(its chunks on the CPU, on the CUDA image, on an MPI rank).  A sweep's batches run in turn in
-the one loop over them, :func:`meshnb.sweeps.run.parts` (its progress, a stop held to a chunk
-boundary), with one ending (:func:`meshnb.sweeps.run.kept`, :func:`meshnb.sweeps.run.interrupted`).
+tasks), each cluster member's tasks (:func:`meshnb.host.run_steps`), and the sweep's chunks on
+the CPU and on the CUDA image.  Not yet (issue 32, item 3): the sweep's loop over its batches
+(:func:`meshnb.sweeps.run.parts` and its callers), with its own progress totals and endings.
 This module sits in the base layer (it imports only :mod:`.interrupts`) so that the CUDA image's
 host code, on the program's level, drives its launches with it too.
 """
