@@ -19,6 +19,7 @@ case kills is a *survivor*, a hole in the pack.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -167,6 +168,32 @@ class Kill:
     what: str
 
 
+def _inv(t: Trajectory) -> np.ndarray:
+    """Every system's INV_BATCH, read as the step reads it ``(n, 1)``."""
+    return np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in t.pages])
+
+
+def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """meshnb's trajectory of ``t``'s case by :data:`CHUNK` steps: ``lo``, ``hi``, every state's
+    params ``((hi - lo) * n, 4)`` and the x and y of the lanes its batch reads ``((hi - lo) * n, 32)``
+    (a group's members take batches ``t N + k``, single systems batch ``t``)."""
+    case, n = t.case, len(t.pages)
+    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in t.pages])
+    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in t.pages])
+    for lo in range(0, case.steps, CHUNK):
+        hi = min(case.steps, lo + CHUNK)
+        k = hi - lo
+        p = t.params[lo:hi].reshape(-1, 4)
+        step = t.base + np.arange(lo, hi, dtype=np.uint64)[:, None]
+        if case.grouped:
+            offs = (step * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :]) & np.uint64(0xFFFFFFFF)
+        else:
+            offs = np.broadcast_to(step & np.uint64(0xFFFFFFFF), (k, n))
+        idx = faults.lane_samples(offs.reshape(-1))
+        sysk = np.tile(np.arange(n), k)[:, None]
+        yield lo, hi, p, xs[sysk, idx], ys[sysk, idx]
+
+
 def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
     """The first step of ``t``'s case where mutant ``m`` parts from meshnb, by induction over
     meshnb's states (None: the mutant's run of the case is meshnb's, bit for bit).
@@ -205,23 +232,11 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
         if init[faults.OFF_X : faults.OFF_LOSS] != pages[0][faults.OFF_X : faults.OFF_LOSS]:
             return Kill(case.name, 0, "samples")
         return None
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in pages])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in pages])
-    inv = np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
-    steps = case.steps
-    ring_from = steps - faults.RING  # a loss written from here on is in the out page
-    for lo in range(0, steps, CHUNK):
-        hi = min(steps, lo + CHUNK)
+    inv = _inv(t)
+    ring_from = case.steps - faults.RING  # a loss written from here on is in the out page
+    for lo, hi, p, x, y in _chunks(t):
         k = hi - lo
-        p = t.params[lo:hi].reshape(-1, 4)
-        step = t.base + np.arange(lo, hi, dtype=np.uint64)[:, None]
-        if case.grouped:
-            offs = (step * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :]) & np.uint64(0xFFFFFFFF)
-        else:
-            offs = np.broadcast_to(step & np.uint64(0xFFFFFFFF), (k, n))
-        idx = faults.lane_samples(offs.reshape(-1))
-        sysk = np.tile(np.arange(n), k)[:, None]
-        own = faults.lane_sums(ops, m, p, xs[sysk, idx], ys[sysk, idx]).reshape(k, n, 5)
+        own = faults.lane_sums(ops, m, p, x, y).reshape(k, n, 5)
         if case.grouped:  # faults' own fold takes the systems first; a single-op model's, any leading axes
             folded = faults.fold(ops, m, own if m.op else own.transpose(1, 0, 2))
             applied = np.broadcast_to(folded[:, None, :], (k, n, 5))
@@ -518,10 +533,8 @@ def flushed_ops(t: Trajectory) -> set[str]:
     >>> flushed_ops(trajectory(BY_NAME["default"].sized(quick=True)))
     set()
     """
-    case, n, steps = t.case, len(t.pages), t.case.steps
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in t.pages])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in t.pages])
-    inv = np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in t.pages])
+    n = len(t.pages)
+    inv = _inv(t)
     found: set[str] = set()
 
     def tiny(op: str, w: np.ndarray) -> None:
@@ -529,18 +542,9 @@ def flushed_ops(t: Trajectory) -> set[str]:
         if (((w & 0x7F800000) == 0) & ((w & 0x7FFFFF) != 0)).any():
             found.add(op)
 
-    for lo in range(0, steps, CHUNK):
-        hi = min(steps, lo + CHUNK)
+    for lo, hi, p, x, y in _chunks(t):
         k = hi - lo
-        p = t.params[lo:hi].reshape(-1, 4)
-        step = t.base + np.arange(lo, hi, dtype=np.uint64)[:, None]
-        if case.grouped:
-            offs = (step * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :]) & np.uint64(0xFFFFFFFF)
-        else:
-            offs = np.broadcast_to(step & np.uint64(0xFFFFFFFF), (k, n))
-        idx = faults.lane_samples(offs.reshape(-1))
-        sysk = np.tile(np.arange(n), k)[:, None]
-        v = mutants.lanes(None, p, xs[sysk, idx], ys[sysk, idx])
+        v = mutants.lanes(None, p, x, y)
         v.update({name: p[:, j : j + 1] for j, name in enumerate("abcd")})
         for op in mutants.SPACE:
             if op.stage == "lanes":
