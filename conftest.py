@@ -11,14 +11,23 @@ run every ``>>>`` example of the package with the tests.  Left out of the doctes
 
 The ``quick_pack`` fixture is the docstrings' conformance pack (``getfixture("quick_pack")``):
 written once a session (about 1 s), read only.
+
+The suite runs with Python's own SIGINT handler whatever started it: a shell without job control
+starts a background job (``cmd &``, ``nohup cmd &``) with SIGINT ignored, Python then keeps the
+ignore, and every process a test starts inherits it, so the tests of Ctrl-C (a run's stop, the
+caller's KeyboardInterrupt) would judge how the suite was launched, not meshnb.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import signal
 from pathlib import Path
 
 import pytest
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited: see the docstring
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent
 TESTS = ROOT / "tests"

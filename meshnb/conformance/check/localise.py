@@ -165,8 +165,8 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
     >>> from meshnb.testing.reference import init_page
     >>> setup = setup_from_run(init_page(), 16)
     >>> got = executor_run(setup, faults.single_op("p - lr*g", "swapped"))  # lr*g - p in apply
-    >>> for c in localise_step(setup, 0, 1, got.trace)["found"]:
-    ...     print(c["text"])
+    >>> for c in localise_step(setup, 0, 1, got.trace, budget=60.0)["found"]:  # the default's 1 s of wall
+    ...     print(c["text"])  # time can cut the search short on a loaded machine (found: nothing, cut_short)
     step 0: mode Z except `p - lr*g` (apply's p - lr*g) with its operands swapped (lr*g - p) (shows in step 1's sums)
     """
     t0 = time.monotonic()
