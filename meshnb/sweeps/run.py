@@ -800,11 +800,14 @@ def sweep(
                 systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
                 on_chunk=show, should_stop=requested, backend=backend,
             )  # fmt: skip
-            phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes at the exit
+            phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes now
+            # a Ctrl-C in the last chunk, asked for here: handed on at the exit it would be lost where the
+            # caller's handler ignores SIGINT (a shell's background job) or only remembers it (a held flag)
+            stopped = requested()
     except KeyboardInterrupt:
         if result is None:
             raise
-        stopped = True  # a Ctrl-C in the last chunk: every system is finished, none lost
+        stopped = True  # a Ctrl-C in the last chunk (or just after the ask): every system is finished, none lost
     return interrupted(result, steps, len(systems), stopped)
 
 
