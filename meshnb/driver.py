@@ -10,11 +10,14 @@ chunk, then ``after(done)`` (progress) and, when the :class:`Cadence` says so, `
 call's seconds, kept out of the steps' seconds).
 
 The loops of steps that are this one: :func:`meshnb.host.run_steps` (train's single, fused and
-CUDA backends, and each cluster member's tasks) and the sweep's chunks on the CPU and on the CUDA
-image.  Not yet (issue 32, item 3): the threads, processes and MPI coordinators, which run their
-members' progress, checkpoints and stops in a loop of their own (:mod:`meshnb.backends.local`,
+CUDA backends, and each cluster member's tasks) and each batch of a sweep (its chunks on the CPU,
+on the CUDA image, on an MPI rank).  A sweep's batches run in turn in the one loop over them,
+:func:`meshnb.sweeps.run.parts` (its progress, a stop held to a chunk boundary), with one ending
+(:func:`meshnb.sweeps.run.kept`, :func:`meshnb.sweeps.run.interrupted`).  Not yet (issue 32,
+item 3): the threads, processes and MPI coordinators, which run their members' progress,
+checkpoints and stops in a loop of their own (:mod:`meshnb.backends.local`,
 :mod:`meshnb.backends.mpi`) from the same pieces (:class:`Frame`, :class:`Cadence`,
-:class:`meshnb.host.Checkpoints`), and the sweep's loop over batches.
+:class:`meshnb.host.Checkpoints`).
 This module sits in the base layer (it imports only :mod:`.interrupts`) so that the CUDA image's
 host code, on the program's level, drives its launches with it too.
 """

@@ -22,7 +22,7 @@ from ..host import steps_shown
 from ..interrupts import deferred_interrupt, phase, signals_left_to_main
 from .plan import SweepOptions, Systems
 from .result import SweepResult
-from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, make_runner, parts, spans
+from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, kept, make_runner, parts, spans
 
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")  # MPICH/Intel MPI, Open MPI, PMIx
 GATHER_S = 600.0  # bound on rank 0's wait for the other ranks' batches
@@ -171,13 +171,10 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
             ) as runner,  # fmt: skip
         ):
             for k, part in enumerate(parts(runner, spans(m, runner.batch), show, should_stop=requested)):
-                if part.steps < steps:  # stopped: a first batch's partial result, or the finished batches
-                    stopped = True
-                    if k == 0:
-                        writer.write(part)
-                        done = part.steps
-                    break
-                writer.write(part)
+                stopped = part.steps < steps  # the last part, then: its batch in flight at the stop
+                if kept(k, part, steps):
+                    writer.write(part)
+                    done = part.steps
             ran = True
             phase("sweep-ran")  # test hook: a Ctrl-C held since the last boundary comes at the exit
     except KeyboardInterrupt:
@@ -239,25 +236,20 @@ def _run_rank(
                 requested.seen = requested.seen or stop  # another rank's stop is this one's (its signal may come later)
                 return stop
 
-            for j in range(rounds):
-                b = j * n + k
-                lo, hi = batches[b] if b < len(batches) else (m, m)
-                round_steps = j * n * batch * steps  # this round's start, in system-steps
-
-                def on_chunk(d: int, r: int = round_steps) -> None:
-                    f.show(min(m * steps, r + d * n * batch))
-
-                part = runner.run(lo, hi, on_chunk, should_stop)
+            # this rank's batch of each round (none past the last batch: an empty share), on the one
+            # loop over batches; a step of a round counts every rank's batch (the ranks run together)
+            mine = [batches[b] if b < len(batches) else (m, m) for b in range(k, rounds * n, n)]
+            for j, part in enumerate(parts(runner, mine, f.show, should_stop, weight=n * batch, total=m * steps)):
                 shares = mpi.allgather_bytes(comm, part.tobytes(), GATHER_S, "the sweep's batches")
-                stopped = part.steps < steps
-                if writer is not None and (not stopped or j == 0):
+                stopped = part.steps < steps  # every rank's: they stopped at the same chunk
+                if not kept(j, part, steps):
+                    break
+                done = part.steps
+                if writer is not None:
                     for data in shares:
                         got = SweepResult.from_bytes(data)
                         if len(got):
                             writer.write(got)
-                if stopped:
-                    done = part.steps if j == 0 else steps
-                    break
         if writer is not None:
             writer.close(done)
     except BaseException:

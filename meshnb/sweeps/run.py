@@ -10,8 +10,11 @@ hashed per chunk on the same threads: straight from the loop's trace buffer by t
 SHA-256 (:class:`~meshnb.sweeps.finish.TraceHashes`) where the loop's groups are its lanes, else
 row by row with hashlib.
 
-On Ctrl-C a run stops at the end of the chunk in flight: the batches finished are whole, and the
-batch in flight has run the steps of its finished chunks (:class:`SweepInterrupted`).
+The batches run in one loop, :func:`parts` (every caller's: :func:`sweep`, :func:`stream`,
+:func:`run_planned`, :mod:`.job`'s writer and MPI rank), each batch a runner's engine on the
+driver.  On Ctrl-C a run stops at the end of the chunk in flight: the batches finished are
+whole, and the batch in flight has run the steps of its finished chunks; what is kept is
+:func:`kept`'s rule, the ending :func:`interrupted` (:class:`SweepInterrupted`).
 """
 
 from __future__ import annotations
@@ -526,24 +529,91 @@ def parts(
     batches: Iterable[tuple[int, int]],
     on_progress: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    *,
+    weight: int | None = None,
+    total: int | None = None,
 ) -> Iterator[SweepResult]:
-    """Run ``batches`` in turn (on the CPU's threads or the CUDA image), yielding each result; a stop
-    yields the batch in flight after the steps done (``part.steps`` < the sweep's) and ends."""
-    total = 0
-    for lo, hi in batches:
-        last = 0
+    """The one loop over a sweep's batches (the CPU runner's, the CUDA runner's, an MPI rank's):
+    each batch is the runner's engine on the driver (:func:`~meshnb.driver.drive`, in chunks),
+    stops held to a chunk boundary; yields each batch's result, and after a stop the batch in
+    flight after the steps done (``part.steps`` < the sweep's), then ends (:func:`kept` says
+    whether that part is kept).
 
-        def on_chunk(done: int, lo: int = lo, hi: int = hi) -> None:
-            nonlocal last, total
-            total += (done - last) * (hi - lo)
+    Parameters
+    ----------
+    runner : Runner or CudaRunner
+        The engine: ``runner.run(lo, hi, on_chunk, should_stop)`` advances a batch by chunks.
+    batches : iterable of (int, int)
+        The batches ``(lo, hi)`` this process runs, in order.
+    on_progress : callable or None, default None
+        ``on_progress(system_steps)`` after each chunk: the sweep's system-steps done so far.
+    should_stop : callable or None, default None
+        Asked at each chunk boundary: True stops the sweep there.
+    weight : int or None, default None
+        The system-steps a step of a batch counts for (None: its systems; an MPI rank's: every
+        rank's batch of the round, since the ranks run their rounds together).
+    total : int or None, default None
+        What the progress never exceeds (the sweep's system-steps; None: no bound).
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import describe
+    >>> seen = []
+    >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1) as runner:
+    ...     got = [(p.first, len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)], seen.append)]
+    >>> got, seen
+    ([(0, 2, 8), (2, 1, 8)], [16, 24])
+    """
+    so_far = 0
+    for lo, hi in batches:
+        last, per_step = 0, (hi - lo) if weight is None else weight
+
+        def on_chunk(done: int, per_step: int = per_step) -> None:
+            nonlocal last, so_far
+            so_far += (done - last) * per_step
             last = done
             if on_progress is not None:
-                on_progress(total)
+                on_progress(so_far if total is None else min(total, so_far))
 
         part = runner.run(lo, hi, on_chunk, should_stop)
         yield part
         if part.steps < runner.steps:
             return
+
+
+def kept(index: int, part: SweepResult, steps: int) -> bool:
+    """Whether a sweep keeps (writes, returns) its ``index``-th part: every finished batch, and a
+    stopped one only when it is the first (so that every system of a result ran the same steps).
+
+    Examples
+    --------
+    >>> from meshnb.sweeps import run_planned, describe
+    >>> part = run_planned(describe(8), 8, threads=1)
+    >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
+    (True, True, True, False)
+    """
+    return part.steps >= steps or index == 0
+
+
+def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) -> SweepResult:
+    """The interrupted-sweep ending, written once: ``result`` when its ``m`` systems ran every
+    step and no stop was asked for (``stopped``: a Ctrl-C after the last chunk), else
+    :class:`SweepInterrupted` with what the stop kept (:func:`kept`).
+
+    Examples
+    --------
+    >>> import meshnb
+    >>> r = meshnb.sweep(8, lrs=[0.5, 0.25])
+    >>> interrupted(r, 8, 2) is r
+    True
+    >>> interrupted(r, 9, 2)
+    Traceback (most recent call last):
+        ...
+    meshnb.sweeps.run.SweepInterrupted: interrupted: 2 systems after 8 steps
+    """
+    if stopped or result.steps < steps or len(result) < m:
+        raise SweepInterrupted(result)
+    return result
 
 
 def _aliases(view_in: Any, pages: Any, step_base: Any, step_bases: Any) -> tuple[Any, Any]:
@@ -618,11 +688,13 @@ def run_planned(
         systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
         shape=shape, keep_pages=keep_pages, batch=batch,
     ) as runner:  # fmt: skip
-        got = list(parts(runner, spans(len(systems), runner.batch), on_chunk, should_stop))
-    if not got:
-        got = [runner.run(0, 0)]
-    if got[-1].steps < steps and len(got) > 1:
-        got = got[:-1]  # the finished batches only: every system of a result ran the same steps
+        got = [
+            p
+            for k, p in enumerate(parts(runner, spans(len(systems), runner.batch), on_chunk, should_stop))
+            if kept(k, p, steps)
+        ]
+        if not got:
+            got = [runner.run(0, 0)]
     return SweepResult.concat(got)
 
 
@@ -721,21 +793,22 @@ def sweep(
     systems, steps = opts.describe(), opts.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
-    result = None
+    result, stopped = None, False
     try:
         with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
             result = run_planned(
                 systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
                 on_chunk=show, should_stop=requested, backend=backend,
             )  # fmt: skip
-            phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes at the exit
+            phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes now
+            # a Ctrl-C in the last chunk, asked for here: handed on at the exit it would be lost where the
+            # caller's handler ignores SIGINT (a shell's background job) or only remembers it (a held flag)
+            stopped = requested()
     except KeyboardInterrupt:
         if result is None:
             raise
-        raise SweepInterrupted(result) from None  # a Ctrl-C in the last chunk: every system is finished, none lost
-    if result.steps < steps or len(result) < len(systems):
-        raise SweepInterrupted(result)
-    return result
+        stopped = True  # a Ctrl-C in the last chunk (or just after the ask): every system is finished, none lost
+    return interrupted(result, steps, len(systems), stopped)
 
 
 def stream(
@@ -804,6 +877,4 @@ def stream(
 def _stream(make: Callable[[], Runner | CudaRunner], m: int, steps: int, progress: bool) -> Iterator[SweepResult]:
     with steps_shown(m * steps, progress, f"sweep of {m}") as (show, requested), make() as runner:
         for part in parts(runner, spans(m, runner.batch), show, should_stop=requested):
-            if part.steps < runner.steps:
-                raise SweepInterrupted(part)
-            yield part
+            yield interrupted(part, steps, len(part))  # a stopped part: the batch in flight, raised

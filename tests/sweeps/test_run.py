@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +23,12 @@ import pytest
 
 import meshnb
 from meshnb import loops
+from meshnb.interrupts import InterruptFlag
 from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import SweepInterrupted, describe, init_page, run_planned, stream, sweep
+from meshnb.sweeps import run as sweep_run
 from meshnb.sweeps.lanes import Lanes
+from meshnb.sweeps.run import Runner, parts
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
@@ -205,6 +210,73 @@ def test_a_stop_after_the_first_batch_keeps_the_finished_batches() -> None:
     assert r.steps == 100 and len(r) == 40  # batches 0 and 1 whole, batch 2 stopped after one chunk: dropped
     k = 33
     assert r.digests[k] == meshnb.train(100, set_lr={0: systems.lr[k]}).digest
+
+
+def test_a_stop_at_any_chunk_of_any_batch_keeps_every_finished_system() -> None:
+    """Issue 33's promise on the one loop over batches: 3 batches of 2 chunks, a stop after each of
+    the 6 chunks (the last included) keeps the first batch's steps done, else the finished batches."""
+    lrs = np.geomspace(0.01, 0.5, 50).astype(np.float32)
+    systems = describe(100, lrs=lrs)
+    whole, half = sweep(100, lrs=lrs), sweep(50, lrs=lrs)
+    kept = {1: (20, 50), 2: (20, 100), 3: (20, 100), 4: (40, 100), 5: (40, 100), 6: (50, 100)}
+    for after, (m, steps) in kept.items():
+        calls: list[int] = []
+        r = run_planned(
+            systems, 100, chunk=50, batch=20, should_stop=lambda a=after, c=calls: len(c) >= a, on_chunk=calls.append
+        )
+        assert (len(r), r.steps, len(calls)) == (m, steps, after), after
+        assert r.digests == (half if steps == 50 else whole).digests[:m], after
+
+
+def test_the_batch_loop_counts_a_step_as_its_weight_up_to_the_total() -> None:
+    """An MPI rank's progress: a step of its batch counts every rank's batch of the round, and the
+    bar never passes the sweep's system-steps."""
+    seen: list[int] = []
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+        got = list(parts(runner, [(0, 2), (2, 3)], seen.append, weight=4, total=50))
+    assert [len(p) for p in got] == [2, 1] and seen == [16, 32, 48, 50]
+    seen.clear()
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+        list(parts(runner, [(0, 2), (2, 3)], seen.append))
+    assert seen == [8, 16, 20, 24]  # a step counts the batch's systems
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+        got = list(parts(runner, [(0, 2), (2, 3)], should_stop=lambda: True))
+    assert [(len(p), p.steps) for p in got] == [(2, 0)]  # the stopped batch ends the loop: no batch after it
+
+
+@pytest.fixture(params=["python", "ignored", "remembered", "raised"])
+def callers_sigint(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The SIGINT handler a library sweep's caller has: Python's (KeyboardInterrupt), SIGINT ignored
+    (a job a shell started with ``&``: the final CI run's), meshnb's flag that only remembers it, and
+    the one that raises (the program's)."""
+    handler: object = {
+        "python": signal.default_int_handler,
+        "ignored": signal.SIG_IGN,
+        "remembered": InterruptFlag(),
+        "raised": InterruptFlag(raising=True),
+    }[request.param]
+    previous = signal.signal(signal.SIGINT, handler)  # type: ignore[arg-type]
+    try:
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_after_the_last_chunk_keeps_every_system_whatever_the_callers_handler(
+    monkeypatch: pytest.MonkeyPatch, callers_sigint: object
+) -> None:
+    """Issue 33 in the library: a Ctrl-C after the last chunk (held: no boundary came after it) is
+    SweepInterrupted with every system. It was only handed on to the caller's handler at the run's
+    exit, so a caller that ignores SIGINT or only remembers it got a result as if no one had asked
+    for a stop (the final CI run, started in the background: DID NOT RAISE SweepInterrupted)."""
+    lrs = np.geomspace(1e-3, 1, 50).astype(np.float32)
+    whole = sweep(16, lrs=lrs)
+    monkeypatch.setattr(sweep_run, "phase", lambda name: name == "sweep-ran" and signal.raise_signal(signal.SIGINT))
+    with pytest.raises(SweepInterrupted) as stop:
+        sweep(16, lrs=lrs)
+    assert len(stop.value.result) == 50 and stop.value.result.steps == 16
+    assert stop.value.result.digests == whole.digests
+    assert signal.getsignal(signal.SIGINT) is callers_sigint  # the caller's handler, back
 
 
 def test_stream_yields_the_sweep_in_parts() -> None:
