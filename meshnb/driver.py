@@ -9,15 +9,16 @@ chunk, then ``after(done)`` (progress) and, when the :class:`Cadence` says so, `
 :class:`Frame` is what surrounds a run: its bar, its stop request, and its two timers (the first
 call's seconds, kept out of the steps' seconds).
 
-The loops of steps that are this one: :func:`meshnb.host.run_steps` (train's single, fused and
-CUDA backends, and each cluster member's tasks) and each batch of a sweep (its chunks on the CPU,
-on the CUDA image, on an MPI rank).  A sweep's batches run in turn in the one loop over them,
-:func:`meshnb.sweeps.run.parts` (its progress, a stop held to a chunk boundary), with one ending
-(:func:`meshnb.sweeps.run.kept`, :func:`meshnb.sweeps.run.interrupted`).  Not yet (issue 32,
-item 3): the threads, processes and MPI coordinators, which run their members' progress,
-checkpoints and stops in a loop of their own (:mod:`meshnb.backends.local`,
-:mod:`meshnb.backends.mpi`) from the same pieces (:class:`Frame`, :class:`Cadence`,
-:class:`meshnb.host.Checkpoints`).
+When it saves and stops is a :class:`Policy`: a stop request and a :class:`Deadline` (a
+:class:`Cadence`, or one the members agree on: the mpi backend's flags).
+
+The loops of steps that are this one: every train backend's (:func:`meshnb.host.train_run`: the
+single, fused and CUDA backends on SPEC 10's host loop, the threads and processes backends'
+lockstep paused at each chunk's end, :class:`meshnb.backends.local.Lockstep`, and an MPI rank's
+tasks), each cluster member's tasks (:func:`meshnb.host.run_steps`), and each batch of a sweep
+(its chunks on the CPU, on the CUDA image, on an MPI rank).  A sweep's batches run in turn in the
+one loop over them, :func:`meshnb.sweeps.run.parts` (its progress, a stop held to a chunk
+boundary), with one ending (:func:`meshnb.sweeps.run.kept`, :func:`meshnb.sweeps.run.interrupted`).
 This module sits in the base layer (it imports only :mod:`.interrupts`) so that the CUDA image's
 host code, on the program's level, drives its launches with it too.
 """
@@ -121,6 +122,49 @@ class Cadence:
         return time.monotonic() >= self.at
 
 
+class Deadline(Protocol):
+    """When :func:`drive` saves: a :class:`Cadence`, or a deadline the members agreed on (the mpi
+    backend's: a checkpoint flag seen in a round by every rank).
+
+    Examples
+    --------
+    >>> deadline: Deadline = Cadence(0.0)
+    >>> deadline.due()
+    True
+    """
+
+    def due(self) -> bool:
+        """Whether a save is due at this boundary."""
+
+    def restart(self) -> None:
+        """A save was written: count again from now."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When a run's :func:`drive` stops and saves, and what it does after each chunk.
+
+    Parameters
+    ----------
+    should_stop : callable
+        Asked at each boundary (before the end): whether to stop there (Ctrl-C, held to it).
+    cadence : Deadline
+        When a checkpoint is due.
+    after : callable, default none
+        ``after(done)``, after each chunk, before the progress bar moves (the mpi backend raises
+        its flags there).
+
+    Examples
+    --------
+    >>> Policy(lambda: False, Cadence()).cadence.due()
+    False
+    """
+
+    should_stop: Callable[[], bool]
+    cadence: Deadline
+    after: Callable[[int], None] | None = None
+
+
 def drive(
     engine: Engine,
     steps: int,
@@ -130,7 +174,7 @@ def drive(
     after: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     save: Callable[[int], None] | None = None,
-    cadence: Cadence | None = None,
+    cadence: Deadline | None = None,
 ) -> int:
     """The one loop of steps: run ``engine`` from step 0 to ``steps`` in chunks; returns the steps done.
 
@@ -149,8 +193,8 @@ def drive(
         ``next_end(done, steps)``: the next boundary, after ``done`` and at most ``steps``.
     at_boundary, after, should_stop, save : callable or None
         The hooks above.
-    cadence : Cadence or None
-        When ``save`` is due (None: never).
+    cadence : Deadline or None
+        When ``save`` is due (None: never): a :class:`Cadence`, or a deadline agreed otherwise.
 
     Returns
     -------

@@ -1,8 +1,9 @@
 """The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
 with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change, a retry after a timeout (``ERR = 1``), on the driver's loop
-(:func:`meshnb.driver.drive`); a train run around a backend's step engine (:func:`run_engine`),
-every checkpoint's assembly (:class:`Checkpoints`) and the interrupted-run ending
+start at an LR change (:func:`host_loop`), a retry after a timeout (``ERR = 1``,
+:func:`member_task`), on the driver's loop (:func:`meshnb.driver.drive`); every backend's
+train run around its engine (:func:`train_run`; :func:`run_engine` on SPEC 10's loop), every
+checkpoint's assembly (:class:`Snapshot`, :class:`Checkpoints`) and the interrupted-run ending
 (:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
 wording of a stalled round).
 """
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import checkpoint, program
 from .checkpoint import Checkpoint, RunSettings
-from .driver import Cadence, Steps, frame, progress_bar
+from .driver import Cadence, Engine, Frame, Policy, Steps, frame, progress_bar
 from .driver import drive as drive_chunks
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
 from .kernels import NSUMS
@@ -41,6 +42,7 @@ __all__ = [
     "drive",
     "drive_alone",
     "end_run",
+    "member_task",
     "member_trace",
     "prepare",
     "prepare_member",
@@ -52,6 +54,7 @@ __all__ = [
     "stall_hook",
     "stalled",
     "steps_shown",
+    "train_run",
     "warm_up",
 ]
 
@@ -119,27 +122,25 @@ def chunk_of_tasks(spt: int, limit: int) -> int:
     return limit // spt * spt if 0 < spt <= limit else limit
 
 
-def run_steps(
-    plan: Plan,
-    contexts: Sequence[Context],
-    chunk: int,
-    step: StepEngine,
-    trace: Trace | None = None,
-    after: Callable[[int], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    save: Callable[[int], None] | None = None,
-    every_s: float = math.inf,
-) -> int:
-    """The host loop (SPEC 10) of every backend, on the driver's loop
-    (:func:`meshnb.driver.drive`); returns the steps done.
+def host_loop(
+    plan: Plan, contexts: Sequence[Context], chunk: int, step: StepEngine, trace: Trace | None = None
+) -> tuple[Steps, Callable[[int, int], int], Callable[[int], None]]:
+    """SPEC 10's host loop as the driver runs it: the engine (``step`` a chunk at a time, its rows
+    to ``trace``: two buffers in turn, the trace hashes one on its own thread while the next call
+    runs), the next boundary (:meth:`Plan.next_boundary`: ``chunk`` steps on, sooner at the end
+    or where an LR change starts a task) and the hook at every boundary (the SET_LRs due there,
+    to every context's page).
 
-    At every boundary (the start, and after each engine call) the SET_LRs due there go to every
-    context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
-    otherwise ``step`` runs up to the next boundary (:meth:`Plan.next_boundary`: ``chunk`` steps
-    on, sooner at the end or where an LR change starts a task), its rows go to ``trace`` (two
-    buffers in turn: the trace hashes one on its own thread while the next call runs), and
-    ``after(done)`` follows (progress), then ``save(done)`` if ``every_s`` has passed since the
-    last save (checkpoints; never at the plan's end, which the backend saves itself)."""
+    Examples
+    --------
+    >>> ran = []
+    >>> engine, next_end, at_boundary = host_loop(Plan(10), (), 4, lambda done, n, rows: ran.append((done, n)))
+    >>> [next_end(done, 10) for done in (0, 4, 8)]
+    [4, 8, 10]
+    >>> engine.advance(0, 4)
+    >>> ran
+    [(0, 4)]
+    """
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
     calls = 0
@@ -156,10 +157,33 @@ def run_steps(
         for ctx in contexts:
             set_lr(ctx, plan, done)
 
+    return Steps(advance), lambda done, steps: plan.next_boundary(chunk, done), at_boundary
+
+
+def run_steps(
+    plan: Plan,
+    contexts: Sequence[Context],
+    chunk: int,
+    step: StepEngine,
+    trace: Trace | None = None,
+    after: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    save: Callable[[int], None] | None = None,
+    every_s: float = math.inf,
+) -> int:
+    """The host loop (SPEC 10, :func:`host_loop`) on the driver's loop
+    (:func:`meshnb.driver.drive`); returns the steps done.
+
+    At every boundary (the start, and after each engine call) the SET_LRs due there go to every
+    context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
+    otherwise ``step`` runs up to the next boundary, its rows go to ``trace``, and ``after(done)``
+    follows (progress), then ``save(done)`` if ``every_s`` has passed since the last save
+    (checkpoints; never at the plan's end, which the backend saves itself)."""
+    engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return drive_chunks(
-        Steps(advance),
+        engine,
         plan.steps,
-        lambda done, steps: plan.next_boundary(chunk, done),
+        next_end,
         at_boundary=at_boundary,
         after=after,
         should_stop=should_stop,
@@ -189,38 +213,39 @@ def drive_alone(
     return run_steps(plan, (ctx,), chunk, step, ctx.trace, on_task, should_stop)
 
 
-def drive(
+def member_task(
     ctx: Context,
     plan: Plan,
     on_task: Callable[[int], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
     before_task: Callable[[int], None] | None = None,
     give_up_s: float | None = None,
-) -> int:
-    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
+) -> StepEngine:
+    """A grouped system's step engine: one planned task of the plan's boundaries, resumed after
+    each timeout (``ERR = 1``) until it is whole, so every member of a cluster ends its tasks at
+    the same steps (the program records the trace and counts the steps).
 
-    A system without a group (and no fault injection) takes :func:`drive_alone`, the same
-    tasks with the loop over them in numba.
+    ``on_task(done)`` is called after every TASK call, retries included; ``before_task(call)``
+    before TASK call number ``call`` (from 0, retries included: fault injection).  ``give_up_s``
+    bounds the time without a completed step: past it :class:`ClusterError` names this system,
+    so a dead or stalled peer cannot hang it.
 
-    Tasks end at the planned boundaries of :meth:`Plan.next_boundary` (:func:`run_steps`, whose
-    engine here is one planned task); a task cut short by a round's timeout (``ERR = 1``) is
-    followed by one that resumes it up to the same boundary, so every member of a cluster ends its
-    tasks at the same steps.  ``on_task(done)`` is called after every task, retries included
-    (progress, checkpoints); ``should_stop()`` is asked at each boundary and ends the loop there;
-    ``before_task(call)`` runs before TASK call number ``call`` (from 0, retries included: fault
-    injection).  ``give_up_s`` bounds the time without a completed step: past it
-    :class:`ClusterError` names this system, so a dead or stalled peer cannot hang it."""
-    if not ctx.grouped and before_task is None:
-        return drive_alone(ctx, plan, on_task, should_stop)
+    Examples
+    --------
+    >>> exchange = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
+    >>> ctx = Context(View(), group=Group(0, 1), exchange=exchange)  # a cluster of one
+    >>> program.init(ctx)
+    >>> calls = []
+    >>> task = member_task(ctx, Plan(128), on_task=calls.append)
+    >>> task(0, 64, np.empty((0, NSUMS), np.uint32))  # one planned task: a TASK call of 64 steps
+    >>> ctx.view.next_step, calls
+    (64, [64])
+    """
     v = ctx.view
-    check_view_can_run(v, plan.steps)
     spt = v.word("STEPS_PER_TASK")
     calls = 0
     last_step = time.monotonic()
 
     def task(done: int, steps: int, rows: np.ndarray) -> None:
-        """One planned task of ``steps`` steps, resumed after each timeout until it is whole (the
-        program records the trace and counts the steps)."""
         nonlocal calls, last_step
         end = done + steps
         while done < end:
@@ -246,7 +271,31 @@ def drive(
             if on_task is not None:
                 on_task(done)
 
-    return run_steps(plan, (ctx,), spt, task, None, None, should_stop)
+    return task
+
+
+def drive(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    before_task: Callable[[int], None] | None = None,
+    give_up_s: float | None = None,
+) -> int:
+    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
+
+    A system without a group (and no fault injection) takes :func:`drive_alone`, the same
+    tasks with the loop over them in numba.
+
+    Tasks end at the planned boundaries of :meth:`Plan.next_boundary` (:func:`run_steps`, whose
+    engine here is one planned task and its retries: :func:`member_task`, which takes
+    ``on_task``, ``before_task`` and ``give_up_s``); ``should_stop()`` is asked at each boundary
+    and ends the loop there."""
+    if not ctx.grouped and before_task is None:
+        return drive_alone(ctx, plan, on_task, should_stop)
+    check_view_can_run(ctx.view, plan.steps)
+    task = member_task(ctx, plan, on_task, before_task, give_up_s)
+    return run_steps(plan, (ctx,), ctx.view.word("STEPS_PER_TASK"), task, None, None, should_stop)
 
 
 def stall_hook(stalls: Sequence[tuple[int, int, int]], k: int) -> Callable[[int], None]:
@@ -311,6 +360,21 @@ class Snapshot:
     counters: tuple[dict[str, int], ...]
     traces: tuple[Sha256State, ...]
 
+    @classmethod
+    def of(cls, n: int, member: Callable[[int], tuple[bytes, dict[str, int], Sha256State]]) -> Snapshot:
+        """The snapshot of ``n`` members, ``member(k)`` giving member ``k``'s page, counters and
+        trace state (every backend's one assembly: the fused rows, cluster memory, MPI's records).
+
+        Examples
+        --------
+        >>> from meshnb.sha256 import Sha256
+        >>> s = Snapshot.of(2, lambda k: (bytes([k]), {"steps": k}, Sha256().state()))
+        >>> s.pages, s.counters
+        ((b'\\x00', b'\\x01'), ({'steps': 0}, {'steps': 1}))
+        """
+        states = [member(k) for k in range(n)]
+        return cls(tuple(p for p, _, _ in states), tuple(c for _, c, _ in states), tuple(t for _, _, t in states))
+
 
 @dataclass(frozen=True)
 class Checkpoints:
@@ -345,6 +409,21 @@ class Checkpoints:
                 Checkpoint(self.settings, self.steps_before + done, snapshot.pages, snapshot.counters, snapshot.traces),
             )
 
+    def saver(self, snapshot: Callable[[], Snapshot]) -> Callable[[int], None] | None:
+        """The driver's ``save(done)``: ``snapshot()`` written after ``done`` steps (None without
+        a file: nothing to save, nothing to snapshot).
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> run = RunSettings(systems=1, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
+        >>> Checkpoints(None, run).saver(lambda: Snapshot((), (), ())) is None
+        True
+        """
+        if self.path is None:
+            return None
+        return lambda done: self.save(done, snapshot())
+
 
 def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
     """The one ending of a train run, for every backend: ``final_save()`` (the last checkpoint;
@@ -373,6 +452,90 @@ def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | No
     return result
 
 
+def train_run(
+    engine: Engine,
+    steps: int,
+    next_end: Callable[[int, int], int],
+    systems: Callable[[int], tuple[SystemResult, ...]],
+    *,
+    at_boundary: Callable[[int], None] | None = None,
+    progress: bool = False,
+    checkpoints: Checkpoints | None = None,
+    snapshot: Callable[[], Snapshot] | None = None,
+    save: Callable[[int], None] | None = None,
+    ready: Callable[[], None] | None = None,
+    policy: Callable[[Frame], Policy] | None = None,
+) -> RunResult:
+    """A train run around ``engine``, for every backend: the driver's frame (a progress bar,
+    Ctrl-C held to a boundary, the warm-up timed apart from the steps), its loop
+    (:func:`meshnb.driver.drive` over ``steps`` to the boundaries ``next_end`` names), the
+    checkpoints at their cadence, then the ending: the last checkpoint (at the end or the stop)
+    and :func:`end_run`.
+
+    Parameters
+    ----------
+    engine : Engine
+        The backend's steps: ``warm_up()`` (its seconds are ``first_call_seconds``), ``advance``.
+    steps, next_end
+        The steps this call runs, and its chunks (:func:`meshnb.driver.drive`).
+    systems : callable
+        ``systems(done)``: every system's result once the steps are done (its time counts in
+        the steps' seconds: a wait for the trace, the members' ending).
+    at_boundary : callable, optional
+        The hook at every boundary (SPEC 10's SET_LRs).
+    progress : bool
+        Show a progress bar.
+    checkpoints, snapshot : optional
+        Where checkpoints go and what they keep (``snapshot()``, at a boundary); ``save``, when
+        given, replaces ``checkpoints.saver(snapshot)`` (the mpi backend's collective one).
+    ready : callable, optional
+        Called between the warm-up and the steps, timed in neither (the members' meeting).
+    policy : callable, optional
+        ``policy(frame)``: when to stop and to save (default: Ctrl-C, and the checkpoints'
+        cadence).
+
+    Returns
+    -------
+    RunResult
+        The run; :class:`~meshnb.results.RunInterrupted` (raised) after a stop.
+
+    Examples
+    --------
+    >>> from meshnb.driver import Steps, chunks_of
+    >>> ran = []
+    >>> r = train_run(Steps(lambda done, n: ran.append(n)), 10, chunks_of(4), lambda done: ())
+    >>> r.steps, ran
+    (10, [4, 4, 2])
+    """
+    if save is None and checkpoints is not None and snapshot is not None:
+        save = checkpoints.saver(snapshot)
+    with frame(steps, progress) as f:
+        f.warm(engine)  # the first call's JIT (a cluster's start-up) stays out of the timing
+        if ready is not None:
+            ready()
+        rules = policy(f) if policy is not None else Policy(f.requested, _cadence(checkpoints))
+        f.start()
+
+        def after(done: int) -> None:
+            if rules.after is not None:
+                rules.after(done)
+            f.show(done)
+
+        done = drive_chunks(
+            engine, steps, next_end, at_boundary=at_boundary, after=after,
+            should_stop=rules.should_stop, save=save, cadence=rules.cadence,
+        )  # fmt: skip
+        results = systems(done)
+    steps_before = checkpoints.steps_before if checkpoints is not None else 0
+    result = RunResult(done, results, f.stop(), f.first_call, steps_before)
+    last = save
+    return end_run(result, steps, (lambda: last(done)) if last is not None else None)
+
+
+def _cadence(checkpoints: Checkpoints | None) -> Cadence:
+    return checkpoints.cadence() if checkpoints is not None else Cadence()
+
+
 def run_engine(
     plan: Plan,
     contexts: Sequence[Context],
@@ -386,24 +549,12 @@ def run_engine(
     checkpoints: Checkpoints | None = None,
     snapshot: Callable[[], Snapshot] | None = None,
 ) -> RunResult:
-    """A train run of the contexts' systems with ``step`` as its engine: the driver's frame (a
-    progress bar, Ctrl-C held to a boundary, ``warm_up`` timed apart from the steps), the host
-    loop (:func:`run_steps`, ``chunk`` steps a call), checkpoints every ``checkpoints.every_s``
-    and at the end or the stop (``snapshot()``), then :func:`end_run`.  ``systems()`` gives the
-    results once the steps are done (its wait for the trace counts in the steps' seconds)."""
-    save: Callable[[int], None] | None = None
-    if checkpoints is not None and checkpoints.path is not None and snapshot is not None:
-        ck, snap = checkpoints, snapshot
-
-        def save(done: int) -> None:
-            ck.save(done, snap())
-
-    with frame(plan.steps, progress) as f:
-        f.warm(Steps(lambda done, n: None, warm_up))  # the first call's JIT stays out of the timing
-        f.start()
-        every = checkpoints.every_s if checkpoints is not None else math.inf
-        done = run_steps(plan, contexts, chunk, step, trace, f.show if progress else None, f.requested, save, every)
-    results = systems()
-    steps_before = checkpoints.steps_before if checkpoints is not None else 0
-    result = RunResult(done, results, f.stop(), f.first_call, steps_before)
-    return end_run(result, plan.steps, (lambda: save(done)) if save is not None else None)
+    """:func:`train_run` of the contexts' systems on SPEC 10's host loop (:func:`host_loop`:
+    ``step`` runs ``chunk`` steps a call, the SET_LRs at their boundaries, the rows to
+    ``trace``), ``warm_up`` its warm-up; ``systems()`` gives the results once the steps are done
+    (its wait for the trace counts in the steps' seconds)."""
+    engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
+    return train_run(
+        Steps(engine.advance, warm_up), plan.steps, next_end, lambda done: systems(),
+        at_boundary=at_boundary, progress=progress, checkpoints=checkpoints, snapshot=snapshot,
+    )  # fmt: skip

@@ -253,3 +253,55 @@ def test_a_cluster_beside_busy_loops_keeps_its_bits_and_its_pace(busy_loops, tmp
     # Generous (the bench holds the speed targets): yields handing the cores to the busy loops
     # took up to 1.1 ms a round here (6000 rounds: 6.6 s); the futex handover takes tens of us.
     assert ended - held < 60, f"{steps} rounds of {backend}-{n} beside two busy loops took {ended - held:.1f} s"
+
+
+# --- the threads and processes engine (backends.local.Lockstep) on the driver -------------------
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_the_lockstep_engine_pauses_every_member_at_the_chunks_end_with_the_fused_bits(backend):
+    """The driver's chunks are whole tasks (from the last LR change) growing with the rate; after
+    each ``advance`` every member is paused at its end, and the pages there are a fused run's of
+    that many steps; a stop there ends every member at that step."""
+    from meshnb.backends import local
+    from meshnb.backends.memory import PAUSED, SharedSegment, memory_bytes
+    from meshnb.options import RunOptions, resolve
+
+    opts = RunOptions(steps=20_000, systems=2, backend=backend, steps_per_task=16, set_lr={100: 0.5})
+    start = resolve(opts)
+    shared = SharedSegment(memory_bytes(2)) if backend == "processes" else None
+    try:
+        run, memory = local._prepared(opts, start, shared)
+        engine = local.Lockstep(run, memory, shared)
+        try:
+            engine.warm_up()
+            done, ends = 0, []
+            while done < 5_000:
+                end = engine.next_end(done, run.plan.steps)
+                assert end == 100 or (end - (100 if end > 100 else 0)) % 16 == 0, end  # a member's boundary
+                engine.advance(done, end - done)
+                assert memory.progress.tolist() == [end] * 2 and bool((memory.state == PAUSED).all())
+                done = end
+                ends.append(end)
+            assert 100 in ends and engine.chunk > 16 and engine.chunk % 16 == 0  # grown, still whole tasks
+            fused = meshnb.train(done, systems=2, backend="fused", steps_per_task=16, set_lr={100: 0.5})
+            assert list(local.snapshot(memory).pages) == [s.page for s in fused.systems]
+            outcomes = engine.end(done)  # the driver's stop: every member ends there
+            assert memory.progress.tolist() == [done] * 2
+            assert [o.trace_digest for o in outcomes] == [s.trace_digest for s in fused.systems]
+        finally:
+            engine.close()
+        del engine, memory, run
+    finally:
+        if shared is not None:
+            shared.release()
+
+
+def test_a_lockstep_chunk_lasts_no_longer_than_the_checkpoints_cadence():
+    from meshnb.backends import local
+    from meshnb.options import RunOptions, resolve
+
+    for every, want in ((60.0, local.CHUNK_S), (0.05, 0.05)):
+        opts = RunOptions(steps=64, systems=2, checkpoint="unused.ckpt", checkpoint_every_s=every)
+        run, memory = local._prepared(opts, resolve(opts), None)
+        assert local.Lockstep(run, memory, None).chunk_s == want

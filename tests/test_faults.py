@@ -505,7 +505,11 @@ def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
     (RunInterrupted) where a boundary is left."""
     script = tmp_path / "loop.py"
     script.write_text(
-        "import time, meshnb\n"
+        "import signal, time, meshnb\n"
+        # A script run from a terminal has Python's handler; one started by a runner that ignores
+        # SIGINT (a shell's background job) inherits the ignore, which Python keeps, and every
+        # Ctrl-C is then dropped, on any code: the test would measure its runner, not meshnb.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "meshnb.train(64, systems=2, backend='threads')\n"
         "print('ready', flush=True)\n"
         "end = time.monotonic() + 300  # not forever: a test runner killed meanwhile leaves no loop behind\n"
@@ -525,6 +529,43 @@ def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
         p.kill()
     # A round that timed out (a loaded machine) leaves a boundary inside the task: the run stops there.
     assert out in ("KeyboardInterrupt\n", "RunInterrupted\n") and p.returncode == 0, (out, err)
+
+
+@pytest.fixture
+def pythons_sigint_handler():
+    """SIGINT handled by Python's own handler (KeyboardInterrupt), whatever this test runner was
+    started with (a background job's runner ignores SIGINT), restored afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_a_ctrl_c_after_a_clusters_last_boundary_is_the_callers_keyboard_interrupt(
+    monkeypatch, pythons_sigint_handler, backend
+):
+    """The moment the loop above aims at by chance, provoked for real: a SIGINT once the driver
+    has its one-task run's last boundary behind it (the members finished, their ending not yet
+    collected: ``Lockstep.end``) stops nothing, and goes on to the caller as KeyboardInterrupt."""
+    from meshnb.backends import local
+
+    end = local.Lockstep.end
+    sent = []
+
+    def end_after_a_ctrl_c(self, done):
+        if done == 64:  # the run's end: no boundary left
+            signal.raise_signal(signal.SIGINT)
+            sent.append(done)
+        return end(self, done)
+
+    monkeypatch.setattr(local.Lockstep, "end", end_after_a_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        meshnb.train(64, steps_per_task=64, systems=2, backend=backend)
+    assert sent == [64]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the caller's, back
+    monkeypatch.undo()
+    r = meshnb.train(64, steps_per_task=64, systems=2, backend=backend)  # the next run is whole
+    assert r.steps == 64 and r.digest == meshnb.train(64, steps_per_task=64, systems=2, backend="fused").digest
 
 
 @pytest.mark.parametrize(

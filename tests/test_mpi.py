@@ -245,6 +245,23 @@ def test_ctrl_c_on_one_rank_stops_all_at_a_boundary_with_a_checkpoint_that_resum
     assert without_timeouts(meshnb.train(resume=ck).to_json())["systems"] == want  # any backend resumes it
 
 
+@pytest.mark.usefixtures("aborted_job_segments")
+def test_checkpoints_agreed_through_the_rounds_flags_resume_after_a_rank_dies(tmp_path):
+    """The driver's deadline on mpi is the checkpoint flag every rank saw: with checkpoints due
+    at every boundary, a job whose rank 1 is killed before its 40th task has left one of a step
+    before it, which resumes to a clean run's digests."""
+    ck = tmp_path / "run.ck"
+    p = mpirun(
+        2, "--steps", "3000", "--checkpoint", str(ck), "--checkpoint-every", "0.001", "--give-up", "5",
+        timeout=120, env=_env(MESHNB_MPI_TEST_SIGNAL="1:40:SIGKILL"),
+    )  # fmt: skip
+    assert p.returncode != 0, p.stderr
+    saved = ckpt_io.load(ck)
+    assert 0 < saved.done <= 40 * 64 and saved.done % 64 == 0, saved.done  # calls count from 0
+    want = without_timeouts(meshnb.train(3000, systems=2, backend="threads").to_json())["systems"]
+    assert without_timeouts(meshnb.train(resume=ck).to_json())["systems"] == want
+
+
 def test_the_final_checkpoint_is_the_threads_backends(tmp_path):
     doc(mpirun(2, "--steps", "300", "--steps-per-task", "50", "--checkpoint", str(tmp_path / "mpi.ck"), "--json"))
     meshnb.train(300, systems=2, steps_per_task=50, checkpoint=tmp_path / "threads.ck")

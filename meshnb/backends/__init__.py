@@ -6,10 +6,12 @@ can do, one row each): the name a user gives (``backend=``, ``--backend``) -> th
 function that run it, imported on first use so that a run loads only what it needs (one system
 never imports multiprocessing or mpi4py).  ``single`` is one system without a group (no
 ``systems``); the others run clusters.  Every backend runs on the driver (:mod:`meshnb.driver`:
-the loop, progress, stops, the checkpoints' cadence, the timers; :func:`meshnb.host.run_engine`,
-:class:`meshnb.host.Checkpoints`, :func:`meshnb.host.end_run`) and contributes its step engine:
+the loop, progress, stops, the checkpoints' cadence, the timers; :func:`meshnb.host.train_run`,
+:class:`meshnb.host.Checkpoints`, :func:`meshnb.host.end_run`) and contributes its engine:
 ``single`` the njit task loop, ``fused`` the fused cluster loop, ``cuda`` the device,
-``threads``, ``processes`` and ``mpi`` each member's tasks over an exchange.
+``threads`` and ``processes`` the members in lockstep run by the chunk
+(:class:`~meshnb.backends.local.Lockstep`), ``mpi`` a rank's tasks over the exchange, with
+stops and checkpoints agreed through the rounds' flags.
 """
 
 from __future__ import annotations

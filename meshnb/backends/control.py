@@ -1,7 +1,8 @@
 """The meeting points of a ``threads`` or ``processes`` cluster, in cluster memory (:mod:`.memory`):
-the start (every member ready, then all go together), pauses at a common task boundary (a
-checkpoint, or Ctrl-C's stop), and the end.  The members call one side of :class:`Control`, the
-coordinator (:mod:`.local`) the other; every wait is bounded by the run's ``give_up_s``.
+the start (every member ready, then all go together), pauses at a common task boundary (the end
+of each of the driver's chunks: :class:`~meshnb.backends.local.Lockstep`), a stop there, and the
+end.  The members call one side of :class:`Control`, the coordinator (the driver's engine,
+:mod:`.local`) the other; every wait is bounded by the run's ``give_up_s``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from ..exchange import ExchangeAborted, Waiter
-from ..options import Plan
 from ..results import ClusterError
 from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory
 
@@ -142,9 +142,10 @@ class Control:
         if not self.alive():
             raise ExchangeAborted(f"system {k}: the coordinator is gone")
 
-    def ready(self, k: int) -> None:
+    def ready(self, k: int) -> bool:
         """Member ``k`` is ready: say so, and wait for the coordinator's start
-        (:class:`~meshnb.results.ClusterError` after ``give_up_s``).
+        (:class:`~meshnb.results.ClusterError` after ``give_up_s``); returns True to stop at
+        step 0 (a stop asked for before the start).
 
         Examples
         --------
@@ -165,6 +166,7 @@ class Control:
         self.m.state[k] = RUNNING
         self.wake()
         self._wait(k, lambda: bool(self.m.go[0]), "the other members to start")
+        return bool(self.m.stop[0])
 
     def at_boundary(self, k: int, done: int, save: Callable[[], None]) -> bool:
         """A member passed a task boundary with no round pending; returns True to stop there.
@@ -180,14 +182,14 @@ class Control:
         >>> control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=5.0)
         >>> control.at_boundary(0, 64, save=lambda: None), memory.progress.tolist()  # no pause asked: go on
         (False, [64])
-        >>> memory.target[0], memory.stop[0] = 128, 1  # the coordinator asks for a stop at step 128
+        >>> memory.go[0], memory.target[0] = 1, 128  # started; the coordinator asks for a pause at step 128
         >>> saved = []
         >>> member = lambda: saved.append(control.at_boundary(0, 128, save=lambda: saved.append("saved")))
         >>> t = threading.Thread(target=member)
         >>> t.start()
         >>> BlockingWaiter().wait(lambda: control.paused_at(128), 5.0)
         True
-        >>> control.go_on(); t.join()
+        >>> control.go_on(stop=True); t.join()  # the driver stops the run there
         >>> saved  # saved at the pause, then told to stop
         ['saved', True]
         """
@@ -248,8 +250,9 @@ class Control:
         """
         return bool((self.m.state == state).all())
 
-    def start(self) -> None:
-        """Let every member that is ready go (they start together).
+    def start(self, target: int = 0, stop: bool = False) -> None:
+        """Let every member that is ready go (they start together), to pause at task boundary
+        ``target`` (0: none before the end; ``stop``: stop at step 0, before any step).
 
         Examples
         --------
@@ -266,37 +269,7 @@ class Control:
         >>> int(memory.go[0]), t.is_alive()
         (1, False)
         """
-        self.m.go[0] = 1
-        self.waiter.notify()
-
-    def request(self, plan: Plan, spt: int, stop: bool) -> int | None:
-        """Ask every member to pause at the first boundary none of them has passed; returns it, or
-        None when that is the run's end (which needs no pause).
-
-        Examples
-        --------
-        >>> import threading
-        >>> import numpy as np
-        >>> from meshnb.backends.control import Control
-        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> from meshnb.options import Plan
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
-        >>> memory.progress[:] = [64, 128]  # the boundaries the members passed
-        >>> control.request(Plan(steps=1000), 64, stop=True), int(memory.target[0]), int(memory.stop[0])
-        (192, 192, 1)
-        >>> control.request(Plan(steps=192), 64, stop=True) is None  # that boundary is the run's end: no pause
-        True
-        """
-        m = self.m
-        with self._locked(None):
-            target = max(plan.next_boundary(spt, int(p)) for p in m.progress)
-            if target >= plan.steps:
-                return None
-            m.stop[0] = int(stop)
-            m.target[0] = target
-        return target
+        self.go_on(target, stop)
 
     def paused_at(self, target: int) -> bool:
         """Whether every member is paused at task boundary ``target``.
@@ -316,8 +289,9 @@ class Control:
         """
         return self.all_in(PAUSED) and bool((self.m.progress == target).all())
 
-    def go_on(self) -> None:
-        """Release the members paused at the target (the pause's checkpoint is written).
+    def go_on(self, target: int = 0, stop: bool = False) -> None:
+        """Release the members paused at a boundary (the driver is done with it) to pause again at
+        task boundary ``target`` (0: none, they run to the end), or, with ``stop``, to stop there.
 
         Examples
         --------
@@ -328,14 +302,18 @@ class Control:
         >>> from meshnb.exchange import BlockingWaiter
         >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
         >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
-        >>> memory.target[0] = 128
-        >>> control.go_on()
+        >>> memory.go[0], memory.target[0] = 1, 128  # started, paused at step 128
+        >>> control.go_on(192)  # on to the next pause
         >>> int(memory.target[0]), int(memory.release[0])
-        (0, 1)
+        (192, 1)
         """
         with self._locked(None):
-            self.m.target[0] = 0
-            self.m.release[0] += 1
+            self.m.target[0] = target
+            self.m.stop[0] = int(stop)
+            if self.m.go[0]:
+                self.m.release[0] += 1
+            else:
+                self.m.go[0] = 1  # the start
         self.waiter.notify()
 
     def laggards(self, state: int) -> list[int]:

@@ -60,9 +60,7 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
         counters[:, STEPS] += np.uint64(count)
 
     def snapshot() -> Snapshot:
-        return Snapshot(
-            tuple(v.tobytes() for v in views), tuple(ctx.counter_dict() for ctx in contexts), (trace.state(),) * n
-        )
+        return Snapshot.of(n, lambda k: (views[k].tobytes(), contexts[k].counter_dict(), trace.state()))
 
     def systems() -> tuple[SystemResult, ...]:
         digest = trace.hexdigest()

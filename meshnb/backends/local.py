@@ -1,15 +1,21 @@
 """The ``threads`` and ``processes`` backends: N members in lockstep on this machine.
 
-The caller's thread coordinates: it prepares every member's page in cluster memory (``init``, or
-a checkpoint's pages), starts the members together, watches them, and when a checkpoint is due
-or Ctrl-C asks for a stop, names a task boundary that no member has passed (``TARGET``, under a
-lock every member takes at its boundaries); the members pause there with no round pending, and
-the coordinator writes the checkpoint and lets them go on (or stop).
+The caller's thread runs the driver (:func:`meshnb.host.train_run`: the frame, the loop,
+progress, checkpoints, stops, the ending); this backend contributes its engine,
+:class:`Lockstep`.  Its warm-up prepares nothing but the members: it starts them (threads, or
+processes of a forkserver) on the pages in cluster memory (``init``, or a checkpoint's pages) and
+waits until every one is ready; its ``advance(done, n)`` lets them run in lockstep to the task
+boundary ``done + n`` (``TARGET``, under a lock every member takes at its boundaries) and waits
+until all of them pause there with no round pending, or finish at the run's end.  Between
+chunks the driver has the members paused at a boundary: it moves the bar, writes a checkpoint
+when one is due (:func:`snapshot`), or stops the run there.  A chunk lasts about ``CHUNK_S``
+seconds (its steps follow the rate measured), so the members pause no more often than the
+progress bar and a stop need.
 
 Bounds, so that nothing hangs: a round waits ``timeout_ms`` and the program leaves it pending; a
 member that completes no step for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError`
 (naming the systems that did not reach the round); every other wait (the start, a pause, the
-lock, the join at the end) is bounded by ``give_up_s`` too, and the coordinator stops a cluster
+lock, the join at the end) is bounded by ``give_up_s`` too, and the engine stops a cluster
 whose round counters have not moved for twice that (every member frozen).  A member process
 that dies is seen at once (its sentinel): the exchange page is aborted, which ends every wait,
 the others are joined, killed if they linger, and the shared memory is released (a ``memfd`` on Linux,
@@ -18,97 +24,178 @@ unlinked elsewhere).
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..driver import Cadence, Frame, frame
 from ..exchange import Group
-from ..host import Checkpoints, Snapshot, end_run, prepare_member
+from ..host import Checkpoints, Snapshot, prepare_member, train_run
 from ..interrupts import phase
-from ..options import Plan, RunOptions, resolve
+from ..options import Plan, RunOptions, Start, resolve
 from ..program import Context
 from ..results import ClusterError, RunResult, SystemResult
 from ..sha256 import Sha256
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
 from .memory import FINISHED, PAUSED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
 
+CHUNK_S = 0.25  # seconds of steps between the members' pauses: the bar's refresh, a stop's delay
+POLL_S = 0.05  # the longest wait for news (a member's state changed) before the watchdog looks
+
 
 @dataclass(frozen=True)
 class _Run:
-    """A cluster run as the coordinator sees it: this call's part of the run, its members, its
+    """A cluster run as its engine sees it: this call's part of the run, its members, its
     checkpoints."""
 
     plan: Plan  # this call's part of the run
     spec: MemberSpec
     checkpoints: Checkpoints
-    progress: bool
 
 
-def _snapshot(memory: ClusterMemory) -> Snapshot:
-    """Every member's state in cluster memory (the members paused at a boundary, or finished)."""
-    n = memory.n
-    return Snapshot(
-        tuple(memory.views[k].tobytes() for k in range(n)),
-        tuple(memory.counter_dict(k) for k in range(n)),
-        tuple(memory.trace_state(k) for k in range(n)),
-    )
+def snapshot(memory: ClusterMemory) -> Snapshot:
+    """Every member's state in cluster memory (the members paused at a boundary, or finished).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+    >>> from meshnb.sha256 import Sha256
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> s = snapshot(memory)
+    >>> len(s.pages), len(s.pages[0]), s.counters[1]["steps"]
+    (2, 4096, 0)
+    """
+    return Snapshot.of(memory.n, lambda k: (memory.views[k].tobytes(), memory.counter_dict(k), memory.trace_state(k)))
 
 
-def _coordinate(run: _Run, members: Members, memory: ClusterMemory, f: Frame) -> tuple[int, list[MemberOutcome]]:
-    """Start the members together, serve checkpoints and a stop (the driver's frame ``f``: its
-    bar, its stop request, its timer from the start, members ready, to the end); returns the
-    steps done and the outcomes."""
-    control, plan, give_up = members.control, run.plan, run.spec.give_up_s
-    spt = memory.view(0).word("STEPS_PER_TASK")
-    since = time.monotonic()
-    while not control.all_in(RUNNING):
-        members.poll(0.02)
-        if time.monotonic() - since > give_up:
-            raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {give_up:g} s")
-    members.started()
-    control.start()
-    phase("running")
-    f.start()
-    target: int | None = None
-    stop = stopping = False
-    cadence = run.checkpoints.cadence()
-    # The watchdog of last resort (say, every member stopped by SIGSTOP): the round counters.
-    rounds, moved = memory.exchange.counters.copy(), time.monotonic()
-    while not control.all_in(FINISHED):
-        members.poll(0.05)
-        now = time.monotonic()
-        if (memory.exchange.counters != rounds).any():
-            rounds, moved = memory.exchange.counters.copy(), now
-        elif target is None and now - moved > 2 * give_up + run.spec.timeout_s:
-            low = int(np.argmin(rounds))
-            raise ClusterError(
-                low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})"
-            )
-        f.show(int(memory.progress.min()))
-        if target is None and not stopping:
-            stop = f.requested()
-            if stop or cadence.due():
-                target = control.request(plan, spt, stop)
-                since = now
-                if target is None:  # the run's end comes first: it is the stop and the checkpoint
-                    stopping, cadence = stop, Cadence()
-                    if stop:
-                        f.requested.declined()  # the run ends all the same: the Ctrl-C is the caller's
-        elif target is not None and control.paused_at(target):
-            run.checkpoints.save(target, _snapshot(memory))
-            control.go_on()
-            target, stopping = None, stop
-            cadence.restart()
-        elif target is not None and now - since > give_up + run.spec.timeout_s:
-            raise ClusterError(
-                control.laggards(PAUSED)[0], f"did not reach the pause at step {target} within {give_up:g} s"
-            )
-    done = int(memory.progress.min())
-    f.stop()
-    return done, members.outcomes()
+class Lockstep:
+    """The engine of the ``threads`` and ``processes`` backends: N members in lockstep, run by the
+    chunk and paused at its end (:func:`meshnb.driver.drive` does the rest).
+
+    Parameters
+    ----------
+    run : _Run
+        The plan, the members' spec, the checkpoints (their cadence bounds a chunk's seconds).
+    memory : ClusterMemory
+        The members' pages, counters and trace states, prepared.
+    shared : SharedSegment or None
+        The segment the member processes map (None: members are threads).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.backends.members import MemberSpec
+    >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+    >>> from meshnb.checkpoint import RunSettings
+    >>> from meshnb.host import Checkpoints
+    >>> from meshnb.options import Plan
+    >>> from meshnb.sha256 import Sha256
+    >>> from meshnb.testing.reference import init_page
+    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    >>> for k in range(2):
+    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+    ...     memory.save_trace_state(k, Sha256().state())
+    >>> plan = Plan(steps=256)
+    >>> spec = MemberSpec(2, plan, True, 1.0, (), give_up_s=10.0, keep_trace=False, resumable=False)
+    >>> settings = RunSettings(systems=2, steps=256, steps_per_task=None, set_lr=(), step_base=None, z=True,
+    ...                        first_step=0)
+    >>> engine = Lockstep(_Run(plan, spec, Checkpoints(None, settings)), memory, None)
+    >>> engine.warm_up()  # two threads, ready
+    >>> engine.advance(0, 64)  # they pause at step 64
+    >>> memory.progress.tolist()
+    [64, 64]
+    >>> len(engine.end(64)), memory.progress.tolist()  # stopped there
+    (2, [64, 64])
+    >>> engine.close()
+    """
+
+    def __init__(self, run: _Run, memory: ClusterMemory, shared: SharedSegment | None) -> None:
+        self.run, self.memory, self.shared = run, memory, shared
+        self.members: Members | None = None
+        self.started = False
+        self.spt = max(1, memory.view(0).word("STEPS_PER_TASK"))
+        self.chunk = self.spt  # the first chunk is a task: the rate is measured from it
+        every = run.checkpoints.every_s if run.checkpoints.path is not None else math.inf
+        self.chunk_s = min(CHUNK_S, every)
+
+    def _members(self) -> Members:
+        assert self.members is not None, "the members start in warm_up"
+        return self.members
+
+    def warm_up(self) -> None:
+        """Start the members and wait until every one is ready (their kernels loaded)."""
+        spec, memory = self.run.spec, self.memory
+        self.members = ThreadMembers(spec, memory) if self.shared is None else ProcessMembers(spec, self.shared, memory)
+        control, since = self.members.control, time.monotonic()
+        while not control.all_in(RUNNING):
+            self.members.poll(POLL_S)
+            if time.monotonic() - since > spec.give_up_s:
+                raise ClusterError(control.laggards(RUNNING)[0], f"did not start within {spec.give_up_s:g} s")
+        self.members.started()
+
+    def next_end(self, done: int, steps: int) -> int:
+        """The driver's next boundary: a chunk of whole tasks on (sooner at an LR change, the end)."""
+        return self.run.plan.next_boundary(self.chunk, done)
+
+    def advance(self, done: int, n: int) -> None:
+        """Let the members run from the boundary ``done`` (where they pause, or start) to
+        ``done + n``, and wait until they pause there (or finish, at the run's end)."""
+        control, end = self._members().control, done + n
+        pause = end < self.run.plan.steps
+        began = time.monotonic()
+        if self.started:
+            control.go_on(end if pause else 0)
+        else:
+            control.start(end if pause else 0)
+            phase("running")  # test hook: the members' lockstep has started
+            self.started = True
+        self._wait((lambda: control.paused_at(end)) if pause else (lambda: control.all_in(FINISHED)), end)
+        # The next chunk: CHUNK_S seconds at the rate measured, growing at most 4x a chunk.
+        rate = n / max(time.monotonic() - began, 1e-6)
+        tasks = min(4 * (self.chunk // self.spt), int(rate * self.chunk_s) // self.spt)
+        self.chunk = self.spt * max(1, tasks)
+
+    def end(self, done: int) -> list[MemberOutcome]:
+        """The members' end at the boundary ``done``: the run's (they finished), or a stop's
+        (paused there, or not yet started at step 0: they stop there); their outcomes."""
+        control = self._members().control
+        if not self.started:
+            control.start(0, stop=True)
+            self.started = True
+        elif not control.all_in(FINISHED):
+            control.go_on(0, stop=True)
+        self._wait(lambda: control.all_in(FINISHED), done)
+        return self._members().outcomes()
+
+    def close(self) -> None:
+        """Join (or kill) the members, however the run ended."""
+        if self.members is not None:
+            self.members.close()
+
+    def _wait(self, arrived: Callable[[], bool], end: int) -> None:
+        """Wait for ``arrived()``, watching the members: a failure is raised at once, and a
+        cluster whose round counters do not move (every member frozen, or one that never
+        reaches the pause) is given up."""
+        members, memory, spec = self._members(), self.memory, self.run.spec
+        give_up, rounds, moved = spec.give_up_s, memory.exchange.counters.copy(), time.monotonic()
+        while not arrived():
+            members.poll(POLL_S)
+            now = time.monotonic()
+            if (memory.exchange.counters != rounds).any():
+                rounds, moved = memory.exchange.counters.copy(), now
+            elif (memory.state == PAUSED).any() and now - moved > give_up + spec.timeout_s:
+                laggard = members.control.laggards(PAUSED)[0]
+                raise ClusterError(laggard, f"did not reach the pause at step {end} within {give_up:g} s")
+            elif now - moved > 2 * give_up + spec.timeout_s:
+                low = int(np.argmin(rounds))
+                raise ClusterError(
+                    low, f"no round completed in {now - moved:.3g} s (this system is at round {rounds[low]})"
+                )
 
 
 def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[SystemResult, ...]:
@@ -118,17 +205,18 @@ def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[
     )
 
 
-def _run_members(
-    run: _Run, memory: ClusterMemory, shared: SharedSegment | None
-) -> tuple[int, tuple[SystemResult, ...], float]:
-    members: Members
-    with frame(run.plan.steps, run.progress) as f:
-        members = ThreadMembers(run.spec, memory) if shared is None else ProcessMembers(run.spec, shared, memory)
-        try:
-            done, outcomes = _coordinate(run, members, memory, f)
-        finally:
-            members.close()
-    return done, _results(memory, outcomes), f.stop()
+def _drive(run: _Run, memory: ClusterMemory, shared: SharedSegment | None, progress: bool) -> RunResult:
+    """The run on the driver, :class:`Lockstep` its engine.  The steps' seconds are the
+    lockstep's: the pages' preparation and the members' start-up (the engine's warm-up, its
+    first call) are kept out."""
+    engine = Lockstep(run, memory, shared)
+    try:
+        return train_run(
+            engine, run.plan.steps, engine.next_end, lambda done: _results(memory, engine.end(done)),
+            progress=progress, checkpoints=run.checkpoints, snapshot=lambda: snapshot(memory),
+        )  # fmt: skip
+    finally:
+        engine.close()
 
 
 def run_threads(opts: RunOptions) -> RunResult:
@@ -145,35 +233,34 @@ def _run(opts: RunOptions, processes: bool) -> RunResult:
     if processes:
         refuse_unguarded_main()
     start = resolve(opts)
-    n = start.systems
-    shared = SharedSegment(memory_bytes(n)) if processes else None
+    shared = SharedSegment(memory_bytes(start.systems)) if processes else None
     try:
-        memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(n), dtype=np.uint8), n, create=True)
-        for k in range(n):
-            ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
-            prepare_member(ctx, k, start, opts.view_in)
-            memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
-        spec = MemberSpec(
-            n,
-            start.plan,
-            start.z,
-            opts.timeout_ms / 1000,
-            opts.stalls,
-            opts.give_up_s,
-            opts.keep_trace,
-            resumable=opts.checkpoint is not None or start.checkpoint is not None,
-        )
-        checkpoints = Checkpoints(
-            opts.checkpoint, start.settings(memory.view(0).next_step), start.done_before, opts.checkpoint_every_s
-        )
-        run = _Run(start.plan, spec, checkpoints, opts.progress)
-        # The seconds of the lockstep itself: not the pages' preparation nor the members' start-up.
-        done, results, seconds = _run_members(run, memory, shared)
-        result = RunResult(done, results, seconds, steps_before=start.done_before)
-        # A stop's checkpoint was written at its pause; the end's is written from this snapshot.
-        last = _snapshot(memory) if done == start.plan.steps and opts.checkpoint is not None else None
-        del memory  # no view of the segment left: it can be released
+        # No view of the segment is left here: it can be released once the run returns.
+        return _drive(*_prepared(opts, start, shared), shared, opts.progress)
     finally:
         if shared is not None:
             shared.release()
-    return end_run(result, start.plan.steps, (lambda: checkpoints.save(done, last)) if last is not None else None)
+
+
+def _prepared(opts: RunOptions, start: Start, shared: SharedSegment | None) -> tuple[_Run, ClusterMemory]:
+    """Every member's page, counters and trace state in cluster memory, and the run."""
+    n = start.systems
+    memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(n), dtype=np.uint8), n, create=True)
+    for k in range(n):
+        ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
+        prepare_member(ctx, k, start, opts.view_in)
+        memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
+    spec = MemberSpec(
+        n,
+        start.plan,
+        start.z,
+        opts.timeout_ms / 1000,
+        opts.stalls,
+        opts.give_up_s,
+        opts.keep_trace,
+        resumable=opts.checkpoint is not None or start.checkpoint is not None,
+    )
+    checkpoints = Checkpoints(
+        opts.checkpoint, start.settings(memory.view(0).next_step), start.done_before, opts.checkpoint_every_s
+    )
+    return _Run(start.plan, spec, checkpoints), memory

@@ -159,7 +159,7 @@ def run_member(
         if ctx.view.word("ERR") == 0:  # the task reached its planned boundary: no round pending
             stop = control.at_boundary(k, done, save)
 
-    control.ready(k)
+    stop = control.ready(k)
     try:
         done = drive(ctx, spec.plan, on_task, lambda: stop, stall_hook(spec.stalls, k), spec.give_up_s)
     except ClusterError as e:
@@ -586,8 +586,12 @@ def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock:
 def _serve(k: int, spec: MemberSpec, raw: np.ndarray, conn: Any, lock: Lock) -> int:
     memory = ClusterMemory(raw, spec.systems)
     waiter = PollingWaiter()
-    # The coordinator never writes to this pipe: readable means closed, the coordinator gone.
-    control = Control(memory, lock, waiter, spec.give_up_s, alive=lambda: not conn.poll())
+    # The coordinator never writes to this pipe: readable means closed, the coordinator gone.  A
+    # change of this member's state (ready, paused, finished) is news on it: the coordinator,
+    # waiting for the members' pause at the end of a chunk, wakes at once.
+    control = Control(
+        memory, lock, waiter, spec.give_up_s, wake=lambda: conn.send(("news",)), alive=lambda: not conn.poll()
+    )
     try:
         try:
             conn.send(
@@ -712,6 +716,8 @@ class ProcessMembers:
         try:
             while conn.poll():
                 msg = conn.recv()
+                if msg[0] == "news":
+                    continue  # a state changed (in memory): the wait is over, nothing more to read
                 self._reported.add(k)
                 if msg[0] == "done":
                     self._outcomes[k] = msg[1]

@@ -1,8 +1,9 @@
 """The ``mpi`` backend: a cluster across machines, one system per MPI rank (through mpi4py).
 
 ``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
-rank: the same program (:mod:`meshnb.program`'s grouped task loop, driven by
-:func:`meshnb.host.drive`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
+rank: the same program (:mod:`meshnb.program`'s grouped task loop: a planned task and its
+retries, :func:`meshnb.host.member_task`, on the driver's train run,
+:func:`meshnb.host.train_run`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
 round as a collective: see that module), so every rank ends with the bits of the threads
 backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line prints
 them there only.
@@ -24,9 +25,11 @@ Checkpoints and Ctrl-C
 Ranks agree on a task boundary through the round messages themselves: rank 0 raises
 ``FLAG_CHECKPOINT`` when a checkpoint is due, any rank raises ``FLAG_STOP`` on Ctrl-C; every rank
 sees the OR of the flags of a round when it completes, so all see them in the same round, and
-act at the first planned task boundary after it (no round pending there): gather every rank's
-page, counters and trace state to rank 0, which writes the checkpoint
-(:mod:`meshnb.checkpoint`'s format: a file any backend resumes), then go on or stop.
+act at the first planned task boundary after it (no round pending there): the driver's
+deadline and stop are those flags (a :class:`~meshnb.driver.Policy`).  A checkpoint gathers
+every rank's page, counters and trace state to rank 0, which writes it
+(:mod:`meshnb.checkpoint`'s format: a file any backend resumes); a stop's is the ending's,
+written from the results' records, as the end's.
 
 Test hook: ``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` (``SIGKILL``: a rank that
 dies; ``SIGINT``: Ctrl-C on one rank) to rank ``K`` itself before its TASK call ``CALL``; only the
@@ -49,22 +52,24 @@ import numpy as np
 
 from .. import checkpoint, files, host
 from ..checkpoint import Checkpoint
-from ..driver import Steps, frame
+from ..driver import Frame, Policy, Steps
 from ..exchange import Group
 from ..host import (
     Checkpoints,
     Snapshot,
-    drive,
-    end_run,
+    StepEngine,
+    host_loop,
+    member_task,
     member_trace,
     prepare_member,
     stall_hook,
     stalled,
+    train_run,
 )
 from ..interrupts import phase
-from ..options import RunOptions, check_checkpoint_systems, resolve
+from ..options import Plan, RunOptions, check_checkpoint_systems, resolve
 from ..program import COUNTER_NAMES, Context
-from ..results import ClusterError, RunResult, SystemResult
+from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
 from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the tests and the bench worker
@@ -274,23 +279,17 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     settings = start.settings(ctx.view.next_step)
     hook = _test_signal(k)
     stall = stall_hook(opts.stalls, k)
-
     checkpoints = Checkpoints(
         opts.checkpoint if k == 0 else None, settings, start.done_before, opts.checkpoint_every_s
     )  # rank 0 writes them
+    rank = _Rank(comm, ctx, plan, give_up_s, checkpoints, start.done_before)
 
-    def write_checkpoint(done: int, records: list[bytes] | None = None) -> None:
-        """Collective (unless given the records): rank 0 writes every rank's state at this
-        common boundary."""
-        if records is None:
-            records = allgather_bytes(
-                comm, _record(done, ctx, False), give_up_s, f"the checkpoint at step {start.done_before + done}"
-            )
-        if checkpoints.path is not None:
-            got = [_unrecord(r) for r in records]
-            checkpoints.save(
-                done, Snapshot(tuple(g[4] for g in got), tuple(g[1] for g in got), tuple(g[3] for g in got))
-            )
+    def before_task(call: int) -> None:
+        if hook is not None and hook[0] == call:
+            os.kill(os.getpid(), hook[1])
+        stall(call)
+
+    engine, next_end, at_boundary = host_loop(plan, (ctx,), ctx.view.word("STEPS_PER_TASK"), rank.task(before_task))
 
     owner = contextlib.ExitStack()  # rank 0 owns the checkpoint's path while the run lasts
     if opts.checkpoint is not None:
@@ -302,64 +301,121 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
 
         share(comm, take, START_S, "the checkpoint's lock")  # a refusal is every rank's ValueError
     try:
-        with owner, frame(plan.steps, opts.progress and k == 0) as f:
-            exchange = MpiExchange(comm, opts.timeout_ms / 1000)
-            ctx.exchange = exchange
-            f.warm(Steps(lambda done, n: None, lambda: warm_up(start.z)))
-            wait_for(comm.Ibarrier(), max(give_up_s, START_S), k, "the other ranks to start")
-            phase("running")  # test hook: the give-up bound counts from here
-            stop = False
-            cadence = checkpoints.cadence()  # due on rank 0 only: it raises the flag for all
-
-            def on_task(done: int) -> None:
-                nonlocal stop
-                f.show(done)
-                if ctx.view.word("ERR"):
-                    return  # a timed-out task: not a boundary, the retry follows
-                if cadence.due():
-                    exchange.flags |= FLAG_CHECKPOINT
-                if f.requested():
-                    exchange.flags |= FLAG_STOP
-                seen, exchange.seen = exchange.seen, 0
-                if seen & (FLAG_CHECKPOINT | FLAG_STOP) and opts.checkpoint is not None and done < plan.steps:
-                    write_checkpoint(done)
-                    exchange.flags &= ~FLAG_CHECKPOINT
-                    cadence.restart()
-                if seen & FLAG_STOP:
-                    stop = True
-
-            def before_task(call: int) -> None:
-                if hook is not None and hook[0] == call:
-                    os.kill(os.getpid(), hook[1])
-                stall(call)
-
-            f.start()
-            try:
-                done = drive(ctx, plan, on_task, lambda: stop, before_task, give_up_s)
-            except ClusterError as e:
-                late = exchange.outstanding or (ctx.view.next_step + 1) % (1 << 64)
-                raise stalled(k, e, late, exchange.behind(late)) from None
-            seconds = f.stop()
-            exchange.close(give_up_s)
-            records = allgather_bytes(comm, _record(done, ctx, opts.keep_trace), give_up_s, "the results")
-            unsaved: OSError | None = None
-            if opts.checkpoint is not None and done == plan.steps:
-                try:
-                    write_checkpoint(done, records)
-                except OSError as e:  # rank 0's: reported with the results, after them
-                    unsaved = e
+        with owner:
+            return train_run(
+                Steps(engine.advance, lambda: rank.warm_up(opts.timeout_ms / 1000, start.z)),
+                plan.steps, next_end, lambda done: rank.results(done, opts.keep_trace),
+                at_boundary=at_boundary, progress=opts.progress and k == 0, checkpoints=checkpoints,
+                save=rank.save if opts.checkpoint is not None else None, ready=rank.ready, policy=rank.policy,
+            )  # fmt: skip
+    except (RunInterrupted, SaveFailed):
+        raise  # every rank's stop, or rank 0's checkpoint that could not be written: after the results
     except BaseException as e:
         if abort_on_failure and not isinstance(e, SystemExit):
             abort(comm, e)
         raise
-    systems_out = []
-    for m, r in enumerate(records):
-        _, counters, digest, _, page, words = _unrecord(r)
-        systems_out.append(SystemResult(m, page, counters, digest, words if opts.keep_trace else None))
-    result = RunResult(done, tuple(systems_out), seconds, f.first_call, start.done_before)
 
-    def final_save() -> None:  # written above, collectively: its error, if rank 0 had one
-        if unsaved is not None:
-            raise unsaved
 
-    return end_run(result, plan.steps, final_save)
+class _Agreed:
+    """When the ranks save (the driver's deadline): a checkpoint flag seen in a round, so at the
+    same boundary on every rank (a stop's checkpoint is the run's ending)."""
+
+    def __init__(self, restart: Callable[[], None]) -> None:
+        self.seen, self._restart = 0, restart
+
+    def due(self) -> bool:
+        return bool(self.seen & FLAG_CHECKPOINT) and not self.seen & FLAG_STOP
+
+    def restart(self) -> None:
+        self._restart()
+
+
+class _Rank:
+    """This rank's engine and its part of the agreement (the driver runs the rest): its tasks
+    over the exchange, the flags that it raises after each task (rank 0's checkpoint cadence,
+    this rank's Ctrl-C) and those that every rank saw, which say when all save and stop; the
+    gathers of every rank's record (a checkpoint's, the results)."""
+
+    def __init__(
+        self, comm: Any, ctx: Context, plan: Plan, give_up_s: float, checkpoints: Checkpoints, steps_before: int
+    ) -> None:
+        self.comm, self.ctx, self.plan, self.give_up_s = comm, ctx, plan, give_up_s
+        self.checkpoints, self.steps_before = checkpoints, steps_before
+        self.k = comm.Get_rank()
+        self.exchange: MpiExchange | None = None
+        self.final: list[bytes] | None = None  # every rank's record at the end
+        self.frame: Frame | None = None
+
+    def _exchange(self) -> MpiExchange:
+        assert self.exchange is not None, "the exchange is made in warm_up"
+        return self.exchange
+
+    def warm_up(self, timeout_s: float, z: bool) -> float:
+        """The exchange, and the kernels loaded (:func:`warm_up`)."""
+        self.exchange = self.ctx.exchange = MpiExchange(self.comm, timeout_s)
+        return warm_up(z)
+
+    def ready(self) -> None:
+        """Every rank starts together (a bounded barrier)."""
+        wait_for(self.comm.Ibarrier(), max(self.give_up_s, START_S), self.k, "the other ranks to start")
+        phase("running")  # test hook: the give-up bound counts from here
+
+    def task(self, before_task: Callable[[int], None]) -> StepEngine:
+        """A planned task and its retries (:func:`meshnb.host.member_task`); a rank that gives up
+        names the ranks that did not reach the round."""
+        task = member_task(self.ctx, self.plan, None, before_task, self.give_up_s)
+
+        def step(done: int, n: int, rows: np.ndarray) -> None:
+            try:
+                task(done, n, rows)
+            except ClusterError as e:
+                exchange, view = self._exchange(), self.ctx.view
+                late = exchange.outstanding or (view.next_step + 1) % (1 << 64)
+                raise stalled(self.k, e, late, exchange.behind(late)) from None
+
+        return step
+
+    def policy(self, f: Frame) -> Policy:
+        """The driver's stops and saves, agreed through the rounds' flags: after each task rank 0
+        raises FLAG_CHECKPOINT when its cadence is due and any rank FLAG_STOP on Ctrl-C; the
+        flags every rank saw by that boundary decide."""
+        self.frame = f
+        cadence = self.checkpoints.cadence()  # due on rank 0 only: it raises the flag for all
+        exchange = self._exchange()
+
+        def restart() -> None:
+            exchange.flags &= ~FLAG_CHECKPOINT
+            cadence.restart()
+
+        agreed = _Agreed(restart)
+
+        def after(done: int) -> None:
+            if cadence.due():
+                exchange.flags |= FLAG_CHECKPOINT
+            if f.requested():
+                exchange.flags |= FLAG_STOP
+            agreed.seen, exchange.seen = exchange.seen, 0
+
+        return Policy(lambda: bool(agreed.seen & FLAG_STOP), agreed, after)
+
+    def _gather(self, done: int, with_words: bool, what: str) -> list[bytes]:
+        return allgather_bytes(self.comm, _record(done, self.ctx, with_words), self.give_up_s, what)
+
+    def save(self, done: int) -> None:
+        """The checkpoint at this boundary: collective (every rank's record to rank 0, which
+        writes it), but for the end's, whose records the results gathered."""
+        records = self.final or self._gather(done, False, f"the checkpoint at step {self.steps_before + done}")
+        got = [_unrecord(r) for r in records]
+        self.checkpoints.save(done, Snapshot.of(len(got), lambda m: (got[m][4], got[m][1], got[m][3])))
+
+    def results(self, done: int, keep_trace: bool) -> tuple[SystemResult, ...]:
+        """Every rank's result, on every rank (the gather is kept out of the steps' seconds)."""
+        if self.frame is not None:
+            self.frame.stop()
+        self._exchange().close(self.give_up_s)
+        self.final = self._gather(done, keep_trace, "the results")
+        systems = []
+        for m, r in enumerate(self.final):
+            _, counters, digest, _, page, words = _unrecord(r)
+            systems.append(SystemResult(m, page, counters, digest, words if keep_trace else None))
+        return tuple(systems)
