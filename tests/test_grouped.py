@@ -242,7 +242,7 @@ def test_a_forced_z_daz_page_loop_is_refused_without_daz(monkeypatch):
         rounds.run_page(**{**_page_args(), "mode": loops.Z_DAZ})
 
 
-@pytest.mark.parametrize("wait", ["yield", "futex", "futex-spin-yields", "futex-fixed"])
+@pytest.mark.parametrize("wait", ["yield", "futex", "futex-spin-yields", "futex-fixed", "futex-no-wake-spin"])
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_every_handover_policy_gives_the_fused_bits(monkeypatch, backend, wait):
     """MESHNB_ROUND_WAIT's candidates (docs/performance.md) wait differently and change no bit."""
@@ -279,7 +279,8 @@ def test_a_member_that_wakes_a_sleeper_spins_its_wake_budget_and_keeps_its_pace(
     ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)] = 5_000, 150_000
     ex32[rounds._waiters(lay, 0)] = 1 if sleeper else 0
     assert (lay == word_layout()).all()
-    status = rounds.run_page(**{**args, "spin": rounds.SPIN, "policy": rounds.FUTEX | rounds.PRIVATE})
+    policy = rounds.FUTEX | rounds.PRIVATE | rounds.WAKE_SPIN
+    status = rounds.run_page(**{**args, "spin": rounds.SPIN, "policy": policy})
     assert status == rounds.DONE and args["state"].tolist() == [4, 0]
     if sleeper:
         assert (ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)]) == (5_000, 150_000)

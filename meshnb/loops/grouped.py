@@ -68,10 +68,12 @@ SPIN_NS = 1_000_000
 
 # The handover policies (``run_page``'s ``policy``: bits).  YIELD is the portable one (pause, then
 # sched_yield); FUTEX spins a learnt bound, then sleeps on a futex its publisher wakes; PRIVATE: the
-# members are threads of one process (a private futex, cheaper); the last two are the candidates
-# docs/performance.md measured beside it (sched_yield instead of pause while spinning; a fixed bound).
-YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED = 0, 1, 2, 4, 8
-POLICY_BITS = 15
+# members are threads of one process (a private futex, cheaper); SPIN_YIELDS and FIXED are the
+# candidates docs/performance.md measured beside it (sched_yield instead of pause while spinning; a
+# fixed bound); WAKE_SPIN: a member that has just woken a peer spins WOKE_NS for it (where members
+# do not outnumber cores: there a spin keeps from the woken peer the core it needs).
+YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED, WAKE_SPIN = 0, 1, 2, 4, 8, 16
+POLICY_BITS = 31
 POLICY = FUTEX if HAS_FUTEX else YIELD  # the default here
 SLEEP_NS = 1_000_000  # one futex sleep's bound: an ABORT (or a lost wake-up) is seen within it
 SPIN_MIN_NS, SPIN_START_NS, SPIN_MAX_NS = 1_000, 20_000, 50_000  # the learnt spin's range, its start
@@ -240,9 +242,10 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
         store_release(ex64, lay[_COUNTER0] + k * lay[_COUNTER_STRIDE], rnd)
         if futex:
             fence()  # the counter before the look at WAITERS (a sleeper announces, then reads it)
-            woke = load_acquire(ex32, _waiters(lay, k)) != 0 and not policy & FIXED
-            if woke:
+            sleeper = load_acquire(ex32, _waiters(lay, k)) != 0
+            if sleeper:
                 futex_wake(ex32, _futex_word(lay, k), private)
+            woke = sleeper and (policy & WAKE_SPIN) != 0
             t0 = monotonic_ns()
             spin_ns = max(budget, woke_budget) if woke else budget
             status = _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, spin_ns, t0)
@@ -297,7 +300,7 @@ def _make_page(mode: int):
         if n < 1 or k < 0 or k >= n or steps < 0 or spin < 0:
             raise ValueError("run_page: needs 0 <= k < n, steps >= 0 and spin >= 0")
         if policy < 0 or policy > POLICY_BITS or (policy != YIELD and not policy & FUTEX):
-            raise ValueError("run_page: policy must be YIELD or FUTEX with PRIVATE, SPIN_YIELDS, FIXED bits")
+            raise ValueError("run_page: policy must be YIELD or FUTEX with PRIVATE, SPIN_YIELDS, FIXED, WAKE_SPIN bits")
         if lay.shape[0] != _LAYOUT_ENTRIES or lay.min() < 0:
             raise ValueError("run_page: layout must be the 6 entries of exchange.word_layout()")
         last_slot = _woke(lay, n - 1)  # the last system's WOKE_NS word, after its SLOT1, WAITERS, SPIN_NS
