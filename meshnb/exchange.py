@@ -203,7 +203,7 @@ class PageField:
     ----------
     name : str
         ``SYSTEMS``, ``ABORT``, ``COUNTER``, ``SLOT0``, ``SLOT1`` (SPEC 9's), or ``WAITERS``,
-        ``SPIN_NS`` (how members in memory wait: no bits of a run).
+        ``SPIN_NS``, ``WOKE_NS`` (how members in memory wait: no bits of a run).
     scope : str
         ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block).
     offset : int
@@ -239,6 +239,7 @@ EXCHANGE_LAYOUT: tuple[PageField, ...] = (
     # Not SPEC 9's: how members wait on this page in memory (meshnb.loops.grouped), no bits of a run.
     PageField("WAITERS", "system", 72, "u32", 1, "members asleep on this system's counter (its publisher wakes them)"),
     PageField("SPIN_NS", "system", 76, "u32", 1, "this system's learnt spin before it sleeps (ns; 0: not yet)"),
+    PageField("WOKE_NS", "system", 80, "u32", 1, "its learnt spin after it woke a peer (ns; 0: not yet)"),
 )
 HEADER_BYTES = 64
 SYSTEM_BYTES = 128  # two cache lines a system: writers never share a line
@@ -323,8 +324,9 @@ def word_layout() -> np.ndarray:
     [1, 8, 16, 18, 32, 8]
     """
     assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
-    # grouped finds WAITERS and SPIN_NS as the words after SLOT1
+    # grouped finds WAITERS, SPIN_NS and WOKE_NS as the words after SLOT1
     assert _EX["WAITERS"].offset == _EX["SLOT1"].offset + 4 * EX_SLOT_WORDS == _EX["SPIN_NS"].offset - 4
+    assert _EX["WOKE_NS"].offset == _EX["SPIN_NS"].offset + 4
     return np.array(
         [
             _EX["ABORT"].offset // 4,

@@ -363,14 +363,15 @@ def _run_grouped(
 NAP_S = (50e-6, 2e-3)  # a slow round's naps between spins of the fast loop (YIELD): first, longest
 ROUND_WAIT_ENV = "MESHNB_ROUND_WAIT"
 ROUND_WAITS = {
-    "futex": grouped.FUTEX,
+    "futex": grouped.FUTEX | grouped.WAKE_SPIN,
     "yield": grouped.YIELD,
     "futex-spin-yields": grouped.FUTEX | grouped.SPIN_YIELDS,
     "futex-fixed": grouped.FUTEX | grouped.FIXED,
+    "futex-no-wake-spin": grouped.FUTEX,  # the futex wait before WAKE_SPIN
 }
 
 
-def round_policy(threads: bool) -> int:
+def round_policy(threads: bool, members: int = 1) -> int:
     """The handover policy of a member on a page in memory (``grouped.run_page``'s ``policy``):
     this machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (one of
     :data:`ROUND_WAITS`: how docs/performance.md compared them; a name it does not know, or a futex
@@ -380,23 +381,38 @@ def round_policy(threads: bool) -> int:
     ----------
     threads : bool
         The members are threads of one process (a private futex), not processes (a shared one).
+    members : int, default 1
+        The cluster's members on this machine: a default futex wait spins after a wake
+        (``grouped.WAKE_SPIN``) only where they do not outnumber the CPUs this process may use.
 
     Returns
     -------
     int
-        The policy bits: ``grouped.YIELD``, or ``grouped.FUTEX`` with ``grouped.PRIVATE`` for threads.
+        The policy bits: ``grouped.YIELD``, or ``grouped.FUTEX`` with ``grouped.PRIVATE`` for threads
+        and ``grouped.WAKE_SPIN`` where the members have a CPU each.
 
     Examples
     --------
     >>> from meshnb.loops import grouped
     >>> from meshnb.program import round_policy
-    >>> round_policy(True) == (grouped.FUTEX | grouped.PRIVATE if grouped.POLICY == grouped.FUTEX else grouped.YIELD)
+    >>> futex = grouped.FUTEX | grouped.PRIVATE | grouped.WAKE_SPIN
+    >>> round_policy(True) == (futex if grouped.POLICY == grouped.FUTEX else grouped.YIELD)
     True
+    >>> round_policy(True, 10**6) & grouped.WAKE_SPIN  # more members than CPUs
+    0
     """
-    asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), grouped.POLICY)
+    asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
         return grouped.YIELD
+    if members > _cpus():
+        asked &= ~grouped.WAKE_SPIN
     return asked | (grouped.PRIVATE if threads else 0)
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 _WORD_LAYOUT = word_layout()
@@ -422,7 +438,7 @@ def _run_on_page(
     tab = kernels.batches(ctx.view.words, ctx.z)
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
-    policy = round_policy(isinstance(ex.waiter, BlockingWaiter))
+    policy = round_policy(isinstance(ex.waiter, BlockingWaiter), n)
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
         called = time.perf_counter()

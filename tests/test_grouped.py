@@ -242,7 +242,7 @@ def test_a_forced_z_daz_page_loop_is_refused_without_daz(monkeypatch):
         rounds.run_page(**{**_page_args(), "mode": loops.Z_DAZ})
 
 
-@pytest.mark.parametrize("wait", ["yield", "futex", "futex-spin-yields", "futex-fixed"])
+@pytest.mark.parametrize("wait", ["yield", "futex", "futex-spin-yields", "futex-fixed", "futex-no-wake-spin"])
 @pytest.mark.parametrize("backend", ["threads", "processes"])
 def test_every_handover_policy_gives_the_fused_bits(monkeypatch, backend, wait):
     """MESHNB_ROUND_WAIT's candidates (docs/performance.md) wait differently and change no bit."""
@@ -255,3 +255,34 @@ def test_every_handover_policy_gives_the_fused_bits(monkeypatch, backend, wait):
     r = meshnb.train(600, systems=3, backend=backend)
     assert [s.digest for s in r.systems] == [s.digest for s in clean.systems]
     assert {s.trace_digest for s in r.systems} == {clean.systems[0].trace_digest}
+
+
+def test_a_spin_after_a_wake_is_learnt_apart_from_a_running_peers_pace():
+    """Caught by the spin: up to twice the wait, at most WOKE_MAX_NS; missed: half, at least WOKE_MIN_NS."""
+    assert rounds._learn_woke(50_000, 4_000) == 50_000
+    assert rounds._learn_woke(50_000, 40_000) == 80_000
+    assert rounds._learn_woke(150_000, 140_000) == rounds.WOKE_MAX_NS
+    assert rounds._learn_woke(80_000, 90_000) == 40_000
+    assert rounds._learn_woke(30_000, 900_000) == rounds.WOKE_MIN_NS
+
+
+@pytest.mark.skipif(rounds.POLICY != rounds.FUTEX, reason="futexes are Linux's")
+@pytest.mark.parametrize("sleeper", [False, True])
+def test_a_member_that_wakes_a_sleeper_spins_its_wake_budget_and_keeps_its_pace(sleeper):
+    """Member 0 of 2, its peer already far ahead (every wait ends at once): with a sleeper announced
+    on member 0's counter each round wakes it, so the rounds teach WOKE_NS, not SPIN_NS."""
+    from meshnb.exchange import word_layout
+
+    args = _page_args(n=2, steps=4)
+    lay, ex32, ex64 = args["layout"], args["ex32"], args["ex64"]
+    ex64[lay[1] + lay[2]] = np.uint64(1 << 40)  # member 1's counter: every round reached
+    ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)] = 5_000, 150_000
+    ex32[rounds._waiters(lay, 0)] = 1 if sleeper else 0
+    assert (lay == word_layout()).all()
+    policy = rounds.FUTEX | rounds.PRIVATE | rounds.WAKE_SPIN
+    status = rounds.run_page(**{**args, "spin": rounds.SPIN, "policy": policy})
+    assert status == rounds.DONE and args["state"].tolist() == [4, 0]
+    if sleeper:
+        assert (ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)]) == (5_000, 150_000)
+    else:
+        assert ex32[rounds._learnt(lay, 0)] < 5_000 and ex32[rounds._woke(lay, 0)] == 150_000

@@ -31,7 +31,9 @@ member that sleeps instead leaves the run queue and, woken by its publisher, pre
 process at once.  Sleeping costs a wake-up (tens of microseconds on a VM), so a member first
 spins as long as the recent rounds say its peers take when they are running (``SPIN_MIN_NS`` ..
 ``SPIN_MAX_NS``: no longer than a wake-up costs), and the publisher pays a syscall only when a
-waiter has said it sleeps.
+waiter has said it sleeps.  A publisher that has just woken a peer spins a wake-up's worth
+before it sleeps in turn (``WOKE_MIN_NS`` .. ``WOKE_MAX_NS``, learnt apart): else the two take
+turns waking each other, a wake-up every round.
 """
 
 from __future__ import annotations
@@ -66,13 +68,20 @@ SPIN_NS = 1_000_000
 
 # The handover policies (``run_page``'s ``policy``: bits).  YIELD is the portable one (pause, then
 # sched_yield); FUTEX spins a learnt bound, then sleeps on a futex its publisher wakes; PRIVATE: the
-# members are threads of one process (a private futex, cheaper); the last two are the candidates
-# docs/performance.md measured beside it (sched_yield instead of pause while spinning; a fixed bound).
-YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED = 0, 1, 2, 4, 8
-POLICY_BITS = 15
+# members are threads of one process (a private futex, cheaper); SPIN_YIELDS and FIXED are the
+# candidates docs/performance.md measured beside it (sched_yield instead of pause while spinning; a
+# fixed bound); WAKE_SPIN: a member that has just woken a peer spins WOKE_NS for it (where members
+# do not outnumber cores: there a spin keeps from the woken peer the core it needs).
+YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED, WAKE_SPIN = 0, 1, 2, 4, 8, 16
+POLICY_BITS = 31
 POLICY = FUTEX if HAS_FUTEX else YIELD  # the default here
 SLEEP_NS = 1_000_000  # one futex sleep's bound: an ABORT (or a lost wake-up) is seen within it
 SPIN_MIN_NS, SPIN_START_NS, SPIN_MAX_NS = 1_000, 20_000, 50_000  # the learnt spin's range, its start
+# ... and the spin of a member that has just woken a sleeping peer (its range, its start): a peer
+# woken takes a wake-up to come back (1-25 us quiet, 60-140 us beside busy loops on the VM
+# measured), and a member that sleeps sooner is woken in turn by it: the two then take turns, a
+# wake-up every round, for as long as the run lasts (seen quiet: 28 us a round, where 2 us is usual).
+WOKE_MIN_NS, WOKE_START_NS, WOKE_MAX_NS = 20_000, 50_000, 200_000
 _CLOCK_EVERY = 16  # pauses between looks at the clock (one look costs about as much as a pause)
 
 # word_layout's entries (meshnb.exchange.word_layout)
@@ -90,6 +99,12 @@ def _waiters(lay, m):
 def _learnt(lay, m):
     """The u32 index of system ``m``'s SPIN_NS word (its learnt spin, kept across calls), after WAITERS."""
     return _waiters(lay, m) + 1
+
+
+@jit()
+def _woke(lay, m):
+    """The u32 index of system ``m``'s WOKE_NS word (its learnt spin after a wake), after SPIN_NS."""
+    return _learnt(lay, m) + 1
 
 
 @jit()
@@ -183,13 +198,24 @@ def _learn(budget, waited):
 
 
 @jit()
+def _learn_woke(budget, waited):
+    """The next spin after a wake (ns): up to twice a wait the spin caught; half, where the woken
+    peer came back only after the spin (a busy machine: spinning there keeps a core from it), but
+    never below ``WOKE_MIN_NS``, so that a machine grown quiet is seen again."""
+    if waited <= budget:
+        return min(max(budget, 2 * waited), WOKE_MAX_NS)
+    return max(budget >> 1, WOKE_MIN_NS)
+
+
+@jit()
 def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, policy, mode):
     """Steps ``state[0]`` .. ``steps - 1`` of a task from step ``base`` of member ``k`` of ``n``;
     ``state[1]`` != 0: the round of step ``state[0]`` is already published.  Updates ``state``."""
     futex = (policy & FUTEX) != 0
     private = (policy & PRIVATE) != 0
-    learnt = _learnt(lay, k)
+    learnt, learnt_woke = _learnt(lay, k), _woke(lay, k)
     budget = np.int64(ex32[learnt]) if ex32[learnt] != 0 else np.int64(SPIN_START_NS)
+    woke_budget = np.int64(ex32[learnt_woke]) if ex32[learnt_woke] != 0 else np.int64(WOKE_START_NS)
     z = mode != IEEE
     done = np.int64(state[0])
     published = state[1] != 0
@@ -216,12 +242,19 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
         store_release(ex64, lay[_COUNTER0] + k * lay[_COUNTER_STRIDE], rnd)
         if futex:
             fence()  # the counter before the look at WAITERS (a sleeper announces, then reads it)
-            if load_acquire(ex32, _waiters(lay, k)) != 0:
+            sleeper = load_acquire(ex32, _waiters(lay, k)) != 0
+            if sleeper:
                 futex_wake(ex32, _futex_word(lay, k), private)
+            woke = sleeper and (policy & WAKE_SPIN) != 0
             t0 = monotonic_ns()
-            status = _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, budget, t0)
+            spin_ns = max(budget, woke_budget) if woke else budget
+            status = _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, spin_ns, t0)
             if status == DONE and not policy & FIXED:
-                budget = _learn(budget, monotonic_ns() - t0)
+                waited = monotonic_ns() - t0
+                if woke:  # a wake-up's wait says nothing of a running peer's pace
+                    woke_budget = _learn_woke(spin_ns, waited)
+                else:
+                    budget = _learn(budget, waited)
         else:
             status = _wait(ex64, ex32, lay, n, rnd, spin)
         if status != DONE:
@@ -239,7 +272,8 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
     if mode == Z_DAZ:
         vec.mxcsr_restore(old)
     if futex:
-        ex32[learnt] = np.uint32(budget)  # this member's alone: the next call starts from it
+        ex32[learnt] = np.uint32(budget)  # this member's alone: the next call starts from them
+        ex32[learnt_woke] = np.uint32(woke_budget)
     state[0] = done
     state[1] = 1 if published else 0
     return status
@@ -266,10 +300,10 @@ def _make_page(mode: int):
         if n < 1 or k < 0 or k >= n or steps < 0 or spin < 0:
             raise ValueError("run_page: needs 0 <= k < n, steps >= 0 and spin >= 0")
         if policy < 0 or policy > POLICY_BITS or (policy != YIELD and not policy & FUTEX):
-            raise ValueError("run_page: policy must be YIELD or FUTEX with PRIVATE, SPIN_YIELDS, FIXED bits")
+            raise ValueError("run_page: policy must be YIELD or FUTEX with PRIVATE, SPIN_YIELDS, FIXED, WAKE_SPIN bits")
         if lay.shape[0] != _LAYOUT_ENTRIES or lay.min() < 0:
             raise ValueError("run_page: layout must be the 6 entries of exchange.word_layout()")
-        last_slot = _learnt(lay, n - 1)  # the last system's SPIN_NS word, after its SLOT1 and WAITERS
+        last_slot = _woke(lay, n - 1)  # the last system's WOKE_NS word, after its SLOT1, WAITERS, SPIN_NS
         if (
             lay[_COUNTER0] + (n - 1) * lay[_COUNTER_STRIDE] >= ex64.shape[0]
             or max(lay[_ABORT], last_slot) >= ex32.shape[0]
