@@ -606,6 +606,23 @@ def test_library_keywords_of_the_wrong_type_or_range_name_the_keyword(keywords, 
 # --- issue 24: SIGTERM and SIGHUP as Ctrl-C, huge LR lists, strict JSON, clear lines -----------
 
 
+def _size(path: Path) -> int:
+    """``path``'s bytes, -1 once it is gone (a temporary renamed at the run's end, between a
+    directory's listing and its stat: a quiet machine ends a sweep that fast)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _entries(directory: Path) -> list[Path]:
+    """``directory``'s entries, none once it is gone (renamed at the run's end, as :func:`_size`)."""
+    try:
+        return list(directory.iterdir())
+    except FileNotFoundError:
+        return []
+
+
 def _wait_for(test, proc: subprocess.Popen, what: str, seconds: float = 120) -> None:
     """Wait until ``test()`` (what the process reports: a file written) or the process's end."""
     deadline = time.monotonic() + seconds
@@ -623,7 +640,7 @@ def _sweep_stopped_after_its_first_batch(
     n = 1 << 19
     p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", str(steps), f"--{fmt}", str(out), "--no-progress")
     tmp = tmp_path / f".out.{fmt}.tmp{p.pid}"
-    _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 1000, p, "the first batch written")
+    _wait_for(lambda: _size(tmp) > 1000, p, "the first batch written")
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     return p, err, out, n
@@ -767,7 +784,7 @@ def test_sigterm_to_mpiexec_writes_the_finished_systems_and_leaves_nothing(tmp_p
          "--steps", "300", "--csv", str(out), "--no-progress"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env(),
     )  # fmt: skip
-    _wait_for(lambda: any(q.name.startswith(".out.csv.tmp") and q.stat().st_size > 1000 for q in tmp_path.iterdir()),
+    _wait_for(lambda: any(q.name.startswith(".out.csv.tmp") and _size(q) > 1000 for q in tmp_path.iterdir()),
               p, "rank 0's first rows")  # fmt: skip
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
@@ -803,7 +820,7 @@ def test_sigterm_while_a_pack_is_written_leaves_no_temporary(tmp_path):
     target = tmp_path / "pk"
     p = meshnb_cli("pack", str(target))
     tmp = tmp_path / f".pk.tmp{p.pid}"
-    _wait_for(lambda: tmp.exists() and any(tmp.iterdir()), p, "the pack's first files")
+    _wait_for(lambda: bool(_entries(tmp)), p, "the pack's first files")
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
     assert p.returncode in (143, 0), err

@@ -134,3 +134,9 @@ def test_only_the_main_thread_takes_a_stop_signal(argv: list[str], tmp_path: Pat
     assert proc.returncode == 0, err
     assert busy > 0  # other threads were there to be looked at
     assert seen == set()
+
+
+def test_the_suite_runs_with_pythons_sigint_handler_whatever_launched_it():
+    """The root conftest's rule: a background job started with SIGINT ignored (``nohup pytest &``)
+    would pass the ignore to every process a test starts, and the Ctrl-C tests would judge that."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
