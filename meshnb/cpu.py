@@ -25,6 +25,28 @@ IS_X86_64: bool = platform.machine().lower() in {"x86_64", "amd64"}
 
 IS_ARM64: bool = platform.machine().lower() in _ARM_MACHINES
 
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; the machine's count where there is none),
+    asked each time: ``taskset`` may change it while the process runs.
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import usable_cpus
+    >>> 1 <= usable_cpus() <= (os.cpu_count() or 1)
+    True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 # Named CPUs of LLVM whose vector ISA we know without asking the host (NUMBA_CPU_NAME targets).
 _AVX512_CPUS = frozenset(
     {

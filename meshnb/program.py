@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import floatz, kernels, loops
+from . import cpu, floatz, kernels, loops
 from .exchange import EX_SLOT_WORDS, BlockingWaiter, Exchange, ExchangeAborted, Group, PageExchange, word_layout
 from .jit import is_int
 from .loops import grouped
@@ -404,15 +404,9 @@ def round_policy(threads: bool, members: int = 1) -> int:
     asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
         return grouped.YIELD
-    if members > _cpus():
+    if members > cpu.usable_cpus():
         asked &= ~grouped.WAKE_SPIN
     return asked | (grouped.PRIVATE if threads else 0)
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 _WORD_LAYOUT = word_layout()

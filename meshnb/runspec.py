@@ -57,7 +57,7 @@ from typing import Any, NamedTuple, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from . import files, program
+from . import cpu, files, program
 from .floatz import flush_words
 from .interrupts import WorkerPool
 from .jit import is_int as is_int  # re-exported: the rule lives below the loops, whose doors use it too
@@ -1010,7 +1010,7 @@ def row_digests(
 
     (p0, p1), (l0, l1) = (*spans, (0, 0))[:2]
     out = np.empty((n, 32), dtype=np.uint8)
-    threads = threads or min(_cores(), max(1, n // 1024))  # a thread's start costs about one page's hash
+    threads = threads or min(cpu.usable_cpus(), max(1, n // 1024))  # a thread's start costs about one page's hash
     cuts = [n * i // threads for i in range(threads + 1)]
 
     def part(i: int) -> None:
@@ -1025,13 +1025,6 @@ def row_digests(
         with WorkerPool(max_workers=threads) as own:
             list(own.map(part, range(threads)))
     return out
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 # --- the model of many systems ----------------------------------------------------------------

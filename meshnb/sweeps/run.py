@@ -20,7 +20,6 @@ whole, and the batch in flight has run the steps of its finished chunks; what is
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import loops
+from .. import cpu, loops
 from ..driver import Steps, chunks_of, drive
 from ..host import steps_shown
 from ..interrupts import WorkerPool, phase
@@ -93,10 +92,7 @@ def default_threads() -> int:
     >>> default_threads() >= 1
     True
     """
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return cpu.usable_cpus()
 
 
 def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
