@@ -505,11 +505,7 @@ def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
     (RunInterrupted) where a boundary is left."""
     script = tmp_path / "loop.py"
     script.write_text(
-        "import signal, time, meshnb\n"
-        # A script run from a terminal has Python's handler; one started by a runner that ignores
-        # SIGINT (a shell's background job) inherits the ignore, which Python keeps, and every
-        # Ctrl-C is then dropped, on any code: the test would measure its runner, not meshnb.
-        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import time, meshnb\n"  # Python's SIGINT handler whatever launched the suite: the root conftest's rule
         "meshnb.train(64, systems=2, backend='threads')\n"
         "print('ready', flush=True)\n"
         "end = time.monotonic() + 300  # not forever: a test runner killed meanwhile leaves no loop behind\n"
@@ -531,19 +527,8 @@ def test_a_ctrl_c_after_a_clusters_last_boundary_reaches_the_caller(tmp_path):
     assert out in ("KeyboardInterrupt\n", "RunInterrupted\n") and p.returncode == 0, (out, err)
 
 
-@pytest.fixture
-def pythons_sigint_handler():
-    """SIGINT handled by Python's own handler (KeyboardInterrupt), whatever this test runner was
-    started with (a background job's runner ignores SIGINT), restored afterwards."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.parametrize("backend", ["threads", "processes"])
-def test_a_ctrl_c_after_a_clusters_last_boundary_is_the_callers_keyboard_interrupt(
-    monkeypatch, pythons_sigint_handler, backend
-):
+def test_a_ctrl_c_after_a_clusters_last_boundary_is_the_callers_keyboard_interrupt(monkeypatch, backend):
     """The moment the loop above aims at by chance, provoked for real: a SIGINT once the driver
     has its one-task run's last boundary behind it (the members finished, their ending not yet
     collected: ``Lockstep.end``) stops nothing, and goes on to the caller as KeyboardInterrupt."""

@@ -275,7 +275,7 @@ def test_a_member_that_wakes_a_sleeper_spins_its_wake_budget_and_keeps_its_pace(
 
     args = _page_args(n=2, steps=4)
     lay, ex32, ex64 = args["layout"], args["ex32"], args["ex64"]
-    ex64[lay[1] + lay[2]] = np.uint64(1 << 40)  # member 1's counter: every round reached
+    ex64[lay[rounds._COUNTER0] + lay[rounds._COUNTER_STRIDE]] = np.uint64(1 << 40)  # member 1's: every round reached
     ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)] = 5_000, 150_000
     ex32[rounds._waiters(lay, 0)] = 1 if sleeper else 0
     assert (lay == word_layout()).all()
