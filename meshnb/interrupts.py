@@ -258,6 +258,27 @@ def deferred_interrupt() -> Iterator[StopRequest]:
         signal.raise_signal(signal.SIGINT)
 
 
+def forget_handled_interrupt() -> None:
+    """Clear CPython's note that a Ctrl-C went unhandled, once a command has handled it.
+
+    A KeyboardInterrupt that leaves code run by ``exec`` of a string (``dataclasses`` builds every
+    ``__init__`` so: an import that a Ctrl-C stops there) sets the interpreter's "unhandled
+    KeyboardInterrupt" flag, even when a caller catches it.  Under ``python -m`` the interpreter
+    then ends the process by SIGINT at exit (returncode -2), whatever ``sys.exit`` said.  Every
+    ``exec`` of a string clears that flag as it starts, and an empty one leaves it clear.
+
+    Examples
+    --------
+    >>> from meshnb.interrupts import forget_handled_interrupt
+    >>> try:
+    ...     exec("raise KeyboardInterrupt")
+    ... except KeyboardInterrupt:
+    ...     pass
+    >>> forget_handled_interrupt()  # this process now ends by its exit code, not by SIGINT
+    """
+    exec("")
+
+
 PHASES_ENV = "MESHNB_TEST_PHASES"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -140,3 +142,41 @@ def test_the_suite_runs_with_pythons_sigint_handler_whatever_launched_it():
     """The root conftest's rule: a background job started with SIGINT ignored (``nohup pytest &``)
     would pass the ignore to every process a test starts, and the Ctrl-C tests would judge that."""
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+_SIGINT_INSIDE_EXEC = '''
+import importlib.abc, sys
+
+
+class _Hook(importlib.abc.MetaPathFinder):
+    """A real Ctrl-C taken inside code run by exec of a string, as dataclasses builds __init__:
+    the import of the check command's module is where a loaded machine put it."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "meshnb.conformance.check":
+            sys.meta_path.remove(self)
+            exec("import signal; signal.raise_signal(signal.SIGINT)")
+        return None
+
+
+sys.meta_path.insert(0, _Hook())
+'''
+
+
+@pytest.mark.parametrize("caller", ["program", "library"])
+def test_a_ctrl_c_handled_inside_execd_code_ends_by_the_exit_code_not_by_sigint(caller: str, tmp_path: Path) -> None:
+    """CPython notes a KeyboardInterrupt that leaves an ``exec``'d string as unhandled, though
+    ``meshnb`` catches it, and ``python -m`` then ended the process by SIGINT (-2) after
+    ``meshnb: interrupted`` (the check Ctrl-C test, 3 runs in 80 at load 5): it ends 130."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_SIGINT_INSIDE_EXEC)
+    argv = ["check", "--view-in", "in.page", "--page", "out.page"]
+    if caller == "library":  # meshnb.cli.main in the caller's own `python -m` program
+        (hook / "caller.py").write_text(f"import sys\nfrom meshnb.cli import main\nsys.exit(main({argv!r}))\n")
+        cmd = [sys.executable, "-m", "caller"]
+    else:
+        cmd = [sys.executable, "-m", "meshnb", *argv]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert (done.returncode, done.stderr) == (130, "meshnb: interrupted\n")

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ..interrupts import STOP_SIGNALS, InterruptFlag, phase
+from ..interrupts import STOP_SIGNALS, InterruptFlag, forget_handled_interrupt, phase
 from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, UsageError, error, error_line, prints
 
 # Light imports only up here: numba loads inside a command, after Ctrl-C is held (interrupts.py).
@@ -108,13 +108,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if on_main:
             signal.signal(signal.SIGINT, previous)
+        forget_handled_interrupt()  # the caller's process ends by its own exit code
 
 
 def entry(flag: InterruptFlag) -> NoReturn:
     """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
     :func:`main`, but a Ctrl-C that comes once the command is done changes nothing.  Its handler is
     then SIGINT's ignore, which the interpreter's shutdown keeps (it resets a Python handler to the
-    default, which would end the process by SIGINT after the result was printed).
+    default, which would end the process by SIGINT after the result was printed).  A Ctrl-C it
+    handled ends it by its exit code (130) even where the KeyboardInterrupt left an ``exec``'d
+    string (:func:`meshnb.interrupts.forget_handled_interrupt`).
 
     Examples
     --------
@@ -127,6 +130,7 @@ def entry(flag: InterruptFlag) -> NoReturn:
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    forget_handled_interrupt()  # a Ctrl-C handled inside an exec'd string must not end the process by SIGINT
     phase("done")  # test hook: the command is over, a Ctrl-C from here on changes nothing
     sys.exit(code)
 
