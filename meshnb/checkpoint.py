@@ -63,6 +63,7 @@ from .program import COUNTER_NAMES
 from .runspec import (
     LrChange,
     OptionError,
+    Run,
     can_run,
     check_changes,
     check_step_base,
@@ -151,6 +152,40 @@ class RunSettings:
     step_base: int | None
     z: bool
     first_step: int  # the members' next step when the run started
+
+    @classmethod
+    def of(cls, run: Run, first_step: int) -> RunSettings:
+        """The settings of a fresh cluster run's description (one group; ``first_step``: the
+        pages' next step once prepared), as its checkpoints record them.
+
+        Parameters
+        ----------
+        run : Run
+            The run (:func:`meshnb.runspec.describe`), one group of its members.
+        first_step : int
+            The members' next step when the run started.
+
+        Returns
+        -------
+        RunSettings
+            The header's ``run`` settings.
+
+        Examples
+        --------
+        >>> from meshnb.checkpoint import RunSettings
+        >>> from meshnb.runspec import describe
+        >>> RunSettings.of(describe(64, set_lr={0: 0.25}, group=2), 0).to_json()["set_lr"]
+        [[0, 1048576000]]
+        >>> RunSettings.of(describe(64, lrs=[0.5, 0.25]), 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: a checkpoint holds one cluster's run, not 2 systems alone
+        """
+        if run.groups != 1 or not run.is_cluster:
+            what = f"{run.groups} groups of {run.group}" if run.is_cluster else f"{len(run)} systems alone"
+            raise ValueError(f"a checkpoint holds one cluster's run, not {what}")
+        plan = run.plan()
+        return cls(run.group, plan.steps, plan.steps_per_task, plan.set_lr, plan.step_base, run.z, first_step)
 
     def to_json(self) -> dict[str, Any]:
         """The header's ``run`` object (JSON types: lists, ints, bools, None).

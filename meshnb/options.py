@@ -30,13 +30,14 @@ from .backend_table import BY_NAME
 from .backend_table import CLUSTER_BACKENDS as CLUSTER_BACKENDS
 from .checkpoint import MAX_SYSTEMS, Checkpoint, CheckpointError, RunSettings
 from .runspec import (
+    DEFAULT_STEPS,
     MASK32,
     MAX_STEPS,
     LrChange,
     OptionError,
-    Systems,
+    Plan,
+    Run,
     check_bool,
-    check_changes,
     check_int,
     check_number,
     check_step_base,
@@ -46,11 +47,9 @@ from .runspec import (
     is_int,
     lr_changes,
     parse_lr,
-    start_page,
 )
 
-__all__ = ["OptionError", "is_int", "parse_lr"]  # re-exported: their home is meshnb.runspec
-DEFAULT_STEPS = 4096
+__all__ = ["DEFAULT_STEPS", "OptionError", "Plan", "is_int", "parse_lr"]  # re-exported: their home is meshnb.runspec
 # The longest wait a run takes (a round's timeout, the give-up bound, the checkpoint interval, a
 # stall), about 116 days: longer ones overflow the platform's timeouts (time_t, a lock's wait).
 MAX_WAIT_S = 1e7
@@ -490,21 +489,25 @@ class RunOptions:
             path = getattr(self, name)
             if path is not None and not isinstance(os.fspath(path) if isinstance(path, os.PathLike) else path, str):
                 raise TypeError(f"{name} is a path (str or os.PathLike), not {type(path).__name__}")
-        if self.steps is not None:
-            put(self, "steps", check_steps(self.steps))  # before anything runs
-        if self.set_lr is not None:  # a resumed run's steps are its checkpoint's: compared there
-            bound = MAX_STEPS if self.resume is not None and self.steps is None else self.steps
-            put(self, "set_lr", lr_changes(self.set_lr, DEFAULT_STEPS if bound is None else bound))
-        if self.resume is not None and self.view_in is not None:  # before the file is read
-            raise option_error("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
-        if self.view_in is not None:
-            put(self, "view_in", _page_bytes(self.view_in))
-        if self.steps_per_task is not None:
-            put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
-        if self.step_base is not None:
-            put(self, "step_base", check_step_base(self.step_base))
-        if self.resume is None:  # a fresh run's systems are known now: can they run the steps?
-            self.describe()  # (runspec.describe: the sweep's model and rules, P = L = 1)
+        run: Run | None = None
+        if self.resume is None:  # a fresh run: its description, checked once (runspec.describe)
+            run = self._described()
+            put(self, "steps", None if self.steps is None else run.steps)
+            put(self, "set_lr", None if self.set_lr is None else run.set_lr)
+            put(self, "view_in", None if self.view_in is None else run.starts[0].astype("<u4").tobytes())
+            put(self, "steps_per_task", run.steps_per_task)
+            put(self, "step_base", run.base)
+        else:  # a resumed run is its checkpoint's: what is given is compared with it (check_same_run)
+            if self.steps is not None:
+                put(self, "steps", check_steps(self.steps))
+            if self.set_lr is not None:
+                put(self, "set_lr", lr_changes(self.set_lr, MAX_STEPS if self.steps is None else self.steps))
+            if self.view_in is not None:  # before the file is read
+                raise option_error("a resumed run starts from its checkpoint's pages, not from {view_in}", "view_in")
+            if self.steps_per_task is not None:
+                put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
+            if self.step_base is not None:
+                put(self, "step_base", check_step_base(self.step_base))
         # The cluster options' values are checked with or without a cluster: the same value, the same answer.
         for name, top in (
             ("timeout_ms", MAX_WAIT_S * 1000),
@@ -531,6 +534,7 @@ class RunOptions:
                     "systems",
                     "resume",
                 )
+            put(self, "_run", None if run is None else replace(run, backend=self.backend_name))
             return
         backend = "threads" if self.backend is None else self.backend  # a cluster's default
         put(self, "backend", backend)
@@ -546,28 +550,52 @@ class RunOptions:
             raise option_error(f"the {backend} backend has no exchange and no tasks to stall")
         if self.resume is not None and self.keep_trace:
             raise option_error("keep_trace cannot be resumed: a checkpoint keeps the trace's hash, not its words")
+        # one group of N; mpi without systems=N: the job's size, once known (resolve: Run.grouped)
+        put(self, "_run", None if run is None else replace(run, group=self.systems or 1, backend=backend))
 
-    def describe(self) -> Systems:
-        """A fresh run's start as :class:`~meshnb.runspec.Systems`, the model a sweep's systems
-        have, checked for the run's steps by its rules: one start page (init's, or ``view_in``),
-        the step base and STEPS_PER_TASK set (None: the page's own); a cluster's members all start
-        from it.  The LR changes are the run's (:meth:`plan`).
+    def _described(self) -> Run:
+        """:func:`meshnb.runspec.describe` of these options, a page's errors spelled as the option."""
+        try:
+            return describe(
+                DEFAULT_STEPS if self.steps is None else self.steps,
+                view_in=self.view_in,
+                step_base=self.step_base,
+                z=self.z,
+                steps_per_task=self.steps_per_task,
+                set_lr=self.set_lr,
+                one_page=True,
+            )
+        except OptionError as e:
+            if e.names or not str(e).startswith("view_in"):
+                raise
+            detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
+            raise option_error("{view_in}" + detail, "view_in") from None
+
+    def describe(self) -> Run:
+        """A fresh run as :class:`~meshnb.runspec.Run`, the type a sweep's systems have, made and
+        checked when the options were (:func:`meshnb.runspec.describe`): one start page (init's,
+        or ``view_in``), the step base and STEPS_PER_TASK set (None: the page's own), the LR
+        changes, the backend; one system alone (P = L = 1), or one group of ``systems`` members
+        that all start from the page.  A resumed run is its checkpoint's (:func:`resolve`).
 
         Returns
         -------
-        Systems
-            One system's description (P = L = 1).
+        Run
+            The run.
 
         Examples
         --------
         >>> s = RunOptions(steps=10, step_base=7, steps_per_task=5).describe()
-        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5])
-        (1, [7], 5)
+        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5]), s.backend
+        (1, [7], 5, 'single')
+        >>> c = RunOptions(steps=10, systems=3).describe()
+        >>> len(c), c.groups, c.group, c.backend
+        (3, 1, 3, 'threads')
         """
-        steps = DEFAULT_STEPS if self.steps is None else self.steps
-        return describe(
-            steps, view_in=self.view_in, step_base=self.step_base, z=self.z, steps_per_task=self.steps_per_task
-        )
+        run: Run | None = getattr(self, "_run", None)
+        if run is None:
+            raise ValueError("a resumed run is its checkpoint's: options.resolve reads it")
+        return run
 
     @property
     def is_cluster(self) -> bool:
@@ -581,7 +609,7 @@ class RunOptions:
         return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
-        """The plan of a fresh run (not a resumed one: :func:`resolve`).
+        """The plan of a fresh run (not a resumed one: :func:`resolve`): its description's.
 
         Returns
         -------
@@ -593,9 +621,7 @@ class RunOptions:
         >>> RunOptions(steps=100, set_lr={50: 0.25}).plan()
         Plan(steps=100, steps_per_task=None, set_lr=(LrChange(step=50, word=1048576000),), step_base=None)
         """
-        return Plan(
-            DEFAULT_STEPS if self.steps is None else self.steps, self.steps_per_task, self.set_lr or (), self.step_base
-        )
+        return self.describe().plan()
 
     @classmethod
     def from_keywords(cls, steps: int | None = None, **keywords: Any) -> RunOptions:
@@ -782,165 +808,35 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
     return tuple(out)
 
 
-def _page_bytes(view_in: Any) -> bytes:
-    """A start page (:func:`meshnb.runspec.start_page`: bytes-like, a page file's path or a page
-    array), its errors named as the caller spells the option."""
-    try:
-        return start_page(view_in, "view_in")
-    except OptionError as e:
-        detail = str(e).removeprefix("view_in").replace("{", "{{").replace("}", "}}")
-        raise option_error("{view_in}" + detail, "view_in") from None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the task loop follows: ``steps`` of this call, the page's STEPS_PER_TASK and next step
-    to set first (None: as the page says), and ``set_lr``: ``(step, bits)`` pairs, SET_LR with
-    ``bits`` before the task that starts when ``step`` steps of this call are done
-    (``step == steps`` changes the final page only).  Checked when made (:mod:`meshnb.runspec`).
-
-    Parameters
-    ----------
-    steps : int, default 4096
-        The steps of this call.
-    steps_per_task : int or None, default None
-        STEPS_PER_TASK to set first (None: as the page says).
-    set_lr : tuple of (int, int), default ()
-        ``(step, f32 word)`` pairs (:class:`~meshnb.runspec.LrChange`) in step order: words
-        already (:meth:`make` reads LRs as ``train`` reads them).
-    step_base : int or None, default None
-        The next step to set first (None: as the page says).
-
-    Examples
-    --------
-    >>> plan = Plan.make(200, None, {100: 0.5, 150: np.uint32(0x3F000000)})
-    >>> plan.set_lr
-    (LrChange(step=100, word=1056964608), LrChange(step=150, word=1056964608))
-    >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
-    [64, 100, 150, 150, 200]
-    """
-
-    steps: int = DEFAULT_STEPS
-    steps_per_task: int | None = None
-    set_lr: tuple[tuple[int, int], ...] = ()
-    step_base: int | None = None
-
-    def __post_init__(self) -> None:
-        put = object.__setattr__  # frozen: normalise once, here
-        put(self, "steps", check_steps(self.steps))
-        if self.steps_per_task is not None:
-            put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
-        put(self, "set_lr", check_changes(self.set_lr, self.steps))  # words: LR changes at steps of this run
-        if self.step_base is not None:
-            put(self, "step_base", check_step_base(self.step_base))
-
-    @classmethod
-    def make(
-        cls,
-        steps: int = DEFAULT_STEPS,
-        steps_per_task: int | None = None,
-        set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
-        step_base: int | None = None,
-    ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted).
-
-        Parameters
-        ----------
-        steps : int, default 4096
-            The steps of this call.
-        steps_per_task : int or None, default None
-            STEPS_PER_TASK to set first.
-        set_lr : mapping or sequence of pairs, or None
-            ``{step: LR}`` or ``(step, LR)`` pairs, in any order, each LR as ``train`` reads it.
-        step_base : int or None, default None
-            The next step to set first.
-
-        Returns
-        -------
-        Plan
-            The plan, its LR changes sorted by step.
-
-        Examples
-        --------
-        >>> Plan.make(100, set_lr=[(80, 0.5), (20, 0.25)]).set_lr
-        (LrChange(step=20, word=1048576000), LrChange(step=80, word=1056964608))
-        """
-        return cls(steps, steps_per_task, lr_changes(set_lr or (), check_steps(steps)), step_base)
-
-    def lr_changes_at(self, done: int) -> list[int]:
-        """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order.
-
-        Parameters
-        ----------
-        done : int
-            The steps of this call done.
-
-        Returns
-        -------
-        list of int
-            The words to SET_LR there (none: an empty list).
-
-        Examples
-        --------
-        >>> [hex(w) for w in Plan.make(100, set_lr={50: 0.5}).lr_changes_at(50)]
-        ['0x3f000000']
-        """
-        return [bits for step, bits in self.set_lr if step == done]
-
-    def next_boundary(self, spt: int, done: int) -> int:
-        """Where the task that starts when ``done`` steps are done ends: ``spt`` steps later, or
-        sooner at the run's end or where the next LR change must start a task.
-
-        Parameters
-        ----------
-        spt : int
-            The page's STEPS_PER_TASK.
-        done : int
-            The steps of this call done.
-
-        Returns
-        -------
-        int
-            The steps done at the task's end.
-
-        Examples
-        --------
-        >>> plan = Plan.make(100, set_lr={50: 0.5})
-        >>> plan.next_boundary(64, 0), plan.next_boundary(64, 50)
-        (50, 100)
-        """
-        end = min(done + spt, self.steps)
-        for step, _ in self.set_lr:  # sorted
-            if done < step < end:
-                return step
-        return end
-
-
 # --- where a cluster run starts ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Start:
     """A cluster run as a backend starts it: ``systems`` members, this call's plan, the steps of
-    the run done before it, the float mode, and the checkpoint resumed (None: a fresh run,
-    whose pages the backend prepares from ``whole``, the whole run's plan, which sets their
-    STEPS_PER_TASK and step first)."""
+    the run done before it, the float mode, and the checkpoint resumed (None: a fresh run, whose
+    description ``run`` is one group of ``systems``: the backend prepares its pages from
+    :attr:`whole`, the whole run's plan, which sets their STEPS_PER_TASK and step first)."""
 
     systems: int
     plan: Plan
     done_before: int
     z: bool
     checkpoint: Checkpoint | None
-    whole: Plan | None
+    run: Run | None
+
+    @property
+    def whole(self) -> Plan | None:
+        """A fresh run's whole plan (None: resumed, the checkpoint's pages are its start)."""
+        return None if self.run is None else self.run.plan()
 
     def settings(self, first_step: int) -> RunSettings:
         """The run's settings, as a checkpoint records them (``first_step``: the pages' next step
         once prepared)."""
         if self.checkpoint is not None:
             return self.checkpoint.run
-        assert self.whole is not None
-        w = self.whole
-        return RunSettings(self.systems, w.steps, w.steps_per_task, w.set_lr, w.step_base, self.z, first_step)
+        assert self.run is not None
+        return RunSettings.of(self.run, first_step)
 
 
 def resolve(
@@ -954,8 +850,8 @@ def resolve(
         if n is None:
             raise option_error("a cluster needs {systems}", "systems")
         check_stalls(opts.stalls, n)
-        whole = opts.plan()
-        return Start(n, replace(whole, steps_per_task=None, step_base=None), 0, opts.z, None, whole)
+        fresh = opts.describe().grouped(n)  # mpi without systems=N: the job's size is known now
+        return Start(n, replace(fresh.plan(), steps_per_task=None, step_base=None), 0, opts.z, None, fresh)
     ck = (load or checkpoint.load)(opts.resume)
     where = f"checkpoint {opts.resume}"
     check_same_run(ck, opts, where)

@@ -51,7 +51,7 @@ import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
@@ -1027,39 +1027,197 @@ def row_digests(
     return out
 
 
-# --- the model of many systems ----------------------------------------------------------------
+# --- the model of a run ------------------------------------------------------------------------
+
+DEFAULT_STEPS = 4096
+"""The steps of a run that names none (``train()``, ``meshnb train``, ``sweep``'s default)."""
 
 
 @dataclass(frozen=True)
-class Systems:
-    """Systems before their first step, as inputs (their pages made per batch).
+class Plan:
+    """What the task loop follows: ``steps`` of this call, the page's STEPS_PER_TASK and next step
+    to set first (None: as the page says), and ``set_lr``: ``(step, bits)`` pairs, SET_LR with
+    ``bits`` before the task that starts when ``step`` steps of this call are done
+    (``step == steps`` changes the final page only).  Checked when made (:mod:`meshnb.runspec`).
 
-    ``starts`` ``[P, 1024]`` uint32: the distinct start pages; ``lr`` the L LR words as given (None:
-    each page's own LR, L = 1); ``base`` the step base of every system (None: each page's own; an
-    int; or uint64 ``[M]``); ``z`` float mode Z; ``steps_per_task`` the pages' STEPS_PER_TASK
-    (None: each page's own).  System ``k`` is page ``k // L`` with LR ``k % L``: ``P * L``
-    systems, page-major.  ``train``'s run is the case P = L = 1 (its start page, the step base and
-    STEPS_PER_TASK it sets; its LR changes are SET_LR calls of the run), checked by the same
-    :meth:`check_can_run`.
+    Parameters
+    ----------
+    steps : int, default 4096
+        The steps of this call.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK to set first (None: as the page says).
+    set_lr : tuple of (int, int), default ()
+        ``(step, f32 word)`` pairs (:class:`~meshnb.runspec.LrChange`) in step order: words
+        already (:meth:`make` reads LRs as ``train`` reads them).
+    step_base : int or None, default None
+        The next step to set first (None: as the page says).
+
+    Examples
+    --------
+    >>> plan = Plan.make(200, None, {100: 0.5, 150: np.uint32(0x3F000000)})
+    >>> plan.set_lr
+    (LrChange(step=100, word=1056964608), LrChange(step=150, word=1056964608))
+    >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
+    [64, 100, 150, 150, 200]
+    """
+
+    steps: int = DEFAULT_STEPS
+    steps_per_task: int | None = None
+    set_lr: tuple[tuple[int, int], ...] = ()
+    step_base: int | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: normalise once, here
+        put(self, "steps", check_steps(self.steps))
+        if self.steps_per_task is not None:
+            put(self, "steps_per_task", check_steps_per_task(self.steps_per_task))
+        put(self, "set_lr", check_changes(self.set_lr, self.steps))  # words: LR changes at steps of this run
+        if self.step_base is not None:
+            put(self, "step_base", check_step_base(self.step_base))
+
+    @classmethod
+    def make(
+        cls,
+        steps: int = DEFAULT_STEPS,
+        steps_per_task: int | None = None,
+        set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
+        step_base: int | None = None,
+    ) -> Plan:
+        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted).
+
+        Parameters
+        ----------
+        steps : int, default 4096
+            The steps of this call.
+        steps_per_task : int or None, default None
+            STEPS_PER_TASK to set first.
+        set_lr : mapping or sequence of pairs, or None
+            ``{step: LR}`` or ``(step, LR)`` pairs, in any order, each LR as ``train`` reads it.
+        step_base : int or None, default None
+            The next step to set first.
+
+        Returns
+        -------
+        Plan
+            The plan, its LR changes sorted by step.
+
+        Examples
+        --------
+        >>> Plan.make(100, set_lr=[(80, 0.5), (20, 0.25)]).set_lr
+        (LrChange(step=20, word=1048576000), LrChange(step=80, word=1056964608))
+        """
+        return cls(steps, steps_per_task, lr_changes(set_lr or (), check_steps(steps)), step_base)
+
+    def lr_changes_at(self, done: int) -> list[int]:
+        """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order.
+
+        Parameters
+        ----------
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        list of int
+            The words to SET_LR there (none: an empty list).
+
+        Examples
+        --------
+        >>> [hex(w) for w in Plan.make(100, set_lr={50: 0.5}).lr_changes_at(50)]
+        ['0x3f000000']
+        """
+        return [bits for step, bits in self.set_lr if step == done]
+
+    def next_boundary(self, spt: int, done: int) -> int:
+        """Where the task that starts when ``done`` steps are done ends: ``spt`` steps later, or
+        sooner at the run's end or where the next LR change must start a task.
+
+        Parameters
+        ----------
+        spt : int
+            The page's STEPS_PER_TASK.
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        int
+            The steps done at the task's end.
+
+        Examples
+        --------
+        >>> plan = Plan.make(100, set_lr={50: 0.5})
+        >>> plan.next_boundary(64, 0), plan.next_boundary(64, 50)
+        (50, 100)
+        """
+        end = min(done + spt, self.steps)
+        for step, _ in self.set_lr:  # sorted
+            if done < step < end:
+                return step
+        return end
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One run, as ``train`` and ``sweep`` both describe it before their first step: systems (the
+    P start pages times the L LR words, with their step bases), grouped into clusters of ``group``,
+    run for ``steps`` steps with the pages' STEPS_PER_TASK, on ``backend``.  Made by
+    :func:`describe`, the one builder, which checks it by this module's rules (each written once);
+    its fields are the values those rules made, never re-read.
+
+    The description holds arrays, not a page or an object per system: planning 10^8 systems costs
+    their LR words, not 400 GB of pages; a system's page is made per batch (:meth:`words`).
+
+    - **A sweep** (:func:`meshnb.sweep`, :func:`meshnb.sweeps.stream`, ``meshnb sweep``): P x L
+      systems, page-major (system ``p * L + l``), each alone (``group`` 0).
+    - **One system** (``train()``, ``meshnb train``): the case P = L = 1, alone; its LR changes
+      are SET_LR calls of the run (``set_lr``).
+    - **A cluster** (``train(systems=N)``): the case of one group: the start page's N members
+      (M = N systems, ``group`` N), which start alike and step in lockstep.
 
     Parameters
     ----------
     starts : numpy.ndarray
         ``[P, 1024]`` uint32: the distinct start pages.
     lr : numpy.ndarray or None
-        ``[L]`` uint32 LR words (None: each page's own LR).
+        ``[L]`` uint32 LR words, set before the first step (None: each page's own LR, L = 1).
     base : int, numpy.ndarray or None
         The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
     z : bool
         Float mode Z.
     steps_per_task : int or None, default None
         STEPS_PER_TASK written into every page (None: each page's own).
+    steps : int, default 4096
+        The steps of every system.
+    set_lr : tuple of LrChange, default ()
+        SET_LR during the run: ``(step, word)``, sorted by step (``train``'s ``set_lr``).
+    group : int, default 0
+        Members of a cluster (0: every system alone; N: clusters of N in lockstep, each of one
+        (page, LR) system's N members).  Under MPI without ``systems=N`` it is the job's size,
+        set when the job starts (:meth:`grouped`).
+    backend : str or None, default None
+        Where the run executes: a cluster's or one system's backend for ``train``
+        (``single``, ``threads``, ...), ``cpu`` or ``cuda`` for a sweep (None: not chosen).
 
     Examples
     --------
-    >>> s = describe(10, lrs=[0.5, 0.25])
-    >>> len(s), s.n_lrs, s.step_base(0, 2).tolist()
-    (2, 2, [0, 0])
+    A sweep of 2 LRs and train's one system: the same type, the same rules.
+
+    >>> sweep = describe(10, lrs=[0.5, 0.25])
+    >>> len(sweep), sweep.n_lrs, sweep.groups, sweep.step_base(0, 2).tolist()
+    (2, 2, 2, [0, 0])
+    >>> one = describe(10, set_lr={0: 0.5}, backend="single")
+    >>> len(one), one.groups, one.set_lr
+    (1, 1, (LrChange(step=0, word=1056964608),))
+    >>> cluster = describe(10, group=4, backend="threads")
+    >>> len(cluster), cluster.groups, cluster.page_index(0, 4).tolist()
+    (4, 1, [0, 0, 0, 0])
+    >>> one.plan()
+    Plan(steps=10, steps_per_task=None, set_lr=(LrChange(step=0, word=1056964608),), step_base=None)
+    >>> describe(10, step_base=2**64 - 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
     """
 
     starts: Words
@@ -1067,14 +1225,57 @@ class Systems:
     base: int | NDArray[np.uint64] | None
     z: bool
     steps_per_task: int | None = None
+    steps: int = DEFAULT_STEPS
+    set_lr: tuple[LrChange, ...] = ()
+    group: int = 0
+    backend: str | None = None
+
+    def __eq__(self, other: object) -> bool:
+        """The same run: the same arrays (by value) and the same settings."""
+        if not isinstance(other, Run):
+            return NotImplemented
+
+        def same(a: Any, b: Any) -> bool:
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+            return bool(a == b)
+
+        return all(same(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+
+    __hash__ = None  # type: ignore[assignment]  # arrays: no hash
 
     @property
     def n_lrs(self) -> int:
         """L: the LRs per page (1 without ``lrs``)."""
         return 1 if self.lr is None else int(self.lr.size)
 
-    def __len__(self) -> int:
+    @property
+    def members(self) -> int:
+        """The systems each (page, LR) pair stands for: a cluster's members, 1 where alone."""
+        return self.group or 1
+
+    @property
+    def groups(self) -> int:
+        """The clusters (a system alone counts as one): M / ``members``."""
         return int(self.starts.shape[0]) * self.n_lrs
+
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the systems run in clusters (a group and an exchange), not each alone."""
+        return self.group > 0
+
+    def __len__(self) -> int:
+        return self.groups * self.members
+
+    def grouped(self, group: int) -> Run:
+        """This run with clusters of ``group`` members (MPI: the job's size, known at its start).
+
+        Examples
+        --------
+        >>> len(describe(10).grouped(3))
+        3
+        """
+        return replace(self, group=check_int(group, "systems", 1, 1 << 31))
 
     def page_index(self, lo: int, hi: int) -> NDArray[np.int64]:
         """Which start page each of systems ``lo .. hi-1`` starts from.
@@ -1094,7 +1295,7 @@ class Systems:
         >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).page_index(0, 4).tolist()
         [0, 0, 1, 1]
         """
-        return np.arange(lo, hi, dtype=np.int64) // self.n_lrs
+        return np.arange(lo, hi, dtype=np.int64) // (self.n_lrs * self.members)
 
     def lr_index(self, lo: int, hi: int) -> NDArray[np.int64]:
         """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own).
@@ -1116,7 +1317,7 @@ class Systems:
         """
         if self.lr is None:
             return np.full(hi - lo, -1, dtype=np.int64)
-        return np.arange(lo, hi, dtype=np.int64) % self.n_lrs
+        return np.arange(lo, hi, dtype=np.int64) // self.members % self.n_lrs
 
     def words(self, lo: int, hi: int) -> Words:
         """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train``
@@ -1171,13 +1372,31 @@ class Systems:
             return np.full(hi - lo, self.base, np.uint64)
         return next_steps(self.starts)[self.page_index(lo, hi)]
 
-    def check_can_run(self, steps: int) -> None:
-        """Refuse (:class:`OptionError`) systems that cannot run ``steps`` steps, naming the
-        first, at a cost per start page or per step base, never a page per system.
+    def plan(self) -> Plan:
+        """What the task loop follows for the whole run: its steps, STEPS_PER_TASK, LR changes and
+        step base (one for every system, or None: the page's own).
+
+        Returns
+        -------
+        Plan
+            The run's plan (a resumed run's loop follows the rest of it: :func:`meshnb.options.resolve`).
+
+        Examples
+        --------
+        >>> describe(100, set_lr={50: 0.25}, step_base=3).plan()
+        Plan(steps=100, steps_per_task=None, set_lr=(LrChange(step=50, word=1048576000),), step_base=3)
+        """
+        if isinstance(self.base, np.ndarray):
+            raise ValueError("a plan has one step base: this run has one per system")
+        return Plan(self.steps, self.steps_per_task, self.set_lr, self.base)
+
+    def check_can_run(self, steps: int | None = None) -> None:
+        """Refuse (:class:`OptionError`) systems that cannot run ``steps`` steps (None: the run's),
+        naming the first, at a cost per start page or per step base, never a page per system.
 
         Parameters
         ----------
-        steps : int
+        steps : int or None, default None
             The steps every system would run.
 
         Examples
@@ -1189,8 +1408,10 @@ class Systems:
             ...
         meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
         """
+        steps = self.steps if steps is None else steps
+        stride = self.n_lrs * self.members  # systems per start page
         if self.steps_per_task is None:
-            check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, self.n_lrs)
+            check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, stride)
         else:
             check_tasks_progress(np.array([self.steps_per_task]), steps)
         if isinstance(self.base, np.ndarray):
@@ -1199,7 +1420,11 @@ class Systems:
             if not can_run(self.base, steps):
                 raise OptionError(f"system 0: {wrap_message(self.base, steps)}")
         else:
-            check_first_steps(next_steps(self.starts), steps, self.n_lrs)
+            check_first_steps(next_steps(self.starts), steps, stride)
+
+
+Systems = Run
+"""The name of :class:`Run` before it described ``train``'s runs too (a sweep's systems): kept for imports."""
 
 
 def describe(
@@ -1210,10 +1435,15 @@ def describe(
     step_base: Any = None,
     z: Any = True,
     steps_per_task: Any = None,
-) -> Systems:
-    """The systems of a sweep (``view_in``'s pages, or the init page, times ``lrs``), checked for
-    ``steps`` steps as ``train`` checks a run: TypeError/:class:`OptionError` naming the argument.
-    (``meshnb.sweeps.describe``; ``meshnb.sweeps.plan`` is the module of the sweep's options.)
+    set_lr: Any = None,
+    group: Any = 0,
+    backend: str | None = None,
+    one_page: bool = False,
+) -> Run:
+    """A run (:class:`Run`) from the values a caller gave, each checked by this module's one rule:
+    TypeError/:class:`OptionError` naming the argument, then whether every system can run
+    ``steps`` steps.  ``train``'s options (:meth:`meshnb.options.RunOptions.describe`) and the
+    sweep's (:meth:`meshnb.sweeps.SweepOptions.describe`) both make their run here.
 
     Parameters
     ----------
@@ -1229,30 +1459,46 @@ def describe(
         Float mode Z.
     steps_per_task : int or None, default None
         STEPS_PER_TASK of every page (None: each page's own; ``train``'s ``steps_per_task``).
+    set_lr : mapping or pairs, or None
+        LR changes during the run (``train``'s), :func:`lr_changes`' rule.
+    group : int, default 0
+        Members of a cluster (0: every system alone), checked by the caller's backend.
+    backend : str or None, default None
+        Where it runs, checked by the caller's options table (a cluster's names are not a sweep's).
+    one_page : bool, default False
+        ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s: a run's
+        members start alike).
 
     Returns
     -------
-    Systems
-        The sweep's systems, page-major.
+    Run
+        The run, its systems page-major.
 
     Examples
     --------
     >>> len(describe(5, lrs=[0.1, 0.2, 0.3], view_in=[init_page()] * 2))
     6
-    >>> describe(5, step_base=2**64 - 3)  # doctest: +ELLIPSIS
+    >>> describe(5, set_lr={6: 0.5})
     Traceback (most recent call last):
         ...
-    meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
+    meshnb.runspec.OptionError: set_lr's step must be an integer from 0 to 5, got 6
     """
     steps = check_steps(steps)
     z = check_bool(z, "z")
-    starts = (
-        np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32) if view_in is None else page_words(view_in)
-    )
+    changes = () if set_lr is None else lr_changes(set_lr, steps)
+    if view_in is None:
+        starts = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32)
+    elif one_page:
+        starts = np.frombuffer(start_page(view_in), dtype="<u4")[None, :].astype(np.uint32)
+    else:
+        starts = page_words(view_in)
     lr = None if lrs is None else lr_words(lrs)
-    m = starts.shape[0] * (1 if lr is None else lr.size)
-    base = None if step_base is None else step_bases(step_base, m)
     spt = None if steps_per_task is None else check_steps_per_task(steps_per_task)
-    systems = Systems(starts, lr, base, z, spt)
-    systems.check_can_run(steps)
-    return systems
+    m = starts.shape[0] * (1 if lr is None else lr.size) * (group or 1)
+    if step_base is None:
+        base: int | NDArray[np.uint64] | None = None
+    else:  # train's one page takes one step base; a sweep's systems one each, or one for all
+        base = check_step_base(step_base) if one_page else step_bases(step_base, m)
+    run = Run(starts, lr, base, z, spt, steps, changes, int(group), backend)
+    run.check_can_run()
+    return run

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "run_to": "job",
     "SweepOptions": "plan",
+    "Run": "plan",
     "Systems": "plan",
     "describe": "plan",
     "init_page": "plan",
@@ -55,6 +56,7 @@ __all__ = [  # literal, for the API reference's static reading (griffe); the sam
     "CudaRunner",
     "JsonWriter",
     "NpzWriter",
+    "Run",
     "Runner",
     "SweepInterrupted",
     "SweepOptions",
@@ -89,6 +91,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .job import run_to as run_to
+    from .plan import Run as Run
     from .plan import SweepOptions as SweepOptions
     from .plan import Systems as Systems
     from .plan import describe as describe

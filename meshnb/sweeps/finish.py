@@ -22,7 +22,7 @@ import numpy as np
 from .. import sha256
 from ..jit import jit
 from ..loops.sweep import NSUMS
-from ..runspec import NJIT_DIGEST_ROWS, Systems, row_digests
+from ..runspec import NJIT_DIGEST_ROWS, Run, row_digests
 from ..view import WORD
 from .lanes import Lanes, start_lr_words
 from .result import SweepResult
@@ -171,7 +171,7 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
 
 
 def result_of_lanes(
-    systems: Systems, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, kernel: str | None = None,
+    systems: Run, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, kernel: str | None = None,
     **extra: Any,
 ) -> SweepResult:  # fmt: skip
     """The result of systems ``lo .. lo + lanes.m - 1`` after ``done`` >= 1 steps, read from the

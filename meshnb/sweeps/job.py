@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..driver import frame
 from ..host import steps_shown
 from ..interrupts import deferred_interrupt, phase, signals_left_to_main
-from .plan import SweepOptions, Systems
+from .plan import Run, SweepOptions
 from .result import SweepResult
 from .run import BATCH_SYSTEMS, Runner, chunk_steps, default_threads, kept, make_runner, parts, spans
 
@@ -104,7 +104,7 @@ def in_mpi_job() -> bool:
     return any(os.environ.get(v, "").strip() not in ("", "1", "0") for v in _SIZE_VARIABLES)
 
 
-def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartWriter]) -> tuple[int, bool]:
+def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWriter]) -> tuple[int, bool]:
     """Run ``systems`` (planned from ``opts``) and write every part in order to the writer that
     ``open_writer()`` opens (on rank 0 alone in an MPI job); the writer is closed with the steps
     its systems ran, or aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a
@@ -116,7 +116,7 @@ def run_to(opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartW
     ----------
     opts : SweepOptions
         The sweep's options (steps, trace, loss history, threads, backend, progress).
-    systems : Systems
+    systems : Run
         Its systems (:meth:`SweepOptions.systems`).
     open_writer : callable
         Opens the :class:`PartWriter` the parts go to (called once, on rank 0 of an MPI job).
@@ -207,7 +207,7 @@ def _local_ranks(comm: Any) -> int:
 
 
 def _run_rank(
-    opts: SweepOptions, systems: Systems, open_writer: Callable[[], PartWriter], MPI: Any, comm: Any
+    opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWriter], MPI: Any, comm: Any
 ) -> tuple[int, bool]:
     """This rank's batches of an MPI job's sweep: the batches are dealt to the ranks in turn and
     rank 0 writes each round's batches as they are gathered."""

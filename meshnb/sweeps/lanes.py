@@ -15,7 +15,7 @@ from .. import kernels
 from ..floatz import flush_words
 from ..jit import jit
 from ..loops import sweep as sweep_loop
-from ..runspec import Systems
+from ..runspec import Run
 from ..view import WORD
 
 _LOSS0 = WORD["LOSS"]
@@ -63,7 +63,7 @@ class Lanes:
 
     @classmethod
     def of_systems(
-        cls, systems: Systems, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
+        cls, systems: Run, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
         reuse: Lanes | None = None,
     ) -> Lanes:  # fmt: skip
         """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
@@ -415,7 +415,7 @@ def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndar
     return ranked[new], which
 
 
-def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
+def start_lr_words(systems: Run, lo: int, hi: int) -> np.ndarray:
     """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
     ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there
     (a new array).
@@ -437,7 +437,7 @@ def start_lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray:
     return out.copy() if np.shares_memory(out, systems.lr) else out
 
 
-def _lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray | None:
+def _lr_words(systems: Run, lo: int, hi: int) -> np.ndarray | None:
     """``systems.lr`` of systems ``lo .. hi-1`` (None: no LRs, each page's own), a view of it where
     they are a run of it (system k runs LR k mod L: a batch within one page's LRs)."""
     if systems.lr is None:
@@ -448,9 +448,9 @@ def _lr_words(systems: Systems, lo: int, hi: int) -> np.ndarray | None:
     return systems.lr[systems.lr_index(lo, hi)]
 
 
-def _one_base8(systems: Systems, lo: int, hi: int, used: np.ndarray) -> int | None:
+def _one_base8(systems: Run, lo: int, hi: int, used: np.ndarray) -> int | None:
     """The step base mod 8 that systems ``lo .. hi-1`` (of the start pages ``used``, their words)
-    all share, or None (:meth:`Systems.step_base`'s cases, without a word per system where the
+    all share, or None (:meth:`Run.step_base`'s cases, without a word per system where the
     base is one int or each page's own)."""
     base = systems.base
     if isinstance(base, np.ndarray):

@@ -2,11 +2,12 @@
 what holding them costs.
 
 A sweep of P start pages and L learning rates is ``P * L`` systems, page-major (system
-``p * L + l``).  The model of those systems and its rules are :mod:`meshnb.runspec`'s
-(:class:`~meshnb.runspec.Systems` holds only the P distinct start pages, the L LR words and the
-step bases, so planning 10^8 systems costs their LR words, not 400 GB of pages); this module
-re-exports them (:func:`~meshnb.runspec.describe` makes a sweep's systems: ``meshnb.sweeps.plan`` is
-this module, no function) and adds the sweep's own options and what holding a result costs.
+``p * L + l``).  The description of a run and its rules are :mod:`meshnb.runspec`'s, the same
+type as ``train``'s (:class:`~meshnb.runspec.Run` holds only the P distinct start pages, the L LR
+words and the step bases, so planning 10^8 systems costs their LR words, not 400 GB of pages);
+this module re-exports them (:func:`~meshnb.runspec.describe` makes a sweep's run:
+``meshnb.sweeps.plan`` is this module, no function) and adds the sweep's own options and what
+holding a result costs.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..interrupts import phase
-from ..options import DEFAULT_STEPS, Flag, option_field, parse_count, parse_step_base
+from ..options import Flag, option_field, parse_count, parse_step_base
 from ..runspec import (
+    DEFAULT_STEPS,
     LOSS,
     MAX_STEPS,
     LRs,
     OptionError,
     Pages,
+    Run,
     StepBases,
     Systems,
     available_bytes,
@@ -52,6 +55,7 @@ __all__ = [
     "LRs",
     "OptionError",
     "Pages",
+    "Run",
     "StepBases",
     "SweepOptions",
     "Systems",
@@ -309,20 +313,24 @@ class SweepOptions:
         put(self, "backend", backend)
         check_backend_options(backend, self.loss_every, self.threads)
 
-    def describe(self) -> Systems:
-        """The systems of these options (:func:`meshnb.runspec.describe`).
+    def describe(self) -> Run:
+        """The run of these options (:func:`meshnb.runspec.describe`, as ``train``'s options
+        make theirs: the same type and rules): every system alone (``group`` 0).
 
         Returns
         -------
-        Systems
+        Run
             The start pages times the LRs, with their step bases, checked for ``steps``.
 
         Examples
         --------
-        >>> len(SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).describe())
-        3
+        >>> run = SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).describe()
+        >>> len(run), run.steps, run.group, run.backend
+        (3, 10, 0, 'cpu')
         """
-        return describe(self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z)
+        return describe(
+            self.steps, lrs=self.lrs, view_in=self.view_in, step_base=self.step_base, z=self.z, backend=self.backend
+        )
 
 
 def sweep_option_fields() -> list[tuple[str, Any, Flag]]:

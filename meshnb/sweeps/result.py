@@ -322,7 +322,7 @@ class SweepResult:
             return self.final_pages[k].tobytes()
         if self.starts is None:
             raise ValueError("this result holds neither its pages nor its start pages")
-        words = self.starts[int(self.page_index[k])].copy()  # the page train starts from (plan.Systems.words)
+        words = self.starts[int(self.page_index[k])].copy()  # the page train starts from (runspec.Run.words)
         words[WORD["LR"]] = self.lr_words[k]  # the final page's word: SET_LR already applied (flushed)
         write_step_base(words[None, :], self.step_base[k : k + 1])
         loops.run_tasks(words, self.steps, np.empty((0, 5), dtype=np.uint32), loops.loop_mode(self.z))

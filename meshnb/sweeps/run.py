@@ -39,9 +39,9 @@ from .lanes import Lanes, final_pages
 from .plan import (
     LRs,
     Pages,
+    Run,
     StepBases,
     SweepOptions,
-    Systems,
     check_backend,
     check_backend_options,
     check_fits,
@@ -172,7 +172,7 @@ class Runner:
 
     Parameters
     ----------
-    systems : Systems
+    systems : Run
         The planned systems (:func:`plan`).
     steps : int
         Steps of every system.
@@ -205,7 +205,7 @@ class Runner:
 
     def __init__(
         self,
-        systems: Systems,
+        systems: Run,
         steps: int,
         *,
         trace: bool = False,
@@ -333,7 +333,7 @@ class Runner:
 
 
 def result_of_pages(
-    systems: Systems,
+    systems: Run,
     lo: int,
     pages: np.ndarray,
     done: int,
@@ -381,7 +381,7 @@ class CudaRunner:
 
     Parameters
     ----------
-    systems : Systems
+    systems : Run
         The planned systems.
     steps : int
         Steps of every system.
@@ -401,7 +401,7 @@ class CudaRunner:
     """
 
     def __init__(
-        self, systems: Systems, steps: int, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH
+        self, systems: Run, steps: int, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH
     ) -> None:
         self.systems, self.steps, self.trace, self.keep_pages, self.batch = systems, steps, trace, keep_pages, batch
 
@@ -446,7 +446,7 @@ class CudaRunner:
 
 
 def make_runner(
-    systems: Systems,
+    systems: Run,
     steps: int,
     backend: str = "cpu",
     *,
@@ -464,7 +464,7 @@ def make_runner(
 
     Parameters
     ----------
-    systems : Systems
+    systems : Run
         The planned systems.
     steps : int
         Steps of every system.
@@ -503,7 +503,7 @@ def make_runner(
 
 
 def run_on_cuda(
-    systems: Systems, lo: int, hi: int, steps: int, *, trace: bool = False, keep_pages: bool = False,
+    systems: Run, lo: int, hi: int, steps: int, *, trace: bool = False, keep_pages: bool = False,
     on_chunk: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
 ) -> SweepResult:  # fmt: skip
     """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`):
@@ -628,7 +628,7 @@ def _aliases(view_in: Any, pages: Any, step_base: Any, step_bases: Any) -> tuple
 
 
 def run_planned(
-    systems: Systems,
+    systems: Run,
     steps: int,
     *,
     trace: bool = False,
@@ -652,7 +652,7 @@ def run_planned(
 
     Parameters
     ----------
-    systems : Systems
+    systems : Run
         The planned systems (:func:`plan`).
     steps : int
         Steps of every system.
