@@ -1,5 +1,7 @@
 """meshnb.runspec: the one description of a run and its rules, the same answer from every entry point."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -163,3 +165,116 @@ def test_lrs_too_large_for_memory_are_an_option_error_with_the_estimate(monkeypa
     with pytest.raises(runspec.OptionError, match="sweep fewer at a time"):
         runspec.lr_words(np.full(100, 0.5))
     assert runspec.lr_words(np.full(10, 0.5)).tolist() == [0x3F000000] * 10
+
+
+# --- the one description of a run (runspec.Run): train and sweep build the same type -----------
+
+
+def _train_run(**keywords):
+    from meshnb.options import RunOptions
+
+    return RunOptions(steps=8, **keywords).describe()
+
+
+def _sweep_run(**keywords):
+    from meshnb.sweeps import SweepOptions
+
+    return SweepOptions(steps=8, **keywords).describe()
+
+
+def _page(lr_word: int = 0x3E800000) -> bytes:
+    view = View.from_bytes(runspec.init_page())
+    view.set_word("LR", lr_word)
+    return view.tobytes()
+
+
+@pytest.mark.parametrize("keywords", [{}, {"step_base": 2**40}, {"view_in": _page()}, {"z": False}])
+def test_train_and_sweep_describe_one_system_as_the_same_run(keywords):
+    one, sweep_one = _train_run(**keywords), _sweep_run(**keywords)
+    assert type(one) is type(sweep_one) is runspec.Run
+    assert (one.backend, sweep_one.backend) == ("single", "cpu")  # each entry point's backend names
+    assert dataclasses.replace(one, backend=None) == dataclasses.replace(sweep_one, backend=None)
+    assert len(one) == one.groups == 1 and not one.is_cluster and one.steps == 8
+    assert np.array_equal(one.words(0, 1), sweep_one.words(0, 1))
+    # the claim can fail: another step base is another run
+    assert dataclasses.replace(one, backend=None) != dataclasses.replace(sweep_one, backend=None, base=7)
+
+
+def test_a_cluster_is_the_case_of_one_group():
+    run = _train_run(systems=3, set_lr={4: 0.5}, step_base=5)
+    assert (len(run), run.groups, run.group, run.members, run.backend) == (3, 1, 3, 3, "threads")
+    assert run.page_index(0, 3).tolist() == [0, 0, 0] and run.lr_index(0, 3).tolist() == [-1, -1, -1]
+    assert runspec.next_steps(run.words(0, 3)).tolist() == [5, 5, 5] and run.set_lr == ((4, 0x3F000000),)
+    # a group of N per (page, LR) system: lr_index counts groups, not members
+    grid = runspec.describe(8, lrs=[0.5, 0.25], view_in=[_page(), _page()], group=2)
+    assert len(grid) == 8 and grid.groups == 4
+    assert grid.page_index(0, 8).tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert grid.lr_index(0, 8).tolist() == [0, 0, 1, 1, 0, 0, 1, 1]
+
+
+def test_the_checkpoint_header_and_a_cluster_start_read_the_run():
+    from meshnb.checkpoint import RunSettings
+    from meshnb.options import RunOptions, resolve
+
+    opts = RunOptions(steps=64, systems=2, set_lr={0: 0.25}, steps_per_task=16, step_base=3)
+    start = resolve(opts)
+    assert start.run == opts.describe() and start.whole == opts.describe().plan()
+    want = RunSettings(2, 64, 16, ((0, 0x3E800000),), 3, True, 3)
+    assert start.settings(3) == RunSettings.of(opts.describe(), 3) == want
+    mpi = resolve(RunOptions(steps=8, backend="mpi"), 5)  # the job's size, once known
+    assert mpi.run is not None and (mpi.run.group, len(mpi.run)) == (5, 5)
+    with pytest.raises(ValueError, match="not 2 systems alone"):
+        RunSettings.of(runspec.describe(8, lrs=[0.5, 0.25]), 0)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "message"),
+    [
+        ({"steps": -1}, OptionError, "steps must be an integer from 0 to 9223372036854775807, got -1"),
+        ({"steps": "8"}, TypeError, "steps must be an integer from 0 to 9223372036854775807, got str '8'"),
+        ({"step_base": 2**64 - 1}, OptionError, "step_base must be 0..2^64-2, got 18446744073709551615"),
+        ({"view_in": b"0123456789"}, OptionError, "view_in has 10 bytes, a page is 4096 bytes"),
+        ({"z": "no"}, TypeError, "z must be True or False, got str 'no'"),
+        ({"step_base": 2**64 - 3}, OptionError, "system 0: steps 18446744073709551613 .. 18446744073709551620 reach"),
+    ],
+)
+def test_a_bad_value_is_refused_with_the_same_message_by_train_and_sweep(keywords, error, message):
+    keywords = {"steps": 8, **keywords}
+    from meshnb.options import RunOptions
+    from meshnb.sweeps import SweepOptions
+
+    answers = []
+    for call in (
+        lambda: RunOptions(**keywords),
+        lambda: SweepOptions(**keywords).describe(),
+        lambda: meshnb.train(**keywords),
+        lambda: meshnb.sweep(**keywords),
+    ):
+        with pytest.raises(error) as e:
+            call()
+        answers.append(str(e.value))
+    assert answers == [answers[0]] * 4 and answers[0].startswith(message), answers
+
+
+@pytest.mark.parametrize("rule", ["check_steps_per_task", "check_step_base", "lr_changes", "start_page"])
+def test_trains_options_check_each_value_once(monkeypatch, rule):
+    """A fresh run's values are checked by describe alone (RunOptions checked them, then describe again)."""
+    import sys
+
+    from meshnb.options import RunOptions
+
+    calls = []
+    real = getattr(runspec, rule)
+    users = [m for name, m in sys.modules.items() if name.startswith("meshnb") and getattr(m, rule, None) is real]
+    for module in users:
+        monkeypatch.setattr(module, rule, lambda *a, **k: calls.append(a) or real(*a, **k))  # wherever imported
+    RunOptions(steps=8, steps_per_task=4, step_base=9, set_lr={0: 0.5}, view_in=runspec.init_page())
+    assert len(calls) == 1, calls
+
+
+def test_a_sweep_run_holds_arrays_not_an_object_per_system():
+    run = runspec.describe(8, lrs=np.full(10**6, 0.5), step_base=np.arange(10**6))
+    assert len(run) == 10**6 and run.starts.shape == (1, 1024)
+    assert isinstance(run.lr, np.ndarray) and isinstance(run.base, np.ndarray) and run.base.dtype == np.uint64
+    with pytest.raises(ValueError, match="one step base"):
+        run.plan()
