@@ -23,12 +23,10 @@ from meshnb.runspec import (
     check_int,
     check_run,
     check_step_base,
-    check_steps_per_task,
+    describe,
     next_steps,
-    start_page,
-    write_step_base,
 )
-from meshnb.view import FIELDS, VIEW_BYTES, WORD, View
+from meshnb.view import FIELDS, VIEW_BYTES, View
 
 from .. import faults
 from ..fpu import Ops
@@ -271,19 +269,24 @@ def setup_from_run(
     >>> setup.case.step_base, View(bytearray(setup.expected[0])).next_step - (1 << 32)
     (4294967296, 8)
     """
-    page = bytearray(start_page(view_in, "view_in"))
-    words = np.frombuffer(page, dtype="<u4")[None, :]  # the page's words, written in place
     if systems is not None:
         _int(systems, "systems", 1, MAX_SYSTEMS)
-    if steps_per_task is not None:
-        words[0, WORD["STEPS_PER_TASK"]] = check_steps_per_task(steps_per_task)
-    if step_base is not None:
-        write_step_base(words, check_step_base(step_base))
-    v = View.from_bytes(bytes(page))
     try:
-        changes = run_bounds(steps, v["STEPS_PER_TASK"], v.next_step, set_lr or ())
+        _int(steps, "steps", 0, MAX_CHECK_STEPS)  # the checker's own bound: it holds the trace in memory
+        run = describe(  # train's description of the run, by the same rules (one group of systems=N)
+            steps,
+            view_in=view_in,
+            steps_per_task=steps_per_task,
+            step_base=step_base,
+            set_lr=set_lr or (),
+            group=systems or 0,
+            one_page=True,
+        )
     except OptionError as e:  # train's answer, said as the checker's
         raise OptionError(f"the run cannot be made: {e}") from None
+    page = run.words(0, 1)[0].astype("<u4").tobytes()  # STEPS_PER_TASK and the step base set
+    v = View.from_bytes(page)
+    changes = run.set_lr
     case = Case(
         "view-in",
         "a run from a start page (view_in)",
@@ -297,10 +300,10 @@ def setup_from_run(
         "view-in",
     )
     try:
-        res = run_case(case, [bytes(page)])
+        res = run_case(case, [page])
     except (ValueError, TypeError) as e:
         raise PackError(f"the run cannot be made: {e}") from None
-    return Setup(case, [bytes(page)] * case.systems, res.out_pages, res.trace, "")
+    return Setup(case, [page] * case.systems, res.out_pages, res.trace, "")
 
 
 _PAGE_NAME = re.compile(r"^(\d{1,20})\.page$")
