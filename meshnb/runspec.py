@@ -1270,6 +1270,16 @@ class Run:
     def grouped(self, group: int) -> Run:
         """This run with clusters of ``group`` members (MPI: the job's size, known at its start).
 
+        Parameters
+        ----------
+        group : int
+            Members of each cluster, 1 to 2^31 (the ``systems`` of ``train``).
+
+        Returns
+        -------
+        Run
+            The same systems, grouped.
+
         Examples
         --------
         >>> len(describe(10).grouped(3))
