@@ -24,6 +24,7 @@ import pytest
 from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
 
+from ..util import phase_reported
 from .conftest import edit_json
 
 INIT = [
@@ -584,28 +585,40 @@ def test_a_long_diagnosis_shows_progress_and_stops(
 
 
 @pytest.mark.slow
-def test_ctrl_c_at_any_moment_of_a_check(quick_pack: Path, tmp_path: Path) -> None:
-    """SIGINT (a terminal's Ctrl-C, to the process group) while check imports, runs meshnb.train
-    (its RunInterrupted) or diffs: 130 and one line, or the verdict if it came first; no traceback."""
+@pytest.mark.parametrize(
+    "moment, code",
+    [("held", 130), ("stepped", 130), ("done", 1)],
+    ids=["while-it-imports", "in-its-run", "after-the-verdict"],
+)
+def test_ctrl_c_at_each_moment_of_a_check(quick_pack: Path, tmp_path: Path, moment: str, code: int) -> None:
+    """SIGINT (a terminal's Ctrl-C, to the process group) once the command reports a moment: while
+    check imports (``held``), inside its meshnb.train (``stepped``: its RunInterrupted, or a
+    KeyboardInterrupt in the diff after it) ends 130 with one line; once it is ``done`` the verdict
+    stands.  Never a traceback, never death by the signal (-2).  Aimed at reported phases, not
+    delays, so that a loaded machine cannot move the Ctrl-C to another moment."""
     wrong = tmp_path / "w.page"
     wrong.write_bytes(bytes(4096))
     page = str(quick_pack / "default" / "in-0.page")
+    log = tmp_path / "phases"
     cmd = [sys.executable, "-m", "meshnb", "check", "--view-in", page, "--steps", "4000000", "--page", str(wrong)]
-    codes = []
-    for delay in (0.3, 0.8, 1.3, 1.8):
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            time.sleep(delay)
-            os.killpg(proc.pid, signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
-        finally:
-            proc.kill()
-        codes.append(proc.returncode)
-        if proc.returncode == 130:
-            assert err == "meshnb: interrupted\n", (delay, err)
-        else:
-            assert proc.returncode == 1 and out.startswith("FAIL: case view-in") and err == "", (delay, err)
-    assert 130 in codes, codes
+    env = dict(os.environ, MESHNB_TEST_PHASES=str(log))
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
+    try:
+        reported = phase_reported(log, moment)
+        deadline = time.monotonic() + 300
+        while not reported() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert reported(), (moment, log.read_text() if log.exists() else "")
+        os.killpg(proc.pid, signal.SIGINT)  # (a zombie's group, once it is done: still there to signal)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    if code == 130:
+        assert (proc.returncode, out, err) == (130, "", "meshnb: interrupted\n")
+    else:
+        assert proc.returncode == 1 and out.startswith("FAIL: case view-in") and err == "", (proc.returncode, err)
 
 
 def test_a_long_run_is_diagnosed_near_its_first_difference(quick_pack: Path, tmp_path: Path) -> None:
