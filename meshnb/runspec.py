@@ -44,6 +44,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -389,11 +390,10 @@ def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
 
 
 def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()) -> tuple[LrChange, ...]:
-    """Refuse a run that cannot be made, naming the value: ``steps`` (0 to :data:`MAX_STEPS`),
-    the page's STEPS_PER_TASK (1 to 2^32 - 1), its first step (a step base, 0 to 2^64 - 2) and
-    that the run stays below step 2^64 - 1, LR changes at steps 0 .. ``steps`` with an LR each
-    (:func:`lr_changes`).  Returns the LR changes, sorted by step.  (What a checker of an
-    executor's run asks before comparing: one rule with ``train``'s.)
+    """Refuse a run that cannot be made, naming the value: :func:`describe`'s rules of one
+    system's run (``train``'s) with this STEPS_PER_TASK, first step and LR changes.  Returns the
+    LR changes, sorted by step.  (What a checker of an executor's run asks before comparing: a case
+    file's run, :func:`meshnb.conformance.check.run_bounds`.)
 
     Examples
     --------
@@ -402,13 +402,12 @@ def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()
     >>> check_run(3, 64, 2**64 - 3)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
-    meshnb.runspec.OptionError: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
+    meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
     """
-    steps = check_steps(steps)
-    spt = check_steps_per_task(steps_per_task)
-    first = check_step_base(first_step)
-    check_can_run(first, steps, spt)
-    return lr_changes(set_lr, steps)
+    if steps_per_task is None:  # describe's None is the page's own: a case always says it
+        check_steps_per_task(steps_per_task)
+    run = describe(steps, steps_per_task=steps_per_task, step_base=first_step, set_lr=set_lr, one_page=True)
+    return run.set_lr
 
 
 def check_view_can_run(view: View, steps: int) -> None:
@@ -855,6 +854,14 @@ def init_page() -> bytes:
     ctx = program.Context(View())
     program.init(ctx)
     return ctx.view.tobytes()
+
+
+@functools.cache
+def _init_words() -> Words:
+    """The init page as ``[1, 1024]`` words, made once (program.init takes about 0.3 ms), read only."""
+    words = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32)
+    words.flags.writeable = False
+    return words
 
 
 def page_words(pages: Any, name: str = "view_in") -> Words:
@@ -1497,7 +1504,7 @@ def describe(
     z = check_bool(z, "z")
     changes = () if set_lr is None else lr_changes(set_lr, steps)
     if view_in is None:
-        starts = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32)
+        starts = _init_words()
     elif one_page:
         starts = np.frombuffer(start_page(view_in), dtype="<u4")[None, :].astype(np.uint32)
     else:
