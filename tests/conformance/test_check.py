@@ -678,6 +678,29 @@ def test_library_errors_name_arguments_not_flags() -> None:
         assert "--" not in str(caught.value), caught.value
 
 
+def test_a_run_from_view_in_is_trains_description_of_it() -> None:
+    """setup_from_run (meshnb check --view-in) builds its run as train's options do
+    (runspec.describe): the same page, STEPS_PER_TASK, step base, LR changes and group."""
+    from meshnb.options import RunOptions
+    from meshnb.view import View
+
+    page = pack.start_pages()["tiny-params-underflow"]
+    keywords = {"systems": 2, "steps_per_task": 4, "step_base": 5, "set_lr": {3: 0.5}}
+    setup = check.setup_from_run(page, 8, **keywords)
+    run = RunOptions(steps=8, view_in=page, **keywords).describe()
+    case = setup.case
+    assert (case.systems, case.steps_per_task, case.step_base, case.set_lr) == (
+        run.group,
+        run.steps_per_task,
+        int(run.step_base(0, 1)[0]),
+        run.set_lr,
+    )
+    assert setup.in_pages == [run.words(0, 1)[0].astype("<u4").tobytes()] * 2
+    assert View.from_bytes(setup.in_pages[0]).next_step == 5 != View.from_bytes(page).next_step
+    with pytest.raises(ValueError, match=r"^the run cannot be made: system 0: steps 18446744073709551613 \.\."):
+        check.setup_from_run(page, 8, step_base=2**64 - 3)
+
+
 def test_the_report_is_typed_and_its_json_is_its_fields() -> None:
     page = pack.start_pages()["tiny-params-underflow"]
     setup = check.setup_from_run(page, 20)
