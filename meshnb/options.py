@@ -3,9 +3,11 @@ declared once, with its default, its check and its help.
 
 :class:`RunOptions` is the one table: each field's metadata (:class:`Flag`) gives the command
 line's flag, how a flag's text is parsed, and the help text; the library's signature, the CLI's
-parser and the error messages are made from it.  :class:`Plan` is the part of a run that the
-task loop follows (steps, task length, LR changes, step base); :func:`resolve` turns options
-into what a cluster backend starts from (a fresh run or a checkpoint's), in one place for all.
+parser and the error messages are made from it.  A fresh run's values are checked once, by the
+description it makes (:meth:`RunOptions.describe`: a :class:`~meshnb.runspec.Run`, the type a
+sweep's options make too); :class:`~meshnb.runspec.Plan` (re-exported here) is the part of it that
+the task loop follows; :func:`resolve` turns options into what a cluster backend starts from (a
+fresh run or a checkpoint's), in one place for all.
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ set them), and hashes many rows' spans at once (:func:`row_digests`: hashlib for
 every core for many, the same bits); it re-exports two rules defined lower because lower layers
 use them: the page digest (SPEC 11) :func:`meshnb.view.page_digests` (:meth:`View.digest
 <meshnb.view.View.digest>` uses it) and :func:`is_int`, :mod:`meshnb.jit`'s (the loops' doors).
-:class:`Systems` is the typed model of a sweep's systems (the P start pages times the L LRs, with their step bases).
+:class:`Run` is the one typed description of a run, ``train``'s and ``sweep``'s (systems: the P start
+pages times the L LRs, with their step bases, in clusters of ``group``; the steps, STEPS_PER_TASK,
+LR changes and backend), made and checked by :func:`describe`; :class:`Plan` is what SPEC 10's task
+loop follows of it.
 
 Examples
 --------
