@@ -27,7 +27,7 @@ import pytest
 import meshnb
 from meshnb.sweeps.result import CSV_COLUMNS
 
-from .util import meshnb_cli, run_meshnb
+from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
 
 LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 12 if LONG else 2
@@ -67,32 +67,8 @@ def _moments(seed: str, low: float, high: float) -> list[float]:
 # and ``done`` (the command is over, its exit code set: a Ctrl-C from here changes nothing).
 
 
-def _phases(path: Path) -> dict[str, list[float]]:
-    """Every moment of each phase (the system's monotonic clock), in order, in a MESHNB_TEST_PHASES file."""
-    seen: dict[str, list[float]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            name, _, when = line.split()
-            seen.setdefault(name, []).append(float(when))
-    return seen
-
-
-def _wait_for_phase(log: Path, name: str, proc: subprocess.Popen, seconds: float = 120, poll: float = 0.001) -> float:
-    """The first moment of phase ``name``, waited for (looked for every ``poll`` s): a bounded wait
-    on what the process reports, which fails the test, saying so, if the process ends first or
-    ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
-    while name not in (seen := _phases(log)):
-        if proc.poll() is not None and name not in (seen := _phases(log)):
-            pytest.fail(f"the process ended (exit {proc.returncode}) without phase {name!r}; phases: {sorted(seen)}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"phase {name!r} not reported within {seconds} s; phases so far: {sorted(seen)}")
-        time.sleep(poll)
-    return _phases(log)[name][0]
-
-
 def _held_to_done(log: Path) -> float:
-    seen = _phases(log)
+    seen = reported_phases(log)
     assert "held" in seen and "done" in seen, f"a whole run reports held and done: {sorted(seen)}"
     return seen["done"][0] - seen["held"][0]
 
@@ -103,7 +79,7 @@ def _ctrl_c_once_done(argv: tuple[str, ...], log: Path, seconds: float = 540) ->
     ``done``) and its stdout: a test's moments are fractions of that length, measured in the same
     conditions rather than assumed, at the cost of no run but this one trial."""
     p = meshnb_cli(*argv, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
-    _wait_for_phase(log, "done", p, seconds, poll=0.01)  # (a long run: not a busy wait beside it)
+    wait_for_phase(log, "done", p, seconds, poll=0.01)  # (a long run: not a busy wait beside it)
     p.send_signal(signal.SIGINT)  # (nothing once the process has ended)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and err == "", ("a Ctrl-C after the end", p.returncode, err)
@@ -147,7 +123,7 @@ def test_ctrl_c_at_any_moment_ends_with_130_and_one_line(tmp_path, backend):
         )
         before = _shm()
         p = _start(*argv, *extra, "--json", phases=log)
-        aim = _wait_for_phase(log, "held", p) + fraction * length
+        aim = wait_for_phase(log, "held", p) + fraction * length
         time.sleep(max(0.0, aim - time.monotonic()))
         p.send_signal(signal.SIGINT)
         at = f"{fraction} of {length:.2f} s"
@@ -190,7 +166,7 @@ PHASES = ("spawn", "forkserver", "preload", "preloaded", "member", "running")
 
 def _phase_log(path: Path) -> dict[str, float]:
     """Each phase's first moment (the system's monotonic clock) in a MESHNB_TEST_PHASES file."""
-    return {name: moments[0] for name, moments in _phases(path).items()}
+    return {name: moments[0] for name, moments in reported_phases(path).items()}
 
 
 def _start_logged(log: Path, *argv: str, pause: str = "") -> subprocess.Popen:
@@ -419,7 +395,7 @@ def test_ctrl_c_as_the_command_ends_changes_nothing(tmp_path):
     ended = time.monotonic()
     assert p.returncode == 0 and err == "" and json.loads(out)["steps"] == 64, (p.returncode, err)
     length = _held_to_done(log)
-    shutdowns = [ended - _phases(log)["done"][0]]  # done -> the process's exit, as seen here
+    shutdowns = [ended - reported_phases(log)["done"][0]]  # done -> the process's exit, as seen here
     codes, landed = set(), {"before the end": 0, "in the shutdown": 0}
     sweep = [i / 15 for i in range(16)]
     later = 0.0  # the correction the moments that landed have called for
@@ -430,7 +406,7 @@ def test_ctrl_c_as_the_command_ends_changes_nothing(tmp_path):
         offset = -0.3 * length + sweep[k % len(sweep)] * (0.3 * length + 0.7 * shutdown)  # from the end
         log = tmp_path / f"{k}.log"
         p = _start(*argv, phases=log)
-        aim = _wait_for_phase(log, "held", p) + length + later + offset
+        aim = wait_for_phase(log, "held", p) + length + later + offset
         time.sleep(max(0.0, aim - time.monotonic()))
         sent, alive = time.monotonic(), p.poll() is None
         p.send_signal(signal.SIGINT)  # (nothing once the process has ended)
@@ -443,7 +419,7 @@ def test_ctrl_c_as_the_command_ends_changes_nothing(tmp_path):
             assert err == "" and json.loads(out)["steps"] == 64, (at, out, err)
         else:
             assert p.returncode == 130 and out == "" and err.count("\n") == 1, (at, p.returncode, err)
-        done = _wait_for_phase(log, "done", p)
+        done = wait_for_phase(log, "done", p)
         if sent < done:
             landed["before the end"] += 1
             later += 0.05 * length
@@ -484,7 +460,7 @@ def test_ctrl_c_during_bench_ends_with_130_and_one_line(tmp_path):
     for k, fraction in enumerate(fractions):
         log = tmp_path / f"{k}.log"
         p = meshnb_cli(*argv, start_new_session=True, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
-        aim = _wait_for_phase(log, "held", p) + fraction * length
+        aim = wait_for_phase(log, "held", p) + fraction * length
         time.sleep(max(0.0, aim - time.monotonic()))
         sent = time.monotonic()
         os.killpg(p.pid, signal.SIGINT)
@@ -492,7 +468,7 @@ def test_ctrl_c_during_bench_ends_with_130_and_one_line(tmp_path):
         at = f"{fraction} of {length:.2f} s"
         assert "Traceback" not in err, (at, err)
         if p.returncode == 0:  # the bench was done first: the Ctrl-C came during its last run at the earliest
-            last = _phases(log)["running"][-1]
+            last = reported_phases(log)["running"][-1]
             assert sent > last and err == "", (at, f"sent {last - sent:.3f} s before the last run began", err)
             continue
         assert p.returncode == 130 and out == "" and err == "meshnb: interrupted\n", (at, p.returncode, err)
@@ -689,7 +665,7 @@ def test_ctrl_c_while_a_huge_lr_list_is_made_is_seen_at_once(tmp_path):
         "sweep", "--lr", "1:2:1000000000", "--steps", "1", "--csv", str(tmp_path / "o.csv"),
         env={**os.environ, "MESHNB_TEST_PHASES": str(log)},
     )  # fmt: skip
-    _wait_for(lambda: "sweep-lrs" in _phases(log), p, "the LR list begun")
+    _wait_for(lambda: "sweep-lrs" in reported_phases(log), p, "the LR list begun")
     p.send_signal(signal.SIGINT)
     t0 = time.monotonic()
     _, err = p.communicate(timeout=120)
@@ -792,7 +768,7 @@ def test_sigterm_and_sighup_end_a_train_run_with_its_checkpoint(tmp_path, sig, c
     p = meshnb_cli(
         "train", *RUNS["threads"], "--checkpoint", str(ck), env={**os.environ, "MESHNB_TEST_PHASES": str(log)}
     )
-    _wait_for(lambda: "running" in _phases(log), p, "the run's first tasks")
+    _wait_for(lambda: "running" in reported_phases(log), p, "the run's first tasks")
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
     assert p.returncode in (code, 0), err  # 0: it ended first
@@ -876,7 +852,7 @@ def test_check_ranges_are_named(args, line):
 def test_sigterm_and_sighup_during_bench_end_in_one_line(tmp_path, sig, code, word):
     log = tmp_path / "phases"
     p = meshnb_cli("bench", "--quick", "--paths", "threads-2", env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
-    _wait_for(lambda: "running" in _phases(log), p, "the bench's cluster running")
+    _wait_for(lambda: "running" in reported_phases(log), p, "the bench's cluster running")
     p.send_signal(sig)
     out, err = p.communicate(timeout=120)
     assert "Traceback" not in err, err
@@ -909,7 +885,7 @@ def test_a_stop_after_the_last_chunk_writes_every_system(tmp_path, whole_sweep_o
         start_new_session=True,
         env={**os.environ, "MESHNB_TEST_PHASES": str(log), "MESHNB_TEST_PHASES_PAUSE": f"{at}:1.0"},
     )  # fmt: skip
-    _wait_for_phase(log, at, p)
+    wait_for_phase(log, at, p)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130 and err == "meshnb: interrupted (the finished systems were written)\n", err

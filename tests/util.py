@@ -215,11 +215,28 @@ def assert_same_state(got: Any, want: Any, round_word: bytes | None = None) -> N
 
 def phase_reported(log: Path, name: str) -> Callable[[], bool]:
     """``ready`` for :func:`ctrl_c_when`: phase ``name`` is in the ``MESHNB_TEST_PHASES`` file ``log``."""
+    return lambda: name in reported_phases(log)
 
-    def ready() -> bool:
-        try:
-            return any(line.split()[0] == name for line in log.read_text().splitlines() if line)
-        except OSError:
-            return False
 
-    return ready
+def reported_phases(path: Path) -> dict[str, list[float]]:
+    """Every moment of each phase (the system's monotonic clock), in order, in a MESHNB_TEST_PHASES file."""
+    seen: dict[str, list[float]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _, when = line.split()
+            seen.setdefault(name, []).append(float(when))
+    return seen
+
+
+def wait_for_phase(log: Path, name: str, proc: subprocess.Popen, seconds: float = 120, poll: float = 0.001) -> float:
+    """The first moment of phase ``name``, waited for (looked for every ``poll`` s): a bounded wait
+    on what the process reports, which fails the test, saying so, if the process ends first or
+    ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while name not in (seen := reported_phases(log)):
+        if proc.poll() is not None and name not in (seen := reported_phases(log)):
+            pytest.fail(f"the process ended (exit {proc.returncode}) without phase {name!r}; phases: {sorted(seen)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"phase {name!r} not reported within {seconds} s; phases so far: {sorted(seen)}")
+        time.sleep(poll)
+    return reported_phases(log)[name][0]

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
 
-from ..util import phase_reported
+from ..util import wait_for_phase
 from .conftest import edit_json
 
 INIT = [
@@ -606,11 +605,7 @@ def test_ctrl_c_at_each_moment_of_a_check(quick_pack: Path, tmp_path: Path, mome
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
     )
     try:
-        reported = phase_reported(log, moment)
-        deadline = time.monotonic() + 300
-        while not reported() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert reported(), (moment, log.read_text() if log.exists() else "")
+        wait_for_phase(log, moment, proc, seconds=300)
         os.killpg(proc.pid, signal.SIGINT)  # (a zombie's group, once it is done: still there to signal)
         out, err = proc.communicate(timeout=120)
     finally:
