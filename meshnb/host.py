@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -41,6 +41,7 @@ __all__ = [
     "chunk_of_tasks",
     "drive",
     "drive_alone",
+    "drive_on_page",
     "end_run",
     "member_task",
     "member_trace",
@@ -52,6 +53,7 @@ __all__ = [
     "run_steps",
     "set_lr",
     "stall_hook",
+    "stall_naps",
     "stalled",
     "steps_shown",
     "train_run",
@@ -279,34 +281,110 @@ def drive(
     plan: Plan,
     on_task: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    before_task: Callable[[int], None] | None = None,
+    stalls: Mapping[int, float] | None = None,
     give_up_s: float | None = None,
+    pause_at: Callable[[int], int] | None = None,
 ) -> int:
     """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
 
-    A system without a group (and no fault injection) takes :func:`drive_alone`, the same
-    tasks with the loop over them in numba.
+    A system without a group (and no stalls) takes :func:`drive_alone`, the same tasks with the
+    loop over them in numba; so does a member whose exchange page is in memory (the ``threads``
+    and ``processes`` backends: :func:`drive_on_page`).  Any other member runs one planned task a
+    call (:func:`member_task`, whose retries, ``on_task`` and ``give_up_s`` these share).
 
-    Tasks end at the planned boundaries of :meth:`Plan.next_boundary` (:func:`run_steps`, whose
-    engine here is one planned task and its retries: :func:`member_task`, which takes
-    ``on_task``, ``before_task`` and ``give_up_s``); ``should_stop()`` is asked at each boundary
-    and ends the loop there."""
-    if not ctx.grouped and before_task is None:
+    Tasks end at the planned boundaries of :meth:`Plan.next_boundary`; ``should_stop()`` is asked
+    at each boundary and ends the loop there.  ``stalls`` maps a TASK call (from 0, retries
+    included) to seconds to sleep before it (fault injection: :func:`stall_naps`); ``pause_at(done)``
+    is the next step after ``done`` where the coordinator pauses the members (0: none), where a
+    chunk of tasks run on the page must end."""
+    naps = dict(stalls or {})
+    if not ctx.grouped and not naps:
         return drive_alone(ctx, plan, on_task, should_stop)
     check_view_can_run(ctx.view, plan.steps)
-    task = member_task(ctx, plan, on_task, before_task, give_up_s)
+    ex = ctx.exchange
+    if ctx.grouped and isinstance(ex, PageExchange) and ex.page.words64 is not None:
+        return drive_on_page(ctx, plan, on_task, should_stop, naps, give_up_s, pause_at)
+    task = member_task(ctx, plan, on_task, _sleeper(naps, [0]), give_up_s)
     return run_steps(plan, (ctx,), ctx.view.word("STEPS_PER_TASK"), task, None, None, should_stop)
+
+
+def drive_on_page(
+    ctx: Context,
+    plan: Plan,
+    on_task: Callable[[int], None] | None,
+    should_stop: Callable[[], bool] | None,
+    naps: Mapping[int, float],
+    give_up_s: float | None,
+    pause_at: Callable[[int], int] | None,
+) -> int:
+    """:func:`drive` for a member whose exchange page is in memory: the same planned tasks, many
+    to an njit call (:func:`meshnb.program.run_tasks_on_page`), so that a quiet round costs no
+    Python.  A call runs whole tasks up to ``CHUNK_STEPS`` steps, ending at the plan's boundaries
+    and at the coordinator's pause (``pause_at``), and before a stalled TASK call (``naps``).
+    A task whose round times out (or one with a round pending) is finished as :func:`member_task`
+    finishes it: TASK calls resuming the round until it is whole; then the chunk goes on.
+    ``on_task(done)`` is called after every call, fast or not."""
+    v = ctx.view
+    spt = v.word("STEPS_PER_TASK")
+    most = chunk_of_tasks(spt, CHUNK_STEPS)
+    # Two buffers in turn: the trace hashes one on its own thread while the next call runs.
+    buffers = [np.empty((most if ctx.trace is not None else 0, NSUMS), dtype=np.uint32) for _ in range(2)]
+    calls = [0]  # TASK calls begun, as member_task counts them: a stall names one
+    before_task = _sleeper(naps, calls)
+    fast = 0  # the fast calls: their buffer
+
+    def step(done: int, n: int, _: np.ndarray) -> None:
+        nonlocal fast
+        end = done + n
+        while done < end:
+            ahead = min((c - calls[0] for c in naps if c >= calls[0]), default=-1)  # calls before a stall
+            if ahead == 0 or v.word("PENDING"):  # one planned task by TASK calls
+                task_end = min(done + spt, end)
+                member_task(ctx, plan, on_task, before_task, give_up_s)(done, task_end - done, buffers[0][:0])
+                done = task_end
+                continue
+            count = end - done if ahead < 0 else min(end - done, ahead * spt)
+            ran = program.run_tasks_on_page(ctx, count, buffers[fast % 2])
+            fast += 1
+            calls[0] += -(-count // spt) if ran == count else ran // spt + 1  # the timed-out task begun
+            done += ran
+            if on_task is not None:
+                on_task(done)
+            if ran < count:  # the rest of the timed-out task, its round resumed by TASK calls
+                task_end = min(done - ran + (ran // spt + 1) * spt, end)
+                member_task(ctx, plan, on_task, before_task, give_up_s)(done, task_end - done, buffers[0][:0])
+                done = task_end
+
+    def next_end(done: int, steps: int) -> int:
+        target = pause_at(done) if pause_at is not None else 0
+        return plan.next_boundary(min(most, target - done) if target > done else most, done)
+
+    engine, _, at_boundary = host_loop(plan, (ctx,), most, step)
+    return drive_chunks(engine, plan.steps, next_end, at_boundary=at_boundary, should_stop=should_stop)
+
+
+def stall_naps(stalls: Sequence[tuple[int, int, int]], k: int) -> dict[int, float]:
+    """Fault injection for system ``k``: ``{TASK call: seconds}`` of the sleeps before the TASK
+    calls that ``stalls`` (``(system, call, ms)``) name."""
+    return {call: ms / 1000 for system, call, ms in stalls if system == k}
+
+
+def _sleeper(naps: Mapping[int, float], calls: list[int]) -> Callable[[int], None]:
+    """``before_task`` of :func:`member_task` for ``naps``, counting TASK calls in ``calls[0]``
+    (shared with the fast loop's count, which runs many to a call)."""
+
+    def before_task(_: int) -> None:
+        nap = naps.get(calls[0])
+        calls[0] += 1
+        if nap:
+            time.sleep(nap)
+
+    return before_task
 
 
 def stall_hook(stalls: Sequence[tuple[int, int, int]], k: int) -> Callable[[int], None]:
     """Fault injection for system ``k``: sleep before the TASK calls that ``stalls`` name."""
-    naps = {call: ms / 1000 for system, call, ms in stalls if system == k}
-
-    def before_task(call: int) -> None:
-        if call in naps:
-            time.sleep(naps[call])
-
-    return before_task
+    return _sleeper(stall_naps(stalls, k), [0])
 
 
 def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> ClusterError:

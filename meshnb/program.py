@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -256,18 +257,24 @@ def _run(ctx: Context, s: int) -> int:
         done = _run_on_page(ctx, ex, hdr, loss_ring, base, steps, resume, trace)
     else:
         done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
-    timed_out = done < steps
-
-    v.words[:4] = hdr[:4]
-    kernels.end_task(v.words, np.uint64((base + done) & _MASK64), timed_out)
-    if timed_out:  # the round stays pending: the next TASK with its step resumes it
-        v.set_word("ROUND", (s + done + 1) & _MASK32)
-        v.set_word("PENDING", 1)
-        ctx.counters[TIMEOUTS] += 1
+    _end_task(ctx, hdr, base, done, done < steps)
     ctx.counters[STEPS] += done
     if ctx.trace is not None and done:
         ctx.trace.record(trace[:done])
     return done
+
+
+def _end_task(ctx: Context, hdr: np.ndarray, base: int, done: int, timed_out: bool) -> None:
+    """A grouped TASK's end on the page: PARAMS from its header, SPEC 8's end (``kernels.end_task``)
+    after ``done`` steps from step ``base``; a timed-out one leaves its round pending (ROUND,
+    PENDING: the next TASK with its step resumes it) and counts a timeout."""
+    v = ctx.view
+    v.words[:4] = hdr[:4]
+    kernels.end_task(v.words, np.uint64((base + done) & _MASK64), timed_out)
+    if timed_out:
+        v.set_word("ROUND", (base + done + 1) & _MASK32)
+        v.set_word("PENDING", 1)
+        ctx.counters[TIMEOUTS] += 1
 
 
 def _run_alone(ctx: Context, s: int) -> int:
@@ -433,27 +440,120 @@ def _run_on_page(
     state = np.array([0, int(resume)], dtype=np.uint64)  # [steps done, next round published]
     layout, mode = _WORD_LAYOUT, loops.loop_mode(ctx.z)
     policy = round_policy(isinstance(ex.waiter, BlockingWaiter), n)
+
+    def call(spin: int) -> int:
+        return grouped.run_page(
+            hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin, policy
+        )
+
+    _calls_on_page(ex, k, policy, call, lambda: base + int(state[0]))
+    return int(state[0])
+
+
+def run_tasks_on_page(ctx: Context, count: int, rows: np.ndarray) -> int:
+    """``count`` steps of a member whose exchange page is in memory as consecutive TASKs with
+    ``arg = NEXT_STEP`` (STEPS_PER_TASK steps each, the last one shortened), many to an njit call
+    (:func:`grouped.run_page_tasks`, GIL released): the page, counters and trace end as after
+    those :func:`task` calls.  A round that times out ends its task there, as TASK does (ERR = 1,
+    the round pending, a timeout counted), and the steps done so far are returned.
+
+    Parameters
+    ----------
+    ctx : Context
+        A member with a :class:`~meshnb.exchange.PageExchange` in memory and no round pending.
+    count : int
+        The steps to run.
+    rows : numpy.ndarray
+        A ``[>= count, 5]`` uint32 buffer the sums are recorded into, for ``ctx.trace`` (no rows
+        without a trace).
+
+    Returns
+    -------
+    int
+        ``count``, or fewer when a round timed out.
+
+    Raises
+    ------
+    ValueError
+        When the context has no page in memory, or a round is pending (a TASK resumes it).
+    meshnb.exchange.ExchangeAborted
+        When the run is aborted (the page's ABORT word).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import Context, Trace, View, init, task
+    >>> from meshnb.exchange import ExchangePage, Group, PageExchange, PollingWaiter
+    >>> from meshnb.program import OP_TASK, run_tasks_on_page
+    >>> def member():
+    ...     ex = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
+    ...     ctx = Context(View(), group=Group(0, 1), exchange=ex, trace=Trace())
+    ...     init(ctx)
+    ...     return ctx
+    >>> fast, slow = member(), member()
+    >>> run_tasks_on_page(fast, 200, np.empty((200, 5), np.uint32))
+    200
+    >>> for _ in range(3):  # the TASK calls of the same steps: 64 + 64 + 64, then 8
+    ...     _ = task(slow, OP_TASK, slow.view.word("NEXT_STEP"))
+    >>> slow.view.set_word("STEPS_PER_TASK", 8); _ = task(slow, OP_TASK, slow.view.word("NEXT_STEP"))
+    >>> slow.view.set_word("STEPS_PER_TASK", 64)
+    >>> fast.view.words.tobytes() == slow.view.words.tobytes(), fast.trace.hexdigest() == slow.trace.hexdigest()
+    (True, True)
+    """
+    ex, v = ctx.exchange, ctx.view
+    if not isinstance(ex, PageExchange) or ex.page.words64 is None or ex.page.words32 is None or ctx.group is None:
+        raise ValueError("run_tasks_on_page is for a member whose exchange page is in memory")
+    if v.word("PENDING"):
+        raise ValueError("run_tasks_on_page: the page has a round pending (a TASK resumes it)")
+    k, n = ctx.group.k, ctx.group.n
+    trace = rows[:count] if ctx.trace is not None else rows[:0]
+    tab = kernels.batches(v.words, ctx.z)
+    state, hdr = np.zeros(4, dtype=np.uint64), np.empty(HEADER_WORDS, dtype=np.uint32)
+    policy, mode = round_policy(isinstance(ex.waiter, BlockingWaiter), n), loops.loop_mode(ctx.z)
+    ex32, ex64 = ex.page.words32, ex.page.words64
+
+    def call(spin: int) -> int:
+        return grouped.run_page_tasks(
+            v.words, tab, ex64, ex32, _WORD_LAYOUT, k, n, count, state, hdr, trace, mode, spin, policy
+        )
+
+    if _calls_on_page(ex, k, policy, call, lambda: v.next_step + int(state[1])):
+        done = int(state[0])
+    else:  # the task that timed out ends there (its first step is still the page's)
+        part = int(state[1])
+        done = int(state[0]) + part
+        _end_task(ctx, hdr, v.next_step, part, True)
+    ctx.counters[STEPS] += done
+    if ctx.trace is not None and done:
+        ctx.trace.record(trace[:done])
+    return done
+
+
+def _calls_on_page(ex: PageExchange, k: int, policy: int, call: Callable[[int], int], step: Callable[[], int]) -> bool:
+    """Call ``call(spin)`` (an njit loop on the page) until it returns DONE (True); when a round is
+    slow it returns WAITING, and this waits in the exchange's waiter (a nap of 50 us, doubling up
+    to 2 ms, for YIELD; the futex wait sleeps itself) and calls it again for the same round
+    (published once, never again), until the round is reached or its timeout passes (False: the
+    round stays published, and pending).  ``step()`` is the step whose round is awaited."""
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
         called = time.perf_counter()
-        status = grouped.run_page(
-            hdr, tab, loss_ring, ex64, ex32, layout, k, n, base, steps, state, trace, mode, spin, policy
-        )
-        done = int(state[0])
+        status = call(spin)
         if status == grouped.DONE:
-            return done
-        rnd = (base + done + 1) & _MASK64
+            return True
+        t = step()
+        rnd = (t + 1) & _MASK64
         if status == grouped.ABORTED:
             raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
-        if done != waiting:  # a new slow round: its timeout counts from the call that began its wait
-            waiting, deadline, nap = done, called + ex.timeout_s, NAP_S[0]
+        if t != waiting:  # a new slow round: its timeout counts from the call that began its wait
+            waiting, deadline, nap = t, called + ex.timeout_s, NAP_S[0]
         if policy != grouped.YIELD:  # the njit wait sleeps itself (a futex): no nap, only the checks
             if not ex.wait_more(rnd, deadline, 0.0):
-                return done
+                return False
             spin = grouped.SPIN
             continue
         if not ex.wait_more(rnd, deadline, nap):
-            return done  # timed out: the round stays published, and pending
+            return False
         nap = min(2 * nap, NAP_S[1])
         # After a nap the loop only looks (reached: on to the next steps, with a full spin).
         spin = grouped.SPIN if ex.page.reached(rnd) else 0

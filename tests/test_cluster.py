@@ -23,7 +23,7 @@ from meshnb.samebits import disagreements, system_bits
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-from .util import assert_same_state, checkpoint_past_start, ctrl_c_when, run_meshnb
+from .util import assert_same_state, checkpoint_past_start, ctrl_c_when, run_meshnb, wait_for_phase
 
 # this machine's cluster backends, from the one table (mpi: tests/test_mpi.py; cuda: tests/cuda/)
 BACKENDS = local_cluster_backends()
@@ -253,6 +253,46 @@ def test_a_cluster_beside_busy_loops_keeps_its_bits_and_its_pace(busy_loops, tmp
     # Generous (the bench holds the speed targets): yields handing the cores to the busy loops
     # took up to 1.1 ms a round here (6000 rounds: 6.6 s); the futex handover takes tens of us.
     assert ended - held < 60, f"{steps} rounds of {backend}-{n} beside two busy loops took {ended - held:.1f} s"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="POSIX job control")
+def test_a_member_process_stopped_from_outside_times_its_peers_rounds_out_and_changes_no_bits(tmp_path):
+    """A member process stopped (SIGSTOP, as a debugger or a job-control stop would) for about 20
+    of its peer's round timeouts: the peer, waiting inside a many-task njit call, times out there,
+    counts timeouts as SPEC 9 says, and resumes the round once the member runs again (SIGCONT):
+    the bits are the fused run's.  The stop begins at the lockstep's start (its reported phase)."""
+    steps = 3_000_000  # seconds of rounds, so that the run is still going when the stop ends
+    phases = tmp_path / "phases"
+    env = {**os.environ, "MESHNB_TEST_PHASES": str(phases)}
+    argv = ["train", "--steps", str(steps), "--systems", "2", "--backend", "processes", "--timeout-ms", "20", "--json"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "meshnb", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for_phase(phases, "running", p)
+        members = [
+            int(pid) for name, pid, _ in (line.split() for line in phases.read_text().splitlines()) if name == "member"
+        ]
+        assert len(members) == 2, members
+        os.kill(members[1], signal.SIGSTOP)
+        try:
+            time.sleep(0.4)
+        finally:
+            os.kill(members[1], signal.SIGCONT)
+        assert p.poll() is None, "the run ended before the stop did: give it more steps"
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err.decode()
+    got = json.loads(out)["systems"]
+    fused = meshnb.train(steps, systems=2, backend="fused")
+    assert [s["digest"] for s in got] == [s.digest for s in fused.systems]
+    assert {s["trace_digest"] for s in got} == {fused.systems[0].trace_digest}
+    timeouts = sorted(s["counters"]["timeouts"] for s in got)
+    # the peer about 20; the stopped one at most the round it was waiting in when stopped
+    assert timeouts[0] <= 1 and timeouts[1] >= 5, timeouts
 
 
 # --- the threads and processes engine (backends.local.Lockstep) on the driver -------------------

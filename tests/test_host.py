@@ -12,7 +12,7 @@ from meshnb.results import RunInterrupted
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages, with_words
 
-from .util import ctrl_c_when, hexes, phase_reported
+from .util import assert_same_state, ctrl_c_when, hexes, phase_reported
 
 HARD = hard_pages()
 
@@ -180,3 +180,48 @@ def test_the_host_loop_stops_at_boundaries_and_an_lr_change_starts_a_task():
     stop = iter([False, False, True])
     assert host.run_steps(plan, (), 10, step, None, None, lambda: next(stop)) == 14
     assert calls == [(0, 10), (10, 4)]
+
+
+# --- drive_on_page: a member on a page in memory runs many tasks to an njit call ---------------------
+
+
+@pytest.fixture
+def page_calls(monkeypatch):
+    """Every ``program.run_tasks_on_page`` call of this process's members: ``(steps asked, steps run)``."""
+    from meshnb import program
+
+    calls: list[tuple[int, int]] = []
+    real = program.run_tasks_on_page
+
+    def recorded(ctx, count, rows):
+        ran = real(ctx, count, rows)
+        calls.append((count, ran))
+        return ran
+
+    monkeypatch.setattr(program, "run_tasks_on_page", recorded)
+    return calls
+
+
+def test_threads_members_run_many_tasks_to_a_call_with_the_fused_bits(page_calls):
+    steps = 5000  # 79 tasks of 64 steps, an LR change at 1000 (a plan boundary: a call ends there)
+    got = meshnb.train(steps, systems=2, backend="threads", set_lr={1000: 0.25})
+    fused = meshnb.train(steps, systems=2, backend="fused", set_lr={1000: 0.25})
+    assert [s.page for s in got.systems] == [s.page for s in fused.systems]
+    assert [s.trace_digest for s in got.systems] == [s.trace_digest for s in fused.systems]
+    assert sum(ran for _, ran in page_calls) == 2 * steps  # every step by the fast path
+    assert 2 * 2 <= len(page_calls) <= 2 * 20, page_calls  # both sides of the change; far fewer calls than tasks
+
+
+def test_a_round_timed_out_inside_a_call_ends_its_task_and_changes_no_bits(page_calls):
+    """Member 1 sleeps 300 ms before its TASK call 3: its peers' rounds time out (50 ms) inside a
+    many-task call, which ends there (fewer steps than asked); the task is finished by TASK calls,
+    the call after it goes on, and the bits, timeouts aside, are the fused run's."""
+    steps = 3000
+    got = meshnb.train(steps, systems=3, backend="threads", timeout_ms=50, stalls=[(1, 3, 300)])
+    fused = meshnb.train(steps, systems=3, backend="fused")
+    for g, f in zip(got.systems, fused.systems, strict=True):
+        assert_same_state(g, f)  # ROUND: the last timed-out round's (SPEC 8), on the members that waited
+    timeouts = [s.counters["timeouts"] for s in got.systems]
+    assert timeouts[1] == 0 and timeouts[0] >= 2 and timeouts[2] >= 2, timeouts
+    assert any(ran < count for count, ran in page_calls), page_calls  # timed out inside the fast path
+    assert sum(ran for _, ran in page_calls) > 3 * steps - 3 * 4 * 64  # the rest of three tasks at most by TASK

@@ -207,6 +207,27 @@ class Control:
         m.state[k] = RUNNING
         return bool(m.stop[0])
 
+    def pause_at(self, done: int) -> int:
+        """The task boundary after ``done`` where the coordinator pauses the members (0: none
+        before the end): a member's chunk of tasks ends there.  It moves only while every member
+        is paused (:meth:`go_on`), so a running member reads it once a chunk.
+
+        Examples
+        --------
+        >>> import threading
+        >>> import numpy as np
+        >>> from meshnb.backends.control import Control
+        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
+        >>> from meshnb.exchange import BlockingWaiter
+        >>> memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+        >>> control = Control(memory, threading.Lock(), BlockingWaiter(), 1.0)
+        >>> memory.target[0] = 128
+        >>> control.pause_at(64), control.pause_at(128)
+        (128, 0)
+        """
+        target = int(self.m.target[0])
+        return target if target > done else 0
+
     def finish(self, k: int, done: int, save: Callable[[], None]) -> None:
         """Member ``k`` is done after ``done`` steps: save, then say FINISHED.
 

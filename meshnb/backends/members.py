@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
-from ..host import drive, stall_hook, stalled
+from ..host import drive, stall_naps, stalled
 from ..interrupts import phase, signals_left_to_main
 from ..options import Plan
 from ..program import Context
@@ -161,7 +161,9 @@ def run_member(
 
     stop = control.ready(k)
     try:
-        done = drive(ctx, spec.plan, on_task, lambda: stop, stall_hook(spec.stalls, k), spec.give_up_s)
+        done = drive(
+            ctx, spec.plan, on_task, lambda: stop, stall_naps(spec.stalls, k), spec.give_up_s, control.pause_at
+        )
     except ClusterError as e:
         if not ctx.view.word("PENDING"):
             raise

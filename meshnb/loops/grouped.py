@@ -53,9 +53,23 @@ from ..atomics import (
     store_release,
     yield_cpu,
 )
+from ..floatz import flush_bits
 from ..jit import jit, per_mode
-from ..kernels import NSUMS, SAMPLES, TAB, U64_7, WARP, in_word, out_word
-from ..view import HEADER_WORDS
+from ..kernels import (
+    NSUMS,
+    SAMPLES,
+    TAB,
+    U64_7,
+    W_LOSS,
+    W_NEXT_STEP,
+    W_STEP_HI,
+    W_STEPS_PER_TASK,
+    WARP,
+    end_task,
+    in_word,
+    out_word,
+)
+from ..view import HEADER_WORDS, PAGE_WORDS
 from .single import IEEE, MODES, Z_DAZ, check_count, check_mode, own_sums
 
 DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
@@ -279,6 +293,52 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
     return status
 
 
+@jit()
+def _page_tasks(words, tab, ex64, ex32, lay, k, n, count, state, hdr, trace, spin, policy, mode):
+    """``count`` steps of member ``k`` as consecutive TASKs from the page's STEP_HI:NEXT_STEP
+    (STEPS_PER_TASK steps each, the last one shortened), each with a TASK's effects on the page
+    (SPEC 8): its header read (PARAMS through ``ftz_from_bits`` in mode Z), PARAMS written back,
+    ERR = 0, PENDING cleared, STEP_HI:NEXT_STEP advanced.  ``state`` is [steps of ended tasks,
+    steps done in the current task, its round published, its steps (0: no task begun)], and
+    ``hdr`` the current task's header: both kept across calls while a round is slow."""
+    z = mode != IEEE
+    loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
+    spt = np.uint64(words[W_STEPS_PER_TASK])
+    sub = np.empty(2, dtype=np.uint64)
+    total = np.uint64(count)
+    while state[0] < total:
+        if state[3] == 0:  # a task begins: the page is at its first step, with no round pending
+            if load_acquire(ex32, lay[_ABORT]) != 0:  # seen at every task even when no wait spins
+                return ABORTED
+            state[3] = min(spt, total - state[0])
+            state[1] = 0
+            state[2] = 0
+            for j in range(HEADER_WORDS):
+                hdr[j] = words[j]
+            if z:
+                for j in range(4):
+                    hdr[j] = flush_bits(hdr[j])
+        base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
+        rows = trace[np.int64(state[0]) :] if trace.shape[0] else trace
+        sub[0] = state[1]
+        sub[1] = state[2]
+        status = _page_steps(
+            hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, np.int64(state[3]), sub, rows, spin, policy, mode
+        )
+        state[1] = sub[0]
+        state[2] = sub[1]
+        if status != DONE:
+            return status
+        spin = SPIN  # ``spin`` bounds the first wait only
+        for j in range(4):
+            words[j] = hdr[j]
+        end_task(words, base + state[3])
+        state[0] += state[3]
+        state[1] = 0
+        state[3] = 0
+    return DONE
+
+
 # The door (meshnb.jit): the arrays' types, checked when a variant is compiled; sizes in the entry.
 _PAGE_ACCEPTS = {
     "hdr": "uint32[::1] writeable", "tab": "float32[::1]", "loss_ring": "uint32[::1] writeable",
@@ -319,6 +379,48 @@ def _make_page(mode: int):
 
 
 _PAGE = per_mode(_make_page, MODES)
+
+_TASKS_ACCEPTS = {
+    "words": "uint32[::1] writeable", "tab": "float32[::1]", "ex64": "uint64[::1] writeable",
+    "ex32": "uint32[::1] writeable", "lay": "int64[::1]", "k": "int64", "n": "int64", "count": "int64",
+    "state": "uint64[::1] writeable", "hdr": "uint32[::1] writeable", "trace": "uint32[:, ::1] writeable",
+    "spin": "int64", "policy": "int64",
+}  # fmt: skip
+
+
+def _make_tasks(mode: int):
+    """The grouped TASK loop of one mode (a closure, as ``_make_page``)."""
+
+    @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.grouped.run_page_tasks", nogil=True)
+    def tasks(words, tab, ex64, ex32, lay, k, n, count, state, hdr, trace, spin, policy):
+        # The door's sizes and indices, as run_page's (nothing in the loop checks them).
+        if words.shape[0] != PAGE_WORDS or tab.shape[0] != 4 * TAB or hdr.shape[0] != HEADER_WORDS:
+            raise ValueError("run_page_tasks: words, tab and hdr must be uint32[1024], float32[1024] and uint32[12]")
+        if n < 1 or k < 0 or k >= n or count < 0 or spin < 0:
+            raise ValueError("run_page_tasks: needs 0 <= k < n, count >= 0 and spin >= 0")
+        if count != 0 and words[W_STEPS_PER_TASK] == 0:
+            raise ValueError("run_page_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
+        if policy < 0 or policy > POLICY_BITS or (policy != YIELD and not policy & FUTEX):
+            raise ValueError("run_page_tasks: policy must be YIELD or FUTEX with policy bits")
+        if lay.shape[0] != _LAYOUT_ENTRIES or lay.min() < 0:
+            raise ValueError("run_page_tasks: layout must be the 6 entries of exchange.word_layout()")
+        if (
+            lay[_COUNTER0] + (n - 1) * lay[_COUNTER_STRIDE] >= ex64.shape[0]
+            or max(lay[_ABORT], _woke(lay, n - 1)) >= ex32.shape[0]
+        ):
+            raise ValueError("run_page_tasks: the exchange page is too small for n systems in this layout")
+        if state.shape[0] != 4 or state[0] > np.uint64(count) or state[0] + state[3] > np.uint64(count):
+            raise ValueError("run_page_tasks: state must be [steps ended, steps in task, published, task steps]")
+        if state[1] > state[3] or (state[3] != 0 and state[3] > words[W_STEPS_PER_TASK]):
+            raise ValueError("run_page_tasks: state's current task is not one of this page's tasks")
+        if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and trace.shape[0] < count):
+            raise ValueError("run_page_tasks: trace must be [count, 5] (a row per step) or have no rows")
+        return _page_tasks(words, tab, ex64, ex32, lay, k, n, count, state, hdr, trace, spin, policy, mode)
+
+    return tasks
+
+
+_TASKS = per_mode(_make_tasks, MODES)
 
 
 def run_page(
@@ -380,5 +482,69 @@ def run_page(
         _PAGE[mode](
             hdr, tab, loss_ring, ex64, ex32, layout, np.int64(k), np.int64(n), np.uint64(base), np.int64(steps),
             state, trace, np.int64(spin), np.int64(policy),
+        )
+    )  # fmt: skip
+
+
+def run_page_tasks(
+    words: np.ndarray,
+    tab: np.ndarray,
+    ex64: np.ndarray,
+    ex32: np.ndarray,
+    layout: np.ndarray,
+    k: int,
+    n: int,
+    count: int,
+    state: np.ndarray,
+    hdr: np.ndarray,
+    trace: np.ndarray,
+    mode: int,
+    spin: int = SPIN,
+    policy: int = YIELD,
+) -> int:
+    """Run ``count`` grouped steps of member ``k`` of ``n`` as consecutive TASKs on its page, in
+    one njit call (GIL released); returns DONE, WAITING or ABORTED.
+
+    The tasks are those of SPEC 10 with ``arg = NEXT_STEP``: STEPS_PER_TASK steps each (the last
+    one shortened), each from the page's header, ending with its effects on the page (PARAMS
+    written back, ERR = 0, PENDING cleared, STEP_HI:NEXT_STEP advanced); the page must have no
+    round pending.  Each step is :func:`run_page`'s.  ``words`` is the member's page (uint32[1024],
+    updated), ``tab`` its batch tables (``kernels.batches``), ``ex64``/``ex32``/``layout`` the
+    exchange page as in :func:`run_page`; ``state`` (uint64[4]: zeros to begin) is [steps of the
+    tasks ended, steps done in the current task, 1 if its next round is published, its steps (0:
+    none begun)] and ``hdr`` (uint32[12]) the current task's header: after WAITING, call again
+    with both to go on waiting for the same round.  ``trace`` is ``[count, 5]`` uint32 (row ``i``:
+    the ``i``-th step's fold) or has no rows.  The page's ABORT word is also looked at as each task
+    begins (ABORTED).  ``mode``, ``spin`` and ``policy`` as in :func:`run_page`.  Every argument is
+    checked first (``TypeError``/``ValueError``): the loop itself trusts them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb import kernels
+    >>> from meshnb.exchange import ExchangePage, word_layout
+    >>> from meshnb.loops import grouped, loop_mode
+    >>> from meshnb.testing import reference
+    >>> from meshnb.view import WORD
+    >>> start = reference.init_page(1, grouped=True)  # a group of one member
+    >>> words = np.frombuffer(start, np.uint32).copy()
+    >>> words[WORD["STEPS_PER_TASK"]] = 3  # tasks of 3 steps: 3 + 3 + 2
+    >>> ex, state, trace = ExchangePage.new(1), np.zeros(4, np.uint64), np.zeros((8, kernels.NSUMS), np.uint32)
+    >>> args = (kernels.batches(words, True), ex.words64, ex.words32, word_layout(), 0, 1, 8, state)
+    >>> grouped.run_page_tasks(words, *args, np.zeros(12, np.uint32), trace, loop_mode(True)) == grouped.DONE
+    True
+    >>> page = np.frombuffer(start, np.uint32).copy()
+    >>> page[WORD["STEPS_PER_TASK"]] = 3
+    >>> pages, want = reference.run([page.tobytes()], 8, grouped=True)  # the oracle, in numpy
+    >>> words.tobytes() == pages[0], bool((trace == want).all()), state.tolist()
+    (True, True, [8, 0, 0, 0])
+    """
+    for name, value in (("k", k), ("n", n), ("count", count), ("spin", spin), ("policy", policy)):
+        check_count(name, value, 1 << 63)
+    check_mode(mode)
+    return int(
+        _TASKS[mode](
+            words, tab, ex64, ex32, layout, np.int64(k), np.int64(n), np.int64(count), state, hdr, trace,
+            np.int64(spin), np.int64(policy),
         )
     )  # fmt: skip
