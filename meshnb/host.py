@@ -395,16 +395,18 @@ def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> Cluste
 
 
 def warm_up(z: bool) -> float:
-    """Load (or compile) the grouped step's kernels now, so that no member's first round waits
-    on its own JIT while the others wait on it; its seconds.  (Every warm-up is a ``warm_up``
-    returning its seconds, in the module of the engine it warms: :func:`meshnb.loops.warm_up`,
+    """Load (or compile) the grouped step's kernels now (a TASK call's and a chunk of tasks'), so
+    that no member's first round waits on its own JIT while the others wait on it; its seconds.
+    (Every warm-up is a ``warm_up`` returning its seconds, in the module of the engine it warms:
+    :func:`meshnb.loops.warm_up`,
     :func:`meshnb.sweeps.run.warm_up`, :func:`meshnb.backends.mpi.warm_up`,
     :func:`meshnb.backends.cuda.warm_up`.)"""
     began = time.perf_counter()
     ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
     program.init(ctx)
     ctx.view.set_word("STEPS_PER_TASK", 1)
-    program.task(ctx, OP_TASK, 0)
+    program.task(ctx, OP_TASK, 0)  # a TASK call's loop (grouped.run_page)
+    program.run_tasks_on_page(ctx, 1, np.empty((0, NSUMS), dtype=np.uint32))  # and many tasks' (run_page_tasks)
     return time.perf_counter() - began
 
 

@@ -187,7 +187,8 @@ def test_the_host_loop_stops_at_boundaries_and_an_lr_change_starts_a_task():
 
 @pytest.fixture
 def page_calls(monkeypatch):
-    """Every ``program.run_tasks_on_page`` call of this process's members: ``(steps asked, steps run)``."""
+    """Every ``program.run_tasks_on_page`` call of this process's members: ``(steps asked, steps run)``
+    (not the warm-up's, a group of one: ``host.warm_up``)."""
     from meshnb import program
 
     calls: list[tuple[int, int]] = []
@@ -195,7 +196,8 @@ def page_calls(monkeypatch):
 
     def recorded(ctx, count, rows):
         ran = real(ctx, count, rows)
-        calls.append((count, ran))
+        if ctx.group.n > 1:
+            calls.append((count, ran))
         return ran
 
     monkeypatch.setattr(program, "run_tasks_on_page", recorded)
@@ -225,3 +227,31 @@ def test_a_round_timed_out_inside_a_call_ends_its_task_and_changes_no_bits(page_
     assert timeouts[1] == 0 and timeouts[0] >= 2 and timeouts[2] >= 2, timeouts
     assert any(ran < count for count, ran in page_calls), page_calls  # timed out inside the fast path
     assert sum(ran for _, ran in page_calls) > 3 * steps - 3 * 4 * 64  # the rest of three tasks at most by TASK
+
+
+def test_the_warm_up_loads_both_grouped_loops_in_a_fresh_process():
+    """``host.warm_up`` loads a TASK call's loop and a chunk of tasks' (each mode's variant), so
+    that neither loads inside a timed run; a fresh process, since this one has run both."""
+    import subprocess
+    import sys
+
+    code = (
+        "from meshnb.host import warm_up; from meshnb.loops import grouped, loop_mode; warm_up(True); "
+        "m = loop_mode(True); print(len(grouped._PAGE[m].signatures), len(grouped._TASKS[m].signatures))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "1"], out
+
+
+@pytest.mark.parametrize("z", [True, False])
+def test_a_threads_cluster_warms_its_loops_before_the_timing(monkeypatch, z):
+    """The threads backend's members are this process's threads: its engine's warm-up (outside
+    ``RunResult.seconds``) loads the grouped loops of the run's mode (processes: the forkserver's
+    preload does)."""
+    from meshnb.backends import local
+
+    warmed: list[bool] = []
+    real = local.warm_up
+    monkeypatch.setattr(local, "warm_up", lambda zz: warmed.append(zz) or real(zz))
+    meshnb.train(64, systems=2, backend="threads", z=z)
+    assert warmed == [z]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exchange import Group
-from ..host import Checkpoints, Snapshot, prepare_member, train_run
+from ..host import Checkpoints, Snapshot, prepare_member, train_run, warm_up
 from ..interrupts import phase
 from ..options import Plan, RunOptions, Start, resolve
 from ..program import Context
@@ -128,8 +128,11 @@ class Lockstep:
         return self.members
 
     def warm_up(self) -> None:
-        """Start the members and wait until every one is ready (their kernels loaded)."""
+        """Load the grouped step's kernels, start the members and wait until every one is ready
+        (member processes are forked from a server that loaded them: ``backends.preload``)."""
         spec, memory = self.run.spec, self.memory
+        if self.shared is None:  # threads: this process's kernels are the members'
+            warm_up(spec.z)
         self.members = ThreadMembers(spec, memory) if self.shared is None else ProcessMembers(spec, self.shared, memory)
         control, since = self.members.control, time.monotonic()
         while not control.all_in(RUNNING):
