@@ -456,15 +456,19 @@ RUN_ROWS = [
 
 @pytest.mark.parametrize("row", RUN_ROWS, ids=[r.label for r in RUN_ROWS])
 def test_a_bad_run_is_one_refusal_everywhere(row: RunRow) -> None:
-    """Issue 32: a checkpoint header's run is read by runspec's rules, as train's, sweep's and the
-    checker's are: the same message, the header's naming its JSON field (``run.FIELD: ``) where the
-    library's names the system (a header's members start from one page: no system to name)."""
+    """Issue 32: a checkpoint header's run is read by runspec's rules, as train's, sweep's (the
+    CUDA host's too: it takes the sweep's run) and the checker's are: the same message, the
+    header's naming its JSON field (``run.FIELD: ``) where the library's names the system (a
+    header's members start from one page: no system to name)."""
     from meshnb.checkpoint import CheckpointError, RunSettings
     from meshnb.conformance import check
+    from meshnb.cuda import host
+    from meshnb.runspec import describe
 
     calls: list[Callable[[], Any]] = [lambda: meshnb.train(**row.train)]
-    if row.sweep is not None:
+    if row.sweep is not None:  # the sweep's run, on the CPU and on the CUDA host (refused before the device)
         calls.append(lambda: meshnb.sweep(**row.sweep))
+        calls.append(lambda: host.run_systems(describe(**row.sweep)))
     if row.bounds is not None:
         calls.append(lambda: check.run_bounds(*row.bounds))
     for call in calls:

@@ -498,14 +498,12 @@ def run_on_cuda(
     systems: Run, lo: int, hi: int, *, trace: bool = False, keep_pages: bool = False,
     on_chunk: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
 ) -> SweepResult:  # fmt: skip
-    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`):
-    one warp per system, the same bits; ``on_chunk(steps done)`` after each launch."""
+    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`
+    of the run's slice: its pages made there, a batch at a time): one warp per system, the same
+    bits; ``on_chunk(steps done)`` after each launch."""
     from ..cuda import host
 
-    words = systems.words(lo, hi)  # SET_LR and the step base applied, as train applies them
-    got = host.run_systems(
-        words, None, None, systems.steps, systems.z, trace=trace, on_chunk=on_chunk, should_stop=should_stop
-    )
+    got = host.run_systems(systems, lo, hi, trace=trace, on_chunk=on_chunk, should_stop=should_stop)
     digests = np.frombuffer(b"".join(bytes.fromhex(d) for d in got.trace_digests), np.uint8) if trace else None
     return result_of_pages(
         systems, lo, got.pages, got.steps,
