@@ -29,6 +29,7 @@ import pytest
 
 import meshnb
 from meshnb.backend_table import BY_NAME
+from meshnb.runspec import Run
 from meshnb.samebits import array_bits, differences
 
 CUDA = BY_NAME["cuda"]  # the backend table's row: its name, and the fused cluster timed within its block
@@ -57,13 +58,13 @@ def cuda_sizes(short: bool) -> dict[str, int]:
     return {"systems": 1 << 20, "steps": 4096, "single": 1 << 16, "fused": 1 << 14, "rounds": 3}
 
 
-def _start(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _start(m: int, steps: int) -> tuple[Run, np.ndarray, np.ndarray]:
+    """The sweep's run (one page x M LRs, a step base each), its LR words and step bases."""
     from meshnb import sweeps
 
-    page = np.frombuffer(sweeps.init_page(), dtype="<u4").astype(np.uint32)
     lrs = sweeps.lr_words(np.geomspace(1e-4, 1.0, m).astype(np.float32))
     bases = np.arange(m, dtype=np.uint64) * np.uint64(7919)
-    return np.repeat(page[None, :], m, axis=0), lrs, bases
+    return sweeps.describe(steps, lrs=lrs, step_base=bases), lrs, bases
 
 
 def sweep_matches_cpu(m: int, steps: int) -> bool:
@@ -71,8 +72,8 @@ def sweep_matches_cpu(m: int, steps: int) -> bool:
     (tests/cuda/test_bench_cuda_compare.py runs this in the simulator)."""
     from meshnb.cuda import host
 
-    pages, lrs, bases = _start(m)
-    got = host.run_systems(pages, lrs, bases, steps, trace=True)
+    run, lrs, bases = _start(m, steps)
+    got = host.run_systems(run, trace=True)
     want = meshnb.sweep(steps, lrs=lrs, step_base=bases.astype(object).tolist(), trace=True, keep_pages=True)
     if want.final_pages is None:
         return False
@@ -93,12 +94,12 @@ def test_cuda_sweep(benchmark, record, cuda_sizes) -> None:
     from meshnb.cuda import host
 
     m, steps = cuda_sizes["systems"], cuda_sizes["steps"]
-    pages, lrs, bases = _start(m)
-    host.run_systems(pages[:1], lrs[:1], bases[:1], 1)  # the compile stays out of the timing
+    run, lrs, bases = _start(m, steps)
+    host.run_systems(_start(1, 1)[0])  # the compile stays out of the timing
     record(benchmark, f"cuda-sweep-{m}", m * steps, systems=m)
     benchmark.group = "cuda"
     benchmark.extra_info["device"] = host.device_name()
-    benchmark.pedantic(lambda: host.run_systems(pages, lrs, bases, steps), rounds=cuda_sizes["rounds"], iterations=1)
+    benchmark.pedantic(lambda: host.run_systems(run), rounds=cuda_sizes["rounds"], iterations=1)
 
 
 @needs_device

@@ -64,13 +64,12 @@ from .runspec import (
     LrChange,
     OptionError,
     Run,
-    can_run,
+    check_can_run,
     check_changes,
     check_step_base,
     check_steps,
     check_steps_per_task,
     is_int,
-    wrap_message,
 )
 from .sha256 import Sha256State
 from .view import VIEW_BYTES, View
@@ -243,12 +242,15 @@ class RunSettings:
         meshnb.checkpoint.CheckpointError: run.z: must be true or false, not an integer 1
         """
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
-        systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)
-        # The run's rules are runspec's, train's (the JSON's integers first: no bools, no huge numbers)
+        systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)  # the file's own bound: load reads no more
+        # The file reads the JSON's types (integers of 64 bits: no bools, no huge numbers; true or
+        # false; [step, bits] pairs in order) and how the header's fields agree; the run's rules
+        # are runspec's, train's, none written here: each value's by its rule, its refusal naming
+        # the field (_by_rule), and the run's (the step counter's wrap of the members' page, which
+        # starts at first_step) by runspec's rule of a page
         first = _by_rule(f"{field}.first_step", check_step_base, _int(d["first_step"], f"{field}.first_step"))
         steps = _by_rule(f"{field}.steps", check_steps, _int(d["steps"], f"{field}.steps"))
-        if not can_run(first, steps):  # the run stays below step 2^64 - 1 (SPEC 8): runspec's one rule
-            raise CheckpointError(f"{field}.steps: {wrap_message(first, steps)}")
+        _by_rule(f"{field}.steps", check_can_run, first, steps)
         spt = None
         if d["steps_per_task"] is not None:
             where = f"{field}.steps_per_task"

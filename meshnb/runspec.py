@@ -373,9 +373,19 @@ def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None
         raise OptionError(SPT_ZERO if stride is None else f"system {int(np.argmax(zero)) * stride}: {SPT_ZERO}")
 
 
-def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
+def check_can_run(first: int, steps: int, steps_per_task: int | None = None) -> None:
     """Refuse (:class:`OptionError`) a page that cannot run ``steps`` more steps: its
-    STEPS_PER_TASK is 0, or its steps would reach 2^64 - 1 (SPEC 8 and 10).
+    STEPS_PER_TASK is 0, or its steps from ``first`` would reach 2^64 - 1 (SPEC 8 and 10); the
+    message names no system (one page: a checkpoint header's members, whose pages start alike).
+
+    Parameters
+    ----------
+    first : int
+        The page's next step.
+    steps : int
+        The steps it would run.
+    steps_per_task : int or None, default None
+        Its STEPS_PER_TASK (None: not known here, not checked).
 
     Examples
     --------
@@ -386,10 +396,14 @@ def check_can_run(first: int, steps: int, steps_per_task: int) -> None:
     ... except OptionError as e:
     ...     print(e)
     the page's STEPS_PER_TASK is 0: its tasks would never progress
+    >>> check_can_run(2**64 - 3, 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1, ...
     """
-    check_tasks_progress(np.array([steps_per_task]), steps)
-    if not can_run(first, steps):
-        raise OptionError(wrap_message(first, steps))
+    if steps_per_task is not None:
+        check_tasks_progress(np.array([steps_per_task]), steps)
+    check_first_steps(np.array([first], dtype=np.uint64), steps, None)
 
 
 def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()) -> tuple[LrChange, ...]:
@@ -467,8 +481,9 @@ def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
     check_first_steps(next_steps(words), steps, stride)
 
 
-def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int = 1) -> None:
-    """:func:`can_run` of every first step of ``first`` (one per ``stride`` systems).
+def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int | None = 1) -> None:
+    """:func:`can_run` of every first step of ``first`` (one per ``stride`` systems; None: one
+    page alone, the message names no system): the wrap's one refusal, of every entry point.
 
     Examples
     --------
@@ -486,7 +501,8 @@ def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int = 1) ->
     late = first > np.uint64(LAST_STEP - (steps - 1)) if steps - 1 <= LAST_STEP else np.ones(first.shape, bool)
     if late.any():
         i = int(np.argmax(late))
-        raise OptionError(f"system {i * stride}: {wrap_message(int(first[i]), steps)}")
+        why = wrap_message(int(first[i]), steps)
+        raise OptionError(why if stride is None else f"system {i * stride}: {why}")
 
 
 # --- LRs ---------------------------------------------------------------------------------------
@@ -1436,9 +1452,8 @@ class Run:
             check_tasks_progress(np.array([self.steps_per_task]), steps)
         if isinstance(self.base, np.ndarray):
             check_first_steps(self.base, steps, 1)
-        elif isinstance(self.base, int):
-            if not can_run(self.base, steps):
-                raise OptionError(f"system 0: {wrap_message(self.base, steps)}")
+        elif isinstance(self.base, int):  # every system starts there: the first names system 0
+            check_first_steps(np.array([self.base], dtype=np.uint64), steps, 1)
         else:
             check_first_steps(next_steps(self.starts), steps, stride)
 

@@ -387,3 +387,95 @@ def test_train_and_sweep_describe_a_run_alike_and_refuse_it_up_front(keywords: d
         assert str(e.value).startswith(message), str(e.value)
     one, sweep_one = RunOptions(steps=3).describe(), SweepOptions(steps=3).describe()
     assert len(one) == len(sweep_one) == 1 and np.array_equal(one.words(0, 1), sweep_one.words(0, 1))
+
+
+# --- a run's values: the same refusal from train, sweep, the checker and a checkpoint header ------
+
+WRAP = 2**64 - 3  # steps 2^64 - 3 .. 2^64 - 1: the third reaches 2^64 - 1, whose round would wrap
+
+
+@dataclass(frozen=True)
+class RunRow:
+    label: str
+    train: dict[str, Any]  # meshnb.train's keywords
+    sweep: dict[str, Any] | None  # meshnb.sweep's (None: it has no such value)
+    bounds: tuple[Any, ...] | None  # check.run_bounds' (steps, steps_per_task, step_base, set_lr); None: its own bound
+    header: dict[str, Any]  # the checkpoint header's run fields changed
+    field: str  # the header's field named
+    fragment: str  # runspec's one message of the value
+
+
+RUN_ROWS = [
+    RunRow(
+        "steps past 2^63 - 1",
+        {"steps": 2**63},
+        {"steps": 2**63},
+        None,  # the checker's own bound (MAX_CHECK_STEPS) comes first
+        {"steps": 2**63},
+        "steps",
+        "steps must be an integer from 0 to 9223372036854775807, got 9223372036854775808",
+    ),
+    RunRow(
+        "a run past step 2^64 - 2",
+        {"steps": 3, "step_base": WRAP},
+        {"steps": 3, "step_base": WRAP},
+        (3, 64, WRAP, {}),
+        {"steps": 3, "first_step": WRAP, "step_base": WRAP},
+        "steps",
+        "steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0",
+    ),
+    RunRow(
+        "a step base past 2^64 - 2",
+        {"steps": STEPS, "step_base": 2**64 - 1},
+        {"steps": STEPS, "step_base": 2**64 - 1},
+        (STEPS, 64, 2**64 - 1, {}),
+        {"first_step": 2**64 - 1, "step_base": 2**64 - 1},
+        "first_step",
+        "step_base must be 0..2^64-2, got 18446744073709551615",
+    ),
+    RunRow(
+        "STEPS_PER_TASK 0",
+        {"steps": STEPS, "steps_per_task": 0},
+        None,
+        (STEPS, 0, 0, {}),
+        {"steps_per_task": 0},
+        "steps_per_task",
+        "steps_per_task must be an integer from 1 to 4294967295, got 0",
+    ),
+    RunRow(
+        "an LR change after the last step",
+        {"steps": STEPS, "set_lr": {STEPS + 1: 0.5}},
+        None,
+        (STEPS, 64, 0, {STEPS + 1: 0.5}),
+        {"set_lr": [[STEPS + 1, 0x3F000000]]},
+        "set_lr[0]",
+        f"set_lr's step must be an integer from 0 to {STEPS}, got {STEPS + 1}",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", RUN_ROWS, ids=[r.label for r in RUN_ROWS])
+def test_a_bad_run_is_one_refusal_everywhere(row: RunRow) -> None:
+    """Issue 32: a checkpoint header's run is read by runspec's rules, as train's, sweep's (the
+    CUDA host's too: it takes the sweep's run) and the checker's are: the same message, the
+    header's naming its JSON field (``run.FIELD: ``) where the library's names the system (a
+    header's members start from one page: no system to name)."""
+    from meshnb.checkpoint import CheckpointError, RunSettings
+    from meshnb.conformance import check
+    from meshnb.cuda import host
+    from meshnb.runspec import describe
+
+    calls: list[Callable[[], Any]] = [lambda: meshnb.train(**row.train)]
+    if row.sweep is not None:  # the sweep's run, on the CPU and on the CUDA host (refused before the device)
+        calls.append(lambda: meshnb.sweep(**row.sweep))
+        calls.append(lambda: host.run_systems(describe(**row.sweep)))
+    if row.bounds is not None:
+        calls.append(lambda: check.run_bounds(*row.bounds))
+    for call in calls:
+        with pytest.raises(OptionError) as e:
+            call()
+        assert type(e.value) is OptionError and row.fragment in str(e.value), str(e.value)
+    doc = {**RunSettings(2, STEPS, None, (), None, True, 0).to_json(), **row.header}
+    with pytest.raises(CheckpointError) as h:
+        RunSettings.from_json(doc)
+    assert str(h.value) == f"run.{row.field}: {row.fragment}", str(h.value)

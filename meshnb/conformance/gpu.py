@@ -17,9 +17,9 @@ import numpy as np
 from ..api import train
 from ..backend_table import BY_NAME
 from ..cuda import compare, host
-from ..runspec import LrChange
+from ..runspec import LrChange, describe
 from ..samebits import array_bits, differences
-from ..sweeps import init_page, lr_words, sweep
+from ..sweeps import lr_words, sweep
 from ..testing.pages import hard_pages
 from . import check, pack
 
@@ -60,7 +60,7 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
     pages = hard_pages() if pages is None else pages
     names = list(pages)
     words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
-    got = host.run_systems(words, None, None, steps, z=False)
+    got = host.run_systems(describe(steps, view_in=words, z=False))  # P pages, each with its own LR
     out: list[tuple[str, str]] = []
     for k, name in enumerate(names):
         want = np.frombuffer(train(steps, view_in=pages[name], z=False).page, dtype="<u4")
@@ -71,17 +71,19 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
 def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
     them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
-    device run of the sample with the trace on); system-steps per second of both."""
+    device run of the sample with the trace on); system-steps per second of both.
+
+    Each device run is a sweep's :class:`~meshnb.runspec.Run` (:func:`~meshnb.runspec.describe`):
+    one page x M LRs, a step base per system (what ``sweep(lrs=, step_base=)`` describes), and the
+    traced sample another of the sampled LRs and bases, checked by the rules of every entry point."""
 
     lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
     bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
-    page = np.frombuffer(init_page(), dtype="<u4").astype(np.uint32)
-    pages = np.repeat(page[None, :], systems, axis=0)
-    host.run_systems(pages[:1], lrs[:1], bases[:1], 1)  # compile outside the timing
-    gpu = host.run_systems(pages, lrs, bases, steps)
+    host.run_systems(describe(1, lrs=lrs[:1], step_base=bases[:1]))  # compile outside the timing
+    gpu = host.run_systems(describe(steps, lrs=lrs, step_base=bases))
     pick = np.unique(np.linspace(0, systems - 1, min(sample, systems)).astype(np.int64))
     cpu = sweep(steps, lrs=lrs[pick], step_base=bases[pick].astype(object).tolist(), trace=True, keep_pages=True)
-    gpu_trace = host.run_systems(pages[pick], lrs[pick], bases[pick], steps, trace=True)
+    gpu_trace = host.run_systems(describe(steps, lrs=lrs[pick], step_base=bases[pick]), trace=True)
     # The CPU's rate from a sweep big enough to fill every core (the sample alone may not)
     timed = min(systems, CPU_TIMED_SYSTEMS)
     cpu_rate = sweep(steps, lrs=lrs[:timed], step_base=bases[:timed].astype(object).tolist())

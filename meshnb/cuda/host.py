@@ -1,7 +1,8 @@
 """The host side of the CUDA image: pages to the device, launches, pages and trace digests back.
 
-:func:`run_systems` runs M independent systems (a grid of warps, what ``meshnb.sweep(...,
-device="cuda")`` calls); :func:`run_cluster` runs the steps of one fused cluster of N systems (N
+:func:`run_systems` runs a run's independent systems (a :class:`~meshnb.runspec.Run`, as
+:func:`meshnb.runspec.describe` made and checked it: a grid of warps, what ``meshnb.sweep(...,
+backend="cuda")`` calls); :func:`run_cluster` runs the steps of one fused cluster of N systems (N
 warps of one block, the fold through shared memory: the ``cuda`` backend).  Pages are the CPU's
 ``[M, 1024]`` uint32 words in and out; a launch runs whole TASKs on the device.
 
@@ -27,7 +28,7 @@ from .. import runspec
 from ..backend_table import CUDA_BLOCK_SYSTEMS
 from ..driver import Steps, chunks_of, drive
 from ..kernels import NSUMS, WARP
-from ..view import PAGE_WORDS, WORD
+from ..view import WORD
 
 MAX_BLOCK_WARPS = CUDA_BLOCK_SYSTEMS  # 1024 threads: the largest cluster a block holds
 TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
@@ -97,11 +98,9 @@ class SystemsResult:
 
 
 def run_systems(
-    pages: np.ndarray,
-    lr_words: np.ndarray | None,
-    step_bases: int | np.ndarray | None,
-    steps: int,
-    z: bool = True,
+    run: runspec.Run,
+    lo: int = 0,
+    hi: int | None = None,
     *,
     trace: bool = False,
     chunk: int | None = None,
@@ -109,39 +108,82 @@ def run_systems(
     on_chunk: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> SystemsResult:
-    """Run M independent systems ``steps`` steps each on the device, one warp per system.
+    """Run systems ``lo .. hi-1`` of a run (its systems alone) on the device, one warp per system:
+    the run's ``steps`` each, in its float mode.
 
-    ``pages`` ``[M, 1024]`` uint32 (start pages, not modified); ``lr_words`` ``[M]`` uint32 or
-    None: each system's SET_LR before its first step (``ftz_from_bits`` in mode Z, as SET_LR);
-    ``step_bases`` one integer, ``[M]`` integers or None: the next step before the run.  System k
-    ends bit-equal to ``meshnb.train(steps, view_in=pages[k], set_lr={0: lr_words[k]},
-    step_base=step_bases[k], z=z)``: pages, last loss, and with ``trace=True`` the trace digest
-    (the trace words come back per launch and are hashed on the host).  ``chunk`` steps per launch
-    (default all, or what keeps a launch's trace under 256 MiB): launches cut tasks, which changes
-    no bits.  ``per_block`` systems per block (default 4; 1 in the simulator).  ``on_chunk(done)``
-    is called after each launch and ``should_stop()`` before each (as :func:`meshnb.sweeps.run`):
-    a stop gives the result of the steps done (``result.steps``), every system as ``train`` would
-    leave it after that many steps.  ``steps = 0`` runs nothing (as ``train(0)``).
+    The run is :func:`meshnb.runspec.describe`'s (``meshnb.sweep``'s and ``train``'s one
+    description, :class:`~meshnb.runspec.Run`): its start pages, LR words (SET_LR before the first
+    step, ``ftz_from_bits`` in mode Z) and step bases were checked there, by the rules of every
+    entry point, and are applied here as :meth:`Run.words <meshnb.runspec.Run.words>` applies them;
+    this function checks only what is its own (the slice, the launch's shape, a run it cannot
+    run: a cluster, or LR changes during the run).  System k ends bit-equal to ``meshnb.train``
+    of that system: pages, last loss, and with ``trace=True`` the trace digest (the trace words
+    come back per launch and are hashed on the host).
 
-    Raises TypeError/:class:`~meshnb.runspec.OptionError` (:mod:`meshnb.runspec`'s rules) for bad
-    arguments, :class:`CudaUnavailable` without numba-cuda or a device."""
-    image = require()
-    p = np.array(pages, dtype=np.uint32, copy=True)
-    if p.ndim != 2 or p.shape[1] != PAGE_WORDS or p.shape[0] == 0:
-        raise runspec.OptionError(f"pages must be [M, {PAGE_WORDS}] uint32 with M >= 1, got shape {p.shape}")
-    m = p.shape[0]
-    steps = runspec.check_steps(steps)
-    if lr_words is not None:
-        lw = np.asarray(lr_words)
-        if lw.dtype != np.uint32 or lw.shape != (m,):
-            raise runspec.OptionError(f"lr_words must be [{m}] uint32, got {lw.dtype} {lw.shape}")
-        runspec.write_lr(p, lw, z)
-    if step_bases is not None:
-        runspec.write_step_base(p, runspec.step_bases(step_bases, m, "step_bases"))
-    runspec.check_words_can_run(p, steps)
+    Parameters
+    ----------
+    run : Run
+        The run (:func:`~meshnb.runspec.describe`), its systems alone (``group`` 0) and without
+        LR changes during the run (``set_lr``: ``train``'s, not the device's).
+    lo, hi : int, default 0 and None
+        The systems ``lo .. hi-1`` of the run (None: to its last); at least one.
+    trace : bool, default False
+        Hash each system's trace (SPEC 11).
+    chunk : int or None, default None
+        Steps per launch (None: all, or what keeps a launch's trace under 256 MiB): launches cut
+        tasks, which changes no bits.
+    per_block : int or None, default None
+        Systems per block (None: 4; 1 in the simulator).
+    on_chunk : callable or None, default None
+        Called with the steps done after each launch.
+    should_stop : callable or None, default None
+        Asked before each launch (as :func:`meshnb.sweeps.run_planned`): True gives the result of
+        the steps done (``result.steps``), every system as ``train`` would leave it after that many.
+
+    Returns
+    -------
+    SystemsResult
+        The systems' final pages, last losses, trace digests, the steps done and the seconds.
+
+    Raises
+    ------
+    OptionError
+        A slice or launch shape out of range, a cluster's run, LR changes during the run.
+    TypeError
+        ``run`` that is no :class:`~meshnb.runspec.Run`.
+    CudaUnavailable
+        No numba-cuda, or no device (outside the simulator).
+
+    Examples
+    --------
+    >>> from meshnb.cuda.host import run_systems
+    >>> from meshnb.runspec import describe
+    >>> sweep = describe(64, lrs=[0.5, 0.25, 0.125])  # one page x 3 LRs: sweep's run
+    >>> r = run_systems(sweep, 1, 3, trace=True)  # doctest: +SKIP
+    >>> run_systems(describe(64, group=2))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: run_systems runs systems alone (a run of group 0), not clusters of 2: ...
+    """
+    if not isinstance(run, runspec.Run):
+        raise TypeError(f"run must be a meshnb.runspec.Run (describe's), got {type(run).__name__}")
+    if run.is_cluster:
+        raise runspec.OptionError(
+            f"run_systems runs systems alone (a run of group 0), not clusters of {run.group}: "
+            "a cluster is run_cluster's (the cuda backend)"
+        )
+    if run.set_lr:
+        raise runspec.OptionError(
+            "run_systems sets each system's LR before its first step only: no set_lr during the run"
+        )
+    lo = runspec.check_int(lo, "lo", 0, len(run) - 1)
+    hi = runspec.check_int(len(run) if hi is None else hi, "hi", lo + 1, len(run))
     per_block = per_block or (1 if simulated() else 4)
     if not 1 <= per_block <= MAX_BLOCK_WARPS:
         raise runspec.OptionError(f"per_block must be 1 to {MAX_BLOCK_WARPS}, got {per_block}")
+    image = require()
+    p = run.words(lo, hi)  # a new array: SET_LR, the step base and STEPS_PER_TASK applied, as train applies them
+    m, steps, z = p.shape[0], run.steps, run.z
     pad = -m % per_block  # whole blocks: the padding rows are copies of page 0, dropped after
     rows = np.concatenate([p, np.repeat(p[:1], pad, axis=0)]) if pad else p
     most = max(1, TRACE_WORDS_PER_CHUNK // (rows.shape[0] * NSUMS)) if trace else max(steps, 1)

@@ -115,9 +115,9 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
     Parameters
     ----------
     opts : SweepOptions
-        The sweep's options (steps, trace, loss history, threads, backend, progress).
+        The sweep's options (trace, loss history, threads, backend, progress).
     systems : Run
-        Its systems (:meth:`SweepOptions.systems`).
+        Its run (:meth:`SweepOptions.describe`): its systems and their ``steps``.
     open_writer : callable
         Opens the :class:`PartWriter` the parts go to (called once, on rank 0 of an MPI job).
 
@@ -155,7 +155,7 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
         except BaseException as e:  # one rank failing must not leave the others waiting in a collective
             mpi.abort(comm, e)
             raise  # not reached: abort ends the job
-    m, steps = len(systems), opts.steps
+    m, steps = len(systems), systems.steps
     writer = WriterThread(open_writer())
     done, stopped, ran = steps, False, False
     try:
@@ -163,8 +163,7 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
             steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),
             make_runner(
                 systems,
-                steps,
-                opts.backend or "cpu",
+                backend=opts.backend or "cpu",
                 trace=opts.trace,
                 loss_every=opts.loss_every,
                 threads=opts.threads,
@@ -214,7 +213,7 @@ def _run_rank(
     from ..backends import mpi
 
     k, n = comm.Get_rank(), comm.Get_size()
-    m, steps = len(systems), opts.steps
+    m, steps = len(systems), systems.steps
     batch = max(1, min(BATCH_SYSTEMS, -(-m // n)))
     batches = spans(m, batch)
     rounds = -(-len(batches) // n)
@@ -226,7 +225,7 @@ def _run_rank(
         with (
             frame(m * steps, opts.progress and k == 0, f"sweep of {m}") as f,
             Runner(
-                systems, steps, trace=opts.trace, loss_every=opts.loss_every, threads=threads, chunk=chunk, batch=batch
+                systems, trace=opts.trace, loss_every=opts.loss_every, threads=threads, chunk=chunk, batch=batch
             ) as runner,
         ):
 

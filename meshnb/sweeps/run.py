@@ -173,9 +173,8 @@ class Runner:
     Parameters
     ----------
     systems : Run
-        The planned systems (:func:`plan`).
-    steps : int
-        Steps of every system.
+        The planned systems (:func:`plan`), run for their ``steps`` (:attr:`Run.steps
+        <meshnb.runspec.Run.steps>`: the one copy of them).
     trace : bool, default False
         Compute trace digests.
     loss_every : int or None, default None
@@ -197,7 +196,7 @@ class Runner:
     --------
     >>> from meshnb.sweeps import describe
     >>> systems = describe(64, lrs=[0.5, 0.25, 0.125])
-    >>> with Runner(systems, 64, threads=1) as runner:
+    >>> with Runner(systems, threads=1) as runner:
     ...     part = runner.run(1, 3)
     >>> len(part), part.first, part.steps
     (2, 1, 64)
@@ -206,7 +205,6 @@ class Runner:
     def __init__(
         self,
         systems: Run,
-        steps: int,
         *,
         trace: bool = False,
         loss_every: int | None = None,
@@ -225,11 +223,11 @@ class Runner:
         # one shape for every size of sweep: a group is one vector register (16 or 8 systems), so
         # a small sweep already leaves each thread a group (narrower shapes were a compile each, issue 25)
         self.shape = shape or sweep_loop.shape()
-        self.systems, self.steps, self.trace, self.every = systems, steps, trace, int(loss_every or 0)
+        self.systems, self.steps, self.trace, self.every = systems, systems.steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
         self.spare: Lanes | None = None
         self.trace_buf = np.empty((0, 0), dtype=np.float32)  # a chunk's trace sums, kept for the next batch
-        self.chunk = chunk or chunk_steps(steps, min(batch, len(systems)), trace, self.shape)
+        self.chunk = chunk or chunk_steps(self.steps, min(batch, len(systems)), trace, self.shape)
         self.first_call = warm_up(self.mode, self.shape)
         self.pool = WorkerPool(max_workers=self.threads, thread_name_prefix="meshnb-sweep")
 
@@ -265,7 +263,7 @@ class Runner:
         Examples
         --------
         >>> from meshnb.sweeps import describe
-        >>> with Runner(describe(64, lrs=[0.5, 0.25]), 64, threads=1) as runner:
+        >>> with Runner(describe(64, lrs=[0.5, 0.25]), threads=1) as runner:
         ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
         0
         """
@@ -382,9 +380,7 @@ class CudaRunner:
     Parameters
     ----------
     systems : Run
-        The planned systems.
-    steps : int
-        Steps of every system.
+        The planned systems, run for their ``steps``.
     trace : bool, default False
         Compute trace digests.
     keep_pages : bool, default False
@@ -395,15 +391,14 @@ class CudaRunner:
     Examples
     --------
     >>> from meshnb.sweeps import describe
-    >>> runner = CudaRunner(describe(64, lrs=[0.5, 0.25]), 64)  # the device is needed by run only
+    >>> runner = CudaRunner(describe(64, lrs=[0.5, 0.25]))  # the device is needed by run only
     >>> runner.batch == CUDA_BATCH
     True
     """
 
-    def __init__(
-        self, systems: Run, steps: int, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH
-    ) -> None:
-        self.systems, self.steps, self.trace, self.keep_pages, self.batch = systems, steps, trace, keep_pages, batch
+    def __init__(self, systems: Run, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH) -> None:
+        self.systems, self.trace, self.keep_pages, self.batch = systems, trace, keep_pages, batch
+        self.steps = systems.steps
 
     def __enter__(self) -> CudaRunner:
         return self
@@ -435,21 +430,20 @@ class CudaRunner:
         --------
         >>> from meshnb.sweeps import describe
         >>> import meshnb
-        >>> runner = CudaRunner(describe(64, lrs=[0.5]), 64)
+        >>> runner = CudaRunner(describe(64, lrs=[0.5]))
         >>> runner.run(0, 1).digests == meshnb.sweep(64, lrs=[0.5]).digests  # doctest: +SKIP
         True
         """
         return run_on_cuda(
-            self.systems, lo, hi, self.steps, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
+            self.systems, lo, hi, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
             should_stop=should_stop,
         )  # fmt: skip
 
 
 def make_runner(
     systems: Run,
-    steps: int,
-    backend: str = "cpu",
     *,
+    backend: str = "cpu",
     trace: bool = False,
     loss_every: int | None = None,
     threads: int | None = None,
@@ -465,9 +459,7 @@ def make_runner(
     Parameters
     ----------
     systems : Run
-        The planned systems.
-    steps : int
-        Steps of every system.
+        The planned systems, run for their ``steps``.
     backend : str, default "cpu"
         ``"cpu"`` or ``"cuda"``.
     trace, loss_every, threads, chunk, mode, shape, keep_pages
@@ -483,9 +475,9 @@ def make_runner(
     Examples
     --------
     >>> from meshnb.sweeps import describe
-    >>> type(make_runner(describe(64), 64, "cuda")).__name__
+    >>> type(make_runner(describe(64), backend="cuda")).__name__
     'CudaRunner'
-    >>> make_runner(describe(64), 64, "cuda", threads=2)  # doctest: +ELLIPSIS
+    >>> make_runner(describe(64), backend="cuda", threads=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
     meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
@@ -495,23 +487,23 @@ def make_runner(
     if backend == "cuda":
         if mode is not None or shape is not None:
             raise OptionError("backend='cuda' runs the CUDA image: no CPU loop mode or shape")
-        return CudaRunner(systems, steps, trace=trace, keep_pages=keep_pages, batch=batch or CUDA_BATCH)
+        return CudaRunner(systems, trace=trace, keep_pages=keep_pages, batch=batch or CUDA_BATCH)
     return Runner(
-        systems, steps, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode, shape=shape,
+        systems, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode, shape=shape,
         keep_pages=keep_pages, batch=batch or BATCH_SYSTEMS,
     )  # fmt: skip
 
 
 def run_on_cuda(
-    systems: Run, lo: int, hi: int, steps: int, *, trace: bool = False, keep_pages: bool = False,
+    systems: Run, lo: int, hi: int, *, trace: bool = False, keep_pages: bool = False,
     on_chunk: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
 ) -> SweepResult:  # fmt: skip
-    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`):
-    one warp per system, the same bits; ``on_chunk(steps done)`` after each launch."""
+    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`
+    of the run's slice: its pages made there, a batch at a time): one warp per system, the same
+    bits; ``on_chunk(steps done)`` after each launch."""
     from ..cuda import host
 
-    words = systems.words(lo, hi)  # SET_LR and the step base applied, as train applies them
-    got = host.run_systems(words, None, None, steps, systems.z, trace=trace, on_chunk=on_chunk, should_stop=should_stop)
+    got = host.run_systems(systems, lo, hi, trace=trace, on_chunk=on_chunk, should_stop=should_stop)
     digests = np.frombuffer(b"".join(bytes.fromhex(d) for d in got.trace_digests), np.uint8) if trace else None
     return result_of_pages(
         systems, lo, got.pages, got.steps,
@@ -555,7 +547,7 @@ def parts(
     --------
     >>> from meshnb.sweeps import describe
     >>> seen = []
-    >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1) as runner:
+    >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
     ...     got = [(p.first, len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)], seen.append)]
     >>> got, seen
     ([(0, 2, 8), (2, 1, 8)], [16, 24])
@@ -584,7 +576,7 @@ def kept(index: int, part: SweepResult, steps: int) -> bool:
     Examples
     --------
     >>> from meshnb.sweeps import run_planned, describe
-    >>> part = run_planned(describe(8), 8, threads=1)
+    >>> part = run_planned(describe(8), threads=1)
     >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
     (True, True, True, False)
     """
@@ -629,7 +621,6 @@ def _aliases(view_in: Any, pages: Any, step_base: Any, step_bases: Any) -> tuple
 
 def run_planned(
     systems: Run,
-    steps: int,
     *,
     trace: bool = False,
     loss_every: int | None = None,
@@ -643,19 +634,17 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems ``steps`` steps on ``backend`` (:func:`make_runner`), in memory
-    (``chunk`` steps per loop call, ``batch`` systems per batch, default the backend's);
+    """Run planned systems their steps (the run's ``steps``) on ``backend`` (:func:`make_runner`),
+    in memory (``chunk`` steps per loop call, ``batch`` systems per batch, default the backend's);
     ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()`` before each: a stop gives
-    :class:`SweepInterrupted`'s result (returned, not raised, here: ``result.steps`` < ``steps`` or
+    :class:`SweepInterrupted`'s result (returned, not raised, here: ``result.steps`` < the run's or
     fewer systems).  ``mode`` forces a step-loop mode of :mod:`meshnb.loops`, ``shape`` a loop
     shape (default the target CPU's).
 
     Parameters
     ----------
     systems : Run
-        The planned systems (:func:`plan`).
-    steps : int
-        Steps of every system.
+        The planned systems (:func:`plan`), run for their ``steps``.
     trace, loss_every, threads, chunk, mode, shape, keep_pages
         As :class:`Runner` takes them.
     on_chunk : callable or None, default None
@@ -676,18 +665,18 @@ def run_planned(
     --------
     >>> from meshnb.sweeps import describe
     >>> import meshnb
-    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), 64, threads=1)
+    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), threads=1)
     >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
     (2, 64, True)
     """
     with make_runner(
-        systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
+        systems, backend=backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
         shape=shape, keep_pages=keep_pages, batch=batch,
     ) as runner:  # fmt: skip
         got = [
             p
             for k, p in enumerate(parts(runner, spans(len(systems), runner.batch), on_chunk, should_stop))
-            if kept(k, p, steps)
+            if kept(k, p, systems.steps)
         ]
         if not got:
             got = [runner.run(0, 0)]
@@ -786,14 +775,15 @@ def sweep(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.describe(), opts.steps
+    systems = opts.describe()
+    steps = systems.steps
     need = result_bytes(len(systems), steps, trace=trace, loss_every=loss_every, keep_pages=keep_pages)
     check_fits(need, f"an in-memory sweep of {len(systems)} systems", "stream it (meshnb.sweeps.stream, --csv)")
     result, stopped = None, False
     try:
         with steps_shown(len(systems) * steps, progress, f"sweep of {len(systems)}") as (show, requested):
             result = run_planned(
-                systems, steps, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+                systems, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
                 on_chunk=show, should_stop=requested, backend=backend,
             )  # fmt: skip
             phase("sweep-ran")  # test hook: every step ran; a Ctrl-C held since the last boundary comes now
@@ -856,21 +846,22 @@ def stream(
         steps=steps, lrs=lrs, view_in=view_in, step_base=step_base, z=z, trace=trace, loss_every=loss_every,
         threads=threads, keep_pages=keep_pages, progress=progress, backend=backend,
     )  # fmt: skip
-    systems, steps = opts.describe(), opts.steps
+    systems = opts.describe()
     if batch is not None:
         batch = check_int(batch, "batch", 1, 1 << 62)
 
     def runner() -> Runner | CudaRunner:  # made when the first part is asked for: its threads, its compile
         backend = opts.backend or "cpu"
         return make_runner(
-            systems, steps, backend, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
+            systems, backend=backend, trace=trace, loss_every=loss_every, threads=threads, keep_pages=keep_pages,
             batch=batch,
         )  # fmt: skip
 
-    return _stream(runner, len(systems), steps, progress)
+    return _stream(runner, systems, progress)
 
 
-def _stream(make: Callable[[], Runner | CudaRunner], m: int, steps: int, progress: bool) -> Iterator[SweepResult]:
+def _stream(make: Callable[[], Runner | CudaRunner], systems: Run, progress: bool) -> Iterator[SweepResult]:
+    m, steps = len(systems), systems.steps
     with steps_shown(m * steps, progress, f"sweep of {m}") as (show, requested), make() as runner:
         for part in parts(runner, spans(m, runner.batch), show, should_stop=requested):
             yield interrupted(part, steps, len(part))  # a stopped part: the batch in flight, raised

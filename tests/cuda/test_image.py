@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import meshnb
+from meshnb.runspec import describe
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 from meshnb.view import VIEW_BYTES
@@ -53,7 +54,7 @@ def test_hard_pages_bit_equal_to_train(host):
     for p in pages.values():
         p[20:24] = (2).to_bytes(4, "little")
     words = np.stack([page_words(bytes(p)) for p in pages.values()])
-    got = host.run_systems(words, None, None, 3, trace=True)
+    got = host.run_systems(describe(3, view_in=words), trace=True)
     for k, (name, p) in enumerate(pages.items()):
         want = cpu(3, bytes(p))
         assert got.pages[k].tobytes() == want.page, name
@@ -66,8 +67,8 @@ LR_EDGES = [0x3F000000, 0x00000001, 0x80400000, 0x7FC00001, 0xFF800000, 0x7F7FFF
 
 def test_lr_edge_cases_and_step_bases(host, fresh_page):
     bases = [0, 0xFFFFFFFF, (1 << 32) + 5, 1 << 63, (1 << 64) - 4, 255, 7, 1 << 40]
-    words = np.repeat(page_words(fresh_page)[None, :], len(LR_EDGES), axis=0)
-    got = host.run_systems(words, np.array(LR_EDGES, dtype=np.uint32), np.array(bases, dtype=np.uint64), 3, trace=True)
+    run = describe(3, view_in=fresh_page, lrs=np.array(LR_EDGES, dtype=np.uint32), step_base=np.array(bases, np.uint64))
+    got = host.run_systems(run, trace=True)
     for k, (lr, base) in enumerate(zip(LR_EDGES, bases)):
         want = cpu(3, fresh_page, lr, base)
         assert got.pages[k].tobytes() == want.page, hex(lr)
@@ -76,7 +77,7 @@ def test_lr_edge_cases_and_step_bases(host, fresh_page):
 
 def test_systems_match_the_reference_oracle(host):
     page = hard_pages()["subnormal-and-nan-samples"]
-    got = host.run_systems(page_words(page)[None, :], None, None, 2, trace=True)
+    got = host.run_systems(describe(2, view_in=page), trace=True)
     pages, trace = ref.run([page], 2, grouped=False)
     assert got.pages[0].tobytes() == pages[0]
     assert got.trace_digests[0] == ref.trace_digest(trace)
@@ -84,9 +85,8 @@ def test_systems_match_the_reference_oracle(host):
 
 def test_blocks_of_several_systems_and_launches_in_chunks(host, fresh_page):
     # 3 systems in blocks of 2 (a padding row), 5 steps in launches of 2: tasks cut, no bits changed
-    words = np.repeat(page_words(fresh_page)[None, :], 3, axis=0)
     lrs = np.array([0x3F000000, 0x3E000000, 0x3D000000], dtype=np.uint32)
-    got = host.run_systems(words, lrs, 9, 5, trace=True, chunk=2, per_block=2)
+    got = host.run_systems(describe(5, view_in=fresh_page, lrs=lrs, step_base=9), trace=True, chunk=2, per_block=2)
     for k in range(3):
         want = cpu(5, fresh_page, int(lrs[k]), 9)
         assert got.pages[k].tobytes() == want.page and got.trace_digests[k] == want.trace_digest
@@ -94,7 +94,7 @@ def test_blocks_of_several_systems_and_launches_in_chunks(host, fresh_page):
 
 def test_ieee_mode(host):
     page = hard_pages()["tiny-samples"]
-    got = host.run_systems(page_words(page)[None, :], None, None, 2, z=False, trace=True)
+    got = host.run_systems(describe(2, view_in=page, z=False), trace=True)
     want = cpu(2, page, z=False)
     assert got.pages[0].tobytes() == want.page and got.trace_digests[0] == want.trace_digest
     assert got.pages[0].tobytes() != cpu(2, page).page  # mode Z matters on this page
@@ -103,7 +103,7 @@ def test_ieee_mode(host):
 def test_zero_steps_run_nothing_as_train(host):
     page = bytearray(hard_pages()["subnormal-params"])
     page[36:40] = (1).to_bytes(4, "little")  # PENDING: a task would drop it; no task runs
-    got = host.run_systems(page_words(bytes(page))[None, :], None, 5, 0)
+    got = host.run_systems(describe(0, view_in=bytes(page), step_base=5))
     assert got.steps == 0 and got.pages[0].tobytes() == cpu(0, bytes(page), base=5).page
 
 
@@ -121,10 +121,7 @@ def test_a_launch_of_no_steps_is_one_task_of_none(host):
 def test_a_stop_between_launches_gives_the_steps_done(host, fresh_page):
     seen: list[int] = []
     got = host.run_systems(
-        page_words(fresh_page)[None, :],
-        None,
-        None,
-        5,
+        describe(5, view_in=fresh_page),
         trace=True,
         chunk=2,
         on_chunk=seen.append,
@@ -137,9 +134,9 @@ def test_a_stop_between_launches_gives_the_steps_done(host, fresh_page):
 
 def test_runs_continue_across_cpu_and_device(host, fresh_page):
     whole = cpu(7, fresh_page)
-    first = host.run_systems(page_words(fresh_page)[None, :], None, None, 4)
+    first = host.run_systems(describe(4, view_in=fresh_page))
     assert cpu(3, first.pages[0].tobytes()).page == whole.page
-    second = host.run_systems(page_words(cpu(4, fresh_page).page)[None, :], None, None, 3)
+    second = host.run_systems(describe(3, view_in=cpu(4, fresh_page).page))
     assert second.pages[0].tobytes() == whole.page
 
 
@@ -157,12 +154,11 @@ def test_run_cluster_matches_the_fused_loop(host):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda h, p: h.run_systems(p[:, :10], None, None, 1), r"pages must be \[M, 1024\]"),
-        (lambda h, p: h.run_systems(p, np.array([1.0], np.float32), None, 1), "lr_words must be"),
-        (lambda h, p: h.run_systems(p, None, -1, 1), "step_bases must be"),
-        (lambda h, p: h.run_systems(p, None, None, -1), "steps must be"),
-        (lambda h, p: h.run_systems(p, None, (1 << 64) - 3, 3), "reach 2\\^64-1"),
-        (lambda h, p: h.run_systems(p, None, None, 1, per_block=33), "per_block must be"),
+        (lambda h, p: h.run_systems(describe(1, view_in=p), per_block=33), "per_block must be"),
+        (lambda h, p: h.run_systems(describe(1, view_in=p), 1), "lo must be an integer from 0 to 0, got 1"),
+        (lambda h, p: h.run_systems(describe(1, lrs=[0.5, 0.25]), 1, 1), "hi must be an integer from 2 to 2, got 1"),
+        (lambda h, p: h.run_systems(describe(1, group=2)), "run_systems runs systems alone"),
+        (lambda h, p: h.run_systems(describe(9, set_lr={4: 0.5})), "no set_lr during the run"),
         (lambda h, p: h.run_cluster(np.repeat(p, 33, axis=0), 1, np.empty((0, 5), np.uint32)), "1 to 32 systems"),
     ],
 )
@@ -171,11 +167,51 @@ def test_bad_arguments_are_value_errors(host, fresh_page, call, match):
         call(host, page_words(fresh_page)[None, :].copy())
 
 
+def test_the_host_takes_a_run_not_pages(host, fresh_page):
+    with pytest.raises(TypeError, match=r"run must be a meshnb\.runspec\.Run"):
+        host.run_systems(page_words(fresh_page)[None, :])
+
+
+@pytest.mark.parametrize(
+    "keywords",
+    [
+        {"view_in": np.zeros((1, 10), np.uint32)},  # a page of 10 words
+        {"lrs": [1e40]},  # beyond float32
+        {"step_base": -1},
+        {"steps": -1},
+        {"step_base": (1 << 64) - 3, "steps": 3},  # the step counter's wrap
+        {"step_base": [0, 1]},  # two bases for one system
+    ],
+)
+def test_the_devices_run_is_refused_as_the_sweeps(host, keywords):
+    """Issue 32: the CUDA host takes the run, no arrays of its own to check: a bad value is refused
+    where the run is described, the same answer for the device's run and the CPU sweep's (which
+    are one value), before the device is asked for."""
+    keywords = {"steps": 3, **keywords}
+    with pytest.raises((TypeError, ValueError)) as sweep_said:
+        meshnb.sweep(**keywords)
+    with pytest.raises(type(sweep_said.value)) as device_said:
+        host.run_systems(describe(**keywords))
+    assert str(device_said.value) == str(sweep_said.value)
+
+
+def test_the_host_runs_the_runs_slice_as_the_sweep(host, fresh_page):
+    """A slice of a run (a sweep's batch: ``lo .. hi-1``) is those systems of the whole run."""
+    lrs = np.array([0x3F000000, 0x3E800000, 0x3E000000, 0x3D800000], dtype=np.uint32)
+    run = describe(3, view_in=[fresh_page, cpu(2, fresh_page).page], lrs=lrs, step_base=[5, 6, 7, 8, 9, 10, 11, 12])
+    part, whole = (
+        host.run_systems(run, 3, 6, trace=True),
+        meshnb.sweep(3, view_in=run.starts, lrs=lrs, step_base=run.base, trace=True, keep_pages=True),
+    )
+    assert part.steps == 3 and [p.tobytes() for p in part.pages] == [whole.page(k) for k in range(3, 6)]
+    assert part.trace_digests == whole.trace_digests[3:6]
+
+
 def test_a_page_with_no_steps_per_task_is_refused(host, fresh_page):
     p = page_words(fresh_page)[None, :].copy()
     p[0, 5] = 0
     with pytest.raises(ValueError, match="STEPS_PER_TASK is 0"):
-        host.run_systems(p, None, None, 1)
+        host.run_systems(describe(1, view_in=p))
 
 
 def test_missing_numba_cuda_or_device_is_one_line(host, monkeypatch):
@@ -193,6 +229,6 @@ def test_missing_numba_cuda_or_device_is_one_line(host, monkeypatch):
 
 
 def test_trace_digest_is_sha256_of_the_words(host, fresh_page):
-    got = host.run_systems(page_words(fresh_page)[None, :], None, None, 2, trace=True)
+    got = host.run_systems(describe(2, view_in=fresh_page), trace=True)
     r = cpu(2, fresh_page)
     assert got.trace_digests[0] == hashlib.sha256(np.asarray(r.trace, "<u4").tobytes()).hexdigest()

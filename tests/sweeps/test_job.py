@@ -35,6 +35,14 @@ def test_run_to_writes_every_part_in_order_and_closes_with_the_steps() -> None:
     assert whole.digests == sweep(30, lrs=[0.5, 0.25, 0.125]).digests and whole.trace_digests[0]
 
 
+def test_run_to_runs_the_steps_of_its_run() -> None:
+    """Issue 32: the steps are the run's (``systems.steps``), not a second copy in the options."""
+    opts = SweepOptions(steps=64, lrs=[0.5, 0.25])
+    out = Collect()
+    assert run_to(opts, SweepOptions(steps=9, lrs=[0.5, 0.25]).describe(), lambda: out) == (9, False)
+    assert out.closed == 9 and SweepResult.concat(out.parts).digests == sweep(9, lrs=[0.5, 0.25]).digests
+
+
 def test_a_failing_writer_is_aborted() -> None:
     class Fails(Collect):
         def write(self, part: SweepResult) -> None:

@@ -28,7 +28,7 @@ from meshnb.loops import sweep as sweep_loop
 from meshnb.sweeps import SweepInterrupted, describe, init_page, run_planned, stream, sweep
 from meshnb.sweeps import run as sweep_run
 from meshnb.sweeps.lanes import Lanes
-from meshnb.sweeps.run import Runner, parts
+from meshnb.sweeps.run import Runner, make_runner, parts
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
@@ -87,8 +87,8 @@ def test_the_per_op_flush_loop_equals_the_daz_loop() -> None:
     """The mode-Z loop for CPUs without DAZ (a flush after every op), run here on purpose."""
     pages = list(hard_pages().values())
     systems = describe(150, view_in=pages, lrs=np.array([0x3F000000, 0x00400000, 0x3A83126F], np.uint32), step_base=5)
-    daz = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z_DAZ, keep_pages=True)
-    per_op = run_planned(systems, 150, trace=True, loss_every=7, mode=loops.Z, keep_pages=True)
+    daz = run_planned(systems, trace=True, loss_every=7, mode=loops.Z_DAZ, keep_pages=True)
+    per_op = run_planned(systems, trace=True, loss_every=7, mode=loops.Z, keep_pages=True)
     _same(daz, per_op)
     one = alone(pages[3], 150, 0x3A83126F, 5, True)
     assert per_op.page(3 * 3 + 2) == one.page and per_op.trace_digests[11] == one.trace_digest
@@ -108,13 +108,13 @@ def test_every_shape_threads_chunks_and_batches_change_no_bits(z: bool, shape: s
         dict(threads=3, chunk=33),  # chunks of 33 steps
         dict(threads=2, batch=20),  # 4 batches, the last of 15
     ]
-    results = [run_planned(systems, 200, trace=True, loss_every=10, keep_pages=True, shape=shape, **kw) for kw in runs]
+    results = [run_planned(systems, trace=True, loss_every=10, keep_pages=True, shape=shape, **kw) for kw in runs]
     for other in results[1:]:
         _same(results[0], other)
     k = 2 * 25 + 24
     one = alone(pages[2], 200, np.float32(lrs[24]).view(np.uint32), None, z)
     assert results[0].page(k) == one.page and results[0].trace_digests[k] == one.trace_digest
-    reference = run_planned(systems, 200, trace=True, loss_every=10, keep_pages=True, shape=sweep_loop.Shape(16, 2))
+    reference = run_planned(systems, trace=True, loss_every=10, keep_pages=True, shape=sweep_loop.Shape(16, 2))
     _same(results[0], reference)
 
 
@@ -142,7 +142,7 @@ pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
 out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
 for z in (True, False):
     systems = describe(70, view_in=pages, lrs=np.geomspace(1e-3, 1.2, 9).astype(np.float32), z=z)
-    r = run_planned(systems, 70, trace=True, threads=2, shape=sweep_loop.shape())
+    r = run_planned(systems, trace=True, threads=2, shape=sweep_loop.shape())
     out[str(z)] = [r.digests, r.trace_digests, r.shape]
 print(json.dumps(out))
 """
@@ -196,7 +196,7 @@ def test_zero_steps_and_the_default_page() -> None:
 def test_a_stopped_run_is_the_run_of_the_steps_done() -> None:
     systems = describe(1000, lrs=[0.5, 0.3, 0.2])
     calls = []
-    r = run_planned(systems, 1000, trace=True, chunk=100, should_stop=lambda: len(calls) >= 3, on_chunk=calls.append)
+    r = run_planned(systems, trace=True, chunk=100, should_stop=lambda: len(calls) >= 3, on_chunk=calls.append)
     assert r.steps == 300 and calls == [300, 600, 900]  # system-steps done
     for k, lr in enumerate([0.5, 0.3, 0.2]):
         one = alone(None, 300, np.float32(lr).view(np.uint32), None, True)
@@ -206,7 +206,7 @@ def test_a_stopped_run_is_the_run_of_the_steps_done() -> None:
 def test_a_stop_after_the_first_batch_keeps_the_finished_batches() -> None:
     systems = describe(100, lrs=np.geomspace(0.01, 0.5, 50).astype(np.float32))
     calls = []
-    r = run_planned(systems, 100, chunk=50, batch=20, should_stop=lambda: len(calls) >= 5, on_chunk=calls.append)
+    r = run_planned(systems, chunk=50, batch=20, should_stop=lambda: len(calls) >= 5, on_chunk=calls.append)
     assert r.steps == 100 and len(r) == 40  # batches 0 and 1 whole, batch 2 stopped after one chunk: dropped
     k = 33
     assert r.digests[k] == meshnb.train(100, set_lr={0: systems.lr[k]}).digest
@@ -222,7 +222,7 @@ def test_a_stop_at_any_chunk_of_any_batch_keeps_every_finished_system() -> None:
     for after, (m, steps) in kept.items():
         calls: list[int] = []
         r = run_planned(
-            systems, 100, chunk=50, batch=20, should_stop=lambda a=after, c=calls: len(c) >= a, on_chunk=calls.append
+            systems, chunk=50, batch=20, should_stop=lambda a=after, c=calls: len(c) >= a, on_chunk=calls.append
         )
         assert (len(r), r.steps, len(calls)) == (m, steps, after), after
         assert r.digests == (half if steps == 50 else whole).digests[:m], after
@@ -232,16 +232,31 @@ def test_the_batch_loop_counts_a_step_as_its_weight_up_to_the_total() -> None:
     """An MPI rank's progress: a step of its batch counts every rank's batch of the round, and the
     bar never passes the sweep's system-steps."""
     seen: list[int] = []
-    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1, chunk=4) as runner:
         got = list(parts(runner, [(0, 2), (2, 3)], seen.append, weight=4, total=50))
     assert [len(p) for p in got] == [2, 1] and seen == [16, 32, 48, 50]
     seen.clear()
-    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1, chunk=4) as runner:
         list(parts(runner, [(0, 2), (2, 3)], seen.append))
     assert seen == [8, 16, 20, 24]  # a step counts the batch's systems
-    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), 8, threads=1, chunk=4) as runner:
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1, chunk=4) as runner:
         got = list(parts(runner, [(0, 2), (2, 3)], should_stop=lambda: True))
     assert [(len(p), p.steps) for p in got] == [(2, 0)]  # the stopped batch ends the loop: no batch after it
+
+
+def test_the_runners_run_the_steps_of_their_run() -> None:
+    """Issue 32: a runner takes the run and reads its steps there, the one copy (no ``steps`` beside
+    it); a stopped batch is one that ran fewer than the run's steps."""
+    systems = describe(9, lrs=[0.5, 0.25, 0.125])
+    assert make_runner(systems, backend="cuda").steps == 9  # the device is needed by run only
+    with make_runner(systems, threads=1, chunk=4) as runner:
+        assert runner.steps == 9
+        assert [(len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)])] == [(2, 9), (1, 9)]
+    r = run_planned(systems, threads=1)
+    assert r.steps == 9 and r.digests == sweep(9, lrs=[0.5, 0.25, 0.125]).digests
+    for call in (lambda: Runner(systems, 9), lambda: run_planned(systems, 9), lambda: make_runner(systems, 9)):
+        with pytest.raises(TypeError):  # the parameter is gone: a caller that still gives it hears so
+            call()
 
 
 @pytest.fixture(params=["python", "ignored", "remembered", "raised"])
@@ -374,9 +389,9 @@ def test_trace_digests_of_a_large_batch_hashed_in_lanes_are_those_of_hashlib(chu
     assert not TraceHashes.fits(Lanes.of_systems(systems, 0, len(lrs), 45, 0, other))
     calls: list[int] = []
     stop = dict(should_stop=lambda: len(calls) >= 3, on_chunk=calls.append) if chunk == 7 else {}
-    got = run_planned(systems, 45, trace=True, threads=2, chunk=chunk, shape=lanes_shape, **stop)
+    got = run_planned(systems, trace=True, threads=2, chunk=chunk, shape=lanes_shape, **stop)
     calls.clear()
-    want = run_planned(systems, 45, trace=True, threads=2, chunk=chunk, shape=other, **stop)
+    want = run_planned(systems, trace=True, threads=2, chunk=chunk, shape=other, **stop)
     assert got.steps == want.steps == (21 if chunk == 7 else 45)
     assert got.trace_digests == want.trace_digests and got.digests == want.digests
     for k in (0, 777, len(lrs) - 1):
