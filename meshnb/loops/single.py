@@ -2,8 +2,10 @@
 
 ``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange:
 
-- the samples are read once per call into lane-major batch tables (``kernels.batches``): lane
-  ``l`` of batch ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
+- the samples are read into lane-major batch tables (``kernels.batches``): lane ``l`` of batch
+  ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
+  ``run_tasks`` keeps each thread's tables (made in numpy, ``kernels.fill_batches``) while the
+  pages' samples are the same;
 - a step works on four 8-lane vectors (:mod:`meshnb.vec`; a 16-lane op runs as two 8-lane
   halves on Zen 4, and its shuffles across halves cost extra), adds them (butterfly levels 16
   and 8), then finishes each param sum in its own vector with the butterfly's xor shuffles, so
@@ -43,6 +45,8 @@ from ..kernels import (
     W_NEXT_STEP,
     W_STEP_HI,
     W_STEPS_PER_TASK,
+    W_X,
+    W_Y,
     WARP,
     batches,
     end_task,
@@ -176,7 +180,8 @@ _TASKS_ACCEPTS = {
     "words": "uint32[::1] writeable",
     "count": "uint64",
     "trace": "uint32[:, ::1] writeable",
-    "tab": "float32[::1] writeable",
+    "tab": "float32[::1]",
+    "made": "uint32[::1]",
 }
 _FUSED_ACCEPTS = {"pages": "uint32[:, ::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
 
@@ -187,26 +192,33 @@ def _make_tasks(mode: int):
     optimises a caller's code again with all its callees', so every layer costs."""
 
     @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.run_tasks", nogil=True)
-    def tasks(words, count, trace, tab):
+    def tasks(words, count, trace, tab, made):
         """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
         (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
         written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
         the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows).
-        ``tab`` is scratch for the batch tables (float32 ``[4 * TAB]``), made by the caller: an
-        array made here would cost the first call numba's allocation (``kernels.fill_batches``)."""
+        ``tab`` holds the batch tables (float32 ``[4 * TAB]``), ``made`` what they were made from
+        (``_make_tables``): returns False, having changed nothing, when they are not this page's
+        samples in this mode's ``z``, for the caller to make them and call again (made here,
+        they cost a cold start 0.25 s of compiling: ``kernels.fill_batches``)."""
         # The door's sizes (its types were checked when this compiled): nothing below checks.
         if words.shape[0] != PAGE_WORDS:
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
-        if tab.shape[0] != 4 * TAB:
-            raise ValueError("run_tasks: tab must be 1024 float32 (the batch tables)")
+        if tab.shape[0] != 4 * TAB or made.shape[0] != _MADE + 1:
+            raise ValueError("run_tasks: tab must be 1024 float32 (the batch tables), made 513 uint32")
         # The callers refuse such a page first (meshnb.runspec.check_can_run, with the wrap of the step
         # counter): this is the loop's own safety net, for a direct call (it would never end).
         if count != 0 and words[W_STEPS_PER_TASK] == 0:
             raise ValueError("run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
         z = mode != IEEE
-        fill_batches(words, z, tab)
+        # The tables' samples against the page's, all words (no early exit: a few vector ops).
+        diff = made[_MADE] ^ np.uint32(_Z_MADE if z else _IEEE_MADE)
+        for i in range(SAMPLES):
+            diff |= (words[W_X + i] ^ made[i]) | (words[W_Y + i] ^ made[SAMPLES + i])
+        if diff != 0:
+            return False
         loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
         record = trace.shape[0] > 0
         spt = np.uint64(words[W_STEPS_PER_TASK])
@@ -244,6 +256,7 @@ def _make_tasks(mode: int):
             done += n
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)
+        return True
 
     return tasks
 
@@ -325,16 +338,29 @@ _FUSED = per_mode(_make_fused, MODES)
 
 _U64_LIMIT = 1 << 64
 
-# Each thread's scratch for run_tasks' batch tables (the loop fills all of it first thing, so a
-# call never sees another's): an np.empty of 4 KiB a call cost more than a thread-local lookup.
+# Each thread's batch tables for run_tasks, and ``made``: the X and Y words they were made from
+# and at ``_MADE`` their kind (0: not made, ``_IEEE_MADE`` or ``_Z_MADE``).  The loop checks
+# them against the page (a few vector ops, 0.5 us a call less than the njit fill it replaces);
+# a page of other samples, another ``z`` or the thread's first call has them made again, in
+# numpy (kernels.fill_batches: nothing for a cold start to compile, but 65 us, where a task of
+# 64 steps takes 3 us: hence kept).
 _SCRATCH = threading.local()
+_MADE, _IEEE_MADE, _Z_MADE = 2 * SAMPLES, 1, 2
 
 
-def _tab() -> np.ndarray:
-    tab = getattr(_SCRATCH, "tab", None)
-    if tab is None:
-        tab = _SCRATCH.tab = np.empty(4 * TAB, dtype=np.float32)
-    return tab
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    tables = getattr(_SCRATCH, "tables", None)
+    if tables is None:
+        tables = _SCRATCH.tables = (np.empty(4 * TAB, dtype=np.float32), np.zeros(_MADE + 1, dtype=np.uint32))
+    return tables
+
+
+def _make_tables(words: np.ndarray, z: bool, tab: np.ndarray, made: np.ndarray) -> None:
+    """The batch tables of the page ``words`` into ``tab``, and what they were made from into ``made``."""
+    fill_batches(words, z, tab)
+    made[:SAMPLES] = words[W_X : W_X + SAMPLES]
+    made[SAMPLES:_MADE] = words[W_Y : W_Y + SAMPLES]
+    made[_MADE] = _Z_MADE if z else _IEEE_MADE
 
 
 def check_mode(mode: int) -> None:
@@ -408,7 +434,10 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     """
     check_count("count", count)
     check_mode(mode)
-    _TASKS[mode](words, np.uint64(count), trace, _tab())
+    tab, made = _tables()
+    if not _TASKS[mode](words, np.uint64(count), trace, tab, made):  # after the door's checks
+        _make_tables(words, mode != IEEE, tab, made)
+        _TASKS[mode](words, np.uint64(count), trace, tab, made)
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
