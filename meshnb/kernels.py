@@ -36,9 +36,12 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
 # --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-# njit functions, not llvmlite intrinsics: as intrinsics they saved ~0.35 s of a cold start but
-# made the single loop 7% slower (17.7 against 16.5 ns a step, bench/test_bench_sweep.py
-# single_loop, 2026-12-01); the loop's speed comes first, and the cold start stays under 2 s.
+# njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
+# and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
+# after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
+# these nine dispatchers.  (As intrinsics replacing these, they had made the single loop 7% slower,
+# 2026-12-01: out_word's flush as selects, which LLVM scheduled among the step chain's ops;
+# vec.out_word branches as these compile, and the loop keeps its speed.)
 
 
 @jit()

@@ -51,9 +51,6 @@ from ..kernels import (
     batches,
     end_task,
     fill_batches,
-    in_word,
-    out_word,
-    result,
 )
 from ..vec import IEEE, MODES, Z_DAZ, Z
 from ..view import PAGE_WORDS
@@ -133,7 +130,7 @@ def _step(a, b, c, d, tab, at, mode):
     s4 = vec.after(vec.add(vec.after(vec.add(v4, x4), mode), vec.after(vec.add(w4, y4), mode)), mode)
     e4 = vec.after(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = vec.after(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
-    return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+    return s0, s1, s2, s3, vec.after(vec.lane(e2, 0) + vec.lane(e2, 1), mode)
 
 
 @jit()
@@ -230,12 +227,12 @@ def _make_tasks(mode: int):
             first = False
             n = spt if total - done > spt else total - done
             base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
-            a = vec.splat8(in_word(words[0], z))  # each param in all 8 lanes
-            b = vec.splat8(in_word(words[1], z))
-            c = vec.splat8(in_word(words[2], z))
-            d = vec.splat8(in_word(words[3], z))
-            inv = in_word(words[W_INV_BATCH], z)
-            lr8 = vec.splat8(in_word(words[W_LR], z))
+            a = vec.splat8(vec.in_word(words[0], mode))  # each param in all 8 lanes
+            b = vec.splat8(vec.in_word(words[1], mode))
+            c = vec.splat8(vec.in_word(words[2], mode))
+            d = vec.splat8(vec.in_word(words[3], mode))
+            inv = vec.in_word(words[W_INV_BATCH], mode)
+            lr8 = vec.splat8(vec.in_word(words[W_LR], mode))
             inv8 = vec.splat8(inv)
             row = np.int64(done)
             t = base
@@ -245,10 +242,10 @@ def _make_tasks(mode: int):
                 b = _apply(b, s1, lr8, inv8, mode)
                 c = _apply(c, s2, lr8, inv8, mode)
                 d = _apply(d, s3, lr8, inv8, mode)
-                loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
+                loss_ring[t & U64_255] = vec.out_word(vec.after(e2 * inv, mode), mode)
                 if record:
                     vec.store(trace[row], 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
-                    trace[row, 4] = out_word(e2, z)
+                    trace[row, 4] = vec.out_word(e2, mode)
                     row += 1
                 t += np.uint64(1)
             vec.store(words, 0, vec.out(vec.first_lanes(a, b, c, d), mode))
@@ -298,9 +295,9 @@ def _make_fused(mode: int):
             base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
             for k in range(n):
                 for j in range(4):
-                    p[k, j] = in_word(pages[k, j], z)
-                lr[k] = in_word(pages[k, W_LR], z)
-                inv[k] = in_word(pages[k, W_INV_BATCH], z)
+                    p[k, j] = vec.in_word(pages[k, j], mode)
+                lr[k] = vec.in_word(pages[k, W_LR], mode)
+                inv[k] = vec.in_word(pages[k, W_INV_BATCH], mode)
             for i in range(np.int64(steps)):
                 t = base + np.uint64(i)
                 for k in range(n):  # every system's own sums, as it would publish them
@@ -312,15 +309,15 @@ def _make_fused(mode: int):
                 fold_e2 = own_e2[0]
                 for k in range(1, n):
                     fold = vec.after(vec.add(fold, vec.load4(own[k], 0)), mode)
-                    fold_e2 = result(fold_e2 + own_e2[k], mode == Z)
+                    fold_e2 = vec.after(fold_e2 + own_e2[k], mode)
                 for k in range(n):  # every system applies the same fold to its own params
                     step = _apply(vec.load4(p[k], 0), fold, vec.splat4(lr[k]), vec.splat4(inv[k]), mode)
                     vec.store(p[k], 0, step)
-                    pages[k, W_LOSS + np.int64(t & U64_255)] = out_word(result(fold_e2 * inv[k], mode == Z), z)
+                    pages[k, W_LOSS + np.int64(t & U64_255)] = vec.out_word(vec.after(fold_e2 * inv[k], mode), mode)
                 if record:
                     row = np.int64(done + np.uint64(i))
                     vec.store(trace[row], 0, vec.out(fold, mode))
-                    trace[row, 4] = out_word(fold_e2, z)
+                    trace[row, 4] = vec.out_word(fold_e2, mode)
             for k in range(n):
                 vec.store(pages[k], 0, vec.out(vec.load4(p[k], 0), mode))
                 end_task(pages[k], base + steps)
