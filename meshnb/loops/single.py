@@ -78,9 +78,12 @@ def loop_mode(z: bool) -> int:
 
 # --- one step ---------------------------------------------------------------------------------
 # ``vec.after(r, mode)`` follows every vector op: mode Z's flush where the mode needs it.
+# The private helpers take and return vectors, which Python cannot pass: only njit code calls
+# them, so numba makes them no CPython wrapper (``no_cpython_wrapper``), which a cold start
+# compiled for each (0.04 s of the four, issue 35 item 5).
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _lanes(a, b, c, d, tab, at, mode):
     """Per-lane error terms of 8 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
     x = vec.load8(tab, at)
@@ -99,7 +102,7 @@ def _lanes(a, b, c, d, tab, at, mode):
     return e, ex, ex2, vec.after(vec.mul(e, x3), mode), vec.after(vec.mul(e, e), mode)
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _total(q0, q1, q2, q3, mode):
     """The whole butterfly of one sum held in four 8-lane vectors (lanes 0-7, 8-15, 16-23,
     24-31), as SPEC writes it: levels 16 and 8 are adds of whole vectors (lane l + lane l + 16,
@@ -111,7 +114,7 @@ def _total(q0, q1, q2, q3, mode):
     return vec.after(vec.add(s, vec.xor1(s, s)), mode)
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _step(a, b, c, d, tab, at, mode):
     """One step's sums for the params ``a, b, c, d`` (each splat over 8 lanes): the four param
     sums, each splat over 8 lanes, and the e^2 sum as a float32."""
@@ -163,7 +166,7 @@ def own_sums(p4, tab, at, mode):
     return vec.first_lanes(s0, s1, s2, s3), e2
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _apply(p, s, lr, inv, mode):
     """SPEC 6 on splat lanes: ``p - lr (s inv)``."""
     return vec.after(vec.sub(p, vec.after(vec.mul(lr, vec.after(vec.mul(s, inv), mode)), mode)), mode)
