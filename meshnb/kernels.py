@@ -39,9 +39,9 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 # njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
 # and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
 # after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
-# these nine dispatchers.  (As intrinsics replacing these, they had made the single loop 7% slower,
-# 2026-12-01: out_word's flush as selects, which LLVM scheduled among the step chain's ops;
-# vec.out_word branches as these compile, and the loop keeps its speed.)
+# these nine dispatchers.  (Intrinsics in place of these had made the single loop 7% slower,
+# 2026-12-01; out_word's flush as selects did so again, 4-7%: LLVM scheduled it among the step
+# chain's ops.  vec.out_word branches as these compile, and the loop keeps its speed.)
 
 
 @jit()
