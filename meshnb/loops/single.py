@@ -340,10 +340,10 @@ _U64_LIMIT = 1 << 64
 
 # Each thread's batch tables for run_tasks, and ``made``: the X and Y words they were made from
 # and at ``_MADE`` their kind (0: not made, ``_IEEE_MADE`` or ``_Z_MADE``).  The loop checks
-# them against the page (a few vector ops, 0.5 us a call less than the njit fill it replaces);
-# a page of other samples, another ``z`` or the thread's first call has them made again, in
-# numpy (kernels.fill_batches: nothing for a cold start to compile, but 65 us, where a task of
-# 64 steps takes 3 us: hence kept).
+# them against the page (a few vector ops: a call is 0.1-0.2 us faster than with the njit fill
+# it replaces); a page of other samples, another ``z`` or the thread's first call has them made
+# again, in numpy (kernels.fill_batches: nothing for a cold start to compile, but 25 us, where a
+# task of 64 steps takes 2.3 us: hence kept).
 _SCRATCH = threading.local()
 _MADE, _IEEE_MADE, _Z_MADE = 2 * SAMPLES, 1, 2
 
@@ -435,9 +435,8 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     check_count("count", count)
     check_mode(mode)
     tab, made = _tables()
-    if not _TASKS[mode](words, np.uint64(count), trace, tab, made):  # after the door's checks
-        _make_tables(words, mode != IEEE, tab, made)
-        _TASKS[mode](words, np.uint64(count), trace, tab, made)
+    while not _TASKS[mode](words, np.uint64(count), trace, tab, made):  # after the door's checks
+        _make_tables(words, mode != IEEE, tab, made)  # (again only if a signal handler ran a page between)
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
