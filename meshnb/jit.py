@@ -43,6 +43,8 @@ loaded code links against; a compile still refreshes them itself.  And no C-call
 made (``no_cfunc_wrapper``): meshnb never passes a kernel as a first-class function, so the
 wrapper was compiled and never called (16 ms of a cold start per function).  Neither changes a
 kernel's machine code (a wrapper is a separate function beside it), nor what is cached where.
+A helper that only njit code can call (its arguments are :mod:`meshnb.vec` vectors) is also made
+without its CPython wrapper (``jit(no_cpython_wrapper=True)``, numba's option).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from .floatz import bits, flush, flush_subnormal, flush_words, from_bits, mul, sub
+from .floatz import EXP_MASK, SIGN_MASK, bits, flush, flush_subnormal, flush_words, from_bits, mul, sub
 from .jit import jit
 from .view import FIELDS
 
@@ -36,9 +36,12 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
 # --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-# njit functions, not llvmlite intrinsics: as intrinsics they saved ~0.35 s of a cold start but
-# made the single loop 7% slower (17.7 against 16.5 ns a step, bench/test_bench_sweep.py
-# single_loop, 2026-12-01); the loop's speed comes first, and the cold start stays under 2 s.
+# njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
+# and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
+# after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
+# these nine dispatchers.  (Intrinsics in place of these had made the single loop 7% slower,
+# 2026-12-01; out_word's flush as selects did so again, 4-7%: LLVM scheduled it among the step
+# chain's ops.  vec.out_word branches as these compile, and the loop keeps its speed.)
 
 
 @jit()
@@ -237,6 +240,8 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
     """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
     X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z).
 
+    :func:`fill_batches` makes the same tables in numpy, for a caller in Python.
+
     Parameters
     ----------
     words : numpy.ndarray
@@ -260,18 +265,30 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
     >>> tab.shape, tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
     ((1024,), [-1.0, -0.9372549057006836])
     """
+    if words.shape[0] < W_Y + SAMPLES:
+        raise ValueError("batches: words must hold a page's X and Y")
     tab = np.empty(4 * TAB, dtype=np.float32)
-    fill_batches(words, z, tab)
+    for g in range(BATCHES):
+        for lane in range(WARP):
+            i = g + BATCHES * lane
+            x = in_word(words[W_X + i], z)
+            x2 = result(x * x, z)
+            at = g * WARP + lane
+            tab[at] = x
+            tab[at + TAB] = x2
+            tab[at + 2 * TAB] = result(x2 * x, z)
+            tab[at + 3 * TAB] = in_word(words[W_Y + i], z)
     return tab
 
 
-@jit(accepts=dict(words="uint32[:]", z="bool", tab="float32[::1] writeable"))
 def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
-    """:func:`batches` into ``tab``, an array the caller holds (float32 ``[4 * 8 * 32]``).
+    """:func:`batches` into ``tab``, an array the caller holds, in numpy: no compiled kernel.
 
-    The single step loop fills its tables with it: an array made in njit code (``np.empty``)
-    costs a cold start 0.2 s of compiling numba's allocation, and a warm one 0.1 s of importing
-    the numba module its cached code refers to (issue 35, item 5).
+    The single step loop's tables (:func:`meshnb.loops.run_tasks` makes them once per thread
+    and page samples): compiled into the loop, their fill cost a cold start 0.25 s of numba's
+    and LLVM's time (issue 35, item 5).  Every f32 op is an IEEE op on whole arrays followed by
+    :func:`result`'s flush, as in :func:`samples`; the tests hold the tables to :func:`batches`'s
+    on pages of subnormal, NaN and infinite samples.
 
     Parameters
     ----------
@@ -281,6 +298,11 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
         Float mode Z.
     tab : numpy.ndarray
         float32 ``[1024]``, written: the four tables, as :func:`batches` returns them.
+
+    Raises
+    ------
+    ValueError
+        When ``words`` is not a uint32 array holding a page's X and Y, or ``tab`` not 1024 float32.
 
     Examples
     --------
@@ -294,18 +316,31 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
     >>> tab.tobytes() == batches(ctx.view.words, True).tobytes()
     True
     """
-    if words.shape[0] < W_Y + SAMPLES or tab.shape[0] != 4 * TAB:
-        raise ValueError("fill_batches: words must hold a page's X and Y, tab must be 1024 float32")
-    for g in range(BATCHES):
-        for lane in range(WARP):
-            i = g + BATCHES * lane
-            x = in_word(words[W_X + i], z)
-            x2 = result(x * x, z)
-            at = g * WARP + lane
-            tab[at] = x
-            tab[at + TAB] = x2
-            tab[at + 2 * TAB] = result(x2 * x, z)
-            tab[at + 3 * TAB] = in_word(words[W_Y + i], z)
+    if not (
+        isinstance(words, np.ndarray) and words.dtype == np.uint32 and words.ndim == 1
+        and words.shape[0] >= W_Y + SAMPLES and isinstance(tab, np.ndarray) and tab.dtype == np.float32
+        and tab.shape == (4 * TAB,) and tab.flags.c_contiguous
+    ):  # fmt: skip
+        raise ValueError("fill_batches: words must hold a page's X and Y (uint32), tab must be 1024 float32")
+    f32 = np.float32
+    # sample g + 8 lane at [g, lane]: the samples as [lane, g], read across
+    xw = words[W_X : W_X + SAMPLES].reshape(WARP, BATCHES).T
+    yw = words[W_Y : W_Y + SAMPLES].reshape(WARP, BATCHES).T
+    t = tab.reshape(4, BATCHES, WARP)
+    x = flush_words(xw).view(f32) if z else xw.view(f32)
+    with np.errstate(all="ignore"):  # IEEE's results, overflows and NaNs included, are the point
+        x2 = _results(x * x, z)
+        x3 = _results(x2 * x, z)
+    t[0], t[1], t[2] = x, x2, x3
+    t[3] = flush_words(yw).view(f32) if z else yw.view(f32)
+
+
+def _results(r: np.ndarray, z: bool) -> np.ndarray:
+    """:func:`result` of every element of a float32 array (in numpy)."""
+    if not z:
+        return r
+    u = r.view(np.uint32)
+    return np.where((u & EXP_MASK) == 0, u & SIGN_MASK, u).view(np.float32)
 
 
 # --- SPEC's kernels, one op at a time ---------------------------------------------------------

@@ -209,8 +209,9 @@ def _mode(mode) -> int | None:
 
 @intrinsic
 def after(typingctx, v, mode):
-    """``v`` as a vector op's result in loop mode ``mode`` (a literal): flushed in mode Z,
-    as it is under DAZ (the next op reads a subnormal as zero) and in IEEE.
+    """``v`` as an op's result in loop mode ``mode`` (a literal): flushed in mode Z, as it is
+    under DAZ (the next op reads a subnormal as zero) and in IEEE.  ``v`` is a vector or a
+    float32 (then ``kernels.result(v, mode == Z)``, with no dispatcher to compile).
 
     Examples
     --------
@@ -232,13 +233,101 @@ def after(typingctx, v, mode):
     '0x6ce3ee'
     """
     m = _mode(mode)
-    if not isinstance(v, F32xN) or m is None:
+    if not (isinstance(v, F32xN) or v == types.float32) or m is None:
+        return None
+    n = v.n if isinstance(v, F32xN) else 0
+
+    def codegen(context, builder, sig, args):
+        return _flush_ir(builder, args[0], n, canonical_nan=False) if m == Z else args[0]
+
+    return v(v, mode), codegen
+
+
+# The words a step loop reads from and writes to a page, trace or slot, by the loop's mode: as
+# intrinsics, so that a loop's first compile types no dispatcher for them (kernels.in_word and
+# out_word, njit functions of a run-time ``z``, are a chain of four dispatchers each).
+
+
+@intrinsic
+def in_word(typingctx, u, mode):
+    """The float32 of word ``u`` read in loop mode ``mode`` (a literal): ``ftz_from_bits`` in
+    both mode-Z loops (subnormal -> signed zero, NaN -> canonical), its bits as they are in IEEE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import IEEE, Z_DAZ, in_word
+    >>> @njit
+    ... def read(w):
+    ...     return in_word(w[0], Z_DAZ), in_word(w[0], IEEE)
+    >>> z, ieee = read(np.array([0x00000001], dtype=np.uint32))  # a subnormal
+    >>> float(z), float(ieee) > 0
+    (0.0, True)
+    """
+    m = _mode(mode)
+    if u != types.uint32 or m is None:
         return None
 
     def codegen(context, builder, sig, args):
-        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False) if m == Z else args[0]
+        w = args[0] if m == IEEE else _flush_words_ir(builder, args[0], 0, canonical_nan=True)
+        return builder.bitcast(w, _F32)
 
-    return v(v, mode), codegen
+    return types.float32(u, mode), codegen
+
+
+@intrinsic
+def out_word(typingctx, f, mode):
+    """The word written out for float32 ``f`` in loop mode ``mode`` (a literal): ``ftz_bits`` in
+    both mode-Z loops, its bits as they are in IEEE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meshnb.vec import IEEE, Z, out_word
+    >>> @njit
+    ... def written(a):
+    ...     return out_word(a[0], Z), out_word(a[0], IEEE)
+    >>> [hex(w) for w in written(np.array([np.nan], dtype=np.float32))]  # numpy's NaN is 0x7fc00000
+    ['0x7fffffff', '0x7fc00000']
+    """
+    m = _mode(mode)
+    if f != types.float32 or m is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        w = builder.bitcast(args[0], _I32)
+        return w if m == IEEE else _flush_word_branches_ir(builder, w)
+
+    return types.uint32(f, mode), codegen
+
+
+def _flush_word_branches_ir(builder: ir.IRBuilder, w: ir.Value) -> ir.Value:
+    """``floatz.flush_bits`` of one i32 as the njit function compiles: branches, not selects.
+    A step loop writes such a word every step, never a special one (so the branches are
+    predicted), off the chain from one step's params to the next: as branches it stays in a
+    block of its own after the chain's ops; as selects LLVM scheduled it among them, and the
+    single loop was 4-7% slower (2026-12-05)."""
+    special, tiny_check, tiny, plain, done = (builder.append_basic_block() for _ in range(5))
+    exp = builder.and_(w, _iconst(0x7F800000, 0))
+    builder.cbranch(builder.icmp_unsigned("==", exp, _iconst(0x7F800000, 0)), special, tiny_check)
+    builder.position_at_end(special)  # NaN -> canonical, infinity as it is
+    nan = builder.icmp_unsigned("!=", builder.and_(w, _iconst(0x007FFFFF, 0)), _iconst(0, 0))
+    builder.cbranch(nan, done, plain)
+    builder.position_at_end(tiny_check)
+    builder.cbranch(builder.icmp_unsigned("==", exp, _iconst(0, 0)), tiny, plain)
+    builder.position_at_end(tiny)  # zero or subnormal -> the zero of its sign
+    signed_zero = builder.and_(w, _iconst(0x80000000, 0))
+    builder.branch(done)
+    builder.position_at_end(plain)
+    builder.branch(done)
+    builder.position_at_end(done)
+    word = builder.phi(_I32)
+    word.add_incoming(_iconst(0x7FFFFFFF, 0), special)
+    word.add_incoming(signed_zero, tiny)
+    word.add_incoming(w, plain)
+    return word
 
 
 @intrinsic

@@ -120,3 +120,50 @@ def test_a_cached_variant_loads_without_numba_s_registries(tmp_path):
     words = np.frombuffer(reference.init_page(), np.uint32).copy()
     assert warm["tab"] == kernels.batches(words, True).tobytes().hex()
     assert warm["error"] == "run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress"
+
+
+_HELPERS = """
+import json, sys
+import numpy as np
+from meshnb import loops
+from meshnb.loops import single
+from meshnb.testing import reference
+mode = loops.loop_mode(True)
+if sys.argv[1] == "tasks":  # compiles the step's helpers and caches them
+    loops.run_tasks(np.frombuffer(reference.init_page(), np.uint32).copy(), 16, np.zeros((0, 5), np.uint32), mode)
+    print("{}")
+else:  # compiles the fused loop, which calls the same _step: loaded from the cache
+    start = reference.init_page(3, grouped=True)
+    pages = np.stack([np.frombuffer(start, np.uint32)] * 3)
+    trace = np.zeros((8, 5), np.uint32)
+    loops.run_fused(pages, 8, trace, mode)
+    print(json.dumps(dict(pages=pages.tobytes().hex(), trace=trace.tobytes().hex(),
+                          hits=sum(single._step.stats.cache_hits.values()))))
+"""
+
+
+def test_a_helper_without_cpython_wrapper_loads_from_the_cache_into_another_loop(tmp_path):
+    # single._step and the other step helpers are made without numba's CPython wrapper (only njit
+    # code calls them): a cached one is loaded, not compiled, by the next loop that calls it.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from meshnb.testing import reference
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def run(what: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", _HELPERS, what], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    run("tasks")
+    fused = run("fused")
+    assert fused["hits"] >= 1
+    start = reference.init_page(3, grouped=True)
+    want, want_trace = reference.run([start] * 3, 8, grouped=True)
+    assert bytes.fromhex(fused["pages"]) == b"".join(want) and bytes.fromhex(fused["trace"]) == want_trace.tobytes()

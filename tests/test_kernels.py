@@ -11,6 +11,7 @@ import pytest
 
 from meshnb import kernels
 from meshnb.testing import reference as ref
+from meshnb.testing.pages import hard_pages
 
 from .util import hexes
 
@@ -149,6 +150,44 @@ def test_public_kernels_refuse_other_types_naming_the_argument(call, name):
             "float64" not in str(sig) and "int64" not in str(sig).replace("uint64", "")
             for sig in getattr(kernels, k).signatures
         )
+
+
+def _sample_pages() -> list[np.ndarray]:
+    """Pages whose X and Y words are special (signed zeros, subnormals, the smallest normal,
+    infinities, quiet and signalling NaNs, x whose square or cube underflows) or random."""
+    base = np.frombuffer(ref.init_page(1), "<u4").copy()
+    pages = [np.frombuffer(p, "<u4").copy() for p in hard_pages().values()]
+    special = [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001]
+    special += [0xFFC12345, 0x1F000000, 0x9F7FFFFF, 0x20000000, 0xA0800001, 0x2A000000, 0x3F800000]
+    rng = np.random.default_rng(35)
+    for words in (np.resize(np.array(special, np.uint32), 512), *rng.integers(0, 1 << 32, (4, 512), np.uint32)):
+        page = base.copy()
+        page[kernels.W_X : kernels.W_X + 256], page[kernels.W_Y : kernels.W_Y + 256] = words[:256], words[256:]
+        pages.append(page)
+    return pages
+
+
+@pytest.mark.parametrize("z", [True, False], ids=["z", "ieee"])
+def test_fill_batches_in_numpy_gives_the_njit_tables(z):
+    # The single loop's tables are made in numpy (no compile at a cold start): batches' bits.
+    for words in _sample_pages():
+        tab = np.full(4 * kernels.TAB, np.nan, np.float32)
+        kernels.fill_batches(words, z, tab)
+        assert tab.view(np.uint32).tolist() == kernels.batches(words, z).view(np.uint32).tolist()
+
+
+def test_fill_batches_refuses_other_arrays():
+    words, tab = np.frombuffer(ref.init_page(1), "<u4").copy(), np.zeros(4 * kernels.TAB, np.float32)
+    for bad_words, bad_tab in (
+        (words.view(np.float32), tab),
+        (words[:500], tab),
+        (list(words), tab),
+        (words, tab[:512]),
+        (words, tab.astype(np.float64)),
+        (words, np.zeros(2 * 4 * kernels.TAB, np.float32)[::2]),
+    ):
+        with pytest.raises(ValueError, match="fill_batches: words must hold"):
+            kernels.fill_batches(bad_words, True, bad_tab)
 
 
 def test_samples_are_float32_and_compile_nothing():

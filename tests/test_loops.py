@@ -41,6 +41,23 @@ def test_run_tasks_ieee_mode_matches_reference(name):
     assert page == want[0]
 
 
+def test_run_tasks_makes_its_tables_again_for_other_samples_and_modes():
+    # A thread's batch tables are kept between calls (made in numpy when the page's samples or
+    # the mode's z differ from theirs): pages one X or Y word apart, and IEEE after mode Z.
+    one_x = bytearray(HARD["tiny-samples"])
+    one_x[4 * kernels.W_X + 40 : 4 * kernels.W_X + 44] = (0x3F000000).to_bytes(4, "little")
+    one_y = bytearray(HARD["tiny-samples"])
+    one_y[4 * (kernels.W_Y + 255) : 4 * (kernels.W_Y + 256)] = (0x00000001).to_bytes(4, "little")
+    runs = [(HARD["tiny-samples"], loops.Z), (bytes(one_x), loops.Z), (bytes(one_y), loops.Z)]
+    runs += [(bytes(one_y), loops.IEEE), (bytes(one_y), loops.Z), (HARD["tiny-samples"], loops.Z)]
+    runs += [(HARD["tiny-samples"], loops.IEEE), (HARD["subnormal-and-nan-samples"], Z_MODES[-1])]
+    for page, mode in runs:
+        got, trace = _run_tasks(page, 40, mode)
+        want, want_trace = ref.run([page], 40, grouped=False, mode="ieee" if mode == loops.IEEE else ref.MODE_Z)
+        np.testing.assert_array_equal(trace, want_trace)
+        assert got == want[0]
+
+
 def test_run_tasks_default_trajectory_in_every_mode_matches_vectors(vectors):
     want = vectors["runs"][0]
     for mode in Z_MODES:

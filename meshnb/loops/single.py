@@ -2,8 +2,10 @@
 
 ``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange:
 
-- the samples are read once per call into lane-major batch tables (``kernels.batches``): lane
-  ``l`` of batch ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
+- the samples are read into lane-major batch tables (``kernels.batches``): lane ``l`` of batch
+  ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
+  ``run_tasks`` keeps each thread's tables (made in numpy, ``kernels.fill_batches``) while the
+  pages' samples are the same;
 - a step works on four 8-lane vectors (:mod:`meshnb.vec`; a 16-lane op runs as two 8-lane
   halves on Zen 4, and its shuffles across halves cost extra), adds them (butterfly levels 16
   and 8), then finishes each param sum in its own vector with the butterfly's xor shuffles, so
@@ -43,13 +45,12 @@ from ..kernels import (
     W_NEXT_STEP,
     W_STEP_HI,
     W_STEPS_PER_TASK,
+    W_X,
+    W_Y,
     WARP,
     batches,
     end_task,
     fill_batches,
-    in_word,
-    out_word,
-    result,
 )
 from ..vec import IEEE, MODES, Z_DAZ, Z
 from ..view import PAGE_WORDS
@@ -77,9 +78,12 @@ def loop_mode(z: bool) -> int:
 
 # --- one step ---------------------------------------------------------------------------------
 # ``vec.after(r, mode)`` follows every vector op: mode Z's flush where the mode needs it.
+# The private helpers take and return vectors, which Python cannot pass: only njit code calls
+# them, so numba makes them no CPython wrapper (``no_cpython_wrapper``), which a cold start
+# compiled for each (0.04 s of the four, issue 35 item 5).
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _lanes(a, b, c, d, tab, at, mode):
     """Per-lane error terms of 8 lanes (SPEC 5): e, e x, e x^2, e x^3, e^2."""
     x = vec.load8(tab, at)
@@ -98,7 +102,7 @@ def _lanes(a, b, c, d, tab, at, mode):
     return e, ex, ex2, vec.after(vec.mul(e, x3), mode), vec.after(vec.mul(e, e), mode)
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _total(q0, q1, q2, q3, mode):
     """The whole butterfly of one sum held in four 8-lane vectors (lanes 0-7, 8-15, 16-23,
     24-31), as SPEC writes it: levels 16 and 8 are adds of whole vectors (lane l + lane l + 16,
@@ -110,7 +114,7 @@ def _total(q0, q1, q2, q3, mode):
     return vec.after(vec.add(s, vec.xor1(s, s)), mode)
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _step(a, b, c, d, tab, at, mode):
     """One step's sums for the params ``a, b, c, d`` (each splat over 8 lanes): the four param
     sums, each splat over 8 lanes, and the e^2 sum as a float32."""
@@ -129,7 +133,7 @@ def _step(a, b, c, d, tab, at, mode):
     s4 = vec.after(vec.add(vec.after(vec.add(v4, x4), mode), vec.after(vec.add(w4, y4), mode)), mode)
     e4 = vec.after(vec.add(vec.half8_lo(s4, s4), vec.half8_hi(s4, s4)), mode)
     e2 = vec.after(vec.add(vec.half4_lo(e4, e4), vec.half4_hi(e4, e4)), mode)
-    return s0, s1, s2, s3, result(vec.lane(e2, 0) + vec.lane(e2, 1), mode == Z)
+    return s0, s1, s2, s3, vec.after(vec.lane(e2, 0) + vec.lane(e2, 1), mode)
 
 
 @jit()
@@ -162,7 +166,7 @@ def own_sums(p4, tab, at, mode):
     return vec.first_lanes(s0, s1, s2, s3), e2
 
 
-@jit()
+@jit(no_cpython_wrapper=True)
 def _apply(p, s, lr, inv, mode):
     """SPEC 6 on splat lanes: ``p - lr (s inv)``."""
     return vec.after(vec.sub(p, vec.after(vec.mul(lr, vec.after(vec.mul(s, inv), mode)), mode)), mode)
@@ -176,7 +180,8 @@ _TASKS_ACCEPTS = {
     "words": "uint32[::1] writeable",
     "count": "uint64",
     "trace": "uint32[:, ::1] writeable",
-    "tab": "float32[::1] writeable",
+    "tab": "float32[::1]",
+    "made": "uint32[::1]",
 }
 _FUSED_ACCEPTS = {"pages": "uint32[:, ::1] writeable", "count": "uint64", "trace": "uint32[:, ::1] writeable"}
 
@@ -187,26 +192,33 @@ def _make_tasks(mode: int):
     optimises a caller's code again with all its callees', so every layer costs."""
 
     @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.run_tasks", nogil=True)
-    def tasks(words, count, trace, tab):
+    def tasks(words, count, trace, tab, made):
         """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
         (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
         written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
         the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows).
-        ``tab`` is scratch for the batch tables (float32 ``[4 * TAB]``), made by the caller: an
-        array made here would cost the first call numba's allocation (``kernels.fill_batches``)."""
+        ``tab`` holds the batch tables (float32 ``[4 * TAB]``), ``made`` what they were made from
+        (``_make_tables``): returns False, having changed nothing, when they are not this page's
+        samples in this mode's ``z``, for the caller to make them and call again (made here,
+        they cost a cold start 0.25 s of compiling: ``kernels.fill_batches``)."""
         # The door's sizes (its types were checked when this compiled): nothing below checks.
         if words.shape[0] != PAGE_WORDS:
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
             raise ValueError("run_tasks: trace must be [count, 5] (a row per step) or have no rows")
-        if tab.shape[0] != 4 * TAB:
-            raise ValueError("run_tasks: tab must be 1024 float32 (the batch tables)")
+        if tab.shape[0] != 4 * TAB or made.shape[0] != _MADE + 1:
+            raise ValueError("run_tasks: tab must be 1024 float32 (the batch tables), made 513 uint32")
         # The callers refuse such a page first (meshnb.runspec.check_can_run, with the wrap of the step
         # counter): this is the loop's own safety net, for a direct call (it would never end).
         if count != 0 and words[W_STEPS_PER_TASK] == 0:
             raise ValueError("run_tasks: the page's STEPS_PER_TASK is 0: its tasks would never progress")
         z = mode != IEEE
-        fill_batches(words, z, tab)
+        # The tables' samples against the page's, all words (no early exit: a few vector ops).
+        diff = made[_MADE] ^ np.uint32(_Z_MADE if z else _IEEE_MADE)
+        for i in range(SAMPLES):
+            diff |= (words[W_X + i] ^ made[i]) | (words[W_Y + i] ^ made[SAMPLES + i])
+        if diff != 0:
+            return False
         loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
         record = trace.shape[0] > 0
         spt = np.uint64(words[W_STEPS_PER_TASK])
@@ -218,12 +230,12 @@ def _make_tasks(mode: int):
             first = False
             n = spt if total - done > spt else total - done
             base = np.uint64(words[W_STEP_HI]) << np.uint64(32) | np.uint64(words[W_NEXT_STEP])
-            a = vec.splat8(in_word(words[0], z))  # each param in all 8 lanes
-            b = vec.splat8(in_word(words[1], z))
-            c = vec.splat8(in_word(words[2], z))
-            d = vec.splat8(in_word(words[3], z))
-            inv = in_word(words[W_INV_BATCH], z)
-            lr8 = vec.splat8(in_word(words[W_LR], z))
+            a = vec.splat8(vec.in_word(words[0], mode))  # each param in all 8 lanes
+            b = vec.splat8(vec.in_word(words[1], mode))
+            c = vec.splat8(vec.in_word(words[2], mode))
+            d = vec.splat8(vec.in_word(words[3], mode))
+            inv = vec.in_word(words[W_INV_BATCH], mode)
+            lr8 = vec.splat8(vec.in_word(words[W_LR], mode))
             inv8 = vec.splat8(inv)
             row = np.int64(done)
             t = base
@@ -233,10 +245,10 @@ def _make_tasks(mode: int):
                 b = _apply(b, s1, lr8, inv8, mode)
                 c = _apply(c, s2, lr8, inv8, mode)
                 d = _apply(d, s3, lr8, inv8, mode)
-                loss_ring[t & U64_255] = out_word(result(e2 * inv, mode == Z), z)
+                loss_ring[t & U64_255] = vec.out_word(vec.after(e2 * inv, mode), mode)
                 if record:
                     vec.store(trace[row], 0, vec.out(vec.first_lanes(s0, s1, s2, s3), mode))
-                    trace[row, 4] = out_word(e2, z)
+                    trace[row, 4] = vec.out_word(e2, mode)
                     row += 1
                 t += np.uint64(1)
             vec.store(words, 0, vec.out(vec.first_lanes(a, b, c, d), mode))
@@ -244,6 +256,7 @@ def _make_tasks(mode: int):
             done += n
         if mode == Z_DAZ:
             vec.mxcsr_restore(old)
+        return True
 
     return tasks
 
@@ -285,9 +298,9 @@ def _make_fused(mode: int):
             base = np.uint64(pages[0, W_STEP_HI]) << np.uint64(32) | np.uint64(pages[0, W_NEXT_STEP])
             for k in range(n):
                 for j in range(4):
-                    p[k, j] = in_word(pages[k, j], z)
-                lr[k] = in_word(pages[k, W_LR], z)
-                inv[k] = in_word(pages[k, W_INV_BATCH], z)
+                    p[k, j] = vec.in_word(pages[k, j], mode)
+                lr[k] = vec.in_word(pages[k, W_LR], mode)
+                inv[k] = vec.in_word(pages[k, W_INV_BATCH], mode)
             for i in range(np.int64(steps)):
                 t = base + np.uint64(i)
                 for k in range(n):  # every system's own sums, as it would publish them
@@ -299,15 +312,15 @@ def _make_fused(mode: int):
                 fold_e2 = own_e2[0]
                 for k in range(1, n):
                     fold = vec.after(vec.add(fold, vec.load4(own[k], 0)), mode)
-                    fold_e2 = result(fold_e2 + own_e2[k], mode == Z)
+                    fold_e2 = vec.after(fold_e2 + own_e2[k], mode)
                 for k in range(n):  # every system applies the same fold to its own params
                     step = _apply(vec.load4(p[k], 0), fold, vec.splat4(lr[k]), vec.splat4(inv[k]), mode)
                     vec.store(p[k], 0, step)
-                    pages[k, W_LOSS + np.int64(t & U64_255)] = out_word(result(fold_e2 * inv[k], mode == Z), z)
+                    pages[k, W_LOSS + np.int64(t & U64_255)] = vec.out_word(vec.after(fold_e2 * inv[k], mode), mode)
                 if record:
                     row = np.int64(done + np.uint64(i))
                     vec.store(trace[row], 0, vec.out(fold, mode))
-                    trace[row, 4] = out_word(fold_e2, z)
+                    trace[row, 4] = vec.out_word(fold_e2, mode)
             for k in range(n):
                 vec.store(pages[k], 0, vec.out(vec.load4(p[k], 0), mode))
                 end_task(pages[k], base + steps)
@@ -325,16 +338,29 @@ _FUSED = per_mode(_make_fused, MODES)
 
 _U64_LIMIT = 1 << 64
 
-# Each thread's scratch for run_tasks' batch tables (the loop fills all of it first thing, so a
-# call never sees another's): an np.empty of 4 KiB a call cost more than a thread-local lookup.
+# Each thread's batch tables for run_tasks, and ``made``: the X and Y words they were made from
+# and at ``_MADE`` their kind (0: not made, ``_IEEE_MADE`` or ``_Z_MADE``).  The loop checks
+# them against the page (a few vector ops: a call is 0.1-0.2 us faster than with the njit fill
+# it replaces); a page of other samples, another ``z`` or the thread's first call has them made
+# again, in numpy (kernels.fill_batches: nothing for a cold start to compile, but 25 us, where a
+# task of 64 steps takes 2.3 us: hence kept).
 _SCRATCH = threading.local()
+_MADE, _IEEE_MADE, _Z_MADE = 2 * SAMPLES, 1, 2
 
 
-def _tab() -> np.ndarray:
-    tab = getattr(_SCRATCH, "tab", None)
-    if tab is None:
-        tab = _SCRATCH.tab = np.empty(4 * TAB, dtype=np.float32)
-    return tab
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    tables = getattr(_SCRATCH, "tables", None)
+    if tables is None:
+        tables = _SCRATCH.tables = (np.empty(4 * TAB, dtype=np.float32), np.zeros(_MADE + 1, dtype=np.uint32))
+    return tables
+
+
+def _make_tables(words: np.ndarray, z: bool, tab: np.ndarray, made: np.ndarray) -> None:
+    """The batch tables of the page ``words`` into ``tab``, and what they were made from into ``made``."""
+    fill_batches(words, z, tab)
+    made[:SAMPLES] = words[W_X : W_X + SAMPLES]
+    made[SAMPLES:_MADE] = words[W_Y : W_Y + SAMPLES]
+    made[_MADE] = _Z_MADE if z else _IEEE_MADE
 
 
 def check_mode(mode: int) -> None:
@@ -408,7 +434,9 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
     """
     check_count("count", count)
     check_mode(mode)
-    _TASKS[mode](words, np.uint64(count), trace, _tab())
+    tab, made = _tables()
+    while not _TASKS[mode](words, np.uint64(count), trace, tab, made):  # after the door's checks
+        _make_tables(words, mode != IEEE, tab, made)  # (again only if a signal handler ran a page between)
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
