@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -45,6 +46,61 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+PIN_ENV = "MESHNB_PIN_MEMBERS"
+"""Set to ``0`` to leave a cluster's members where the scheduler puts them (see :func:`member_cpu`)."""
+
+
+def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
+    """The CPU that member ``k`` of a cluster of ``n`` on this machine runs on (the ``threads`` and
+    ``processes`` backends): the ``k``-th of the CPUs this process may use (``cpus``: its affinity,
+    in order) where every member can have one of its own; None (left to the scheduler) where the
+    members outnumber them, off Linux, or where ``MESHNB_PIN_MEMBERS=0``.
+
+    Why: members wait for each other every round, and on a machine whose cores all have work the
+    scheduler balances by count and may put two members on one core beside a busy process on
+    the other, where every round then costs a context switch (20-25 us against 0.5-1.2 us, for
+    whole runs: docs/performance.md).  A core of its own per member rules that placement out.
+
+    Examples
+    --------
+    >>> from meshnb.cpu import member_cpu
+    >>> [member_cpu(k, 2, [4, 5, 6]) for k in range(2)]
+    [4, 5]
+    >>> member_cpu(0, 4, [4, 5]) is None  # 4 members on 2 CPUs: the scheduler's to place
+    True
+    """
+    if os.environ.get(PIN_ENV, "") == "0" or not hasattr(os, "sched_setaffinity"):
+        return None
+    if cpus is None:
+        cpus = sorted(os.sched_getaffinity(0))
+    return cpus[k] if 0 <= k < n <= len(cpus) else None
+
+
+def pin_member(k: int, n: int) -> int | None:
+    """Run the calling thread (a member's thread, or a member process's only one) on
+    :func:`member_cpu`'s CPU, if any; returns it.  A CPU the process may no longer use (its
+    affinity changed meanwhile) leaves the thread where it is.
+
+    Examples
+    --------
+    >>> import os, threading
+    >>> from meshnb.cpu import member_cpu, pin_member
+    >>> got = []
+    >>> t = threading.Thread(target=lambda: got.append((pin_member(0, 1), os.sched_getaffinity(0))))
+    >>> t.start(); t.join()
+    >>> cpu, allowed = got[0]
+    >>> cpu == member_cpu(0, 1) and (cpu is None or allowed == {cpu})
+    True
+    """
+    cpu = member_cpu(k, n)
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(0, {cpu})  # 0: the calling thread (Linux)
+        except OSError:
+            return None
+    return cpu
 
 
 # Named CPUs of LLVM whose vector ISA we know without asking the host (NUMBA_CPU_NAME targets).

@@ -345,3 +345,69 @@ def test_a_lockstep_chunk_lasts_no_longer_than_the_checkpoints_cadence():
         opts = RunOptions(steps=64, systems=2, checkpoint="unused.ckpt", checkpoint_every_s=every)
         run, memory = local._prepared(opts, resolve(opts), None)
         assert local.Lockstep(run, memory, None).chunk_s == want
+
+
+# --- each member on a CPU of its own (cpu.pin_member) ---------------------------------------------
+
+TWO_CPUS = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="2 usable CPUs, Linux"
+)
+
+
+@TWO_CPUS
+def test_threads_members_each_run_on_a_cpu_of_their_own(monkeypatch):
+    """Two members on a machine of 2 or more CPUs: each member thread runs on one CPU, not its
+    peer's (a shared core costs a context switch every round); the caller's thread is untouched."""
+    from meshnb.backends import members
+
+    monkeypatch.delenv("MESHNB_PIN_MEMBERS", raising=False)
+    seen: dict[int, set[int]] = {}
+    real = members.drive
+
+    def drive(ctx, *args, **kwargs):
+        seen[ctx.group.k] = os.sched_getaffinity(0)
+        return real(ctx, *args, **kwargs)
+
+    monkeypatch.setattr(members, "drive", drive)
+    before = os.sched_getaffinity(0)
+    r = meshnb.train(256, systems=2, backend="threads")
+    cpus = sorted(before)
+    assert seen == {0: {cpus[0]}, 1: {cpus[1]}}
+    assert os.sched_getaffinity(0) == before
+    assert len({s.trace_digest for s in r.systems}) == 1
+    monkeypatch.setenv("MESHNB_PIN_MEMBERS", "0")  # the way out: the scheduler's to place
+    seen.clear()
+    meshnb.train(256, systems=2, backend="threads")
+    assert seen == {0: before, 1: before}
+
+
+@TWO_CPUS
+def test_processes_members_each_run_on_a_cpu_of_their_own(tmp_path):
+    """The member processes of a cluster of 2, read from /proc while the run goes on."""
+    phases = tmp_path / "phases"
+    env = {k: v for k, v in os.environ.items() if k != "MESHNB_PIN_MEMBERS"}
+    env["MESHNB_TEST_PHASES"] = str(phases)
+    argv = ["train", "--steps", "3000000", "--systems", "2", "--backend", "processes", "--json"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "meshnb", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for_phase(phases, "running", p)
+        pids = [
+            int(pid) for name, pid, _ in (line.split() for line in phases.read_text().splitlines()) if name == "member"
+        ]
+        allowed = []
+        for pid in pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            allowed.append(
+                next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+            )
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err.decode()
+    cpus = sorted(os.sched_getaffinity(0))
+    assert sorted(allowed) == [str(cpus[0]), str(cpus[1])], allowed
+    assert len({s["trace_digest"] for s in json.loads(out)["systems"]}) == 1

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..cpu import pin_member
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
 from ..host import drive, stall_naps, stalled
 from ..interrupts import phase, signals_left_to_main
@@ -159,6 +160,7 @@ def run_member(
         if ctx.view.word("ERR") == 0:  # the task reached its planned boundary: no round pending
             stop = control.at_boundary(k, done, save)
 
+    pin_member(k, spec.systems)  # a core of its own: two members never share one (cpu.member_cpu)
     stop = control.ready(k)
     try:
         done = drive(
