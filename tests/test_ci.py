@@ -69,3 +69,28 @@ def test_the_ci_helper_refuses_a_readme_without_two_commands() -> None:
     for text in ("# meshnb\n", "## Set-up and the two commands\n\n```sh\n# one\nonly-one\n```\n"):
         with pytest.raises(ValueError):
             rc.commands(text)
+
+
+def _default_and_ci_marker_sets() -> tuple[set[str], set[str], set[str]]:
+    """The markers the default run leaves out (addopts' ``-m "not a and not b"``), the markers
+    ``.ci/run``'s slow-matrix step selects (``-m "a or b"``), and the markers pyproject registers."""
+    options = (ROOT / "pyproject.toml").read_text("utf-8").split("[tool.pytest.ini_options]")[1]
+    addopts = re.search(r"^addopts = '(.*)'$", options, re.MULTILINE)
+    assert addopts, "pyproject's addopts is no longer one single-quoted string"
+    default = re.search(r'-m "([^"]*)"', addopts.group(1))
+    assert default, addopts.group(1)
+    left_out = re.fullmatch(r"not (\w+)((?: and not \w+)*)", default.group(1))
+    assert left_out, default.group(1)
+    excluded = set(re.findall(r"not (\w+)", default.group(1)))
+    ci = re.findall(r'python -m pytest -m "([^"]*)"', CI.read_text(encoding="utf-8"))
+    assert len(ci) == 1 and re.fullmatch(r"\w+(?: or \w+)*", ci[0]), ci
+    registered = set(re.findall(r'^\s+"(\w+): ', options.split("markers = [", 1)[1].split("]", 1)[0], re.MULTILINE))
+    return excluded, set(ci[0].split(" or ")), registered
+
+
+def test_the_default_run_and_ci_s_slow_matrix_together_run_every_test_once() -> None:
+    """The README's command runs the default suite (pyproject's addopts leaves the slow matrix out by
+    marker); ``.ci/run`` then runs exactly the complement, so CI runs every test, each once, and a newly
+    registered marker must be placed on one side."""
+    excluded, ci, registered = _default_and_ci_marker_sets()
+    assert excluded == ci == registered, (excluded, ci, registered)

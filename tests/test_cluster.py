@@ -303,6 +303,7 @@ def processes_run(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="POSIX job control")
+@pytest.mark.slow
 def test_a_member_process_stopped_from_outside_times_its_peers_rounds_out_and_changes_no_bits(processes_run):
     """A member process stopped (SIGSTOP, as a debugger or a job-control stop would) for 6 of its
     peer's round timeouts, three times: the peer, waiting inside a many-task njit call, times out
@@ -419,6 +420,7 @@ def test_threads_members_each_run_on_a_cpu_of_their_own(monkeypatch):
 
 
 @TWO_CPUS
+@pytest.mark.slow
 def test_processes_members_each_run_on_a_cpu_of_their_own(processes_run):
     """The member processes of a cluster of 2, read from /proc while the run goes on."""
     run = processes_run("--steps", "3000000")

@@ -283,6 +283,7 @@ def test_group_sigkill_of_a_processes_run_leaves_nothing_and_resumes(tmp_path):
 # --- a script without the __main__ guard ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text("import meshnb\nmeshnb.train(100, systems=2, backend='processes')\n")
@@ -713,6 +714,7 @@ def test_sweep_progress_with_stderr_closed_keeps_stdout_whole():
     assert r.returncode == 0 and len(json.loads(r.stdout)["systems"]) == 3
 
 
+@pytest.mark.slow
 def test_sweep_outputs_empty_or_inside_the_pages_are_refused(tmp_path):
     pages = tmp_path / "pages"
     pages.mkdir()

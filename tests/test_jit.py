@@ -96,6 +96,7 @@ print(json.dumps(dict(page=words.tobytes().hex(), trace=trace.tobytes().hex(), t
 """
 
 
+@pytest.mark.slow
 def test_a_cached_variant_loads_without_numba_s_registries(tmp_path):
     import json
     import os
@@ -142,6 +143,7 @@ else:  # compiles the fused loop, which calls the same _step: loaded from the ca
 """
 
 
+@pytest.mark.slow
 def test_a_helper_without_cpython_wrapper_loads_from_the_cache_into_another_loop(tmp_path):
     # single._step and the other step helpers are made without numba's CPython wrapper (only njit
     # code calls them): a cached one is loaded, not compiled, by the next loop that calls it.

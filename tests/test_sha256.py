@@ -308,6 +308,7 @@ def test_shared_blocks_are_hashlib():
 
 
 @pytest.mark.skipif(not cpu.IS_X86_64, reason="an x86-64 target (haswell)")
+@pytest.mark.slow
 def test_lanes_kernel_on_avx2_code_is_hashlib():
     """The multi-buffer kernel compiled for an AVX2 target (8 lanes, no AVX-512: the shape CI's or
     a user's machine may have) in a fresh process, against hashlib: rows, and shared blocks."""

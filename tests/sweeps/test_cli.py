@@ -57,6 +57,7 @@ def test_cli_pages_dir_ieee_csv_and_npz(tmp_path: Path) -> None:
         assert bytes(f["digest"][2]).hex() == one.digest and list(f["page_names"]) == [f"{n}.page" for n in names]
 
 
+@pytest.mark.slow
 def test_cli_streams_batches_into_one_table(tmp_path: Path) -> None:
     """40000 systems: three batches written one after the other, one table."""
     out = tmp_path / "big.csv"
