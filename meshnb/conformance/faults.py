@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from . import model as step
-from . import mutants
 from .fpu import Ops, Rules
 from .model import (
     BATCHES,
@@ -144,9 +143,9 @@ class Model:
     alt: str = ""  # ... under this alternative
 
     @property
-    def mutant(self) -> mutants.Mutant | None:
+    def mutant(self) -> step.Mutant | None:
         """The one op this model changes (None: not a single-op model)."""
-        return mutants.Mutant(self.op, self.alt) if self.op else None
+        return step.Mutant(self.op, self.alt) if self.op else None
 
     @property
     def assignment(self) -> dict[str, Any]:
@@ -246,7 +245,7 @@ def single_op(op: str, alt: str) -> Model:
     >>> m.name, mine == theirs
     ('lr*g:fused', True)
     """
-    mut = mutants.Mutant(op, alt)
+    mut = step.Mutant(op, alt)
     return Model(mut.name, "mode Z except " + mut.text(), op=op, alt=alt)
 
 

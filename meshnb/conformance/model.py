@@ -302,6 +302,105 @@ SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
 STAGE_OPS: dict[str, tuple[Op, ...]] = {s: tuple(op for op in OPS if op.stage == s) for s in STAGE_INFO}
 
 
+# The op space: the ops with alternatives, each a single-op mutant's op (:mod:`.mutants`)
+SPACE: tuple[Op, ...] = tuple(op for op in OPS if op.alts)
+SPACE_BY_ID: dict[str, Op] = {op.id: op for op in SPACE}
+MUTANT_STAGES = ("samples", "lanes", "butterfly", "fold", "apply", "loss")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One op computed under one alternative, every other op in float mode Z.
+
+    Parameters
+    ----------
+    op : str
+        An op's id with alternatives (:data:`SPACE`).
+    alt : str
+        One of its alternatives.
+
+    Raises
+    ------
+    ValueError
+        For an unknown op, or an alternative the op does not have.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.model import Mutant
+    >>> Mutant("e*x3", "fused").text()
+    "`e*x3` fused into the butterfly's first add (one rounding, an FMA)"
+    >>> Mutant("e", "swapped").text()
+    '`e = pred - y` with its operands swapped (y - pred)'
+    >>> Mutant("e", "swapped").assignment
+    {'e': 'swapped'}
+    >>> Mutant("e", "fused")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: op 'e' has no alternative 'fused' (it has: no-flush, ftz-before, ..., swapped, f64)
+    """
+
+    op: str
+    alt: str
+
+    def __post_init__(self) -> None:
+        if self.op not in SPACE_BY_ID:
+            raise ValueError(f"unknown op {self.op!r}; known: {', '.join(SPACE_BY_ID)}")
+        if self.alt not in SPACE_BY_ID[self.op].alts:
+            raise ValueError(
+                f"op {self.op!r} has no alternative {self.alt!r} (it has: {', '.join(SPACE_BY_ID[self.op].alts)})"
+            )
+
+    @property
+    def name(self) -> str:
+        """``op:alt``, the mutant's name (a fault model's)."""
+        return f"{self.op}:{self.alt}"
+
+    @property
+    def assignment(self) -> dict[str, str]:
+        """The mutant as the model's assignment: ``{op: alt}``."""
+        return {self.op: self.alt}
+
+    def text(self) -> str:
+        """The change in words, as a report says it.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.model import Mutant
+        >>> print(Mutant("butterfly4", "x86-ftz").text())
+        `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
+        """
+        op = SPACE_BY_ID[self.op]
+        how = RULES[self.alt].text.format(into=op.into)
+        if self.alt == "regrouped":
+            how += " as ({}*{})*{}".format(*op.regroup)
+        if self.alt == "swapped":
+            how += f" ({op.swapped})"
+        name = f"`{op.label}`" if op.label == op.id or op.label.startswith(op.id + " = ") else f"`{op.id}` ({op.label})"
+        return f"{name} {how}"
+
+
+def mutations(stages: tuple[str, ...] = MUTANT_STAGES) -> list[Mutant]:
+    """Every (op, alternative) pair of the ops in ``stages``, in the table's order.
+
+    Parameters
+    ----------
+    stages : tuple of str, default all
+        The stages (:data:`MUTANT_STAGES`).
+
+    Returns
+    -------
+    list of Mutant
+        The mutants.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.model import mutations
+    >>> len(mutations()) > 200, mutations(("loss",))[:2]
+    (True, [Mutant(op='loss', alt='no-flush'), Mutant(op='loss', alt='ftz-before')])
+    """
+    return [Mutant(op.id, alt) for op in SPACE if op.stage in stages for alt in op.alts]
+
+
 def rule_of(assign: Assignment, op_id: str) -> Any:
     """The rule ``assign`` gives op ``op_id`` (its own, else the default ``"*"``, else ``"z"``).
 

@@ -19,14 +19,13 @@ are the interpreter's, with a mutant (or None) for the assignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import model
 from .fpu import Directed, Ops, PlusZero, Rules
-from .model import BUTTERFLY, LANES, TERMS, WARP, Fused, Op, Value
+from .model import BUTTERFLY, LANES, TERMS, WARP, Fused, Mutant, Op, Value, mutations
 
 __all__ = [
     "ALTS",
@@ -61,9 +60,9 @@ __all__ = [
     "step_sums",
 ]
 
-SPACE: tuple[Op, ...] = tuple(op for op in model.OPS if op.alts)
-BY_ID: dict[str, Op] = {op.id: op for op in SPACE}
-STAGES = ("samples", "lanes", "butterfly", "fold", "apply", "loss")
+SPACE: tuple[Op, ...] = model.SPACE
+BY_ID: dict[str, Op] = model.SPACE_BY_ID
+STAGES = model.MUTANT_STAGES
 # Every alternative, with the words a report says it in ("{into}": the op's consumer)
 ALTS: dict[str, str] = {k: r.text for k, r in model.RULES.items() if any(k in op.alts for op in SPACE)}
 RULES: dict[str, Rules] = {k: model.RULES[k].arith.rules for k in model.FPU if type(model.RULES[k].arith) is Ops}  # type: ignore[union-attr]
@@ -71,99 +70,6 @@ DIRECTIONS = {k: k.removeprefix("round-") for k in model.FPU if k.startswith("ro
 PLUS_ZERO = "flush-to-plus-zero"  # a tiny result written +0 whatever its sign
 REGROUPED = {op.id: "({}*{})*{}".format(*op.regroup) for op in SPACE if op.regroup}
 SWAPPED = {op.id: op.swapped for op in SPACE if op.swapped}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """One op computed under one alternative, every other op in float mode Z.
-
-    Parameters
-    ----------
-    op : str
-        An op's id (:data:`BY_ID`).
-    alt : str
-        One of its alternatives.
-
-    Raises
-    ------
-    ValueError
-        For an unknown op, or an alternative the op does not have.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.mutants import Mutant
-    >>> Mutant("e*x3", "fused").text()
-    "`e*x3` fused into the butterfly's first add (one rounding, an FMA)"
-    >>> Mutant("e", "swapped").text()
-    '`e = pred - y` with its operands swapped (y - pred)'
-    >>> Mutant("e", "swapped").assignment
-    {'e': 'swapped'}
-    >>> Mutant("e", "fused")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: op 'e' has no alternative 'fused' (it has: no-flush, ftz-before, ..., swapped, f64)
-    """
-
-    op: str
-    alt: str
-
-    def __post_init__(self) -> None:
-        if self.op not in BY_ID:
-            raise ValueError(f"unknown op {self.op!r}; known: {', '.join(BY_ID)}")
-        if self.alt not in BY_ID[self.op].alts:
-            raise ValueError(
-                f"op {self.op!r} has no alternative {self.alt!r} (it has: {', '.join(BY_ID[self.op].alts)})"
-            )
-
-    @property
-    def name(self) -> str:
-        """``op:alt``, the mutant's name (a fault model's)."""
-        return f"{self.op}:{self.alt}"
-
-    @property
-    def assignment(self) -> dict[str, str]:
-        """The mutant as the model's assignment: ``{op: alt}``."""
-        return {self.op: self.alt}
-
-    def text(self) -> str:
-        """The change in words, as a report says it.
-
-        Examples
-        --------
-        >>> from meshnb.conformance.mutants import Mutant
-        >>> print(Mutant("butterfly4", "x86-ftz").text())
-        `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
-        """
-        op = BY_ID[self.op]
-        how = ALTS[self.alt].format(into=op.into)
-        if self.alt == "regrouped":
-            how += f" as {REGROUPED[self.op]}"
-        if self.alt == "swapped":
-            how += f" ({SWAPPED[self.op]})"
-        name = f"`{op.label}`" if op.label == op.id or op.label.startswith(op.id + " = ") else f"`{op.id}` ({op.label})"
-        return f"{name} {how}"
-
-
-def mutations(stages: tuple[str, ...] = STAGES) -> list[Mutant]:
-    """Every (op, alternative) pair of the ops in ``stages``, in the table's order.
-
-    Parameters
-    ----------
-    stages : tuple of str, default all
-        The stages (:data:`STAGES`).
-
-    Returns
-    -------
-    list of Mutant
-        The mutants.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.mutants import mutations
-    >>> len(mutations()) > 200, mutations(("loss",))[:2]
-    (True, [Mutant(op='loss', alt='no-flush'), Mutant(op='loss', alt='ftz-before')])
-    """
-    return [Mutant(op.id, alt) for op in SPACE if op.stage in stages for alt in op.alts]
 
 
 def _a(mutant: Mutant | None) -> dict[str, str]:
