@@ -514,3 +514,44 @@ def test_the_njit_core_is_the_step_model(name: str) -> None:
     got = train(40, steps_per_task=1, view_in=page, keep_trace=True, set_lr={s: np.uint32(w) for s, w in lr.items()})
     want = model.run([page], 40, grouped=False, set_lr=lr)
     assert got.page == want.pages[0] and np.array_equal(got.trace, want.trace)
+
+
+def test_the_njit_kernels_are_the_step_model() -> None:
+    """meshnb.kernels' step_sums, apply, loss and fold (SPEC's kernels, one op at a time) against the
+    model's interpreter on words of every kind, a batch offset each."""
+    from meshnb import kernels
+    from meshnb.conformance import model
+
+    rng = np.random.default_rng(11)
+    xs0, ys0 = model.samples()
+    for k in range(64):
+        page, lr = _random_page(100 + k)
+        p = model.read({}, "PARAMS", np.frombuffer(page, dtype="<u4", count=4).astype(np.uint32))
+        ys = np.frombuffer(page, dtype="<u4", count=256, offset=1088).astype(np.uint32)
+        if k % 4 == 0:  # tiny samples too: products near the flush boundary
+            ys = (ys.view(np.float32) * np.float32(2.0**-100)).view(np.uint32)
+        off = int(rng.integers(0, 1 << 32))
+        want = model.step_sums({}, p[None], xs0[None], ys[None], np.array([off]))[0]
+        got = kernels.step_sums(p.view(np.float32), xs0.view(np.float32), ys.view(np.float32), np.uint32(off))
+        assert np.array_equal(np.asarray(got, dtype=np.float32).view(np.uint32), want), k
+        lrw, invw = (int(model.read({}, f, w)) for f, w in (("LR", next(iter(lr.values()))), ("INV_BATCH", 0x3D000000)))
+        new = np.array(p).view(np.float32).copy()
+        kernels.apply(new, got, np.uint32(lrw).view(np.float32), np.uint32(invw).view(np.float32))
+        want_p = model.apply(
+            {}, p[None], want[None], np.array([[lrw]], dtype=np.uint32), np.array([[invw]], dtype=np.uint32)
+        )
+        assert np.array_equal(new.view(np.uint32), want_p[0]), k
+        loss = kernels.loss(got, np.uint32(invw).view(np.float32))
+        assert int(np.float32(loss).view(np.uint32)) == int(
+            model.loss({}, want[None], np.array([[invw]], dtype=np.uint32))[0]
+        )
+    slots = rng.integers(0, 1 << 32, (5, 8), dtype=np.uint64).astype(np.uint32)
+    slots[:, :5] = np.array(
+        [
+            model.step_sums({}, np.zeros((1, 4), dtype=np.uint32), xs0[None], ys0[None], np.array([j]))[0]
+            for j in range(5)
+        ]
+    )
+    slots[1, 2] = 0x00000003  # a subnormal slot word, read as zero
+    got = np.asarray(kernels.fold(slots), dtype=np.float32).view(np.uint32)
+    assert np.array_equal(got[:5], model.fold({}, slots[:, :5]))

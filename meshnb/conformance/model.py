@@ -524,9 +524,16 @@ def words(v: Value) -> np.ndarray:
     return _Z.round64(v) if v.dtype == np.float64 else v
 
 
+def _plain(v: Value) -> bool:
+    """Whether ``v`` is an array of words (the fast path of :func:`_binary`)."""
+    return type(v) is np.ndarray and v.dtype == np.uint32
+
+
 def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
     """``a kind b`` rounded to f32: fused where an operand is an unrounded product, in f64 where
     one is kept in f64, else the op of ``ops`` (a raw operand taken without DAZ)."""
+    if _plain(a) and _plain(b):  # the common case: two operands of words
+        return np.asarray(getattr(ops, kind)(a, b), dtype=np.uint32)
     if isinstance(b, Fused) and kind == "add":
         a, b = b, a
     if isinstance(a, Fused) and kind in ("add", "sub"):
@@ -796,8 +803,14 @@ def lane_sum(assign: Assignment, terms: list[Value]) -> np.ndarray:
         for lane in range(1, WARP):
             acc = ops.add(acc, ws[..., lane])
         return np.asarray(acc, dtype=np.uint32)
+    levels = BUTTERFLY[::-1] if order == "xor-ascending" else BUTTERFLY
+    if all(is_words(t) for t in terms):  # the common case: the five terms' levels as one array
+        v = np.stack([np.asarray(t) for t in terms], axis=-2)
+        for o in levels:
+            v = _ops_of(assign, f"butterfly{o}").add(v, v[..., LANES ^ o])
+        return np.asarray(v[..., 0], dtype=np.uint32)
     vals = terms
-    for o in BUTTERFLY[::-1] if order == "xor-ascending" else BUTTERFLY:
+    for o in levels:
         vals = _level(assign, o, vals)
     return np.stack([np.asarray(t)[..., 0] for t in vals], axis=-1).astype(np.uint32)
 
