@@ -298,7 +298,7 @@ OPS: tuple[Op, ...] = (
 )
 BY_ID: dict[str, Op] = {op.id: op for op in OPS}
 TERMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five per-lane terms the butterfly sums, in order
-SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
+SUMS = TERMS  # the five sums of a step, in order: the sums of the terms
 STAGE_OPS: dict[str, tuple[Op, ...]] = {s: tuple(op for op in OPS if op.stage == s) for s in STAGE_INFO}
 
 
@@ -422,7 +422,7 @@ def _ops_of(assign: Assignment, op_id: str) -> Ops:
     return arith(assign.get("*"))
 
 
-def check(assign: Assignment) -> None:
+def check_assignment(assign: Assignment) -> None:
     """Refuses an assignment naming an unknown op or rule.
 
     Raises
@@ -432,9 +432,9 @@ def check(assign: Assignment) -> None:
 
     Examples
     --------
-    >>> from meshnb.conformance.model import check
-    >>> check({"e": "swapped", "*": "x86-ftz"})
-    >>> check({"e*x4": "fused"})
+    >>> from meshnb.conformance.model import check_assignment
+    >>> check_assignment({"e": "swapped", "*": "x86-ftz"})
+    >>> check_assignment({"e*x4": "fused"})
     Traceback (most recent call last):
     ...
     ValueError: unknown op 'e*x4' in an assignment
@@ -1033,7 +1033,7 @@ def run(
     >>> digest(run([init_page()], 64, grouped=False, assign=horner).pages[0])[:16]
     '5da8ebca145123fa'
     """
-    check(assign)
+    check_assignment(assign)
     set_lr = dict(set_lr or {})
     n = len(pages)
     if from_init:  # the model's own samples and INV_BATCH; the host's STEPS_PER_TASK and step base
