@@ -3,7 +3,7 @@
 A :class:`Model` is a set of FPU rules (:class:`~.fpu.Rules`) plus structural choices (FMA
 contraction, the lane sum, the fold order, how samples are made, how LR and INV_BATCH are read),
 or one op of the step under one alternative (:func:`single_op`).  Each model is an assignment of
-rules to the step's ops (:attr:`Model.assignment`), which :mod:`.model`'s interpreter runs:
+rules to the step's ops (:attr:`Model.assignment`), which :mod:`meshnb.conformance.model`'s interpreter runs:
 :func:`run` is a simulated executor, the whole host protocol of SPEC sections 8-10 (SET_LR, step
 bases, clusters and their fold), vectorised over lanes and systems with numpy on uint32 words,
 apart from meshnb's numba loops.  With :data:`EXACT` (no fault) it gives meshnb's bits; with a
@@ -290,7 +290,7 @@ def model(name: str) -> Model:
 
 
 def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
-    """X and Y words as the model's init makes them (:func:`.model.samples`).
+    """X and Y words as the model's init makes them (:func:`~meshnb.conformance.model.samples`).
 
     Parameters
     ----------
@@ -313,7 +313,7 @@ def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
 
 
 def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> bytes:
-    """The page ``init`` writes under model ``m`` (:func:`.model.init_page`).
+    """The page ``init`` writes under model ``m`` (:func:`~meshnb.conformance.model.init_page`).
 
     Parameters
     ----------
@@ -341,7 +341,7 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
 
 def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
     """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32)
-    (:func:`.model.lanes`, each value as the words its consumer reads).
+    (:func:`~meshnb.conformance.model.lanes`, each value as the words its consumer reads).
 
     Parameters
     ----------
@@ -376,7 +376,7 @@ def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> di
 
 
 def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
-    """The sums (B, 5) of the lanes' terms v (B, 5, 32) (:func:`.model.lane_sum`).
+    """The sums (B, 5) of the lanes' terms v (B, 5, 32) (:func:`~meshnb.conformance.model.lane_sum`).
 
     Parameters
     ----------
@@ -406,7 +406,7 @@ def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
 
 def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
     """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets
-    (:func:`.model.step_sums`).
+    (:func:`~meshnb.conformance.model.step_sums`).
 
     Parameters
     ----------
@@ -441,7 +441,7 @@ def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray,
 
 def lane_sums(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Own sums (B, 5) of the lanes' samples x, y (B, 32): :func:`lanes` and :func:`lane_sum`
-    (a single-op model's step from :mod:`~meshnb.conformance.mutants`) (:func:`.model.sums`).
+    (:func:`~meshnb.conformance.model.sums`).
 
     Parameters
     ----------
@@ -473,7 +473,8 @@ def lane_sums(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -
 
 
 def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
-    """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words) (:func:`.model.fold`).
+    """The fold (5,) of the members' published sums (N, 5), slots of ftz_bits words
+    (:func:`~meshnb.conformance.model.fold`).
 
     Parameters
     ----------
@@ -502,7 +503,8 @@ def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
 
 
 def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words (:func:`.model.apply`).
+    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words
+    (:func:`~meshnb.conformance.model.apply`).
 
     Parameters
     ----------
@@ -536,7 +538,7 @@ def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv:
 
 
 def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """The step's loss words (B,) (:func:`.model.loss`).
+    """The step's loss words (B,) (:func:`~meshnb.conformance.model.loss`).
 
     Parameters
     ----------
@@ -567,7 +569,7 @@ def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
 
 
 def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
-    """How the model's TASK reads LR or INV_BATCH from the page (:func:`.model.read`).
+    """How the model's TASK reads LR or INV_BATCH from the page (:func:`~meshnb.conformance.model.read`).
 
     Parameters
     ----------
@@ -607,7 +609,7 @@ def run(
     independent: bool = False,
 ) -> Run:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``
-    (:func:`.model.run` under the model's assignment).
+    (:func:`~meshnb.conformance.model.run` under the model's assignment).
 
     ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
     ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
