@@ -437,3 +437,121 @@ def test_digests() -> None:
     t = np.arange(15, dtype=np.uint32).reshape(3, 5)
     assert R.trace_digest(t) == hashlib.sha256(struct.pack("<15I", *range(15))).hexdigest()
     assert R.trace_digest(np.zeros((0, 5), np.uint32)) == hashlib.sha256(b"").hexdigest()
+
+
+# --- the step model (meshnb.conformance.model) against this oracle, and the njit core against the model
+
+
+def _random_page(seed: int) -> tuple[bytes, dict[int, int]]:
+    """init's page with params, LR and INV_BATCH words of every kind (ordinary, near the flush
+    boundary, subnormal, NaN) and some Y words changed; an LR change of the same kinds."""
+    rng = np.random.default_rng(seed)
+
+    def word() -> int:
+        kind = rng.integers(0, 8)
+        if kind < 4:
+            return int(np.float32(rng.uniform(-2, 2)).view(np.uint32))
+        if kind < 6:
+            return int(np.float32(rng.uniform(-2, 2) * 2.0**-120).view(np.uint32))
+        if kind < 7:
+            return int(rng.integers(1, 1 << 23)) | int(rng.choice([0, 0x80000000]))
+        return 0x7FC00001
+
+    page = set_words(R.init_page(), 0, [word() for _ in range(4)])
+    page = set_words(page, 16, [word()])
+    page = set_words(page, 24, [int(np.float32(rng.uniform(0, 0.1)).view(np.uint32)) if seed % 2 else word()])
+    ys = rng.integers(0, 256, 8)
+    for i in ys:
+        page = set_words(page, 1088 + 4 * int(i), [word()])
+    return page, {int(rng.integers(1, 30)): word()}
+
+
+MODEL_PAGES = {f"hard-{k}": (v, {}) for k, v in HARD.items()} | {f"random-{s}": _random_page(s) for s in range(6)}
+
+
+@pytest.mark.parametrize("run_vec", VECTORS["runs"], ids=lambda r: f"N{r['systems']}")
+def test_the_step_model_gives_the_vectors(run_vec: dict) -> None:
+    from meshnb.conformance import model
+
+    n, grouped = run_vec["systems"], run_vec["grouped"]
+    r = model.run([model.init_page(n, grouped)] * n, run_vec["steps"], grouped=grouped)
+    assert all(R.digest(page) == run_vec["digest"] for page in r.pages)
+    assert R.trace_digest(r.trace) == run_vec["trace_digest"]
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_PAGES))
+def test_the_step_model_is_the_reference(name: str) -> None:
+    """The model's interpreter with no rule changed and both references: the same pages and traces."""
+    from meshnb.conformance import model
+
+    page, lr = MODEL_PAGES[name]
+    r = model.run([page], 40, grouped=False, set_lr=lr)
+    out, trace = R.run([page], 40, grouped=False, lr_changes=lr)
+    assert r.pages == out and np.array_equal(r.trace, trace)
+    out, trace = R.run([page], 8, grouped=False, lr_changes={s: w for s, w in lr.items() if s <= 8}, impl="python")
+    r8 = model.run([page], 8, grouped=False, set_lr={s: w for s, w in lr.items() if s <= 8})
+    assert r8.pages == out and np.array_equal(r8.trace, trace)
+
+
+def test_the_step_model_is_the_reference_grouped() -> None:
+    from meshnb.conformance import model
+
+    names = ["tiny-params-zero-y", "tiny-params-underflow", "boundary-params-zero-y", "tiny-samples-big-params"]
+    pages = [set_words(HARD[name], 24, [0x3C000000]) for name in names] + [_random_page(1)[0]]
+    r = model.run(pages, 30, grouped=True, set_lr={3: 0x3F333333})
+    out, trace = R.run(pages, 30, grouped=True, lr_changes={3: 0x3F333333})
+    assert r.pages == out and np.array_equal(r.trace, trace)
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_PAGES))
+def test_the_njit_core_is_the_step_model(name: str) -> None:
+    """meshnb's numba program (train) against the model's interpreter: pages and traces, bit for bit."""
+    from meshnb import train
+    from meshnb.conformance import model
+
+    page, lr = MODEL_PAGES[name]
+    page = set_words(page, 20, [1])  # STEPS_PER_TASK 1: an LR change lands between any two steps
+    got = train(40, steps_per_task=1, view_in=page, keep_trace=True, set_lr={s: np.uint32(w) for s, w in lr.items()})
+    want = model.run([page], 40, grouped=False, set_lr=lr)
+    assert got.page == want.pages[0] and np.array_equal(got.trace, want.trace)
+
+
+def test_the_njit_kernels_are_the_step_model() -> None:
+    """meshnb.kernels' step_sums, apply, loss and fold (SPEC's kernels, one op at a time) against the
+    model's interpreter on words of every kind, a batch offset each."""
+    from meshnb import kernels
+    from meshnb.conformance import model
+
+    rng = np.random.default_rng(11)
+    xs0, ys0 = model.samples()
+    for k in range(64):
+        page, lr = _random_page(100 + k)
+        p = model.read({}, "PARAMS", np.frombuffer(page, dtype="<u4", count=4).astype(np.uint32))
+        ys = np.frombuffer(page, dtype="<u4", count=256, offset=1088).astype(np.uint32)
+        if k % 4 == 0:  # tiny samples too: products near the flush boundary
+            ys = (ys.view(np.float32) * np.float32(2.0**-100)).view(np.uint32)
+        off = int(rng.integers(0, 1 << 32))
+        want = model.step_sums({}, p[None], xs0[None], ys[None], np.array([off]))[0]
+        got = kernels.step_sums(p.view(np.float32), xs0.view(np.float32), ys.view(np.float32), np.uint32(off))
+        assert np.array_equal(np.asarray(got, dtype=np.float32).view(np.uint32), want), k
+        lrw, invw = (int(model.read({}, f, w)) for f, w in (("LR", next(iter(lr.values()))), ("INV_BATCH", 0x3D000000)))
+        new = np.array(p).view(np.float32).copy()
+        kernels.apply(new, got, np.uint32(lrw).view(np.float32), np.uint32(invw).view(np.float32))
+        want_p = model.apply(
+            {}, p[None], want[None], np.array([[lrw]], dtype=np.uint32), np.array([[invw]], dtype=np.uint32)
+        )
+        assert np.array_equal(new.view(np.uint32), want_p[0]), k
+        loss = kernels.loss(got, np.uint32(invw).view(np.float32))
+        assert int(np.float32(loss).view(np.uint32)) == int(
+            model.loss({}, want[None], np.array([[invw]], dtype=np.uint32))[0]
+        )
+    slots = rng.integers(0, 1 << 32, (5, 8), dtype=np.uint64).astype(np.uint32)
+    slots[:, :5] = np.array(
+        [
+            model.step_sums({}, np.zeros((1, 4), dtype=np.uint32), xs0[None], ys0[None], np.array([j]))[0]
+            for j in range(5)
+        ]
+    )
+    slots[1, 2] = 0x00000003  # a subnormal slot word, read as zero
+    got = np.asarray(kernels.fold(slots), dtype=np.float32).view(np.uint32)
+    assert np.array_equal(got[:5], model.fold({}, slots[:, :5]))

@@ -1,39 +1,91 @@
 """Fault models: the ways an executor's bits part from float mode Z, as one registry.
 
 A :class:`Model` is a set of FPU rules (:class:`~.fpu.Rules`) plus structural choices (FMA
-contraction, the lane sum, the fold order, how samples are made, how LR and INV_BATCH are read).
-:func:`run` is a simulated executor: the whole host protocol of SPEC sections 8-10 (SET_LR,
-step bases, clusters and their fold), vectorised over lanes and systems with numpy on uint32
-words, written apart from meshnb's numba loops.  With :data:`EXACT` (no fault) it gives meshnb's
-bits; with a model it gives the bits an executor with that fault would give.  ``meshnb check``
-replays a step (or a task, or a run) under every model to name those that reproduce an
-executor's bits, and the tests inject each model as an executor.
+contraction, the lane sum, the fold order, how samples are made, how LR and INV_BATCH are read),
+or one op of the step under one alternative (:func:`single_op`).  Each model is an assignment of
+rules to the step's ops (:attr:`Model.assignment`), which :mod:`meshnb.conformance.model`'s interpreter runs:
+:func:`run` is a simulated executor, the whole host protocol of SPEC sections 8-10 (SET_LR, step
+bases, clusters and their fold), vectorised over lanes and systems with numpy on uint32 words,
+apart from meshnb's numba loops.  With :data:`EXACT` (no fault) it gives meshnb's bits; with a
+model it gives the bits an executor with that fault would give.  ``meshnb check`` replays a step
+(or a task, or a run) under every model to name those that reproduce an executor's bits, and the
+tests inject each model as an executor.
 """
 
 from __future__ import annotations
 
-import math
-import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from meshnb.view import FIELDS
-
-from . import mutants
-from .fpu import SIGN, Ops, Rules
-
-SAMPLES, WARP, BATCHES = 256, 32, 8
-# Byte offsets of the page's fields, from the layout table (SPEC 7)
-OFF_PARAMS, OFF_LR, OFF_SPT, OFF_INV, OFF_NEXT, OFF_ERR, OFF_STEP_HI, OFF_X, OFF_Y, OFF_LOSS = (
-    FIELDS[name].offset
-    for name in ("PARAMS", "LR", "STEPS_PER_TASK", "INV_BATCH", "NEXT_STEP", "ERR", "STEP_HI", "X", "Y", "LOSS")
+from . import model as step
+from .fpu import Ops, Rules
+from .model import (
+    BATCHES,
+    BUTTERFLY,
+    LANES,
+    OFF_ERR,
+    OFF_INV,
+    OFF_LOSS,
+    OFF_LR,
+    OFF_NEXT,
+    OFF_PARAMS,
+    OFF_PENDING,
+    OFF_SPT,
+    OFF_STEP_HI,
+    OFF_X,
+    OFF_Y,
+    RING,
+    SAMPLES,
+    SUMS,
+    WARP,
+    Run,
+    lane_samples,
+    words_at,
 )
-OFF_PENDING = FIELDS["PENDING"].offset
-RING = FIELDS["LOSS"].count  # the loss ring's entries
-LANES = np.arange(WARP)
-BUTTERFLY = (16, 8, 4, 2, 1)
-SUMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five sums of a step, in order
+
+__all__ = [
+    "BATCHES",
+    "BUTTERFLY",
+    "BY_NAME",
+    "EXACT",
+    "LANES",
+    "MODELS",
+    "OFF_ERR",
+    "OFF_INV",
+    "OFF_LOSS",
+    "OFF_LR",
+    "OFF_NEXT",
+    "OFF_PARAMS",
+    "OFF_PENDING",
+    "OFF_SPT",
+    "OFF_STEP_HI",
+    "OFF_X",
+    "OFF_Y",
+    "RING",
+    "SAMPLES",
+    "SUMS",
+    "WARP",
+    "Model",
+    "Ops",
+    "Run",
+    "apply",
+    "fold",
+    "init_page",
+    "lane_samples",
+    "lane_sum",
+    "lane_sums",
+    "lanes",
+    "loss",
+    "model",
+    "read_word",
+    "run",
+    "samples",
+    "single_op",
+    "step_sums",
+    "words_at",
+]
 
 
 @dataclass(frozen=True)
@@ -91,9 +143,38 @@ class Model:
     alt: str = ""  # ... under this alternative
 
     @property
-    def mutant(self) -> mutants.Mutant | None:
+    def mutant(self) -> step.Mutant | None:
         """The one op this model changes (None: not a single-op model)."""
-        return mutants.Mutant(self.op, self.alt) if self.op else None
+        return step.Mutant(self.op, self.alt) if self.op else None
+
+    @property
+    def assignment(self) -> dict[str, Any]:
+        """The model as the step model's assignment ``{op id: rule}`` (``"*"``: every other op).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.faults import model, single_op
+        >>> model("x86-ftz").assignment, model("fma-apply").assignment, single_op("e", "swapped").assignment
+        ({'*': 'x86-ftz'}, {'lr*g': 'fused'}, {'e': 'swapped'})
+        """
+        a: dict[str, Any] = {}
+        if self.rules != Rules():
+            a["*"] = step.rule_key(self.rules)
+        if self.fma_horner:
+            a.update({"d*x": "fused", "*x": "fused", "*x'": "fused"})
+        if self.fma_apply:
+            a["lr*g"] = "fused"
+        if self.lane_sum == "sequential":
+            a["butterfly"] = "sequential"
+        if self.fold == "reverse":
+            a["fold"] = "reverse"
+        if self.samples == "naive-sin":
+            a["sin"] = "naive-sin"
+        if self.raw_lr_inv:
+            a.update({"read LR": "raw", "read INV_BATCH": "raw"})
+        if self.op:
+            a[self.op] = self.alt
+        return a
 
 
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
@@ -164,7 +245,7 @@ def single_op(op: str, alt: str) -> Model:
     >>> m.name, mine == theirs
     ('lr*g:fused', True)
     """
-    mut = mutants.Mutant(op, alt)
+    mut = step.Mutant(op, alt)
     return Model(mut.name, "mode Z except " + mut.text(), op=op, alt=alt)
 
 
@@ -203,18 +284,13 @@ def model(name: str) -> Model:
 
 
 # =============================================================================================
-# Samples (SPEC section 4)
+# A model's step: the interpreter of .model under the model's assignment (``ops`` is the
+# arithmetic of the model's rules, kept for the callers; the assignment decides every op)
 # =============================================================================================
 
 
-def _sin_pi_exact(x: float) -> float:
-    ax = abs(x)
-    r = 1.0 - ax if ax > 0.5 else ax
-    return math.copysign(math.sin(math.pi * r), x)
-
-
 def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
-    """X and Y words as the model's init makes them.
+    """X and Y words as the model's init makes them (:func:`~meshnb.conformance.model.samples`).
 
     Parameters
     ----------
@@ -233,24 +309,11 @@ def samples(m: Model = EXACT) -> tuple[np.ndarray, np.ndarray]:
     >>> hex(ys[255]), hex(samples(model("samples-naive-sin"))[1][255])  # sin(pi) is +0, or not
     ('0x0', '0x250d3132')
     """
-    mut = m.mutant
-    if mut is not None:
-        if mutants.BY_ID[mut.op].stage == "samples":
-            return mutants.samples(mut, _sin_pi_exact)
-        return samples()
-    ops = Ops(m.rules)
-    h = ops.div(0x40000000, ops.from_u32(255))
-    xw = ops.add(0xBF800000, ops.mul(ops.from_u32(np.arange(SAMPLES, dtype=np.uint32)), h))
-    xf = xw.view(np.float32).astype(np.float64)
-    if m.samples == "naive-sin":
-        y = np.sin(np.pi * xf)
-    else:
-        y = np.array([_sin_pi_exact(float(v)) for v in xf])
-    return xw, ops.read(y.astype(np.float32).view(np.uint32))
+    return step.samples(m.assignment)
 
 
 def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> bytes:
-    """The page ``init`` writes under model ``m``.
+    """The page ``init`` writes under model ``m`` (:func:`~meshnb.conformance.model.init_page`).
 
     Parameters
     ----------
@@ -273,53 +336,17 @@ def init_page(systems: int = 1, grouped: bool = False, m: Model = EXACT) -> byte
     >>> init_page() == reference.init_page()
     True
     """
-    ops = Ops(m.rules)
-    page = bytearray(4096)
-    xw, yw = samples(m)
-    page[OFF_X : OFF_X + 4 * SAMPLES] = xw.astype("<u4").tobytes()
-    page[OFF_Y : OFF_Y + 4 * SAMPLES] = yw.astype("<u4").tobytes()
-    inv = int(ops.div(0x3F800000, ops.from_u32(WARP * (systems if grouped else 1))))
-    struct.pack_into("<I", page, OFF_LR, 0x3F000000)
-    struct.pack_into("<I", page, OFF_SPT, 64)
-    struct.pack_into("<I", page, OFF_INV, inv)
-    return bytes(page)
-
-
-# =============================================================================================
-# A step (SPEC sections 5 and 6), vectorised over a leading batch axis
-# =============================================================================================
-
-
-def lane_samples(offs: np.ndarray) -> np.ndarray:
-    """Sample indices (B, 32) of the batch offsets (B,).
-
-    Parameters
-    ----------
-    offs : numpy.ndarray
-        Batch offsets (B,).
-
-    Returns
-    -------
-    numpy.ndarray
-        int64 ``(B, 32)``: lane ``l`` of offset ``off`` reads sample ``off mod 8 + 8 l``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.faults import lane_samples
-    >>> lane_samples(np.array([0, 9]))[:, :3].tolist()
-    [[0, 8, 16], [1, 9, 17]]
-    """
-    return (np.asarray(offs, dtype=np.uint64) % BATCHES).astype(np.int64)[:, None] + BATCHES * LANES[None, :]
+    return step.init_page(systems, grouped, m.assignment)
 
 
 def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32).
+    """Per-lane values of a step: p (B, 4) words, x and y (B, 32) -> x2, x3, pred, e, v (B, 5, 32)
+    (:func:`~meshnb.conformance.model.lanes`, each value as the words its consumer reads).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic (the model's rules).
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model.
     p : numpy.ndarray
@@ -342,25 +369,19 @@ def lanes(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> di
     >>> sorted(values), values["v"].shape
     (['e', 'pred', 'v', 'x', 'x2', 'x3', 'y'], (1, 5, 32))
     """
-    a, b, c, d = (p[:, j : j + 1] for j in range(4))
-    x2 = ops.mul(x, x)
-    x3 = ops.mul(x2, x)
-    if m.fma_horner:
-        pred = ops.fma(ops.fma(ops.fma(d, x, c), x, b), x, a)
-    else:
-        pred = ops.add(ops.mul(ops.add(ops.mul(ops.add(ops.mul(d, x), c), x), b), x), a)
-    e = ops.sub(pred, y)
-    v = np.stack([e, ops.mul(e, x), ops.mul(e, x2), ops.mul(e, x3), ops.mul(e, e)], axis=1)
-    return {"x": x, "y": y, "x2": x2, "x3": x3, "pred": pred, "e": e, "v": v}
+    v = step.lanes(m.assignment, p, x, y)
+    out = {name: np.asarray(step.words(v[name]), dtype=np.uint32) for name in ("x", "y", "x2", "x3", "pred", "e")}
+    out["v"] = np.stack([step.words(v[t]) for t in step.TERMS], axis=1).astype(np.uint32)
+    return out
 
 
 def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
-    """The sums (B, 5) of the lanes' terms v (B, 5, 32).
+    """The sums (B, 5) of the lanes' terms v (B, 5, 32) (:func:`~meshnb.conformance.model.lane_sum`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model (its ``lane_sum``).
     v : numpy.ndarray
@@ -380,23 +401,17 @@ def lane_sum(ops: Ops, m: Model, v: np.ndarray) -> np.ndarray:
     >>> hex(lane_sum(Ops(), EXACT, ones)[0, 0])  # 32.0
     '0x42000000'
     """
-    if m.lane_sum == "sequential":
-        acc = v[..., 0]
-        for lane in range(1, WARP):
-            acc = ops.add(acc, v[..., lane])
-        return acc
-    for o in BUTTERFLY:  # every lane l: v[l] = add(v[l], v[l xor o]), from the previous round
-        v = ops.add(v, v[..., LANES ^ o])
-    return v[..., 0]
+    return step.lane_sum(m.assignment, [v[..., j, :] for j in range(v.shape[-2])])
 
 
 def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets.
+    """Own sums (B, 5) of B systems: p (B, 4) words, xs/ys (B, 256) words, offs (B,) batch offsets
+    (:func:`~meshnb.conformance.model.step_sums`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model.
     p : numpy.ndarray
@@ -421,19 +436,17 @@ def step_sums(ops: Ops, m: Model, p: np.ndarray, xs: np.ndarray, ys: np.ndarray,
     >>> [hex(w) for w in sums[0].tolist()]  # step 0 of a fresh system, as the spec's vectors say
     ['0xbc30adce', '0xc121fb5c', '0xbc2b185b', '0xc07d262c', '0x417f022c']
     """
-    idx = lane_samples(offs)
-    rows = np.arange(len(p))[:, None]
-    return lane_sums(ops, m, p, xs[rows, idx], ys[rows, idx])
+    return step.step_sums(m.assignment, p, xs, ys, offs)
 
 
 def lane_sums(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Own sums (B, 5) of the lanes' samples x, y (B, 32): :func:`lanes` and :func:`lane_sum`
-    (a single-op model's step from :mod:`~meshnb.conformance.mutants`).
+    (:func:`~meshnb.conformance.model.sums`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model.
     p : numpy.ndarray
@@ -456,19 +469,17 @@ def lane_sums(ops: Ops, m: Model, p: np.ndarray, x: np.ndarray, y: np.ndarray) -
     >>> [hex(w) for w in lane_sums(Ops(), single_op("e", "swapped"), p, xs[None, ::8], ys[None, ::8])[0].tolist()]
     ['0x3c30adce', '0x4121fb5c', '0x3c2b185b', '0x407d262c', '0x417f022c']
     """
-    mut = m.mutant
-    if mut is not None:
-        return mutants.step_sums(mut, p, x, y)
-    return lane_sum(ops, m, lanes(ops, m, p, x, y)["v"])
+    return step.sums(m.assignment, p, x, y)
 
 
 def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
-    """The fold (5,) of the members' published sums (N, 5) (slots are ftz_bits words).
+    """The fold (5,) of the members' published sums (N, 5), slots of ftz_bits words
+    (:func:`~meshnb.conformance.model.fold`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model (its ``fold`` order).
     own : numpy.ndarray
@@ -488,23 +499,17 @@ def fold(ops: Ops, m: Model, own: np.ndarray) -> np.ndarray:
     >>> hex(fold(Ops(), EXACT, own)[0])
     '0x40400000'
     """
-    if m.op:
-        return mutants.fold(m.mutant, own)
-    slots = ops.read(own)
-    order = list(range(len(slots) - 1, -1, -1) if m.fold == "reverse" else range(len(slots)))
-    acc = ops.read(slots[order[0]])
-    for k in order[1:]:
-        acc = ops.add(acc, ops.read(slots[k]))
-    return acc
+    return step.fold(m.assignment, own if m.op else np.moveaxis(own, 0, -2))
 
 
 def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words.
+    """New params (B, 4): p (B, 4), s (B, 5) applied sums, lr and inv (B, 1) words
+    (:func:`~meshnb.conformance.model.apply`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model.
     p : numpy.ndarray
@@ -529,22 +534,16 @@ def apply(ops: Ops, m: Model, p: np.ndarray, s: np.ndarray, lr: np.ndarray, inv:
     >>> hex(apply(Ops(), EXACT, p, s, lr, inv)[0, 0])  # 0 - 0.5 * (1 * 1/32)
     '0xbc800000'
     """
-    if m.op:
-        return mutants.apply(m.mutant, p, s, lr, inv)
-    d = m.rules.daz
-    g = ops.mul(s[:, :4], inv, daz=(d, False) if m.raw_lr_inv else None)
-    if m.fma_apply:
-        return ops.fma(lr ^ SIGN, g, p)
-    return ops.sub(p, ops.mul(lr, g, daz=(False, d) if m.raw_lr_inv else None))
+    return step.apply(m.assignment, p, s, lr, inv)
 
 
 def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
-    """The step's loss words (B,).
+    """The step's loss words (B,) (:func:`~meshnb.conformance.model.loss`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model.
     s : numpy.ndarray
@@ -566,18 +565,16 @@ def loss(ops: Ops, m: Model, s: np.ndarray, inv: np.ndarray) -> np.ndarray:
     >>> hex(loss(Ops(), EXACT, s, np.array([[0x3F000000]], dtype=np.uint32))[0])  # 2.0 * 0.5
     '0x3f800000'
     """
-    if m.op:
-        return mutants.loss(m.mutant, s, inv)
-    return ops.mul(s[:, 4:5], inv, daz=(m.rules.daz, False) if m.raw_lr_inv else None)[:, 0]
+    return step.loss(m.assignment, s, inv)
 
 
 def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
-    """How the model's TASK reads LR or INV_BATCH from the page.
+    """How the model's TASK reads LR or INV_BATCH from the page (:func:`~meshnb.conformance.model.read`).
 
     Parameters
     ----------
     ops : Ops
-        The arithmetic.
+        The arithmetic of the model's rules (unused: the model's assignment decides every op).
     m : Model
         The model (its ``raw_lr_inv``).
     w : array_like
@@ -595,61 +592,7 @@ def read_word(ops: Ops, m: Model, w: object) -> np.ndarray:
     >>> int(read_word(Ops(), EXACT, 1)), int(read_word(Ops(), model("raw-lr-inv"), 1))  # a subnormal LR
     (0, 1)
     """
-    return np.asarray(w, dtype=np.uint32) if m.raw_lr_inv else ops.read(w)
-
-
-# =============================================================================================
-# The host's run (SPEC sections 8-10)
-# =============================================================================================
-
-
-@dataclass(frozen=True)
-class Run:
-    """What an executor produced: one final page per system and the trace (steps, 5) of system 0.
-
-    Parameters
-    ----------
-    pages : list of bytes
-        Every system's final page.
-    trace : numpy.ndarray
-        uint32 ``(steps, 5)``; ``(steps, systems, 5)`` for independent systems.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.faults import init_page, run
-    >>> result = run([init_page()], 8, grouped=False)
-    >>> len(result.pages), result.trace.shape
-    (1, (8, 5))
-    """
-
-    pages: list[bytes]
-    trace: np.ndarray
-
-
-def words_at(page: bytes, off: int, n: int = 1) -> np.ndarray:
-    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a copy, uint32).
-
-    Parameters
-    ----------
-    page : bytes
-        A page.
-    off : int
-        The first byte.
-    n : int, default 1
-        The words.
-
-    Returns
-    -------
-    numpy.ndarray
-        uint32 ``(n,)``.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.faults import init_page, words_at
-    >>> [hex(w) for w in words_at(init_page(), 16, 2).tolist()]  # LR, STEPS_PER_TASK
-    ['0x3f000000', '0x40']
-    """
-    return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
+    return np.asarray(step.words(step.read(m.assignment, "LR", w)), dtype=np.uint32)
 
 
 _u32 = words_at
@@ -665,7 +608,8 @@ def run(
     from_init: bool = False,
     independent: bool = False,
 ) -> Run:
-    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``.
+    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``
+    (:func:`~meshnb.conformance.model.run` under the model's assignment).
 
     ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
     ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
@@ -716,58 +660,6 @@ def run(
     >>> digest(run([init_page()], 64, grouped=False, m=model("fma-horner")).pages[0])[:16]
     '5da8ebca145123fa'
     """
-    ops = Ops(m.rules)
-    set_lr = dict(set_lr or {})
-    n = len(pages)
-    if from_init:  # the model's own samples and INV_BATCH; the host's STEPS_PER_TASK and step base
-        init = init_page(n, grouped, m)
-        pages = [
-            pg[:OFF_INV] + init[OFF_INV : OFF_INV + 4] + pg[OFF_INV + 4 : OFF_X] + init[OFF_X:OFF_LOSS] + pg[OFF_LOSS:]
-            for pg in pages
-        ]
-    bases = {int(_u32(pg, OFF_STEP_HI)[0]) << 32 | int(_u32(pg, OFF_NEXT)[0]) for pg in pages}
-    if len(bases) != 1:
-        raise ValueError("the systems are not at the same step")
-    base = bases.pop()
-    if not isinstance(steps, int) or steps < 0 or base + steps > (1 << 64) - 1:
-        raise ValueError(f"steps {steps!r} from step {base}: a run ends at step 2^64 - 1 at the latest (SPEC 8)")
-    p = np.stack([ops.read(_u32(pg, OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([read_word(ops, m, _u32(pg, OFF_LR)) for pg in pages])
-    inv = np.stack([read_word(ops, m, _u32(pg, OFF_INV)) for pg in pages])
-    xs = np.stack([_u32(pg, OFF_X, SAMPLES) for pg in pages])
-    ys = np.stack([_u32(pg, OFF_Y, SAMPLES) for pg in pages])
-    loss_ring = np.stack([_u32(pg, OFF_LOSS, RING) for pg in pages])
-    lr_word: int | None = None
-    if independent and grouped:
-        raise ValueError("independent systems have no group")
-    trace = np.zeros((steps, n, 5) if independent else (steps, 5), dtype=np.uint32)
-    for s in range(steps + 1):
-        if s in set_lr:
-            lr_word = int(read_word(ops, m, set_lr[s]))
-            lr[:] = lr_word
-        if s == steps:
-            break
-        t = base + s
-        if independent:
-            offs = np.full(n, t & 0xFFFFFFFF, dtype=np.uint64)
-        else:
-            offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
-        own = step_sums(ops, m, p, xs, ys, offs)
-        applied = np.broadcast_to(fold(ops, m, own), (n, 5)) if grouped else own
-        p = apply(ops, m, p, applied, lr, inv)
-        loss_ring[:, t % RING] = loss(ops, m, applied, inv)
-        trace[s] = applied if independent else applied[0]
-    out = []
-    for k, pg in enumerate(pages):
-        page = bytearray(pg)
-        if steps > 0:
-            page[OFF_PARAMS : OFF_PARAMS + 16] = p[k].astype("<u4").tobytes()
-            page[OFF_LOSS : OFF_LOSS + 4 * RING] = loss_ring[k].astype("<u4").tobytes()
-            struct.pack_into("<I", page, OFF_ERR, 0)
-            struct.pack_into("<I", page, OFF_PENDING, 0)  # ROUND stays
-            struct.pack_into("<I", page, OFF_NEXT, (base + steps) & 0xFFFFFFFF)
-            struct.pack_into("<I", page, OFF_STEP_HI, (base + steps) >> 32)
-        if lr_word is not None:
-            struct.pack_into("<I", page, OFF_LR, lr_word)
-        out.append(bytes(page))
-    return Run(out, trace)
+    return step.run(
+        pages, steps, grouped=grouped, set_lr=set_lr, assign=m.assignment, from_init=from_init, independent=independent
+    )

@@ -3,8 +3,10 @@
 Float mode Z is one point of a small space of rules: when a result is flushed (never, or when it
 is tiny before rounding, after rounding at unbounded exponent, or after rounding in the real
 format as mode Z does), whether subnormal inputs are read as zero (DAZ), and which NaN comes out.
-:class:`Ops` computes add, sub, mul, div, fma and from_u32 under any of these rules, so that the
-op vectors (:mod:`.ops`) and the fault models (:mod:`.faults`) share one arithmetic core.
+:class:`Ops` computes add, sub, mul, div, fma and from_u32 under any of these rules;
+:class:`Directed` rounds toward zero, +inf or -inf and :class:`PlusZero` flushes to +0.  They are
+the arithmetic of the FPU rules of :data:`meshnb.conformance.model.RULES` (the step model that
+the fault models and mutants run) and of the op vectors (:mod:`.ops`).
 
 How the exact result is rounded: the operands are f32, so in f64 a product is exact, and a sum,
 difference or quotient is rounded once at 53 bits, which is at least 2 * 24 + 2: rounding that to
@@ -518,6 +520,154 @@ class Ops:
         if self.rules.nan == "canonical":
             u = np.where(is_nan(u), np.uint32(CANONICAL_NAN), u).astype(np.uint32)
         return u
+
+
+class Directed(Ops):
+    """add, sub, mul, fma rounded toward zero, +inf or -inf (mode Z's flush and NaN after).
+
+    Parameters
+    ----------
+    direction : {"zero", "up", "down"}
+        The rounding direction.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import Directed
+    >>> one, tiny = 0x3F800000, 0x33800000  # 1.0 and 2^-24 (half an ulp of 1.0)
+    >>> hex(Directed("up").add(one, tiny)), hex(Directed("zero").add(one, tiny))
+    ('0x3f800001', '0x3f800000')
+    >>> hex(Directed("down").sub(one, 0x2F800000))  # 1 - 2^-32
+    '0x3f7fffff'
+    """
+
+    def __init__(self, direction: str) -> None:
+        super().__init__(MODE_Z)
+        self.direction = direction
+
+    def _directed(self, r: np.ndarray, err: np.ndarray) -> np.ndarray:
+        """The exact value ``r + err`` (``r`` its f64 rounding) rounded to f32 in the direction."""
+        with np.errstate(all="ignore"):
+            f = r.astype(np.float32)
+            rest = (r - f.astype(np.float64)) + err  # the exact value minus f, its sign right
+            if self.direction == "up":
+                step = rest > 0
+                to = np.float32(np.inf)
+            elif self.direction == "down":
+                step = rest < 0
+                to = np.float32(-np.inf)
+            else:  # toward zero: where f is further from zero than the exact value
+                step = ((f > 0) & (rest < 0)) | ((f < 0) & (rest > 0))
+                to = np.float32(0.0)
+            moved = np.nextafter(f, np.broadcast_to(to, f.shape).astype(np.float32))
+            return np.where(step, moved, f).astype(np.float64)
+
+    def _sum(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            a, b = fa.astype(np.float64), fb.astype(np.float64)
+            s = a + b
+            bb = s - a
+            err = (a - (s - bb)) + (b - bb)  # TwoSum: s + err == a + b exactly
+            err = np.where(np.isfinite(s), err, 0.0)
+            return self.round64(self._directed(s, err))
+
+    def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a + b`` rounded in the direction.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: mode Z's).
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Directed
+        >>> hex(Directed("up").add(0x3F800000, 0x33800000))  # 1 + 2^-24, up
+        '0x3f800001'
+        """
+        fa, fb = self._two(a, b, daz)
+        return self._sum(fa, fb)
+
+    def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a - b`` rounded in the direction.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: mode Z's).
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Directed
+        >>> hex(Directed("down").sub(0x3F800000, 0x2F800000))  # 1 - 2^-32, down
+        '0x3f7fffff'
+        """
+        fa, fb = self._two(a, b, daz)
+        return self._sum(fa, -fb)
+
+    def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a * b`` rounded in the direction.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: mode Z's).
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.fpu import Directed
+        >>> hex(Directed("zero").mul(0x3F800001, 0x3F800001))  # (1 + 2^-23)^2, toward zero
+        '0x3f800002'
+        """
+        fa, fb = self._two(a, b, daz)
+        with np.errstate(all="ignore"):
+            r = fa.astype(np.float64) * fb  # exact
+            return self.round64(self._directed(r, np.zeros_like(r)))
+
+
+class PlusZero(Ops):
+    """Mode Z, but a tiny nonzero result is flushed to +0 whatever its sign (a flush written as
+    ``r = 0.0f``).
+
+    Parameters
+    ----------
+    rules : Rules, default Rules()
+        The FPU mode (float mode Z by default) whose flushed results it writes +0.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.fpu import Ops, PlusZero
+    >>> tiny = 0x80800000  # -2^-126, times 0.5: a negative subnormal
+    >>> hex(Ops().mul(tiny, 0x3F000000)), hex(PlusZero().mul(tiny, 0x3F000000))
+    ('0x80000000', '0x0')
+    >>> hex(PlusZero().mul(0x80000000, 0x3F800000))  # -0 * 1 is -0 exactly: no flush
+    '0x80000000'
+    """
+
+    def _out(self, r64: np.ndarray, tiny_exact: Any, hw: Any) -> np.ndarray:
+        u = super()._out(r64, tiny_exact, hw)
+        with np.errstate(all="ignore"):
+            return np.where((u == SIGN) & (r64 != 0), np.uint32(0), u).astype(np.uint32)
 
 
 BINARY = ("add", "sub", "mul", "div")

@@ -1,5 +1,5 @@
-"""The op space (:mod:`meshnb.conformance.mutants`): its step with no mutant is faults' step, bit for
-bit (two implementations written apart); the mutants that restate a whole-run fault model give that
+"""The op space (:mod:`meshnb.conformance.mutants`): the model's step with no mutant is the independent
+references' (numpy and plain Python), bit for bit; the mutants that restate a whole-run fault model give that
 model's bits; directed rounding against exact rational arithmetic; every mutant runs as a
 :func:`faults.run` executor."""
 
@@ -12,6 +12,7 @@ import pytest
 
 from meshnb.conformance import faults, mutants
 from meshnb.conformance.fpu import Ops
+from meshnb.testing import reference as R
 from meshnb.testing.reference import init_page
 
 Z = Ops()
@@ -29,25 +30,34 @@ def _words(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_step_without_a_mutant_is_faults_step(seed: int) -> None:
+def test_the_step_without_a_mutant_is_the_references(seed: int) -> None:
+    """The model's interpreter with no op changed against the independent references (numpy's
+    step_sums, plain Python's ops for apply, loss and the fold), on words of every kind."""
     rng = np.random.default_rng(seed)
-    b = 64
+    b = 24
     p, x, y = _words(rng, (b, 4)), _words(rng, (b, 32)), _words(rng, (b, 32))
     # small params, so that the products reach the flush boundary too
     p[: b // 2] = (rng.uniform(-1, 1, (b // 2, 4)) * 2.0**-60).astype(np.float32).view(np.uint32)
-    theirs = faults.lanes(Z, faults.EXACT, p, x, y)
-    mine = mutants.lanes(None, p, x, y)
-    for name in ("x2", "x3", "pred", "e"):
-        assert np.array_equal(mine[name], theirs[name]), name
-    for j, term in enumerate(mutants.TERMS):
-        assert np.array_equal(mine[term], theirs["v"][:, j]), term
+    off = int(rng.integers(0, 8))
     sums = mutants.step_sums(None, p, x, y)
-    assert np.array_equal(sums, faults.lane_sum(Z, faults.EXACT, theirs["v"]))
+    for k in range(b):
+        xs, ys = np.zeros(256, dtype=np.uint32), np.zeros(256, dtype=np.uint32)
+        xs[off::8], ys[off::8] = x[k], y[k]
+        want = R.step_sums(p[k].view(np.float32), xs.view(np.float32), ys.view(np.float32), off)
+        assert np.array_equal(sums[k], np.asarray(want, dtype=np.float32).view(np.uint32)), k
     lr, inv = _words(rng, (b, 1)), _words(rng, (b, 1))
-    assert np.array_equal(mutants.apply(None, p, sums, lr, inv), faults.apply(Z, faults.EXACT, p, sums, lr, inv))
-    assert np.array_equal(mutants.loss(None, sums, inv), faults.loss(Z, faults.EXACT, sums, inv))
-    own = sums[:5]
-    assert np.array_equal(mutants.fold(None, own), faults.fold(Z, faults.EXACT, own))
+    s = _words(rng, (b, 5))
+    new = mutants.apply(None, p, s, lr, inv)
+    lossw = mutants.loss(None, s, inv)
+    for k in range(b):
+        pk, sk, lk, ik = (int(w) for w in p[k]), [int(w) for w in s[k]], int(lr[k, 0]), int(inv[k, 0])
+        want_p = [R.py_sub(w, R.py_mul(lk, R.py_mul(sk[j], ik))) for j, w in enumerate(pk)]
+        assert new[k].tolist() == want_p and int(lossw[k]) == R.py_mul(sk[4], ik)
+    own = s[:5]
+    acc = [R.py_flush(int(w)) for w in own[0]]
+    for row in own[1:]:
+        acc = [R.py_add(a, R.py_flush(int(w))) for a, w in zip(acc, row)]
+    assert mutants.fold(None, own).tolist() == acc
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
 """Which op: at the first step where an executor's trace differs, that one step replayed from
-meshnb's state before it with every single-op change of :mod:`meshnb.conformance.mutants` (each
-op of the step's dataflow under each alternative rule), and the changes that reproduce the
-executor's row exactly named; where only the page differs, its first differing word named and
-the simple transformations that make it (a shifted ring index, a sign, the byte order, a NaN's
-payload, a counter off by one, the loss or the last apply computed otherwise) recognised.
+meshnb's state before it by the step model's interpreter (:mod:`meshnb.conformance.model`) under
+every single-op change of :mod:`meshnb.conformance.mutants` (each op of the step's dataflow under
+each alternative rule), and the changes that reproduce the executor's row exactly named; where
+only the page differs, its first differing word named and the simple transformations that make it
+(a shifted ring index, a sign, the byte order, a NaN's payload, a counter off by one, the loss or
+the last apply computed otherwise) recognised.
 
 Every change named is one that was run and gave the executor's bits (the search compares bits,
 it never guesses); the search is bounded in time (:data:`BUDGET`), and a report says when the
@@ -17,15 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import faults, mutants
-from ..fpu import SIGN, Ops, is_nan, ulps
+from .. import model
+from ..fpu import SIGN, is_nan, ulps
+from ..model import OFF_INV, OFF_LOSS, OFF_LR, OFF_NEXT, OFF_PARAMS, OFF_STEP_HI, OFF_X, OFF_Y, RING, SAMPLES, words_at
 from .cases import Setup, reference_state
 from .compare import page_diff
 from .report import Counterfactual, Localisation
 
 BUDGET = 1.0  # seconds a case's search may take (about 1 ms a change; the space has ~240)
 HOLD = 64  # rows after the step that an executor with the change is held to (to say how far it holds)
-_Z = Ops()
 
 
 @dataclass
@@ -44,23 +45,24 @@ def _state(setup: Setup, step: int) -> _Step:
     case = setup.case
     pages = reference_state(setup, step)
     n, t = case.systems, case.step_base + step
-    p = np.stack([_Z.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([_Z.read(faults.words_at(pg, faults.OFF_LR)) for pg in pages])
+    p = np.stack([model.read({}, "PARAMS", words_at(pg, OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([model.read({}, "LR", words_at(pg, OFF_LR)) for pg in pages])
     for s, w in case.set_lr:
         if s == step:
-            lr[:] = _Z.read(w)
-    inv = np.stack([_Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in pages])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in pages])
+            lr[:] = model.read({}, "LR", w)
+    inv = np.stack([model.read({}, "INV_BATCH", words_at(pg, OFF_INV)) for pg in pages])
+    xs = np.stack([words_at(pg, OFF_X, SAMPLES) for pg in pages])
+    ys = np.stack([words_at(pg, OFF_Y, SAMPLES) for pg in pages])
     offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
-    idx, rows = faults.lane_samples(offs), np.arange(n)[:, None]
+    idx, rows = model.lane_samples(offs), np.arange(n)[:, None]
     return _Step(p, lr, inv, xs[rows, idx], ys[rows, idx], case.grouped)
 
 
-def _sums(mut: mutants.Mutant | None, st: _Step, p: np.ndarray | None = None) -> np.ndarray:
+def _sums(mut: model.Mutant | None, st: _Step, p: np.ndarray | None = None) -> np.ndarray:
     """The applied sums (N, 5) of the step (from params ``p``, default the state's)."""
-    own = mutants.step_sums(mut, st.p if p is None else p, st.x, st.y)
-    return np.broadcast_to(mutants.fold(mut, own), own.shape) if st.grouped else own
+    a = mut.assignment if mut is not None else {}
+    own = model.sums(a, st.p if p is None else p, st.x, st.y)
+    return np.broadcast_to(model.fold(a, own), own.shape) if st.grouped else own
 
 
 class _Unchanged:
@@ -68,47 +70,48 @@ class _Unchanged:
     of this step (its operands mode Z's): then the whole step is mode Z's and need not be run."""
 
     def __init__(self, st: _Step) -> None:
-        self.values = dict(mutants.lanes(None, st.p, st.x, st.y))
-        self.values.update({name: st.p[:, j : j + 1] for j, name in enumerate("abcd")})
-        terms = np.stack([self.values[t] for t in mutants.TERMS], axis=1)
+        self.values = model.lanes({}, st.p, st.x, st.y)
+        terms = np.stack([self.values[t] for t in model.TERMS], axis=1)
         self.levels: dict[int, np.ndarray] = {}
-        for o in mutants.BUTTERFLY:
+        self.z = z = model.arith("z")
+        for o in model.BUTTERFLY:
             self.levels[o] = terms
-            terms = _Z.add(terms, terms[..., mutants.LANES ^ o])
+            terms = z.add(terms, terms[..., model.LANES ^ o])
 
-    def __call__(self, mut: mutants.Mutant) -> bool:
-        if mut.alt not in mutants.RULES and mut.alt not in mutants.DIRECTIONS and mut.alt != mutants.PLUS_ZERO:
+    def __call__(self, mut: model.Mutant) -> bool:
+        if model.RULES[mut.alt].arith is None:  # a structural rule: it changes the dataflow
             return False
-        op, ops = mutants.BY_ID[mut.op], mutants.arith(mut.alt)
+        op, ops = model.BY_ID[mut.op], model.arith(mut.alt)
         if op.stage == "lanes":
             a, b = (self.values[n] for n in op.args)
-            return bool(np.array_equal(getattr(ops, op.kind)(a, b), self.values[op.id]))
+            return bool(np.array_equal(model.node(mut.assignment, op.id, a, b), self.values[op.id]))
         if op.stage == "butterfly" and op.id != "butterfly":
             o = int(op.id.removeprefix("butterfly"))
             v = self.levels[o]
-            return bool(np.array_equal(ops.add(v, v[..., mutants.LANES ^ o]), _Z.add(v, v[..., mutants.LANES ^ o])))
+            pair = v[..., model.LANES ^ o]
+            return bool(np.array_equal(ops.add(v, pair), self.z.add(v, pair)))
         return False
 
 
-def _lanes_changed(mut: mutants.Mutant, st: _Step, system: int) -> list[int]:
+def _lanes_changed(mut: model.Mutant, st: _Step, system: int) -> list[int]:
     """The lanes (of ``system``) whose per-lane value the change changes: the op's own value, or
     (fused, in f64) its consumer's, or the butterfly's first level."""
-    exact, got = mutants.lanes(None, st.p, st.x, st.y), mutants.lanes(mut, st.p, st.x, st.y)
-    ids = [op.id for op in mutants.SPACE if op.stage == "lanes"]
+    exact, got = model.lanes({}, st.p, st.x, st.y), model.lanes(mut.assignment, st.p, st.x, st.y)
+    ids = [op.id for op in model.STAGE_OPS["lanes"]]
     for op_id in ids[ids.index(mut.op) :]:
         g = got[op_id]
-        if isinstance(g, mutants.Fused) or np.asarray(g).dtype == np.float64:
+        if not model.is_words(g):
             continue
         diff = np.nonzero(np.asarray(g)[system] != np.asarray(exact[op_id])[system])[0]
         if len(diff):
             return [int(i) for i in diff]
-    one = mutants.level_one(mut, [got[t] for t in mutants.TERMS])[system]
-    base = mutants.level_one(None, [exact[t] for t in mutants.TERMS])[system]
+    one = model.level_one(mut.assignment, [got[t] for t in model.TERMS])[system]
+    base = model.level_one({}, [exact[t] for t in model.TERMS])[system]
     return [int(i) for i in np.nonzero((one != base).any(axis=0))[0]]
 
 
 def _lane_text(lanes: list[int]) -> str:
-    if len(lanes) == mutants.WARP:
+    if len(lanes) == model.WARP:
         return "lanes 0 .. 31"
     return ("lane " if len(lanes) == 1 else "lanes ") + ", ".join(map(str, lanes))
 
@@ -119,15 +122,14 @@ def _distance(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     return int(d.sum()), int(ulps(a[d], b[d]).sum()) if d.any() else 0
 
 
-def _holds(setup: Setup, mut: mutants.Mutant, start: int, got_trace: np.ndarray) -> int:
+def _holds(setup: Setup, mut: model.Mutant, start: int, got_trace: np.ndarray) -> int:
     """How many rows from ``start`` an executor with this one change (on every step) reproduces."""
     case = setup.case
-    m = faults.single_op(mut.op, mut.alt)
     steps = min(case.steps - start, HOLD)
     lr = {s - start: w for s, w in case.set_lr if start <= s < start + steps}
     start_pages = reference_state(setup, start)
     from_init = case.from_init and start == 0  # the executor's own init: a samples op's change shows
-    r = faults.run(start_pages, steps, grouped=case.grouped, set_lr=lr, m=m, from_init=from_init)
+    r = model.run(start_pages, steps, grouped=case.grouped, set_lr=lr, assign=mut.assignment, from_init=from_init)
     same = (r.trace == got_trace[start : start + steps]).all(axis=1)
     return int(np.argmin(same)) if not same.all() else steps
 
@@ -175,11 +177,11 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
     here = _state(setup, step)
     before = _state(setup, step - 1) if step > 0 else None
     stages = ("lanes", "butterfly") + (("fold",) if case.grouped else ())
-    tries: list[tuple[mutants.Mutant, int]] = [(m, step) for m in mutants.mutations(stages)]
+    tries: list[tuple[model.Mutant, int]] = [(m, step) for m in model.mutations(stages)]
     if before is not None:
-        tries += [(m, step - 1) for m in mutants.mutations(("apply",))]
+        tries += [(m, step - 1) for m in model.mutations(("apply",))]
     if step == 0 and case.from_init:
-        tries += [(m, 0) for m in mutants.mutations(("samples",))]
+        tries += [(m, 0) for m in model.mutations(("samples",))]
     k = system if case.systems > 1 else 0
     found: list[Counterfactual] = []
     best: tuple[tuple[int, int], str] | None = None
@@ -188,23 +190,27 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
     if exact_d[0] == 0:
         raise ValueError(f"step {step}: the executor's row is meshnb's")
     same = _Unchanged(here)
-    matched: list[tuple[mutants.Mutant, int, str]] = []
+    matched: list[tuple[model.Mutant, int, str]] = []
     for mut, at in tries:
         if time.monotonic() - t0 > budget:
             break
         searched += 1
-        stage = mutants.BY_ID[mut.op].stage
+        stage = model.BY_ID[mut.op].stage
         if same(mut):
             continue  # the op gives mode Z's words on every lane: the step is mode Z's
         if stage == "apply":
             assert before is not None
-            p = mutants.apply(
-                mut, before.p, np.asarray(setup.trace[step - 1 : step]).repeat(len(before.p), 0), before.lr, before.inv
+            p = model.apply(
+                mut.assignment,
+                before.p,
+                np.asarray(setup.trace[step - 1 : step]).repeat(len(before.p), 0),
+                before.lr,
+                before.inv,
             )
             sums = _sums(None, here, p)[0]
         elif stage == "samples":
-            xs, ys = faults.samples(faults.single_op(mut.op, mut.alt))
-            idx = faults.lane_samples(
+            xs, ys = model.samples(mut.assignment)
+            idx = model.lane_samples(
                 np.array(
                     [(case.step_base * case.systems + j) & 0xFFFFFFFF for j in range(case.systems)], dtype=np.uint64
                 )
@@ -223,7 +229,7 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
         if d < exact_d and (best is None or d < best[0]):
             best = (d, text + f" ({d[0]} of 5 sums differ, {d[1]} ulps)")
     for mut, at, text in matched:  # each named change also run on the rows after it, while time is left
-        lanes = _lanes_changed(mut, here, k) if mutants.BY_ID[mut.op].stage == "lanes" else []
+        lanes = _lanes_changed(mut, here, k) if model.BY_ID[mut.op].stage == "lanes" else []
         if lanes:
             text += f" on {_lane_text(lanes)}"
         holds = _holds(setup, mut, at, got_trace) if time.monotonic() - t0 < budget else 1
@@ -255,7 +261,7 @@ def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, b
 
 
 def _ring(page: bytes) -> np.ndarray:
-    return faults.words_at(page, faults.OFF_LOSS, faults.RING)
+    return words_at(page, OFF_LOSS, RING)
 
 
 def _loss_ring(setup: Setup, system: int, write: object) -> np.ndarray:
@@ -263,9 +269,9 @@ def _loss_ring(setup: Setup, system: int, write: object) -> np.ndarray:
     case = setup.case
     ring = _ring(setup.in_pages[system]).copy()
     exp = _ring(setup.expected[system])
-    for s in range(max(0, case.steps - faults.RING), case.steps):
+    for s in range(max(0, case.steps - RING), case.steps):
         t = case.step_base + s
-        ring[write(t) % faults.RING] = exp[t % faults.RING]  # type: ignore[operator]
+        ring[write(t) % RING] = exp[t % RING]  # type: ignore[operator]
     return ring
 
 
@@ -278,7 +284,7 @@ def _page_findings(setup: Setup, system: int, got: bytes) -> list[str]:
     wv, gv = np.frombuffer(want, dtype="<u4").astype(np.uint32), np.frombuffer(got, dtype="<u4").astype(np.uint32)
     at = np.nonzero(wv != gv)[0]
     names = {d["offset"] // 4: d["field"] for d in diff}
-    loss_lo, loss_hi = faults.OFF_LOSS // 4, faults.OFF_LOSS // 4 + faults.RING
+    loss_lo, loss_hi = OFF_LOSS // 4, OFF_LOSS // 4 + RING
     in_loss = at[(at >= loss_lo) & (at < loss_hi)]
     if len(in_loss) and case.steps > 0:
         g = _ring(got)
@@ -289,28 +295,25 @@ def _page_findings(setup: Setup, system: int, got: bytes) -> list[str]:
                 )
                 break
         if not out and case.steps >= 1:
-            inv = _Z.read(faults.words_at(want, faults.OFF_INV))[None, :]
-            rows = np.asarray(setup.trace[max(0, case.steps - faults.RING) :])
-            steps = case.step_base + np.arange(max(0, case.steps - faults.RING), case.steps, dtype=object)
-            for mut in mutants.mutations(("loss",)):
+            inv = model.read({}, "INV_BATCH", words_at(want, OFF_INV))[None, :]
+            rows = np.asarray(setup.trace[max(0, case.steps - RING) :])
+            steps = case.step_base + np.arange(max(0, case.steps - RING), case.steps, dtype=object)
+            for mut in model.mutations(("loss",)):
                 ring = _ring(setup.in_pages[system]).copy()
-                ring[[int(t) % faults.RING for t in steps]] = mutants.loss(
-                    mut, rows, np.broadcast_to(inv, (len(rows), 1))
+                ring[[int(t) % RING for t in steps]] = model.loss(
+                    mut.assignment, rows, np.broadcast_to(inv, (len(rows), 1))
                 )
                 if np.array_equal(ring, g):
                     out.append(f"LOSS: mode Z except {mut.text()} (every step's loss)")
                     break
-    header = [int(i) for i in at if i < faults.OFF_X // 4]
-    step_of = {
-        p: (int(v[faults.OFF_STEP_HI // 4]) << 32) | int(v[faults.OFF_NEXT // 4])
-        for p, v in (("want", wv), ("got", gv))
-    }
+    header = [int(i) for i in at if i < OFF_X // 4]
+    step_of = {p: (int(v[OFF_STEP_HI // 4]) << 32) | int(v[OFF_NEXT // 4]) for p, v in (("want", wv), ("got", gv))}
     if any(names.get(i) in ("NEXT_STEP", "STEP_HI") for i in header):
         d = step_of["got"] - step_of["want"]
         if abs(d) <= 2:
             out.append(f"STEP_HI:NEXT_STEP: the step counter off by {d:+d} ({step_of['got']} for {step_of['want']})")
         elif step_of["got"] == step_of["want"] & 0xFFFFFFFF:
-            hi = faults.OFF_STEP_HI // 4
+            hi = OFF_STEP_HI // 4
             out.append(f"STEP_HI:NEXT_STEP: a 32-bit step counter (STEP_HI {gv[hi]} for {wv[hi]}: the carry lost)")
     words: list[str] = []
     for i in at:
@@ -341,14 +344,14 @@ def _last_apply(setup: Setup, system: int, got: bytes, budget: float) -> list[Co
         return []
     t0 = time.monotonic()
     st = _state(setup, case.steps - 1)
-    want = faults.words_at(got, faults.OFF_PARAMS, 4)
+    want = words_at(got, OFF_PARAMS, 4)
     row = np.asarray(setup.trace[-1:]).repeat(len(st.p), 0)
     k = system if case.systems > 1 else 0
     found = []
-    for mut in mutants.mutations(("apply",)):
+    for mut in model.mutations(("apply",)):
         if time.monotonic() - t0 > budget:
             break
-        if np.array_equal(mutants.apply(mut, st.p, row, st.lr, st.inv)[k], want):
+        if np.array_equal(model.apply(mut.assignment, st.p, row, st.lr, st.inv)[k], want):
             text = f"step {case.steps - 1}: mode Z except {mut.text()} (the last step's apply)"
             found.append(Counterfactual(op=mut.op, alt=mut.alt, step=case.steps - 1, lanes=[], text=text, holds=1))
     return found
