@@ -716,7 +716,8 @@ def run_suite(
                         n = pending.pop(fut)
                         results[n] = _judge(n, setups[n], fut.result(), case_timeout, progress)
                 if experiments:
-                    _experiments([results[n] for n in names], setups, _exp_runner(runner, cmd, work, case_timeout))
+                    end = time.monotonic() + EXPERIMENT_SECONDS
+                    _experiments([results[n] for n in names], setups, _exp_runner(runner, cmd, work, case_timeout, end))
             except BaseException:
                 runner.stop()
                 for fut in pending:
@@ -731,8 +732,9 @@ EXPERIMENT_SECONDS = 15.0
 """Seconds a whole check may spend on experiments (each case at most experiment.MAX_SECONDS)."""
 
 
-def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float) -> experiment.Runner:
-    """Runs the executor on an experiment as on a case: a private copy of its inputs, the supervisor."""
+def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float, end: float) -> experiment.Runner:
+    """Runs the executor on an experiment as on a case: a private copy of its inputs, the supervisor;
+    each run killed at the case timeout or at ``end`` (``time.monotonic()``), whichever comes first."""
     count = itertools.count(1_000_000)
 
     def run(e: experiment.Experiment) -> tuple[list[bytes], np.ndarray | None] | str:
@@ -745,7 +747,8 @@ def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float) 
             for k, page in enumerate(e.in_pages):
                 (src / f"in-{k}.page").write_bytes(page)
             trace = e.trace if e.trace is not None else np.zeros((0, 5), np.uint32)
-            ran = runner.run(cmd, i, src, check.Setup(e.sub, e.in_pages, e.expected, trace), timeout)
+            limit = min(timeout, max(1.0, end - time.monotonic()))
+            ran = runner.run(cmd, i, src, check.Setup(e.sub, e.in_pages, e.expected, trace), limit)
         finally:
             remove_tree(src.parent, warn=False)
         if ran.failed_to_start:
