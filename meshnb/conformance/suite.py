@@ -833,6 +833,8 @@ def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: e
             named = ", ".join(res.models)
         elif loc_d and (loc_d.get("found") or loc_d.get("page")):
             named = f"no fault model reproduces these bits; {check.printable(check.localisation_summary(loc_d))}"
+            if loc is not None and not loc_d.get("found"):  # a page transformation: where it was seen too
+                named += f"; seen: {check.printable(loc.where)}"
         else:
             ruled = ", ".join(sorted((proof.ruled_out if proof else {}) or [m["name"] for m in dropped]))
             named = "cause not proved" + (f" (ruled out by experiment: {ruled})" if ruled else "")

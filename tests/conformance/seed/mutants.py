@@ -322,7 +322,7 @@ def markdown(results: dict[str, dict[str, Any]], checks: dict[int, dict[str, Any
             kind = "not located"
         kinds.setdefault(kind, []).append(i)
         named = msg.split("; ", 1)[1] if "; " in msg else msg
-        edit, end = ms[i].describe(source).replace("|", "/"), named.replace("|", "/")
+        edit, end = ms[i].describe(source).replace("|", "\\|"), named.replace("|", "\\|")
         rows.append(f"| {i} | {edit} | `{say.get('name', '')}` | {kind} | {end} |")
     out = "\n".join(lines) + "\n\nWhat `check --exec` said on the first quick-pack case that kills each mutant:\n\n"
     out += "| what it said | mutants |\n|---|---|\n"
