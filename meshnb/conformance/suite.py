@@ -728,7 +728,7 @@ def run_suite(
     return SuiteResult(str(root), [results[n] for n in names])
 
 
-EXPERIMENT_SECONDS = 15.0
+EXPERIMENT_SECONDS = 10.0
 """Seconds a whole check may spend on experiments (each case at most experiment.MAX_SECONDS)."""
 
 
