@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshnb.conformance import check, experiment, faults, mutants, suite
+from meshnb.conformance import check, experiment, faults, mutants, pack, suite
 from meshnb.conformance.check import setup_from_run
 from meshnb.testing.reference import init_page
 from tests.conformance.executors import EXECUTORS, command
@@ -76,14 +76,40 @@ SINGLE_OPS = [("e*x3", "fused"), ("e*e", "fused"), ("e", "round-up"), ("butterfl
 @pytest.mark.parametrize(("op", "alt"), SINGLE_OPS, ids=[f"{o}:{a}" for o, a in SINGLE_OPS])
 def test_a_single_op_mutant_is_proved_or_not_named(op: str, alt: str) -> None:
     assert (op, alt) in {(m.op, m.alt) for m in mutants.mutations()}
+    _proved_or_not_named(op, alt)
+
+
+EVERY = sorted({(m.op, m.alt) for m in mutants.mutations()})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("op", "alt"), EVERY, ids=[f"{o}:{a}" for o, a in EVERY])
+def test_every_single_op_mutant_is_proved_or_not_named(op: str, alt: str) -> None:
+    _proved_or_not_named(op, alt)
+
+
+def _runs() -> list[check.Setup]:
+    """init's run of 64 steps, then 16 steps from each page of the separating experiments."""
+    pages = pack.start_pages()
+    return [setup_from_run(init_page(), 64)] + [
+        setup_from_run(pages[n], 16) for n in [*pack.probe_pages(), *experiment.SEPARATING_PAGES]
+    ]
+
+
+def _proved_or_not_named(op: str, alt: str) -> None:
+    """The mutant as the executor of the first run of :func:`_runs` whose bits it changes: the check's
+    candidates, the experiments, the proof; every proved cause gives the mutant's bits on every
+    experiment, and the mutant itself, when a candidate, is proved."""
     truth = faults.single_op(op, alt)
-    setup = setup_from_run(init_page(), 64)
     run = experiment.model_runner(truth)
-    got = run(experiment.experiment(setup, 0, 64, 64))
-    assert not isinstance(got, str)
-    rep = check.check(setup, got[0][0], got_trace=got[1])
-    if rep.verdict == "PASS":
-        pytest.skip("the mutant gives meshnb's bits on this run")
+    for setup in _runs():
+        got = run(experiment.experiment(setup, 0, setup.case.steps, setup.case.steps_per_task))
+        assert not isinstance(got, str)
+        rep = check.check(setup, got[0][0], got_trace=got[1])
+        if rep.verdict == "FAIL":
+            break
+    else:
+        pytest.skip("the mutant gives meshnb's bits on every run tried")
     res = suite.CaseResult("c", 1, "FAIL", report=rep)
     cands = suite._candidates(res)
     loc = experiment.locate(setup, run, hint=rep.trace["step"] if rep.trace else None)
