@@ -60,6 +60,10 @@ class Case:
         The run's first step.
     page : str, optional
         A page of :func:`start_pages` to start from; init otherwise.
+    calls : tuple of (int, int, int), default ()
+        ``(steps of this run done, op, arg)``: ``task`` calls with op codes the program does not
+        know, made on every system at that point of the run; each returns R_BAD_OP and changes
+        nothing (SPEC 8).
 
     See Also
     --------
@@ -84,6 +88,7 @@ class Case:
     set_lr: tuple[tuple[int, int], ...] = ()  # (steps of this run done, f32 word), as --set-lr
     step_base: int = 0
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
+    calls: tuple[tuple[int, int, int], ...] = ()  # (steps of this run done, op, arg): calls that change nothing
 
     def sized(self, quick: bool) -> Case:
         """The case as the pack (quick or full) runs it.
@@ -125,6 +130,7 @@ class Case:
             lr,
             base,
             self.page,
+            tuple((min(self.quick_steps, round(s * scale)), op, arg) for s, op, arg in self.calls),
         )
 
     @property
@@ -219,6 +225,45 @@ def _scaled(page: bytes, offset: int, scale: float) -> list[int]:
         return [int(w) for w in v.astype(np.float32).view(np.uint32)]
 
 
+_HEADER = {"LR": 16, "ERR": 32, "PENDING": 36, "ROUND": 40}  # SPEC 7's offsets of the words a state page sets
+
+
+def _header(page: bytes, **words: int) -> bytes:
+    """``page`` with header words (by their SPEC 7 names) set."""
+    out = bytearray(page)
+    for name, value in words.items():
+        struct.pack_into("<I", out, _HEADER[name], value)
+    return bytes(out)
+
+
+def state_pages() -> dict[str, bytes]:
+    """Start pages whose header holds the states a TASK distinguishes (SPEC 8, 9).
+
+    Returns
+    -------
+    dict of str to bytes
+        4096-byte pages by name: ``err-pending-round`` (ERR 1, PENDING 1, ROUND not the next
+        step's round), ``pending-alone-match`` (PENDING 1, ROUND the next step's round),
+        ``pending-cluster-mismatch`` (a cluster of 2's page, ERR 1, PENDING 1, ROUND not the next
+        step's round), ``lr-minus-inf`` (LR -inf; the hard pages hold a subnormal, a negative
+        signalling NaN and a huge LR).
+
+    Examples
+    --------
+    >>> import struct
+    >>> from meshnb.conformance.pack import state_pages
+    >>> struct.unpack_from("<3I", state_pages()["pending-alone-match"], 32)  # ERR, PENDING, ROUND
+    (0, 1, 1)
+    """
+    one = ref.init_page(1)
+    return {
+        "err-pending-round": _header(one, ERR=1, PENDING=1, ROUND=0xDEADBEEF),
+        "pending-alone-match": _header(one, PENDING=1, ROUND=1),
+        "pending-cluster-mismatch": _header(ref.init_page(2, True), ERR=1, PENDING=1, ROUND=0x12345),
+        "lr-minus-inf": _header(one, LR=0xFF800000),
+    }
+
+
 def start_pages() -> dict[str, bytes]:
     """Every named start page: meshnb.testing's hard pages and the pack's probes.
 
@@ -235,10 +280,10 @@ def start_pages() -> dict[str, bytes]:
     --------
     >>> from meshnb.conformance.pack import start_pages
     >>> pages = start_pages()
-    >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages
-    (22, True, True)
+    >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages, "err-pending-round" in pages
+    (26, True, True, True)
     """
-    return {**hard.hard_pages(), **probe_pages()}
+    return {**hard.hard_pages(), **probe_pages(), **state_pages()}
 
 
 def _hard_cases() -> list[Case]:
@@ -302,6 +347,70 @@ def _hard_cases() -> list[Case]:
             2,
             page="huge-samples",
         ),
+    ]
+
+
+BAD_OPS = (0x01, 0x02, 0x0F, 0x11, 0x20, 0x100, 0x110, 0x10010, 0x80000000, 0x80000010, 0xFFFFFFFF)
+"""Op codes the program does not know (SPEC 8: R_BAD_OP, nothing done): neighbours of TASK (0) and
+SET_LR (0x10), SET_LR's code with high bits set, the top bit, all ones."""
+
+
+def _state_cases() -> list[Case]:
+    """The cases of the program's state machine (SPEC 8, 9): start headers, op codes, LR classes."""
+    bad = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
+    return [
+        Case(
+            "state-err-pending-round",
+            "ERR 1, PENDING 1 and ROUND another step's round without a group, the step's high half 3: a "
+            "TASK drops the round (PENDING 0), writes ERR 0, keeps ROUND, reads the step's high half",
+            70,
+            70,
+            step_base=(3 << 32) + 1000,
+            page="err-pending-round",
+        ),
+        Case(
+            "state-pending-alone-match",
+            "PENDING 1 without a group, ROUND the first step's round: dropped (PENDING 0), the step computed",
+            70,
+            70,
+            page="pending-alone-match",
+        ),
+        Case(
+            "state-pending-cluster-mismatch",
+            "a cluster of 2 from pages with ERR 1, PENDING 1 and ROUND another step's round: dropped, "
+            "the step computed and exchanged",
+            70,
+            70,
+            systems=2,
+            grouped=True,
+            page="pending-cluster-mismatch",
+        ),
+        Case(
+            "steps-per-task-large",
+            "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
+            "(260 steps in the quick pack: one task of 260)",
+            600,
+            260,
+            steps_per_task=300,
+        ),
+        Case(
+            "state-lr-words",
+            "SET_LR words of every class: -0, a negative subnormal, a positive subnormal, a negative LR, "
+            "+inf, a negative signalling NaN; unknown op codes (R_BAD_OP, nothing done) before step 0, "
+            "mid-task and after the last step",
+            24,
+            24,
+            set_lr=(
+                (0, 0x80000000),
+                (4, 0x807FFFFF),
+                (8, 0x00000001),
+                (12, 0xBE000000),
+                (16, 0x7F800000),
+                (20, 0xFF800001),
+            ),
+            calls=bad,
+        ),
+        Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
     ]
 
 
@@ -375,6 +484,7 @@ CASES: tuple[Case, ...] = (
     ),
     Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 64, systems=8, grouped=True),
     Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, systems=1, grouped=True),
+    *_state_cases(),
 )
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 
@@ -396,7 +506,7 @@ def cases(quick: bool = False) -> list[Case]:
     --------
     >>> from meshnb.conformance.pack import cases
     >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
-    (39, 38, 256)
+    (45, 44, 256)
     """
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 
@@ -512,6 +622,13 @@ def case_json(case: Case) -> dict[str, Any]:
             "remain than STEPS_PER_TASK, write that count to STEPS_PER_TASK and restore it after. Each "
             "set_lr entry is a SET_LR call with the word, made when before_step steps of this run are "
             "done (shorten the task before so one starts there; at `steps`, after the last task)."
+        ),
+        "calls": [{"before_step": s, "op": f"{op:08x}", "arg": f"{arg:08x}"} for s, op, arg in case.calls],
+        "calls_rule": (
+            "Each calls entry is a task(op, arg) call (hex words) made on every system when before_step "
+            "steps of this run are done, before any set_lr there (shorten the task before so one starts "
+            "there). Their op codes are unknown to the program: each returns R_BAD_OP (ffffffff) and "
+            "changes nothing."
         ),
         "timeouts": (
             "A round's timeout changes no bits: after a TASK that timed out (ERR = 1) call TASK "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
+import itertools
 import json
 import os
 import shlex
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -40,7 +42,7 @@ import numpy as np
 
 from .. import files
 from ..interrupts import WorkerPool
-from . import check
+from . import check, experiment, faults
 from .pack import PackError, case_names, read_file
 
 DEFAULT_CASE_TIMEOUT = 3600.0  # seconds an executor may take for one case
@@ -168,7 +170,15 @@ class SuiteResult:
         rows = [("case", "systems", "verdict", "first difference", "models / error")]
         for c in self.cases:
             detail = ", ".join(c.models) if c.verdict == "FAIL" else c.message if c.verdict == "ERROR" else ""
-            if c.verdict == "FAIL" and not c.models:
+            if (
+                c.verdict == "FAIL"
+                and not c.models
+                and c.report is not None
+                and "experiment" in (c.report.diagnosis or {})
+                and not ((c.report.diagnosis or {}).get("localisation") or {}).get("found")
+            ):
+                detail = c.message.split("; ", 1)[1] if "; " in c.message else ""
+            elif c.verdict == "FAIL" and not c.models:
                 made = c.report is None or not (c.report.diagnosis or {}).get("skipped")
                 detail = "no fault model reproduces these bits" if made else "diagnosis not made (--json: why)"
                 found = ((c.report.diagnosis or {}).get("localisation") or {}).get("found") if c.report else None
@@ -621,11 +631,18 @@ def run_suite(
     case_timeout: float = DEFAULT_CASE_TIMEOUT,
     verify: bool = True,
     progress: Callable[[str], None] | None = None,
+    experiments: bool = True,
 ) -> SuiteResult:
     """Runs the pack's cases on an executor (``exec_cmd``, split as a shell would) or reads the
     outputs made elsewhere (``outputs``), and checks them.  Bad input (a pack, a command or
     options that cannot be used) raises :class:`~.pack.PackError` or ``ValueError`` before any
     executor runs; a KeyboardInterrupt kills the live executors and is raised again.
+
+    With ``exec_cmd`` and ``experiments``, each failing case is then located by running the
+    executor from meshnb's own pages (:func:`meshnb.conformance.experiment.locate`), and a cause the
+    diagnosis names is kept only when it reproduces the executor's outputs on every experiment
+    (:func:`~meshnb.conformance.experiment.prove`); the others are said to be ruled out. The
+    experiments of a whole check are bounded by :data:`EXPERIMENT_SECONDS`.
 
     Examples
     --------
@@ -698,6 +715,9 @@ def run_suite(
                     for fut in done:
                         n = pending.pop(fut)
                         results[n] = _judge(n, setups[n], fut.result(), case_timeout, progress)
+                if experiments:
+                    end = time.monotonic() + EXPERIMENT_SECONDS
+                    _experiments([results[n] for n in names], setups, _exp_runner(runner, cmd, work, case_timeout, end))
             except BaseException:
                 runner.stop()
                 for fut in pending:
@@ -706,6 +726,123 @@ def run_suite(
     finally:
         remove_tree(work)
     return SuiteResult(str(root), [results[n] for n in names])
+
+
+EXPERIMENT_SECONDS = 10.0
+"""Seconds a whole check may spend on experiments (each case at most experiment.MAX_SECONDS)."""
+
+
+def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float, end: float) -> experiment.Runner:
+    """Runs the executor on an experiment as on a case: a private copy of its inputs, the supervisor;
+    each run killed at the case timeout or at ``end`` (``time.monotonic()``), whichever comes first."""
+    count = itertools.count(1_000_000)
+
+    def run(e: experiment.Experiment) -> tuple[list[bytes], np.ndarray | None] | str:
+        assert e.sub is not None
+        i = next(count)
+        src = work / f"experiment-{i}" / "case"
+        src.mkdir(parents=True)
+        try:
+            (src / "case.json").write_text(json.dumps(e.case, indent=1, sort_keys=True) + "\n")
+            for k, page in enumerate(e.in_pages):
+                (src / f"in-{k}.page").write_bytes(page)
+            trace = e.trace if e.trace is not None else np.zeros((0, 5), np.uint32)
+            limit = min(timeout, max(1.0, end - time.monotonic()))
+            ran = runner.run(cmd, i, src, check.Setup(e.sub, e.in_pages, e.expected, trace), limit)
+        finally:
+            remove_tree(src.parent, warn=False)
+        if ran.failed_to_start:
+            return ran.failed_to_start
+        if ran.timed_out:
+            return "ran past the case timeout"
+        if ran.exit_code:
+            last = ran.stderr_tail.splitlines()[-1] if ran.stderr_tail else "no stderr"
+            return f"exit code {ran.exit_code}: {last}"
+        return ran.outputs if ran.outputs is not None else ran.unusable
+
+    return run
+
+
+def _candidates(res: CaseResult) -> dict[str, faults.Model]:
+    """The causes the diagnosis names: its fault models and its single-op changes."""
+    dg = (res.report.diagnosis or {}) if res.report else {}
+    out = {m["name"]: faults.model(m["name"]) for m in dg.get("models", []) if m["name"] != "executor-samples"}
+    for f in (dg.get("localisation") or {}).get("found", []):
+        out[f"single op {f['op']}:{f['alt']}"] = faults.single_op(f["op"], f["alt"])
+    return out
+
+
+def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: experiment.Runner) -> None:
+    """Locates each failing case by experiment and keeps only the causes every experiment confirms
+    (see :func:`run_suite`); the report, the message and the models are rewritten accordingly."""
+    t0 = time.monotonic()
+    separate: list[experiment.Experiment] | None = None
+    known_proved: set[str] = set()  # causes proved (and ruled out) by an earlier case's experiments
+    known_ruled: set[str] = set()
+    for res in cases:
+        if res.verdict != "FAIL" or res.report is None or res.report.diagnosis is None:
+            continue
+        dg = dict(res.report.diagnosis)
+        left = EXPERIMENT_SECONDS - (time.monotonic() - t0)
+        head = res.message.split("; ", 1)[0]
+        cands = _candidates(res)
+        if left <= 0:
+            loc = None
+            dg["experiment"] = {"skipped": f"the check's {EXPERIMENT_SECONDS:g} s for experiments were spent"}
+        else:
+            hint = res.report.trace["step"] if res.report.trace else None
+            loc = experiment.locate(setups[res.name], run, hint=hint, max_seconds=min(experiment.MAX_SECONDS, left))
+            dg["experiment"] = {"location": loc.to_json()}
+        proof = None
+        if loc is not None and cands:
+            if separate is None:
+                separate = experiment.separating()
+                experiment.run_all(separate, run)
+            proof = experiment.prove(cands, loc.experiments + separate)
+            dg["experiment"]["proof"] = proof.to_json()
+        page_proved: list[str] = []
+        loc_d = dg.get("localisation")
+        if loc is not None and loc_d and loc_d.get("page") and not loc_d.get("found"):
+            page_proved = experiment.prove_page(loc_d["page"], loc.experiments)
+            dg["experiment"]["page_proved"] = page_proved
+        proved = set(proof.proved) if proof else set()
+        if proof is not None:
+            known_proved.update(proof.proved)
+            known_ruled.update(proof.ruled_out)
+        else:  # no experiment of its own: what earlier cases' experiments proved of the same causes
+            proved = {c for c in cands if c in known_proved and c not in known_ruled}
+            if proved:
+                dg["experiment"]["proved_by_earlier_cases"] = sorted(proved)
+        named_models = [m for m in dg.get("models", []) if m["name"] in proved or m["name"] == "executor-samples"]
+        dropped = [m for m in dg.get("models", []) if m not in named_models]
+        dg["models"] = named_models
+        if dropped:
+            dg["not_proved"] = dropped
+        if loc_d and loc_d.get("page") and page_proved != loc_d["page"]:
+            kept = [f for f in loc_d["page"] if f in page_proved]
+            loc_d = {**loc_d, "page": kept, "not_proved": [f for f in loc_d["page"] if f not in kept]}
+            dg["localisation"] = loc_d
+        if loc_d and loc_d.get("found"):
+            keep = [f for f in loc_d["found"] if f"single op {f['op']}:{f['alt']}" in proved]
+            if len(keep) != len(loc_d["found"]):
+                loc_d = {**loc_d, "found": keep, "not_proved": [f for f in loc_d["found"] if f not in keep]}
+                dg["localisation"] = loc_d
+        res.report.diagnosis = dg
+        res.models = [m["name"] for m in named_models]
+        if res.models:
+            named = ", ".join(res.models)
+        elif loc_d and (loc_d.get("found") or loc_d.get("page")):
+            named = f"no fault model reproduces these bits; {check.printable(check.localisation_summary(loc_d))}"
+            if loc is not None and not loc_d.get("found"):  # a page transformation: where it was seen too
+                named += f"; seen: {check.printable(loc.where)}"
+        else:
+            ruled = ", ".join(sorted((proof.ruled_out if proof else {}) or [m["name"] for m in dropped]))
+            named = "cause not proved" + (f" (ruled out by experiment: {ruled})" if ruled else "")
+            if loc is not None:
+                named += f"; seen: {check.printable(loc.where)}"
+            elif loc_d:
+                named += f"; {check.printable(loc_d['where'])}"
+        res.message = f"{head}; {named}"
 
 
 INPUTS = ("case.json",)

@@ -108,15 +108,15 @@ def test_a_flipped_bit_anywhere_is_caught(quick_pack: Path, tmp_path: Path, caps
 def test_simulated_executor_without_fault_is_meshnb(setups: dict[str, check.Setup]) -> None:
     """faults.run with no fault gives the pack's bits on every quick case (the hard ones side by side)."""
     hard = [n for n, s in setups.items() if not s.case.from_init and s.case.steps == 64]
-    for n, s in setups.items():  # the probes of one and two steps, each alone
+    for n, s in setups.items():  # the probes of one and two steps and the state cases, each alone
         if not s.case.from_init and s.case.steps != 64:
-            one = faults.run(s.in_pages, s.case.steps, grouped=False)
+            one = faults.run(s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr))
             assert one.pages == s.expected and np.array_equal(one.trace, s.trace), n
     pages = [setups[n].in_pages[0] for n in hard]
     r = faults.run(pages, 64, grouped=False, independent=True)
     for k, n in enumerate(hard):
         assert r.pages[k] == setups[n].expected[0] and np.array_equal(r.trace[:, k], setups[n].trace), n
-    for n in ("default", "cluster-3", "lr-changes", "step-base-2^64-2", "steps-per-task-odd"):
+    for n in ("default", "cluster-3", "lr-changes", "step-base-2^64-2", "steps-per-task-odd", "state-lr-words"):
         s = setups[n]
         r = faults.run(s.in_pages, s.case.steps, grouped=s.case.grouped, set_lr=dict(s.case.set_lr), from_init=True)
         assert r.pages == s.expected and np.array_equal(r.trace, s.trace), n

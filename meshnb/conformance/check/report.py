@@ -332,10 +332,49 @@ def _diagnosis_lines(dg: Mapping[str, Any]) -> list[str]:
     if dg.get("not_replayed"):
         names = ", ".join(m["name"] for m in dg["not_replayed"])
         lines.append(f"  not replayed (they part from meshnb too long before the part compared): {names}")
+    for m in dg.get("not_proved", []):
+        lines.append(f"  reproduces the part compared, but ruled out by experiment (not the cause): {m['name']}")
     if dg.get("localisation"):
         lines += localisation_lines(dg["localisation"])
+        for f in dg["localisation"].get("not_proved", []):
+            text = f["text"] if isinstance(f, Mapping) else f
+            lines.append(f"  reproduces the part compared, but ruled out by experiment (not the cause): {text}")
+    if dg.get("experiment"):
+        lines += experiment_lines(dg["experiment"])
     if dg.get("lanes"):
         lines.append(dg.get("lanes", ""))
+    return lines
+
+
+def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
+    """The experiments (the executor run from meshnb's pages) as the report's lines.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.check.report import experiment_lines
+    >>> loc = {"where": "step 3: ...", "runs": 2, "seconds": 0.5, "cut_short": False}
+    >>> print("\\n".join(experiment_lines({"location": loc, "proof": {"proved": [], "ruled_out": {"m": "e1"}}})))
+      seen by experiment (2 executor runs from meshnb's pages, 0.5 s): step 3: ...
+      cause not proved
+      ruled out by experiment: m (e1)
+    """
+    if exp.get("skipped"):
+        return [f"  experiments not made: {exp['skipped']}"]
+    loc = exp["location"]
+    cut = ", cut short" if loc.get("cut_short") else ""
+    runs = f"{loc['runs']} executor runs from meshnb's pages, {loc['seconds']} s{cut}"
+    lines = [f"  seen by experiment ({runs}): {loc['where']}"]
+    proof = exp.get("proof")
+    if proof is not None:
+        if proof["proved"]:
+            lines.append(
+                f"  cause proved: {', '.join(proof['proved'])} (reproduces the executor's outputs on every one of "
+                f"{proof.get('experiments', 0)} experiments)"
+            )
+        else:
+            lines.append("  cause not proved")
+        for name, why in proof.get("ruled_out", {}).items():
+            lines.append(f"  ruled out by experiment: {name} ({why})")
     return lines
 
 

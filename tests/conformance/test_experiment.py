@@ -1,0 +1,139 @@
+"""Locating by experiment (issue 47 items 1 and 3): the executor is run from meshnb's pages, and a cause
+is named only when it reproduces the executor's outputs on every experiment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meshnb.conformance import check, experiment, faults, mutants, pack, suite
+from meshnb.conformance.check import setup_from_run
+from meshnb.testing.reference import init_page
+from tests.conformance.executors import EXECUTORS, command
+
+HERE = Path(__file__).resolve().parent
+
+
+def _faulty_at(step: int, word: int = 0) -> experiment.Runner:
+    """meshnb's run, except that the task that runs absolute step ``step`` flips a bit of page word ``word``."""
+
+    def run(e: experiment.Experiment) -> experiment.Outputs:
+        pages, trace = experiment.reference_runner(e)
+        first = int(e.case["step_base"])
+        if first <= step < first + e.steps:
+            b = bytearray(pages[0])
+            b[4 * word] ^= 1
+            pages = [bytes(b)]
+        return pages, trace
+
+    return run
+
+
+@pytest.mark.parametrize(("step", "word", "field"), [(0, 0, "PARAMS[0]"), (150, 10, "ROUND"), (199, 600, "LOSS")])
+def test_locate_finds_the_step_and_the_word_by_running_the_executor(step: int, word: int, field: str) -> None:
+    setup = setup_from_run(init_page(), 200)
+    loc = experiment.locate(setup, _faulty_at(step, word))
+    assert loc.step == step and loc.words and loc.words[0].startswith(field), loc.where
+    assert len(loc.experiments) <= experiment.MAX_RUNS and not loc.cut_short
+    assert all(e.steps >= 1 for e in loc.experiments)
+
+
+def test_locate_says_init_when_the_run_from_meshnbs_page_passes() -> None:
+    setup = setup_from_run(init_page(), 64)
+    loc = experiment.locate(setup, experiment.reference_runner)
+    assert loc.step is None and loc.where.startswith("not reproduced")
+    init_case = setup_from_run(init_page(), 64)
+    init_case.case = init_case.case.__class__(**{**init_case.case.__dict__, "page": None})
+    assert experiment.locate(init_case, experiment.reference_runner).where.startswith("init:")
+
+
+def test_locate_is_bounded() -> None:
+    setup = setup_from_run(init_page(), 4000)
+    loc = experiment.locate(setup, _faulty_at(3999, 0), max_runs=3)
+    assert len(loc.experiments) == 3 and loc.cut_short and loc.step is None
+
+
+def test_the_experiments_are_cases_that_check_replays(tmp_path: Path) -> None:
+    setup = setup_from_run(init_page(), 100)
+    loc = experiment.locate(setup, _faulty_at(70, 0))
+    dirs = experiment.save(loc, tmp_path)
+    assert len(dirs) == len(loc.experiments)
+    for d, e in zip(dirs, loc.experiments, strict=True):
+        s = check.load_case(d, verify=False)  # no manifest: the case's own files
+        assert s.expected == e.expected and json.loads((d / "case.json").read_text())["steps"] == e.steps
+        got = e.got
+        assert got is not None and not isinstance(got, str)
+        assert check.check(s, got[0][0], got_trace=got[1]).verdict == ("FAIL" if e.differs else "PASS")
+
+
+# single-op mutants as executors: the proved cause is the mutant, or one with the same bits on every page tried
+SINGLE_OPS = [("e*x3", "fused"), ("e*e", "fused"), ("e", "round-up"), ("butterfly", "xor-ascending")]
+
+
+@pytest.mark.parametrize(("op", "alt"), SINGLE_OPS, ids=[f"{o}:{a}" for o, a in SINGLE_OPS])
+def test_a_single_op_mutant_is_proved_or_not_named(op: str, alt: str) -> None:
+    assert (op, alt) in {(m.op, m.alt) for m in mutants.mutations()}
+    _proved_or_not_named(op, alt)
+
+
+EVERY = sorted({(m.op, m.alt) for m in mutants.mutations()})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("op", "alt"), EVERY, ids=[f"{o}:{a}" for o, a in EVERY])
+def test_every_single_op_mutant_is_proved_or_not_named(op: str, alt: str) -> None:
+    _proved_or_not_named(op, alt)
+
+
+def _runs() -> list[check.Setup]:
+    """init's run of 64 steps, then 16 steps from each page of the separating experiments."""
+    pages = pack.start_pages()
+    return [setup_from_run(init_page(), 64)] + [
+        setup_from_run(pages[n], 16) for n in [*pack.probe_pages(), *experiment.SEPARATING_PAGES]
+    ]
+
+
+def _proved_or_not_named(op: str, alt: str) -> None:
+    """The mutant as the executor of the first run of :func:`_runs` whose bits it changes: the check's
+    candidates, the experiments, the proof; every proved cause gives the mutant's bits on every
+    experiment, and the mutant itself, when a candidate, is proved."""
+    truth = faults.single_op(op, alt)
+    run = experiment.model_runner(truth)
+    for setup in _runs():
+        got = run(experiment.experiment(setup, 0, setup.case.steps, setup.case.steps_per_task))
+        assert not isinstance(got, str)
+        rep = check.check(setup, got[0][0], got_trace=got[1])
+        if rep.verdict == "FAIL":
+            break
+    else:
+        pytest.skip("the mutant gives meshnb's bits on every run tried")
+    res = suite.CaseResult("c", 1, "FAIL", report=rep)
+    cands = suite._candidates(res)
+    loc = experiment.locate(setup, run, hint=rep.trace["step"] if rep.trace else None)
+    tries = experiment.separating()
+    experiment.run_all(tries, run)
+    proof = experiment.prove(cands, loc.experiments + tries)
+    for name in proof.proved:  # each proved cause gives the mutant's bits on every experiment
+        m = cands[name]
+        for e in [*loc.experiments, *tries]:
+            a, b = experiment._predict(m, e), experiment._predict(truth, e)
+            assert a[0] == b[0] and np.array_equal(a[1], b[1]), (name, e.case["name"])
+    if f"single op {op}:{alt}" in cands:
+        assert f"single op {op}:{alt}" in proof.proved
+
+
+@pytest.mark.slow
+def test_an_executor_beyond_the_op_space_gets_no_wrong_cause(quick_pack: Path) -> None:
+    """The f64 port (each step in float64, rounded where stored): the single-op changes of `e*e` that
+    reproduce its first row are ruled out by experiment, and the line says where, not a cause."""
+    cmd = command(EXECUTORS["f64-at-stores"], None)
+    res = suite.run_suite(quick_pack, exec_cmd=cmd, cases="default").cases[0]
+    assert res.verdict == "FAIL" and "; cause not proved (ruled out by experiment: single op e*e:" in res.message
+    assert not res.models and "seen: step 0" in res.message
+    dg = res.report.diagnosis if res.report else None
+    assert dg is not None and not dg["localisation"]["found"] and dg["localisation"]["not_proved"]
+    assert dg["experiment"]["location"]["step"] == 0 and dg["experiment"]["proof"]["ruled_out"]
+    assert res.report is not None and "ruled out by experiment: single op e*e:" in res.report.text()
