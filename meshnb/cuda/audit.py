@@ -120,12 +120,39 @@ _ROUNDING = {"rn"} | _DIRECTED
 _ROUNDED_OPS = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"}
 _APPROX_OPS = {"div", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
 _F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt", "rsqrt"}
-_PASS = {"mov", "abs", "neg", "selp", "min", "max", "cvt", "ld", "st"}  # exact: a value stays what it was
+_PASS = {
+    "mov",
+    "abs",
+    "neg",
+    "selp",
+    "min",
+    "max",
+    "cvt",
+    "ld",
+    "ldu",
+    "st",
+    "shfl",
+}  # exact: a value stays what it was
 
 # promoted-value flags
 _F = 1  # an f32 value in f64 (or f64 arithmetic on one)
 _A = 2  # pi * r: a sine's argument if it reaches one
 _S = 4  # derived from a sine's quadrant reduction: the sine's own code
+_P = 8  # exactly an f32 value (with _F): promoted, through exact moves only
+_X = 16  # an f32 operation done once in f64 (an exact product, a sum of two floats): Z's if rounded once
+_ONCE_OPS = ("add", "sub", "mul")  # on two f32 values in f64: RN64 of it rounded once to f32 is RN32
+
+
+def _f32_exact(constant: str) -> bool:
+    """Whether an f64 constant (``0d...``) is exactly an f32 value (NaN and infinity included)."""
+    try:
+        bits = int(constant[2:], 16)
+    except ValueError:
+        return False
+    exp = (bits >> 52) & 0x7FF
+    if bits & ((1 << 29) - 1):
+        return False  # more than 24 significant bits
+    return exp == 0x7FF or (bits << 1) & ((1 << 64) - 1) == 0 or 1023 - 149 <= exp <= 1023 + 127
 
 
 _FLOAT_TYPE = re.compile(r"(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?")  # f16 f16x2 bf16 f32 f32x2 f64 tf32 e4m3x2 ...
@@ -143,6 +170,8 @@ _SPACES = (
 )
 _MEMORY: tuple[str, ...] = ("nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "volatile", "weak", "relaxed", "acquire")
 _MEMORY += ("release", "cta", "cluster", "gpu", "sys", "v2", "v4", "v8")  # and any L1::/L2:: cache hint
+_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+_CLASSES_TESTED = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
 _EXACT_INTS = ("u8", "u16", "s8", "s16")  # every value exact in f32
 _ROUNDED_INTS = ("u32", "s32")  # SPEC 2's u32 -> f32 conversion, rounded to nearest even
 
@@ -202,6 +231,27 @@ MODE_Z: tuple[Allowed, ...] = (
         (),
         ("rn",),
         "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
+    ),
+    Allowed(("copysign",), ("f32", "f64"), (), (), "exact: the first operand's bits with the second's sign bit"),
+    Allowed(("testp",), ("f32", "f64"), (), _CLASSES_TESTED, "a class test: a predicate, no float result"),
+    Allowed(
+        ("neg", "abs"),
+        ("f16", "bf16", "f16x2", "bf16x2"),
+        (),
+        (),
+        "exact: a half's sign bit changed (no .ftz: subnormal halves kept)",
+    ),
+    Allowed(("cvt",), ("f32", "f64", "f16", "bf16"), (), (), "a half widened to f32 or f64 (cvt.f32.f16): exact"),
+    Allowed(
+        ("cvt",), ("f32",), ("sat",), (), "cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values"
+    ),
+    Allowed(
+        ("cvt",),
+        ("f32",),
+        (),
+        ("rzi", "rni") + _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+        "f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a subnormal "
+        "input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)",
     ),
 )
 """Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
@@ -312,6 +362,9 @@ def unverified(opcode: str) -> str:
     floats = _float_types(mods)
     if not floats:
         return ""
+    widths = [_WIDTH[f] for f in floats if f in _WIDTH]
+    if base == "cvt" and len(widths) == 2 and widths[0] < widths[1] and not set(mods) & _ROUNDING:
+        return f"cvt{''.join('.' + f for f in floats)}: a narrowing with no rounding modifier"
     rows = [r for r in MODE_Z if base in r.ops]
     if not rows:
         return f"{base} on {'/'.join('.' + t for t in dict.fromkeys(floats))}: no such entry in mode Z's table"
@@ -365,9 +418,9 @@ _ADDR = re.compile(r"\[\s*([%\w$.]+)")
 # _BORING: an integer, bit or control opcode (INT_OPS) with no finding and through which no
 # promoted value passes (a superset of what the audit reads is left to _info: call, cvt, any
 # other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
-_BORING_PART = r"(?:b64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
+_BORING_PART = r"(?:b64|u64|s64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
-    r"(?:" + "|".join(sorted(INT_OPS - {"call", "cvt"}, key=lambda o: (-len(o), o))) + r")(?![\w:])"
+    r"(?:" + "|".join(sorted(INT_OPS - {"call", "cvt", "shfl"}, key=lambda o: (-len(o), o))) + r")(?![\w:])"
     rf"(?:\.(?!{_BORING_PART}(?![\w:]))(?:[\w]|::)+)*(?![\w.:])"
 )
 _GUARD = r"(?:@!?%?[\w$.]+\s+)?"
@@ -431,7 +484,8 @@ class Module:
     returns: dict[str, list[str]]
     target: str = ""
     version: str = ""
-    symbols: set[str] = field(default_factory=set)  # .local and .shared variables, as written
+    symbols: set[str] = field(default_factory=set)  # .local, .shared and .global variables, as written
+    escaped: set[str] = field(default_factory=set)  # "mem:" places whose address leaves its function
 
 
 def shown(name: str) -> str:
@@ -515,6 +569,7 @@ def _statements(
                             (info.flows and values)
                             or bool(info.classes)
                             or info.regs
+                            or info.judged
                             or (addresses and _addressing(op))
                         )
                     if not keep:
@@ -753,7 +808,8 @@ def parse(text: str) -> Module:
 
 
 _ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad"})  # how a local or shared address is made
-_MEMORY_SPACE = re.compile(r"\.(?:local|shared)\b")
+_MEMORY_SPACE = re.compile(r"\.(?:local|shared|global)\b")
+_VARIABLE = re.compile(r"(?:\.(?:extern|visible|weak)\s+)*\.(?:local|shared|global)\s")
 
 
 def _addressing(opcode: str) -> bool:
@@ -796,13 +852,21 @@ def _follow_memory(module: Module) -> None:
                 got |= bases[r]
                 work.append(d)
 
+    for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
+        if ins.opcode.startswith("st.") and ins.srcs:
+            for src in ins.srcs:
+                for b in bases.get(src, ()):
+                    module.escaped.add("mem:" + b.rsplit(":", 1)[-1])
+                if src.rsplit(":", 1)[-1] in module.symbols:
+                    module.escaped.add("mem:" + src.rsplit(":", 1)[-1])
+
     def places(names: list[str]) -> list[str]:
         out: list[str] = []
         for n in names:
             if n.rsplit(":", 1)[-1] in module.symbols:
-                out.append("mem:" + n)
+                out.append("mem:" + n.rsplit(":", 1)[-1])  # a variable is the module's, whichever function names it
             elif n in bases:
-                out += ["mem:" + b for b in sorted(bases[n])]
+                out += sorted({"mem:" + b.rsplit(":", 1)[-1] for b in bases[n]})
             else:
                 out.append(n)  # no variable known: the register itself (a store and a load through it)
         return out
@@ -843,6 +907,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 info = infos[opcode] = _info(opcode)
             if info.regs:
                 append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
+            elif info.judged:
+                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
             elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
                 # f32 arithmetic, integers, control: no promoted value passes
                 append(Instruction(lines[0].of(line), scopes.function, opcode, []))
@@ -880,8 +946,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 version, directives = rest.strip(), True
             elif word[0] == ".target":
                 target, directives = rest.split(",")[0].strip(), True
-            elif word[0] in (".local", ".shared"):  # a variable: ".local .align 8 .b8 __local_depot0[40]"
-                decl = _REG_DECL.search(rest.split("=")[0].strip())
+            elif _VARIABLE.match(s):  # a variable: ".local .align 8 .b8 __local_depot0[40]", ".extern .shared"
+                decl = _REG_DECL.search(s.split("=")[0].strip())
                 if decl:
                     symbols.add(decl.group(1))
             elif word[0] in (".reg", ".param") and scopes.stack:
@@ -910,6 +976,9 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         if info.regs:
             append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
             continue
+        if info.judged:
+            append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
+            continue
         if (not info.flows or not values) and not (addresses and _addressing(opcode)):
             # f32 arithmetic, integers, control: no promoted value passes
             if every or info.classes:
@@ -934,6 +1003,7 @@ class _OpInfo:
     opclass: str  # "end", "arith" (f64), "pass", "other"
     why: str = ""  # unverified: why mode Z's table does not allow it (no named class covers it)
     regs: bool = False  # an opcode of no float type the table does not know: its registers are read
+    judged: bool = False  # f32 arithmetic judged on its operands (fma by 1.0, an unrounded op with no pair)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -947,12 +1017,18 @@ def _info(opcode: str) -> _OpInfo:
     else:
         opclass = "pass" if parts[0] in _PASS else "other"
     flows = (
-        parts[0] in ("call", "cvt") or bool(types & {"f64", "b64"}) or (parts[0] in ("ld", "st") and "param" in types)
+        parts[0] in ("call", "cvt", "shfl")
+        or bool(types & {"f64", "b64"})
+        or (parts[0] in ("ld", "st") and "param" in types)
+        or (parts[0] in ("ld", "ldu", "st", "atom", "red") and bool(types & {"u64", "s64"}))
     )
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
-    return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs)
+    judged = bool(types & _F32) and (
+        ("contraction" in named or "unrounded" in named) or (parts[0] in ("mov", "neg") and len(parts) == 2)
+    )
+    return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
 
 def classes(opcode: str) -> list[str]:
@@ -986,6 +1062,7 @@ def classes(opcode: str) -> list[str]:
 class _Taint:
     flags: int = 0
     cands: frozenset[int] = frozenset()
+    once: frozenset[int] = frozenset()  # the f32 operations done in f64 (_X) this value comes from
 
     def join(self, other: _Taint) -> bool:
         changed = False
@@ -995,6 +1072,9 @@ class _Taint:
         cands = other.cands
         if cands and not cands <= self.cands:  # a new set only when it grows
             self.cands, changed = self.cands | cands, True
+        once = other.once
+        if once and not once <= self.once:
+            self.once, changed = self.once | once, True
         return changed
 
 
@@ -1104,12 +1184,12 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
     for pos, (name, t) in enumerate(zip(ins.srcs, srcs)):
         if name in sine:
             continue
-        if t.flags & _F or (t.flags & _A and not (fma and pos == 2)):
+        if t.flags & (_F | _X) or (t.flags & _A and not (fma and pos == 2)):
             return False
     return True
 
 
-def _promoted(module: Module) -> list[int]:
+def _promoted(module: Module) -> list[tuple[int, str, str]]:
     """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
 
     Three monotone passes: promoted values and pi products with no sine known (A0); the sine's
@@ -1119,11 +1199,29 @@ def _promoted(module: Module) -> list[int]:
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
     opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
-    seed = _Taint(_F)  # read only: a seed's taint is joined into its registers', never changed
+    seed = _Taint(_F | _P)  # read only: a seed's taint is joined into its registers', never changed
     origins = {i: seed for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
+
+    def once(i: int, srcs: list[_Taint]) -> bool:
+        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): the
+        product is exact (24 + 24 bits), the sum or difference rounded in f64 and then to f32 is
+        RN32 (53 >= 2 * 24 + 2 bits: the double rounding is innocuous; a sum in f32's subnormal
+        range is exact)."""
+        ins = ins_list[i]
+        if ins.opcode.split(".")[0] not in _ONCE_OPS or len(srcs) != 2:
+            return False
+        some = False
+        for name, t in zip(ins.srcs, srcs):
+            if t.flags:
+                if t.flags != _F | _P:
+                    return False
+                some = True
+            elif not _f32_exact(flow.consts.get(name, name)):
+                return False
+        return some
 
     def promoted(i: int, srcs: list[_Taint]) -> _Taint:
         c = opclass[i]
@@ -1135,11 +1233,15 @@ def _promoted(module: Module) -> list[int]:
         if c != "arith" or (sine and _sine_code(ins_list[i], srcs, sine)):  # no sine: no sine's code
             return out  # an integer op, the end of a promoted value, or the sine's own code
         k = flow.kinds.get(i, "")
+        if k in ("", "one-minus") and once(i, srcs):
+            return _Taint(_X, frozenset([i]) if k else frozenset(), frozenset([i]))
         flags = 0
         cands = frozenset[int]()
         for t in srcs:
             flags |= t.flags
             cands |= t.cands
+        if flags & _X:
+            flags |= _F
         if flags & _F:
             if k == "pi":
                 out.join(_Taint(_A, cands | {i}))
@@ -1165,6 +1267,7 @@ def _promoted(module: Module) -> list[int]:
     final = flow.run(origins, promoted) if sine else first
     confirmed: set[int] = set()
     found: list[int] = []
+    escaped = _escapes(module, final)
     for i, k in flow.kinds.items():
         ins = ins_list[i]
         srcs = [final.get(s) or _Taint() for s in ins.srcs]
@@ -1173,6 +1276,14 @@ def _promoted(module: Module) -> list[int]:
             flags |= t.flags
         if not flags:
             continue
+        if k in ("", "one-minus") and once(i, srcs):
+            if i not in escaped:
+                continue  # rounded once to f32: mode Z's operation
+            if not k:
+                found.append(i)
+                continue
+        if flags & _X:
+            flags |= _F
         in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
@@ -1190,10 +1301,138 @@ def _promoted(module: Module) -> list[int]:
             found.append(-1 - i)  # a candidate: a finding unless a sine confirms it
         else:
             found.append(i)
-    return sorted(i if i >= 0 else -1 - i for i in found if i >= 0 or -1 - i not in confirmed)
+    out = sorted(i if i >= 0 else -1 - i for i in found if i >= 0 or -1 - i not in confirmed)
+    return [(i, "double-rounding", escaped.get(i, "")) for i in out] + _unfollowed(module, final)
+
+
+_CONSUMERS = frozenset(["mov", "abs", "neg", "selp", "min", "max", "ld", "ldu", "st", "call", "shfl"])
+
+
+def _escapes(module: Module, taint: dict[str, _Taint]) -> dict[int, str]:
+    """The f32 operations done in f64 (_X) whose value is used before its one rounding to f32, each
+    with where: anything but moves, sign operations, selections, memory and ``cvt.rn.f32.f64``."""
+    out: dict[int, str] = {}
+    for ins in module.instructions:
+        parts = ins.opcode.split(".")
+        if parts[0] in _CONSUMERS or (parts[0] == "cvt" and parts[1:2] == ["rn"] and parts[-2] in _F32):
+            continue
+        for s in ins.srcs:
+            t = taint.get(s)
+            if t is not None and t.once:
+                for i in t.once:
+                    out.setdefault(
+                        i, f"its f64 result is used by {ins.opcode} on line {ins.line} before its one rounding"
+                    )
+    return out
+
+
+def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str, str]]:
+    """Stores of a promoted value (or an f32 operation done in f64) whose loads the audit cannot
+    match: through an address made from no variable of the module (global or generic memory, a
+    pointer given as an argument), into a variable whose address leaves its function, or by an
+    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen."""
+    out: list[tuple[int, str, str]] = []
+    for i, ins in enumerate(module.instructions):
+        parts = ins.opcode.split(".")
+        if parts[0] not in ("st", "atom", "red") or "param" in parts:
+            continue
+        values = ins.srcs if parts[0] != "atom" else ins.srcs[1:]
+        if not any((taint.get(s) or _Taint()).flags for s in values):
+            continue
+        places = ins.dests if parts[0] == "st" else ins.srcs[:1]
+        unknown = [p for p in places if not p.startswith("mem:")]
+        leaving = [p for p in places if p in module.escaped]
+        if parts[0] != "st":
+            why = f"{parts[0]} on a promoted f64 value: memory arithmetic the audit does not follow"
+        elif unknown:
+            why = (
+                "a promoted f64 value stored through an address made from no variable of the module "
+                "(global or generic memory): its loads cannot be matched"
+            )
+        elif leaving:
+            why = (
+                f"a promoted f64 value stored into {leaving[0][4:]}, whose address leaves "
+                "the function: its loads cannot be matched"
+            )
+        else:
+            continue
+        out.append((i, "unverified", why))
+    return out
 
 
 # -- the audit ---------------------------------------------------------------------------------
+
+
+_ONE_F32 = ("0f3F800000", "0fBF800000")  # fma(+-1, a, b) = RN(+-a + b)
+_NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
+
+
+def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
+    """The f32 arithmetic whose verdict its operands decide: index -> (classes it does *not* have,
+    the rule that decided).  An fma or mad with a multiplier exactly +-1.0 (a constant, or a register
+    whose one definition is a move of it) is a rounded add or subtract; one whose addend is exactly
+    -0.0 is a rounded multiply: not a contraction.  An unrounded ``add``/``sub``/``mul`` ``.f32`` is
+    ``unrounded`` only with a partner ptxas could fuse it with: a multiply whose result reaches the
+    add (through ``mov``/``neg``), or an add its result reaches; alone it is computed to nearest."""
+    ins_list = module.instructions
+    defs: Counter[str] = Counter()
+    consts: dict[str, str] = {}
+    for ins in ins_list:
+        for d in ins.dests:
+            defs[d] += 1
+    for ins in ins_list:
+        if ins.opcode == "mov.f32" and ins.dests and len(ins.srcs) == 1 and ins.srcs[0].startswith("0f"):
+            consts[ins.dests[0]] = ins.srcs[0].upper().replace("0F", "0f", 1)
+    consts = {d: c for d, c in consts.items() if defs[d] == 1}
+
+    def value(name: str) -> str:
+        return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
+
+    products: dict[str, int] = {}  # a register holding an unrounded product (through moves) -> the mul
+    copies: dict[str, list[str]] = {}
+    out: dict[int, tuple[set[str], str]] = {}
+    for i, ins in enumerate(ins_list):
+        parts = ins.opcode.split(".")
+        if parts[0] in ("mov", "neg") and len(parts) == 2 and ins.srcs and ins.dests:
+            copies.setdefault(ins.srcs[0], []).extend(ins.dests)
+        elif parts[0] == "mul" and "unrounded" in _info(ins.opcode).classes:
+            for d in ins.dests:
+                products[d] = i
+        elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
+            a, b, c = (value(x) for x in ins.srcs)
+            if a in _ONE_F32 or b in _ONE_F32:
+                out[i] = (
+                    {"contraction"},
+                    "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))",
+                )
+            elif c == _NEG_ZERO_F32:
+                out[i] = (
+                    {"contraction"},
+                    "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))",
+                )
+    work = deque(products)
+    while work:  # the product's registers through moves and negations
+        r = work.popleft()
+        for d in copies.get(r, ()):
+            if d not in products:
+                products[d] = products[r]
+                work.append(d)
+    paired: dict[int, str] = {}
+    for i, ins in enumerate(ins_list):
+        parts = ins.opcode.split(".")
+        if parts[0] in ("add", "sub") and "unrounded" in _info(ins.opcode).classes:
+            muls = sorted({products[s] for s in ins.srcs if s in products})
+            for m in muls:
+                paired[m] = f"its product reaches the unrounded {parts[0]} on line {ins.line}: ptxas may fuse them"
+            if muls:
+                paired[i] = f"an operand is the unrounded product of line {ins_list[muls[0]].line}: ptxas may fuse them"
+    for i, ins in enumerate(ins_list):
+        if "unrounded" in _info(ins.opcode).classes:
+            if i in paired:
+                out[i] = (set(), paired[i])
+            else:
+                out[i] = ({"unrounded"}, "")
+    return out
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
@@ -1201,12 +1440,17 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     allowed = set(allow_f64)
     found: list[Violation] = []
     infos: dict[str, _OpInfo] = {}
+    judged = _f32_judged(module)
     last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
-    for ins in module.instructions:
+    for n, ins in enumerate(module.instructions):
         info = infos.get(ins.opcode)
         if info is None:
             info = infos[ins.opcode] = _info(ins.opcode)
         kinds = info.classes
+        rule = ""
+        if n in judged:
+            dropped, rule = judged[n]
+            kinds = tuple(k for k in kinds if k not in dropped)
         if kinds or ins.floats:
             if ins.line <= last:
                 ordered = False
@@ -1216,12 +1460,12 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
                 found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why))
                 continue
             found += [  # in CLASSES order
-                Violation(ins.line, ins.function, ins.opcode, k, info.why if k == "unverified" else "") for k in kinds
+                Violation(ins.line, ins.function, ins.opcode, k, info.why if k == "unverified" else rule) for k in kinds
             ]
-    for i in _promoted(module):
+    for i, kind, why in _promoted(module):
         ins = module.instructions[i]
-        if ins.function not in allowed:
-            found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
+        if ins.function not in allowed or kind != "double-rounding":
+            found.append(Violation(ins.line, ins.function, ins.opcode, kind, why))
             ordered = False
     if ordered:
         return found  # what the sort below would give
