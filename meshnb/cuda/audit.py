@@ -436,13 +436,16 @@ _SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 @dataclass(frozen=True)
 class Violation:
     """One finding: ``line`` (1-based), ``function``, ``instruction`` (opcode and modifiers), ``class``;
-    ``why`` for an ``unverified`` one (in JSON only then)."""
+    ``why``, the rule that decided it (what mode Z's table does not allow, for an ``unverified`` one);
+    ``source``, the CUDA source line of the PTX's ``.loc`` before it (``file:line``, and where it was
+    inlined), "" when the PTX has none."""
 
     line: int
     function: str
     instruction: str
     kind: str
-    why: str = ""  # an unverified finding's reason: what mode Z's table does not allow
+    why: str = ""
+    source: str = ""
 
     def to_json(self) -> dict[str, object]:
         d: dict[str, object] = {
@@ -453,6 +456,8 @@ class Violation:
         }
         if self.why:
             d["why"] = self.why
+        if self.source:
+            d["source"] = self.source
         return d
 
 
@@ -473,6 +478,7 @@ class Instruction:
     srcs: list[str] = field(default_factory=list)
     callee: str = ""
     floats: str = ""  # an opcode of no float type and no row: the float register it reads or writes
+    source: str = ""  # the .loc before it, as file:line
 
 
 @dataclass
@@ -882,6 +888,27 @@ def _follow_memory(module: Module) -> None:
             ins.srcs = places(address) + ins.srcs[1:]
 
 
+_FILE = re.compile(r'\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_LOC = re.compile(r"\s*(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+))?")
+
+
+def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], files: dict[str, str]) -> None:
+    """Each instruction's ``source``: the last ``.loc`` before it (``file:line``, and ``inlined at
+    file:line`` for a ``.loc`` of inlined code); line 0 (no source line) leaves it empty."""
+    for n, (at, rest) in enumerate(locs):
+        end = locs[n + 1][0] if n + 1 < len(locs) else len(instructions)
+        if at >= end:
+            continue
+        m = _LOC.match(rest)
+        if m is None or m.group(2) == "0":
+            continue
+        where = f"{files.get(m.group(1), m.group(1))}:{m.group(2)}"
+        if m.group(3):
+            where += f", inlined at {files.get(m.group(3), m.group(3))}:{m.group(4)}"
+        for ins in instructions[at:end]:
+            ins.source = where
+
+
 def _parse(text: str, every: bool, values: bool) -> Module:
     """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
     an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
@@ -900,6 +927,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     append = instructions.append
     addresses = values and _MEMORY_SPACE.search(text) is not None  # values may go through memory
     symbols: set[str] = set()
+    locs: list[tuple[int, str]] = []  # (index of the next instruction, a .loc's operands)
+    files: dict[str, str] = {}
     for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
             info = infos.get(opcode)
@@ -946,6 +975,12 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 version, directives = rest.strip(), True
             elif word[0] == ".target":
                 target, directives = rest.split(",")[0].strip(), True
+            elif word[0] == ".loc":
+                locs.append((len(instructions), rest))
+            elif word[0] == ".file":
+                named = _FILE.match(rest)
+                if named:
+                    files[named.group(1)] = named.group(2).rsplit("/", 1)[-1]
             elif _VARIABLE.match(s):  # a variable: ".local .align 8 .b8 __local_depot0[40]", ".extern .shared"
                 decl = _REG_DECL.search(s.split("=")[0].strip())
                 if decl:
@@ -987,6 +1022,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
+    _sources_of(instructions, locs, files)
     module = Module(instructions, params, returns, target, version, symbols)
     _follow_memory(module)
     return module
@@ -1363,6 +1399,14 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
 # -- the audit ---------------------------------------------------------------------------------
 
 
+RULES = {  # the rule behind a finding of a named class, when no rule of its operands says more
+    "contraction": "a product and a sum rounded once where mode Z rounds each: no multiplier 1.0, no addend -0.0",
+    "unrounded": "no rounding modifier: ptxas may fuse it with its partner into an fma",
+    "flush": ".ftz flushes subnormal inputs and results around the rounding; mode Z flushes the rounded result",
+    "approximate": "not correctly rounded",
+    "directed-rounding": "rounds toward zero or an infinity; mode Z rounds to nearest even",
+    "double-rounding": "f32 values computed on in f64 and rounded again: neither the sin_pi rule nor one rounding",
+}
 _ONE_F32 = ("0f3F800000", "0fBF800000")  # fma(+-1, a, b) = RN(+-a + b)
 _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
 
@@ -1457,15 +1501,23 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
             last = ins.line
             if ins.floats:
                 why = f"{info.base} on float register {ins.floats.rsplit(':', 1)[-1]}: no such entry in mode Z's table"
-                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why))
+                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why, ins.source))
                 continue
             found += [  # in CLASSES order
-                Violation(ins.line, ins.function, ins.opcode, k, info.why if k == "unverified" else rule) for k in kinds
+                Violation(
+                    ins.line,
+                    ins.function,
+                    ins.opcode,
+                    k,
+                    info.why if k == "unverified" else rule or RULES[k],
+                    ins.source,
+                )
+                for k in kinds
             ]
     for i, kind, why in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed or kind != "double-rounding":
-            found.append(Violation(ins.line, ins.function, ins.opcode, kind, why))
+            found.append(Violation(ins.line, ins.function, ins.opcode, kind, why or RULES[kind], ins.source))
             ordered = False
     if ordered:
         return found  # what the sort below would give

@@ -107,7 +107,7 @@ def test_cli_exit_codes_and_json(capsys, tmp_path):
     assert [{k: v[k] for k in ("line", "instruction", "class")} for v in doc["violations"]] == [
         {"line": 62, "instruction": "fma.rn.f32", "class": "contraction"}
     ]
-    assert set(doc["violations"][0]) == {"file", "line", "function", "instruction", "class"}
+    assert set(doc["violations"][0]) == {"file", "line", "function", "instruction", "class", "why"}
     clean = tmp_path / "clean.ptx"
     clean.write_text(".version 8.0\n.visible .entry k()\n{\n\tadd.rn.f32 %f1, %f2, %f3;\n\tret;\n}\n")
     code, out, err = run_cli(capsys, "ptx", "audit", str(clean))
@@ -296,7 +296,9 @@ TRICKY = [
 ]
 
 
-@pytest.mark.parametrize("path", sorted(PTX.glob("*.ptx")) + sorted((Path(__file__).parent / "nvrtc").glob("*.ptx")))
+@pytest.mark.parametrize(
+    "path", sorted(p for d in (PTX, PTX.parent / "nvrtc", PTX.parent / "cases") for p in d.glob("*.ptx"))
+)
 def test_the_audits_lean_reading_finds_what_the_full_parse_finds(path):
     # audit_text reads only what it needs (runs of skipped statements, no operands without a
     # cvt.f64.f32); the full parse (the SASS audit's) must give the same findings, in order
@@ -643,3 +645,31 @@ def test_cli_gives_an_unverified_findings_reason(capsys):
     code, out, err = run_cli(capsys, "ptx", "audit", str(NVRTC / "unnamed_sm80.ptx"), "--json")
     doc = json.loads(out)["violations"]
     assert all("why" in v for v in doc if v["class"] == "unverified")
+
+
+def test_every_finding_names_its_rule_and_its_source_line(capsys, tmp_path):
+    # the .loc before an instruction (a .file's name, where inlined code was inlined); line 0 is none
+    text = (
+        HEAD.replace(".target", '.file 1 "/src/k.cu"\n.file 2 "h.h"\n.target')
+        + ".visible .entry k()\n{\n"
+        + "\t.loc 1 7 3\n\tfma.rn.f32 %f1, %f2, %f3, %f4;\n"
+        + "\t.loc 2 3 1, function_name $L__info_string0, inlined_at 1 9 2\n\tdiv.approx.f32 %f1, %f2, %f3;\n"
+        + "\t.loc 1 0 0\n\tadd.rn.ftz.f32 %f1, %f2, %f3;\n}\n"
+    )
+    got = audit.audit_text(text)
+    assert [(v.instruction, v.source) for v in got] == [
+        ("fma.rn.f32", "k.cu:7"),
+        ("div.approx.f32", "h.h:3, inlined at k.cu:9"),
+        ("add.rn.ftz.f32", ""),
+    ]
+    assert all(v.why for v in got)
+    p = tmp_path / "k.ptx"
+    p.write_text(text)
+    code, out, err = run_cli(capsys, "ptx", "audit", str(p))
+    assert code == 1 and out.splitlines()[0].endswith(
+        ": k: fma.rn.f32: contraction (" + audit.RULES["contraction"] + ") [k.cu:7]"
+    )
+    # NVRTC's -lineinfo: every finding in the measured cases has its rule and its CUDA line
+    cases = Path(__file__).parent / "cases"
+    found = [v for f in sorted(cases.glob("v_*.ptx")) for v in audit.audit_file(f)]
+    assert found and all(v.why and re.fullmatch(r"\S+\.(cu|h):\d+(, inlined at \S+:\d+)?", v.source) for v in found)
