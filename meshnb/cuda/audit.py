@@ -813,7 +813,8 @@ def parse(text: str) -> Module:
     return _parse(text, every=True, values=True)
 
 
-_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad"})  # how a local or shared address is made
+_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad", "selp", "slct", "and", "or", "xor", "min", "max"})
+# how an address into a variable is made: an op of no float type taking one as an operand keeps it
 _MEMORY_SPACE = re.compile(r"\.(?:local|shared|global)\b")
 _VARIABLE = re.compile(r"(?:\.(?:extern|visible|weak)\s+)*\.(?:local|shared|global)\s")
 
