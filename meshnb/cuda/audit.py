@@ -9,11 +9,14 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
 
 ``contraction``
     ``fma`` / ``mad`` on ``.f32`` or ``.f32x2``: a multiply and an add with one rounding (the
-    ``fma-horner`` fault).  Mode Z rounds every operation on its own.
+    ``fma-horner`` fault).  Mode Z rounds every operation on its own.  Not one whose operands make
+    it one rounded operation: a multiplier exactly +-1.0 (a rounded add or sub), an addend exactly
+    -0.0 (a rounded multiply), as constants or registers whose one definition moves them.
 ``unrounded``
-    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier: the PTX ISA lets
-    ptxas fuse such a mul and add into an fma (``meshnb ptx audit --sass`` shows whether it did).
-    An operation written ``.rn`` (libdevice's ``fadd_rn`` and friends) is never fused.
+    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier and a partner: the
+    PTX ISA lets ptxas fuse such a mul and an add its product reaches into an fma (``meshnb ptx
+    audit --sass`` shows whether it did); both are findings, each naming the other's line.  One with
+    no partner is computed to nearest.  An operation written ``.rn`` is never fused.
 ``flush``
     any ``.ftz`` f32 instruction: the hardware flushes subnormal *inputs and results before
     rounding*, while mode Z flushes the rounded result (``0x00800000 * 0x3F7FFFFF`` is
@@ -28,14 +31,22 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
 ``double-rounding``
     f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
     (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
-    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.
+    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.  Not one f32 operation done
+    once in f64 and rounded once: an ``add``/``sub``/``mul`` of two f32 values (promoted, or f64
+    constants exactly f32) whose result reaches only moves, sign operations, selections, memory and
+    ``cvt.rn.f32.f64`` (the product is exact; the sum's double rounding is innocuous, 53 >= 2*24+2).
 ``unverified``
     any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
     ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
     ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
     ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
     register declared of a float type as an operand; ``why`` says what the table does not allow.
-    The named classes above take precedence: they say more about what they cover.
+    Also a store of a promoted value whose loads cannot be matched (:func:`_unfollowed`): through
+    an address made from no variable of the module, into a variable whose address leaves its
+    function, or by an atomic.  The named classes above take precedence: they say more.
+
+Every finding has ``why``, the rule that decided it, and ``source``, the CUDA line of the ``.loc``
+before it.
 
 **How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
 through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
@@ -65,14 +76,16 @@ docs/guide/gpu.md:
 What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
 ``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
 accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
-a value stored through an address made from a ``.local`` or ``.shared`` variable (``mov``, ``cvta``,
-integer ``add``) and loaded through any address made from it stays what it was; ``.param`` is
-followed by name.  Limits: a variable is one place (flow-insensitive, its words not told apart, so
-a promoted value stored anywhere in it reaches every load from it); memory reached through global
-or generic pointers given as arguments, or addresses made by other opcodes, is not followed (a
-store and a load through the same register still are); a float reaching an unknown opcode only
-through an integer register is not seen by the register check; an f64 operation on the sine's
-*result* before its one rounding to f32 is taken as the sine's own.
+a value stored through an address made from a ``.local``, ``.shared`` (``.extern`` too) or
+``.global`` variable (``mov``, ``cvta``, integer ``add``, ``sub``, ``mad``, ``selp``, ``and``,
+``or`` ...) and loaded through any address made from it stays what it was; ``.param`` is
+followed by name; shuffles and 64-bit integer words carry it.  Limits: a variable is one place
+(flow-insensitive, its words not told apart, so a promoted value stored anywhere in it reaches
+every load from it); memory reached through global or generic pointers given as arguments, or
+addresses made by other opcodes, is not followed, and a promoted value stored there is reported
+``unverified`` at the store (a store and a load through the same register are joined); a float
+reaching an unknown opcode only through an integer register is not seen by the register check; an
+f64 operation on the sine's *result* before its one rounding to f32 is taken as the sine's own.
 
 What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
 docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
