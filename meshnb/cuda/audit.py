@@ -146,6 +146,9 @@ _PASS = {
     "st",
     "shfl",
 }  # exact: a value stays what it was
+_BITS_PASS = {"and", "or", "xor", "not", "prmt", "slct"}  # on a promoted value's words: still promoted
+_PASS |= _BITS_PASS
+_WRITES = ("st", "atom", "red", "sust", "sured", "stmatrix")  # what writes registers' values to memory
 
 # promoted-value flags
 _F = 1  # an f32 value in f64 (or f64 arithmetic on one)
@@ -433,7 +436,9 @@ _ADDR = re.compile(r"\[\s*([%\w$.]+)")
 # other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
 _BORING_PART = r"(?:b64|u64|s64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
-    r"(?:" + "|".join(sorted(INT_OPS - {"call", "cvt", "shfl"}, key=lambda o: (-len(o), o))) + r")(?![\w:])"
+    r"(?:"
+    + "|".join(sorted(INT_OPS - {"call", "cvt", "shfl", "ld", "ldu", "st"} - _BITS_PASS, key=lambda o: (-len(o), o)))
+    + r")(?![\w:])"
     rf"(?:\.(?!{_BORING_PART}(?![\w:]))(?:[\w]|::)+)*(?![\w.:])"
 )
 _GUARD = r"(?:@!?%?[\w$.]+\s+)?"
@@ -1070,7 +1075,9 @@ def _info(opcode: str) -> _OpInfo:
         parts[0] in ("call", "cvt", "shfl")
         or bool(types & {"f64", "b64"})
         or (parts[0] in ("ld", "st") and "param" in types)
-        or (parts[0] in ("ld", "ldu", "st", "atom", "red") and bool(types & {"u64", "s64"}))
+        or parts[0] in _WRITES
+        or parts[0] in ("ld", "ldu")
+        or parts[0] in _BITS_PASS
     )
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
@@ -1384,16 +1391,16 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
     out: list[tuple[int, str, str]] = []
     for i, ins in enumerate(module.instructions):
         parts = ins.opcode.split(".")
-        if parts[0] not in ("st", "atom", "red") or "param" in parts:
+        if parts[0] not in _WRITES or "param" in parts:
             continue
-        values = ins.srcs if parts[0] != "atom" else ins.srcs[1:]
+        values = ins.srcs if parts[0] == "st" else ins.srcs[1:] if parts[0] == "atom" else ins.srcs
         if not any((taint.get(s) or _Taint()).flags for s in values):
             continue
-        places = ins.dests if parts[0] == "st" else ins.srcs[:1]
+        places = ins.dests if parts[0] == "st" else ins.srcs[:1] if parts[0] == "atom" else ins.dests
         unknown = [p for p in places if not p.startswith("mem:")]
         leaving = [p for p in places if p in module.escaped]
         if parts[0] != "st":
-            why = f"{parts[0]} on a promoted f64 value: memory arithmetic the audit does not follow"
+            why = f"{parts[0]} on a promoted f64 value: a memory operation the audit does not follow"
         elif unknown:
             why = (
                 "a promoted f64 value stored through an address made from no variable of the module "

@@ -282,8 +282,9 @@ def test_the_scan_skips_only_opcodes_the_audit_never_reads():
                     info = audit._info(op)
                     assert not info.classes and not info.flows and not info.regs, op
                     skipped.add(op)
-    assert {"mov.u32", "add.s32", "bra.uni", "setp.gt.s32", "ld.global.u32", "and.b32"} <= skipped
+    assert {"mov.u32", "add.s32", "bra.uni", "setp.gt.s32"} <= skipped
     assert not {"add.f32", "add.rn.f64", "ld.param.f32", "cvt.rn.f32.u32", "mul.rn.ftz.f32", "add.rn.f32"} & skipped
+    assert not {"ld.global.u32", "st.global.u32", "and.b32", "shfl.sync.bfly.b32"} & skipped  # a promoted value's words
 
 
 TRICKY = [
@@ -696,3 +697,14 @@ def test_a_promoted_store_the_model_cannot_match_is_unverified():
     got = audit.audit_text(text)
     assert [(v.instruction, v.kind) for v in got] == [("st.local.f64", U)] and "leaves the function" in got[0].why
     assert audit.audit_text(body(head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;")) == []
+
+
+def test_a_promoted_values_words_are_followed_or_reported():
+    # its words through a local variable and a sign flip (xor) are still the promoted value; its
+    # words stored to global memory or a surface are reported at the store
+    assert [(v.line, v.instruction, v.kind) for v in audit.audit_file(PTX / "words.ptx")] == [
+        (22, "mul.f64", "double-rounding"),
+        (23, "add.f64", "double-rounding"),
+        (26, "st.global.u32", U),
+        (27, "sust.b.1d.b32.trap", U),
+    ]
