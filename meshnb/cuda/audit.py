@@ -228,8 +228,8 @@ MODE_Z: tuple[Allowed, ...] = (
         ("cvt",),
         ("f32",),
         ("rn",),
-        _EXACT_INTS + _ROUNDED_INTS,
-        "an integer into f32, rounded to nearest even (SPEC 2's u32 -> f32)",
+        _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+        "an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one the same way)",
     ),
     Allowed(("cvt",), ("f32", "f64"), (), (), "f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted"),
     Allowed(
@@ -249,6 +249,13 @@ MODE_Z: tuple[Allowed, ...] = (
         "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
     ),
     Allowed(("copysign",), ("f32", "f64"), (), (), "exact: the first operand's bits with the second's sign bit"),
+    Allowed(
+        ("setp",),
+        ("f16", "bf16", "f16x2", "bf16x2"),
+        (),
+        _CMP + ("and", "or", "xor"),
+        "a comparison of halves (no .ftz): a predicate, no float result",
+    ),
     Allowed(("testp",), ("f32", "f64"), (), _CLASSES_TESTED, "a class test: a predicate, no float result"),
     Allowed(
         ("neg", "abs"),
@@ -1083,7 +1090,9 @@ def _info(opcode: str) -> _OpInfo:
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
     judged = bool(types & _F32) and (
-        ("contraction" in named or "unrounded" in named) or (parts[0] in ("mov", "neg") and len(parts) == 2)
+        ("contraction" in named or "unrounded" in named)
+        or (parts[0] in ("mov", "neg") and len(parts) == 2)
+        or (parts[0] == "setp" and "flush" in named)
     )
     return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
@@ -1428,6 +1437,16 @@ RULES = {  # the rule behind a finding of a named class, when no rule of its ope
     "directed-rounding": "rounds toward zero or an infinity; mode Z rounds to nearest even",
     "double-rounding": "f32 values computed on in f64 and rounded again: neither the sin_pi rule nor one rounding",
 }
+
+
+def _normal_f32(constant: str) -> bool:
+    """Whether an f32 constant (``0f...``) is normal, infinite or NaN (not a zero, not subnormal)."""
+    try:
+        return constant[:2] == "0f" and (int(constant[2:], 16) >> 23) & 0xFF != 0
+    except ValueError:
+        return False
+
+
 _ONE_F32 = ("0f3F800000", "0fBF800000")  # fma(+-1, a, b) = RN(+-a + b)
 _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
 
@@ -1475,6 +1494,14 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     {"contraction"},
                     "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))",
                 )
+    for i, ins in enumerate(ins_list):  # a compare with .ftz that a flush cannot change
+        parts = ins.opcode.split(".")
+        if parts[0] != "setp" or "ftz" not in parts:
+            continue
+        if "nan" in parts or "num" in parts:
+            out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
+        elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
+            out[i] = ({"flush"}, "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero")
     work = deque(products)
     while work:  # the product's registers through moves and negations
         r = work.popleft()

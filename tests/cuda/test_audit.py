@@ -611,7 +611,17 @@ def test_a_new_opcode_modifier_or_type_on_a_float_is_unverified():
         ("cvt.rni.s32.f64", True),
         ("fma.rn.f64", True),  # f64: the sin_pi rule decides
         ("sqrt.rn.f64", True),
-        ("cvt.rn.f32.s64", False),
+        ("cvt.rn.f32.s64", True),  # one rounding to nearest, as u32 -> f32
+        ("cvt.rz.f32.s64", False),
+        ("setp.lt.f16", True),
+        ("setp.lt.ftz.f16", False),
+        ("cvt.f32.f16", True),
+        ("cvt.f16.f32", False),  # a narrowing with no rounding modifier
+        ("cvt.sat.f32.f32", True),
+        ("cvt.rzi.s32.f32", True),
+        ("cvt.rmi.s32.f32", False),  # floor(-subnormal) is -1, floor(-0) is -0
+        ("neg.f16", True),
+        ("abs.ftz.f16", False),
         ("cvt.rn.f32.f16", False),
         ("min.NaN.f32", False),
         ("add.rn.sat.f32", False),
@@ -707,4 +717,37 @@ def test_a_promoted_values_words_are_followed_or_reported():
         (23, "add.f64", "double-rounding"),
         (26, "st.global.u32", U),
         (27, "sust.b.1d.b32.trap", U),
+    ]
+
+
+def test_a_compare_a_flush_cannot_change_is_no_finding():
+    # .ftz on a compare with a normal, infinite or NaN constant (or a register moved from one), and
+    # on setp.nan/num, cannot change the predicate; against zero or another register it can
+    text = body(
+        "\tsetp.lt.ftz.f32 %p1, %f1, 0f3F800000;\n\tsetp.lt.ftz.f32 %p1, %f1, 0f00000000;\n"
+        "\tsetp.nan.ftz.f32 %p1, %f1, %f2;\n\tsetp.gt.ftz.f32 %p1, %f1, %f2;\n"
+        "\tmov.f32 %f3, 0f7F800000;\n\tsetp.eq.ftz.f32 %p1, %f3, %f1;\n\tsetp.lt.ftz.f32 %p1, %f1, 0f00000001;"
+    )
+    assert kinds(text) == [
+        (7, "setp.lt.ftz.f32", "flush"),
+        (9, "setp.gt.ftz.f32", "flush"),
+        (12, "setp.lt.ftz.f32", "flush"),
+    ]
+
+
+def test_an_fma_is_judged_on_its_operands():
+    text = body(
+        "\tfma.rn.f32 %f1, 0f3F800000, %f2, %f3;\n\tfma.rn.f32 %f1, %f2, 0fBF800000, %f3;\n"
+        "\tfma.rn.f32 %f1, %f2, %f3, 0f80000000;\n\tfma.rn.f32 %f1, %f2, %f3, 0f00000000;\n"
+        "\tfma.rn.f32 %f1, 0f40000000, %f2, %f3;\n\tmov.f32 %f5, 0f3F800000;\n\tfma.rn.f32 %f1, %f5, %f2, %f3;\n"
+        "\tmov.f32 %f6, 0f3F800000;\n\tmov.f32 %f6, %f2;\n\tfma.rn.f32 %f1, %f6, %f2, %f3;\n"
+        "\tfma.rn.ftz.f32 %f1, 0f3F800000, %f2, %f3;"
+    )
+    # +0.0 as the addend is not a multiply (-0 + +0 is +0); 2.0 is not 1.0; a register defined twice
+    # is not known; .ftz stays a flush
+    assert kinds(text) == [
+        (9, "fma.rn.f32", "contraction"),
+        (10, "fma.rn.f32", "contraction"),
+        (15, "fma.rn.f32", "contraction"),
+        (16, "fma.rn.ftz.f32", "flush"),
     ]
