@@ -1089,11 +1089,14 @@ def _info(opcode: str) -> _OpInfo:
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
-    judged = bool(types & _F32) and (
-        ("contraction" in named or "unrounded" in named)
-        or (parts[0] in ("mov", "neg") and len(parts) == 2)
-        or (parts[0] == "setp" and "flush" in named)
-    )
+    judged = (
+        bool(types & _F32)
+        and (
+            ("contraction" in named or "unrounded" in named)
+            or (parts[0] in ("mov", "neg") and len(parts) == 2)
+            or (parts[0] == "setp" and "flush" in named)
+        )
+    ) or parts[0] in ("ld", "ldu", "st")
     return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
 
@@ -1509,10 +1512,39 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             if d not in products:
                 products[d] = products[r]
                 work.append(d)
+    # a product stored to memory may come back through any load (the places of f32 values are not
+    # told apart): each unrounded add of a loaded value is its partner
+    stored = sorted(
+        {products[r] for ins in ins_list if ins.opcode.startswith("st.") for r in ins.srcs if r in products}
+    )
+    loaded: dict[str, int] = {}
+    if stored:
+        for i, ins in enumerate(ins_list):
+            if ins.opcode.startswith(("ld.", "ldu.")):
+                for d in ins.dests:
+                    loaded[d] = i
+        work = deque(loaded)
+        while work:
+            r = work.popleft()
+            for d in copies.get(r, ()):
+                if d not in loaded:
+                    loaded[d] = loaded[r]
+                    work.append(d)
     paired: dict[int, str] = {}
     for i, ins in enumerate(ins_list):
         parts = ins.opcode.split(".")
         if parts[0] in ("add", "sub") and "unrounded" in _info(ins.opcode).classes:
+            if any(s in loaded for s in ins.srcs):
+                for m in stored:
+                    paired[m] = (
+                        f"its product is stored, and may come back through the load on line "
+                        f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
+                        f"{parts[0]} on line {ins.line}: ptxas may fuse them"
+                    )
+                paired[i] = (
+                    f"an operand is loaded from memory an unrounded product (line {ins_list[stored[0]].line}) "
+                    "is stored to: ptxas may fuse them"
+                )
             muls = sorted({products[s] for s in ins.srcs if s in products})
             for m in muls:
                 paired[m] = f"its product reaches the unrounded {parts[0]} on line {ins.line}: ptxas may fuse them"

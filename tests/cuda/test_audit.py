@@ -751,3 +751,14 @@ def test_an_fma_is_judged_on_its_operands():
         (15, "fma.rn.f32", "contraction"),
         (16, "fma.rn.ftz.f32", "flush"),
     ]
+
+
+def test_an_unrounded_product_through_memory_keeps_its_partner():
+    # a product stored and an unrounded add of a loaded value: places are not told apart for f32,
+    # so they are a pair; an add of registers no product reaches stays alone (computed to nearest)
+    text = body(
+        "\t.local .align 4 .b8 t[32];\n\tmul.f32 %f3, %f1, %f2;\n\tmov.u64 %rd1, t;\n\tst.local.f32 [%rd1], %f3;\n"
+        "\tld.local.f32 %f4, [%rd1+4];\n\tadd.f32 %f5, %f4, %f1;\n\tadd.f32 %f6, %f1, %f2;"
+    )
+    assert kinds(text) == [(7, "mul.f32", "unrounded"), (11, "add.f32", "unrounded")]
+    assert kinds(text.replace("\tst.local.f32 [%rd1], %f3;\n", "\n")) == []
