@@ -1093,7 +1093,7 @@ def _info(opcode: str) -> _OpInfo:
         bool(types & _F32)
         and (
             ("contraction" in named or "unrounded" in named)
-            or (parts[0] in ("mov", "neg") and len(parts) == 2)
+            or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
             or (parts[0] == "setp" and "flush" in named)
         )
     ) or parts[0] in ("ld", "ldu", "st")
@@ -1482,6 +1482,9 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
         parts = ins.opcode.split(".")
         if parts[0] in ("mov", "neg") and len(parts) == 2 and ins.srcs and ins.dests:
             copies.setdefault(ins.srcs[0], []).extend(ins.dests)
+        elif ins.opcode in ("selp.f32", "selp.f32x2") and ins.dests:  # a choice ptxas may turn back into branches
+            for r in ins.srcs[:2]:
+                copies.setdefault(r, []).extend(ins.dests)
         elif parts[0] == "mul" and "unrounded" in _info(ins.opcode).classes:
             for d in ins.dests:
                 products[d] = i

@@ -762,3 +762,8 @@ def test_an_unrounded_product_through_memory_keeps_its_partner():
     )
     assert kinds(text) == [(7, "mul.f32", "unrounded"), (11, "add.f32", "unrounded")]
     assert kinds(text.replace("\tst.local.f32 [%rd1], %f3;\n", "\n")) == []
+
+
+def test_an_unrounded_product_through_a_select_keeps_its_partner():
+    text = body("\tmul.f32 %f3, %f1, %f2;\n\tselp.f32 %f4, %f3, %f1, %p1;\n\tadd.f32 %f5, %f4, %f2;")
+    assert kinds(text) == [(6, "mul.f32", "unrounded"), (8, "add.f32", "unrounded")]
