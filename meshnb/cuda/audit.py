@@ -385,6 +385,8 @@ def unverified(opcode: str) -> str:
     floats = _float_types(mods)
     if not floats:
         return ""
+    if base == "cvt" and len(floats) == 2 and floats[0] not in ("f32", "f64") and floats[1] in ("f32", "f64"):
+        return f"cvt into .{floats[0]}: a float rounded to a narrower format; mode Z keeps f32"
     widths = [_WIDTH[f] for f in floats if f in _WIDTH]
     if base == "cvt" and len(widths) == 2 and widths[0] < widths[1] and not set(mods) & _ROUNDING:
         return f"cvt{''.join('.' + f for f in floats)}: a narrowing with no rounding modifier"

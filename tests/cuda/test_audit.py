@@ -483,7 +483,7 @@ def test_nvrtc_unnamed_violations_are_unverified():
     assert all(v.why for v in got if v.kind == U)  # each says why the table does not allow it
     why = {v.instruction: v.why for v in got}
     assert why["add.f16"] == ".f16: mode Z's table allows add on .f32/.f32x2/.f64 only"
-    assert why["cvt.rn.f16.f32"] == ".rn: not allowed on cvt by mode Z's table"
+    assert why["cvt.rn.f16.f32"] == "cvt into .f16: a float rounded to a narrower format; mode Z keeps f32"
 
 
 def test_promoted_values_are_followed_through_local_and_shared_memory():

@@ -98,3 +98,28 @@ def test_no_violating_file_passes_and_a_flagged_clean_file_says_why(capsys):
         found = audit.audit_file(CASES / f"{name}.ptx")
         if case["verdict"] == "clean" and found:
             assert all(v.why for v in found), name
+
+
+def test_the_cases_compiled_now_get_their_verdicts():
+    # the installed NVRTC compiles every case again: a new compiler that changes a verdict is seen
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("make_cases", CASES / "make_cases.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_cases", mod)
+    spec.loader.exec_module(mod)
+    lib = mod._make_nvrtc().libnvrtc()
+    if lib is None:
+        pytest.skip("NVRTC is not installed (cuda-toolkit[nvrtc], the [cuda] extra)")
+    wrong = []
+    for name, case in MANIFEST.items():
+        try:
+            text = mod.compile_case(lib, name, list(case["options"]))
+        except RuntimeError as e:  # cooperative groups need CCCL's <nv/target>
+            assert "nv/target" in str(e), name
+            continue
+        if ("violating" if audit.audit_text(text) else "clean") != case["verdict"]:
+            wrong.append(name)
+    assert wrong == []
