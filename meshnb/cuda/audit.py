@@ -1477,7 +1477,8 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     def value(name: str) -> str:
         return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
 
-    products: dict[str, int] = {}  # a register holding an unrounded product (through moves) -> the mul
+    products: dict[str, int] = {}  # a register holding an unrounded product (through moves) -> a mul
+    muls_of: dict[str, list[int]] = {}  # a mul's register -> every unrounded mul that writes it
     copies: dict[str, list[str]] = {}
     out: dict[int, tuple[set[str], str]] = {}
     for i, ins in enumerate(ins_list):
@@ -1490,6 +1491,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
         elif parts[0] == "mul" and "unrounded" in _info(ins.opcode).classes:
             for d in ins.dests:
                 products[d] = i
+                muls_of.setdefault(d, []).append(i)
         elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
             a, b, c = (value(x) for x in ins.srcs)
             if a in _ONE_F32 or b in _ONE_F32:
@@ -1536,16 +1538,20 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     loaded[d] = loaded[r]
                     work.append(d)
     paired: dict[int, str] = {}
+    through_memory = False
     for i, ins in enumerate(ins_list):
         parts = ins.opcode.split(".")
         if parts[0] in ("add", "sub") and "unrounded" in _info(ins.opcode).classes:
             if any(s in loaded for s in ins.srcs):
-                for m in stored:
-                    paired[m] = (
-                        f"its product is stored, and may come back through the load on line "
-                        f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
-                        f"{parts[0]} on line {ins.line}: ptxas may fuse them"
-                    )
+                if not through_memory:  # once (the first such add named): linear in the module
+                    through_memory = True
+                    for m in stored:
+                        paired.setdefault(m, "")
+                        paired[m] = paired[m] or (
+                            f"its product is stored, and may come back through the load on line "
+                            f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
+                            f"{parts[0]} on line {ins.line}: ptxas may fuse them"
+                        )
                 paired[i] = (
                     f"an operand is loaded from memory an unrounded product (line {ins_list[stored[0]].line}) "
                     "is stored to: ptxas may fuse them"
@@ -1555,6 +1561,11 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                 paired[m] = f"its product reaches the unrounded {parts[0]} on line {ins.line}: ptxas may fuse them"
             if muls:
                 paired[i] = f"an operand is the unrounded product of line {ins_list[muls[0]].line}: ptxas may fuse them"
+    for m in list(paired):  # every mul writing a paired mul's register is paired (a register defined again)
+        if ins_list[m].opcode.startswith("mul"):
+            for d in ins_list[m].dests:
+                for other in muls_of.pop(d, ()):
+                    paired.setdefault(other, paired[m])
     for i, ins in enumerate(ins_list):
         if "unrounded" in _info(ins.opcode).classes:
             if i in paired:

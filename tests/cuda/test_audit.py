@@ -767,3 +767,8 @@ def test_an_unrounded_product_through_memory_keeps_its_partner():
 def test_an_unrounded_product_through_a_select_keeps_its_partner():
     text = body("\tmul.f32 %f3, %f1, %f2;\n\tselp.f32 %f4, %f3, %f1, %p1;\n\tadd.f32 %f5, %f4, %f2;")
     assert kinds(text) == [(6, "mul.f32", "unrounded"), (8, "add.f32", "unrounded")]
+
+
+def test_a_register_written_by_several_products_pairs_each():
+    text = body("\tmul.f32 %f3, %f1, %f2;\n\tadd.f32 %f4, %f3, %f1;\n" * 2 + "\tmul.f32 %f3, %f1, %f1;")
+    assert [line for line, _, _ in kinds(text)] == [6, 7, 8, 9, 10]
