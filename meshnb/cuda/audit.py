@@ -1401,8 +1401,21 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
     """Stores of a promoted value (or an f32 operation done in f64) whose loads the audit cannot
     match: through an address made from no variable of the module (global or generic memory, a
     pointer given as an argument), into a variable whose address leaves its function, or by an
-    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen."""
+    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen.  A value
+    that is exactly an f32 value (promoted, no arithmetic) stored whole as 64 bits through such an
+    address, in a module that loads no 64-bit word through one, is an output: no finding."""
     out: list[tuple[int, str, str]] = []
+    wide = {"f64", "b64", "u64", "s64", "v2", "v4", "v8"}
+    loads_back = any(
+        (
+            ins.opcode.startswith(("ld.", "ldu."))
+            and "param" not in ins.opcode.split(".")
+            and bool(wide & set(ins.opcode.split(".")[1:]))
+            and not (ins.srcs[:1] and ins.srcs[0].startswith("mem:"))
+        )
+        or ins.opcode.startswith("atom.")
+        for ins in module.instructions
+    )
     for i, ins in enumerate(module.instructions):
         parts = ins.opcode.split(".")
         if parts[0] not in _WRITES or "param" in parts:
@@ -1413,6 +1426,9 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
         places = ins.dests if parts[0] == "st" else ins.srcs[:1] if parts[0] == "atom" else ins.dests
         unknown = [p for p in places if not p.startswith("mem:")]
         leaving = [p for p in places if p in module.escaped]
+        exact = all((taint.get(s) or _Taint()).flags in (0, _F | _P) for s in values)
+        if parts[0] == "st" and exact and not loads_back and {"f64", "b64", "u64", "s64"} & set(parts[1:]):
+            continue  # an f32 value widened and written out: nothing in the module reads it back
         if parts[0] != "st":
             why = f"{parts[0]} on a promoted f64 value: a memory operation the audit does not follow"
         elif unknown:

@@ -700,10 +700,19 @@ def test_a_promoted_store_the_model_cannot_match_is_unverified():
     # through a pointer given as an argument, and into a variable whose address is stored: reported at
     # the store, not let through; a store into a variable no address of which leaves is followed
     head = "\t.local .align 8 .b8 d[16];\n\t.reg .b64 %rd<6>;\n\t.reg .f64 %fd<4>;\n\tcvt.f64.f32 %fd1, %f1;\n"
-    text = body(head + "\tld.param.u64 %rd1, [k_param_0];\n\tst.global.f64 [%rd1], %fd1;")
+    text = body(
+        head + "\tld.param.u64 %rd1, [k_param_0];\n\tst.global.f64 [%rd1], %fd1;\n\tld.global.f64 %fd2, [%rd4];"
+    )
     assert [(v.instruction, v.kind) for v in audit.audit_text(text)] == [("st.global.f64", U)]
     assert "no variable of the module" in audit.audit_text(text)[0].why
-    text = body(head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;\n\tst.global.u64 [%rd3], %rd2;")
+    # a float widened and written out, in a module that reads no 64-bit word back: an output
+    assert audit.audit_text(text.replace("\tld.global.f64 %fd2, [%rd4];", "")) == []
+    # but its words written out (32-bit loads are everywhere), or an f64 result, are reported
+    words = text.replace("\tld.global.f64 %fd2, [%rd4];", "\tmov.b64 {%r1, %r2}, %fd1;\n\tst.global.u32 [%rd1], %r1;")
+    assert [(v.instruction, v.kind) for v in audit.audit_text(words)] == [("st.global.u32", U)]
+    text = body(
+        head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;\n\tst.global.u64 [%rd3], %rd2;\n\tld.f64 %fd3, [%rd5];"
+    )
     got = audit.audit_text(text)
     assert [(v.instruction, v.kind) for v in got] == [("st.local.f64", U)] and "leaves the function" in got[0].why
     assert audit.audit_text(body(head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;")) == []
