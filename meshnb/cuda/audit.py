@@ -159,6 +159,9 @@ _X = 16  # an f32 operation done once in f64 (an exact product, a sum of two flo
 _ONCE_OPS = ("add", "sub", "mul")  # on two f32 values in f64: RN64 of it rounded once to f32 is RN32
 
 
+_PROMOTES = re.compile(r"cvt(?:\.ftz)?\.f64\.f32")  # an f32 value into f64 (with .ftz: --ftz=true's form)
+
+
 def _f32_exact(constant: str) -> bool:
     """Whether an f64 constant (``0d...``) is exactly an f32 value (NaN and infinity included)."""
     try:
@@ -1092,12 +1095,15 @@ def _info(opcode: str) -> _OpInfo:
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
     judged = (
-        bool(types & _F32)
-        and (
-            ("contraction" in named or "unrounded" in named)
-            or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
-            or (parts[0] == "setp" and "flush" in named)
+        (
+            bool(types & _F32)
+            and (
+                ("contraction" in named or "unrounded" in named)
+                or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
+                or (parts[0] == "setp" and "flush" in named)
+            )
         )
+        or opcode in _NARROW
     ) or parts[0] in ("ld", "ldu", "st")
     return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
@@ -1271,7 +1277,7 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
     opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
     seed = _Taint(_F | _P)  # read only: a seed's taint is joined into its registers', never changed
-    origins = {i: seed for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
+    origins = {i: seed for i in flowing if _PROMOTES.fullmatch(ins_list[i].opcode)}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
@@ -1468,7 +1474,16 @@ def _normal_f32(constant: str) -> bool:
         return False
 
 
-_ONE_F32 = ("0f3F800000", "0fBF800000")  # fma(+-1, a, b) = RN(+-a + b)
+_ONE_F32 = ("0f3F800000", "0fBF800000")
+_ZERO_F32 = ("0f00000000", "0f80000000")
+# f32 values widened from narrow formats: their significant bits (a half: 11; integers: their width)
+_NARROW = {
+    "cvt.f32.f16": 11,
+    "cvt.rn.f32.u8": 8,
+    "cvt.rn.f32.s8": 8,
+    "cvt.rn.f32.u16": 16,
+    "cvt.rn.f32.s16": 16,
+}  # fma(+-1, a, b) = RN(+-a + b)
 _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
 
 
@@ -1493,6 +1508,24 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     def value(name: str) -> str:
         return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
 
+    narrow: dict[str, int] = {}  # a register whose every definition makes a float of few significant bits
+    for ins in ins_list:
+        bits = _NARROW.get(ins.opcode, 0)
+        for d in ins.dests:
+            if bits and narrow.get(d, bits) == bits:
+                narrow[d] = bits
+            else:
+                narrow[d] = 99  # defined otherwise too: not known
+    narrow = {d: b for d, b in narrow.items() if b != 99}
+
+    def exact_product(a: str, b: str) -> bool:
+        """Whether the f32 product of ``a`` and ``b`` is exact: a factor 0.0, or both factors widened
+        from halves or small integers with at most 24 significant bits between them (no overflow or
+        underflow: halves lie in [2^-24, 2^16])."""
+        if value(a) in _ZERO_F32 or value(b) in _ZERO_F32:
+            return True
+        return a in narrow and b in narrow and narrow[a] + narrow[b] <= 24
+
     products: dict[str, int] = {}  # a register holding an unrounded product (through moves) -> a mul
     muls_of: dict[str, list[int]] = {}  # a mul's register -> every unrounded mul that writes it
     copies: dict[str, list[str]] = {}
@@ -1504,13 +1537,23 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
         elif ins.opcode in ("selp.f32", "selp.f32x2") and ins.dests:  # a choice ptxas may turn back into branches
             for r in ins.srcs[:2]:
                 copies.setdefault(r, []).extend(ins.dests)
-        elif parts[0] == "mul" and "unrounded" in _info(ins.opcode).classes:
+        elif (
+            parts[0] == "mul"
+            and "unrounded" in _info(ins.opcode).classes
+            and not (len(ins.srcs) >= 2 and exact_product(ins.srcs[0], ins.srcs[1]))
+        ):
             for d in ins.dests:
                 products[d] = i
                 muls_of.setdefault(d, []).append(i)
         elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
             a, b, c = (value(x) for x in ins.srcs)
-            if a in _ONE_F32 or b in _ONE_F32:
+            if exact_product(ins.srcs[0], ins.srcs[1]):
+                out[i] = (
+                    {"contraction"},
+                    "fma whose product is exact (halves or small integers widened, or a factor 0): "
+                    "mode Z's multiply and add",
+                )
+            elif a in _ONE_F32 or b in _ONE_F32:
                 out[i] = (
                     {"contraction"},
                     "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))",
@@ -1641,7 +1684,7 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
     named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
     with _collector_paused():
-        return audit_module(_parse(text, every=False, values="cvt.f64.f32" in text), allow_f64)
+        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
 
 
 @contextlib.contextmanager

@@ -781,3 +781,24 @@ def test_an_unrounded_product_through_a_select_keeps_its_partner():
 def test_a_register_written_by_several_products_pairs_each():
     text = body("\tmul.f32 %f3, %f1, %f2;\n\tadd.f32 %f4, %f3, %f1;\n" * 2 + "\tmul.f32 %f3, %f1, %f1;")
     assert [line for line, _, _ in kinds(text)] == [6, 7, 8, 9, 10]
+
+
+def test_an_fma_whose_product_is_exact_is_mode_zs_multiply_and_add():
+    # halves widened (11 bits each), bytes (8), a factor 0: the product is exact in f32, so the one
+    # rounding is mode Z's add's; a half by a 16-bit integer (27 bits) or by a register defined twice
+    # is not known exact
+    text = body(
+        "\tcvt.f32.f16 %f1, %rs1;\n\tcvt.f32.f16 %f2, %rs2;\n\tcvt.rn.f32.u8 %f3, %rs3;\n"
+        "\tcvt.rn.f32.u16 %f4, %rs4;\n"
+        "\tfma.rn.f32 %f9, %f1, %f2, %f8;\n\tfma.rn.f32 %f9, %f1, %f3, %f8;\n\tfma.rn.f32 %f9, %f7, 0f80000000, %f8;\n"
+        "\tfma.rn.f32 %f9, %f1, %f4, %f8;\n\tmov.f32 %f2, %f7;\n\tmul.f32 %f10, %f1, %f3;\n\tadd.f32 %f11, %f10, %f8;"
+    )
+    # (%f2, defined again by the mov, is not known: the fma of line 10 is one too; the exact
+    # product of line 15 makes the unrounded pair harmless)
+    assert kinds(text) == [(10, "fma.rn.f32", "contraction"), (13, "fma.rn.f32", "contraction")]
+
+
+def test_a_promotion_with_ftz_is_followed():
+    # --ftz=true's cvt.ftz.f64.f32 promotes as cvt.f64.f32 does: the f64 arithmetic after is found
+    text = body("\tcvt.ftz.f64.f32 %fd1, %f1;\n\tfma.rn.f64 %fd2, %fd1, %fd1, %fd1;\n\tcvt.rn.f32.f64 %f2, %fd2;")
+    assert kinds(text) == [(6, "cvt.ftz.f64.f32", "flush"), (7, "fma.rn.f64", "double-rounding")]
