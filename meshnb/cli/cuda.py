@@ -80,8 +80,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
     else:
         for f, v in found:
-            why = f" ({v.why})" if v.why else ""  # unverified: what mode Z's table does not allow
-            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}{why}")
+            why = f" ({v.why})" if v.why else ""  # the rule that decided it
+            source = f" [{v.source}]" if v.source else ""  # the CUDA source line (.loc)
+            print(f"{audit.shown(f)}:{v.line}: {v.function}: {v.instruction}: {v.kind}{why}{source}")
         for f, s in sass_found:
             print(f"{audit.shown(f)}:{s.line}: {s.function}: {s.sass} <- {s.ptx}: {s.kind}")
         total = len(found) + len(sass_found)

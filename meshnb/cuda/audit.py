@@ -9,11 +9,14 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
 
 ``contraction``
     ``fma`` / ``mad`` on ``.f32`` or ``.f32x2``: a multiply and an add with one rounding (the
-    ``fma-horner`` fault).  Mode Z rounds every operation on its own.
+    ``fma-horner`` fault).  Mode Z rounds every operation on its own.  Not one whose operands make
+    it one rounded operation: a multiplier exactly +-1.0 (a rounded add or sub), an addend exactly
+    -0.0 (a rounded multiply), as constants or registers whose one definition moves them.
 ``unrounded``
-    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier: the PTX ISA lets
-    ptxas fuse such a mul and add into an fma (``meshnb ptx audit --sass`` shows whether it did).
-    An operation written ``.rn`` (libdevice's ``fadd_rn`` and friends) is never fused.
+    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier and a partner: the
+    PTX ISA lets ptxas fuse such a mul and an add its product reaches into an fma (``meshnb ptx
+    audit --sass`` shows whether it did); both are findings, each naming the other's line.  One with
+    no partner is computed to nearest.  An operation written ``.rn`` is never fused.
 ``flush``
     any ``.ftz`` f32 instruction: the hardware flushes subnormal *inputs and results before
     rounding*, while mode Z flushes the rounded result (``0x00800000 * 0x3F7FFFFF`` is
@@ -28,14 +31,22 @@ instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
 ``double-rounding``
     f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
     (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
-    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.
+    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.  Not one f32 operation done
+    once in f64 and rounded once: an ``add``/``sub``/``mul`` of two f32 values (promoted, or f64
+    constants exactly f32) whose result reaches only moves, sign operations, selections, memory and
+    ``cvt.rn.f32.f64`` (the product is exact; the sum's double rounding is innocuous, 53 >= 2*24+2).
 ``unverified``
     any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
     ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
     ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
     ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
     register declared of a float type as an operand; ``why`` says what the table does not allow.
-    The named classes above take precedence: they say more about what they cover.
+    Also a store of a promoted value whose loads cannot be matched (:func:`_unfollowed`): through
+    an address made from no variable of the module, into a variable whose address leaves its
+    function, or by an atomic.  The named classes above take precedence: they say more.
+
+Every finding has ``why``, the rule that decided it, and ``source``, the CUDA line of the ``.loc``
+before it.
 
 **How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
 through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
@@ -65,14 +76,16 @@ docs/guide/gpu.md:
 What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
 ``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
 accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
-a value stored through an address made from a ``.local`` or ``.shared`` variable (``mov``, ``cvta``,
-integer ``add``) and loaded through any address made from it stays what it was; ``.param`` is
-followed by name.  Limits: a variable is one place (flow-insensitive, its words not told apart, so
-a promoted value stored anywhere in it reaches every load from it); memory reached through global
-or generic pointers given as arguments, or addresses made by other opcodes, is not followed (a
-store and a load through the same register still are); a float reaching an unknown opcode only
-through an integer register is not seen by the register check; an f64 operation on the sine's
-*result* before its one rounding to f32 is taken as the sine's own.
+a value stored through an address made from a ``.local``, ``.shared`` (``.extern`` too) or
+``.global`` variable (``mov``, ``cvta``, integer ``add``, ``sub``, ``mad``, ``selp``, ``and``,
+``or`` ...) and loaded through any address made from it stays what it was; ``.param`` is
+followed by name; shuffles and 64-bit integer words carry it.  Limits: a variable is one place
+(flow-insensitive, its words not told apart, so a promoted value stored anywhere in it reaches
+every load from it); memory reached through global or generic pointers given as arguments, or
+addresses made by other opcodes, is not followed, and a promoted value stored there is reported
+``unverified`` at the store (a store and a load through the same register are joined); a float
+reaching an unknown opcode only through an integer register is not seen by the register check; an
+f64 operation on the sine's *result* before its one rounding to f32 is taken as the sine's own.
 
 What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
 docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
@@ -120,12 +133,45 @@ _ROUNDING = {"rn"} | _DIRECTED
 _ROUNDED_OPS = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"}
 _APPROX_OPS = {"div", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
 _F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt", "rsqrt"}
-_PASS = {"mov", "abs", "neg", "selp", "min", "max", "cvt", "ld", "st"}  # exact: a value stays what it was
+_PASS = {
+    "mov",
+    "abs",
+    "neg",
+    "selp",
+    "min",
+    "max",
+    "cvt",
+    "ld",
+    "ldu",
+    "st",
+    "shfl",
+}  # exact: a value stays what it was
+_BITS_PASS = {"and", "or", "xor", "not", "prmt", "slct"}  # on a promoted value's words: still promoted
+_PASS |= _BITS_PASS
+_WRITES = ("st", "atom", "red", "sust", "sured", "stmatrix")  # what writes registers' values to memory
 
 # promoted-value flags
 _F = 1  # an f32 value in f64 (or f64 arithmetic on one)
 _A = 2  # pi * r: a sine's argument if it reaches one
 _S = 4  # derived from a sine's quadrant reduction: the sine's own code
+_P = 8  # exactly an f32 value (with _F): promoted, through exact moves only
+_X = 16  # an f32 operation done once in f64 (an exact product, a sum of two floats): Z's if rounded once
+_ONCE_OPS = ("add", "sub", "mul")  # on two f32 values in f64: RN64 of it rounded once to f32 is RN32
+
+
+_PROMOTES = re.compile(r"cvt(?:\.ftz)?\.f64\.f32")  # an f32 value into f64 (with .ftz: --ftz=true's form)
+
+
+def _f32_exact(constant: str) -> bool:
+    """Whether an f64 constant (``0d...``) is exactly an f32 value (NaN and infinity included)."""
+    try:
+        bits = int(constant[2:], 16)
+    except ValueError:
+        return False
+    exp = (bits >> 52) & 0x7FF
+    if bits & ((1 << 29) - 1):
+        return False  # more than 24 significant bits
+    return exp == 0x7FF or (bits << 1) & ((1 << 64) - 1) == 0 or 1023 - 149 <= exp <= 1023 + 127
 
 
 _FLOAT_TYPE = re.compile(r"(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?")  # f16 f16x2 bf16 f32 f32x2 f64 tf32 e4m3x2 ...
@@ -143,6 +189,8 @@ _SPACES = (
 )
 _MEMORY: tuple[str, ...] = ("nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "volatile", "weak", "relaxed", "acquire")
 _MEMORY += ("release", "cta", "cluster", "gpu", "sys", "v2", "v4", "v8")  # and any L1::/L2:: cache hint
+_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+_CLASSES_TESTED = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
 _EXACT_INTS = ("u8", "u16", "s8", "s16")  # every value exact in f32
 _ROUNDED_INTS = ("u32", "s32")  # SPEC 2's u32 -> f32 conversion, rounded to nearest even
 
@@ -183,8 +231,8 @@ MODE_Z: tuple[Allowed, ...] = (
         ("cvt",),
         ("f32",),
         ("rn",),
-        _EXACT_INTS + _ROUNDED_INTS,
-        "an integer into f32, rounded to nearest even (SPEC 2's u32 -> f32)",
+        _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+        "an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one the same way)",
     ),
     Allowed(("cvt",), ("f32", "f64"), (), (), "f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted"),
     Allowed(
@@ -202,6 +250,34 @@ MODE_Z: tuple[Allowed, ...] = (
         (),
         ("rn",),
         "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
+    ),
+    Allowed(("copysign",), ("f32", "f64"), (), (), "exact: the first operand's bits with the second's sign bit"),
+    Allowed(
+        ("setp",),
+        ("f16", "bf16", "f16x2", "bf16x2"),
+        (),
+        _CMP + ("and", "or", "xor"),
+        "a comparison of halves (no .ftz): a predicate, no float result",
+    ),
+    Allowed(("testp",), ("f32", "f64"), (), _CLASSES_TESTED, "a class test: a predicate, no float result"),
+    Allowed(
+        ("neg", "abs"),
+        ("f16", "bf16", "f16x2", "bf16x2"),
+        (),
+        (),
+        "exact: a half's sign bit changed (no .ftz: subnormal halves kept)",
+    ),
+    Allowed(("cvt",), ("f32", "f64", "f16", "bf16"), (), (), "a half widened to f32 or f64 (cvt.f32.f16): exact"),
+    Allowed(
+        ("cvt",), ("f32",), ("sat",), (), "cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values"
+    ),
+    Allowed(
+        ("cvt",),
+        ("f32",),
+        (),
+        ("rzi", "rni") + _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+        "f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a subnormal "
+        "input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)",
     ),
 )
 """Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
@@ -312,6 +388,11 @@ def unverified(opcode: str) -> str:
     floats = _float_types(mods)
     if not floats:
         return ""
+    if base == "cvt" and len(floats) == 2 and floats[0] not in ("f32", "f64") and floats[1] in ("f32", "f64"):
+        return f"cvt into .{floats[0]}: a float rounded to a narrower format; mode Z keeps f32"
+    widths = [_WIDTH[f] for f in floats if f in _WIDTH]
+    if base == "cvt" and len(widths) == 2 and widths[0] < widths[1] and not set(mods) & _ROUNDING:
+        return f"cvt{''.join('.' + f for f in floats)}: a narrowing with no rounding modifier"
     rows = [r for r in MODE_Z if base in r.ops]
     if not rows:
         return f"{base} on {'/'.join('.' + t for t in dict.fromkeys(floats))}: no such entry in mode Z's table"
@@ -365,9 +446,11 @@ _ADDR = re.compile(r"\[\s*([%\w$.]+)")
 # _BORING: an integer, bit or control opcode (INT_OPS) with no finding and through which no
 # promoted value passes (a superset of what the audit reads is left to _info: call, cvt, any
 # other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
-_BORING_PART = r"(?:b64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
+_BORING_PART = r"(?:b64|u64|s64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
-    r"(?:" + "|".join(sorted(INT_OPS - {"call", "cvt"}, key=lambda o: (-len(o), o))) + r")(?![\w:])"
+    r"(?:"
+    + "|".join(sorted(INT_OPS - {"call", "cvt", "shfl", "ld", "ldu", "st"} - _BITS_PASS, key=lambda o: (-len(o), o)))
+    + r")(?![\w:])"
     rf"(?:\.(?!{_BORING_PART}(?![\w:]))(?:[\w]|::)+)*(?![\w.:])"
 )
 _GUARD = r"(?:@!?%?[\w$.]+\s+)?"
@@ -383,13 +466,16 @@ _SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 @dataclass(frozen=True)
 class Violation:
     """One finding: ``line`` (1-based), ``function``, ``instruction`` (opcode and modifiers), ``class``;
-    ``why`` for an ``unverified`` one (in JSON only then)."""
+    ``why``, the rule that decided it (what mode Z's table does not allow, for an ``unverified`` one);
+    ``source``, the CUDA source line of the PTX's ``.loc`` before it (``file:line``, and where it was
+    inlined), "" when the PTX has none."""
 
     line: int
     function: str
     instruction: str
     kind: str
-    why: str = ""  # an unverified finding's reason: what mode Z's table does not allow
+    why: str = ""
+    source: str = ""
 
     def to_json(self) -> dict[str, object]:
         d: dict[str, object] = {
@@ -400,6 +486,8 @@ class Violation:
         }
         if self.why:
             d["why"] = self.why
+        if self.source:
+            d["source"] = self.source
         return d
 
 
@@ -420,6 +508,7 @@ class Instruction:
     srcs: list[str] = field(default_factory=list)
     callee: str = ""
     floats: str = ""  # an opcode of no float type and no row: the float register it reads or writes
+    source: str = ""  # the .loc before it, as file:line
 
 
 @dataclass
@@ -431,7 +520,8 @@ class Module:
     returns: dict[str, list[str]]
     target: str = ""
     version: str = ""
-    symbols: set[str] = field(default_factory=set)  # .local and .shared variables, as written
+    symbols: set[str] = field(default_factory=set)  # .local, .shared and .global variables, as written
+    escaped: set[str] = field(default_factory=set)  # "mem:" places whose address leaves its function
 
 
 def shown(name: str) -> str:
@@ -515,6 +605,7 @@ def _statements(
                             (info.flows and values)
                             or bool(info.classes)
                             or info.regs
+                            or info.judged
                             or (addresses and _addressing(op))
                         )
                     if not keep:
@@ -752,8 +843,10 @@ def parse(text: str) -> Module:
     return _parse(text, every=True, values=True)
 
 
-_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad"})  # how a local or shared address is made
-_MEMORY_SPACE = re.compile(r"\.(?:local|shared)\b")
+_ADDRESS_OPS = frozenset({"mov", "cvta", "add", "sub", "mad", "selp", "slct", "and", "or", "xor", "min", "max"})
+# how an address into a variable is made: an op of no float type taking one as an operand keeps it
+_MEMORY_SPACE = re.compile(r"\.(?:local|shared|global)\b")
+_VARIABLE = re.compile(r"(?:\.(?:extern|visible|weak)\s+)*\.(?:local|shared|global)\s")
 
 
 def _addressing(opcode: str) -> bool:
@@ -796,13 +889,21 @@ def _follow_memory(module: Module) -> None:
                 got |= bases[r]
                 work.append(d)
 
+    for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
+        if ins.opcode.startswith("st.") and ins.srcs:
+            for src in ins.srcs:
+                for b in bases.get(src, ()):
+                    module.escaped.add("mem:" + b.rsplit(":", 1)[-1])
+                if src.rsplit(":", 1)[-1] in module.symbols:
+                    module.escaped.add("mem:" + src.rsplit(":", 1)[-1])
+
     def places(names: list[str]) -> list[str]:
         out: list[str] = []
         for n in names:
             if n.rsplit(":", 1)[-1] in module.symbols:
-                out.append("mem:" + n)
+                out.append("mem:" + n.rsplit(":", 1)[-1])  # a variable is the module's, whichever function names it
             elif n in bases:
-                out += ["mem:" + b for b in sorted(bases[n])]
+                out += sorted({"mem:" + b.rsplit(":", 1)[-1] for b in bases[n]})
             else:
                 out.append(n)  # no variable known: the register itself (a store and a load through it)
         return out
@@ -816,6 +917,27 @@ def _follow_memory(module: Module) -> None:
         else:
             address = [ins.srcs[0]] if ins.srcs else []
             ins.srcs = places(address) + ins.srcs[1:]
+
+
+_FILE = re.compile(r'\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
+_LOC = re.compile(r"\s*(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+))?")
+
+
+def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], files: dict[str, str]) -> None:
+    """Each instruction's ``source``: the last ``.loc`` before it (``file:line``, and ``inlined at
+    file:line`` for a ``.loc`` of inlined code); line 0 (no source line) leaves it empty."""
+    for n, (at, rest) in enumerate(locs):
+        end = locs[n + 1][0] if n + 1 < len(locs) else len(instructions)
+        if at >= end:
+            continue
+        m = _LOC.match(rest)
+        if m is None or m.group(2) == "0":
+            continue
+        where = f"{files.get(m.group(1), m.group(1))}:{m.group(2)}"
+        if m.group(3):
+            where += f", inlined at {files.get(m.group(3), m.group(3))}:{m.group(4)}"
+        for ins in instructions[at:end]:
+            ins.source = where
 
 
 def _parse(text: str, every: bool, values: bool) -> Module:
@@ -836,6 +958,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     append = instructions.append
     addresses = values and _MEMORY_SPACE.search(text) is not None  # values may go through memory
     symbols: set[str] = set()
+    locs: list[tuple[int, str]] = []  # (index of the next instruction, a .loc's operands)
+    files: dict[str, str] = {}
     for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
             info = infos.get(opcode)
@@ -843,6 +967,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 info = infos[opcode] = _info(opcode)
             if info.regs:
                 append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
+            elif info.judged:
+                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
             elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
                 # f32 arithmetic, integers, control: no promoted value passes
                 append(Instruction(lines[0].of(line), scopes.function, opcode, []))
@@ -880,8 +1006,14 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 version, directives = rest.strip(), True
             elif word[0] == ".target":
                 target, directives = rest.split(",")[0].strip(), True
-            elif word[0] in (".local", ".shared"):  # a variable: ".local .align 8 .b8 __local_depot0[40]"
-                decl = _REG_DECL.search(rest.split("=")[0].strip())
+            elif word[0] == ".loc":
+                locs.append((len(instructions), rest))
+            elif word[0] == ".file":
+                named = _FILE.match(rest)
+                if named:
+                    files[named.group(1)] = named.group(2).rsplit("/", 1)[-1]
+            elif _VARIABLE.match(s):  # a variable: ".local .align 8 .b8 __local_depot0[40]", ".extern .shared"
+                decl = _REG_DECL.search(s.split("=")[0].strip())
                 if decl:
                     symbols.add(decl.group(1))
             elif word[0] in (".reg", ".param") and scopes.stack:
@@ -910,6 +1042,9 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         if info.regs:
             append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
             continue
+        if info.judged:
+            append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
+            continue
         if (not info.flows or not values) and not (addresses and _addressing(opcode)):
             # f32 arithmetic, integers, control: no promoted value passes
             if every or info.classes:
@@ -918,6 +1053,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
+    _sources_of(instructions, locs, files)
     module = Module(instructions, params, returns, target, version, symbols)
     _follow_memory(module)
     return module
@@ -934,6 +1070,7 @@ class _OpInfo:
     opclass: str  # "end", "arith" (f64), "pass", "other"
     why: str = ""  # unverified: why mode Z's table does not allow it (no named class covers it)
     regs: bool = False  # an opcode of no float type the table does not know: its registers are read
+    judged: bool = False  # f32 arithmetic judged on its operands (fma by 1.0, an unrounded op with no pair)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -947,12 +1084,28 @@ def _info(opcode: str) -> _OpInfo:
     else:
         opclass = "pass" if parts[0] in _PASS else "other"
     flows = (
-        parts[0] in ("call", "cvt") or bool(types & {"f64", "b64"}) or (parts[0] in ("ld", "st") and "param" in types)
+        parts[0] in ("call", "cvt", "shfl")
+        or bool(types & {"f64", "b64"})
+        or (parts[0] in ("ld", "st") and "param" in types)
+        or parts[0] in _WRITES
+        or parts[0] in ("ld", "ldu")
+        or parts[0] in _BITS_PASS
     )
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
-    return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs)
+    judged = (
+        (
+            bool(types & _F32)
+            and (
+                ("contraction" in named or "unrounded" in named)
+                or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
+                or (parts[0] == "setp" and "flush" in named)
+            )
+        )
+        or opcode in _NARROW
+    ) or parts[0] in ("ld", "ldu", "st")
+    return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
 
 def classes(opcode: str) -> list[str]:
@@ -986,6 +1139,7 @@ def classes(opcode: str) -> list[str]:
 class _Taint:
     flags: int = 0
     cands: frozenset[int] = frozenset()
+    once: frozenset[int] = frozenset()  # the f32 operations done in f64 (_X) this value comes from
 
     def join(self, other: _Taint) -> bool:
         changed = False
@@ -995,6 +1149,9 @@ class _Taint:
         cands = other.cands
         if cands and not cands <= self.cands:  # a new set only when it grows
             self.cands, changed = self.cands | cands, True
+        once = other.once
+        if once and not once <= self.once:
+            self.once, changed = self.once | once, True
         return changed
 
 
@@ -1104,12 +1261,12 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
     for pos, (name, t) in enumerate(zip(ins.srcs, srcs)):
         if name in sine:
             continue
-        if t.flags & _F or (t.flags & _A and not (fma and pos == 2)):
+        if t.flags & (_F | _X) or (t.flags & _A and not (fma and pos == 2)):
             return False
     return True
 
 
-def _promoted(module: Module) -> list[int]:
+def _promoted(module: Module) -> list[tuple[int, str, str]]:
     """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
 
     Three monotone passes: promoted values and pi products with no sine known (A0); the sine's
@@ -1119,11 +1276,29 @@ def _promoted(module: Module) -> list[int]:
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
     opclass = {i: _info(ins_list[i].opcode).opclass for i in flowing}
-    seed = _Taint(_F)  # read only: a seed's taint is joined into its registers', never changed
-    origins = {i: seed for i in flowing if ins_list[i].opcode.startswith("cvt.f64.f32")}
+    seed = _Taint(_F | _P)  # read only: a seed's taint is joined into its registers', never changed
+    origins = {i: seed for i in flowing if _PROMOTES.fullmatch(ins_list[i].opcode)}
     if not origins:
         return []  # no f32 value is ever promoted
     sine: set[str] = set()
+
+    def once(i: int, srcs: list[_Taint]) -> bool:
+        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): the
+        product is exact (24 + 24 bits), the sum or difference rounded in f64 and then to f32 is
+        RN32 (53 >= 2 * 24 + 2 bits: the double rounding is innocuous; a sum in f32's subnormal
+        range is exact)."""
+        ins = ins_list[i]
+        if ins.opcode.split(".")[0] not in _ONCE_OPS or len(srcs) != 2:
+            return False
+        some = False
+        for name, t in zip(ins.srcs, srcs):
+            if t.flags:
+                if t.flags != _F | _P:
+                    return False
+                some = True
+            elif not _f32_exact(flow.consts.get(name, name)):
+                return False
+        return some
 
     def promoted(i: int, srcs: list[_Taint]) -> _Taint:
         c = opclass[i]
@@ -1135,11 +1310,15 @@ def _promoted(module: Module) -> list[int]:
         if c != "arith" or (sine and _sine_code(ins_list[i], srcs, sine)):  # no sine: no sine's code
             return out  # an integer op, the end of a promoted value, or the sine's own code
         k = flow.kinds.get(i, "")
+        if k in ("", "one-minus") and once(i, srcs):
+            return _Taint(_X, frozenset([i]) if k else frozenset(), frozenset([i]))
         flags = 0
         cands = frozenset[int]()
         for t in srcs:
             flags |= t.flags
             cands |= t.cands
+        if flags & _X:
+            flags |= _F
         if flags & _F:
             if k == "pi":
                 out.join(_Taint(_A, cands | {i}))
@@ -1165,6 +1344,7 @@ def _promoted(module: Module) -> list[int]:
     final = flow.run(origins, promoted) if sine else first
     confirmed: set[int] = set()
     found: list[int] = []
+    escaped = _escapes(module, final)
     for i, k in flow.kinds.items():
         ins = ins_list[i]
         srcs = [final.get(s) or _Taint() for s in ins.srcs]
@@ -1173,6 +1353,14 @@ def _promoted(module: Module) -> list[int]:
             flags |= t.flags
         if not flags:
             continue
+        if k in ("", "one-minus") and once(i, srcs):
+            if i not in escaped:
+                continue  # rounded once to f32: mode Z's operation
+            if not k:
+                found.append(i)
+                continue
+        if flags & _X:
+            flags |= _F
         in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
@@ -1190,10 +1378,260 @@ def _promoted(module: Module) -> list[int]:
             found.append(-1 - i)  # a candidate: a finding unless a sine confirms it
         else:
             found.append(i)
-    return sorted(i if i >= 0 else -1 - i for i in found if i >= 0 or -1 - i not in confirmed)
+    out = sorted(i if i >= 0 else -1 - i for i in found if i >= 0 or -1 - i not in confirmed)
+    return [(i, "double-rounding", escaped.get(i, "")) for i in out] + _unfollowed(module, final)
+
+
+_CONSUMERS = frozenset(["mov", "abs", "neg", "selp", "min", "max", "ld", "ldu", "st", "call", "shfl"])
+
+
+def _escapes(module: Module, taint: dict[str, _Taint]) -> dict[int, str]:
+    """The f32 operations done in f64 (_X) whose value is used before its one rounding to f32, each
+    with where: anything but moves, sign operations, selections, memory and ``cvt.rn.f32.f64``."""
+    out: dict[int, str] = {}
+    for ins in module.instructions:
+        parts = ins.opcode.split(".")
+        if parts[0] in _CONSUMERS or (parts[0] == "cvt" and parts[1:2] == ["rn"] and parts[-2] in _F32):
+            continue
+        for s in ins.srcs:
+            t = taint.get(s)
+            if t is not None and t.once:
+                for i in t.once:
+                    out.setdefault(
+                        i, f"its f64 result is used by {ins.opcode} on line {ins.line} before its one rounding"
+                    )
+    return out
+
+
+def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str, str]]:
+    """Stores of a promoted value (or an f32 operation done in f64) whose loads the audit cannot
+    match: through an address made from no variable of the module (global or generic memory, a
+    pointer given as an argument), into a variable whose address leaves its function, or by an
+    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen.  A value
+    that is exactly an f32 value (promoted, no arithmetic) stored whole as 64 bits through such an
+    address, in a module that loads no 64-bit word through one, is an output: no finding."""
+    out: list[tuple[int, str, str]] = []
+    wide = {"f64", "b64", "u64", "s64", "v2", "v4", "v8"}
+    loads_back = any(
+        (
+            ins.opcode.startswith(("ld.", "ldu."))
+            and "param" not in ins.opcode.split(".")
+            and bool(wide & set(ins.opcode.split(".")[1:]))
+            and not (ins.srcs[:1] and ins.srcs[0].startswith("mem:"))
+        )
+        or ins.opcode.startswith("atom.")
+        for ins in module.instructions
+    )
+    for i, ins in enumerate(module.instructions):
+        parts = ins.opcode.split(".")
+        if parts[0] not in _WRITES or "param" in parts:
+            continue
+        values = ins.srcs if parts[0] == "st" else ins.srcs[1:] if parts[0] == "atom" else ins.srcs
+        if not any((taint.get(s) or _Taint()).flags for s in values):
+            continue
+        places = ins.dests if parts[0] == "st" else ins.srcs[:1] if parts[0] == "atom" else ins.dests
+        unknown = [p for p in places if not p.startswith("mem:")]
+        leaving = [p for p in places if p in module.escaped]
+        exact = all((taint.get(s) or _Taint()).flags in (0, _F | _P) for s in values)
+        if parts[0] == "st" and exact and not loads_back and {"f64", "b64", "u64", "s64"} & set(parts[1:]):
+            continue  # an f32 value widened and written out: nothing in the module reads it back
+        if parts[0] != "st":
+            why = f"{parts[0]} on a promoted f64 value: a memory operation the audit does not follow"
+        elif unknown:
+            why = (
+                "a promoted f64 value stored through an address made from no variable of the module "
+                "(global or generic memory): its loads cannot be matched"
+            )
+        elif leaving:
+            why = (
+                f"a promoted f64 value stored into {leaving[0][4:]}, whose address leaves "
+                "the function: its loads cannot be matched"
+            )
+        else:
+            continue
+        out.append((i, "unverified", why))
+    return out
 
 
 # -- the audit ---------------------------------------------------------------------------------
+
+
+RULES = {  # the rule behind a finding of a named class, when no rule of its operands says more
+    "contraction": "a product and a sum rounded once where mode Z rounds each: no multiplier 1.0, no addend -0.0",
+    "unrounded": "no rounding modifier: ptxas may fuse it with its partner into an fma",
+    "flush": ".ftz flushes subnormal inputs and results around the rounding; mode Z flushes the rounded result",
+    "approximate": "not correctly rounded",
+    "directed-rounding": "rounds toward zero or an infinity; mode Z rounds to nearest even",
+    "double-rounding": "f32 values computed on in f64 and rounded again: neither the sin_pi rule nor one rounding",
+}
+
+
+def _normal_f32(constant: str) -> bool:
+    """Whether an f32 constant (``0f...``) is normal, infinite or NaN (not a zero, not subnormal)."""
+    try:
+        return constant[:2] == "0f" and (int(constant[2:], 16) >> 23) & 0xFF != 0
+    except ValueError:
+        return False
+
+
+_ONE_F32 = ("0f3F800000", "0fBF800000")
+_ZERO_F32 = ("0f00000000", "0f80000000")
+# f32 values widened from narrow formats: their significant bits (a half: 11; integers: their width)
+_NARROW = {
+    "cvt.f32.f16": 11,
+    "cvt.rn.f32.u8": 8,
+    "cvt.rn.f32.s8": 8,
+    "cvt.rn.f32.u16": 16,
+    "cvt.rn.f32.s16": 16,
+}  # fma(+-1, a, b) = RN(+-a + b)
+_NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
+
+
+def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
+    """The f32 arithmetic whose verdict its operands decide: index -> (classes it does *not* have,
+    the rule that decided).  An fma or mad with a multiplier exactly +-1.0 (a constant, or a register
+    whose one definition is a move of it) is a rounded add or subtract; one whose addend is exactly
+    -0.0 is a rounded multiply: not a contraction.  An unrounded ``add``/``sub``/``mul`` ``.f32`` is
+    ``unrounded`` only with a partner ptxas could fuse it with: a multiply whose result reaches the
+    add (through ``mov``/``neg``), or an add its result reaches; alone it is computed to nearest."""
+    ins_list = module.instructions
+    defs: Counter[str] = Counter()
+    consts: dict[str, str] = {}
+    for ins in ins_list:
+        for d in ins.dests:
+            defs[d] += 1
+    for ins in ins_list:
+        if ins.opcode == "mov.f32" and ins.dests and len(ins.srcs) == 1 and ins.srcs[0].startswith("0f"):
+            consts[ins.dests[0]] = ins.srcs[0].upper().replace("0F", "0f", 1)
+    consts = {d: c for d, c in consts.items() if defs[d] == 1}
+
+    def value(name: str) -> str:
+        return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
+
+    narrow: dict[str, int] = {}  # a register whose every definition makes a float of few significant bits
+    for ins in ins_list:
+        bits = _NARROW.get(ins.opcode, 0)
+        for d in ins.dests:
+            if bits and narrow.get(d, bits) == bits:
+                narrow[d] = bits
+            else:
+                narrow[d] = 99  # defined otherwise too: not known
+    narrow = {d: b for d, b in narrow.items() if b != 99}
+
+    def exact_product(a: str, b: str) -> bool:
+        """Whether the f32 product of ``a`` and ``b`` is exact: a factor 0.0, or both factors widened
+        from halves or small integers with at most 24 significant bits between them (no overflow or
+        underflow: halves lie in [2^-24, 2^16])."""
+        if value(a) in _ZERO_F32 or value(b) in _ZERO_F32:
+            return True
+        return a in narrow and b in narrow and narrow[a] + narrow[b] <= 24
+
+    products: dict[str, int] = {}  # a register holding an unrounded product (through moves) -> a mul
+    muls_of: dict[str, list[int]] = {}  # a mul's register -> every unrounded mul that writes it
+    copies: dict[str, list[str]] = {}
+    out: dict[int, tuple[set[str], str]] = {}
+    for i, ins in enumerate(ins_list):
+        parts = ins.opcode.split(".")
+        if parts[0] in ("mov", "neg") and len(parts) == 2 and ins.srcs and ins.dests:
+            copies.setdefault(ins.srcs[0], []).extend(ins.dests)
+        elif ins.opcode in ("selp.f32", "selp.f32x2") and ins.dests:  # a choice ptxas may turn back into branches
+            for r in ins.srcs[:2]:
+                copies.setdefault(r, []).extend(ins.dests)
+        elif (
+            parts[0] == "mul"
+            and "unrounded" in _info(ins.opcode).classes
+            and not (len(ins.srcs) >= 2 and exact_product(ins.srcs[0], ins.srcs[1]))
+        ):
+            for d in ins.dests:
+                products[d] = i
+                muls_of.setdefault(d, []).append(i)
+        elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
+            a, b, c = (value(x) for x in ins.srcs)
+            if exact_product(ins.srcs[0], ins.srcs[1]):
+                out[i] = (
+                    {"contraction"},
+                    "fma whose product is exact (halves or small integers widened, or a factor 0): "
+                    "mode Z's multiply and add",
+                )
+            elif a in _ONE_F32 or b in _ONE_F32:
+                out[i] = (
+                    {"contraction"},
+                    "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))",
+                )
+            elif c == _NEG_ZERO_F32:
+                out[i] = (
+                    {"contraction"},
+                    "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))",
+                )
+    for i, ins in enumerate(ins_list):  # a compare with .ftz that a flush cannot change
+        parts = ins.opcode.split(".")
+        if parts[0] != "setp" or "ftz" not in parts:
+            continue
+        if "nan" in parts or "num" in parts:
+            out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
+        elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
+            out[i] = ({"flush"}, "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero")
+    work = deque(products)
+    while work:  # the product's registers through moves and negations
+        r = work.popleft()
+        for d in copies.get(r, ()):
+            if d not in products:
+                products[d] = products[r]
+                work.append(d)
+    # a product stored to memory may come back through any load (the places of f32 values are not
+    # told apart): each unrounded add of a loaded value is its partner
+    stored = sorted(
+        {products[r] for ins in ins_list if ins.opcode.startswith("st.") for r in ins.srcs if r in products}
+    )
+    loaded: dict[str, int] = {}
+    if stored:
+        for i, ins in enumerate(ins_list):
+            if ins.opcode.startswith(("ld.", "ldu.")):
+                for d in ins.dests:
+                    loaded[d] = i
+        work = deque(loaded)
+        while work:
+            r = work.popleft()
+            for d in copies.get(r, ()):
+                if d not in loaded:
+                    loaded[d] = loaded[r]
+                    work.append(d)
+    paired: dict[int, str] = {}
+    through_memory = False
+    for i, ins in enumerate(ins_list):
+        parts = ins.opcode.split(".")
+        if parts[0] in ("add", "sub") and "unrounded" in _info(ins.opcode).classes:
+            if any(s in loaded for s in ins.srcs):
+                if not through_memory:  # once (the first such add named): linear in the module
+                    through_memory = True
+                    for m in stored:
+                        paired.setdefault(m, "")
+                        paired[m] = paired[m] or (
+                            f"its product is stored, and may come back through the load on line "
+                            f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
+                            f"{parts[0]} on line {ins.line}: ptxas may fuse them"
+                        )
+                paired[i] = (
+                    f"an operand is loaded from memory an unrounded product (line {ins_list[stored[0]].line}) "
+                    "is stored to: ptxas may fuse them"
+                )
+            muls = sorted({products[s] for s in ins.srcs if s in products})
+            for m in muls:
+                paired[m] = f"its product reaches the unrounded {parts[0]} on line {ins.line}: ptxas may fuse them"
+            if muls:
+                paired[i] = f"an operand is the unrounded product of line {ins_list[muls[0]].line}: ptxas may fuse them"
+    for m in list(paired):  # every mul writing a paired mul's register is paired (a register defined again)
+        if ins_list[m].opcode.startswith("mul"):
+            for d in ins_list[m].dests:
+                for other in muls_of.pop(d, ()):
+                    paired.setdefault(other, paired[m])
+    for i, ins in enumerate(ins_list):
+        if "unrounded" in _info(ins.opcode).classes:
+            if i in paired:
+                out[i] = (set(), paired[i])
+            else:
+                out[i] = ({"unrounded"}, "")
+    return out
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
@@ -1201,27 +1639,40 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     allowed = set(allow_f64)
     found: list[Violation] = []
     infos: dict[str, _OpInfo] = {}
+    judged = _f32_judged(module)
     last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
-    for ins in module.instructions:
+    for n, ins in enumerate(module.instructions):
         info = infos.get(ins.opcode)
         if info is None:
             info = infos[ins.opcode] = _info(ins.opcode)
         kinds = info.classes
+        rule = ""
+        if n in judged:
+            dropped, rule = judged[n]
+            kinds = tuple(k for k in kinds if k not in dropped)
         if kinds or ins.floats:
             if ins.line <= last:
                 ordered = False
             last = ins.line
             if ins.floats:
                 why = f"{info.base} on float register {ins.floats.rsplit(':', 1)[-1]}: no such entry in mode Z's table"
-                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why))
+                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why, ins.source))
                 continue
             found += [  # in CLASSES order
-                Violation(ins.line, ins.function, ins.opcode, k, info.why if k == "unverified" else "") for k in kinds
+                Violation(
+                    ins.line,
+                    ins.function,
+                    ins.opcode,
+                    k,
+                    info.why if k == "unverified" else rule or RULES[k],
+                    ins.source,
+                )
+                for k in kinds
             ]
-    for i in _promoted(module):
+    for i, kind, why in _promoted(module):
         ins = module.instructions[i]
-        if ins.function not in allowed:
-            found.append(Violation(ins.line, ins.function, ins.opcode, "double-rounding"))
+        if ins.function not in allowed or kind != "double-rounding":
+            found.append(Violation(ins.line, ins.function, ins.opcode, kind, why or RULES[kind], ins.source))
             ordered = False
     if ordered:
         return found  # what the sort below would give
@@ -1233,7 +1684,7 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
     named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
     with _collector_paused():
-        return audit_module(_parse(text, every=False, values="cvt.f64.f32" in text), allow_f64)
+        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
 
 
 @contextlib.contextmanager

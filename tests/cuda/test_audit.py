@@ -43,7 +43,6 @@ def test_a_python_float_constant_promotes_to_f64():
 
 
 HANDWRITTEN = [
-    (45, "bad_ops", "add.f32", "unrounded"),
     (46, "bad_ops", "mul.f32", "unrounded"),  # predicated
     (47, "bad_ops", "sub.f32", "unrounded"),
     (48, "bad_ops", "mad.rn.f32", "contraction"),
@@ -64,7 +63,6 @@ HANDWRITTEN = [
     (79, "f64_ops", "mul.rn.f64", "double-rounding"),
     (84, "f64_ops", "add.f64", "double-rounding"),
     (86, "f64_ops", "div.rn.f64", "double-rounding"),
-    (90, "f64_ops", "sub.f64", "double-rounding"),
 ]
 
 
@@ -109,13 +107,17 @@ def test_cli_exit_codes_and_json(capsys, tmp_path):
     assert [{k: v[k] for k in ("line", "instruction", "class")} for v in doc["violations"]] == [
         {"line": 62, "instruction": "fma.rn.f32", "class": "contraction"}
     ]
-    assert set(doc["violations"][0]) == {"file", "line", "function", "instruction", "class"}
+    assert set(doc["violations"][0]) == {"file", "line", "function", "instruction", "class", "why"}
     clean = tmp_path / "clean.ptx"
     clean.write_text(".version 8.0\n.visible .entry k()\n{\n\tadd.rn.f32 %f1, %f2, %f3;\n\tret;\n}\n")
     code, out, err = run_cli(capsys, "ptx", "audit", str(clean))
     assert (code, out, err) == (0, "0 findings in 1 PTX module\n", "")
     code, out, err = run_cli(capsys, "ptx", "audit", str(PTX / "handwritten.ptx"))
-    assert code == 1 and out.count("\n") == len(HANDWRITTEN) + 1 and ":45: bad_ops: add.f32: unrounded" in out
+    assert (
+        code == 1
+        and out.count("\n") == len(HANDWRITTEN) + 1
+        and ":46: bad_ops: mul.f32: unrounded (its product reaches the unrounded sub on line 47" in out
+    )
 
 
 @pytest.mark.parametrize(
@@ -196,9 +198,9 @@ def test_several_instructions_a_line_blocks_and_inline_asm():
     text = body(
         "\tmov.f32 %f1, 0f3F800000; add.rn.f32 %f2, %f1, %f1; mul.f32 %f3, %f2, %f2;\n"
         "\t{ .reg .f32 t; mov.f32 t, %f1; fma.rn.f32 %f2, t, %f3, %f4; }\n"
-        "\t{\n\t.reg .f32 u;\n\tsub.f32 u, %f1, %f2;\n\t}\n"
-        "$L__BB0_1: add.f32 %f5, %f1, /* a comment ; { */ %f2;\n"
-        "\tadd.rn.f32 %f6,\n\t\t%f1,\n\t\t%f2; mad.rn.f32 %f7, %f1, %f2, %f3;"
+        "\t{\n\t.reg .f32 u;\n\tsub.f32 u, %f3, %f2;\n\t}\n"
+        "$L__BB0_1: add.f32 %f5, %f3, /* a comment ; { */ %f2;\n"
+        "\tadd.rn.f32 %f6,\n\t\t%f1,\n\t\t%f2; mad.rn.f32 %f7, %f5, %f2, %f3;"
     )
     assert kinds(text) == [
         (6, "mul.f32", "unrounded"),
@@ -224,7 +226,7 @@ def test_directed_rounding_is_its_own_class():
         (10, "cvt.rm.f32.f64", "directed-rounding"),
         (11, "fma.rp.f32", "contraction"),
         (11, "fma.rp.f32", "directed-rounding"),
-        (13, "cvt.rzi.s32.f32", "unverified"),  # default-deny: no row converts a float to an integer
+        # cvt.rzi.s32.f32 (line 13): exact, 0 for a subnormal flushed or not
         (14, "cvt.rz.f64.f32", "unverified"),
         (15, "add.rz.f64", "unverified"),
     ]
@@ -232,7 +234,7 @@ def test_directed_rounding_is_its_own_class():
 
 def test_packed_f32x2_ops_are_audited_as_scalar_ones():
     text = body(
-        "\tfma.rn.f32x2 %rd1, %rd2, %rd3, %rd4;\n\tadd.f32x2 %rd1, %rd2, %rd3;\n\tmul.ftz.f32x2 %rd1, %rd2, %rd3;\n"
+        "\tfma.rn.f32x2 %rd1, %rd2, %rd3, %rd4;\n\tadd.f32x2 %rd1, %rd2, %rd3;\n\tmul.ftz.f32x2 %rd2, %rd2, %rd3;\n"
         "\tadd.rn.f32x2 %rd1, %rd2, %rd3;\n\tsub.rz.f32x2 %rd1, %rd2, %rd3;"
     )
     assert kinds(text) == [
@@ -259,8 +261,8 @@ def test_a_300_kb_line_and_a_long_file_are_read(tmp_path):
     # (timed in bench/test_bench_cuda.py::test_audit_speed, not here)
     text = body(" " * 300_000 + "fma.rn.f32 %f1, %f2, %f3, %f4;" + " " * 300_000)
     assert kinds(text) == [(6, "fma.rn.f32", "contraction")]
-    many = body("\tadd.rn.f32 %f1, %f2, %f3;\n" * 100_000 + "\tadd.f32 %f1, %f2, %f3;")
-    assert kinds(many) == [(100_006, "add.f32", "unrounded")]
+    many = body("\tadd.rn.f32 %f1, %f2, %f3;\n" * 100_000 + "\tfma.rn.f32 %f1, %f2, %f3, %f4;")
+    assert kinds(many) == [(100_006, "fma.rn.f32", "contraction")]
 
 
 def test_the_scan_skips_only_opcodes_the_audit_never_reads():
@@ -280,8 +282,9 @@ def test_the_scan_skips_only_opcodes_the_audit_never_reads():
                     info = audit._info(op)
                     assert not info.classes and not info.flows and not info.regs, op
                     skipped.add(op)
-    assert {"mov.u32", "add.s32", "bra.uni", "setp.gt.s32", "ld.global.u32", "and.b32"} <= skipped
+    assert {"mov.u32", "add.s32", "bra.uni", "setp.gt.s32"} <= skipped
     assert not {"add.f32", "add.rn.f64", "ld.param.f32", "cvt.rn.f32.u32", "mul.rn.ftz.f32", "add.rn.f32"} & skipped
+    assert not {"ld.global.u32", "st.global.u32", "and.b32", "shfl.sync.bfly.b32"} & skipped  # a promoted value's words
 
 
 TRICKY = [
@@ -294,7 +297,9 @@ TRICKY = [
 ]
 
 
-@pytest.mark.parametrize("path", sorted(PTX.glob("*.ptx")) + sorted((Path(__file__).parent / "nvrtc").glob("*.ptx")))
+@pytest.mark.parametrize(
+    "path", sorted(p for d in (PTX, PTX.parent / "nvrtc", PTX.parent / "cases") for p in d.glob("*.ptx"))
+)
 def test_the_audits_lean_reading_finds_what_the_full_parse_finds(path):
     # audit_text reads only what it needs (runs of skipped statements, no operands without a
     # cvt.f64.f32); the full parse (the SASS audit's) must give the same findings, in order
@@ -324,9 +329,9 @@ def test_a_file_name_with_escapes_is_quoted(capsys, tmp_path):
     name = str(tmp_path / "a\x1b[31mred.ptx")
     code, out, err = run_cli(capsys, "ptx", "audit", name)
     assert code == 2 and "\x1b" not in err and "\\x1b" in err
-    Path(name).write_text(body("\tadd.f32 %f1, %f2, %f3;"))
+    Path(name).write_text(body("\tfma.rn.f32 %f1, %f2, %f3, %f4;"))
     code, out, err = run_cli(capsys, "ptx", "audit", name)
-    assert code == 1 and "\x1b" not in out and "\\x1b[31mred.ptx':6: k: add.f32: unrounded" in out
+    assert code == 1 and "\x1b" not in out and "\\x1b[31mred.ptx':6: k: fma.rn.f32: contraction" in out
 
 
 # -- promoted values: through registers, .param and calls ----------------------------------
@@ -390,9 +395,9 @@ def test_a_register_declared_in_a_block_is_the_blocks_own():
     text = body(
         "\t.reg .f64 %fd<4>;\n\tcvt.f64.f32 %fd1, %f1;\n\tcvt.rn.f32.f64 %f2, %fd1;\n"
         "\t{\n\t.reg .f64 %fd1;\n\tmov.f64 %fd1, 0d4000000000000000;\n\tadd.rn.f64 %fd2, %fd1, %fd1;\n\t}\n"
-        "\tmul.rn.f64 %fd3, %fd1, %fd1;"
+        "\tsqrt.rn.f64 %fd3, %fd1;"
     )
-    assert kinds(text) == [(14, "mul.rn.f64", "double-rounding")]
+    assert kinds(text) == [(14, "sqrt.rn.f64", "double-rounding")]
 
 
 # -- NVRTC: CUDA C++ from another front end, the truth by hand ----------------------------
@@ -412,7 +417,7 @@ NVRTC_TRUTH = {  # kernel -> its findings (instruction, class), from what the so
         ("sub.rm.f32", "directed-rounding"),
     ],
     "inline_asm_fma": [("fma.rn.f32", "contraction")],
-    "naive": [("fma.rn.f32", "contraction"), ("sub.f32", "unrounded")],
+    "naive": [("fma.rn.f32", "contraction")],  # the sub alone (no product feeds it): to nearest
     "per_op": [],
     "approx": [("div.approx.f32", "approximate"), ("sin.approx.f32", "approximate")],
 }
@@ -431,12 +436,12 @@ U = "unverified"
 UNNAMED_TRUTH = {  # unnamed.cu: violations of no named class, written from the source, and clean kernels
     "half_add": [("add.f16", U)],
     "bf16_mul": [("fma.rn.bf16", U)],  # __hmul on bf16: NVRTC's fma with -0
-    "via_half": [("cvt.f32.f16", U), ("cvt.rn.f16.f32", U)],
+    "via_half": [("cvt.rn.f16.f32", U)],  # widening back (cvt.f32.f16) is exact
     "atomic_sum": [("atom.global.add.f32", U)],
-    "to_int": [("cvt.rzi.s32.f32", U)],
-    "sign_tests": [("copysign.f32", U)],  # isfinite is abs and setp: exact
+    "to_int": [],  # truncation: exact, 0 for a subnormal flushed or not
+    "sign_tests": [],  # copysign moves a sign bit; isfinite is abs and setp: exact
     "texture_read": [("tex.1d.v4.f32.s32", U)],
-    "saturated": [("cvt.sat.f32.f32", U)],
+    "saturated": [],  # a clamp to [0, 1]: one of three exact values
     "reciprocal": [("rcp.rn.f32", U)],
     "tensor_core": [
         ("wmma.load.a.sync.aligned.row.m16n16k16.global.f16", U),
@@ -444,8 +449,8 @@ UNNAMED_TRUTH = {  # unnamed.cu: violations of no named class, written from the 
         ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32", U),
         ("wmma.store.d.sync.aligned.row.m16n16k16.global.f32", U),
     ],
-    "local_f64": [("mul.f64", "double-rounding")],  # followed through __local_depot
-    "shared_f64": [("add.f64", "double-rounding")],  # through the __shared__ array
+    "local_f64": [],  # through __local_depot: the exact product of two floats, rounded once
+    "shared_f64": [],  # through the __shared__ array: a sum of two floats once in f64, rounded once
     "local_f32": [],
     "clean_ops": [],  # div/mul/add/sub/sqrt .rn, the flush's bit operations, fabs, fmax, shfl, ld.v4.f32, u32 -> f32
 }
@@ -476,11 +481,9 @@ def test_nvrtc_unnamed_violations_are_unverified():
     got = audit.audit_file(NVRTC / "unnamed_sm80.ptx")
     assert by_function(got, UNNAMED_TRUTH) == UNNAMED_TRUTH
     assert all(v.why for v in got if v.kind == U)  # each says why the table does not allow it
-    assert all(not v.why for v in got if v.kind != U)
     why = {v.instruction: v.why for v in got}
     assert why["add.f16"] == ".f16: mode Z's table allows add on .f32/.f32x2/.f64 only"
-    assert why["copysign.f32"] == "copysign on .f32: no such entry in mode Z's table"
-    assert why["cvt.rzi.s32.f32"] == ".rzi: not allowed on cvt by mode Z's table"
+    assert why["cvt.rn.f16.f32"] == "cvt into .f16: a float rounded to a narrower format; mode Z keeps f32"
 
 
 def test_promoted_values_are_followed_through_local_and_shared_memory():
@@ -491,13 +494,15 @@ def test_promoted_values_are_followed_through_local_and_shared_memory():
     module = audit.parse(text)
     stores = [i for i in module.instructions if i.opcode.startswith(("st.local", "st.shared")) and "f64" in i.opcode]
     assert stores and all(d.startswith("mem:") for i in stores for d in i.dests)
-    # a variable no store writes, and one no address is made from, stay apart
-    got = by_function(audit.audit_text(text), UNNAMED_TRUTH)
-    assert got["local_f64"] == UNNAMED_TRUTH["local_f64"] and got["shared_f64"] == UNNAMED_TRUTH["shared_f64"]
-    with pytest.MonkeyPatch.context() as mp:  # the model off: the findings are gone (what it adds)
-        mp.setattr(audit, "_follow_memory", lambda module: None)
-        off = by_function(audit.audit_text(text), UNNAMED_TRUTH)
-    assert off["local_f64"] == []  # (shared_f64 loads one of its two operands through the store's register)
+    cases = Path(__file__).parent / "cases"
+    for name, at in (("v_local_vec_f64", "fma.rn.f64"), ("v_extern_shared_f64", "mul.f64")):
+        followed = audit.audit_file(cases / f"{name}.ptx")
+        assert {(v.instruction, v.kind) for v in followed} == {(at, "double-rounding")}, name
+        with pytest.MonkeyPatch.context() as mp:  # the model off: the stores are reported instead
+            mp.setattr(audit, "_follow_memory", lambda module: None)
+            off = audit.audit_file(cases / f"{name}.ptx")
+        stores = [v for v in off if v.kind == "unverified"]
+        assert stores and all(v.instruction.startswith("st.") for v in stores), name
 
 
 def test_the_sine_rule_both_ways():
@@ -541,13 +546,13 @@ def test_the_collector_is_left_as_it_was():
     # audit_text pauses the cyclic collector while it reads (no cycles among its objects)
     import gc
 
-    text = body("\tadd.f32 %f1, %f2, %f3;")
+    text = body("\tfma.rn.f32 %f1, %f2, %f3, %f4;")
     assert gc.isenabled()
-    assert kinds(text) == [(6, "add.f32", "unrounded")]
+    assert kinds(text) == [(6, "fma.rn.f32", "contraction")]
     assert gc.isenabled()
     gc.disable()
     try:
-        assert kinds(text) == [(6, "add.f32", "unrounded")]
+        assert kinds(text) == [(6, "fma.rn.f32", "contraction")]
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -606,13 +611,23 @@ def test_a_new_opcode_modifier_or_type_on_a_float_is_unverified():
         ("cvt.rni.s32.f64", True),
         ("fma.rn.f64", True),  # f64: the sin_pi rule decides
         ("sqrt.rn.f64", True),
-        ("cvt.rn.f32.s64", False),
+        ("cvt.rn.f32.s64", True),  # one rounding to nearest, as u32 -> f32
+        ("cvt.rz.f32.s64", False),
+        ("setp.lt.f16", True),
+        ("setp.lt.ftz.f16", False),
+        ("cvt.f32.f16", True),
+        ("cvt.f16.f32", False),  # a narrowing with no rounding modifier
+        ("cvt.sat.f32.f32", True),
+        ("cvt.rzi.s32.f32", True),
+        ("cvt.rmi.s32.f32", False),  # floor(-subnormal) is -1, floor(-0) is -0
+        ("neg.f16", True),
+        ("abs.ftz.f16", False),
         ("cvt.rn.f32.f16", False),
         ("min.NaN.f32", False),
         ("add.rn.sat.f32", False),
         ("add.rz.f64", False),
-        ("testp.finite.f32", False),
-        ("copysign.f32", False),
+        ("testp.finite.f32", True),
+        ("copysign.f32", True),
         ("ld.global.f16", False),
         ("st.global.bf16x2", False),
         ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", False),
@@ -637,7 +652,153 @@ def test_cli_gives_an_unverified_findings_reason(capsys):
     code, out, err = run_cli(capsys, "ptx", "audit", str(NVRTC / "unnamed_sm80.ptx"))
     assert code == 1 and err == ""
     assert ": half_add: add.f16: unverified (.f16: mode Z's table allows add on .f32/.f32x2/.f64 only)\n" in out
-    assert ": local_f64: mul.f64: double-rounding\n" in out  # a named class: no reason printed
+    assert ": local_f64: " not in out  # the exact product of two floats, rounded once
     code, out, err = run_cli(capsys, "ptx", "audit", str(NVRTC / "unnamed_sm80.ptx"), "--json")
     doc = json.loads(out)["violations"]
-    assert {v["class"] for v in doc if "why" in v} == {"unverified"} and any(v["class"] != "unverified" for v in doc)
+    assert all("why" in v for v in doc if v["class"] == "unverified")
+
+
+def test_every_finding_names_its_rule_and_its_source_line(capsys, tmp_path):
+    # the .loc before an instruction (a .file's name, where inlined code was inlined); line 0 is none
+    text = (
+        HEAD.replace(".target", '.file 1 "/src/k.cu"\n.file 2 "h.h"\n.target')
+        + ".visible .entry k()\n{\n"
+        + "\t.loc 1 7 3\n\tfma.rn.f32 %f1, %f2, %f3, %f4;\n"
+        + "\t.loc 2 3 1, function_name $L__info_string0, inlined_at 1 9 2\n\tdiv.approx.f32 %f1, %f2, %f3;\n"
+        + "\t.loc 1 0 0\n\tadd.rn.ftz.f32 %f1, %f2, %f3;\n}\n"
+    )
+    got = audit.audit_text(text)
+    assert [(v.instruction, v.source) for v in got] == [
+        ("fma.rn.f32", "k.cu:7"),
+        ("div.approx.f32", "h.h:3, inlined at k.cu:9"),
+        ("add.rn.ftz.f32", ""),
+    ]
+    assert all(v.why for v in got)
+    p = tmp_path / "k.ptx"
+    p.write_text(text)
+    code, out, err = run_cli(capsys, "ptx", "audit", str(p))
+    assert code == 1 and out.splitlines()[0].endswith(
+        ": k: fma.rn.f32: contraction (" + audit.RULES["contraction"] + ") [k.cu:7]"
+    )
+    # NVRTC's -lineinfo: every finding in the measured cases has its rule and its CUDA line
+    cases = Path(__file__).parent / "cases"
+    found = [v for f in sorted(cases.glob("v_*.ptx")) for v in audit.audit_file(f)]
+    assert found and all(v.why and re.fullmatch(r"\S+\.(cu|h):\d+(, inlined at \S+:\d+)?", v.source) for v in found)
+
+
+def test_addresses_made_by_selp_and_or_are_followed():
+    # a load through selp or or of a variable's addresses reads the variable: its promoted value is
+    # found in the f64 arithmetic after (the model once knew mov, cvta, add, sub, mad only: 0 findings)
+    assert short("address_forms.ptx") == [
+        (22, "fma.rn.f64", "double-rounding"),
+        (23, "mul.f64", "double-rounding"),  # the exact product, used by the add before its rounding
+        (24, "add.f64", "double-rounding"),
+    ]
+
+
+def test_a_promoted_store_the_model_cannot_match_is_unverified():
+    # through a pointer given as an argument, and into a variable whose address is stored: reported at
+    # the store, not let through; a store into a variable no address of which leaves is followed
+    head = "\t.local .align 8 .b8 d[16];\n\t.reg .b64 %rd<6>;\n\t.reg .f64 %fd<4>;\n\tcvt.f64.f32 %fd1, %f1;\n"
+    text = body(
+        head + "\tld.param.u64 %rd1, [k_param_0];\n\tst.global.f64 [%rd1], %fd1;\n\tld.global.f64 %fd2, [%rd4];"
+    )
+    assert [(v.instruction, v.kind) for v in audit.audit_text(text)] == [("st.global.f64", U)]
+    assert "no variable of the module" in audit.audit_text(text)[0].why
+    # a float widened and written out, in a module that reads no 64-bit word back: an output
+    assert audit.audit_text(text.replace("\tld.global.f64 %fd2, [%rd4];", "")) == []
+    # but its words written out (32-bit loads are everywhere), or an f64 result, are reported
+    words = text.replace("\tld.global.f64 %fd2, [%rd4];", "\tmov.b64 {%r1, %r2}, %fd1;\n\tst.global.u32 [%rd1], %r1;")
+    assert [(v.instruction, v.kind) for v in audit.audit_text(words)] == [("st.global.u32", U)]
+    text = body(
+        head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;\n\tst.global.u64 [%rd3], %rd2;\n\tld.f64 %fd3, [%rd5];"
+    )
+    got = audit.audit_text(text)
+    assert [(v.instruction, v.kind) for v in got] == [("st.local.f64", U)] and "leaves the function" in got[0].why
+    assert audit.audit_text(body(head + "\tmov.u64 %rd2, d;\n\tst.local.f64 [%rd2], %fd1;")) == []
+
+
+def test_a_promoted_values_words_are_followed_or_reported():
+    # its words through a local variable and a sign flip (xor) are still the promoted value; its
+    # words stored to global memory or a surface are reported at the store
+    assert [(v.line, v.instruction, v.kind) for v in audit.audit_file(PTX / "words.ptx")] == [
+        (22, "mul.f64", "double-rounding"),
+        (23, "add.f64", "double-rounding"),
+        (26, "st.global.u32", U),
+        (27, "sust.b.1d.b32.trap", U),
+    ]
+
+
+def test_a_compare_a_flush_cannot_change_is_no_finding():
+    # .ftz on a compare with a normal, infinite or NaN constant (or a register moved from one), and
+    # on setp.nan/num, cannot change the predicate; against zero or another register it can
+    text = body(
+        "\tsetp.lt.ftz.f32 %p1, %f1, 0f3F800000;\n\tsetp.lt.ftz.f32 %p1, %f1, 0f00000000;\n"
+        "\tsetp.nan.ftz.f32 %p1, %f1, %f2;\n\tsetp.gt.ftz.f32 %p1, %f1, %f2;\n"
+        "\tmov.f32 %f3, 0f7F800000;\n\tsetp.eq.ftz.f32 %p1, %f3, %f1;\n\tsetp.lt.ftz.f32 %p1, %f1, 0f00000001;"
+    )
+    assert kinds(text) == [
+        (7, "setp.lt.ftz.f32", "flush"),
+        (9, "setp.gt.ftz.f32", "flush"),
+        (12, "setp.lt.ftz.f32", "flush"),
+    ]
+
+
+def test_an_fma_is_judged_on_its_operands():
+    text = body(
+        "\tfma.rn.f32 %f1, 0f3F800000, %f2, %f3;\n\tfma.rn.f32 %f1, %f2, 0fBF800000, %f3;\n"
+        "\tfma.rn.f32 %f1, %f2, %f3, 0f80000000;\n\tfma.rn.f32 %f1, %f2, %f3, 0f00000000;\n"
+        "\tfma.rn.f32 %f1, 0f40000000, %f2, %f3;\n\tmov.f32 %f5, 0f3F800000;\n\tfma.rn.f32 %f1, %f5, %f2, %f3;\n"
+        "\tmov.f32 %f6, 0f3F800000;\n\tmov.f32 %f6, %f2;\n\tfma.rn.f32 %f1, %f6, %f2, %f3;\n"
+        "\tfma.rn.ftz.f32 %f1, 0f3F800000, %f2, %f3;"
+    )
+    # +0.0 as the addend is not a multiply (-0 + +0 is +0); 2.0 is not 1.0; a register defined twice
+    # is not known; .ftz stays a flush
+    assert kinds(text) == [
+        (9, "fma.rn.f32", "contraction"),
+        (10, "fma.rn.f32", "contraction"),
+        (15, "fma.rn.f32", "contraction"),
+        (16, "fma.rn.ftz.f32", "flush"),
+    ]
+
+
+def test_an_unrounded_product_through_memory_keeps_its_partner():
+    # a product stored and an unrounded add of a loaded value: places are not told apart for f32,
+    # so they are a pair; an add of registers no product reaches stays alone (computed to nearest)
+    text = body(
+        "\t.local .align 4 .b8 t[32];\n\tmul.f32 %f3, %f1, %f2;\n\tmov.u64 %rd1, t;\n\tst.local.f32 [%rd1], %f3;\n"
+        "\tld.local.f32 %f4, [%rd1+4];\n\tadd.f32 %f5, %f4, %f1;\n\tadd.f32 %f6, %f1, %f2;"
+    )
+    assert kinds(text) == [(7, "mul.f32", "unrounded"), (11, "add.f32", "unrounded")]
+    assert kinds(text.replace("\tst.local.f32 [%rd1], %f3;\n", "\n")) == []
+
+
+def test_an_unrounded_product_through_a_select_keeps_its_partner():
+    text = body("\tmul.f32 %f3, %f1, %f2;\n\tselp.f32 %f4, %f3, %f1, %p1;\n\tadd.f32 %f5, %f4, %f2;")
+    assert kinds(text) == [(6, "mul.f32", "unrounded"), (8, "add.f32", "unrounded")]
+
+
+def test_a_register_written_by_several_products_pairs_each():
+    text = body("\tmul.f32 %f3, %f1, %f2;\n\tadd.f32 %f4, %f3, %f1;\n" * 2 + "\tmul.f32 %f3, %f1, %f1;")
+    assert [line for line, _, _ in kinds(text)] == [6, 7, 8, 9, 10]
+
+
+def test_an_fma_whose_product_is_exact_is_mode_zs_multiply_and_add():
+    # halves widened (11 bits each), bytes (8), a factor 0: the product is exact in f32, so the one
+    # rounding is mode Z's add's; a half by a 16-bit integer (27 bits) or by a register defined twice
+    # is not known exact
+    text = body(
+        "\tcvt.f32.f16 %f1, %rs1;\n\tcvt.f32.f16 %f2, %rs2;\n\tcvt.rn.f32.u8 %f3, %rs3;\n"
+        "\tcvt.rn.f32.u16 %f4, %rs4;\n"
+        "\tfma.rn.f32 %f9, %f1, %f2, %f8;\n\tfma.rn.f32 %f9, %f1, %f3, %f8;\n\tfma.rn.f32 %f9, %f7, 0f80000000, %f8;\n"
+        "\tfma.rn.f32 %f9, %f1, %f4, %f8;\n\tmov.f32 %f2, %f7;\n\tmul.f32 %f10, %f1, %f3;\n\tadd.f32 %f11, %f10, %f8;"
+    )
+    # (%f2, defined again by the mov, is not known: the fma of line 10 is one too; the exact
+    # product of line 15 makes the unrounded pair harmless)
+    assert kinds(text) == [(10, "fma.rn.f32", "contraction"), (13, "fma.rn.f32", "contraction")]
+
+
+def test_a_promotion_with_ftz_is_followed():
+    # --ftz=true's cvt.ftz.f64.f32 promotes as cvt.f64.f32 does: the f64 arithmetic after is found
+    text = body("\tcvt.ftz.f64.f32 %fd1, %f1;\n\tfma.rn.f64 %fd2, %fd1, %fd1, %fd1;\n\tcvt.rn.f32.f64 %f2, %fd2;")
+    assert kinds(text) == [(6, "cvt.ftz.f64.f32", "flush"), (7, "fma.rn.f64", "double-rounding")]
