@@ -73,6 +73,13 @@ def test_03_equal_samples_need_equal_lr_per_batch(tmp_path: Path) -> None:
     _run_until_claim("03_clusters", old, old, "lr = float(np.float32(eta))", "same_samples = ", tmp_path)
 
 
+def test_03_the_loop_at_equal_lr_per_batch_drops_the_within_group_pairs(tmp_path: Path) -> None:
+    # Every pair of batches counted for every N (a cluster step taken for N single steps): the first-order
+    # loop is then the same for every N, and the exact float64 loop, whose ratio goes to 0.82 for N = 4, refutes it.
+    old = "if h // n != g // n]"
+    _run_until_claim("03_clusters", old, old, "]", "resid_slope = {}", tmp_path)
+
+
 def test_04_the_diagnosis_names_the_executor_s_rule(tmp_path: Path) -> None:
     # Both executors flush like x86: the one said to flush before rounding is not named so.
     old = "m=faults.model(name)"
