@@ -93,6 +93,13 @@ def test_06_the_gap_is_the_same_only_at_equal_lr_per_batch(tmp_path: Path) -> No
     _run_until_claim("06_precision", old, old, new, old, tmp_path)
 
 
+def test_06_the_loop_s_first_order_term_drops_the_within_group_pairs(tmp_path: Path) -> None:
+    # Every pair of batches counted for every N: the first-order term no longer meets the float64 loop of
+    # N = 2 and 4 to O(lr^2), and the residual's slope (1 for the derivation) says so.
+    old = "if h // n != g // n]"
+    _run_until_claim("06_precision", old, old, "]", "rel_resid, resid_slope = {}, {}", tmp_path)
+
+
 def test_06_the_attractor_count_is_the_long_runs(tmp_path: Path) -> None:
     # Counted after 8,192 steps instead of 32,768: fewer runs have reached their orbits (other counts).
     old = "np.geomspace(1, 32768 // 8, 30)"
