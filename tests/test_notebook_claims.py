@@ -100,6 +100,13 @@ def test_06_the_loop_s_first_order_term_drops_the_within_group_pairs(tmp_path: P
     _run_until_claim("06_precision", old, old, "]", "rel_resid, resid_slope = {}, {}", tmp_path)
 
 
+def test_06_float32_s_part_is_inside_the_stall_set(tmp_path: Path) -> None:
+    # The stall set's bound without its cross terms (each of b and d alone): the runs end outside it.
+    old = "np.abs(A_inv[[1, 3]][:, [1, 3]])"
+    new = "np.diag(np.abs(np.diag(A_inv)[[1, 3]]))"
+    _run_until_claim("06_precision", old, old, new, "stall_frac = np.array(", tmp_path)
+
+
 def test_06_the_attractor_count_is_the_long_runs(tmp_path: Path) -> None:
     # Counted after 8,192 steps instead of 32,768: fewer runs have reached their orbits (other counts).
     old = "np.geomspace(1, 32768 // 8, 30)"
