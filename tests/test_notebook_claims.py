@@ -80,6 +80,14 @@ def test_03_the_loop_at_equal_lr_per_batch_drops_the_within_group_pairs(tmp_path
     _run_until_claim("03_clusters", old, old, "]", "resid_slope = {}", tmp_path)
 
 
+def test_03_the_same_steps_follow_the_cycle_s_rate_per_step(tmp_path: Path) -> None:
+    # The cycle's radius taken as a rate per step for every N (not per 8 / N steps): the steps it predicts for
+    # N = 2, 4, 8 are off by far more than the one step a read has.
+    old = "rate = {n: radius(0.5, n) ** (n / 8) for n in SIZES}"
+    new = "rate = {n: radius(0.5, n) for n in SIZES}"
+    _run_until_claim("03_clusters", old, old, new, "reach_theory = ", tmp_path)
+
+
 def test_04_the_diagnosis_names_the_executor_s_rule(tmp_path: Path) -> None:
     # Both executors flush like x86: the one said to flush before rounding is not named so.
     old = "m=faults.model(name)"
