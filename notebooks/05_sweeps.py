@@ -439,7 +439,11 @@ display(
         "mode's transient against the loop's excess, which grows as "
         f"lr^{loop_slope:.2f}. The model (transient plus loop) gives the best LR and its excess within "
         f"{100 * max(np.abs(lr_resid[LONG_BUDGET]).max(), np.abs(ex_resid[LONG_BUDGET]).max()):.1f}% from "
-        "512 steps on; in between, where the runs near the edge swing with their fast mode, the measured "
+        "512 steps on; its best LR is a minimum on its own LR grid (1e-5 to 4, asserted interior), which for "
+        f"budgets up to {CHECKPOINTS[~in_sweep].max()} steps lies past the sweep's last LR 2 (up to "
+        f"{model_best.max():.2f} at {CHECKPOINTS[0]} steps), where the sweep has no run to compare: there the "
+        "residual is the grid's, not the model's. In between, where the runs near the edge swing with their fast "
+        "mode, the measured "
         "best jumps about it (the residual panel)."
     )
 )
@@ -546,7 +550,7 @@ assert (~settled).any() and np.abs(resid[near]).max() < 0.01 and abs(np.median(K
 
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
 lr_s = LRS[sub]
-ax0.loglog(lr_s[settled], settle[settled], ".", ms=4, label="steps to settle within 1% (read at pass ends)")
+ax0.loglog(lr_s[settled], settle[settled], ".", ms=4, label="steps to settle within 1% (read at every pass end)")
 ax0.loglog(lr_s, predicted, "k-", lw=1, label="closed form")
 ax0.loglog(lr_s, 1 / (lr_s * lam_min), "k:", label="1 / (lr lambda_min)")
 ax0.axhline(LONG // 2, color="gray", lw=0.8, ls="--", label=f"half the run ({LONG // 2:,} steps)")
