@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -96,7 +96,7 @@ def loop_point(lr: float, n: int) -> np.ndarray:
 
 RATES = [0.5, 0.25, 0.125, 0.0625]
 SIZES = [1, 2, 4, 8]
-loop_gap, f32_gap, f32_ulps, total = {}, {}, {}, {}
+loop_gap, f32_gap, f32_ulps, total, ulp_of = {}, {}, {}, {}, {}
 for n in SIZES:
     for lr in RATES:
         steps = int(8192 / lr)
@@ -105,7 +105,8 @@ for n in SIZES:
         star = loop_point(lr, n)
         loop_gap[n, lr] = np.abs(star - lsq)
         f32_gap[n, lr] = np.abs(p32 - star)
-        f32_ulps[n, lr] = np.abs(p32 - star) / np.spacing(np.abs(r.params))
+        ulp_of[n, lr] = np.spacing(np.abs(r.params)).astype(np.float64)
+        f32_ulps[n, lr] = np.abs(p32 - star) / ulp_of[n, lr]
         total[n, lr] = np.abs(p32 - lsq)
 # The float64 loop point is the meshnb loop's: at N = 1, LR 0.5, they agree to float32's precision.
 assert np.abs(f32_gap[1, 0.5]).max() < 1e-5
@@ -113,20 +114,63 @@ assert np.abs(f32_gap[1, 0.5]).max() < 1e-5
 print(f"{'N':>2} {'LR':>7} {'loop: max|p*-lsq|':>18} {'f32: max|p-p*|':>15} {'f32 in b (ulps)':>16}")
 for n in SIZES:
     for lr in RATES:
-        print(f"{n:>2} {lr:>7} {loop_gap[n, lr].max():18.3e} {f32_gap[n, lr].max():15.3e} {f32_ulps[n, lr][1]:16.1f}")
+        loop = f"{loop_gap[n, lr].max():18.3e}" if n < 8 else f"{'< 1e-12':>18}"  # N = 8: float64 rounding
+        print(f"{n:>2} {lr:>7} {loop} {f32_gap[n, lr].max():15.3e} {f32_ulps[n, lr][1]:16.1f}")
+
+# %% [markdown]
+# **The loop's part to first order.** Notebook 03 (3.2.1) derives it: at a cycle's end the float64 loop
+# sits `(lr / N) u_N + O(lr^2)` from the least squares, `u_N = (1/8) A^-1 sum A_h r_g` over the pairs of
+# batches `g < h` that the cycle takes in *different* steps (`r_g`: batch g's gradient at the least
+# squares; a cluster's step takes its N batches' gradients at the same params, so it drops the
+# within-group pairs). The cell checks it against `loop_point` over LR from `2^-12` to 1/2 (the first
+# order must miss by a relative `O(lr)`), and reads what it says at equal `lr / N`.
 
 # %%
+A_mean = V.T @ V / 256
+batch = [(V[g::8].T @ V[g::8] / 32, V[g::8].T @ (V[g::8] @ lsq - y[g::8]) / 32) for g in range(8)]  # (A_g, r_g)
+
+
+def first_order(n: int) -> np.ndarray:
+    """u_N: the loop's offset at a cycle's end per unit of lr / N, to first order."""
+    pairs = [batch[h][0] @ batch[g][1] for h in range(8) for g in range(h) if h // n != g // n]
+    return np.linalg.solve(8 * A_mean, np.sum(pairs, axis=0) if pairs else np.zeros(4))
+
+
+u_n = {n: first_order(n) for n in SIZES}
+LR_SCAN = np.geomspace(2.0**-12, 0.5, 34)
+scan = {n: np.array([loop_point(lr, n) - lsq for lr in LR_SCAN]) for n in (1, 2, 4)}
+rel_resid, resid_slope = {}, {}
+for n in (1, 2, 4):
+    miss = np.abs(scan[n] - np.outer(LR_SCAN / n, u_n[n])).max(axis=1)
+    rel_resid[n] = miss / np.abs(scan[n]).max(axis=1)
+    low = LR_SCAN <= 1 / 16
+    resid_slope[n] = np.polyfit(np.log(LR_SCAN[low]), np.log(rel_resid[n][low]), 1)[0]
+    print(
+        f"N = {n}: max|p* - lsq| = {np.abs(u_n[n]).max():.5f} x lr/N to first order; it misses the float64 loop "
+        f"by {rel_resid[n][0]:.1e} (relative) at LR 2^-12, {rel_resid[n][-1]:.3f} at 1/2, as LR^{resid_slope[n]:.3f}"
+    )
 ratio_lr = [loop_gap[1, lr].max() / loop_gap[1, lr / 2].max() for lr in RATES[:-1]]
+halving_small = np.abs(scan[1][0]).max() / np.abs(loop_point(LR_SCAN[0] / 2, 1) - lsq).max()
 by_n = [loop_gap[n, 0.5].max() for n in SIZES]
 b_stall, b_ulps = f32_gap[8, 0.5][1], f32_ulps[8, 0.5][1]
 d_stall, d_ulps = f32_gap[8, 0.5][3], f32_ulps[8, 0.5][3]
-print("loop gap (N = 1) when the LR halves: divided by", ", ".join(f"{q:.3f}" for q in ratio_lr))
-print("loop gap at LR 0.5 for N = 1, 2, 4, 8:", ", ".join(f"{g:.2e}" for g in by_n))
+print(
+    "loop gap (N = 1) when the LR halves: divided by",
+    ", ".join(f"{q:.3f}" for q in ratio_lr),
+    f"(from 1/2 down); at LR 2^-12 by {halving_small:.5f}",
+)
+print(
+    "loop gap at LR 0.5 for N = 1, 2, 4, 8:",
+    ", ".join(f"{g:.2e}" for g in by_n[:3]),
+    "and below 1e-12 (float64 rounding)" if by_n[3] < 1e-12 else f"{by_n[3]:.2e}",
+)
 print(f"N = 8 (full batch), LR 0.5: b is {b_stall:.3g} from the float64 answer, {b_ulps:.0f} ulps of b")
 print(f"                           d is {d_stall:.3g} from the float64 answer, {d_ulps:.0f} ulps of d")
-assert all(1.8 < q < 2.2 for q in ratio_lr)  # proportional to the LR
+# First order: proportional to the LR, with a relative error that falls as the LR (slope 1), so that halving
+# the LR divides the gap by 2 in the limit; at the LRs run it is off 2 by about the first-order residual.
+assert all(0.95 < q < 1.05 for q in resid_slope.values()) and abs(halving_small - 2) < 1e-3
 assert by_n[0] > by_n[1] > by_n[2] > 1e4 * by_n[3]  # shrinks with N; none at N = 8 (full batch)
-assert 1e-5 < b_stall < 3e-5 and 30 < b_ulps < 150 and 1e-5 < d_stall < 3e-5 and 30 < d_ulps < 150
+assert all(loop_gap[8, lr].max() < 1e-12 for lr in RATES)  # N = 8's loop is the least squares, to float64 rounding
 
 # Why float32 stops there: at the stalled params, the updates of b and d are at most half an ulp of b and d,
 # so p - lr * g rounds back to p; a and c (near 0, where the ulps are tiny) keep jittering.
@@ -150,54 +194,131 @@ print(
 assert (np.abs(update[1::2]) <= half_ulp[1::2]).all() and bd_fixed
 stall_ratio = [f32_ulps[8, lr / 2][1] / f32_ulps[8, lr][1] for lr in RATES[:-1]]
 print("float32's part in b (N = 8) when the LR halves: multiplied by", ", ".join(f"{q:.2f}" for q in stall_ratio))
-assert all(1.7 < q < 2.3 for q in stall_ratio)
+# The stall set (N = 8): b and d stop once their updates round away, |lr g_j| <= ulp(p_j) / 2, while a and c
+# (tiny ulps) go on until g_a = g_c = 0. So g = A (p - p*) has g_a = g_c = 0 and |g_b|, |g_d| <= ulp / (2 lr):
+# |p_j - p*_j| <= (|A^-1_jb| ulp(b) + |A^-1_jd| ulp(d)) / (2 lr), a bound that doubles when the LR halves.
+A_inv = np.linalg.inv(V.T @ V / 256)
+stall_frac = np.array(
+    [f32_gap[8, lr][[1, 3]] / ((np.abs(A_inv[[1, 3]][:, [1, 3]]) @ ulp_of[8, lr][[1, 3]]) / (2 * lr)) for lr in RATES]
+)
+print(
+    "float32's part in b and d (N = 8) / the stall set's bound, LR 1/2 .. 1/16: "
+    + "; ".join(f"{lr}: {fb:.3f}, {fd:.3f}" for lr, (fb, fd) in zip(RATES, stall_frac))
+)
+# Inside the set, and near its far corner: the runs come in along the slow mode, the set's long axis.
+assert (stall_frac <= 1).all() and stall_frac.min() > 0.9
 
 # %%
-fig, (ax0, ax1) = plt.subplots(1, 2)
-floor = 1e-16
+ETA_EQ = np.geomspace(2.0**-12, 1 / 8, 28)  # lr / N, for N = 1, 2, 4 at LR N x lr/N <= 1/2
+eq_gap = {n: np.array([np.abs(loop_point(n * e, n) - lsq).max() for e in ETA_EQ]) for n in (1, 2, 4)}
+eq_ratio = {n: eq_gap[n] / eq_gap[1] for n in (2, 4)}
+eq_limit = {n: np.abs(u_n[n]).max() / np.abs(u_n[1]).max() for n in (2, 4)}
+fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(14, 4.4))
 for i, n in enumerate(SIZES):
-    g = np.array([max(loop_gap[n, lr].max(), floor) for lr in RATES])
-    ax0.loglog(RATES, g, "o-", color=f"C{i}", label=f"loop, N = {n}" + (" (0 in exact arithmetic)" if n == 8 else ""))
-    ax0.loglog(RATES, [total[n, lr].max() for lr in RATES], "x", ms=8, color=f"C{i}")
-    ax1.semilogx(RATES, [f32_ulps[n, lr][1] for lr in RATES], "o-", color=f"C{i}", label=f"N = {n}")
+    if n < 8:  # N = 8's loop is the least squares itself (below 1e-12, float64 rounding): not drawn
+        g = [loop_gap[n, lr].max() for lr in RATES]
+        ax0.loglog(RATES, g, "o", ms=8, mfc="none", mew=1.5, color=f"C{i}", label=f"loop, N = {n}")
+        ax0.loglog(RATES, np.array(RATES) / n * np.abs(u_n[n]).max(), ":", lw=1.5, color=f"C{i}")
+    ax0.loglog(RATES, [total[n, lr].max() for lr in RATES], "x", ms=9, mew=1.5, color=f"C{i}")
+    ax1.semilogx(
+        RATES,
+        [f32_ulps[n, lr][1] for lr in RATES],
+        "-" + "os^D"[i],
+        ms=10 - 2 * i,
+        mfc="none",
+        mew=1.5,
+        color=f"C{i}",
+        label=f"N = {n}",
+    )
+ax0.plot([], [], "C3x", mew=1.5, label="N = 8: whole gap (its loop is 0)")
+for i, n in ((1, 2), (2, 4)):
+    ax2.semilogx(ETA_EQ, eq_ratio[n], "-", lw=1.5, color=f"C{i}", label=f"N = {n}: float64 loop")
+    ax2.axhline(eq_limit[n], color=f"C{i}", ls=":", lw=1.5, label=f"N = {n}: first-order limit {eq_limit[n]:.3f}")
+    at = [1 / 16, 1 / 8]
+    ax2.semilogx(
+        at,
+        [total[n, n * e].max() / total[1, e].max() for e in at],
+        "os"[i - 1],
+        ms=8,
+        mfc="none",
+        mew=1.5,
+        color=f"C{i}",
+        label=f"N = {n}: meshnb's whole gap",
+    )
+ax2.axhline(1, color="k", lw=0.8)
+ax0.plot([], [], "ko", mfc="none", label="float64 loop point")
+ax0.set_ylim(3e-6, 3)
 ax0.plot([], [], "kx", label="meshnb's whole gap (loop + float32)")
-ax0.set(xlabel="learning rate", ylabel="max |p - least squares|", title="The loop's part (lines) and the whole gap (x)")
-ax0.set_xticks(RATES, ["1/2", "1/4", "1/8", "1/16"])
-ax0.xaxis.set_minor_locator(plt.NullLocator())
-ax0.legend(fontsize=7)
-ax1.set(xlabel="learning rate", ylabel="|b - b of the float64 loop| in ulps of b", title="Float32's part, in b")
-ax1.set_xticks(RATES, ["1/2", "1/4", "1/8", "1/16"])
-ax1.xaxis.set_minor_locator(plt.NullLocator())
+ax0.plot([], [], "k:", lw=1.5, label="first order: (lr/N) max|u_N|")
+ax0.set(
+    xlabel="learning rate", ylabel="max |p - least squares| (param units)", title="The loop's part and the whole gap"
+)
+ax0.legend(fontsize=7, loc="upper left")
+ax1.set(
+    xlabel="learning rate",
+    ylabel="|b - b of the float64 loop| (ulps of b)",
+    title="Float32's part, in b (N = 4 and 8 coincide)",
+)
 ax1.legend(fontsize=8)
+for ax in (ax0, ax1):
+    ax.set_xticks(RATES, ["1/2", "1/4", "1/8", "1/16"])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+ax2.set(
+    xlabel="lr / N (per batch)", ylabel="max|p* - lsq| of N / of N = 1 (ratio)", title="Equal lr/N: N's loop / N = 1's"
+)
+ax2.set_xticks([2.0**-12, 2.0**-8, 2.0**-4, 1 / 8], ["2^-12", "2^-8", "1/16", "1/8"])
+ax2.xaxis.set_minor_locator(plt.NullLocator())
+ax2.legend(fontsize=7)
+fig.suptitle(
+    "What to see: the loop's part on its first-order line (left, dotted) and the crosses on it for N = 1, 2; "
+    "float32's part grows as the LR falls (middle); at equal lr/N the loops differ, most as lr/N -> 0 (right)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
 # %%
 share_12 = max(f32_gap[n, lr].max() / loop_gap[n, lr].max() for n in (1, 2) for lr in RATES)
 assert share_12 < 0.15
-# At equal lr / N (N = 1 at LR 1/8, N = 2 at 1/4, N = 4 at 1/2) the loop's part is nearly the same;
-# at equal LR it falls with N: the cluster helps through lr / N, not through the data a step sees.
+# At equal lr / N (N = 1 at LR 1/8, N = 2 at 1/4, N = 4 at 1/2) the loop's part is nearly the same; at
+# smaller lr / N the within-group pairs the cluster drops make it smaller (the first-order limits); at equal
+# LR it falls with N: the cluster helps through lr / N, not through the data a step sees.
 equal_lr_n = [loop_gap[n, 0.125 * n].max() for n in (1, 2, 4)]
 print("loop gap at lr / N = 1/8 for N = 1, 2, 4:", ", ".join(f"{g:.3e}" for g in equal_lr_n))
-assert max(equal_lr_n) / min(equal_lr_n) < 1.1 and by_n[0] / by_n[2] > 3
+print(
+    "N / N = 1 at equal lr/N, from lr/N = 2^-12 to 1/8: "
+    + "; ".join(f"N = {n}: {eq_ratio[n][0]:.4f} (limit {eq_limit[n]:.4f}) to {eq_ratio[n][-1]:.3f}" for n in (2, 4))
+)
+assert all(abs(eq_ratio[n][0] / eq_limit[n] - 1) < 1e-3 and (np.diff(eq_ratio[n]) > 0).all() for n in (2, 4))
+assert abs(eq_ratio[4][-1] - equal_lr_n[2] / equal_lr_n[0]) < 1e-9 and by_n[0] / by_n[2] > 3
+assert max(equal_lr_n) / min(equal_lr_n) < 1.1 and eq_limit[4] < 0.8  # close at 1/8 only
 display(
     Markdown(
-        "**What the plots show.** The loop's part (left, lines) is proportional to the LR: halving the LR "
-        f"divides it by {min(ratio_lr):.2f} to {max(ratio_lr):.2f}. At LR 0.5 it shrinks with N, from "
+        "**What the plots show.** The loop's part (left, circles) is proportional to the LR to first order, "
+        "`(lr / N) max|u_N|` (dotted), which misses the float64 loop by a relative error that falls as the LR, "
+        f"from {max(rel_resid[n][-1] for n in (1, 2, 4)):.2f} at LR 1/2 to "
+        f"{max(rel_resid[n][0] for n in (1, 2, 4)):.0e} at `2^-12`: halving the LR divides it by "
+        f"{min(ratio_lr):.2f} to {max(ratio_lr):.2f} over the LRs run, "
+        f"by 2 in the limit. At LR 0.5 it shrinks with N, from "
         f"{by_n[0]:.1e} (N = 1) to {by_n[1]:.1e} (N = 2) and {by_n[2]:.1e} (N = 4), but not because each step "
-        "sees more of the data: at equal `lr / N` it is nearly the same ("
-        + ", ".join(f"{g:.3e}" for g in equal_lr_n)
-        + " for N = 1, 2, 4 at `lr / N = 1/8`), so it shrinks because `lr / N` does (notebook 03, section 3.2); "
-        f"with N = 8 every step is the full gradient and the loop is a point, the least-squares cubic itself "
-        f"({by_n[3]:.0e}, float64 rounding). Where the loop's part is large (N = 1, 2) it is nearly the whole "
-        f"gap (the crosses sit on the lines; float32's part is at most {100 * share_12:.0f}% of it). "
+        "sees more of the data: it shrinks because `lr / N` does (notebook 03, section 3.2). At *equal* `lr / N` "
+        "the loops are not the same: a cluster's step drops the within-group pairs, and N = 4's loop is "
+        f"{eq_ratio[4][0]:.3f} of N = 1's as `lr / N -> 0` (the first-order limit {eq_limit[4]:.3f}; N = 2: "
+        f"{eq_limit[2]:.3f}), rising to {eq_ratio[4][-1]:.3f} at `lr / N = 1/8` (right), where the three are "
+        "within 5% (" + ", ".join(f"{g:.3e}" for g in equal_lr_n) + " for N = 1, 2, 4). "
+        "With N = 8 every step is the full gradient and the loop is a point, the least-squares cubic itself "
+        "(below `1e-12`, float64 rounding). Where the loop's part is large (N = 1, 2) it is nearly the whole "
+        f"gap (the crosses sit on the circles; float32's part is at most {100 * share_12:.0f}% of it). "
         "With N = 8 what is left is float32's: `b` and `d` stall where their "
         "updates `lr * g` round away (at most half an ulp of the param, printed above) although the gradient "
         f"is not zero. For N = 8 at LR 0.5 that leaves `b` {b_stall:.2g} from the float64 answer, {b_ulps:.0f} "
         f"ulps of `b`, and `d` {d_stall:.2g}, {d_ulps:.0f} ulps of `d` (the whole gap of the N = 8 run, "
         "notebook 03's table). A smaller LR makes smaller updates, which round away at a larger gradient, so the stall "
         f"is farther out: halving the LR multiplies float32's part by {min(stall_ratio):.2f} to "
-        f"{max(stall_ratio):.2f} (right)."
+        f"{max(stall_ratio):.2f} (middle). The stall set says how far: with `g_a = g_c = 0` and `|lr g_b|`, "
+        "`|lr g_d|` at most half an ulp, `|p_j - p*_j| <= (|A^-1_jb| ulp(b) + |A^-1_jd| ulp(d)) / (2 lr)`, and "
+        f"from LR 1/2 to 1/16 the N = 8 runs end at {stall_frac.min():.2f} to {stall_frac.max():.3f} of that "
+        "bound in `b` and `d`, near the set's far corner, where the slow mode brings them in."
     )
 )
 

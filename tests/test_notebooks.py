@@ -10,7 +10,8 @@ this interpreter), headless (``MPLBACKEND=Agg``; the notebooks draw with the inl
 which renders with Agg), with Jupyter's, IPython's and matplotlib's state directories in a
 temporary folder so that nothing is written under ``~``.  The kernel's working directory is an
 empty temporary folder: a notebook reads nothing relative to where it runs.  The executed copy
-stays in memory: the committed files are only read.
+stays in memory: the committed files are only read, and every number the fresh run prints (its
+text outputs, images excluded) must be the committed one: outputs saved from an older meshnb fail.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+import numpy as np
 import pytest
 from jupytext.config import load_jupytext_configuration_file
 from jupytext.formats import guess_format
@@ -82,6 +84,57 @@ def _pngs(nb: nbformat.NotebookNode) -> int:
 
 def _errors(nb: nbformat.NotebookNode) -> list[str]:
     return [f"{out.ename}: {out.evalue}" for out in _outputs(nb) if out.output_type == "error"]
+
+
+# What a run prints that is the machine's, not the program's: masked before the outputs are compared.
+VOLATILE = (
+    (re.compile(r"/tmp/[^\s/]+"), "<tmp>"),  # a temporary folder's random name
+    (re.compile(r"\b\d+(?:\.\d+)? s\b"), "<seconds>"),  # a duration in seconds (check's localisation)
+    (re.compile(r"^(\| \d+ \| )\d+( \|)", re.M), r"\1<timeouts>\2"),  # 03's stalled member's table
+)
+NUMBER = re.compile(r"[\w.+-]*\d[\w.+-]*")  # a token holding a digit: a number, a hex word, a digest
+# Two printed floats are the same number within this relative distance: a float32 value moves by 6e-8 at
+# least, while a float64 result may move by a few ulps with the CPU's BLAS kernel (OpenBLAS picks one
+# per CPU).  A notebook prints a value that is float64 rounding noise as a bound, not as its digits.
+FLOAT_TOLERANCE = 1e-9
+
+
+def _printed(nb: nbformat.NotebookNode) -> list[list[str]]:
+    """The tokens holding digits in each code cell's text outputs (streams, results, markdown; no images)."""
+    cells = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        text = []
+        for out in cell.outputs:
+            if out.output_type == "stream":
+                text.append(out.text)
+            elif out.output_type in ("execute_result", "display_data"):
+                text += [out.data[k] for k in ("text/plain", "text/markdown") if k in out.data]
+        masked = "\n".join(text)
+        for pattern, mask in VOLATILE:
+            masked = pattern.sub(mask, masked)
+        cells.append(NUMBER.findall(masked))
+    return cells
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two printed tokens are the same: equal text, or floats within FLOAT_TOLERANCE."""
+    if a == b:
+        return True
+    try:
+        x, y = float(a.rstrip(".,")), float(b.rstrip(".,"))
+    except ValueError:
+        return False
+    return abs(x - y) <= FLOAT_TOLERANCE * max(abs(x), abs(y))
+
+
+def _stale(committed: nbformat.NotebookNode, fresh: nbformat.NotebookNode) -> list[str]:
+    """Where the committed outputs print other numbers than a fresh run: the code cell and first token."""
+    found = []
+    for i, (old, new) in enumerate(zip(_printed(committed), _printed(fresh), strict=True)):
+        if len(old) != len(new) or not all(map(_same, old, new)):
+            at = next((k for k, (a, b) in enumerate(zip(old, new)) if not _same(a, b)), min(len(old), len(new)))
+            found.append(f"code cell {i + 1}: token {at}: committed {old[at : at + 1]}, fresh {new[at : at + 1]}")
+    return found
 
 
 def _in_public(module: str) -> bool:
@@ -238,3 +291,21 @@ def test_notebook_executes(name: str, headless: None, tmp_path: Path) -> None:
     assert not _errors(nb)
     assert _pngs(nb) == _pngs(_committed(name)), "the run drew a different number of figures"
     print(f"{name}: executed in {seconds:.1f} s")
+    stale = _stale(_committed(name), nb)
+    assert not stale, f"{name}.ipynb's saved outputs are not a fresh run's: re-execute it ({stale[:3]})"
+
+
+def test_the_output_check_sees_a_changed_number() -> None:
+    def notebook(*texts: str) -> nbformat.NotebookNode:
+        out = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
+        cells = [nbformat.v4.new_code_cell("print()", outputs=[o]) for o in out]
+        return nbformat.v4.new_notebook(cells=cells)
+
+    committed = notebook("wrote 33 cases to /tmp/meshnb-a1/pack", "digest 3ab200ba, 1.1 s")
+    assert not _stale(committed, notebook("wrote 33 cases to /tmp/meshnb-b7/pack", "digest 3ab200ba, 2.0 s"))
+    assert _stale(committed, notebook("wrote 38 cases to /tmp/meshnb-a1/pack", "digest 3ab200ba, 1.1 s"))
+    assert _stale(committed, notebook("wrote 33 cases to /tmp/meshnb-a1/pack", "digest 3ab200bb, 1.1 s"))
+    assert _stale(committed, notebook("wrote 33 cases to /tmp/meshnb-a1/pack", "digest 3ab200ba 7, 1.1 s"))
+    f64, f32 = notebook("gap 0.008551902313419311"), notebook("gap 0.0013580538798123598")
+    assert not _stale(f64, notebook("gap 0.008551902313419315"))  # float64 ulps: another CPU's BLAS
+    assert _stale(f32, notebook(f"gap {float(np.nextafter(np.float32(0.0013580538798123598), np.float32(1)))}"))
