@@ -355,13 +355,15 @@ def _chain(path: Pathish) -> list[str]:
 def output_kind(path: Pathish) -> str:
     """How an output at ``path`` is written (the one output rule of every file meshnb writes):
 
-    * ``"atomic"``: a new name, or a regular file that is no symbolic link: a temporary beside it
-      renamed over it when whole;
+    * ``"atomic"``: a new name, or a regular file that is no symbolic link, named through any
+      number of symbolic links to directories (``linkdir/out.csv``, macOS's ``/tmp``): a
+      temporary beside it renamed over it when whole, as through its real path;
     * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or
       ``/proc/*/fd``, or that ends at anything but a regular file (a device, a FIFO, a socket):
       written through as a stream, appended to, never truncated or renamed over;
-    * ``"link"``: any other symbolic link: written through with ``open()`` (so the kernel's
-      ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
+    * ``"link"``: a name whose last component is itself a symbolic link (to a file or to
+      nothing): written through with ``open()`` (so the kernel's ``fs.protected_symlinks``
+      applies), truncated to what was written; the link stays.
 
     Examples
     --------
@@ -372,6 +374,9 @@ def output_kind(path: Pathish) -> str:
     >>> os.symlink("real.page", "link.page")
     >>> output_kind("new.page"), output_kind("real.page"), output_kind("link.page"), output_kind("/dev/stdout")
     ('atomic', 'atomic', 'link', 'stream')
+    >>> os.symlink(".", "linkdir")  # a directory named through a link: only the last component counts
+    >>> output_kind("linkdir/real.page"), output_kind("linkdir/linkdir/new.page"), output_kind("linkdir/link.page")
+    ('atomic', 'atomic', 'link')
     """
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
@@ -379,7 +384,7 @@ def output_kind(path: Pathish) -> str:
     with contextlib.suppress(OSError):
         if not stat.S_ISREG(os.stat(path).st_mode):
             return "stream"
-    return "link" if len(chain) > 1 else "atomic"
+    return "link" if os.path.islink(path) else "atomic"  # lstat: every directory resolved, the last name not
 
 
 def check_output(path: Pathish, option: str) -> None:

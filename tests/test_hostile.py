@@ -20,6 +20,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshnb import files
 
 from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
 
@@ -154,3 +158,63 @@ def test_a_stop_signal_to_one_process_of_the_group(tmp_path, stop):
             continue
         assert p.returncode == code and err.startswith("meshnb: interrupted after "), err
         assert _resumed_digests(ckpt) == want
+
+
+# --- paths through symlinked directories ---------------------------------------------------------
+
+_links = st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4)
+
+
+def _linked_dir(root: Path, links: list[tuple[bool, bool]]) -> tuple[Path, Path]:
+    """A real directory and a name for it through ``len(links)`` symbolic links to directories,
+    each absolute or relative, each to the real directory itself or to a subdirectory through it."""
+    real = root / "real"
+    real.mkdir()
+    through, here = root, real
+    for k, (absolute, nested) in enumerate(links):
+        if nested:
+            here = here / f"sub{k}"
+            here.mkdir()
+        link = root / f"link{k}"
+        link.symlink_to(here if absolute else os.path.relpath(here, root))
+        through = link
+    return here, through
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(links=_links, existing=st.booleans(), final_link=st.booleans())
+def test_a_file_through_symlinked_directories_is_written_as_through_its_real_path(
+    tmp_path_factory, links, existing, final_link
+):
+    """``linkdir/res.csv`` was written in place (a kill left a truncated file where the complete one
+    was) and a new checkpoint under a symlinked directory was refused as "a symbolic link".  A
+    name through any number of directory links is written as through its real path: a temporary
+    renamed over it, the old file whole until then (an aborted write leaves it), a checkpoint
+    accepted.  Only a last component that is a link is a link: written through, the link kept."""
+    root = tmp_path_factory.mktemp("links")
+    real, through = _linked_dir(root, links)
+    target = real / "res.csv"
+    if existing:
+        target.write_bytes(b"old, complete\n")
+    name = through / "res.csv"
+    if final_link:
+        (real / "final").symlink_to("res.csv")
+        name = through / "final"
+    assert files.output_kind(name) == ("link" if final_link else "atomic")
+    files.check_output(name, "--csv")
+    half = files.Output(name, "--csv")
+    half.write(b"half")
+    half.abort()
+    if not final_link:  # a link's file is written through: only an atomic write keeps the old one
+        assert (target.read_bytes() if existing else None) == (b"old, complete\n" if existing else None)
+        assert not target.exists() or existing
+    files.write_atomic(name, b"new\n", "--csv")
+    assert target.read_bytes() == b"new\n"
+    assert sorted(p.name for p in real.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    if final_link:
+        assert (real / "final").is_symlink()
+        with pytest.raises(files.OutputError, match="a symbolic link"), files.hold(name, "checkpoint"):
+            pass
+    else:
+        with files.hold(through / "run.ckpt", "checkpoint"):  # a new checkpoint here is accepted
+            pass
