@@ -17,6 +17,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,128 @@ def test_a_file_through_symlinked_directories_is_written_as_through_its_real_pat
     else:
         with files.hold(through / "run.ckpt", "checkpoint"):  # a new checkpoint here is accepted
             pass
+
+
+# --- outputs that are inputs, or that were there before -------------------------------------------
+
+
+def _sh(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``cmd`` in a shell (for its redirections), ``meshnb`` the command line of this tree."""
+    env = {**os.environ, "M": f"{sys.executable} -m meshnb"}
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "shell",
+    [
+        "$M train --steps 16 --view-out /dev/stdout",
+        "$M train --steps 16 --view-out /dev/fd/1 --json",
+        "$M train --steps 16 --view-out /proc/self/fd/1",
+        "$M train --steps 16 --view-out out.txt > out.txt",
+        "$M train --steps 16 --view-out link --json > out.txt",  # link -> out.txt
+        "$M train --steps 16 --view-out to-stdout",  # to-stdout -> /dev/stdout
+    ],
+)
+def test_stdout_carries_one_thing(tmp_path, shell):
+    """``train --view-out /dev/stdout`` interleaved the page with the summary (or the JSON).  A
+    --view-out that is the very file stdout writes to, under any name, is refused (exit 2, one
+    line); what stdout or the file held is left as it was."""
+    (tmp_path / "link").symlink_to("out.txt")
+    (tmp_path / "to-stdout").symlink_to("/dev/stdout")
+    done = _sh(shell + " | cat > piped.txt", tmp_path) if ">" not in shell else _sh(shell, tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.startswith("meshnb: error: --view-out ") and done.stderr.count("\n") == 1, done.stderr
+    assert "stdout" in done.stderr
+    for name in ("piped.txt", "out.txt"):
+        assert not (tmp_path / name).exists() or (tmp_path / name).read_bytes() == b""
+
+
+def test_a_page_to_stdout_alone_and_to_dev_null_pass(tmp_path):
+    """The clean uses stay: stdout sent elsewhere, the page to /dev/stdout; /dev/null both."""
+    done = _sh(
+        "$M train --steps 16 --view-out /dev/stdout > /dev/null && $M train --steps 16 --view-out /dev/null", tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+
+
+CHECKPOINT_OVER = ["notes", "another-run", "same-run", "resume-itself", "resume-elsewhere-same", "overwrite"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CHECKPOINT_OVER)
+def test_a_new_checkpoint_replaces_only_what_it_may(tmp_path, case):
+    """``--checkpoint`` over another run's checkpoint or over any file replaced it without a word.
+    An existing file is replaced only when it is a checkpoint of this run (the same settings, or
+    the --resume file itself) or with ``--overwrite-checkpoint``; else exit 2, one line, the file
+    as it was."""
+    base = ["train", "--systems", "2", "--steps", "64", "--backend", "fused", "--json"]
+    first = run_meshnb(*base, "--checkpoint", str(tmp_path / "mine.ck"))
+    assert first.returncode == 0, first.stderr
+    target = tmp_path / "target"
+    argv = [*base, "--checkpoint", str(target)]
+    if case == "notes":
+        target.write_text("my notes\n")
+    elif case == "another-run":
+        assert run_meshnb("train", "--systems", "3", "--steps", "64", "--checkpoint", str(target)).returncode == 0
+    elif case == "same-run":
+        target.write_bytes((tmp_path / "mine.ck").read_bytes())
+    elif case == "resume-itself":
+        target = tmp_path / "mine.ck"
+        argv = ["train", "--resume", str(target), "--checkpoint", str(target), "--json"]
+    elif case == "resume-elsewhere-same":
+        target.write_bytes((tmp_path / "mine.ck").read_bytes())
+        argv = ["train", "--resume", str(tmp_path / "mine.ck"), "--checkpoint", str(target), "--json"]
+    else:
+        target.write_text("my notes\n")
+        argv.append("--overwrite-checkpoint")
+    before = target.read_bytes()
+    done = run_meshnb(*argv)
+    if case in ("notes", "another-run"):
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(
+            f"meshnb: error: --checkpoint {target}: an existing file that is not a checkpoint"
+        )
+        assert "--overwrite-checkpoint" in done.stderr
+        assert target.read_bytes() == before
+    else:
+        assert done.returncode == 0, done.stderr
+        assert target.read_bytes()[:8] == b"MESHNBCK"
+
+
+@pytest.fixture(scope="module")
+def small_pack(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pack")
+    done = run_meshnb("pack", str(root / "pack"), "--quick")
+    assert done.returncode == 0, done.stderr
+    return root / "pack"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alias", ["pack", "inside", "dir-link", "file-link", "hard-link"])
+def test_a_pack_is_never_judged_against_itself(small_pack, tmp_path, alias):
+    """``meshnb check PACK --outputs PACK`` passed 38/38, and links into the pack were accepted as
+    an executor's outputs.  An --outputs that is the pack, inside it, or whose outputs are the
+    pack's files under other names is refused up front (exit 2, one line)."""
+    outputs = tmp_path / "results"
+    if alias == "pack":
+        outputs = small_pack
+    elif alias == "inside":
+        outputs = small_pack / "default"
+    elif alias == "dir-link":
+        outputs.symlink_to(small_pack)
+    else:
+        (outputs / "default").mkdir(parents=True)
+        src = small_pack / "default" / "out-0.page"
+        dst = outputs / "default" / "out-0.page"
+        if alias == "file-link":
+            dst.symlink_to(src)
+        else:
+            try:
+                os.link(src, dst)
+            except OSError:
+                pytest.skip("no hard links here")
+    done = run_meshnb("check", str(small_pack), "--outputs", str(outputs))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.returncode, done.stderr, done.stdout[-300:])
+    assert done.stderr.startswith(f"meshnb: error: --outputs {outputs}: "), done.stderr

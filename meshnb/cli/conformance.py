@@ -7,6 +7,7 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import stat
@@ -168,6 +169,65 @@ def _pack(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------
 
 
+def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
+    """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would
+    judge the pack against itself: the pack or a directory inside it, or an executor's output
+    (``CASE/out-K.page``, ``CASE/trace.bin``) that is a file of the pack under another name (a
+    symbolic link into it, a hard link to one of its files).
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.cli.conformance import refuse_outputs_of_the_pack
+    >>> from meshnb.files import OutputError
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> os.makedirs("pack/default"); os.makedirs("results/default")
+    >>> _ = open("pack/default/out-0.page", "wb").write(bytes(4096))
+    >>> refuse_outputs_of_the_pack("results", "pack")  # the executor's own directory: passes
+    >>> os.symlink(os.path.abspath("pack/default/out-0.page"), "results/default/out-0.page")
+    >>> for outputs in ("pack", "results"):
+    ...     try:
+    ...         refuse_outputs_of_the_pack(outputs, "pack")
+    ...     except OutputError as e:
+    ...         print(e)
+    --outputs pack: the pack pack itself (or inside it): the pack would be judged against its own files
+    --outputs results: results/default/out-0.page is a file of the pack pack: an executor's outputs must be its own
+    """
+    from .. import files
+
+    real, root = os.path.realpath(outputs), os.path.realpath(pack)
+    if real == root or real.startswith(root.rstrip("/") + "/"):
+        raise files.OutputError(
+            f"--outputs {outputs}: the pack {pack} itself (or inside it): "
+            "the pack would be judged against its own files"
+        )
+    owned: set[tuple[int, int]] = set()
+    for base, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(base, name))
+                owned.add((st.st_dev, st.st_ino))
+    with contextlib.suppress(OSError):
+        for case in sorted(os.listdir(outputs)):
+            case_dir = os.path.join(outputs, case)
+            if not os.path.isdir(case_dir):
+                continue
+            for name in sorted(os.listdir(case_dir)):
+                if not (name == "trace.bin" or (name.startswith("out-") and name.endswith(".page"))):
+                    continue
+                path = os.path.join(case_dir, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                target = os.path.realpath(path)
+                if (st.st_dev, st.st_ino) in owned or target.startswith(root.rstrip("/") + "/"):
+                    raise files.OutputError(
+                        f"--outputs {outputs}: {path} is a file of the pack {pack}: "
+                        "an executor's outputs must be its own"
+                    )
+
+
 def _suite(args: argparse.Namespace) -> int:
     from .. import files
     from ..conformance import suite
@@ -177,6 +237,11 @@ def _suite(args: argparse.Namespace) -> int:
         return _error("--exec and --outputs check a whole pack: give its directory")
     if args.page or args.trace or args.pages or args.view_in is not None or args.system:
         return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
+    if args.outputs is not None:
+        try:
+            refuse_outputs_of_the_pack(args.outputs, args.case)
+        except files.OutputError as e:
+            return _error(str(e))
     if args.junit is not None:
         try:
             files.refuse_overwrite("--junit", args.junit, "pack", args.case)  # first: no probe inside the pack
