@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -344,3 +345,62 @@ def test_a_pack_is_never_judged_against_itself(small_pack, tmp_path, alias):
     done = run_meshnb("check", str(small_pack), "--outputs", str(outputs))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.returncode, done.stderr, done.stdout[-300:])
     assert done.stderr.startswith(f"meshnb: error: --outputs {outputs}: "), done.stderr
+
+
+# --- values with two readings: arrays of LR words of any byte order and width -------------------
+
+_word_lists = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=_word_lists, order=st.sampled_from("<>=|"))
+def test_an_array_of_words_is_the_words_in_any_byte_order(words, order):
+    """A big-endian uint32 array of LR words (``np.fromfile(f, '>u4')``, HDF5, FITS) was read as
+    numbers, the native one as words: every uint32 array is the words, whatever its byte order."""
+    from meshnb.runspec import lr_words
+
+    dtype = np.dtype("u4").newbyteorder(order) if order != "|" else np.dtype("u4")
+    got = lr_words(np.array(words, dtype=dtype))
+    assert got.dtype == np.uint32 and got.dtype.isnative and got.tolist() == words
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=10),
+    kind=st.sampled_from(["f2", "f4", "f8", "i2", "i4", "i8"]),
+    order=st.sampled_from("<>="),
+)
+def test_an_array_of_numbers_is_the_numbers_in_any_byte_order_and_width(values, kind, order):
+    """Floats and signed integers of any width and byte order are numbers, each rounded to float32
+    once: the same words as the same values in a native array, or in a list."""
+    from meshnb.runspec import OptionError, lr_words
+
+    with np.errstate(over="ignore"):
+        native = np.array(values).astype(kind) if kind[0] == "f" else np.array([int(v) % 30000 for v in values], kind)
+        swapped = native.astype(native.dtype.newbyteorder(order))
+    try:
+        want = lr_words(native.tolist())
+    except OptionError:  # beyond float32 (never here: the values are floats of width 32)
+        with pytest.raises(OptionError):
+            lr_words(swapped)
+        return
+    assert lr_words(swapped).tolist() == want.tolist() == lr_words(native).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["<u2", ">u2", "|u1", "<u8", ">u8", "?"])
+def test_an_array_of_another_unsigned_width_is_refused_in_one_line(dtype):
+    """Neither words (a word is 32 bits) nor numbers (unsigned integers were words once): refused."""
+    from meshnb.runspec import lr_words
+
+    with pytest.raises(TypeError) as e:
+        lr_words(np.array([1, 0], dtype))
+    assert "\n" not in str(e.value) and "lrs[0]" in str(e.value)
+
+
+def test_a_sweep_of_big_endian_words_is_the_sweep_of_the_words():
+    import meshnb
+
+    words = np.array([0x3F000000, 0x3E800000, 0x7F800000], np.uint32)
+    want = meshnb.sweep(16, lrs=words)
+    got = meshnb.sweep(16, lrs=words.astype(">u4"))
+    assert [s.digest for s in got.systems] == [s.digest for s in want.systems]
