@@ -18,6 +18,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -404,3 +405,72 @@ def test_a_sweep_of_big_endian_words_is_the_sweep_of_the_words():
     want = meshnb.sweep(16, lrs=words)
     got = meshnb.sweep(16, lrs=words.astype(">u4"))
     assert [s.digest for s in got.systems] == [s.digest for s in want.systems]
+
+
+# --- results that look finished --------------------------------------------------------------------
+
+
+def _partial_note(path: Path, fmt: str) -> list[int] | None:
+    """What a sweep's output says of itself: ``[systems, of_systems, steps, of_steps]`` if partial."""
+    if fmt == "csv":
+        last = path.read_text().splitlines()[-1]
+        if not last.startswith("# partial: "):
+            return None
+        words = last.split()
+        return [int(words[2]), int(words[4]), int(words[6]), int(words[8])]
+    if fmt == "json":
+        doc = json.loads(path.read_text())
+        note = doc.get("partial")
+        return None if note is None else [note["systems"], note["of_systems"], note["steps"], note["of_steps"]]
+    with np.load(path) as f:
+        return f["partial"].tolist() if "partial" in f.files else None
+
+
+def _rows(path: Path, fmt: str) -> int:
+    if fmt == "csv":
+        return sum(1 for line in path.read_text().splitlines()[1:] if not line.startswith("#"))
+    if fmt == "json":
+        return len(json.loads(path.read_text())["systems"])
+    with np.load(path) as f:
+        return len(f["system"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "over-a-complete-file"])
+@pytest.mark.parametrize("fmt", ["csv", "json", "npz"])
+def test_a_stopped_sweep_says_it_is_partial_and_never_replaces_a_file(tmp_path, fmt, existing):
+    """An interrupted sweep left 32768 of 40000 systems under the final name, nothing in the file
+    saying so, over the complete table of an earlier run.  Stopped once its temporary holds rows:
+    the file says how much it holds (CSV: a last ``# partial:`` line; JSON: ``"partial"``; npz:
+    ``partial``), and where a file had the name, it is kept and the partial one is ``NAME.partial``."""
+    out = tmp_path / f"out.{fmt}"
+    if existing:
+        out.write_bytes(b"the complete table of an earlier run\n")
+    n, steps = 1 << 19, 300
+    flag = ["--json", "--out", str(out)] if fmt == "json" else [f"--{fmt}", str(out)]
+    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", str(steps), *flag, "--no-progress")
+    tmp = tmp_path / f".out.{fmt}.tmp{p.pid}"
+    try:
+        while not (tmp.exists() and tmp.stat().st_size > 1000):  # rows written: a state the run reports
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.005)  # polled: the signal goes once the rows are there, not after a delay
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode in (143, 0) and "Traceback" not in err, err
+    if p.returncode == 0:  # a fast machine finished first: whole, not partial
+        assert _partial_note(out, fmt) is None and _rows(out, fmt) == n
+        return
+    written = tmp_path / f"out.{fmt}.partial" if existing else out
+    if existing:
+        assert out.read_bytes() == b"the complete table of an earlier run\n"
+        assert (
+            err == f"meshnb: interrupted (the finished systems were written to {written}, marked partial; {out} kept)\n"
+        )
+    else:
+        assert err == "meshnb: interrupted (the finished systems were written)\n", err
+    note = _partial_note(written, fmt)
+    assert note is not None and note[0] == _rows(written, fmt) and note[1] == n and note[3] == steps, note
+    assert note[0] < n or note[2] < steps
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted({out.name, written.name})

@@ -224,8 +224,19 @@ def _run(args: argparse.Namespace) -> int:
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
     threads = opts.threads or default_threads()
-    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names, threads, len(systems)))
-    return EXIT_INTERRUPTED if stopped else 0
+    made: list[Any] = []
+
+    def open_writer() -> Any:
+        made.append(_writer(args, systems.z, names, threads, len(systems)))
+        return made[-1]
+
+    _, stopped = run_to(opts, systems, open_writer)
+    if stopped:
+        beside = getattr(made[0], "diverted", None) if made else None
+        where = f" to {beside}, marked partial; {beside.removesuffix('.partial')} kept" if beside else ""
+        _error_line(f"meshnb: interrupted (the finished systems were written{where})")
+        return EXIT_INTERRUPTED
+    return 0
 
 
 CLI_SPELLING = {
@@ -262,10 +273,7 @@ def handle(args: argparse.Namespace) -> int:
     [('0.5', '86aa8e4d23286a6e'), ('0.25', 'bd192a529a943be0')]
     """
     try:
-        code = _run(args)
-        if code == EXIT_INTERRUPTED:
-            _error_line("meshnb: interrupted (the finished systems were written)")
-        return code
+        return _run(args)
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
     except WriteError as e:
