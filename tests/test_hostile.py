@@ -474,3 +474,25 @@ def test_a_stopped_sweep_says_it_is_partial_and_never_replaces_a_file(tmp_path, 
     assert note is not None and note[0] == _rows(written, fmt) and note[1] == n and note[3] == steps, note
     assert note[0] < n or note[2] < steps
     assert sorted(q.name for q in tmp_path.iterdir()) == sorted({out.name, written.name})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    hidden=st.lists(
+        st.sampled_from([".b.page.swp", ".a.page.tmp4242", ".c.page.lock", ".#a.page", ".DS_Store", ".x"]),
+        unique=True,
+    )
+)
+def test_a_view_in_directory_skips_hidden_names(tmp_path_factory, hidden):
+    """``sweep --view-in DIR`` ran dotfiles (an editor's backup, a writer's leftover temporary) as
+    systems, or refused them: names starting with '.' are skipped, the others are the systems."""
+    from meshnb.cli.sweep import _read_pages
+    from meshnb.testing.reference import init_page
+
+    d = tmp_path_factory.mktemp("pages")
+    for name in ("a.page", "b.page"):
+        (d / name).write_bytes(init_page())
+    for name in hidden:
+        (d / name).write_bytes(init_page() if name.endswith("tmp4242") else b"half")
+    pages, names = _read_pages(str(d))
+    assert names == ["a.page", "b.page"] and len(pages) == 2
