@@ -496,3 +496,52 @@ def test_a_view_in_directory_skips_hidden_names(tmp_path_factory, hidden):
         (d / name).write_bytes(init_page() if name.endswith("tmp4242") else b"half")
     pages, names = _read_pages(str(d))
     assert names == ["a.page", "b.page"] and len(pages) == 2
+
+
+@functools.cache
+def _set_lines(op: str) -> list[bytes]:
+    from meshnb.conformance.ops import gen_lines
+
+    return gen_lines(op, 1, 3, 50).splitlines(keepends=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from(["mul", "add", "from_u32"]),
+    cut=st.sampled_from(["whole", "truncated", "dropped", "one", "extra"]),
+    at=st.floats(0, 1),
+)
+def test_ops_verify_can_demand_the_whole_set_and_says_how_much_it_checked(op, cut, at):
+    """``ops verify`` passed a file of one vector (a harness that crashed, or one that dropped the
+    tininess probes).  With the set demanded (level, seed, count), a file short of it, with a line
+    dropped or one too many, fails and says how many of the set's vectors it held in order."""
+    from meshnb.conformance.ops import verify_chunks
+
+    lines = list(_set_lines(op))
+    k = int(at * (len(lines) - 1))
+    if cut == "truncated":
+        lines = lines[: max(1, k)]
+    elif cut == "dropped":
+        del lines[k]
+    elif cut == "one":
+        lines = lines[k : k + 1]
+    elif cut == "extra":
+        lines.append(lines[k])
+    report = verify_chunks(op, [b"".join(lines)], whole=(1, 3, 50))
+    assert report.wrong == 0 and report.set_size == len(_set_lines(op)) and report.checked == len(lines)
+    assert report.passed == (cut == "whole") and report.complete == (cut == "whole")
+    want = {"whole": len(lines), "truncated": len(lines), "dropped": k, "one": int(k == 0), "extra": len(lines) - 1}
+    assert report.set_matched == want[cut]
+    assert report.text().startswith("PASS" if cut == "whole" else "FAIL")
+    assert f"{report.set_size}" in report.text().splitlines()[0]
+    assert verify_chunks(op, [b"".join(lines)]).passed  # without the demand: every line right is a pass
+
+
+def test_ops_verify_whole_on_the_command_line(tmp_path):
+    from meshnb.conformance.ops import gen_lines
+
+    (tmp_path / "one.txt").write_bytes(gen_lines("mul").splitlines(keepends=True)[0])
+    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole")
+    assert done.returncode == 1 and done.stdout.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), done.stdout
+    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2")
+    assert done.returncode == 2 and "--whole" in done.stderr

@@ -123,12 +123,21 @@ def _ops_verify(args: argparse.Namespace) -> int:
     from .. import files
     from ..conformance import ops
 
+    whole = (args.level, args.seed, args.count) if args.whole else None
+    if not args.whole and (args.level, args.seed, args.count) != (None, None, None):
+        return _error("--level, --seed and --count name the set --whole demands: give --whole with them")
+    if whole is not None:
+        whole = (whole[0] or 1, 1 if whole[1] is None else whole[1], whole[2])
+        try:
+            ops.generate(args.op, whole[0], whole[1], 0 if whole[2] is None else whole[2])  # the set's arguments
+        except ValueError as e:
+            return _error(str(e))
     try:
         if args.file == "-":
-            report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show)
+            report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show, whole)
         else:
             with files.open_input(args.file, "vector file") as f:
-                report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show)
+                report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show, whole)
     except (ops.BadInput, files.InputError) as e:
         return _error(str(e))
     except OSError as e:
@@ -137,7 +146,7 @@ def _ops_verify(args: argparse.Namespace) -> int:
     code = _write((text + "\n").encode())
     if code != EXIT_OK:
         return code
-    return EXIT_OK if report.wrong == 0 else EXIT_FAILED
+    return EXIT_OK if report.passed else EXIT_FAILED
 
 
 # -- pack -----------------------------------------------------------------------------------------
@@ -375,6 +384,17 @@ def register(subparsers: Any) -> None:
     v.add_argument("file", help="the executor's vectors ('-': stdin)")
     v.add_argument("--show", type=int, default=20, help="wrong lines to print (default 20)")
     v.add_argument("--json", action="store_true", help="print the verdict as one JSON document")
+    v.add_argument(
+        "--whole",
+        action="store_true",
+        help="demand the whole generated set (gen's --level, --seed, --count; default 1, 1, the level's): every "
+        "vector, in order; the verdict says how much of it the file held (exit 1 short of it)",
+    )
+    v.add_argument("--level", type=int, choices=(1, 2), default=None, help="with --whole: the set's level (default 1)")
+    v.add_argument("--seed", type=int, default=None, help="with --whole: the set's seed (default 1)")
+    v.add_argument(
+        "--count", type=int, default=None, help="with --whole: the set's random pairs (default: the level's)"
+    )
     v.set_defaults(handler=_guarded(_ops_verify))
 
     p = subparsers.add_parser("pack", help="write the conformance pack (cases, pages, traces, manifest)")
