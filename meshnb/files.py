@@ -1110,6 +1110,26 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids
+    or discourages (the C0 controls but tab, newline and carriage return, DEL and the C1 controls
+    but NEL, lone surrogates, U+FFFE and U+FFFF) written as a printable escape (``\\x1b``,
+    ``\\ud800``), so that a report is valid XML whatever a case's name or an executor's stderr
+    holds (ANSI colours, a NUL).
+
+    Examples
+    --------
+    >>> from meshnb.files import xml_text
+    >>> print(xml_text("case\\x1b[31m\\x00 caf\\u00e9 line\\nnext"))
+    case\\x1b[31m\\x00 café line
+    next
+    """
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+
+
 def json_text(obj: Any, **kwargs: Any) -> str:
     """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings
     of :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject.

@@ -545,3 +545,21 @@ def test_ops_verify_whole_on_the_command_line(tmp_path):
     assert done.returncode == 1 and done.stdout.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), done.stdout
     done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2")
     assert done.returncode == 2 and "--whole" in done.stderr
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.text(min_size=1, max_size=20), message=st.text(max_size=20), stderr=st.text(max_size=40))
+def test_a_junit_report_is_valid_xml_for_any_name(name, message, stderr):
+    """A JUnit report became invalid XML when a case's name held a control character (an
+    executor's stderr does, with ANSI colours): every name, message and stderr gives valid XML
+    1.0, the printable text as it was."""
+    import xml.etree.ElementTree as ET
+
+    from meshnb.conformance.suite import CaseResult, SuiteResult
+
+    cases = [CaseResult(name, 1, "PASS"), CaseResult(name + "-e", 1, "ERROR", message=message, stderr_tail=stderr)]
+    root = ET.fromstring(SuiteResult("pack", cases).junit())
+    names = [tc.get("name") for tc in root.iter("testcase")]
+    assert len(names) == 2
+    if name.isprintable():
+        assert names[0] == name

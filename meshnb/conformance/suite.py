@@ -220,20 +220,21 @@ class SuiteResult:
             "errors": str(self.count("ERROR")),
             "skipped": "0",
         }
+        x = files.xml_text  # any name, message or stderr: valid XML 1.0 (ANSI colours, a NUL escaped)
         top = ET.Element("testsuites", {"name": "meshnb check", **counts, "time": total})
         suite = ET.SubElement(
-            top, "testsuite", {"name": f"meshnb conformance pack {self.pack}", **counts, "time": total}
+            top, "testsuite", {"name": x(f"meshnb conformance pack {self.pack}"), **counts, "time": total}
         )
         for c in self.cases:
             tc = ET.SubElement(
-                suite, "testcase", {"classname": "meshnb.conformance", "name": c.name, "time": f"{c.seconds:.3f}"}
+                suite, "testcase", {"classname": "meshnb.conformance", "name": x(c.name), "time": f"{c.seconds:.3f}"}
             )
             if c.verdict == "FAIL":
-                el = ET.SubElement(tc, "failure", {"message": c.message, "type": "bits differ"})
-                el.text = c.report.text() if c.report is not None else c.message
+                el = ET.SubElement(tc, "failure", {"message": x(c.message), "type": "bits differ"})
+                el.text = x(c.report.text() if c.report is not None else c.message)
             elif c.verdict == "ERROR":
-                el = ET.SubElement(tc, "error", {"message": c.message, "type": "executor error"})
-                el.text = c.stderr_tail or c.message
+                el = ET.SubElement(tc, "error", {"message": x(c.message), "type": "executor error"})
+                el.text = x(c.stderr_tail or c.message)
         ET.indent(top)
         return ET.tostring(top, encoding="utf-8", xml_declaration=True) + b"\n"
 
