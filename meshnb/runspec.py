@@ -173,11 +173,25 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
     Traceback (most recent call last):
         ...
     TypeError: systems must be an integer from 1 to 64, got bool True
+    >>> try:
+    ...     check_int(200, "set_lr's step", 0, 100)
+    ... except OptionError as e:  # the library's spelling, and the command line's
+    ...     print(e); print(e.for_cli())
+    set_lr's step must be an integer from 0 to 100, got 200
+    --set-lr's step must be an integer from 0 to 100, got 200
     """
     if not is_int(x):
         raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
     if not lo <= x <= hi:
-        raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
+        base = re.match(
+            r"[A-Za-z_]\w*", name
+        )  # the argument (``set_lr`` of ``set_lr's step``): a flag on a command line
+        if base is None:
+            raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
+        rest = name[base.end() :].replace("{", "{{").replace("}", "}}")
+        raise OptionError(
+            f"{{{base.group()}}}{rest} must be an integer from {lo} to {hi}, got {_shown(x)}", base.group()
+        )
     return int(x)
 
 

@@ -563,3 +563,23 @@ def test_a_junit_report_is_valid_xml_for_any_name(name, message, stderr):
     assert len(names) == 2
     if name.isprintable():
         assert names[0] == name
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["train", "--steps", str(2**63)], "--steps must be"),
+        (["train", "--steps", "100", "--set-lr", "200:0.5"], "--set-lr's step must be"),
+        (["train", "--systems", "2", "--steps", "64", "--set-lr", "65:0.5"], "--set-lr's step must be"),
+        (["sweep", "--steps", str(2**63), "--lr", "0.5"], "--steps must be"),
+        (["check", "--view-in", "PAGE", "--page", "PAGE", "--steps", "10", "--set-lr", "99:0.5"], "--set-lr's step"),
+        (["check", "--view-in", "PAGE", "--page", "PAGE", "--steps", str(2**40)], "--steps must be"),
+    ],
+)
+def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, argv, flag):
+    """Some errors named the library's parameter (``steps``, ``set_lr's step``) where the docs
+    promise the flag: on a command line every range error names the flag."""
+    (tmp_path / "p.page").write_bytes(bytes(4096))
+    done = run_meshnb(*[str(tmp_path / "p.page") if a == "PAGE" else a for a in argv])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert flag in done.stderr and " steps must" not in done.stderr and "set_lr" not in done.stderr, done.stderr

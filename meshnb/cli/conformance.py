@@ -320,7 +320,9 @@ def _check(args: argparse.Namespace) -> int:
             setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)
         )
     except (PackError, ValueError) as e:
-        return _error(str(e))
+        from ..runspec import OptionError
+
+        return _error(e.for_cli() if isinstance(e, OptionError) else str(e))  # the flags as the user wrote them
     from ..files import json_text
 
     text = json_text(report.to_json(), indent=1) if args.json else report.text()
