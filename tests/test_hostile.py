@@ -583,3 +583,20 @@ def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, argv, flag):
     done = run_meshnb(*[str(tmp_path / "p.page") if a == "PAGE" else a for a in argv])
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert flag in done.stderr and " steps must" not in done.stderr and "set_lr" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["--timeout-ms", "5"], True),  # one system alone: no rounds
+        (["--systems", "2", "--backend", "fused", "--timeout-ms", "5"], True),  # no exchange
+        (["--systems", "2", "--backend", "threads", "--timeout-ms", "50"], False),
+        (["--systems", "2", "--timeout-ms", "50"], False),
+    ],
+)
+def test_timeout_ms_is_refused_where_it_means_nothing(argv, refused):
+    done = run_meshnb("train", "--steps", "16", *argv, "--json")
+    if refused:
+        assert done.returncode == 2 and done.stderr.startswith("meshnb: error: --timeout-ms is a round's timeout")
+    else:
+        assert done.returncode == 0, done.stderr

@@ -119,6 +119,37 @@ def options(args: argparse.Namespace) -> RunOptions:
     return RunOptions.from_keywords(**given)
 
 
+def refuse_meaningless_timeout(args: argparse.Namespace, opts: RunOptions) -> None:
+    """Refuse (:class:`UsageError`) a ``--timeout-ms`` given where there is no round to time out:
+    one system alone, or a backend whose members meet through no exchange page (``fused``, as
+    ``--stall`` is refused there).  The library's ``timeout_ms=`` keyword is checked and accepted
+    everywhere; the flag, given, says the user expects it to do something.
+
+    Examples
+    --------
+    >>> from meshnb.cli.base import UsageError
+    >>> from meshnb.cli.program import build_parser
+    >>> from meshnb.cli.train import options, refuse_meaningless_timeout
+    >>> args = build_parser().parse_args(["train", "--systems", "2", "--backend", "fused", "--timeout-ms", "5"])
+    >>> try:
+    ...     refuse_meaningless_timeout(args, options(args))
+    ... except UsageError as e:
+    ...     print(e)
+    --timeout-ms is a round's timeout: the fused backend has no exchange and no rounds to time out
+    """
+    from ..backend_table import BY_NAME
+
+    if getattr(args, "timeout_ms", None) is None:
+        return
+    if not opts.is_cluster:
+        raise UsageError("--timeout-ms is a round's timeout: one system alone has no rounds (give --systems N)")
+    if not BY_NAME[opts.backend_name].exchange:
+        raise UsageError(
+            f"--timeout-ms is a round's timeout: the {opts.backend_name} backend has no exchange "
+            "and no rounds to time out"
+        )
+
+
 def refuse_stdout_twice(option: str, path: str, what: str) -> None:
     """Refuse (:class:`UsageError`) an output ``path`` that is the very file stdout writes to (the
     same device and inode: ``/dev/stdout``, ``/dev/fd/1``, the terminal, the file ``> f`` names),
@@ -215,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
     from ..results import RunInterrupted, SaveFailed
 
     opts = options(args)
+    refuse_meaningless_timeout(args, opts)
     if args.view_out:
         files.check_output(args.view_out, "--view-out")
         refuse_stdout_twice("--view-out", args.view_out, "the JSON document" if args.json else "the summary")
