@@ -600,3 +600,40 @@ def test_timeout_ms_is_refused_where_it_means_nothing(argv, refused):
         assert done.returncode == 2 and done.stderr.startswith("meshnb: error: --timeout-ms is a round's timeout")
     else:
         assert done.returncode == 0, done.stderr
+
+
+COMMANDS = {
+    "sweep": (["sweep", "--lr", "0.01:1:200000:log", "--steps", "300", "--csv", "OUT", "--no-progress"], ["held", "sweep-lrs"]),
+    "pack": (["pack", "OUT", "--quick"], ["held"]),
+    "check": (["check", "PACK", "--exec", f"{sys.executable} -c 'import time; time.sleep(0.2)'", "--junit", "OUT"],
+              ["held"]),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_stops_as_one_when_its_group_is_signalled(tmp_path, small_pack, command, stop):
+    """A scheduler's signal to the whole group of sweep, pack and check (its executors' supervisors
+    included): 128 + the signal and one line, no traceback, no temporary left beside the output,
+    as when the command alone is signalled (or 0 where it had ended first)."""
+    sig, code = STOPS[stop]
+    argv, phases = COMMANDS[command]
+    rng = random.Random(f"{command}-{stop}")
+    for k in range(TRIALS):
+        work = tmp_path / str(k)
+        work.mkdir()
+        out = work / ("out" if command == "pack" else "out.file")
+        log = tmp_path / f"{k}.log"
+        p = _logged(log, *[str(out) if a == "OUT" else str(small_pack) if a == "PACK" else a for a in argv])
+        try:
+            wait_for_phase(log, rng.choice(phases), p)
+            os.killpg(p.pid, sig)
+            _, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, err
+        assert p.returncode in (code, 0, 1) and err.count("\n") <= 1, (p.returncode, err)  # 1: check's verdicts
+        if p.returncode == code:
+            assert err.startswith("meshnb: "), err
+        assert [q.name for q in work.iterdir() if ".tmp" in q.name] == []
