@@ -603,7 +603,8 @@ def test_timeout_ms_is_refused_where_it_means_nothing(argv, refused):
 
 
 COMMANDS = {
-    "sweep": (["sweep", "--lr", "0.01:1:200000:log", "--steps", "300", "--csv", "OUT", "--no-progress"], ["held", "sweep-lrs"]),
+    "sweep": (["sweep", "--lr", "0.01:1:200000:log", "--steps", "300", "--csv", "OUT", "--no-progress"],
+              ["held", "sweep-lrs"]),
     "pack": (["pack", "OUT", "--quick"], ["held"]),
     "check": (["check", "PACK", "--exec", f"{sys.executable} -c 'import time; time.sleep(0.2)'", "--junit", "OUT"],
               ["held"]),
