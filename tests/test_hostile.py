@@ -638,3 +638,28 @@ def test_every_command_stops_as_one_when_its_group_is_signalled(tmp_path, small_
         if p.returncode == code:
             assert err.startswith("meshnb: "), err
         assert [q.name for q in work.iterdir() if ".tmp" in q.name] == []
+
+
+_REMOVER = """
+import os, shutil, sys
+shutil.rmtree(os.path.dirname(os.path.dirname(sys.argv[2].rstrip("/"))), ignore_errors=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_check_whose_executor_removes_its_directory_still_reports_every_case(tmp_path, small_pack):
+    """An executor that deleted the check's work directory ended the check with one error line,
+    no table and no JUnit for the cases judged.  Every case is judged (those that could not run
+    are ERRORs saying why), the table and the JUnit report hold them all."""
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "remover.py").write_text(_REMOVER)
+    junit = tmp_path / "report.xml"
+    done = run_meshnb(
+        "check", str(small_pack), "--exec", f"{sys.executable} {tmp_path / 'remover.py'}", "--cases", "cluster-*",
+        "--junit", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    cases = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
+    assert len(cases) == 4 and done.stdout.splitlines()[-1] == "0 passed, 0 failed, 4 errors of 4 cases"
+    assert "is gone (an executor removed it?)" in done.stdout

@@ -274,7 +274,18 @@ class _Executors:
         """Case ``i``: its directory made now (a new, randomly named one under the check's
         temporary directory: no executor that ran before could reach it), the executor run to the
         end of every process it started, its outputs read, the directory removed; all before this
-        worker takes another case."""
+        worker takes another case.  Where the check's directory is gone (an executor removed
+        it), the case is an ERROR saying so and the check goes on: its table and JUnit report
+        hold every case judged."""
+        try:
+            return self._run(cmd, i, source, setup, timeout)
+        except OSError:
+            if self.work.is_dir():
+                raise  # a full TMPDIR, ...: the check's own error
+            why = f"the check's directory {self.work} is gone (an executor removed it?): the case could not run"
+            return _Ran(None, 0.0, "", failed_to_start=why)
+
+    def _run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
         with self._lock:
             if self.stopped:
                 return _Ran(None, 0.0, "", failed_to_start="stopped")
