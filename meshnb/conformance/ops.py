@@ -535,6 +535,12 @@ class VerifyReport:
         The first wrong ones: line index, operands, result, expected result, classes.
     classes : dict of str to int
         How many wrong results fit each class.
+    whole_set : str or None, default None
+        The generated set the file had to be (``gen OP --level L --seed S``), if one was demanded.
+    set_size : int, default 0
+        That set's vectors.
+    set_matched : int, default 0
+        The file's vectors that are the set's, in its order, before the first that is not.
 
     Examples
     --------
@@ -731,6 +737,8 @@ def verify_chunks(
         Whole lines, chunk by chunk.
     show : int, default 20
         The wrong results to list.
+    whole : tuple of (int, int, int or None), optional
+        ``(level, seed, count)``: the file must be that generated set (:func:`generate`), in order.
 
     Returns
     -------
