@@ -355,13 +355,15 @@ def _chain(path: Pathish) -> list[str]:
 def output_kind(path: Pathish) -> str:
     """How an output at ``path`` is written (the one output rule of every file meshnb writes):
 
-    * ``"atomic"``: a new name, or a regular file that is no symbolic link: a temporary beside it
-      renamed over it when whole;
+    * ``"atomic"``: a new name, or a regular file that is no symbolic link, named through any
+      number of symbolic links to directories (``linkdir/out.csv``, macOS's ``/tmp``): a
+      temporary beside it renamed over it when whole, as through its real path;
     * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or
       ``/proc/*/fd``, or that ends at anything but a regular file (a device, a FIFO, a socket):
       written through as a stream, appended to, never truncated or renamed over;
-    * ``"link"``: any other symbolic link: written through with ``open()`` (so the kernel's
-      ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
+    * ``"link"``: a name whose last component is itself a symbolic link (to a file or to
+      nothing): written through with ``open()`` (so the kernel's ``fs.protected_symlinks``
+      applies), truncated to what was written; the link stays.
 
     Examples
     --------
@@ -372,6 +374,9 @@ def output_kind(path: Pathish) -> str:
     >>> os.symlink("real.page", "link.page")
     >>> output_kind("new.page"), output_kind("real.page"), output_kind("link.page"), output_kind("/dev/stdout")
     ('atomic', 'atomic', 'link', 'stream')
+    >>> os.symlink(".", "linkdir")  # a directory named through a link: only the last component counts
+    >>> output_kind("linkdir/real.page"), output_kind("linkdir/linkdir/new.page"), output_kind("linkdir/link.page")
+    ('atomic', 'atomic', 'link')
     """
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
@@ -379,7 +384,7 @@ def output_kind(path: Pathish) -> str:
     with contextlib.suppress(OSError):
         if not stat.S_ISREG(os.stat(path).st_mode):
             return "stream"
-    return "link" if len(chain) > 1 else "atomic"
+    return "link" if os.path.islink(path) else "atomic"  # lstat: every directory resolved, the last name not
 
 
 def check_output(path: Pathish, option: str) -> None:
@@ -1103,6 +1108,26 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids
+    or discourages (the C0 controls but tab, newline and carriage return, DEL and the C1 controls
+    but NEL, lone surrogates, U+FFFE and U+FFFF) written as a printable escape (``\\x1b``,
+    ``\\ud800``), so that a report is valid XML whatever a case's name or an executor's stderr
+    holds (ANSI colours, a NUL).
+
+    Examples
+    --------
+    >>> from meshnb.files import xml_text
+    >>> print(xml_text("case\\x1b[31m\\x00 caf\\u00e9 line\\nnext"))
+    case\\x1b[31m\\x00 café line
+    next
+    """
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:

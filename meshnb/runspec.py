@@ -173,11 +173,25 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
     Traceback (most recent call last):
         ...
     TypeError: systems must be an integer from 1 to 64, got bool True
+    >>> try:
+    ...     check_int(200, "set_lr's step", 0, 100)
+    ... except OptionError as e:  # the library's spelling, and the command line's
+    ...     print(e); print(e.for_cli())
+    set_lr's step must be an integer from 0 to 100, got 200
+    --set-lr's step must be an integer from 0 to 100, got 200
     """
     if not is_int(x):
         raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
     if not lo <= x <= hi:
-        raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
+        base = re.match(
+            r"[A-Za-z_]\w*", name
+        )  # the argument (``set_lr`` of ``set_lr's step``): a flag on a command line
+        if base is None:
+            raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
+        rest = name[base.end() :].replace("{", "{{").replace("}", "}}")
+        raise OptionError(
+            f"{{{base.group()}}}{rest} must be an integer from {lo} to {hi}, got {_shown(x)}", base.group()
+        )
     return int(x)
 
 
@@ -747,10 +761,12 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
 
 
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
-    """LRs as f32 words ``[L]``, each :func:`lr_word`'s rule: a ``uint32`` array is the words
-    themselves (any word, NaN and inf included), an array of floats or signed integers numbers
-    rounded to float32 (at once: a cost per array, not per LR), a sequence element by element
-    (a fast path for plain numbers); messages name ``lrs[k]``.
+    """LRs as f32 words ``[L]``, each :func:`lr_word`'s rule: a ``uint32`` array, of either byte
+    order (``'<u4'``, ``'>u4'``: ``np.fromfile(f, '>u4')``, HDF5, FITS), is the words themselves
+    (any word, NaN and inf included), an array of floats or signed integers (any byte order and
+    width) numbers rounded to float32 (at once: a cost per array, not per LR), an array of
+    another unsigned width or of bools a :class:`TypeError`, a sequence element by element (a
+    fast path for plain numbers); messages name ``lrs[k]``.
 
     Parameters
     ----------
@@ -772,6 +788,8 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     [1056964608]
     >>> lr_words([1, np.uint32(1), "0x3f000000"]).tolist()  # the number 1, the word 1, a word
     [1065353216, 1, 1056964608]
+    >>> lr_words(np.array([0x3F000000], ">u4")).tolist()  # big-endian words: the same words
+    [1056964608]
     """
     if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__len__"):
         raise TypeError(f"{name} must be a sequence or array of learning rates, got {type(lrs).__name__}")
@@ -785,8 +803,8 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
         raise OptionError(f"{name} must be a non-empty 1-D sequence, got shape {arr.shape}")
     # the words and a float64 copy on the way (a broadcast view holds no memory itself)
     check_fits(arr.size * 12, f"{name}: {arr.size} learning rates", "sweep fewer at a time")
-    if arr.dtype == np.uint32:
-        return arr.copy()
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 4:  # any byte order ('>u4' of a file, HDF5, FITS): words
+        return arr.astype(np.uint32)  # a copy in native order, the same values
     if arr.dtype.kind == "b" or (arr.dtype.kind == "u"):
         lr_word(arr[0], f"{name}[0]")  # the TypeError of a bool or another unsigned integer
     if arr.dtype.kind not in "if":

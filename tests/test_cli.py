@@ -116,7 +116,7 @@ def test_a_page_from_view_in_runs_as_the_reference_says(capsys, tmp_path, name):
         (["train", "--set-lr", "5:3e800000"], "for the f32 word write 5:0x3e800000"),
         (["train", "--set-lr", "5:3f400000"], "neither a number (0.01) nor an f32 word in hex"),
         (["train", "--set-lr", "5:3f400000"], "for the f32 word write 5:0x3f400000"),
-        (["train", "--set-lr", "5000:0x3f000000"], "set_lr's step must be an integer from 0 to 4096"),
+        (["train", "--set-lr", "5000:0x3f000000"], "--set-lr's step must be an integer from 0 to 4096"),
         (["train", "--step-base", "12x"], "not a whole number"),
         (["train", "--step-base", "ffffffff:ffffffff"], "step_base must be 0..2^64-2"),
         (["train", "--view-in", "/nonexistent/page"], "No such file"),

@@ -564,7 +564,7 @@ _FULL_RUN = textwrap.dedent("""
     import subprocess, sys
     d, option = sys.argv[1], sys.argv[2]
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", d], check=True)  # less than one checkpoint
-    cluster = ["--systems", "2", "--backend", "fused"] if option == "--checkpoint" else []
+    cluster = ["--systems", "2", "--backend", "fused", "--overwrite-checkpoint"] if option == "--checkpoint" else []
     with open(d + "/out.bin", "wb") as f:
         f.write(b"previous")
     p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--steps", "64", "--json", *cluster, option,

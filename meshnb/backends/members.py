@@ -27,7 +27,7 @@ import numpy as np
 from ..cpu import pin_member
 from ..exchange import BlockingWaiter, ExchangeAborted, Group, PageExchange, PollingWaiter
 from ..host import drive, stall_naps, stalled
-from ..interrupts import phase, signals_left_to_main
+from ..interrupts import STOP_SIGNALS, phase, signals_left_to_main
 from ..options import Plan
 from ..program import Context
 from ..results import ClusterError
@@ -529,19 +529,27 @@ def _mp_context() -> Any:
     ctx.set_forkserver_preload(["meshnb.backends.preload"])
     from multiprocessing import forkserver, resource_tracker
 
-    # The server must never see a Ctrl-C: its preload (numba) takes a second, and a
-    # KeyboardInterrupt there kills it, and the run with it.  It starts with SIGINT blocked (a
-    # mask, this thread's, survives fork and exec; Python leaves it as it is) until it ignores SIGINT, once
-    # loaded; its children, the members, inherit the mask.  The resource tracker starts first, on
-    # its own: its start unblocks SIGINT here on the way out (bpo-33613's mask, for the tracker),
-    # which left the server unprotected (`SigBlk: 0` in its /proc status).  No SIG_IGN here: a
-    # Ctrl-C that another thread of this process (a BLAS pool) took while SIGINT was ignored
-    # would be lost, and a blocked one only waits.
-    resource_tracker.ensure_running()
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # The server must never see a stop signal: its preload (numba) takes a second, and a
+    # KeyboardInterrupt there kills it, and the run with it; a SIGTERM or SIGHUP to the whole
+    # process group (a scheduler's cancel, `kill -- -PGID`, a closed terminal) killed it outright,
+    # and every member it had forked was then reported "exited with code 255".  It starts with
+    # every stop signal (SIGINT, SIGTERM, SIGHUP) blocked (a mask, this thread's, survives fork and
+    # exec; Python leaves it as it is; the server never unblocks them) and its children, the
+    # members, inherit the mask and ignore them: the stop is the coordinator's, which stops the
+    # members at a task boundary.  The resource tracker starts first, under the same mask (it
+    # ignores SIGINT and SIGTERM itself, and SIGHUP stays blocked there): its start unblocks
+    # SIGINT and SIGTERM here on the way out (bpo-33613's mask, for the tracker), so the mask is
+    # restored after each.  No SIG_IGN here: a stop signal that another thread of this process (a
+    # BLAS pool) took while it was ignored would be lost, and a blocked one only waits.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        phase("spawn")  # SIGINT held here: another thread takes it
-        forkserver.ensure_running()  # the tracker runs: nothing unblocks SIGINT on the way
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        phase("spawn")  # the stop signals held here: another thread takes them
+        forkserver.ensure_running()  # the tracker runs: nothing unblocks them on the way
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     phase("forkserver")
@@ -571,7 +579,8 @@ def refuse_unguarded_main() -> None:
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
     """A member process's main: attach to the memory (by name, or the descriptor the coordinator
     sends first), run, report through ``conn``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's (blocked until here)
+    for s in STOP_SIGNALS:  # Ctrl-C, SIGTERM and SIGHUP are the coordinator's (blocked until here)
+        signal.signal(s, signal.SIG_IGN)
     phase("member")
     try:
         fd = reduction.recv_handle(conn) if name is None else None

@@ -7,6 +7,7 @@ traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import stat
@@ -122,12 +123,21 @@ def _ops_verify(args: argparse.Namespace) -> int:
     from .. import files
     from ..conformance import ops
 
+    whole = (args.level, args.seed, args.count) if args.whole else None
+    if not args.whole and (args.level, args.seed, args.count) != (None, None, None):
+        return _error("--level, --seed and --count name the set --whole demands: give --whole with them")
+    if whole is not None:
+        whole = (whole[0] or 1, 1 if whole[1] is None else whole[1], whole[2])
+        try:
+            ops.generate(args.op, whole[0], whole[1], 0 if whole[2] is None else whole[2])  # the set's arguments
+        except ValueError as e:
+            return _error(str(e))
     try:
         if args.file == "-":
-            report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show)
+            report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show, whole)
         else:
             with files.open_input(args.file, "vector file") as f:
-                report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show)
+                report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show, whole)
     except (ops.BadInput, files.InputError) as e:
         return _error(str(e))
     except OSError as e:
@@ -136,7 +146,7 @@ def _ops_verify(args: argparse.Namespace) -> int:
     code = _write((text + "\n").encode())
     if code != EXIT_OK:
         return code
-    return EXIT_OK if report.wrong == 0 else EXIT_FAILED
+    return EXIT_OK if report.passed else EXIT_FAILED
 
 
 # -- pack -----------------------------------------------------------------------------------------
@@ -168,6 +178,65 @@ def _pack(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------
 
 
+def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
+    """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would
+    judge the pack against itself: the pack or a directory inside it, or an executor's output
+    (``CASE/out-K.page``, ``CASE/trace.bin``) that is a file of the pack under another name (a
+    symbolic link into it, a hard link to one of its files).
+
+    Examples
+    --------
+    >>> import os
+    >>> from meshnb.cli.conformance import refuse_outputs_of_the_pack
+    >>> from meshnb.files import OutputError
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> os.makedirs("pack/default"); os.makedirs("results/default")
+    >>> _ = open("pack/default/out-0.page", "wb").write(bytes(4096))
+    >>> refuse_outputs_of_the_pack("results", "pack")  # the executor's own directory: passes
+    >>> os.symlink(os.path.abspath("pack/default/out-0.page"), "results/default/out-0.page")
+    >>> for outputs in ("pack", "results"):
+    ...     try:
+    ...         refuse_outputs_of_the_pack(outputs, "pack")
+    ...     except OutputError as e:
+    ...         print(e)
+    --outputs pack: the pack pack itself (or inside it): the pack would be judged against its own files
+    --outputs results: results/default/out-0.page is a file of the pack pack: an executor's outputs must be its own
+    """
+    from .. import files
+
+    real, root = os.path.realpath(outputs), os.path.realpath(pack)
+    if real == root or real.startswith(root.rstrip("/") + "/"):
+        raise files.OutputError(
+            f"--outputs {outputs}: the pack {pack} itself (or inside it): "
+            "the pack would be judged against its own files"
+        )
+    owned: set[tuple[int, int]] = set()
+    for base, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(base, name))
+                owned.add((st.st_dev, st.st_ino))
+    with contextlib.suppress(OSError):
+        for case in sorted(os.listdir(outputs)):
+            case_dir = os.path.join(outputs, case)
+            if not os.path.isdir(case_dir):
+                continue
+            for name in sorted(os.listdir(case_dir)):
+                if not (name == "trace.bin" or (name.startswith("out-") and name.endswith(".page"))):
+                    continue
+                path = os.path.join(case_dir, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                target = os.path.realpath(path)
+                if (st.st_dev, st.st_ino) in owned or target.startswith(root.rstrip("/") + "/"):
+                    raise files.OutputError(
+                        f"--outputs {outputs}: {path} is a file of the pack {pack}: "
+                        "an executor's outputs must be its own"
+                    )
+
+
 def _suite(args: argparse.Namespace) -> int:
     from .. import files
     from ..conformance import suite
@@ -177,6 +246,11 @@ def _suite(args: argparse.Namespace) -> int:
         return _error("--exec and --outputs check a whole pack: give its directory")
     if args.page or args.trace or args.pages or args.view_in is not None or args.system:
         return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
+    if args.outputs is not None:
+        try:
+            refuse_outputs_of_the_pack(args.outputs, args.case)
+        except files.OutputError as e:
+            return _error(str(e))
     if args.junit is not None:
         try:
             files.refuse_overwrite("--junit", args.junit, "pack", args.case)  # first: no probe inside the pack
@@ -246,7 +320,9 @@ def _check(args: argparse.Namespace) -> int:
             setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)
         )
     except (PackError, ValueError) as e:
-        return _error(str(e))
+        from ..runspec import OptionError
+
+        return _error(e.for_cli() if isinstance(e, OptionError) else str(e))  # the flags as the user wrote them
     from ..files import json_text
 
     text = json_text(report.to_json(), indent=1) if args.json else report.text()
@@ -310,6 +386,17 @@ def register(subparsers: Any) -> None:
     v.add_argument("file", help="the executor's vectors ('-': stdin)")
     v.add_argument("--show", type=int, default=20, help="wrong lines to print (default 20)")
     v.add_argument("--json", action="store_true", help="print the verdict as one JSON document")
+    v.add_argument(
+        "--whole",
+        action="store_true",
+        help="demand the whole generated set (gen's --level, --seed, --count; default 1, 1, the level's): every "
+        "vector, in order; the verdict says how much of it the file held (exit 1 short of it)",
+    )
+    v.add_argument("--level", type=int, choices=(1, 2), default=None, help="with --whole: the set's level (default 1)")
+    v.add_argument("--seed", type=int, default=None, help="with --whole: the set's seed (default 1)")
+    v.add_argument(
+        "--count", type=int, default=None, help="with --whole: the set's random pairs (default: the level's)"
+    )
     v.set_defaults(handler=_guarded(_ops_verify))
 
     p = subparsers.add_parser("pack", help="write the conformance pack (cases, pages, traces, manifest)")

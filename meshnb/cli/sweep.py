@@ -99,9 +99,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
     """The start pages of ``--view-in PATH``: the page file, or every entry of the directory as a
-    page, sorted by name.  In a directory anything that is not a regular 4096-byte file (a FIFO,
-    a device behind a symlink, a dangling symlink, a loop, a directory) is refused in one line,
-    never skipped or read."""
+    page, sorted by name, but for the names that start with ``.`` (hidden, as ``ls`` hides them:
+    an editor's ``.page.swp``, a writer's temporary ``.NAME.tmpPID``, a lock ``.NAME.lock``),
+    which are skipped.  In a directory anything else that is not a regular 4096-byte file (a
+    FIFO, a device behind a symlink, a dangling symlink, a loop, a directory) is refused in one
+    line, never skipped or read."""
     d = Path(path)
     if not d.is_dir():
         try:
@@ -109,11 +111,13 @@ def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
         except ValueError as e:
             raise UsageError(str(e)) from None
     try:
-        names = sorted(os.listdir(d))
+        entries = os.listdir(d)
     except OSError as e:
         raise UsageError(f"--view-in {path}: {e.strerror}") from None
+    names = sorted(name for name in entries if not name.startswith("."))
     if not names:
-        raise UsageError(f"--view-in {path}: no files")
+        hidden = f" (only names starting with '.', which are skipped: {len(entries)})" if entries else ""
+        raise UsageError(f"--view-in {path}: no files{hidden}")
     try:
         check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
         pages = [read_page(d / name, "--view-in") for name in names]
@@ -224,8 +228,19 @@ def _run(args: argparse.Namespace) -> int:
     except OptionError as e:
         raise UsageError(e.for_cli(CLI_SPELLING)) from None
     threads = opts.threads or default_threads()
-    _, stopped = run_to(opts, systems, lambda: _writer(args, systems.z, names, threads, len(systems)))
-    return EXIT_INTERRUPTED if stopped else 0
+    made: list[Any] = []
+
+    def open_writer() -> Any:
+        made.append(_writer(args, systems.z, names, threads, len(systems)))
+        return made[-1]
+
+    _, stopped = run_to(opts, systems, open_writer)
+    if stopped:
+        beside = getattr(made[0], "diverted", None) if made else None
+        where = f" to {beside}, marked partial; {beside.removesuffix('.partial')} kept" if beside else ""
+        _error_line(f"meshnb: interrupted (the finished systems were written{where})")
+        return EXIT_INTERRUPTED
+    return 0
 
 
 CLI_SPELLING = {
@@ -262,10 +277,7 @@ def handle(args: argparse.Namespace) -> int:
     [('0.5', '86aa8e4d23286a6e'), ('0.25', 'bd192a529a943be0')]
     """
     try:
-        code = _run(args)
-        if code == EXIT_INTERRUPTED:
-            _error_line("meshnb: interrupted (the finished systems were written)")
-        return code
+        return _run(args)
     except BrokenPipeError:
         raise  # the reader of stdout is gone: the command line ends quietly with 141
     except WriteError as e:

@@ -535,6 +535,12 @@ class VerifyReport:
         The first wrong ones: line index, operands, result, expected result, classes.
     classes : dict of str to int
         How many wrong results fit each class.
+    whole_set : str or None, default None
+        The generated set the file had to be (``gen OP --level L --seed S``), if one was demanded.
+    set_size : int, default 0
+        That set's vectors.
+    set_matched : int, default 0
+        The file's vectors that are the set's, in its order, before the first that is not.
 
     Examples
     --------
@@ -549,6 +555,19 @@ class VerifyReport:
     wrong: int
     first: list[dict[str, object]]
     classes: dict[str, int]
+    whole_set: str | None = None  # the generated set demanded (``gen OP --level L --seed S``), if any
+    set_size: int = 0  # its vectors
+    set_matched: int = 0  # the file's vectors that are the set's, in its order, before the first that is not
+
+    @property
+    def complete(self) -> bool:
+        """Whether the file holds the whole set demanded (True where none was)."""
+        return self.whole_set is None or (self.set_matched == self.set_size == self.checked)
+
+    @property
+    def passed(self) -> bool:
+        """No wrong result, and the whole set where one was demanded."""
+        return self.wrong == 0 and self.complete
 
     def text(self) -> str:
         """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines.
@@ -564,8 +583,16 @@ class VerifyReport:
         >>> verify("add", b"3f800000 3f800000 40000000\\n").text()
         'PASS: add: 1 checked, 0 wrong'
         """
-        verdict = "PASS" if self.wrong == 0 else "FAIL"
+        verdict = "PASS" if self.passed else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
+        if self.whole_set is not None:
+            if self.complete:
+                lines[0] += f"; the whole set of `{self.whole_set}` ({self.set_size} vectors)"
+            else:
+                lines[0] += (
+                    f"; {self.set_matched} of the {self.set_size} vectors of `{self.whole_set}` in order, "
+                    f"then {self._set_break()}"
+                )
         for name, count in self.classes.items():
             lines.append(f"  {count:9d}  {name}: {CLASS_TEXT[name]}")
         if self.first:
@@ -574,6 +601,13 @@ class VerifyReport:
             ops_text = " ".join(str(x) for x in w["operands"])  # type: ignore[attr-defined]
             lines.append(f"  {self.op}({ops_text}) = {w['got']}, expected {w['expected']}: {', '.join(w['classes'])}")  # type: ignore[arg-type]
         return "\n".join(lines)
+
+    def _set_break(self) -> str:
+        if self.set_matched < min(self.checked, self.set_size):
+            return f"line {self.set_matched + 1} is not the set's (other operands)"
+        if self.checked < self.set_size:
+            return f"the file ends: {self.set_size - self.checked} vectors missing"
+        return f"{self.checked - self.set_size} vectors more than the set"
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready values (``ops verify --json``).
@@ -589,13 +623,17 @@ class VerifyReport:
         >>> verify("add", b"3f800000 3f800000 40000000\\n").to_json()
         {'op': 'add', 'checked': 1, 'wrong': 0, 'classes': {}, 'first': []}
         """
-        return {
+        doc: dict[str, object] = {
             "op": self.op,
             "checked": self.checked,
             "wrong": self.wrong,
             "classes": self.classes,
             "first": self.first,
         }
+        if self.whole_set is not None:
+            doc["whole_set"] = {"set": self.whole_set, "vectors": self.set_size, "matched": self.set_matched,
+                                "complete": self.complete}  # fmt: skip
+        return doc
 
 
 def verify(op: str, data: bytes, show: int = 20) -> VerifyReport:
@@ -683,9 +721,13 @@ def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
             yield data[:cut]
 
 
-def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> VerifyReport:
+def verify_chunks(
+    op: str, chunks: Iterable[bytes], show: int = 20, whole: tuple[int, int, int | None] | None = None
+) -> VerifyReport:
     """:func:`verify` over a file given as chunks of whole lines (:func:`chunks_of`), one chunk in
-    memory at a time.
+    memory at a time.  With ``whole = (level, seed, count)`` the file must also be that generated
+    set (:func:`generate`), every vector in its order: the report says how much of it the file
+    held (``set_matched`` of ``set_size``), and fails (:attr:`VerifyReport.passed`) short of all.
 
     Parameters
     ----------
@@ -695,6 +737,8 @@ def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> VerifyRep
         Whole lines, chunk by chunk.
     show : int, default 20
         The wrong results to list.
+    whole : tuple of (int, int, int or None), optional
+        ``(level, seed, count)``: the file must be that generated set (:func:`generate`), in order.
 
     Returns
     -------
@@ -709,11 +753,22 @@ def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> VerifyRep
     Examples
     --------
     >>> import io
-    >>> from meshnb.conformance.ops import chunks_of, verify_chunks
+    >>> from meshnb.conformance.ops import chunks_of, gen_lines, verify_chunks
     >>> lines = io.BytesIO(b"3f800000 3f800000 3f800000\\n3f7fffff 00800000 00800000\\n")
     >>> verify_chunks("mul", chunks_of(lines.read)).text()
     'PASS: mul: 2 checked, 0 wrong'
+    >>> one = gen_lines("mul", count=0).splitlines(keepends=True)[0]  # a harness that stopped after one line
+    >>> report = verify_chunks("mul", [one], whole=(1, 1, 0))
+    >>> report.checked, report.set_matched, report.set_size > 1, report.passed  # one vector of the set: no pass
+    (1, 1, True, False)
     """
+    set_a: np.ndarray | None = None
+    set_b: np.ndarray | None = None
+    set_name, matched, broken = None, 0, False
+    if whole is not None:
+        level, seed, count = whole
+        set_a, set_b = generate(op, level, seed, count)
+        set_name = f"gen {op} --level {level} --seed {seed}" + ("" if count is None else f" --count {count}")
     checked, wrong, line = 0, 0, 1
     first: list[dict[str, object]] = []
     tally: Counter[str] = Counter()
@@ -736,12 +791,22 @@ def verify_chunks(op: str, chunks: Iterable[bytes], show: int = 20) -> VerifyRep
                     "classes": classes[j],
                 }
             )
+        if set_a is not None and not broken:
+            lo = checked
+            hi = min(len(set_a), lo + len(a))
+            same = a[: hi - lo] == set_a[lo:hi]
+            if b is not None and set_b is not None:
+                same &= b[: hi - lo] == set_b[lo:hi]
+            run = int(np.argmin(same)) if not same.all() else hi - lo
+            matched += run
+            broken = run < len(a)
         checked += len(got)
         wrong += len(bad)
     if checked == 0:
         raise BadInput("no vectors in the input")
     ordered = {n: tally[n] for n, _ in CLASSES if tally[n]}
-    return VerifyReport(op, checked, wrong, first, ordered)
+    size = 0 if set_a is None else len(set_a)
+    return VerifyReport(op, checked, wrong, first, ordered, set_name, size, matched)
 
 
 # The old name had two roles (a check's Report is meshnb.conformance.check.Report): it still

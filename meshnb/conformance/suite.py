@@ -230,20 +230,21 @@ class SuiteResult:
             "errors": str(self.count("ERROR")),
             "skipped": "0",
         }
+        x = files.xml_text  # any name, message or stderr: valid XML 1.0 (ANSI colours, a NUL escaped)
         top = ET.Element("testsuites", {"name": "meshnb check", **counts, "time": total})
         suite = ET.SubElement(
-            top, "testsuite", {"name": f"meshnb conformance pack {self.pack}", **counts, "time": total}
+            top, "testsuite", {"name": x(f"meshnb conformance pack {self.pack}"), **counts, "time": total}
         )
         for c in self.cases:
             tc = ET.SubElement(
-                suite, "testcase", {"classname": "meshnb.conformance", "name": c.name, "time": f"{c.seconds:.3f}"}
+                suite, "testcase", {"classname": "meshnb.conformance", "name": x(c.name), "time": f"{c.seconds:.3f}"}
             )
             if c.verdict == "FAIL":
-                el = ET.SubElement(tc, "failure", {"message": c.message, "type": "bits differ"})
-                el.text = c.report.text() if c.report is not None else c.message
+                el = ET.SubElement(tc, "failure", {"message": x(c.message), "type": "bits differ"})
+                el.text = x(c.report.text() if c.report is not None else c.message)
             elif c.verdict == "ERROR":
-                el = ET.SubElement(tc, "error", {"message": c.message, "type": "executor error"})
-                el.text = c.stderr_tail or c.message
+                el = ET.SubElement(tc, "error", {"message": x(c.message), "type": "executor error"})
+                el.text = x(c.stderr_tail or c.message)
         ET.indent(top)
         return ET.tostring(top, encoding="utf-8", xml_declaration=True) + b"\n"
 
@@ -283,7 +284,18 @@ class _Executors:
         """Case ``i``: its directory made now (a new, randomly named one under the check's
         temporary directory: no executor that ran before could reach it), the executor run to the
         end of every process it started, its outputs read, the directory removed; all before this
-        worker takes another case."""
+        worker takes another case.  Where the check's directory is gone (an executor removed
+        it), the case is an ERROR saying so and the check goes on: its table and JUnit report
+        hold every case judged."""
+        try:
+            return self._run(cmd, i, source, setup, timeout)
+        except OSError:
+            if self.work.is_dir():
+                raise  # a full TMPDIR, ...: the check's own error
+            why = f"the check's directory {self.work} is gone (an executor removed it?): the case could not run"
+            return _Ran(None, 0.0, "", failed_to_start=why)
+
+    def _run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
         with self._lock:
             if self.stopped:
                 return _Ran(None, 0.0, "", failed_to_start="stopped")

@@ -87,6 +87,11 @@ class WriterThread:
         with signals_left_to_main():  # the writer inherits the mask
             self.thread.start()
 
+    def partial(self, systems: int, of_systems: int, steps: int, of_steps: int) -> None:
+        """Pass on to the writer that its output is partial (:meth:`meshnb.sweeps.result.Writer.partial`)."""
+        self._wait()
+        mark_partial(self.writer, systems, of_systems, steps, of_steps)
+
     def close(self, steps: int) -> None:
         self._wait()
         self.writer.close(steps)
@@ -97,6 +102,14 @@ class WriterThread:
             self.thread = None
         self.error = None
         self.writer.abort()
+
+
+def mark_partial(writer: Any, systems: int, of_systems: int, steps: int, of_steps: int) -> None:
+    """Tell ``writer`` (before its close) that it holds ``systems`` of ``of_systems`` systems run
+    ``steps`` of ``of_steps`` steps, where that is less than the sweep; a writer without
+    ``partial`` (a summary on stdout) is told nothing."""
+    if (systems, steps) != (of_systems, of_steps) and hasattr(writer, "partial"):
+        writer.partial(systems, of_systems, steps, of_steps)
 
 
 def in_mpi_job() -> bool:
@@ -157,7 +170,7 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
             raise  # not reached: abort ends the job
     m, steps = len(systems), systems.steps
     writer = WriterThread(open_writer())
-    done, stopped, ran = steps, False, False
+    done, stopped, ran, written = steps, False, False, 0
     try:
         with (
             steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),
@@ -173,7 +186,7 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
                 stopped = part.steps < steps  # the last part, then: its batch in flight at the stop
                 if kept(k, part, steps):
                     writer.write(part)
-                    done = part.steps
+                    done, written = part.steps, written + len(part)
             ran = True
             phase("sweep-ran")  # test hook: a Ctrl-C held since the last boundary comes at the exit
     except KeyboardInterrupt:
@@ -187,6 +200,7 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
     try:
         with deferred_interrupt() as requested_now:
             phase("sweep-close")  # test hook: the writer's close, Ctrl-C held (a stop here must not lose the file)
+            writer.partial(written, m, done, steps)
             writer.close(done)
             stopped = requested_now() or stopped
     except BaseException:
@@ -220,7 +234,7 @@ def _run_rank(
     threads = opts.threads or max(1, default_threads() // _local_ranks(comm))
     chunk = chunk_steps(steps, batch, opts.trace)
     writer = open_writer() if k == 0 else None
-    done, stopped = steps, False
+    done, stopped, written = steps, False, 0
     try:
         with (
             frame(m * steps, opts.progress and k == 0, f"sweep of {m}") as f,
@@ -249,7 +263,9 @@ def _run_rank(
                         got = SweepResult.from_bytes(data)
                         if len(got):
                             writer.write(got)
+                            written += len(got)
         if writer is not None:
+            mark_partial(writer, written, m, done, steps)
             writer.close(done)
     except BaseException:
         if writer is not None:

@@ -260,8 +260,8 @@ class SweepOptions:
         None,
         Flag(
             "--view-in",
-            "start pages: a 4096-byte page file, or a directory of them (one system per file, sorted by name; "
-            "with --lr, one per page and LR); default: the init page",
+            "start pages: a 4096-byte page file, or a directory of them (one system per file, sorted by name, "
+            "names starting with '.' skipped; with --lr, one per page and LR); default: the init page",
             "PATH",
             str,
         ),

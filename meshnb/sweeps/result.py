@@ -902,6 +902,40 @@ class Writer:
         """
         raise NotImplementedError
 
+    partial_note: tuple[int, int, int, int] | None = None
+    """``(systems written, systems planned, steps they ran, steps planned)`` once :meth:`partial` said so."""
+    diverted: str | None = None
+    """Where a partial output went instead of replacing an existing file (``NAME.partial``), if it did."""
+
+    def partial(self, systems: int, of_systems: int, steps: int, of_steps: int) -> None:
+        """Say, before :meth:`close`, that the output is partial (a stopped sweep): it says so in
+        itself (CSV: a last line ``# partial: ...``; JSON: a ``"partial"`` key; npz: a ``partial``
+        member ``[systems, of_systems, steps, of_steps]``), and where a file already has its name
+        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> from meshnb.sweeps.result import CsvWriter
+        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+        >>> _ = open("sweep.csv", "w").write("the complete table\\n")
+        >>> writer = CsvWriter("sweep.csv")
+        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
+        >>> writer.partial(1, 2, 16, 16); writer.close(16)
+        >>> open("sweep.csv").read(), writer.diverted
+        ('the complete table\\n', 'sweep.csv.partial')
+        >>> open("sweep.csv.partial").read().splitlines()[-1]
+        '# partial: 1 of 2 systems, 16 of 16 steps (the sweep was stopped): not the whole table'
+        """
+        self.partial_note = (systems, of_systems, steps, of_steps)
+
+    def _commit(self, out: Output) -> None:
+        """Put ``out`` in place: a partial output beside an existing file (``NAME.partial``), not over it."""
+        if self.partial_note is not None and out.kind == "atomic" and os.path.lexists(out.path):
+            out.path = f"{os.fspath(out.path)}.partial"
+            self.diverted = out.path
+        out.commit()
+
     def abort(self) -> None:
         """Drop the output (a file's target stays as it was).
 
@@ -1001,7 +1035,13 @@ class CsvWriter(Writer):
         """
         self._stop_pool()
         self.out.write(self.head)
-        self.out.commit()
+        if self.partial_note is not None:
+            n, m, done, steps_planned = self.partial_note
+            self.out.write(
+                f"# partial: {n} of {m} systems, {done} of {steps_planned} steps (the sweep was stopped): "
+                "not the whole table\n".encode()
+            )
+        self._commit(self.out)
 
     def _stop_pool(self) -> None:
         if self.pool is not None:
@@ -1113,6 +1153,9 @@ class JsonWriter(Writer):
         (64, [0.5, 0.25])
         """
         tail = self.head.decode() + f'], "steps": {steps}'
+        if self.partial_note is not None:
+            n, m, done, steps_planned = self.partial_note
+            tail += f', "partial": {{"systems": {n}, "of_systems": {m}, "steps": {done}, "of_steps": {steps_planned}}}'
         if self.spool is not None:
             assert self.loss_steps is not None
             tail += f', "loss_steps": {json.dumps(self.loss_steps.tolist())}, "loss_history": ['
@@ -1123,7 +1166,7 @@ class JsonWriter(Writer):
             self.spool.close()
             tail = "]"
         self.out.write((tail + "}\n").encode())
-        self.out.commit()
+        self._commit(self.out)
 
     def abort(self) -> None:
         """Drop the output: the target stays as it was (here: never made).
@@ -1301,6 +1344,8 @@ class NpzWriter(Writer):
             "loss_steps": self.loss_steps,
             "page_names": np.array(list(self.names) if self.names is not None else [], dtype=str),
         }
+        if self.partial_note is not None:
+            small["partial"] = np.array(self.partial_note, np.uint64)
         if self.placed and self.rows != self.expected:
             self._unplace()  # fewer rows than told (a Ctrl-C): zipfile zips what was written
         if self.placed:
@@ -1309,7 +1354,7 @@ class NpzWriter(Writer):
             except OSError as e:
                 self.out.abort()
                 raise WriteError("--npz", self.out.path, e) from None
-            self.out.commit()
+            self._commit(self.out)
             return
         try:
             with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
@@ -1326,7 +1371,7 @@ class NpzWriter(Writer):
         except OSError as e:
             self.out.abort()
             raise WriteError("--npz", self.out.path, e) from None
-        self.out.commit()
+        self._commit(self.out)
 
     def _close_placed(self, small: dict[str, np.ndarray]) -> None:
         """Each placed column's local header (now that its CRC is known), then the small members

@@ -103,6 +103,8 @@ def _checked(rule: Callable[..., int], value: object, *args: object) -> int:
     except TypeError as e:
         raise TypeError(printable(str(e))[:160]) from None
     except OptionError as e:
+        if e.names and len(e.template) <= 160 and printable(e.template) == e.template:  # the names as flags, on a CLI
+            raise OptionError(e.template, *e.names, flags=e.flags) from None
         raise OptionError(printable(str(e))[:160]) from None
 
 
@@ -282,8 +284,8 @@ def setup_from_run(
             group=systems or 0,
             one_page=True,
         )
-    except OptionError as e:  # train's answer, said as the checker's
-        raise OptionError(f"the run cannot be made: {e}") from None
+    except OptionError as e:  # train's answer, said as the checker's (its names still a command line's flags)
+        raise OptionError("the run cannot be made: " + e.template, *e.names, flags=e.flags) from None
     page = run.words(0, 1)[0].astype("<u4").tobytes()  # STEPS_PER_TASK and the step base set
     v = View.from_bytes(page)
     changes = run.set_lr

@@ -1,0 +1,665 @@
+"""Hostile use, by class (issue 51): a scheduler's signal to the whole process group or to one of
+its processes, paths through symlinked directories, outputs that alias inputs or what was there
+before, arrays of LR words of any byte order and width, results that are partial.  Each test
+covers the class of a defect a careless or hostile user found, not the one probe that found it:
+property-based (hypothesis) where the cases are cheap, random moments after a reported phase
+where they are runs.
+
+The signal tests aim at phases the command reports (``MESHNB_TEST_PHASES``), never at fixed delays:
+a phase is drawn at random, the signal goes as soon as the process reports it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshnb import files
+
+from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
+
+LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
+TRIALS = 8 if LONG else 2
+SHM = Path("/dev/shm")
+
+# --- signals the way schedulers send them -------------------------------------------------------
+
+# Runs that last a second or more on a loaded 2-core machine; their stop is taken at a task boundary.
+GROUP_RUNS = {
+    "threads": ["--systems", "3", "--backend", "threads", "--steps", "20000"],
+    "processes": ["--systems", "3", "--backend", "processes", "--steps", "200000"],
+    "fused": ["--systems", "3", "--backend", "fused", "--steps", "20000000"],
+}
+WORDS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}
+STOPS = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129), "SIGINT": (signal.SIGINT, 130)}
+
+
+def _shm() -> set[str]:
+    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
+
+
+def _logged(log: Path, *argv: str) -> subprocess.Popen:
+    """``meshnb ARGV`` in a session of its own (its process group is the test's to signal), its phases in ``log``."""
+    return meshnb_cli(*argv, start_new_session=True, env={**os.environ, "MESHNB_TEST_PHASES": str(log)})
+
+
+@functools.cache
+def _clean(backend: str, where: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """A clean run of ``GROUP_RUNS[backend]``: the phases it reports (in order, ``done`` left out)
+    and its systems' digests."""
+    log = Path(where) / f"clean-{backend}.log"
+    p = _logged(log, "train", *GROUP_RUNS[backend], "--json")
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    seen = reported_phases(log)
+    log.unlink()
+    order = sorted((moments[0], name) for name, moments in seen.items() if name != "done")
+    return [name for _, name in order], [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]]
+
+
+def _resumed_digests(ckpt: Path) -> list[tuple[str, str]]:
+    rest = run_meshnb("train", "--resume", str(ckpt), "--backend", "fused", "--json")
+    assert rest.returncode == 0, rest.stderr
+    return [(s["digest"], s["trace_digest"]) for s in json.loads(rest.stdout)["systems"]]
+
+
+def _group(pid: int) -> list[int]:
+    """Every process of the process group ``pid`` leads (the coordinator first)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pid:  # pgrp
+                pids.append(int(entry))
+    return sorted(pids, key=lambda p: p != pid)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", sorted(STOPS))
+@pytest.mark.parametrize("backend", sorted(GROUP_RUNS))
+def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would(tmp_path, backend, stop):
+    """systemd, a CI job's cancel and ``kill -- -PGID`` signal every process of the group: the
+    members, the forkserver, the resource tracker.  A SIGTERM or SIGHUP that reached the processes
+    backend's forkserver ended the run 1 ("member process exited with code 255") with no page and
+    no checkpoint.  At a phase drawn at random from those a clean run reports, the group is
+    signalled: the run ends 128 + the signal with one line, its page and checkpoint (which resumes
+    to the clean run's digests), nothing left in /dev/shm; or 0 and whole where it had ended first."""
+    sig, code = STOPS[stop]
+    phases, want = _clean(backend, str(tmp_path))
+    rng = random.Random(f"group-{backend}-{stop}")
+    stopped = 0
+    for k in range(TRIALS):
+        at = rng.choice(phases)
+        log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
+        before = _shm()
+        argv = ["train", *GROUP_RUNS[backend], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
+        p = _logged(log, *argv)
+        try:
+            wait_for_phase(log, at, p)
+            os.killpg(p.pid, sig)
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, (at, err)
+        if p.returncode == 0:  # the run had ended first
+            assert [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]] == want, at
+            continue
+        assert p.returncode == code and out == "" and err.count("\n") == 1, (at, p.returncode, err)
+        if err == f"meshnb: {WORDS[stop]}\n":  # stopped before the run began (its imports): nothing written
+            assert not page.exists() and not ckpt.exists(), at
+            continue
+        assert err.startswith("meshnb: interrupted after ") and "page written to" in err, (at, err)
+        assert len(page.read_bytes()) == 4096
+        assert _resumed_digests(ckpt) == want, at
+        assert _shm() <= before, _shm() - before
+        stopped += 1
+    assert stopped or not LONG, "no trial stopped the run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_to_one_process_of_the_group(tmp_path, stop):
+    """One process of a processes run signalled alone, drawn at random once the members run: the
+    coordinator stops the run (128 + the signal, page and checkpoint written); a member, the
+    forkserver or the resource tracker leaves the stop to the coordinator and the run goes on to
+    its clean digests (a member's SIGTERM ended the run 1 before)."""
+    sig, code = STOPS[stop]
+    _, want = _clean("processes", str(tmp_path))
+    rng = random.Random(f"one-{stop}")
+    for k in range(TRIALS):
+        log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
+        argv = ["train", *GROUP_RUNS["processes"], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
+        p = _logged(log, *argv)
+        try:
+            wait_for_phase(log, "running", p)
+            group = _group(p.pid)
+            target = group[0] if k == 0 else rng.choice(group[1:])  # the coordinator, then others
+            os.kill(target, sig)
+            out, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, err
+        if target != p.pid or p.returncode == 0:
+            assert p.returncode == 0 and err == "", (target == p.pid, p.returncode, err)
+            assert [(s["digest"], s["trace_digest"]) for s in json.loads(out)["systems"]] == want
+            continue
+        assert p.returncode == code and err.startswith("meshnb: interrupted after "), err
+        assert _resumed_digests(ckpt) == want
+
+
+# --- paths through symlinked directories ---------------------------------------------------------
+
+_links = st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4)
+
+
+def _linked_dir(root: Path, links: list[tuple[bool, bool]]) -> tuple[Path, Path]:
+    """A real directory and a name for it through ``len(links)`` symbolic links to directories,
+    each absolute or relative, each to the real directory itself or to a subdirectory through it."""
+    real = root / "real"
+    real.mkdir()
+    through, here = root, real
+    for k, (absolute, nested) in enumerate(links):
+        if nested:
+            here = here / f"sub{k}"
+            here.mkdir()
+        link = root / f"link{k}"
+        link.symlink_to(here if absolute else os.path.relpath(here, root))
+        through = link
+    return here, through
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(links=_links, existing=st.booleans(), final_link=st.booleans())
+def test_a_file_through_symlinked_directories_is_written_as_through_its_real_path(
+    tmp_path_factory, links, existing, final_link
+):
+    """``linkdir/res.csv`` was written in place (a kill left a truncated file where the complete one
+    was) and a new checkpoint under a symlinked directory was refused as "a symbolic link".  A
+    name through any number of directory links is written as through its real path: a temporary
+    renamed over it, the old file whole until then (an aborted write leaves it), a checkpoint
+    accepted.  Only a last component that is a link is a link: written through, the link kept."""
+    root = tmp_path_factory.mktemp("links")
+    real, through = _linked_dir(root, links)
+    target = real / "res.csv"
+    if existing:
+        target.write_bytes(b"old, complete\n")
+    name = through / "res.csv"
+    if final_link:
+        (real / "final").symlink_to("res.csv")
+        name = through / "final"
+    assert files.output_kind(name) == ("link" if final_link else "atomic")
+    files.check_output(name, "--csv")
+    half = files.Output(name, "--csv")
+    half.write(b"half")
+    half.abort()
+    if not final_link:  # a link's file is written through: only an atomic write keeps the old one
+        assert (target.read_bytes() if existing else None) == (b"old, complete\n" if existing else None)
+        assert not target.exists() or existing
+    files.write_atomic(name, b"new\n", "--csv")
+    assert target.read_bytes() == b"new\n"
+    assert sorted(p.name for p in real.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    if final_link:
+        assert (real / "final").is_symlink()
+        with pytest.raises(files.OutputError, match="a symbolic link"), files.hold(name, "checkpoint"):
+            pass
+    else:
+        with files.hold(through / "run.ckpt", "checkpoint"):  # a new checkpoint here is accepted
+            pass
+
+
+# --- outputs that are inputs, or that were there before -------------------------------------------
+
+
+def _sh(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``cmd`` in a shell (for its redirections), ``meshnb`` the command line of this tree."""
+    env = {**os.environ, "M": f"{sys.executable} -m meshnb"}
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "shell",
+    [
+        "$M train --steps 16 --view-out /dev/stdout",
+        "$M train --steps 16 --view-out /dev/fd/1 --json",
+        "$M train --steps 16 --view-out /proc/self/fd/1",
+        "$M train --steps 16 --view-out out.txt > out.txt",
+        "$M train --steps 16 --view-out link --json > out.txt",  # link -> out.txt
+        "$M train --steps 16 --view-out to-stdout",  # to-stdout -> /dev/stdout
+    ],
+)
+def test_stdout_carries_one_thing(tmp_path, shell):
+    """``train --view-out /dev/stdout`` interleaved the page with the summary (or the JSON).  A
+    --view-out that is the very file stdout writes to, under any name, is refused (exit 2, one
+    line); what stdout or the file held is left as it was."""
+    (tmp_path / "link").symlink_to("out.txt")
+    (tmp_path / "to-stdout").symlink_to("/dev/stdout")
+    done = _sh(shell + " | cat > piped.txt", tmp_path) if ">" not in shell else _sh(shell, tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.startswith("meshnb: error: --view-out ") and done.stderr.count("\n") == 1, done.stderr
+    assert "stdout" in done.stderr
+    for name in ("piped.txt", "out.txt"):
+        assert not (tmp_path / name).exists() or (tmp_path / name).read_bytes() == b""
+
+
+def test_a_page_to_stdout_alone_and_to_dev_null_pass(tmp_path):
+    """The clean uses stay: stdout sent elsewhere, the page to /dev/stdout; /dev/null both."""
+    done = _sh(
+        "$M train --steps 16 --view-out /dev/stdout > /dev/null && $M train --steps 16 --view-out /dev/null", tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+
+
+CHECKPOINT_OVER = ["notes", "another-run", "same-run", "resume-itself", "resume-elsewhere-same", "overwrite"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CHECKPOINT_OVER)
+def test_a_new_checkpoint_replaces_only_what_it_may(tmp_path, case):
+    """``--checkpoint`` over another run's checkpoint or over any file replaced it without a word.
+    An existing file is replaced only when it is a checkpoint of this run (the same settings, or
+    the --resume file itself) or with ``--overwrite-checkpoint``; else exit 2, one line, the file
+    as it was."""
+    base = ["train", "--systems", "2", "--steps", "64", "--backend", "fused", "--json"]
+    first = run_meshnb(*base, "--checkpoint", str(tmp_path / "mine.ck"))
+    assert first.returncode == 0, first.stderr
+    target = tmp_path / "target"
+    argv = [*base, "--checkpoint", str(target)]
+    if case == "notes":
+        target.write_text("my notes\n")
+    elif case == "another-run":
+        assert run_meshnb("train", "--systems", "3", "--steps", "64", "--checkpoint", str(target)).returncode == 0
+    elif case == "same-run":
+        target.write_bytes((tmp_path / "mine.ck").read_bytes())
+    elif case == "resume-itself":
+        target = tmp_path / "mine.ck"
+        argv = ["train", "--resume", str(target), "--checkpoint", str(target), "--json"]
+    elif case == "resume-elsewhere-same":
+        target.write_bytes((tmp_path / "mine.ck").read_bytes())
+        argv = ["train", "--resume", str(tmp_path / "mine.ck"), "--checkpoint", str(target), "--json"]
+    else:
+        target.write_text("my notes\n")
+        argv.append("--overwrite-checkpoint")
+    before = target.read_bytes()
+    done = run_meshnb(*argv)
+    if case in ("notes", "another-run"):
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(
+            f"meshnb: error: --checkpoint {target}: an existing file that is not a checkpoint"
+        )
+        assert "--overwrite-checkpoint" in done.stderr
+        assert target.read_bytes() == before
+    else:
+        assert done.returncode == 0, done.stderr
+        assert target.read_bytes()[:8] == b"MESHNBCK"
+
+
+@pytest.fixture(scope="module")
+def small_pack(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pack")
+    done = run_meshnb("pack", str(root / "pack"), "--quick")
+    assert done.returncode == 0, done.stderr
+    return root / "pack"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alias", ["pack", "inside", "dir-link", "file-link", "hard-link"])
+def test_a_pack_is_never_judged_against_itself(small_pack, tmp_path, alias):
+    """``meshnb check PACK --outputs PACK`` passed 38/38, and links into the pack were accepted as
+    an executor's outputs.  An --outputs that is the pack, inside it, or whose outputs are the
+    pack's files under other names is refused up front (exit 2, one line)."""
+    outputs = tmp_path / "results"
+    if alias == "pack":
+        outputs = small_pack
+    elif alias == "inside":
+        outputs = small_pack / "default"
+    elif alias == "dir-link":
+        outputs.symlink_to(small_pack)
+    else:
+        (outputs / "default").mkdir(parents=True)
+        src = small_pack / "default" / "out-0.page"
+        dst = outputs / "default" / "out-0.page"
+        if alias == "file-link":
+            dst.symlink_to(src)
+        else:
+            try:
+                os.link(src, dst)
+            except OSError:
+                pytest.skip("no hard links here")
+    done = run_meshnb("check", str(small_pack), "--outputs", str(outputs))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.returncode, done.stderr, done.stdout[-300:])
+    assert done.stderr.startswith(f"meshnb: error: --outputs {outputs}: "), done.stderr
+
+
+# --- values with two readings: arrays of LR words of any byte order and width -------------------
+
+_word_lists = st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=_word_lists, order=st.sampled_from("<>=|"))
+def test_an_array_of_words_is_the_words_in_any_byte_order(words, order):
+    """A big-endian uint32 array of LR words (``np.fromfile(f, '>u4')``, HDF5, FITS) was read as
+    numbers, the native one as words: every uint32 array is the words, whatever its byte order."""
+    from meshnb.runspec import lr_words
+
+    dtype = np.dtype("u4").newbyteorder(order) if order != "|" else np.dtype("u4")
+    got = lr_words(np.array(words, dtype=dtype))
+    assert got.dtype == np.uint32 and got.dtype.isnative and got.tolist() == words
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=10),
+    kind=st.sampled_from(["f2", "f4", "f8", "i2", "i4", "i8"]),
+    order=st.sampled_from("<>="),
+)
+def test_an_array_of_numbers_is_the_numbers_in_any_byte_order_and_width(values, kind, order):
+    """Floats and signed integers of any width and byte order are numbers, each rounded to float32
+    once: the same words as the same values in a native array, or in a list."""
+    from meshnb.runspec import OptionError, lr_words
+
+    with np.errstate(over="ignore"):
+        native = np.array(values).astype(kind) if kind[0] == "f" else np.array([int(v) % 30000 for v in values], kind)
+        swapped = native.astype(native.dtype.newbyteorder(order))
+    try:
+        want = lr_words(native.tolist())
+    except OptionError:  # beyond float32 (never here: the values are floats of width 32)
+        with pytest.raises(OptionError):
+            lr_words(swapped)
+        return
+    assert lr_words(swapped).tolist() == want.tolist() == lr_words(native).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["<u2", ">u2", "|u1", "<u8", ">u8", "?"])
+def test_an_array_of_another_unsigned_width_is_refused_in_one_line(dtype):
+    """Neither words (a word is 32 bits) nor numbers (unsigned integers were words once): refused."""
+    from meshnb.runspec import lr_words
+
+    with pytest.raises(TypeError) as e:
+        lr_words(np.array([1, 0], dtype))
+    assert "\n" not in str(e.value) and "lrs[0]" in str(e.value)
+
+
+def test_a_sweep_of_big_endian_words_is_the_sweep_of_the_words():
+    import meshnb
+
+    words = np.array([0x3F000000, 0x3E800000, 0x7F800000], np.uint32)
+    want = meshnb.sweep(16, lrs=words)
+    got = meshnb.sweep(16, lrs=words.astype(">u4"))
+    assert [s.digest for s in got.systems] == [s.digest for s in want.systems]
+
+
+# --- results that look finished --------------------------------------------------------------------
+
+
+def _partial_note(path: Path, fmt: str) -> list[int] | None:
+    """What a sweep's output says of itself: ``[systems, of_systems, steps, of_steps]`` if partial."""
+    if fmt == "csv":
+        last = path.read_text().splitlines()[-1]
+        if not last.startswith("# partial: "):
+            return None
+        words = last.split()
+        return [int(words[2]), int(words[4]), int(words[6]), int(words[8])]
+    if fmt == "json":
+        doc = json.loads(path.read_text())
+        note = doc.get("partial")
+        return None if note is None else [note["systems"], note["of_systems"], note["steps"], note["of_steps"]]
+    with np.load(path) as f:
+        return f["partial"].tolist() if "partial" in f.files else None
+
+
+def _rows(path: Path, fmt: str) -> int:
+    if fmt == "csv":
+        return sum(1 for line in path.read_text().splitlines()[1:] if not line.startswith("#"))
+    if fmt == "json":
+        return len(json.loads(path.read_text())["systems"])
+    with np.load(path) as f:
+        return len(f["system"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "over-a-complete-file"])
+@pytest.mark.parametrize("fmt", ["csv", "json", "npz"])
+def test_a_stopped_sweep_says_it_is_partial_and_never_replaces_a_file(tmp_path, fmt, existing):
+    """An interrupted sweep left 32768 of 40000 systems under the final name, nothing in the file
+    saying so, over the complete table of an earlier run.  Stopped once its temporary holds rows:
+    the file says how much it holds (CSV: a last ``# partial:`` line; JSON: ``"partial"``; npz:
+    ``partial``), and where a file had the name, it is kept and the partial one is ``NAME.partial``."""
+    out = tmp_path / f"out.{fmt}"
+    if existing:
+        out.write_bytes(b"the complete table of an earlier run\n")
+    n, steps = 1 << 19, 300
+    flag = ["--json", "--out", str(out)] if fmt == "json" else [f"--{fmt}", str(out)]
+    p = meshnb_cli("sweep", "--lr", f"0.01:1:{n}:log", "--steps", str(steps), *flag, "--no-progress")
+    tmp = tmp_path / f".out.{fmt}.tmp{p.pid}"
+    try:
+        while not (tmp.exists() and tmp.stat().st_size > 1000):  # rows written: a state the run reports
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.005)  # polled: the signal goes once the rows are there, not after a delay
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode in (143, 0) and "Traceback" not in err, err
+    if p.returncode == 0:  # a fast machine finished first: whole, not partial
+        assert _partial_note(out, fmt) is None and _rows(out, fmt) == n
+        return
+    written = tmp_path / f"out.{fmt}.partial" if existing else out
+    if existing:
+        assert out.read_bytes() == b"the complete table of an earlier run\n"
+        assert (
+            err == f"meshnb: interrupted (the finished systems were written to {written}, marked partial; {out} kept)\n"
+        )
+    else:
+        assert err == "meshnb: interrupted (the finished systems were written)\n", err
+    note = _partial_note(written, fmt)
+    assert note is not None and note[0] == _rows(written, fmt) and note[1] == n and note[3] == steps, note
+    assert note[0] < n or note[2] < steps
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted({out.name, written.name})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    hidden=st.lists(
+        st.sampled_from([".b.page.swp", ".a.page.tmp4242", ".c.page.lock", ".#a.page", ".DS_Store", ".x"]),
+        unique=True,
+    )
+)
+def test_a_view_in_directory_skips_hidden_names(tmp_path_factory, hidden):
+    """``sweep --view-in DIR`` ran dotfiles (an editor's backup, a writer's leftover temporary) as
+    systems, or refused them: names starting with '.' are skipped, the others are the systems."""
+    from meshnb.cli.sweep import _read_pages
+    from meshnb.testing.reference import init_page
+
+    d = tmp_path_factory.mktemp("pages")
+    for name in ("a.page", "b.page"):
+        (d / name).write_bytes(init_page())
+    for name in hidden:
+        (d / name).write_bytes(init_page() if name.endswith("tmp4242") else b"half")
+    pages, names = _read_pages(str(d))
+    assert names == ["a.page", "b.page"] and len(pages) == 2
+
+
+@functools.cache
+def _set_lines(op: str) -> list[bytes]:
+    from meshnb.conformance.ops import gen_lines
+
+    return gen_lines(op, 1, 3, 50).splitlines(keepends=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    op=st.sampled_from(["mul", "add", "from_u32"]),
+    cut=st.sampled_from(["whole", "truncated", "dropped", "one", "extra"]),
+    at=st.floats(0, 1),
+)
+def test_ops_verify_can_demand_the_whole_set_and_says_how_much_it_checked(op, cut, at):
+    """``ops verify`` passed a file of one vector (a harness that crashed, or one that dropped the
+    tininess probes).  With the set demanded (level, seed, count), a file short of it, with a line
+    dropped or one too many, fails and says how many of the set's vectors it held in order."""
+    from meshnb.conformance.ops import verify_chunks
+
+    lines = list(_set_lines(op))
+    k = int(at * (len(lines) - 1))
+    if cut == "truncated":
+        lines = lines[: max(1, k)]
+    elif cut == "dropped":
+        del lines[k]
+    elif cut == "one":
+        lines = lines[k : k + 1]
+    elif cut == "extra":
+        lines.append(lines[k])
+    report = verify_chunks(op, [b"".join(lines)], whole=(1, 3, 50))
+    assert report.wrong == 0 and report.set_size == len(_set_lines(op)) and report.checked == len(lines)
+    assert report.passed == (cut == "whole") and report.complete == (cut == "whole")
+    want = {"whole": len(lines), "truncated": len(lines), "dropped": k, "one": int(k == 0), "extra": len(lines) - 1}
+    assert report.set_matched == want[cut]
+    assert report.text().startswith("PASS" if cut == "whole" else "FAIL")
+    assert f"{report.set_size}" in report.text().splitlines()[0]
+    assert verify_chunks(op, [b"".join(lines)]).passed  # without the demand: every line right is a pass
+
+
+def test_ops_verify_whole_on_the_command_line(tmp_path):
+    from meshnb.conformance.ops import gen_lines
+
+    (tmp_path / "one.txt").write_bytes(gen_lines("mul").splitlines(keepends=True)[0])
+    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole")
+    assert done.returncode == 1 and done.stdout.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), done.stdout
+    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2")
+    assert done.returncode == 2 and "--whole" in done.stderr
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.text(min_size=1, max_size=20), message=st.text(max_size=20), stderr=st.text(max_size=40))
+def test_a_junit_report_is_valid_xml_for_any_name(name, message, stderr):
+    """A JUnit report became invalid XML when a case's name held a control character (an
+    executor's stderr does, with ANSI colours): every name, message and stderr gives valid XML
+    1.0, the printable text as it was."""
+    import xml.etree.ElementTree as ET
+
+    from meshnb.conformance.suite import CaseResult, SuiteResult
+
+    cases = [CaseResult(name, 1, "PASS"), CaseResult(name + "-e", 1, "ERROR", message=message, stderr_tail=stderr)]
+    root = ET.fromstring(SuiteResult("pack", cases).junit())
+    names = [tc.get("name") for tc in root.iter("testcase")]
+    assert len(names) == 2
+    if name.isprintable():
+        assert names[0] == name
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["train", "--steps", str(2**63)], "--steps must be"),
+        (["train", "--steps", "100", "--set-lr", "200:0.5"], "--set-lr's step must be"),
+        (["train", "--systems", "2", "--steps", "64", "--set-lr", "65:0.5"], "--set-lr's step must be"),
+        (["sweep", "--steps", str(2**63), "--lr", "0.5"], "--steps must be"),
+        (["check", "--view-in", "PAGE", "--page", "PAGE", "--steps", "10", "--set-lr", "99:0.5"], "--set-lr's step"),
+        (["check", "--view-in", "PAGE", "--page", "PAGE", "--steps", str(2**40)], "--steps must be"),
+    ],
+)
+def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, argv, flag):
+    """Some errors named the library's parameter (``steps``, ``set_lr's step``) where the docs
+    promise the flag: on a command line every range error names the flag."""
+    (tmp_path / "p.page").write_bytes(bytes(4096))
+    done = run_meshnb(*[str(tmp_path / "p.page") if a == "PAGE" else a for a in argv])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert flag in done.stderr and " steps must" not in done.stderr and "set_lr" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["--timeout-ms", "5"], True),  # one system alone: no rounds
+        (["--systems", "2", "--backend", "fused", "--timeout-ms", "5"], True),  # no exchange
+        (["--systems", "2", "--backend", "threads", "--timeout-ms", "50"], False),
+        (["--systems", "2", "--timeout-ms", "50"], False),
+    ],
+)
+def test_timeout_ms_is_refused_where_it_means_nothing(argv, refused):
+    done = run_meshnb("train", "--steps", "16", *argv, "--json")
+    if refused:
+        assert done.returncode == 2 and done.stderr.startswith("meshnb: error: --timeout-ms is a round's timeout")
+    else:
+        assert done.returncode == 0, done.stderr
+
+
+COMMANDS = {
+    "sweep": (["sweep", "--lr", "0.01:1:200000:log", "--steps", "300", "--csv", "OUT", "--no-progress"],
+              ["held", "sweep-lrs"]),
+    "pack": (["pack", "OUT", "--quick"], ["held"]),
+    "check": (["check", "PACK", "--exec", f"{sys.executable} -c 'import time; time.sleep(0.2)'", "--junit", "OUT"],
+              ["held"]),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_stops_as_one_when_its_group_is_signalled(tmp_path, small_pack, command, stop):
+    """A scheduler's signal to the whole group of sweep, pack and check (its executors' supervisors
+    included): 128 + the signal and one line, no traceback, no temporary left beside the output,
+    as when the command alone is signalled (or 0 where it had ended first)."""
+    sig, code = STOPS[stop]
+    argv, phases = COMMANDS[command]
+    rng = random.Random(f"{command}-{stop}")
+    for k in range(TRIALS):
+        work = tmp_path / str(k)
+        work.mkdir()
+        out = work / ("out" if command == "pack" else "out.file")
+        log = tmp_path / f"{k}.log"
+        p = _logged(log, *[str(out) if a == "OUT" else str(small_pack) if a == "PACK" else a for a in argv])
+        try:
+            wait_for_phase(log, rng.choice(phases), p)
+            os.killpg(p.pid, sig)
+            _, err = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert "Traceback" not in err, err
+        assert p.returncode in (code, 0, 1) and err.count("\n") <= 1, (p.returncode, err)  # 1: check's verdicts
+        if p.returncode == code:
+            assert err.startswith("meshnb: "), err
+        assert [q.name for q in work.iterdir() if ".tmp" in q.name] == []
+
+
+_REMOVER = """
+import os, shutil, sys
+shutil.rmtree(os.path.dirname(os.path.dirname(sys.argv[2].rstrip("/"))), ignore_errors=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_check_whose_executor_removes_its_directory_still_reports_every_case(tmp_path, small_pack):
+    """An executor that deleted the check's work directory ended the check with one error line,
+    no table and no JUnit for the cases judged.  Every case is judged (those that could not run
+    are ERRORs saying why), the table and the JUnit report hold them all."""
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "remover.py").write_text(_REMOVER)
+    junit = tmp_path / "report.xml"
+    done = run_meshnb(
+        "check", str(small_pack), "--exec", f"{sys.executable} {tmp_path / 'remover.py'}", "--cases", "cluster-*",
+        "--junit", str(junit),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    cases = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
+    assert len(cases) == 4 and done.stdout.splitlines()[-1] == "0 passed, 0 failed, 4 errors of 4 cases"
+    assert "is gone (an executor removed it?)" in done.stdout
