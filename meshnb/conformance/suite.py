@@ -312,7 +312,7 @@ class _Executors:
                 raise files.WriteError("the case's OUT_DIR in TMPDIR", out, e) from None
             try:
                 try:
-                    private_case(source, case_dir, setup.case.systems)
+                    private_case(setup.inputs, case_dir)
                 except OSError as e:  # a full TMPDIR: the copy is named, and TMPDIR
                     raise files.WriteError("the executor's private copy of the case in TMPDIR", case_dir, e) from None
                 ran = self._supervise([*cmd, str(case_dir), str(out)], log, timeout)
@@ -752,17 +752,11 @@ def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float, 
     def run(e: experiment.Experiment) -> tuple[list[bytes], np.ndarray | None] | str:
         assert e.sub is not None
         i = next(count)
-        src = work / f"experiment-{i}" / "case"
-        src.mkdir(parents=True)
-        try:
-            (src / "case.json").write_text(json.dumps(e.case, indent=1, sort_keys=True) + "\n")
-            for k, page in enumerate(e.in_pages):
-                (src / f"in-{k}.page").write_bytes(page)
-            trace = e.trace if e.trace is not None else np.zeros((0, 5), np.uint32)
-            limit = min(timeout, max(1.0, end - time.monotonic()))
-            ran = runner.run(cmd, i, src, check.Setup(e.sub, e.in_pages, e.expected, trace), limit)
-        finally:
-            remove_tree(src.parent, warn=False)
+        inputs = {"case.json": (json.dumps(e.case, indent=1, sort_keys=True) + "\n").encode()}
+        inputs.update((f"in-{k}.page", page) for k, page in enumerate(e.in_pages))
+        trace = e.trace if e.trace is not None else np.zeros((0, 5), np.uint32)
+        limit = min(timeout, max(1.0, end - time.monotonic()))
+        ran = runner.run(cmd, i, Path("case"), check.Setup(e.sub, e.in_pages, e.expected, trace, inputs=inputs), limit)
         if ran.failed_to_start:
             return ran.failed_to_start
         if ran.timed_out:
@@ -857,28 +851,25 @@ def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: e
         res.message = f"{head}; {named}"
 
 
-INPUTS = ("case.json",)
-"""A case's files that its executor gets (with ``in-K.page``, one per system): never the expected
-pages, trace or digests."""
-
-
-def private_case(source: Path, dest: Path, systems: int) -> None:
-    """The executor's copy of case ``source``: its inputs only (:data:`INPUTS`, ``in-K.page``), in a
-    new directory ``dest`` (named as the case), so that nothing the executor does reaches the pack
-    and it cannot read the expected results there by accident.
+def private_case(inputs: dict[str, bytes], dest: Path) -> None:
+    """The executor's copy of a case: its inputs only (``case.json``, ``in-K.page``), the bytes that
+    were verified against the pack's manifest (``Setup.inputs``, never re-read from the pack), in a
+    new directory ``dest`` (named as the case), so that nothing the executor does reaches the pack,
+    it cannot read the expected results there by accident, and a pack changed during the check
+    changes nothing the executor gets.
 
     Examples
     --------
     >>> import os
+    >>> from meshnb.conformance.check import load_case
     >>> from meshnb.conformance.suite import private_case
     >>> pack, tmp = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> private_case(pack / "cluster-2", tmp / "cluster-2", 2)
+    >>> private_case(load_case(pack / "cluster-2").inputs, tmp / "cluster-2")
     >>> sorted(os.listdir(tmp / "cluster-2")), sorted(os.listdir(pack / "cluster-2"))[:4]  # no expected results
     (['case.json', 'in-0.page', 'in-1.page'], ['case.json', 'expected.json', 'in-0.page', 'in-1.page'])
     """
     dest.mkdir(parents=True)
-    for rel in (*INPUTS, *(f"in-{k}.page" for k in range(systems))):
-        data = read_file(source / rel)
+    for rel, data in inputs.items():
         fd = os.open(dest / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             view = memoryview(data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -523,7 +524,7 @@ def test_a_full_tmpdir_names_the_private_copy_and_tmpdir(
     Simulated: the copy of the case's inputs finds no room."""
     import errno
 
-    def full(source: Path, dest: Path, systems: int) -> None:
+    def full(inputs: dict[str, bytes], dest: Path) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(suite, "private_case", full)
@@ -531,3 +532,22 @@ def test_a_full_tmpdir_names_the_private_copy_and_tmpdir(
     assert code == 1 and out == "" and err.count("\n") == 1, err
     assert err.startswith("meshnb: error: the executor's private copy of the case in TMPDIR /")
     assert err.endswith("/case/cluster-1: No space left on device\n"), err
+
+
+def test_the_executor_gets_the_bytes_that_were_verified(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pack changed during a check (here by the executor itself, at each start: every case's
+    in-0.page and case.json grow a byte) changes nothing the executor gets: each case's inputs are
+    the bytes verified against the manifest up front, so a correct executor passes every case."""
+    pack = tmp_path / "pack"
+    shutil.copytree(quick_pack, pack)
+    spoil = (
+        f"for f in {shlex.quote(str(pack))}/*/in-0.page {shlex.quote(str(pack))}/*/case.json;"
+        ' do printf x >> "$f"; done; exec "$@"'
+    )
+    cmd = f"sh -c {shlex.quote(spoil)} sh {executor('mode-z')}"
+    code, out, err = run_check([str(pack), "--exec", cmd, "--cases", "cluster-*", "-j", "1"], capsys)
+    assert (pack / "cluster-1" / "in-0.page").stat().st_size > 4096  # the pack was changed
+    assert code == 0, (out, err)
+    assert re.fullmatch(r"(\d+) passed, 0 failed, 0 errors of \1 cases", out.splitlines()[-1]), out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,9 @@ class Setup:
     trace: np.ndarray
     manifest_note: str = ""
     per_step: tuple[np.ndarray, np.ndarray] | None = None  # cache of _params_per_step
+    # The executor's input files as read and verified (case.json, in-K.page): what `check --exec`
+    # hands the executor, so a pack changed on disk during a check cannot reach it.
+    inputs: dict[str, bytes] = field(default_factory=dict)
 
 
 def page_bytes(data: bytes, what: str) -> bytes:
@@ -219,13 +222,15 @@ def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
         return data
 
     cj_path = root / "case.json"
+    inputs = {"case.json": get("case.json", 1 << 20)}
     try:
-        case = _parse_case(parse_json(get("case.json", 1 << 20), cj_path))
+        case = _parse_case(parse_json(inputs["case.json"], cj_path))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         if isinstance(e, PackError):
             raise
         raise PackError(f"{cj_path}: not a case description ({printable(str(e))})") from None
     ins = [page_bytes(get(f"in-{k}.page"), f"in-{k}.page") for k in range(case.systems)]
+    inputs.update((f"in-{k}.page", page) for k, page in enumerate(ins))
     if any(pg != ins[0] for pg in ins):  # meshnb's runs (and the pack's cases) start every member alike
         raise PackError(f"{directory}: the members start from different pages, which check does not replay")
     at = int(next_steps(np.frombuffer(ins[0], dtype="<u4")[None, :])[0])
@@ -245,7 +250,7 @@ def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
         note = f"{len(seen)} case files match the pack's manifest"
     else:
         note = "no manifest.json beside the case (verify off): its files were not verified"
-    return Setup(case, ins, outs, trace, note)
+    return Setup(case, ins, outs, trace, note, inputs=inputs)
 
 
 def setup_from_run(
