@@ -327,7 +327,7 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
 
 
 def _sweep_anchor_paths() -> list[BenchPath]:
-    """The sweep loop and its C anchor side by side (issue 25): ``bench/sweep_anchor.py`` of a
+    """The sweep loop and its C anchor side by side: ``bench/sweep_anchor.py`` of a
     source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
     page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
     gcc or an x86 CPU is missing."""
@@ -364,7 +364,7 @@ def _sweep_anchor_paths() -> list[BenchPath]:
 
 
 def _round_floor_paths() -> list[BenchPath]:
-    """The C floor of a lockstep round (issue 35): ``bench/round_floor.py`` of a source checkout
+    """The C floor of a lockstep round: ``bench/round_floor.py`` of a source checkout
     builds ``round_floor.c`` (2 member threads, the round alone: counters, slots, the fold; no
     step) with its spin, yield and futex policies; each run's every member digest is checked against
     numpy's.  A "step" of these paths is a round, beside threads-2's and processes-2's.  Listed as

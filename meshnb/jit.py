@@ -34,7 +34,7 @@ buffer would otherwise be written past its end); their Python wrappers check the
 the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
 tests more than an unchecked one.
 
-**Start-up** (issue 35, item 5): every njit function is a :class:`Dispatcher`, numba's CPU
+**Start-up** (docs/performance.md): every njit function is a :class:`Dispatcher`, numba's CPU
 dispatcher with two changes for a short run's first call.  Its cache (:class:`FunctionCache`)
 loads a cached variant without refreshing numba's typing and lowering registries, which a
 compile needs but loaded machine code does not (0.3 s of imports and registry installs, a third
@@ -297,7 +297,7 @@ class CheckedDispatcher(Dispatcher):
         self._accepts = dict(accepts or {})
         self._public_name = public_name or f"{self.py_func.__module__}.{self.py_func.__qualname__}"
 
-    # Why numba's private hook, and nothing public (issue 23, measured on the task path): the door
+    # Why numba's private hook, and nothing public (measured on the task path): the door
     # must act where numba would compile a new variant for a Python call, and only there.
     # ``_compile_for_args`` is that point (numba's C dispatcher calls it on a miss, with keywords
     # and defaults folded into ``args``); numba offers no public hook at it.  The public means

@@ -39,8 +39,8 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 # njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
 # and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
 # after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
-# these nine dispatchers.  (Intrinsics in place of these had made the single loop 7% slower,
-# 2026-12-01; out_word's flush as selects did so again, 4-7%: LLVM scheduled it among the step
+# these nine dispatchers.  (Intrinsics in place of these made the single loop 7% slower, and
+# out_word's flush as selects 4-7%: LLVM scheduled it among the step
 # chain's ops.  vec.out_word branches as these compile, and the loop keeps its speed.)
 
 
@@ -286,7 +286,7 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
 
     The single step loop's tables (:func:`meshnb.loops.run_tasks` makes them once per thread
     and page samples): compiled into the loop, their fill cost a cold start 0.25 s of numba's
-    and LLVM's time (issue 35, item 5).  Every f32 op is an IEEE op on whole arrays followed by
+    and LLVM's time (docs/performance.md, start-up).  Every f32 op is an IEEE op on whole arrays followed by
     :func:`result`'s flush, as in :func:`samples`; the tests hold the tables to :func:`batches`'s
     on pages of subnormal, NaN and infinite samples.
 

@@ -308,7 +308,7 @@ def _flush_word_branches_ir(builder: ir.IRBuilder, w: ir.Value) -> ir.Value:
     A step loop writes such a word every step, never a special one (so the branches are
     predicted), off the chain from one step's params to the next: as branches it stays in a
     block of its own after the chain's ops; as selects LLVM scheduled it among them, and the
-    single loop was 4-7% slower (2026-12-05)."""
+    single loop was 4-7% slower."""
     special, tiny_check, tiny, plain, done = (builder.append_basic_block() for _ in range(5))
     exp = builder.and_(w, _iconst(0x7F800000, 0))
     builder.cbranch(builder.icmp_unsigned("==", exp, _iconst(0x7F800000, 0)), special, tiny_check)

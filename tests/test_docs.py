@@ -533,3 +533,18 @@ def test_run_options_signature_is_what_a_user_writes(site: Path) -> None:
     text = html.unescape(re.sub(r"<[^>]+>", "", signature))
     assert "steps: int | None = None" in text and "backend: str | None = None" in text
     assert "Flag(" not in text and "option_field(" not in text and len(text) < 1200, text
+
+
+HISTORY = re.compile(r"\b[Ii]ssues? \d+|\b20\d\d-\d\d-\d\d\b|\b[Bb]efore issue\b")
+
+
+def test_the_package_carries_no_change_history() -> None:
+    """Docstrings and comments say what a thing is and does: an issue number or a date (history)
+    belongs in docs/changelog.md and git, not in meshnb/."""
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / "meshnb").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if HISTORY.search(line)
+    ]
+    assert found == [], found

@@ -80,7 +80,7 @@ def loop_mode(z: bool) -> int:
 # ``vec.after(r, mode)`` follows every vector op: mode Z's flush where the mode needs it.
 # The private helpers take and return vectors, which Python cannot pass: only njit code calls
 # them, so numba makes them no CPython wrapper (``no_cpython_wrapper``), which a cold start
-# compiled for each (0.04 s of the four, issue 35 item 5).
+# compiled for each (0.04 s of the four: docs/performance.md, start-up).
 
 
 @jit(no_cpython_wrapper=True)

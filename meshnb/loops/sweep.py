@@ -90,7 +90,7 @@ def shape(target: cpu.VectorShape | None = None) -> Shape:
     vector register (16 systems on AVX-512, 8 on AVX2), stepped alone, on every sweep size (one
     compile per mode), and 8 systems where a register holds fewer floats (a value in two).
 
-    Measured on a 2-vCPU Xeon with AVX-512 (issue 25, docs/performance.md): with the step's ops
+    Measured on a 2-vCPU Xeon with AVX-512 (docs/performance.md, sweeps): with the step's ops
     issued level by level (:data:`_SCHEDULE`), one group at a time runs as fast as two interleaved
     (16 x 1 against 16 x 2 and 32 x 2 on AVX-512 code; 8 x 1 against 8 x 2 and 16 x 1 on AVX2
     code, within the noise of a shared machine), so the narrowest shape is taken: it compiles

@@ -16,7 +16,7 @@ ranks of an MPI job: what ``meshnb sweep`` runs).  The step loop is :mod:`meshnb
 
 The names load on first use (PEP 562), so a module of the package (``meshnb sweep``'s options
 table in :mod:`.plan`) loads without the others: ``meshnb train`` builds the command line's
-parser, ``sweep`` included, with no sweep loop, writer or runner (issue 35, item 5).
+parser, ``sweep`` included, with no sweep loop, writer or runner.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def check_backend(backend: Any, device: Any = None) -> str:
         backend = device
     if backend is None:
         return "cpu"
-    if backend == "threads":  # issue 23's name, before a cluster's threads and a sweep's CPU parted
+    if backend == "threads":  # the sweep's old name for its CPU backend: deprecated (changelog)
         warnings.warn(
             "a sweep's backend 'threads' is 'cpu' now ('threads' is a cluster's backend)", DeprecationWarning, 3
         )

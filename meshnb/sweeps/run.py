@@ -221,7 +221,7 @@ class Runner:
             raise ValueError("the IEEE loop is for z=False, the mode-Z loops for z=True")
         self.threads = threads or default_threads()
         # one shape for every size of sweep: a group is one vector register (16 or 8 systems), so
-        # a small sweep already leaves each thread a group (narrower shapes were a compile each, issue 25)
+        # a small sweep already leaves each thread a group (narrower shapes would be a compile each)
         self.shape = shape or sweep_loop.shape()
         self.systems, self.steps, self.trace, self.every = systems, systems.steps, trace, int(loss_every or 0)
         self.keep_pages, self.batch = keep_pages, batch
