@@ -8,9 +8,9 @@ mutant's state equals meshnb's, its next step is the mutant's step from meshnb's
 step of a case is evaluated at once (one vectorised step over all the case's states, from
 :class:`Trajectory`).  The first step whose sums differ is a trace that differs (a kill); a loss
 that differs in the ring's last writes is a page that differs (a kill); where only the params
-part first, :func:`faults.run` of the mutant from meshnb's state at that step to the case's end
-decides (:func:`confirm`: params that part may meet again, a subnormal param flushed where it is
-read and overwritten later).  A mutant no case kills is
+part first, the model's run (:func:`~meshnb.conformance.model.run`) of the mutant from meshnb's
+state at that step to the case's end decides (:func:`confirm`: params that part may meet again, a
+subnormal param flushed where it is read and overwritten later).  A mutant no case kills is
 *equivalent* when it changes no bits on any evidence page either (:func:`evidence_pages`: the hard
 pages, the pack's probes and pages made for the alternatives: samples, errors and params scaled
 into the subnormal range and to the flush boundary); one that changes bits there but that no
@@ -28,7 +28,7 @@ import numpy as np
 from meshnb.testing import pages as hard
 from meshnb.testing import reference as ref
 
-from . import faults, mutants
+from . import faults, model
 from .fpu import Ops
 from .pack import Case, _scaled, cases, run_case, start_pages
 
@@ -104,9 +104,9 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
     n, steps = len(pages), case.steps
-    p = np.stack([Z.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([Z.read(faults.words_at(pg, faults.OFF_LR)) for pg in pages])
-    inv = np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
+    p = np.stack([Z.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([Z.read(model.words_at(pg, model.OFF_LR)) for pg in pages])
+    inv = np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in pages])
     changes = dict(case.set_lr)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     lrs = np.zeros((steps, n, 1), dtype=np.uint32)
@@ -116,12 +116,12 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
             lr[:] = Z.read(changes[s])
         params[s], lrs[s] = p, lr
         applied = np.broadcast_to(trace[s], (n, 5))
-        p = faults.apply(Z, faults.EXACT, p, applied, lr, inv)
+        p = model.apply({}, p, applied, lr, inv)
     params[steps] = p
     for k, pg in enumerate(res.out_pages):
-        assert np.array_equal(faults.words_at(pg, faults.OFF_PARAMS, 4), p[k]), case.name
+        assert np.array_equal(model.words_at(pg, model.OFF_PARAMS, 4), p[k]), case.name
     sums = trace[:, None, :].repeat(n, axis=1).reshape(-1, 5)
-    losses = faults.loss(Z, faults.EXACT, sums, np.repeat(inv, steps, axis=0)).reshape(steps, n)
+    losses = model.loss({}, sums, np.repeat(inv, steps, axis=0)).reshape(steps, n)
     return Trajectory(case, pages, res.out_pages, trace, params, lrs, losses)
 
 
@@ -170,7 +170,7 @@ class Kill:
 
 def _inv(t: Trajectory) -> np.ndarray:
     """Every system's INV_BATCH, read as the step reads it ``(n, 1)``."""
-    return np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in t.pages])
+    return np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in t.pages])
 
 
 def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
@@ -178,8 +178,8 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
     params ``((hi - lo) * n, 4)`` and the x and y of the lanes its batch reads ``((hi - lo) * n, 32)``
     (a group's members take batches ``t N + k``, single systems batch ``t``)."""
     case, n = t.case, len(t.pages)
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in t.pages])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in t.pages])
+    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in t.pages])
+    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in t.pages])
     for lo in range(0, case.steps, CHUNK):
         hi = min(case.steps, lo + CHUNK)
         k = hi - lo
@@ -189,7 +189,7 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
             offs = (step * np.uint64(n) + np.arange(n, dtype=np.uint64)[None, :]) & np.uint64(0xFFFFFFFF)
         else:
             offs = np.broadcast_to(step & np.uint64(0xFFFFFFFF), (k, n))
-        idx = faults.lane_samples(offs.reshape(-1))
+        idx = model.lane_samples(offs.reshape(-1))
         sysk = np.tile(np.arange(n), k)[:, None]
         yield lo, hi, p, xs[sysk, idx], ys[sysk, idx]
 
@@ -222,29 +222,28 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
     Kill(case='default', step=0, what='trace')
     """
     case, n = t.case, len(t.pages)
-    ops = Ops(m.rules)
+    a = m.assignment
     pages = t.pages
-    mut = m.mutant
-    if mut is not None and mutants.BY_ID[mut.op].stage == "samples":
+    if m.op and model.BY_ID[m.op].stage == "samples":
         if not case.from_init:
             return None  # the executor loads X and Y; its samples are never made
-        init = faults.init_page(case.systems, case.grouped, m)
-        if init[faults.OFF_X : faults.OFF_LOSS] != pages[0][faults.OFF_X : faults.OFF_LOSS]:
+        init = model.init_page(case.systems, case.grouped, a)
+        if init[model.OFF_X : model.OFF_LOSS] != pages[0][model.OFF_X : model.OFF_LOSS]:
             return Kill(case.name, 0, "samples")
         return None
     inv = _inv(t)
-    ring_from = case.steps - faults.RING  # a loss written from here on is in the out page
+    ring_from = case.steps - model.RING  # a loss written from here on is in the out page
     for lo, hi, p, x, y in _chunks(t):
         k = hi - lo
-        own = faults.lane_sums(ops, m, p, x, y).reshape(k, n, 5)
-        if case.grouped:  # faults' own fold takes the systems first; a single-op model's, any leading axes
-            folded = faults.fold(ops, m, own if m.op else own.transpose(1, 0, 2))
+        own = model.sums(a, p, x, y).reshape(k, n, 5)
+        if case.grouped:
+            folded = model.fold(a, own)
             applied = np.broadcast_to(folded[:, None, :], (k, n, 5))
         else:
             applied = own
         invs = np.tile(inv, (k, 1))
-        new = faults.apply(ops, m, p, applied.reshape(-1, 5), t.lr[lo:hi].reshape(-1, 1), invs).reshape(k, n, 4)
-        lossw = faults.loss(ops, m, applied.reshape(-1, 5), invs).reshape(k, n)
+        new = model.apply(a, p, applied.reshape(-1, 5), t.lr[lo:hi].reshape(-1, 1), invs).reshape(k, n, 4)
+        lossw = model.loss(a, applied.reshape(-1, 5), invs).reshape(k, n)
         if t.trace.ndim == 3:  # independent systems side by side (the evidence): each its own sums
             bad_sums = (applied != t.trace[lo:hi]).any(axis=(1, 2))
         else:  # the trace is system 0's; every member of a group applies the same sums
@@ -260,10 +259,10 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 
 
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
-    """Whether :func:`faults.run` of mutant ``m``, from meshnb's state before the kill's step to the
-    case's end (from init where the case starts there), fails the case as the check compares:
-    an out page or the trace differs (one run: params kept between steps as the executor keeps
-    them, not reloaded from a page).
+    """Whether the model's run (:func:`~meshnb.conformance.model.run`) of mutant ``m``, from meshnb's
+    state before the kill's step to the case's end (from init where the case starts there), fails
+    the case as the check compares: an out page or the trace differs (one run: params kept between
+    steps as the executor keeps them, not reloaded from a page).
 
     Parameters
     ----------
@@ -297,7 +296,9 @@ def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
         state, from_init = run_case(sub, t.pages).out_pages, False
     rest = {a - s: w for a, w in case.set_lr if a >= s}
     # one run to the end: a chained run would reload its params from the page (flushed as read)
-    r = faults.run(list(state), case.steps - s, grouped=case.grouped, set_lr=rest, m=m, from_init=from_init)
+    r = model.run(
+        list(state), case.steps - s, grouped=case.grouped, set_lr=rest, assign=m.assignment, from_init=from_init
+    )
     return r.pages != t.expected or not np.array_equal(r.trace, t.trace[s:])
 
 
@@ -384,8 +385,9 @@ EVIDENCE_STEPS = 16
 
 
 def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
-    """Independent single systems at step 0 run side by side (no group) by :func:`faults.run`
-    without a fault, as one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
+    """Independent single systems at step 0 run side by side (no group) by the model's run
+    (:func:`~meshnb.conformance.model.run`) without a fault, as one :class:`Trajectory` whose trace
+    is every system's ``(steps, n, 5)``.
 
     Parameters
     ----------
@@ -402,17 +404,17 @@ def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
         The states.
     """
     case = Case(name, "evidence", steps, steps, page=name)
-    r = faults.run(pages, steps, grouped=False, independent=True)
+    r = model.run(pages, steps, grouped=False, independent=True)
     n = len(pages)
-    p = np.stack([Z.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([Z.read(faults.words_at(pg, faults.OFF_LR)) for pg in pages])
-    inv = np.stack([Z.read(faults.words_at(pg, faults.OFF_INV)) for pg in pages])
+    p = np.stack([Z.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
+    lr = np.stack([Z.read(model.words_at(pg, model.OFF_LR)) for pg in pages])
+    inv = np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in pages])
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     for s in range(steps):
         params[s] = p
-        p = faults.apply(Z, faults.EXACT, p, r.trace[s], lr, inv)
+        p = model.apply({}, p, r.trace[s], lr, inv)
     params[steps] = p
-    losses = np.stack([faults.loss(Z, faults.EXACT, r.trace[s], inv) for s in range(steps)])
+    losses = np.stack([model.loss({}, r.trace[s], inv) for s in range(steps)])
     lrs = np.broadcast_to(lr, (steps, n, 1)).copy()
     return Trajectory(case, list(pages), r.pages, r.trace, params, lrs, losses)
 
@@ -485,7 +487,7 @@ class Verdict:
 
 
 def verdicts() -> list[Verdict]:
-    """Every mutant of :func:`mutants.mutations` against the quick and the full pack (minutes).
+    """Every mutant of :func:`~meshnb.conformance.model.mutations` against the quick and the full pack (minutes).
 
     A mutant the quick pack does not kill is tried on the evidence cases; one that changes no
     bits there either is taken as equivalent without running it through the full pack's longer
@@ -497,7 +499,7 @@ def verdicts() -> list[Verdict]:
         In the op table's order.
     """
     out = []
-    for mut in mutants.mutations():
+    for mut in model.mutations():
         m = faults.single_op(mut.op, mut.alt)
         quick = kill(m, quick=True)
         wit = witness(m) if quick is None else None
@@ -506,7 +508,7 @@ def verdicts() -> list[Verdict]:
     return out
 
 
-_GRADUAL = Ops(mutants.RULES["no-flush"])
+_GRADUAL = model.arith("no-flush")
 
 
 def flushed_ops(t: Trajectory) -> set[str]:
@@ -522,7 +524,7 @@ def flushed_ops(t: Trajectory) -> set[str]:
     Returns
     -------
     set of str
-        Op ids (:data:`mutants.BY_ID`).
+        Op ids (:data:`meshnb.conformance.model.SPACE_BY_ID`).
 
     Examples
     --------
@@ -544,9 +546,9 @@ def flushed_ops(t: Trajectory) -> set[str]:
 
     for lo, hi, p, x, y in _chunks(t):
         k = hi - lo
-        v = mutants.lanes(None, p, x, y)
+        v = model.lanes({}, p, x, y)
         v.update({name: p[:, j : j + 1] for j, name in enumerate("abcd")})
-        for op in mutants.SPACE:
+        for op in model.SPACE:
             if op.stage == "lanes":
                 a, b = (v[arg] for arg in op.args)
                 tiny(op.id, getattr(_GRADUAL, op.kind)(a, b))

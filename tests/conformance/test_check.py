@@ -22,6 +22,7 @@ import pytest
 
 from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
+from meshnb.conformance.model import OFF_LOSS, Run
 
 from ..util import wait_for_phase
 from .conftest import edit_json
@@ -97,11 +98,11 @@ EXPOSED: dict[str, set[str]] = {
 }
 
 
-def _executor_runs(setups: dict[str, check.Setup], m: faults.Model) -> dict[str, faults.Run]:
+def _executor_runs(setups: dict[str, check.Setup], m: faults.Model) -> dict[str, Run]:
     """Every quick case run by an executor with fault ``m``."""
     hard = [n for n, s in setups.items() if not s.case.from_init and s.case.steps == 64]
     side = faults.run([setups[n].in_pages[0] for n in hard], 64, grouped=False, independent=True, m=m)
-    runs = {n: faults.Run([side.pages[k]], side.trace[:, k]) for k, n in enumerate(hard)}
+    runs = {n: Run([side.pages[k]], side.trace[:, k]) for k, n in enumerate(hard)}
     for n, s in setups.items():
         if n not in runs:  # from init, or a probe of one or two steps
             runs[n] = check.executor_run(s, m)
@@ -641,7 +642,7 @@ def test_a_model_that_parts_long_before_the_part_compared_is_not_replayed(quick_
 
     setup = check.load_case(quick_pack / "default")  # from init: a model's own samples part at step 0
     got = bytearray(setup.expected[0])
-    off = faults.OFF_LOSS + 4 * 5
+    off = OFF_LOSS + 4 * 5
     got[off : off + 4] = (int.from_bytes(got[off : off + 4], "little") ^ 1).to_bytes(4, "little")
     bounded = diagnose(setup, 0, bytes(got), setup.trace, None, replay_steps=16)
     assert "samples-naive-sin" in [m["name"] for m in bounded.get("not_replayed", [])]

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from meshnb.conformance import check, faults, mutants, suite
+from meshnb.conformance import model as step
 from meshnb.conformance.check import diagnosis
+from meshnb.conformance.fpu import Ops
 from meshnb.testing.reference import init_page
 from meshnb.view import FIELDS
 
@@ -114,12 +116,12 @@ def test_the_lanes_named_are_those_the_op_changes(plain: check.Setup) -> None:
     loc = check.check(plain, got.pages[0], got_trace=got.trace).diagnosis["localisation"]
     c = next(c for c in loc["found"] if c["op"] == "e*x3")
     # independently: the butterfly's first add of e*x3, fused and not, lane by lane, at step 0
-    xs, ys = faults.samples()
+    xs, ys = step.samples()
     x, y = xs[None, 0::8], ys[None, 0::8]
-    z = faults.lanes(faults.Ops(), faults.EXACT, np.zeros((1, 4), dtype=np.uint32), x, y)
-    e, x3, v3 = z["e"][0], z["x3"][0], z["v"][0, 3]
-    fused = faults.Ops().fma(e, x3, v3[np.arange(32) ^ 16])
-    plain_add = faults.Ops().add(v3, v3[np.arange(32) ^ 16])
+    z = step.lanes({}, np.zeros((1, 4), dtype=np.uint32), x, y)
+    e, x3, v3 = z["e"][0], z["x3"][0], z["e*x3"][0]
+    fused = Ops().fma(e, x3, v3[np.arange(32) ^ 16])
+    plain_add = Ops().add(v3, v3[np.arange(32) ^ 16])
     assert c["lanes"] == [int(i) for i in np.nonzero(fused != plain_add)[0]]
     assert 0 < len(c["lanes"]) < 32
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from meshnb.conformance import faults, mutants
-from meshnb.conformance.fpu import Ops
+from meshnb.conformance import model as step
+from meshnb.conformance.fpu import Directed, Ops
 from meshnb.testing import reference as R
 from meshnb.testing.reference import init_page
 
@@ -39,7 +40,7 @@ def test_the_step_without_a_mutant_is_the_references(seed: int) -> None:
     # small params, so that the products reach the flush boundary too
     p[: b // 2] = (rng.uniform(-1, 1, (b // 2, 4)) * 2.0**-60).astype(np.float32).view(np.uint32)
     off = int(rng.integers(0, 8))
-    sums = mutants.step_sums(None, p, x, y)
+    sums = step.sums({}, p, x, y)
     for k in range(b):
         xs, ys = np.zeros(256, dtype=np.uint32), np.zeros(256, dtype=np.uint32)
         xs[off::8], ys[off::8] = x[k], y[k]
@@ -47,8 +48,8 @@ def test_the_step_without_a_mutant_is_the_references(seed: int) -> None:
         assert np.array_equal(sums[k], np.asarray(want, dtype=np.float32).view(np.uint32)), k
     lr, inv = _words(rng, (b, 1)), _words(rng, (b, 1))
     s = _words(rng, (b, 5))
-    new = mutants.apply(None, p, s, lr, inv)
-    lossw = mutants.loss(None, s, inv)
+    new = step.apply({}, p, s, lr, inv)
+    lossw = step.loss({}, s, inv)
     for k in range(b):
         pk, sk, lk, ik = (int(w) for w in p[k]), [int(w) for w in s[k]], int(lr[k, 0]), int(inv[k, 0])
         want_p = [R.py_sub(w, R.py_mul(lk, R.py_mul(sk[j], ik))) for j, w in enumerate(pk)]
@@ -57,7 +58,7 @@ def test_the_step_without_a_mutant_is_the_references(seed: int) -> None:
     acc = [R.py_flush(int(w)) for w in own[0]]
     for row in own[1:]:
         acc = [R.py_add(a, R.py_flush(int(w))) for a, w in zip(acc, row)]
-    assert mutants.fold(None, own).tolist() == acc
+    assert step.fold({}, own).tolist() == acc
 
 
 @pytest.mark.parametrize(
@@ -103,7 +104,7 @@ def test_directed_rounding_against_rationals(direction: str, kind: str) -> None:
     rng = np.random.default_rng(7)
     a = rng.uniform(-4, 4, 3000).astype(np.float32).view(np.uint32)
     b = (rng.uniform(-4, 4, 3000) * 2.0 ** rng.integers(-40, 3, 3000)).astype(np.float32).view(np.uint32)
-    got = getattr(mutants.Directed(direction), kind)(a, b)
+    got = getattr(Directed(direction), kind)(a, b)
     want = [_directed_ref(_exact(int(x), int(y), kind), direction) for x, y in zip(a, b)]
     bad = np.nonzero(got != np.array(want, dtype=np.uint32))[0]
     assert len(bad) == 0, [(hex(a[i]), hex(b[i]), hex(got[i]), hex(want[i])) for i in bad[:5]]
@@ -113,14 +114,14 @@ def test_directed_rounding_against_rationals(direction: str, kind: str) -> None:
 def test_f64_and_fused_alternatives_round_once_at_the_consumer() -> None:
     x = np.array([[0x3F7FFFFF, 0xBF555555]], dtype=np.uint32)
     xf = x.view(np.float32).astype(np.float64)
-    v = mutants.lanes(mutants.Mutant("x2", "f64"), np.zeros((1, 4), dtype=np.uint32), x, np.zeros_like(x))
+    v = step.lanes({"x2": "f64"}, np.zeros((1, 4), dtype=np.uint32), x, np.zeros_like(x))
     assert np.array_equal(v["x3"], (xf * xf * xf).astype(np.float32).view(np.uint32))  # x*x kept in f64
     e = np.array([[0x3F800001]], dtype=np.uint32)
-    fused = mutants.node(mutants.Mutant("e*x", "fused"), "e*x", e, e)
-    assert isinstance(fused, mutants.Fused)
+    fused = step.node({"e*x": "fused"}, "e*x", e, e)
+    assert isinstance(fused, step.Fused)
     ef = float(e.view(np.float32)[0, 0])
     want = np.float32(Fraction(ef) * Fraction(ef) - 1)  # ef*ef - 1 in one rounding (exact, then f32)
-    got = mutants.node(None, "e", fused, np.array([[0x3F800000]], dtype=np.uint32))
+    got = step.node({}, "e", fused, np.array([[0x3F800000]], dtype=np.uint32))
     assert int(got[0, 0]) == int(np.float32(want).view(np.uint32))
 
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from meshnb.conformance import faults, mutation, pack
+from meshnb.conformance import mutation, pack
 from meshnb.conformance.fpu import Ops
+from meshnb.conformance.model import OFF_INV, OFF_LR, OFF_NEXT, OFF_STEP_HI, OFF_X, OFF_Y, words_at
 from meshnb.conformance.pack import Case
 
 U32 = 1 << 32
@@ -24,14 +25,14 @@ def _crosses_2_32(case: Case, t: mutation.Trajectory) -> bool:
     wraps = [k for k in range(first >> 32, (last >> 32) + 1) if first <= k * U32 - 1 and k * U32 <= last and k > 0]
     end = case.step_base + case.steps
     page = t.expected[0]
-    hi, nxt = (int(faults.words_at(page, off)[0]) for off in (faults.OFF_STEP_HI, faults.OFF_NEXT))
+    hi, nxt = (int(words_at(page, off)[0]) for off in (OFF_STEP_HI, OFF_NEXT))
     return bool(wraps) and (hi, nxt) == (end >> 32, end & 0xFFFFFFFF) and hi > first >> 32
 
 
 def _last_step(case: Case, t: mutation.Trajectory) -> bool:
     """The run's last step is 2^64 - 2 and its out page says the next one is 2^64 - 1."""
     page = t.expected[0]
-    hi, nxt = (int(faults.words_at(page, off)[0]) for off in (faults.OFF_STEP_HI, faults.OFF_NEXT))
+    hi, nxt = (int(words_at(page, off)[0]) for off in (OFF_STEP_HI, OFF_NEXT))
     return case.step_base + case.steps - 1 == (1 << 64) - 2 and (hi, nxt) == (0xFFFFFFFF, 0xFFFFFFFF)
 
 
@@ -44,10 +45,10 @@ def _words(t: mutation.Trajectory) -> np.ndarray:
     """Every float word the run reads or makes: the start page's fields, the SET_LR words, every
     step's params, LR, sums and loss."""
     page = t.pages[0]
-    read = [faults.words_at(page, off, n) for off, n in ((0, 4), (faults.OFF_LR, 1), (faults.OFF_INV, 1))]
-    read += [faults.words_at(page, faults.OFF_X, 256), faults.words_at(page, faults.OFF_Y, 256)]
+    read = [words_at(page, off, n) for off, n in ((0, 4), (OFF_LR, 1), (OFF_INV, 1))]
+    read += [words_at(page, OFF_X, 256), words_at(page, OFF_Y, 256)]
     lr = np.array([w for _, w in t.case.set_lr], dtype=np.uint32)
-    inv = faults.words_at(page, faults.OFF_INV)
+    inv = words_at(page, OFF_INV)
     updates = Z.mul(t.lr[:, 0, :], Z.mul(t.trace[:, :4], inv))  # apply's lr * g (system 0)
     made = (t.params.ravel(), t.trace.ravel(), t.losses.ravel(), np.asarray(updates).ravel())
     return np.concatenate([*read, lr, *made]).astype(np.uint32)
@@ -55,9 +56,9 @@ def _words(t: mutation.Trajectory) -> np.ndarray:
 
 def _inputs(t: mutation.Trajectory) -> np.ndarray:
     page = t.pages[0]
-    fields = ((0, 4), (faults.OFF_LR, 1), (faults.OFF_INV, 1), (faults.OFF_X, 256), (faults.OFF_Y, 256))
+    fields = ((0, 4), (OFF_LR, 1), (OFF_INV, 1), (OFF_X, 256), (OFF_Y, 256))
     lr = np.array([w for _, w in t.case.set_lr], dtype=np.uint32)
-    return np.concatenate([*(faults.words_at(page, o, n) for o, n in fields), lr]).astype(np.uint32)
+    return np.concatenate([*(words_at(page, o, n) for o, n in fields), lr]).astype(np.uint32)
 
 
 def _has_inf(case: Case, t: mutation.Trajectory) -> bool:

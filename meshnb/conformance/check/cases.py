@@ -28,7 +28,7 @@ from meshnb.runspec import (
 )
 from meshnb.view import FIELDS, VIEW_BYTES, View
 
-from .. import faults
+from .. import faults, model
 from ..fpu import Ops
 from ..pack import (
     END,
@@ -384,7 +384,7 @@ def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> lis
     if m is faults.EXACT:
         return list(pages)
     out = []
-    init = faults.init_page(case.systems, case.grouped, m) if case.from_init else None
+    init = model.init_page(case.systems, case.grouped, m.assignment) if case.from_init else None
     ops = Ops(m.rules)
     done = [w for s, w in case.set_lr if s < n]
     for pg in pages:
@@ -393,8 +393,8 @@ def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> lis
             b[SAMPLES_SPAN] = init[SAMPLES_SPAN]
             b[_INV] = init[_INV]
         if done and m.raw_lr_inv:
-            struct.pack_into("<I", b, faults.OFF_LR, done[-1])
+            struct.pack_into("<I", b, model.OFF_LR, done[-1])
         elif done:
-            struct.pack_into("<I", b, faults.OFF_LR, int(ops.read(done[-1])))
+            struct.pack_into("<I", b, model.OFF_LR, int(ops.read(done[-1])))
         out.append(bytes(b))
     return out

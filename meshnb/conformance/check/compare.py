@@ -9,7 +9,7 @@ import numpy as np
 
 from meshnb.view import LAYOUT, RESERVED
 
-from .. import faults
+from .. import model
 from ..fpu import ulps
 from ..pack import Case, PackError
 from .cases import Setup, page_bytes, reference_state
@@ -107,7 +107,7 @@ def first_trace_diff(want: NDArray[np.uint32], got: NDArray[np.uint32]) -> tuple
     rows = np.nonzero((want[:n] != got[:n]).any(axis=1))[0]
     if len(rows):
         t = int(rows[0])
-        return t, [faults.SUMS[j] for j in range(5) if want[t, j] != got[t, j]]
+        return t, [model.SUMS[j] for j in range(5) if want[t, j] != got[t, j]]
     return None
 
 

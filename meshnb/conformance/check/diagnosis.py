@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import faults, mutants
+from .. import faults, model
 from ..fpu import Ops
 from .cases import SAMPLES_SPAN, Setup, reference_state
 from .compare import first_trace_diff, rows_hex
@@ -23,7 +23,7 @@ BUDGET = 1.0  # seconds the single-op search of a case may take (localise.BUDGET
 WINDOW = 4  # steps replayed before the first differing step (an apply fault shows a step later)
 
 
-def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> faults.Run:
+def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> model.Run:
     """Steps ``start`` .. ``start + steps`` of the run under model ``m``, from meshnb's state at ``start``
     (or from ``pages``).
 
@@ -45,7 +45,7 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
     # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
     # a task boundary is the view before the next task's SET_LR)
     lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
-    return faults.run(state, steps, grouped=case.grouped, set_lr=lr, m=m)
+    return model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
 
 
 def lane_table(setup: Setup, step: int, system: int) -> str:
@@ -66,26 +66,26 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     ops = Ops()
     n = case.systems
     t = case.step_base + step
-    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in state])
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in state])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in state])
+    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in state])
+    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in state])
+    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in state])
     offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
-    idx = faults.lane_samples(offs)
+    idx = model.lane_samples(offs)
     rows = np.arange(n)[:, None]
-    lv = faults.lanes(ops, faults.EXACT, p, xs[rows, idx], ys[rows, idx])
+    lv = model.lanes({}, p, xs[rows, idx], ys[rows, idx])
     k = system if n > 1 else 0
     head = f"meshnb's lanes at step {step} (absolute {t}), system {k}, batch {int(offs[k]) % 8}, params " + " ".join(
         rows_hex(p[k])
     )
     lines = [head, "  lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e"]
     for lane in range(32):
-        vals = [lv["x"][k, lane], lv["y"][k, lane], lv["pred"][k, lane]] + [lv["v"][k, j, lane] for j in range(5)]
+        vals = [lv[name][k, lane] for name in ("x", "y", "pred", *model.TERMS)]
         lines.append(f"  {lane:4d} {int(idx[k, lane]):6d} " + " ".join(f"{int(v):08x}" for v in vals))
-    own = faults.lane_sum(ops, faults.EXACT, lv["v"])
+    own = model.lane_sum({}, [lv[name] for name in model.TERMS])
     for m in range(n):
         lines.append(f"  own sums of system {m}: " + " ".join(rows_hex(own[m])))
     if case.grouped:
-        lines.append("  fold: " + " ".join(rows_hex(faults.fold(ops, faults.EXACT, own))))
+        lines.append("  fold: " + " ".join(rows_hex(model.fold({}, own))))
     return "\n".join(lines)
 
 
@@ -260,12 +260,12 @@ def _sums_part_at(setup: Setup, m: faults.Model, d: int) -> bool:
     pages = reference_state(setup, d, m)
     ops = Ops(m.rules)
     n, t = case.systems, case.step_base + d
-    p = np.stack([ops.read(faults.words_at(pg, faults.OFF_PARAMS, 4)) for pg in pages])
-    xs = np.stack([faults.words_at(pg, faults.OFF_X, faults.SAMPLES) for pg in pages])
-    ys = np.stack([faults.words_at(pg, faults.OFF_Y, faults.SAMPLES) for pg in pages])
+    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
+    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in pages])
+    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in pages])
     offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
-    own = faults.step_sums(ops, m, p, xs, ys, offs)
-    applied = faults.fold(ops, m, own) if case.grouped else own[0]
+    own = model.step_sums(m.assignment, p, xs, ys, offs)
+    applied = model.fold(m.assignment, own) if case.grouped else own[0]
     return not np.array_equal(applied, setup.trace[d])
 
 
@@ -279,9 +279,9 @@ def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray,
     if setup.per_step is not None and len(setup.per_step[1]) >= n:
         return setup.per_step[0][: n + 1], setup.per_step[1][:n]
     page = setup.in_pages[0]
-    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, faults.OFF_PARAMS)]
-    lr = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_LR)[0])
-    inv = ref.py_flush(struct.unpack_from("<I", page, faults.OFF_INV)[0])
+    p = [ref.py_flush(w) for w in struct.unpack_from("<4I", page, model.OFF_PARAMS)]
+    lr = ref.py_flush(struct.unpack_from("<I", page, model.OFF_LR)[0])
+    inv = ref.py_flush(struct.unpack_from("<I", page, model.OFF_INV)[0])
     changes = dict(case.set_lr)
     ps = np.zeros((n + 1, 4), dtype=np.uint32)
     lrs = np.zeros(n, dtype=np.uint32)
@@ -318,83 +318,77 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
     {'fma-horner': 1, 'sequential-lane-sum': 0}
     """
     case = setup.case
-    ops, z = Ops(m.rules), Ops()
+    a, z = m.assignment, Ops()
     start = setup.in_pages if not case.from_init else reference_state(setup, 0, m)
     pg = start[0]
-    params = faults.words_at(pg, faults.OFF_PARAMS, 4)
-    lr_word, inv_word = (int(faults.words_at(pg, off)[0]) for off in (faults.OFF_LR, faults.OFF_INV))
+    params = model.words_at(pg, model.OFF_PARAMS, 4)
+    lr_word, inv_word = (int(model.words_at(pg, off)[0]) for off in (model.OFF_LR, model.OFF_INV))
     if (
-        not np.array_equal(ops.read(params), z.read(params))
-        or not np.array_equal(faults.read_word(ops, m, lr_word), z.read(lr_word))
-        or not np.array_equal(faults.read_word(ops, m, inv_word), z.read(inv_word))
+        not np.array_equal(_read(a, "PARAMS", params), z.read(params))
+        or not np.array_equal(_read(a, "LR", lr_word), z.read(lr_word))
+        or not np.array_equal(_read(a, "INV_BATCH", inv_word), z.read(inv_word))
         or any(pg[SAMPLES_SPAN] != p0[SAMPLES_SPAN] for p0 in setup.in_pages)
     ):
         return 0
     for s, w in case.set_lr:
-        if int(faults.read_word(ops, m, w)) != int(z.read(w)):
+        if int(_read(a, "LR", w)) != int(z.read(w)):
             return s
     if case.steps == 0:
         return None
     steps = case.steps if upto is None else max(0, min(case.steps, upto))
     ps, lrs = _params_per_step(setup, steps)
-    xs = faults.words_at(pg, faults.OFF_X, faults.SAMPLES)
-    ys = faults.words_at(pg, faults.OFF_Y, faults.SAMPLES)
-    inv_m = int(faults.read_word(ops, m, inv_word))
+    xs = model.words_at(pg, model.OFF_X, model.SAMPLES)
+    ys = model.words_at(pg, model.OFF_Y, model.SAMPLES)
+    inv_m = int(_read(a, "INV_BATCH", inv_word))
     inv_z = int(z.read(inv_word))
     for lo in range(0, steps, DIVERGENCE_BLOCK):
         hi = min(steps, lo + DIVERGENCE_BLOCK)
-        hit = _divergence_in(setup, m, ops, z, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
+        hit = _divergence_in(setup, a, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
         if hit is not None:
             return hit
     return None
 
 
+def _read(a: model.Assignment, field: str, w: object) -> np.ndarray:
+    """Page word(s) ``w`` of ``field`` as a TASK under assignment ``a`` reads them, as words."""
+    return np.asarray(model.words(model.read(a, field, w)), dtype=np.uint32)
+
+
 def _divergence_in(
     setup: Setup,
-    m: faults.Model,
-    ops: Ops,
-    z: Ops,
+    a: model.Assignment,
     page: tuple[np.ndarray, np.ndarray, int, int],
     ps: np.ndarray,
     lrs: np.ndarray,
     lo: int,
 ) -> int | None:
-    """:func:`first_divergence` over steps ``lo`` .. ``lo + len(lrs)``: meshnb's params before each
-    (and after the last) ``ps``, the LR ``lrs``; the start page's samples and INV_BATCH reads."""
+    """:func:`first_divergence` of the model's assignment ``a`` over steps ``lo`` .. ``lo + len(lrs)``:
+    meshnb's params before each (and after the last) ``ps``, the LR ``lrs``; the start page's
+    samples and INV_BATCH reads."""
     case = setup.case
     xs, ys, inv_m, inv_z = page
     n, steps = case.systems, len(lrs)
     t = case.step_base + lo + np.arange(steps, dtype=object)
     offs = np.array([(int(tt) * n + k) & 0xFFFFFFFF for tt in t for k in range(n)], dtype=np.uint64)
-    idx = faults.lane_samples(offs)
+    idx = model.lane_samples(offs)
     p_rep = np.repeat(ps[:-1], n, axis=0)
-    own = faults.lane_sums(ops, m, p_rep, xs[idx], ys[idx])  # (steps*n, 5)
-    if case.grouped and m.op:
-        applied = mutants.fold(m.mutant, own.reshape(steps, n, 5))
-    elif case.grouped:
-        own = own.reshape(steps, n, 5)
-        slots = ops.read(own)
-        order = list(range(n - 1, -1, -1)) if m.fold == "reverse" else list(range(n))
-        acc = ops.read(slots[:, order[0]])
-        for k in order[1:]:
-            acc = ops.add(acc, ops.read(slots[:, k]))
-        applied = acc
-    else:
-        applied = own
+    own = model.sums(a, p_rep, xs[idx], ys[idx])  # (steps*n, 5)
+    applied = model.fold(a, own.reshape(steps, n, 5)) if case.grouped else own
     trace = setup.trace[lo : lo + steps]
     inv = np.full((steps, 1), inv_m, dtype=np.uint32)
-    newp = faults.apply(ops, m, ps[:-1], applied, lrs[:, None], inv)
-    loss_m = faults.loss(ops, m, applied, inv)
-    loss_z = faults.loss(z, faults.EXACT, trace, np.full((steps, 1), inv_z, dtype=np.uint32))
+    newp = model.apply(a, ps[:-1], applied, lrs[:, None], inv)
+    loss_m = model.loss(a, applied, inv)
+    loss_z = model.loss({}, trace, np.full((steps, 1), inv_z, dtype=np.uint32))
     bad = (applied != trace).any(axis=1) | (newp != ps[1:]).any(axis=1) | (loss_m != loss_z)
     hits = np.nonzero(bad)[0]
     return lo + int(hits[0]) if len(hits) else None
 
 
-def executor_run(setup: Setup, m: faults.Model) -> faults.Run:
-    """What an executor with fault ``m`` gives for this setup: :func:`faults.run` from the step where
-    ``m`` first parts from meshnb (:func:`first_divergence`), meshnb's bits before it.  The tests
-    check that it equals the plain :func:`faults.run` from the start.
+def executor_run(setup: Setup, m: faults.Model) -> model.Run:
+    """What an executor with fault ``m`` gives for this setup: :func:`meshnb.conformance.model.run`
+    of its assignment from the step where ``m`` first parts from meshnb (:func:`first_divergence`),
+    meshnb's bits before it.  The tests check that it equals the plain :func:`faults.run` from the
+    start.
 
     Examples
     --------
@@ -410,10 +404,16 @@ def executor_run(setup: Setup, m: faults.Model) -> faults.Run:
     case = setup.case
     d = first_divergence(setup, m)
     if d is None:
-        return faults.Run(list(setup.expected), setup.trace.copy())
+        return model.Run(list(setup.expected), setup.trace.copy())
     if d == 0:
-        return faults.run(
-            setup.in_pages, case.steps, grouped=case.grouped, set_lr=dict(case.set_lr), m=m, from_init=case.from_init
+        set_lr = dict(case.set_lr)
+        return model.run(
+            setup.in_pages,
+            case.steps,
+            grouped=case.grouped,
+            set_lr=set_lr,
+            assign=m.assignment,
+            from_init=case.from_init,
         )
     r = replay(setup, d, case.steps - d, m)
-    return faults.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))
+    return model.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))
