@@ -137,3 +137,56 @@ def test_an_executor_beyond_the_op_space_gets_no_wrong_cause(quick_pack: Path) -
     assert dg is not None and not dg["localisation"]["found"] and dg["localisation"]["not_proved"]
     assert dg["experiment"]["location"]["step"] == 0 and dg["experiment"]["proof"]["ruled_out"]
     assert res.report is not None and "ruled out by experiment: single op e*e:" in res.report.text()
+
+
+# designed experiments (issue 47 item 2): a page that separates the survivors, and the explanation
+SEPARATE = [("gradual-underflow", "no-daz"), ("x86-ftz", "ftz-before-rounding"), ("nan-x86", "nan-arm")]
+
+
+@pytest.mark.parametrize(("a", "b"), SEPARATE, ids=[f"{a}|{b}" for a, b in SEPARATE])
+def test_a_designed_page_separates_two_candidates(a: str, b: str) -> None:
+    """Two causes that give the same bits on one step of init's page: the designed page's step
+    parts them, as the model predicts and as an executor of each (meshnb's check of it) shows."""
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    ma, mb = faults.model(a), faults.model(b)
+    d = experiment.design({a: ma, b: mb}, base)
+    assert d is not None
+    e = experiment.designed(base, d[0], d[1], 1)
+    pa, pb = experiment._predict(ma, e), experiment._predict(mb, e)
+    assert pa[0] != pb[0] or not np.array_equal(pa[1], pb[1]), d[0]
+    # the executor with cause a keeps a and drops b
+    e.got = experiment.model_runner(ma)(e)
+    kept, ruled = experiment.consistent({a: ma, b: mb}, [e])
+    assert list(kept) == [a] and list(ruled) == [b]
+
+
+def test_the_explanation_says_equivalent_proved_or_none() -> None:
+    run = experiment.model_runner(faults.single_op("*x'", "fused"))
+    loc = experiment.locate(setup_from_run(init_page(), 64), run)
+    assert loc.step is not None
+    base = next(e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1))
+    causes = experiment.every_cause()
+    ex = experiment.explain(causes, loc.experiments, run, base)
+    # fused and computed in f64 into the next add: no page tried parts them
+    assert ex.verdict in ("proved", "equivalent") and "single op *x':fused" in ex.survivors
+    for e in ex.designed:
+        assert all(experiment._agrees(causes[n], e) for n in ex.survivors)
+    assert len(ex.designed) <= experiment.DESIGN_RUNS
+    # an executor no candidate is: its step run from meshnb's page flips a bit of PARAMS[0]
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    experiment.run_all([base], _faulty_at(0, 0))
+    ex = experiment.explain(causes, [base], _faulty_at(0, 0), base)
+    assert ex.verdict == "none" and ex.survivors == [] and "none of these" in ex.sentence()
+
+
+def test_the_designed_experiments_are_cases_that_check_replays(tmp_path: Path) -> None:
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    run = experiment.model_runner(faults.model("no-daz"))
+    experiment.run_all([base], run)
+    ex = experiment.explain({n: faults.model(n) for n in ("no-daz", "gradual-underflow")}, [base], run, base)
+    assert ex.verdict == "proved" and ex.survivors == ["no-daz"] and ex.designed
+    for d, e in zip(experiment.save_all(ex.designed, tmp_path), ex.designed, strict=True):
+        s = check.load_case(d, verify=False)
+        got = e.got
+        assert got is not None and not isinstance(got, str)
+        assert check.check(s, got[0][0], got_trace=got[1]).verdict == ("FAIL" if e.differs else "PASS")
