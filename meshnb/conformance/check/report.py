@@ -375,6 +375,14 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
             lines.append("  cause not proved")
         for name, why in proof.get("ruled_out", {}).items():
             lines.append(f"  ruled out by experiment: {name} ({why})")
+    ex = exp.get("explanation")
+    if ex is not None:
+        lines.append(
+            f"  designed experiments ({ex['candidates']} candidate causes, {ex['ruled_out']} ruled out, "
+            f"{ex['runs']} executor runs on designed pages, {ex['seconds']} s): {ex['sentence']}"
+        )
+        for e in ex.get("experiments", []):
+            lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
     return lines
 
 
