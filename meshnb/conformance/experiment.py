@@ -480,7 +480,7 @@ def save(loc: Location, root: Path) -> list[Path]:
 DESIGN_RUNS = 6  # designed experiments (executor runs) a case's explanation may make
 DESIGN_SECONDS = 8.0  # and seconds it may take (checked before each design)
 DESIGN_RANDOM = 24  # random pages besides the structured ones, each design
-DESIGN_AMONG = 48  # a design separates at most this many of the candidates left (the first, by name)
+DESIGN_AMONG = 48  # a design separates at most this many of the candidates left (every_cause order)
 
 _SPECIAL = (
     (0x00000001, "the least subnormal"),
@@ -762,7 +762,7 @@ class Explanation:
             return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried)"
         if self.verdict == "none":
             return f"none of these: no candidate cause of {self.candidates} reproduces every experiment"
-        return f"cause not proved: {len(self.survivors)} candidates left when the bound ended the search"
+        return f"{len(self.survivors)} candidate causes left when the bound ended the search"
 
     def to_json(self) -> dict[str, Any]:
         return {
