@@ -585,7 +585,7 @@ def variants(
     >>> from meshnb.testing.reference import init_page
     >>> made = variants([init_page()], np.random.default_rng(0))
     >>> len(made), made[0][0]
-    (107, 'PARAMS[0] = 00000001 (the least subnormal)')
+    (110, 'PARAMS[0] = 00000001 (the least subnormal)')
     """
     from meshnb.testing import pages as hard
 
@@ -614,6 +614,9 @@ def variants(
     for k in (-149, -130, -126, -100):
         put(f"X times 2^{k}", OFF_X, scaled(OFF_X, 256, k))
         put(f"Y times 2^{k}", OFF_Y, scaled(OFF_Y, 256, k))
+    for k in (-126, -130, -140):  # params 0: pred 0, e = -y tiny (a subnormal difference, or one flushed)
+        put(f"PARAMS 0, Y times 2^{k}", OFF_Y, scaled(OFF_Y, 256, k))
+        out[-1] = (out[-1][0], [hard.with_words(p, OFF_PARAMS, [0] * 4) for p in out[-1][1]])
     for w, why in ((0x00000001, "the least subnormal"), (0x00800000, "the least normal"), (0x7F000000, "2^127")):
         put(f"INV_BATCH = {w:08x} ({why})", OFF_INV, [w])
     # e = -y at the least normal, x one or two ulps below 1: e*x is tiny before rounding, and on the
@@ -655,7 +658,7 @@ def _outcomes(cands: dict[str, faults.Model], made: list[tuple[str, list[bytes]]
     return keys
 
 
-_STRUCTURED = 5 * len(_SPECIAL) + 10 + 8 + 3 + 2  # the pages of variants() besides the random ones
+_STRUCTURED = 5 * len(_SPECIAL) + 10 + 8 + 3 + 3 + 2  # the pages of variants() besides the random ones
 
 
 def _random(survivors: int) -> int:
