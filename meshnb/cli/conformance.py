@@ -268,6 +268,7 @@ def _suite(args: argparse.Namespace) -> int:
             case_timeout=args.case_timeout,
             verify=not args.no_manifest,
             progress=_progress(args.progress),
+            keep_experiments=args.experiments,
         )
     except (PackError, ValueError) as e:
         return _error(str(e))
@@ -293,8 +294,8 @@ def _check(args: argparse.Namespace) -> int:
 
     if args.exec is not None or args.outputs is not None:
         return _suite(args)
-    if args.junit is not None or args.cases or args.jobs != 1:
-        return _error("--junit, --cases and -j go with --exec or --outputs (a whole pack)")
+    if args.junit is not None or args.cases or args.jobs != 1 or args.experiments is not None:
+        return _error("--junit, --cases, --experiments and -j go with --exec or --outputs (a whole pack)")
     try:
         if (args.case is None) == (args.view_in is None):
             return _error("give a CASE_DIR or --view-in IN.page (with the run options), not both")
@@ -446,6 +447,12 @@ def register(subparsers: Any) -> None:
     w.add_argument("--outputs", metavar="DIR", help="the executor's results made elsewhere: DIR/CASE/out-K.page")
     w.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (one test case per pack case)")
     w.add_argument("--cases", metavar="GLOB", help="only the cases whose names match (a shell glob)")
+    w.add_argument(
+        "--experiments",
+        metavar="DIR",
+        help="with --exec: write every experiment run on the executor (a new or empty DIR) as a case directory; "
+        "'check DIR --exec CMD --no-manifest' reruns them",
+    )
     w.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="executors run at once (default 1)")
     w.add_argument(
         "--case-timeout",

@@ -471,3 +471,378 @@ def save(loc: Location, root: Path) -> list[Path]:
             (d / "trace.bin").write_bytes(np.ascontiguousarray(e.trace, dtype="<u4").tobytes())
         out.append(d)
     return out
+
+
+# =============================================================================================
+# Designed experiments: pages that separate the causes still consistent with what was seen
+# =============================================================================================
+
+DESIGN_RUNS = 6  # designed experiments (executor runs) a case's explanation may make
+DESIGN_SECONDS = 8.0  # and seconds it may take (checked before each design)
+DESIGN_RANDOM = 24  # random pages besides the structured ones, each design
+DESIGN_AMONG = 48  # a design separates at most this many of the candidates left (every_cause order)
+
+_SPECIAL = (
+    (0x00000001, "the least subnormal"),
+    (0x00400000, "a subnormal"),
+    (0x80400000, "a negative subnormal"),
+    (0x00800000, "the least normal"),
+    (0x00800001, "one ulp above the least normal"),
+    (0x1F800000, "2^-64: tiny products"),
+    (0x5F800000, "2^64: huge products"),
+    (0x7F000000, "2^127: overflow"),
+    (0xFF7FFFFF, "the most negative finite"),
+    (0x7F800000, "+inf"),
+    (0x7FA00001, "a signalling NaN with a payload"),
+    (0xFFC00001, "a negative quiet NaN with a payload"),
+)
+"""Words a designed page gives one param or LR: each meets a subnormal, an overflow or a NaN."""
+
+
+def every_cause() -> dict[str, faults.Model]:
+    """Every candidate cause of a step's bits: each fault model (:data:`faults.MODELS`) and each op of
+    the step under each alternative rule (``single op OP:ALT``, :func:`faults.single_op`).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.experiment import every_cause
+    >>> causes = every_cause()
+    >>> len(causes) > 290, "x86-ftz" in causes, "single op e*x3:fused" in causes, "single op fold:reverse" in causes
+    (True, True, True, False)
+    """
+    from .mutants import mutations
+
+    out: dict[str, faults.Model] = {m.name: m for m in faults.MODELS}
+    for mut in mutations():
+        out[f"single op {mut.op}:{mut.alt}"] = faults.single_op(mut.op, mut.alt)
+    return distinct(out)
+
+
+def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
+    """``causes`` without those whose assignment (:attr:`faults.Model.assignment`) an earlier one
+    has: the same computation under two names (``fold-reverse`` is ``single op fold:reverse``).
+
+    Examples
+    --------
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.experiment import distinct
+    >>> list(distinct({"fma-apply": faults.model("fma-apply"), "lr": faults.single_op("lr*g", "fused")}))
+    ['fma-apply']
+    """
+    seen: set[str] = set()
+    out: dict[str, faults.Model] = {}
+    for name, m in causes.items():
+        key = repr(sorted((k, repr(v)) for k, v in m.assignment.items()))
+        if key not in seen:
+            seen.add(key)
+            out[name] = m
+    return out
+
+
+def _agrees(m: faults.Model, e: Experiment) -> bool:
+    """Whether model ``m`` gives the executor's outputs of experiment ``e`` (its pages, and its trace
+    when it wrote one)."""
+    got = e.got
+    assert got is not None and not isinstance(got, str)
+    pages, trace = _predict(m, e)
+    return pages == got[0] and (got[1] is None or np.array_equal(trace, got[1]))
+
+
+def consistent(
+    candidates: dict[str, faults.Model], experiments: list[Experiment]
+) -> tuple[dict[str, faults.Model], dict[str, str]]:
+    """The candidates that reproduce the executor on every experiment it ran with outputs (of at most
+    :data:`PROVE_STEPS` steps; the shortest first), and the others with the experiment that rules
+    each out."""
+    tried = sorted(  # those that differ first (they rule most out), then the cheapest
+        (e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)),
+        key=lambda e: (not e.differs, e.steps * len(e.in_pages)),
+    )
+    keep: dict[str, faults.Model] = {}
+    ruled: dict[str, str] = {}
+    for name, m in candidates.items():
+        bad = next((e for e in tried if not _agrees(m, e)), None)
+        if bad is None:
+            keep[name] = m
+        else:
+            ruled[name] = f"{bad.case['name']} ({bad.case['about']})"
+    return keep, ruled
+
+
+def variants(
+    pages: list[bytes], rng: np.random.Generator, random: int = DESIGN_RANDOM
+) -> list[tuple[str, list[bytes]]]:
+    """Pages made from ``pages`` (every system's alike) toward the values where an op meets a
+    subnormal, a halfway case, an overflow or a NaN: one param or LR set to each word of
+    :data:`_SPECIAL`, the params, X or Y scaled by powers of two into the subnormal or huge range,
+    INV_BATCH extreme, and ``random`` pages of random params (any exponent) and of params with
+    random low mantissa bits (rounding and halfway cases); each with what it changes, in words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.conformance.experiment import variants
+    >>> from meshnb.testing.reference import init_page
+    >>> made = variants([init_page()], np.random.default_rng(0))
+    >>> len(made), made[0][0]
+    (110, 'PARAMS[0] = 00000001 (the least subnormal)')
+    """
+    from meshnb.testing import pages as hard
+
+    from .model import OFF_INV, OFF_LR, OFF_PARAMS, OFF_X, OFF_Y
+
+    out: list[tuple[str, list[bytes]]] = []
+
+    def put(what: str, off: int, ws: np.ndarray | list[int]) -> None:
+        out.append((what, [hard.with_words(p, off, [int(w) for w in ws]) for p in pages]))
+
+    def scaled(off: int, n: int, k: int) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            v = np.frombuffer(pages[0], "<f4", n, off).astype(np.float64) * 2.0**k
+            return v.astype(np.float32).view(np.uint32)
+
+    params = np.frombuffer(pages[0], "<u4", 4, OFF_PARAMS).astype(np.uint32)
+    for k in range(4):
+        for w, why in _SPECIAL:
+            new = params.copy()
+            new[k] = w
+            put(f"PARAMS[{k}] = {w:08x} ({why})", OFF_PARAMS, new)
+    for w, why in _SPECIAL:
+        put(f"LR = {w:08x} ({why})", OFF_LR, [w])
+    for k in (-149, -140, -130, -126, -120, -64, 32, 64, 100, 120):
+        put(f"PARAMS times 2^{k}", OFF_PARAMS, scaled(OFF_PARAMS, 4, k))
+    for k in (-149, -130, -126, -100):
+        put(f"X times 2^{k}", OFF_X, scaled(OFF_X, 256, k))
+        put(f"Y times 2^{k}", OFF_Y, scaled(OFF_Y, 256, k))
+    for k in (-126, -130, -140):  # params 0: pred 0, e = -y tiny (a subnormal difference, or one flushed)
+        put(f"PARAMS 0, Y times 2^{k}", OFF_Y, scaled(OFF_Y, 256, k))
+        out[-1] = (out[-1][0], [hard.with_words(p, OFF_PARAMS, [0] * 4) for p in out[-1][1]])
+    for w, why in ((0x00000001, "the least subnormal"), (0x00800000, "the least normal"), (0x7F000000, "2^127")):
+        put(f"INV_BATCH = {w:08x} ({why})", OFF_INV, [w])
+    # e = -y at the least normal, x one or two ulps below 1: e*x is tiny before rounding, and on the
+    # samples of one parity rounds to the least normal (tininess before and after rounding part)
+    for par in (0, 1):
+        xs = [0x3F7FFFFF if i % 2 == par else 0x3F7FFFFE for i in range(256)]
+        ys = [0x80800000 if i % 2 == par else 0x80800001 for i in range(256)]
+        put(f"X 1 - 2^-24 or 1 - 2^-23, Y near -2^-126, PARAMS 0 (parity {par})", OFF_X, xs)
+        out[-1] = (
+            out[-1][0],
+            [hard.with_words(hard.with_words(p, OFF_Y, ys), OFF_PARAMS, [0] * 4) for p in out[-1][1]],
+        )
+    for i in range(random):
+        if i % 2 == 0:
+            sign = rng.integers(0, 2, 4, dtype=np.uint32) << 31
+            exp = rng.integers(0, 255, 4, dtype=np.uint32) << 23
+            ws = sign | exp | rng.integers(0, 1 << 23, 4, dtype=np.uint32)
+            put("PARAMS = " + " ".join(f"{w:08x}" for w in ws) + " (random)", OFF_PARAMS, ws)
+        else:
+            near = params ^ rng.integers(0, 1 << 16, 4, dtype=np.uint32)
+            put("PARAMS = " + " ".join(f"{w:08x}" for w in near) + " (low mantissa bits random)", OFF_PARAMS, near)
+    return out
+
+
+def _outcomes(cands: dict[str, faults.Model], made: list[tuple[str, list[bytes]]], grouped: bool) -> list[list[bytes]]:
+    """For each page of ``made``, each candidate's outputs of one step from it, as one key a candidate."""
+    n = len(made[0][1])
+    keys: list[list[bytes]] = [[] for _ in made]
+    for m in cands.values():
+        if n == 1 and not grouped:  # every page side by side: one run a candidate
+            r = faults.run([pg[0] for _, pg in made], 1, grouped=False, m=m, independent=True)
+            trace = np.asarray(r.trace, dtype=np.uint32)
+            for i in range(len(made)):
+                keys[i].append(r.pages[i] + trace[0, i].tobytes())
+        else:
+            for i, (_, pg) in enumerate(made):
+                r = faults.run(pg, 1, grouped=grouped, m=m)
+                keys[i].append(b"".join(r.pages) + np.asarray(r.trace, dtype=np.uint32).tobytes())
+    return keys
+
+
+_STRUCTURED = 5 * len(_SPECIAL) + 10 + 8 + 3 + 3 + 2  # the pages of variants() besides the random ones
+
+
+def _random(survivors: int) -> int:
+    """The random pages a design tries among ``survivors`` candidates (fewer among many: each costs a run of each)."""
+    return DESIGN_RANDOM if survivors <= 16 else 4
+
+
+def design(
+    cands: dict[str, faults.Model], base: Experiment, rng: np.random.Generator | None = None
+) -> tuple[str, list[bytes], int] | None:
+    """The page (of :func:`variants` of ``base``'s start pages) on which one step of the candidates
+    splits them into the most classes of outputs (ties: the smallest largest class): what it
+    changes, its pages and the classes; None when no page tried gives two candidates different
+    outputs.
+
+    Examples
+    --------
+    Two FPU rules that agree on init's page: a page with a subnormal param parts them.
+
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.experiment import design, experiment
+    >>> from meshnb.testing.reference import init_page
+    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> what, pages, classes = design({n: faults.model(n) for n in ("gradual-underflow", "no-daz")}, base)
+    >>> classes
+    2
+    """
+    assert base.sub is not None
+    rng = rng if rng is not None else np.random.default_rng(0)
+    made = variants(base.in_pages, rng, _random(len(cands)))
+    with np.errstate(all="ignore"):  # infinities and NaNs are what these pages are for
+        keys = _outcomes(cands, made, base.sub.grouped)
+    best: tuple[int, int, int] | None = None
+    for i, k in enumerate(keys):
+        counts: dict[bytes, int] = {}
+        for v in k:
+            counts[v] = counts.get(v, 0) + 1
+        score = (len(counts), -max(counts.values()), -i)
+        if best is None or score > best:
+            best = score
+    if best is None or best[0] < 2:
+        return None
+    i = -best[2]
+    return made[i][0], made[i][1], best[0]
+
+
+def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Experiment:
+    """The experiment that runs one step (STEPS_PER_TASK 1) from ``pages`` (``base``'s pages changed
+    as ``what`` says), with its case.json and meshnb's answer."""
+    from .pack import run_case
+
+    assert base.sub is not None
+    ins = []
+    for pg in pages:
+        b = bytearray(pg)
+        struct.pack_into("<I", b, _SPT, 1)
+        ins.append(bytes(b))
+    sub = replace(
+        base.sub,
+        name=f"{base.sub.name}-design-{index}",
+        about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
+        steps=1,
+        quick_steps=1,
+        steps_per_task=1,
+        set_lr=(),
+        calls=(),
+        page="experiment",
+    )
+    r = run_case(sub, ins)
+    return Experiment(
+        base.start, 1, 1, case=case_json(sub), sub=sub, in_pages=ins, expected=list(r.out_pages), trace=r.trace
+    )
+
+
+@dataclass
+class Explanation:
+    """What the designed experiments left: ``verdict`` "proved" (one candidate reproduces every
+    experiment), "equivalent" (several do, with the same bits on every page tried), "none" (none
+    of the candidates does) or "cut short" (the bound ended the search with several left that
+    some page tried parts); the survivors, the candidates ruled out (each with the experiment),
+    the designed experiments."""
+
+    verdict: str
+    survivors: list[str]
+    ruled_out: dict[str, str]
+    candidates: int
+    designed: list[Experiment]
+    pages_tried: int
+    seconds: float
+
+    def sentence(self) -> str:
+        """The result in words (the CI line's).
+
+        Examples
+        --------
+        >>> from meshnb.conformance.experiment import Explanation
+        >>> Explanation("equivalent", ["a", "b"], {}, 9, [], 200, 0.5).sentence()
+        'cause one of a, b (equivalent on the 200 pages tried)'
+        """
+        if self.verdict == "proved":
+            return f"cause proved by experiment: {self.survivors[0]}"
+        if self.verdict == "equivalent":
+            return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried)"
+        if self.verdict == "none":
+            return f"none of these: no candidate cause of {self.candidates} reproduces every experiment"
+        return f"{len(self.survivors)} candidate causes left when the bound ended the search"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "sentence": self.sentence(),
+            "survivors": self.survivors,
+            "candidates": self.candidates,
+            "ruled_out": len(self.ruled_out),
+            "runs": len(self.designed),
+            "pages_tried": self.pages_tried,
+            "seconds": round(self.seconds, 3),
+            "experiments": [{**e.to_json(), "name": e.case["name"], "about": e.case["about"]} for e in self.designed],
+        }
+
+
+def explain(
+    candidates: dict[str, faults.Model],
+    seen: list[Experiment],
+    run: Runner,
+    base: Experiment,
+    *,
+    max_runs: int = DESIGN_RUNS,
+    max_seconds: float = DESIGN_SECONDS,
+    seed: int = 0,
+) -> Explanation:
+    """Keeps the candidates consistent with every experiment ``seen`` (:func:`consistent`), then,
+    while two or more are left and the bound allows, designs a page that separates them
+    (:func:`design`, from ``base``'s pages: the one-step experiment at the located step), runs the
+    executor on it and drops every candidate the result contradicts. At most ``max_runs`` executor
+    runs and ``max_seconds`` (checked before each design).
+
+    Examples
+    --------
+    An executor with x86's FTZ, located at step 0 of init's run, among every cause:
+
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.experiment import every_cause, experiment, explain, model_runner, run_all
+    >>> from meshnb.testing.reference import init_page
+    >>> run = model_runner(faults.single_op("e*x3", "fused"))
+    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> run_all([base], run)
+    >>> ex = explain(every_cause(), [base], run, base)
+    >>> ex.verdict, ex.survivors, len(ex.designed) <= 6
+    ('proved', ['single op e*x3:fused'], True)
+    """
+    t0 = time.monotonic()
+    rng = np.random.default_rng(seed)
+    left, ruled = consistent(candidates, seen)
+    made: list[Experiment] = []
+    tried = 0
+    cut = False
+    while len(left) > 1:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        some = dict(list(left.items())[:DESIGN_AMONG])  # a design's cost grows with the candidates it predicts
+        tried += _STRUCTURED + _random(len(some))
+        d = design(some, base, rng)
+        if d is None:
+            break
+        e = designed(base, d[0], d[1], len(made) + 1)
+        e.got = run(e)
+        _compare(e, e.got)
+        made.append(e)
+        if isinstance(e.got, str):  # no outputs: every candidate gives some
+            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
+            left = {}
+            break
+        left, out = consistent(left, [e])
+        ruled.update(out)
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    pages = len({id(e) for e in seen}) + tried
+    return Explanation(verdict, sorted(left), ruled, len(candidates), made, pages, time.monotonic() - t0)
+
+
+def save_all(experiments: list[Experiment], root: Path) -> list[Path]:
+    """Writes each experiment as a case directory under ``root`` (see :func:`save`); the directories."""
+    loc = Location("", None, None, [], [], experiments, 0.0, False)
+    return save(loc, root)

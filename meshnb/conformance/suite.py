@@ -644,6 +644,7 @@ def run_suite(
     verify: bool = True,
     progress: Callable[[str], None] | None = None,
     experiments: bool = True,
+    keep_experiments: str | os.PathLike[str] | None = None,
 ) -> SuiteResult:
     """Runs the pack's cases on an executor (``exec_cmd``, split as a shell would) or reads the
     outputs made elsewhere (``outputs``), and checks them.  Bad input (a pack, a command or
@@ -654,7 +655,13 @@ def run_suite(
     executor from meshnb's own pages (:func:`meshnb.conformance.experiment.locate`), and a cause the
     diagnosis names is kept only when it reproduces the executor's outputs on every experiment
     (:func:`~meshnb.conformance.experiment.prove`); the others are said to be ruled out. The
-    experiments of a whole check are bounded by :data:`EXPERIMENT_SECONDS`.
+    experiments of a whole check are bounded by :data:`EXPERIMENT_SECONDS`. At a located step, every
+    candidate cause (:func:`~meshnb.conformance.experiment.every_cause` and the diagnosis') that
+    reproduces what was seen is held to designed experiments
+    (:func:`~meshnb.conformance.experiment.explain`) until one is left (proved), several that give
+    the same bits on every page tried (equivalent), or none. With ``keep_experiments`` (a new or
+    empty directory) every experiment is written there as a case directory
+    (``meshnb check DIR --exec CMD --no-manifest`` replays them).
 
     Examples
     --------
@@ -697,6 +704,12 @@ def run_suite(
             raise ValueError("--exec: an empty command")
         if shutil.which(cmd[0]) is None:
             raise ValueError(f"--exec: {cmd[0]!r} is not a command that can be run (not found, or not executable)")
+    keep = Path(keep_experiments) if keep_experiments is not None else None
+    if keep is not None:
+        if exec_cmd is None:
+            raise ValueError("--experiments DIR goes with --exec (the experiments run the executor)")
+        if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+            raise ValueError(f"--experiments {keep}: not a new or empty directory")
     out_root = Path(outputs) if outputs is not None else None
     if out_root is not None and not out_root.is_dir():
         raise PackError(f"--outputs {out_root}: not a directory")
@@ -729,7 +742,9 @@ def run_suite(
                         results[n] = _judge(n, setups[n], fut.result(), case_timeout, progress)
                 if experiments:
                     end = time.monotonic() + EXPERIMENT_SECONDS
-                    _experiments([results[n] for n in names], setups, _exp_runner(runner, cmd, work, case_timeout, end))
+                    _experiments(
+                        [results[n] for n in names], setups, _exp_runner(runner, cmd, work, case_timeout, end), keep
+                    )
             except BaseException:
                 runner.stop()
                 for fut in pending:
@@ -778,10 +793,14 @@ def _candidates(res: CaseResult) -> dict[str, faults.Model]:
     return out
 
 
-def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: experiment.Runner) -> None:
+def _experiments(
+    cases: list[CaseResult], setups: dict[str, check.Setup], run: experiment.Runner, keep_dir: Path | None = None
+) -> None:
     """Locates each failing case by experiment and keeps only the causes every experiment confirms
-    (see :func:`run_suite`); the report, the message and the models are rewritten accordingly."""
+    (see :func:`run_suite`); the report, the message and the models are rewritten accordingly.
+    With ``keep_dir``, every experiment made is saved there as a case directory."""
     t0 = time.monotonic()
+    made: list[experiment.Experiment] = []
     separate: list[experiment.Experiment] | None = None
     known_proved: set[str] = set()  # causes proved (and ruled out) by an earlier case's experiments
     known_ruled: set[str] = set()
@@ -800,11 +819,35 @@ def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: e
             loc = experiment.locate(setups[res.name], run, hint=hint, max_seconds=min(experiment.MAX_SECONDS, left))
             dg["experiment"] = {"location": loc.to_json()}
         proof = None
-        if loc is not None and cands:
+        ex: experiment.Explanation | None = None
+        if loc is not None:
+            made += loc.experiments
+        base = None
+        if loc is not None and loc.step is not None:
+            base = next((e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1) and e.differs), None)
+            if base is not None and isinstance(base.got, str):
+                base = None
+        if loc is not None and (cands or base is not None):
             if separate is None:
                 separate = experiment.separating()
                 experiment.run_all(separate, run)
-            proof = experiment.prove(cands, loc.experiments + separate)
+                made += separate
+            seen = loc.experiments + separate
+            if base is not None:
+                budget = min(experiment.DESIGN_SECONDS, max(0.0, EXPERIMENT_SECONDS - (time.monotonic() - t0)))
+                every = experiment.distinct({**experiment.every_cause(), **cands})
+                alias = {c: next(n for n, m in every.items() if m.assignment == cands[c].assignment) for c in cands}
+                ex = experiment.explain(every, seen, run, base, max_seconds=budget)
+                made += ex.designed
+                dg["experiment"]["explanation"] = ex.to_json()
+                named_ok = ex.survivors if ex.verdict in ("proved", "equivalent") else []
+                proof = experiment.Proof(
+                    [c for c in cands if alias[c] in named_ok],
+                    {c: ex.ruled_out[alias[c]] for c in cands if alias[c] in ex.ruled_out},
+                    len(seen) + len(ex.designed),
+                )
+            else:
+                proof = experiment.prove(cands, seen)
             dg["experiment"]["proof"] = proof.to_json()
         page_proved: list[str] = []
         loc_d = dg.get("localisation")
@@ -812,6 +855,8 @@ def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: e
             page_proved = experiment.prove_page(loc_d["page"], loc.experiments)
             dg["experiment"]["page_proved"] = page_proved
         proved = set(proof.proved) if proof else set()
+        if ex is not None and ex.verdict in ("proved", "equivalent"):
+            proved |= set(ex.survivors)
         if proof is not None:
             known_proved.update(proof.proved)
             known_ruled.update(proof.ruled_out)
@@ -835,20 +880,29 @@ def _experiments(cases: list[CaseResult], setups: dict[str, check.Setup], run: e
                 dg["localisation"] = loc_d
         res.report.diagnosis = dg
         res.models = [m["name"] for m in named_models]
-        if res.models:
+        if ex is not None and ex.verdict in ("proved", "equivalent"):
+            res.models = [n for n in ex.survivors if n != "executor-samples"]
+            named = ex.sentence()
+        elif res.models:
             named = ", ".join(res.models)
         elif loc_d and (loc_d.get("found") or loc_d.get("page")):
             named = f"no fault model reproduces these bits; {check.printable(check.localisation_summary(loc_d))}"
             if loc is not None and not loc_d.get("found"):  # a page transformation: where it was seen too
                 named += f"; seen: {check.printable(loc.where)}"
         else:
-            ruled = ", ".join(sorted((proof.ruled_out if proof else {}) or [m["name"] for m in dropped]))
-            named = "cause not proved" + (f" (ruled out by experiment: {ruled})" if ruled else "")
+            ruled = ", ".join(sorted(proof.ruled_out if proof else [m["name"] for m in dropped]))
+            why = [f"ruled out by experiment: {ruled}"] if ruled else []
+            if ex is not None:
+                why.append(ex.sentence())
+            named = "cause not proved" + (f" ({'; '.join(why)})" if why else "")
             if loc is not None:
                 named += f"; seen: {check.printable(loc.where)}"
             elif loc_d:
                 named += f"; {check.printable(loc_d['where'])}"
         res.message = f"{head}; {named}"
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        experiment.save_all(made, keep_dir)
 
 
 def private_case(inputs: dict[str, bytes], dest: Path) -> None:

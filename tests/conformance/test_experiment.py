@@ -137,3 +137,140 @@ def test_an_executor_beyond_the_op_space_gets_no_wrong_cause(quick_pack: Path) -
     assert dg is not None and not dg["localisation"]["found"] and dg["localisation"]["not_proved"]
     assert dg["experiment"]["location"]["step"] == 0 and dg["experiment"]["proof"]["ruled_out"]
     assert res.report is not None and "ruled out by experiment: single op e*e:" in res.report.text()
+
+
+# designed experiments (issue 47 item 2): a page that separates the survivors, and the explanation
+SEPARATE = [("gradual-underflow", "no-daz"), ("x86-ftz", "ftz-before-rounding"), ("nan-x86", "nan-arm")]
+
+
+@pytest.mark.parametrize(("a", "b"), SEPARATE, ids=[f"{a}|{b}" for a, b in SEPARATE])
+def test_a_designed_page_separates_two_candidates(a: str, b: str) -> None:
+    """Two causes that give the same bits on one step of init's page: the designed page's step
+    parts them, as the model predicts and as an executor of each (meshnb's check of it) shows."""
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    ma, mb = faults.model(a), faults.model(b)
+    d = experiment.design({a: ma, b: mb}, base)
+    assert d is not None
+    e = experiment.designed(base, d[0], d[1], 1)
+    pa, pb = experiment._predict(ma, e), experiment._predict(mb, e)
+    assert pa[0] != pb[0] or not np.array_equal(pa[1], pb[1]), d[0]
+    # the executor with cause a keeps a and drops b
+    e.got = experiment.model_runner(ma)(e)
+    kept, ruled = experiment.consistent({a: ma, b: mb}, [e])
+    assert list(kept) == [a] and list(ruled) == [b]
+
+
+def test_the_explanation_says_equivalent_proved_or_none() -> None:
+    run = experiment.model_runner(faults.single_op("*x'", "fused"))
+    loc = experiment.locate(setup_from_run(init_page(), 64), run)
+    assert loc.step is not None
+    base = next(e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1))
+    causes = experiment.every_cause()
+    ex = experiment.explain(causes, loc.experiments, run, base)
+    # fused and computed in f64 into the next add: no page tried parts them
+    assert ex.verdict in ("proved", "equivalent") and "single op *x':fused" in ex.survivors
+    for e in ex.designed:
+        assert all(experiment._agrees(causes[n], e) for n in ex.survivors)
+    assert len(ex.designed) <= experiment.DESIGN_RUNS
+    # an executor no candidate is: its step run from meshnb's page flips a bit of PARAMS[0]
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    experiment.run_all([base], _faulty_at(0, 0))
+    ex = experiment.explain(causes, [base], _faulty_at(0, 0), base)
+    assert ex.verdict == "none" and ex.survivors == [] and "none of these" in ex.sentence()
+
+
+def test_the_designed_experiments_are_cases_that_check_replays(tmp_path: Path) -> None:
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    run = experiment.model_runner(faults.model("no-daz"))
+    experiment.run_all([base], run)
+    ex = experiment.explain({n: faults.model(n) for n in ("no-daz", "gradual-underflow")}, [base], run, base)
+    assert ex.verdict == "proved" and ex.survivors == ["no-daz"] and ex.designed
+    for d, e in zip(experiment.save_all(ex.designed, tmp_path), ex.designed, strict=True):
+        s = check.load_case(d, verify=False)
+        got = e.got
+        assert got is not None and not isinstance(got, str)
+        assert check.check(s, got[0][0], got_trace=got[1]).verdict == ("FAIL" if e.differs else "PASS")
+
+
+EXPLAIN_SAMPLE = [("e*x3", "fused"), ("x3", "round-up"), ("*x'", "fused"), ("p - lr*g", "nan-arm"), ("e", "swapped")]
+
+
+@pytest.mark.parametrize(("op", "alt"), EXPLAIN_SAMPLE, ids=[f"{o}:{a}" for o, a in EXPLAIN_SAMPLE])
+def test_a_single_op_mutant_is_explained_by_designed_experiments(op: str, alt: str) -> None:
+    _explained(op, alt)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("op", "alt"), EVERY, ids=[f"{o}:{a}" for o, a in EVERY])
+def test_every_single_op_mutant_is_explained_by_designed_experiments(op: str, alt: str) -> None:
+    _explained(op, alt)
+
+
+def _explained(op: str, alt: str) -> None:
+    """The mutant as the executor of the first run of :func:`_runs` whose bits it changes, located,
+    then explained among every cause: the mutant survives, the verdict is "proved" (the mutant
+    alone) or "equivalent" (each survivor gives the mutant's bits on every experiment, designed
+    ones included), within the bound."""
+    truth = faults.single_op(op, alt)
+    run = experiment.model_runner(truth)
+    for setup in _runs():
+        got = run(experiment.experiment(setup, 0, setup.case.steps, setup.case.steps_per_task))
+        assert not isinstance(got, str)
+        rep = check.check(setup, got[0][0], got_trace=got[1])
+        if rep.verdict == "FAIL":
+            break
+    else:
+        pytest.skip("the mutant gives meshnb's bits on every run tried")
+    loc = experiment.locate(setup, run, hint=rep.trace["step"] if rep.trace else None)
+    if loc.step is None:
+        pytest.skip(f"not located at a step: {loc.where}")
+    base = next(e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1))
+    tries = experiment.separating()
+    experiment.run_all(tries, run)
+    causes = experiment.every_cause()
+    ex = experiment.explain(causes, loc.experiments + tries, run, base, max_seconds=60.0)
+    name = next(n for n, m in causes.items() if m.assignment == truth.assignment)  # fma-apply for lr*g:fused
+    assert name in ex.survivors and ex.verdict in ("proved", "equivalent"), (ex.verdict, ex.survivors)
+    if ex.verdict == "proved":
+        assert ex.survivors == [name]
+    assert len(ex.designed) <= experiment.DESIGN_RUNS
+    for n in ex.survivors:
+        for e in [*loc.experiments, *tries, *ex.designed]:
+            a, b = experiment._predict(causes[n], e), experiment._predict(truth, e)
+            assert a[0] == b[0] and np.array_equal(a[1], b[1]), (n, e.case["name"])
+
+
+@pytest.mark.slow
+def test_check_keeps_the_experiments_and_replays_them(quick_pack: Path, tmp_path: Path) -> None:
+    """`meshnb check PACK --exec CMD --experiments DIR`: the cause proved by designed experiments on the
+    CI line, every experiment a case in DIR, and `check DIR --exec CMD --no-manifest` gives each the
+    verdict the experiment saw."""
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} {HERE / 'fault_executor.py'} x86-ftz"
+    keep = tmp_path / "exp"
+    base = [sys.executable, "-m", "meshnb", "check"]
+    r = subprocess.run(
+        [*base, str(quick_pack), "--exec", cmd, "--cases", "probe-tininess", "--experiments", str(keep), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 1, r.stderr
+    case = json.loads(r.stdout)["cases"][0]
+    assert case["message"].endswith("; cause proved by experiment: x86-ftz") and case["models"] == ["x86-ftz"]
+    ex = case["report"]["diagnosis"]["experiment"]
+    assert ex["explanation"]["verdict"] == "proved" and ex["explanation"]["candidates"] > 290
+    made = sorted(p.name for p in keep.iterdir())
+    assert any("-design-" in n for n in made) and any(n.startswith("separate-") for n in made)
+    r = subprocess.run(
+        [*base, str(keep), "--exec", cmd, "--no-manifest", "--json"], capture_output=True, text=True, check=False
+    )
+    verdicts = {c["name"]: c["verdict"] for c in json.loads(r.stdout)["cases"]}
+    differs = {e["name"]: e["differs"] for e in ex["explanation"]["experiments"]}
+    assert set(verdicts) == set(made) and all(verdicts[n] == ("FAIL" if d else "PASS") for n, d in differs.items())
+    r = subprocess.run(
+        [*base, str(quick_pack), "--exec", cmd, "--experiments", str(keep)], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "not a new or empty directory" in r.stderr

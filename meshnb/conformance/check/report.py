@@ -357,6 +357,11 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
       seen by experiment (2 executor runs from meshnb's pages, 0.5 s): step 3: ...
       cause not proved
       ruled out by experiment: m (e1)
+    >>> ex = {"candidates": 9, "ruled_out": 8, "runs": 1, "seconds": 0.7, "sentence": "proved: a"}
+    >>> ex["experiments"] = [{"name": "c-design-1", "about": "PARAMS[0] = 0", "differs": True, "what": "w"}]
+    >>> print("\\n".join(experiment_lines({"location": loc, "explanation": ex})[1:]))
+      designed experiments (9 candidate causes, 8 ruled out, 1 executor runs on designed pages, 0.7 s): proved: a
+        c-design-1: PARAMS[0] = 0 (differs: w)
     """
     if exp.get("skipped"):
         return [f"  experiments not made: {exp['skipped']}"]
@@ -375,6 +380,14 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
             lines.append("  cause not proved")
         for name, why in proof.get("ruled_out", {}).items():
             lines.append(f"  ruled out by experiment: {name} ({why})")
+    ex = exp.get("explanation")
+    if ex is not None:
+        lines.append(
+            f"  designed experiments ({ex['candidates']} candidate causes, {ex['ruled_out']} ruled out, "
+            f"{ex['runs']} executor runs on designed pages, {ex['seconds']} s): {ex['sentence']}"
+        )
+        for e in ex.get("experiments", []):
+            lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
     return lines
 
 
