@@ -11,6 +11,7 @@ written, temporaries removed, executors killed).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -181,3 +182,21 @@ def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -
     from ..backends.mpi_exchange import is_root
 
     return is_root()
+
+
+def names_stdout(path: str) -> bool:
+    """Whether ``path`` is the very file stdout writes to (the same device and inode: ``/dev/stdout``,
+    ``/dev/fd/1``, the terminal, the file ``> f`` names); ``/dev/null`` is not (nothing is carried),
+    nor a name that does not exist yet.
+
+    Examples
+    --------
+    >>> from meshnb.cli.base import names_stdout
+    >>> names_stdout("/dev/null"), names_stdout("/no/such/file")
+    (False, False)
+    """
+    try:
+        out, st = os.fstat(1), os.stat(path)
+        return (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino) and not os.path.samefile(path, os.devnull)
+    except OSError:
+        return False  # a new name, or no stdout: nothing shared

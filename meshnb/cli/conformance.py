@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conformance.fpu import OPS
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, error, error_line
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, error, error_line, names_stdout
 
 
 def _error(msg: str, code: int = EXIT_USAGE) -> int:
@@ -274,10 +274,14 @@ def _suite(args: argparse.Namespace) -> int:
         return _error(str(e))
     text = files.json_text(result.to_json(), indent=1) if args.json else result.table()
     stdout_failed: OSError | None = None
-    try:
-        code = _write((text + "\n").encode())  # first: a failed --junit write still shows the verdicts
-    except OSError as e:  # a full stdout: the report is still written, then the error is said
-        stdout_failed, code = e, EXIT_FAILED
+    code = EXIT_OK
+    if args.junit is not None and names_stdout(args.junit):  # stdout carries one thing: the XML
+        sys.stderr.write(text + "\n")
+    else:
+        try:
+            code = _write((text + "\n").encode())  # first: a failed --junit write still shows the verdicts
+        except OSError as e:  # a full stdout: the report is still written, then the error is said
+            stdout_failed, code = e, EXIT_FAILED
     if args.junit is not None:
         try:
             files.write_atomic(args.junit, result.junit(), "--junit")

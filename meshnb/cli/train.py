@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import files
-from .base import EXIT_INTERRUPTED, EXIT_OK, UsageError, add_progress, prints, wants_progress
+from .base import EXIT_INTERRUPTED, EXIT_OK, UsageError, add_progress, names_stdout, prints, wants_progress
 
 if TYPE_CHECKING:
     from ..options import RunOptions
@@ -161,12 +161,8 @@ def refuse_stdout_twice(option: str, path: str, what: str) -> None:
     >>> from meshnb.cli.train import refuse_stdout_twice
     >>> refuse_stdout_twice("--view-out", "/dev/null", "the summary")  # discarded either way: passes
     """
-    try:
-        out, st = os.fstat(1), os.stat(path)
-        if (out.st_dev, out.st_ino) != (st.st_dev, st.st_ino) or os.path.samefile(path, os.devnull):
-            return
-    except OSError:
-        return  # a new name, or no stdout: nothing shared
+    if not names_stdout(path):
+        return
     raise UsageError(
         f"{option} {path}: the file stdout writes to, which carries {what}: one thing on stdout; "
         "write the page to a file of its own (or redirect stdout elsewhere)"
