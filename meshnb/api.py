@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import files
 from .backends import runner
-from .options import RunOptions
+from .options import RunOptions, refuse_foreign_checkpoint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +39,7 @@ def train(
     stalls: Sequence[tuple[int, int, int]] = (),
     give_up_s: float = 60.0,
     checkpoint: str | os.PathLike[str] | None = None,
+    overwrite_checkpoint: bool = False,
     checkpoint_every_s: float = 5.0,
     resume: str | os.PathLike[str] | None = None,
 ) -> RunResult:
@@ -86,7 +87,11 @@ def train(
     give_up_s : float
         A member that completes no step for this many seconds stops the run.
     checkpoint : path, optional
-        Write the whole run to this path at task boundaries, on Ctrl-C and at the end.
+        Write the whole run to this path at task boundaries, on Ctrl-C and at the end.  An
+        existing file there is replaced only when it is a checkpoint of this run (its settings,
+        or the ``resume`` file itself); any other is refused (OptionError), the file kept.
+    overwrite_checkpoint : bool
+        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
     checkpoint_every_s : float
         Seconds between checkpoints.
     resume : path, optional
@@ -142,6 +147,7 @@ def train(
             stalls=stalls,  # type: ignore[arg-type]  # checked by RunOptions
             give_up_s=give_up_s,
             checkpoint=checkpoint,
+            overwrite_checkpoint=overwrite_checkpoint,
             checkpoint_every_s=checkpoint_every_s,
             resume=resume,
         )
@@ -150,9 +156,15 @@ def train(
 
 def run(opts: RunOptions) -> RunResult:
     """Run checked options on the backend they name.  A run that writes a checkpoint owns its
-    path: checked before the run, and locked while it runs (under MPI by rank 0, in the backend)."""
-    if opts.checkpoint is None or opts.backend_name == "mpi":
+    path: checked before the run (an existing file not of this run is refused unless
+    ``overwrite_checkpoint``: :func:`~meshnb.options.refuse_foreign_checkpoint`), and locked while
+    it runs (under MPI by rank 0, in the backend)."""
+    if opts.checkpoint is None:
+        return runner(opts.backend_name)(opts)
+    if opts.backend_name == "mpi":
+        refuse_foreign_checkpoint(opts)
         return runner(opts.backend_name)(opts)
     files.check_output(opts.checkpoint, "checkpoint")
+    refuse_foreign_checkpoint(opts)
     with files.hold(opts.checkpoint, "checkpoint"):
         return runner(opts.backend_name)(opts)

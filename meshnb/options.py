@@ -13,6 +13,7 @@ fresh run or a checkpoint's), in one place for all.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checkpoint
+from . import checkpoint, files
 
 # What each backend can do: one table below the options, read here (and named here, as before).
 from .backend_table import ALONE_BACKENDS as ALONE_BACKENDS
@@ -373,6 +374,9 @@ class RunOptions:
         Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
     checkpoint : str or path, or None
         Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
+    overwrite_checkpoint : bool
+        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run
+        (:func:`refuse_foreign_checkpoint`).
     checkpoint_every_s : float
         Seconds between checkpoints.
     resume : str or path, or None
@@ -476,6 +480,15 @@ class RunOptions:
             cluster=True,
         ),
     )
+    overwrite_checkpoint: bool = option_field(
+        False,
+        Flag(
+            "--overwrite-checkpoint",
+            "let --checkpoint replace an existing file that is not a checkpoint of this run (refused without it)",
+            cluster=True,
+            library="overwrite_checkpoint=True",
+        ),
+    )
     checkpoint_every_s: float = option_field(
         5.0, Flag("--checkpoint-every", "seconds between checkpoints (default 5)", "S", parse_positive, cluster=True)
     )
@@ -485,7 +498,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
-        for name in ("z", "keep_trace", "progress"):
+        for name in ("z", "keep_trace", "progress", "overwrite_checkpoint"):
             put(self, name, check_bool(getattr(self, name), name))
         for name in ("checkpoint", "resume"):
             path = getattr(self, name)
@@ -863,6 +876,66 @@ def resolve(
     check_stalls(opts.stalls, run.systems)
     plan = Plan(run.steps - ck.done, None, tuple((s - ck.done, b) for s, b in run.set_lr if s >= ck.done))
     return Start(run.systems, plan, ck.done, run.z, ck, None)
+
+
+def refuse_foreign_checkpoint(opts: RunOptions) -> None:
+    """Refuse (:class:`~meshnb.runspec.OptionError`, before the run) a ``checkpoint`` that would
+    replace what the caller did not ask to replace: an existing file that is neither the
+    ``resume`` file itself nor a checkpoint of this run (its settings those given, or the resumed
+    checkpoint's run).  ``overwrite_checkpoint`` lets it be replaced; a new name passes, and so
+    does a file a live run holds (:func:`meshnb.files.hold` refuses it next, naming that run).
+
+    Examples
+    --------
+    >>> from meshnb.options import RunOptions, refuse_foreign_checkpoint
+    >>> from meshnb.runspec import OptionError
+    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
+    >>> _ = open("notes.txt", "w").write("mine")
+    >>> try:
+    ...     refuse_foreign_checkpoint(RunOptions(systems=2, checkpoint="notes.txt"))
+    ... except OptionError as e:
+    ...     print(str(e).split(": ")[0], "...", str(e).split("; ")[1])
+    ...     print(e.for_cli().split(": ")[0], "...", e.for_cli().split("; ")[1])
+    checkpoint notes.txt ... not replaced: give overwrite_checkpoint=True to replace it
+    --checkpoint notes.txt ... not replaced: give --overwrite-checkpoint to replace it
+    >>> refuse_foreign_checkpoint(RunOptions(systems=2, checkpoint="notes.txt", overwrite_checkpoint=True))
+    """
+    path = opts.checkpoint
+    if path is None or opts.overwrite_checkpoint:
+        return
+    try:
+        os.stat(path)
+    except OSError:
+        return  # a new name (a dangling link, a missing directory: files.check_output's)
+    with contextlib.suppress(OSError, ValueError):
+        if files.pid_alive(int(files.lock_path(path).read_text())):
+            return  # a live run holds it: refused next, naming that run (files.hold)
+    if opts.resume is not None:
+        with contextlib.suppress(OSError):
+            if os.path.samefile(path, opts.resume):
+                return  # the run's own checkpoint, continued
+
+    def literal(text: str) -> str:  # a path's or an error's text inside the message's template
+        return text.replace("{", "{{").replace("}", "}}")
+
+    why = ""  # a template: {resume} is spelled as the caller wrote it
+    try:
+        existing = checkpoint.load(path)
+        if opts.resume is not None:
+            if existing.run != checkpoint.load(opts.resume).run:
+                why = "a checkpoint of another run than the one {resume} continues"
+        else:
+            check_same_run(existing, opts, f"checkpoint {path}")
+    except (CheckpointError, OSError) as e:
+        why = why or literal(str(e).split(": ", 1)[-1] if isinstance(e, CheckpointError) else os.strerror(e.errno or 0))
+    if why:
+        raise option_error(
+            f"{{checkpoint}} {literal(os.fspath(path))}: an existing file that is not a checkpoint of this run "
+            f"({why}); not replaced: give {{overwrite_checkpoint}} to replace it",
+            "checkpoint",
+            "overwrite_checkpoint",
+            *(("resume",) if "{resume}" in why else ()),
+        )
 
 
 def check_same_run(ck: Checkpoint, opts: RunOptions, where: str) -> None:

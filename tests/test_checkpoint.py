@@ -116,6 +116,35 @@ def test_resume_refuses_a_start_page_and_kept_traces(tmp_path):
         meshnb.train(resume=path.with_name("missing"))
 
 
+def test_the_library_replaces_only_a_checkpoint_of_this_run(tmp_path):
+    """``train(checkpoint=PATH)`` over an existing file that is not a checkpoint of this run (any
+    file, another run's checkpoint) is an OptionError naming the keywords, one line, the file kept;
+    ``overwrite_checkpoint=True`` replaces it; a checkpoint of this run, the ``resume`` file itself
+    and a new name are written as before."""
+    run = {"steps": 16, "systems": 2, "backend": "fused"}
+    notes, other, mine = tmp_path / "notes.txt", tmp_path / "other.ck", tmp_path / "mine.ck"
+    notes.write_text("my notes\n")
+    meshnb.train(16, systems=3, backend="fused", checkpoint=other)
+    meshnb.train(**run, checkpoint=mine)  # a new name
+    for path, why in ((notes, "not a meshnb checkpoint"), (other, "it is a run with systems = 3, not 2")):
+        before = path.read_bytes()
+        with pytest.raises(meshnb.OptionError) as refused:
+            meshnb.train(**run, checkpoint=path)
+        assert str(refused.value) == (
+            f"checkpoint {path}: an existing file that is not a checkpoint of this run ({why}); "
+            "not replaced: give overwrite_checkpoint=True to replace it"
+        )
+        assert refused.value.for_cli().startswith(f"--checkpoint {path}: ")
+        assert refused.value.for_cli().endswith("give --overwrite-checkpoint to replace it")
+        assert path.read_bytes() == before
+        meshnb.train(**run, checkpoint=path, overwrite_checkpoint=True)
+        assert ck.load(path).done == 16
+    meshnb.train(**run, checkpoint=mine)  # this run's own checkpoint
+    meshnb.train(resume=mine, checkpoint=mine)  # the resume file itself
+    with pytest.raises(TypeError, match="overwrite_checkpoint"):
+        meshnb.train(**run, checkpoint=notes, overwrite_checkpoint="yes")  # type: ignore[arg-type]
+
+
 def test_ctrl_c_writes_a_checkpoint_that_another_backend_resumes(tmp_path, backend="processes"):
     path, steps = tmp_path / "run.ckpt", 3_000_000
     changes = {100_000: np.uint32(0x3F400000), 2_000_000: np.uint32(0x3E800000)}

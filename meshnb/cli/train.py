@@ -8,7 +8,6 @@ and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -43,11 +42,6 @@ def register(sub: Any) -> None:
     def own_flags() -> None:  # the CLI's own flags sit beside the options they go with
         t.add_argument("--view-out", metavar="PATH", help="write the final page here (atomically)")
         t.add_argument("--json", action="store_true", help="print one JSON document instead of the summary")
-        t.add_argument(
-            "--overwrite-checkpoint",
-            action="store_true",
-            help="let --checkpoint replace an existing file that is not a checkpoint of this run (refused without it)",
-        )
         add_progress(t)
 
     add_flags(t, option_fields(), lambda _, flag: clusters if flag.cluster else t, {"view_in": own_flags})
@@ -169,60 +163,6 @@ def refuse_stdout_twice(option: str, path: str, what: str) -> None:
     )
 
 
-def refuse_foreign_checkpoint(opts: RunOptions) -> None:
-    """Refuse (:class:`UsageError`) a ``--checkpoint`` that would replace what the user did not ask
-    to replace: an existing file that is neither the ``--resume`` file itself nor a checkpoint of
-    this run (its run's settings those given, or the resumed checkpoint's run).  ``train
-    --overwrite-checkpoint`` lets it be replaced; a new name passes.
-
-    Examples
-    --------
-    >>> from meshnb.cli.program import build_parser
-    >>> from meshnb.cli.base import UsageError
-    >>> from meshnb.cli.train import options, refuse_foreign_checkpoint
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("notes.txt", "w").write("mine")
-    >>> opts = options(build_parser().parse_args(["train", "--systems", "2", "--checkpoint", "notes.txt"]))
-    >>> try:
-    ...     refuse_foreign_checkpoint(opts)
-    ... except UsageError as e:
-    ...     print(str(e).split(";")[0])
-    --checkpoint notes.txt: an existing file that is not a checkpoint of this run (not a meshnb checkpoint)
-    """
-    from ..checkpoint import CheckpointError, load
-    from ..options import check_same_run
-
-    path = opts.checkpoint
-    assert path is not None
-    try:
-        os.stat(path)
-    except OSError:
-        return  # a new name (a dangling link, a missing directory: check_output's)
-    with contextlib.suppress(OSError, ValueError):
-        if files.pid_alive(int(files.lock_path(path).read_text())):
-            return  # a live run holds it: refused next, naming that run (files.hold)
-    if opts.resume is not None:
-        with contextlib.suppress(OSError):
-            if os.path.samefile(path, opts.resume):
-                return  # the run's own checkpoint, continued
-    why = ""
-    try:
-        existing = load(path)
-        if opts.resume is not None:
-            resumed = load(opts.resume)
-            if existing.run != resumed.run:
-                why = "a checkpoint of another run than the --resume file's"
-        else:
-            check_same_run(existing, opts, f"checkpoint {path}")
-    except (CheckpointError, OSError) as e:
-        why = why or (str(e).split(": ", 1)[-1] if isinstance(e, CheckpointError) else os.strerror(e.errno or 0))
-    if why:
-        raise UsageError(
-            f"--checkpoint {path}: an existing file that is not a checkpoint of this run ({why}); not replaced: "
-            "give --overwrite-checkpoint to replace it"
-        )
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`).
 
@@ -250,9 +190,7 @@ def run(args: argparse.Namespace) -> int:
             if path is not None and os.path.realpath(path) == os.path.realpath(args.view_out):
                 raise UsageError(f"--view-out {args.view_out} is the {flag} file: the page would replace the run")
     if opts.checkpoint is not None:
-        files.check_output(opts.checkpoint, "--checkpoint")
-        if not args.overwrite_checkpoint:
-            refuse_foreign_checkpoint(opts)
+        files.check_output(opts.checkpoint, "--checkpoint")  # a file kept from another run: api.run refuses it
     try:
         result = run(opts)
     except SaveFailed as failed:  # the run is done: its result first, then why the file is not
