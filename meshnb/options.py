@@ -17,6 +17,7 @@ import contextlib
 import math
 import os
 import re
+import stat
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -904,7 +905,8 @@ def refuse_foreign_checkpoint(opts: RunOptions) -> None:
     if path is None or opts.overwrite_checkpoint:
         return
     try:
-        os.stat(path)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return  # a directory, a stream: files.check_output's to refuse, never read here
     except OSError:
         return  # a new name (a dangling link, a missing directory: files.check_output's)
     with contextlib.suppress(OSError, ValueError):
