@@ -178,6 +178,31 @@ def _pack(args: argparse.Namespace) -> int:
 # -- check ----------------------------------------------------------------------------------------
 
 
+def _files_of(root: str) -> set[tuple[int, int]]:
+    """The (device, inode) of every file under ``root``: a file of the pack under any name."""
+    owned: set[tuple[int, int]] = set()
+    for base, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(base, name))
+                owned.add((st.st_dev, st.st_ino))
+    return owned
+
+
+def warn_inputs_of_the_pack(case: str, named: dict[str, str | None]) -> None:
+    """Say on stderr (one line each, the verdict unchanged) that an executor's output named for a
+    one-case check (``--page``, ``--trace``) is a file of the case's own pack under any name: such a
+    check judges the pack against itself, not an executor."""
+    owned = _files_of(os.path.realpath(os.path.join(case, os.pardir)))
+    for flag, path in named.items():
+        with contextlib.suppress(OSError):
+            if path is not None and (os.stat(path).st_dev, os.stat(path).st_ino) in owned:
+                error_line(
+                    f"meshnb: warning: {flag} {path} is a file of the pack the case {case} is in: "
+                    "this checks the pack against itself, not an executor's output"
+                )
+
+
 def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
     """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would
     judge the pack against itself: the pack or a directory inside it, or an executor's output
@@ -210,12 +235,7 @@ def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
             f"--outputs {outputs}: the pack {pack} itself (or inside it): "
             "the pack would be judged against its own files"
         )
-    owned: set[tuple[int, int]] = set()
-    for base, _, names in os.walk(root):
-        for name in names:
-            with contextlib.suppress(OSError):
-                st = os.stat(os.path.join(base, name))
-                owned.add((st.st_dev, st.st_ino))
+    owned = _files_of(root)
     with contextlib.suppress(OSError):
         for case in sorted(os.listdir(outputs)):
             case_dir = os.path.join(outputs, case)
@@ -309,6 +329,7 @@ def _check(args: argparse.Namespace) -> int:
             if args.steps is not None or args.set_lr or args.step_base or args.steps_per_task or args.systems:
                 return _error("the run options go with --view-in; a case says them itself")
             setup = check.load_case(args.case, verify=not args.no_manifest)
+            warn_inputs_of_the_pack(args.case, {"--page": args.page, "--trace": args.trace})
         else:
             setup = check.setup_from_run(  # --set-lr and --step-base parsed as train parses them
                 read_file(Path(args.view_in), follow=True),

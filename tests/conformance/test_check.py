@@ -748,3 +748,21 @@ def test_nothing_below_the_command_line_imports_the_package_face() -> None:
             ):
                 offenders.append(rel)
     assert offenders == []
+
+
+def test_a_page_of_the_pack_itself_is_said_to_judge_the_pack_against_itself(
+    quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check CASE --page CASE/out-0.page` (or a hard link to it, or its trace) checks the pack against
+    itself: the verdict is as before (PASS), and stderr says so, one line a flag; an executor's own copy
+    of the same bytes is checked without a word."""
+    case = quick_pack / "default"
+    own = tmp_path / "out.page"
+    shutil.copyfile(case / "out-0.page", own)
+    assert main(["check", str(case), "--page", str(own)]) == 0
+    assert capsys.readouterr().err == ""
+    os.link(case / "trace.bin", tmp_path / "trace.bin")
+    assert main(["check", str(case), "--page", str(case / "out-0.page"), "--trace", str(tmp_path / "trace.bin")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(" ", 3)[2] for line in err] == ["--page", "--trace"], err
+    assert all(line.startswith("meshnb: warning: ") and "against itself" in line for line in err), err
