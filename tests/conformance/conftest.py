@@ -61,3 +61,17 @@ def edit_json(case_dir: Path, **values: object) -> None:
     for k, v in raw.items():
         out = out.replace(f'"@@{k}@@"', v)
     (case_dir / "case.json").write_text(out)
+
+
+@pytest.fixture
+def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check's wall-clock bounds (its experiments', its designs', a case's single-op search) out of
+    the way, so that a test's verdicts and named causes are the same on a busy machine: only the
+    bounds by count (executor runs, designs) still apply, and they do not depend on the machine."""
+    from meshnb.conformance import experiment, suite
+    from meshnb.conformance.check import diagnosis
+
+    monkeypatch.setattr(suite, "EXPERIMENT_SECONDS", 3600.0)
+    monkeypatch.setattr(experiment, "MAX_SECONDS", 3600.0)
+    monkeypatch.setattr(experiment, "DESIGN_SECONDS", 3600.0)
+    monkeypatch.setattr(diagnosis, "BUDGET", 3600.0)

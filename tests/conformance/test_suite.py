@@ -79,6 +79,7 @@ PICKS = [
 
 
 @pytest.mark.parametrize(("model", "glob"), PICKS)
+@pytest.mark.usefixtures("unhurried")  # the causes named, whatever the machine's load
 def test_each_faulty_executor_fails_exactly_its_cases(
     model: str, glob: str, quick_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
