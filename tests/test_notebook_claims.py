@@ -61,6 +61,20 @@ def test_01_the_first_order_theory_needs_the_pass_end_offset(tmp_path: Path) -> 
     _run_until_claim("01_training", old, old, "u = -np.cumsum(r_g, axis=0)", "slope_gap = np.polyfit", tmp_path)
 
 
+def test_01_the_loss_settles_by_step_400_only_at_lr_one_half(tmp_path: Path) -> None:
+    # At LR 1/16 the run takes 8 times the steps to settle: 400 steps leave the pass mean far from its end.
+    old = "r = meshnb.train(STEPS, keep_trace=True)"
+    new = "r = meshnb.train(STEPS, keep_trace=True, set_lr={0: np.float32(1 / 16).view(np.uint32)})"
+    _run_until_claim("01_training", old, old, new, "settle = {s:", tmp_path)
+
+
+def test_01_the_run_stops_at_the_loop_s_largest_a_and_c(tmp_path: Path) -> None:
+    # One step more before the pass is recorded: the recorded pass ends after batch 0, not at the largest a and c.
+    old = "page = r.page\n"
+    new = "page = meshnb.train(1, view_in=r.page).page\n"
+    _run_until_claim("01_training", old, old, new, "batch_opt = np.array", tmp_path)
+
+
 def test_02_mode_z_flushes_only_subnormal_updates(tmp_path: Path) -> None:
     # At LR 2^-100 the updates are normal numbers: mode Z's params move too, and the claim is false.
     mutate, claim = "TINY = np.uint32(0x00800000)", "first_normal = "
