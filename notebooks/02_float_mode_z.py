@@ -302,12 +302,15 @@ assert first_inf < first_nan == first_diff  # every bit agrees until the first N
 
 # From which step on does every step multiply the loss by 10 or more, up to the first infinite one?
 decades = np.log10(lz[1:first_inf] / lz[: first_inf - 1])  # decades gained by step t + 1 over step t
-grow_from = int(np.flatnonzero(decades < 1)[-1]) + 1
+slow = np.flatnonzero(decades < 1)  # the steps that gained less than a decade
+grow_from = int(slow[-1]) + 1 if slow.size else 0
 print(
-    f"from step {grow_from} to step {first_inf}, each step's loss is at least {10 ** decades[grow_from:].min():.1f} "
+    f"from step {grow_from} to step {first_inf}, each step's loss is at least "
+    f"{10 ** np.min(decades[grow_from:], initial=np.inf):.1f} "
     f"times the previous one (before: factors {np.array2string(10 ** decades[:grow_from], precision=2)})"
 )
-assert grow_from <= 5 and decades[grow_from:].min() >= 1
+assert grow_from <= 5
+assert decades[grow_from:].min() >= 1
 
 
 def nan_words(run: meshnb.RunResult) -> set[int]:
