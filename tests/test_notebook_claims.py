@@ -81,6 +81,18 @@ def test_02_mode_z_flushes_only_subnormal_updates(tmp_path: Path) -> None:
     _run_until_claim("02_float_mode_z", mutate, mutate, "TINY = np.uint32(0x0D800000)", claim, tmp_path)
 
 
+def test_02_the_table_s_rows_need_mode_z_s_read(tmp_path: Path) -> None:
+    # A page read without the flush and NaN rule: the rows that say a word is read as zero or NaN are false.
+    old = "z = words[0], fz.flush_bits(np.uint32(words[0]))"
+    _run_until_claim("02_float_mode_z", old, old, "z = words[0], words[0]", "assert z == claimed", tmp_path)
+
+
+def test_02_the_loss_grows_tenfold_per_step_at_lr_4(tmp_path: Path) -> None:
+    # At LR 3.5 the loss does not gain a decade every step from step 5 on.
+    old = "BIG = np.uint32(0x40800000)"
+    _run_until_claim("02_float_mode_z", old, old, "BIG = np.uint32(0x40600000)", "slow = np.flatnonzero", tmp_path)
+
+
 def test_03_equal_samples_need_equal_lr_per_batch(tmp_path: Path) -> None:
     # Every N at the same LR (not the same lr/N): the samples to converge part by N.
     old = "lr = float(np.float32(n * np.float32(eta)))"
