@@ -100,6 +100,11 @@ batches_below = sorted(set((below % 8).tolist()))
 print(f"steps of the last 48 whose loss is below the least-squares MSE: {below.size}, of batches {batches_below}")
 assert lsq_mse < pass_loss[-1] < 1.05 * lsq_mse and below.size > 0
 
+# "Falls fast, then flattens out": the pass mean at a few step counts, over its final value.
+settle = {s: pass_loss[s // 8 - 1] / pass_loss[-1] for s in (8, 400, 800)}
+print("pass mean over its final value after 8, 400, 800 steps:", ", ".join(f"{v:.6g}" for v in settle.values()))
+assert settle[8] > 10 and settle[400] < 1.1 and settle[800] < 1.001
+
 # Is a step below the line because 32 samples can be fitted better than 256?  Score the fixed
 # least-squares cubic of all 256 samples on each batch: no SGD, no fitting to the batch.
 lsq_batch = np.array([np.mean((np.polynomial.polynomial.polyval(x[g::8], lsq) - y[g::8]) ** 2) for g in range(8)])
@@ -138,7 +143,9 @@ plt.show()
 # mean on the middle batches 2-5 too (and above it on the outer ones, printed above). The steps below
 # the line are steps of those batches: the levels are batch-to-batch variation of the data, which
 # any cubic shows. And the loss never settles on one value: the right
-# panel shows a sawtooth with period 8, one level per batch. Each batch has its own error at the
+# panel shows a sawtooth with period 8, one level per batch. In numbers (printed above): the first
+# pass's mean is more than 10 times the final one, by step 400 it is within 10% of it and by step
+# 800 within 0.1%. Each batch has its own error at the
 # current params, and the params keep moving (section 1.5).
 
 # %% [markdown]
@@ -193,12 +200,19 @@ print("batches from the smallest loss to the largest, SGD's ring:      ", ring_o
 print("                                        the least-squares cubic:", lsq_order)
 print("least-squares cubic's loss on each batch:", np.array2string(np.array(lsq_batch), precision=5))
 assert set(ring_order[:2]) == set(lsq_order[:2]) == {3, 4} and set(ring_order[-2:]) == set(lsq_order[-2:]) == {0, 7}
+# "Nearly equal" and "8 levels": the spread of a batch's 32 ring losses against the gaps between the levels.
+within = (by_batch.max(axis=0) - by_batch.min(axis=0)).max()
+level_gap = np.diff(np.sort(by_batch.mean(axis=0))).min()
+print(f"largest spread of one batch's 32 losses: {within:.1e}; smallest gap between batch levels: {level_gap:.1e}")
+assert 1000 * within < level_gap
 
 # %% [markdown]
 # **What the plot shows.** Left: the ring as stored, with 8 loss levels repeating 32 times; the red
 # line marks where the next step will write. Right: the 32 losses of each batch, spread
-# sideways so that they do not hide each other, are nearly equal. The outer batches (0 and 7) have
-# the largest loss and the middle ones (3 and 4) the smallest, and the fixed least-squares cubic
+# sideways so that they do not hide each other, are nearly equal: over the whole ring, a batch's
+# spread is more than 1000 times smaller than the smallest gap between two batches' levels
+# (printed). The outer batches (0 and 7) have the largest loss and the middle ones (3 and 4) the
+# smallest, and the fixed least-squares cubic
 # (black bars, printed above) has the same largest and smallest: the order belongs to the batches
 # themselves (which samples each holds), not to where the params are on their loop. The loop
 # (section 1.5) moves each level a little around the least-squares one.
@@ -236,11 +250,30 @@ print(
     f"to {above.max():.2e} (at x = {grid[above.argmax()]:+.2f})"
 )
 assert above.min() > 0 and abs(grid[above.argmax()]) == 1 and sgd[0] > 0 and sgd[2] > 0
+err_lsq, err_sgd = poly(grid, lsq) - np.sin(np.pi * grid), poly(grid, sgd) - np.sin(np.pi * grid)
+inner = np.abs(grid) < 0.9
+print(
+    f"largest error against sin(pi x) on [-1, 1]: least squares {np.abs(err_lsq).max():.4f} at x = "
+    f"{grid[np.abs(err_lsq).argmax()]:+.2f}, SGD {np.abs(err_sgd).max():.4f} "
+    f"at x = {grid[np.abs(err_sgd).argmax()]:+.2f}; "
+    f"on |x| < 0.9 at most {np.abs(err_lsq[inner]).max():.4f}"
+)
+even_part = np.abs(err_lsq + err_lsq[::-1]).max() / 2  # the even part of the least-squares error
+print(
+    f"even part of the least-squares error: {even_part:.1e}; "
+    f"largest |SGD - least squares| over the largest error: {np.abs(above).max() / np.abs(err_lsq).max():.3f}"
+)
+assert all(abs(grid[np.abs(e).argmax()]) == 1 for e in (err_lsq, err_sgd))
+assert np.abs(err_lsq[inner]).max() < 0.5 * np.abs(err_lsq).max() and np.abs(err_sgd).max() < 0.25
+assert even_part < 1e-6 and np.abs(above).max() < 0.1 * np.abs(err_lsq).max()
 
 # %% [markdown]
 # **What the plot shows.** On the left the two cubics lie on top of each other and follow
-# `sin(pi x)` closely; a cubic cannot bend like a sine, so both miss it most near the ends. On the
-# right, their errors against `sin(pi x)` are nearly the same curve, odd like the data. The red
+# `sin(pi x)` closely (within 0.25 everywhere on `[-1, 1]`, printed above); a cubic cannot bend like a
+# sine, so both miss it most at the ends, `x = ±1` (inside `|x| < 0.9` the error is less than half
+# of that). On the right, their errors against `sin(pi x)` are nearly the same curve (they differ
+# by less than a tenth of the largest error), odd like the data (the least-squares error's even part
+# is below 1e-6; the SGD cubic's is its small parabola). The red
 # curve magnifies their difference tenfold: the SGD cubic sits a little *above* the least-squares
 # cubic everywhere (printed above), most at an end, a parabola `a + c x^2` with small positive `a` and `c` (plus a
 # tiny odd part).
@@ -294,6 +327,12 @@ for g in range(8):
     print(f"  after batch {g}: a = {loop[g, 0]:+.5f}  c = {loop[g, 2]:+.5f}")
 print(f"  mean of the pass: a = {loop[:, 0].mean():+.2e}  c = {loop[:, 2].mean():+.2e}")
 print(f"after 8 steps the params are back within {np.abs(loop[-1] - sgd).max():.1e} of where they started")
+print(
+    f"spread in a, c: the 8 batches' own optima {np.ptp(batch_opt[:, 0]):.4f}, {np.ptp(batch_opt[:, 2]):.4f}; "
+    f"the loop {np.ptp(loop[:, 0]):.4f}, {np.ptp(loop[:, 2]):.4f}"
+)
+assert loop[:, 0].argmax() == loop[:, 2].argmax() == 7 and np.abs(loop[-1] - sgd).max() < 1e-6
+assert (np.ptp(batch_opt[:, [0, 2]], axis=0) > 2 * np.ptp(loop[:, [0, 2]], axis=0)).all()
 
 # %% [markdown]
 # Next, the same SGD in float64, written directly in numpy (same batches, same order, same learning
@@ -379,7 +418,8 @@ assert np.abs(sgd64 - meshnb.train(4096).params).max() < 1e-6 and gd_gap < 1e-10
 
 # %% [markdown]
 # **What the plots show.** Left: the squares are the 8 batches' own best cubics, far apart in `a`
-# and `c`. The SGD params (circles, colored by the batch just applied) go round a small loop around
+# and `c` (their spread is more than twice the loop's in each, printed above). The SGD params
+# (circles, colored by the batch just applied) go round a small loop around
 # the least-squares point (star); the mean of the loop is close to it (printed above), but the run
 # stops at one point of the loop (red ring): the point after batch 7, the end of a pass. Right:
 # the gap in `a` and `c` halves each time the learning rate halves (roughly, printed above: the

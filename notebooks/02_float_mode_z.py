@@ -5,7 +5,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -75,25 +75,30 @@ IEEE = {
 }
 Z = {"add": fz.add, "sub": fz.sub, "mul": fz.mul, "div": fz.div}
 
-cases = [  # (operation, input words, what it shows)
-    ("from_bits", [0x00000001], "the smallest subnormal is read as +0"),
-    ("from_bits", [0x807FFFFF], "the largest negative subnormal is read as -0"),
-    ("from_bits", [0x00800000], "the smallest normal number is kept"),
-    ("from_bits", [0xFFC00000], "any NaN word is read as the canonical NaN"),
-    ("add", [0x00000001, 0x00000000], "a subnormal input counts as zero"),
-    ("mul", [0x1E000000, 0x21000000], "2^-67 * 2^-61 = 2^-128 is subnormal: written as +0"),
-    ("mul", [0x9E000000, 0x21000000], "the same with a negative factor: -0, sign kept"),
-    ("sub", [0x00C00000, 0x00800000], "x - y = 0 although x != y (the difference is 2^-127)"),
-    ("mul", [0x00800000, 0x3F7FFFFF], "rounds up to the smallest normal: kept (a CPU's FTZ flag would give 0)"),
-    ("mul", [0x7E967699, 0x41200000], "overflow is unchanged: +inf"),
-    ("sub", [0x7F800000, 0x7F800000], "inf - inf: NaN"),
-    ("div", [0x00000000, 0x00000000], "0 / 0: NaN"),
-    ("add", [0x7FC00001, 0x3F800000], "a NaN with a payload: IEEE keeps it, Z canonicalises"),
+cases = [  # (operation, input words, what it shows, the mode Z word that shows it)
+    ("from_bits", [0x00000001], "the smallest subnormal is read as +0", 0x00000000),
+    ("from_bits", [0x807FFFFF], "the largest negative subnormal is read as -0", 0x80000000),
+    ("from_bits", [0x00800000], "the smallest normal number is kept", 0x00800000),
+    ("from_bits", [0xFFC00000], "any NaN word is read as the canonical NaN", 0x7FFFFFFF),
+    ("add", [0x00000001, 0x00000000], "a subnormal input counts as zero", 0x00000000),
+    ("mul", [0x1E000000, 0x21000000], "2^-67 * 2^-61 = 2^-128 is subnormal: written as +0", 0x00000000),
+    ("mul", [0x9E000000, 0x21000000], "the same with a negative factor: -0, sign kept", 0x80000000),
+    ("sub", [0x00C00000, 0x00800000], "x - y = 0 although x != y (the difference is 2^-127)", 0x00000000),
+    (
+        "mul",
+        [0x00800000, 0x3F7FFFFF],
+        "rounds up to the smallest normal: kept (a CPU's FTZ flag would give 0)",
+        0x00800000,
+    ),
+    ("mul", [0x7E967699, 0x41200000], "overflow is unchanged: +inf", 0x7F800000),
+    ("sub", [0x7F800000, 0x7F800000], "inf - inf: NaN", 0x7FFFFFFF),
+    ("div", [0x00000000, 0x00000000], "0 / 0: NaN", 0x7FFFFFFF),
+    ("add", [0x7FC00001, 0x3F800000], "a NaN with a payload: IEEE keeps it, Z canonicalises", 0x7FFFFFFF),
 ]
 
 rows = ["| operation | input words | IEEE float32 | mode Z | what it shows |", "|---|---|---|---|---|"]
 with np.errstate(all="ignore"):
-    for op, words, note in cases:
+    for op, words, note, claimed in cases:
         args = [f32(w) for w in words]
         if op == "from_bits":
             ieee, z = words[0], fz.flush_bits(np.uint32(words[0]))
@@ -102,6 +107,9 @@ with np.errstate(all="ignore"):
         mark = "" if ieee == z else " **≠**"
         ins = ", ".join(f"`{w:08x}`" for w in words)
         rows.append(f"| {op} | {ins} | `{ieee:08x}` | `{z:08x}`{mark} | {note} |")
+        assert z == claimed, f"{op} {ins}: mode Z gives {z:08x}, the row says {claimed:08x}"
+        # IEEE parts from mode Z exactly on the rows of a flush or a NaN; the kept rows are the same bits.
+        assert (ieee != z) == (claimed in (0x00000000, 0x80000000, 0x7FFFFFFF))
 display(Markdown("\n".join(rows)))
 
 # %% [markdown]
@@ -142,10 +150,20 @@ ax.text(2.0**-156.5, floor * 1.8, "result 0", fontsize=9)
 ax.legend(loc="upper left")
 plt.show()
 
+normal_range = exact >= 2.0**-126
+print(
+    f"exact products from 2^{ks[0]} to 2^{ks[-1]} (times 1.5): mode Z zero for {int((z_vals == 0).sum())}, "
+    f"IEEE zero for {int((ieee_vals == 0).sum())}, the largest IEEE zero {exact[ieee_vals == 0].max():.3g} "
+    f"(2^-150 = {2.0**-150:.3g})"
+)
+assert (ieee_vals[normal_range] == exact[normal_range]).all() and (z_vals[normal_range] == exact[normal_range]).all()
+assert (z_vals[~normal_range] == 0).all() and ((ieee_vals == 0) == (exact < 2.0**-150)).all()
+
 # %% [markdown]
 # **What the plot shows.** Above `2^-126` both modes give the correctly rounded product (on the
 # dotted line). In the grey band IEEE keeps a subnormal result, less and less precise, until it
-# rounds to zero at `2^-150` and below; mode Z writes zero for the whole band.
+# rounds to zero at `2^-150` and below; mode Z writes zero for the whole band (checked for every
+# product drawn, from `2^-156` to `2^-116`; the counts are printed).
 
 # %% [markdown]
 # ## 2.2 The same training in both modes
@@ -159,6 +177,7 @@ ri = meshnb.train(4096, z=False)  # plain IEEE float32
 print("mode Z:", rz.params_hex)
 print("IEEE:  ", ri.params_hex)
 print("same page:", rz.page == ri.page, "  same digest:", rz.digest == ri.digest)
+assert rz.page == ri.page and rz.digest == ri.digest
 
 # %% [markdown]
 # ### A tiny learning rate: the updates underflow
@@ -281,6 +300,31 @@ print("final params, mode Z:", dz.params_hex)
 print("final params, IEEE:  ", di.params_hex)
 assert first_inf < first_nan == first_diff  # every bit agrees until the first NaN
 
+# From which step on does every step multiply the loss by 10 or more, up to the first infinite one?
+decades = np.log10(lz[1:first_inf] / lz[: first_inf - 1])  # decades gained by step t + 1 over step t
+slow = np.flatnonzero(decades < 1)  # the steps that gained less than a decade
+grow_from = int(slow[-1]) + 1 if slow.size else 0
+print(
+    f"from step {grow_from} to step {first_inf}, each step's loss is at least "
+    f"{10 ** np.min(decades[grow_from:], initial=np.inf):.1f} "
+    f"times the previous one (before: factors {np.array2string(10 ** decades[:grow_from], precision=2)})"
+)
+assert grow_from <= 5
+assert decades[grow_from:].min() >= 1
+
+
+def nan_words(run: meshnb.RunResult) -> set[int]:
+    """The distinct NaN words of a run's page."""
+    w = np.frombuffer(run.page, dtype="<u4")
+    return set(w[np.isnan(w.view(np.float32))].tolist())
+
+
+cpu_nan = 0x7FC00000 if platform.machine().lower() in ("arm64", "aarch64") else 0xFFC00000
+print(
+    "NaN words of the page: mode Z", [f"{w:08x}" for w in nan_words(dz)], " IEEE", [f"{w:08x}" for w in nan_words(di)]
+)
+assert nan_words(dz) == {0x7FFFFFFF} and nan_words(di) == {cpu_nan}
+
 # %%
 fig, ax = plt.subplots(figsize=(10, 4))
 t = np.arange(len(lz))
@@ -295,7 +339,8 @@ ax.legend(loc="lower right")
 plt.show()
 
 # %% [markdown]
-# **What the plot shows.** The loss grows by an order of magnitude or more every step, and the two
+# **What the plot shows.** After the first few steps (at most 5; printed above), the loss grows by
+# an order of magnitude or more every step until it is infinite, and the two
 # curves are the same bits all the way. Once the loss is infinite there is nothing to draw, and the
 # modes still agree on every word (`inf` is `inf` in both). From the first NaN on, the words differ:
 # mode Z stores the canonical NaN `7fffffff`, IEEE on this CPU stores its own NaN (`ffc00000` on
@@ -336,6 +381,7 @@ words[words == 0xFFC00000] = 0x7FC00000  # x86's NaN word -> ARM's
 print("mode Z, any machine:      ", dz.digest)
 print(f"IEEE on this CPU ({platform.machine()}):", di.digest)
 print("IEEE with ARM's NaN words: ", meshnb.View.from_bytes(bytes(arm_page)).digest())
+assert len({dz.digest, di.digest, meshnb.View.from_bytes(bytes(arm_page)).digest()}) == 3
 
 
 # %% [markdown]
@@ -376,10 +422,12 @@ print(
     f"flipping each of the 256 bits: the digest changes every time: {min(changes) > 0}; "
     f"digest bits that change: {min(changes)} to {max(changes)}, mean {np.mean(changes):.1f}"
 )
-assert min(changes) > 0
+print(f"fraction of the 256 digest bits that change: {min(changes) / 256:.2f} to {max(changes) / 256:.2f}")
+assert min(changes) > 0 and min(changes) / 256 > 0.35 and max(changes) / 256 < 0.65
 
 # %% [markdown]
-# Every one of the 256 flips changes the digest, and about half of its bits each time: that is
+# Every one of the 256 flips changes the digest, and about half of its bits each time (between 35%
+# and 65% of them for every flip, printed above): that is
 # SHA-256's doing, not meshnb's, and it is what makes a digest a fair summary of the bits. Which
 # flips matter for training is the next question.
 

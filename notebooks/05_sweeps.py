@@ -393,7 +393,23 @@ print(
 )
 assert model_k.min() > 0 and model_k.max() < len(MODEL_LRS) - 1  # a minimum of the model, not its grid's end
 assert 1.9 < loop_slope < 2.1 and (model_best[short] > line[1]).all() and in_sweep[LONG_BUDGET].all()
-assert np.abs(lr_resid[LONG_BUDGET]).max() < 0.05 and np.abs(ex_resid[LONG_BUDGET]).max() < 0.05
+# Whose is the residual? The exact float64 run (powers of the cycle map, 5.1) against the same model:
+# if meshnb's best agrees with it, what is left is what the model leaves out (A's full-batch decay in place
+# of the cycle map's transient, and no cross term between the transient and the loop), not float32.
+rows = np.arange(len(CHECKPOINTS))
+best64_k = np.array([np.nanargmin(np.where(np.isfinite(mse64[i]), mse64[i], np.nan)) for i in rows])
+grid_steps = int(np.abs(best_k - best64_k)[LONG_BUDGET].max())
+lr64_resid = LRS[best64_k] / model_best - 1
+ex64_resid = (mse64[rows, best64_k] - lsq_mse) / model[rows, model_k] - 1
+print(
+    f"budgets from 512 steps: meshnb's best LR is the float64 run's to {grid_steps} grid step(s) "
+    f"(one step: {100 * (LRS[1] / LRS[0] - 1):.3f}%); the model against the float64 run: best LR within "
+    f"{100 * np.abs(lr64_resid[LONG_BUDGET]).max():.2f}%, "
+    f"best excess within {100 * np.abs(ex64_resid[LONG_BUDGET]).max():.2f}%; meshnb's residuals minus "
+    f"the float64 run's: at most {np.abs(ex_resid - ex64_resid)[LONG_BUDGET].max():.1e} (excess)"
+)
+assert grid_steps <= 3 and np.abs(ex_resid - ex64_resid)[LONG_BUDGET].max() < 1e-3
+assert np.abs(lr_resid[LONG_BUDGET]).max() < 0.1 and np.abs(ex_resid[LONG_BUDGET]).max() < 0.1
 
 fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(13, 4))
 for t, colour in zip((16, 64, 256, 1024, STEPS), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
@@ -439,7 +455,12 @@ display(
         "mode's transient against the loop's excess, which grows as "
         f"lr^{loop_slope:.2f}. The model (transient plus loop) gives the best LR and its excess within "
         f"{100 * max(np.abs(lr_resid[LONG_BUDGET]).max(), np.abs(ex_resid[LONG_BUDGET]).max()):.1f}% from "
-        "512 steps on; its best LR is a minimum on its own LR grid (1e-5 to 4, asserted interior), which for "
+        f"512 steps on. That residual is the model's, not float32's: the exact float64 run (the cycle map's "
+        f"powers) has its best LR within {grid_steps} grid steps of meshnb's and the same excess residual to "
+        f"{np.abs(ex_resid - ex64_resid)[LONG_BUDGET].max():.0e}; what the model leaves out is the cycle map's "
+        "own transient (it decays along A's eigenvectors, as full-batch descent would) and the cross term between "
+        "the transient and the loop, so the claim asserted is the weaker one, within 10% from 512 steps. "
+        "Its best LR is a minimum on its own LR grid (1e-5 to 4, asserted interior), which for "
         f"budgets up to {CHECKPOINTS[~in_sweep].max()} steps lies past the sweep's last LR 2 (up to "
         f"{model_best.max():.2f} at {CHECKPOINTS[0]} steps), where the sweep has no run to compare: there the "
         "residual is the grid's, not the model's. In between, where the runs near the edge swing with their fast "

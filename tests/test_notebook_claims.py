@@ -61,10 +61,36 @@ def test_01_the_first_order_theory_needs_the_pass_end_offset(tmp_path: Path) -> 
     _run_until_claim("01_training", old, old, "u = -np.cumsum(r_g, axis=0)", "slope_gap = np.polyfit", tmp_path)
 
 
+def test_01_the_loss_settles_by_step_400_only_at_lr_one_half(tmp_path: Path) -> None:
+    # At LR 1/16 the run takes 8 times the steps to settle: 400 steps leave the pass mean far from its end.
+    old = "r = meshnb.train(STEPS, keep_trace=True)"
+    new = "r = meshnb.train(STEPS, keep_trace=True, set_lr={0: np.float32(1 / 16).view(np.uint32)})"
+    _run_until_claim("01_training", old, old, new, "settle = {s:", tmp_path)
+
+
+def test_01_the_run_stops_at_the_loop_s_largest_a_and_c(tmp_path: Path) -> None:
+    # One step more before the pass is recorded: the recorded pass ends after batch 0, not at the largest a and c.
+    old = "page = r.page\n"
+    new = "page = meshnb.train(1, view_in=r.page).page\n"
+    _run_until_claim("01_training", old, old, new, "batch_opt = np.array", tmp_path)
+
+
 def test_02_mode_z_flushes_only_subnormal_updates(tmp_path: Path) -> None:
     # At LR 2^-100 the updates are normal numbers: mode Z's params move too, and the claim is false.
     mutate, claim = "TINY = np.uint32(0x00800000)", "first_normal = "
     _run_until_claim("02_float_mode_z", mutate, mutate, "TINY = np.uint32(0x0D800000)", claim, tmp_path)
+
+
+def test_02_the_table_s_rows_need_mode_z_s_read(tmp_path: Path) -> None:
+    # A page read without the flush and NaN rule: the rows that say a word is read as zero or NaN are false.
+    old = "z = words[0], fz.flush_bits(np.uint32(words[0]))"
+    _run_until_claim("02_float_mode_z", old, old, "z = words[0], words[0]", "assert z == claimed", tmp_path)
+
+
+def test_02_the_loss_grows_tenfold_per_step_at_lr_4(tmp_path: Path) -> None:
+    # At LR 3.5 the loss does not gain a decade every step from step 5 on.
+    old = "BIG = np.uint32(0x40800000)"
+    _run_until_claim("02_float_mode_z", old, old, "BIG = np.uint32(0x40600000)", "slow = np.flatnonzero", tmp_path)
 
 
 def test_03_equal_samples_need_equal_lr_per_batch(tmp_path: Path) -> None:
