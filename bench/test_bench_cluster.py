@@ -62,7 +62,9 @@ def test_fused_with_checkpoint(benchmark, record, short, verified, tmp_path):
     rates: list[float] = []
 
     def once() -> None:
-        r = meshnb.train(rounds, systems=n, backend="fused", checkpoint=path, checkpoint_every_s=1.0)
+        r = meshnb.train(  # each round replaces the last run's checkpoint, on purpose
+            rounds, systems=n, backend="fused", checkpoint=path, checkpoint_every_s=1.0, overwrite_checkpoint=True
+        )
         rates.append(r.steps_per_second)
 
     record(benchmark, f"fused-{n}-checkpoint", rounds, systems=n, unit="round")
