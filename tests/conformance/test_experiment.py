@@ -96,20 +96,25 @@ def _runs() -> list[check.Setup]:
     ]
 
 
-def _proved_or_not_named(op: str, alt: str) -> None:
-    """The mutant as the executor of the first run of :func:`_runs` whose bits it changes: the check's
-    candidates, the experiments, the proof; every proved cause gives the mutant's bits on every
-    experiment, and the mutant itself, when a candidate, is proved."""
-    truth = faults.single_op(op, alt)
+def _first_failing_run(truth: faults.Model) -> tuple[experiment.Runner, check.Setup, check.Report]:
+    """The mutant ``truth`` as an executor, the first run of :func:`_runs` whose bits it changes, and
+    check's report on it; the test is skipped where it changes none."""
     run = experiment.model_runner(truth)
     for setup in _runs():
         got = run(experiment.experiment(setup, 0, setup.case.steps, setup.case.steps_per_task))
         assert not isinstance(got, str)
         rep = check.check(setup, got[0][0], got_trace=got[1])
         if rep.verdict == "FAIL":
-            break
-    else:
-        pytest.skip("the mutant gives meshnb's bits on every run tried")
+            return run, setup, rep
+    pytest.skip("the mutant gives meshnb's bits on every run tried")
+
+
+def _proved_or_not_named(op: str, alt: str) -> None:
+    """The mutant as the executor of the first run of :func:`_runs` whose bits it changes: the check's
+    candidates, the experiments, the proof; every proved cause gives the mutant's bits on every
+    experiment, and the mutant itself, when a candidate, is proved."""
+    truth = faults.single_op(op, alt)
+    run, setup, rep = _first_failing_run(truth)
     res = suite.CaseResult("c", 1, "FAIL", report=rep)
     cands = suite._candidates(res)
     loc = experiment.locate(setup, run, hint=rep.trace["step"] if rep.trace else None)
@@ -212,15 +217,7 @@ def _explained(op: str, alt: str) -> None:
     alone) or "equivalent" (each survivor gives the mutant's bits on every experiment, designed
     ones included), within the bound."""
     truth = faults.single_op(op, alt)
-    run = experiment.model_runner(truth)
-    for setup in _runs():
-        got = run(experiment.experiment(setup, 0, setup.case.steps, setup.case.steps_per_task))
-        assert not isinstance(got, str)
-        rep = check.check(setup, got[0][0], got_trace=got[1])
-        if rep.verdict == "FAIL":
-            break
-    else:
-        pytest.skip("the mutant gives meshnb's bits on every run tried")
+    run, setup, rep = _first_failing_run(truth)
     loc = experiment.locate(setup, run, hint=rep.trace["step"] if rep.trace else None)
     if loc.step is None:
         pytest.skip(f"not located at a step: {loc.where}")
