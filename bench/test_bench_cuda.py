@@ -128,7 +128,7 @@ AUDIT_BODY = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()
 @pytest.mark.parametrize("shape", ["50MB-file", "300KB-line"])
 def test_audit_speed(benchmark, shape: str) -> None:
     # linear in the input: a 50 MB module of instructions, a 300 KB line of spaces
-    from meshnb.cuda import audit
+    from meshnb.conformance import audit
 
     if shape == "50MB-file":
         text = AUDIT_BODY % ("\tadd.rn.f32 \t%f2, %f1, %f1;\n\tcvt.f64.f32 %fd1, %f2;\n" * 900_000)

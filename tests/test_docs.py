@@ -223,7 +223,7 @@ def test_examples_on_most_public_names() -> None:
     found = every_public_name()
     # the walk reaches the modules no fixed list named (and the nested packages), and their methods
     modules = {m for m, _ in found.values()}
-    assert {"meshnb.runspec", "meshnb.host", "meshnb.samebits", "meshnb.loops.single", "meshnb.cuda.sass"} <= modules
+    assert {"meshnb.runspec", "meshnb.host", "meshnb.samebits", "meshnb.loops.single", "meshnb.cuda.ptx"} <= modules
     assert {"meshnb.view.View.digest", "meshnb.kernels.step_sums", "meshnb.api.train"} <= set(found)
     assert "meshnb.program.View" not in found  # imported, counted where it is defined
     assert "meshnb.view.View.next_step" not in found  # a property

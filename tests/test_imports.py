@@ -9,9 +9,11 @@ command that needs it.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -129,7 +131,7 @@ def test_train_loads_no_other_stack(argv):
     assert not any(m.startswith(("numba.cuda", "numba_cuda", "mpi4py", "tqdm")) for m in loaded)
 
 
-@pytest.mark.parametrize("name", ["meshnb", "meshnb.sweeps"])
+@pytest.mark.parametrize("name", ["meshnb", "meshnb.sweeps", "meshnb.conformance"])
 def test_a_lazy_package_serves_every_name_it_lists(name):
     """PEP 562 packages: ``__all__`` (literal, for the API reference's static reading) is the
     table's names, and each resolves to the object of the module the table names."""
@@ -141,3 +143,115 @@ def test_a_lazy_package_serves_every_name_it_lists(name):
         assert getattr(package, attr) is not None
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         package.nothing  # noqa: B018
+
+
+# -- two audiences: the library and the executor-checking tools (docs/architecture.md) ----------
+
+MESHNB = Path(__file__).resolve().parent.parent / "meshnb"
+# The tools' side: their package (its face is meshnb.conformance.__all__) and their commands.
+TOOLS = ("meshnb.conformance", "meshnb.cli.conformance", "meshnb.cli.cuda")
+# Beside both: the independent oracle, which imports nothing of meshnb and is public to both.
+BESIDE = ("meshnb.testing",)
+
+
+def _side(module: str) -> str | None:
+    """``"tools"``, ``"library"``, or None (the oracle beside both)."""
+    if any(module == p or module.startswith(p + ".") for p in BESIDE):
+        return None
+    return "tools" if any(module == p or module.startswith(p + ".") for p in TOOLS) else "library"
+
+
+def _private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def _is_module(dotted: str) -> bool:
+    path = MESHNB.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def boundary_crossings(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Every private name of the other side that ``module``'s ``source`` reaches for: ``from X import
+    _name``, ``import X._mod``, ``X._name`` on a module of the other side bound to a name (by ``import``
+    or ``from ... import module``), anywhere in the file (function-level imports included)."""
+    here = _side(module)
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    bound: dict[str, str] = {}  # local name -> the meshnb module it holds
+    found: list[str] = []
+
+    def crosses(target: str) -> bool:
+        there = _side(target)
+        return here is not None and there is not None and there != here
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "meshnb":
+                continue
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                if _is_module(full):
+                    bound[alias.asname or alias.name] = full
+                    if crosses(full) and _private(full):
+                        found.append(f"{module}:{node.lineno}: from {target} import {alias.name}")
+                elif crosses(target) and (_private(target) or _private(alias.name)):
+                    found.append(f"{module}:{node.lineno}: from {target} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] != "meshnb":
+                    continue
+                bound[alias.asname or alias.name] = alias.name
+                if crosses(alias.name) and _private(alias.name):
+                    found.append(f"{module}:{node.lineno}: import {alias.name}")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        chain = ast.unparse(node.value)  # meshnb.conformance.fpu, faults, ...
+        head, _, rest = chain.partition(".")
+        if head in bound:
+            target = bound[head] + ("." + rest if rest else "")
+            if _is_module(target) and crosses(target):
+                found.append(f"{module}:{node.lineno}: {chain}.{node.attr}")
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(MESHNB.rglob("*.py")):
+        parts = list(path.relative_to(MESHNB.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def test_boundary_crossings_names_each_kind_of_reach():
+    # the scan itself, on planted sources: each way of reaching a private name across, and what is fine
+    tools = "from meshnb.options import _check\nfrom ..runspec import OptionError\nfrom .. import runspec\n"
+    tools += "runspec._x()\n"
+    assert boundary_crossings("meshnb.conformance.pack", tools) == [
+        "meshnb.conformance.pack:1: from meshnb.options import _check",
+        "meshnb.conformance.pack:4: runspec._x",
+    ]
+    library = "import meshnb.conformance.fpu as f\nf._rules\nfrom meshnb.view import _offset\nimport os\nos._exit\n"
+    assert boundary_crossings("meshnb.sweeps.run", library) == ["meshnb.sweeps.run:2: f._rules"]
+    package = "from . import _helpers\nfrom ..cuda.host import _launch\n"
+    assert boundary_crossings("meshnb.conformance", package, is_package=True) == [
+        "meshnb.conformance:2: from meshnb.cuda.host import _launch"
+    ]
+    assert boundary_crossings("meshnb.testing.reference", "from meshnb.view import _x\n") == []  # beside both
+
+
+def test_neither_audience_reaches_into_the_others_private_names():
+    """The library and the tools meet only at public names: the tools' face is meshnb.conformance's
+    ``__all__`` and their modules' public names, the library's its public names (import-linter's
+    contracts say which modules; this says which names)."""
+    found = []
+    for module, path in _modules().items():
+        found += boundary_crossings(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
+    assert found == [], "private names across the library/tools boundary:\n" + "\n".join(found)

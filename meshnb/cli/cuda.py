@@ -4,11 +4,11 @@
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
 ``ptx audit`` lists every instruction of PTX files that can break float mode Z
-(:mod:`meshnb.cuda.audit`; default-deny: a float instruction in no row of its table ``MODE_Z`` is
+(:mod:`meshnb.conformance.audit`; default-deny: a float instruction in no row of its table ``MODE_Z`` is
 ``unverified``); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
 (no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
 legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
-(:mod:`meshnb.cuda.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
+(:mod:`meshnb.conformance.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
 not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
 
 ``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
@@ -39,7 +39,7 @@ def _error(text: str) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from ..cuda import audit
+    from ..conformance import audit
 
     if not args.files and not args.meshnb:
         return _error("ptx audit: give PTX files, or --meshnb")
@@ -48,7 +48,7 @@ def _audit(args: argparse.Namespace) -> int:
     allow = args.allow_f64 or []
     try:
         if args.sass:  # the tools first: no compile or read before saying they are missing
-            from ..cuda import sass
+            from ..conformance import sass
 
             sass.find_tools()
         for name in args.files:
@@ -162,7 +162,7 @@ def register(subparsers: Any) -> None:
             " no row of mode Z's table allows, or an opcode the table does not know on a float register, is a"
             " finding of class 'unverified', with the reason; the classes contraction, unrounded, flush,"
             " approximate, directed-rounding and double-rounding name what they cover.  To allow a new form,"
-            " add a row to MODE_Z in meshnb/cuda/audit.py (and to docs/guide/gpu.md) with why it keeps mode Z's"
+            " add a row to MODE_Z in meshnb/conformance/audit.py (and to docs/guide/gpu.md) with why it keeps mode Z's"
             " bits, and a test."
         ),
     )

@@ -25,7 +25,7 @@ read through ``ftz_from_bits`` and words leave through ``ftz_bits`` (canonical N
 as on the CPU (:mod:`meshnb.floatz`).  No Python float literal appears in a kernel: one would
 promote the arithmetic around it to f64 (double rounding); constants are ``float32(...)`` of
 integers or words.  The one f64 computation is init's ``sin_pi`` (:func:`init_kernel`), which SPEC 4
-defines in f64 on an exactly reduced argument; :mod:`meshnb.cuda.audit` knows it.
+defines in f64 on an exactly reduced argument; :mod:`meshnb.conformance.audit` knows it.
 
 This module needs numba-cuda (the ``[cuda]`` extra); :mod:`meshnb.cuda.host` checks for it
 before importing this.
@@ -344,7 +344,7 @@ def steps_kernel(pages, count, n, trace, record, z):
 def sin_pi(x):
     """sin(pi x) rounded to f32 (SPEC 4): f64 sin on the exactly reduced ``r = 1 - |x|`` (when
     ``|x| > 0.5``, else ``r = |x|``; exact for an f32 x in [-1, 1]), sign from x.  f64 by
-    definition, not an f32 op computed in f64: :mod:`meshnb.cuda.audit` knows this construct."""
+    definition, not an f32 op computed in f64: :mod:`meshnb.conformance.audit` knows this construct."""
     ax = abs(float64(x))
     r = ONE64 - ax if ax > HALF64 else ax
     y = float32(math.sin(PI * r))

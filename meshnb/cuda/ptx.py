@@ -2,7 +2,7 @@
 
 ``compile_meshnb(cc)`` compiles :func:`meshnb.cuda.image.steps_kernel` (mode Z and IEEE share one
 kernel: ``z`` is an argument) and :func:`meshnb.cuda.image.init_kernel` for compute capability
-``cc`` and returns their PTX, for :mod:`meshnb.cuda.audit`.
+``cc`` and returns their PTX, for :mod:`meshnb.conformance.audit`.
 
 numba-cuda compiles a device function called from a kernel for the current device's compute
 capability, which needs a driver; with none (CI), the compile here stands in a device of the

@@ -1,4 +1,4 @@
-"""meshnb.cuda.audit on committed PTX: numba-cuda's output (make_fixtures.py) and hand-written PTX,
+"""meshnb.conformance.audit on committed PTX: numba-cuda's output (make_fixtures.py) and hand-written PTX,
 each with the exact findings it must produce; meshnb's own kernels audit clean."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from meshnb.cuda import audit
+from meshnb.conformance import audit
 
 from .conftest import needs_numba_cuda
 
@@ -143,7 +143,7 @@ def test_meshnb_kernels_audit_clean_for_sm80_and_sm90():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     script = (
         "import json, re\n"
-        "from meshnb.cuda import audit, ptx\n"
+        "from meshnb.conformance import audit\nfrom meshnb.cuda import ptx\n"
         "out = {}\n"
         "for cc in ptx.TARGETS:\n"
         "    for name, text in ptx.compile_meshnb(cc).items():\n"

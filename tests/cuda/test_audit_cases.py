@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from meshnb.cli import main
-from meshnb.cuda import audit
+from meshnb.conformance import audit
 
 CASES = Path(__file__).parent / "cases"
 MANIFEST: dict[str, dict[str, object]] = json.loads((CASES / "manifest.json").read_text())

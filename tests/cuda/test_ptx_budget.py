@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from meshnb.cuda import sass
+from meshnb.conformance import sass
 
 from .conftest import needs_numba_cuda
 

@@ -1,4 +1,4 @@
-"""meshnb.cuda.sass: the machine code ptxas makes of committed PTX, mapped back to its lines.
+"""meshnb.conformance.sass: the machine code ptxas makes of committed PTX, mapped back to its lines.
 
 Needs ptxas and nvdisasm (the [cuda] extra's nvidia-cuda-nvcc and nvidia-cuda-nvdisasm wheels);
 skipped with that reason without them.  No GPU: ptxas assembles for any architecture."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from meshnb.cuda import sass
+from meshnb.conformance import sass
 
 from .conftest import needs_numba_cuda
 

@@ -1,6 +1,6 @@
 """The SASS audit: what the hardware will run, after ptxas (``meshnb ptx audit --sass``).
 
-The PTX audit (:mod:`meshnb.cuda.audit`) reads what a front end asked for; ptxas then decides:
+The PTX audit (:mod:`meshnb.conformance.audit`) reads what a front end asked for; ptxas then decides:
 an ``add.f32`` / ``mul.f32`` written without a rounding modifier *may* be fused into an ``FFMA``,
 and only the machine code says whether it was.  Here the PTX is assembled with the CUDA toolkit's
 ``ptxas`` for its own ``.target`` and disassembled with ``nvdisasm``; every SASS instruction is
@@ -60,7 +60,7 @@ class SassUnavailable(RuntimeError):
 
     Examples
     --------
-    >>> from meshnb.cuda.sass import SassUnavailable
+    >>> from meshnb.conformance.sass import SassUnavailable
     >>> issubclass(SassUnavailable, RuntimeError)
     True
     >>> str(SassUnavailable("ptxas not found: pip install nvidia-cuda-nvcc"))
@@ -75,7 +75,7 @@ class SassFinding:
 
     Examples
     --------
-    >>> from meshnb.cuda.sass import SassFinding
+    >>> from meshnb.conformance.sass import SassFinding
     >>> finding = SassFinding(12, "steps_kernel", "FFMA", "mul.f32 %f3, %f1, %f2; add.f32 %f4, %f3, %f0;", "fma")
     >>> finding.line, finding.sass, finding.kind  # a mul and an add of one line, fused by ptxas
     (12, 'FFMA', 'fma')
@@ -92,7 +92,7 @@ class SassFinding:
 
         Examples
         --------
-        >>> from meshnb.cuda.sass import SassFinding
+        >>> from meshnb.conformance.sass import SassFinding
         >>> SassFinding(12, "steps_kernel", "FFMA", "mul.f32 ...", "fma-contraction").to_json()
         {'line': 12, 'function': 'steps_kernel', 'sass': 'FFMA', 'ptx': 'mul.f32 ...', 'class': 'fma-contraction'}
         """
@@ -129,7 +129,7 @@ def arch_of(text: str) -> str:
 
     Examples
     --------
-    >>> from meshnb.cuda.sass import arch_of
+    >>> from meshnb.conformance.sass import arch_of
     >>> arch_of(".version 8.5\\n.target sm_90a\\n.address_size 64\\n")
     'sm_90a'
     >>> try:
