@@ -848,6 +848,7 @@ def test_ptx_audit_with_stdout_closed_says_so():
     ("args", "line"),
     [
         (["-j", "0"], "argument -j/--jobs: '0': a number of executors from 1 to 256"),
+        (["-j", "1_0"], "argument -j/--jobs: '1_0': a number of executors from 1 to 256"),  # a count: ASCII digits
         (["--case-timeout", "0"], "argument --case-timeout: '0': seconds, more than 0 and at most a week (604800)"),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import stat
 import sys
@@ -357,18 +358,22 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _seconds(text: str) -> float:
+    from ..options import parse_positive  # the options table's rule of a number above 0; the bound is the check's
+
     try:
-        v = float(text)
+        v = parse_positive(text)
     except ValueError:
-        v = float("nan")
-    if not 0 < v <= 7 * 86400:
+        v = math.inf
+    if not v <= 7 * 86400:
         raise argparse.ArgumentTypeError(f"{text!r}: seconds, more than 0 and at most a week (604800)")
     return v
 
 
 def _jobs(text: str) -> int:
+    from ..options import parse_count  # a count as every command reads one (ASCII digits); the bound is the check's
+
     try:
-        v = int(text)
+        v = parse_count(text)
     except ValueError:
         v = 0
     if not 1 <= v <= 256:
