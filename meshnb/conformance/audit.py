@@ -465,10 +465,32 @@ _SCAN = re.compile(rf"((?!))|{_PIECES}")  # every statement: no run is skipped
 
 @dataclass(frozen=True)
 class Violation:
-    """One finding: ``line`` (1-based), ``function``, ``instruction`` (opcode and modifiers), ``class``;
-    ``why``, the rule that decided it (what mode Z's table does not allow, for an ``unverified`` one);
-    ``source``, the CUDA source line of the PTX's ``.loc`` before it (``file:line``, and where it was
-    inlined), "" when the PTX has none."""
+    """One finding of the PTX audit: an instruction that can break float mode Z, and why.
+
+    Parameters
+    ----------
+    line : int
+        The line of the instruction's opcode, 1-based.
+    function : str
+        The ``.entry`` or ``.func`` it sits in.
+    instruction : str
+        Its opcode with modifiers (``fma.rn.f32``).
+    kind : str
+        Its class (``contraction``, ``unrounded``, ``flush``, ``approximate``, ``directed-rounding``,
+        ``double-rounding``, ``unverified``: the module's docstring); ``"class"`` in JSON.
+    why : str, default ""
+        The rule that decided it (what mode Z's table does not allow, for an ``unverified`` one).
+    source : str, default ""
+        The CUDA source line of the PTX's ``.loc`` before it (``file:line``, and where it was
+        inlined); "" when the PTX has none.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.audit import Violation
+    >>> v = Violation(7, "k", "fma.rn.f32", "contraction")
+    >>> v.to_json()
+    {'line': 7, 'function': 'k', 'instruction': 'fma.rn.f32', 'class': 'contraction'}
+    """
 
     line: int
     function: str
@@ -478,6 +500,20 @@ class Violation:
     source: str = ""
 
     def to_json(self) -> dict[str, object]:
+        """The finding as ``meshnb ptx audit --json`` writes it: its fields, ``kind`` as ``"class"``,
+        ``why`` and ``source`` only when not empty.
+
+        Returns
+        -------
+        dict
+            ``{"line", "function", "instruction", "class"[, "why"][, "source"]}``.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.audit import Violation
+        >>> Violation(3, "k", "add.ftz.f32", "flush", why="flushes before rounding").to_json()["why"]
+        'flushes before rounding'
+        """
         d: dict[str, object] = {
             "line": self.line,
             "function": self.function,
@@ -492,7 +528,17 @@ class Violation:
 
 
 class PtxError(ValueError):
-    """Input that is not PTX, or cannot be read (one line)."""
+    """Input that is not PTX, or cannot be read (one line).
+
+    Examples
+    --------
+    >>> from meshnb.conformance.audit import PtxError, audit_text
+    >>> try:
+    ...     audit_text("hello")
+    ... except PtxError as e:
+    ...     print(e)
+    not PTX: no .version, .target, .entry or .func directive
+    """
 
 
 @dataclass(slots=True)
@@ -1681,8 +1727,35 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
 
 
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
-    """The findings in PTX ``text``, in line order; :class:`PtxError` if it is not PTX.  Functions
-    named in ``allow_f64`` may compute in f64 (their double-rounding findings are dropped)."""
+    """The findings in a PTX module: every instruction that can break float mode Z, in line order.
+
+    Parameters
+    ----------
+    text : str
+        The PTX module's text.
+    allow_f64 : iterable of str, default ()
+        Functions that may compute in f64: their double-rounding findings are dropped.
+
+    Returns
+    -------
+    list of Violation
+        The findings; empty when the module keeps mode Z's bits.
+
+    Raises
+    ------
+    PtxError
+        When ``text`` is not PTX.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.audit import audit_text
+    >>> ptx = (
+    ...     ".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k()\\n{\\n"
+    ...     "\\t.reg .f32 %f<5>;\\n\\tfma.rn.f32 %f1, %f2, %f3, %f4;\\n\\tadd.rn.f32 %f1, %f1, %f2;\\n}\\n"
+    ... )
+    >>> [(v.line, v.instruction, v.kind) for v in audit_text(ptx)]  # the add is rounded on its own
+    [(7, 'fma.rn.f32', 'contraction')]
+    """
     with _collector_paused():
         return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
 
@@ -1746,8 +1819,37 @@ def read_ptx(path: str | Path) -> str:
 
 
 def audit_file(path: str | Path, allow_f64: Iterable[str] = ()) -> list[Violation]:
-    """:func:`audit_text` of a file (:func:`read_ptx`); :class:`PtxError` (one line) if it cannot
-    be read or is not PTX."""
+    """The findings in a PTX file: :func:`audit_text` of the file :func:`read_ptx` reads.
+
+    Parameters
+    ----------
+    path : str or Path
+        A regular file of PTX (UTF-8, at most :data:`MAX_BYTES`).
+    allow_f64 : iterable of str, default ()
+        Functions that may compute in f64: their double-rounding findings are dropped.
+
+    Returns
+    -------
+    list of Violation
+        The findings, in line order.
+
+    Raises
+    ------
+    PtxError
+        One line, the file named, when it cannot be read or is not PTX.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from meshnb.conformance.audit import PtxError, audit_file
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     try:
+    ...         audit_file(d)
+    ...     except PtxError as e:
+    ...         print(str(e).replace(d, "DIR"))
+    cannot read 'DIR': a directory, not a PTX file
+    """
     text = read_ptx(path)
     try:
         return audit_text(text, allow_f64)

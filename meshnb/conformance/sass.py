@@ -70,8 +70,20 @@ class SassUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class SassFinding:
-    """One machine-code finding: ``line`` (the PTX line), ``function``, ``sass`` (opcode and
-    modifiers), ``ptx`` (the PTX instructions of that line), ``class``.
+    """One machine-code finding of the SASS audit.
+
+    Parameters
+    ----------
+    line : int
+        The PTX line the SASS instruction was made from (1-based).
+    function : str
+        The function it sits in.
+    sass : str
+        The SASS instruction's opcode and modifiers (``FFMA``, ``MUFU.RCP``).
+    ptx : str
+        The PTX instructions of that line.
+    kind : str
+        Its class (``contraction``, ``flush``, ``approximate``, ``double-rounding``); ``"class"`` in JSON.
 
     Examples
     --------
@@ -89,6 +101,11 @@ class SassFinding:
 
     def to_json(self) -> dict[str, object]:
         """The finding as JSON-ready values, ``kind`` under its report name ``class``.
+
+        Returns
+        -------
+        dict
+            ``{"line", "function", "sass", "ptx", "class"}``.
 
         Examples
         --------
@@ -211,7 +228,45 @@ def _disassemble(text: str, arch: str, tools: dict[str, str], module: audit.Modu
 
 
 def audit_sass(text: str, arch: str | None = None, allow_f64: Iterable[str] = ()) -> list[SassFinding]:
-    """The machine-code findings of PTX ``text`` assembled for ``arch`` (default its ``.target``)."""
+    """The machine-code findings of a PTX module, assembled by ptxas and disassembled by nvdisasm.
+
+    Parameters
+    ----------
+    text : str
+        The PTX module's text.
+    arch : str, optional
+        The GPU architecture to assemble for (``sm_90``); default the module's ``.target``.
+    allow_f64 : iterable of str, default ()
+        Functions that may compute in f64, as :func:`meshnb.conformance.audit.audit_text` takes them.
+
+    Returns
+    -------
+    list of SassFinding
+        A finding per SASS instruction and class, in the disassembly's order.
+
+    Raises
+    ------
+    SassUnavailable
+        When ptxas or nvdisasm is missing.
+    meshnb.conformance.audit.PtxError
+        When ``text`` is not PTX.
+
+    Examples
+    --------
+    >>> from meshnb.conformance.sass import SassUnavailable, audit_sass
+    >>> ptx = (
+    ...     ".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k(.param .u64 k_p)\\n{\\n"
+    ...     "\\t.reg .f32 %f<4>;\\n\\t.reg .b64 %rd<2>;\\n\\tld.param.u64 %rd1, [k_p];\\n"
+    ...     "\\tld.global.f32 %f1, [%rd1];\\n\\tadd.rn.f32 %f2, %f1, %f1;\\n"
+    ...     "\\tst.global.f32 [%rd1], %f2;\\n\\tret;\\n}\\n"
+    ... )
+    >>> try:
+    ...     found = audit_sass(ptx)
+    ... except SassUnavailable:  # no ptxas here: pip install 'meshnb[cuda]'
+    ...     found = []
+    >>> found  # an add written .rn stays a rounded add
+    []
+    """
     module = audit.parse(text)
     by_line: dict[int, list[audit.Instruction]] = {}
     for ins in module.instructions:
