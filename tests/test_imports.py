@@ -152,13 +152,36 @@ MESHNB = Path(__file__).resolve().parent.parent / "meshnb"
 TOOLS = ("meshnb.conformance", "meshnb.cli.conformance", "meshnb.cli.cuda")
 # Beside both: the independent oracle, which imports nothing of meshnb and is public to both.
 BESIDE = ("meshnb.testing",)
+# What meshnb.conformance may import of the library (docs/architecture.md, "Two audiences"): the public
+# face's modules, then the named lower layers. import-linter's contract forbids the rest by name; this
+# list admits by name, so a new module of the library is refused here until it is named.
+TOOLS_MAY_IMPORT = {
+    "meshnb.api": "meshnb.train's home (no module imports the root package): meshnb.__all__'s names only",
+    "meshnb.sweeps": "public module",
+    "meshnb.view": "public module",
+    "meshnb.floatz": "public module",
+    "meshnb.kernels": "public module",
+    "meshnb.runspec": "a run's description and the one copy of its rules",
+    "meshnb.checkpoint": "MAX_SYSTEMS, a cluster's most members",
+    "meshnb.backend_table": "what each backend can do",
+    "meshnb.samebits": "the one same-bits comparison",
+    "meshnb.files": "user files",
+    "meshnb.interrupts": "the worker pool, Ctrl-C",
+    "meshnb.cuda.host": "the CUDA image's launches",
+    "meshnb.cuda.compare": "the device-word rule",
+    "meshnb.cuda.ptx": "meshnb's kernels as PTX",
+}
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def _side(module: str) -> str | None:
     """``"tools"``, ``"library"``, or None (the oracle beside both)."""
-    if any(module == p or module.startswith(p + ".") for p in BESIDE):
+    if _within(module, BESIDE):
         return None
-    return "tools" if any(module == p or module.startswith(p + ".") for p in TOOLS) else "library"
+    return "tools" if _within(module, TOOLS) else "library"
 
 
 def _private(dotted: str) -> bool:
@@ -170,20 +193,11 @@ def _is_module(dotted: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def boundary_crossings(module: str, source: str, is_package: bool = False) -> list[str]:
-    """Every private name of the other side that ``module``'s ``source`` reaches for: ``from X import
-    _name``, ``import X._mod``, ``X._name`` on a module of the other side bound to a name (by ``import``
-    or ``from ... import module``), anywhere in the file (function-level imports included)."""
-    here = _side(module)
+def _meshnb_imports(module: str, tree: ast.Module, is_package: bool) -> list[tuple[int, str, str | None, str]]:
+    """Every import of meshnb in ``tree`` (function-level ones included): ``(line, the module
+    imported, the name taken from it or None for a module, the name it is bound to)``."""
     package = module.split(".") if is_package else module.split(".")[:-1]
-    bound: dict[str, str] = {}  # local name -> the meshnb module it holds
-    found: list[str] = []
-
-    def crosses(target: str) -> bool:
-        there = _side(target)
-        return here is not None and there is not None and there != here
-
-    tree = ast.parse(source)
+    out: list[tuple[int, str, str | None, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -196,18 +210,35 @@ def boundary_crossings(module: str, source: str, is_package: bool = False) -> li
             for alias in node.names:
                 full = f"{target}.{alias.name}"
                 if _is_module(full):
-                    bound[alias.asname or alias.name] = full
-                    if crosses(full) and _private(full):
-                        found.append(f"{module}:{node.lineno}: from {target} import {alias.name}")
-                elif crosses(target) and (_private(target) or _private(alias.name)):
-                    found.append(f"{module}:{node.lineno}: from {target} import {alias.name}")
+                    out.append((node.lineno, full, None, alias.asname or alias.name))
+                else:
+                    out.append((node.lineno, target, alias.name, alias.asname or alias.name))
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] != "meshnb":
-                    continue
-                bound[alias.asname or alias.name] = alias.name
-                if crosses(alias.name) and _private(alias.name):
-                    found.append(f"{module}:{node.lineno}: import {alias.name}")
+                if alias.name.split(".")[0] == "meshnb":
+                    out.append((node.lineno, alias.name, None, alias.asname or alias.name))
+    return out
+
+
+def boundary_crossings(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Every private name of the other side that ``module``'s ``source`` reaches for: ``from X import
+    _name``, ``import X._mod``, ``X._name`` on a module of the other side bound to a name (by ``import``
+    or ``from ... import module``), anywhere in the file (function-level imports included)."""
+    here = _side(module)
+
+    def crosses(target: str) -> bool:
+        there = _side(target)
+        return here is not None and there is not None and there != here
+
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # local name -> the meshnb module it holds
+    found: list[str] = []
+    for line, target, name, local in _meshnb_imports(module, tree, is_package):
+        if name is None:
+            bound[local] = target
+        if crosses(target) and (_private(target) or (name is not None and _private(name))):
+            said = f"import {target}" if name is None else f"from {target} import {name}"
+            found.append(f"{module}:{line}: {said}")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
             continue
@@ -217,6 +248,27 @@ def boundary_crossings(module: str, source: str, is_package: bool = False) -> li
             target = bound[head] + ("." + rest if rest else "")
             if _is_module(target) and crosses(target):
                 found.append(f"{module}:{node.lineno}: {chain}.{node.attr}")
+    return found
+
+
+def unnamed_library_imports(module: str, source: str, is_package: bool = False) -> list[str]:
+    """What a module of ``meshnb.conformance`` imports of the library outside :data:`TOOLS_MAY_IMPORT`
+    (and from ``meshnb.api``, a name that is not meshnb's public)."""
+    import meshnb
+
+    if not _within(module, ("meshnb.conformance",)):
+        return []
+    found = []
+    for line, target, name, _ in _meshnb_imports(module, ast.parse(source), is_package):
+        if _side(target) != "library":
+            continue
+        allowed = next((m for m in TOOLS_MAY_IMPORT if _within(target, (m,))), None)
+        if target == "meshnb.api" and name not in meshnb.__all__:
+            allowed = None
+        if allowed is None:
+            found.append(
+                f"{module}:{line}: " + (f"import {target}" if name is None else f"from {target} import {name}")
+            )
     return found
 
 
@@ -247,6 +299,17 @@ def test_boundary_crossings_names_each_kind_of_reach():
     assert boundary_crossings("meshnb.testing.reference", "from meshnb.view import _x\n") == []  # beside both
 
 
+def test_unnamed_library_imports_names_each():
+    source = (
+        "from meshnb.api import train, run\nfrom ..loops import single\nfrom ..view import View\nfrom . import fpu\n"
+    )
+    assert unnamed_library_imports("meshnb.conformance.gpu", source) == [
+        "meshnb.conformance.gpu:1: from meshnb.api import run",
+        "meshnb.conformance.gpu:2: import meshnb.loops.single",
+    ]
+    assert unnamed_library_imports("meshnb.cli.train", source) == []  # the command line sits above both
+
+
 def test_neither_audience_reaches_into_the_others_private_names():
     """The library and the tools meet only at public names: the tools' face is meshnb.conformance's
     ``__all__`` and their modules' public names, the library's its public names (import-linter's
@@ -255,3 +318,10 @@ def test_neither_audience_reaches_into_the_others_private_names():
     for module, path in _modules().items():
         found += boundary_crossings(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
     assert found == [], "private names across the library/tools boundary:\n" + "\n".join(found)
+
+
+def test_the_tools_import_only_the_named_parts_of_the_library():
+    found = []
+    for module, path in _modules().items():
+        found += unnamed_library_imports(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
+    assert found == [], "the tools import the library outside TOOLS_MAY_IMPORT:\n" + "\n".join(found)
