@@ -1,15 +1,11 @@
 """Fault models: the ways an executor's bits part from float mode Z, as one registry.
 
-A :class:`Model` is a set of FPU rules (:class:`~.fpu.Rules`) plus structural choices (FMA
-contraction, the lane sum, the fold order, how samples are made, how LR and INV_BATCH are read),
-or one op of the step under one alternative (:func:`single_op`).  Each model is an assignment of
-rules to the step's ops (:attr:`Model.assignment`), which :mod:`meshnb.conformance.model`'s interpreter runs:
-:func:`run` is a simulated executor, the whole host protocol of SPEC sections 8-10 (SET_LR, step
-bases, clusters and their fold), vectorised over lanes and systems with numpy on uint32 words,
-apart from meshnb's numba loops.  With :data:`EXACT` (no fault) it gives meshnb's bits; with a
-model it gives the bits an executor with that fault would give.  ``meshnb check`` replays a step
-(or a task, or a run) under every model to name those that reproduce an executor's bits, and the
-tests inject each model as an executor.
+A :class:`Model` is a set of FPU rules plus structural choices, or one op of the step under one
+alternative (:func:`single_op`); either way it is an assignment of rules to the step's ops
+(:attr:`Model.assignment`) that :mod:`meshnb.conformance.model` runs.  :func:`run` is then a
+simulated executor with that fault (SPEC 8-10): :data:`EXACT` gives meshnb's bits.  ``meshnb
+check`` replays under every model to name those that reproduce an executor's bits, and the tests
+inject each model as an executor.
 """
 
 from __future__ import annotations
@@ -36,10 +32,8 @@ class Model:
         What it changes, in a line.
     rules : Rules, default Rules()
         The FPU rules (float mode Z's by default).
-    fma_horner : bool, default False
-        The Horner polynomial contracted into FMAs.
-    fma_apply : bool, default False
-        ``p - lr * g`` rounded once (an FMA) in apply.
+    fma_horner, fma_apply : bool, default False
+        The Horner polynomial, or apply's ``p - lr * g``, contracted into FMAs.
     lane_sum : {"butterfly", "sequential"}, default "butterfly"
         The xor butterfly over the 32 lanes, or ``((v0 + v1) + v2) + ...``.
     fold : {"system", "reverse"}, default "system"
@@ -49,21 +43,15 @@ class Model:
     raw_lr_inv : bool, default False
         LR and INV_BATCH read without ``ftz_from_bits``.
     op, alt : str, default ""
-        One op of the step's dataflow computed under one alternative rule, every other op in
-        mode Z (:mod:`~meshnb.conformance.mutants`; made by :func:`single_op`).
-
-    See Also
-    --------
-    model : a model of the registry by name.
-    run : a simulated executor with a model.
+        One op of the step under one alternative (:func:`single_op`).
 
     Examples
     --------
-    >>> from meshnb.conformance.faults import MODELS, model
+    >>> from meshnb.conformance.faults import MODELS, model, single_op
     >>> [m.name for m in MODELS][:4]
     ['gradual-underflow', 'ftz-before-rounding', 'x86-ftz', 'no-daz']
-    >>> model("fma-horner").fma_horner
-    True
+    >>> model("x86-ftz").assignment, model("fma-apply").assignment, single_op("e", "swapped").assignment
+    ({'*': 'x86-ftz'}, {'lr*g': 'fused'}, {'e': 'swapped'})
     """
 
     name: str
@@ -85,14 +73,7 @@ class Model:
 
     @property
     def assignment(self) -> dict[str, Any]:
-        """The model as the step model's assignment ``{op id: rule}`` (``"*"``: every other op).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.faults import model, single_op
-        >>> model("x86-ftz").assignment, model("fma-apply").assignment, single_op("e", "swapped").assignment
-        ({'*': 'x86-ftz'}, {'lr*g': 'fused'}, {'e': 'swapped'})
-        """
+        """The model as the step model's assignment ``{op id: rule}`` (``"*"``: every other op)."""
         a: dict[str, Any] = {}
         if self.rules != Rules():
             a["*"] = step.rule_key(self.rules)
@@ -115,46 +96,34 @@ class Model:
 
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")
 
+# fmt: off
 MODELS: tuple[Model, ...] = (
-    Model(
-        "gradual-underflow",
-        "no flush at all: IEEE gradual underflow, subnormal inputs read as they are",
-        Rules(underflow="none", daz=False),
-    ),
-    Model(
-        "ftz-before-rounding",
-        "results flushed when the exact result is tiny (tininess before rounding)",
-        Rules(underflow="before"),
-    ),
-    Model(
-        "x86-ftz", "results flushed when tiny after rounding at unbounded exponent (x86 FTZ)", Rules(underflow="after")
-    ),
+    Model("gradual-underflow", "no flush at all: IEEE gradual underflow, subnormal inputs read as they are",
+          Rules(underflow="none", daz=False)),
+    Model("ftz-before-rounding", "results flushed when the exact result is tiny (tininess before rounding)",
+          Rules(underflow="before")),
+    Model("x86-ftz", "results flushed when tiny after rounding at unbounded exponent (x86 FTZ)",
+          Rules(underflow="after")),
     Model("no-daz", "subnormal inputs not flushed (no DAZ); results flushed as mode Z does", Rules(daz=False)),
     Model("fma-horner", "FMA contraction in the Horner polynomial", fma_horner=True),
     Model("fma-apply", "FMA contraction in apply (p - lr * g rounded once)", fma_apply=True),
-    Model(
-        "sequential-lane-sum", "a sequential sum over the 32 lanes instead of the xor butterfly", lane_sum="sequential"
-    ),
+    Model("sequential-lane-sum", "a sequential sum over the 32 lanes instead of the xor butterfly",
+          lane_sum="sequential"),
     Model("fold-reverse", "the cluster's fold not in system order (N-1 down to 0)", fold="reverse"),
     Model("nan-x86", "NaNs not canonical: x86's (first NaN operand quieted, else 0xFFC00000)", Rules(nan="x86")),
     Model("nan-arm", "NaNs not canonical: ARM's default NaN 0x7FC00000", Rules(nan="arm")),
-    Model(
-        "samples-naive-sin",
-        "samples not correctly rounded: y = sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)",
-        samples="naive-sin",
-    ),
-    Model(
-        "raw-lr-inv",
-        "LR and INV_BATCH read without the flush (SET_LR writes the raw word; the multiplies take them unflushed)",
-        raw_lr_inv=True,
-    ),
+    Model("samples-naive-sin", "samples not correctly rounded: y = sin(pi * x) in f64 without the exact "
+          "reduction (sin_pi(+-1) is not +-0)", samples="naive-sin"),
+    Model("raw-lr-inv", "LR and INV_BATCH read without the flush (SET_LR writes the raw word; the multiplies "
+          "take them unflushed)", raw_lr_inv=True),
 )
+# fmt: on
 BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
 
 
 def single_op(op: str, alt: str) -> Model:
-    """The model of an executor that computes op ``op`` of the step under alternative ``alt``
-    (:mod:`~meshnb.conformance.mutants`), every other op in mode Z, on every step.
+    """The model of an executor that computes op ``op`` under alternative ``alt`` on every step, every
+    other op in mode Z.
 
     Parameters
     ----------
@@ -187,12 +156,12 @@ def single_op(op: str, alt: str) -> Model:
 
 
 def model(name: str) -> Model:
-    """The model called ``name`` (``mode-z`` is the fault-free one).
+    """The model called ``name``.
 
     Parameters
     ----------
     name : str
-        ``mode-z`` or the name of one of ``MODELS``.
+        ``mode-z`` (the fault-free one) or the name of one of ``MODELS``.
 
     Returns
     -------
@@ -207,17 +176,15 @@ def model(name: str) -> Model:
     Examples
     --------
     >>> from meshnb.conformance.faults import model
-    >>> model("x86-ftz").rules
-    Rules(underflow='after', daz=True, nan='canonical')
-    >>> model("mode-z").name
-    'mode-z'
+    >>> model("x86-ftz").rules, model("mode-z").name
+    (Rules(underflow='after', daz=True, nan='canonical'), 'mode-z')
     """
     if name == EXACT.name:
         return EXACT
     try:
         return BY_NAME[name]
     except KeyError:
-        raise ValueError(f"unknown fault model {name!r}; known: {', '.join(BY_NAME)}") from None
+        raise step.unknown("fault model", name, BY_NAME) from None
 
 
 def run(
@@ -230,32 +197,15 @@ def run(
     from_init: bool = False,
     independent: bool = False,
 ) -> Run:
-    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as an executor with model ``m``
-    (:func:`~meshnb.conformance.model.run` under the model's assignment).
-
-    ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
-    ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
-    and INV_BATCH), keeping the pages' step base, instead of loading the given pages' X, Y and
-    header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
-    ``independent``: the pages are separate single systems without a group run side by side (one
-    vectorised run of many cases; ``trace`` is then (steps, systems, 5)).
+    """Runs the cluster of ``len(pages)`` systems as an executor with fault ``m``: the step model's
+    :func:`~meshnb.conformance.model.run` under ``m``'s assignment.
 
     Parameters
     ----------
-    pages : list of bytes
-        The systems' start pages, all at the same step.
-    steps : int
-        The steps to run.
-    grouped : bool
-        The pages are the members of one group (their sums folded each step).
-    set_lr : dict of int to int, optional
-        ``{steps of this run: LR word}``.
+    pages, steps, grouped, set_lr, from_init, independent
+        As for :func:`meshnb.conformance.model.run`.
     m : Model, default EXACT
         The executor's fault (none by default).
-    from_init : bool, default False
-        The executor runs init itself, keeping the pages' step base.
-    independent : bool, default False
-        The pages are separate systems without a group, run side by side.
 
     Returns
     -------
@@ -265,16 +215,10 @@ def run(
     Raises
     ------
     ValueError
-        For pages at different steps, steps past step 2^64 - 1, or independent grouped systems.
-
-    See Also
-    --------
-    meshnb.testing.reference.run : the independent oracle's run.
+        As :func:`meshnb.conformance.model.run`.
 
     Examples
     --------
-    Without a fault the simulated executor gives meshnb's bits; with FMA contraction, others:
-
     >>> from meshnb.conformance.faults import model, run
     >>> from meshnb.conformance.model import init_page
     >>> from meshnb.testing.reference import digest

@@ -1,19 +1,15 @@
 """f32 operations on uint32 words under configurable FPU rules, vectorised with numpy.
 
-Float mode Z is one point of a small space of rules: when a result is flushed (never, or when it
-is tiny before rounding, after rounding at unbounded exponent, or after rounding in the real
-format as mode Z does), whether subnormal inputs are read as zero (DAZ), and which NaN comes out.
-:class:`Ops` computes add, sub, mul, div, fma and from_u32 under any of these rules;
-:class:`Directed` rounds toward zero, +inf or -inf and :class:`PlusZero` flushes to +0.  They are
-the arithmetic of the FPU rules of :data:`meshnb.conformance.model.RULES` (the step model that
-the fault models and mutants run) and of the op vectors (:mod:`.ops`).
+Float mode Z is one point of a space of rules: when a result is flushed (never, when tiny before
+rounding, after rounding at unbounded exponent, or after rounding in the real format as mode Z
+does), whether subnormal inputs read as zero (DAZ), and which NaN comes out.  :class:`Ops`
+computes add, sub, mul, div, fma and from_u32 under any of them; :class:`Directed` and
+:class:`PlusZero` are the other roundings.  They are the arithmetic of the FPU rules of
+:data:`meshnb.conformance.model.RULES` and of the op vectors (:mod:`.ops`).
 
-How the exact result is rounded: the operands are f32, so in f64 a product is exact, and a sum,
-difference or quotient is rounded once at 53 bits, which is at least 2 * 24 + 2: rounding that to
-f32 (with gradual underflow, by numpy's cast) gives the correctly rounded result (the double
-rounding is innocuous).  A fused multiply-add has no such guarantee, so it is summed in f64 with
-round-to-odd (TwoSum, then the last bit set when inexact), which makes the second rounding
-correct.  Nothing here goes through numba: it is an oracle apart from meshnb's kernels.
+Rounding: a product of f32 is exact in f64, and a sum, difference or quotient rounded once at 53
+bits (at least 2 * 24 + 2) rounds correctly to f32 a second time.  An FMA has no such guarantee,
+so it is summed in f64 with round-to-odd.  Nothing here goes through numba.
 """
 
 from __future__ import annotations
@@ -42,32 +38,25 @@ class Rules:
     Parameters
     ----------
     underflow : {"z", "none", "before", "after"}, default "z"
-        "z" flushes a result that is subnormal after rounding (mode Z); "none" keeps it (IEEE
-        gradual underflow); "before" flushes when the exact result is below 2^-126 (tininess
-        before rounding); "after" flushes when the result rounded to 24 bits at unbounded exponent
-        is below 2^-126 (x86 FTZ: tininess after rounding).
+        "z" flushes a result subnormal after rounding (mode Z); "none" keeps it (gradual
+        underflow); "before" flushes when the exact result is below 2^-126; "after" when the
+        result rounded to 24 bits at unbounded exponent is (x86 FTZ).
     daz : bool, default True
         Subnormal inputs read as zero.
     nan : {"canonical", "x86", "arm"}, default "canonical"
         The NaN a result gets: 0x7FFFFFFF, the first NaN operand quieted (else 0xFFC00000), or
-        the default NaN 0x7FC00000.
+        0x7FC00000.
 
     Raises
     ------
     ValueError
         For an unknown ``underflow`` or ``nan``.
 
-    See Also
-    --------
-    Ops : the operations under a mode.
-
     Examples
     --------
     >>> from meshnb.conformance.fpu import Rules
     >>> Rules()  # float mode Z
     Rules(underflow='z', daz=True, nan='canonical')
-    >>> Rules(underflow="none", daz=False, nan="x86")  # plain IEEE, as x86 computes it
-    Rules(underflow='none', daz=False, nan='x86')
     """
 
     underflow: str = "z"
@@ -97,7 +86,6 @@ def words(a: object) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import words
     >>> words([1, 0xFFFFFFFF]).dtype.name
     'uint32'
     """
@@ -105,7 +93,7 @@ def words(a: object) -> np.ndarray:
 
 
 def is_nan(u: np.ndarray) -> np.ndarray:
-    """Exponent bits all ones and a nonzero fraction (any NaN, quiet or signalling).
+    """Whether each word is a NaN, quiet or signalling.
 
     Parameters
     ----------
@@ -119,7 +107,6 @@ def is_nan(u: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import is_nan, words
     >>> is_nan(words([0x7FC00000, 0x7F800000, 0xFF800001])).tolist()  # quiet NaN, inf, signalling NaN
     [True, False, True]
     """
@@ -127,8 +114,7 @@ def is_nan(u: np.ndarray) -> np.ndarray:
 
 
 def ordered(u: object) -> np.ndarray:
-    """Words mapped to integers (int64) that order like their float values, +0 and -0 both 0: the
-    distance in ulps of two finite words is the difference of theirs (:func:`ulps`).
+    """Words as int64 that order like their floats, +0 and -0 both 0 (a difference is in ulps).
 
     Parameters
     ----------
@@ -142,7 +128,6 @@ def ordered(u: object) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import ordered
     >>> ordered([0x80000001, 0x80000000, 0, 1]).tolist()  # -min subnormal, -0, +0, +min subnormal
     [-1, 0, 0, 1]
     """
@@ -151,7 +136,7 @@ def ordered(u: object) -> np.ndarray:
 
 
 def ulps(a: object, b: object) -> np.ndarray:
-    """How many ulps apart the words ``a`` and ``b`` are (int64; meaningful for finite words).
+    """How many ulps apart the finite words ``a`` and ``b`` are.
 
     Parameters
     ----------
@@ -165,7 +150,6 @@ def ulps(a: object, b: object) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import ulps
     >>> int(ulps(0x3F800000, 0x3F800002)), int(ulps(0x80000001, 0x00000001))
     (2, 2)
     """
@@ -173,7 +157,7 @@ def ulps(a: object, b: object) -> np.ndarray:
 
 
 def is_subnormal(u: np.ndarray) -> np.ndarray:
-    """Exponent bits all zero and a nonzero fraction.
+    """Whether each word is subnormal (exponent bits zero, fraction nonzero).
 
     Parameters
     ----------
@@ -187,7 +171,6 @@ def is_subnormal(u: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import is_subnormal, words
     >>> is_subnormal(words([1, 0, 0x00800000])).tolist()
     [True, False, False]
     """
@@ -209,7 +192,6 @@ def flush_words(u: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import flush_words
     >>> [hex(w) for w in flush_words([0x80000001, 0xFFC00000, 0x3F800000]).tolist()]
     ['0x80000000', '0x7fffffff', '0x3f800000']
     """
@@ -219,16 +201,16 @@ def flush_words(u: np.ndarray) -> np.ndarray:
 
 
 def _round_unbounded(r: np.ndarray) -> np.ndarray:
-    """f64 values rounded to 24 significant bits, nearest even, as if the exponent were unbounded."""
+    """f64 values rounded to 24 significant bits, nearest even, at unbounded exponent."""
     m, e = np.frexp(r)
     return np.ldexp(np.rint(m * 2.0**24) / 2.0**24, e)
 
 
 class Ops:
-    """add, sub, mul, div, fma, from_u32 on uint32 word arrays (broadcasting) under ``rules``.
+    """add, sub, mul, div, fma, from_u32 on uint32 words (broadcasting) under ``rules``.
 
-    ``daz=`` on a call overrides the input rule per operand (a tuple of bools): an executor that
-    feeds one operand to the FPU unflushed.
+    ``daz=(bool, bool)`` on add, sub, mul and div overrides the input rule per operand (an
+    executor that feeds one operand unflushed).
 
     Parameters
     ----------
@@ -238,11 +220,10 @@ class Ops:
     See Also
     --------
     apply_op : an op by name.
-    meshnb.floatz : mode Z in njit code.
 
     Examples
     --------
-    ``0x00800000 * 0x3F7FFFFF`` (the smallest normal times the f32 below 1) under three modes:
+    ``0x00800000 * 0x3F7FFFFF`` (the smallest normal times the f32 below 1) under two modes:
 
     >>> from meshnb.conformance.fpu import Ops, Rules
     >>> a, b = 0x00800000, 0x3F7FFFFF
@@ -252,14 +233,11 @@ class Ops:
     '0x0'
     >>> hex(Ops().add(1, 0)), hex(Ops(Rules("none", daz=False)).add(1, 0))  # a subnormal input
     ('0x0', '0x1')
-    >>> hex(Ops().fma(0x3F800000, 0x3F800000, 0x3F800000))  # 1 * 1 + 1
-    '0x40000000'
     """
 
     def __init__(self, rules: Rules = MODE_Z) -> None:
         self.rules = rules
 
-    # -- inputs and outputs -----------------------------------------------------------------
     @staticmethod
     def _in(u: np.ndarray, daz: bool) -> np.ndarray:
         """Operand words as float32 (a subnormal read as a signed zero under DAZ)."""
@@ -269,10 +247,10 @@ class Ops:
         return u.view(np.float32)
 
     def _out(self, r64: np.ndarray, tiny_exact: Callable[[], np.ndarray], hw: Callable[[], np.ndarray]) -> np.ndarray:
-        """Round f64 results (correct to round once more) to f32 words under the rules.
+        """f64 results (correct to round once more) as f32 words under the rules.
 
-        ``tiny_exact()``: the exact result is nonzero and below 2^-126 in magnitude; ``hw()``: the
-        x86 float32 result, for its NaN bits (both computed only when the rules need them)."""
+        ``tiny_exact()``: the exact result is nonzero and below 2^-126; ``hw()``: the x86 float32
+        result, for its NaN bits (each computed only when the rules need it)."""
         with np.errstate(all="ignore"):
             u = r64.astype(np.float32).view(np.uint32)
             flow = self.rules.underflow
@@ -299,89 +277,24 @@ class Ops:
     def _tiny(r: np.ndarray) -> Callable[[], np.ndarray]:
         return lambda: (r != 0) & (np.abs(r) < TINY)
 
-    # -- the operations -----------------------------------------------------------------------
-    def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a + b`` under the rules (``daz``: the DAZ rule per operand, default the rules')."
-
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: the rules').
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Ops
-        >>> hex(Ops().add(0x3F800000, 0x40000000))
-        '0x40400000'
-        >>> hex(Ops().add(1, 0, daz=(False, False)))  # the subnormal input read as it is, the result flushed
-        '0x0'
-        """
-        fa, fb = self._two(a, b, daz)
+    # add, sub and mul of operands read as float32 (the rounding :class:`Directed` replaces)
+    def _add(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
             return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
 
-    def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a - b`` under the rules (``daz`` as for :meth:`add`)."
-
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: the rules').
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Ops
-        >>> hex(Ops().sub(0x40000000, 0x3F800000))
-        '0x3f800000'
-        """
-        fa, fb = self._two(a, b, daz)
+    def _sub(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) - fb
             return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
 
-    def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a * b`` under the rules (``daz`` as for :meth:`add`)."
-
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: the rules').
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Ops
-        >>> hex(Ops().mul(0x3F7FFFFF, 0x00800000))
-        '0x800000'
-        """
-        fa, fb = self._two(a, b, daz)
+    def _mul(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
             return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
 
-    def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a / b`` under the rules (``daz`` as for :meth:`add`)."
+    def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a + b`` under the rules.
 
         Parameters
         ----------
@@ -397,7 +310,72 @@ class Ops:
 
         Examples
         --------
-        >>> from meshnb.conformance.fpu import Ops
+        >>> hex(Ops().add(1, 0, daz=(False, False)))  # the subnormal read as it is, the result flushed
+        '0x0'
+        """
+        return self._add(*self._two(a, b, daz))
+
+    def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a - b`` under the rules.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> hex(Ops().sub(0x40000000, 0x3F800000))
+        '0x3f800000'
+        """
+        return self._sub(*self._two(a, b, daz))
+
+    def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a * b`` under the rules.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
+        >>> hex(Ops().mul(0x3F7FFFFF, 0x00800000))
+        '0x800000'
+        """
+        return self._mul(*self._two(a, b, daz))
+
+    def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
+        """``a / b`` under the rules.
+
+        Parameters
+        ----------
+        a, b : array_like
+            Operand words (uint32; broadcast together).
+        daz : tuple of (bool, bool), optional
+            The DAZ rule per operand (default: the rules').
+
+        Returns
+        -------
+        numpy.ndarray
+            Result words (uint32).
+
+        Examples
+        --------
         >>> hex(Ops().div(0, 0))
         '0x7fffffff'
         """
@@ -427,7 +405,6 @@ class Ops:
 
         Examples
         --------
-        >>> from meshnb.conformance.fpu import Ops
         >>> hex(Ops().fma(0x3F800000, 0x40000000, 0x3F800000))  # 1 * 2 + 1
         '0x40400000'
         """
@@ -447,7 +424,7 @@ class Ops:
             return self._out(s, tiny, lambda: (fa * fb + fc).view(np.uint32))
 
     def from_u32(self, u: object) -> np.ndarray:
-        """The u32 ``u`` converted to f32 (rounded to nearest even) under the rules.
+        """The u32 ``u`` as f32 (nearest even) under the rules.
 
         Parameters
         ----------
@@ -461,7 +438,6 @@ class Ops:
 
         Examples
         --------
-        >>> from meshnb.conformance.fpu import Ops
         >>> hex(Ops().from_u32(16777217))  # a tie, to even
         '0x4b800000'
         """
@@ -469,8 +445,7 @@ class Ops:
         return self._out(r, self._tiny(r), lambda: r.astype(np.float32).view(np.uint32))
 
     def round64(self, r: object) -> np.ndarray:
-        """f64 values rounded to f32 words under the rules: the one rounding of a value an executor
-        computed in f64 (its operations rounded to f64 first, so twice rounded where they were inexact).
+        """f64 values rounded to f32 words under the rules (a value an executor computed in f64).
 
         Parameters
         ----------
@@ -484,19 +459,16 @@ class Ops:
 
         Examples
         --------
-        >>> from meshnb.conformance.fpu import Ops, Rules
         >>> hex(Ops().round64(1.0 + 2.0**-30)), hex(Ops().round64(2.0**-130))
         ('0x3f800000', '0x0')
         >>> hex(Ops(Rules("none", daz=False)).round64(2.0**-130))  # gradual underflow
         '0x80000'
-
         """
         r64 = np.asarray(r, dtype=np.float64)
         return self._out(r64, self._tiny(r64), lambda: r64.astype(np.float32).view(np.uint32))
 
     def read(self, u: object) -> np.ndarray:
-        """``ftz_from_bits`` under these rules: the flush of the page's word as an executor reads it
-        (identity for the rules that never flush; NaN canonicalised unless NaNs are left alone).
+        """``ftz_from_bits`` under the rules: a page word as an executor reads it.
 
         Parameters
         ----------
@@ -510,7 +482,6 @@ class Ops:
 
         Examples
         --------
-        >>> from meshnb.conformance.fpu import Ops, Rules
         >>> hex(Ops().read(1)), hex(Ops(Rules("none", daz=False)).read(1))
         ('0x0', '0x1')
         """
@@ -523,7 +494,7 @@ class Ops:
 
 
 class Directed(Ops):
-    """add, sub, mul, fma rounded toward zero, +inf or -inf (mode Z's flush and NaN after).
+    """add, sub and mul rounded toward zero, +inf or -inf (mode Z's flush and NaN after).
 
     Parameters
     ----------
@@ -536,8 +507,8 @@ class Directed(Ops):
     >>> one, tiny = 0x3F800000, 0x33800000  # 1.0 and 2^-24 (half an ulp of 1.0)
     >>> hex(Directed("up").add(one, tiny)), hex(Directed("zero").add(one, tiny))
     ('0x3f800001', '0x3f800000')
-    >>> hex(Directed("down").sub(one, 0x2F800000))  # 1 - 2^-32
-    '0x3f7fffff'
+    >>> hex(Directed("down").sub(one, 0x2F800000)), hex(Directed("zero").mul(0x3F800001, 0x3F800001))
+    ('0x3f7fffff', '0x3f800002')
     """
 
     def __init__(self, direction: str) -> None:
@@ -561,7 +532,7 @@ class Directed(Ops):
             moved = np.nextafter(f, np.broadcast_to(to, f.shape).astype(np.float32))
             return np.where(step, moved, f).astype(np.float64)
 
-    def _sum(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+    def _add(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             a, b = fa.astype(np.float64), fb.astype(np.float64)
             s = a + b
@@ -570,89 +541,22 @@ class Directed(Ops):
             err = np.where(np.isfinite(s), err, 0.0)
             return self.round64(self._directed(s, err))
 
-    def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a + b`` rounded in the direction.
+    def _sub(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+        return self._add(fa, -fb)
 
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: mode Z's).
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Directed
-        >>> hex(Directed("up").add(0x3F800000, 0x33800000))  # 1 + 2^-24, up
-        '0x3f800001'
-        """
-        fa, fb = self._two(a, b, daz)
-        return self._sum(fa, fb)
-
-    def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a - b`` rounded in the direction.
-
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: mode Z's).
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Directed
-        >>> hex(Directed("down").sub(0x3F800000, 0x2F800000))  # 1 - 2^-32, down
-        '0x3f7fffff'
-        """
-        fa, fb = self._two(a, b, daz)
-        return self._sum(fa, -fb)
-
-    def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
-        """``a * b`` rounded in the direction.
-
-        Parameters
-        ----------
-        a, b : array_like
-            Operand words (uint32; broadcast together).
-        daz : tuple of (bool, bool), optional
-            The DAZ rule per operand (default: mode Z's).
-
-        Returns
-        -------
-        numpy.ndarray
-            Result words (uint32).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.fpu import Directed
-        >>> hex(Directed("zero").mul(0x3F800001, 0x3F800001))  # (1 + 2^-23)^2, toward zero
-        '0x3f800002'
-        """
-        fa, fb = self._two(a, b, daz)
+    def _mul(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             r = fa.astype(np.float64) * fb  # exact
             return self.round64(self._directed(r, np.zeros_like(r)))
 
 
 class PlusZero(Ops):
-    """Mode Z, but a tiny nonzero result is flushed to +0 whatever its sign (a flush written as
-    ``r = 0.0f``).
+    """Mode Z, but a tiny nonzero result flushed to +0 whatever its sign (``r = 0.0f``).
 
     Parameters
     ----------
     rules : Rules, default Rules()
-        The FPU mode (float mode Z by default) whose flushed results it writes +0.
+        The FPU mode whose flushed results it writes +0.
 
     Examples
     --------
@@ -683,10 +587,8 @@ def apply_op(ops: Ops, name: str, a: np.ndarray, b: np.ndarray | None = None) ->
         The arithmetic.
     name : str
         ``"add"``, ``"sub"``, ``"mul"``, ``"div"`` or ``"from_u32"``.
-    a : numpy.ndarray
-        The first operand's words.
-    b : numpy.ndarray, optional
-        The second operand's words (not for ``from_u32``).
+    a, b : numpy.ndarray
+        The operands' words (``b`` not for ``from_u32``).
 
     Returns
     -------

@@ -1,11 +1,9 @@
 """``meshnb gpu-check``'s checks: the CUDA image on a device against meshnb's CPU, bit for bit.
 
-The quick conformance pack through the image, each system checked by :mod:`meshnb.conformance.check`
-(:func:`pack_check`); every hard page in IEEE mode against ``train(z=False)``, a NaN word equal to
-any NaN word (:func:`ieee_check`); M systems on the device, a sample of them against the CPU sweep,
-and both speeds (:func:`sweep_check`); :func:`passed` joins the three.  The command
-(:mod:`meshnb.cli.cuda`) parses its flags and prints these; they need numba-cuda (a device, or its
-simulator in the tests).
+:func:`pack_check` (the quick pack, each system checked by :mod:`meshnb.conformance.check`),
+:func:`ieee_check` (every hard page in IEEE mode), :func:`sweep_check` (M systems, a sample
+against the CPU sweep, both speeds); :func:`passed` joins them.  They need numba-cuda (a device,
+or its simulator in the tests); :mod:`meshnb.cli.cuda` parses and prints.
 """
 
 from __future__ import annotations
@@ -28,8 +26,9 @@ DIFFERENCES_SHOWN = 10  # the sweep's first differences said (of up to 2 x --sam
 
 
 def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
-    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by
-    ``meshnb check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
+    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by ``meshnb
+    check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``.
+    """
 
     cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
     out: list[tuple[str, str]] = []
@@ -53,9 +52,9 @@ IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subn
 
 
 def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
-    """Every hard page (or ``pages``) in IEEE mode (``z=False``) on the device against
-    ``train(z=False)``: final pages, a NaN word equal to any NaN word
-    (:func:`meshnb.cuda.compare.words_equal`, the rule of docs/guide/gpu.md); ``[(page, verdict)]``."""
+    """Every hard page (or ``pages``) in IEEE mode on the device against ``train(z=False)``, a NaN word
+    equal to any NaN word (:func:`meshnb.cuda.compare.words_equal`): ``[(page, verdict)]``.
+    """
 
     pages = hard_pages() if pages is None else pages
     names = list(pages)
@@ -70,12 +69,9 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
 
 def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
-    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second
-    device run of the sample with the trace on); system-steps per second of both.
-
-    Each device run is a sweep's :class:`~meshnb.runspec.Run` (:func:`~meshnb.runspec.describe`):
-    one page x M LRs, a step base per system (what ``sweep(lrs=, step_base=)`` describes), and the
-    traced sample another of the sampled LRs and bases, checked by the rules of every entry point."""
+    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second device
+    run of the sample); system-steps per second of both.
+    """
 
     lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
     bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
@@ -108,20 +104,8 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
 
 
 def passed(cases: list[tuple[str, str]], ieee: list[tuple[str, str]], sweep_doc: dict[str, Any]) -> bool:
-    """Whether every part passed: each pack case and hard page ``"PASS"``, the sweep's pages and
-    trace digests equal.
-
-    Parameters
-    ----------
-    cases, ieee : list of (str, str)
-        :func:`pack_check`'s and :func:`ieee_check`'s verdicts.
-    sweep_doc : dict
-        :func:`sweep_check`'s document.
-
-    Returns
-    -------
-    bool
-        True when all of it is bit-equal.
+    """Whether every part passed: each pack case and hard page ``"PASS"``, the sweep's pages and trace
+    digests equal.
 
     Examples
     --------

@@ -1,30 +1,22 @@
-"""The step as data: one table of the step's ops, one table of rules, and one interpreter that runs
-any assignment ``{op id: rule}`` over pages, word for word.
+"""The step as data: a table of the step's ops (:data:`OPS`), a table of rules (:data:`RULES`),
+and one interpreter (:func:`run`) that computes the step word for word under any assignment.
 
-:data:`OPS` holds every op a system computes, in dataflow order: the samples init makes
-(SPEC 4), INV_BATCH, the page reads of a TASK, the per-lane ops of a step (SPEC 5), the
-butterfly, the cluster's fold (SPEC 9), apply and loss (SPEC 6).  Each row names its kind, its
-operands (inputs or earlier ops' ids), its stage, and the alternative rules a single-op mutant may
-give it (:mod:`.mutants`).  :data:`RULES` holds every rule: float mode Z (``"z"``, the default),
-the FPU rules (no flush, flush before rounding, x86 FTZ, no DAZ, a +0 flush, other NaNs, the
-directed roundings: each an arithmetic of :mod:`.fpu` over words) and the structural ones (fused
-with the consumer, kept in f64, operands swapped, regrouped, another lane-sum or fold order,
-naive samples, a raw page read).
-
-An *assignment* maps op ids to rule keys; ``"*"`` names the rule of every op not named (a whole
-FPU mode).  The interpreter (:func:`lanes`, :func:`sums`, :func:`fold`, :func:`apply`,
-:func:`loss`, :func:`samples`, :func:`init_page`, :func:`run`) computes the step op by op from
-the table under it: ``{}`` is float mode Z.  The fault models (:mod:`.faults`), the single-op
-mutants (:mod:`.mutants`) and ``meshnb check``'s replay and localisation are assignments given
-to it; the numpy and plain-Python references (:mod:`meshnb.testing.reference`) and the njit
-kernels are tested against it bit for bit.  Nothing here goes through numba.
+Each op (SPEC 4-9, in dataflow order: the samples, INV_BATCH, a TASK's page reads, the per-lane
+ops, the butterfly, the fold, apply, loss) names its kind, operands, stage and the alternative
+rules a single-op mutant may give it.  A rule is float mode Z (``"z"``), another FPU arithmetic
+(:mod:`.fpu`), or a structural change (fused, kept in f64, swapped, regrouped, another sum order).
+An *assignment* maps op ids to rule keys, ``"*"`` every op not named; ``{}`` is float mode Z.
+The fault models (:mod:`.faults`), the mutants (:mod:`.mutants`) and ``meshnb check``'s replay
+and localisation are assignments; the references (:mod:`meshnb.testing.reference`) and the njit
+kernels are tested against it bit for bit.  The interpreter's arrays are ``(B, ...)``: B systems
+at once.  Nothing here goes through numba.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,21 +30,9 @@ SAMPLES, WARP, BATCHES = 256, 32, 8
 LANES = np.arange(WARP)
 BUTTERFLY = (16, 8, 4, 2, 1)
 # Byte offsets of the page's fields, from the layout table (SPEC 7)
+_NAMES = "PARAMS LR STEPS_PER_TASK INV_BATCH NEXT_STEP ERR PENDING STEP_HI X Y LOSS"
 OFF_PARAMS, OFF_LR, OFF_SPT, OFF_INV, OFF_NEXT, OFF_ERR, OFF_PENDING, OFF_STEP_HI, OFF_X, OFF_Y, OFF_LOSS = (
-    FIELDS[name].offset
-    for name in (
-        "PARAMS",
-        "LR",
-        "STEPS_PER_TASK",
-        "INV_BATCH",
-        "NEXT_STEP",
-        "ERR",
-        "PENDING",
-        "STEP_HI",
-        "X",
-        "Y",
-        "LOSS",
-    )
+    FIELDS[name].offset for name in _NAMES.split()
 )
 RING = FIELDS["LOSS"].count  # the loss ring's entries
 
@@ -68,16 +48,6 @@ Assignment = Mapping[str, Any]  # op id (or "*") -> a rule key of RULES (or an f
 class Rule:
     """One way an op can be computed (a row of :data:`RULES`).
 
-    Parameters
-    ----------
-    key : str
-        Its name in assignments and reports.
-    text : str
-        What it does, as a report says it (``{into}``: the op's consumer).
-    arith : Ops or None
-        The arithmetic of an FPU rule (its add, sub, mul, div, fma, from_u32, read over words);
-        None for a structural rule, whose op computes in the assignment's default arithmetic.
-
     Examples
     --------
     >>> from meshnb.conformance.model import RULES
@@ -85,9 +55,9 @@ class Rule:
     ('after', True)
     """
 
-    key: str
-    text: str
-    arith: Ops | None = None
+    key: str  # its name in assignments and reports
+    text: str  # what it does, as a report says it ({into}: the op's consumer)
+    arith: Ops | None = None  # an FPU rule's arithmetic; None: structural (the default arithmetic)
 
 
 def _rules(*rows: Rule) -> dict[str, Rule]:
@@ -126,12 +96,11 @@ _BY_RULES: dict[Rules, str] = {r.arith.rules: k for k, r in RULES.items() if typ
 
 
 def arith(rule: Any) -> Ops:
-    """The arithmetic of a rule (a key of :data:`RULES` or an :class:`~.fpu.Rules`): mode Z's for a
-    structural rule or None.
+    """The arithmetic of a rule (a key of :data:`RULES` or a :class:`~.fpu.Rules`); mode Z's for a
+    structural rule.
 
     Examples
     --------
-    >>> from meshnb.conformance.model import arith
     >>> arith("x86-ftz").rules.underflow, arith("fused").rules.underflow, type(arith("round-up")).__name__
     ('after', 'z', 'Directed')
     """
@@ -145,12 +114,10 @@ _Z = Ops()
 
 
 def rule_key(rules: Rules) -> Any:
-    """The key of :data:`RULES` whose arithmetic is ``rules`` (the ``Rules`` itself if none is).
+    """The key of :data:`RULES` whose arithmetic is ``rules`` (else ``rules`` itself).
 
     Examples
     --------
-    >>> from meshnb.conformance.fpu import Rules
-    >>> from meshnb.conformance.model import rule_key
     >>> rule_key(Rules("none", daz=False)), rule_key(Rules())
     ('no-flush', 'z')
     """
@@ -184,22 +151,19 @@ class Op:
         Its name in assignments and reports (``e*x3``, ``butterfly16``, ``p - lr*g``).
     kind : str
         ``add``, ``sub``, ``mul``, ``div``, ``from_u32``, ``read`` (a page word as a TASK reads it),
-        ``sin`` (a sample's correctly rounded sine) or ``sum`` (a whole lane sum's order).
+        ``sin`` (a sample's sine) or ``sum`` (a lane sum's order).
     args : tuple of str
         The operands: inputs of its stage (``x``, ``y``, ``a`` .. ``d``, ``lr``, ``inv``, ``s``,
         ``p``, constants) or earlier ops' ids.
     stage : str
-        ``samples``, ``init``, ``read``, ``lanes``, ``butterfly``, ``fold``, ``apply`` or ``loss``.
+        A key of :data:`STAGE_INFO`.
     label : str
         What it computes, for a report.
     alts : tuple of str
-        The alternatives (keys of :data:`RULES`) a single-op mutant may give it.
-    into : str, default ""
-        Its consumer, named for ``fused`` and ``f64`` ("the butterfly's first add").
-    regroup : tuple of str, default ()
-        ``(u, v, w)``: its ``regrouped`` form is ``(u * v) * w``.
-    swapped : str, default ""
-        Its ``swapped`` form, in words.
+        The rules a single-op mutant may give it.
+    into, regroup, swapped : optional
+        Its consumer (for ``fused`` and ``f64``); ``(u, v, w)`` of its ``regrouped`` form
+        ``(u * v) * w``; its ``swapped`` form in words.
 
     Examples
     --------
@@ -239,11 +203,13 @@ def _op(
 
 
 _BFLY = "the butterfly's first add"
+_FF, _FFR = ("fused", "f64"), ("fused", "f64", "regrouped")
+# fmt: off
 OPS: tuple[Op, ...] = (
     Op("i", "from_u32", ("0..255",), "samples", "the sample index i as f32", ()),
     Op("255", "from_u32", ("u255",), "samples", "255 as f32", ()),
     _op("h", "div", ("2", "255"), "samples", "the samples' step h = 2 / 255"),
-    _op("i*h", "mul", ("i", "h"), "samples", "i * h (x's sample)", ("fused", "f64"), into="-1 + i*h"),
+    _op("i*h", "mul", ("i", "h"), "samples", "i * h (x's sample)", _FF, into="-1 + i*h"),
     _op("x = -1 + i*h", "add", ("-1", "i*h"), "samples", "x = -1 + i*h"),
     Op("sin", "sin", ("x = -1 + i*h",), "samples", "sin(pi x) correctly rounded to f32", ()),
     Op("y", "read", ("sin",), "samples", "y as init writes it (ftz_bits)", ()),
@@ -254,48 +220,29 @@ OPS: tuple[Op, ...] = (
     Op("read INV_BATCH", "read", ("INV_BATCH",), "read", "INV_BATCH as a TASK reads it (ftz_from_bits)", ()),
     _op("x2", "mul", ("x", "x"), "lanes", "x2 = x*x", ("f64",), into="x3 and e*x2"),
     _op("x3", "mul", ("x2", "x"), "lanes", "x3 = x2*x", ("f64",), into="e*x3"),
-    _op("d*x", "mul", ("d", "x"), "lanes", "Horner's d*x", ("fused", "f64"), into="Horner's + c"),
+    _op("d*x", "mul", ("d", "x"), "lanes", "Horner's d*x", _FF, into="Horner's + c"),
     _op("+c", "add", ("d*x", "c"), "lanes", "Horner's (d*x) + c", ("f64",), into="Horner's second multiply"),
-    _op("*x", "mul", ("+c", "x"), "lanes", "Horner's (..)*x (second multiply)", ("fused", "f64"), into="Horner's + b"),
+    _op("*x", "mul", ("+c", "x"), "lanes", "Horner's (..)*x (second multiply)", _FF, into="Horner's + b"),
     _op("+b", "add", ("*x", "b"), "lanes", "Horner's (..) + b", ("f64",), into="Horner's third multiply"),
-    _op("*x'", "mul", ("+b", "x"), "lanes", "Horner's (..)*x (third multiply)", ("fused", "f64"), into="Horner's + a"),
+    _op("*x'", "mul", ("+b", "x"), "lanes", "Horner's (..)*x (third multiply)", _FF, into="Horner's + a"),
     _op("pred", "add", ("*x'", "a"), "lanes", "pred = (..) + a", ("f64",), into="e = pred - y"),
-    _op(
-        "e",
-        "sub",
-        ("pred", "y"),
-        "lanes",
-        "e = pred - y",
-        ("swapped", "f64"),
-        into="the products and the butterfly",
-        swapped="y - pred",
-    ),
-    _op("e*x", "mul", ("e", "x"), "lanes", "e*x", ("fused", "f64"), into=_BFLY),
-    _op(
-        "e*x2", "mul", ("e", "x2"), "lanes", "e*x2", ("fused", "f64", "regrouped"), into=_BFLY, regroup=("e", "x", "x")
-    ),
-    _op(
-        "e*x3", "mul", ("e", "x3"), "lanes", "e*x3", ("fused", "f64", "regrouped"), into=_BFLY, regroup=("e", "x2", "x")
-    ),
-    _op("e*e", "mul", ("e", "e"), "lanes", "e*e", ("fused", "f64"), into=_BFLY),
+    _op("e", "sub", ("pred", "y"), "lanes", "e = pred - y", ("swapped", "f64"),
+        into="the products and the butterfly", swapped="y - pred"),
+    _op("e*x", "mul", ("e", "x"), "lanes", "e*x", _FF, into=_BFLY),
+    _op("e*x2", "mul", ("e", "x2"), "lanes", "e*x2", _FFR, into=_BFLY, regroup=("e", "x", "x")),
+    _op("e*x3", "mul", ("e", "x3"), "lanes", "e*x3", _FFR, into=_BFLY, regroup=("e", "x2", "x")),
+    _op("e*e", "mul", ("e", "e"), "lanes", "e*e", _FF, into=_BFLY),
     *(_op(f"butterfly{o}", "add", (), "butterfly", f"the butterfly's add at xor {o}") for o in BUTTERFLY),
     Op("butterfly", "sum", (), "butterfly", "the lane sum's order", ("xor-ascending", "sequential")),
     Op("read slot", "read", ("slots",), "fold", "a published slot's words as the fold reads them", ()),
     _op("fold", "add", ("slots",), "fold", "the cluster's fold of the published sums", ("reverse",)),
     _op("s*inv", "mul", ("s", "inv"), "apply", "apply's g = s*inv", ("f64",), into="apply's lr*g"),
-    _op(
-        "lr*g",
-        "mul",
-        ("lr", "s*inv"),
-        "apply",
-        "apply's lr*g",
-        ("fused", "f64", "regrouped"),
-        into="apply's p - lr*g",
-        regroup=("lr", "s", "inv"),
-    ),
+    _op("lr*g", "mul", ("lr", "s*inv"), "apply", "apply's lr*g", _FFR, into="apply's p - lr*g",
+        regroup=("lr", "s", "inv")),
     _op("p - lr*g", "sub", ("p", "lr*g"), "apply", "apply's p - lr*g", ("swapped",), swapped="lr*g - p"),
     _op("loss", "mul", ("s", "inv"), "loss", "the loss s[4]*inv"),
 )
+# fmt: on
 BY_ID: dict[str, Op] = {op.id: op for op in OPS}
 TERMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five per-lane terms the butterfly sums, in order
 SUMS = TERMS  # the five sums of a step, in order: the sums of the terms
@@ -329,10 +276,10 @@ class Mutant:
     >>> from meshnb.conformance.model import Mutant
     >>> Mutant("e*x3", "fused").text()
     "`e*x3` fused into the butterfly's first add (one rounding, an FMA)"
-    >>> Mutant("e", "swapped").text()
-    '`e = pred - y` with its operands swapped (y - pred)'
-    >>> Mutant("e", "swapped").assignment
-    {'e': 'swapped'}
+    >>> Mutant("e", "swapped").text(), Mutant("e", "swapped").assignment
+    ('`e = pred - y` with its operands swapped (y - pred)', {'e': 'swapped'})
+    >>> print(Mutant("butterfly4", "x86-ftz").text())
+    `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
     >>> Mutant("e", "fused")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -344,7 +291,7 @@ class Mutant:
 
     def __post_init__(self) -> None:
         if self.op not in SPACE_BY_ID:
-            raise ValueError(f"unknown op {self.op!r}; known: {', '.join(SPACE_BY_ID)}")
+            raise unknown("op", self.op, SPACE_BY_ID)
         if self.alt not in SPACE_BY_ID[self.op].alts:
             raise ValueError(
                 f"op {self.op!r} has no alternative {self.alt!r} (it has: {', '.join(SPACE_BY_ID[self.op].alts)})"
@@ -365,7 +312,6 @@ class Mutant:
 
         Examples
         --------
-        >>> from meshnb.conformance.model import Mutant
         >>> print(Mutant("butterfly4", "x86-ftz").text())
         `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
         """
@@ -379,18 +325,19 @@ class Mutant:
         return f"{name} {how}"
 
 
+def unknown(what: str, name: object, known: Iterable[str]) -> ValueError:
+    """The error for a name not in a table: ``unknown <what> 'name'; known: a, b, ...``.
+
+    Examples
+    --------
+    >>> unknown("rule", "fma", ["fused", "f64"])
+    ValueError("unknown rule 'fma'; known: fused, f64")
+    """
+    return ValueError(f"unknown {what} {name!r}; known: {', '.join(known)}")
+
+
 def mutations(stages: tuple[str, ...] = MUTANT_STAGES) -> list[Mutant]:
     """Every (op, alternative) pair of the ops in ``stages``, in the table's order.
-
-    Parameters
-    ----------
-    stages : tuple of str, default all
-        The stages (:data:`MUTANT_STAGES`).
-
-    Returns
-    -------
-    list of Mutant
-        The mutants.
 
     Examples
     --------
@@ -402,11 +349,10 @@ def mutations(stages: tuple[str, ...] = MUTANT_STAGES) -> list[Mutant]:
 
 
 def rule_of(assign: Assignment, op_id: str) -> Any:
-    """The rule ``assign`` gives op ``op_id`` (its own, else the default ``"*"``, else ``"z"``).
+    """The rule ``assign`` gives op ``op_id``: its own, else the default ``"*"``, else ``"z"``.
 
     Examples
     --------
-    >>> from meshnb.conformance.model import rule_of
     >>> rule_of({"e": "swapped"}, "e"), rule_of({"*": "x86-ftz"}, "e*x"), rule_of({}, "pred")
     ('swapped', 'x86-ftz', 'z')
     """
@@ -423,17 +369,11 @@ def _ops_of(assign: Assignment, op_id: str) -> Ops:
 
 
 def check_assignment(assign: Assignment) -> None:
-    """Refuses an assignment naming an unknown op or rule.
-
-    Raises
-    ------
-    ValueError
-        For an unknown op id or rule key.
+    """Refuses (ValueError) an assignment naming an unknown op or rule.
 
     Examples
     --------
     >>> from meshnb.conformance.model import check_assignment
-    >>> check_assignment({"e": "swapped", "*": "x86-ftz"})
     >>> check_assignment({"e*x4": "fused"})
     Traceback (most recent call last):
     ...
@@ -453,8 +393,8 @@ def check_assignment(assign: Assignment) -> None:
 
 @dataclass(frozen=True)
 class Fused:
-    """A product left unrounded for its consumer to fuse (an FMA): ``a * b``, and its rounded
-    value, which other lanes see through a shuffle.
+    """A product left unrounded for its consumer to fuse (an FMA): ``a * b``, and its rounded value,
+    which other lanes see through a shuffle.
 
     Examples
     --------
@@ -486,8 +426,6 @@ def is_words(v: Value) -> bool:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import is_words
     >>> is_words(np.uint32(1)), is_words(np.float64(1.0))
     (True, False)
     """
@@ -512,7 +450,6 @@ def words(v: Value) -> np.ndarray:
 
     Examples
     --------
-    >>> from meshnb.conformance.model import words
     >>> hex(words(1.0 + 2.0**-30))  # an f64 value rounded once to f32
     '0x3f800000'
     """
@@ -530,8 +467,9 @@ def _plain(v: Value) -> bool:
 
 
 def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
-    """``a kind b`` rounded to f32: fused where an operand is an unrounded product, in f64 where
-    one is kept in f64, else the op of ``ops`` (a raw operand taken without DAZ)."""
+    """``a kind b`` rounded to f32: fused where an operand is an unrounded product, in f64 where one
+    is f64, else the op of ``ops`` (a raw operand taken without DAZ).
+    """
     if _plain(a) and _plain(b):  # the common case: two operands of words
         return np.asarray(getattr(ops, kind)(a, b), dtype=np.uint32)
     if isinstance(b, Fused) and kind == "add":
@@ -554,24 +492,10 @@ def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
 
 
 def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapping[str, Value] | None = None) -> Value:
-    """Op ``op_id`` of the table on its operands under the assignment: the one place an op's rule
-    is applied.
+    """Op ``op_id`` on its operands under the assignment: the one place an op's rule is applied.
 
-    Parameters
-    ----------
-    assign : Assignment
-        ``{op id: rule}`` (``{}``: float mode Z).
-    op_id : str
-        The op.
-    a, b : Value
-        Its operands (words, f64 values, a fused product or a raw word).
-    env : mapping, optional
-        The values by name, for the ``regrouped`` rule's operands.
-
-    Returns
-    -------
-    Value
-        Words; f64 values under ``f64``; a :class:`Fused` under ``fused`` (its consumer rounds).
+    Returns words; f64 values under ``f64``; a :class:`Fused` under ``fused``.  ``env``: the values
+    by name, for the ``regrouped`` rule's operands.
 
     Examples
     --------
@@ -616,12 +540,10 @@ def _stage(assign: Assignment, stage: str, env: dict[str, Value]) -> dict[str, V
 
 
 def sin_pi(x: float) -> float:
-    """``sin(pi x)`` in f64 on the exactly reduced ``r = 1 - |x|`` (``|x| > 0.5``), sign from ``x``
-    (SPEC 4: correctly rounded to f32 for every sample).
+    """``sin(pi x)`` in f64 on the exactly reduced ``1 - |x|`` (``|x| > 0.5``), sign from ``x`` (SPEC 4).
 
     Examples
     --------
-    >>> from meshnb.conformance.model import sin_pi
     >>> sin_pi(1.0), sin_pi(-1.0), sin_pi(0.5)
     (0.0, -0.0, 1.0)
     """
@@ -663,7 +585,6 @@ def inv_batch(assign: Assignment, systems: int) -> int:
 
     Examples
     --------
-    >>> from meshnb.conformance.model import inv_batch
     >>> hex(inv_batch({}, 1)), hex(inv_batch({}, 3))
     ('0x3d000000', '0x3c2aaaab')
     """
@@ -692,13 +613,10 @@ def init_page(systems: int = 1, grouped: bool = False, assign: Assignment = {}) 
 
 
 def read(assign: Assignment, field: str, w: object) -> Value:
-    """A page word as a TASK reads it: op ``read <field>`` (``PARAMS``, ``LR``, ``INV_BATCH``).
-
-    Returns words, or a :class:`Raw` under the ``raw`` rule.
+    """A page word as a TASK reads it (op ``read <field>``): words, or a :class:`Raw` under ``raw``.
 
     Examples
     --------
-    >>> from meshnb.conformance.model import read
     >>> hex(read({}, "LR", 1)), read({"read LR": "raw"}, "LR", 1).w.tolist()  # a subnormal LR
     ('0x0', 1)
     """
@@ -711,22 +629,10 @@ def read(assign: Assignment, field: str, w: object) -> Value:
 
 
 def lane_samples(offs: np.ndarray) -> np.ndarray:
-    """Sample indices (B, 32) of the batch offsets (B,).
-
-    Parameters
-    ----------
-    offs : numpy.ndarray
-        Batch offsets (B,).
-
-    Returns
-    -------
-    numpy.ndarray
-        int64 ``(B, 32)``: lane ``l`` of offset ``off`` reads sample ``off mod 8 + 8 l``.
+    """Sample indices ``(B, 32)`` of batch offsets ``(B,)``: lane ``l`` reads ``off mod 8 + 8 l``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import lane_samples
     >>> lane_samples(np.array([0, 9]))[:, :3].tolist()
     [[0, 8, 16], [1, 9, 17]]
     """
@@ -734,26 +640,10 @@ def lane_samples(offs: np.ndarray) -> np.ndarray:
 
 
 def lanes(assign: Assignment, p: Value, x: np.ndarray, y: np.ndarray) -> dict[str, Value]:
-    """Every per-lane op's value: p ``(B, 4)`` words, x and y ``(B, 32)``.
-
-    Parameters
-    ----------
-    assign : Assignment
-        ``{op id: rule}``.
-    p : numpy.ndarray
-        Params words ``(B, 4)``.
-    x, y : numpy.ndarray
-        The lanes' sample words ``(B, 32)``.
-
-    Returns
-    -------
-    dict of str to Value
-        Each op's value by id, and the inputs ``x``, ``y``, ``a`` .. ``d``.
+    """Every per-lane op's value by id, and the inputs: p ``(B, 4)``, x and y ``(B, 32)`` words.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import lanes, samples
     >>> xs, ys = samples()
     >>> v = lanes({}, np.zeros((1, 4), dtype=np.uint32), xs[None, ::8], ys[None, ::8])
     >>> v["e*x3"].shape, hex(v["e"][0, 0])  # e = 0 - y_0 = -(-0.0)
@@ -784,13 +674,10 @@ def _level(assign: Assignment, o: int, terms: list[Value]) -> list[Value]:
 
 
 def lane_sum(assign: Assignment, terms: list[Value]) -> np.ndarray:
-    """The five sums ``(B, 5)`` of the five terms (each ``(B, 32)``): op ``butterfly``'s order,
-    each level its op ``butterfly<o>``.
+    """The five sums ``(B, 5)`` of the terms ``(B, 32)`` in op ``butterfly``'s order (levels ``butterfly<o>``).
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import lane_sum
     >>> t = [np.full((1, 32), 0x3F800000, dtype=np.uint32)] * 5
     >>> hex(lane_sum({}, t)[0, 0]), hex(lane_sum({"butterfly": "sequential"}, t)[0, 0])
     ('0x42000000', '0x42000000')
@@ -820,8 +707,6 @@ def level_one(assign: Assignment, terms: list[Value]) -> np.ndarray:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import level_one
     >>> level_one({}, [np.full((1, 32), 0x3F800000, dtype=np.uint32)] * 5).shape
     (1, 5, 32)
     """
@@ -845,12 +730,10 @@ def sums(assign: Assignment, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.
 
 
 def step_sums(assign: Assignment, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """Own sums ``(B, 5)`` of B systems: p ``(B, 4)``, xs/ys ``(B, 256)`` words, offs ``(B,)``.
+    """Own sums ``(B, 5)`` of B systems: p ``(B, 4)``, xs and ys ``(B, 256)`` words, offs ``(B,)``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import samples, step_sums
     >>> xs, ys = samples()
     >>> hex(step_sums({}, np.zeros((1, 4), dtype=np.uint32), xs[None], ys[None], np.array([0]))[0, 4])
     '0x417f022c'
@@ -861,13 +744,10 @@ def step_sums(assign: Assignment, p: np.ndarray, xs: np.ndarray, ys: np.ndarray,
 
 
 def fold(assign: Assignment, own: np.ndarray) -> np.ndarray:
-    """The fold of the members' published sums ``(..., N, 5)`` -> ``(..., 5)``: each slot read
-    (op ``read slot``), then added in system order (op ``fold``).
+    """The fold ``(..., N, 5)`` -> ``(..., 5)``: each slot read (``read slot``), added in system order (``fold``).
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import fold
     >>> own = np.array([[0x3F800000] * 5, [0x40000000] * 5], dtype=np.uint32)  # 1.0 and 2.0
     >>> hex(fold({}, own)[0]), hex(fold({"fold": "reverse"}, own)[0])
     ('0x40400000', '0x40400000')
@@ -913,8 +793,6 @@ def loss(assign: Assignment, s: np.ndarray, inv: Value) -> np.ndarray:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import loss
     >>> hex(loss({}, np.full((1, 5), 0x40000000, dtype=np.uint32), np.array([[0x3F000000]], dtype=np.uint32))[0])
     '0x3f800000'
     """
@@ -930,18 +808,11 @@ def loss(assign: Assignment, s: np.ndarray, inv: Value) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Run:
-    """What an executor produced: one final page per system and the trace (steps, 5) of system 0.
-
-    Parameters
-    ----------
-    pages : list of bytes
-        Every system's final page.
-    trace : numpy.ndarray
-        uint32 ``(steps, 5)``; ``(steps, systems, 5)`` for independent systems.
+    """What an executor produced: every system's final page, and the trace ``(steps, 5)`` of system 0
+    (``(steps, systems, 5)`` for independent systems).
 
     Examples
     --------
-    >>> from meshnb.conformance.model import init_page, run
     >>> result = run([init_page()], 8, grouped=False)
     >>> len(result.pages), result.trace.shape
     (1, (8, 5))
@@ -952,25 +823,10 @@ class Run:
 
 
 def words_at(page: bytes, off: int, n: int = 1) -> np.ndarray:
-    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a copy, uint32).
-
-    Parameters
-    ----------
-    page : bytes
-        A page.
-    off : int
-        The first byte.
-    n : int, default 1
-        The words.
-
-    Returns
-    -------
-    numpy.ndarray
-        uint32 ``(n,)``.
+    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a uint32 copy).
 
     Examples
     --------
-    >>> from meshnb.conformance.model import init_page, words_at
     >>> [hex(w) for w in words_at(init_page(), 16, 2).tolist()]  # LR, STEPS_PER_TASK
     ['0x3f000000', '0x40']
     """
@@ -989,12 +845,7 @@ def run(
 ) -> Run:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems under the assignment.
 
-    ``set_lr`` maps a count of steps of this run to the word SET_LR writes before that step (at
-    ``steps``: after the last).  ``from_init``: the executor runs init itself (its own samples
-    and INV_BATCH), keeping the pages' step base, instead of loading the given pages' X, Y and
-    header.  STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
-    ``independent``: the pages are separate single systems without a group run side by side (one
-    vectorised run of many cases; ``trace`` is then (steps, systems, 5)).
+    STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
 
     Parameters
     ----------
@@ -1005,13 +856,15 @@ def run(
     grouped : bool
         The pages are the members of one group (their sums folded each step).
     set_lr : dict of int to int, optional
-        ``{steps of this run: LR word}``.
+        ``{steps of this run: LR word}`` that SET_LR writes before that step (at ``steps``: after
+        the last).
     assign : Assignment, default {}
         ``{op id: rule}`` (float mode Z by default).
     from_init : bool, default False
-        The executor runs init itself, keeping the pages' step base.
+        The executor runs init itself (its own samples and INV_BATCH), keeping the pages' step base.
     independent : bool, default False
-        The pages are separate systems without a group, run side by side.
+        The pages are separate systems without a group, run side by side (``trace`` is then
+        ``(steps, systems, 5)``).
 
     Returns
     -------

@@ -1,20 +1,14 @@
-"""The mutation harness: every single-op mutant (:mod:`~meshnb.conformance.mutants`' op space) run
-through the full and the quick pack in-process, and the mutation score of each pack.
+"""The mutation harness: every single-op mutant (:mod:`~meshnb.conformance.mutants`) run through
+the full and the quick pack in-process, and each pack's mutation score.
 
-A mutant is *killed* by a pack when at least one case fails it as ``meshnb check`` would: an out
-page or the trace differs from meshnb's.  Running 264 mutants through 80 000 steps of simulated
-executor would take hours, so the harness goes by induction over meshnb's own trajectory: while a
-mutant's state equals meshnb's, its next step is the mutant's step from meshnb's state, and every
-step of a case is evaluated at once (one vectorised step over all the case's states, from
-:class:`Trajectory`).  The first step whose sums differ is a trace that differs (a kill); a loss
-that differs in the ring's last writes is a page that differs (a kill); where only the params
-part first, the model's run (:func:`~meshnb.conformance.model.run`) of the mutant from meshnb's
-state at that step to the case's end decides (:func:`confirm`: params that part may meet again, a
-subnormal param flushed where it is read and overwritten later).  A mutant no case kills is
-*equivalent* when it changes no bits on any evidence page either (:func:`evidence_pages`: the hard
-pages, the pack's probes and pages made for the alternatives: samples, errors and params scaled
-into the subnormal range and to the flush boundary); one that changes bits there but that no
-case kills is a *survivor*, a hole in the pack.
+A mutant is *killed* by a pack when a case fails it as ``meshnb check`` would (an out page or the
+trace differs).  The harness goes by induction over meshnb's own trajectory (:class:`Trajectory`):
+while a mutant's state equals meshnb's, its next step is the mutant's step from meshnb's state,
+so every step of a case is one vectorised evaluation.  The first step whose sums differ is a
+kill; so is a differing loss the ring keeps; where only the params part first, the model's run
+of the mutant to the case's end decides (:func:`confirm`: params may meet again).  A mutant no
+case kills is *equivalent* when it changes no bits on any evidence page either
+(:func:`evidence`), else a *survivor*: a hole in the pack (docs/guide/mutation-score.md).
 """
 
 from __future__ import annotations
@@ -38,33 +32,15 @@ CHUNK = 4096  # states evaluated at once (memory: CHUNK x 256 words a system)
 
 @dataclass(frozen=True)
 class Trajectory:
-    """meshnb's run of a case, every step's state: what a mutant's step is evaluated from.
+    """meshnb's run of a case and every step's state: what a mutant's step is evaluated from."""
 
-    Parameters
-    ----------
-    case : Case
-        The case, sized.
-    pages : list of bytes
-        Every system's start page as the executor is given it.
-    expected : list of bytes
-        meshnb's out pages.
-    trace : numpy.ndarray
-        meshnb's applied sums ``(steps, 5)``.
-    params : numpy.ndarray
-        Every system's params before each step and after the last ``(steps + 1, n, 4)``.
-    lr : numpy.ndarray
-        The LR word each step reads ``(steps, n, 1)``.
-    losses : numpy.ndarray
-        Every step's loss ``(steps, n)``.
-    """
-
-    case: Case
-    pages: list[bytes]
-    expected: list[bytes]
-    trace: np.ndarray
-    params: np.ndarray
-    lr: np.ndarray
-    losses: np.ndarray
+    case: Case  # sized
+    pages: list[bytes]  # every system's start page as the executor is given it
+    expected: list[bytes]  # meshnb's out pages
+    trace: np.ndarray  # meshnb's applied sums (steps, 5)
+    params: np.ndarray  # every system's params before each step and after the last (steps + 1, n, 4)
+    lr: np.ndarray  # the LR word each step reads (steps, n, 1)
+    losses: np.ndarray  # every step's loss (steps, n)
 
     @property
     def base(self) -> int:
@@ -73,25 +49,8 @@ class Trajectory:
 
 
 def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
-    """meshnb's run of ``case`` (numba) and its states, rebuilt from the trace by mode Z's apply
-    and checked against meshnb's out pages (params, LR) before use.
-
-    Parameters
-    ----------
-    case : Case
-        A case as a pack runs it.
-    pages : list of bytes, optional
-        A start page instead of the case's own (every system's).
-
-    Returns
-    -------
-    Trajectory
-        The states.
-
-    Raises
-    ------
-    AssertionError
-        When the rebuilt states do not end in meshnb's params (they always do).
+    """meshnb's run of ``case`` (numba; from ``pages[0]`` instead of the case's page if given) and its
+    states, rebuilt from the trace by mode Z's apply and checked against meshnb's out pages.
 
     Examples
     --------
@@ -104,9 +63,7 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
     n, steps = len(pages), case.steps
-    p = np.stack([Z.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([Z.read(model.words_at(pg, model.OFF_LR)) for pg in pages])
-    inv = np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in pages])
+    p, lr, inv = _reads(pages)
     changes = dict(case.set_lr)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     lrs = np.zeros((steps, n, 1), dtype=np.uint32)
@@ -126,18 +83,12 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
 
 
 def pack_cases(quick: bool) -> list[Case]:
-    """The cases of the quick or the full pack, cheapest first (steps times systems), so that a
-    mutant is killed after as few steps as may be.
+    """The cases of the quick or the full pack, cheapest first (steps times systems).
 
-    Parameters
-    ----------
-    quick : bool
-        The quick pack.
-
-    Returns
-    -------
-    list of Case
-        The cases, sized.
+    Examples
+    --------
+    >>> [c.name for c in pack_cases(quick=True)][:2]
+    ['probe-subnormal-update', 'probe-huge-samples-two-steps']
     """
     return sorted(cases(quick), key=lambda c: c.steps * c.systems)
 
@@ -150,17 +101,13 @@ def case_trajectory(case: Case) -> Trajectory:
 
 @dataclass(frozen=True)
 class Kill:
-    """Where a case fails a mutant: the case, the step, and what differs first.
+    """Where a case fails a mutant: the case's name, the steps done before the differing one, and what
+    differs first: ``trace``, ``loss`` (one the ring keeps), ``samples`` (init's X or Y) or ``params``.
 
-    Parameters
-    ----------
-    case : str
-        The case's name.
-    step : int
-        The steps of the run done before the differing one.
-    what : str
-        ``trace`` (the step's sums), ``loss`` (a loss the ring keeps), ``samples`` (init's X or
-        Y), ``params`` (the step's new params, the sums alike).
+    Examples
+    --------
+    >>> kill(faults.single_op("e*x3", "fused"), quick=True)
+    Kill(case='probe-subnormal-update', step=0, what='trace')
     """
 
     case: str
@@ -168,15 +115,18 @@ class Kill:
     what: str
 
 
-def _inv(t: Trajectory) -> np.ndarray:
-    """Every system's INV_BATCH, read as the step reads it ``(n, 1)``."""
-    return np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in t.pages])
+def _reads(pages: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every system's PARAMS ``(n, 4)``, LR and INV_BATCH ``(n, 1)`` as a step reads them."""
+    return tuple(  # type: ignore[return-value]
+        np.stack([Z.read(model.words_at(pg, off, k)) for pg in pages])
+        for off, k in ((model.OFF_PARAMS, 4), (model.OFF_LR, 1), (model.OFF_INV, 1))
+    )
 
 
 def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
-    """meshnb's trajectory of ``t``'s case by :data:`CHUNK` steps: ``lo``, ``hi``, every state's
-    params ``((hi - lo) * n, 4)`` and the x and y of the lanes its batch reads ``((hi - lo) * n, 32)``
-    (a group's members take batches ``t N + k``, single systems batch ``t``)."""
+    """meshnb's trajectory of ``t``'s case by :data:`CHUNK` steps: ``lo``, ``hi``, every state's params
+    ``((hi - lo) * n, 4)`` and the x and y its lanes read ``((hi - lo) * n, 32)``.
+    """
     case, n = t.case, len(t.pages)
     xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in t.pages])
     ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in t.pages])
@@ -195,20 +145,8 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
 
 
 def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
-    """The first step of ``t``'s case where mutant ``m`` parts from meshnb, by induction over
-    meshnb's states (None: the mutant's run of the case is meshnb's, bit for bit).
-
-    Parameters
-    ----------
-    t : Trajectory
-        The case's states.
-    m : faults.Model
-        A single-op model (:func:`faults.single_op`), or :data:`faults.EXACT`.
-
-    Returns
-    -------
-    Kill or None
-        Where it differs first.
+    """The first step of ``t``'s case where mutant ``m`` (a single-op model, or ``faults.EXACT``) parts
+    from meshnb, by induction over meshnb's states; None: its run is meshnb's, bit for bit.
 
     Examples
     --------
@@ -231,7 +169,7 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
         if init[model.OFF_X : model.OFF_LOSS] != pages[0][model.OFF_X : model.OFF_LOSS]:
             return Kill(case.name, 0, "samples")
         return None
-    inv = _inv(t)
+    inv = _reads(t.pages)[2]
     ring_from = case.steps - model.RING  # a loss written from here on is in the out page
     for lo, hi, p, x, y in _chunks(t):
         k = hi - lo
@@ -259,29 +197,11 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 
 
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
-    """Whether the model's run (:func:`~meshnb.conformance.model.run`) of mutant ``m``, from meshnb's
-    state before the kill's step to the case's end (from init where the case starts there), fails
-    the case as the check compares: an out page or the trace differs (one run: params kept between
-    steps as the executor keeps them, not reloaded from a page).
-
-    Parameters
-    ----------
-    t : Trajectory
-        The case.
-    m : faults.Model
-        The mutant.
-    kill : Kill
-        Where :func:`first_difference` found it differs.
-
-    Returns
-    -------
-    bool
-        The run fails the case.
+    """Whether the model's run of mutant ``m`` from meshnb's state before the kill's step to the case's
+    end fails the case as the check compares (one run: params kept as an executor keeps them).
 
     Examples
     --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.mutation import confirm, first_difference, trajectory
     >>> from meshnb.conformance.pack import BY_NAME
     >>> t = trajectory(BY_NAME["default"].sized(quick=True))
     >>> m = faults.single_op("e*x3", "fused")
@@ -303,20 +223,7 @@ def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
 
 
 def kill(m: faults.Model, quick: bool) -> Kill | None:
-    """The first case of the quick or full pack (cheapest first) that kills mutant ``m``.
-
-    Parameters
-    ----------
-    m : faults.Model
-        The mutant.
-    quick : bool
-        The quick pack.
-
-    Returns
-    -------
-    Kill or None
-        None: no case of the pack fails it.
-    """
+    """The first case of the quick or full pack (cheapest first) that kills mutant ``m``; None: none does."""
     for case in pack_cases(quick):
         t = case_trajectory(case)
         k = first_difference(t, m)
@@ -326,22 +233,8 @@ def kill(m: faults.Model, quick: bool) -> Kill | None:
 
 
 X_SCALES = (0, -10, -20, -30, -42, -43, -63, -64, -126, -130)  # powers of two: x, x2, x3 across the flush boundary
-Y_SCALES = (
-    0,
-    -20,
-    -40,
-    -60,
-    -66,
-    -70,
-    -80,
-    -100,
-    -126,
-    -127,
-    -130,
-    -149,
-    60,
-    120,
-)  # e = pred - y from ordinary to subnormal and huge
+# e = pred - y from ordinary to subnormal and huge
+Y_SCALES = (0, -20, -40, -60, -66, -70, -80, -100, -126, -127, -130, -149, 60, 120)
 PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
     "init": None,
     "zero": [0, 0, 0, 0],
@@ -352,14 +245,9 @@ PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
 
 @cache
 def made_pages() -> dict[str, bytes]:
-    """Pages made for the alternatives: X and Y scaled by powers of two across the flush
-    boundary, with init's, zero, tiny and huge params, so that every op's operands and result
-    reach the subnormal range, the flush boundary and overflow on some page.
-
-    Returns
-    -------
-    dict of str to bytes
-        4096-byte pages, by name (``made-xS-yT-P``: X times 2^S, Y times 2^T, params P).
+    """Pages made for the alternatives, by name ``made-xS-yT-P``: X times 2^S, Y times 2^T, params P
+    (init's, zero, tiny, huge), so that every op reaches the subnormal range, the flush boundary
+    and overflow on some page.
 
     Examples
     --------
@@ -385,30 +273,13 @@ EVIDENCE_STEPS = 16
 
 
 def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
-    """Independent single systems at step 0 run side by side (no group) by the model's run
-    (:func:`~meshnb.conformance.model.run`) without a fault, as one :class:`Trajectory` whose trace
-    is every system's ``(steps, n, 5)``.
-
-    Parameters
-    ----------
-    name : str
-        The batch's name.
-    pages : list of bytes
-        The start pages (each loaded as it is: X, Y and the header are the page's).
-    steps : int
-        The steps.
-
-    Returns
-    -------
-    Trajectory
-        The states.
+    """Independent single systems at step 0 run side by side without a fault (:func:`.model.run`), as
+    one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
     """
     case = Case(name, "evidence", steps, steps, page=name)
     r = model.run(pages, steps, grouped=False, independent=True)
     n = len(pages)
-    p = np.stack([Z.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
-    lr = np.stack([Z.read(model.words_at(pg, model.OFF_LR)) for pg in pages])
-    inv = np.stack([Z.read(model.words_at(pg, model.OFF_INV)) for pg in pages])
+    p, lr, inv = _reads(pages)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     for s in range(steps):
         params[s] = p
@@ -421,14 +292,9 @@ def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
 
 @cache
 def evidence() -> tuple[Trajectory, ...]:
-    """The evidence cases, :data:`EVIDENCE_STEPS` steps each: every start page of the pack (the
-    hard pages, the probes) and the made pages side by side, init with LRs whose updates reach the
-    flush boundary (2^-120, 2^-100, 2^-126 + 1 ulp), and init as a cluster of 3 (for the fold).
-
-    Returns
-    -------
-    tuple of Trajectory
-        The cases' runs.
+    """The evidence cases, :data:`EVIDENCE_STEPS` steps each: every start page of the pack and the
+    made pages side by side, init with LRs whose updates reach the flush boundary, and init as a
+    cluster of 3 (for the fold).
     """
     named = {**start_pages(), **made_pages()}
     out = [side_by_side("evidence-pages", list(named.values()), EVIDENCE_STEPS)]
@@ -439,18 +305,7 @@ def evidence() -> tuple[Trajectory, ...]:
 
 
 def witness(m: faults.Model) -> Kill | None:
-    """An evidence case on which mutant ``m`` changes any bits (None: on none of them).
-
-    Parameters
-    ----------
-    m : faults.Model
-        The mutant.
-
-    Returns
-    -------
-    Kill or None
-        The first evidence case that tells it from meshnb.
-    """
+    """The first evidence case on which mutant ``m`` changes any bits (None: none)."""
     for t in evidence():
         k = first_difference(t, m)
         if k is not None and (k.what != "params" or t.case.name.startswith("evidence-pages") or confirm(t, m, k)):
@@ -460,18 +315,14 @@ def witness(m: faults.Model) -> Kill | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One mutant's standing against both packs.
+    """One mutant's standing against both packs: its name ``op:alt`` and text, the first case of each
+    pack that kills it, and for a mutant neither kills an evidence case where it changes bits
+    (``witness``; None: equivalent).
 
-    Parameters
-    ----------
-    name : str
-        ``op:alt``.
-    text : str
-        The change in words.
-    quick, full : Kill or None
-        The first case of each pack that kills it.
-    witness : Kill or None
-        For a mutant neither pack kills: an evidence case where it changes bits (None: equivalent).
+    Examples
+    --------
+    >>> Verdict("e:swapped", "", None, None, None).equivalent
+    True
     """
 
     name: str
@@ -482,21 +333,16 @@ class Verdict:
 
     @property
     def equivalent(self) -> bool:
-        """No pack kills it and it changes no bits on any evidence case (nor on the quick pack)."""
+        """No pack kills it and it changes no bits on any evidence case."""
         return self.quick is None and self.full is None and self.witness is None
 
 
 def verdicts() -> list[Verdict]:
-    """Every mutant of :func:`~meshnb.conformance.model.mutations` against the quick and the full pack (minutes).
+    """Every mutant of :func:`~meshnb.conformance.model.mutations` against the quick and the full pack
+    (minutes), in the op table's order.
 
-    A mutant the quick pack does not kill is tried on the evidence cases; one that changes no
-    bits there either is taken as equivalent without running it through the full pack's longer
-    cases (they start from the pages the quick pack's cases start from).
-
-    Returns
-    -------
-    list of Verdict
-        In the op table's order.
+    A mutant the quick pack does not kill is tried on the evidence cases; one that changes no bits
+    there either is taken as equivalent without the full pack's longer cases.
     """
     out = []
     for mut in model.mutations():
@@ -512,19 +358,8 @@ _GRADUAL = model.arith("no-flush")
 
 
 def flushed_ops(t: Trajectory) -> set[str]:
-    """The ops of the per-lane dataflow and of apply and the loss whose rounded result is a
-    nonzero subnormal on some step of ``t``'s run (and which mode Z therefore flushes): each op
-    recomputed with gradual underflow from mode Z's operands.
-
-    Parameters
-    ----------
-    t : Trajectory
-        The case's run.
-
-    Returns
-    -------
-    set of str
-        Op ids (:data:`meshnb.conformance.model.SPACE_BY_ID`).
+    """The ops of the per-lane dataflow, apply and the loss whose rounded result is a nonzero subnormal
+    on some step of ``t``'s run (which mode Z flushes): each recomputed with gradual underflow.
 
     Examples
     --------
@@ -536,7 +371,7 @@ def flushed_ops(t: Trajectory) -> set[str]:
     set()
     """
     n = len(t.pages)
-    inv = _inv(t)
+    inv = _reads(t.pages)[2]
     found: set[str] = set()
 
     def tiny(op: str, w: np.ndarray) -> None:

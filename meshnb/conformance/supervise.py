@@ -1,19 +1,12 @@
 """One executor of ``meshnb check --exec``, run to the end of every process it started.
 
-``python supervise.py CHECKER_PID TIMEOUT CMD ARG...`` is started by :mod:`meshnb.conformance.suite` (as a
-file, so that it imports nothing of meshnb and starts in a few milliseconds) for each case. It
-becomes a child subreaper (Linux's ``prctl(PR_SET_CHILD_SUBREAPER)``), runs ``CMD ARG...`` in a
-session of its own (stdin and stdout ``/dev/null``, stderr its own: the case's log) and, once the
-executor has exited or run past ``TIMEOUT`` seconds, kills its process group and then every
-process left under it: a descendant that left the group (``setsid``, a double fork) is
-reparented to this process, not to init, so none outlives it. Only then does it exit, printing
-one JSON line on stdout: ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}`` (``left``:
-the processes still running after the executor ended, killed here). The checker therefore reads a
-case's outputs only when nothing of that case's executor is alive to change them.
-
-A SIGTERM, SIGINT or SIGHUP (the checker stopping), or the checker's death (``PR_SET_PDEATHSIG``),
-does the same at once and exits 1 without the line. Where ``prctl`` is missing (not Linux), the
-process group is killed and a descendant that left it is not followed.
+``python supervise.py CHECKER_PID TIMEOUT CMD ARG...``, started by :mod:`meshnb.conformance.suite`
+as a file (it imports nothing of meshnb), becomes a child subreaper, runs ``CMD ARG...`` in a
+session of its own (stdin and stdout ``/dev/null``, stderr the case's log) and, once it has exited
+or run past ``TIMEOUT`` seconds, kills its process group and every process left under it, then
+prints one JSON line: ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}``.  A SIGTERM,
+SIGINT or SIGHUP, or the checker's death, does the same at once and exits 1 without the line.
+Why and how: docs/guide/checking-an-executor.md.
 """
 
 from __future__ import annotations
@@ -64,8 +57,9 @@ def _kill(pid: int) -> None:
 
 
 def kill_all(leader: int) -> int:
-    """Kill the executor's process group and every process left under this one; return how many
-    were still running then (its group's members and the processes that left the group alike)."""
+    """Kills the executor's process group and every process left under this one; returns how many were
+    still running then.
+    """
     try:
         os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
     except OSError:
