@@ -188,9 +188,8 @@ def yield_cpu(typingctx):
 
 @intrinsic
 def monotonic_ns(typingctx):
-    """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (int64; 0 where the clock is not bound):
-    a wait in njit code bounds itself in wall time, which counting spins cannot do on a busy
-    machine (one ``sched_yield`` may give the core away for a time slice).
+    """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (int64; 0 where the clock is not bound): a wait
+    in njit code bounds itself in wall time, which counting spins cannot do on a busy machine.
 
     Examples
     --------
@@ -265,8 +264,8 @@ def _is_u32_array(arr) -> bool:
 def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
     """Sleep while ``arr[index]`` (uint32, unchecked) is ``expected``, at most ``timeout_ns``
     (``FUTEX_WAIT``; ``private``: the word is in this process's memory only); returns 0 when woken,
-    -1 when the word had changed, the timeout passed or a signal came (all: look again).  Where
-    there are no futexes (:data:`HAS_FUTEX` false) it returns -1 at once.
+    -1 when the word had changed, the timeout passed or a signal came (all: look again), and -1 at
+    once where there are no futexes (:data:`HAS_FUTEX` false).
 
     Examples
     --------
@@ -349,7 +348,7 @@ def futex_wake(typingctx, arr, index, private):
 @intrinsic
 def fetch_add(typingctx, arr, index, delta):
     """``arr[index] += delta`` as one atomic read-modify-write (sequentially consistent; uint32 or
-    uint64, unchecked); returns the old value.  A full barrier on x86 (``lock xadd``).
+    uint64, unchecked); returns the old value.
 
     Examples
     --------
@@ -378,7 +377,7 @@ def fetch_add(typingctx, arr, index, delta):
 @intrinsic
 def fence(typingctx):
     """A sequentially consistent fence: a store before it is visible before any load after it
-    (``mfence`` on x86; a publisher's counter store, then its load of the waiter count).
+    (``mfence`` on x86).
 
     Examples
     --------

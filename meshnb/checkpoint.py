@@ -37,14 +37,9 @@ trace of 20 bytes per step done whose tail is ``length % 64`` bytes), and the fi
 exactly what the header declares.  Every refusal is one :class:`CheckpointError` line
 ``checkpoint PATH: FIELD: what is wrong``.
 
-Why not safetensors (a JSON header and raw arrays, no pickle, a strict and well-kept parser)?  It
-would validate the easy part: the arrays here are N pages of 4096 bytes, whose offsets are
-``16 + H + 4096 k``.  What needs validating is the run's settings, the counters and the SHA-256
-states, which safetensors could only carry as ``__metadata__`` strings that we would still parse
-and check ourselves; it has no checksum (we would keep the SHA-256 beside it); it would change the
-format of version 1, whose files must stay readable (two readers instead of one); and it adds a
-compiled dependency to a package whose only dependencies are numba, numpy and tqdm.  So the format
-stays as it was and its reader is strict.
+Not safetensors: it would check only the easy part (N pages at ``16 + H + 4096 k``), carry the
+settings, counters and SHA-256 states as strings still parsed here, have no checksum, need a second
+reader for version 1's files, and add a compiled dependency.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ def file_kind(mode: int) -> str:
 
 @contextlib.contextmanager
 def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
-    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking.
+    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking: the open
+    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides.
 
     Examples
     --------
@@ -292,9 +293,8 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 
 
 def temp_prefix(name: str) -> str:
-    """The start of a temporary's name beside a file ``name`` (the writer's pid follows):
-    ``.NAME.tmp``, or, where that would pass :data:`NAME_MAX` with a pid after it (a legal
-    250-byte name), ``.meshnb-HASH.tmp``: a short name of its own, the same for the same name.
+    """The start of a temporary's name beside a file ``name`` (the writer's pid follows): ``.NAME.tmp``,
+    or ``.meshnb-HASH.tmp`` where a pid after the former would pass :data:`NAME_MAX`.
 
     Examples
     --------
@@ -355,15 +355,12 @@ def _chain(path: Pathish) -> list[str]:
 def output_kind(path: Pathish) -> str:
     """How an output at ``path`` is written (the one output rule of every file meshnb writes):
 
-    * ``"atomic"``: a new name, or a regular file that is no symbolic link, named through any
-      number of symbolic links to directories (``linkdir/out.csv``, macOS's ``/tmp``): a
-      temporary beside it renamed over it when whole, as through its real path;
-    * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or
-      ``/proc/*/fd``, or that ends at anything but a regular file (a device, a FIFO, a socket):
-      written through as a stream, appended to, never truncated or renamed over;
-    * ``"link"``: a name whose last component is itself a symbolic link (to a file or to
-      nothing): written through with ``open()`` (so the kernel's ``fs.protected_symlinks``
-      applies), truncated to what was written; the link stays.
+    * ``"atomic"``: a new name, or a regular file that is no symbolic link (named through any links to
+      directories): a temporary beside it renamed over it when whole;
+    * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or ``/proc/*/fd``,
+      or that ends at anything but a regular file: written through, appended to, never renamed over;
+    * ``"link"``: a name whose last component is a symbolic link: written through with ``open()`` (so
+      ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
 
     Examples
     --------
@@ -390,8 +387,7 @@ def output_kind(path: Pathish) -> str:
 def check_output(path: Pathish, option: str) -> None:
     """Refuse (:class:`OutputError`, one line naming ``option`` and ``path``) an output that a run
     could not write at its end: an empty name, a missing or unwritable directory, a directory as
-    target.  A stream (``/dev/stdout``, a FIFO, a device) and a symbolic link pass: they are written
-    through (:func:`output_kind`), never replaced.
+    target.  A stream and a symbolic link pass: they are written through (:func:`output_kind`).
 
     Examples
     --------
@@ -459,10 +455,9 @@ def check_output(path: Pathish, option: str) -> None:
 
 
 def check_directory(p: Path, option: str, path: Pathish) -> None:
-    """Refuse (:class:`OutputError`) a new name ``p`` (a file, or a pack's directory) whose
-    directory is missing, not a directory, without a write bit (refused even for root), or where
-    a file of ``p``'s temporary name cannot be created (a read-only mount, an ACL, a full inode
-    table: the probe has the temporary's name, so one left by a kill is cleared as stale).
+    """Refuse (:class:`OutputError`) a new name ``p`` whose directory is missing, not a directory,
+    without a write bit (even for root), or where a file of ``p``'s temporary name cannot be created
+    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale).
 
     Examples
     --------
@@ -499,9 +494,7 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
 
 def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathish | None) -> None:
     """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
-    directory, or one input file): its name inside it (through links too) or the same file under
-    another name (a hard link).  ``what`` names the input (``pack``, ``--view-in``): "a file of the
-    pack P" for a directory, "the --view-in file P itself" for a file.
+    directory, or one input file), by its name (through links too) or as the same file (a hard link).
 
     Examples
     --------
@@ -564,8 +557,7 @@ def pid_alive(pid: int) -> bool:
 
 def remove_stale_temps(path: Pathish) -> list[Path]:
     """Remove the ``.NAME.tmpPID`` files beside ``path`` whose writer is dead (killed mid-write);
-    returns them.  A live pid's file is left alone: it may be that process's write under way (or a
-    reused pid's, which errs on the side of keeping a file).
+    returns them.  A live pid's file is left alone (its write may be under way).
 
     Examples
     --------
@@ -593,10 +585,9 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
 
 
 def open_temp(path: Path) -> tuple[int, Path]:
-    """A new temporary file ``.NAME.tmpPID`` beside ``path`` for an atomic write, open for writing:
-    its descriptor and name (OSError as the OS says).  Stale temporaries of dead writers at this
-    path are removed first.  Always a new file, never what is at the name: a FIFO there (its name
-    is easy to guess) would block the open, a symbolic link would be written through.
+    """A new temporary ``.NAME.tmpPID`` beside ``path``, open for writing: its descriptor and name.
+    Stale temporaries of dead writers are removed first; never what is at the name (``O_EXCL``,
+    ``O_NOFOLLOW``: a FIFO there would block, a link would be written through).
 
     Examples
     --------
@@ -707,9 +698,9 @@ class _FdWriter:
 
 class Output:
     """One output written under the one rule (:func:`output_kind`): to a temporary ``.NAME.tmpPID``
-    beside it renamed into place by :meth:`commit` (``atomic``), or through a stream or a link,
-    or to stdout (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``;
-    :meth:`abort` drops a temporary (the target stays as it was).
+    renamed into place by :meth:`commit` (``atomic``), or through a stream or a link, or to stdout
+    (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``; :meth:`abort`
+    drops a temporary (the target stays as it was).
 
     Examples
     --------
@@ -775,8 +766,8 @@ class Output:
             raise WriteError(self.what, self.path, e) from None
 
     def commit(self) -> None:
-        """Finish: flush; a temporary is fsynced and renamed into place, a link's file cut to what
-        was written.
+        """Finish: flush; a temporary is fsynced and renamed into place (and its directory fsynced), a
+        link's file cut to what was written.
 
         Examples
         --------
@@ -835,14 +826,9 @@ class Output:
 
 
 def write_atomic(path: Pathish, data: bytes, what: str) -> None:
-    """Write ``data`` to ``path`` under the one output rule (:func:`output_kind`, :class:`Output`).
-
-    A new name or a regular file: a temporary file ``.NAME.tmpPID`` beside ``path``, write, fsync,
-    rename, fsync of the directory (a crash leaves the old file or the new one, whole).  A stream
-    (``/dev/stdout``, a FIFO, a device) or a symbolic link is written through, never replaced.  On
-    any error a temporary is removed, the previous file is as it was, and :class:`WriteError` names
-    ``path`` (e.g. ``checkpoint /x/run.ckpt: No space left on device``).  Stale temporary files of
-    dead writers at this path are removed first.  An empty path is an :class:`OutputError`.
+    """Write ``data`` to ``path`` under the one output rule (:class:`Output`): a crash leaves the old
+    file or the new one, whole; on any error no temporary is left and :class:`WriteError` names
+    ``path``.  An empty path is an :class:`OutputError`.
 
     Examples
     --------
@@ -937,10 +923,8 @@ def shm_in_use(directory: str) -> set[str]:
 
 
 def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, directory: str = SHM_DIR) -> list[str]:
-    """Remove this user's shared-memory segments ``directory/prefix*`` that no live process maps
-    or holds open and that are older than ``min_age_s`` (a job starting now may not have mapped its
-    own yet): what an MPI job whose ranks were killed left (MPICH's, which a rank killed by
-    hydra cannot remove).  Run at the start of every MPI run; returns the names removed.
+    """Remove this user's segments ``directory/prefix*`` that no live process maps or holds open and
+    that are older than ``min_age_s``: MPICH's, left by ranks hydra killed.  Returns the names removed.
 
     Examples
     --------
@@ -1010,19 +994,15 @@ def _holder(lock: Path) -> int | None:
 
 @contextlib.contextmanager
 def hold(path: Pathish, what: str) -> Iterator[None]:
-    """Own ``path`` for a run: an exclusive lock, or :class:`InUseError` (one line naming the
-    holder's pid) when another live process holds it.
+    """Own ``path`` for a run: an exclusive lock, or :class:`InUseError` (one line naming the holder's
+    pid) when another live process holds it.
 
-    The lock is ``fcntl.flock`` on ``.NAME.lock`` beside ``path``, which holds the owner's pid.  The
-    kernel releases it when the owner dies (SIGKILL included), so a lock file left by a dead run
-    does not block the next one.  On release the file is unlinked *while still locked*, and a
-    taker checks after locking that the file it locked is still the one at the name (same inode):
-    a process that opened the old file just before the unlink then finds it gone and tries again,
-    so two runs can never each hold a lock on a different file of the same name.  flock is
-    per open file description, so a second ``hold`` in the same process is refused too.  (flock
-    on NFS is emulated with byte-range locks on recent Linux; a local file system is assumed.)
-    A symbolic link or a stream (:func:`output_kind`) is refused: the file is rewritten at every
-    save, which only a rename makes safe.
+    ``fcntl.flock`` on ``.NAME.lock`` beside ``path``, which holds the owner's pid; the kernel releases
+    it when the owner dies (SIGKILL too).  On release the file is unlinked *while still locked*, and
+    a taker checks after locking that the file it locked is still the one at the name (same inode),
+    so two runs never each hold a lock on a different file of the same name.  A second ``hold`` in
+    the same process is refused too (flock is per open file description).  A symbolic link or a
+    stream is refused: the file is rewritten at every save, which only a rename makes safe.
 
     Examples
     --------
@@ -1091,8 +1071,8 @@ which JavaScript's ``Number()`` and Python's ``float()`` read back."""
 
 
 def json_safe(obj: Any) -> Any:
-    """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE`
-    string, so that ``json.dumps(..., allow_nan=False)`` gives strict JSON.
+    """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE` string,
+    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON.
 
     Examples
     --------
@@ -1131,20 +1111,14 @@ def xml_text(text: str) -> str:
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings
-    of :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject.
+    """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings of
+    :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject.
 
     Examples
     --------
-    >>> import json
     >>> from meshnb.files import json_text
     >>> json_text({"last_loss": float("inf"), "params": [0.5, float("nan")]})
     '{"last_loss": "Infinity", "params": [0.5, "NaN"]}'
-    >>> try:
-    ...     json.dumps(float("nan"), allow_nan=False)  # what json_text avoids
-    ... except ValueError as e:
-    ...     print(e)
-    Out of range float values are not JSON compliant
     """
     import json
 
@@ -1163,8 +1137,7 @@ _POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
 
 
 class StreamError(WriteError):
-    """A write to stdout or stderr that failed (a full disk): one line naming the stream
-    (``stdout: No space left on device``).
+    """A write to stdout or stderr that failed (a full disk): one line naming the stream.
 
     Examples
     --------
@@ -1186,19 +1159,16 @@ def _stop_requested() -> bool:
 
 
 class StdSink:
-    """A descriptor's writer that never drops a byte: it loops over partial writes, waits with
-    ``poll`` where the descriptor is non-blocking (``EAGAIN``) or a pipe whose reader is slow, and
-    raises :class:`StreamError` (naming ``stdout``/``stderr``) where the OS refuses, BrokenPipeError
-    where the reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP, raised or held as a flag) during a
-    wait finishes the current line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
+    """A descriptor's writer that never drops a byte: it loops over partial writes, waits with ``poll``
+    where the descriptor is non-blocking or a pipe whose reader is slow, and raises
+    :class:`StreamError` (naming ``stdout``/``stderr``) where the OS refuses, BrokenPipeError where the
+    reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP) during a wait finishes the current line within
+    :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
 
     A pipe is written through a non-blocking open file description of its own (``/proc/self/fd/N``
-    opened again: the shell's stays as it was), so a write never blocks and takes what the pipe
-    has room for; the stop signals are held during a write (a handler that raises between a write
-    and its count would lose the count) and looked at while it waits.
-
-    It is what ``sys.stdout.buffer`` and ``sys.stderr.buffer`` are in the ``meshnb`` program
-    (:func:`install_std_streams`), so argparse, tqdm, warnings and print all write through it.
+    opened again: the shell's stays as it was); the stop signals are held during a write (a handler
+    raising between a write and its count would lose the count).  It is ``sys.stdout.buffer`` and
+    ``sys.stderr.buffer`` in the ``meshnb`` program (:func:`install_std_streams`).
 
     Examples
     --------
@@ -1206,9 +1176,12 @@ class StdSink:
     >>> from meshnb.files import StdSink
     >>> r, w = os.pipe()
     >>> sink = StdSink(w, "stdout")
-    >>> sink.write(b"a line"), os.read(r, 100)
-    (6, b'a line')
-    >>> sink.close(); os.close(r)
+    >>> sink.write(b"a line"), os.read(r, 100), sink.writable(), sink.readable(), sink.seekable(), sink.isatty()
+    (6, b'a line', True, False, False, False)
+    >>> sink.close()
+    >>> sink.closed, sink.fileno() == w, os.write(w, b"still open")  # the descriptor stays the caller's
+    (True, True, 10)
+    >>> os.close(r); os.close(w)
     """
 
     def __init__(self, fd: int, name: str) -> None:
@@ -1260,7 +1233,7 @@ class StdSink:
         return False
 
     def seekable(self) -> bool:
-        """Always False: a stream is written as it comes, never repositioned.
+        """Always False: a stream is written as it comes.
 
         Examples
         --------

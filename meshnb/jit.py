@@ -1,50 +1,32 @@
 """meshnb's one numba decorator, the one policy for compiling its kernels, and their door checks.
 
-Every njit function of meshnb is made with :func:`jit`: machine code cached beside the package
-(``cache=True``: safe, since every kernel is a pure function of its arguments and module-level
-constants), and ``error_model="numpy"``, a correctness rule (IEEE: a division by zero gives inf or
-NaN, never an exception).  Never ``fastmath``: it allows FMA contraction and reassociation, which
+Every njit function of meshnb is made with :func:`jit`: ``cache=True`` (every kernel is a pure
+function of its arguments and module constants) and ``error_model="numpy"`` (a division by zero
+gives inf or NaN, never an exception).  Never ``fastmath``: FMA contraction and reassociation
 change mode Z's bits.
 
-**Inlining** (the one policy): helpers are plain njit functions, and LLVM inlines them into their
-callers when it optimises the caller with its callees.  numba's own IR inlining
-(``inline="always"``) is not used by the step loops: it types and lowers the callee again inside
-every caller, which multiplied the cold-start compile time and gained nothing measurable, since
-LLVM inlines the small helpers anyway.  The smallest helpers (a flush of one word, a vector op)
-are ``@intrinsic`` (:mod:`meshnb.vec`): they emit their few LLVM instructions straight into the
-caller, with no dispatcher of their own to type, lower and optimise (each such dispatcher cost
-~50 ms of a cold start).  The sweep loop (:mod:`meshnb.loops.sweep`) follows the same policy.
+**Inlining**: helpers are plain njit functions, which LLVM inlines into their callers; numba's IR
+inlining (``inline=``) is refused (it types and lowers the callee again in every caller: seconds
+of cold start for no speed).  The smallest helpers are ``@intrinsic`` (:mod:`meshnb.vec`): a few
+LLVM instructions in the caller, no dispatcher to compile.
 
-**Per-mode variants** (the one pattern): a loop whose float mode must be a compile-time constant
-(``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``: each mode its own straight machine code) is written as a
-factory ``_make_x(mode)`` that returns an njit closure; numba reads ``mode`` as a constant, and
-passes it as a literal to the helpers it calls.  :func:`per_mode` builds the table of one closure
-per mode, and the Python wrapper picks one by the mode given: numba compiles a mode's variant on
-its first call only.
+**Per-mode variants**: a loop whose float mode must be a compile-time constant is a factory
+``_make_x(mode)`` returning an njit closure; :func:`per_mode` builds one per mode, and numba
+compiles a mode's variant on its first call only.
 
-**The door**: a public kernel that Python code may call declares the types it accepts
-(``jit(accepts={...})``).  A call from Python with other types (a float64, a Python float, an
-int64 array) is refused with a ``TypeError`` naming the argument, instead of compiling a variant
-that computes other bits; the check runs only when numba would compile (or load from its cache) a
-new variant, so a call with the right types costs nothing more, and calls from other njit code
-are not checked at all (they are typed by numba).  The step loops' entries (``loops.run_tasks``,
-``run_fused``, ``loops.grouped.run_page``) declare their arrays' dtype, dimensions, contiguity and
-writeability the same way, and check their sizes first thing in njit (a ``ValueError``: a short
-buffer would otherwise be written past its end); their Python wrappers check the scalars (counts,
-the mode).  No Python-level array checks on the hot path: a checked call costs a few scalar
-tests more than an unchecked one.
+**The door**: a kernel Python code may call declares the types it accepts (``jit(accepts=...)``);
+a call from Python with other types (a float64, a Python float, an int64 array) is refused with a
+``TypeError`` naming the argument instead of compiling a variant that computes other bits.  The
+check runs only where numba would compile or load a new variant, so a call with the right types
+costs nothing more; calls from njit code are typed by numba.  The loops' entries also check their
+sizes first thing in njit (a ``ValueError``).
 
-**Start-up** (docs/performance.md): every njit function is a :class:`Dispatcher`, numba's CPU
-dispatcher with two changes for a short run's first call.  Its cache (:class:`FunctionCache`)
-loads a cached variant without refreshing numba's typing and lowering registries, which a
-compile needs but loaded machine code does not (0.3 s of imports and registry installs, a third
-of a warm ``meshnb train --steps 64``): it initialises only numba's runtime (NRT), whose symbols
-loaded code links against; a compile still refreshes them itself.  And no C-callable wrapper is
-made (``no_cfunc_wrapper``): meshnb never passes a kernel as a first-class function, so the
-wrapper was compiled and never called (16 ms of a cold start per function).  Neither changes a
-kernel's machine code (a wrapper is a separate function beside it), nor what is cached where.
-A helper that only njit code can call (its arguments are :mod:`meshnb.vec` vectors) is also made
-without its CPython wrapper (``jit(no_cpython_wrapper=True)``, numba's option).
+**Start-up**: every njit function is a :class:`Dispatcher`, whose :class:`FunctionCache` loads a
+cached variant without refreshing numba's typing and lowering registries (which only a compile
+needs), and which makes no C-callable wrapper (``no_cfunc_wrapper``: meshnb never calls one).
+Neither changes a kernel's machine code.  Both hooks are numba's private methods (numba has no
+public one there); tests/test_jit.py fails if a numba release moves them.  Measured against
+numba's own loader: docs/performance.md, "Hand-written, measured against the library".
 """
 
 from __future__ import annotations
@@ -100,8 +82,8 @@ def is_int(x: Any) -> bool:
 @dataclass(frozen=True)
 class Accepts:
     """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an
-    array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``,
-    writeable if ``writeable``.
+    array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``, writeable
+    if ``writeable``.
 
     Examples
     --------
@@ -119,7 +101,7 @@ class Accepts:
 
     @classmethod
     def parse(cls, spec: str) -> Accepts:
-        """The rule of one type as an entry's ``accepts`` writes it (``"float32"``, ``"uint8[::1]"``,
+        """The rule of one type as ``accepts`` writes it (``"float32"``, ``"uint8[::1]"``,
         ``"uint32[:] writeable"``); ``ValueError`` for one it does not know.
 
         Examples
@@ -205,8 +187,7 @@ def _described(value: Any, t: Any) -> str:
 
 
 class FunctionCache(caching.FunctionCache):
-    """numba's cache of compiled variants (files beside the module), loading a variant without
-    refreshing numba's registries (see the module docstring: start-up).
+    """numba's cache of compiled variants, loading one without refreshing numba's registries.
 
     Examples
     --------
@@ -215,14 +196,10 @@ class FunctionCache(caching.FunctionCache):
     ('FunctionCache', 'numba.core.caching')
     """
 
-    # Why numba's private ``_load_overload``: numba's public ``load_overload`` is it after a
-    # ``target_context.refresh()``, which imports and installs every typing and lowering registry
-    # (numba.cpython.*, numba.np.*: 0.25-0.3 s) that only a compile uses.  Loaded code needs NRT's
-    # symbols (an array allocated in njit code calls it): rtsys.initialize adds them, as the
-    # refresh does first.  tests/test_jit.py runs a warm start in a fresh process and fails if the
-    # registries are loaded again (or if the bits differ).
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         """The cached variant of ``sig``, or None (a miss: numba compiles it, refreshing then).
+        numba's public ``load_overload`` is its private ``_load_overload`` after a registry refresh; loaded
+        code needs only NRT's symbols, which ``rtsys.initialize`` adds.
 
         Examples
         --------
@@ -244,8 +221,7 @@ class FunctionCache(caching.FunctionCache):
 
 
 class Dispatcher(CPUDispatcher):
-    """numba's CPU dispatcher with meshnb's :class:`FunctionCache` (see the module docstring:
-    start-up); :func:`jit` makes every njit function of meshnb one.
+    """numba's CPU dispatcher with meshnb's :class:`FunctionCache`; :func:`jit` makes every njit function one.
 
     Examples
     --------
@@ -269,14 +245,12 @@ class Dispatcher(CPUDispatcher):
 
 class CheckedDispatcher(Dispatcher):
     """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
-    whose argument types are not those declared (see the module docstring: the door).
+    whose argument types are not those declared (the module docstring: the door).
 
     Examples
     --------
     >>> import numpy as np
     >>> from meshnb.kernels import loss
-    >>> type(loss).__name__
-    'CheckedDispatcher'
     >>> try:
     ...     loss(np.zeros(5, np.float64), np.float32(1 / 32))
     ... except TypeError as e:
@@ -297,24 +271,8 @@ class CheckedDispatcher(Dispatcher):
         self._accepts = dict(accepts or {})
         self._public_name = public_name or f"{self.py_func.__module__}.{self.py_func.__qualname__}"
 
-    # Why numba's private hook, and nothing public (measured on the task path): the door
-    # must act where numba would compile a new variant for a Python call, and only there.
-    # ``_compile_for_args`` is that point (numba's C dispatcher calls it on a miss, with keywords
-    # and defaults folded into ``args``); numba offers no public hook at it.  The public means
-    # each fail one of the door's three promises:
-    # - explicit signatures (``njit([sig, ...])``) compile every variant when the function is made:
-    #   every mode of every per-mode loop at import, each array spec as up to four numba types
-    #   (C or any layout, writeable or read-only), and "float32[...]" (any number of dimensions)
-    #   as no finite list; and numba's own refusal ("No matching definition") names no argument;
-    # - a checking wrapper in Python runs on every call: 0.75 us more a call of ``run_tasks`` (a
-    #   plain wrapper 0.07 us), 11% of a task of 64 steps (``bench/test_bench_kernels.py::test_task``,
-    #   6.6 us), and it is a Python function, which njit callers (every ``floatz`` helper is called
-    #   from the kernels) cannot call;
-    # - ``numba.extending`` (``overload``, ``typeof_impl``) types calls made inside njit code, not
-    #   the dispatch of a Python call.
-    # So the door overrides the one method, calls numba's own after its check, and
-    # tests/test_jit.py fails (a float64 variant compiled, no TypeError) if a numba release
-    # moves the hook.
+    # numba's private hook: where its C dispatcher goes on a miss (keywords and defaults folded
+    # into args); no public means acts there and only there (docs/performance.md, the door).
     def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
         for i, value in enumerate(args):
             if i not in self._accepts or isinstance(value, OmittedArg):
@@ -336,14 +294,12 @@ def jit(
 ) -> Callable[[Callable[..., Any]], Any]:
     """meshnb's one njit: ``cache=True`` and ``error_model="numpy"``, plus ``options``.
 
-    ``accepts`` (an entry's door) maps argument names to the types a Python caller may pass:
+    ``accepts`` (an entry's door) maps every argument's name to the types a Python caller may pass:
     ``"float32"``, ``"uint8"``, ``"uint32"``, ``"uint64"``, ``"int64"``, ``"bool"`` (exactly that
-    numpy scalar type, or a Python bool), or arrays of those as ``"float32[:]"``,
-    ``"uint32[:, :]"``, ``"uint8[::1]"`` (C-contiguous), ``"float32[...]"`` (any number of
-    dimensions), followed by ``" writeable"`` for an array written in place.  Every argument of
-    such a function must be listed.  ``name`` is how its errors name it (default: its own).
-    numba's ``inline=`` is refused (the module docstring: LLVM inlines; numba's IR inlining made a
-    digest kernel's first compile 3 s longer for no speed).
+    numpy scalar type, or a Python bool), or arrays of those as ``"float32[:]"``, ``"uint32[:, :]"``,
+    ``"uint8[::1]"`` (C-contiguous), ``"float32[...]"`` (any number of dimensions), followed by
+    ``" writeable"`` for an array written in place.  ``name`` is how its errors name it (default:
+    its own).  numba's ``inline=`` is refused (the module docstring).
 
     Examples
     --------
@@ -397,7 +353,7 @@ def jit(
 
 
 def per_mode(make: Callable[[int], T], modes: Iterable[int]) -> dict[int, T]:
-    """One compiled entry per loop mode: ``{mode: make(mode)}`` (see the module docstring).
+    """One compiled entry per loop mode: ``{mode: make(mode)}`` (the module docstring).
 
     Examples
     --------

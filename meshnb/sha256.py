@@ -1,31 +1,14 @@
-"""A SHA-256 (FIPS 180-4) whose state can be saved and resumed.
+"""SHA-256 (FIPS 180-4) in njit: a hash whose state a checkpoint saves, and many short messages at once.
 
-hashlib's state cannot be saved, so the trace digest of a run that checkpoints is hashed with
-:class:`Sha256`: its state (chaining value, bytes hashed, unfinished block) goes into the
-checkpoint, and a resumed run continues the very hash.  The compression kernels release the GIL,
-so a trace can be hashed on another thread while the step loop runs.
-
-Two kernels give the same bits:
-
-- ``"sha-ni"``: the x86 SHA extensions (``sha256rnds2``, ``sha256msg1``, ``sha256msg2``) through
-  numba intrinsics, used where llvmlite reports the host CPU feature ``sha``;
-- ``"scalar"``: portable code on 32-bit words held in uint64 (numba widens uint32 arithmetic),
-  unrolled 16 rounds at a time, the message schedule in 16 locals (no allocation), rotations
-  through LLVM's target-independent funnel shift (one instruction each where the CPU has one).
-
-:data:`IMPLEMENTATION` names the kernel in use; ``MESHNB_SHA256=scalar`` in the environment (read
-at import) forces the scalar one, ``MESHNB_SHA256=sha-ni`` demands SHA-NI (a ``ValueError`` at import
-where the CPU lacks it, never a quiet fallback).  :func:`compress` (njit-callable from other njit code) is that
-kernel: ``compress(h, data)`` folds the whole 64-byte blocks of ``data`` (C-contiguous uint8) into
-the chaining value ``h`` (C-contiguous uint32[8], the words H0..H7; uint32 because SHA-NI loads
-them as two 128-bit vectors).  The SHA-NI kernel is compiled only when first called, and is never
-selected on a CPU without the feature.
-
-Many short messages at once (a sweep's page digests, 1040 bytes a system) take another shape:
-:func:`compress_lanes` hashes :data:`LANES` messages together, one per 32-bit lane of a vector
-(16 on AVX-512, 8 elsewhere), in portable LLVM vector code (one ``vprord`` per rotation and
-``vpternlogd`` for the boolean functions on AVX-512); :func:`digest_rows` hashes rows of words with
-it, or with :data:`compress` a row at a time where SHA-NI is faster (:data:`ROWS_KERNEL`).
+hashlib's state cannot be saved, so a run that checkpoints hashes its trace with :class:`Sha256`,
+whose state (chaining value, bytes hashed, unfinished block) goes into the checkpoint.  Its kernel
+:data:`compress` (``compress(h, data)``: the whole 64-byte blocks of C-contiguous uint8 ``data``
+folded into uint32[8] ``h``) is ``"sha-ni"`` (the x86 SHA extensions) where the CPU has them, else
+``"scalar"``; ``MESHNB_SHA256=scalar`` forces the scalar one, ``MESHNB_SHA256=sha-ni`` demands
+SHA-NI (a ``ValueError`` at import where the CPU lacks it).  The kernels release the GIL.  A
+sweep's digests hash :data:`LANES` messages at once, one per 32-bit vector lane
+(:func:`compress_lanes`, :func:`digest_rows`).  Why this stays beside hashlib, measured:
+docs/performance.md, "Hand-written, measured against the library".
 """
 
 from __future__ import annotations
@@ -48,72 +31,18 @@ from .jit import jit
 
 # ---------------------------------------------------------------------------------------------
 
+# fmt: off
 _K_WORDS = (
-    0x428A2F98,
-    0x71374491,
-    0xB5C0FBCF,
-    0xE9B5DBA5,
-    0x3956C25B,
-    0x59F111F1,
-    0x923F82A4,
-    0xAB1C5ED5,
-    0xD807AA98,
-    0x12835B01,
-    0x243185BE,
-    0x550C7DC3,
-    0x72BE5D74,
-    0x80DEB1FE,
-    0x9BDC06A7,
-    0xC19BF174,
-    0xE49B69C1,
-    0xEFBE4786,
-    0x0FC19DC6,
-    0x240CA1CC,
-    0x2DE92C6F,
-    0x4A7484AA,
-    0x5CB0A9DC,
-    0x76F988DA,
-    0x983E5152,
-    0xA831C66D,
-    0xB00327C8,
-    0xBF597FC7,
-    0xC6E00BF3,
-    0xD5A79147,
-    0x06CA6351,
-    0x14292967,
-    0x27B70A85,
-    0x2E1B2138,
-    0x4D2C6DFC,
-    0x53380D13,
-    0x650A7354,
-    0x766A0ABB,
-    0x81C2C92E,
-    0x92722C85,
-    0xA2BFE8A1,
-    0xA81A664B,
-    0xC24B8B70,
-    0xC76C51A3,
-    0xD192E819,
-    0xD6990624,
-    0xF40E3585,
-    0x106AA070,
-    0x19A4C116,
-    0x1E376C08,
-    0x2748774C,
-    0x34B0BCB5,
-    0x391C0CB3,
-    0x4ED8AA4A,
-    0x5B9CCA4F,
-    0x682E6FF3,
-    0x748F82EE,
-    0x78A5636F,
-    0x84C87814,
-    0x8CC70208,
-    0x90BEFFFA,
-    0xA4506CEB,
-    0xBEF9A3F7,
-    0xC67178F2,
+    0x428A2F98, 0x71374491, 0xB5C0FBCF, 0xE9B5DBA5, 0x3956C25B, 0x59F111F1, 0x923F82A4, 0xAB1C5ED5,
+    0xD807AA98, 0x12835B01, 0x243185BE, 0x550C7DC3, 0x72BE5D74, 0x80DEB1FE, 0x9BDC06A7, 0xC19BF174,
+    0xE49B69C1, 0xEFBE4786, 0x0FC19DC6, 0x240CA1CC, 0x2DE92C6F, 0x4A7484AA, 0x5CB0A9DC, 0x76F988DA,
+    0x983E5152, 0xA831C66D, 0xB00327C8, 0xBF597FC7, 0xC6E00BF3, 0xD5A79147, 0x06CA6351, 0x14292967,
+    0x27B70A85, 0x2E1B2138, 0x4D2C6DFC, 0x53380D13, 0x650A7354, 0x766A0ABB, 0x81C2C92E, 0x92722C85,
+    0xA2BFE8A1, 0xA81A664B, 0xC24B8B70, 0xC76C51A3, 0xD192E819, 0xD6990624, 0xF40E3585, 0x106AA070,
+    0x19A4C116, 0x1E376C08, 0x2748774C, 0x34B0BCB5, 0x391C0CB3, 0x4ED8AA4A, 0x5B9CCA4F, 0x682E6FF3,
+    0x748F82EE, 0x78A5636F, 0x84C87814, 0x8CC70208, 0x90BEFFFA, 0xA4506CEB, 0xBEF9A3F7, 0xC67178F2,
 )
+# fmt: on
 _K = np.array(_K_WORDS, dtype=np.uint64)  # scalar kernel: words in uint64 (no widening per use)
 _K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI kernel: loaded four at a time
 _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
@@ -134,8 +63,7 @@ _M32 = np.uint64(0xFFFFFFFF)  # a uint64: numba types uint64 & int64 (or +) as i
 
 @intrinsic
 def _rotr(typingctx, x, r):
-    """The 32-bit rotation right by ``r`` (a literal) of a word held in a uint64 (zero-extended):
-    LLVM's funnel shift, so each rotation is one instruction and no masks are needed."""
+    """The 32-bit rotation right by a literal ``r`` of a word held in a uint64: one funnel shift."""
     if not (x == types.uint64 and isinstance(r, types.IntegerLiteral)):
         return None
     n = r.literal_value
@@ -154,9 +82,7 @@ def _is_c_array(arr: Any, dtype: Any) -> bool:
 
 @intrinsic
 def _be32(typingctx, data, j):
-    """The big-endian word at ``data[j : j + 4]`` of a uint8 array, zero-extended (unchecked: no
-    wraparound of negative indices).  Four byte loads, shifts and ors, which LLVM fuses into one
-    load (and a byte swap on a little-endian CPU)."""
+    """The big-endian word at ``data[j : j + 4]`` of a uint8 array (unchecked), zero-extended."""
     if not (_is_c_array(data, types.uint8) and isinstance(j, types.Integer)):
         return None  # the address is data + j: contiguous bytes only
 
@@ -272,7 +198,7 @@ _V4 = ir.VectorType(_I32, 4)
 
 
 class U32x4(types.Type):
-    """The numba type of an LLVM ``<4 x i32>`` (an xmm register of four SHA-256 words).
+    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register.
 
     Examples
     --------
@@ -311,9 +237,9 @@ def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
 
 @intrinsic
 def _clean_upper(typingctx):
-    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, and SSE code
-    run with dirty upper vector halves (left by AVX code inlined into the same function, where no
-    call boundary cleans them) ran 100x slower (measured: 96 us against 0.87 us a 1088-byte page)."""
+    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
+    ran 100x slower after AVX code inlined into the same function left the upper halves dirty.
+    """
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():
@@ -623,7 +549,7 @@ class Sha256:
         self._tail = buf[whole:].tobytes()
 
     def state(self) -> Sha256State:
-        """What a resumed hash needs (:class:`Sha256State`): the chaining value, the bytes hashed, the unfinished block.
+        """The state to resume from (:class:`Sha256State`).
 
         Examples
         --------
@@ -750,8 +676,7 @@ def lanes_store(typingctx, arr, index, v):
 
 @intrinsic
 def lanes_gather(typingctx, arr, index, offsets):
-    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one vector gather;
-    unchecked, the offsets read as signed).
+    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one gather, unchecked).
 
     Examples
     --------
@@ -964,11 +889,9 @@ def _vrounds8(a, b, c, d, e, f, g, hh, x0, x1, x2, x3, x4, x5, x6, x7):  # type:
 @jit(nogil=True)
 def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     """Fold ``blocks`` 64-byte blocks of each of :data:`LANES` messages into their chaining values,
-    one message per vector lane (portable LLVM vector code: AVX-512 rotations and ternary logic
-    where the target has them).  Layouts are word-major, lane-minor: ``h`` uint32 ``[8 * LANES]``
-    (word j of lane q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages'
-    SHA-256 words (big-endian readings: :func:`lanes_bswap` of little-endian words), block by block;
-    ``s`` uint32 ``[64 * LANES]`` scratch for the message schedule.  Unchecked: callers size them.
+    one message per vector lane.  Word-major, lane-minor: ``h`` uint32 ``[8 * LANES]`` (word j of lane
+    q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages' SHA-256 words
+    (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them.
 
     Examples
     --------
@@ -1027,10 +950,8 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
 
 @jit(nogil=True)
 def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyped-def]
-    """:func:`compress_lanes`, where the blocks ``blk`` with ``shared[blk]`` hold the same words in
-    every lane: their rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk` of those
-    words) and leave ``w``'s block unread.  A third fewer vector operations for such a block (no
-    schedule, no K to add): a sweep's systems share the LOSS words that no step has written yet.
+    """:func:`compress_lanes`, where a block ``blk`` with ``shared[blk]`` holds the same words in
+    every lane: its rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk`), no schedule.
 
     Examples
     --------
@@ -1075,8 +996,7 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
 
 @jit(nogil=True)
 def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
-    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words ``words`` (uint32, big-endian
-    readings) into ``wk[at : at + 64]``: what :func:`compress_lanes_shared` rounds a shared block with.
+    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words into ``wk[at : at + 64]``.
 
     Examples
     --------
@@ -1102,7 +1022,7 @@ def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
 @jit()
 def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
     """Word ``t`` (from ``nbytes // 4`` on) of a message of ``nbytes`` bytes (a multiple of 4) padded
-    to ``words`` SHA-256 words (FIPS 180-4 5.1.1): 0x80, zeros, then the length in bits.
+    to ``words`` words: 0x80, zeros, the length in bits.
 
     Examples
     --------
@@ -1119,7 +1039,7 @@ def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
 
 
 def message_blocks(nbytes: int) -> int:
-    """64-byte blocks of a padded message of ``nbytes`` bytes (FIPS 180-4 5.1.1).
+    """64-byte blocks of a padded message of ``nbytes`` bytes.
 
     Examples
     --------
@@ -1149,10 +1069,8 @@ def lanes_init(h):  # type: ignore[no-untyped-def]
 
 @jit(nogil=True)
 def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
-    """Set up :func:`compress_lanes`' arrays for messages of ``nbytes`` bytes (a multiple of 4): the
-    initial hash value in every lane of ``h``, and the padding words (0x80, zeros, the length in
-    bits: :func:`padding_word`) in every lane of ``w``'s words from ``nbytes // 4`` on; the message
-    words are the caller's.
+    """The initial hash value in every lane of ``h``, and the padding words in every lane of ``w``
+    from word ``nbytes // 4`` on (the message words are the caller's).
 
     Examples
     --------
@@ -1198,12 +1116,9 @@ def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
 
 @jit(nogil=True)
 def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def]
-    """Append ``nwords`` words to each of :data:`LANES` messages being hashed (a stream each):
-    word i of lane q is ``src[i * LANES + q]`` (uint32, hashed as its little-endian bytes); ``h``
-    their chaining values (:func:`lanes_start`'s layout), ``tail`` uint32 ``[16 * LANES]`` the
-    unfinished block's SHA-256 words, ``ntail`` how many (the same in every lane: the messages grow
-    together; after the call it is ``(ntail + nwords) % 16``); ``s`` scratch as :func:`compress_lanes`
-    takes it.
+    """Append ``nwords`` words to each of :data:`LANES` streamed messages: word i of lane q is
+    ``src[i * LANES + q]`` (hashed as its little-endian bytes); ``tail`` uint32 ``[16 * LANES]`` holds
+    the unfinished block's ``ntail`` words, ``(ntail + nwords) % 16`` after the call.
 
     Examples
     --------
@@ -1232,8 +1147,7 @@ def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def
 
 @jit(nogil=True)
 def lanes_finish(h, tail, ntail, nbytes, s):  # type: ignore[no-untyped-def]
-    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each (the padding, the length):
-    ``h`` then holds their digests (:func:`lanes_digest_out` reads a lane's).
+    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each: ``h`` then holds their digests.
 
     Examples
     --------
@@ -1267,12 +1181,8 @@ def lanes_finish(h, tail, ntail, nbytes, s):  # type: ignore[no-untyped-def]
 
 
 ROWS_KERNEL: str = "lanes" if cpu.target_shape().isa == "avx512" or IMPLEMENTATION != "sha-ni" else "one"
-"""The kernel of :data:`ROWS_KERNELS` that :func:`digest_rows` uses: ``"lanes"``
-(:func:`compress_lanes`, a row per vector lane) where the target has AVX-512 or there is no SHA-NI,
-else ``"one"`` (SHA-NI, a row at a time).  Measured on a 2-vCPU Xeon (Emerald Rapids), a 1040-byte
-row on one core: 0.40-0.45 us with 16 lanes of AVX-512 code, 1.0 us with 8 lanes of AVX2 code,
-0.93 us with SHA-NI, which CPUs without AVX-512 and with a faster SHA-NI unit (AMD Zen 2-3) run
-faster still."""
+"""The kernel of :data:`ROWS_KERNELS` that :func:`digest_rows` uses: ``"lanes"`` where the target has
+AVX-512 or there is no SHA-NI, else ``"one"`` (SHA-NI a row at a time: as fast as 8 lanes of AVX2)."""
 
 
 @jit(nogil=True)
@@ -1336,11 +1246,9 @@ def digest_rows(
     words: np.ndarray, lo0: int, hi0: int, lo1: int, hi1: int, out: np.ndarray, first: int, last: int,
     kernel: str | None = None,
 ) -> None:  # fmt: skip
-    """The SHA-256 of two spans of each row of a ``[n, k]`` uint32 array (hashed as their
-    little-endian bytes, ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]``) into ``out[n, 32]``
-    (uint8), rows ``first .. last - 1``, with :data:`ROWS_KERNEL` (``kernel``: another of
-    :data:`ROWS_KERNELS`); releases the GIL, so threads hash parts of the rows at once (SPEC 11's
-    page digest: PARAMS then LOSS).
+    """The SHA-256 of ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]`` (little-endian bytes) of rows
+    ``first .. last - 1`` of a uint32 ``[n, k]`` array into ``out[k]`` (uint8 ``[n, 32]``), with
+    :data:`ROWS_KERNEL` or ``kernel``; releases the GIL.
 
     Examples
     --------

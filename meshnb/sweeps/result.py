@@ -21,9 +21,7 @@ import errno
 import io
 import json
 import os
-import struct
 import tempfile
-import time
 import warnings
 import zipfile
 from collections.abc import Sequence
@@ -44,11 +42,8 @@ from ..results import system_json
 from ..runspec import is_int, row_digests, write_step_base
 from ..view import DIGEST_SPANS, WORD, View
 from . import columns
-
-try:  # ISA-L's CRC-32 (python-isal): 11 GB/s against zlib's 3, the in-place npz's largest cost
-    from isal.isal_zlib import crc32 as _crc32
-except ImportError:  # a platform without its wheel: zlib's, the same values
-    from zlib import crc32 as _crc32
+from .zip64 import crc32 as _crc32
+from .zip64 import end_records, member_headers, npy_header
 
 CSV_COLUMNS = (
     "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "last_loss_word", "a", "b", "c", "d",
@@ -248,10 +243,10 @@ class SweepResult:
 
     @property
     def systems(self) -> SweepSystems:
-        """The systems of this result, each a :class:`SweepSystem` (as ``train``'s
-        ``result.systems``).  It was the count M, which is ``len(r)`` now: compared with an int it
-        is unequal (as a tuple is), and ``int(r.systems)`` (or ``range(r.systems)``) still gives
-        the count this release, both with a DeprecationWarning."""
+        """The systems of this result, each a :class:`SweepSystem` (as ``train``'s ``result.systems``);
+        ``len(r)`` is their count.  Compared with an int it is unequal (as a tuple is); ``int(r.systems)``
+        and ``range(r.systems)`` give the count with a DeprecationWarning.
+        """
         return SweepSystems(self)
 
     @property
@@ -866,7 +861,7 @@ class Writer:
     """
 
     def write(self, part: SweepResult) -> None:
-        """Add a part's systems.
+        """Add a part's systems (after those written before).
 
         Examples
         --------
@@ -884,7 +879,7 @@ class Writer:
         raise NotImplementedError
 
     def close(self, steps: int) -> None:
-        """Finish the output (``steps``: what every written system ran).
+        """Finish the output and put it in place (``steps``: what every written system ran).
 
         Examples
         --------
@@ -1193,8 +1188,8 @@ class NpzWriter(Writer):
     and a file to replace, each column is instead written in place, at the offset its member will
     have in the archive, its CRC-32 taken as its parts come and the file synced every 64 MiB (all on
     the sweep's writer thread, beside the next batch): :meth:`close` then writes the headers and
-    the central directory alone (written by hand, :func:`_zip_member_headers`: zipfile's writer
-    copies and checksums every byte again after the run, 0.13-0.2 us a system with its fsync).  A
+    the central directory alone (by hand, :mod:`meshnb.sweeps.zip64`; measured against zipfile in
+    docs/performance.md, "Hand-written, measured against the library").  A
     sweep that ends with other rows (a Ctrl-C) is read back and zipped by zipfile.
 
     Parameters
@@ -1289,9 +1284,9 @@ class NpzWriter(Writer):
         rows, one after the other from the file's start."""
         at, rows = 0, int(self.expected or 0)
         for name, col in cols.items():
-            npy = _npy_header(col.dtype, (rows, *col.shape[1:]))
+            npy = npy_header(col.dtype, (rows, *col.shape[1:]))
             rowbytes = col.dtype.itemsize * int(np.prod(col.shape[1:], dtype=np.int64))
-            head = len(_zip_member_headers(name, 0, 0, 0)[0])
+            head = len(member_headers(name, 0, 0, 0)[0])
             self.placed[name] = _Placed(at, at + head + len(npy), npy, _crc32(npy), rowbytes, col.dtype, col.shape[1:])
             at += head + len(npy) + rowbytes * rows
         self.end = at
@@ -1363,7 +1358,7 @@ class NpzWriter(Writer):
                         np.lib.format.write_array(m, arr, allow_pickle=False)
                 for name, (spool, dtype, tail) in self.spools.items():
                     with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
-                        m.write(_npy_header(dtype, (self.rows, *tail)))
+                        m.write(npy_header(dtype, (self.rows, *tail)))
                         spool.seek(0)
                         while block := spool.read(1 << 20):
                             m.write(block)
@@ -1379,7 +1374,7 @@ class NpzWriter(Writer):
         directory = []
         for name, pl in self.placed.items():
             size = len(pl.npy) + self.rows * pl.rowbytes
-            local, central = _zip_member_headers(name, pl.crc, size, pl.at)
+            local, central = member_headers(name, pl.crc, size, pl.at)
             self._pwrite(memoryview(local + pl.npy), pl.at)
             directory.append(central)
         at = self.end
@@ -1388,11 +1383,11 @@ class NpzWriter(Writer):
             buf = io.BytesIO()
             np.lib.format.write_array(buf, arr, allow_pickle=False)
             data = buf.getvalue()
-            local, central = _zip_member_headers(name, _crc32(data), len(data), at)
+            local, central = member_headers(name, _crc32(data), len(data), at)
             self.out.write(local + data)
             directory.append(central)
             at += len(local) + len(data)
-        self.out.write(_zip_end(directory, at))
+        self.out.write(end_records(directory, at))
 
     def abort(self) -> None:
         """Drop the output: the target stays as it was (here: never made).
@@ -1423,37 +1418,3 @@ class _Placed:
     rowbytes: int
     dtype: np.dtype
     tail: tuple[int, ...]
-
-
-def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
-    """The .npy (version 2.0) header of a C-order array, what ``np.lib.format.write_array`` writes first."""
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_2_0(
-        buf, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    )
-    return buf.getvalue()
-
-
-def _zip_member_headers(name: str, crc: int, size: int, at: int) -> tuple[bytes, bytes]:
-    """The local and the central header of a stored member ``name.npy`` of ``size`` bytes whose
-    local header is at ``at`` (PKWARE APPNOTE 6.3, 4.3.7 and 4.3.12, a ZIP64 extra field (4.5.3)
-    on both, as zipfile writes with ``force_zip64``); the local one's length does not depend on
-    the numbers."""
-    raw = f"{name}.npy".encode()
-    t = time.localtime()
-    when = (t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2, (t.tm_year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday)
-    extra = struct.pack("<HHQQ", 1, 16, size, size)
-    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, *when, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra))
-    extra64 = struct.pack("<HHQQQ", 1, 24, size, size, at)
-    head = (0x02014B50, 0x032D, 45, 0, 0, *when, crc, 0xFFFFFFFF, 0xFFFFFFFF, len(raw), len(extra64))
-    central = struct.pack("<IHHHHHHIIIHHHHHII", *head, 0, 0, 0, 0o600 << 16, 0xFFFFFFFF)
-    return local + raw + extra, central + raw + extra64
-
-
-def _zip_end(directory: list[bytes], at: int) -> bytes:
-    """The central directory (``directory``, written at ``at``) and the ZIP64 end records (APPNOTE 4.3.14-16)."""
-    body, n = b"".join(directory), len(directory)
-    end64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x032D, 45, 0, 0, n, n, len(body), at)
-    locator = struct.pack("<IIQI", 0x07064B50, 0, at + len(body), 1)
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(n, 0xFFFF), min(n, 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0)
-    return body + end64 + locator + end
