@@ -33,6 +33,7 @@ Engine = Callable[[bool], tuple[Callable[[np.ndarray, int, np.ndarray], None], C
 
 
 def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
+    """Run ``opts``' cluster with every member in one njit loop and return its result."""
     start = resolve(opts)
     n, plan = start.systems, start.plan
     pages = np.zeros((n, PAGE_WORDS), dtype=np.uint32)  # every member's page, a row each

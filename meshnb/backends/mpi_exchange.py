@@ -316,5 +316,6 @@ class MpiExchange:
 
 
 def wait_for(req: Any, seconds: float, k: int, what: str) -> None:
+    """Wait up to ``seconds`` for the request ``req``, or raise :class:`ClusterError` for member ``k``."""
     if not poll(req, seconds):
         raise ClusterError(k, f"waited {seconds:g} s for {what}: a rank is stalled or dead")

@@ -18,6 +18,7 @@ from ..view import View
 
 
 def run(opts: RunOptions) -> RunResult:
+    """Run ``opts``' one system, task by task in numba, and return its result."""
     plan = opts.plan()
     ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
     prepare(ctx, plan, opts.view_in)

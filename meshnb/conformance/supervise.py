@@ -81,6 +81,7 @@ def kill_all(leader: int) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Run ``argv``'s command (checker pid, timeout, command) under supervision; its exit code."""
     checker, timeout, cmd = int(argv[0]), float(argv[1]), argv[2:]
     stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # the checker's worker thread blocked them
