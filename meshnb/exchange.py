@@ -110,6 +110,11 @@ class ExchangeAborted(Exception):
     """
 
 
+def aborted(k: int, n: int) -> ExchangeAborted:
+    """The error of system ``k``'s wait for round ``n``, ended by an abort."""
+    return ExchangeAborted(f"system {k}: the run was aborted while waiting for round {n}")
+
+
 @dataclass(frozen=True)
 class PageField:
     """One field of the exchange page (a row of ``EXCHANGE_LAYOUT``).
@@ -373,7 +378,7 @@ class PageExchange:
         page_ready: Callable[[], bool] = lambda: page.aborted or page.reached(n)
         ok = self.waiter.wait(page_ready, self.timeout_s)
         if page.aborted:
-            raise self._aborted(n)
+            raise aborted(self.k, n)
         return ok
 
     def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
@@ -391,11 +396,8 @@ class PageExchange:
         if left > 0:
             self.waiter.nap(lambda: page.aborted or page.reached(n), min(nap_s, left))
         if page.aborted:
-            raise self._aborted(n)
+            raise aborted(self.k, n)
         return page.reached(n) or time.perf_counter() < deadline
-
-    def _aborted(self, n: int) -> ExchangeAborted:
-        return ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
 
     def __repr__(self) -> str:
         return f"PageExchange(k={self.k}, n={self.page.n}, timeout_s={self.timeout_s})"

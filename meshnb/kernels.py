@@ -1,11 +1,10 @@
-"""The numeric core (SPEC sections 4-6), literal: samples, step_sums, apply, loss, fold.
+"""The numeric core (SPEC 4-6), literal: samples, step_sums, apply, loss, fold.
 
-All kernels are pure njit functions over arrays and scalars that follow SPEC to the letter, one
-mode-Z op at a time (``z=False``: plain IEEE float32, for comparisons).  They are the readable
-statement of the arithmetic; the fast step loops of :mod:`meshnb.loops` compute the same bits
-and the tests hold the two against each other and against :mod:`meshnb.testing.reference`.
-The grouped step of the program (:mod:`meshnb.program`) calls ``grouped_sums``, ``fold`` and
-``grouped_apply`` here.
+Pure njit functions that follow SPEC one mode-Z op at a time (``z=False``: plain IEEE float32,
+for comparisons): the readable statement of the arithmetic. The fast loops of
+:mod:`meshnb.loops` compute the same bits, and the tests hold them to these and to
+:mod:`meshnb.testing.reference`. The program's grouped step calls ``grouped_sums``, ``fold`` and
+``grouped_apply``.
 """
 
 from __future__ import annotations
@@ -36,38 +35,16 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
 # --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-# njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
-# and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
-# after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
-# these nine dispatchers.  (Intrinsics in place of these made the single loop 7% slower, and
-# out_word's flush as selects 4-7%: LLVM scheduled it among the step
-# chain's ops.  vec.out_word branches as these compile, and the loop keeps its speed.)
+# njit functions of a run-time ``z``, for the literal kernels. The step loops use meshnb.vec's
+# intrinsics of a literal mode instead (the same bits), which a cold start types without compiling these.
 
 
 @jit()
 def result(r: np.float32, z: bool) -> np.float32:
-    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode.
-
-    Parameters
-    ----------
-    r : numpy.float32
-        An operation's IEEE result.
-    z : bool
-        Float mode Z (False: plain IEEE).
-
-    Returns
-    -------
-    numpy.float32
-        ``flush_subnormal(r)`` in mode Z, else ``r``.
-
-    See Also
-    --------
-    meshnb.floatz.flush_subnormal
+    """An op's result inside a kernel: ``flush_subnormal`` in mode Z, untouched in IEEE mode.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import result
     >>> float(result(np.float32(1e-40), True)), float(result(np.float32(1e-40), False))
     (0.0, 9.99994610111476e-41)
     """
@@ -80,22 +57,8 @@ def result(r: np.float32, z: bool) -> np.float32:
 def out_word(f: np.float32, z: bool) -> np.uint32:
     """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z.
 
-    Parameters
-    ----------
-    f : numpy.float32
-        A value.
-    z : bool
-        Float mode Z (False: the bits as they are).
-
-    Returns
-    -------
-    numpy.uint32
-        Its word.
-
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import out_word
     >>> hex(out_word(np.float32(-1e-40), True))
     '0x80000000'
     """
@@ -108,22 +71,8 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
 def in_word(u: np.uint32, z: bool) -> np.float32:
     """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z.
 
-    Parameters
-    ----------
-    u : numpy.uint32
-        A word of the page.
-    z : bool
-        Float mode Z (False: the bits as they are).
-
-    Returns
-    -------
-    numpy.float32
-        Its value.
-
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import in_word
     >>> float(in_word(np.uint32(0x3F800000), True)), float(in_word(np.uint32(1), True))
     (1.0, 0.0)
     """
@@ -134,31 +83,18 @@ def in_word(u: np.uint32, z: bool) -> np.float32:
 
 @register_jitable
 def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) -> None:
-    """SPEC 8's end of a TASK, beside PARAMS (which the step loop writes): ERR = ``timed_out``,
-    PENDING cleared (a timed-out grouped task then sets it with its ROUND), STEP_HI:NEXT_STEP =
-    ``next_step`` (the task's first step + its steps done, 64-bit with the carry).
+    """SPEC 8's end of a TASK beside PARAMS: ERR = ``timed_out``, PENDING cleared, STEP_HI:NEXT_STEP = ``next_step``.
 
-    The one statement of this rule: the njit loops compile it in (``register_jitable``), Python
-    calls it on a page's words ``[1024]``, or on many ``[n, 1024]`` with ``next_step`` ``[n]``.
-
-    Parameters
-    ----------
-    page : numpy.ndarray
-        A page's uint32 words ``[1024]`` (or ``[n, 1024]``), written in place.
-    next_step : numpy.uint64
-        The next step (or ``[n]`` of them).
-    timed_out : bool, default False
-        The task ended on a round's timeout.
+    The one statement of the rule: njit loops compile it in, Python calls it on a page's words
+    ``[1024]``, or on ``[n, 1024]`` with ``next_step`` ``[n]``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import end_task
     >>> from meshnb.view import View
     >>> view = View()
     >>> end_task(view.words, np.uint64(3 << 32 | 5))
-    >>> view.word("STEP_HI"), view.word("NEXT_STEP"), view.next_step == 3 << 32 | 5
-    (3, 5, True)
+    >>> view.word("STEP_HI"), view.word("NEXT_STEP")
+    (3, 5)
     """
     page[..., W_ERR] = np.uint32(1) if timed_out else np.uint32(0)
     page[..., W_PENDING] = np.uint32(0)
@@ -170,23 +106,10 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
 
 
 def sin_pi_f32(x: np.ndarray) -> np.ndarray:
-    """sin(pi x) rounded to f32 for every f32 ``x`` in [-1, 1] (SPEC 4): the f64 sine (the C
-    library's, as compiled code calls it) of the exactly reduced argument, the sign from x.
-
-    Parameters
-    ----------
-    x : array_like
-        float32 values in [-1, 1].
-
-    Returns
-    -------
-    numpy.ndarray
-        float32, ``x``'s shape.
+    """sin(pi x) rounded to f32 for float32 ``x`` in [-1, 1] (SPEC 4): libm's f64 sine of the exactly reduced argument.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import sin_pi_f32
     >>> sin_pi_f32(np.array([0.5, -0.25, 1.0], dtype=np.float32)).tolist()
     [1.0, -0.7071067690849304, 0.0]
     """
@@ -200,17 +123,9 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
 
 
 def samples() -> tuple[np.ndarray, np.ndarray]:
-    """X and Y of SPEC section 4 (256 float32 each).
+    """X and Y of SPEC 4: ``(xs, ys)``, 256 float32 each, x from -1 to 1 in 255 equal steps and sin(pi x).
 
-    Plain numpy, no compiled kernel (a cold start compiles nothing for it): every f32 op is an
-    IEEE op on whole arrays followed by mode Z's flush (``floatz.flush_words``), which is what
-    ``floatz.add/mul/div/from_u32`` do one value at a time; the values are checked against mpmath
-    and the vectors.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        ``(xs, ys)``: x from -1 to 1 in 255 equal steps, and sin(pi x).
+    In numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
 
     See Also
     --------
@@ -219,10 +134,9 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 
     Examples
     --------
-    >>> from meshnb.kernels import samples
     >>> xs, ys = samples()
-    >>> xs.shape, xs.dtype.name, float(xs[0]), float(xs[255]), hex(xs[128].view("uint32"))
-    ((256,), 'float32', -1.0, 1.0, '0x3b808100')
+    >>> xs.shape, float(xs[0]), float(xs[255]), hex(xs[128].view("uint32"))
+    ((256,), -1.0, 1.0, '0x3b808100')
     """
     f32 = np.float32
 
@@ -237,33 +151,23 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 
 @jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
-    """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
-    X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z).
+    """Four lane-major tables in one float32 ``[1024]``: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's words.
 
-    :func:`fill_batches` makes the same tables in numpy, for a caller in Python.
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        The page as uint32 words ``[1024]``.
-    z : bool
-        Float mode Z.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32 ``[4 * 8 * 32]``: sample ``g + 8 lane`` of batch ``g`` at ``g * 32 + lane`` of each
-        table.
+    Sample ``g + 8 lane`` of batch ``g`` sits at ``g * 32 + lane`` of each table; inputs are read
+    through the flush in mode Z. :func:`fill_batches` makes the same tables in numpy.
 
     Examples
     --------
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import batches
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> tab = batches(ctx.view.words, True)
-    >>> tab.shape, tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
-    ((1024,), [-1.0, -0.9372549057006836])
+    >>> tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
+    [-1.0, -0.9372549057006836]
+    >>> out = np.full(1024, np.nan, np.float32)
+    >>> fill_batches(ctx.view.words, True, out)
+    >>> out.tobytes() == tab.tobytes()
+    True
     """
     if words.shape[0] < W_Y + SAMPLES:
         raise ValueError("batches: words must hold a page's X and Y")
@@ -282,39 +186,12 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 
 
 def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
-    """:func:`batches` into ``tab``, an array the caller holds, in numpy: no compiled kernel.
-
-    The single step loop's tables (:func:`meshnb.loops.run_tasks` makes them once per thread
-    and page samples): compiled into the loop, their fill cost a cold start 0.25 s of numba's
-    and LLVM's time (docs/performance.md, start-up).  Every f32 op is an IEEE op on whole arrays followed by
-    :func:`result`'s flush, as in :func:`samples`; the tests hold the tables to :func:`batches`'s
-    on pages of subnormal, NaN and infinite samples.
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        The page as uint32 words ``[1024]``.
-    z : bool
-        Float mode Z.
-    tab : numpy.ndarray
-        float32 ``[1024]``, written: the four tables, as :func:`batches` returns them.
+    """:func:`batches` into ``tab`` (float32 ``[1024]``), in numpy: a cold start compiles nothing for it.
 
     Raises
     ------
     ValueError
-        When ``words`` is not a uint32 array holding a page's X and Y, or ``tab`` not 1024 float32.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import batches, fill_batches
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> tab = np.full(1024, np.nan, np.float32)
-    >>> fill_batches(ctx.view.words, True, tab)
-    >>> tab.tobytes() == batches(ctx.view.words, True).tobytes()
-    True
+        When ``words`` is not a uint32 page holding X and Y, or ``tab`` not 1024 contiguous float32.
     """
     if not (
         isinstance(words, np.ndarray) and words.dtype == np.uint32 and words.ndim == 1
@@ -348,7 +225,7 @@ def _results(r: np.ndarray, z: bool) -> np.ndarray:
 
 @jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
-    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it.
+    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p``, as SPEC writes it.
 
     Parameters
     ----------
@@ -357,28 +234,25 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     xs, ys : numpy.ndarray
         The samples (float32 ``[256]``).
     off : numpy.uint32
-        The step's batch offset (the step number of a system alone); batch ``off mod 8``.
+        The step's batch offset (the step number of a system alone).
     z : bool, default True
         Float mode Z.
 
     Returns
     -------
     numpy.ndarray
-        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes (a
-        butterfly reduction), written through ``ftz_bits``.
+        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes (a butterfly
+        reduction), written through ``ftz_bits``.
 
     See Also
     --------
-    apply, loss : the rest of the step.
     meshnb.testing.reference.step_sums : the independent oracle's.
 
     Examples
     --------
-    One step of a fresh system by hand, as SPEC writes it, and the same step by the program:
+    One step of a fresh system by hand, and the same step by the program:
 
-    >>> import numpy as np
     >>> from meshnb import Context, View, init, task
-    >>> from meshnb.kernels import apply, loss, samples, step_sums
     >>> xs, ys = samples()
     >>> p = np.zeros(4, dtype=np.float32)
     >>> sums = step_sums(p, xs, ys, np.uint32(0))
@@ -427,27 +301,10 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
 
 @jit(accepts=dict(p="float32[:]", sums="float32[:]", lr="float32", inv="float32"))
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
-    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``.
-
-    Parameters
-    ----------
-    p : numpy.ndarray
-        The params (float32 ``[4]``), updated in place.
-    sums : numpy.ndarray
-        The step's sums (float32 ``[5]``; the first four are used).
-    lr : numpy.float32
-        The learning rate.
-    inv : numpy.float32
-        INV_BATCH.
-
-    See Also
-    --------
-    step_sums : its example runs a whole step.
+    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))`` for the four params.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import apply
     >>> p = np.ones(4, dtype=np.float32)
     >>> apply(p, np.array([2, 4, 8, 16, 0], dtype=np.float32), np.float32(0.5), np.float32(0.25))
     >>> p.tolist()
@@ -461,22 +318,8 @@ def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> N
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
     """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update.
 
-    Parameters
-    ----------
-    sums : numpy.ndarray
-        The step's sums (float32 ``[5]``).
-    inv : numpy.float32
-        INV_BATCH.
-
-    Returns
-    -------
-    numpy.float32
-        The loss the page's LOSS ring records for the step.
-
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import loss
     >>> float(loss(np.array([0, 0, 0, 0, 3], dtype=np.float32), np.float32(0.5)))
     1.5
     """
@@ -487,22 +330,10 @@ def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
     """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order.
 
-    Parameters
-    ----------
-    slots : numpy.ndarray
-        Every system's slot words (uint32 ``[N, >= 5]``), system 0 first.
-    z : bool, default True
-        Float mode Z.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32 ``[5]``: the total of each sum, written through ``ftz_bits``.
+    Returns float32 ``[5]``, written through ``ftz_bits``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import fold
     >>> slots = np.zeros((2, 8), dtype=np.uint32)
     >>> slots[:, :5] = np.float32(1.5).view(np.uint32)
     >>> fold(slots).tolist()
@@ -522,32 +353,14 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
 
 @jit(accepts=dict(header="uint32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool) -> np.ndarray:
-    """Own sums of a grouped step as the slot words to publish (``ftz_bits``, words 5..7 zero).
+    """A grouped step's own sums as the slot words to publish: uint32 ``[8]``, ``ftz_bits``, words 5..7 zero.
 
-    This path follows SPEC literally (``step_sums``); the fused backend's vector loop is checked
-    against it.
-
-    Parameters
-    ----------
-    header : numpy.ndarray
-        The page's first words (uint32, at least the 4 PARAMS words).
-    xs, ys : numpy.ndarray
-        The samples (float32 ``[256]``).
-    off : numpy.uint32
-        ``t * N + k``: system ``k``'s batch of step ``t`` in a group of ``N``.
-    z : bool
-        Float mode Z.
-
-    Returns
-    -------
-    numpy.ndarray
-        uint32 ``[8]``: the slot words.
+    ``header`` holds at least the PARAMS words; ``off`` is ``t * N + k``, system ``k``'s batch of
+    step ``t`` in a group of ``N``.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import grouped_sums, samples
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> xs, ys = samples()
@@ -571,28 +384,14 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
 def grouped_apply(
     header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
 ) -> None:
-    """Apply a cluster fold to the params words in ``header``; write step ``t``'s loss and trace row.
+    """Apply a cluster's folded sums to the PARAMS words of ``header``; write step ``t``'s loss and trace row.
 
-    Parameters
-    ----------
-    header : numpy.ndarray
-        The page's first 12 words (uint32): PARAMS updated in place, LR and INV_BATCH read.
-    total : numpy.ndarray
-        The cluster's folded sums (float32 ``[5]``).
-    loss_ring : numpy.ndarray
-        The page's LOSS words (uint32 ``[256]``): step ``t``'s loss goes to ``t mod 256``.
-    t : numpy.uint64
-        The step.
-    trace_row : numpy.ndarray
-        uint32 ``[5]`` to receive the step's trace words, or ``[0]`` for none.
-    z : bool
-        Float mode Z.
+    ``header`` is the page's first 12 words (LR and INV_BATCH read), ``loss_ring`` its LOSS words
+    (the loss goes to ``t mod 256``), ``trace_row`` uint32 ``[5]`` or ``[0]`` for none.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import grouped_apply
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> header, row = ctx.view.words[:12].copy(), np.zeros(5, dtype=np.uint32)
