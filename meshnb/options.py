@@ -96,7 +96,6 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def parse_count(text: str) -> int:
-    # ASCII digits only: int() would also take "1_000", " 5", "+5" and other scripts' digits ("٥").
     """A count as a command line writes it: ASCII digits, 0 or more (``int()`` would take ``1_0``, `` 5``, ``+5``)."""
     if not re.fullmatch(r"-?[0-9]+", text):
         raise ValueError(f"{text!r} is not a whole number")
@@ -172,12 +171,12 @@ def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
     if not sep:
         raise ValueError(f"{text!r} is not STEP:LR")
     at = parse_count(step)
-    bare_hex = re.fullmatch(r"[0-9a-fA-F]{1,8}", lr) is not None  # an f32 word before 0x was asked for
+    bare_hex = re.fullmatch(r"[0-9a-fA-F]{1,8}", lr) is not None  # hex without 0x
     try:
         word = parse_lr(lr, "LR")
     except ValueError as e:
         raise ValueError(f"{e}" + (f"; for the f32 word write {step}:0x{lr}" if bare_hex else "")) from None
-    if bare_hex and int(lr, 16) != word:  # 1, 100: read as the word 0xLR before
+    if bare_hex and int(lr, 16) != word:  # 1, 100: the number, with a FutureWarning
         warnings.warn(
             f"--set-lr {text}: {lr} is the number {float(lr):g} (f32 word {word:#010x}); an LR in hex "
             f"without 0x was read as an f32 word before: for the word write {step}:0x{lr}",
@@ -259,48 +258,10 @@ def option_field(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made.
 
-    Each field is a keyword of :func:`meshnb.train` and, by its :class:`Flag`, a ``meshnb train``
-    flag. A bad value is an :class:`OptionError` (a :class:`ValueError`), a wrong type a
-    :class:`TypeError`.
-
-    Parameters
-    ----------
-    steps : int or None
-        Steps to run (None: 4096; with ``resume``, the run's).
-    steps_per_task : int or None
-        STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
-    set_lr : mapping or sequence of pairs, or None
-        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
-        an LR a number or an f32 word (:func:`meshnb.runspec.lr_word`); kept as
-        :class:`~meshnb.runspec.LrChange` words, sorted by step.
-    step_base : int or None
-        The first step (0 to 2^64 - 2; None: as the page says).
-    view_in : bytes-like or None
-        The start page (None: init's).
-    z : bool
-        Float mode Z (False: plain IEEE float32, for comparison only).
-    keep_trace : bool
-        Keep the applied sums (``result.trace``).
-    progress : bool
-        A progress bar on stderr.
-    systems : int or None
-        A cluster of this many systems (None: one system alone).
-    backend : str or None
-        Where the run executes (None: ``single`` alone, ``threads`` for a cluster).
-    timeout_ms : float
-        A round's timeout in ms (a cluster with an exchange).
-    stalls : sequence of (int, int, int)
-        ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
-    give_up_s : float
-        Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
-    checkpoint : str or path, or None
-        Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
-    overwrite_checkpoint : bool
-        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
-    checkpoint_every_s : float
-        Seconds between checkpoints.
-    resume : str or path, or None
-        A checkpoint to continue.
+    Each field is a keyword of :func:`meshnb.train` (whose Parameters say what each means) and, by
+    its :class:`Flag`, a ``meshnb train`` flag. A bad value is an :class:`OptionError` (a
+    :class:`ValueError`), a wrong type a :class:`TypeError`; ``set_lr`` is kept as
+    :class:`~meshnb.runspec.LrChange` words, sorted by step.
 
     Examples
     --------

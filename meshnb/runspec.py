@@ -121,11 +121,6 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
     Traceback (most recent call last):
         ...
     TypeError: systems must be an integer from 1 to 64, got bool True
-    >>> try:
-    ...     check_int(200, "set_lr's step", 0, 100)
-    ... except OptionError as e:
-    ...     print(e.for_cli())
-    --set-lr's step must be an integer from 0 to 100, got 200
     """
     if not is_int(x):
         raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
@@ -257,15 +252,7 @@ def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()
 
 
 def check_view_can_run(view: View, steps: int) -> None:
-    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`.
-
-    >>> view = View(bytearray(init_page()))
-    >>> view.set_word("STEP_HI", 0xFFFFFFFF); view.set_word("NEXT_STEP", 0xFFFFFFFE)
-    >>> check_view_can_run(view, 2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: steps 18446744073709551614 .. 18446744073709551615 reach 2^64-1, ...
-    """
+    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`."""
     check_can_run(view.next_step, steps, view.word("STEPS_PER_TASK"))
 
 
@@ -874,31 +861,11 @@ def describe(
 ) -> Run:
     """A :class:`Run` from the values a caller gave, each checked by this module's rule, then whether it can run.
 
-    Parameters
-    ----------
-    steps : int
-        Steps of every system.
-    lrs : LRs or None
-        One system per LR and start page (None: each page's own LR), :func:`lr_words`' rule.
-    view_in : Pages or None
-        The start pages (None: the init page), :func:`page_words`' rule.
-    step_base : StepBases or None
-        The first step of every system, or one per system (None: each page's own).
-    z : bool, default True
-        Float mode Z.
-    steps_per_task : int or None, default None
-        STEPS_PER_TASK of every page (None: each page's own).
-    set_lr : mapping or pairs, or None
-        LR changes during the run, :func:`lr_changes`' rule.
-    group : int, default 0
-        Members of a cluster (0: every system alone).
-    backend : str or None, default None
-        Where it runs, checked by the caller's options table.
-    one_page : bool, default False
-        ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
+    ``lrs`` (:func:`lr_words`), ``view_in`` (:func:`page_words`, None: the init page), ``step_base``
+    (one or one per system), ``steps_per_task`` and ``set_lr`` (:func:`lr_changes`) left None keep
+    each page's own; ``group`` and ``backend`` are checked by the caller's options table;
+    ``one_page``: ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
 
-    Examples
-    --------
     >>> describe(5, set_lr={6: 0.5})
     Traceback (most recent call last):
         ...

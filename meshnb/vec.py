@@ -1,20 +1,16 @@
 """float32 vectors for the step kernel, made with numba intrinsics, and the CPU's DAZ switch.
 
-numba cannot tell LLVM that the kernel's arrays do not overlap, so short lane loops stay scalar;
-a quarter warp held as one ``<8 x float>`` value makes each lane op one vector instruction (8
-lanes, not 16: Zen 4 splits 16-lane ops in two halves, and cross-half shuffles cost on the step's
-chain). The ops are plain IEEE (no fast-math, never an FMA); mode Z's flush is a separate op,
-chosen by a literal loop mode when the loop compiles.
+A quarter warp as one ``<8 x float>`` value makes each lane op one vector instruction (numba
+cannot tell LLVM that the arrays do not overlap, so lane loops stay scalar); 8 lanes, as Zen 4
+splits 16. The ops are plain IEEE (never an FMA); mode Z's flush is a separate op, chosen by a
+literal loop mode when the loop compiles.
 
-:func:`daz_on` / :func:`mxcsr_restore` set x86's DAZ bit (FTZ off) around a step loop: that is
-mode Z exactly (results round as IEEE, the next op reads a subnormal as zero), so only words
-leaving the loop need the flush. LLVM does not know that ``ldmxcsr`` changes float ops and may
-move one across it; what keeps every op inside the region is that each operand is *loaded* after
-:func:`daz_on` and each result *stored* before :func:`mxcsr_restore`, both of which emit a
-compiler barrier that no load or store crosses. A value kept in a register across either end
-(an argument, a float made outside) must be flushed explicitly (as ``kernels.batches`` does), and
-no loop computes a float from constants alone (LLVM folds those under IEEE rules). The hard-page
-tests hold the loops to this.
+:func:`daz_on` / :func:`mxcsr_restore` set x86's DAZ bit (FTZ off) around a loop: mode Z exactly,
+so only words leaving the loop need the flush. LLVM may move a float op across ``ldmxcsr``; what
+keeps each op inside is that its operands are *loaded* after :func:`daz_on` and its results
+*stored* before :func:`mxcsr_restore`, both compiler barriers. A value held in a register across
+either end must be flushed explicitly (as ``kernels.batches`` does), and no loop computes a float
+from constants alone (LLVM folds those under IEEE rules). The hard-page tests hold the loops to this.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """The grouped step loop of a member whose exchange page is in memory, with the GIL released.
 
-The ``threads`` and ``processes`` backends' members share the exchange page as memory.
-:func:`run_page` runs many grouped steps of one member in one njit call, each as the program's
-Python loop does over :class:`~meshnb.exchange.Exchange` (SPEC 9):
+:func:`run_page` runs many grouped steps of one member (the ``threads`` and ``processes``
+backends) in one njit call, each as the program's Python loop does (SPEC 9): own sums published
+in the slot of parity ``(t + 1) mod 2`` (a resumed round is never redone), the counter = ``t + 1``
+(a release store), a wait until every counter reaches it (acquire loads), then the fold in system
+order and its apply. It returns after the steps (``DONE``), on an abort (``ABORTED``), or when a
+wait has spun ``spin`` times or ``SPIN_NS`` (``WAITING``): Python keeps the timeouts and Ctrl-C
+and calls again for the same round.
 
-1. own sums (the bits of ``kernels.grouped_sums``), published as the slot of parity
-   ``(t + 1) mod 2`` unless the round is already published (a resumed round is never redone);
-2. the counter = ``t + 1`` (a release store, after the slot's words);
-3. a wait until every counter is >= ``t + 1`` (acquire loads), by the call's ``policy``: on Linux
-   (``FUTEX``) ``pause`` for a spin learnt from recent rounds, then sleep on the awaited member's
-   counter, announced in its WAITERS word so that its publisher wakes it; elsewhere (``YIELD``)
-   ``pause``, then ``sched_yield``. The page's ABORT word ends a wait at once (a sleep lasts at
-   most ``SLEEP_NS``);
-4. the fold of the slots in system order and its apply (``kernels.fold``, ``kernels.grouped_apply``).
-
-It returns after the task's steps (``DONE``), on an abort (``ABORTED``), or when one wait has spun
-``spin`` times or lasted ``SPIN_NS`` (``WAITING``): Python keeps the round's timeout, the give-up
-bound and Ctrl-C, and calls again for the same round (``state`` says where it stands).
-
-Why a futex behind a learnt spin (figures in docs/performance.md): beside busy processes a
-``sched_yield`` gives the core away for a time slice; a sleeper woken by its publisher preempts
-the busy process at once. A wake-up costs tens of microseconds, so a member first spins as long as
-its running peers recently took (``SPIN_MIN_NS`` .. ``SPIN_MAX_NS``), and a publisher that has
-just woken a peer spins a wake-up's worth before sleeping itself (``WOKE_MIN_NS`` ..
-``WOKE_MAX_NS``, learnt apart), or the two take turns waking each other every round.
+The wait follows ``policy``: ``YIELD`` pauses, then yields the core; ``FUTEX`` (Linux) pauses for a
+spin learnt from recent rounds, then sleeps on the awaited member's counter, announced in its
+WAITERS word so that its publisher wakes it (a yield beside busy processes gives the core away
+for a time slice; a woken sleeper preempts them at once: docs/performance.md). A publisher that
+has just woken a peer spins a wake-up's worth first (learnt apart), or the two would take turns
+waking each other. ABORT ends any wait (a sleep lasts at most ``SLEEP_NS``).
 """
 
 from __future__ import annotations

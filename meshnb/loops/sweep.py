@@ -1,26 +1,21 @@
 """The sweep's step loop: many independent systems, one system per SIMD lane.
 
-A vector of ``lanes`` floats holds one value of ``lanes`` *systems* (a *group*: 16 on AVX-512, 8
-on AVX2, :func:`shape`); a group's step is SPEC 5's per-lane program for the 32 warp lanes one
-after another, each op one vector op. The butterfly becomes an add tree: lane 0 ends with
-``T(0, 1)``, where ``T(l, 16) = v[l] + v[l + 16]`` and ``T(l, o) = T(l, 2o) + T(l + o, 2o)``.
+A vector of ``lanes`` floats holds one value of ``lanes`` systems (a *group*, :func:`shape`); a
+step is SPEC 5's per-lane program for the 32 warp lanes in turn, each op one vector op, and the
+butterfly an add tree: ``T(l, 16) = v[l] + v[l + 16]``, ``T(l, o) = T(l, 2o) + T(l + o, 2o)``,
+the sum ``T(0, 1)``. :class:`_Emit` writes the step as LLVM IR in :data:`_SCHEDULE`'s order, state
+in registers, no call in the loop; the modes are :mod:`meshnb.loops`'. The entries release the
+GIL (MXCSR is per thread). ``bench/sweep_anchor.c`` is the same loop in C.
 
-:class:`_Emit` writes the step as LLVM IR in the order an expert would for an out-of-order core
-(:data:`_SCHEDULE`: quarters of the warp, levels not chains, the next quarter's Horner before this
-one's tree), the state in registers and no call in the loop. The three modes are
-:mod:`meshnb.loops`'. The entries release the GIL; :mod:`meshnb.sweeps` runs slices of groups on
-threads (MXCSR is per thread). ``bench/sweep_anchor.c`` is the same loop in C.
+Slot ``j`` of a system's sample table holds its batch ``(base + j) mod 8``, so relative step
+``r`` reads slot ``r mod 8``. Groups sharing X, Y and ``base mod 8`` read a *shared* table
+``stabs[u]`` (``[8][32][x, x^2, x^3, y]``, splat to the lanes); others a *lane* table ``tabs[t]``
+(``[8][32][4][lanes]``). ``tab_of[g]`` is ``t`` or ``-1 - u``; a block is all of one kind.
 
-Sample tables: slot ``j`` of a system holds its batch ``(base + j) mod 8``, so relative step ``r``
-reads slot ``r mod 8``. A group whose systems share X, Y and ``base mod 8`` reads a *shared* table
-``stabs[u]`` (``[8 slots][32 lanes][x, x^2, x^3, y]``, splat to the lanes, 4 KiB); any other a
-*lane* table ``tabs[t]`` (``[8][32][4][lanes]``, 64 KiB for 16 lanes). ``tab_of[g]`` is ``t`` or
-``-1 - u``; the groups of a block are all of one kind (:mod:`meshnb.sweeps.lanes` packs them so).
-
-Per-group float32 arrays (words stored as the float lanes that carry their bits): ``params[g]``
-``[a, b, c, d][lanes]`` (``ftz_bits`` in mode Z); ``hyper[g]`` ``[lr, inv][lanes]``; ``ring[g]``
-``[256][lanes]`` loss words, relative step ``r`` at row ``r mod 256``; ``hist[g]`` ``[H][lanes]``
-the losses of relative steps ``k loss_every - 1``; ``trace[g]`` ``[count][5][lanes]`` (or no columns).
+Per-group float32 arrays (words as the float lanes that carry their bits): ``params[g]``
+``[a, b, c, d][lanes]``, ``hyper[g]`` ``[lr, inv][lanes]``, ``ring[g]`` ``[256][lanes]`` losses
+(step ``r`` at row ``r mod 256``), ``hist[g]`` ``[H][lanes]`` the losses of steps
+``k loss_every - 1``, ``trace[g]`` ``[count][5][lanes]`` (or no columns).
 """
 
 from __future__ import annotations
