@@ -89,13 +89,62 @@ class Exchange(Protocol):
     """
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
-        """Write system ``k``'s slot for ``parity`` (0 or 1): 8 uint32 words, the five sums then zeros."""
+        """Write system ``k``'s slot for ``parity``.
+
+        Parameters
+        ----------
+        k : int
+            This system.
+        parity : int
+            The round's parity (0 or 1).
+        words : numpy.ndarray
+            8 uint32 words: the five sums (``ftz_bits``), then zeros.
+
+        Examples
+        --------
+        >>> member = PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter())
+        >>> member.set_slot(0, 1, np.arange(8, dtype=np.uint32))
+        """
 
     def round(self, n: int) -> bool:
-        """Publish this system's counter = ``n`` and wait, bounded; False on a timeout (call again to resume)."""
+        """Publish this system's counter = ``n`` and wait, bounded, until every counter is >= ``n``.
+
+        Parameters
+        ----------
+        n : int
+            The round (a step's ``t + 1``).
+
+        Returns
+        -------
+        bool
+            Every member reached it; False on a timeout (call again to resume).
+
+        Examples
+        --------
+        >>> PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()).round(1)  # a cluster of one
+        True
+        """
 
     def slot(self, m: int, parity: int) -> np.ndarray:
-        """A copy of system ``m``'s slot for ``parity`` (8 uint32 words)."""
+        """A copy of system ``m``'s slot for ``parity``.
+
+        Parameters
+        ----------
+        m : int
+            The system to read.
+        parity : int
+            The round's parity.
+
+        Returns
+        -------
+        numpy.ndarray
+            Its 8 uint32 words.
+
+        Examples
+        --------
+        >>> PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()).slot(0, 0).tolist()
+        [0, 0, 0, 0, 0, 0, 0, 0]
+        """
 
 
 class ExchangeAborted(Exception):

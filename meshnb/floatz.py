@@ -31,16 +31,20 @@ CANONICAL_NAN = np.uint32(0x7FFFFFFF)
 def flush_bits(u: np.uint32) -> np.uint32:
     """The word of the mode-Z value read from word ``u``: subnormal -> signed zero, NaN -> ``0x7FFFFFFF``.
 
-    See Also
-    --------
-    flush_words : the same rule on a whole array, in numpy.
+    Parameters
+    ----------
+    u : numpy.uint32
+        A float32's bits.
+
+    Returns
+    -------
+    numpy.uint32
+        ``u``, or the zero of its sign, or the canonical NaN.
 
     Examples
     --------
     >>> hex(flush_bits(np.uint32(0x80000001))), hex(flush_bits(np.uint32(0xFFC00000)))
     ('0x80000000', '0x7fffffff')
-    >>> hex(flush_bits(np.uint32(0x3F800000)))
-    '0x3f800000'
     """
     u = np.uint32(u)
     e = u & EXP_MASK
@@ -55,6 +59,16 @@ def flush_bits(u: np.uint32) -> np.uint32:
 def from_bits(u: np.uint32) -> np.float32:
     """``ftz_from_bits``: read a word as f32 through the flush/NaN rule.
 
+    Parameters
+    ----------
+    u : numpy.uint32
+        A float32's bits.
+
+    Returns
+    -------
+    numpy.float32
+        The mode-Z value.
+
     Examples
     --------
     >>> float(from_bits(np.uint32(0x3F800000))), float(from_bits(np.uint32(0x00000001)))
@@ -66,6 +80,16 @@ def from_bits(u: np.uint32) -> np.float32:
 @jit(accepts=dict(f="float32"))
 def bits(f: np.float32) -> np.uint32:
     """``ftz_bits``: the word of the flushed value of ``f``.
+
+    Parameters
+    ----------
+    f : numpy.float32
+        A value.
+
+    Returns
+    -------
+    numpy.uint32
+        The bits of its mode-Z value.
 
     Examples
     --------
@@ -83,6 +107,16 @@ def bits(f: np.float32) -> np.uint32:
 def flush(f: np.float32) -> np.float32:
     """The mode-Z value of ``f``: a subnormal as the zero of its sign, a NaN as the canonical NaN.
 
+    Parameters
+    ----------
+    f : numpy.float32
+        A value.
+
+    Returns
+    -------
+    numpy.float32
+        Its mode-Z value.
+
     Examples
     --------
     >>> float(flush(np.float32(2.5))), float(flush(np.float32(1e-40)))
@@ -94,6 +128,16 @@ def flush(f: np.float32) -> np.float32:
 @jit(accepts=dict(f="float32"))
 def flush_subnormal(f: np.float32) -> np.float32:
     """A subnormal as the zero of its sign; NaNs left as they are.
+
+    Parameters
+    ----------
+    f : numpy.float32
+        A value.
+
+    Returns
+    -------
+    numpy.float32
+        ``f``, or the zero of its sign.
 
     Examples
     --------
@@ -112,6 +156,16 @@ def flush_subnormal(f: np.float32) -> np.float32:
 def add(a: np.float32, b: np.float32) -> np.float32:
     """``a + b`` in float mode Z: ``flush(flush(a) + flush(b))``.
 
+    Parameters
+    ----------
+    a, b : numpy.float32
+        The operands.
+
+    Returns
+    -------
+    numpy.float32
+        The sum.
+
     Examples
     --------
     >>> float(add(np.float32(1.0), np.float32(2.0))), float(add(np.float32(1e-40), np.float32(1e-40)))
@@ -124,6 +178,16 @@ def add(a: np.float32, b: np.float32) -> np.float32:
 def sub(a: np.float32, b: np.float32) -> np.float32:
     """``a - b`` in float mode Z: ``flush(flush(a) - flush(b))``.
 
+    Parameters
+    ----------
+    a, b : numpy.float32
+        The operands.
+
+    Returns
+    -------
+    numpy.float32
+        The difference.
+
     Examples
     --------
     >>> float(sub(np.float32(1.0), np.float32(1e-40)))
@@ -135,6 +199,16 @@ def sub(a: np.float32, b: np.float32) -> np.float32:
 @jit(accepts=dict(a="float32", b="float32"))
 def mul(a: np.float32, b: np.float32) -> np.float32:
     """``a * b`` in float mode Z: ``flush(flush(a) * flush(b))``, underflow decided after rounding.
+
+    Parameters
+    ----------
+    a, b : numpy.float32
+        The operands.
+
+    Returns
+    -------
+    numpy.float32
+        The product.
 
     Examples
     --------
@@ -151,6 +225,16 @@ def mul(a: np.float32, b: np.float32) -> np.float32:
 def div(a: np.float32, b: np.float32) -> np.float32:
     """``a / b`` in float mode Z: ``flush(flush(a) / flush(b))``; a zero divisor gives inf or the canonical NaN.
 
+    Parameters
+    ----------
+    a, b : numpy.float32
+        The operands.
+
+    Returns
+    -------
+    numpy.float32
+        The quotient.
+
     Examples
     --------
     >>> zero = np.float32(0.0)
@@ -165,6 +249,16 @@ def div(a: np.float32, b: np.float32) -> np.float32:
 def from_u32(u: np.uint32) -> np.float32:
     """u32 -> f32, round to nearest even (LLVM ``uitofp``), then the flush rule.
 
+    Parameters
+    ----------
+    u : numpy.uint32
+        An unsigned integer.
+
+    Returns
+    -------
+    numpy.float32
+        The float32 nearest ``u``.
+
     Examples
     --------
     >>> float(from_u32(np.uint32(16777217)))  # 2**24 + 1: a tie, to even
@@ -176,6 +270,16 @@ def from_u32(u: np.uint32) -> np.float32:
 @jit(accepts=dict(a="float32[...]"))
 def bits_array(a: np.ndarray) -> np.ndarray:
     """``bits`` of every element of a float32 array (any shape), as a new uint32 array.
+
+    Parameters
+    ----------
+    a : numpy.ndarray
+        float32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 words, ``a``'s shape.
 
     Examples
     --------
@@ -192,6 +296,16 @@ def bits_array(a: np.ndarray) -> np.ndarray:
 def from_bits_array(u: np.ndarray) -> np.ndarray:
     """``from_bits`` of every element of a uint32 array (any shape), as a new float32 array.
 
+    Parameters
+    ----------
+    u : numpy.ndarray
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 values, ``u``'s shape.
+
     Examples
     --------
     >>> from_bits_array(np.array([0x3F800000, 0x00000001], dtype=np.uint32)).tolist()
@@ -204,7 +318,17 @@ def from_bits_array(u: np.ndarray) -> np.ndarray:
 
 
 def flush_words(u: np.ndarray) -> np.ndarray:
-    """``flush_bits`` of every word of a uint32 array (any shape), as a new array, in numpy (for Python callers).
+    """``flush_bits`` of every word of an array (any shape), in numpy (for Python callers).
+
+    Parameters
+    ----------
+    u : array_like
+        Words (converted to uint32).
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32, ``u``'s shape.
 
     Examples
     --------

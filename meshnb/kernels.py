@@ -43,6 +43,18 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 def result(r: np.float32, z: bool) -> np.float32:
     """An op's result inside a kernel: ``flush_subnormal`` in mode Z, untouched in IEEE mode.
 
+    Parameters
+    ----------
+    r : numpy.float32
+        An op's IEEE result.
+    z : bool
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.float32
+        The result.
+
     Examples
     --------
     >>> float(result(np.float32(1e-40), True)), float(result(np.float32(1e-40), False))
@@ -56,6 +68,18 @@ def result(r: np.float32, z: bool) -> np.float32:
 @jit()
 def out_word(f: np.float32, z: bool) -> np.uint32:
     """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z.
+
+    Parameters
+    ----------
+    f : numpy.float32
+        A value.
+    z : bool
+        Float mode Z (False: the bits as they are).
+
+    Returns
+    -------
+    numpy.uint32
+        Its word.
 
     Examples
     --------
@@ -71,6 +95,18 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
 def in_word(u: np.uint32, z: bool) -> np.float32:
     """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z.
 
+    Parameters
+    ----------
+    u : numpy.uint32
+        A word of the page.
+    z : bool
+        Float mode Z (False: the bits as they are).
+
+    Returns
+    -------
+    numpy.float32
+        Its value.
+
     Examples
     --------
     >>> float(in_word(np.uint32(0x3F800000), True)), float(in_word(np.uint32(1), True))
@@ -85,8 +121,16 @@ def in_word(u: np.uint32, z: bool) -> np.float32:
 def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) -> None:
     """SPEC 8's end of a TASK beside PARAMS: ERR = ``timed_out``, PENDING cleared, STEP_HI:NEXT_STEP = ``next_step``.
 
-    The one statement of the rule: njit loops compile it in, Python calls it on a page's words
-    ``[1024]``, or on ``[n, 1024]`` with ``next_step`` ``[n]``.
+    The one statement of the rule: njit loops compile it in, Python calls it on pages.
+
+    Parameters
+    ----------
+    page : numpy.ndarray
+        A page's uint32 words ``[1024]`` (or ``[n, 1024]``), written in place.
+    next_step : numpy.uint64
+        The next step (or ``[n]`` of them).
+    timed_out : bool, default False
+        The task ended on a round's timeout.
 
     Examples
     --------
@@ -108,6 +152,16 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
 def sin_pi_f32(x: np.ndarray) -> np.ndarray:
     """sin(pi x) rounded to f32 for float32 ``x`` in [-1, 1] (SPEC 4): libm's f64 sine of the exactly reduced argument.
 
+    Parameters
+    ----------
+    x : array_like
+        float32 values in [-1, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, ``x``'s shape.
+
     Examples
     --------
     >>> sin_pi_f32(np.array([0.5, -0.25, 1.0], dtype=np.float32)).tolist()
@@ -123,14 +177,12 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
 
 
 def samples() -> tuple[np.ndarray, np.ndarray]:
-    """X and Y of SPEC 4: ``(xs, ys)``, 256 float32 each, x from -1 to 1 in 255 equal steps and sin(pi x).
+    """and Y of SPEC 4, in numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
 
-    In numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
-
-    See Also
-    --------
-    meshnb.program.init : writes them into a page.
-    meshnb.testing.reference.samples : the independent oracle's.
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(xs, ys)``, 256 float32 each: x from -1 to 1 in 255 equal steps, and sin(pi x).
 
     Examples
     --------
@@ -151,10 +203,19 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 
 @jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
-    """Four lane-major tables in one float32 ``[1024]``: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's words.
+    """Four lane-major tables in one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's words.
 
-    Sample ``g + 8 lane`` of batch ``g`` sits at ``g * 32 + lane`` of each table; inputs are read
-    through the flush in mode Z. :func:`fill_batches` makes the same tables in numpy.
+    Parameters
+    ----------
+    words : numpy.ndarray
+        The page as uint32 words ``[1024]`` (read through the flush in mode Z).
+    z : bool
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[1024]``: sample ``g + 8 lane`` of batch ``g`` at ``g * 32 + lane`` of each table.
 
     Examples
     --------
@@ -186,12 +247,23 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 
 
 def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
-    """:func:`batches` into ``tab`` (float32 ``[1024]``), in numpy: a cold start compiles nothing for it.
+    """:func:`batches` into ``tab``, in numpy: a cold start compiles nothing for it (a ValueError for wrong arrays).
 
-    Raises
-    ------
-    ValueError
-        When ``words`` is not a uint32 page holding X and Y, or ``tab`` not 1024 contiguous float32.
+    Parameters
+    ----------
+    words : numpy.ndarray
+        The page as uint32 words ``[1024]``.
+    z : bool
+        Float mode Z.
+    tab : numpy.ndarray
+        float32 ``[1024]``, written.
+
+    Examples
+    --------
+    >>> tab = np.empty(1024, np.float32)
+    >>> fill_batches(np.zeros(1024, np.uint32), True, tab)
+    >>> float(tab.max())
+    0.0
     """
     if not (
         isinstance(words, np.ndarray) and words.dtype == np.uint32 and words.ndim == 1
@@ -241,12 +313,7 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     Returns
     -------
     numpy.ndarray
-        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes (a butterfly
-        reduction), written through ``ftz_bits``.
-
-    See Also
-    --------
-    meshnb.testing.reference.step_sums : the independent oracle's.
+        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes, through ``ftz_bits``.
 
     Examples
     --------
@@ -303,6 +370,17 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
     """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))`` for the four params.
 
+    Parameters
+    ----------
+    p : numpy.ndarray
+        The params (float32 ``[4]``), updated.
+    sums : numpy.ndarray
+        The step's sums (float32 ``[5]``).
+    lr : numpy.float32
+        The learning rate.
+    inv : numpy.float32
+        INV_BATCH.
+
     Examples
     --------
     >>> p = np.ones(4, dtype=np.float32)
@@ -318,6 +396,18 @@ def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> N
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
     """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update.
 
+    Parameters
+    ----------
+    sums : numpy.ndarray
+        The step's sums (float32 ``[5]``).
+    inv : numpy.float32
+        INV_BATCH.
+
+    Returns
+    -------
+    numpy.float32
+        The loss the LOSS ring records.
+
     Examples
     --------
     >>> float(loss(np.array([0, 0, 0, 0, 3], dtype=np.float32), np.float32(0.5)))
@@ -328,9 +418,19 @@ def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
 
 @jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
-    """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order.
+    """The cluster total: slot words read with ``ftz_from_bits``, added in system order.
 
-    Returns float32 ``[5]``, written through ``ftz_bits``.
+    Parameters
+    ----------
+    slots : numpy.ndarray
+        Every system's slot words (uint32 ``[N, >= 5]``), system 0 first.
+    z : bool, default True
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 ``[5]``: each sum's total, through ``ftz_bits``.
 
     Examples
     --------
@@ -353,10 +453,23 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
 
 @jit(accepts=dict(header="uint32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool) -> np.ndarray:
-    """A grouped step's own sums as the slot words to publish: uint32 ``[8]``, ``ftz_bits``, words 5..7 zero.
+    """A grouped step's own sums as the slot words to publish (``ftz_bits``, words 5..7 zero).
 
-    ``header`` holds at least the PARAMS words; ``off`` is ``t * N + k``, system ``k``'s batch of
-    step ``t`` in a group of ``N``.
+    Parameters
+    ----------
+    header : numpy.ndarray
+        The page's first words (uint32, at least PARAMS).
+    xs, ys : numpy.ndarray
+        The samples (float32 ``[256]``).
+    off : numpy.uint32
+        ``t * N + k``: system ``k``'s batch of step ``t`` in a group of ``N``.
+    z : bool
+        Float mode Z.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 ``[8]``: the slot words.
 
     Examples
     --------
@@ -386,8 +499,20 @@ def grouped_apply(
 ) -> None:
     """Apply a cluster's folded sums to the PARAMS words of ``header``; write step ``t``'s loss and trace row.
 
-    ``header`` is the page's first 12 words (LR and INV_BATCH read), ``loss_ring`` its LOSS words
-    (the loss goes to ``t mod 256``), ``trace_row`` uint32 ``[5]`` or ``[0]`` for none.
+    Parameters
+    ----------
+    header : numpy.ndarray
+        The page's first 12 words (uint32): PARAMS updated, LR and INV_BATCH read.
+    total : numpy.ndarray
+        The folded sums (float32 ``[5]``).
+    loss_ring : numpy.ndarray
+        The page's LOSS words (uint32 ``[256]``): the loss goes to ``t mod 256``.
+    t : numpy.uint64
+        The step.
+    trace_row : numpy.ndarray
+        uint32 ``[5]`` for the step's trace words, or ``[0]`` for none.
+    z : bool
+        Float mode Z.
 
     Examples
     --------

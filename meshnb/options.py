@@ -258,21 +258,58 @@ def option_field(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made.
 
-    Each field is a keyword of :func:`meshnb.train` (whose Parameters say what each means) and, by
-    its :class:`Flag`, a ``meshnb train`` flag. A bad value is an :class:`OptionError` (a
-    :class:`ValueError`), a wrong type a :class:`TypeError`; ``set_lr`` is kept as
-    :class:`~meshnb.runspec.LrChange` words, sorted by step.
+    Each field is a keyword of :func:`meshnb.train` (its doc says more of each); the field's
+    :class:`Flag` is its ``meshnb train`` flag.  A bad value is an :class:`OptionError` (a
+    :class:`ValueError`), a wrong type a :class:`TypeError` (:mod:`meshnb.runspec`'s rules).
+
+    Parameters
+    ----------
+    steps : int or None
+        Steps to run (None: 4096; with ``resume``, the run's).
+    steps_per_task : int or None
+        STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
+    set_lr : mapping or sequence of pairs, or None
+        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
+        an LR a number or an f32 word (:func:`meshnb.runspec.lr_word`); made
+        :class:`~meshnb.runspec.LrChange` words, sorted by step.
+    step_base : int or None
+        The first step (0 to 2^64 - 2; None: as the page says).
+    view_in : bytes-like or None
+        The start page (None: init's).
+    z : bool
+        Float mode Z (False: plain IEEE float32, for comparison only).
+    keep_trace : bool
+        Keep the applied sums (``result.trace``).
+    progress : bool
+        A progress bar on stderr.
+    systems : int or None
+        A cluster of this many systems (None: one system alone).
+    backend : str or None
+        Where the run executes (the glossary's backends; None: ``single`` alone, ``threads`` for a cluster).
+    timeout_ms : float
+        A round's timeout in ms (a cluster with an exchange).
+    stalls : sequence of (int, int, int)
+        ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
+    give_up_s : float
+        Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
+    checkpoint : str or path, or None
+        Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
+    overwrite_checkpoint : bool
+        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run
+        (:func:`refuse_foreign_checkpoint`).
+    checkpoint_every_s : float
+        Seconds between checkpoints.
+    resume : str or path, or None
+        A checkpoint to continue.
 
     Examples
     --------
-    >>> RunOptions(steps=10).backend_name, RunOptions(steps=10, systems=4).backend_name
-    ('single', 'threads')
+    >>> RunOptions(steps=10).backend_name
+    'single'
+    >>> RunOptions(steps=10, systems=4).backend_name
+    'threads'
     >>> RunOptions(set_lr={0: 0.5}).set_lr  # an LR as its f32 word
     (LrChange(step=0, word=1056964608),)
-    >>> RunOptions.from_keywords(10, device="cuda")
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: train() has no option 'device'
     >>> RunOptions(backend="fused")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
@@ -470,13 +507,15 @@ class RunOptions:
             raise option_error("{view_in}" + detail, "view_in") from None
 
     def describe(self) -> Run:
-        """A fresh run as a :class:`~meshnb.runspec.Run`: one system alone, or one group of ``systems`` members.
+        """A fresh run as a :class:`~meshnb.runspec.Run`: one system alone, or one group of ``systems``.
 
-        A resumed run is its checkpoint's (:func:`resolve`).
+        Returns
+        -------
+        Run
+            The run, checked when the options were made.
 
-        >>> s = RunOptions(steps=10, step_base=7, steps_per_task=5).describe()
-        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5]), s.backend
-        (1, [7], 5, 'single')
+        Examples
+        --------
         >>> c = RunOptions(steps=10, systems=3).describe()
         >>> len(c), c.groups, c.group, c.backend
         (3, 1, 3, 'threads')
@@ -497,12 +536,41 @@ class RunOptions:
         return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
-        """The plan of a fresh run (a resumed one's: :func:`resolve`)."""
+        """The plan of a fresh run (a resumed one's: :func:`resolve`).
+
+        Returns
+        -------
+        Plan
+            Steps, STEPS_PER_TASK, LR changes and step base.
+
+        Examples
+        --------
+        >>> RunOptions(steps=100, set_lr={50: 0.25}).plan()
+        Plan(steps=100, steps_per_task=None, set_lr=(LrChange(step=50, word=1048576000),), step_base=None)
+        """
         return self.describe().plan()
 
     @classmethod
     def from_keywords(cls, steps: int | None = None, **keywords: Any) -> RunOptions:
-        """The options of ``meshnb.train(steps, **keywords)``; an unknown keyword is an OptionError."""
+        """The options of ``meshnb.train(steps, **keywords)``; an unknown keyword is an OptionError.
+
+        Parameters
+        ----------
+        steps : int or None
+            ``train``'s first argument.
+
+        Returns
+        -------
+        RunOptions
+            The options, checked.
+
+        Examples
+        --------
+        >>> RunOptions.from_keywords(10, device="cuda")
+        Traceback (most recent call last):
+            ...
+        meshnb.runspec.OptionError: train() has no option 'device'
+        """
         unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
         if unknown:
             raise option_error(f"train() has no option {', '.join(map(repr, unknown))}")

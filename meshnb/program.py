@@ -86,7 +86,18 @@ class Context:
         return self.group is not None and self.exchange is not None
 
     def counter_dict(self) -> dict[str, int]:
-        """SPEC 10's counters by name: ``inits``, ``steps``, ``timeouts``."""
+        """SPEC 10's counters by name.
+
+        Returns
+        -------
+        dict of str to int
+            ``inits``, ``steps``, ``timeouts``.
+
+        Examples
+        --------
+        >>> Context(View()).counter_dict()
+        {'inits': 0, 'steps': 0, 'timeouts': 0}
+        """
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters)}
 
 

@@ -99,7 +99,23 @@ class OptionError(ValueError):
         super().__init__(template.format(**{n: spell.get(n, n) for n in names}) if names else template)
 
     def for_cli(self, flags: Mapping[str, str] | None = None) -> str:
-        """The message with argument names spelled as flags (``flags``, else ``--name-with-dashes``)."""
+        """The message with the argument names spelled as the command line's flags.
+
+        Parameters
+        ----------
+        flags : mapping or None, default None
+            A name's flag (None: the error's own); else ``--name-with-dashes``.
+
+        Returns
+        -------
+        str
+            The one-line message a command prints.
+
+        Examples
+        --------
+        >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
+        '--steps-per-task must be at least 1'
+        """
         if not self.names:
             return self.template
         spell = flags or self.flags or {}
@@ -444,8 +460,22 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
     """LRs as f32 words ``[L]``, each by :func:`lr_word`'s rule; messages name ``lrs[k]``.
 
     A ``uint32`` array of either byte order is the words themselves; an array of floats or signed
-    integers is numbers, rounded at once; another unsigned width or bools is a TypeError.
+    integers numbers, rounded at once; another unsigned width or bools a TypeError.
 
+    Parameters
+    ----------
+    lrs : LRs
+        A sequence of numbers, words or text, or an array.
+    name : str, default "lrs"
+        The argument's name, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``[L]`` uint32.
+
+    Examples
+    --------
     >>> lr_words([1, np.uint32(1), "0x3f000000"]).tolist()  # the number 1, the word 1, a word
     [1065353216, 1, 1056964608]
     >>> lr_words(np.array([0x3F000000], ">u4")).tolist()
@@ -517,7 +547,18 @@ def _float_words(arr: NDArray[Any], name: str) -> Words:
 
 
 def init_page() -> bytes:
-    """The 4096-byte page of one system without a group right after ``init`` (SPEC 8)."""
+    """The page of one system without a group right after ``init`` (SPEC 8).
+
+    Returns
+    -------
+    bytes
+        4096 bytes.
+
+    Examples
+    --------
+    >>> View.from_bytes(init_page()).word("STEPS_PER_TASK")
+    64
+    """
     ctx = program.Context(View())
     program.init(ctx)
     return ctx.view.tobytes()
@@ -700,15 +741,72 @@ class Plan:
         set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted by step)."""
+        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, each LR as ``train`` reads it).
+
+        Parameters
+        ----------
+        steps : int, default 4096
+            The steps of this call.
+        steps_per_task : int or None, default None
+            STEPS_PER_TASK to set first.
+        set_lr : mapping or sequence of pairs, or None
+            ``{step: LR}`` or ``(step, LR)`` pairs.
+        step_base : int or None, default None
+            The next step to set first.
+
+        Returns
+        -------
+        Plan
+            The plan, its LR changes sorted by step.
+
+        Examples
+        --------
+        >>> Plan.make(100, set_lr=[(80, 0.5), (20, 0.25)]).set_lr
+        (LrChange(step=20, word=1048576000), LrChange(step=80, word=1056964608))
+        """
         return cls(steps, steps_per_task, lr_changes(set_lr or (), check_steps(steps)), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:
-        """The f32 words of the SET_LRs due before the task that starts when ``done`` steps are done."""
+        """The f32 words of the SET_LRs due before the task that starts when ``done`` steps are done.
+
+        Parameters
+        ----------
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        list of int
+            The words, in order (none: empty).
+
+        Examples
+        --------
+        >>> [hex(w) for w in Plan.make(100, set_lr={50: 0.5}).lr_changes_at(50)]
+        ['0x3f000000']
+        """
         return [bits for step, bits in self.set_lr if step == done]
 
     def next_boundary(self, spt: int, done: int) -> int:
-        """Where the task starting at ``done`` ends: ``spt`` steps later, or sooner at the end or an LR change."""
+        """Where the task starting at ``done`` ends: ``spt`` steps later, or sooner at the end or an LR change.
+
+        Parameters
+        ----------
+        spt : int
+            The page's STEPS_PER_TASK.
+        done : int
+            The steps of this call done.
+
+        Returns
+        -------
+        int
+            The steps done at the task's end.
+
+        Examples
+        --------
+        >>> plan = Plan.make(100, set_lr={50: 0.5})
+        >>> plan.next_boundary(64, 0), plan.next_boundary(64, 50)
+        (50, 100)
+        """
         end = min(done + spt, self.steps)
         for step, _ in self.set_lr:  # sorted
             if done < step < end:
@@ -720,24 +818,38 @@ class Plan:
 class Run:
     """One run, as ``train`` and ``sweep`` both describe it before their first step; made by :func:`describe`.
 
-    The P start pages times the L LR words (page-major: system ``p * L + l``), with their step bases,
-    in clusters of ``group`` members (0: each alone), for ``steps`` steps, on ``backend``. It holds
-    arrays, not a page per system; :meth:`words` makes a batch's pages. A sweep is P x L systems
-    alone, ``train()`` P = L = 1, ``train(systems=N)`` one cluster of N.
+    The P start pages times the L LR words (page-major: system ``p * L + l``), in clusters of ``group``
+    members (0: each alone). It holds arrays, not a page per system; :meth:`words` makes a batch's pages.
+
+    Parameters
+    ----------
+    starts : numpy.ndarray
+        ``[P, 1024]`` uint32: the distinct start pages.
+    lr : numpy.ndarray or None
+        ``[L]`` uint32 LR words set before the first step (None: each page's own).
+    base : int, numpy.ndarray or None
+        The step base of every system, or uint64 ``[M]`` (None: each page's own).
+    z : bool
+        Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK written into every page (None: each page's own).
+    steps : int, default 4096
+        The steps of every system.
+    set_lr : tuple of LrChange, default ()
+        SET_LR during the run, sorted by step.
+    group : int, default 0
+        Members of a cluster (0: every system alone).
+    backend : str or None, default None
+        Where the run executes (None: not chosen).
 
     Examples
     --------
     >>> sweep = describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2, step_base=7)
     >>> len(sweep), sweep.page_index(0, 4).tolist(), sweep.lr_index(0, 4).tolist()
     (4, [0, 0, 1, 1], [0, 1, 0, 1])
-    >>> w = sweep.words(1, 2)
-    >>> hex(int(w[0, WORD["LR"]])), int(w[0, WORD["NEXT_STEP"]])
-    ('0x3e800000', 7)
     >>> cluster = describe(10, group=4, backend="threads")
     >>> len(cluster), cluster.groups
     (4, 1)
-    >>> describe(10, set_lr={0: 0.5}).plan()
-    Plan(steps=10, steps_per_task=None, set_lr=(LrChange(step=0, word=1056964608),), step_base=None)
     """
 
     starts: Words
@@ -788,21 +900,86 @@ class Run:
         return self.groups * self.members
 
     def grouped(self, group: int) -> Run:
-        """This run with clusters of ``group`` members (MPI: the job's size, known at its start)."""
+        """This run with clusters of ``group`` members (MPI: the job's size, known at its start).
+
+        Parameters
+        ----------
+        group : int
+            Members of each cluster, 1 to 2^31.
+
+        Returns
+        -------
+        Run
+            The same systems, grouped.
+
+        Examples
+        --------
+        >>> len(describe(10).grouped(3))
+        3
+        """
         return replace(self, group=check_int(group, "systems", 1, 1 << 31))
 
     def page_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which start page each of systems ``lo .. hi-1`` starts from (int64)."""
+        """Which start page each of systems ``lo .. hi-1`` starts from.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 indexes of ``starts``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).page_index(0, 4).tolist()
+        [0, 0, 1, 1]
+        """
         return np.arange(lo, hi, dtype=np.int64) // (self.n_lrs * self.members)
 
     def lr_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which LR each of systems ``lo .. hi-1`` runs (int64; -1: its page's own)."""
+        """Which LR each of systems ``lo .. hi-1`` runs (-1: its page's own).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 indexes of ``lr``.
+
+        Examples
+        --------
+        >>> describe(10).lr_index(0, 1).tolist()
+        [-1]
+        """
         if self.lr is None:
             return np.full(hi - lo, -1, dtype=np.int64)
         return np.arange(lo, hi, dtype=np.int64) // self.members % self.n_lrs
 
     def words(self, lo: int, hi: int) -> Words:
-        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied, ``[hi - lo, 1024]`` uint32."""
+        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train`` applies them.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``[hi - lo, 1024]`` uint32 (a new array).
+
+        Examples
+        --------
+        >>> w = describe(10, lrs=[0.5, 0.25], step_base=7).words(1, 2)
+        >>> hex(int(w[0, WORD["LR"]])), int(w[0, WORD["NEXT_STEP"]])
+        ('0x3e800000', 7)
+        """
         out = self.starts[self.page_index(lo, hi)]
         if self.lr is not None:
             write_lr(out, self.lr[self.lr_index(lo, hi)], self.z)  # this batch's words only
@@ -813,7 +990,23 @@ class Run:
         return out
 
     def step_base(self, lo: int, hi: int) -> NDArray[np.uint64]:
-        """Systems ``lo .. hi-1``'s first steps, uint64."""
+        """Systems ``lo .. hi-1``'s first steps.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The systems ``lo .. hi-1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            uint64 ``[hi - lo]``.
+
+        Examples
+        --------
+        >>> describe(10, lrs=[0.5, 0.25], step_base=[5, 2**40]).step_base(0, 2).tolist()
+        [5, 1099511627776]
+        """
         if isinstance(self.base, np.ndarray):
             return self.base[lo:hi].copy()
         if isinstance(self.base, int):
@@ -821,13 +1014,37 @@ class Run:
         return next_steps(self.starts)[self.page_index(lo, hi)]
 
     def plan(self) -> Plan:
-        """What the task loop follows for the whole run (one step base for all systems, or none)."""
+        """What the task loop follows for the whole run (one step base for all systems, or none).
+
+        Returns
+        -------
+        Plan
+            The run's plan.
+
+        Examples
+        --------
+        >>> describe(100, set_lr={50: 0.25}, step_base=3).plan()
+        Plan(steps=100, steps_per_task=None, set_lr=(LrChange(step=50, word=1048576000),), step_base=3)
+        """
         if isinstance(self.base, np.ndarray):
             raise ValueError("a plan has one step base: this run has one per system")
         return Plan(self.steps, self.steps_per_task, self.set_lr, self.base)
 
     def check_can_run(self, steps: int | None = None) -> None:
-        """Refuse systems that cannot run ``steps`` steps (None: the run's), at a cost per start page or step base."""
+        """Refuse systems that cannot run ``steps`` steps, at a cost per start page or step base.
+
+        Parameters
+        ----------
+        steps : int or None, default None
+            The steps every system would run (None: the run's).
+
+        Examples
+        --------
+        >>> describe(0, step_base=2**64 - 3).check_can_run(3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
+        """
         steps = self.steps if steps is None else steps
         stride = self.n_lrs * self.members  # systems per start page
         if self.steps_per_task is None:
@@ -861,11 +1078,36 @@ def describe(
 ) -> Run:
     """A :class:`Run` from the values a caller gave, each checked by this module's rule, then whether it can run.
 
-    ``lrs`` (:func:`lr_words`), ``view_in`` (:func:`page_words`, None: the init page), ``step_base``
-    (one or one per system), ``steps_per_task`` and ``set_lr`` (:func:`lr_changes`) left None keep
-    each page's own; ``group`` and ``backend`` are checked by the caller's options table;
-    ``one_page``: ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
+    Parameters
+    ----------
+    steps : int
+        Steps of every system.
+    lrs : LRs or None
+        One system per LR and start page (None: each page's own LR), :func:`lr_words`' rule.
+    view_in : Pages or None
+        The start pages (None: the init page), :func:`page_words`' rule.
+    step_base : StepBases or None
+        The first step of every system, or one per system (None: each page's own).
+    z : bool, default True
+        Float mode Z.
+    steps_per_task : int or None, default None
+        STEPS_PER_TASK of every page (None: each page's own).
+    set_lr : mapping or pairs, or None
+        LR changes during the run, :func:`lr_changes`' rule.
+    group : int, default 0
+        Members of a cluster (0: every system alone).
+    backend : str or None, default None
+        Where it runs, checked by the caller's options table.
+    one_page : bool, default False
+        ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
 
+    Returns
+    -------
+    Run
+        The run, its systems page-major.
+
+    Examples
+    --------
     >>> describe(5, set_lr={6: 0.5})
     Traceback (most recent call last):
         ...

@@ -58,9 +58,19 @@ class Trace:
         self.steps = 0
 
     def record(self, words: np.ndarray) -> None:
-        """Add ``[steps, 5]`` u32 words (a ValueError for another shape), hashed in place, perhaps after this returns.
+        """Add ``[steps, 5]`` u32 words, hashed in place, perhaps after this returns (unchanged until the next call).
 
-        Leave them unchanged until the next ``record``, ``hexdigest`` or ``state`` returns.
+        Parameters
+        ----------
+        words : numpy.ndarray
+            The sums each step applied, in step order (a ValueError for another shape).
+
+        Examples
+        --------
+        >>> trace = Trace()
+        >>> trace.record(np.zeros((3, 5), dtype=np.uint32))
+        >>> trace.steps
+        3
         """
         words = np.ascontiguousarray(words, dtype="<u4")
         if words.ndim != 2 or words.shape[1] != NSUMS:
@@ -83,7 +93,18 @@ class Trace:
             hashing.result()
 
     def hexdigest(self) -> str:
-        """The digest of the steps recorded so far (64 hex digits); the hashing thread ends here."""
+        """The digest of the steps recorded so far; the hashing thread ends here.
+
+        Returns
+        -------
+        str
+            SHA-256 of the recorded words, 64 hex digits.
+
+        Examples
+        --------
+        >>> Trace().hexdigest()[:16]  # no step: the hash of nothing
+        'e3b0c44298fc1c14'
+        """
         self._wait()
         if self._worker is not None:
             self._worker.shutdown()
@@ -91,7 +112,18 @@ class Trace:
         return str(self._sha.hexdigest())
 
     def state(self) -> Sha256State:
-        """The hash's state, for a checkpoint (a ValueError unless the trace is resumable)."""
+        """The hash's state, for a checkpoint (a ValueError unless the trace is resumable).
+
+        Returns
+        -------
+        Sha256State
+            What ``Trace(state=...)`` continues from.
+
+        Examples
+        --------
+        >>> Trace(resumable=True).state() is not None
+        True
+        """
         if not self.resumable:
             raise ValueError("this trace hashes with hashlib, whose state cannot be saved: make it resumable")
         self._wait()

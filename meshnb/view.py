@@ -142,24 +142,93 @@ class View:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> View:
-        """A new view holding a copy of ``data`` (exactly one page; a ValueError otherwise)."""
+        """A new view holding a copy of ``data`` (a ValueError unless it is one page).
+
+        Parameters
+        ----------
+        data : bytes
+            4096 bytes.
+
+        Returns
+        -------
+        View
+            A view of a new ``bytearray``.
+
+        Examples
+        --------
+        >>> View.from_bytes(bytes(4096)).next_step
+        0
+        """
         if len(data) != VIEW_BYTES:
             raise ValueError(f"a view page is {VIEW_BYTES} bytes, got {len(data)}")
         return cls(bytearray(data))
 
     def array(self, name: str) -> np.ndarray:
-        """The live array of field ``name``: float32 for an ``f32`` field, uint32 for a ``u32`` one."""
+        """The live array of field ``name``: writes go to the page.
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+
+        Returns
+        -------
+        numpy.ndarray
+            float32 for an ``f32`` field, uint32 for a ``u32`` one.
+
+        Examples
+        --------
+        >>> view = View()
+        >>> view.array("LOSS")[3] = 0.5
+        >>> float(view["LOSS"][3])
+        0.5
+        """
         f = FIELDS[name]
         words = self.words[f.word : f.word + f.count]
         return words.view("<f4") if f.dtype == "f32" else words
 
     def word(self, name: str, index: int = 0) -> int:
-        """Word ``index`` of field ``name`` as an unsigned integer (its raw bits)."""
+        """Word ``index`` of field ``name`` as an unsigned integer (its raw bits).
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+        index : int, default 0
+            The element of an array field.
+
+        Returns
+        -------
+        int
+            The word.
+
+        Examples
+        --------
+        >>> hex(View.from_bytes(bytes(4096)).word("LR"))
+        '0x0'
+        """
         f = FIELDS[name]
         return int(self.words[f.word + index])
 
     def set_word(self, name: str, value: int, index: int = 0) -> None:
-        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``, as they are."""
+        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``, as they are.
+
+        Parameters
+        ----------
+        name : str
+            A field of :data:`LAYOUT`.
+        value : int
+            The word (an f32 field's bits: a NaN's payload, a subnormal).
+        index : int, default 0
+            The element of an array field.
+
+        Examples
+        --------
+        >>> view = View()
+        >>> view.set_word("LR", 0x3DCCCCCD)  # the f32 nearest 0.1
+        >>> float(view["LR"])
+        0.10000000149011612
+        """
         f = FIELDS[name]
         self.words[f.word + index] = value
 
@@ -186,14 +255,36 @@ class View:
         self.set_word("NEXT_STEP", step & 0xFFFFFFFF)
 
     def tobytes(self) -> bytes:
-        """A copy of the page's 4096 bytes."""
+        """A copy of the page's 4096 bytes.
+
+        Returns
+        -------
+        bytes
+            The page, little-endian.
+
+        Examples
+        --------
+        >>> len(View().tobytes())
+        4096
+        """
         return self.words.tobytes()
 
     def __bytes__(self) -> bytes:
         return self.tobytes()
 
     def digest(self) -> str:
-        """SPEC 11: SHA-256 of the PARAMS bytes followed by the LOSS bytes, as 64 hex digits."""
+        """SPEC 11: SHA-256 of the PARAMS bytes followed by the LOSS bytes.
+
+        Returns
+        -------
+        str
+            64 hex digits.
+
+        Examples
+        --------
+        >>> View().digest()[:16]  # a zero page's
+        '256fb9c4796b15a7'
+        """
         return page_digests(self.words[None, :])[0].tobytes().hex()
 
     def __repr__(self) -> str:

@@ -31,16 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
 # The public modules besides meshnb itself: their __all__, or else every name they define without a
-# leading underscore (meshnb/__init__.py's docstring; the API pages render each).
+# leading underscore (meshnb/__init__.py's docstring; the API pages render each). The view, the
+# program, the exchange, the trace and the options are internal modules: their public names are
+# meshnb.__all__'s.
 PUBLIC_MODULES = (
     "meshnb.floatz",
     "meshnb.kernels",
-    "meshnb.view",
-    "meshnb.program",
-    "meshnb.exchange",
-    "meshnb.trace",
     "meshnb.checkpoint",
-    "meshnb.options",
     "meshnb.sweeps",
     "meshnb.testing",
     "meshnb.testing.reference",
@@ -217,6 +214,7 @@ def every_public_name() -> dict[str, tuple[str, bool]]:
 
 
 EXAMPLES_BAR = 0.80
+_PUBLIC_PREFIXES = tuple(m for p in PUBLIC_MODULES for m in (p, p + "."))
 
 
 def test_examples_on_most_public_names() -> None:
@@ -228,6 +226,9 @@ def test_examples_on_most_public_names() -> None:
     assert "meshnb.program.View" not in found  # imported, counted where it is defined
     assert "meshnb.view.View.next_step" not in found  # a property
     assert "meshnb.sweeps.result.SweepResult.digests" not in found  # a cached_property
+    # internal modules' names say what they are in a line or three (no sections): counted are the
+    # public modules' (meshnb, PUBLIC_MODULES and the packages among them)
+    found = {p: v for p, v in found.items() if v[0] == "meshnb" or v[0].startswith(_PUBLIC_PREFIXES)}
     with_example = sum(has for _, has in found.values())
     ratio = with_example / len(found)
     print(f"public names with an Examples section: {with_example} of {len(found)} ({ratio:.1%})")
