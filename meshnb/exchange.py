@@ -1,17 +1,11 @@
 """The exchange page (SPEC 9): per system a round counter and two slots of 8 u32 words.
 
 The program talks to any transport through :class:`Exchange`. :class:`ExchangePage` lays the page
-out in any writable buffer by the one table ``EXCHANGE_LAYOUT``; :class:`PageExchange` is one
-member's handle on it. Transports differ only in how a member waits (a :class:`Waiter`):
-:class:`BlockingWaiter` (threads of one process) sleeps on a condition variable,
-:class:`PollingWaiter` (processes sharing memory) re-reads the page. The fast loop of
-:mod:`meshnb.loops.grouped` reads the page as words (``word_layout``) and comes back here only to
-nap (:meth:`PageExchange.wait_more`).
-
+out in any buffer by ``EXCHANGE_LAYOUT``; :class:`PageExchange` is a member's handle on it, waiting
+by a :class:`Waiter` (:class:`BlockingWaiter` for threads, :class:`PollingWaiter` for processes).
 Memory order: a member writes its slot, then its counter; a reader checks the counters, then reads
-the slots. The fast loop uses release stores and acquire loads (:mod:`meshnb.atomics`); the numpy
-writes here rely on the GIL (threads) or on aligned 4- and 8-byte stores being seen in program
-order (x86-64's total store order, processes).
+the slots (the fast loop with release/acquire atomics; numpy's writes here under the GIL, or as
+aligned stores seen in program order, x86-64's total store order).
 """
 
 from __future__ import annotations
@@ -38,11 +32,6 @@ class Group:
         The system's index, 0 to ``n - 1``.
     n : int
         The systems of the cluster, at least 1.
-
-    Raises
-    ------
-    ValueError
-        When ``n`` is below 1 or ``k`` is not in ``range(n)``.
 
     Examples
     --------
@@ -80,12 +69,8 @@ class Exchange(Protocol):
     --------
     >>> from meshnb import Exchange
     >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-    >>> member = PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter())
-    >>> isinstance(member, Exchange)
+    >>> isinstance(PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()), Exchange)
     True
-    >>> member.set_slot(0, 1, np.arange(8, dtype=np.uint32))
-    >>> member.round(1), member.slot(0, 1).tolist()  # a cluster of one completes every round at once
-    (True, [0, 1, 2, 3, 4, 5, 6, 7])
     """
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:

@@ -121,8 +121,6 @@ def in_word(u: np.uint32, z: bool) -> np.float32:
 def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) -> None:
     """SPEC 8's end of a TASK beside PARAMS: ERR = ``timed_out``, PENDING cleared, STEP_HI:NEXT_STEP = ``next_step``.
 
-    The one statement of the rule: njit loops compile it in, Python calls it on pages.
-
     Parameters
     ----------
     page : numpy.ndarray
@@ -260,10 +258,7 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
 
     Examples
     --------
-    >>> tab = np.empty(1024, np.float32)
-    >>> fill_batches(np.zeros(1024, np.uint32), True, tab)
-    >>> float(tab.max())
-    0.0
+    >>> fill_batches(np.zeros(1024, np.uint32), True, np.empty(1024, np.float32))
     """
     if not (
         isinstance(words, np.ndarray) and words.dtype == np.uint32 and words.ndim == 1
@@ -317,8 +312,6 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
 
     Examples
     --------
-    One step of a fresh system by hand, and the same step by the program:
-
     >>> from meshnb import Context, View, init, task
     >>> xs, ys = samples()
     >>> p = np.zeros(4, dtype=np.float32)

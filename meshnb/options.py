@@ -258,9 +258,8 @@ def option_field(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made.
 
-    Each field is a keyword of :func:`meshnb.train` (its doc says more of each); the field's
-    :class:`Flag` is its ``meshnb train`` flag.  A bad value is an :class:`OptionError` (a
-    :class:`ValueError`), a wrong type a :class:`TypeError` (:mod:`meshnb.runspec`'s rules).
+    Each field is a keyword of :func:`meshnb.train` and, by its :class:`Flag`, a ``meshnb train``
+    flag; a bad value is an :class:`OptionError`, a wrong type a :class:`TypeError`.
 
     Parameters
     ----------
@@ -269,9 +268,7 @@ class RunOptions:
     steps_per_task : int or None
         STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
     set_lr : mapping or sequence of pairs, or None
-        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
-        an LR a number or an f32 word (:func:`meshnb.runspec.lr_word`); made
-        :class:`~meshnb.runspec.LrChange` words, sorted by step.
+        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as words).
     step_base : int or None
         The first step (0 to 2^64 - 2; None: as the page says).
     view_in : bytes-like or None
@@ -295,8 +292,7 @@ class RunOptions:
     checkpoint : str or path, or None
         Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
     overwrite_checkpoint : bool
-        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run
-        (:func:`refuse_foreign_checkpoint`).
+        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
     checkpoint_every_s : float
         Seconds between checkpoints.
     resume : str or path, or None
@@ -304,10 +300,8 @@ class RunOptions:
 
     Examples
     --------
-    >>> RunOptions(steps=10).backend_name
-    'single'
-    >>> RunOptions(steps=10, systems=4).backend_name
-    'threads'
+    >>> RunOptions(steps=10).backend_name, RunOptions(steps=10, systems=4).backend_name
+    ('single', 'threads')
     >>> RunOptions(set_lr={0: 0.5}).set_lr  # an LR as its f32 word
     (LrChange(step=0, word=1056964608),)
     >>> RunOptions(backend="fused")  # doctest: +ELLIPSIS

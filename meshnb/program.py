@@ -1,15 +1,11 @@
 """The train program (SPEC 8): ``init(ctx)`` and ``task(ctx, op, arg)``.
 
-A :class:`Context` holds what a system has: its view, its counters, and optionally a group and an
-exchange (a cluster) and a trace. A task of a system alone runs its whole step loop in one njit
-call; with a group each step goes through the exchange as the seed does (publish, round, fold,
-apply; a timed-out round stays pending and the next task with the matching ``arg`` resumes it).
-
-Two grouped loops compute the same bits, and ``_run`` picks one: an exchange page in memory
-(:class:`~meshnb.exchange.PageExchange`) runs ``_run_on_page``, the steps in njit with the GIL
-released (:mod:`meshnb.loops.grouped`), back in Python only to keep waiting for a slow round (so
-that timeouts, aborts and Ctrl-C stay Python's); any other :class:`~meshnb.exchange.Exchange`
-(MPI, tests' recording exchanges) runs ``_run_grouped``, one step at a time.
+A :class:`Context` holds a system's view, counters, and optionally a group, an exchange and a
+trace. A system alone runs a task in one njit call; with a group each step goes through the
+exchange as the seed does (publish, round, fold, apply; a timed-out round stays pending for the
+next task with the matching ``arg``). An exchange page in memory runs the steps in njit with the
+GIL released (:mod:`meshnb.loops.grouped`), back in Python only to keep waiting; any other
+:class:`~meshnb.exchange.Exchange` (MPI, tests') runs one step at a time.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
-"""The one description of a run (:class:`Run`, made by :func:`describe`) and the one copy of the rules
-that make it valid, which every entry point checks its arguments by.
+"""The one description of a run (:class:`Run`, made by :func:`describe`) and the rules that make it valid.
 
-A wrong *type* is a :class:`TypeError`; a bad *value* an :class:`OptionError` (a
-:class:`ValueError`), one line that names the argument as the caller spelled it. Any integer type
-is an integer, ``bool`` is not. An LR is a number (rounded to float32) or an f32 word asked for
-explicitly (a numpy ``uint32``, or text ``0x...``). A page can run ``n`` more steps when its
-STEPS_PER_TASK is not 0 and its steps ``first .. first + n - 1`` stay at or below 2^64 - 2.
+A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming the argument as
+the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
+word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
+when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
 
 Examples
 --------
->>> from meshnb import runspec
->>> runspec.check_steps(-1)
+>>> check_steps(-1)
 Traceback (most recent call last):
     ...
 meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
->>> hex(runspec.lr_word(0.5)), hex(runspec.lr_word(np.uint32(0x3F000000))), hex(runspec.lr_word("0x3f000000"))
-('0x3f000000', '0x3f000000', '0x3f000000')
->>> runspec.can_run(2**64 - 3, 2), runspec.can_run(2**64 - 3, 3)
-(True, False)
+>>> hex(lr_word(0.5)), hex(lr_word(np.uint32(0x3F000000))), hex(lr_word("0x3f000000")), can_run(2**64 - 3, 3)
+('0x3f000000', '0x3f000000', '0x3f000000', False)
 """
 
 from __future__ import annotations
@@ -73,10 +68,8 @@ class OptionError(ValueError):
     ----------
     template : str
         The message; the names it holds follow as positional arguments.
-    library : mapping or None, default None
-        How the library spells a name where not as its keyword.
-    flags : mapping or None, default None
-        How the command line spells each name (:meth:`for_cli`'s default).
+    library, flags : mapping or None, default None
+        How the library and the command line spell a name (where not as its keyword).
 
     Examples
     --------
@@ -459,8 +452,7 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
     """LRs as f32 words ``[L]``, each by :func:`lr_word`'s rule; messages name ``lrs[k]``.
 
-    A ``uint32`` array of either byte order is the words themselves; an array of floats or signed
-    integers numbers, rounded at once; another unsigned width or bools a TypeError.
+    A ``uint32`` array of either byte order is the words; floats or signed integers are numbers.
 
     Parameters
     ----------
@@ -711,12 +703,8 @@ class Plan:
     Examples
     --------
     >>> plan = Plan.make(200, None, {150: np.uint32(0x3F000000), 100: 0.5})
-    >>> plan.set_lr
-    (LrChange(step=100, word=1056964608), LrChange(step=150, word=1056964608))
     >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
     [64, 100, 150, 150, 200]
-    >>> [hex(w) for w in plan.lr_changes_at(100)]
-    ['0x3f000000']
     """
 
     steps: int = DEFAULT_STEPS
@@ -818,8 +806,7 @@ class Plan:
 class Run:
     """One run, as ``train`` and ``sweep`` both describe it before their first step; made by :func:`describe`.
 
-    The P start pages times the L LR words (page-major: system ``p * L + l``), in clusters of ``group``
-    members (0: each alone). It holds arrays, not a page per system; :meth:`words` makes a batch's pages.
+    The P start pages times the L LR words (page-major), in clusters of ``group`` (0: each alone).
 
     Parameters
     ----------
