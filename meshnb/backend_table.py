@@ -1,13 +1,9 @@
 """What each backend can do: one table, below everything that asks.
 
-A row per backend (the name a user gives, ``backend=`` or ``--backend``): where its engine is
-registered (:mod:`meshnb.backends` imports ``meshnb.backends.<module>.<function>`` on first
-use), and its capabilities: clusters, one system alone, an exchange (stalls, timeouts), an MPI
-job, the device, the most systems it runs.  Every column is read (a capability no one asks
-about is no column: every cluster backend writes checkpoints, which the options allow with
-``systems``).  The options' checks, the backend registry, the tests' backend lists, ``meshnb
-bench``'s paths and the GPU check read them here, as numbagg's one table drives its tests and
-benchmarks.  It imports nothing, so that the options (below the backends) can read it.
+A row per backend (the name a user gives): where its engine is registered
+(``meshnb.backends.<module>.<function>``, imported on first use) and its capabilities. The
+options' checks, the backend registry, the tests' backend lists, ``meshnb bench`` and the GPU
+check read them here. It imports nothing, so the options (below the backends) can read it.
 """
 
 from __future__ import annotations
@@ -23,14 +19,9 @@ CUDA_BLOCK_SYSTEMS = 32  # one warp a system, one block of at most 1024 threads 
 class BackendInfo:
     """One backend's row: its name, its engine's module and function, what it can do.
 
-    Examples
-    --------
-    >>> from meshnb.backend_table import BY_NAME
     >>> fused = BY_NAME["fused"]
-    >>> fused.module, fused.function, fused.clusters, fused.alone, fused.exchange, fused.max_systems
-    ('fused', 'run', True, False, False, 64)
-    >>> BY_NAME["mpi"].runs_here, BY_NAME["threads"].runs_here
-    (False, True)
+    >>> fused.clusters, fused.alone, fused.exchange, fused.max_systems, BY_NAME["mpi"].runs_here
+    (True, False, False, 64, False)
     """
 
     name: str
@@ -46,8 +37,7 @@ class BackendInfo:
 
     @property
     def runs_here(self) -> bool:
-        """Runs on this machine's CPU in one process tree (no MPI job, no GPU): the tests' and
-        ``meshnb bench``'s cluster backends."""
+        """A cluster backend on this machine's CPU in one process tree (no MPI job, no GPU)."""
         return self.clusters and not self.mpi and self.device == "cpu"
 
 
@@ -70,9 +60,6 @@ ALONE_BACKENDS = tuple(b.name for b in TABLE if b.clusters and b.alone)
 def local_cluster_backends() -> tuple[str, ...]:
     """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU).
 
-    Examples
-    --------
-    >>> from meshnb.backend_table import local_cluster_backends
     >>> local_cluster_backends()
     ('threads', 'processes', 'fused')
     """

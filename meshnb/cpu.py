@@ -1,10 +1,9 @@
 """What the CPU can do, read once: the one place meshnb decides x86, DAZ, SHA-NI and vector shape.
 
-Two CPUs matter and they may differ: the *host* (what this process runs on: DAZ and SHA-NI are
-used only when the host has them) and the *target* (what numba compiles for: the host unless
-``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` name another, which is how AVX2 code is measured on
-an AVX-512 machine).  Vector shapes are chosen from the target; instructions that must exist at
-run time from the host.  Nothing here imports numba's compiler: only llvmlite's host queries.
+Two CPUs may differ: the *host* (this process's: DAZ and SHA-NI are used only where it has them)
+and the *target* (what numba compiles for: the host unless ``NUMBA_CPU_NAME`` /
+``NUMBA_CPU_FEATURES`` name another, how AVX2 code is measured on an AVX-512 machine). Vector
+shapes follow the target. Nothing here imports numba's compiler, only llvmlite's host queries.
 """
 
 from __future__ import annotations
@@ -28,20 +27,7 @@ IS_ARM64: bool = platform.machine().lower() in _ARM_MACHINES
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity; the machine's count where there is none),
-    asked each time: ``taskset`` may change it while the process runs.
-
-    Returns
-    -------
-    int
-        At least 1.
-
-    Examples
-    --------
-    >>> from meshnb.cpu import usable_cpus
-    >>> 1 <= usable_cpus() <= (os.cpu_count() or 1)
-    True
-    """
+    """The CPUs this process may run on (its affinity, asked each time; the machine's count where there is none)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -53,23 +39,14 @@ PIN_ENV = "MESHNB_PIN_MEMBERS"
 
 
 def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
-    """The CPU that member ``k`` of a cluster of ``n`` on this machine runs on (the ``threads`` and
-    ``processes`` backends): the ``k``-th of the CPUs this process may use (``cpus``: its affinity,
-    in order) where every member can have one of its own; None (left to the scheduler) where the
-    members outnumber them, off Linux, or where ``MESHNB_PIN_MEMBERS=0``.
+    """The CPU for member ``k`` of a cluster of ``n`` on this machine: the ``k``-th of ``cpus`` (the affinity).
 
-    Why: members wait for each other every round, and on a machine whose cores all have work the
-    scheduler balances by count and may put two members on one core beside a busy process on
-    the other, where every round then costs a context switch (20-25 us against 0.5-1.2 us, for
-    whole runs: docs/performance.md).  A core of its own per member rules that placement out.
+    None (left to the scheduler) where the members outnumber the CPUs, off Linux, or with
+    ``MESHNB_PIN_MEMBERS=0``. Members wait for each other every round, and two on one core beside a
+    busy process pay a context switch a round (docs/performance.md); a core each rules that out.
 
-    Examples
-    --------
-    >>> from meshnb.cpu import member_cpu
-    >>> [member_cpu(k, 2, [4, 5, 6]) for k in range(2)]
-    [4, 5]
-    >>> member_cpu(0, 4, [4, 5]) is None  # 4 members on 2 CPUs: the scheduler's to place
-    True
+    >>> [member_cpu(k, 2, [4, 5, 6]) for k in range(2)], member_cpu(0, 4, [4, 5])
+    ([4, 5], None)
     """
     if os.environ.get(PIN_ENV, "") == "0" or not hasattr(os, "sched_setaffinity"):
         return None
@@ -79,21 +56,7 @@ def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
 
 
 def pin_member(k: int, n: int) -> int | None:
-    """Run the calling thread (a member's thread, or a member process's only one) on
-    :func:`member_cpu`'s CPU, if any; returns it.  A CPU the process may no longer use (its
-    affinity changed meanwhile) leaves the thread where it is.
-
-    Examples
-    --------
-    >>> import os, threading
-    >>> from meshnb.cpu import member_cpu, pin_member
-    >>> got = []
-    >>> t = threading.Thread(target=lambda: got.append((pin_member(0, 1), os.sched_getaffinity(0))))
-    >>> t.start(); t.join()
-    >>> cpu, allowed = got[0]
-    >>> cpu == member_cpu(0, 1) and (cpu is None or allowed == {cpu})
-    True
-    """
+    """Run the calling thread on :func:`member_cpu`'s CPU, if any; returns it (None where the affinity forbids it)."""
     cpu = member_cpu(k, n)
     if cpu is not None:
         try:
@@ -122,15 +85,7 @@ _AVX2_CPUS = frozenset(
 
 @cache
 def host_features() -> frozenset[str]:
-    """The host CPU's LLVM feature names that are on (``avx2``, ``avx512f``, ``sha``, ``neon`` ...).
-
-    Examples
-    --------
-    >>> from meshnb.cpu import IS_X86_64, host_features
-    >>> features = host_features()
-    >>> isinstance(features, frozenset), not IS_X86_64 or "sse2" in features
-    (True, True)
-    """
+    """The host CPU's LLVM feature names that are on (``avx2``, ``avx512f``, ``sha``, ``neon`` ...)."""
     try:
         import llvmlite.binding as llvm
 
@@ -141,15 +96,7 @@ def host_features() -> frozenset[str]:
 
 @cache
 def host_name() -> str:
-    """LLVM's name of the host CPU (``znver4``, ``haswell``, ``neoverse-n1`` ...).
-
-    Examples
-    --------
-    >>> from meshnb.cpu import host_name
-    >>> name = host_name()  # "znver4", "sapphirerapids", "neoverse-n1", ...
-    >>> isinstance(name, str) and name != ""
-    True
-    """
+    """LLVM's name of the host CPU (``znver4``, ``haswell``, ``neoverse-n1`` ...)."""
     try:
         import llvmlite.binding as llvm
 
@@ -160,14 +107,7 @@ def host_name() -> str:
 
 @cache
 def model_name() -> str:
-    """The CPU's marketing name as the OS reports it (``AMD EPYC 9R14 ...``), for speed figures.
-
-    Examples
-    --------
-    >>> from meshnb.cpu import model_name
-    >>> isinstance(model_name(), str)  # "AMD EPYC 9R14 96-Core Processor", ...
-    True
-    """
+    """The CPU's marketing name as the OS reports it (``AMD EPYC 9R14 ...``), for speed figures."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -188,14 +128,10 @@ HAS_SHA_NI: bool = IS_X86 and "sha" in host_features()
 
 @dataclass(frozen=True)
 class VectorShape:
-    """The vector ISA numba compiles for, as the loops need it.
+    """The vector ISA numba compiles for: its name, float32 lanes a register, registers.
 
-    Examples
-    --------
-    >>> from meshnb.cpu import VectorShape
-    >>> shape = VectorShape("avx2", 8, 16)
-    >>> str(shape), shape.floats
-    ('avx2 (8 x f32, 16 registers)', 8)
+    >>> str(VectorShape("avx2", 8, 16))
+    'avx2 (8 x f32, 16 registers)'
     """
 
     isa: str  # "avx512", "avx2", "sse", "neon" or "scalar"
@@ -228,41 +164,16 @@ def _isa_of(cpu_name: str, features: frozenset[str]) -> str:
 
 
 def target_name() -> str:
-    """The CPU numba compiles for: ``NUMBA_CPU_NAME`` when set (``host`` means the host), else the host.
-
-    Examples
-    --------
-    >>> from meshnb.cpu import host_name, target_name
-    >>> mp = getfixture("monkeypatch")
-    >>> mp.setenv("NUMBA_CPU_NAME", "haswell")
-    >>> target_name()
-    'haswell'
-    >>> mp.setenv("NUMBA_CPU_NAME", "host")
-    >>> target_name() == host_name()
-    True
-    """
+    """The CPU numba compiles for: ``NUMBA_CPU_NAME`` when set (``host`` means the host), else the host."""
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     return host_name() if name in ("", "host") else name
 
 
 def target_shape() -> VectorShape:
-    """The vector shape of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
-    ``NUMBA_CPU_FEATURES``: features given (``""`` too) are the target's, on top of the named
-    CPU's own (read from a table of LLVM's names; an unknown name counts as SSE on x86); a name
-    given *without* features keeps the host's features (numba 0.68 does so: ``NUMBA_CPU_NAME=haswell``
-    alone compiles AVX-512 code on an AVX-512 host), and ``generic`` alone has none.
+    """The vector shape of the target as numba reads ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``.
 
-    Examples
-    --------
-    >>> from meshnb.cpu import target_shape
-    >>> mp = getfixture("monkeypatch")
-    >>> mp.setenv("NUMBA_CPU_NAME", "skylake-avx512")
-    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx512f,+avx2")
-    >>> str(target_shape())
-    'avx512 (16 x f32, 32 registers)'
-    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx2,-avx512f")
-    >>> str(target_shape())
-    'avx2 (8 x f32, 16 registers)'
+    Features given (``""`` too) count on top of the named CPU's own (from a table of LLVM's names); a
+    name given without features keeps the host's features (as numba 0.68 does), ``generic`` has none.
     """
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
@@ -270,8 +181,7 @@ def target_shape() -> VectorShape:
         return _SHAPES[_isa_of(host_name(), host_features())]
     if feats is None:
         return _SHAPES[_isa_of(name, frozenset() if name == "generic" else host_features())]
-    on = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("+"))
-    off = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("-"))
+    on, off = _given(feats, "+"), _given(feats, "-")
     named = _isa_of(name, frozenset())
     isa = max(named, _isa_of(name, on) if on else named, key=_RANK.__getitem__)
     return _SHAPES["avx2" if isa == "avx512" and "avx512f" in off else isa]
@@ -280,33 +190,30 @@ def target_shape() -> VectorShape:
 _RANK = {"scalar": 0, "sse": 1, "neon": 1, "avx2": 2, "avx512": 3}
 
 
-def target_features() -> frozenset[str]:
-    """LLVM feature names of the target numba compiles for, as numba reads ``NUMBA_CPU_NAME`` and
-    ``NUMBA_CPU_FEATURES`` (a named CPU's own features are not listed: only those given or the host's).
+def _given(feats: str, sign: str) -> frozenset[str]:
+    """The features ``NUMBA_CPU_FEATURES`` turns on (``sign`` "+") or off ("-")."""
+    return frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith(sign))
 
-    Examples
-    --------
-    >>> from meshnb.cpu import target_features
+
+def target_features() -> frozenset[str]:
+    """LLVM feature names of the target: those ``NUMBA_CPU_FEATURES`` gives (``avx`` with AVX2), else the host's.
+
     >>> mp = getfixture("monkeypatch")
     >>> mp.setenv("NUMBA_CPU_NAME", "haswell")
     >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,-avx512f")
-    >>> sorted(target_features())
-    ['avx', 'avx2', 'fma']
+    >>> sorted(target_features()), target_name(), str(target_shape())
+    (['avx', 'avx2', 'fma'], 'haswell', 'avx2 (8 x f32, 16 registers)')
     """
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     if feats is None:
         return frozenset() if name == "generic" else host_features()
-    on = frozenset(f.strip()[1:] for f in feats.split(",") if f.strip().startswith("+"))
-    return on | (frozenset({"avx"}) if target_shape().isa in ("avx2", "avx512") else frozenset())
+    return _given(feats, "+") | (frozenset({"avx"}) if target_shape().isa in ("avx2", "avx512") else frozenset())
 
 
 def describe() -> dict[str, str]:
     """The CPU facts every speed figure carries: model, host and target names, the target's vector ISA.
 
-    Examples
-    --------
-    >>> from meshnb.cpu import describe
     >>> sorted(describe())
     ['cpu', 'host_cpu', 'machine', 'target_cpu', 'vector_isa']
     """

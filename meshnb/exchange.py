@@ -1,30 +1,11 @@
-"""The exchange page (SPEC section 9): per system a round counter and two slots of 8 u32 words.
+"""The exchange page (SPEC 9): per system a round counter and two slots of 8 u32 words.
 
-The program talks to any transport through :class:`Exchange` alone, as the seed's ``exchange``
-does: ``set_slot`` publishes this system's words for a round parity, ``round(n)`` publishes the
-counter and waits (bounded) for every member to reach ``n``, ``slot(m, par)`` reads member ``m``.
-
-:class:`ExchangePage` lays the page out in any writable buffer, following the one table
-``EXCHANGE_LAYOUT``; :class:`PageExchange` is one member's handle on it.  Transports differ only
-in how a member waits (a :class:`Waiter`):
-
-- :class:`BlockingWaiter` (the threads backend: members are threads of one process) sleeps on a
-  condition variable; the publisher that completes a round wakes the others (the fast loop's
-  publishers do not: its naps are short).
-- :class:`PollingWaiter` (the processes backend: the page is in memory shared between processes)
-  re-reads the page: a short spin that yields the core, then sleeps of growing length.
-
-The program runs the members of a :class:`PageExchange` through the fast loop of
-:mod:`meshnb.loops.grouped` (njit, the GIL released), which reads and writes the page as words
-(``ExchangePage.words32``/``words64``, offsets from ``word_layout``); it waits in njit and comes
-back here only for a slow round (:meth:`PageExchange.wait_more`: a nap in the waiter, which an
-abort's notify ends).  ``set_slot``/``round``/``slot`` serve every other caller.
-
-Memory order: a member writes its slot, then its counter; a reader checks the counters, then
-reads the slots.  The fast loop does it with release stores and acquire loads
-(:mod:`meshnb.atomics`), right on any CPU.  The methods here write with numpy: threads run under
-the GIL, which orders them; processes rely on aligned 4- and 8-byte numpy stores being single
-instructions, seen by other cores in program order (x86-64's total store order).
+The program talks to any transport through :class:`Exchange`. :class:`ExchangePage` lays the page
+out in any buffer by ``EXCHANGE_LAYOUT``; :class:`PageExchange` is a member's handle on it, waiting
+by a :class:`Waiter` (:class:`BlockingWaiter` for threads, :class:`PollingWaiter` for processes).
+Memory order: a member writes its slot, then its counter; a reader checks the counters, then reads
+the slots (the fast loop with release/acquire atomics; numpy's writes here under the GIL, or as
+aligned stores seen in program order, x86-64's total store order).
 """
 
 from __future__ import annotations
@@ -52,11 +33,6 @@ class Group:
     n : int
         The systems of the cluster, at least 1.
 
-    Raises
-    ------
-    ValueError
-        When ``n`` is below 1 or ``k`` is not in ``range(n)``.
-
     Examples
     --------
     >>> from meshnb import Group
@@ -82,10 +58,7 @@ class Group:
 class Exchange(Protocol):
     """What the program needs of a transport (SPEC 9's ``exchange``): slots and round counters.
 
-    ``set_slot`` publishes this system's words for a round parity, ``round(n)`` publishes its
-    counter and waits (bounded) for every member to reach ``n``, ``slot(m, parity)`` reads member
-    ``m``'s words.  Any object with these three methods is one (a ``typing.Protocol``, checkable
-    with ``isinstance``).
+    Any object with these three methods is one (a ``typing.Protocol``, checkable with ``isinstance``).
 
     See Also
     --------
@@ -96,37 +69,30 @@ class Exchange(Protocol):
     --------
     >>> from meshnb import Exchange
     >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-    >>> isinstance(PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter()), Exchange)
+    >>> isinstance(PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()), Exchange)
     True
     """
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
-        """Write system ``k``'s slot for ``parity`` (8 uint32 words).
+        """Write system ``k``'s slot for ``parity``.
 
         Parameters
         ----------
         k : int
             This system.
         parity : int
-            The round's parity (0 or 1): a slot is rewritten every other round.
+            The round's parity (0 or 1).
         words : numpy.ndarray
             8 uint32 words: the five sums (``ftz_bits``), then zeros.
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
+        >>> member = PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter())
         >>> member.set_slot(0, 1, np.arange(8, dtype=np.uint32))
-        >>> member.slot(0, 1).tolist()
-        [0, 1, 2, 3, 4, 5, 6, 7]
         """
 
     def round(self, n: int) -> bool:
-        """Publish this system's counter = ``n`` and wait, bounded, until every counter is >= n.
-
-        Returns False on timeout; the caller may call ``round(n)`` again later to resume.
+        """Publish this system's counter = ``n`` and wait, bounded, until every counter is >= ``n``.
 
         Parameters
         ----------
@@ -136,20 +102,16 @@ class Exchange(Protocol):
         Returns
         -------
         bool
-            Every member reached round ``n``; False on a timeout.
+            Every member reached it; False on a timeout (call again to resume).
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
-        >>> member.round(1)  # a cluster of one completes every round at once
+        >>> PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()).round(1)  # a cluster of one
         True
         """
 
     def slot(self, m: int, parity: int) -> np.ndarray:
-        """System ``m``'s slot for ``parity`` (8 uint32 words).
+        """A copy of system ``m``'s slot for ``parity``.
 
         Parameters
         ----------
@@ -161,15 +123,11 @@ class Exchange(Protocol):
         Returns
         -------
         numpy.ndarray
-            A copy of its 8 words.
+            Its 8 uint32 words.
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
-        >>> member.slot(0, 0).tolist()
+        >>> PageExchange(ExchangePage.new(1), 0, 1.0, BlockingWaiter()).slot(0, 0).tolist()
         [0, 0, 0, 0, 0, 0, 0, 0]
         """
 
@@ -177,9 +135,6 @@ class Exchange(Protocol):
 class ExchangeAborted(Exception):
     """The run is being torn down (a member failed): a wait ended without its round.
 
-    Examples
-    --------
-    >>> from meshnb.exchange import BlockingWaiter, ExchangeAborted, ExchangePage, PageExchange
     >>> page = ExchangePage.new(2)
     >>> page.abort()
     >>> PageExchange(page, 0, 1.0, BlockingWaiter()).round(1)
@@ -189,42 +144,23 @@ class ExchangeAborted(Exception):
     """
 
 
-# ---------------------------------------------------------------------------------------------
-# The page layout: one table.  ``scope`` "page" fields sit once at the start; "system" fields
-# repeat for every system, ``SYSTEM_BYTES`` apart, after ``HEADER_BYTES``.
-# ---------------------------------------------------------------------------------------------
+def aborted(k: int, n: int) -> ExchangeAborted:
+    """The error of system ``k``'s wait for round ``n``, ended by an abort."""
+    return ExchangeAborted(f"system {k}: the run was aborted while waiting for round {n}")
 
 
 @dataclass(frozen=True)
 class PageField:
     """One field of the exchange page (a row of ``EXCHANGE_LAYOUT``).
 
-    Parameters
-    ----------
-    name : str
-        ``SYSTEMS``, ``ABORT``, ``COUNTER``, ``SLOT0``, ``SLOT1`` (SPEC 9's), or ``WAITERS``,
-        ``SPIN_NS``, ``WOKE_NS`` (how members in memory wait: no bits of a run).
-    scope : str
-        ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block).
-    offset : int
-        Bytes from the page's start, or from the system's block.
-    dtype : str
-        ``"u8"``, ``"u32"`` or ``"u64"``.
-    count : int
-        Its elements.
-    meaning : str
-        What it holds.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import EXCHANGE_LAYOUT
-    >>> [(f.name, f.scope, f.offset) for f in EXCHANGE_LAYOUT][2:5]
-    [('COUNTER', 'system', 0), ('SLOT0', 'system', 8), ('SLOT1', 'system', 40)]
+    ``scope`` is ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block,
+    ``SYSTEM_BYTES`` apart after ``HEADER_BYTES``); ``offset`` is in bytes from there. WAITERS,
+    SPIN_NS and WOKE_NS are not SPEC 9's: how members in memory wait, no bits of a run.
     """
 
     name: str
-    scope: str  # "page" or "system"
-    offset: int  # bytes, from the page's start or from the system's block
+    scope: str
+    offset: int
     dtype: str  # "u8", "u32" or "u64"
     count: int
     meaning: str
@@ -248,35 +184,9 @@ _DTYPES = {"u8": "u1", "u32": "<u4", "u64": "<u8"}
 
 
 def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) -> np.ndarray:
-    """A live array of field ``f`` of ``n`` blocks ``stride`` bytes apart from byte ``start`` of
-    ``raw`` (uint8): shape ``[n]`` for a single value, ``[n, count]`` otherwise.
+    """A live array of field ``f`` of ``n`` blocks ``stride`` bytes apart from byte ``start`` of ``raw``.
 
-    Parameters
-    ----------
-    raw : numpy.ndarray
-        The page's bytes (uint8).
-    start : int
-        The first block's first byte.
-    stride : int
-        Bytes from one block to the next.
-    n : int
-        The blocks.
-    f : PageField
-        The field.
-
-    Returns
-    -------
-    numpy.ndarray
-        A view of ``raw``: writes go to the page.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.exchange import EXCHANGE_LAYOUT, exchange_bytes, field_array
-    >>> raw = np.zeros(exchange_bytes(2), dtype=np.uint8)
-    >>> counters = field_array(raw, 64, 128, 2, EXCHANGE_LAYOUT[2])
-    >>> counters.shape, counters.dtype.name
-    ((2,), 'uint64')
+    Shape ``[n]`` for a single value, ``[n, count]`` otherwise; writes go to the page.
     """
     dt = np.dtype(_DTYPES[f.dtype])
     shape: tuple[int, ...] = (n,) if f.count == 1 else (n, f.count)
@@ -285,21 +195,8 @@ def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) 
 
 
 def exchange_bytes(n: int) -> int:
-    """Bytes of the exchange page of ``n`` systems.
+    """Bytes of the exchange page of ``n`` systems: a 64-byte header, then two cache lines a system.
 
-    Parameters
-    ----------
-    n : int
-        The systems.
-
-    Returns
-    -------
-    int
-        A 64-byte header, then 128 bytes a system (two cache lines: writers never share one).
-
-    Examples
-    --------
-    >>> from meshnb.exchange import exchange_bytes
     >>> exchange_bytes(2)
     320
     """
@@ -307,19 +204,11 @@ def exchange_bytes(n: int) -> int:
 
 
 def word_layout() -> np.ndarray:
-    """The page's layout as word indices, for njit code that reads the page as one uint32 array
-    and one uint64 array (:mod:`meshnb.loops.grouped`), from ``EXCHANGE_LAYOUT``: [ABORT (u32 index),
-    system 0's COUNTER (u64 index), the system stride (u64 words), system 0's SLOT0 (u32 index),
+    """The page's layout as six int64 word indices, for njit code reading it as uint32 and uint64 arrays.
+
+    [ABORT (u32), system 0's COUNTER (u64), the system stride (u64 words), system 0's SLOT0 (u32),
     the system stride (u32 words), SLOT1 - SLOT0 (u32 words)].
 
-    Returns
-    -------
-    numpy.ndarray
-        Six int64 word indices.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import word_layout
     >>> word_layout().tolist()
     [1, 8, 16, 18, 32, 8]
     """
@@ -343,27 +232,14 @@ def word_layout() -> np.ndarray:
 class ExchangePage:
     """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
 
-    Parameters
-    ----------
-    raw : numpy.ndarray
-        The memory (uint8): process memory, or memory shared between processes.
-    n : int
-        The systems.
-    create : bool, default False
-        Write a fresh page (counters 0, slots 0); otherwise the page must already say ``n``
-        systems.
+    Without ``create`` the page must already say ``n`` systems; with it, it is written fresh.
 
-    Raises
-    ------
-    ValueError
-        When ``raw`` is too small, or (without ``create``) the page is for another ``n``.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import ExchangePage
     >>> page = ExchangePage.new(2)
     >>> page.counters.tolist(), page.slots.shape
     ([0, 0], (2, 2, 8))
+    >>> page.counters[:] = [3, 2]
+    >>> page.reached(2), page.reached(3), page.behind(3)
+    (True, False, [1])
     >>> ExchangePage(page.words32.view("uint8"), 3)
     Traceback (most recent call last):
     ...
@@ -398,70 +274,15 @@ class ExchangePage:
 
     @classmethod
     def new(cls, n: int) -> ExchangePage:
-        """A fresh page of ``n`` systems in process memory.
-
-        Parameters
-        ----------
-        n : int
-            The systems.
-
-        Returns
-        -------
-        ExchangePage
-            Counters and slots zero.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import ExchangePage
-        >>> ExchangePage.new(3).n
-        3
-        """
+        """A fresh page of ``n`` systems in process memory."""
         return cls(np.zeros(exchange_bytes(n), dtype=np.uint8), n, create=True)
 
     def reached(self, n: int) -> bool:
-        """Every system's counter is >= ``n``.
-
-        Parameters
-        ----------
-        n : int
-            A round.
-
-        Returns
-        -------
-        bool
-            Round ``n`` is complete.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import ExchangePage
-        >>> page = ExchangePage.new(2)
-        >>> page.counters[:] = [3, 2]
-        >>> page.reached(2), page.reached(3)
-        (True, False)
-        """
+        """Every system's counter is >= ``n``."""
         return int(self.counters.min()) >= n
 
     def behind(self, n: int) -> list[int]:
-        """The systems whose counter is below ``n`` (for messages).
-
-        Parameters
-        ----------
-        n : int
-            A round.
-
-        Returns
-        -------
-        list of int
-            Their indices.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import ExchangePage
-        >>> page = ExchangePage.new(3)
-        >>> page.counters[:] = [3, 2, 1]
-        >>> page.behind(3)
-        [1, 2]
-        """
+        """The systems whose counter is below ``n``."""
         return [m for m in range(self.n) if int(self.counters[m]) < n]
 
     @property
@@ -470,106 +291,27 @@ class ExchangePage:
         return bool(self._abort[0])
 
     def abort(self) -> None:
-        """End every wait on this page (a member failed or the run is torn down).
-
-        Examples
-        --------
-        >>> from meshnb.exchange import ExchangePage
-        >>> page = ExchangePage.new(2)
-        >>> page.abort()
-        >>> page.aborted
-        True
-        """
+        """End every wait on this page (a member failed or the run is torn down)."""
         self._abort[0] = 1
 
 
-# ---------------------------------------------------------------------------------------------
-# Waiting
-# ---------------------------------------------------------------------------------------------
-
-
 class Waiter(Protocol):
-    """How a member of an exchange page waits for the others (a ``typing.Protocol``).
-
-    See Also
-    --------
-    BlockingWaiter : threads of one process.
-    PollingWaiter : processes sharing memory.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import BlockingWaiter
-    >>> BlockingWaiter().wait(lambda: True, 0.1)
-    True
-    """
+    """How a member of an exchange page waits for the others (a ``typing.Protocol``)."""
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait until ``ready()``, at most ``timeout_s``; returns its last value.
-
-        Parameters
-        ----------
-        ready : callable
-            ``ready()``: whether the wait is over (the page's round reached, or aborted).
-        timeout_s : float
-            The longest wait.
-
-        Returns
-        -------
-        bool
-            ``ready()``'s last value: False on a timeout.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> BlockingWaiter().wait(lambda: True, 1.0)
-        True
-        """
+        """Wait until ``ready()``, at most ``timeout_s``; returns its last value."""
 
     def notify(self) -> None:
-        """Something ``ready`` reads may have changed: wake the waiters.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> BlockingWaiter().notify()  # nobody waits: nothing to wake
-        """
+        """Something ``ready`` reads may have changed: wake the waiters."""
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Sleep up to ``timeout_s`` without spinning (woken early where the waiter can be);
-        returns ``ready()``.
-
-        Parameters
-        ----------
-        ready : callable
-            ``ready()``: whether the wait is over.
-        timeout_s : float
-            The longest sleep.
-
-        Returns
-        -------
-        bool
-            ``ready()`` after the nap.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import PollingWaiter
-        >>> PollingWaiter().nap(lambda: False, 0.001)
-        False
-        """
+        """Sleep up to ``timeout_s`` without spinning (woken early where the waiter can be); returns ``ready()``."""
 
 
 class BlockingWaiter:
     """For members that are threads of one process: a condition variable, no busy core.
 
-    See Also
-    --------
-    PollingWaiter : for members in other processes.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import BlockingWaiter
-    >>> waiter = BlockingWaiter()
-    >>> waiter.wait(lambda: False, 0.01)  # nobody makes it ready: the timeout ends the wait
+    >>> BlockingWaiter().wait(lambda: False, 0.01)  # nobody makes it ready: the timeout ends the wait
     False
     """
 
@@ -577,83 +319,27 @@ class BlockingWaiter:
         self._cond = threading.Condition()
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """:meth:`Waiter.wait` on a condition variable.
-
-        Parameters
-        ----------
-        ready : callable
-            Whether the wait is over.
-        timeout_s : float
-            The longest wait.
-
-        Returns
-        -------
-        bool
-            ``ready()``'s last value.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> BlockingWaiter().wait(lambda: False, 0.001)
-        False
-        """
+        """:meth:`Waiter.wait` on a condition variable."""
         with self._cond:
             return self._cond.wait_for(ready, timeout_s)
 
     def notify(self) -> None:
-        """:meth:`Waiter.notify`: wakes every thread waiting here.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> BlockingWaiter().notify()
-        """
+        """:meth:`Waiter.notify`: wakes every thread waiting here."""
         with self._cond:
             self._cond.notify_all()
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """:meth:`Waiter.nap`: a wait on the condition variable, which a notify ends at once.
-
-        Parameters
-        ----------
-        ready : callable
-            Whether the nap is over.
-        timeout_s : float
-            The longest nap.
-
-        Returns
-        -------
-        bool
-            ``ready()``.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import BlockingWaiter
-        >>> BlockingWaiter().nap(lambda: True, 1.0)
-        True
-        """
+        """:meth:`Waiter.nap`: a wait on the condition variable, which a notify ends at once."""
         return self.wait(ready, timeout_s)  # an abort's notify ends it at once
 
 
 @dataclass(frozen=True)
 class PollingWaiter:
-    """For members in other processes, who share nothing but memory: re-read it, first yielding
-    the core for ``spin_s``, then sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``.
+    """For members in other processes: re-read the page, yielding the core for ``spin_s``, then
+    sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``.
 
-    Parameters
-    ----------
-    spin_s : float, default 200e-6
-        Seconds of re-reading with ``sched_yield`` between reads.
-    min_sleep_s : float, default 50e-6
-        The first sleep after the spin.
-    max_sleep_s : float, default 2e-3
-        The longest sleep.
-
-    Examples
-    --------
-    >>> from meshnb.exchange import PollingWaiter
-    >>> PollingWaiter().wait(lambda: False, 0.01)
-    False
+    >>> PollingWaiter().wait(lambda: False, 0.01), PollingWaiter().nap(lambda: True, 1.0)
+    (False, True)
     """
 
     spin_s: float = 200e-6
@@ -661,26 +347,7 @@ class PollingWaiter:
     max_sleep_s: float = 2e-3
 
     def wait(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """:meth:`Waiter.wait` by re-reading: a spin that yields the core, then growing sleeps.
-
-        Parameters
-        ----------
-        ready : callable
-            Whether the wait is over.
-        timeout_s : float
-            The longest wait.
-
-        Returns
-        -------
-        bool
-            ``ready()``'s last value.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import PollingWaiter
-        >>> PollingWaiter().wait(lambda: True, 1.0)
-        True
-        """
+        """:meth:`Waiter.wait` by re-reading: a spin that yields the core, then growing sleeps."""
         if ready():
             return True
         now = time.perf_counter()
@@ -697,35 +364,10 @@ class PollingWaiter:
         return ready()
 
     def notify(self) -> None:
-        """:meth:`Waiter.notify`: nothing (pollers look for themselves).
-
-        Examples
-        --------
-        >>> from meshnb.exchange import PollingWaiter
-        >>> PollingWaiter().notify()
-        """
+        """:meth:`Waiter.notify`: nothing (pollers look for themselves)."""
 
     def nap(self, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """:meth:`Waiter.nap`: one sleep of ``timeout_s`` unless ``ready()`` already.
-
-        Parameters
-        ----------
-        ready : callable
-            Whether the nap is over.
-        timeout_s : float
-            The sleep.
-
-        Returns
-        -------
-        bool
-            ``ready()`` after it.
-
-        Examples
-        --------
-        >>> from meshnb.exchange import PollingWaiter
-        >>> PollingWaiter().nap(lambda: True, 1.0)  # ready: no sleep
-        True
-        """
+        """:meth:`Waiter.nap`: one sleep of ``timeout_s`` unless ``ready()`` already."""
         if not ready():
             time.sleep(timeout_s)
         return ready()
@@ -734,42 +376,17 @@ class PollingWaiter:
 class PageExchange:
     """System ``k``'s handle on an :class:`ExchangePage`: the :class:`Exchange` of the program.
 
-    ``round`` waits at most ``timeout_s``; it raises :class:`ExchangeAborted` once the page is
-    aborted, so that no member waits on a run that is being torn down.
+    ``round`` waits at most ``timeout_s`` in ``waiter``, and raises :class:`ExchangeAborted` once the
+    page is aborted.
 
-    Parameters
-    ----------
-    page : ExchangePage
-        The page the cluster shares.
-    k : int
-        This member's system.
-    timeout_s : float
-        The longest wait of one ``round``.
-    waiter : Waiter
-        How this member waits.
-
-    Raises
-    ------
-    ValueError
-        When ``k`` is not on the page.
-
-    Examples
-    --------
-    Two members of one round, on one thread: the first publishes and times out, the second
-    completes the round.
-
-    >>> import numpy as np
-    >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
     >>> page = ExchangePage.new(2)
     >>> a, b = (PageExchange(page, k, 0.01, BlockingWaiter()) for k in (0, 1))
     >>> a.set_slot(0, 1, np.arange(8, dtype=np.uint32))
     >>> a.round(1), page.behind(1)
     (False, [1])
     >>> b.set_slot(1, 1, np.full(8, 7, dtype=np.uint32))
-    >>> b.round(1), a.round(1)
-    (True, True)
-    >>> a.slot(1, 1).tolist()
-    [7, 7, 7, 7, 7, 7, 7, 7]
+    >>> b.round(1), a.round(1), a.slot(1, 1).tolist()
+    (True, True, [7, 7, 7, 7, 7, 7, 7, 7])
     """
 
     def __init__(self, page: ExchangePage, k: int, timeout_s: float, waiter: Waiter) -> None:
@@ -778,82 +395,15 @@ class PageExchange:
         self.page, self.k, self.timeout_s, self.waiter = page, k, timeout_s, waiter
 
     def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
-        """:meth:`Exchange.set_slot` on the page.
-
-        Parameters
-        ----------
-        k : int
-            The system.
-        parity : int
-            The round's parity.
-        words : numpy.ndarray
-            8 uint32 words.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
-        >>> member.set_slot(0, 0, np.full(8, 5, dtype=np.uint32))
-        >>> page.slots[0, 0].tolist()
-        [5, 5, 5, 5, 5, 5, 5, 5]
-        """
+        """:meth:`Exchange.set_slot` on the page."""
         self.page.slots[k, parity] = words
 
     def slot(self, m: int, parity: int) -> np.ndarray:
-        """:meth:`Exchange.slot` on the page: a copy.
-
-        Parameters
-        ----------
-        m : int
-            The system.
-        parity : int
-            The round's parity.
-
-        Returns
-        -------
-        numpy.ndarray
-            8 uint32 words.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
-        >>> member.slot(0, 1).tolist()
-        [0, 0, 0, 0, 0, 0, 0, 0]
-        """
+        """:meth:`Exchange.slot` on the page: a copy."""
         return self.page.slots[m, parity].copy()
 
     def round(self, n: int) -> bool:
-        """:meth:`Exchange.round` on the page: publish the counter, then wait in the waiter.
-
-        Parameters
-        ----------
-        n : int
-            The round.
-
-        Returns
-        -------
-        bool
-            Every member reached it; False after ``timeout_s``.
-
-        Raises
-        ------
-        ExchangeAborted
-            Once the page is aborted.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
-        >>> page = ExchangePage.new(1)
-        >>> member = PageExchange(page, 0, 1.0, BlockingWaiter())
-        >>> member.round(1), int(page.counters[0])
-        (True, 1)
-        """
+        """:meth:`Exchange.round` on the page: publish the counter, then wait in the waiter."""
         page = self.page
         page.counters[self.k] = n  # after the slot: see the module docstring on order
         if page.reached(n):
@@ -862,39 +412,15 @@ class PageExchange:
         page_ready: Callable[[], bool] = lambda: page.aborted or page.reached(n)
         ok = self.waiter.wait(page_ready, self.timeout_s)
         if page.aborted:
-            raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
+            raise aborted(self.k, n)
         return ok
 
     def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
-        """Round ``n`` is published and the fast loop's spin ran out: nap up to ``nap_s`` in this
-        exchange's waiter (never past ``deadline``, a ``time.perf_counter`` value).
+        """Nap up to ``nap_s`` (never past ``deadline``, a ``perf_counter`` value) once the fast loop's spin ran out.
 
-        Returns False once the deadline has passed without the round (a timeout), True to spin
-        again; raises :class:`ExchangeAborted` once the page is aborted.
+        True to spin again, False once the deadline passed without round ``n``; raises
+        :class:`ExchangeAborted` once the page is aborted.
 
-        Parameters
-        ----------
-        n : int
-            The round.
-        deadline : float
-            A ``time.perf_counter()`` value: the round's timeout.
-        nap_s : float
-            The longest nap.
-
-        Returns
-        -------
-        bool
-            True to spin again (the round reached or time left), False on the timeout.
-
-        Raises
-        ------
-        ExchangeAborted
-            Once the page is aborted.
-
-        Examples
-        --------
-        >>> import time
-        >>> from meshnb.exchange import BlockingWaiter, ExchangePage, PageExchange
         >>> member = PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter())
         >>> member.wait_more(1, time.perf_counter(), 0.001)  # the deadline has passed: a timeout
         False
@@ -904,7 +430,7 @@ class PageExchange:
         if left > 0:
             self.waiter.nap(lambda: page.aborted or page.reached(n), min(nap_s, left))
         if page.aborted:
-            raise ExchangeAborted(f"system {self.k}: the run was aborted while waiting for round {n}")
+            raise aborted(self.k, n)
         return page.reached(n) or time.perf_counter() < deadline
 
     def __repr__(self) -> str:

@@ -1,14 +1,9 @@
-"""Ctrl-C (and SIGTERM, SIGHUP) as a flag read at task boundaries, never an exception in the middle of a step.
+"""Ctrl-C (and SIGTERM, SIGHUP) as a flag read at task boundaries, never an exception mid-step.
 
 A run installs :class:`InterruptFlag` as the SIGINT handler (:func:`deferred_interrupt`) and asks
-``requested()`` at each task boundary, where the state is whole.  The command line installs it
-first thing, before the heavy imports, so that a Ctrl-C at any moment (while numba loads, or
-inside one of its ctypes callbacks, which would swallow a KeyboardInterrupt) is seen by the run.
-
-:func:`phase` is a test hook: with ``MESHNB_TEST_PHASES=FILE`` in the environment, the command
-line (``held``: Ctrl-C is its flag from here; ``done``: the command is over) and the start-up of a
-run append their phases there, so that a test can aim a Ctrl-C at each of them rather than at
-fixed delays from the process's start.
+``requested()`` at each task boundary, where the state is whole. The command line installs it
+before the heavy imports, so that a Ctrl-C while numba loads (or inside a ctypes callback, which
+would swallow a KeyboardInterrupt) is seen by the run. :func:`phase` is a test hook.
 """
 
 from __future__ import annotations
@@ -30,28 +25,15 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class InterruptFlag:
-    """A handler of the stop signals (:data:`STOP_SIGNALS`) that remembers: ``hit`` turns True and
-    ``signum`` is the first signal's.  With ``raising`` (the commands that stop where they are) the
-    first signal also raises KeyboardInterrupt; the next ones are only remembered, so that a second
-    Ctrl-C cannot break the cleanup the first one started.
+    """A handler of :data:`STOP_SIGNALS` that remembers: ``hit`` turns True, ``signum`` is the first signal's.
 
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import InterruptFlag
+    With ``raising`` (commands that stop where they are) the first signal also raises
+    KeyboardInterrupt; later ones are only remembered, so a second Ctrl-C cannot break the cleanup.
+
     >>> flag = InterruptFlag()
-    >>> flag.hit, flag.exit_code
-    (False, 130)
     >>> flag(signal.SIGTERM, None)  # as the OS would call it
     >>> flag.hit, flag.exit_code, flag.word
     (True, 143, 'terminated')
-    >>> raising = InterruptFlag(raising=True)
-    >>> try:
-    ...     raising(signal.SIGINT, None)
-    ... except KeyboardInterrupt:
-    ...     print("stopped where it was")
-    stopped where it was
-    >>> raising(signal.SIGINT, None)  # a second Ctrl-C is only remembered
     """
 
     def __init__(self, raising: bool = False) -> None:
@@ -67,20 +49,8 @@ class InterruptFlag:
             self.raised = True
             raise KeyboardInterrupt
 
-    def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, object]:  # (no typing: a light import)
-        """Make this flag the handler of ``signals`` (main thread only); the previous handlers.
-
-        Examples
-        --------
-        >>> import signal
-        >>> from meshnb.interrupts import InterruptFlag
-        >>> flag = InterruptFlag()
-        >>> previous = flag.install((signal.SIGUSR1,))
-        >>> signal.raise_signal(signal.SIGUSR1)
-        >>> flag.hit, flag.signum == signal.SIGUSR1
-        (True, True)
-        >>> _ = signal.signal(signal.SIGUSR1, previous[signal.SIGUSR1])
-        """
+    def install(self, signals: tuple[int, ...] = STOP_SIGNALS) -> dict[int, object]:
+        """Make this flag the handler of ``signals`` (main thread only); the previous handlers."""
         return {s: signal.signal(s, self) for s in signals}
 
     @property
@@ -97,20 +67,9 @@ class InterruptFlag:
 
 @contextmanager
 def signals_left_to_main() -> Iterator[None]:
-    """Block the stop signals in this thread while other threads are started (a library's: numpy's
-    BLAS pool starts at ``import numpy``; a ``threading.Thread``; a :class:`WorkerPool`'s): they
-    inherit the mask, so they never take one.  A stop signal that comes meanwhile waits and is
-    handled on the way out.
+    """Block the stop signals in this thread while other threads are started: they inherit the mask.
 
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import signals_left_to_main
-    >>> with signals_left_to_main():
-    ...     signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    True
-    >>> signal.SIGHUP in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    False
+    A stop signal that comes meanwhile waits and is handled on the way out.
     """
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
@@ -120,29 +79,12 @@ def signals_left_to_main() -> Iterator[None]:
 
 
 class WorkerPool(ThreadPoolExecutor):
-    """A :class:`~concurrent.futures.ThreadPoolExecutor` whose threads leave every stop signal
-    (:data:`STOP_SIGNALS`) to the main thread, from the moment they are born: the pool starts its
-    threads inside ``submit``, which runs here under :func:`signals_left_to_main`, so that they
-    inherit the blocked mask.  (An ``initializer`` that blocks them leaves a window between a
-    thread's start and its first line: a loaded machine put a SIGHUP there.)
+    """A ``ThreadPoolExecutor`` whose threads are born with :data:`STOP_SIGNALS` blocked: every pool of meshnb.
 
-    A signal the kernel gives another thread has its C handler run there, and a thread that the
-    machine's load delays between taking the signal and running that handler lets a later signal,
-    taken by the main thread, be handled first: a SIGHUP then five Ctrl-C ended 130, not 129.  The
-    main thread takes pending signals lowest-numbered first, so with every other thread blocking
-    them the first of a burst is the one that is handled first.  Every pool of meshnb is one of
-    these.
-
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import STOP_SIGNALS, WorkerPool
-    >>> with WorkerPool(2) as pool:
-    ...     masks = list(pool.map(lambda _: signal.pthread_sigmask(signal.SIG_BLOCK, []), range(4)))
-    >>> all(set(STOP_SIGNALS) <= m for m in masks)
-    True
-    >>> signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the main thread's unchanged
-    False
+    Its threads start inside ``submit``, under :func:`signals_left_to_main` (an ``initializer``
+    would leave a window before its first line). With only the main thread taking them, the first
+    signal of a burst is the one handled first (the main thread takes pending signals
+    lowest-numbered first).
     """
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
@@ -152,39 +94,24 @@ class WorkerPool(ThreadPoolExecutor):
 
 
 def installed_flag() -> InterruptFlag | None:
-    """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any.
-
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import InterruptFlag, installed_flag
-    >>> installed_flag() is None  # Python's default handler
-    True
-    >>> previous = InterruptFlag().install((signal.SIGINT,))
-    >>> isinstance(installed_flag(), InterruptFlag)
-    True
-    >>> _ = signal.signal(signal.SIGINT, previous[signal.SIGINT])
-    """
+    """The :class:`InterruptFlag` that handles SIGINT (the ``meshnb`` program's), if any."""
     handler = signal.getsignal(signal.SIGINT)
     return handler if isinstance(handler, InterruptFlag) else None
 
 
 class StopRequest:
-    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.  A run that
-    saw it but ends anyway (no boundary left before its end) calls :meth:`declined`, so that the
-    Ctrl-C goes on to the caller (:func:`deferred_interrupt`).
+    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.
 
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import InterruptFlag, StopRequest
+    A run that saw it but ends anyway calls :meth:`declined`, so the Ctrl-C goes on to the caller.
+
     >>> flag = InterruptFlag()
     >>> requested = StopRequest(flag)
-    >>> requested()
-    False
     >>> flag(signal.SIGINT, None)
     >>> requested(), requested.seen
     (True, True)
+    >>> requested.declined()
+    >>> requested.seen
+    False
     """
 
     def __init__(self, flag: InterruptFlag | None) -> None:
@@ -196,36 +123,17 @@ class StopRequest:
         return self.seen
 
     def declined(self) -> None:
-        """The run ends at its planned end all the same: the Ctrl-C was not honoured.
-
-        Examples
-        --------
-        >>> import signal
-        >>> from meshnb.interrupts import InterruptFlag, StopRequest
-        >>> flag = InterruptFlag()
-        >>> requested = StopRequest(flag)
-        >>> flag(signal.SIGINT, None)
-        >>> requested()  # seen at a boundary, but the run was at its end anyway
-        True
-        >>> requested.declined()
-        >>> requested.seen
-        False
-        """
+        """The run ends at its planned end all the same: the Ctrl-C was not honoured."""
         self.seen = False
 
 
 @contextmanager
 def deferred_interrupt() -> Iterator[StopRequest]:
-    """Hold SIGINT until a task boundary: yields ``requested()`` (a :class:`StopRequest`).  Where a
-    flag is already the handler (the CLI's), it is reused; off the main thread (which alone gets
-    signals) nothing.  A Ctrl-C that the run did not stop for (it came after its last boundary)
-    goes to the caller's handler on the way out (``KeyboardInterrupt`` for Python's default),
-    rather than being lost.
+    """Hold SIGINT until a task boundary: yields ``requested()`` (a :class:`StopRequest`).
 
-    Examples
-    --------
-    >>> import signal
-    >>> from meshnb.interrupts import deferred_interrupt
+    A flag already installed (the CLI's) is reused; off the main thread nothing is installed. A
+    Ctrl-C the run did not stop for goes to the caller's handler on the way out.
+
     >>> with deferred_interrupt() as requested:
     ...     signal.raise_signal(signal.SIGINT)  # no KeyboardInterrupt here: held for the boundary
     ...     print("at the boundary:", requested())
@@ -261,20 +169,9 @@ def deferred_interrupt() -> Iterator[StopRequest]:
 def forget_handled_interrupt() -> None:
     """Clear CPython's note that a Ctrl-C went unhandled, once a command has handled it.
 
-    A KeyboardInterrupt that leaves code run by ``exec`` of a string (``dataclasses`` builds every
-    ``__init__`` so: an import that a Ctrl-C stops there) sets the interpreter's "unhandled
-    KeyboardInterrupt" flag, even when a caller catches it.  Under ``python -m`` the interpreter
-    then ends the process by SIGINT at exit (returncode -2), whatever ``sys.exit`` said.  Every
-    ``exec`` of a string clears that flag as it starts, and an empty one leaves it clear.
-
-    Examples
-    --------
-    >>> from meshnb.interrupts import forget_handled_interrupt
-    >>> try:
-    ...     exec("raise KeyboardInterrupt")
-    ... except KeyboardInterrupt:
-    ...     pass
-    >>> forget_handled_interrupt()  # this process now ends by its exit code, not by SIGINT
+    A KeyboardInterrupt leaving code run by ``exec`` of a string (``dataclasses``' ``__init__``s) sets
+    it even when caught, and ``python -m`` then ends the process by SIGINT at exit; an empty ``exec``
+    clears it.
     """
     exec("")
 
@@ -283,18 +180,12 @@ PHASES_ENV = "MESHNB_TEST_PHASES"
 
 
 def phase(name: str) -> None:
-    """Test hook: append ``name PID MONOTONIC`` to the file named by ``MESHNB_TEST_PHASES`` (the
-    monotonic clock is the system's, comparable between processes); nothing without it.  With
-    ``MESHNB_TEST_PHASE_PAUSE=NAME:SECONDS`` too, phase ``NAME`` then lasts that much longer (a
-    window of a few ms that a test must hit).
+    """Test hook: append ``name PID MONOTONIC`` to the file ``MESHNB_TEST_PHASES`` names; nothing without it.
 
-    Examples
-    --------
-    >>> from meshnb.interrupts import phase
-    >>> mp = getfixture("monkeypatch")
+    With ``MESHNB_TEST_PHASES_PAUSE=NAME:SECONDS`` phase ``NAME`` then lasts that much longer.
+
     >>> phases = getfixture("tmp_path") / "phases"
-    >>> phase("held")  # no MESHNB_TEST_PHASES: nothing
-    >>> mp.setenv("MESHNB_TEST_PHASES", str(phases))
+    >>> getfixture("monkeypatch").setenv("MESHNB_TEST_PHASES", str(phases))
     >>> phase("held"); phase("done")
     >>> [line.split()[0] for line in phases.read_text().splitlines()]
     ['held', 'done']

@@ -1,11 +1,10 @@
-"""The numeric core (SPEC sections 4-6), literal: samples, step_sums, apply, loss, fold.
+"""The numeric core (SPEC 4-6), literal: samples, step_sums, apply, loss, fold.
 
-All kernels are pure njit functions over arrays and scalars that follow SPEC to the letter, one
-mode-Z op at a time (``z=False``: plain IEEE float32, for comparisons).  They are the readable
-statement of the arithmetic; the fast step loops of :mod:`meshnb.loops` compute the same bits
-and the tests hold the two against each other and against :mod:`meshnb.testing.reference`.
-The grouped step of the program (:mod:`meshnb.program`) calls ``grouped_sums``, ``fold`` and
-``grouped_apply`` here.
+Pure njit functions that follow SPEC one mode-Z op at a time (``z=False``: plain IEEE float32,
+for comparisons): the readable statement of the arithmetic. The fast loops of
+:mod:`meshnb.loops` compute the same bits, and the tests hold them to these and to
+:mod:`meshnb.testing.reference`. The program's grouped step calls ``grouped_sums``, ``fold`` and
+``grouped_apply``.
 """
 
 from __future__ import annotations
@@ -36,38 +35,28 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
 # --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-# njit functions of a run-time ``z``, for the literal kernels.  The step loops (meshnb.loops) read
-# and write their words with meshnb.vec's intrinsics of a literal loop mode instead (in_word,
-# after, out_word: the same bits, tests/test_vec.py), which a cold start types without compiling
-# these nine dispatchers.  (Intrinsics in place of these made the single loop 7% slower, and
-# out_word's flush as selects 4-7%: LLVM scheduled it among the step
-# chain's ops.  vec.out_word branches as these compile, and the loop keeps its speed.)
+# njit functions of a run-time ``z``, for the literal kernels. The step loops use meshnb.vec's
+# intrinsics of a literal mode instead (the same bits), which a cold start types without compiling these.
 
 
 @jit()
 def result(r: np.float32, z: bool) -> np.float32:
-    """A result inside a kernel: the subnormal flush in mode Z, untouched in IEEE mode.
+    """An op's result inside a kernel: ``flush_subnormal`` in mode Z, untouched in IEEE mode.
 
     Parameters
     ----------
     r : numpy.float32
-        An operation's IEEE result.
+        An op's IEEE result.
     z : bool
-        Float mode Z (False: plain IEEE).
+        Float mode Z.
 
     Returns
     -------
     numpy.float32
-        ``flush_subnormal(r)`` in mode Z, else ``r``.
-
-    See Also
-    --------
-    meshnb.floatz.flush_subnormal
+        The result.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import result
     >>> float(result(np.float32(1e-40), True)), float(result(np.float32(1e-40), False))
     (0.0, 9.99994610111476e-41)
     """
@@ -94,8 +83,6 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import out_word
     >>> hex(out_word(np.float32(-1e-40), True))
     '0x80000000'
     """
@@ -122,8 +109,6 @@ def in_word(u: np.uint32, z: bool) -> np.float32:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import in_word
     >>> float(in_word(np.uint32(0x3F800000), True)), float(in_word(np.uint32(1), True))
     (1.0, 0.0)
     """
@@ -134,12 +119,7 @@ def in_word(u: np.uint32, z: bool) -> np.float32:
 
 @register_jitable
 def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) -> None:
-    """SPEC 8's end of a TASK, beside PARAMS (which the step loop writes): ERR = ``timed_out``,
-    PENDING cleared (a timed-out grouped task then sets it with its ROUND), STEP_HI:NEXT_STEP =
-    ``next_step`` (the task's first step + its steps done, 64-bit with the carry).
-
-    The one statement of this rule: the njit loops compile it in (``register_jitable``), Python
-    calls it on a page's words ``[1024]``, or on many ``[n, 1024]`` with ``next_step`` ``[n]``.
+    """SPEC 8's end of a TASK beside PARAMS: ERR = ``timed_out``, PENDING cleared, STEP_HI:NEXT_STEP = ``next_step``.
 
     Parameters
     ----------
@@ -152,13 +132,11 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import end_task
     >>> from meshnb.view import View
     >>> view = View()
     >>> end_task(view.words, np.uint64(3 << 32 | 5))
-    >>> view.word("STEP_HI"), view.word("NEXT_STEP"), view.next_step == 3 << 32 | 5
-    (3, 5, True)
+    >>> view.word("STEP_HI"), view.word("NEXT_STEP")
+    (3, 5)
     """
     page[..., W_ERR] = np.uint32(1) if timed_out else np.uint32(0)
     page[..., W_PENDING] = np.uint32(0)
@@ -170,8 +148,7 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
 
 
 def sin_pi_f32(x: np.ndarray) -> np.ndarray:
-    """sin(pi x) rounded to f32 for every f32 ``x`` in [-1, 1] (SPEC 4): the f64 sine (the C
-    library's, as compiled code calls it) of the exactly reduced argument, the sign from x.
+    """sin(pi x) rounded to f32 for float32 ``x`` in [-1, 1] (SPEC 4): libm's f64 sine of the exactly reduced argument.
 
     Parameters
     ----------
@@ -185,8 +162,6 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import sin_pi_f32
     >>> sin_pi_f32(np.array([0.5, -0.25, 1.0], dtype=np.float32)).tolist()
     [1.0, -0.7071067690849304, 0.0]
     """
@@ -200,29 +175,18 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
 
 
 def samples() -> tuple[np.ndarray, np.ndarray]:
-    """X and Y of SPEC section 4 (256 float32 each).
-
-    Plain numpy, no compiled kernel (a cold start compiles nothing for it): every f32 op is an
-    IEEE op on whole arrays followed by mode Z's flush (``floatz.flush_words``), which is what
-    ``floatz.add/mul/div/from_u32`` do one value at a time; the values are checked against mpmath
-    and the vectors.
+    """and Y of SPEC 4, in numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
 
     Returns
     -------
     tuple of numpy.ndarray
-        ``(xs, ys)``: x from -1 to 1 in 255 equal steps, and sin(pi x).
-
-    See Also
-    --------
-    meshnb.program.init : writes them into a page.
-    meshnb.testing.reference.samples : the independent oracle's.
+        ``(xs, ys)``, 256 float32 each: x from -1 to 1 in 255 equal steps, and sin(pi x).
 
     Examples
     --------
-    >>> from meshnb.kernels import samples
     >>> xs, ys = samples()
-    >>> xs.shape, xs.dtype.name, float(xs[0]), float(xs[255]), hex(xs[128].view("uint32"))
-    ((256,), 'float32', -1.0, 1.0, '0x3b808100')
+    >>> xs.shape, float(xs[0]), float(xs[255]), hex(xs[128].view("uint32"))
+    ((256,), -1.0, 1.0, '0x3b808100')
     """
     f32 = np.float32
 
@@ -237,33 +201,32 @@ def samples() -> tuple[np.ndarray, np.ndarray]:
 
 @jit(accepts=dict(words="uint32[:]", z="bool"))
 def batches(words: np.ndarray, z: bool) -> np.ndarray:
-    """Four lane-major tables, one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's
-    X and Y words (``words`` is the page as uint32; inputs read through the flush in mode Z).
-
-    :func:`fill_batches` makes the same tables in numpy, for a caller in Python.
+    """Four lane-major tables in one array: x, x^2, x^3, y, each ``[BATCHES][WARP]``, from a page's words.
 
     Parameters
     ----------
     words : numpy.ndarray
-        The page as uint32 words ``[1024]``.
+        The page as uint32 words ``[1024]`` (read through the flush in mode Z).
     z : bool
         Float mode Z.
 
     Returns
     -------
     numpy.ndarray
-        float32 ``[4 * 8 * 32]``: sample ``g + 8 lane`` of batch ``g`` at ``g * 32 + lane`` of each
-        table.
+        float32 ``[1024]``: sample ``g + 8 lane`` of batch ``g`` at ``g * 32 + lane`` of each table.
 
     Examples
     --------
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import batches
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> tab = batches(ctx.view.words, True)
-    >>> tab.shape, tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
-    ((1024,), [-1.0, -0.9372549057006836])
+    >>> tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
+    [-1.0, -0.9372549057006836]
+    >>> out = np.full(1024, np.nan, np.float32)
+    >>> fill_batches(ctx.view.words, True, out)
+    >>> out.tobytes() == tab.tobytes()
+    True
     """
     if words.shape[0] < W_Y + SAMPLES:
         raise ValueError("batches: words must hold a page's X and Y")
@@ -282,13 +245,7 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 
 
 def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
-    """:func:`batches` into ``tab``, an array the caller holds, in numpy: no compiled kernel.
-
-    The single step loop's tables (:func:`meshnb.loops.run_tasks` makes them once per thread
-    and page samples): compiled into the loop, their fill cost a cold start 0.25 s of numba's
-    and LLVM's time (docs/performance.md, start-up).  Every f32 op is an IEEE op on whole arrays followed by
-    :func:`result`'s flush, as in :func:`samples`; the tests hold the tables to :func:`batches`'s
-    on pages of subnormal, NaN and infinite samples.
+    """:func:`batches` into ``tab``, in numpy: a cold start compiles nothing for it (a ValueError for wrong arrays).
 
     Parameters
     ----------
@@ -297,24 +254,11 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
     z : bool
         Float mode Z.
     tab : numpy.ndarray
-        float32 ``[1024]``, written: the four tables, as :func:`batches` returns them.
-
-    Raises
-    ------
-    ValueError
-        When ``words`` is not a uint32 array holding a page's X and Y, or ``tab`` not 1024 float32.
+        float32 ``[1024]``, written.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import batches, fill_batches
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> tab = np.full(1024, np.nan, np.float32)
-    >>> fill_batches(ctx.view.words, True, tab)
-    >>> tab.tobytes() == batches(ctx.view.words, True).tobytes()
-    True
+    >>> fill_batches(np.zeros(1024, np.uint32), True, np.empty(1024, np.float32))
     """
     if not (
         isinstance(words, np.ndarray) and words.dtype == np.uint32 and words.ndim == 1
@@ -348,7 +292,7 @@ def _results(r: np.ndarray, z: bool) -> np.ndarray:
 
 @jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
-    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32[4]), as SPEC writes it.
+    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p``, as SPEC writes it.
 
     Parameters
     ----------
@@ -357,28 +301,18 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     xs, ys : numpy.ndarray
         The samples (float32 ``[256]``).
     off : numpy.uint32
-        The step's batch offset (the step number of a system alone); batch ``off mod 8``.
+        The step's batch offset (the step number of a system alone).
     z : bool, default True
         Float mode Z.
 
     Returns
     -------
     numpy.ndarray
-        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes (a
-        butterfly reduction), written through ``ftz_bits``.
-
-    See Also
-    --------
-    apply, loss : the rest of the step.
-    meshnb.testing.reference.step_sums : the independent oracle's.
+        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes, through ``ftz_bits``.
 
     Examples
     --------
-    One step of a fresh system by hand, as SPEC writes it, and the same step by the program:
-
-    >>> import numpy as np
     >>> from meshnb import Context, View, init, task
-    >>> from meshnb.kernels import apply, loss, samples, step_sums
     >>> xs, ys = samples()
     >>> p = np.zeros(4, dtype=np.float32)
     >>> sums = step_sums(p, xs, ys, np.uint32(0))
@@ -427,27 +361,21 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
 
 @jit(accepts=dict(p="float32[:]", sums="float32[:]", lr="float32", inv="float32"))
 def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> None:
-    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))``.
+    """SPEC 6, in place: ``p[j] = sub(p[j], mul(lr, mul(sums[j], inv)))`` for the four params.
 
     Parameters
     ----------
     p : numpy.ndarray
-        The params (float32 ``[4]``), updated in place.
+        The params (float32 ``[4]``), updated.
     sums : numpy.ndarray
-        The step's sums (float32 ``[5]``; the first four are used).
+        The step's sums (float32 ``[5]``).
     lr : numpy.float32
         The learning rate.
     inv : numpy.float32
         INV_BATCH.
 
-    See Also
-    --------
-    step_sums : its example runs a whole step.
-
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import apply
     >>> p = np.ones(4, dtype=np.float32)
     >>> apply(p, np.array([2, 4, 8, 16, 0], dtype=np.float32), np.float32(0.5), np.float32(0.25))
     >>> p.tolist()
@@ -471,12 +399,10 @@ def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
     Returns
     -------
     numpy.float32
-        The loss the page's LOSS ring records for the step.
+        The loss the LOSS ring records.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import loss
     >>> float(loss(np.array([0, 0, 0, 0, 3], dtype=np.float32), np.float32(0.5)))
     1.5
     """
@@ -485,7 +411,7 @@ def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
 
 @jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
-    """The cluster total: slot words ``[N, >=5]`` read with ``ftz_from_bits``, added in system order.
+    """The cluster total: slot words read with ``ftz_from_bits``, added in system order.
 
     Parameters
     ----------
@@ -497,12 +423,10 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        float32 ``[5]``: the total of each sum, written through ``ftz_bits``.
+        float32 ``[5]``: each sum's total, through ``ftz_bits``.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import fold
     >>> slots = np.zeros((2, 8), dtype=np.uint32)
     >>> slots[:, :5] = np.float32(1.5).view(np.uint32)
     >>> fold(slots).tolist()
@@ -522,15 +446,12 @@ def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
 
 @jit(accepts=dict(header="uint32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool) -> np.ndarray:
-    """Own sums of a grouped step as the slot words to publish (``ftz_bits``, words 5..7 zero).
-
-    This path follows SPEC literally (``step_sums``); the fused backend's vector loop is checked
-    against it.
+    """A grouped step's own sums as the slot words to publish (``ftz_bits``, words 5..7 zero).
 
     Parameters
     ----------
     header : numpy.ndarray
-        The page's first words (uint32, at least the 4 PARAMS words).
+        The page's first words (uint32, at least PARAMS).
     xs, ys : numpy.ndarray
         The samples (float32 ``[256]``).
     off : numpy.uint32
@@ -545,9 +466,7 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
 
     Examples
     --------
-    >>> import numpy as np
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import grouped_sums, samples
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> xs, ys = samples()
@@ -571,28 +490,26 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
 def grouped_apply(
     header: np.ndarray, total: np.ndarray, loss_ring: np.ndarray, t: np.uint64, trace_row: np.ndarray, z: bool
 ) -> None:
-    """Apply a cluster fold to the params words in ``header``; write step ``t``'s loss and trace row.
+    """Apply a cluster's folded sums to the PARAMS words of ``header``; write step ``t``'s loss and trace row.
 
     Parameters
     ----------
     header : numpy.ndarray
-        The page's first 12 words (uint32): PARAMS updated in place, LR and INV_BATCH read.
+        The page's first 12 words (uint32): PARAMS updated, LR and INV_BATCH read.
     total : numpy.ndarray
-        The cluster's folded sums (float32 ``[5]``).
+        The folded sums (float32 ``[5]``).
     loss_ring : numpy.ndarray
-        The page's LOSS words (uint32 ``[256]``): step ``t``'s loss goes to ``t mod 256``.
+        The page's LOSS words (uint32 ``[256]``): the loss goes to ``t mod 256``.
     t : numpy.uint64
         The step.
     trace_row : numpy.ndarray
-        uint32 ``[5]`` to receive the step's trace words, or ``[0]`` for none.
+        uint32 ``[5]`` for the step's trace words, or ``[0]`` for none.
     z : bool
         Float mode Z.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from meshnb import Context, View, init
-    >>> from meshnb.kernels import grouped_apply
     >>> ctx = Context(View())
     >>> init(ctx)
     >>> header, row = ctx.view.words[:12].copy(), np.zeros(5, dtype=np.uint32)

@@ -1,13 +1,9 @@
-"""A run's options: every keyword of :func:`meshnb.train` and every flag of ``meshnb train``,
-declared once, with its default, its check and its help.
+"""A run's options: every keyword of :func:`meshnb.train` and flag of ``meshnb train``, declared once.
 
-:class:`RunOptions` is the one table: each field's metadata (:class:`Flag`) gives the command
-line's flag, how a flag's text is parsed, and the help text; the library's signature, the CLI's
-parser and the error messages are made from it.  A fresh run's values are checked once, by the
-description it makes (:meth:`RunOptions.describe`: a :class:`~meshnb.runspec.Run`, the type a
-sweep's options make too); :class:`~meshnb.runspec.Plan` (re-exported here) is the part of it that
-the task loop follows; :func:`resolve` turns options into what a cluster backend starts from (a
-fresh run or a checkpoint's), in one place for all.
+:class:`RunOptions` is the one table: each field's :class:`Flag` gives its flag, how the flag's
+text is parsed and its help; the library's signature, the CLI's parser and the messages are made
+from it. A fresh run's values are checked once, by the :class:`~meshnb.runspec.Run` they describe;
+:func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's).
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ import numpy as np
 
 from . import checkpoint, files
 
-# What each backend can do: one table below the options, read here (and named here, as before).
+# What each backend can do: one table below the options, read and re-exported here.
 from .backend_table import ALONE_BACKENDS as ALONE_BACKENDS
 from .backend_table import BY_NAME
 from .backend_table import CLUSTER_BACKENDS as CLUSTER_BACKENDS
@@ -60,12 +56,8 @@ MAX_WAIT_S = 1e7
 
 
 def option_error(template: str, *names: str) -> OptionError:
-    """An :class:`~meshnb.runspec.OptionError` naming options of this table: ``str(e)`` spells
-    them as the library's keywords (``systems=N``), ``e.for_cli()`` as the command's flags.
+    """An :class:`~meshnb.runspec.OptionError` naming options of this table (as keywords, or as flags by ``for_cli``).
 
-    Examples
-    --------
-    >>> from meshnb.options import option_error
     >>> e = option_error("{backend} needs {systems}", "backend", "systems")
     >>> str(e), e.for_cli()
     ('backend needs systems=N', '--backend needs --systems N')
@@ -77,19 +69,10 @@ def option_error(template: str, *names: str) -> OptionError:
 
 
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type=`` from a parser raising ValueError, its message kept (argparse words
-    a plain ValueError as "invalid value"); a warning (a deprecated spelling's DeprecationWarning,
-    a changed meaning's FutureWarning) is said on stderr as one line (``meshnb: warning: ...``), as
-    a command says it.
+    """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line.
 
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.options import arg_type, parse_count
     >>> parser = argparse.ArgumentParser(prog="meshnb train", exit_on_error=False)
     >>> _ = parser.add_argument("--steps", type=arg_type(parse_count))
-    >>> parser.parse_args(["--steps", "100"]).steps
-    100
     >>> try:
     ...     parser.parse_args(["--steps", "1_0"])
     ... except argparse.ArgumentError as e:
@@ -113,23 +96,7 @@ def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def parse_count(text: str) -> int:
-    # ASCII digits only: int() would also take "1_000", " 5", "+5" and other scripts' digits ("٥").
-    """A count as a command line writes it: ASCII digits, 0 or more (a ValueError that says why otherwise).
-
-    Examples
-    --------
-    >>> from meshnb.options import parse_count
-    >>> parse_count("4096")
-    4096
-    >>> for bad in ("1_000", "-5", "٥"):
-    ...     try:
-    ...         parse_count(bad)
-    ...     except ValueError as e:
-    ...         print(e)
-    '1_000' is not a whole number
-    '-5' is negative
-    '٥' is not a whole number
-    """
+    """A count as a command line writes it: ASCII digits, 0 or more (``int()`` would take ``1_0``, `` 5``, ``+5``)."""
     if not re.fullmatch(r"-?[0-9]+", text):
         raise ValueError(f"{text!r} is not a whole number")
     try:
@@ -144,16 +111,12 @@ def parse_count(text: str) -> int:
 def parse_hex_u32(text: str, what: str = "value") -> int:
     """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise).
 
-    Examples
-    --------
-    >>> from meshnb.options import parse_hex_u32
-    >>> hex(parse_hex_u32("3f000000")), hex(parse_hex_u32("0xFFFFFFFF"))
-    ('0x3f000000', '0xffffffff')
-    >>> try:
-    ...     parse_hex_u32("100000000", "--lr-word")
-    ... except ValueError as e:
-    ...     print(e)
-    --lr-word: '100000000' is not a u32 in hex
+    >>> hex(parse_hex_u32("3f000000")), parse_hex_u32("0x1"), parse_hex_u32("0xFFFFFFFF") == 2**32 - 1
+    ('0x3f000000', 1, True)
+    >>> parse_hex_u32("100000000", "--lr-word")
+    Traceback (most recent call last):
+        ...
+    ValueError: --lr-word: '100000000' is not a u32 in hex
     """
     if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
         raise ValueError(f"{what}: {text!r} is not hex")
@@ -167,21 +130,12 @@ def parse_hex_u32(text: str, what: str = "value") -> int:
 
 
 def parse_positive(text: str) -> float:
-    """A number above 0 and finite, as text (a ValueError otherwise).
+    """A finite number above 0, as text (a ValueError otherwise).
 
-    Examples
-    --------
-    >>> from meshnb.options import parse_positive
-    >>> parse_positive("0.5"), parse_positive("1e3")
-    (0.5, 1000.0)
-    >>> for bad in ("0", "inf", "x"):
-    ...     try:
-    ...         parse_positive(bad)
-    ...     except ValueError as e:
-    ...         print(e)
-    '0' must be a positive number
-    'inf' must be a positive number
-    'x' is not a number
+    >>> parse_positive("x")
+    Traceback (most recent call last):
+        ...
+    ValueError: 'x' is not a number
     """
     try:
         value = float(text)
@@ -193,19 +147,7 @@ def parse_positive(text: str) -> float:
 
 
 def parse_seconds(text: str) -> float:
-    """A duration in seconds: above 0, at most :data:`MAX_WAIT_S`.
-
-    Examples
-    --------
-    >>> from meshnb.options import parse_seconds
-    >>> parse_seconds("2.5")
-    2.5
-    >>> try:
-    ...     parse_seconds("1e8")
-    ... except ValueError as e:
-    ...     print(e)
-    '1e8' is more than 1e+07 s
-    """
+    """A duration in seconds: above 0, at most :data:`MAX_WAIT_S`."""
     value = parse_positive(text)
     if value > MAX_WAIT_S:
         raise ValueError(f"{text!r} is more than {MAX_WAIT_S:g} s")
@@ -220,21 +162,21 @@ def _parse_positive_u32(text: str) -> int:
 
 
 def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
-    """``--set-lr STEP:LR``: the LR as :func:`meshnb.runspec.parse_lr` reads text, the library's
-    and every command's one rule (a number, or an f32 word with ``0x``).  The old spelling, a word
-    in hex without ``0x``, is gone: where it cannot be a number (``3f400000``) it is refused with
-    the spelling to use; where it can (``1``, ``100``) it is the number, and a FutureWarning says
-    what it was; ``1e40`` is a number beyond float32, refused."""
+    """``--set-lr STEP:LR``, the LR as :func:`meshnb.runspec.parse_lr` reads it.
+
+    Bare hex (``3f400000``) that cannot be a number is refused with the ``0x`` spelling; where it can
+    (``1``, ``100``) it is the number, and a FutureWarning says so.
+    """
     step, sep, lr = text.partition(":")
     if not sep:
         raise ValueError(f"{text!r} is not STEP:LR")
     at = parse_count(step)
-    bare_hex = re.fullmatch(r"[0-9a-fA-F]{1,8}", lr) is not None  # an f32 word before 0x was asked for
+    bare_hex = re.fullmatch(r"[0-9a-fA-F]{1,8}", lr) is not None  # hex without 0x
     try:
         word = parse_lr(lr, "LR")
     except ValueError as e:
         raise ValueError(f"{e}" + (f"; for the f32 word write {step}:0x{lr}" if bare_hex else "")) from None
-    if bare_hex and int(lr, 16) != word:  # 1, 100: read as the word 0xLR before
+    if bare_hex and int(lr, 16) != word:  # 1, 100: the number, with a FutureWarning
         warnings.warn(
             f"--set-lr {text}: {lr} is the number {float(lr):g} (f32 word {word:#010x}); an LR in hex "
             f"without 0x was read as an f32 word before: for the word write {step}:0x{lr}",
@@ -245,11 +187,8 @@ def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
 
 
 def parse_step_base(text: str) -> int:
-    """A step base as the command line writes it: a number, ``N`` or ``0x...``; the old ``HI:LO``
-    (two hex halves) still works, deprecated.  The same in every command.
+    """A step base as the command line writes it: ``N`` or ``0x...`` (``HI:LO``, two hex halves, deprecated).
 
-    Examples
-    --------
     >>> parse_step_base("4294967296"), parse_step_base("0x100000000")
     (4294967296, 4294967296)
     """
@@ -295,15 +234,7 @@ def _parse_stall(text: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Flag:
-    """How an option appears on the command line (``flag`` None: library only).
-
-    Examples
-    --------
-    >>> from meshnb.options import option_fields
-    >>> flags = {name: flag for name, _, flag in option_fields()}
-    >>> flags["steps"].flag, flags["steps"].metavar, flags["systems"].cli_spelling, flags["z"].flag
-    ('--steps', 'S', '--systems N', '--ieee')
-    """
+    """How an option appears on the command line (``flag`` None: library only)."""
 
     flag: str | None
     help: str
@@ -319,19 +250,7 @@ class Flag:
 
 
 def option_field(default: Any, flag: Flag) -> Any:
-    """A field of the options table: its default and its :class:`Flag`.
-
-    Examples
-    --------
-    >>> import dataclasses
-    >>> from meshnb.options import Flag, option_field
-    >>> @dataclasses.dataclass(frozen=True)
-    ... class Tiny:
-    ...     steps: int = option_field(16, Flag("--steps", "steps to run", "S"))
-    >>> field = dataclasses.fields(Tiny)[0]
-    >>> Tiny().steps, field.metadata["flag"].flag
-    (16, '--steps')
-    """
+    """A field of the options table: its default and its :class:`Flag`."""
     return field(default=default, metadata={"flag": flag})
 
 
@@ -339,9 +258,8 @@ def option_field(default: Any, flag: Flag) -> Any:
 class RunOptions:
     """Everything a run of the train program takes; checked when made.
 
-    Each field is a keyword of :func:`meshnb.train` (its doc says more of each); the field's
-    :class:`Flag` is its ``meshnb train`` flag.  A bad value is an :class:`OptionError` (a
-    :class:`ValueError`), a wrong type a :class:`TypeError` (:mod:`meshnb.runspec`'s rules).
+    Each field is a keyword of :func:`meshnb.train` and, by its :class:`Flag`, a ``meshnb train``
+    flag; a bad value is an :class:`OptionError`, a wrong type a :class:`TypeError`.
 
     Parameters
     ----------
@@ -350,9 +268,7 @@ class RunOptions:
     steps_per_task : int or None
         STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
     set_lr : mapping or sequence of pairs, or None
-        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps of this run are done;
-        an LR a number or an f32 word (:func:`meshnb.runspec.lr_word`); made
-        :class:`~meshnb.runspec.LrChange` words, sorted by step.
+        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as words).
     step_base : int or None
         The first step (0 to 2^64 - 2; None: as the page says).
     view_in : bytes-like or None
@@ -376,8 +292,7 @@ class RunOptions:
     checkpoint : str or path, or None
         Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
     overwrite_checkpoint : bool
-        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run
-        (:func:`refuse_foreign_checkpoint`).
+        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
     checkpoint_every_s : float
         Seconds between checkpoints.
     resume : str or path, or None
@@ -385,10 +300,8 @@ class RunOptions:
 
     Examples
     --------
-    >>> RunOptions(steps=10).backend_name
-    'single'
-    >>> RunOptions(steps=10, systems=4).backend_name
-    'threads'
+    >>> RunOptions(steps=10).backend_name, RunOptions(steps=10, systems=4).backend_name
+    ('single', 'threads')
     >>> RunOptions(set_lr={0: 0.5}).set_lr  # an LR as its f32 word
     (LrChange(step=0, word=1056964608),)
     >>> RunOptions(backend="fused")  # doctest: +ELLIPSIS
@@ -588,22 +501,15 @@ class RunOptions:
             raise option_error("{view_in}" + detail, "view_in") from None
 
     def describe(self) -> Run:
-        """A fresh run as :class:`~meshnb.runspec.Run`, the type a sweep's systems have, made and
-        checked when the options were (:func:`meshnb.runspec.describe`): one start page (init's,
-        or ``view_in``), the step base and STEPS_PER_TASK set (None: the page's own), the LR
-        changes, the backend; one system alone (P = L = 1), or one group of ``systems`` members
-        that all start from the page.  A resumed run is its checkpoint's (:func:`resolve`).
+        """A fresh run as a :class:`~meshnb.runspec.Run`: one system alone, or one group of ``systems``.
 
         Returns
         -------
         Run
-            The run.
+            The run, checked when the options were made.
 
         Examples
         --------
-        >>> s = RunOptions(steps=10, step_base=7, steps_per_task=5).describe()
-        >>> len(s), s.step_base(0, 1).tolist(), int(s.words(0, 1)[0, 5]), s.backend
-        (1, [7], 5, 'single')
         >>> c = RunOptions(steps=10, systems=3).describe()
         >>> len(c), c.groups, c.group, c.backend
         (3, 1, 3, 'threads')
@@ -620,17 +526,16 @@ class RunOptions:
 
     @property
     def backend_name(self) -> str:
-        """The registry's name of the backend that runs these options: ``backend``, or without one
-        ``single`` (one system alone) or ``threads`` (a cluster)."""
+        """The backend that runs these options: ``backend``, else ``single`` (alone) or ``threads`` (a cluster)."""
         return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
-        """The plan of a fresh run (not a resumed one: :func:`resolve`): its description's.
+        """The plan of a fresh run (a resumed one's: :func:`resolve`).
 
         Returns
         -------
         Plan
-            Steps (4096 where not given), STEPS_PER_TASK, LR changes and step base.
+            Steps, STEPS_PER_TASK, LR changes and step base.
 
         Examples
         --------
@@ -648,11 +553,6 @@ class RunOptions:
         steps : int or None
             ``train``'s first argument.
 
-        Other Parameters
-        ----------------
-        **keywords
-            ``train``'s keywords (the fields of :class:`RunOptions`).
-
         Returns
         -------
         RunOptions
@@ -660,8 +560,6 @@ class RunOptions:
 
         Examples
         --------
-        >>> RunOptions.from_keywords(10, systems=2).backend_name
-        'threads'
         >>> RunOptions.from_keywords(10, device="cuda")
         Traceback (most recent call last):
             ...
@@ -687,20 +585,17 @@ def add_flags(
     group_for: Callable[[str, Flag], argparse.ArgumentParser | argparse._ArgumentGroup] | None = None,
     after: Mapping[str, Callable[[], None]] | None = None,
 ) -> None:
-    """Add a table's flags (``option_fields()`` or the sweep's) to a command's parser: a switch
-    is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over), a
-    repeatable flag appends; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds a
-    command's own flags after that option's.
+    """Add a table's flags to a parser; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds more.
 
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.options import add_flags, given_options, option_fields
+    A switch is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over),
+    a repeatable flag appends.
+
     >>> parser = argparse.ArgumentParser(prog="meshnb train")
     >>> add_flags(parser, option_fields())
-    >>> args = parser.parse_args(["--steps", "100", "--ieee"])
-    >>> given_options(args, option_fields())
+    >>> given_options(parser.parse_args(["--steps", "100", "--ieee"]), option_fields())
     {'steps': 100, 'z': False}
+    >>> given_options(parser.parse_args([]), option_fields())
+    {}
     """
     for name, _, flag in table:
         if flag.flag is None:
@@ -722,17 +617,7 @@ def add_flags(
 
 
 def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag]]) -> dict[str, Any]:
-    """The keywords of the flags given (a flag left out: not in the dict, the table has its default).
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.options import add_flags, given_options, option_fields
-    >>> parser = argparse.ArgumentParser(prog="meshnb train")
-    >>> add_flags(parser, option_fields())
-    >>> given_options(parser.parse_args([]), option_fields())  # nothing given: the table's defaults apply
-    {}
-    """
+    """The keywords of the flags given (a flag left out is not in the dict)."""
     given: dict[str, Any] = {}
     for name, _, flag in table:
         value = getattr(args, name, None)
@@ -745,15 +630,7 @@ def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag
 
 
 def option_fields() -> list[tuple[str, Any, Flag]]:
-    """(name, default, Flag) of every option, in declaration order: for the CLI and the docs.
-
-    Examples
-    --------
-    >>> from meshnb.options import option_fields
-    >>> rows = option_fields()
-    >>> [name for name, _, _ in rows][:3], dict((n, d) for n, d, _ in rows)["steps"]
-    (['steps', 'steps_per_task', 'set_lr'], None)
-    """
+    """(name, default, Flag) of every option, in declaration order: for the CLI and the docs."""
     return [(f.name, f.default if f.default is not MISSING else None, f.metadata["flag"]) for f in fields(RunOptions)]
 
 
@@ -765,20 +642,7 @@ def _positive(x: Any, name: str, top: float) -> float:
 
 
 def check_checkpoint_systems(systems: int) -> None:
-    """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (the mpi
-    backend alone runs more than :data:`MAX_SYSTEMS`: one per rank).
-
-    Examples
-    --------
-    >>> from meshnb.options import check_checkpoint_systems
-    >>> from meshnb.runspec import OptionError
-    >>> check_checkpoint_systems(64)
-    >>> try:
-    ...     check_checkpoint_systems(65)
-    ... except OptionError as e:
-    ...     print(e)
-    checkpoint holds at most 64 systems, and this run has 65: run it without a checkpoint, or with fewer systems
-    """
+    """Refuse, before any work, a checkpoint of more systems than a checkpoint holds (mpi may run more)."""
     if systems > MAX_SYSTEMS:
         raise option_error(
             f"{{checkpoint}} holds at most {MAX_SYSTEMS} systems, and this run has {systems}: "
@@ -788,20 +652,14 @@ def check_checkpoint_systems(systems: int) -> None:
 
 
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
-    """The test hook ``stalls`` checked: ``(system, task call, milliseconds)`` triples, each system
-    one of the ``n``; an :class:`~meshnb.runspec.OptionError` otherwise.
+    """The test hook ``stalls`` checked: ``(system, task call, ms)`` triples, each system one of the ``n``.
 
-    Examples
-    --------
-    >>> from meshnb.options import check_stalls
-    >>> from meshnb.runspec import OptionError
     >>> check_stalls([[1, 0, 50]], 2)
     ((1, 0, 50),)
-    >>> try:
-    ...     check_stalls([(2, 0, 50)], 2)
-    ... except OptionError as e:
-    ...     print(e)
-    a stall names system 2, but the cluster has systems 0 to 1
+    >>> check_stalls([(2, 0, 50)], 2)
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: a stall names system 2, but the cluster has systems 0 to 1
     """
     if isinstance(stalls, (str, bytes)) or not isinstance(stalls, Iterable):
         raise option_error(
@@ -829,10 +687,11 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
 
 @dataclass(frozen=True)
 class Start:
-    """A cluster run as a backend starts it: ``systems`` members, this call's plan, the steps of
-    the run done before it, the float mode, and the checkpoint resumed (None: a fresh run, whose
-    description ``run`` is one group of ``systems``: the backend prepares its pages from
-    :attr:`whole`, the whole run's plan, which sets their STEPS_PER_TASK and step first)."""
+    """A cluster run as a backend starts it: members, this call's plan, steps done before, mode, checkpoint.
+
+    ``checkpoint`` None is a fresh run, whose ``run`` is one group of ``systems``; its pages are
+    prepared from :attr:`whole`.
+    """
 
     systems: int
     plan: Plan
@@ -847,8 +706,7 @@ class Start:
         return None if self.run is None else self.run.plan()
 
     def settings(self, first_step: int) -> RunSettings:
-        """The run's settings, as a checkpoint records them (``first_step``: the pages' next step
-        once prepared)."""
+        """The run's settings, as a checkpoint records them (``first_step``: the pages' next step)."""
         if self.checkpoint is not None:
             return self.checkpoint.run
         assert self.run is not None
@@ -858,9 +716,7 @@ class Start:
 def resolve(
     opts: RunOptions, systems: int | None = None, load: Callable[[str | os.PathLike[str]], Checkpoint] | None = None
 ) -> Start:
-    """Where a cluster run starts: a checkpoint's run (``load`` reads it, by default from the
-    file; the options that define the run must match it) or a fresh one of ``systems`` members
-    (default: ``opts.systems``)."""
+    """Where a cluster run starts: a checkpoint's run (its options must match it) or a fresh one of ``systems``."""
     n = opts.systems if systems is None else systems
     if opts.resume is None:
         if n is None:
@@ -880,26 +736,10 @@ def resolve(
 
 
 def refuse_foreign_checkpoint(opts: RunOptions) -> None:
-    """Refuse (:class:`~meshnb.runspec.OptionError`, before the run) a ``checkpoint`` that would
-    replace what the caller did not ask to replace: an existing file that is neither the
-    ``resume`` file itself nor a checkpoint of this run (its settings those given, or the resumed
-    checkpoint's run).  ``overwrite_checkpoint`` lets it be replaced; a new name passes, and so
-    does a file a live run holds (:func:`meshnb.files.hold` refuses it next, naming that run).
+    """Refuse a ``checkpoint`` that is an existing file, neither ``resume`` nor a checkpoint of this run.
 
-    Examples
-    --------
-    >>> from meshnb.options import RunOptions, refuse_foreign_checkpoint
-    >>> from meshnb.runspec import OptionError
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("notes.txt", "w").write("mine")
-    >>> try:
-    ...     refuse_foreign_checkpoint(RunOptions(systems=2, checkpoint="notes.txt"))
-    ... except OptionError as e:
-    ...     print(str(e).split(": ")[0], "...", str(e).split("; ")[1])
-    ...     print(e.for_cli().split(": ")[0], "...", e.for_cli().split("; ")[1])
-    checkpoint notes.txt ... not replaced: give overwrite_checkpoint=True to replace it
-    --checkpoint notes.txt ... not replaced: give --overwrite-checkpoint to replace it
-    >>> refuse_foreign_checkpoint(RunOptions(systems=2, checkpoint="notes.txt", overwrite_checkpoint=True))
+    ``overwrite_checkpoint`` lets it be replaced; a new name passes, and so does a file a live run
+    holds (:func:`meshnb.files.hold` refuses it next, naming that run).
     """
     path = opts.checkpoint
     if path is None or opts.overwrite_checkpoint:

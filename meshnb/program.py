@@ -1,19 +1,11 @@
-"""The train program (SPEC section 8): ``init(ctx)`` and ``task(ctx, op, arg)``.
+"""The train program (SPEC 8): ``init(ctx)`` and ``task(ctx, op, arg)``.
 
-A :class:`Context` holds what a system has: its view, its counters, and optionally a group and an
-exchange page (a cluster) and a trace (the sums each step applied, for the trace digest).  A
-task of a system without a group runs its whole step loop in one njit call; with a group each
-step goes through the exchange, following the seed's control flow (publish, round, fold, apply;
-a timed-out round stays pending and the next task with the matching ``arg`` resumes it).
-
-Two grouped loops compute the same bits, and ``_run`` picks one (the one switch):
-
-- an exchange page in memory (a :class:`~meshnb.exchange.PageExchange`: the threads and
-  processes backends) runs ``_run_on_page``: the steps in one njit call with the GIL released
-  (:mod:`meshnb.loops.grouped`), which comes back to Python only to go on waiting for a slow round
-  (so that the round's timeout, an abort, the give-up bound and Ctrl-C stay Python's);
-- any other :class:`~meshnb.exchange.Exchange` (MPI, tests' recording exchanges) runs
-  ``_run_grouped``: one step at a time through ``set_slot``, ``round`` and ``slot``.
+A :class:`Context` holds a system's view, counters, and optionally a group, an exchange and a
+trace. A system alone runs a task in one njit call; with a group each step goes through the
+exchange as the seed does (publish, round, fold, apply; a timed-out round stays pending for the
+next task with the matching ``arg``). An exchange page in memory runs the steps in njit with the
+GIL released (:mod:`meshnb.loops.grouped`), back in Python only to keep waiting; any other
+:class:`~meshnb.exchange.Exchange` (MPI, tests') runs one step at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import cpu, floatz, kernels, loops
-from .exchange import EX_SLOT_WORDS, BlockingWaiter, Exchange, ExchangeAborted, Group, PageExchange, word_layout
+from .exchange import EX_SLOT_WORDS, BlockingWaiter, Exchange, Group, PageExchange, aborted, word_layout
 from .jit import is_int
 from .loops import grouped
 from .trace import Trace
@@ -60,28 +52,21 @@ class Context:
     counters : numpy.ndarray, optional
         ``[inits, steps, timeouts]``, uint64 (SPEC 10's counters); zeros by default.
     group : Group, optional
-        The system's place in a cluster (``k`` of ``n``); None for a system alone.
+        The system's place in a cluster; None for a system alone.
     exchange : Exchange, optional
-        The cluster's exchange page (SPEC 9); with a group, the steps go through it.
+        The cluster's exchange (SPEC 9); with a group, the steps go through it.
     trace : Trace, optional
         Records the sums each step applied (the trace digest); None records nothing.
     z : bool, default True
-        Float mode Z; ``False`` runs plain IEEE float32 instead: only for showing what mode Z
-        changes, its digests match no executor.
-
-    See Also
-    --------
-    init, task : the program, run on a context.
+        Float mode Z; False runs plain IEEE float32, only to show what mode Z changes.
 
     Examples
     --------
     >>> from meshnb import Context, View, init
     >>> ctx = Context(View())
     >>> init(ctx)
-    >>> ctx.counter_dict()
-    {'inits': 1, 'steps': 0, 'timeouts': 0}
-    >>> ctx.grouped  # no group, no exchange: a system alone
-    False
+    >>> ctx.counter_dict(), ctx.grouped
+    ({'inits': 1, 'steps': 0, 'timeouts': 0}, False)
     """
 
     view: View
@@ -97,16 +82,15 @@ class Context:
         return self.group is not None and self.exchange is not None
 
     def counter_dict(self) -> dict[str, int]:
-        """The counters by name: ``inits``, ``steps``, ``timeouts``.
+        """SPEC 10's counters by name.
 
         Returns
         -------
         dict of str to int
-            SPEC 10's counters.
+            ``inits``, ``steps``, ``timeouts``.
 
         Examples
         --------
-        >>> from meshnb import Context, View
         >>> Context(View()).counter_dict()
         {'inits': 0, 'steps': 0, 'timeouts': 0}
         """
@@ -114,25 +98,10 @@ class Context:
 
 
 def inv_batch(systems: int) -> np.float32:
-    """``div(1, from_u32(32 N))``: IEEE ops in numpy, then mode Z's flush (no compiled kernel).
+    """INV_BATCH of a group of ``systems``: ``div(1, from_u32(32 N))``, in numpy with mode Z's flush.
 
-    Parameters
-    ----------
-    systems : int
-        N, the systems of the group (1 for a system alone).
-
-    Returns
-    -------
-    numpy.float32
-        The page's INV_BATCH: one over the samples of a step of the whole group (32 per system).
-
-    Examples
-    --------
-    >>> from meshnb.program import inv_batch
-    >>> float(inv_batch(1))
-    0.03125
-    >>> hex(int(inv_batch(3).view("uint32")))  # 1/96, rounded to nearest even
-    '0x3c2aaaab'
+    >>> float(inv_batch(1)), hex(int(inv_batch(3).view("uint32")))  # 1/96, rounded to nearest even
+    (0.03125, '0x3c2aaaab')
     """
     n = np.array([kernels.WARP * systems], dtype=np.uint32)
     d = floatz.flush_words(n.astype(np.float32).view(np.uint32)).view(np.float32)
@@ -140,19 +109,12 @@ def inv_batch(systems: int) -> np.float32:
 
 
 def init(ctx: Context) -> None:
-    """Fresh state: samples, hyperparameters, params and progress zero (SPEC 8).
-
-    Writes X and Y (the samples), LR = 0.5, STEPS_PER_TASK = 64, INV_BATCH for the context's
-    group, zero PARAMS, LOSS and progress words; counts one init.
+    """Fresh state (SPEC 8): samples X and Y, LR = 0.5, STEPS_PER_TASK = 64, INV_BATCH, the rest zero; counts one init.
 
     Parameters
     ----------
     ctx : Context
         The system to initialise: its view is written in place.
-
-    See Also
-    --------
-    task : runs the steps from there.
 
     Examples
     --------
@@ -186,10 +148,10 @@ def task(ctx: Context, op: int, arg: int) -> int:
     ctx : Context
         The system; its view holds the state the op reads and writes.
     op : int
-        ``OP_TASK`` (0x0) or ``OP_SET_LR`` (0x10); any other u32 is refused with ``R_BAD_OP``.
+        ``OP_TASK`` (0x0) or ``OP_SET_LR`` (0x10); any other u32 is answered ``R_BAD_OP``.
     arg : int
-        TASK: the low half of the first step (the high half is the page's STEP_HI); SET_LR: the
-        learning rate's f32 bits (flushed in mode Z).
+        TASK: the low half of the first step (the high half is STEP_HI); SET_LR: the LR's f32 bits
+        (flushed in mode Z).
 
     Returns
     -------
@@ -204,24 +166,15 @@ def task(ctx: Context, op: int, arg: int) -> int:
     ValueError
         When ``op`` or ``arg`` is not a u32.
 
-    See Also
-    --------
-    meshnb.train : runs whole runs, with SET_LR, checkpoints and clusters.
-
     Examples
     --------
     >>> from meshnb import Context, View, init, task
-    >>> from meshnb.program import OP_SET_LR, OP_TASK
     >>> ctx = Context(View())
     >>> init(ctx)
-    >>> task(ctx, OP_SET_LR, 0x3E800000)  # LR = 0.25
-    0
-    >>> task(ctx, OP_TASK, 0)  # steps 0 to 63
-    64
-    >>> ctx.view.next_step, ctx.counter_dict()["steps"]
-    (64, 64)
-    >>> hex(task(ctx, 0x99, 0))
-    '0xffffffff'
+    >>> task(ctx, OP_SET_LR, 0x3E800000), task(ctx, OP_TASK, 0)  # LR = 0.25, then steps 0 to 63
+    (0, 64)
+    >>> ctx.view.next_step, ctx.counter_dict()["steps"], hex(task(ctx, 0x99, 0))
+    (64, 64, '0xffffffff')
     """
     for what, value in (("op", op), ("arg", arg)):
         if not is_int(value):
@@ -253,7 +206,7 @@ def _run(ctx: Context, s: int) -> int:
     if ctx.z:  # PARAMS are read through ftz_from_bits, and written back even after zero steps
         hdr[:4] = floatz.flush_words(hdr[:4])
     ex = ctx.exchange
-    if isinstance(ex, PageExchange) and ex.page.words64 is not None:  # the switch: see the docstring
+    if isinstance(ex, PageExchange) and ex.page.words64 is not None:  # the switch: see the module docstring
         done = _run_on_page(ctx, ex, hdr, loss_ring, base, steps, resume, trace)
     else:
         done = _run_grouped(ctx, hdr, xs, ys, loss_ring, base, steps, resume, trace)
@@ -265,9 +218,7 @@ def _run(ctx: Context, s: int) -> int:
 
 
 def _end_task(ctx: Context, hdr: np.ndarray, base: int, done: int, timed_out: bool) -> None:
-    """A grouped TASK's end on the page: PARAMS from its header, SPEC 8's end (``kernels.end_task``)
-    after ``done`` steps from step ``base``; a timed-out one leaves its round pending (ROUND,
-    PENDING: the next TASK with its step resumes it) and counts a timeout."""
+    """A grouped TASK's end on the page after ``done`` steps from ``base``; a timed-out one leaves its round pending."""
     v = ctx.view
     v.words[:4] = hdr[:4]
     kernels.end_task(v.words, np.uint64((base + done) & _MASK64), timed_out)
@@ -288,39 +239,16 @@ def _run_alone(ctx: Context, s: int) -> int:
 
 
 def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
-    """``count`` steps of a system without a group as consecutive TASKs with ``arg = NEXT_STEP``
-    (STEPS_PER_TASK steps each, the last one shortened), in one njit call: the host's fast loop.
+    """``count`` steps of a system alone as consecutive TASKs (``arg = NEXT_STEP``), in one njit call.
 
-    Parameters
-    ----------
-    ctx : Context
-        A system without a group.
-    count : int
-        The steps to run.
-    trace : numpy.ndarray, optional
-        A ``[>= count, 5]`` uint32 buffer to record the sums into (reused by callers that record
-        asynchronously); without it the sums go straight to ``ctx.trace`` (if any).
+    ``trace`` is an optional ``[>= count, 5]`` uint32 buffer for the sums (else they go to
+    ``ctx.trace``, if any). Raises ValueError for a context with a group.
 
-    Returns
-    -------
-    int
-        ``count``.
-
-    Raises
-    ------
-    ValueError
-        When the context has a group.
-
-    Examples
-    --------
-    >>> from meshnb import Context, Trace, View, init
-    >>> from meshnb.program import run_alone
+    >>> from meshnb import Trace, View
     >>> ctx = Context(View(), trace=Trace())
     >>> init(ctx)
-    >>> run_alone(ctx, 100)
-    100
-    >>> ctx.view.next_step, ctx.trace.steps
-    (100, 100)
+    >>> run_alone(ctx, 100), ctx.view.next_step, ctx.trace.steps
+    (100, 100, 100)
     """
     if ctx.grouped:
         raise ValueError("run_alone is for a system without a group")
@@ -344,8 +272,7 @@ def _run_grouped(
     resume: bool,
     trace: np.ndarray,
 ) -> int:
-    """The grouped step loop over any exchange; returns the steps completed (fewer than
-    ``steps`` on a timeout)."""
+    """The grouped step loop over any exchange; the steps completed (fewer than ``steps`` on a timeout)."""
     assert ctx.group is not None and ctx.exchange is not None
     k, n, ex, z = ctx.group.k, ctx.group.n, ctx.exchange, ctx.z
     slots = np.empty((n, EX_SLOT_WORDS), dtype=np.uint32)
@@ -374,37 +301,18 @@ ROUND_WAITS = {
     "yield": grouped.YIELD,
     "futex-spin-yields": grouped.FUTEX | grouped.SPIN_YIELDS,
     "futex-fixed": grouped.FUTEX | grouped.FIXED,
-    "futex-no-wake-spin": grouped.FUTEX,  # the futex wait before WAKE_SPIN
+    "futex-no-wake-spin": grouped.FUTEX,
 }
 
 
 def round_policy(threads: bool, members: int = 1) -> int:
-    """The handover policy of a member on a page in memory (``grouped.run_page``'s ``policy``):
-    this machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (one of
-    :data:`ROUND_WAITS`: how docs/performance.md compared them; a name it does not know, or a futex
-    where there is none, is today's default).
+    """The handover policy (``grouped.run_page``'s ``policy``) of a member on a page in memory.
 
-    Parameters
-    ----------
-    threads : bool
-        The members are threads of one process (a private futex), not processes (a shared one).
-    members : int, default 1
-        The cluster's members on this machine: a default futex wait spins after a wake
-        (``grouped.WAKE_SPIN``) only where they do not outnumber the CPUs this process may use.
+    This machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (a name of
+    :data:`ROUND_WAITS`; an unknown one is the default). ``threads`` adds PRIVATE; WAKE_SPIN is
+    dropped where the ``members`` outnumber the usable CPUs.
 
-    Returns
-    -------
-    int
-        The policy bits: ``grouped.YIELD``, or ``grouped.FUTEX`` with ``grouped.PRIVATE`` for threads
-        and ``grouped.WAKE_SPIN`` where the members have a CPU each.
-
-    Examples
-    --------
     >>> from meshnb.loops import grouped
-    >>> from meshnb.program import round_policy
-    >>> futex = grouped.FUTEX | grouped.PRIVATE | grouped.WAKE_SPIN
-    >>> round_policy(True) == (futex if grouped.POLICY == grouped.FUTEX else grouped.YIELD)
-    True
     >>> round_policy(True, 10**6) & grouped.WAKE_SPIN  # more members than CPUs
     0
     """
@@ -429,11 +337,7 @@ def _run_on_page(
     resume: bool,
     trace: np.ndarray,
 ) -> int:
-    """``_run_grouped`` for an exchange page in memory: the steps run in :func:`grouped.run_page`
-    (GIL released); when a round is slow it returns, and this naps in the exchange's waiter
-    (50 us, doubling up to 2 ms) and calls it again for the same round (published once, never
-    again), which looks once and comes back, until the round is reached or its timeout passes.
-    A member that waits long thus sleeps, as with the per-step loop's waiters."""
+    """``_run_grouped`` for an exchange page in memory: the steps in :func:`grouped.run_page`, GIL released."""
     assert ctx.group is not None and ex.page.words32 is not None and ex.page.words64 is not None
     ex32, ex64, k, n = ex.page.words32, ex.page.words64, ctx.group.k, ctx.group.n
     tab = kernels.batches(ctx.view.words, ctx.z)
@@ -451,40 +355,15 @@ def _run_on_page(
 
 
 def run_tasks_on_page(ctx: Context, count: int, rows: np.ndarray) -> int:
-    """``count`` steps of a member whose exchange page is in memory as consecutive TASKs with
-    ``arg = NEXT_STEP`` (STEPS_PER_TASK steps each, the last one shortened), many to an njit call
-    (:func:`grouped.run_page_tasks`, GIL released): the page, counters and trace end as after
-    those :func:`task` calls.  A round that times out ends its task there, as TASK does (ERR = 1,
-    the round pending, a timeout counted), and the steps done so far are returned.
+    """``count`` steps of a member whose exchange page is in memory, as consecutive TASKs, many to an njit call.
 
-    Parameters
-    ----------
-    ctx : Context
-        A member with a :class:`~meshnb.exchange.PageExchange` in memory and no round pending.
-    count : int
-        The steps to run.
-    rows : numpy.ndarray
-        A ``[>= count, 5]`` uint32 buffer the sums are recorded into, for ``ctx.trace`` (no rows
-        without a trace).
+    The page, counters and trace end as after those :func:`task` calls; a round that times out ends
+    its task there, as TASK does, and the steps done are returned. ``rows`` is a ``[>= count, 5]``
+    uint32 buffer for the trace. Raises ValueError without a page in memory or with a round pending,
+    :class:`~meshnb.exchange.ExchangeAborted` when the run is aborted.
 
-    Returns
-    -------
-    int
-        ``count``, or fewer when a round timed out.
-
-    Raises
-    ------
-    ValueError
-        When the context has no page in memory, or a round is pending (a TASK resumes it).
-    meshnb.exchange.ExchangeAborted
-        When the run is aborted (the page's ABORT word).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb import Context, Trace, View, init, task
-    >>> from meshnb.exchange import ExchangePage, Group, PageExchange, PollingWaiter
-    >>> from meshnb.program import OP_TASK, run_tasks_on_page
+    >>> from meshnb import Trace, View
+    >>> from meshnb.exchange import ExchangePage, PollingWaiter
     >>> def member():
     ...     ex = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
     ...     ctx = Context(View(), group=Group(0, 1), exchange=ex, trace=Trace())
@@ -530,11 +409,11 @@ def run_tasks_on_page(ctx: Context, count: int, rows: np.ndarray) -> int:
 
 
 def _calls_on_page(ex: PageExchange, k: int, policy: int, call: Callable[[int], int], step: Callable[[], int]) -> bool:
-    """Call ``call(spin)`` (an njit loop on the page) until it returns DONE (True); when a round is
-    slow it returns WAITING, and this waits in the exchange's waiter (a nap of 50 us, doubling up
-    to 2 ms, for YIELD; the futex wait sleeps itself) and calls it again for the same round
-    (published once, never again), until the round is reached or its timeout passes (False: the
-    round stays published, and pending).  ``step()`` is the step whose round is awaited."""
+    """Call ``call(spin)`` (an njit loop on the page) until DONE (True) or a round's timeout (False, the round pending).
+
+    On WAITING it waits in the exchange's waiter (naps from 50 us doubling to 2 ms for YIELD; a futex
+    sleeps itself) and calls again for the same round; ``step()`` is the step whose round is awaited.
+    """
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
         called = time.perf_counter()
@@ -544,7 +423,7 @@ def _calls_on_page(ex: PageExchange, k: int, policy: int, call: Callable[[int], 
         t = step()
         rnd = (t + 1) & _MASK64
         if status == grouped.ABORTED:
-            raise ExchangeAborted(f"system {k}: the run was aborted while waiting for round {rnd}")
+            raise aborted(k, rnd)
         if t != waiting:  # a new slow round: its timeout counts from the call that began its wait
             waiting, deadline, nap = t, called + ex.timeout_s, NAP_S[0]
         if policy != grouped.YIELD:  # the njit wait sleeps itself (a futex): no nap, only the checks

@@ -1,48 +1,18 @@
-"""One description of a run: these systems, from these pages, with these LRs and step bases, for
-these steps, and the one copy of the rules that make it valid.
+"""The one description of a run (:class:`Run`, made by :func:`describe`) and the rules that make it valid.
 
-Every entry point (:func:`meshnb.train`, :func:`meshnb.sweep` and :func:`meshnb.sweeps.stream`, the
-CUDA host, the checker) checks its arguments here, so the same bad value gets the same error
-everywhere:
-
-- a wrong *type* is a :class:`TypeError`; a bad *value* an :class:`OptionError` (a
-  :class:`ValueError`), one line that names the argument as the library spells it;
-- any integer type is an integer (``int``, numpy's integers), ``bool`` is not;
-- a run is at most :data:`MAX_STEPS` steps; a step base is 0 to :data:`~meshnb.program.LAST_STEP`
-  (2^64 - 2); a page can run ``n`` more steps when its STEPS_PER_TASK is not 0 and its steps
-  ``first .. first + n - 1`` stay at or below 2^64 - 2 (the round of step 2^64 - 1 would wrap to 0);
-- an LR is a number (``int`` or ``float``, numpy's signed integers and floats: rounded to float32,
-  beyond float32's range refused); an f32 word is asked for explicitly, as a numpy ``uint32`` or as
-  text ``0x...``: ``0.01``, ``np.uint32(0x3C23D70A)`` and ``"0x3c23d70a"`` are the same LR
-  (:func:`lr_word`, :func:`lr_words`, :func:`parse_lr`: the one rule of every entry point);
-
-It also writes the LR and step-base words into pages (as ``SET_LR`` and ``train``'s step base
-set them), and hashes many rows' spans at once (:func:`row_digests`: hashlib for a few, njit on
-every core for many, the same bits); it re-exports two rules defined lower because lower layers
-use them: the page digest (SPEC 11) :func:`meshnb.view.page_digests` (:meth:`View.digest
-<meshnb.view.View.digest>` uses it) and :func:`is_int`, :mod:`meshnb.jit`'s (the loops' doors).
-:class:`Run` is the one typed description of a run, ``train``'s and ``sweep``'s (systems: the P start
-pages times the L LRs, with their step bases, in clusters of ``group``; the steps, STEPS_PER_TASK,
-LR changes and backend), made and checked by :func:`describe`; :class:`Plan` is what SPEC 10's task
-loop follows of it.
+A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming the argument as
+the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
+word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
+when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
 
 Examples
 --------
->>> from meshnb import runspec
->>> runspec.check_steps(10)
-10
->>> runspec.check_steps(-1)
+>>> check_steps(-1)
 Traceback (most recent call last):
     ...
 meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
->>> hex(runspec.lr_word(0.5, "lr"))
-'0x3f000000'
->>> hex(runspec.lr_word(np.uint32(0x3F000000), "lr")), hex(runspec.lr_word("0x3f000000", "lr"))
-('0x3f000000', '0x3f000000')
->>> runspec.can_run(2**64 - 3, 2)
-True
->>> runspec.can_run(2**64 - 3, 3)
-False
+>>> hex(lr_word(0.5)), hex(lr_word(np.uint32(0x3F000000))), hex(lr_word("0x3f000000")), can_run(2**64 - 3, 3)
+('0x3f000000', '0x3f000000', '0x3f000000', False)
 """
 
 from __future__ import annotations
@@ -79,13 +49,11 @@ _F32_MAX = float(np.finfo(np.float32).max)
 Words: TypeAlias = NDArray[np.uint32]
 """Pages as ``[n, 1024]`` uint32 words (or one LR word per system, ``[n]``)."""
 LRs: TypeAlias = Sequence[float | int | str | np.uint32] | NDArray[Any]
-"""Learning rates: numbers (ints and floats, rounded to float32) or f32 words (a numpy ``uint32``
-array or scalars, or ``"0x..."`` text), :func:`lr_word`'s rule for each."""
+"""Learning rates: numbers or f32 words, :func:`lr_word`'s rule for each."""
 Pages: TypeAlias = (
     bytes | bytearray | memoryview | str | os.PathLike[str] | Sequence[bytes | bytearray | memoryview] | NDArray[Any]
 )
-"""Start pages: a 4096-byte page, the path of a page file, a sequence of pages, or a ``[P, 4096]``
-uint8 / ``[P, 1024]`` uint32 array."""
+"""Start pages: a page, a page file's path, a sequence of pages, or a ``[P, 4096]``/``[P, 1024]`` array."""
 StepBases: TypeAlias = int | Sequence[int] | NDArray[np.integer[Any]]
 """A step base (the first step, 0 to 2^64 - 2) for every system, or one per system."""
 
@@ -93,28 +61,23 @@ StepBases: TypeAlias = int | Sequence[int] | NDArray[np.integer[Any]]
 class OptionError(ValueError):
     """A bad value for an argument: one line that names the argument as the caller spelled it.
 
-    ``template`` holds ``{name}`` placeholders for argument names: ``str(e)`` spells them as the
-    library's keywords (or as ``library`` maps them), :meth:`for_cli` as the command line's flags.
+    ``template`` holds a ``{name}`` placeholder for each argument it names: ``str(e)`` spells them
+    as the library's keywords (or as ``library`` maps them), :meth:`for_cli` as command-line flags.
 
     Parameters
     ----------
     template : str
-        The message, with a ``{name}`` placeholder for each argument name it names (given after
-        it, as further positional arguments).
-    library : mapping or None, default None
-        How the library spells a name where not as its keyword (``systems`` as ``systems=N``).
-    flags : mapping or None, default None
-        How the command line spells each name (:meth:`for_cli`'s default).
+        The message; the names it holds follow as positional arguments.
+    library, flags : mapping or None, default None
+        How the library and the command line spell a name (where not as its keyword).
 
     Examples
     --------
     >>> e = OptionError("{step_base} must be at most 2^64 - 2", "step_base")
-    >>> str(e)
-    'step_base must be at most 2^64 - 2'
-    >>> e.for_cli({"step_base": "--step-base"})
-    '--step-base must be at most 2^64 - 2'
-    >>> isinstance(e, ValueError)
-    True
+    >>> str(e), e.for_cli({"step_base": "--step-base"})
+    ('step_base must be at most 2^64 - 2', '--step-base must be at most 2^64 - 2')
+    >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
+    '--steps-per-task must be at least 1'
     """
 
     def __init__(
@@ -134,8 +97,7 @@ class OptionError(ValueError):
         Parameters
         ----------
         flags : mapping or None, default None
-            A name's flag (None: the mapping the error was made with); a name it lacks is spelled
-            ``--name-with-dashes``.
+            A name's flag (None: the error's own); else ``--name-with-dashes``.
 
         Returns
         -------
@@ -157,28 +119,17 @@ class OptionError(ValueError):
 
 
 def _shown(x: Any) -> str:
-    """A value as a message shows it: a numpy integer as the plain number (not ``np.int64(2)``)."""
+    """A value as a message shows it: a numpy integer as the plain number."""
     return str(int(x)) if is_int(x) else repr(x)
 
 
 def check_int(x: Any, name: str, lo: int, hi: int) -> int:
-    """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer, an
-    :class:`OptionError` outside the range, each naming ``name``.
+    """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer, an :class:`OptionError` outside.
 
-    Examples
-    --------
-    >>> check_int(np.int64(2), "systems", 1, 64)
-    2
     >>> check_int(True, "systems", 1, 64)
     Traceback (most recent call last):
         ...
     TypeError: systems must be an integer from 1 to 64, got bool True
-    >>> try:
-    ...     check_int(200, "set_lr's step", 0, 100)
-    ... except OptionError as e:  # the library's spelling, and the command line's
-    ...     print(e); print(e.for_cli())
-    set_lr's step must be an integer from 0 to 100, got 200
-    --set-lr's step must be an integer from 0 to 100, got 200
     """
     if not is_int(x):
         raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
@@ -196,42 +147,14 @@ def check_int(x: Any, name: str, lo: int, hi: int) -> int:
 
 
 def check_bool(x: Any, name: str) -> bool:
-    """``x`` as a ``bool`` (``True``/``False`` or numpy's): a TypeError otherwise (``None`` or
-    ``"no"`` would pass as false or true).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import check_bool
-    >>> check_bool(np.bool_(True), "z")
-    True
-    >>> try:
-    ...     check_bool("no", "z")
-    ... except TypeError as e:
-    ...     print(e)
-    z must be True or False, got str 'no'
-    """
+    """``x`` as a ``bool`` (``True``/``False`` or numpy's), else a TypeError."""
     if not isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {type(x).__name__} {x!r}")
     return bool(x)
 
 
 def check_number(x: Any, name: str, top: float) -> float:
-    """``x`` as a float above 0 and at most ``top`` (a TypeError for a non-number).
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, check_number
-    >>> check_number(2, "timeout_s", 3600.0)
-    2.0
-    >>> for bad in (0, "5"):
-    ...     try:
-    ...         check_number(bad, "timeout_s", 3600.0)
-    ...     except (TypeError, OptionError) as e:
-    ...         print(type(e).__name__, e)
-    OptionError timeout_s must be a number above 0 and at most 3600, got 0
-    TypeError timeout_s must be a number above 0 and at most 3600, got str '5'
-    """
+    """``x`` as a float above 0 and at most ``top`` (a TypeError for a non-number)."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number above 0 and at most {top:g}, got {type(x).__name__} {x!r}")
     if not 0 < x <= top:
@@ -240,60 +163,24 @@ def check_number(x: Any, name: str, top: float) -> float:
 
 
 def check_steps(steps: Any, name: str = "steps") -> int:
-    """The steps of a run: an integer from 0 to :data:`MAX_STEPS`.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import MAX_STEPS, OptionError, check_steps
-    >>> check_steps(4096), MAX_STEPS == 2**63 - 1
-    (4096, True)
-    >>> try:
-    ...     check_steps(-1)
-    ... except OptionError as e:
-    ...     print(e)
-    steps must be an integer from 0 to 9223372036854775807, got -1
-    """
+    """The steps of a run: an integer from 0 to :data:`MAX_STEPS`."""
     return check_int(steps, name, 0, MAX_STEPS)
 
 
 def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
-    """A page's STEPS_PER_TASK: 1 to 2^32 - 1.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, check_steps_per_task
-    >>> check_steps_per_task(64)
-    64
-    >>> try:
-    ...     check_steps_per_task(0)
-    ... except OptionError as e:
-    ...     print(e)
-    steps_per_task must be an integer from 1 to 4294967295, got 0
-    """
+    """A page's STEPS_PER_TASK: 1 to 2^32 - 1."""
     return check_int(spt, name, 1, MASK32)
 
 
 def _step_base_error(name: str, got: str) -> OptionError:
-    """The one message of a step base out of its range (0 to 2^64 - 2)."""
+    """The message of a step base out of 0 .. 2^64 - 2."""
     if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
         return OptionError(f"{{{name}}} must be 0..2^64-2, got {got}", name)
     return OptionError(f"{name} must be 0..2^64-2, got {got}")
 
 
 def check_step_base(base: Any, name: str = "step_base") -> int:
-    """A step base (the page's next step before the run): 0 to 2^64 - 2.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, check_step_base
-    >>> check_step_base(2**64 - 2)
-    18446744073709551614
-    >>> try:
-    ...     check_step_base(2**64 - 1)
-    ... except OptionError as e:
-    ...     print(e)
-    step_base must be 0..2^64-2, got 18446744073709551615
-    """
+    """A step base (the page's next step before the run): 0 to 2^64 - 2."""
     if not is_int(base):
         raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
     if not 0 <= base <= LAST_STEP:
@@ -302,20 +189,12 @@ def check_step_base(base: Any, name: str = "step_base") -> int:
 
 
 def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.uint64]:
-    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``), each
-    :func:`check_step_base`'s range (an integer array checked at once, a cost per array).
+    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``).
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import OptionError, step_bases
-    >>> step_bases(5, 3), step_bases(np.array([0, 1, 2]), 3).dtype
-    (5, dtype('uint64'))
-    >>> try:
-    ...     step_bases([0, 1], 3)
-    ... except OptionError as e:
-    ...     print(e)
-    step_base must be one integer or one per system (3), got 2
+    >>> step_bases([0, 1], 3)
+    Traceback (most recent call last):
+        ...
+    meshnb.runspec.OptionError: step_base must be one integer or one per system (3), got 2
     """
     if is_int(bases):
         return check_step_base(bases, name)
@@ -337,27 +216,12 @@ def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.
 
 
 def can_run(first: int, steps: int) -> bool:
-    """Whether steps ``first .. first + steps - 1`` stay at or below 2^64 - 2 (the round of step
-    2^64 - 1 would wrap to 0): the 64-bit step counter's one rule.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import can_run
-    >>> can_run(2**64 - 3, 2), can_run(2**64 - 3, 3)  # the last step that can run is 2^64 - 2
-    (True, False)
-    """
+    """Whether steps ``first .. first + steps - 1`` stay at or below 2^64 - 2 (the next round would wrap to 0)."""
     return steps == 0 or first + steps - 1 <= LAST_STEP
 
 
 def wrap_message(first: int, steps: int) -> str:
-    """Why a page whose next step is ``first`` cannot run ``steps`` more steps.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import wrap_message
-    >>> wrap_message(2**64 - 3, 3)
-    'steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0'
-    """
+    """Why a page whose next step is ``first`` cannot run ``steps`` more steps."""
     return f"steps {first} .. {first + steps - 1} reach 2^64-1, whose round would wrap to 0"
 
 
@@ -365,20 +229,10 @@ SPT_ZERO = "the page's STEPS_PER_TASK is 0: its tasks would never progress"
 
 
 def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None = None) -> None:
-    """Refuse (:class:`OptionError`) pages whose STEPS_PER_TASK is 0 when there are steps to run
-    (SPEC 8: their tasks would never progress): ``spt`` one word per page; page ``i`` stands for
-    systems ``i * stride ..`` (None: one page alone, the message names no system).
+    """Refuse pages whose STEPS_PER_TASK is 0 when there are steps to run (SPEC 8).
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import OptionError, check_tasks_progress
-    >>> check_tasks_progress(np.array([64, 1], np.uint32), 10)
-    >>> try:
-    ...     check_tasks_progress(np.array([64, 0], np.uint32), 10, stride=4)
-    ... except OptionError as e:
-    ...     print(e)
-    system 4: the page's STEPS_PER_TASK is 0: its tasks would never progress
+    ``spt`` is one word per page; page ``i`` stands for systems ``i * stride ..`` (None: one page,
+    the message names no system).
     """
     if not steps:
         return
@@ -388,52 +242,17 @@ def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None
 
 
 def check_can_run(first: int, steps: int, steps_per_task: int | None = None) -> None:
-    """Refuse (:class:`OptionError`) a page that cannot run ``steps`` more steps: its
-    STEPS_PER_TASK is 0, or its steps from ``first`` would reach 2^64 - 1 (SPEC 8 and 10); the
-    message names no system (one page: a checkpoint header's members, whose pages start alike).
-
-    Parameters
-    ----------
-    first : int
-        The page's next step.
-    steps : int
-        The steps it would run.
-    steps_per_task : int or None, default None
-        Its STEPS_PER_TASK (None: not known here, not checked).
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, check_can_run
-    >>> check_can_run(0, 4096, 64)
-    >>> try:
-    ...     check_can_run(0, 10, 0)
-    ... except OptionError as e:
-    ...     print(e)
-    the page's STEPS_PER_TASK is 0: its tasks would never progress
-    >>> check_can_run(2**64 - 3, 3)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: steps 18446744073709551613 .. 18446744073709551615 reach 2^64-1, ...
-    """
+    """Refuse a page that cannot run ``steps`` more steps from ``first`` (the message names no system)."""
     if steps_per_task is not None:
         check_tasks_progress(np.array([steps_per_task]), steps)
     check_first_steps(np.array([first], dtype=np.uint64), steps, None)
 
 
 def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()) -> tuple[LrChange, ...]:
-    """Refuse a run that cannot be made, naming the value: :func:`describe`'s rules of one
-    system's run (``train``'s) with this STEPS_PER_TASK, first step and LR changes.  Returns the
-    LR changes, sorted by step.  (What a checker of an executor's run asks before comparing: a case
-    file's run, :func:`meshnb.conformance.check.run_bounds`.)
+    """Refuse one system's run that cannot be made (:func:`describe`'s rules); its LR changes, sorted by step.
 
-    Examples
-    --------
     >>> check_run(10, 64, 0, {0: 0.5})
     (LrChange(step=0, word=1056964608),)
-    >>> check_run(3, 64, 2**64 - 3)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
     """
     if steps_per_task is None:  # describe's None is the page's own: a case always says it
         check_steps_per_task(steps_per_task)
@@ -442,74 +261,23 @@ def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()
 
 
 def check_view_can_run(view: View, steps: int) -> None:
-    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, check_view_can_run, init_page
-    >>> from meshnb.view import View
-    >>> view = View(bytearray(init_page()))
-    >>> check_view_can_run(view, 10)
-    >>> view.set_word("STEP_HI", 0xFFFFFFFF); view.set_word("NEXT_STEP", 0xFFFFFFFE)  # step 2^64 - 2
-    >>> try:
-    ...     check_view_can_run(view, 2)
-    ... except OptionError as e:
-    ...     print(e)
-    steps 18446744073709551614 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0
-    """
+    """:func:`check_can_run` of a page as a :class:`~meshnb.view.View`."""
     check_can_run(view.next_step, steps, view.word("STEPS_PER_TASK"))
 
 
 def next_steps(words: Words) -> NDArray[np.uint64]:
-    """Each page's next step (``STEP_HI:NEXT_STEP``) of ``[n, 1024]`` words, uint64 ``[n]``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import init_page, next_steps, write_step_base
-    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
-    >>> write_step_base(words, np.array([5, 2**40 + 7], np.uint64))
-    >>> next_steps(words).tolist()
-    [5, 1099511627783]
-    """
+    """Each page's next step (``STEP_HI:NEXT_STEP``) of ``[n, 1024]`` words, uint64 ``[n]``."""
     return words[:, WORD["STEP_HI"]].astype(np.uint64) << np.uint64(32) | words[:, WORD["NEXT_STEP"]]
 
 
 def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
-    """:func:`check_can_run` of every page of ``[n, 1024]`` words; page ``i`` stands for systems
-    ``i * stride ..``, and the message names the first bad system.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import OptionError, check_words_can_run, init_page, write_step_base
-    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
-    >>> write_step_base(words, np.array([0, 2**64 - 2], np.uint64))
-    >>> try:
-    ...     check_words_can_run(words, 2, stride=3)  # page 1 stands for systems 3 ..
-    ... except OptionError as e:
-    ...     print(e)
-    system 3: steps 18446744073709551614 .. 18446744073709551615 reach 2^64-1, whose round would wrap to 0
-    """
+    """:func:`check_can_run` of every page of ``[n, 1024]`` words; page ``i`` stands for systems ``i * stride ..``."""
     check_tasks_progress(words[:, WORD["STEPS_PER_TASK"]], steps, stride)
     check_first_steps(next_steps(words), steps, stride)
 
 
 def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int | None = 1) -> None:
-    """:func:`can_run` of every first step of ``first`` (one per ``stride`` systems; None: one
-    page alone, the message names no system): the wrap's one refusal, of every entry point.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import OptionError, check_first_steps
-    >>> check_first_steps(np.array([0, 100], np.uint64), 10)
-    >>> try:
-    ...     check_first_steps(np.array([0, 2**64 - 5], np.uint64), 10)
-    ... except OptionError as e:
-    ...     print(str(e).split(":")[0])
-    system 1
-    """
+    """Refuse the first of ``first`` (one per ``stride`` systems; None: one page) that cannot run ``steps``."""
     if not steps or not first.size:
         return
     late = first > np.uint64(LAST_STEP - (steps - 1)) if steps - 1 <= LAST_STEP else np.ones(first.shape, bool)
@@ -520,23 +288,10 @@ def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int | None 
 
 
 # --- LRs ---------------------------------------------------------------------------------------
-#
-# The one rule of an LR, in every entry point (train's set_lr, sweep's lrs, the command lines'
-# --set-lr and --lr, the checker): a number is a number, an f32 word is asked for explicitly.
 
 
 class LrChange(NamedTuple):
-    """One checked LR change: SET_LR with the f32 ``word`` before the task that starts when
-    ``step`` steps of the run are done.  What ``set_lr``'s pairs become (:func:`lr_changes`);
-    given again (a checkpoint's changes, options made again) it is taken as it is, never read
-    again as a number.
-
-    Examples
-    --------
-    >>> c = LrChange(0, 0x3F000000)
-    >>> c == (0, 1056964608), lr_changes([c], 10) == (c,)
-    (True, True)
-    """
+    """One checked LR change: SET_LR with the f32 ``word`` before the task that starts when ``step`` steps are done."""
 
     step: int
     word: int
@@ -555,18 +310,7 @@ def _beyond(name: str, x: Any) -> OptionError:
 
 
 def parse_lr_number(text: str, name: str = "lr") -> float:
-    """An LR number as text (``0.01``, ``1e-3``, ``inf``): ASCII decimal only (``float`` would
-    also take ``1_0`` and other scripts' digits), within float32's range.
-
-    Examples
-    --------
-    >>> parse_lr_number("1e-3")
-    0.001
-    >>> parse_lr_number("1e40")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: lr = 1e+40 is beyond float32's range (|x| <= 3.4028235e+38); ...
-    """
+    """An LR number as text: ASCII decimal only (``float`` would take ``1_0``), within float32's range."""
     t = text.strip()
     if not _DECIMAL.fullmatch(t):
         raise OptionError(f"{name} = {text!r} is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)")
@@ -578,29 +322,11 @@ def parse_lr_number(text: str, name: str = "lr") -> float:
 
 
 def parse_lr(text: str, name: str = "lr") -> int:
-    """One LR as text, as its f32 word: a number (``0.01``: rounded to float32) or an f32 word in
-    hex with ``0x`` (``0x3c23d70a``); the one text rule of the library and every command line.
+    """One LR as text, as its f32 word: a number (``0.01``, rounded to float32) or a word in hex (``0x3c23d70a``).
 
-    Parameters
-    ----------
-    text : str
-        The LR as written.
-    name : str, default "lr"
-        How a refusal names it (``--lr``, ``set_lr[0]``).
+    Raises :class:`OptionError` for text that is neither, a word of more than 8 hex digits, or a
+    number beyond float32's range.
 
-    Returns
-    -------
-    int
-        The f32 word.
-
-    Raises
-    ------
-    OptionError
-        Text that is neither (``0x1_0``), a word of more than 8 hex digits, a number beyond
-        float32's range.
-
-    Examples
-    --------
     >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
     ('0x3c23d70a', '0x3c23d70a')
     """
@@ -623,8 +349,7 @@ def _float_word(x: float | np.floating[Any], name: str) -> int:
 
 
 def _int_word(x: int, name: str) -> int:
-    """An integer LR (a number) as its f32 word, rounded once (to nearest, ties to even), as
-    numpy's int64 -> float32 cast rounds; beyond float32's range refused."""
+    """An integer LR as its f32 word, rounded once (to nearest, ties to even) as numpy's int64 -> float32."""
     n = abs(x)
     shift = n.bit_length() - 24
     if shift > 0:  # keep 24 significant bits: float64 holds the result exactly
@@ -638,15 +363,10 @@ def _int_word(x: int, name: str) -> int:
 
 
 def lr_word(lr: Any, name: str = "lr") -> int:
-    """One LR as its f32 word: a number (``int``, ``float``, numpy's signed integers and floats)
-    rounded to float32, beyond float32's range an :class:`OptionError`; a numpy ``uint32`` the
-    word itself; text as :func:`parse_lr` reads it.  A ``bool`` or another numpy unsigned integer
-    (``np.uint64(1)``: a word or a number?) is a TypeError.
+    """One LR as its f32 word: a number rounded to float32, a numpy ``uint32`` the word, text :func:`parse_lr`'s.
 
-    Examples
-    --------
-    >>> hex(lr_word(0.01)), hex(lr_word(np.uint32(0x3C23D70A))), hex(lr_word(np.float32(0.01)))
-    ('0x3c23d70a', '0x3c23d70a', '0x3c23d70a')
+    A ``bool`` or another numpy unsigned integer (a word or a number?) is a TypeError.
+
     >>> hex(lr_word(1)), hex(lr_word("0x1"))  # the number 1, and the word 1
     ('0x3f800000', '0x1')
     """
@@ -667,7 +387,7 @@ def lr_word(lr: Any, name: str = "lr") -> int:
 
 
 def _user_stacklevel() -> int:
-    """The stacklevel of the first frame outside meshnb: a warning points at the caller's line."""
+    """The stacklevel of the first frame outside meshnb, so that a warning points at the caller's line."""
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("meshnb"):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
@@ -675,18 +395,7 @@ def _user_stacklevel() -> int:
 
 
 def warn_int_was_word(where: str, x: int) -> None:
-    """Say (a FutureWarning) that an integer LR, once read as an f32 word, is now the number.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> from meshnb.runspec import warn_int_was_word
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_int_was_word("set_lr[0]", 0x3F000000)
-    >>> caught[0].category.__name__, "number" in str(caught[0].message)
-    ('FutureWarning', True)
-    """
+    """Warn (FutureWarning) that an integer LR is read as the number, not as an f32 word."""
     hint = f": for the word {x:#x} give numpy.uint32({x:#x}) or '{x:#x}'" if 0 <= x <= MASK32 else ""
     warnings.warn(
         f"{where} = {x} is the number {float(x)!r} (f32 word {_int_word(x, where):#010x}); an integer LR "
@@ -697,20 +406,7 @@ def warn_int_was_word(where: str, x: int) -> None:
 
 
 def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
-    """LR changes already made words (a checkpoint's, a case file's, :class:`LrChange`), checked:
-    each a step of the run (0 to ``steps``) and a word (0 to 2^32 - 1), in the order given.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import LrChange, OptionError, check_changes
-    >>> check_changes([(0, 0x3F000000), LrChange(5, 0x3E800000)], 10)
-    (LrChange(step=0, word=1056964608), LrChange(step=5, word=1048576000))
-    >>> try:
-    ...     check_changes([(11, 0x3F000000)], 10)
-    ... except OptionError as e:
-    ...     print(e)
-    set_lr's step must be an integer from 0 to 10, got 11
-    """
+    """LR changes already made words (a checkpoint's, a case file's), checked: steps 0 to ``steps``, words 32-bit."""
     out = []
     for step, word in changes:
         step = check_int(step, f"{name}'s step", 0, steps)
@@ -719,20 +415,13 @@ def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> t
 
 
 def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
-    """``set_lr`` (a mapping ``{step: LR}`` or ``(step, LR)`` pairs) as checked changes sorted by
-    step (several at one step apply in the order given: the last one's word stays): each step one
-    of the run (0 to ``steps``), each LR :func:`lr_word`'s, its message naming ``set_lr[step]``.
-    An integer LR other than 0 warns once (:func:`warn_int_was_word`): ``set_lr`` read it as an
-    f32 word before.  The one pair rule of ``train``, the checker and a resumed run.
+    """``set_lr`` (``{step: LR}`` or pairs) as checked changes sorted by step, each LR :func:`lr_word`'s.
 
-    Examples
-    --------
+    Several changes at one step apply in the order given. An integer LR other than 0 warns once a
+    call (:func:`warn_int_was_word`).
+
     >>> lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100)
     (LrChange(step=0, word=1056964608), LrChange(step=50, word=1048576000))
-    >>> lr_changes({0: 1e40}, 10)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: set_lr[0] = 1e+40 is beyond float32's range ...
     """
     if isinstance(set_lr, Mapping):
         pairs: list[Any] = list(set_lr.items())
@@ -761,17 +450,14 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
 
 
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
-    """LRs as f32 words ``[L]``, each :func:`lr_word`'s rule: a ``uint32`` array, of either byte
-    order (``'<u4'``, ``'>u4'``: ``np.fromfile(f, '>u4')``, HDF5, FITS), is the words themselves
-    (any word, NaN and inf included), an array of floats or signed integers (any byte order and
-    width) numbers rounded to float32 (at once: a cost per array, not per LR), an array of
-    another unsigned width or of bools a :class:`TypeError`, a sequence element by element (a
-    fast path for plain numbers); messages name ``lrs[k]``.
+    """LRs as f32 words ``[L]``, each by :func:`lr_word`'s rule; messages name ``lrs[k]``.
+
+    A ``uint32`` array of either byte order is the words; floats or signed integers are numbers.
 
     Parameters
     ----------
     lrs : LRs
-        The LRs: a sequence of numbers, words or text, or an array.
+        A sequence of numbers, words or text, or an array.
     name : str, default "lrs"
         The argument's name, for messages.
 
@@ -782,13 +468,9 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
     Examples
     --------
-    >>> lr_words([0.5, 0.25]).tolist()
-    [1056964608, 1048576000]
-    >>> lr_words(np.array([0x3F000000], np.uint32)).tolist()
-    [1056964608]
     >>> lr_words([1, np.uint32(1), "0x3f000000"]).tolist()  # the number 1, the word 1, a word
     [1065353216, 1, 1056964608]
-    >>> lr_words(np.array([0x3F000000], ">u4")).tolist()  # big-endian words: the same words
+    >>> lr_words(np.array([0x3F000000], ">u4")).tolist()
     [1056964608]
     """
     if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__len__"):
@@ -813,14 +495,7 @@ def lr_words(lrs: Any, name: str = "lrs") -> Words:
 
 
 def available_bytes() -> int:
-    """Memory this process may still take: MemAvailable (Linux), else the physical memory.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import available_bytes
-    >>> available_bytes() > 2**20  # MemAvailable: more than a MiB on any machine that runs this
-    True
-    """
+    """Memory this process may still take: MemAvailable (Linux), else the physical memory."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -835,19 +510,7 @@ def available_bytes() -> int:
 
 
 def check_fits(need: int, what: str, hint: str) -> None:
-    """Refuse (:class:`OptionError`, one line with the estimate) what would take more than 80% of the
-    memory available now: the run would otherwise end in a MemoryError after work was done.
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError, available_bytes, check_fits
-    >>> check_fits(1024, "the result", "use --csv")
-    >>> try:
-    ...     check_fits(10 * available_bytes(), "the result", "write it with --npz instead")
-    ... except OptionError as e:
-    ...     print(str(e).startswith("the result needs about"), str(e).endswith("write it with --npz instead"))
-    True True
-    """
+    """Refuse (:class:`OptionError`) what would take more than 80% of the memory available now."""
     have = available_bytes()
     if need > 0.8 * have:
         raise OptionError(f"{what} needs about {_size(need)}, more than this machine has free ({_size(have)}); {hint}")
@@ -895,23 +558,18 @@ def init_page() -> bytes:
 
 @functools.cache
 def _init_words() -> Words:
-    """The init page as ``[1, 1024]`` words, made once (program.init takes about 0.3 ms), read only."""
+    """The init page as read-only ``[1, 1024]`` words, made once."""
     words = np.frombuffer(init_page(), dtype="<u4")[None, :].astype(np.uint32)
     words.flags.writeable = False
     return words
 
 
 def page_words(pages: Any, name: str = "view_in") -> Words:
-    """Start pages as ``[P, 1024]`` uint32 words: one page (a 4096-byte bytes-like, or the path of
-    a page file, ``str`` or ``os.PathLike``), a sequence of bytes-like pages, or a ``[P, 4096]``
-    uint8 / ``[P, 1024]`` uint32 array (``[4096]``/``[1024]``: one page).  The one page rule of
-    ``train`` and ``sweep``: a page of another size is an :class:`OptionError` naming ``name``
-    (``name[i]`` in a sequence), a file that is no page one naming ``name`` and the path.
+    """Start pages as ``[P, 1024]`` uint32 words: the one page rule of ``train`` and ``sweep``.
 
-    Examples
-    --------
-    >>> page_words(init_page()).shape
-    (1, 1024)
+    One page (4096 bytes, or a page file's path), a sequence of pages, or a ``[P, 4096]`` uint8 /
+    ``[P, 1024]`` uint32 array; a page of another size is an :class:`OptionError` naming ``name``.
+
     >>> page_words(b"0123456789")
     Traceback (most recent call last):
         ...
@@ -962,13 +620,7 @@ def _one_page(data: bytes | bytearray | memoryview, name: str) -> bytes:
 
 
 def start_page(view_in: Any, name: str = "view_in") -> bytes:
-    """One start page (``train``'s ``view_in``): :func:`page_words`'s rule, for exactly one page.
-
-    Examples
-    --------
-    >>> len(start_page(init_page()))
-    4096
-    """
+    """One start page (``train``'s ``view_in``): :func:`page_words`'s rule, for exactly one page."""
     words = page_words(view_in, name)
     if words.shape[0] != 1:
         raise OptionError(f"{name} is one page (a run's members start alike), got {words.shape[0]}")
@@ -976,35 +628,12 @@ def start_page(view_in: Any, name: str = "view_in") -> bytes:
 
 
 def write_lr(words: Words, lr: Words, z: bool) -> None:
-    """Put LR words into pages ``[n, 1024]`` as SET_LR does before the first task (in mode Z the
-    word is flushed: ``ftz_from_bits``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import init_page, write_lr
-    >>> from meshnb.view import WORD
-    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)] * 2)
-    >>> write_lr(words, np.array([0x3E800000, 0x00000001], np.uint32), True)  # 0x1 is subnormal: flushed in mode Z
-    >>> [hex(w) for w in words[:, WORD["LR"]]]
-    ['0x3e800000', '0x0']
-    """
+    """Put LR words into pages ``[n, 1024]`` as SET_LR does (in mode Z flushed: ``ftz_from_bits``)."""
     words[:, WORD["LR"]] = flush_words(lr) if z else lr
 
 
 def write_step_base(words: Words, bases: int | NDArray[np.uint64]) -> None:
-    """Put step bases (one for all, or one per page) into pages ``[n, 1024]``: STEP_HI:NEXT_STEP.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import init_page, write_step_base
-    >>> from meshnb.view import WORD
-    >>> words = np.stack([np.frombuffer(init_page(), np.uint32)])
-    >>> write_step_base(words, 2**32 + 3)
-    >>> int(words[0, WORD["STEP_HI"]]), int(words[0, WORD["NEXT_STEP"]])
-    (1, 3)
-    """
+    """Put step bases (one for all, or one per page) into pages ``[n, 1024]``: STEP_HI:NEXT_STEP."""
     b = np.broadcast_to(np.asarray(bases, dtype=np.uint64), (words.shape[0],))
     words[:, WORD["STEP_HI"]] = (b >> np.uint64(32)).astype(np.uint32)
     words[:, WORD["NEXT_STEP"]] = (b & np.uint64(MASK32)).astype(np.uint32)
@@ -1016,33 +645,10 @@ NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs le
 def row_digests(
     words: Words, spans: Sequence[tuple[int, int]], pool: Executor | None = None, threads: int | None = None
 ) -> NDArray[np.uint8]:
-    """The SHA-256 of each row's word ``spans`` (at most two; their little-endian bytes one after
-    the other), ``[n, 32]`` uint8: hashlib for fewer than :data:`NJIT_DIGEST_ROWS` rows
-    (:func:`meshnb.view.span_digests`), more in njit (:func:`meshnb.sha256.digest_rows`) on
-    ``threads`` threads of ``pool`` (None: every usable core, on threads of its own), a slice
-    each: the same bits (a test holds the two paths equal).
+    """The SHA-256 of each row's one or two word ``spans``, ``[n, 32]`` uint8.
 
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, k]`` uint32.
-    spans : sequence of (int, int)
-        One or two ``[lo, hi)`` word ranges of a row.
-    pool : Executor or None, default None
-        Threads to hash on.
-    threads : int or None, default None
-        Slices to cut the rows into (None: the usable cores, at most one per 1024 rows).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8.
-
-    Examples
-    --------
-    >>> w = np.arange(12, dtype=np.uint32).reshape(2, 6)
-    >>> row_digests(w, [(0, 2), (4, 6)]).shape
-    (2, 32)
+    hashlib below :data:`NJIT_DIGEST_ROWS` rows, else njit on ``threads`` threads of ``pool`` (None:
+    the usable cores): the same bits.
     """
     if not 1 <= len(spans) <= 2:  # the njit kernel hashes two spans: both paths take the same
         raise ValueError(f"row_digests hashes one or two spans of a row, not {len(spans)}")
@@ -1079,10 +685,7 @@ DEFAULT_STEPS = 4096
 
 @dataclass(frozen=True)
 class Plan:
-    """What the task loop follows: ``steps`` of this call, the page's STEPS_PER_TASK and next step
-    to set first (None: as the page says), and ``set_lr``: ``(step, bits)`` pairs, SET_LR with
-    ``bits`` before the task that starts when ``step`` steps of this call are done
-    (``step == steps`` changes the final page only).  Checked when made (:mod:`meshnb.runspec`).
+    """What the task loop follows: the steps of this call, what to set first, and the LR changes.
 
     Parameters
     ----------
@@ -1091,16 +694,15 @@ class Plan:
     steps_per_task : int or None, default None
         STEPS_PER_TASK to set first (None: as the page says).
     set_lr : tuple of (int, int), default ()
-        ``(step, f32 word)`` pairs (:class:`~meshnb.runspec.LrChange`) in step order: words
-        already (:meth:`make` reads LRs as ``train`` reads them).
+        ``(step, f32 word)`` pairs in step order: SET_LR with the word before the task that starts
+        when ``step`` steps are done (``step == steps`` changes the final page only). :meth:`make`
+        reads LRs as ``train`` does.
     step_base : int or None, default None
         The next step to set first (None: as the page says).
 
     Examples
     --------
-    >>> plan = Plan.make(200, None, {100: 0.5, 150: np.uint32(0x3F000000)})
-    >>> plan.set_lr
-    (LrChange(step=100, word=1056964608), LrChange(step=150, word=1056964608))
+    >>> plan = Plan.make(200, None, {150: np.uint32(0x3F000000), 100: 0.5})
     >>> [plan.next_boundary(64, done) for done in (0, 64, 100, 128, 150)]
     [64, 100, 150, 150, 200]
     """
@@ -1127,7 +729,7 @@ class Plan:
         set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, normalised and sorted).
+        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, each LR as ``train`` reads it).
 
         Parameters
         ----------
@@ -1136,7 +738,7 @@ class Plan:
         steps_per_task : int or None, default None
             STEPS_PER_TASK to set first.
         set_lr : mapping or sequence of pairs, or None
-            ``{step: LR}`` or ``(step, LR)`` pairs, in any order, each LR as ``train`` reads it.
+            ``{step: LR}`` or ``(step, LR)`` pairs.
         step_base : int or None, default None
             The next step to set first.
 
@@ -1153,7 +755,7 @@ class Plan:
         return cls(steps, steps_per_task, lr_changes(set_lr or (), check_steps(steps)), step_base)
 
     def lr_changes_at(self, done: int) -> list[int]:
-        """The f32 bits of the SET_LRs due before the task that starts at ``done``, in order.
+        """The f32 words of the SET_LRs due before the task that starts when ``done`` steps are done.
 
         Parameters
         ----------
@@ -1163,7 +765,7 @@ class Plan:
         Returns
         -------
         list of int
-            The words to SET_LR there (none: an empty list).
+            The words, in order (none: empty).
 
         Examples
         --------
@@ -1173,8 +775,7 @@ class Plan:
         return [bits for step, bits in self.set_lr if step == done]
 
     def next_boundary(self, spt: int, done: int) -> int:
-        """Where the task that starts when ``done`` steps are done ends: ``spt`` steps later, or
-        sooner at the run's end or where the next LR change must start a task.
+        """Where the task starting at ``done`` ends: ``spt`` steps later, or sooner at the end or an LR change.
 
         Parameters
         ----------
@@ -1203,30 +804,18 @@ class Plan:
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """One run, as ``train`` and ``sweep`` both describe it before their first step: systems (the
-    P start pages times the L LR words, with their step bases), grouped into clusters of ``group``,
-    run for ``steps`` steps with the pages' STEPS_PER_TASK, on ``backend``.  Made by
-    :func:`describe`, the one builder, which checks it by this module's rules (each written once);
-    its fields are the values those rules made, never re-read.
+    """One run, as ``train`` and ``sweep`` both describe it before their first step; made by :func:`describe`.
 
-    The description holds arrays, not a page or an object per system: planning 10^8 systems costs
-    their LR words, not 400 GB of pages; a system's page is made per batch (:meth:`words`).
-
-    - **A sweep** (:func:`meshnb.sweep`, :func:`meshnb.sweeps.stream`, ``meshnb sweep``): P x L
-      systems, page-major (system ``p * L + l``), each alone (``group`` 0).
-    - **One system** (``train()``, ``meshnb train``): the case P = L = 1, alone; its LR changes
-      are SET_LR calls of the run (``set_lr``).
-    - **A cluster** (``train(systems=N)``): the case of one group: the start page's N members
-      (M = N systems, ``group`` N), which start alike and step in lockstep.
+    The P start pages times the L LR words (page-major), in clusters of ``group`` (0: each alone).
 
     Parameters
     ----------
     starts : numpy.ndarray
         ``[P, 1024]`` uint32: the distinct start pages.
     lr : numpy.ndarray or None
-        ``[L]`` uint32 LR words, set before the first step (None: each page's own LR, L = 1).
+        ``[L]`` uint32 LR words set before the first step (None: each page's own).
     base : int, numpy.ndarray or None
-        The step base of every system, or uint64 ``[M]`` one each (None: each page's own).
+        The step base of every system, or uint64 ``[M]`` (None: each page's own).
     z : bool
         Float mode Z.
     steps_per_task : int or None, default None
@@ -1234,34 +823,20 @@ class Run:
     steps : int, default 4096
         The steps of every system.
     set_lr : tuple of LrChange, default ()
-        SET_LR during the run: ``(step, word)``, sorted by step (``train``'s ``set_lr``).
+        SET_LR during the run, sorted by step.
     group : int, default 0
-        Members of a cluster (0: every system alone; N: clusters of N in lockstep, each of one
-        (page, LR) system's N members).  Under MPI without ``systems=N`` it is the job's size,
-        set when the job starts (:meth:`grouped`).
+        Members of a cluster (0: every system alone).
     backend : str or None, default None
-        Where the run executes: a cluster's or one system's backend for ``train``
-        (``single``, ``threads``, ...), ``cpu`` or ``cuda`` for a sweep (None: not chosen).
+        Where the run executes (None: not chosen).
 
     Examples
     --------
-    A sweep of 2 LRs and train's one system: the same type, the same rules.
-
-    >>> sweep = describe(10, lrs=[0.5, 0.25])
-    >>> len(sweep), sweep.n_lrs, sweep.groups, sweep.step_base(0, 2).tolist()
-    (2, 2, 2, [0, 0])
-    >>> one = describe(10, set_lr={0: 0.5}, backend="single")
-    >>> len(one), one.groups, one.set_lr
-    (1, 1, (LrChange(step=0, word=1056964608),))
+    >>> sweep = describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2, step_base=7)
+    >>> len(sweep), sweep.page_index(0, 4).tolist(), sweep.lr_index(0, 4).tolist()
+    (4, [0, 0, 1, 1], [0, 1, 0, 1])
     >>> cluster = describe(10, group=4, backend="threads")
-    >>> len(cluster), cluster.groups, cluster.page_index(0, 4).tolist()
-    (4, 1, [0, 0, 0, 0])
-    >>> one.plan()
-    Plan(steps=10, steps_per_task=None, set_lr=(LrChange(step=0, word=1056964608),), step_base=None)
-    >>> describe(10, step_base=2**64 - 3)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round would wrap to 0
+    >>> len(cluster), cluster.groups
+    (4, 1)
     """
 
     starts: Words
@@ -1317,7 +892,7 @@ class Run:
         Parameters
         ----------
         group : int
-            Members of each cluster, 1 to 2^31 (the ``systems`` of ``train``).
+            Members of each cluster, 1 to 2^31.
 
         Returns
         -------
@@ -1342,7 +917,7 @@ class Run:
         Returns
         -------
         numpy.ndarray
-            int64 ``[hi - lo]``: indexes of ``starts``.
+            int64 indexes of ``starts``.
 
         Examples
         --------
@@ -1352,7 +927,7 @@ class Run:
         return np.arange(lo, hi, dtype=np.int64) // (self.n_lrs * self.members)
 
     def lr_index(self, lo: int, hi: int) -> NDArray[np.int64]:
-        """Which LR of ``lrs`` each of systems ``lo .. hi-1`` runs (-1: its page's own).
+        """Which LR each of systems ``lo .. hi-1`` runs (-1: its page's own).
 
         Parameters
         ----------
@@ -1362,20 +937,19 @@ class Run:
         Returns
         -------
         numpy.ndarray
-            int64 ``[hi - lo]``.
+            int64 indexes of ``lr``.
 
         Examples
         --------
-        >>> describe(10, lrs=[0.5, 0.25], view_in=[init_page()] * 2).lr_index(0, 4).tolist()
-        [0, 1, 0, 1]
+        >>> describe(10).lr_index(0, 1).tolist()
+        [-1]
         """
         if self.lr is None:
             return np.full(hi - lo, -1, dtype=np.int64)
         return np.arange(lo, hi, dtype=np.int64) // self.members % self.n_lrs
 
     def words(self, lo: int, hi: int) -> Words:
-        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train``
-        applies them.
+        """Systems ``lo .. hi-1``'s start pages, SET_LR and the step base applied as ``train`` applies them.
 
         Parameters
         ----------
@@ -1427,13 +1001,12 @@ class Run:
         return next_steps(self.starts)[self.page_index(lo, hi)]
 
     def plan(self) -> Plan:
-        """What the task loop follows for the whole run: its steps, STEPS_PER_TASK, LR changes and
-        step base (one for every system, or None: the page's own).
+        """What the task loop follows for the whole run (one step base for all systems, or none).
 
         Returns
         -------
         Plan
-            The run's plan (a resumed run's loop follows the rest of it: :func:`meshnb.options.resolve`).
+            The run's plan.
 
         Examples
         --------
@@ -1445,19 +1018,16 @@ class Run:
         return Plan(self.steps, self.steps_per_task, self.set_lr, self.base)
 
     def check_can_run(self, steps: int | None = None) -> None:
-        """Refuse (:class:`OptionError`) systems that cannot run ``steps`` steps (None: the run's),
-        naming the first, at a cost per start page or per step base, never a page per system.
+        """Refuse systems that cannot run ``steps`` steps, at a cost per start page or step base.
 
         Parameters
         ----------
         steps : int or None, default None
-            The steps every system would run.
+            The steps every system would run (None: the run's).
 
         Examples
         --------
-        >>> systems = describe(0, step_base=2**64 - 3)
-        >>> systems.check_can_run(2)
-        >>> systems.check_can_run(3)  # doctest: +ELLIPSIS
+        >>> describe(0, step_base=2**64 - 3).check_can_run(3)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
             ...
         meshnb.runspec.OptionError: system 0: steps 18446744073709551613 .. ... reach 2^64-1, whose round ...
@@ -1477,7 +1047,7 @@ class Run:
 
 
 Systems = Run
-"""The name of :class:`Run` before it described ``train``'s runs too (a sweep's systems): kept for imports."""
+"""Another name of :class:`Run` (a sweep's systems)."""
 
 
 def describe(
@@ -1493,10 +1063,7 @@ def describe(
     backend: str | None = None,
     one_page: bool = False,
 ) -> Run:
-    """A run (:class:`Run`) from the values a caller gave, each checked by this module's one rule:
-    TypeError/:class:`OptionError` naming the argument, then whether every system can run
-    ``steps`` steps.  ``train``'s options (:meth:`meshnb.options.RunOptions.describe`) and the
-    sweep's (:meth:`meshnb.sweeps.SweepOptions.describe`) both make their run here.
+    """A :class:`Run` from the values a caller gave, each checked by this module's rule, then whether it can run.
 
     Parameters
     ----------
@@ -1511,16 +1078,15 @@ def describe(
     z : bool, default True
         Float mode Z.
     steps_per_task : int or None, default None
-        STEPS_PER_TASK of every page (None: each page's own; ``train``'s ``steps_per_task``).
+        STEPS_PER_TASK of every page (None: each page's own).
     set_lr : mapping or pairs, or None
-        LR changes during the run (``train``'s), :func:`lr_changes`' rule.
+        LR changes during the run, :func:`lr_changes`' rule.
     group : int, default 0
-        Members of a cluster (0: every system alone), checked by the caller's backend.
+        Members of a cluster (0: every system alone).
     backend : str or None, default None
-        Where it runs, checked by the caller's options table (a cluster's names are not a sweep's).
+        Where it runs, checked by the caller's options table.
     one_page : bool, default False
-        ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s: a run's
-        members start alike).
+        ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
 
     Returns
     -------
@@ -1529,8 +1095,6 @@ def describe(
 
     Examples
     --------
-    >>> len(describe(5, lrs=[0.1, 0.2, 0.3], view_in=[init_page()] * 2))
-    6
     >>> describe(5, set_lr={6: 0.5})
     Traceback (most recent call last):
         ...

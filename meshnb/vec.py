@@ -1,33 +1,16 @@
 """float32 vectors for the step kernel, made with numba intrinsics, and the CPU's DAZ switch.
 
-numba cannot tell LLVM that the kernel's arrays do not overlap, so LLVM leaves short lane loops
-scalar or guards them with overlap checks.  Holding a quarter of a warp (8 lanes) as one LLVM
-``<8 x float>`` value sidesteps that: each lane operation is one vector instruction, and the
-butterfly is a few adds and shuffles.  8 lanes, not 16: Zen 4 runs a 16-lane op as two 8-lane
-halves, and shuffles across the halves cost extra on the step's dependency chain.  The ops are
-plain IEEE (no fast-math flags, so never contracted into an FMA); the mode-Z subnormal flush is
-a separate op (:func:`after`, :func:`out`), chosen by a literal loop mode when the loop compiles.
+A quarter warp as one ``<8 x float>`` value makes each lane op one vector instruction (numba
+cannot tell LLVM that the arrays do not overlap, so lane loops stay scalar); 8 lanes, as Zen 4
+splits 16. The ops are plain IEEE (never an FMA); mode Z's flush is a separate op, chosen by a
+literal loop mode when the loop compiles.
 
-:func:`daz_on` / :func:`mxcsr_restore` switch an x86 CPU's DAZ bit (with FTZ off) around a
-step loop.  DAZ on and FTZ off is float mode Z exactly: results round as IEEE (gradual
-underflow), and the next operation reads a subnormal as the zero of the same sign, so only the
-words that leave the loop need the flush.  (FTZ would flush before rounding, which mode Z does
-not: ``0x00800000 * 0x3F7FFFFF`` is ``0x00800000`` in mode Z and 0 under FTZ.)
-
-The DAZ region relies on values passing through memory.  numba compiles float ops as LLVM's
-ordinary ones, which assume the default floating-point environment: LLVM does not know that the
-``ldmxcsr`` in :func:`daz_on` changes how they behave, and may move a float op across it whenever
-its operands are at hand.  What keeps every op of a step loop inside the region is that each
-operand comes from a *load* after :func:`daz_on` (the page, the batch tables, the exchange
-slots), and each result reaches a *store* (the page, the trace, the loss ring) before
-:func:`mxcsr_restore`: both emit a compiler barrier (an empty ``asm`` with a ``memory``
-clobber) that no load or store crosses, so the ops between them cannot cross it either.  A loop
-that used in the region a value computed before :func:`daz_on` and kept in a register (an
-argument, a float computed outside), or that kept a result only in a register past
-:func:`mxcsr_restore`, would not be covered: such values must be flushed explicitly (as
-``kernels.batches`` flushes its tables, made before the region).  Constant operands are folded by
-LLVM under IEEE rules, which is why no loop computes a float from constants alone.  The hard-page
-tests (subnormal inputs and results in every position, in every mode) hold the loops to this.
+:func:`daz_on` / :func:`mxcsr_restore` set x86's DAZ bit (FTZ off) around a loop: mode Z exactly,
+so only words leaving the loop need the flush. LLVM may move a float op across ``ldmxcsr``; what
+keeps each op inside is that its operands are *loaded* after :func:`daz_on` and its results
+*stored* before :func:`mxcsr_restore`, both compiler barriers. A value held in a register across
+either end must be flushed explicitly (as ``kernels.batches`` does), and no loop computes a float
+from constants alone (LLVM folds those under IEEE rules). The hard-page tests hold the loops to this.
 """
 
 from __future__ import annotations
@@ -40,28 +23,21 @@ from numba.extending import intrinsic, models, register_model
 from . import cpu
 
 HAS_DAZ: bool = cpu.HAS_DAZ
-"""``meshnb.cpu.HAS_DAZ``: the host has MXCSR's DAZ bit (the one place that decides it is :mod:`meshnb.cpu`)."""
+"""The host has MXCSR's DAZ bit (:mod:`meshnb.cpu` decides it)."""
 _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 
 
 class F32xN(types.Type):
-    """The numba type of an LLVM ``<n x float>`` value.
-
-    Examples
-    --------
-    >>> from meshnb.vec import F32xN, f32x8
-    >>> str(f32x8), f32x8.n, F32xN(8) == f32x8
-    ('f32x8', 8, True)
-    """
+    """The numba type of an LLVM ``<n x float>`` value."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         super().__init__(name=f"f32x{n}")
 
 
-f32x2, f32x4, f32x8, f32x16 = (F32xN(n) for n in (2, 4, 8, 16))  # 16: the sweep loop's systems
-_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8, f32x16)}
+f32x2, f32x4, f32x8 = (F32xN(n) for n in (2, 4, 8))
+_BY_WIDTH = {t.n: t for t in (f32x2, f32x4, f32x8)}
 
 
 @register_model(F32xN)
@@ -80,8 +56,7 @@ def _iconst(value: int, n: int) -> ir.Constant:
 
 
 def _flush_words_ir(builder: ir.IRBuilder, u: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
-    """On i32 words (``n == 0``) or ``<n x i32>`` lanes: a zero exponent makes a signed zero;
-    optionally a NaN becomes 0x7FFFFFFF (``floatz.flush_bits``)."""
+    """On i32 words (``n == 0``) or ``<n x i32>``: a zero exponent makes a signed zero; optionally NaN -> 0x7FFFFFFF."""
     tiny = builder.icmp_unsigned("==", builder.and_(u, _iconst(0x7F800000, n)), _iconst(0, n))
     u = builder.select(tiny, builder.and_(u, _iconst(0x80000000, n)), u)
     if canonical_nan:
@@ -91,8 +66,7 @@ def _flush_words_ir(builder: ir.IRBuilder, u: ir.Value, n: int, canonical_nan: b
 
 
 def _flush_ir(builder: ir.IRBuilder, v: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
-    """Lanes whose exponent bits are zero become signed zeros; optionally NaNs become 0x7FFFFFFF
-    (``n == 0``: a scalar float)."""
+    """:func:`_flush_words_ir` of float lanes (``n == 0``: a scalar float)."""
     ity, fty = (_I32, _F32) if n == 0 else (ir.VectorType(_I32, n), ir.VectorType(_F32, n))
     return builder.bitcast(_flush_words_ir(builder, builder.bitcast(v, ity), n, canonical_nan), fty)
 
@@ -124,27 +98,12 @@ def _make_load(n: int):
     return load
 
 
-load4, load8, load16 = _make_load(4), _make_load(8), _make_load(16)
+load4, load8 = _make_load(4), _make_load(8)
 
 
 @intrinsic
 def store(typingctx, arr, start, v):
-    """Write the lanes of ``v`` to ``arr[start:]`` (float32 values, or their bits in a uint32 array).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import load8, mul, store
-    >>> @njit
-    ... def squares(a, out):
-    ...     v = load8(a, 0)
-    ...     store(out, 0, mul(v, v))
-    >>> a, out = np.arange(8, dtype=np.float32), np.zeros(8, dtype=np.float32)
-    >>> squares(a, out)
-    >>> out.tolist()
-    [0.0, 1.0, 4.0, 9.0, 16.0, 25.0, 36.0, 49.0]
-    """
+    """Write the lanes of ``v`` to ``arr[start:]`` (float32 values, or their bits in a uint32 array)."""
     if not (_is_f32_array(arr) and isinstance(v, F32xN) and isinstance(start, types.Integer)):
         return None
 
@@ -173,7 +132,7 @@ def _make_splat(n: int):
     return splat
 
 
-splat4, splat8, splat16 = _make_splat(4), _make_splat(8), _make_splat(16)
+splat4, splat8 = _make_splat(4), _make_splat(8)
 
 
 def _make_binary(op: str):
@@ -200,8 +159,7 @@ MODES = (Z_DAZ, Z, IEEE)
 
 
 def _mode(mode) -> int | None:
-    """The value of a literal loop mode; None for anything else (a mode must be known when the
-    loop compiles, so that each mode's loop is its own machine code)."""
+    """The value of a literal loop mode, else None (each mode's loop is its own machine code)."""
     if isinstance(mode, types.IntegerLiteral) and mode.literal_value in (Z_DAZ, Z, IEEE):
         return mode.literal_value
     return None
@@ -209,29 +167,7 @@ def _mode(mode) -> int | None:
 
 @intrinsic
 def after(typingctx, v, mode):
-    """``v`` as an op's result in loop mode ``mode`` (a literal): flushed in mode Z, as it is
-    under DAZ (the next op reads a subnormal as zero) and in IEEE.  ``v`` is a vector or a
-    float32 (then ``kernels.result(v, mode == Z)``, with no dispatcher to compile).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import IEEE, Z, after, load8, mul, store
-    >>> @njit
-    ... def halve(a, out, z):
-    ...     v = mul(load8(a, 0), load8(a, 8))
-    ...     if z:
-    ...         store(out, 0, after(v, Z))  # mode Z: a subnormal result reads as zero
-    ...     else:
-    ...         store(out, 0, after(v, IEEE))
-    >>> a = np.array([2e-38] * 8 + [0.5] * 8, dtype=np.float32)  # 1e-38 is subnormal
-    >>> out = np.zeros(8, dtype=np.float32)
-    >>> halve(a, out, True); hex(out.view(np.uint32)[0])
-    '0x0'
-    >>> halve(a, out, False); hex(out.view(np.uint32)[0])
-    '0x6ce3ee'
-    """
+    """``v`` (a vector or a float32) as an op's result in loop ``mode``: flushed in mode Z, as it is under DAZ, IEEE."""
     m = _mode(mode)
     if not (isinstance(v, F32xN) or v == types.float32) or m is None:
         return None
@@ -243,28 +179,13 @@ def after(typingctx, v, mode):
     return v(v, mode), codegen
 
 
-# The words a step loop reads from and writes to a page, trace or slot, by the loop's mode: as
-# intrinsics, so that a loop's first compile types no dispatcher for them (kernels.in_word and
-# out_word, njit functions of a run-time ``z``, are a chain of four dispatchers each).
+# A step loop's words in and out, by the loop's mode: intrinsics, so that a first compile types
+# no dispatcher for them (kernels.in_word and out_word are four dispatchers each).
 
 
 @intrinsic
 def in_word(typingctx, u, mode):
-    """The float32 of word ``u`` read in loop mode ``mode`` (a literal): ``ftz_from_bits`` in
-    both mode-Z loops (subnormal -> signed zero, NaN -> canonical), its bits as they are in IEEE.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import IEEE, Z_DAZ, in_word
-    >>> @njit
-    ... def read(w):
-    ...     return in_word(w[0], Z_DAZ), in_word(w[0], IEEE)
-    >>> z, ieee = read(np.array([0x00000001], dtype=np.uint32))  # a subnormal
-    >>> float(z), float(ieee) > 0
-    (0.0, True)
-    """
+    """The float32 of word ``u`` in loop mode ``mode``: ``ftz_from_bits`` in both mode-Z loops, the bits in IEEE."""
     m = _mode(mode)
     if u != types.uint32 or m is None:
         return None
@@ -278,20 +199,7 @@ def in_word(typingctx, u, mode):
 
 @intrinsic
 def out_word(typingctx, f, mode):
-    """The word written out for float32 ``f`` in loop mode ``mode`` (a literal): ``ftz_bits`` in
-    both mode-Z loops, its bits as they are in IEEE.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import IEEE, Z, out_word
-    >>> @njit
-    ... def written(a):
-    ...     return out_word(a[0], Z), out_word(a[0], IEEE)
-    >>> [hex(w) for w in written(np.array([np.nan], dtype=np.float32))]  # numpy's NaN is 0x7fc00000
-    ['0x7fffffff', '0x7fc00000']
-    """
+    """The word written out for float32 ``f`` in loop ``mode``: ``ftz_bits`` in both mode-Z loops, the bits in IEEE."""
     m = _mode(mode)
     if f != types.float32 or m is None:
         return None
@@ -304,11 +212,7 @@ def out_word(typingctx, f, mode):
 
 
 def _flush_word_branches_ir(builder: ir.IRBuilder, w: ir.Value) -> ir.Value:
-    """``floatz.flush_bits`` of one i32 as the njit function compiles: branches, not selects.
-    A step loop writes such a word every step, never a special one (so the branches are
-    predicted), off the chain from one step's params to the next: as branches it stays in a
-    block of its own after the chain's ops; as selects LLVM scheduled it among them, and the
-    single loop was 4-7% slower."""
+    """``floatz.flush_bits`` of one i32 as branches, not selects: LLVM keeps it off the step chain (4-7% faster)."""
     special, tiny_check, tiny, plain, done = (builder.append_basic_block() for _ in range(5))
     exp = builder.and_(w, _iconst(0x7F800000, 0))
     builder.cbranch(builder.icmp_unsigned("==", exp, _iconst(0x7F800000, 0)), special, tiny_check)
@@ -332,14 +236,10 @@ def _flush_word_branches_ir(builder: ir.IRBuilder, w: ir.Value) -> ir.Value:
 
 @intrinsic
 def out(typingctx, v, mode):
-    """Lanes as the words written out in loop mode ``mode`` (a literal): ``ftz_bits`` in both
-    mode-Z loops, as they are in IEEE.
+    """Lanes as the words written out in loop mode ``mode``: ``ftz_bits`` in both mode-Z loops, as they are in IEEE.
 
-    Examples
-    --------
     >>> import numpy as np
     >>> from numba import njit
-    >>> from meshnb.vec import Z_DAZ, load4, out, store
     >>> @njit
     ... def written(a, o):
     ...     store(o, 0, out(load4(a, 0), Z_DAZ))
@@ -361,23 +261,7 @@ def out(typingctx, v, mode):
 
 @intrinsic
 def flush(typingctx, v):
-    """Mode Z's subnormal flush in every lane (NaNs are canonicalised only on output), for loops
-    that choose their mode at run time (the sweep loop).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import flush, load4, store
-    >>> @njit
-    ... def flushed(a, o):
-    ...     store(o, 0, flush(load4(a, 0)))
-    >>> w = np.array([0x00000001, 0x807FFFFF, 0x7FC00001, 0x00800000], dtype=np.uint32)
-    >>> o = np.zeros(4, dtype=np.uint32)
-    >>> flushed(w.view(np.float32), o.view(np.float32))
-    >>> [hex(x) for x in o.tolist()]  # NaNs as they are: canonicalised only on output
-    ['0x0', '0x80000000', '0x7fc00001', '0x800000']
-    """
+    """Mode Z's subnormal flush in every lane (NaNs kept), for loops that choose their mode at run time."""
     if not isinstance(v, F32xN):
         return None
 
@@ -389,13 +273,10 @@ def flush(typingctx, v):
 
 @intrinsic
 def words(typingctx, v):
-    """``ftz_bits`` of every lane: subnormal -> signed zero, NaN -> 0x7FFFFFFF (as float lanes).
+    """``ftz_bits`` of every lane (as float lanes): subnormal -> signed zero, NaN -> 0x7FFFFFFF.
 
-    Examples
-    --------
     >>> import numpy as np
     >>> from numba import njit
-    >>> from meshnb.vec import load4, store, words
     >>> @njit
     ... def as_words(a, o):
     ...     store(o, 0, words(load4(a, 0)))
@@ -416,19 +297,7 @@ def words(typingctx, v):
 
 @intrinsic
 def lane(typingctx, v, i):
-    """Lane ``i`` of ``v`` as a float32.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import lane, load8
-    >>> @njit
-    ... def third(a):
-    ...     return lane(load8(a, 0), 2)
-    >>> float(third(np.arange(10, 18, dtype=np.float32)))
-    12.0
-    """
+    """Lane ``i`` of ``v`` as a float32."""
     if not (isinstance(v, F32xN) and isinstance(i, types.Integer)):
         return None
 
@@ -476,11 +345,8 @@ bcast8_3 = _make_shuffle("bcast8_3", 4, [3] * 8)
 def first_lanes(typingctx, a, b, c, d):
     """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out).
 
-    Examples
-    --------
     >>> import numpy as np
     >>> from numba import njit
-    >>> from meshnb.vec import first_lanes, load8, store
     >>> @njit
     ... def firsts(a, o):
     ...     store(o, 0, first_lanes(load8(a, 0), load8(a, 8), load8(a, 16), load8(a, 24)))
@@ -514,23 +380,7 @@ def _barrier(builder: ir.IRBuilder) -> None:
 
 @intrinsic
 def daz_on(typingctx):
-    """Set MXCSR's DAZ bit and clear FTZ; returns the old MXCSR (0 and no effect off x86).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.vec import HAS_DAZ, daz_on, mxcsr_restore
-    >>> @njit
-    ... def product(a):
-    ...     old = daz_on()
-    ...     a[2] = a[0] * a[1]  # operands loaded inside the region: a subnormal reads as zero
-    ...     mxcsr_restore(old)
-    >>> a = np.array([1e-39, 2.0, 0.0], dtype=np.float32)  # 1e-39 is subnormal
-    >>> product(a)
-    >>> bool(a[2] == 0) == HAS_DAZ, float(a[0] * a[1]) > 0  # outside the region: IEEE again
-    (True, True)
-    """
+    """Set MXCSR's DAZ bit and clear FTZ; returns the old MXCSR (0 and no effect off x86)."""
 
     def codegen(context, builder, sig, args):
         if not HAS_DAZ:
@@ -549,23 +399,7 @@ def daz_on(typingctx):
 
 @intrinsic
 def mxcsr_restore(typingctx, old):
-    """Put back the MXCSR that :func:`daz_on` returned.
-
-    Examples
-    --------
-    >>> from numba import njit
-    >>> from meshnb.vec import daz_on, mxcsr_restore
-    >>> @njit
-    ... def twice():
-    ...     old = daz_on()
-    ...     mxcsr_restore(old)
-    ...     again = daz_on()  # what the CPU has now: the MXCSR put back
-    ...     mxcsr_restore(old)
-    ...     return old, again
-    >>> old, again = twice()
-    >>> again == old
-    True
-    """
+    """Put back the MXCSR that :func:`daz_on` returned."""
     if not isinstance(old, types.Integer):
         return None
 

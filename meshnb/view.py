@@ -1,9 +1,8 @@
-"""The view (views::train, SPEC section 7): a 4096-byte little-endian page, a system's whole state.
+"""The view (SPEC 7): a 4096-byte little-endian page, a system's whole state.
 
-``LAYOUT`` is the one table of the page's fields; everything else (the program, the host, the
-tests, the docs) reads offsets from it.  A :class:`View` wraps any writable 4096-byte buffer
-(bytearray, numpy array, ``multiprocessing.shared_memory``) without copying, so the page a
-program writes is the caller's memory.
+``LAYOUT`` is the one table of the page's fields; everything else reads offsets from it. A
+:class:`View` wraps any writable 4096-byte buffer without copying, so the page a program writes is
+the caller's memory.
 """
 
 from __future__ import annotations
@@ -22,28 +21,8 @@ VIEW_BYTES = 4096
 
 @dataclass(frozen=True)
 class Field:
-    """One field of the view page (a row of :data:`LAYOUT`).
+    """One field of the view page (a row of :data:`LAYOUT`): SPEC 7's name, byte offset, type, 4-byte elements.
 
-    Parameters
-    ----------
-    name : str
-        The field's name, as SPEC 7 writes it (``"PARAMS"``, ``"LR"``, ``"LOSS"``, ...).
-    offset : int
-        Its first byte in the page.
-    dtype : str
-        ``"f32"`` (float32 values) or ``"u32"`` (unsigned 32-bit words).
-    count : int
-        Its number of 4-byte elements.
-    meaning : str
-        What it holds, in a few words.
-
-    See Also
-    --------
-    View : reads and writes the fields of a page by name.
-
-    Examples
-    --------
-    >>> from meshnb.view import FIELDS
     >>> loss = FIELDS["LOSS"]
     >>> loss.offset, loss.count, loss.nbytes, loss.word
     (2112, 256, 1024, 528)
@@ -98,29 +77,20 @@ DIGEST_SPANS: tuple[tuple[int, int], ...] = tuple((start // 4, end // 4) for sta
 class View:
     """A typed window on one 4096-byte page.
 
-    ``view.words`` is the page as uint32 words; ``view.array(name)`` a live array of one field
-    (float32 or uint32); ``view[name]`` reads a scalar field (int for u32, float32 for f32) or a
-    copy of an array field; ``view[name] = value`` writes.  f32 fields can be written as bits
-    with ``view.set_word``.  The fields are those of :data:`LAYOUT` (the page's table: SPEC 7,
-    and [the view page](../view.md)).
+    ``view.words`` is the page as uint32 words; ``view.array(name)`` a live array of one field;
+    ``view[name]`` reads a scalar field (int for u32, float32 for f32) or a copy of an array field;
+    ``view[name] = value`` writes; ``view.word``/``view.set_word`` read and write raw bits. The fields
+    are those of :data:`LAYOUT` ([the view page](../view.md)).
 
     Parameters
     ----------
     buffer : bytearray or numpy.ndarray or memoryview, optional
-        Any writable, contiguous 4096-byte buffer (``bytearray``, a numpy array, shared memory):
-        the view reads and writes it in place, without a copy.  A new zero page by default.
+        Any writable, contiguous 4096-byte buffer, read and written in place. A new zero page by default.
 
     Raises
     ------
-    TypeError
-        When ``buffer`` is not a buffer.
     ValueError
         When it is not 4096 bytes, read-only, or not contiguous.
-
-    See Also
-    --------
-    meshnb.program.init : writes a page's initial state.
-    meshnb.RunResult.view : a run's final page.
 
     Examples
     --------
@@ -128,12 +98,8 @@ class View:
     >>> page = bytearray(4096)
     >>> view = View(page)
     >>> view["PARAMS"] = [1.0, 2.0, 3.0, 4.0]
-    >>> view["PARAMS"].tolist()
-    [1.0, 2.0, 3.0, 4.0]
-    >>> hex(view.word("PARAMS", 1))  # the raw bits of 2.0
-    '0x40000000'
-    >>> page[4:8]  # the caller's buffer holds the writes
-    bytearray(b'\\x00\\x00\\x00@')
+    >>> page[4:8], hex(view.word("PARAMS", 1))  # the caller's buffer holds the writes
+    (bytearray(b'\\x00\\x00\\x00@'), '0x40000000')
     >>> view.next_step = 5 << 32 | 7  # STEP_HI:NEXT_STEP
     >>> view.word("STEP_HI"), view.word("NEXT_STEP")
     (5, 7)
@@ -163,7 +129,7 @@ class View:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> View:
-        """A new view holding a copy of ``data`` (which must be exactly one page).
+        """A new view holding a copy of ``data`` (a ValueError unless it is one page).
 
         Parameters
         ----------
@@ -173,16 +139,10 @@ class View:
         Returns
         -------
         View
-            A view of a new ``bytearray``: writes do not reach ``data``.
-
-        Raises
-        ------
-        ValueError
-            When ``data`` is not 4096 bytes long.
+            A view of a new ``bytearray``.
 
         Examples
         --------
-        >>> from meshnb import View
         >>> View.from_bytes(bytes(4096)).next_step
         0
         """
@@ -191,7 +151,7 @@ class View:
         return cls(bytearray(data))
 
     def array(self, name: str) -> np.ndarray:
-        """The live array of field ``name`` (writes go to the page).
+        """The live array of field ``name``: writes go to the page.
 
         Parameters
         ----------
@@ -201,11 +161,10 @@ class View:
         Returns
         -------
         numpy.ndarray
-            float32 for an ``f32`` field, uint32 for a ``u32`` one; a view of the page, not a copy.
+            float32 for an ``f32`` field, uint32 for a ``u32`` one.
 
         Examples
         --------
-        >>> from meshnb import View
         >>> view = View()
         >>> view.array("LOSS")[3] = 0.5
         >>> float(view["LOSS"][3])
@@ -228,35 +187,30 @@ class View:
         Returns
         -------
         int
-            The word, 0 to ``2**32 - 1``.
+            The word.
 
         Examples
         --------
-        >>> from meshnb import View
-        >>> view = View()
-        >>> view["LR"] = 0.5
-        >>> hex(view.word("LR"))
-        '0x3f000000'
+        >>> hex(View.from_bytes(bytes(4096)).word("LR"))
+        '0x0'
         """
         f = FIELDS[name]
         return int(self.words[f.word + index])
 
     def set_word(self, name: str, value: int, index: int = 0) -> None:
-        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``.
+        """Write the raw bits ``value`` (a u32) to word ``index`` of field ``name``, as they are.
 
         Parameters
         ----------
         name : str
             A field of :data:`LAYOUT`.
         value : int
-            The word, 0 to ``2**32 - 1``: an f32 field's bits, written as they are (a NaN's payload,
-            a subnormal).
+            The word (an f32 field's bits: a NaN's payload, a subnormal).
         index : int, default 0
             The element of an array field.
 
         Examples
         --------
-        >>> from meshnb import View
         >>> view = View()
         >>> view.set_word("LR", 0x3DCCCCCD)  # the f32 nearest 0.1
         >>> float(view["LR"])
@@ -293,11 +247,10 @@ class View:
         Returns
         -------
         bytes
-            The page, little-endian as it is in memory.
+            The page, little-endian.
 
         Examples
         --------
-        >>> from meshnb import View
         >>> len(View().tobytes())
         4096
         """
@@ -316,7 +269,6 @@ class View:
 
         Examples
         --------
-        >>> from meshnb import View
         >>> View().digest()[:16]  # a zero page's
         '256fb9c4796b15a7'
         """
@@ -328,50 +280,23 @@ class View:
 
 
 def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
-    """SPEC 11's digest of many pages at once: SHA-256 of each page's PARAMS bytes then its LOSS
-    bytes (:data:`DIGEST_RANGES`), by hashlib.  The digest is defined here alone: :meth:`View.digest`
-    is this of one page, :func:`meshnb.runspec.page_digests` its re-export, and a sweep hashes many
-    pages' :data:`DIGEST_SPANS` in njit (:func:`meshnb.runspec.row_digests`, the same bits).
+    """SPEC 11's digest of ``[n, 1024]`` pages at once, ``[n, 32]`` uint8: the one definition of it.
 
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, 1024]`` uint32: ``n`` pages as words.
+    :meth:`View.digest` is this of one page; a sweep hashes many pages' :data:`DIGEST_SPANS` in njit
+    (:func:`meshnb.runspec.row_digests`, the same bits).
 
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8: each page's digest.
-
-    Examples
-    --------
     >>> pages = np.zeros((2, PAGE_WORDS), np.uint32)
     >>> pages[1, 0] = 0x3F800000  # PARAMS[0] = 1.0
     >>> d = page_digests(pages)
-    >>> d.shape, d[0].tobytes().hex() == View().digest(), bool((d[0] == d[1]).all())
-    ((2, 32), True, False)
+    >>> d[0].tobytes().hex() == View().digest(), bool((d[0] == d[1]).all())
+    (True, False)
     """
     return span_digests(words, DIGEST_SPANS)
 
 
 def span_digests(words: NDArray[np.uint32], spans: Sequence[tuple[int, int]]) -> NDArray[np.uint8]:
-    """SHA-256 (hashlib) of each row's word ``spans``, their little-endian bytes one after the
-    other (:func:`page_digests` is this of the digested spans of pages).
+    """SHA-256 (hashlib) of each row's word ``spans``, their little-endian bytes one after the other, ``[n, 32]`` uint8.
 
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``[n, k]`` uint32.
-    spans : sequence of (int, int)
-        ``[lo, hi)`` word ranges of a row, hashed in this order.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``[n, 32]`` uint8: each row's digest.
-
-    Examples
-    --------
     >>> w = np.arange(12, dtype=np.uint32).reshape(2, 6)
     >>> span_digests(w, [(0, 2), (4, 6)])[1].tobytes() == hashlib.sha256(w[1, [0, 1, 4, 5]].tobytes()).digest()
     True

@@ -1,13 +1,11 @@
-"""The step loops: SPEC 5-8's steps run many at a time in njit, each bit-equal to the literal kernels.
+"""The step loops: SPEC 5-8's steps many at a time in njit, bit-equal to the literal kernels.
 
-- :mod:`meshnb.loops.single`: one system's tasks (and a fused cluster's) as 8-lane vectors;
-  its names are served here (``meshnb.loops.run_tasks`` ...).
-- :mod:`meshnb.loops.grouped`: a cluster member's grouped steps on an exchange page in memory,
-  the GIL released (SPEC 9's round in njit).
-- :mod:`meshnb.loops.sweep`: many independent systems, one per vector lane.
-
-Every loop runs in one of three modes, fixed when it compiles: ``Z_DAZ`` (float mode Z with the
-CPU's DAZ bit on, x86 only), ``Z`` (a flush after every op, any CPU) and ``IEEE`` (comparison).
+:mod:`~meshnb.loops.single` runs one system's tasks (and a fused cluster's), its names served
+here; :mod:`~meshnb.loops.grouped` a cluster member's steps on an exchange page in memory, the
+GIL released; :mod:`~meshnb.loops.sweep` many independent systems, one per vector lane. Every loop
+runs in one of three modes, fixed when it compiles: ``Z_DAZ`` (mode Z with the CPU's DAZ bit, x86
+only: only words leaving the loop are flushed), ``Z`` (a flush after every op, any CPU) and
+``IEEE`` (plain float32, for comparison).
 """
 
 from .single import IEEE, Z_DAZ, Z, loop_mode, own_sums, run_fused, run_tasks, warm_up

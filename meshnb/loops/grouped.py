@@ -1,39 +1,19 @@
 """The grouped step loop of a member whose exchange page is in memory, with the GIL released.
 
-The ``threads`` and ``processes`` backends' members share the exchange page as memory (one
-process's, or a shared segment).  :func:`run_page` runs many grouped steps of one member in one
-njit call (``nogil``), each exactly as the program's Python loop does it over
-:class:`~meshnb.exchange.Exchange` (SPEC 9):
+:func:`run_page` runs many grouped steps of one member (the ``threads`` and ``processes``
+backends) in one njit call, each as the program's Python loop does (SPEC 9): own sums published
+in the slot of parity ``(t + 1) mod 2`` (a resumed round is never redone), the counter = ``t + 1``
+(a release store), a wait until every counter reaches it (acquire loads), then the fold in system
+order and its apply. It returns after the steps (``DONE``), on an abort (``ABORTED``), or when a
+wait has spun ``spin`` times or ``SPIN_NS`` (``WAITING``): Python keeps the timeouts and Ctrl-C
+and calls again for the same round.
 
-1. own sums (the vector step of :mod:`meshnb.loops`, the bits of ``kernels.grouped_sums``),
-   published as the slot of parity ``(t + 1) mod 2`` (``ftz_bits``, words 5..7 zero) unless the
-   round is already published (a resumed round is never recomputed nor republished);
-2. the counter = ``t + 1`` (a release store: after the slot's words);
-3. a wait until every counter is >= ``t + 1`` (acquire loads), by the call's handover policy
-   (``policy``): on Linux (``FUTEX``) ``pause`` while the wait is shorter than a bound learnt from
-   the recent rounds, then sleep on the awaited member's counter (a futex: shared between
-   processes, private for threads), announced in that member's WAITERS word, which its publisher
-   reads to wake it (``FUTEX_WAKE`` only when someone sleeps); elsewhere (``YIELD``) ``pause`` a
-   while, then ``sched_yield``, so that members on busy cores, or more members than cores, do not
-   starve the one they wait for.  Either way the page's ABORT word ends it at once (a sleep lasts
-   at most ``SLEEP_NS``);
-4. the fold of the slots in system order (``kernels.fold``) and its apply (``kernels.grouped_apply``:
-   PARAMS in the header words, the loss ring, the trace row).
-
-It returns to Python after the task's steps (``DONE``), on an abort (``ABORTED``), or when one
-wait has spun ``spin`` times or lasted ``SPIN_NS`` (``WAITING``): Python keeps the round's timeout,
-the give-up bound and Ctrl-C, and calls again to go on waiting for the same round (``state`` says
-where it stands).
-
-Why a futex behind a learnt spin (docs/performance.md has the figures): beside busy processes a
-``sched_yield`` hands the core to a busy process for a whole time slice, nearly every round; a
-member that sleeps instead leaves the run queue and, woken by its publisher, preempts the busy
-process at once.  Sleeping costs a wake-up (tens of microseconds on a VM), so a member first
-spins as long as the recent rounds say its peers take when they are running (``SPIN_MIN_NS`` ..
-``SPIN_MAX_NS``: no longer than a wake-up costs), and the publisher pays a syscall only when a
-waiter has said it sleeps.  A publisher that has just woken a peer spins a wake-up's worth
-before it sleeps in turn (``WOKE_MIN_NS`` .. ``WOKE_MAX_NS``, learnt apart): else the two take
-turns waking each other, a wake-up every round.
+The wait follows ``policy``: ``YIELD`` pauses, then yields the core; ``FUTEX`` (Linux) pauses for a
+spin learnt from recent rounds, then sleeps on the awaited member's counter, announced in its
+WAITERS word so that its publisher wakes it (a yield beside busy processes gives the core away
+for a time slice; a woken sleeper preempts them at once: docs/performance.md). A publisher that
+has just woken a peer spins a wake-up's worth first (learnt apart), or the two would take turns
+waking each other. ABORT ends any wait (a sleep lasts at most ``SLEEP_NS``).
 """
 
 from __future__ import annotations
@@ -76,25 +56,20 @@ DONE, WAITING, ABORTED = 0, 1, 2  # what run_page returns
 PAUSES = 8  # spins with the pause hint before each one yields the core instead (more: slower on busy cores)
 SPIN = 4096  # spins of one wait before it returns to Python (~1-2 ms of yields on an idle core)
 # ... or this long, whichever comes first: on a busy machine one yield may give the core away for a
-# time slice, and Python, which keeps the round's timeout, must see a slow round within a bounded
-# time, not after 4096 time slices (seconds: a stall absorbed, no timeout counted).
+# time slice, and Python, which keeps the round's timeout, must see a slow round in bounded time.
 SPIN_NS = 1_000_000
 
-# The handover policies (``run_page``'s ``policy``: bits).  YIELD is the portable one (pause, then
-# sched_yield); FUTEX spins a learnt bound, then sleeps on a futex its publisher wakes; PRIVATE: the
-# members are threads of one process (a private futex, cheaper); SPIN_YIELDS and FIXED are the
-# candidates docs/performance.md measured beside it (sched_yield instead of pause while spinning; a
-# fixed bound); WAKE_SPIN: a member that has just woken a peer spins WOKE_NS for it (where members
-# do not outnumber cores: there a spin keeps from the woken peer the core it needs).
+# The handover policies (``run_page``'s ``policy``: bits). YIELD: pause, then sched_yield; FUTEX:
+# spin a learnt bound, then sleep on a futex its publisher wakes; PRIVATE: threads of one process;
+# SPIN_YIELDS, FIXED: the candidates docs/performance.md measured (yield while spinning; a fixed
+# bound); WAKE_SPIN: a member that has just woken a peer spins WOKE_NS (where members have a core each).
 YIELD, FUTEX, PRIVATE, SPIN_YIELDS, FIXED, WAKE_SPIN = 0, 1, 2, 4, 8, 16
 POLICY_BITS = 31
 POLICY = FUTEX if HAS_FUTEX else YIELD  # the default here
 SLEEP_NS = 1_000_000  # one futex sleep's bound: an ABORT (or a lost wake-up) is seen within it
 SPIN_MIN_NS, SPIN_START_NS, SPIN_MAX_NS = 1_000, 20_000, 50_000  # the learnt spin's range, its start
-# ... and the spin of a member that has just woken a sleeping peer (its range, its start): a peer
-# woken takes a wake-up to come back (1-25 us quiet, 60-140 us beside busy loops on the VM
-# measured), and a member that sleeps sooner is woken in turn by it: the two then take turns, a
-# wake-up every round, for as long as the run lasts (seen quiet: 28 us a round, where 2 us is usual).
+# ... and the spin of a member that has just woken a sleeping peer (its range, its start): a woken
+# peer takes a wake-up to come back (docs/performance.md), and sleeping sooner starts a ping-pong.
 WOKE_MIN_NS, WOKE_START_NS, WOKE_MAX_NS = 20_000, 50_000, 200_000
 _CLOCK_EVERY = 16  # pauses between looks at the clock (one look costs about as much as a pause)
 
@@ -105,7 +80,7 @@ _SLOT_WORDS = 8  # a slot's words: the five sums, three zeros (exchange.EX_SLOT_
 
 @jit()
 def _waiters(lay, m):
-    """The u32 index of system ``m``'s WAITERS word: the word after its SLOT1 (exchange.EXCHANGE_LAYOUT)."""
+    """The u32 index of system ``m``'s WAITERS word: the word after its SLOT1."""
     return lay[_SLOT0] + m * lay[_SLOT_STRIDE] + lay[_PARITY_STRIDE] + _SLOT_WORDS
 
 
@@ -123,15 +98,17 @@ def _woke(lay, m):
 
 @jit()
 def _futex_word(lay, m):
-    """The u32 index of the low half of system ``m``'s counter (little-endian): what a sleeper waits on."""
+    """The u32 index of the low half of system ``m``'s counter: what a sleeper waits on."""
     return 2 * (lay[_COUNTER0] + m * lay[_COUNTER_STRIDE])
 
 
 @jit()
 def _sleep_on(ex64, ex32, lay, m, rnd, ns, private):
-    """Sleep up to ``ns`` while system ``m``'s counter is below ``rnd``: announced in its WAITERS
-    word first (a full barrier), then the counter read again, so that a publisher either sees the
-    announcement and wakes, or published before the read and the sleep does not begin."""
+    """Sleep up to ``ns`` while system ``m``'s counter is below ``rnd``, announced in its WAITERS word first.
+
+    The announcement, then the counter read again: a publisher either sees it and wakes, or published
+    before the read and the sleep does not begin.
+    """
     w = _waiters(lay, m)
     fetch_add(ex32, w, np.uint32(1))
     c = load_acquire(ex64, lay[_COUNTER0] + m * lay[_COUNTER_STRIDE])
@@ -142,8 +119,7 @@ def _sleep_on(ex64, ex32, lay, m, rnd, ns, private):
 
 @jit()
 def _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, budget, t0):
-    """:func:`_wait` by FUTEX: pause (``SPIN_YIELDS``: yield) until ``budget`` ns have passed since
-    ``t0``, then sleep on the awaited member's futex, until :data:`SPIN_NS`; ``spin`` 0: look once."""
+    """:func:`_wait` by FUTEX: pause (or yield) for ``budget`` ns from ``t0``, then sleep, up to :data:`SPIN_NS`."""
     private = (policy & PRIVATE) != 0
     m = 0
     spins = 0
@@ -172,8 +148,7 @@ def _wait_futex(ex64, ex32, lay, n, rnd, spin, policy, budget, t0):
 
 @jit()
 def _wait(ex64, ex32, lay, n, rnd, spin):
-    """Spin until every counter is >= ``rnd``: DONE, or ABORTED, or WAITING after ``spin`` spins
-    or :data:`SPIN_NS` of yields, whichever comes first."""
+    """Spin until every counter is >= ``rnd``: DONE, ABORTED, or WAITING after ``spin`` spins or :data:`SPIN_NS`."""
     m = 0
     spins = 0
     t0 = 0
@@ -199,9 +174,10 @@ def _wait(ex64, ex32, lay, n, rnd, spin):
 
 @jit()
 def _learn(budget, waited):
-    """The next spin bound from this round's wait (ns): a margin over a wait the spin caught; a
-    longer spin where a little more would have caught it; the shortest where the peer came only
-    after a wake-up's worth (it was not running: spinning only keeps the core from it)."""
+    """The next spin bound (ns) from this round's wait: a margin over a caught wait, longer for a near miss.
+
+    The shortest where the peer came only after a wake-up's worth (it was not running).
+    """
     if waited <= budget:
         target = 4 * waited
     elif waited < SPIN_MAX_NS:
@@ -213,9 +189,7 @@ def _learn(budget, waited):
 
 @jit()
 def _learn_woke(budget, waited):
-    """The next spin after a wake (ns): up to twice a wait the spin caught; half, where the woken
-    peer came back only after the spin (a busy machine: spinning there keeps a core from it), but
-    never below ``WOKE_MIN_NS``, so that a machine grown quiet is seen again."""
+    """The next spin after a wake (ns): up to twice a caught wait, else half, never below ``WOKE_MIN_NS``."""
     if waited <= budget:
         return min(max(budget, 2 * waited), WOKE_MAX_NS)
     return max(budget >> 1, WOKE_MIN_NS)
@@ -223,8 +197,7 @@ def _learn_woke(budget, waited):
 
 @jit()
 def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, trace, spin, policy, mode):
-    """Steps ``state[0]`` .. ``steps - 1`` of a task from step ``base`` of member ``k`` of ``n``;
-    ``state[1]`` != 0: the round of step ``state[0]`` is already published.  Updates ``state``."""
+    """Steps ``state[0]`` .. ``steps - 1`` of a task from ``base``, member ``k`` of ``n`` (``state[1]``: published)."""
     futex = (policy & FUTEX) != 0
     private = (policy & PRIVATE) != 0
     learnt, learnt_woke = _learnt(lay, k), _woke(lay, k)
@@ -295,12 +268,11 @@ def _page_steps(hdr, tab, loss_ring, ex64, ex32, lay, k, n, base, steps, state, 
 
 @jit()
 def _page_tasks(words, tab, ex64, ex32, lay, k, n, count, state, hdr, trace, spin, policy, mode):
-    """``count`` steps of member ``k`` as consecutive TASKs from the page's STEP_HI:NEXT_STEP
-    (STEPS_PER_TASK steps each, the last one shortened), each with a TASK's effects on the page
-    (SPEC 8): its header read (PARAMS through ``ftz_from_bits`` in mode Z), PARAMS written back,
-    ERR = 0, PENDING cleared, STEP_HI:NEXT_STEP advanced.  ``state`` is [steps of ended tasks,
-    steps done in the current task, its round published, its steps (0: no task begun)], and
-    ``hdr`` the current task's header: both kept across calls while a round is slow."""
+    """``count`` steps of member ``k`` as consecutive TASKs from the page's next step, each with a TASK's effects.
+
+    ``state`` is [steps of ended tasks, steps done in the current task, its round published, its
+    steps (0: none begun)], and ``hdr`` the current task's header: both kept across calls.
+    """
     z = mode != IEEE
     loss_ring = words[W_LOSS : W_LOSS + SAMPLES]
     spt = np.uint64(words[W_STEPS_PER_TASK])
@@ -440,39 +412,14 @@ def run_page(
     spin: int = SPIN,
     policy: int = YIELD,
 ) -> int:
-    """Run grouped steps of member ``k`` of ``n`` on an exchange page in memory; returns DONE,
-    WAITING or ABORTED.
+    """Run grouped steps of member ``k`` of ``n`` on an exchange page in memory; returns DONE, WAITING or ABORTED.
 
-    ``hdr`` is the task's header words (uint32[12]: PARAMS read and written, LR, INV_BATCH),
-    ``tab`` the batch tables (``kernels.batches``), ``loss_ring`` the page's LOSS words,
-    ``ex64``/``ex32`` the exchange page as uint64 and uint32 words and ``layout`` its
-    ``exchange.word_layout()``; the task runs ``steps`` steps from step ``base``; ``state``
-    (uint64[2]) is [steps done, 1 if the round of the next step is already published], read and
-    updated; ``trace`` is ``[steps, 5]`` uint32 (row ``i``: step ``base + i``'s fold) or has no
-    rows; ``mode`` is a ``meshnb.loops`` loop mode; ``spin`` bounds the first wait before WAITING
-    (0: look once), ``SPIN`` the later ones; ``policy`` is how a member waits (``YIELD``, or
-    ``FUTEX`` with ``PRIVATE`` for threads of one process: see the module docstring; ``POLICY`` is
-    this machine's default, FUTEX where futexes are).  Every argument is checked first
-    (``TypeError``/``ValueError``): the loop itself trusts them.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb import kernels
-    >>> from meshnb.exchange import ExchangePage, word_layout
-    >>> from meshnb.loops import grouped, loop_mode
-    >>> from meshnb.testing import reference
-    >>> from meshnb.view import WORD
-    >>> start = reference.init_page(1, grouped=True)  # a group of one member
-    >>> words = np.frombuffer(start, np.uint32).copy()
-    >>> hdr, ring = words[:12].copy(), words[WORD["LOSS"] : WORD["LOSS"] + 256].copy()
-    >>> ex, state, trace = ExchangePage.new(1), np.zeros(2, np.uint64), np.zeros((4, kernels.NSUMS), np.uint32)
-    >>> args = (kernels.batches(words, True), ring, ex.words64, ex.words32, word_layout())
-    >>> grouped.run_page(hdr, *args, 0, 1, 0, 4, state, trace, loop_mode(True)) == grouped.DONE
-    True
-    >>> pages, want = reference.run([start], 4, grouped=True)
-    >>> hdr[:4].tolist() == np.frombuffer(pages[0], np.uint32)[:4].tolist(), bool((trace == want).all()), state.tolist()
-    (True, True, [4, 0])
+    ``hdr`` is the task's header words (uint32[12]), ``tab`` the batch tables, ``loss_ring`` the
+    page's LOSS words, ``ex64``/``ex32`` the exchange page as words and ``layout`` its
+    ``exchange.word_layout()``; ``steps`` steps from step ``base``; ``state`` (uint64[2]: [steps done,
+    next round published]) is read and updated; ``trace`` is ``[steps, 5]`` uint32 or has no rows.
+    ``spin`` bounds the first wait (0: look once), ``policy`` how a member waits (``POLICY`` is this
+    machine's default). Every argument is checked first (TypeError/ValueError).
     """
     for name, value in (("k", k), ("n", n), ("steps", steps), ("spin", spin), ("policy", policy)):
         check_count(name, value, 1 << 63)
@@ -502,39 +449,25 @@ def run_page_tasks(
     spin: int = SPIN,
     policy: int = YIELD,
 ) -> int:
-    """Run ``count`` grouped steps of member ``k`` of ``n`` as consecutive TASKs on its page, in
-    one njit call (GIL released); returns DONE, WAITING or ABORTED.
+    """Run ``count`` grouped steps of member ``k`` of ``n`` as consecutive TASKs on its page; DONE, WAITING or ABORTED.
 
-    The tasks are those of SPEC 10 with ``arg = NEXT_STEP``: STEPS_PER_TASK steps each (the last
-    one shortened), each from the page's header, ending with its effects on the page (PARAMS
-    written back, ERR = 0, PENDING cleared, STEP_HI:NEXT_STEP advanced); the page must have no
-    round pending.  Each step is :func:`run_page`'s.  ``words`` is the member's page (uint32[1024],
-    updated), ``tab`` its batch tables (``kernels.batches``), ``ex64``/``ex32``/``layout`` the
-    exchange page as in :func:`run_page`; ``state`` (uint64[4]: zeros to begin) is [steps of the
-    tasks ended, steps done in the current task, 1 if its next round is published, its steps (0:
-    none begun)] and ``hdr`` (uint32[12]) the current task's header: after WAITING, call again
-    with both to go on waiting for the same round.  ``trace`` is ``[count, 5]`` uint32 (row ``i``:
-    the ``i``-th step's fold) or has no rows.  The page's ABORT word is also looked at as each task
-    begins (ABORTED).  ``mode``, ``spin`` and ``policy`` as in :func:`run_page`.  Every argument is
-    checked first (``TypeError``/``ValueError``): the loop itself trusts them.
+    The tasks are SPEC 10's with ``arg = NEXT_STEP`` (the page must have no round pending), each step
+    :func:`run_page`'s. ``state`` (uint64[4], zeros to begin) and ``hdr`` (uint32[12]) are
+    :func:`_page_tasks`': after WAITING, call again with both. ``trace`` is ``[count, 5]`` uint32 or
+    has no rows; the other arguments as in :func:`run_page`.
 
-    Examples
-    --------
-    >>> import numpy as np
     >>> from meshnb import kernels
     >>> from meshnb.exchange import ExchangePage, word_layout
-    >>> from meshnb.loops import grouped, loop_mode
+    >>> from meshnb.loops import loop_mode
     >>> from meshnb.testing import reference
     >>> from meshnb.view import WORD
-    >>> start = reference.init_page(1, grouped=True)  # a group of one member
-    >>> words = np.frombuffer(start, np.uint32).copy()
-    >>> words[WORD["STEPS_PER_TASK"]] = 3  # tasks of 3 steps: 3 + 3 + 2
+    >>> page = np.frombuffer(reference.init_page(1, grouped=True), np.uint32).copy()  # a group of one
+    >>> page[WORD["STEPS_PER_TASK"]] = 3  # tasks of 3 steps: 3 + 3 + 2
+    >>> words = page.copy()
     >>> ex, state, trace = ExchangePage.new(1), np.zeros(4, np.uint64), np.zeros((8, kernels.NSUMS), np.uint32)
     >>> args = (kernels.batches(words, True), ex.words64, ex.words32, word_layout(), 0, 1, 8, state)
-    >>> grouped.run_page_tasks(words, *args, np.zeros(12, np.uint32), trace, loop_mode(True)) == grouped.DONE
+    >>> run_page_tasks(words, *args, np.zeros(12, np.uint32), trace, loop_mode(True)) == DONE
     True
-    >>> page = np.frombuffer(start, np.uint32).copy()
-    >>> page[WORD["STEPS_PER_TASK"]] = 3
     >>> pages, want = reference.run([page.tobytes()], 8, grouped=True)  # the oracle, in numpy
     >>> words.tobytes() == pages[0], bool((trace == want).all()), state.tolist()
     (True, True, [8, 0, 0, 0])

@@ -1,26 +1,13 @@
 """The fast step loops: the bits of :mod:`meshnb.kernels`, at a few dozen vector ops a step.
 
-``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange:
-
-- the samples are read into lane-major batch tables (``kernels.batches``): lane ``l`` of batch
-  ``g`` is sample ``g + 8 l``, with ``x^2`` and ``x^3`` precomputed (SPEC 5 allows it);
-  ``run_tasks`` keeps each thread's tables (made in numpy, ``kernels.fill_batches``) while the
-  pages' samples are the same;
-- a step works on four 8-lane vectors (:mod:`meshnb.vec`; a 16-lane op runs as two 8-lane
-  halves on Zen 4, and its shuffles across halves cost extra), adds them (butterfly levels 16
-  and 8), then finishes each param sum in its own vector with the butterfly's xor shuffles, so
-  the sums come out in every lane: the next step's params need no broadcast;
-- the loop has three modes (``vec.Z_DAZ``, ``vec.Z``, ``vec.IEEE``), fixed at compile time:
-  ``Z_DAZ`` (mode Z with the x86 DAZ bit on: the hardware reads subnormals as zeros, so only
-  words leaving the loop are flushed), ``Z`` (mode Z with a flush after every operation: any
-  CPU) and ``IEEE`` (plain float32, only for showing what mode Z changes).  Inside the loop NaNs
-  are never canonicalised: an add, sub, mul or div with a NaN operand yields a NaN, so doing it
-  on the words written out is enough.
-
-Compile time and per-mode variants follow :mod:`meshnb.jit`'s one policy (plain njit helpers that
-LLVM inlines, one closure per mode): each mode's loop is compiled, on its first use only, as its
-own straight code.  ``run_tasks`` and ``run_fused`` check every argument before the loop runs
-(meshnb.jit's door): the loop trusts them (a short trace buffer would be written past its end).
+``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange.
+The samples sit in lane-major batch tables (``kernels.batches``: lane ``l`` of batch ``g`` is
+sample ``g + 8 l``, with x^2 and x^3 precomputed); a step works on four 8-lane vectors
+(:mod:`meshnb.vec`), adds them (butterfly levels 16 and 8), then finishes each param sum in its
+own vector with xor shuffles, so the sums come out splat: the next step's params need no
+broadcast. NaNs are canonicalised only on the words written out (an op with a NaN operand yields
+a NaN). Each mode's loop is compiled on first use as its own code (:mod:`meshnb.jit`'s policy);
+``run_tasks`` and ``run_fused`` check every argument first (the door), and the loop trusts them.
 """
 
 from __future__ import annotations
@@ -62,25 +49,15 @@ __all__ = [
 
 
 def loop_mode(z: bool) -> int:
-    """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU.
-
-    Examples
-    --------
-    >>> from meshnb.cpu import HAS_DAZ
-    >>> from meshnb.loops import IEEE, Z, Z_DAZ, loop_mode
-    >>> loop_mode(False) == IEEE, loop_mode(True) == (Z_DAZ if HAS_DAZ else Z)
-    (True, True)
-    """
+    """The fastest step-loop mode for float mode Z (``z=True``) or plain IEEE on this CPU."""
     if not z:
         return IEEE
     return Z_DAZ if cpu.HAS_DAZ else Z
 
 
 # --- one step ---------------------------------------------------------------------------------
-# ``vec.after(r, mode)`` follows every vector op: mode Z's flush where the mode needs it.
-# The private helpers take and return vectors, which Python cannot pass: only njit code calls
-# them, so numba makes them no CPython wrapper (``no_cpython_wrapper``), which a cold start
-# compiled for each (0.04 s of the four: docs/performance.md, start-up).
+# ``vec.after(r, mode)`` follows every vector op. The helpers take vectors, which only njit code
+# passes: they get no CPython wrapper, which a cold start would compile for each.
 
 
 @jit(no_cpython_wrapper=True)
@@ -104,10 +81,10 @@ def _lanes(a, b, c, d, tab, at, mode):
 
 @jit(no_cpython_wrapper=True)
 def _total(q0, q1, q2, q3, mode):
-    """The whole butterfly of one sum held in four 8-lane vectors (lanes 0-7, 8-15, 16-23,
-    24-31), as SPEC writes it: levels 16 and 8 are adds of whole vectors (lane l + lane l + 16,
-    then lane l + lane l + 8), levels 4, 2, 1 stay within one vector, every lane adding lane
-    ``l xor o``, so every lane ends with the sum (splat, ready to be a param's lanes)."""
+    """The butterfly of one sum held in four 8-lane vectors, as SPEC writes it; every lane ends with the sum.
+
+    Levels 16 and 8 add whole vectors; levels 4, 2, 1 add lane ``l xor o`` within one vector.
+    """
     s = vec.after(vec.add(vec.after(vec.add(q0, q2), mode), vec.after(vec.add(q1, q3), mode)), mode)
     s = vec.after(vec.add(s, vec.xor4(s, s)), mode)
     s = vec.after(vec.add(s, vec.xor2(s, s)), mode)
@@ -116,8 +93,7 @@ def _total(q0, q1, q2, q3, mode):
 
 @jit(no_cpython_wrapper=True)
 def _step(a, b, c, d, tab, at, mode):
-    """One step's sums for the params ``a, b, c, d`` (each splat over 8 lanes): the four param
-    sums, each splat over 8 lanes, and the e^2 sum as a float32."""
+    """One step's sums for splat params ``a, b, c, d``: the four param sums, splat, and the e^2 sum as a float32."""
     v0, v1, v2, v3, v4 = _lanes(a, b, c, d, tab, at, mode)
     w0, w1, w2, w3, w4 = _lanes(a, b, c, d, tab, at + 8, mode)
     x0, x1, x2, x3, x4 = _lanes(a, b, c, d, tab, at + 16, mode)
@@ -138,29 +114,7 @@ def _step(a, b, c, d, tab, at, mode):
 
 @jit()
 def own_sums(p4, tab, at, mode):
-    """One step's sums for the params in the 4-lane vector ``p4`` (batch at ``at``): the four
-    param sums as a 4-lane vector and the e^2 sum, what a member of a cluster publishes.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb import kernels, vec
-    >>> from meshnb.loops import Z, own_sums
-    >>> from meshnb.testing.reference import init_page
-    >>> @njit
-    ... def sums(p, tab, at, out):
-    ...     s4, e2 = own_sums(vec.load4(p, 0), tab, at, Z)
-    ...     vec.store(out, 0, vec.words(s4))
-    ...     out[4] = e2
-    >>> words = np.frombuffer(init_page(2, grouped=True), np.uint32).copy()
-    >>> tab, out = kernels.batches(words, True), np.zeros(5, np.float32)
-    >>> sums(np.zeros(4, np.float32), tab, 1 * kernels.WARP, out)  # member 1 of 2 at step 0: batch 1
-    >>> xs, ys = kernels.samples()
-    >>> literal = kernels.grouped_sums(words[:12], xs, ys, np.uint32(1), True)
-    >>> out.view(np.uint32).tolist() == literal[:5].tolist(), hex(literal[4])  # the e^2 sum
-    (True, '0x417f004e')
-    """
+    """One step's sums for the params in the 4-lane ``p4`` (batch at ``at``): what a cluster member publishes."""
     a, b, c, d = vec.bcast8_0(p4, p4), vec.bcast8_1(p4, p4), vec.bcast8_2(p4, p4), vec.bcast8_3(p4, p4)
     s0, s1, s2, s3, e2 = _step(a, b, c, d, tab, at, mode)
     return vec.first_lanes(s0, s1, s2, s3), e2
@@ -187,20 +141,16 @@ _FUSED_ACCEPTS = {"pages": "uint32[:, ::1] writeable", "count": "uint64", "trace
 
 
 def _make_tasks(mode: int):
-    """The TASK loop of one mode, compiled on its first call.  A closure, so that ``mode`` is a
-    constant in its code (and a literal for the helpers) with no wrapper around it: numba
-    optimises a caller's code again with all its callees', so every layer costs."""
+    """The TASK loop of one mode, compiled on its first call: a closure, so ``mode`` is a constant in its code."""
 
     @jit(accepts=_TASKS_ACCEPTS, name="meshnb.loops.run_tasks", nogil=True)
     def tasks(words, count, trace, tab, made):
-        """``count`` steps of one system without a group as consecutive TASKs of STEPS_PER_TASK steps
-        (the last one shortened), with every task's effects on the page (SPEC 8): PARAMS read and
-        written back, ERR = 0, a pending round dropped, STEP_HI:NEXT_STEP advanced; losses into
-        the page's ring, the sums each step applied into ``trace`` (``[count, 5]``, or no rows).
-        ``tab`` holds the batch tables (float32 ``[4 * TAB]``), ``made`` what they were made from
-        (``_make_tables``): returns False, having changed nothing, when they are not this page's
-        samples in this mode's ``z``, for the caller to make them and call again (made here,
-        they cost a cold start 0.25 s of compiling: ``kernels.fill_batches``)."""
+        """``count`` steps of one system as consecutive TASKs, with every task's effects on the page (SPEC 8).
+
+        Losses go into the page's ring, the sums into ``trace`` (``[count, 5]``, or no rows). ``tab``
+        holds the batch tables and ``made`` what they were made from: returns False, having changed
+        nothing, when they are not this page's samples in this mode, for the caller to make them again.
+        """
         # The door's sizes (its types were checked when this compiled): nothing below checks.
         if words.shape[0] != PAGE_WORDS:
             raise ValueError("run_tasks: words must be a whole page, 1024 uint32 words")
@@ -266,10 +216,11 @@ def _make_fused(mode: int):
 
     @jit(accepts=_FUSED_ACCEPTS, name="meshnb.loops.run_fused", nogil=True)
     def fused(pages, count, trace):
-        """``count`` steps of a whole cluster, one system per row of ``pages`` (``[N, 1024]`` uint32
-        words), as consecutive TASKs of page 0's STEPS_PER_TASK, with no exchange: each step every
-        system's own sums (batch offset ``t N + k``), the fold in system order, every system's apply
-        of the fold.  The pages end as the N members' would after the same tasks without timeouts."""
+        """``count`` steps of a cluster, one system per row of ``pages``, as TASKs of page 0's STEPS_PER_TASK.
+
+        No exchange: each step every system's own sums (batch ``t N + k``), the fold in system order, every
+        system's apply of it; the pages end as the members' would without timeouts.
+        """
         if pages.shape[0] == 0 or pages.shape[1] != PAGE_WORDS:
             raise ValueError("run_fused: pages must be [N, 1024] uint32 words, N >= 1")
         if trace.shape[1] != NSUMS or (trace.shape[0] != 0 and np.uint64(trace.shape[0]) < count):
@@ -339,11 +290,9 @@ _FUSED = per_mode(_make_fused, MODES)
 _U64_LIMIT = 1 << 64
 
 # Each thread's batch tables for run_tasks, and ``made``: the X and Y words they were made from
-# and at ``_MADE`` their kind (0: not made, ``_IEEE_MADE`` or ``_Z_MADE``).  The loop checks
-# them against the page (a few vector ops: a call is 0.1-0.2 us faster than with the njit fill
-# it replaces); a page of other samples, another ``z`` or the thread's first call has them made
-# again, in numpy (kernels.fill_batches: nothing for a cold start to compile, but 25 us, where a
-# task of 64 steps takes 2.3 us: hence kept).
+# and at ``_MADE`` their kind (0: not made, ``_IEEE_MADE`` or ``_Z_MADE``). The loop checks them
+# against the page; other samples, another ``z`` or a first call has them made again in numpy
+# (25 us, where a task of 64 steps takes 2.3 us: hence kept).
 _SCRATCH = threading.local()
 _MADE, _IEEE_MADE, _Z_MADE = 2 * SAMPLES, 1, 2
 
@@ -364,20 +313,7 @@ def _make_tables(words: np.ndarray, z: bool, tab: np.ndarray, made: np.ndarray) 
 
 
 def check_mode(mode: int) -> None:
-    """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ
-    (elsewhere it would give gradual-underflow bits, not mode Z's).
-
-    Examples
-    --------
-    >>> from meshnb.loops import IEEE
-    >>> from meshnb.loops.single import check_mode
-    >>> check_mode(IEEE)
-    >>> try:
-    ...     check_mode(7)
-    ... except ValueError as e:
-    ...     print(e)
-    mode must be loops.Z_DAZ (0), Z (1) or IEEE (2), not 7
-    """
+    """The door for a loop mode: one of ``MODES``, and ``Z_DAZ`` only where the CPU has DAZ."""
     if type(mode) is int and (mode in (Z, IEEE) or (mode == Z_DAZ and cpu.HAS_DAZ)):
         return  # the usual case, in a few bytecodes (this runs once per njit call)
     if not is_int(mode) or mode not in MODES:
@@ -387,20 +323,7 @@ def check_mode(mode: int) -> None:
 
 
 def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
-    """The door for a count of steps: an integer in ``0 .. limit - 1``.
-
-    Examples
-    --------
-    >>> from meshnb.loops.single import check_count
-    >>> check_count("count", 10)
-    >>> for bad in (-1, 2.0):
-    ...     try:
-    ...         check_count("count", bad)
-    ...     except (TypeError, ValueError) as e:
-    ...         print(type(e).__name__, e)
-    ValueError count must be in 0 .. 18446744073709551615, not -1
-    TypeError count must be an integer, not float
-    """
+    """The door for a count of steps: an integer in ``0 .. limit - 1``."""
     if type(count) is int and 0 <= count < limit:
         return  # the usual case
     if not is_int(count):
@@ -412,25 +335,11 @@ def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
 def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
     """``count`` steps of one system without a group as consecutive TASKs, in one call.
 
-    ``words`` is the whole page as uint32[1024]; the page ends exactly as after the TASK calls
-    of SPEC 10 with ``arg = NEXT_STEP``: STEPS_PER_TASK steps each, the last one shortened
-    (``count = 0`` is one task of no steps).  ``trace`` (``[count, 5]`` uint32, or no rows)
-    receives the sums each step applied.  ``mode`` is ``Z_DAZ``, ``Z`` or ``IEEE`` (``loop_mode``).
-    Arrays must be C-contiguous and writeable (a ``TypeError`` otherwise), of those sizes (a
-    ``ValueError``): the loop trusts nothing else.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import NSUMS
-    >>> from meshnb.loops import loop_mode, run_tasks
-    >>> from meshnb.testing import reference
-    >>> words = np.frombuffer(reference.init_page(), np.uint32).copy()
-    >>> trace = np.zeros((16, NSUMS), np.uint32)
-    >>> run_tasks(words, 16, trace, loop_mode(True))
-    >>> pages, want = reference.run([reference.init_page()], 16, grouped=False)  # the oracle, in numpy
-    >>> words.tobytes() == pages[0], bool((trace == want).all()), [hex(w) for w in words[:4]]
-    (True, True, ['0xbc80286a', '0x3f5c72e2', '0xbc8fbe3c', '0xbd0c306a'])
+    ``words`` (uint32 ``[1024]``) ends as after SPEC 10's TASK calls with ``arg = NEXT_STEP``:
+    STEPS_PER_TASK steps each, the last one shortened (``count = 0``: one task of no steps).
+    ``trace`` (``[count, 5]`` uint32, or no rows) receives the sums each step applied. ``mode`` is
+    ``Z_DAZ``, ``Z`` or ``IEEE`` (:func:`loop_mode`). Arrays must be C-contiguous and writeable (a
+    TypeError otherwise) and of those sizes (a ValueError).
     """
     check_count("count", count)
     check_mode(mode)
@@ -442,24 +351,8 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
     """``count`` steps of a cluster of ``N`` systems in one call (the ``fused`` backend).
 
-    ``pages`` is ``[N, 1024]`` uint32, every member's page (updated in place; all at the same
-    step with the same STEPS_PER_TASK); ``trace`` (``[count, 5]`` uint32, or no rows) receives
-    the fold each step applied, the same for every member.  ``mode`` and the checks as in
-    ``run_tasks``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import NSUMS
-    >>> from meshnb.loops import loop_mode, run_fused
-    >>> from meshnb.testing import reference
-    >>> start = reference.init_page(3, grouped=True)
-    >>> pages = np.stack([np.frombuffer(start, np.uint32)] * 3)
-    >>> trace = np.zeros((8, NSUMS), np.uint32)
-    >>> run_fused(pages, 8, trace, loop_mode(True))  # a cluster of 3, 8 steps
-    >>> want, want_trace = reference.run([start] * 3, 8, grouped=True)
-    >>> [p.tobytes() for p in pages] == want, bool((trace == want_trace).all())
-    (True, True)
+    ``pages`` (``[N, 1024]`` uint32, all at one step) are updated in place; ``trace`` receives the
+    fold each step applied. ``mode`` and the checks as in :func:`run_tasks`.
     """
     check_count("count", count)
     check_mode(mode)
@@ -467,17 +360,7 @@ def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
 
 
 def warm_up(mode: int, fused: bool = False) -> float:
-    """Compile the step loop of ``mode`` now (or load it from numba's cache), on a scratch page,
-    so that a timed run measures steady steps; returns the seconds this first call took.
-
-    Examples
-    --------
-    >>> from meshnb.loops import loop_mode, warm_up
-    >>> seconds = warm_up(loop_mode(True))  # the first call compiles or loads from numba's cache ...
-    >>> again = warm_up(loop_mode(True))  # ... the second finds it loaded
-    >>> seconds >= 0.0, again < 1.0
-    (True, True)
-    """
+    """Compile (or load) the step loop of ``mode`` now, on a scratch page; the seconds the call took."""
     start = time.perf_counter()
     trace = np.empty((0, NSUMS), dtype=np.uint32)
     if fused:

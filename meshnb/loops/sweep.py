@@ -1,44 +1,21 @@
 """The sweep's step loop: many independent systems, one system per SIMD lane.
 
-A sweep's systems share no data, so it is bound by throughput, not by one step's dependency
-chain.  Here a vector of ``lanes`` floats holds one value of ``lanes`` *systems* (a *group*; 16 on
-AVX-512, 8 on AVX2, see :func:`shape`), and a step of a group
-is SPEC 5's per-lane program done for the 32 warp lanes one after another, each op a 16-wide
-vector op: no shuffles, no lane extraction.  The butterfly becomes an add tree over the 32 warp
-lanes: lane 0 of SPEC 5's butterfly ends with ``T(0, 1)`` where ``T(l, 16) = v[l] + v[l + 16]``
-and ``T(l, o) = T(l, 2o) + T(l + o, 2o)`` (level ``o`` adds lane ``l xor o = l + o`` to lane ``l``,
-lower lane first), which is the tree written out below.
+A vector of ``lanes`` floats holds one value of ``lanes`` systems (a *group*, :func:`shape`); a
+step is SPEC 5's per-lane program for the 32 warp lanes in turn, each op one vector op, and the
+butterfly an add tree: ``T(l, 16) = v[l] + v[l + 16]``, ``T(l, o) = T(l, 2o) + T(l + o, 2o)``,
+the sum ``T(0, 1)``. :class:`_Emit` writes the step as LLVM IR in :data:`_SCHEDULE`'s order, state
+in registers, no call in the loop; the modes are :mod:`meshnb.loops`'. The entries release the
+GIL (MXCSR is per thread). ``bench/sweep_anchor.c`` is the same loop in C.
 
-Each call steps ``count`` steps of a run of groups, ``block`` groups at a time (their ops
-interleaved).  The step is emitted as LLVM IR by :class:`_Emit` in the order an expert writes it
-for an out-of-order core: a quarter of the warp's lanes at a time, each op for the quarter's 8 lanes
-before the next (levels, not chains), the next quarter's Horner before this quarter's terms and
-tree (:data:`_SCHEDULE`); the state stays in registers and the arrays are read through their data
-pointers, so the loop holds no call and no reference counting.  The same three modes as
-:mod:`meshnb.loops`: ``Z_DAZ`` (the x86 DAZ bit on, FTZ off: the hardware does mode Z, only words
-written out are flushed), ``Z`` (a flush after every op) and ``IEEE``.  The functions release the
-GIL; :mod:`meshnb.sweeps` runs the groups of a sweep on several threads, each thread its own slice
-of groups (MXCSR is per thread: each call sets DAZ on its own thread and restores it).
-``bench/sweep_anchor.c`` is the same loop in C, timed beside this one by the bench.
+Slot ``j`` of a system's sample table holds its batch ``(base + j) mod 8``, so relative step
+``r`` reads slot ``r mod 8``. Groups sharing X, Y and ``base mod 8`` read a *shared* table
+``stabs[u]`` (``[8][32][x, x^2, x^3, y]``, splat to the lanes); others a *lane* table ``tabs[t]``
+(``[8][32][4][lanes]``). ``tab_of[g]`` is ``t`` or ``-1 - u``; a block is all of one kind.
 
-Sample tables: slot ``j`` of a system holds its batch ``(base + j) mod 8``, so relative step ``r``
-of every system reads slot ``r mod 8`` even when the systems' step bases differ.  A group whose 16
-systems share X, Y and ``base mod 8`` (an LR sweep from one page) reads one *shared* table,
-``stabs[u]``: ``[8 slots][32 lanes][x, x^2, x^3, y]``, each value broadcast to the group's lanes (4 KiB,
-at home in L1); any other group reads a *lane* table, ``tabs[t]``: ``[8 slots][32 lanes][x, x^2,
-x^3, y][lanes]`` (64 KiB for 16 lanes, so its loads come from L2).  ``tab_of[g]`` is ``t`` (a lane table)
-or ``-1 - u`` (a shared one).
-
-Per-group arrays (float32; words are stored as the float lanes that carry their bits):
-
-- ``params[g]``: ``[a, b, c, d][lanes]`` as the page's words (``ftz_bits`` in mode Z);
-- ``hyper[g]``: ``[lr, inv][lanes]``, read through ``ftz_from_bits`` (mode Z);
-- ``ring[g]``: ``[256][lanes]`` loss words, relative step ``r`` at row ``r mod 256``;
-- ``hist[g]``: ``[H][lanes]`` loss words of relative steps ``loss_every - 1, 2 loss_every - 1, ...``;
-- ``trace[g]``: ``[count][5][lanes]`` the sums each step applied (or no columns for none).
-
-The groups of a block are all of shared tables or all of lane tables (:mod:`meshnb.sweeps.lanes`
-packs them so); the entry picks the block's variant.
+Per-group float32 arrays (words as the float lanes that carry their bits): ``params[g]``
+``[a, b, c, d][lanes]``, ``hyper[g]`` ``[lr, inv][lanes]``, ``ring[g]`` ``[256][lanes]`` losses
+(step ``r`` at row ``r mod 256``), ``hist[g]`` ``[H][lanes]`` the losses of steps
+``k loss_every - 1``, ``trace[g]`` ``[count][5][lanes]`` (or no columns).
 """
 
 from __future__ import annotations
@@ -65,14 +42,7 @@ RING = 256
 
 @dataclass(frozen=True)
 class Shape:
-    """The loop's shape: systems per group (one vector of ``lanes`` floats) and groups stepped together.
-
-    Examples
-    --------
-    >>> from meshnb.loops.sweep import SHAPES, Shape
-    >>> str(Shape(16, 1)), Shape(8, 2) in SHAPES
-    ('16 lanes x 1', True)
-    """
+    """The loop's shape: systems per group (one vector of ``lanes`` floats) and groups stepped together."""
 
     lanes: int
     block: int
@@ -86,20 +56,12 @@ SHAPES = (Shape(16, 1), Shape(8, 1), Shape(16, 2), Shape(8, 2), Shape(4, 1))
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for (:func:`meshnb.cpu.target_shape`): a group is one
-    vector register (16 systems on AVX-512, 8 on AVX2), stepped alone, on every sweep size (one
-    compile per mode), and 8 systems where a register holds fewer floats (a value in two).
+    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 on AVX2) a vector register.
 
-    Measured on a 2-vCPU Xeon with AVX-512 (docs/performance.md, sweeps): with the step's ops
-    issued level by level (:data:`_SCHEDULE`), one group at a time runs as fast as two interleaved
-    (16 x 1 against 16 x 2 and 32 x 2 on AVX-512 code; 8 x 1 against 8 x 2 and 16 x 1 on AVX2
-    code, within the noise of a shared machine), so the narrowest shape is taken: it compiles
-    fastest and pads a small sweep least.
+    One group at a time runs as fast as two interleaved (docs/performance.md, sweeps), and compiles
+    fastest and pads a small sweep least; 8 systems where a register holds fewer floats.
 
-    Examples
-    --------
     >>> from meshnb.cpu import VectorShape
-    >>> from meshnb.loops.sweep import shape
     >>> [str(shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
     ['16 lanes x 1', '8 lanes x 1', '8 lanes x 1']
     """
@@ -108,14 +70,7 @@ def shape(target: cpu.VectorShape | None = None) -> Shape:
 
 
 def tab_floats(lanes: int) -> int:
-    """Floats of one lane table (``[8 slots][32 warp lanes][4][lanes]``).
-
-    Examples
-    --------
-    >>> from meshnb.loops.sweep import tab_floats
-    >>> tab_floats(16), tab_floats(16) * 4 // 1024  # KiB of one group's own sample table
-    (16384, 64)
-    """
+    """Floats of one lane table (``[8 slots][32 warp lanes][4][lanes]``)."""
     return BATCHES * WARP * Q * lanes
 
 
@@ -123,11 +78,9 @@ _F32 = ir.FloatType()
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 
-# The step's schedule (levels, not chains): the warp in quarters of 8 lanes (quarter ``l0`` holds
-# lanes ``l0 + 4k``), each op of a quarter issued for its 8 lanes before the next op, and the next
-# quarter's Horner issued before this quarter's terms and tree (a 2-deep software pipeline), so
-# the out-of-order core always has independent work in its window.  Quarter ``l0`` yields
-# ``T(l0, 4)`` of the five sums; ``T(0, 1) = (T(0, 4) + T(2, 4)) + (T(1, 4) + T(3, 4))``.
+# The step's schedule: quarters of 8 lanes (quarter ``l0`` holds lanes ``l0 + 4k``), each op issued
+# for a quarter's 8 lanes before the next, the next quarter's Horner ("h") before this quarter's
+# terms and tree ("t"). Quarter ``l0`` yields ``T(l0, 4)``; ``T(0, 1) = (T(0, 4) + T(2, 4)) + (T(1, 4) + T(3, 4))``.
 _QUARTERS = (0, 2, 1, 3)
 _SCHEDULE = (("h", 0), ("h", 1), ("t", 0), ("h", 2), ("t", 1), ("h", 3), ("t", 2), ("t", 3))
 
@@ -186,7 +139,7 @@ class _Emit:
         )
 
     def terms(self, tab: ir.Value, e: list[ir.Value], l0: int) -> list[ir.Value]:
-        """The five sums' ``T(l0, 4)``: terms e, e x, e x^2, e x^3, e^2 of the quarter, each summed as it is made."""
+        """The five sums' ``T(l0, 4)`` of quarter ``l0``: e, e x, e x^2, e x^3, e^2, each summed as it is made."""
         lanes = [l0 + 4 * k for k in range(8)]
         out = [self.tree8(e)]
         for q in range(3):
@@ -195,8 +148,7 @@ class _Emit:
         return out
 
     def steps(self, tabs: list[ir.Value], ps: list[list[ir.Value]]) -> list[list[ir.Value]]:
-        """The five sums of each group of a block (``tabs[j]``, ``ps[j]``: its slot and params),
-        the groups' ops interleaved phase by phase."""
+        """The five sums of each group of a block, the groups' ops interleaved phase by phase."""
         es: list[dict[int, list[ir.Value]]] = [{} for _ in ps]
         parts: list[dict[int, list[ir.Value]]] = [{} for _ in ps]
         for kind, q in _SCHEDULE:
@@ -229,12 +181,11 @@ def _literal(t) -> int | None:
 
 @intrinsic
 def _run_block(typingctx, tabs, tab_of, params, hyper, ring, hist, trace, g, first, count, loss_every, shape):
-    """``count`` steps of one block of ``block`` groups of ``n`` systems whose sample tables are
-    all shared or all lane tables (``shape``: a literal tuple ``(mode, n, block, shared)``): the
-    whole step loop of the block as LLVM IR, emitted op by op in :data:`_SCHEDULE`'s order, the
-    state in registers, the arrays read through their data pointers (no array views: no
-    reference counting in the loop).  One intrinsic at module level, its shape given as literals,
-    so the entries that call it are closures of plain ints: numba caches them across processes."""
+    """``count`` steps of one block of groups, all of shared or all of lane tables, as LLVM IR.
+
+    ``shape`` is a literal tuple ``(mode, n, block, shared)``: one intrinsic at module level, so the
+    entries that call it are closures of plain ints, which numba caches across processes.
+    """
     arrays = (tabs, params, hyper, ring, hist, trace)
     if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" for a in arrays):
         return None
@@ -312,10 +263,10 @@ def _run_block(typingctx, tabs, tab_of, params, hyper, ring, hist, trace, g, fir
 
 
 def _make_entry(mode: int, lanes: int, block: int):
-    """The compiled loop of one mode and shape: ``count`` steps of every group (``params.shape[0]``,
-    a multiple of ``block``) from relative step ``first``.  ``loss_every`` > 0 samples the loss of
-    relative steps ``k loss_every - 1`` into ``hist`` row ``k - 1``.  The groups of a block are all
-    of shared tables or all of lane tables (:class:`meshnb.sweeps.lanes.Lanes` packs them so)."""
+    """The compiled loop of one mode and shape: ``count`` steps of every group from relative step ``first``.
+
+    ``loss_every`` > 0 samples the loss of relative steps ``k loss_every - 1`` into ``hist`` row ``k - 1``.
+    """
     shared_shape = (mode, lanes, block, 1)  # constants of the closure: literals where _run_block reads them
     lane_shape = (mode, lanes, block, 0)
 
@@ -339,17 +290,10 @@ _ENTRIES: dict[tuple[int, Shape], object] = {}
 def entry(mode: int, sh: Shape):
     """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call).
 
-    Examples
-    --------
-    >>> from meshnb.loops import IEEE
-    >>> from meshnb.loops.sweep import Shape, entry
-    >>> entry(IEEE, Shape(8, 1)) is entry(IEEE, Shape(8, 1))  # made once
-    True
-    >>> try:
-    ...     entry(IEEE, Shape(32, 1))
-    ... except ValueError as e:
-    ...     print(e)
-    no sweep loop for mode 2 and shape 32 lanes x 1
+    >>> entry(IEEE, Shape(32, 1))
+    Traceback (most recent call last):
+        ...
+    ValueError: no sweep loop for mode 2 and shape 32 lanes x 1
     """
     key = (mode, sh)
     if key not in _ENTRIES:
@@ -374,31 +318,23 @@ def run_groups(
     mode: int,
     sh: Shape,
 ) -> None:
-    """Step every group of these arrays ``count`` steps from relative step ``first`` (module
-    docstring for the layouts; the group count must be a multiple of ``sh.block``, every array
-    float32 and C-contiguous, as :func:`empty_arrays` makes them).  Releases the GIL.
+    """Step every group of these arrays ``count`` steps from relative step ``first``; releases the GIL.
 
-    Examples
-    --------
-    >>> import numpy as np
+    The group count is a multiple of ``sh.block``; every array float32 and C-contiguous, as
+    :func:`empty_arrays` makes them (a ValueError for wrong shapes).
+
     >>> import meshnb
-    >>> from meshnb.loops import loop_mode, sweep as loop
+    >>> from meshnb.loops import loop_mode
     >>> from meshnb.runspec import describe
     >>> from meshnb.sweeps.lanes import Lanes
-    >>> sh = loop.shape()
+    >>> sh = shape()
     >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25]), 0, 2, 16, 0, sh)
     >>> a = lanes.arrays
-    >>> for first in (0, 10):  # 10 steps, then 6 more: the same as 16 at once
-    ...     loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                     np.zeros((1, 0), np.float32), first, 10 if first == 0 else 6, 0, loop_mode(True), sh)
+    >>> for first, count in ((0, 10), (10, 6)):  # 10 steps, then 6 more: the same as 16 at once
+    ...     run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
+    ...                np.zeros((1, 0), np.float32), first, count, 0, loop_mode(True), sh)
     >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
     True
-    >>> try:
-    ...     loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"][:, :4], a["hyper"], a["ring"], a["hist"],
-    ...                     np.zeros((1, 0), np.float32), 0, 1, 0, loop_mode(True), sh)
-    ... except ValueError as e:
-    ...     print(str(e).split(":")[0])
-    sweep loop
     """
     groups = params.shape[0]
     if groups % sh.block or params.shape[1:] != (4 * sh.lanes,) or hyper.shape != (groups, 2 * sh.lanes):
@@ -413,14 +349,7 @@ def run_groups(
 
 
 def empty_arrays(groups: int, hist_rows: int, trace_steps: int, lanes: int) -> dict[str, np.ndarray]:
-    """Zeroed per-group state arrays for ``groups`` groups of ``lanes`` systems (module docstring).
-
-    Examples
-    --------
-    >>> from meshnb.loops.sweep import empty_arrays
-    >>> {name: a.shape for name, a in empty_arrays(2, 3, 4, 8).items()}
-    {'params': (2, 32), 'hyper': (2, 16), 'ring': (2, 2048), 'hist': (2, 24), 'trace': (2, 160)}
-    """
+    """Zeroed per-group state arrays for ``groups`` groups of ``lanes`` systems (module docstring)."""
     return {
         "params": np.zeros((groups, 4 * lanes), dtype=np.float32),
         "hyper": np.zeros((groups, 2 * lanes), dtype=np.float32),
