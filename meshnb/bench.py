@@ -65,10 +65,6 @@ KNOWN_NS_PER_STEP: dict[str, float] = {
 class BenchStart:
     """Where a benchmarked run starts.
 
-    ``page`` is a single-system page after init with perturbed params, LR and step base (the
-    same ``step_base`` and ``lr_bits``); cluster runs use ``step_base`` and ``lr_bits`` (SET_LR
-    before step 0) from init, since their members' pages are made by the backend.
-
     Examples
     --------
     >>> from meshnb.bench import BenchStart, varied_starts
@@ -84,9 +80,6 @@ class BenchStart:
 
 def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
     """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
-
-    The dynamics are stable from any such start (lr times the batch Hessian's top eigenvalue is
-    below 2), so no start overflows; every word is a normal float or zero.
 
     Examples
     --------
@@ -516,10 +509,6 @@ def run_bench(
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every path (or those named in ``paths``); one dict per path, in order.
-
-    ``quick`` uses fewer and shorter verification runs; pass ``seconds_per_path=QUICK_SECONDS``
-    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`BenchPath` objects (tests use it).
-    A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True.
 
     Examples
     --------

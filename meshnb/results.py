@@ -25,23 +25,6 @@ class Column:
     """One column of the system model: an attribute a system's result answers, its type, and
     which kind of result has it.
 
-    Parameters
-    ----------
-    name : str
-        The attribute.
-    kind : type
-        The type of its value (``numpy.ndarray``, ``numpy.float32``, ``bytes``, ``str``, ``int``, ``dict``).
-    doc : str
-        What it holds.
-    dtype : str or None, default None
-        An array's dtype (``"float32"``).
-    shape : tuple of int or None, default None
-        An array's shape (-1: any length); a dict's keys are :data:`meshnb.program.COUNTER_NAMES`.
-    only : {"cluster", "sweep"} or None, default None
-        The one kind of result that has it (None: both).
-    optional : bool, default False
-        The value may be None (a member's ``trace`` without ``keep_trace``).
-
     Examples
     --------
     >>> import numpy as np
@@ -61,16 +44,6 @@ class Column:
     def conforms(self, value: Any) -> bool:
         """Whether ``value`` has this column's type (and an array its dtype and shape; a dict
         the counters' names and int values).
-
-        Parameters
-        ----------
-        value : object
-            A system's attribute.
-
-        Returns
-        -------
-        bool
-            True when it is of the column's type.
 
         Examples
         --------
@@ -163,16 +136,6 @@ class SystemColumns(Protocol):
 def shared_columns(s: SystemColumns) -> dict[str, Any]:
     """The shared columns of a system's result, by name (:data:`SHARED_COLUMNS`).
 
-    Parameters
-    ----------
-    s : SystemColumns
-        A cluster's member or a sweep's system.
-
-    Returns
-    -------
-    dict
-        Each shared column's value.
-
     Examples
     --------
     >>> import meshnb
@@ -185,16 +148,6 @@ def shared_columns(s: SystemColumns) -> dict[str, Any]:
 
 def system_json(s: SystemColumns) -> dict[str, Any]:
     """A system as ``meshnb train --json`` prints it (a member's or a sweep system's, the same keys).
-
-    Parameters
-    ----------
-    s : SystemColumns
-        A cluster's member or a sweep's system.
-
-    Returns
-    -------
-    dict
-        ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
 
     Examples
     --------

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, UsageError, add_progress, error, error_line
 
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
     if stopped:
         beside = getattr(made[0], "diverted", None) if made else None
         where = f" to {beside}, marked partial; {beside.removesuffix('.partial')} kept" if beside else ""
-        _error_line(f"meshnb: interrupted (the finished systems were written{where})")
+        error_line(f"meshnb: interrupted (the finished systems were written{where})", root_only=True)
         return EXIT_INTERRUPTED
     return 0
 
@@ -248,17 +248,6 @@ CLI_SPELLING = {
     "trace": "--trace", "loss_every": "--loss-every", "threads": "--threads", "backend": "--backend",
 }  # fmt: skip
 """How ``meshnb sweep`` spells the sweep's options (for :meth:`~meshnb.runspec.OptionError.for_cli`)."""
-
-
-def _error_line(line: str) -> None:
-    from ..backends.mpi_exchange import is_root
-
-    if is_root():  # every rank of a job sees the same: one line, from rank 0
-        print(line, file=sys.stderr, flush=True)
-
-
-def _error(text: str) -> None:
-    _error_line(f"meshnb: error: {text}")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -283,16 +272,12 @@ def handle(args: argparse.Namespace) -> int:
     except WriteError as e:
         if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
             raise BrokenPipeError(e.errno, e.strerror) from None
-        _error(str(e))  # WriteError names its file
         # a stream whose reader stopped reading was given up on because of a stop: the stop's exit
-        return EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED
+        return error(str(e), EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED, root_only=True)
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
-        _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
-        return EXIT_USAGE
+        return error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e), root_only=True)
     except OSError as e:
-        _error(os_error_text(e))
-        return EXIT_FAILED
+        return error(os_error_text(e), EXIT_FAILED, root_only=True)
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
-        _error("interrupted")
-        return EXIT_INTERRUPTED
+        return error("interrupted", EXIT_INTERRUPTED, root_only=True)
