@@ -1,12 +1,8 @@
-"""The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
-with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change (:func:`host_loop`), a retry after a timeout (``ERR = 1``,
-:func:`member_task`), on the driver's loop (:func:`meshnb.driver.drive`); every backend's
-train run around its engine (:func:`train_run`; :func:`run_engine` on SPEC 10's loop), every
-checkpoint's assembly (:class:`Snapshot`, :class:`Checkpoints`) and the interrupted-run ending
-(:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
-wording of a stalled round).
-"""
+"""The host's task loop (SPEC 10), shared by every backend: a system's page prepared, then TASK with
+``arg = NEXT_STEP`` until the plan's steps are done, on the driver's loop (:func:`meshnb.driver.drive`);
+every backend's train run around its engine (:func:`train_run`), the checkpoints' assembly
+(:class:`Snapshot`, :class:`Checkpoints`), the interrupted-run ending (:func:`end_run`) and the
+rules every cluster member follows (stalls, the give-up bound, the wording of a stalled round)."""
 
 from __future__ import annotations
 
@@ -194,12 +190,8 @@ def drive_alone(
     on_task: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> int:
-    """:func:`drive` for a system without a group: the same TASKs (``arg = NEXT_STEP``,
-    STEPS_PER_TASK steps each, shortened to end the run or to start at an LR change), run many
-    to an njit call (:func:`meshnb.program.run_alone`), with the same page effects at every task
-    boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
-    pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
-    between calls."""
+    """:func:`drive` for a system without a group: the same TASKs run many to an njit call
+    (:func:`meshnb.program.run_alone`), whole tasks up to ``CHUNK_STEPS`` steps a call."""
     check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
 
@@ -410,16 +402,7 @@ class Snapshot:
 
     @classmethod
     def of(cls, n: int, member: Callable[[int], tuple[bytes, dict[str, int], Sha256State]]) -> Snapshot:
-        """The snapshot of ``n`` members, ``member(k)`` giving member ``k``'s page, counters and
-        trace state (every backend's one assembly: the fused rows, cluster memory, MPI's records).
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> s = Snapshot.of(2, lambda k: (bytes([k]), {"steps": k}, Sha256().state()))
-        >>> s.pages, s.counters
-        ((b'\\x00', b'\\x01'), ({'steps': 0}, {'steps': 1}))
-        """
+        """The snapshot of ``n`` members, ``member(k)`` giving member ``k``'s page, counters and trace state."""
         states = [member(k) for k in range(n)]
         return cls(tuple(p for p, _, _ in states), tuple(c for _, c, _ in states), tuple(t for _, _, t in states))
 

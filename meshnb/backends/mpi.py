@@ -71,9 +71,7 @@ from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the t
     wait_for,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Bounded collectives of bytes
-# ---------------------------------------------------------------------------------------------
+# --- Bounded collectives of bytes -----------------------------------------------------------------
 
 
 def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[bytes]:
@@ -115,9 +113,7 @@ def share(comm: Any, produce: Callable[[], bytes], seconds: float, what: str) ->
     return buf.tobytes()
 
 
-# ---------------------------------------------------------------------------------------------
-# What a rank sends to the others: its page, counters, trace digest and state (and trace words)
-# ---------------------------------------------------------------------------------------------
+# --- What a rank sends to the others: its page, counters, trace digest and state (and trace words) ---
 
 _RECORD = struct.Struct("<Q3Q32s8IQB63s")
 
@@ -151,9 +147,7 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
     return done, counters, digest, state, page, words
 
 
-# ---------------------------------------------------------------------------------------------
-# A rank's run
-# ---------------------------------------------------------------------------------------------
+# --- A rank's run ---------------------------------------------------------------------------------
 
 
 def warm_up(z: bool) -> float:
