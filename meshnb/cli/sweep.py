@@ -4,16 +4,11 @@
                  [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
-Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
-spelled as ``meshnb train``'s where they mean the same (``--view-in``, ``--step-base``, an LR,
-``--backend``); the old ``--pages DIR`` and ``--device`` still work, with a warning.  The library
-runs the sweep (:func:`meshnb.sweeps.job.run_to`: batches, the MPI job); this module parses and
-prints.  The table is written as the sweep goes, batch by batch (a file under a temporary name,
-renamed into place when whole), so any number of systems runs in the memory of one batch.
-
-Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one line on stderr),
-130 interrupted (the finished chunks are written first, as with ``meshnb train``).
-"""
+Its flags are made from :class:`~meshnb.sweeps.plan.SweepOptions`, spelled as ``meshnb train``'s
+where they mean the same (``--pages DIR`` and ``--device`` still work, with a warning).
+:func:`meshnb.sweeps.job.run_to` runs the sweep; this module parses and prints.  The table is
+written batch by batch under a temporary name, renamed into place when whole.  Exit codes are
+:mod:`meshnb.cli.base`'s."""
 
 from __future__ import annotations
 
