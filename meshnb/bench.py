@@ -224,24 +224,32 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     return paths
 
 
+def _checkout_module(name: str) -> Any:
+    """``bench/NAME.py`` of a source checkout, loaded; None where it is not there."""
+    import importlib.util
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"meshnb_{name}", src) if os.path.isfile(src) else None
+    if spec is None or spec.loader is None:
+        return None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _sweep_anchor_paths() -> list[BenchPath]:
     """The sweep loop and its C anchor side by side: ``bench/sweep_anchor.py`` of a
     source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
     page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
     gcc or an x86 CPU is missing."""
-    import importlib.util
-
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "sweep_anchor.py")
     desc = ("meshnb's sweep loop, 1024 LR systems, one thread", "the sweep loop's C anchor (bench/sweep_anchor.c)")
-    spec = importlib.util.spec_from_file_location("meshnb_sweep_anchor", src) if os.path.isfile(src) else None
-    if spec is None or spec.loader is None:
+    mod = _checkout_module("sweep_anchor")
+    if mod is None:
         why = "bench/sweep_anchor.py is not here (a source checkout has it)"
         return [
             BenchPath(n, d, meshnb_run, 1, 1024, unavailable=why)
             for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
         ]
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
 
     def expected(s: BenchStart, n: int) -> str:
         return str(mod.library_run(s.page, n))
@@ -267,17 +275,12 @@ def _round_floor_paths() -> list[BenchPath]:
     step) with its spin, yield and futex policies; each run's every member digest is checked against
     numpy's.  A "step" of these paths is a round, beside threads-2's and processes-2's.  Listed as
     not run where the checkout, gcc, Linux or an x86 CPU is missing."""
-    import importlib.util
-
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "round_floor.py")
-    spec = importlib.util.spec_from_file_location("meshnb_round_floor", src) if os.path.isfile(src) else None
+    mod = _checkout_module("round_floor")
     names = [f"round-c-floor-2-{p}" for p in ("spin", "yield", "futex")]
     desc = "the round's C floor (bench/round_floor.c), 2 threads, policy "
-    if spec is None or spec.loader is None:
+    if mod is None:
         why = "bench/round_floor.py is not here (a source checkout has it)"
         return [BenchPath(n, desc + n.rsplit("-", 1)[1], meshnb_run, 1, 2, unavailable=why) for n in names]
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     built: list[Any] = []  # the C is built on the first run
 
     def runner(policy: str) -> Callable[[BenchStart, int], str]:
