@@ -22,18 +22,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    """Add ``train`` to the ``meshnb`` parser's subcommands.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.train import register
-    >>> parser = argparse.ArgumentParser(prog="meshnb")
-    >>> register(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["train", "--steps", "100", "--ieee"])
-    >>> args.steps, args.z  # --ieee is stored in z: options() turns it over into z=False
-    (100, True)
-    """
+    """Add ``train`` to the ``meshnb`` parser's subcommands (``--ieee`` is kept in ``z``: see :func:`options`)."""
     from ..options import add_flags, option_fields
 
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
@@ -158,9 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     Examples
     --------
-    >>> from meshnb.cli.program import build_parser
-    >>> from meshnb.cli.train import run
     >>> import contextlib, io, json
+    >>> from meshnb.cli.program import build_parser
     >>> out = io.StringIO()
     >>> with contextlib.redirect_stdout(out):
     ...     code = run(build_parser().parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused",
