@@ -21,7 +21,7 @@ from typing import Any
 
 from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, UsageError, add_progress, error, error_line
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, UsageError, add_progress, error, error_line, wants_progress
 
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
@@ -34,7 +34,7 @@ class _Deprecated(argparse.Action):
         self.new, self.convert = new, convert
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
-        print(f"meshnb: warning: {option} is deprecated: use {self.new}", file=sys.stderr, flush=True)
+        error_line(f"meshnb: warning: {option} is deprecated: use {self.new}")
         setattr(namespace, self.dest, self.convert(values) if self.convert else values)
 
 
@@ -216,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
         given["lrs"] = given["lrs"]()
     path = given.pop("view_in", None)
     pages, names = _read_pages(path) if path is not None else (None, None)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = wants_progress(args)
     try:
         opts = SweepOptions(**given, view_in=pages, progress=progress)
         systems = opts.describe()
