@@ -71,14 +71,8 @@ class Control:
         wake: Callable[[], None] = lambda: None,
         alive: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.m, self.lock, self.waiter, self.give_up_s, self.wake, self.alive = (
-            memory,
-            lock,
-            waiter,
-            give_up_s,
-            wake,
-            alive,
-        )
+        self.m, self.lock, self.waiter, self.give_up_s = memory, lock, waiter, give_up_s
+        self.wake, self.alive = wake, alive
 
     @contextmanager
     def _locked(self, system: int | None) -> Iterator[None]:

@@ -16,15 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = (
-    0,
-    1,
-    2,
-    130,
-    141,
-    143,
-    129,
-)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = 130, 141, 143, 129
 
 
 class UsageError(Exception):
