@@ -1,10 +1,8 @@
-"""``meshnb.train``: the public signature of a run of one system or a cluster (a sweep's is :func:`meshnb.sweep`).
+"""``meshnb.train``: the public signature of a run of one system or a cluster.
 
-The keywords are :class:`~meshnb.options.RunOptions`' fields (their values checked by
-:mod:`meshnb.runspec`'s rules), which hold every default, check and
-help text once; ``train`` spells them out so that type checkers, IDEs and the API reference see
-them (a test keeps the two equal), makes the options, picks the backend from the registry
-(:mod:`meshnb.backends`) and runs it.
+The keywords are :class:`~meshnb.options.RunOptions`' fields, which hold every default, check and
+help text once; ``train`` spells them out for type checkers and the API reference (a test keeps
+the two equal) and runs the backend the options pick.
 """
 
 from __future__ import annotations
@@ -56,12 +54,9 @@ def train(
         The page's STEPS_PER_TASK, 1 to 2^32 - 1 (default 64); the bits do not depend on it.
     set_lr : dict or sequence of (step, lr) pairs, optional
         LR changes: SET_LR with ``lr`` before the task that starts when ``step`` steps of this run
-        are done (0: before the first).  An LR is a number (an int or float, rounded to float32;
-        beyond float32's range an OptionError); an f32 word is asked for explicitly, a
-        ``numpy.uint32`` or text ``"0x..."``: ``{0: 0.01}``, ``{0: np.uint32(0x3C23D70A)}`` and
-        ``{0: "0x3c23d70a"}`` are the same change, as in :func:`meshnb.sweep`'s ``lrs``.  An int
-        is the number (``{0: 1}`` is 1.0, the f32 word 1 before: a FutureWarning says so).  SET_LR
-        writes the word of the number (SPEC 8): docs/api/runspec.md, "One meaning per value".
+        are done (0: before the first).  An LR is a number (rounded to float32; an int too, with a
+        FutureWarning) or an f32 word given as a ``numpy.uint32`` or text ``"0x..."``:
+        ``{0: 0.01}`` and ``{0: "0x3c23d70a"}`` are the same change, as in :func:`meshnb.sweep`.
     step_base : int, optional
         After init, the first step (STEP_HI:NEXT_STEP), 0 to 2^64 - 2.
     view_in : bytes or path, optional
@@ -76,10 +71,9 @@ def train(
     systems : int, optional
         A cluster of this many systems (1 to 64; under MPI, the job's size).
     backend : {"threads", "processes", "fused", "mpi", "cuda"}, optional
-        Where the run executes.  Left out: one system alone without ``systems``, the
-        ``"threads"`` cluster with it.  Named, it is a cluster's backend and needs ``systems``
-        (or ``resume``), except ``"cuda"``, which also runs one system alone, and ``"mpi"``
-        (in every rank of an MPI job: one system per rank).
+        Where the run executes (default: one system alone, or ``"threads"`` with ``systems``).
+        A cluster's backend needs ``systems`` (or ``resume``), except ``"cuda"`` (one system
+        alone too) and ``"mpi"`` (one system per rank of the MPI job).
     timeout_ms : float
         A round's timeout in ms (above 0): the task stops and the round resumes later.
     stalls : sequence of (system, task call, ms)
@@ -87,9 +81,8 @@ def train(
     give_up_s : float
         A member that completes no step for this many seconds stops the run.
     checkpoint : path, optional
-        Write the whole run to this path at task boundaries, on Ctrl-C and at the end.  An
-        existing file there is replaced only when it is a checkpoint of this run (its settings,
-        or the ``resume`` file itself); any other is refused (OptionError), the file kept.
+        Write the whole run to this path at task boundaries, on Ctrl-C and at the end; an existing
+        file that is not a checkpoint of this run is refused (OptionError) and kept.
     overwrite_checkpoint : bool
         Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
     checkpoint_every_s : float

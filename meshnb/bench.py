@@ -1,22 +1,11 @@
 """``meshnb bench``: steps per second of each path on this machine, every figure verified.
 
-Each path (meshnb's single system at the default STEPS_PER_TASK and in one big task, the numpy
-and plain-Python baselines of :mod:`meshnb.testing.reference`, and the cluster backends when this build
-has them) is measured the same way:
-
-1. **first call**: the wall time of its very first call in this process (JIT compile or numba
-   cache load, worker start-up, imports);
-2. **bits**: its trace digest over ``verify_steps`` steps from each start page is compared with
-   meshnb's single-system digest (clusters: with the numpy reference's grouped run) on the same
-   starts; a path that differs gets **no figure**, only ``MISMATCH``;
-3. **steady state**: repeated calls sized to about a fifth of the path's time budget, from
-   varied start pages (perturbed params, LR and step base: the default trajectory repeats every
-   48 steps from step 1768), the median ns/step reported.
-
-The JIT/first-call cost is ``first call - steady time of the same call``.  ``run_bench`` returns
-one dict per path; ``format_table`` prints them; the helpers (``varied_starts``, ``meshnb_digest``,
-``reference_digest``) are shared with the pytest-benchmark suite in ``bench/``.
-"""
+Each path (meshnb's single system, the numpy and plain-Python baselines of
+:mod:`meshnb.testing.reference`, the sweep loop and the cluster backends) is measured the same way
+(docs/performance.md): its first call (JIT compile or cache load) apart; its trace digest checked
+against meshnb's single system (clusters: the reference's grouped run), a path that differs getting
+no figure (``MISMATCH``); then the median ns/step of calls from varied start pages.  The helpers
+(``varied_starts``, ``meshnb_digest``, ``reference_digest``) are shared with ``bench/``."""
 
 from __future__ import annotations
 
@@ -56,26 +45,12 @@ KNOWN_NS_PER_STEP: dict[str, float] = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# Varied inputs
-# ---------------------------------------------------------------------------------------------
+# --- Varied inputs --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class BenchStart:
-    """Where a benchmarked run starts.
-
-    ``page`` is a single-system page after init with perturbed params, LR and step base (the
-    same ``step_base`` and ``lr_bits``); cluster runs use ``step_base`` and ``lr_bits`` (SET_LR
-    before step 0) from init, since their members' pages are made by the backend.
-
-    Examples
-    --------
-    >>> from meshnb.bench import BenchStart, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> isinstance(start, BenchStart), len(start.page), start.step_base < 2**40
-    (True, 4096, True)
-    """
+    """Where a benchmarked run starts."""
 
     page: bytes
     step_base: int
@@ -84,9 +59,6 @@ class BenchStart:
 
 def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
     """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
-
-    The dynamics are stable from any such start (lr times the batch Hessian's top eigenvalue is
-    below 2), so no start overflows; every word is a normal float or zero.
 
     Examples
     --------
@@ -111,38 +83,18 @@ def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
     return starts
 
 
-# ---------------------------------------------------------------------------------------------
-# The runs being measured; each returns the trace digest of the steps it ran
-# ---------------------------------------------------------------------------------------------
+# --- The runs being measured; each returns the trace digest of the steps it ran -------------------
 
 
 def meshnb_run(start: BenchStart, steps: int, steps_per_task: int | None = None) -> str:
-    """meshnb's single-system path from ``start.page``.
-
-    Examples
-    --------
-    >>> from meshnb.bench import meshnb_run, reference_run, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> digest = meshnb_run(start, 16)
-    >>> digest == reference_run(start, 16), meshnb_run(start, 16, steps_per_task=3) == digest
-    (True, True)
-    """
+    """meshnb's single-system path from ``start.page``."""
     from .api import train
 
     return train(steps, view_in=start.page, steps_per_task=steps_per_task).trace_digest
 
 
 def reference_run(start: BenchStart, steps: int, impl: str = "numpy") -> str:
-    """The reference implementation (``impl`` "numpy" or "python") from ``start.page``.
-
-    Examples
-    --------
-    >>> from meshnb.bench import reference_run, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> digest = reference_run(start, 8)
-    >>> digest == reference_run(start, 8, impl="python"), len(digest)  # numpy and plain Python: the same trace
-    (True, 64)
-    """
+    """The reference implementation (``impl`` "numpy" or "python") from ``start.page``."""
     _, trace = ref.run([start.page], steps, grouped=False, impl=impl)
     return ref.trace_digest(trace)
 
@@ -154,15 +106,7 @@ def _cluster_kwargs(start: BenchStart | None) -> dict[str, Any]:
 
 
 def cluster_run(start: BenchStart, steps: int, backend: str, systems: int) -> str:
-    """A cluster of ``systems`` on ``backend``; every member must have the same trace digest.
-
-    Examples
-    --------
-    >>> from meshnb.bench import cluster_reference_run, cluster_run, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> cluster_run(start, 16, "fused", 2) == cluster_reference_run(start, 16, 2)
-    True
-    """
+    """A cluster of ``systems`` on ``backend``; every member must have the same trace digest."""
     from .api import train
 
     r = train(steps, systems=systems, backend=backend, **_cluster_kwargs(start))
@@ -173,15 +117,7 @@ def cluster_run(start: BenchStart, steps: int, backend: str, systems: int) -> st
 
 
 def cluster_reference_run(start: BenchStart, steps: int, systems: int) -> str:
-    """The numpy reference's grouped run of ``systems`` from the same step base and LR.
-
-    Examples
-    --------
-    >>> from meshnb.bench import cluster_reference_run, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> cluster_reference_run(start, 8, 2) != cluster_reference_run(start, 8, 3)  # INV_BATCH and the batches differ
-    True
-    """
+    """The numpy reference's grouped run of ``systems`` from the same step base and LR."""
     page = bytearray(ref.init_page(systems, grouped=True))
     struct.pack_into("<I", page, ref.OFF_NEXT_STEP, start.step_base & 0xFFFFFFFF)
     struct.pack_into("<I", page, ref.OFF_STEP_HI, start.step_base >> 32)
@@ -191,55 +127,24 @@ def cluster_reference_run(start: BenchStart, steps: int, systems: int) -> str:
 
 @lru_cache(maxsize=64)
 def meshnb_digest(start: BenchStart, steps: int) -> str:
-    """meshnb's single-system trace digest (the digest every single-system path must match).
-
-    Examples
-    --------
-    >>> from meshnb.bench import meshnb_digest, reference_digest, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> meshnb_digest(start, 16) == reference_digest(start, 16)
-    True
-    """
+    """meshnb's single-system trace digest (the digest every single-system path must match)."""
     return meshnb_run(start, steps)
 
 
 @lru_cache(maxsize=64)
 def reference_digest(start: BenchStart, steps: int, impl: str = "numpy", systems: int = 0) -> str:
-    """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``.
-
-    Examples
-    --------
-    >>> from meshnb.bench import cluster_reference_run, reference_digest, varied_starts
-    >>> start = varied_starts(1)[0]
-    >>> reference_digest(start, 8, systems=2) == cluster_reference_run(start, 8, 2)
-    True
-    >>> reference_digest.cache_info().currsize >= 1  # computed once per start and size
-    True
-    """
+    """The reference's digest: single system (``systems=0``) or a grouped cluster of ``systems``."""
     if systems:
         return cluster_reference_run(start, steps, systems)
     return reference_run(start, steps, impl)
 
 
-# ---------------------------------------------------------------------------------------------
-# Paths
-# ---------------------------------------------------------------------------------------------
+# --- Paths ----------------------------------------------------------------------------------------
 
 
 @dataclass
 class BenchPath:
-    """A way of running the program: ``run(start, steps) -> trace digest``.
-
-    Examples
-    --------
-    >>> from meshnb.bench import BenchPath, default_paths, reference_digest, varied_starts
-    >>> single = default_paths(clusters=False)[0]
-    >>> isinstance(single, BenchPath), single.name, single.systems
-    (True, 'single', 1)
-    >>> start = varied_starts(1)[0]
-    >>> single.run(start, 16) == reference_digest(start, 16)  # what the bench checks before it times the path
-    True
-    """
+    """A way of running the program: ``run(start, steps) -> trace digest``."""
 
     name: str
     description: str
@@ -259,14 +164,7 @@ def _single_expected(start: BenchStart, steps: int) -> str:
 
 def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> list[BenchPath]:
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
-    these cluster paths are run (the others are listed as not asked for).
-
-    Examples
-    --------
-    >>> from meshnb.bench import default_paths
-    >>> [p.name for p in default_paths(clusters=False)][:1], "fused-8" in [p.name for p in default_paths()]
-    (['single'], True)
-    """
+    these cluster paths are run (the others are listed as not asked for)."""
     paths = [
         BenchPath(
             "single",
@@ -326,24 +224,32 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     return paths
 
 
+def _checkout_module(name: str) -> Any:
+    """``bench/NAME.py`` of a source checkout, loaded; None where it is not there."""
+    import importlib.util
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"meshnb_{name}", src) if os.path.isfile(src) else None
+    if spec is None or spec.loader is None:
+        return None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _sweep_anchor_paths() -> list[BenchPath]:
     """The sweep loop and its C anchor side by side: ``bench/sweep_anchor.py`` of a
     source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
     page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
     gcc or an x86 CPU is missing."""
-    import importlib.util
-
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "sweep_anchor.py")
     desc = ("meshnb's sweep loop, 1024 LR systems, one thread", "the sweep loop's C anchor (bench/sweep_anchor.c)")
-    spec = importlib.util.spec_from_file_location("meshnb_sweep_anchor", src) if os.path.isfile(src) else None
-    if spec is None or spec.loader is None:
+    mod = _checkout_module("sweep_anchor")
+    if mod is None:
         why = "bench/sweep_anchor.py is not here (a source checkout has it)"
         return [
             BenchPath(n, d, meshnb_run, 1, 1024, unavailable=why)
             for n, d in zip(("sweep-1024", "sweep-c-anchor"), desc)
         ]
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
 
     def expected(s: BenchStart, n: int) -> str:
         return str(mod.library_run(s.page, n))
@@ -369,17 +275,12 @@ def _round_floor_paths() -> list[BenchPath]:
     step) with its spin, yield and futex policies; each run's every member digest is checked against
     numpy's.  A "step" of these paths is a round, beside threads-2's and processes-2's.  Listed as
     not run where the checkout, gcc, Linux or an x86 CPU is missing."""
-    import importlib.util
-
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "round_floor.py")
-    spec = importlib.util.spec_from_file_location("meshnb_round_floor", src) if os.path.isfile(src) else None
+    mod = _checkout_module("round_floor")
     names = [f"round-c-floor-2-{p}" for p in ("spin", "yield", "futex")]
     desc = "the round's C floor (bench/round_floor.c), 2 threads, policy "
-    if spec is None or spec.loader is None:
+    if mod is None:
         why = "bench/round_floor.py is not here (a source checkout has it)"
         return [BenchPath(n, desc + n.rsplit("-", 1)[1], meshnb_run, 1, 2, unavailable=why) for n in names]
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     built: list[Any] = []  # the C is built on the first run
 
     def runner(policy: str) -> Callable[[BenchStart, int], str]:
@@ -402,9 +303,7 @@ def _round_floor_paths() -> list[BenchPath]:
     ]  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------------
-# Measuring
-# ---------------------------------------------------------------------------------------------
+# --- Measuring ------------------------------------------------------------------------------------
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -515,24 +414,7 @@ def run_bench(
     verify_steps: int | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Measure every path (or those named in ``paths``); one dict per path, in order.
-
-    ``quick`` uses fewer and shorter verification runs; pass ``seconds_per_path=QUICK_SECONDS``
-    with it for a ~3 s run.  ``extra_paths`` adds custom :class:`BenchPath` objects (tests use it).
-    A row's ``ns_per_step`` and ``steps_per_s`` are None unless ``verified`` is True.
-
-    Examples
-    --------
-    >>> from meshnb.bench import run_bench
-    >>> rows = run_bench(0.05, quick=True, paths=["single", "fused-8"])
-    >>> [(r["path"], r["systems"], r["verified"]) for r in rows]
-    [('single', 1, True), ('fused-8', 8, True)]
-    >>> try:
-    ...     run_bench(0.05, paths=["warp-drive"])
-    ... except ValueError as e:
-    ...     print(str(e).split(";")[0])
-    unknown path(s) warp-drive
-    """
+    """Measure every path (or those named in ``paths``); one dict per path, in order."""
     if verify_steps is None:
         verify_steps = QUICK_VERIFY_STEPS if quick else VERIFY_STEPS
     starts = varied_starts(2 if quick else 3)
@@ -558,15 +440,7 @@ def run_bench(
 
 def machine_info() -> dict[str, Any]:
     """The versions, and the CPU every figure was measured on: its model, the CPU numba compiled
-    for and that target's vector ISA (``meshnb.cpu.describe``).
-
-    Examples
-    --------
-    >>> from meshnb.bench import machine_info
-    >>> info = machine_info()
-    >>> {"numba", "numpy", "target_cpu", "vector_isa"} <= set(info)
-    True
-    """
+    for and that target's vector ISA (``meshnb.cpu.describe``)."""
     import numba
 
     cpu_facts = cpu.describe()
@@ -584,9 +458,7 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------
-# Output
-# ---------------------------------------------------------------------------------------------
+# --- Output ---------------------------------------------------------------------------------------
 
 
 def _ns(ns: float) -> str:
@@ -598,15 +470,7 @@ def _ns(ns: float) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = None) -> str:
-    """A human table of ``run_bench``'s rows.
-
-    Examples
-    --------
-    >>> from meshnb.bench import format_table, run_bench
-    >>> table = format_table(run_bench(0.05, quick=True, paths=["single"]))
-    >>> table.splitlines()[0].split()[:3], "bits" in table.splitlines()[0], len(table.splitlines()) >= 2
-    (['path', 'N', 'steps/s'], True, True)
-    """
+    """A human table of ``run_bench``'s rows."""
     head = ("path", "N", "steps/s", "per step", "vs single", "fixed/call", "first call", "JIT/first", "bits")
     lines = []
     if info:
@@ -664,19 +528,7 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
 
 
 def main(seconds: float | None, quick: bool, as_json: bool, paths: Sequence[str] | None) -> int:
-    """The ``meshnb bench`` command (parsing is in :mod:`meshnb.cli`).
-
-    Examples
-    --------
-    >>> import json
-    >>> from meshnb.bench import main
-    >>> import contextlib, io
-    >>> out = io.StringIO()
-    >>> with contextlib.redirect_stdout(out):
-    ...     code = main(0.05, True, True, ["single"])
-    >>> code, [row["path"] for row in json.loads(out.getvalue())["paths"]]
-    (0, ['single'])
-    """
+    """The ``meshnb bench`` command (parsing is in :mod:`meshnb.cli`)."""
     import json
 
     if seconds is None:

@@ -1,12 +1,8 @@
-"""The host's task loop (SPEC 10), shared by every backend: prepare a system's page, then TASK
-with ``arg = NEXT_STEP`` until the plan's steps are done; a task shortened to end the run or to
-start at an LR change (:func:`host_loop`), a retry after a timeout (``ERR = 1``,
-:func:`member_task`), on the driver's loop (:func:`meshnb.driver.drive`); every backend's
-train run around its engine (:func:`train_run`; :func:`run_engine` on SPEC 10's loop), every
-checkpoint's assembly (:class:`Snapshot`, :class:`Checkpoints`) and the interrupted-run ending
-(:func:`end_run`); the rules every cluster member follows (stalls, the give-up bound, the
-wording of a stalled round).
-"""
+"""The host's task loop (SPEC 10), shared by every backend: a system's page prepared, then TASK with
+``arg = NEXT_STEP`` until the plan's steps are done, on the driver's loop (:func:`meshnb.driver.drive`);
+every backend's train run around its engine (:func:`train_run`), the checkpoints' assembly
+(:class:`Snapshot`, :class:`Checkpoints`), the interrupted-run ending (:func:`end_run`) and the
+rules every cluster member follows (stalls, the give-up bound, the wording of a stalled round)."""
 
 from __future__ import annotations
 
@@ -174,13 +170,7 @@ def run_steps(
     every_s: float = math.inf,
 ) -> int:
     """The host loop (SPEC 10, :func:`host_loop`) on the driver's loop
-    (:func:`meshnb.driver.drive`); returns the steps done.
-
-    At every boundary (the start, and after each engine call) the SET_LRs due there go to every
-    context's page, then the loop ends at the plan's end or when ``should_stop()`` says so;
-    otherwise ``step`` runs up to the next boundary, its rows go to ``trace``, and ``after(done)``
-    follows (progress), then ``save(done)`` if ``every_s`` has passed since the last save
-    (checkpoints; never at the plan's end, which the backend saves itself)."""
+    (:func:`meshnb.driver.drive`); returns the steps done."""
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return drive_chunks(
         engine,
@@ -200,12 +190,8 @@ def drive_alone(
     on_task: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> int:
-    """:func:`drive` for a system without a group: the same TASKs (``arg = NEXT_STEP``,
-    STEPS_PER_TASK steps each, shortened to end the run or to start at an LR change), run many
-    to an njit call (:func:`meshnb.program.run_alone`), with the same page effects at every task
-    boundary.  A call covers whole tasks, up to ``CHUNK_STEPS`` steps (a longer task is run in
-    pieces of that size, which changes no bits).  ``on_task`` and ``should_stop`` are called
-    between calls."""
+    """:func:`drive` for a system without a group: the same TASKs run many to an njit call
+    (:func:`meshnb.program.run_alone`), whole tasks up to ``CHUNK_STEPS`` steps a call."""
     check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
 
@@ -225,11 +211,6 @@ def member_task(
     """A grouped system's step engine: one planned task of the plan's boundaries, resumed after
     each timeout (``ERR = 1``) until it is whole, so every member of a cluster ends its tasks at
     the same steps (the program records the trace and counts the steps).
-
-    ``on_task(done)`` is called after every TASK call, retries included; ``before_task(call)``
-    before TASK call number ``call`` (from 0, retries included: fault injection).  ``give_up_s``
-    bounds the time without a completed step: past it :class:`ClusterError` names this system,
-    so a dead or stalled peer cannot hang it.
 
     Examples
     --------
@@ -285,18 +266,7 @@ def drive(
     give_up_s: float | None = None,
     pause_at: Callable[[int], int] | None = None,
 ) -> int:
-    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done.
-
-    A system without a group (and no stalls) takes :func:`drive_alone`, the same tasks with the
-    loop over them in numba; so does a member whose exchange page is in memory (the ``threads``
-    and ``processes`` backends: :func:`drive_on_page`).  Any other member runs one planned task a
-    call (:func:`member_task`, whose retries, ``on_task`` and ``give_up_s`` these share).
-
-    Tasks end at the planned boundaries of :meth:`Plan.next_boundary`; ``should_stop()`` is asked
-    at each boundary and ends the loop there.  ``stalls`` maps a TASK call (from 0, retries
-    included) to seconds to sleep before it (fault injection: :func:`stall_naps`); ``pause_at(done)``
-    is the next step after ``done`` where the coordinator pauses the members (0: none), where a
-    chunk of tasks run on the page must end."""
+    """Run ``plan.steps`` steps of one system with TASK calls; returns the steps done."""
     naps = dict(stalls or {})
     if not ctx.grouped and not naps:
         return drive_alone(ctx, plan, on_task, should_stop)
@@ -424,17 +394,7 @@ def steps_shown(
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Every member's state at a task boundary with no round pending: what a checkpoint keeps.
-
-    Parameters
-    ----------
-    pages : tuple of bytes
-        Every member's view page, system 0 first.
-    counters : tuple of dict
-        Every member's counters.
-    traces : tuple of Sha256State
-        Every member's trace hash state.
-    """
+    """Every member's state at a task boundary with no round pending: what a checkpoint keeps."""
 
     pages: tuple[bytes, ...]
     counters: tuple[dict[str, int], ...]
@@ -442,16 +402,7 @@ class Snapshot:
 
     @classmethod
     def of(cls, n: int, member: Callable[[int], tuple[bytes, dict[str, int], Sha256State]]) -> Snapshot:
-        """The snapshot of ``n`` members, ``member(k)`` giving member ``k``'s page, counters and
-        trace state (every backend's one assembly: the fused rows, cluster memory, MPI's records).
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> s = Snapshot.of(2, lambda k: (bytes([k]), {"steps": k}, Sha256().state()))
-        >>> s.pages, s.counters
-        ((b'\\x00', b'\\x01'), ({'steps': 0}, {'steps': 1}))
-        """
+        """The snapshot of ``n`` members, ``member(k)`` giving member ``k``'s page, counters and trace state."""
         states = [member(k) for k in range(n)]
         return cls(tuple(p for p, _, _ in states), tuple(c for _, c, _ in states), tuple(t for _, _, t in states))
 
@@ -551,33 +502,6 @@ def train_run(
     (:func:`meshnb.driver.drive` over ``steps`` to the boundaries ``next_end`` names), the
     checkpoints at their cadence, then the ending: the last checkpoint (at the end or the stop)
     and :func:`end_run`.
-
-    Parameters
-    ----------
-    engine : Engine
-        The backend's steps: ``warm_up()`` (its seconds are ``first_call_seconds``), ``advance``.
-    steps, next_end
-        The steps this call runs, and its chunks (:func:`meshnb.driver.drive`).
-    systems : callable
-        ``systems(done)``: every system's result once the steps are done (its time counts in
-        the steps' seconds: a wait for the trace, the members' ending).
-    at_boundary : callable, optional
-        The hook at every boundary (SPEC 10's SET_LRs).
-    progress : bool
-        Show a progress bar.
-    checkpoints, snapshot : optional
-        Where checkpoints go and what they keep (``snapshot()``, at a boundary); ``save``, when
-        given, replaces ``checkpoints.saver(snapshot)`` (the mpi backend's collective one).
-    ready : callable, optional
-        Called between the warm-up and the steps, timed in neither (the members' meeting).
-    policy : callable, optional
-        ``policy(frame)``: when to stop and to save (default: Ctrl-C, and the checkpoints'
-        cadence).
-
-    Returns
-    -------
-    RunResult
-        The run; :class:`~meshnb.results.RunInterrupted` (raised) after a stop.
 
     Examples
     --------

@@ -1,12 +1,8 @@
 """What a run gives back: every system's result, an interrupted run's state, a cluster's failure.
 
-A system's result is read through one column model, :data:`SYSTEM_COLUMNS`: a cluster's member
-(``meshnb.train(...).systems[k]``, :class:`SystemResult`) and a sweep's system
-(``meshnb.sweep(...).systems[k]``, :class:`~meshnb.sweeps.result.SweepSystem`) answer every shared
-column with the same type (the :class:`SystemColumns` protocol), and a few columns exist for one
-kind alone (a member's kept ``trace``; a sweep system's inputs ``lr``, ``lr_word``,
-``step_base``, ``page_index``).
-"""
+A cluster's member (:class:`SystemResult`) and a sweep's system
+(:class:`~meshnb.sweeps.result.SweepSystem`) answer every shared column of :data:`SYSTEM_COLUMNS`
+with the same type (:class:`SystemColumns`); a few columns exist for one kind alone."""
 
 from __future__ import annotations
 
@@ -22,25 +18,8 @@ from .view import View
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the system model: an attribute a system's result answers, its type, and
-    which kind of result has it.
-
-    Parameters
-    ----------
-    name : str
-        The attribute.
-    kind : type
-        The type of its value (``numpy.ndarray``, ``numpy.float32``, ``bytes``, ``str``, ``int``, ``dict``).
-    doc : str
-        What it holds.
-    dtype : str or None, default None
-        An array's dtype (``"float32"``).
-    shape : tuple of int or None, default None
-        An array's shape (-1: any length); a dict's keys are :data:`meshnb.program.COUNTER_NAMES`.
-    only : {"cluster", "sweep"} or None, default None
-        The one kind of result that has it (None: both).
-    optional : bool, default False
-        The value may be None (a member's ``trace`` without ``keep_trace``).
+    """One column of the system model: an attribute a system's result answers, its type, and which
+    kind of result has it.
 
     Examples
     --------
@@ -59,25 +38,7 @@ class Column:
     optional: bool = False
 
     def conforms(self, value: Any) -> bool:
-        """Whether ``value`` has this column's type (and an array its dtype and shape; a dict
-        the counters' names and int values).
-
-        Parameters
-        ----------
-        value : object
-            A system's attribute.
-
-        Returns
-        -------
-        bool
-            True when it is of the column's type.
-
-        Examples
-        --------
-        >>> counters = next(c for c in SYSTEM_COLUMNS if c.name == "counters")
-        >>> counters.conforms({"inits": 0, "steps": 64, "timeouts": 0}), counters.conforms({"steps": 64})
-        (True, False)
-        """
+        """Whether ``value`` has this column's type (an array its dtype and shape, a dict the counters' names)."""
         if value is None:
             return self.optional
         if type(value) is not self.kind and not (self.kind is np.ndarray and isinstance(value, np.ndarray)):
@@ -124,17 +85,14 @@ SHARED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SYSTEM_COLUMNS if c.only
 
 @runtime_checkable
 class SystemColumns(Protocol):
-    """What every system's result answers, a cluster's member (:class:`SystemResult`) and a
-    sweep's system (:class:`~meshnb.sweeps.result.SweepSystem`) alike: the shared columns of
-    :data:`SYSTEM_COLUMNS`, and :meth:`to_json`.
+    """What every system's result answers, a cluster's member and a sweep's system alike: the shared
+    columns of :data:`SYSTEM_COLUMNS`, and ``to_json``.
 
     Examples
     --------
     >>> import meshnb
-    >>> isinstance(meshnb.train(64).systems[0], SystemColumns)
-    True
-    >>> isinstance(meshnb.sweep(64, lrs=[0.5]).systems[0], SystemColumns)
-    True
+    >>> isinstance(meshnb.train(64).systems[0], SystemColumns), isinstance(meshnb.sweep(64).systems[0], SystemColumns)
+    (True, True)
     """
 
     @property
@@ -161,47 +119,12 @@ class SystemColumns(Protocol):
 
 
 def shared_columns(s: SystemColumns) -> dict[str, Any]:
-    """The shared columns of a system's result, by name (:data:`SHARED_COLUMNS`).
-
-    Parameters
-    ----------
-    s : SystemColumns
-        A cluster's member or a sweep's system.
-
-    Returns
-    -------
-    dict
-        Each shared column's value.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> cols = shared_columns(meshnb.train(64).systems[0])
-    >>> list(cols) == list(SHARED_COLUMNS), cols["counters"]
-    (True, {'inits': 1, 'steps': 64, 'timeouts': 0})
-    """
+    """The shared columns of a system's result, by name (:data:`SHARED_COLUMNS`)."""
     return {name: getattr(s, name) for name in SHARED_COLUMNS}
 
 
 def system_json(s: SystemColumns) -> dict[str, Any]:
-    """A system as ``meshnb train --json`` prints it (a member's or a sweep system's, the same keys).
-
-    Parameters
-    ----------
-    s : SystemColumns
-        A cluster's member or a sweep's system.
-
-    Returns
-    -------
-    dict
-        ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> system_json(meshnb.sweep(64, lrs=[0.5]).systems[0])["counters"]
-    {'inits': 0, 'steps': 64, 'timeouts': 0}
-    """
+    """A system as ``meshnb train --json`` prints it (a member's or a sweep system's, the same keys)."""
     return {
         "system": s.system,
         "params": s.params_hex,
@@ -239,9 +162,8 @@ class ClusterError(RuntimeError):
 class SystemResult:
     """One system at the end of a run: its page, counters and trace digest.
 
-    A cluster's ``result.systems[k]`` and a sweep's ``result.systems[k]``
-    (:class:`~meshnb.sweeps.result.SweepSystem`) answer the same columns with the same types
-    (:data:`SYSTEM_COLUMNS`, :class:`SystemColumns`); ``trace`` is a member's alone.
+    It answers the columns of :data:`SYSTEM_COLUMNS` as a sweep's system does; ``trace`` is a
+    member's alone.
 
     Parameters
     ----------
@@ -262,8 +184,8 @@ class SystemResult:
     >>> s = meshnb.train(4096, systems=2, backend="fused").systems[1]  # vectors.json's cluster of 2
     >>> s.system, len(s.page), s.params_hex
     (1, 4096, ['3b293aea', '402bea45', '3b14cb72', 'c03867d2'])
-    >>> repr(s)[:46]
-    'SystemResult(system=1, digest=027d15b5eefdb9e1'
+    >>> sorted(s.to_json())
+    ['counters', 'digest', 'params', 'system', 'trace_digest']
     """
 
     system: int
@@ -310,19 +232,8 @@ class SystemResult:
         return self.view.digest()
 
     def to_json(self) -> dict[str, Any]:
-        """The system as ``meshnb train --json`` prints it.
-
-        Returns
-        -------
-        dict
-            ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
-
-        Examples
-        --------
-        >>> import meshnb
-        >>> sorted(meshnb.train(64).systems[0].to_json())
-        ['counters', 'digest', 'params', 'system', 'trace_digest']
-        """
+        """The system as ``meshnb train --json`` prints it: ``system``, ``params`` (hex words), ``digest``,
+        ``trace_digest``, ``counters``."""
         return system_json(self)
 
 
@@ -330,21 +241,16 @@ class SystemResult:
 class RunResult:
     """A run: every system's result; the single-system fields read system 0.
 
-    ``steps`` are this call's; ``run_steps`` the whole run's done so far (more than ``steps`` when
-    the call resumed a checkpoint).  ``seconds`` times the steps alone; ``first_call_seconds`` is
-    what loading (or compiling) the step loop took before them, kept out of ``seconds`` and
-    ``steps_per_second``.
-
     Parameters
     ----------
     steps : int
-        The steps this call ran.
+        The steps this call ran (``run_steps``: the whole run's, a resumed checkpoint's included).
     systems : tuple of SystemResult
         Every system's result, in system order.
     seconds : float
-        The steps' time.
+        The steps' time (``steps_per_second`` is from it).
     first_call_seconds : float, default 0.0
-        What loading (or compiling) the step loop took before them.
+        What loading (or compiling) the step loop took before them, kept out of ``seconds``.
     steps_before : int, default 0
         The steps of the run done before this call (a resumed checkpoint's).
 
@@ -354,10 +260,8 @@ class RunResult:
     >>> r = meshnb.train(4096)  # vectors.json's one system
     >>> r.steps, len(r.systems), r.params_hex
     (4096, 1, ['3b7a7664', '402bef3f', '3b898b47', 'c0386fbf'])
-    >>> r.digest == r.systems[0].digest
-    True
-    >>> len(repr(r)) < 300  # no page bytes
-    True
+    >>> r.digest == r.systems[0].digest, len(repr(r)) < 300  # no page bytes in the repr
+    (True, True)
     """
 
     steps: int
@@ -436,13 +340,8 @@ class RunResult:
         return self.systems[0].trace
 
     def to_json(self) -> dict[str, Any]:
-        """The run as ``meshnb train --json`` prints it.
-
-        Returns
-        -------
-        dict
-            ``steps``, ``run_steps`` (a resumed run's whole steps) and ``systems`` (each
-            :meth:`SystemResult.to_json`).
+        """The run as ``meshnb train --json`` prints it: ``steps``, ``run_steps`` (a resumed run's) and
+        ``systems`` (each :meth:`SystemResult.to_json`).
 
         Examples
         --------
@@ -508,21 +407,7 @@ class RunInterrupted(Exception):
 
 
 def system_result(system: int, ctx: Context) -> SystemResult:
-    """System ``system``'s result from its context (the trace's digest waits for its last record).
-
-    Examples
-    --------
-    >>> from meshnb import Context, View, init, task
-    >>> from meshnb.results import system_result
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> ctx.view.set_word("STEPS_PER_TASK", 8)
-    >>> task(ctx, 0, 0)
-    8
-    >>> r = system_result(0, ctx)
-    >>> r.system, r.counters, r.digest == ctx.view.digest()
-    (0, {'inits': 1, 'steps': 8, 'timeouts': 0}, True)
-    """
+    """System ``system``'s result from its context (the trace's digest waits for its last record)."""
     trace = ctx.trace
     return SystemResult(
         system=system,

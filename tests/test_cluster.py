@@ -432,3 +432,79 @@ def test_processes_members_each_run_on_a_cpu_of_their_own(processes_run):
     cpus = sorted(os.sched_getaffinity(0))
     assert sorted(allowed) == [str(cpus[0]), str(cpus[1])], allowed
     assert len({s["trace_digest"] for s in out["systems"]}) == 1
+
+
+def _members(kind, steps=16, give_up_s=30.0):
+    from meshnb.backends.members import MemberSpec, ProcessMembers, ThreadMembers
+    from meshnb.backends.memory import ClusterMemory, SharedSegment, memory_bytes
+    from meshnb.options import Plan
+    from meshnb.sha256 import Sha256
+
+    shared = SharedSegment(memory_bytes(2)) if kind == "processes" else None
+    memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    for k in range(2):  # two members' pages after init, as the backend prepares them
+        memory.views[k] = np.frombuffer(ref.init_page(2, grouped=True), np.uint8)
+        memory.save_trace_state(k, Sha256().state())
+    spec = MemberSpec(2, Plan(steps=steps), True, 1.0, (), give_up_s=give_up_s, keep_trace=False, resumable=False)
+    members = ProcessMembers(spec, shared, memory) if shared else ThreadMembers(spec, memory)
+    return members, memory, shared
+
+
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+def test_members_driven_by_hand_match_train_and_close_aborts_only_running_ones(kind):
+    from meshnb.backends.memory import FINISHED, RUNNING
+
+    members, memory, shared = _members(kind)
+    members.started()
+    if shared is not None:  # every member has mapped the segment: its name is gone
+        assert shared.name is None or not shared._linked
+    while not members.control.all_in(RUNNING):
+        members.poll(0.1)
+    members.control.start()
+    while not members.control.all_in(FINISHED):
+        members.poll(0.1)
+    members.poll(0.01)  # no news, no failure: returns after the timeout
+    digests = [o.trace_digest for o in members.outcomes()]
+    members.close()
+    assert memory.progress.tolist() == [16, 16]
+    if shared is None:  # finished threads: nothing to abort (a process may still be on its way out)
+        assert not memory.exchange.aborted
+    assert digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
+    assert digests[0].startswith("2df9b1e6fddd7787")
+    never, memory, shared = _members(kind)
+    never.started()
+    never.close()  # never started: the members are aborted
+    assert memory.exchange.aborted
+    if shared is not None:
+        del memory
+        shared.release()
+
+
+def test_thread_members_the_coordinator_never_starts_give_up_naming_the_wait():
+    members, _, _ = _members("threads", give_up_s=0.2)
+    with pytest.raises(ClusterError, match=r"^system \d: waited 0.2 s for the other members to start$"):
+        for _ in range(50):
+            members.poll(0.1)
+    members.close()
+
+
+def test_a_member_at_the_asked_boundary_saves_pauses_and_stops_when_told():
+    from meshnb.backends.control import Control
+    from meshnb.backends.memory import ClusterMemory, memory_bytes
+    from meshnb.exchange import BlockingWaiter, ExchangeAborted
+
+    memory = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
+    control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=5.0)
+    assert control.at_boundary(0, 64, save=lambda: None) is False  # no pause asked: go on
+    assert memory.progress.tolist() == [64]
+    memory.go[0], memory.target[0] = 1, 128  # started; the coordinator asks for a pause at step 128
+    saved: list[object] = []
+    t = threading.Thread(target=lambda: saved.append(control.at_boundary(0, 128, save=lambda: saved.append("saved"))))
+    t.start()
+    assert BlockingWaiter().wait(lambda: control.paused_at(128), 5.0)
+    control.go_on(stop=True)  # the driver stops the run there
+    t.join()
+    assert saved == ["saved", True]
+    gone = Control(memory, threading.Lock(), BlockingWaiter(), 1.0, alive=lambda: False)
+    with pytest.raises(ExchangeAborted, match=r"^system 0: the coordinator is gone$"):
+        gone.check(0)

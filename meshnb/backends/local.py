@@ -1,26 +1,16 @@
 """The ``threads`` and ``processes`` backends: N members in lockstep on this machine.
 
-The caller's thread runs the driver (:func:`meshnb.host.train_run`: the frame, the loop,
-progress, checkpoints, stops, the ending); this backend contributes its engine,
-:class:`Lockstep`.  Its warm-up prepares nothing but the members: it starts them (threads, or
-processes of a forkserver) on the pages in cluster memory (``init``, or a checkpoint's pages) and
-waits until every one is ready; its ``advance(done, n)`` lets them run in lockstep to the task
-boundary ``done + n`` (``TARGET``, under a lock every member takes at its boundaries) and waits
-until all of them pause there with no round pending, or finish at the run's end.  Between
-chunks the driver has the members paused at a boundary: it moves the bar, writes a checkpoint
-when one is due (:func:`snapshot`), or stops the run there.  A chunk lasts about ``CHUNK_S``
-seconds (its steps follow the rate measured), so the members pause no more often than the
-progress bar and a stop need.
+The caller's thread runs the driver (:func:`meshnb.host.train_run`); this backend's engine,
+:class:`Lockstep`, starts the members on the pages in cluster memory and lets them run in
+lockstep from one task boundary to the next (``TARGET``), where they pause with no round pending:
+there the driver moves the bar, writes a checkpoint (:func:`snapshot`) or stops the run.  A chunk
+lasts about ``CHUNK_S`` seconds at the rate measured.
 
-Bounds, so that nothing hangs: a round waits ``timeout_ms`` and the program leaves it pending; a
-member that completes no step for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError`
-(naming the systems that did not reach the round); every other wait (the start, a pause, the
-lock, the join at the end) is bounded by ``give_up_s`` too, and the engine stops a cluster
-whose round counters have not moved for twice that (every member frozen).  A member process
-that dies is seen at once (its sentinel): the exchange page is aborted, which ends every wait,
-the others are joined, killed if they linger, and the shared memory is released (a ``memfd`` on Linux,
-unlinked elsewhere).
-"""
+Nothing hangs: a round waits ``timeout_ms`` and stays pending; a member that completes no step
+for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError` naming the systems that did not
+reach the round; every other wait is bounded by ``give_up_s``, and a cluster whose round counters
+stay still for twice that is stopped.  A member process that dies is seen at once (its sentinel):
+the exchange page is aborted, which ends every wait, and the shared memory is released."""
 
 from __future__ import annotations
 
@@ -47,8 +37,7 @@ POLL_S = 0.05  # the longest wait for news (a member's state changed) before the
 
 @dataclass(frozen=True)
 class _Run:
-    """A cluster run as its engine sees it: this call's part of the run, its members, its
-    checkpoints."""
+    """A cluster run as its engine sees it: this call's part of the run, its members, its checkpoints."""
 
     plan: Plan  # this call's part of the run
     spec: MemberSpec
@@ -56,63 +45,13 @@ class _Run:
 
 
 def snapshot(memory: ClusterMemory) -> Snapshot:
-    """Every member's state in cluster memory (the members paused at a boundary, or finished).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-    >>> from meshnb.sha256 import Sha256
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> s = snapshot(memory)
-    >>> len(s.pages), len(s.pages[0]), s.counters[1]["steps"]
-    (2, 4096, 0)
-    """
+    """Every member's state in cluster memory (the members paused at a boundary, or finished)."""
     return Snapshot.of(memory.n, lambda k: (memory.views[k].tobytes(), memory.counter_dict(k), memory.trace_state(k)))
 
 
 class Lockstep:
     """The engine of the ``threads`` and ``processes`` backends: N members in lockstep, run by the
-    chunk and paused at its end (:func:`meshnb.driver.drive` does the rest).
-
-    Parameters
-    ----------
-    run : _Run
-        The plan, the members' spec, the checkpoints (their cadence bounds a chunk's seconds).
-    memory : ClusterMemory
-        The members' pages, counters and trace states, prepared.
-    shared : SharedSegment or None
-        The segment the member processes map (None: members are threads).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec
-    >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-    >>> from meshnb.checkpoint import RunSettings
-    >>> from meshnb.host import Checkpoints
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> plan = Plan(steps=256)
-    >>> spec = MemberSpec(2, plan, True, 1.0, (), give_up_s=10.0, keep_trace=False, resumable=False)
-    >>> settings = RunSettings(systems=2, steps=256, steps_per_task=None, set_lr=(), step_base=None, z=True,
-    ...                        first_step=0)
-    >>> engine = Lockstep(_Run(plan, spec, Checkpoints(None, settings)), memory, None)
-    >>> engine.warm_up()  # two threads, ready
-    >>> engine.advance(0, 64)  # they pause at step 64
-    >>> memory.progress.tolist()
-    [64, 64]
-    >>> len(engine.end(64)), memory.progress.tolist()  # stopped there
-    (2, [64, 64])
-    >>> engine.close()
-    """
+    chunk and paused at its end (:func:`meshnb.driver.drive` does the rest)."""
 
     def __init__(self, run: _Run, memory: ClusterMemory, shared: SharedSegment | None) -> None:
         self.run, self.memory, self.shared = run, memory, shared
@@ -128,8 +67,7 @@ class Lockstep:
         return self.members
 
     def warm_up(self) -> None:
-        """Load the grouped step's kernels, start the members and wait until every one is ready
-        (member processes are forked from a server that loaded them: ``backends.preload``)."""
+        """Load the grouped step's kernels, start the members and wait until every one is ready."""
         spec, memory = self.run.spec, self.memory
         if self.shared is None:  # threads: this process's kernels are the members'
             warm_up(spec.z)
@@ -146,8 +84,8 @@ class Lockstep:
         return self.run.plan.next_boundary(self.chunk, done)
 
     def advance(self, done: int, n: int) -> None:
-        """Let the members run from the boundary ``done`` (where they pause, or start) to
-        ``done + n``, and wait until they pause there (or finish, at the run's end)."""
+        """Let the members run from the boundary ``done`` to ``done + n`` and wait until they pause there
+        (or finish, at the run's end)."""
         control, end = self._members().control, done + n
         pause = end < self.run.plan.steps
         began = time.monotonic()
@@ -164,8 +102,7 @@ class Lockstep:
         self.chunk = self.spt * max(1, tasks)
 
     def end(self, done: int) -> list[MemberOutcome]:
-        """The members' end at the boundary ``done``: the run's (they finished), or a stop's
-        (paused there, or not yet started at step 0: they stop there); their outcomes."""
+        """The members' end at the boundary ``done`` (the run's, or a stop's); their outcomes."""
         control = self._members().control
         if not self.started:
             control.start(0, stop=True)
@@ -181,9 +118,8 @@ class Lockstep:
             self.members.close()
 
     def _wait(self, arrived: Callable[[], bool], end: int) -> None:
-        """Wait for ``arrived()``, watching the members: a failure is raised at once, and a
-        cluster whose round counters do not move (every member frozen, or one that never
-        reaches the pause) is given up."""
+        """Wait for ``arrived()``: raise a member's failure at once; give up a cluster whose round counters
+        do not move."""
         members, memory, spec = self._members(), self.memory, self.run.spec
         give_up, rounds, moved = spec.give_up_s, memory.exchange.counters.copy(), time.monotonic()
         while not arrived():
@@ -209,9 +145,8 @@ def _results(memory: ClusterMemory, outcomes: Sequence[MemberOutcome]) -> tuple[
 
 
 def _drive(run: _Run, memory: ClusterMemory, shared: SharedSegment | None, progress: bool) -> RunResult:
-    """The run on the driver, :class:`Lockstep` its engine.  The steps' seconds are the
-    lockstep's: the pages' preparation and the members' start-up (the engine's warm-up, its
-    first call) are kept out."""
+    """The run on the driver, :class:`Lockstep` its engine (the members' start-up is its warm-up,
+    outside the steps' seconds)."""
     engine = Lockstep(run, memory, shared)
     try:
         return train_run(

@@ -1,13 +1,38 @@
 """The members of a ``threads`` or ``processes`` cluster.
 
 A member is one system doing :func:`meshnb.host.drive` over a
-:class:`~meshnb.exchange.PageExchange`, so the program's grouped task loop (publish, round,
-fold, apply; a timed-out round left pending and resumed) is what runs; it meets the others and
-the coordinator at the points of :mod:`.control`.  :class:`ThreadMembers` runs members as threads (the
-meeting points block on a condition variable); :class:`ProcessMembers` as processes of a
-forkserver, the memory in a shared segment (the meeting points poll).  Either way a round's wait
-spins in njit with the GIL released (:mod:`meshnb.loops.grouped`), then naps in the same waiter.
-Member processes whose coordinator dies see their pipe close and exit.
+:class:`~meshnb.exchange.PageExchange`; it meets the others and the coordinator at the points of
+:mod:`.control`.  :class:`ThreadMembers` runs members as threads (the meeting points block on a
+condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory in a shared
+segment (the meeting points poll).  Member processes whose coordinator dies see their pipe close
+and exit.
+
+Examples
+--------
+Two members as the coordinator drives them (``ProcessMembers`` is driven the same way):
+
+>>> import numpy as np, meshnb
+>>> from meshnb.backends.members import MemberSpec, ThreadMembers
+>>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
+>>> from meshnb.options import Plan
+>>> from meshnb.sha256 import Sha256
+>>> from meshnb.testing.reference import init_page
+>>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+>>> for k in range(2):  # two members' pages after init, as the backend prepares them
+...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
+...     memory.save_trace_state(k, Sha256().state())
+>>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=10.0, keep_trace=False, resumable=False)
+>>> members = ThreadMembers(spec, memory)
+>>> members.started()
+>>> while not members.control.all_in(RUNNING):
+...     members.poll(0.1)
+>>> members.control.start()
+>>> while not members.control.all_in(FINISHED):
+...     members.poll(0.1)
+>>> digests = [o.trace_digest for o in members.outcomes()]
+>>> members.close()
+>>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
+True
 """
 
 from __future__ import annotations
@@ -35,32 +60,10 @@ from ..trace import Trace
 from .control import Control, Lock
 from .memory import ClusterMemory, SegmentLock, SharedSegment, attach
 
-# ---------------------------------------------------------------------------------------------
-# One member
-# ---------------------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """What every member needs (picklable: it goes to member processes).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-    ...                   resumable=False)
-    >>> spec.systems, spec.plan.steps, spec.z
-    (2, 16, True)
-    """
+    """What every member needs (picklable: it goes to member processes)."""
 
     systems: int
     plan: Plan  # the steps of this call (the rest of the run when resuming)
@@ -74,34 +77,7 @@ class MemberSpec:
 
 @dataclass(frozen=True)
 class MemberOutcome:
-    """What a member gives back when it finishes: its trace digest, and its trace where kept.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-    ...                   resumable=False)
-    >>> members = ThreadMembers(spec, memory)
-    >>> members.started()
-    >>> while not members.control.all_in(RUNNING):
-    ...     members.poll(0.1)
-    >>> members.control.start()
-    >>> while not members.control.all_in(FINISHED):
-    ...     members.poll(0.1)
-    >>> outcome = members.outcomes()[0]
-    >>> members.close()
-    >>> outcome.trace_digest[:16], outcome.trace is None  # keep_trace=False: the digest only
-    ('2df9b1e6fddd7787', True)
-    """
+    """What a member gives back when it finishes: its trace digest, and its trace where kept."""
 
     trace_digest: str
     trace: np.ndarray | None
@@ -110,35 +86,7 @@ class MemberOutcome:
 def run_member(
     k: int, spec: MemberSpec, memory: ClusterMemory, exchange: PageExchange, control: Control
 ) -> MemberOutcome:
-    """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-    ...                   resumable=False)
-    >>> import meshnb
-    >>> members = ThreadMembers(spec, memory)  # a thread per member, each in run_member
-    >>> members.started()
-    >>> while not members.control.all_in(RUNNING):
-    ...     members.poll(0.1)
-    >>> members.control.start()
-    >>> while not members.control.all_in(FINISHED):
-    ...     members.poll(0.1)
-    >>> digests = [o.trace_digest for o in members.outcomes()]
-    >>> members.close()
-    >>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
-    True
-    """
+    """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
     trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
     ctx = Context(
         memory.view(k),
@@ -175,183 +123,26 @@ def run_member(
     return MemberOutcome(trace.hexdigest(), trace.words if spec.keep_trace else None)
 
 
-# ---------------------------------------------------------------------------------------------
-# Members as threads or processes
-# ---------------------------------------------------------------------------------------------
-
-
 class Members(Protocol):
-    """N running members, as the coordinator sees them.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-    ...                   resumable=False)
-    >>> from meshnb.backends.members import Members
-    >>> members: Members = ThreadMembers(spec, memory)  # what the coordinator drives
-    >>> members.started()
-    >>> while not members.control.all_in(RUNNING):
-    ...     members.poll(0.1)
-    >>> members.control.start()
-    >>> while not members.control.all_in(FINISHED):
-    ...     members.poll(0.1)
-    >>> len(members.outcomes()), memory.progress.tolist()
-    (2, [16, 16])
-    >>> members.close()
-    """
+    """N running members, as the coordinator sees them."""
 
     control: Control
 
     def started(self) -> None:
-        """Every member is running (it has what it needs from the coordinator).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()  # threads share the memory already; processes get theirs first
-        >>> members.close()  # never started: the members are aborted
-        >>> memory.exchange.aborted
-        True
-        """
+        """Every member is running (it has what it needs from the coordinator)."""
 
     def poll(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> from meshnb.results import ClusterError
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=0.2, keep_trace=False, resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> try:
-        ...     for _ in range(50):  # the coordinator never starts the run: the members give up
-        ...         members.poll(0.1)
-        ... except ClusterError as e:
-        ...     print(str(e).split(": ", 1)[1])  # "system K: ...", the first member to give up
-        waited 0.2 s for the other members to start
-        >>> members.close()
-        """
+        """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died."""
 
     def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> [o.trace_digest[:16] for o in members.outcomes()]
-        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
-        >>> members.close()
-        """
+        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive)."""
 
     def close(self) -> None:
-        """End the members (abort the page if they still run), bounded; release what they hold.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> members.close()
-        >>> memory.exchange.aborted  # finished members: nothing to abort
-        False
-        """
+        """End the members (abort the page if they still run), bounded; release what they hold."""
 
 
 class ThreadMembers:
-    """The ``threads`` backend: members are threads; waits block on one condition variable.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-    >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-    ...                   resumable=False)
-    >>> members = ThreadMembers(spec, memory)  # two threads, in lockstep on the exchange page in memory
-    >>> members.started()
-    >>> while not members.control.all_in(RUNNING):
-    ...     members.poll(0.1)
-    >>> members.control.start()
-    >>> while not members.control.all_in(FINISHED):
-    ...     members.poll(0.1)
-    >>> len(members.outcomes()), memory.progress.tolist()
-    (2, [16, 16])
-    >>> members.close()
-    """
+    """The ``threads`` backend: members are threads; waits block on one condition variable."""
 
     def __init__(self, spec: MemberSpec, memory: ClusterMemory) -> None:
         self.spec, self.memory = spec, memory
@@ -374,28 +165,7 @@ class ThreadMembers:
                 t.start()
 
     def started(self) -> None:
-        """Nothing to hand over: the threads share the memory from the start.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()  # threads share the memory already; processes get theirs first
-        >>> members.close()  # never started: the members are aborted
-        >>> memory.exchange.aborted
-        True
-        """
+        """Nothing to hand over: the threads share the memory from the start."""
 
     def _member(self, k: int, exchange: PageExchange) -> None:
         try:
@@ -414,66 +184,14 @@ class ThreadMembers:
         self._news.set()
 
     def poll(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for news (a member's state changed); raise the first member's :class:`ClusterError`.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> from meshnb.results import ClusterError
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=0.2, keep_trace=False, resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> try:
-        ...     for _ in range(50):  # the coordinator never starts the run: the members give up
-        ...         members.poll(0.1)
-        ... except ClusterError as e:
-        ...     print(str(e).split(": ", 1)[1])  # "system K: ...", the first member to give up
-        waited 0.2 s for the other members to start
-        >>> members.close()
-        """
+        """Wait up to ``timeout_s`` for news; raise the first member's :class:`ClusterError`."""
         self._news.wait(timeout_s)
         self._news.clear()
         if self._errors:
             raise self._errors[0]
 
     def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, joining the threads (bounded by ``give_up_s``).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> [o.trace_digest[:16] for o in members.outcomes()]
-        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
-        >>> members.close()
-        """
+        """Every member's outcome, joining the threads (bounded by ``give_up_s``)."""
         deadline = time.monotonic() + self.spec.give_up_s
         for t in self._threads:  # a FINISHED member returns its outcome right after
             t.join(max(0.0, deadline - time.monotonic()))
@@ -485,33 +203,7 @@ class ThreadMembers:
         return [o for o in self._outcomes if o is not None]
 
     def close(self) -> None:
-        """Abort the page if members still run and join them, bounded (a thread asleep in a stall is left behind).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ThreadMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> for k in range(2):  # two members' pages after init, as the backend prepares them
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, timeout_s=1.0, stalls=(), give_up_s=10.0, keep_trace=False,
-        ...                   resumable=False)
-        >>> members = ThreadMembers(spec, memory)
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> members.close()
-        >>> memory.exchange.aborted  # finished members: nothing to abort
-        False
-        """
+        """Abort the page if members still run and join them, bounded (a thread asleep in a stall is left behind)."""
         if any(t.is_alive() for t in self._threads):
             self.memory.exchange.abort()
             self.control.waiter.notify()
@@ -529,18 +221,9 @@ def _mp_context() -> Any:
     ctx.set_forkserver_preload(["meshnb.backends.preload"])
     from multiprocessing import forkserver, resource_tracker
 
-    # The server must never see a stop signal: its preload (numba) takes a second, and a
-    # KeyboardInterrupt there kills it, and the run with it; a SIGTERM or SIGHUP to the whole
-    # process group (a scheduler's cancel, `kill -- -PGID`, a closed terminal) killed it outright,
-    # and every member it had forked was then reported "exited with code 255".  It starts with
-    # every stop signal (SIGINT, SIGTERM, SIGHUP) blocked (a mask, this thread's, survives fork and
-    # exec; Python leaves it as it is; the server never unblocks them) and its children, the
-    # members, inherit the mask and ignore them: the stop is the coordinator's, which stops the
-    # members at a task boundary.  The resource tracker starts first, under the same mask (it
-    # ignores SIGINT and SIGTERM itself, and SIGHUP stays blocked there): its start unblocks
-    # SIGINT and SIGTERM here on the way out (bpo-33613's mask, for the tracker), so the mask is
-    # restored after each.  No SIG_IGN here: a stop signal that another thread of this process (a
-    # BLAS pool) took while it was ignored would be lost, and a blocked one only waits.
+    # The server and its children (the members) start with every stop signal blocked: the stop is
+    # the coordinator's.  The tracker's start unblocks SIGINT/SIGTERM on the way out (bpo-33613), so
+    # the mask is restored after each; no SIG_IGN, or a signal another thread took would be lost.
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         resource_tracker.ensure_running()
@@ -557,9 +240,7 @@ def _mp_context() -> Any:
 
 
 def refuse_unguarded_main() -> None:
-    """A member process imports the user's script again (as ``__mp_main__``); a script that
-    starts the run at its top level would start it again there.  Say so in one line and end the
-    member (the coordinator then reports it), instead of multiprocessing's page of traceback.
+    """End a member process whose import of the user's script would start the run again, in one line.
 
     Examples
     --------
@@ -635,36 +316,7 @@ def _died(code: int | None) -> str:
 
 
 class ProcessMembers:
-    """The ``processes`` backend: a process per member, every page in one shared memory segment.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.members import MemberSpec, ProcessMembers
-    >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-    >>> from meshnb.options import Plan
-    >>> from meshnb.sha256 import Sha256
-    >>> from meshnb.testing.reference import init_page
-    >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
-    >>> memory = ClusterMemory(shared.array(), 2, create=True)
-    >>> for k in range(2):
-    ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-    ...     memory.save_trace_state(k, Sha256().state())
-    >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
-    >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
-    >>> members.started()
-    >>> while not members.control.all_in(RUNNING):
-    ...     members.poll(0.1)
-    >>> members.control.start()
-    >>> while not members.control.all_in(FINISHED):
-    ...     members.poll(0.1)
-    >>> import meshnb
-    >>> digests = [o.trace_digest for o in members.outcomes()]
-    >>> members.close()
-    >>> del memory; shared.release()
-    >>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
-    True
-    """
+    """The ``processes`` backend: a process per member, every page in one shared memory segment."""
 
     def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
         self.spec = spec
@@ -698,30 +350,7 @@ class ProcessMembers:
             self._conns.append(mine)
 
     def started(self) -> None:
-        """Every member has mapped the segment: unlink its name now (the mappings stay), so that
-        nothing is left in /dev/shm even if the whole process group is killed.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
-        >>> memory = ClusterMemory(shared.array(), 2, create=True)
-        >>> for k in range(2):
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
-        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
-        >>> members.started()  # every member has mapped the memory: a named segment's name is gone now
-        >>> shared.name is None or not shared._linked
-        True
-        >>> members.close()
-        >>> del memory; shared.release()
-        """
+        """Every member has mapped the segment: unlink its name (nothing is left in /dev/shm if the group is killed)."""
         self._shared.unlink()
 
     def _read(self, k: int) -> None:
@@ -740,36 +369,7 @@ class ProcessMembers:
             pass
 
     def poll(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for news on the members' pipes; raise :class:`ClusterError` for a
-        member that failed or died.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
-        >>> memory = ClusterMemory(shared.array(), 2, create=True)
-        >>> for k in range(2):
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
-        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> members.poll(0.01)  # no news, no failure: returns after the timeout
-        >>> memory.progress.tolist()
-        [16, 16]
-        >>> members.close()
-        >>> del memory; shared.release()
-        """
+        """Wait up to ``timeout_s`` for news on the pipes; raise :class:`ClusterError` for a failed or dead member."""
         waiting = [c for k, c in enumerate(self._conns) if k not in self._reported]
         waiting += [p.sentinel for k, p in enumerate(self._procs) if k not in self._reported]
         multiprocessing.connection.wait(waiting, timeout_s)
@@ -781,34 +381,7 @@ class ProcessMembers:
                 raise ClusterError(k, f"member process (pid {p.pid}) {_died(p.exitcode)}")
 
     def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, read from its pipe (bounded by ``give_up_s``).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
-        >>> memory = ClusterMemory(shared.array(), 2, create=True)
-        >>> for k in range(2):
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
-        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
-        >>> members.started()
-        >>> while not members.control.all_in(RUNNING):
-        ...     members.poll(0.1)
-        >>> members.control.start()
-        >>> while not members.control.all_in(FINISHED):
-        ...     members.poll(0.1)
-        >>> [o.trace_digest[:16] for o in members.outcomes()]
-        ['2df9b1e6fddd7787', '2df9b1e6fddd7787']
-        >>> members.close()
-        >>> del memory; shared.release()
-        """
+        """Every member's outcome, read from its pipe (bounded by ``give_up_s``)."""
         deadline = time.monotonic() + self.spec.give_up_s
         while len(self._outcomes) < self.spec.systems:  # a FINISHED member sends its outcome right after
             if time.monotonic() > deadline:
@@ -818,29 +391,7 @@ class ProcessMembers:
         return [self._outcomes[k] for k in range(self.spec.systems)]
 
     def close(self) -> None:
-        """Abort the page if members still run, end the processes (bounded) and close their pipes.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.members import MemberSpec, ProcessMembers
-        >>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, SharedSegment, memory_bytes
-        >>> from meshnb.options import Plan
-        >>> from meshnb.sha256 import Sha256
-        >>> from meshnb.testing.reference import init_page
-        >>> shared = SharedSegment(memory_bytes(2))  # the memory the member processes map
-        >>> memory = ClusterMemory(shared.array(), 2, create=True)
-        >>> for k in range(2):
-        ...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-        ...     memory.save_trace_state(k, Sha256().state())
-        >>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=30.0, keep_trace=False, resumable=False)
-        >>> members = ProcessMembers(spec, shared, memory)  # two processes of a forkserver
-        >>> members.started()
-        >>> members.close()  # before the start: the page is aborted, the processes end
-        >>> memory.exchange.aborted
-        True
-        >>> del memory; shared.release()
-        """
+        """Abort the page if members still run, end the processes (bounded) and close their pipes."""
         if any(p.is_alive() for p in self._procs):
             self.control.m.exchange.abort()
         deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)

@@ -1,7 +1,23 @@
-"""Cluster memory of the ``threads`` and ``processes`` backends: the exchange page, then a control
-block, then one block per member (its view, counters, state, and its trace hash's state), laid
-out by one table, in process memory or in one shared segment (:class:`SharedSegment`: an anonymous
-``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
+"""Cluster memory of the ``threads`` and ``processes`` backends, laid out by :data:`CONTROL_LAYOUT`.
+
+The exchange page, then a control block, then one block per member (its view, counters, state,
+and its trace hash's state), in process memory or in one shared segment (:class:`SharedSegment`:
+an anonymous ``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
+
+Examples
+--------
+>>> import os
+>>> from meshnb.backends.memory import ClusterMemory, SharedSegment, attach, memory_bytes
+>>> segment = SharedSegment(memory_bytes(2))
+>>> m = ClusterMemory(segment.array(), 2, create=True)  # zeroed, laid out by CONTROL_LAYOUT
+>>> m.views.shape, m.state.tolist(), m.exchange.counters.tolist(), memory_bytes(2)
+((2, 4096), [0, 0], [0, 0], 9088)
+>>> theirs, let_go = attach(segment.name, os.dup(segment.fd))  # as a member attaches: its own descriptor
+>>> m.state[1] = 3  # member 1 finished: the word every process sees
+>>> ClusterMemory(theirs, 2).state.tolist(), segment.name is None  # a memfd on Linux: no name to leave behind
+([0, 3], True)
+>>> del m, theirs
+>>> let_go(); segment.release()
 """
 
 from __future__ import annotations
@@ -43,33 +59,12 @@ STARTING, RUNNING, PAUSED, FINISHED = 0, 1, 2, 3
 
 
 def memory_bytes(n: int) -> int:
-    """The bytes of cluster memory for ``n`` members: the exchange page, the control block, a block a member.
-
-    Examples
-    --------
-    >>> from meshnb.backends.memory import CONTROL_BYTES, MEMBER_BYTES, memory_bytes
-    >>> from meshnb.exchange import exchange_bytes
-    >>> memory_bytes(2), memory_bytes(2) == exchange_bytes(2) + CONTROL_BYTES + 2 * MEMBER_BYTES
-    (9088, True)
-    """
+    """The bytes of cluster memory for ``n`` members: the exchange page, the control block, a block a member."""
     return exchange_bytes(n) + CONTROL_BYTES + n * MEMBER_BYTES
 
 
 class ClusterMemory:
-    """Live arrays over one buffer (process memory or shared memory) laid out as above.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-    >>> raw = np.full(memory_bytes(2), 0xFF, np.uint8)
-    >>> m = ClusterMemory(raw, 2, create=True)  # zeroed, laid out by CONTROL_LAYOUT
-    >>> m.views.shape, m.state.tolist(), m.exchange.counters.tolist(), int(m.go[0])
-    ((2, 4096), [0, 0], [0, 0], 0)
-    >>> m.state[1] = 3  # member 1 finished: the word in raw, where every process sees it
-    >>> ClusterMemory(raw, 2).state.tolist()
-    [0, 3]
-    """
+    """Live arrays over one buffer (process memory or shared memory) laid out as above."""
 
     def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
         self.n = n
@@ -88,30 +83,11 @@ class ClusterMemory:
             raw[start : memory_bytes(n)] = 0
 
     def view(self, k: int) -> View:
-        """Member ``k``'s view page, over its block of the memory (no copy).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-        >>> m = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> m.view(1).set_word("LR", 0x3F000000)
-        >>> hex(m.view(1).word("LR")), hex(m.view(0).word("LR"))
-        ('0x3f000000', '0x0')
-        """
+        """Member ``k``'s view page, over its block of the memory (no copy)."""
         return View(self.views[k])
 
     def trace_state(self, k: int) -> Sha256State:
-        """Member ``k``'s trace hash as saved in the memory (:class:`~meshnb.sha256.Sha256State`).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-        >>> m = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
-        >>> m.trace_state(0).length, m.trace_state(0).tail
-        (0, b'')
-        """
+        """Member ``k``'s trace hash as saved in the memory (:class:`~meshnb.sha256.Sha256State`)."""
         length = int(self._trace_length[k])
         return Sha256State(
             tuple(int(x) for x in self._trace_h[k]), length, self._trace_tail[k, : length % 64].tobytes()
@@ -122,8 +98,7 @@ class ClusterMemory:
 
         Examples
         --------
-        >>> import hashlib
-        >>> import numpy as np
+        >>> import hashlib, numpy as np
         >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
         >>> from meshnb.sha256 import Sha256
         >>> m = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
@@ -140,17 +115,7 @@ class ClusterMemory:
         self._trace_length[k] = s.length
 
     def counter_dict(self, k: int) -> dict[str, int]:
-        """Member ``k``'s counters by name (SPEC 8's INITS, STEPS, TIMEOUTS).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-        >>> m = ClusterMemory(np.zeros(memory_bytes(1), np.uint8), 1, create=True)
-        >>> m.counters[0] = [1, 4096, 0]
-        >>> m.counter_dict(0)
-        {'inits': 1, 'steps': 4096, 'timeouts': 0}
-        """
+        """Member ``k``'s counters by name (SPEC 8's INITS, STEPS, TIMEOUTS)."""
         return {name: int(c) for name, c in zip(COUNTER_NAMES, self.counters[k])}
 
 
@@ -159,28 +124,7 @@ SHM_DIR = "/dev/shm"
 
 
 class SharedSegment:
-    """The memory the coordinator shares with its member processes, released however the run ends.
-
-    On Linux it is an anonymous ``memfd``: it has no name, the members get its file descriptor
-    over their pipe, and it is gone with the last process that maps it, so nothing can be left
-    behind, even by a SIGKILL of the whole process group.  Elsewhere it is a named
-    ``multiprocessing.shared_memory`` segment, unlinked as soon as every member has mapped it
-    (:meth:`unlink`), else at :meth:`release`; creating one first removes the segments of
-    coordinators that died before they could.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.backends.memory import SharedSegment, attach
-    >>> segment = SharedSegment(4096)
-    >>> mine = segment.array()
-    >>> theirs, let_go = attach(segment.name, os.dup(segment.fd))  # as a member attaches: its own descriptor
-    >>> mine[0] = 7
-    >>> int(theirs[0]), segment.name is None  # a memfd on Linux: no name to leave behind
-    (7, True)
-    >>> del mine, theirs
-    >>> let_go(); segment.release()
-    """
+    """The memory the coordinator shares with its member processes, released however the run ends."""
 
     def __init__(self, size: int) -> None:
         self.fd: int | None = None
@@ -202,50 +146,20 @@ class SharedSegment:
         return self.shm.name if self.shm is not None else None
 
     def array(self) -> np.ndarray:
-        """The segment's bytes as a uint8 array (no copy).
-
-        Examples
-        --------
-        >>> from meshnb.backends.memory import SharedSegment
-        >>> segment = SharedSegment(8192)
-        >>> a = segment.array()
-        >>> a.shape, a.dtype.name, int(a.sum())
-        ((8192,), 'uint8', 0)
-        >>> del a
-        >>> segment.release()
-        """
+        """The segment's bytes as a uint8 array (no copy)."""
         if self._map is not None:
             return np.frombuffer(self._map, dtype=np.uint8)
         assert self.shm is not None and self.shm.buf is not None
         return np.frombuffer(self.shm.buf, dtype=np.uint8)
 
     def unlink(self) -> None:
-        """Remove a named segment's name once every member has mapped it (a memfd has none: nothing to do).
-
-        Examples
-        --------
-        >>> from meshnb.backends.memory import SharedSegment
-        >>> segment = SharedSegment(4096)
-        >>> segment.unlink(); segment.unlink()  # at most once, and harmless without a name
-        >>> segment.release()
-        """
+        """Remove a named segment's name once every member has mapped it (at most once; a memfd has none)."""
         if self._linked and self.shm is not None:
             self._linked = False
             self.shm.unlink()
 
     def release(self) -> None:
-        """Let the memory go: unlink its name, close the mapping and the descriptor.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.backends.memory import SharedSegment
-        >>> segment = SharedSegment(4096)
-        >>> fd = segment.fd
-        >>> segment.release()
-        >>> segment.fd is None, fd is None or not os.path.exists(f"/proc/self/fd/{fd}")
-        (True, True)
-        """
+        """Let the memory go: unlink its name, close the mapping and the descriptor."""
         self.unlink()
         if self.shm is not None:
             close(self.shm)
@@ -260,18 +174,21 @@ class SharedSegment:
 
 
 class SegmentLock:
-    """A lock between the coordinator and its member processes with nothing named: a POSIX
-    record lock on the memfd (per process; the kernel releases it when its holder dies).
+    """A lock between the coordinator and its member processes with nothing named: a POSIX record
+    lock on the memfd (per process; the kernel releases it when its holder dies).
 
     Examples
     --------
-    >>> import os
+    >>> import os, subprocess, sys
     >>> from meshnb.backends.memory import SegmentLock
     >>> fd = os.memfd_create("example")
-    >>> os.ftruncate(fd, 4096)
     >>> lock = SegmentLock(fd)
     >>> lock.acquire(), lock.acquire(False)  # a record lock is per process: this one holds it already
     (True, True)
+    >>> take = "import fcntl, sys; fcntl.lockf(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    >>> other = subprocess.run([sys.executable, "-c", take, str(fd)], pass_fds=[fd], capture_output=True, text=True)
+    >>> other.returncode, other.stderr.splitlines()[-1]  # another process is refused while this one holds it
+    (1, 'BlockingIOError: [Errno 11] Resource temporarily unavailable')
     >>> lock.release(); os.close(fd)
     """
 
@@ -279,23 +196,7 @@ class SegmentLock:
         self.fd = fd
 
     def acquire(self, block: bool = True, timeout: float = -1) -> bool:
-        """Take the lock, waiting at most ``timeout`` seconds (-1: as long as it takes) where
-        ``block``; whether it was taken.
-
-        Examples
-        --------
-        >>> import os, subprocess, sys
-        >>> from meshnb.backends.memory import SegmentLock
-        >>> fd = os.memfd_create("example")
-        >>> lock = SegmentLock(fd)
-        >>> lock.acquire()
-        True
-        >>> take = "import fcntl, sys; fcntl.lockf(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)"
-        >>> other = subprocess.run([sys.executable, "-c", take, str(fd)], pass_fds=[fd], capture_output=True, text=True)
-        >>> other.returncode, other.stderr.splitlines()[-1]  # another process is refused while this one holds it
-        (1, 'BlockingIOError: [Errno 11] Resource temporarily unavailable')
-        >>> lock.release(); os.close(fd)
-        """
+        """Take the lock, waiting at most ``timeout`` s (-1: no bound) where ``block``; whether it was taken."""
         deadline = time.monotonic() + (timeout if timeout >= 0 else math.inf)
         nap = 20e-6
         while True:
@@ -311,40 +212,13 @@ class SegmentLock:
             nap = min(2 * nap, 1e-3)
 
     def release(self) -> None:
-        """Let the lock go (the kernel does so too when its holder dies).
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.backends.memory import SegmentLock
-        >>> fd = os.memfd_create("example")
-        >>> lock = SegmentLock(fd)
-        >>> lock.acquire()
-        True
-        >>> lock.release()
-        >>> lock.acquire(False)  # free again
-        True
-        >>> lock.release(); os.close(fd)
-        """
+        """Let the lock go (the kernel does so too when its holder dies)."""
         fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
 
 def attach(name: str | None, fd: int | None) -> tuple[np.ndarray, Callable[[], None]]:
     """A member's side of :class:`SharedSegment`: the memory as uint8, and how to let it go
-    (the descriptor ``fd``, if given, stays open for :class:`SegmentLock` until then).
-
-    Examples
-    --------
-    >>> from meshnb.backends.memory import SharedSegment, attach
-    >>> segment = SharedSegment(4096)
-    >>> segment.array()[:4] = [1, 2, 3, 4]
-    >>> import os
-    >>> seen, let_go = attach(segment.name, os.dup(segment.fd))  # the member's copy of the descriptor
-    >>> seen[:4].tolist()
-    [1, 2, 3, 4]
-    >>> del seen
-    >>> let_go(); segment.release()
-    """
+    (the descriptor ``fd``, if given, stays open for :class:`SegmentLock` until then)."""
     if fd is not None:
         mapped = mmap.mmap(fd, 0)
 
@@ -373,7 +247,6 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
     Examples
     --------
     >>> import os
-    >>> from meshnb.backends.memory import remove_stale_segments
     >>> shm = getfixture("tmp_path")
     >>> dead = 2**22 + 1  # no process has this pid
     >>> for name in (f"meshnb_{dead}_abc", f"meshnb_{os.getpid()}_def", "other"):
@@ -399,17 +272,15 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
 
 
 def close(shm: SharedMemory) -> None:
-    """Close a segment even while a numpy view of it lives on (say, in an error's traceback):
-    the mapping then goes with the view, and SharedMemory's own ``__del__`` has nothing left to
-    close (it would complain about the view).
+    """Close a segment even while a numpy view of it lives on (in an error's traceback, say): the
+    mapping then goes with the view.
 
     Examples
     --------
     >>> import numpy as np
     >>> from multiprocessing.shared_memory import SharedMemory
-    >>> from meshnb.backends.memory import close
     >>> shm = SharedMemory(create=True, size=4096)
-    >>> view = np.frombuffer(shm.buf, np.uint8)  # still alive: SharedMemory.close alone would raise BufferError
+    >>> view = np.frombuffer(shm.buf, np.uint8)  # SharedMemory.close alone would raise BufferError
     >>> close(shm)
     >>> shm.unlink()
     """

@@ -1,40 +1,23 @@
 """The ``mpi`` backend: a cluster across machines, one system per MPI rank (through mpi4py).
 
-``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` in each
-rank: the same program (:mod:`meshnb.program`'s grouped task loop: a planned task and its
-retries, :func:`meshnb.host.member_task`, on the driver's train run,
-:func:`meshnb.host.train_run`) over an :class:`~meshnb.backends.mpi_exchange.MpiExchange` (the
-round as a collective: see that module), so every rank ends with the bits of the threads
-backend.  Rank 0 gathers every rank's page, counters and trace digest; the command line prints
-them there only.
+``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size``: the
+program's grouped task loop (:func:`meshnb.host.member_task` on :func:`meshnb.host.train_run`)
+over an :class:`~meshnb.backends.mpi_exchange.MpiExchange`, so every rank ends with the bits of
+the threads backend.  Rank 0 gathers every rank's page, counters and trace digest.
 
-Bounds, so that nothing hangs
------------------------------
-A round waits ``timeout_ms``.  A rank that completes no step for ``give_up_s`` stops with
-:class:`~meshnb.results.ClusterError` naming the ranks that did not reach the round: a rank whose
-round times out tells the others so (a small point-to-point notice on a duplicate communicator,
-once a round), and the ranks that sent no notice for the round are the suspects.  Every other
-collective (the start, the gathers at checkpoints and at the end) is non-blocking and polled
-with a deadline.  A failure after the start ends the whole job: the message (one line, on the
-rank that saw it) and ``MPI_Abort(1)``, since a communicator with an outstanding collective
-cannot be used again.  A rank process that dies is usually seen by the launcher first (MPICH's
-hydra and Open MPI's mpirun kill the other ranks); if not, the others give up as above.
+Bounds: a round waits ``timeout_ms``; a rank that completes no step for ``give_up_s`` stops with
+:class:`~meshnb.results.ClusterError` naming the ranks that sent no timeout notice for the round
+(a point-to-point notice on a duplicate communicator); every other collective is non-blocking
+and polled with a deadline.  A failure after the start prints one line and calls
+``MPI_Abort(1)``: a communicator with an outstanding collective cannot be used again.
 
-Checkpoints and Ctrl-C
-----------------------
-Ranks agree on a task boundary through the round messages themselves: rank 0 raises
-``FLAG_CHECKPOINT`` when a checkpoint is due, any rank raises ``FLAG_STOP`` on Ctrl-C; every rank
-sees the OR of the flags of a round when it completes, so all see them in the same round, and
-act at the first planned task boundary after it (no round pending there): the driver's
-deadline and stop are those flags (a :class:`~meshnb.driver.Policy`).  A checkpoint gathers
-every rank's page, counters and trace state to rank 0, which writes it
-(:mod:`meshnb.checkpoint`'s format: a file any backend resumes); a stop's is the ending's,
-written from the results' records, as the end's.
+Checkpoints and Ctrl-C: rank 0 raises ``FLAG_CHECKPOINT`` when one is due, any rank
+``FLAG_STOP``; every rank sees the OR of a round's flags in the same round and acts at the next
+planned task boundary (the driver's :class:`~meshnb.driver.Policy`).  Rank 0 writes the
+checkpoint from every rank's gathered record.
 
-Test hook: ``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` (``SIGKILL``: a rank that
-dies; ``SIGINT``: Ctrl-C on one rank) to rank ``K`` itself before its TASK call ``CALL``; only the
-tests use it.
-"""
+Test hook: ``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` to rank ``K`` itself
+before its TASK call ``CALL``."""
 
 from __future__ import annotations
 
@@ -88,9 +71,7 @@ from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the t
     wait_for,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Bounded collectives of bytes
-# ---------------------------------------------------------------------------------------------
+# --- Bounded collectives of bytes -----------------------------------------------------------------
 
 
 def allgather_bytes(comm: Any, data: bytes, seconds: float, what: str) -> list[bytes]:
@@ -132,9 +113,7 @@ def share(comm: Any, produce: Callable[[], bytes], seconds: float, what: str) ->
     return buf.tobytes()
 
 
-# ---------------------------------------------------------------------------------------------
-# What a rank sends to the others: its page, counters, trace digest and state (and trace words)
-# ---------------------------------------------------------------------------------------------
+# --- What a rank sends to the others: its page, counters, trace digest and state (and trace words) ---
 
 _RECORD = struct.Struct("<Q3Q32s8IQB63s")
 
@@ -168,9 +147,7 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
     return done, counters, digest, state, page, words
 
 
-# ---------------------------------------------------------------------------------------------
-# A rank's run
-# ---------------------------------------------------------------------------------------------
+# --- A rank's run ---------------------------------------------------------------------------------
 
 
 def warm_up(z: bool) -> float:
@@ -195,13 +172,7 @@ STDERR_DRAIN_S = 10.0  # the most abort() waits for its line to leave the pipe (
 
 
 def _drain_stderr(bound_s: float) -> None:
-    """Wait (at most ``bound_s``) until the launcher has read what this rank wrote to its stderr pipe.
-
-    MPICH's hydra forwards a rank's output through its proxy, and its ``mpiexec`` exits as soon as
-    an ``MPI_Abort`` reaches it, dropping whatever the proxy has not yet read from the rank's pipe:
-    on a loaded machine the error line was lost so (exit 1, empty stderr).  Once the pipe is empty,
-    the proxy has read the line, and it sends it upstream before the abort that follows.  Not a
-    pipe (a terminal, a file): nothing to wait for."""
+    """Wait (at most ``bound_s``) until the launcher has read what this rank wrote to its stderr pipe."""
     try:
         import fcntl
         import termios
@@ -240,12 +211,7 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
     """Run this rank's system of a cluster of one system per rank of ``comm`` (MPI_COMM_WORLD);
     every rank must call it with the same options.  Returns every system's result, on every
     rank.  ``systems``, when given, must be the number of ranks.  ``checkpoint`` is written by
-    rank 0; ``resume`` is read by rank 0.
-
-    Bad options raise ValueError on every rank alike.  A failure once the run has started
-    (a rank gave up on a stalled or dead peer, an error on one rank) prints one line and calls
-    ``MPI_Abort`` (exit code 1, 130 for Ctrl-C), unless ``abort_on_failure=False``: then it raises
-    and the caller must abort, since the communicator may have a collective outstanding."""
+    rank 0; ``resume`` is read by rank 0."""
     MPI = load()
     comm = MPI.COMM_WORLD if comm is None else comm
     k, n = comm.Get_rank(), comm.Get_size()

@@ -1,34 +1,20 @@
-"""The round of the ``mpi`` backend (SPEC 9) as an MPI collective: :class:`MpiExchange`, this
-rank's :class:`~meshnb.exchange.Exchange`, and how MPI is loaded and polled.
+"""The round of the ``mpi`` backend (SPEC 9) as an MPI collective: :class:`MpiExchange`, and how
+MPI is loaded and polled.
 
-The round (SPEC 9) over MPI
----------------------------
-The exchange page's round is one collective: ``round(n)`` starts an allgather of this rank's
-message for parity ``n mod 2`` (a persistent ``MPI_Allgather_init`` request started again, or an
-``Iallgather`` where the MPI library predates MPI 4) and polls it until it completes or the
-round's timeout passes.  The message is 12 u32 words: the 8 slot words, the round number (two
-words), the run's control flags and the sender's rank.  ``slot(m, par)`` reads rank ``m``'s slot
-from parity ``par``'s receive buffer, which rank order fills: the fold is in rank order.
+``round(n)`` starts an allgather of this rank's 12-word message (the 8 slot words, the round
+number, the control flags, the rank) for parity ``n mod 2`` (a persistent
+``MPI_Allgather_init`` request, or ``Iallgather`` before MPI 4) and polls it until it completes
+or the round's timeout passes; the receive buffer is in rank order, so the fold is too.
 
-- *Counters*: an MPI collective matches the i-th call of every rank, so the page's counters are
-  implicit: a completed allgather means every rank published the same round.  Every message
-  carries its round number and a completed round whose numbers differ stops the run (the ranks
-  run different plans), instead of folding the wrong sums.
-- *Timeout and resume*: a collective cannot be cancelled.  On a timeout the request is kept and
-  ``round`` returns False; the program leaves the round pending (PENDING, ROUND, ERR, TIMEOUTS),
-  and the next TASK, whose ``arg`` is the pending step, calls ``round(n)`` again for the same
-  ``n``: that tests the very same request, it never starts another.  A new round asked while one
-  is outstanding (a dropped pending round) is an error, since it cannot be made to match.
-- *Two parities*: only one round is ever outstanding, so two receive buffers (the page's two
-  slots) are enough; a completed round's slots stay readable until round ``n + 2``.
-- *Polling* (:func:`poll`): tests back to back for 20 ms, then naps growing to 1 ms (a peer that
-  is seconds late does not cost a core).  Polling from more ranks than cores is pathological
-  unless a failed test yields the core: when MPI is not yet initialised, :func:`load` sets
-  MPICH's progress throttle (``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``,
-  ``..._NO_PROGRESS_COUNT=1``, unless the environment says otherwise), with which MPICH's ch4
-  yields by itself; with any other MPI, :func:`poll` calls ``os.sched_yield()`` after each failed
-  test.
-"""
+- A collective matches the i-th call of every rank: the page's counters are implicit, and a
+  completed round whose round numbers differ stops the run (the ranks run different plans).
+- A collective cannot be cancelled: on a timeout the request is kept and the next TASK's
+  ``round(n)`` tests the same request; a new round asked while one is outstanding is an error.
+- One round is outstanding at a time, so two receive buffers (the two parities) are enough.
+- :func:`poll` tests back to back for 20 ms, then naps growing to 1 ms.  :func:`load` sets
+  MPICH's progress throttle (``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``, unless the environment says
+  otherwise) so that a failed test yields the core; with any other MPI, :func:`poll` calls
+  ``os.sched_yield()`` after each failed test."""
 
 from __future__ import annotations
 
@@ -97,9 +83,7 @@ _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # MPICH/Int
 
 
 def is_root() -> bool:
-    """This process is rank 0 of MPI_COMM_WORLD, or not a rank at all: the one that prints.
-
-    Before MPI is initialised (an error in the arguments), the launcher's rank variable says."""
+    """This process is rank 0 of MPI_COMM_WORLD, or not a rank at all: the one that prints."""
     mod = sys.modules.get("mpi4py.MPI")
     if mod is not None and mod.Is_initialized() and not mod.Is_finalized():
         return mod.COMM_WORLD.Get_rank() == 0
@@ -111,13 +95,7 @@ def is_root() -> bool:
 
 
 def poll(req: Any, seconds: float, spin_s: float = 20e-3, max_nap_s: float = 1e-3) -> bool:
-    """Test ``req`` until it completes or ``seconds`` pass; returns whether it completed.
-
-    For ``spin_s`` tests back to back, yielding the core after every failed one (unless the MPI
-    library does, :func:`library_yields`), then naps, doubling from 50 us up to ``max_nap_s``.
-    The spin is long (20 ms) on purpose: a nap does not progress the collective, so naps within
-    ordinary rounds would feed on themselves on an oversubscribed machine.  A request that did not
-    complete is still active: test it again later."""
+    """Test ``req`` until it completes or ``seconds`` pass; returns whether it completed."""
     test = req.Test
     if test():
         return True
@@ -152,11 +130,7 @@ def read_round(recv: np.ndarray, lo: np.uint32, hi: np.uint32) -> tuple[int, int
 
 class MpiExchange:
     """This rank's :class:`~meshnb.exchange.Exchange` on an MPI communicator (see the module
-    docstring).  Creating one is collective over ``comm``; so is :meth:`close`.
-
-    ``flags`` are sent with every round this rank starts; ``seen`` accumulates the OR of every
-    rank's flags over completed rounds (the caller clears it).  ``persistent=None`` uses a
-    persistent allgather where the library has one."""
+    docstring).  Creating one is collective over ``comm``; so is :meth:`close`."""
 
     def __init__(self, comm: Any, timeout_s: float, persistent: bool | None = None, start_s: float = START_S) -> None:
         MPI = load()

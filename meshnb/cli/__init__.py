@@ -1,10 +1,15 @@
 """The command line: ``meshnb train``, ``sweep``, ``bench``, ``ops``/``pack``/``check`` (checking an
 executor) and ``ptx``/``gpu-check`` (the CUDA image); also ``python -m meshnb``.
 
-One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds the exit codes
-and :class:`~meshnb.cli.base.UsageError` they share, :mod:`meshnb.cli.program` the program itself.
-This module stays tiny on purpose: the ``meshnb`` program holds Ctrl-C as a flag from its first
-line (:func:`entry`), so nothing may be imported before that but what the flag needs.
+One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds what they share,
+:mod:`meshnb.cli.program` the program itself.  This module imports nothing at the top: the
+``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`).
+
+Examples
+--------
+>>> from meshnb.cli import main
+>>> main(["train", "--steps", "x"])  # one line on stderr, exit code 2
+2
 """
 
 from __future__ import annotations
@@ -19,23 +24,17 @@ __all__ = ["build_parser", "entry", "main"]
 
 
 def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): Ctrl-C, SIGTERM and
-    SIGHUP become a flag before anything else is imported, stdout and stderr writers that never
-    drop a byte (:func:`meshnb.files.install_std_streams`), then :func:`meshnb.cli.program.entry`
-    runs the command.
+    """The ``meshnb`` program (its console script and ``python -m meshnb``): reads ``sys.argv`` and
+    ends the process with the command's exit code.
 
-    It reads ``sys.argv`` and ends the process with the command's exit code (0 success, 1 a run
-    that failed, 2 bad usage, 130 Ctrl-C, 141 stdout closed early, 143 SIGTERM, 129 SIGHUP); from
-    Python, call :func:`main`.
+    Ctrl-C, SIGTERM and SIGHUP become a flag before anything else is imported, and stdout and stderr
+    get writers that never drop a byte (:func:`meshnb.files.install_std_streams`).  The exit codes
+    are :mod:`meshnb.cli.base`'s.  From Python, call :func:`main`.
 
     Raises
     ------
     SystemExit
         Always: the exit code.
-
-    See Also
-    --------
-    main : the same commands in this process, returning the code.
 
     Examples
     --------
@@ -75,18 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0 success, 1 a run that failed, 2 bad usage (with one line on stderr),
         130 Ctrl-C.
 
-    See Also
-    --------
-    meshnb.train : the library call behind ``meshnb train``.
-
     Examples
     --------
     >>> from meshnb.cli import main
     >>> main(["train", "--steps", "64", "--json"])  # doctest: +ELLIPSIS
     {"steps": 64, "systems": [{"system": 0, "params": ["bc1b2526", ...], "digest": "a52f01100995ff64...", ...}]}
     0
-    >>> main(["train", "--steps", "x"])
-    2
     """
     from .program import main as run
 
@@ -96,18 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
 
-    Returns
-    -------
-    argparse.ArgumentParser
-        ``meshnb`` and its sub-commands.
-
     Examples
     --------
     >>> from meshnb.cli import build_parser
-    >>> parser = build_parser()
-    >>> parser.prog
-    'meshnb'
-    >>> parser.parse_args(["train", "--steps", "8"]).steps
+    >>> build_parser().parse_args(["train", "--steps", "8"]).steps
     8
     """
     from .program import build_parser as build

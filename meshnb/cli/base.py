@@ -16,31 +16,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = (
-    0,
-    1,
-    2,
-    130,
-    141,
-    143,
-    129,
-)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = 130, 141, 143, 129
 
 
 class UsageError(Exception):
-    """Bad arguments or bad input: one line on stderr, exit 2.
-
-    Examples
-    --------
-    >>> from meshnb.cli.base import Parser, UsageError
-    >>> parser = Parser(prog="meshnb train")
-    >>> _ = parser.add_argument("--steps", type=int)
-    >>> try:
-    ...     parser.parse_args(["--steps", "many"])
-    ... except UsageError as e:
-    ...     print(e)
-    argument --steps: invalid int value: 'many'
-    """
+    """Bad arguments or bad input: one line on stderr, exit 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,17 +40,7 @@ class Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        """Raise :class:`UsageError` with argparse's message: one line, exit 2, no usage block.
-
-        Examples
-        --------
-        >>> from meshnb.cli.base import Parser, UsageError
-        >>> try:
-        ...     Parser(prog="meshnb").error("unrecognized arguments: --fast")
-        ... except UsageError as e:
-        ...     print(e)
-        unrecognized arguments: --fast
-        """
+        """Raise :class:`UsageError` with argparse's message: one line, exit 2, no usage block."""
         raise UsageError(message)
 
 
@@ -94,22 +65,13 @@ def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 
 def wants_progress(args: argparse.Namespace, quiet: bool = False) -> bool:
-    """The ``--progress`` flag's value: as given, else a terminal on stderr (and not ``quiet``).
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.base import wants_progress
-    >>> given, left_out = argparse.Namespace(progress=True), argparse.Namespace(progress=None)
-    >>> wants_progress(given), wants_progress(left_out, quiet=True)  # left out: a terminal's, unless quiet
-    (True, False)
-    """
+    """The ``--progress`` flag's value: as given, else a terminal on stderr (and not ``quiet``)."""
     given: bool | None = getattr(args, "progress", None)
     return given if given is not None else (not quiet and sys.stderr.isatty())
 
 
-def error(text: str) -> None:
-    """Say ``text`` as the one line of a failed command.
+def error(text: str, code: int = EXIT_USAGE, *, root_only: bool = False) -> int:
+    """Say ``text`` as the one line of a failed command (:func:`error_line`); returns ``code``.
 
     Examples
     --------
@@ -117,32 +79,34 @@ def error(text: str) -> None:
     >>> from meshnb.cli.base import error
     >>> err = io.StringIO()
     >>> with contextlib.redirect_stderr(err):
-    ...     error("--steps: '1_0' is not a whole number")
-    >>> err.getvalue()
-    "meshnb: error: --steps: '1_0' is not a whole number\\n"
+    ...     code = error("--steps: '1_0' is not a whole number")
+    >>> err.getvalue(), code
+    ("meshnb: error: --steps: '1_0' is not a whole number\\n", 2)
     """
-    error_line(f"meshnb: error: {text}")
+    error_line(f"meshnb: error: {text}", root_only=root_only)
+    return code
 
 
-def error_line(line: str) -> None:
-    """One line on stderr; nothing where stderr itself cannot be written (a full disk, a closed
-    pipe): the exit code still says what happened.
+def error_line(line: str, *, root_only: bool = False) -> None:
+    """One line on stderr (``root_only``: from rank 0 of an MPI job alone); nothing where stderr
+    cannot be written (a full disk, a closed pipe): the exit code still says what happened.
 
     Examples
     --------
     >>> import contextlib, io
     >>> from meshnb.cli.base import error_line
     >>> err = io.StringIO()
-    >>> with contextlib.redirect_stderr(err):
-    ...     error_line("meshnb: warning: one line")
-    >>> err.getvalue()
-    'meshnb: warning: one line\\n'
     >>> err.close()
     >>> with contextlib.redirect_stderr(err):  # a stderr that cannot be written: nothing raised
     ...     error_line("lost")
     """
     import contextlib
 
+    if root_only:
+        from ..backends.mpi_exchange import is_root
+
+        if not is_root():  # every rank of a job sees the same: one line, from rank 0
+            return
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
 
@@ -167,16 +131,8 @@ def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = Non
 
 
 def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
-    """False on the MPI ranks other than 0 (--backend mpi): they print nothing but their own
-    failures, and an error in the arguments is every rank's, printed once by rank 0.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.base import prints
-    >>> prints(argparse.Namespace(backend="fused")), prints(None, ["sweep", "--lr", "0.5"])
-    (True, True)
-    """
+    """False on the MPI ranks other than 0 (``--backend mpi``): they print nothing but their own
+    failures, and an error in the arguments is printed once, by rank 0."""
     if not is_mpi_run(args, argv):
         return True
     from ..backends.mpi_exchange import is_root
@@ -185,9 +141,8 @@ def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -
 
 
 def names_stdout(path: str) -> bool:
-    """Whether ``path`` is the very file stdout writes to (the same device and inode: ``/dev/stdout``,
-    ``/dev/fd/1``, the terminal, the file ``> f`` names); ``/dev/null`` is not (nothing is carried),
-    nor a name that does not exist yet.
+    """Whether ``path`` is the very file stdout writes to (the same device and inode); ``/dev/null`` is
+    not, nor a name that does not exist yet.
 
     Examples
     --------

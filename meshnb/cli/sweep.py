@@ -4,16 +4,11 @@
                  [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
                  [--csv OUT | --json [--out PATH] | --npz PATH]
 
-Its flags are made from the sweep's options table (:class:`~meshnb.sweeps.plan.SweepOptions`),
-spelled as ``meshnb train``'s where they mean the same (``--view-in``, ``--step-base``, an LR,
-``--backend``); the old ``--pages DIR`` and ``--device`` still work, with a warning.  The library
-runs the sweep (:func:`meshnb.sweeps.job.run_to`: batches, the MPI job); this module parses and
-prints.  The table is written as the sweep goes, batch by batch (a file under a temporary name,
-renamed into place when whole), so any number of systems runs in the memory of one batch.
-
-Exit codes: 0 done, 1 a failure while running, 2 bad arguments or input (one line on stderr),
-130 interrupted (the finished chunks are written first, as with ``meshnb train``).
-"""
+Its flags are made from :class:`~meshnb.sweeps.plan.SweepOptions`, spelled as ``meshnb train``'s
+where they mean the same (``--pages DIR`` and ``--device`` still work, with a warning).
+:func:`meshnb.sweeps.job.run_to` runs the sweep; this module parses and prints.  The table is
+written batch by batch under a temporary name, renamed into place when whole.  Exit codes are
+:mod:`meshnb.cli.base`'s."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ from typing import Any
 
 from ..files import WriteError, check_output, os_error_text, read_page, refuse_overwrite
 from ..sweeps.plan import check_fits
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, add_progress
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, UsageError, add_progress, error, error_line, wants_progress
 
 SUMMARY_ROWS = 12  # the summary shows the first and the last this many systems
 
@@ -39,7 +34,7 @@ class _Deprecated(argparse.Action):
         self.new, self.convert = new, convert
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
-        print(f"meshnb: warning: {option} is deprecated: use {self.new}", file=sys.stderr, flush=True)
+        error_line(f"meshnb: warning: {option} is deprecated: use {self.new}")
         setattr(namespace, self.dest, self.convert(values) if self.convert else values)
 
 
@@ -221,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
         given["lrs"] = given["lrs"]()
     path = given.pop("view_in", None)
     pages, names = _read_pages(path) if path is not None else (None, None)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = wants_progress(args)
     try:
         opts = SweepOptions(**given, view_in=pages, progress=progress)
         systems = opts.describe()
@@ -238,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
     if stopped:
         beside = getattr(made[0], "diverted", None) if made else None
         where = f" to {beside}, marked partial; {beside.removesuffix('.partial')} kept" if beside else ""
-        _error_line(f"meshnb: interrupted (the finished systems were written{where})")
+        error_line(f"meshnb: interrupted (the finished systems were written{where})", root_only=True)
         return EXIT_INTERRUPTED
     return 0
 
@@ -248,17 +243,6 @@ CLI_SPELLING = {
     "trace": "--trace", "loss_every": "--loss-every", "threads": "--threads", "backend": "--backend",
 }  # fmt: skip
 """How ``meshnb sweep`` spells the sweep's options (for :meth:`~meshnb.runspec.OptionError.for_cli`)."""
-
-
-def _error_line(line: str) -> None:
-    from ..backends.mpi_exchange import is_root
-
-    if is_root():  # every rank of a job sees the same: one line, from rank 0
-        print(line, file=sys.stderr, flush=True)
-
-
-def _error(text: str) -> None:
-    _error_line(f"meshnb: error: {text}")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -283,16 +267,12 @@ def handle(args: argparse.Namespace) -> int:
     except WriteError as e:
         if e.errno == errno.EPIPE:  # --npz /dev/stdout | head: the reader is gone, as for --csv -
             raise BrokenPipeError(e.errno, e.strerror) from None
-        _error(str(e))  # WriteError names its file
         # a stream whose reader stopped reading was given up on because of a stop: the stop's exit
-        return EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED
+        return error(str(e), EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED, root_only=True)
     except (UsageError, ValueError) as e:
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
-        _error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e))
-        return EXIT_USAGE
+        return error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e), root_only=True)
     except OSError as e:
-        _error(os_error_text(e))
-        return EXIT_FAILED
+        return error(os_error_text(e), EXIT_FAILED, root_only=True)
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
-        _error("interrupted")
-        return EXIT_INTERRUPTED
+        return error("interrupted", EXIT_INTERRUPTED, root_only=True)

@@ -22,18 +22,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
-    """Add ``train`` to the ``meshnb`` parser's subcommands.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.train import register
-    >>> parser = argparse.ArgumentParser(prog="meshnb")
-    >>> register(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["train", "--steps", "100", "--ieee"])
-    >>> args.steps, args.z  # --ieee is stored in z: options() turns it over into z=False
-    (100, True)
-    """
+    """Add ``train`` to the ``meshnb`` parser's subcommands (``--ieee`` is kept in ``z``: see :func:`options`)."""
     from ..options import add_flags, option_fields
 
     t = sub.add_parser("train", help="run the train program and print params, loss and digests")
@@ -114,10 +103,8 @@ def options(args: argparse.Namespace) -> RunOptions:
 
 
 def refuse_meaningless_timeout(args: argparse.Namespace, opts: RunOptions) -> None:
-    """Refuse (:class:`UsageError`) a ``--timeout-ms`` given where there is no round to time out:
-    one system alone, or a backend whose members meet through no exchange page (``fused``, as
-    ``--stall`` is refused there).  The library's ``timeout_ms=`` keyword is checked and accepted
-    everywhere; the flag, given, says the user expects it to do something.
+    """Refuse (:class:`UsageError`) a ``--timeout-ms`` given where there is no round to time out: one
+    system alone, or a backend with no exchange page (the library's ``timeout_ms=`` is accepted).
 
     Examples
     --------
@@ -145,16 +132,8 @@ def refuse_meaningless_timeout(args: argparse.Namespace, opts: RunOptions) -> No
 
 
 def refuse_stdout_twice(option: str, path: str, what: str) -> None:
-    """Refuse (:class:`UsageError`) an output ``path`` that is the very file stdout writes to (the
-    same device and inode: ``/dev/stdout``, ``/dev/fd/1``, the terminal, the file ``> f`` names),
-    which already carries ``what``: stdout carries one thing, never two interleaved.  ``/dev/null``
-    passes (nothing is carried).
-
-    Examples
-    --------
-    >>> from meshnb.cli.train import refuse_stdout_twice
-    >>> refuse_stdout_twice("--view-out", "/dev/null", "the summary")  # discarded either way: passes
-    """
+    """Refuse (:class:`UsageError`) an output ``path`` that is the very file stdout writes to, which
+    already carries ``what`` (:func:`~meshnb.cli.base.names_stdout`; ``/dev/null`` passes)."""
     if not names_stdout(path):
         return
     raise UsageError(
@@ -168,9 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     Examples
     --------
-    >>> from meshnb.cli.program import build_parser
-    >>> from meshnb.cli.train import run
     >>> import contextlib, io, json
+    >>> from meshnb.cli.program import build_parser
     >>> out = io.StringIO()
     >>> with contextlib.redirect_stdout(out):
     ...     code = run(build_parser().parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused",

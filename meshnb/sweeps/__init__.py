@@ -1,22 +1,26 @@
 """Sweeps: many independent systems at once (learning rates x start pages), each bit-equal to its own run.
 
-``sweep(steps, lrs=..., view_in=...)`` runs M systems, one per learning rate, per start page, or
-per pair of the two (page-major: system ``p * len(lrs) + l``), and returns a :class:`SweepResult`;
-``stream(...)`` yields the same systems in parts as their batches finish (any number of systems
-in the memory of one batch).  Each system is exactly the system ``meshnb.train(steps,
-view_in=page, set_lr={0: lr_bits}, step_base=base, z=z)`` runs alone: same params, loss, digest
-and trace digest.
+:func:`sweep` runs M systems, one per learning rate, per start page, or per pair of the two
+(page-major: system ``p * len(lrs) + l``), and returns a :class:`SweepResult`; :func:`stream`
+yields the same systems in parts as their batches finish.  System k is the system
+``meshnb.train(steps, view_in=page, set_lr={0: lr}, step_base=base, z=z)`` runs alone: the same
+params, loss, digest and trace digest.
 
-Modules: :mod:`.plan` (the options table :class:`SweepOptions`, the inputs as
-:mod:`meshnb.runspec` models them, memory estimates), :mod:`.lanes` (systems packed into the
-loop's vector lanes), :mod:`.run` (batches, chunks, threads, hashing, the CPU and CUDA runners;
-:func:`sweep`, :func:`stream`), :mod:`.result` (the result, its systems as :class:`SweepSystem`,
-and its CSV/JSON/npz writers), :mod:`.job` (a sweep's parts to a writer, in one process or the
-ranks of an MPI job: what ``meshnb sweep`` runs).  The step loop is :mod:`meshnb.loops.sweep`.
+Modules: :mod:`.plan` (options, inputs, memory estimates), :mod:`.lanes` (systems packed into the
+loop's vector lanes), :mod:`.run` (batches, chunks, threads; the CPU and CUDA runners),
+:mod:`.result` (the result and its writers), :mod:`.job` (what ``meshnb sweep`` runs, in one
+process or an MPI job).  The names load on first use (PEP 562), so ``meshnb train`` builds the
+command line's parser without the sweep loop.
 
-The names load on first use (PEP 562), so a module of the package (``meshnb sweep``'s options
-table in :mod:`.plan`) loads without the others: ``meshnb train`` builds the command line's
-parser, ``sweep`` included, with no sweep loop, writer or runner.
+Examples
+--------
+>>> import meshnb
+>>> from meshnb import sweeps
+>>> r = sweeps.sweep(64, lrs=[0.5, 0.25])
+>>> len(r), r.digests[1] == meshnb.train(64, set_lr={0: 0.25}).digest
+(2, True)
+>>> [len(part) for part in sweeps.stream(64, lrs=[0.5, 0.25, 0.125], batch=2)]
+[2, 1]
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """A batch's result read straight from the sweep loop's arrays: each system's params, last loss and
 page digest (SPEC 11: SHA-256 of PARAMS then LOSS) without making its 4 KiB final page.
 
-A final page differs from its start page only in PARAMS, the LOSS words of the last
-``min(steps, 256)`` steps, STEP_HI:NEXT_STEP, ERR and PENDING (``lanes.final_pages``); the digest
-reads PARAMS and LOSS alone: 260 words, 1040 bytes a system.  Where :data:`meshnb.sha256.ROWS_KERNEL`
-is ``"lanes"`` (AVX-512 targets), one njit pass per group of the loop's lanes reads those words
-straight from the loop's arrays into the multi-buffer SHA-256 (:func:`meshnb.sha256.compress_lanes`,
-one system per vector lane: a vector load per word where the group's systems share a step base mod
-256, and, before step 256, a start page); elsewhere a pass puts each system's words in a row and
-:func:`meshnb.runspec.row_digests` hashes the rows.  Both run on the runner's threads; the final
-pages are made only when asked for (``keep_pages=True``, or a run of no steps).
-"""
+The digest reads 260 words a system.  Where :data:`meshnb.sha256.ROWS_KERNEL` is ``"lanes"``, one
+njit pass per group hashes them from the loop's arrays with the multi-buffer SHA-256 (one system
+per vector lane); elsewhere a pass puts each system's words in a row for
+:func:`meshnb.runspec.row_digests`.  The final pages are made only when asked for."""
 
 from __future__ import annotations
 
@@ -178,30 +172,7 @@ def result_of_lanes(
     loop's arrays (what ``result_of_pages`` of their final pages gives, bit for bit); ``extra``:
     the rest of :class:`SweepResult`'s fields (trace digests, history, timings); ``kernel``:
     ``"lanes"`` or ``"rows"`` (None: ``"lanes"`` where :data:`meshnb.sha256.ROWS_KERNEL` is; the
-    tests run both) for a batch of :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` systems or more.
-
-    Examples
-    --------
-    >>> from concurrent.futures import ThreadPoolExecutor
-    >>> import numpy as np
-    >>> import meshnb
-    >>> from meshnb.loops import loop_mode, sweep as loop
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.finish import result_of_lanes
-    >>> from meshnb.sweeps.lanes import Lanes
-    >>> systems = describe(16, lrs=[0.5, 0.25, 0.125])
-    >>> sh = loop.shape()
-    >>> lanes = Lanes.of_systems(systems, 0, 3, 16, 0, sh)
-    >>> a = lanes.arrays
-    >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                 np.zeros((1, 0), np.float32), 0, 16, 0, loop_mode(True), sh)
-    >>> with ThreadPoolExecutor(1) as pool:
-    ...     r = result_of_lanes(systems, 0, lanes, 16, pool, 1)
-    >>> [d[:16] for d in r.digests]
-    ['86aa8e4d23286a6e', 'bd192a529a943be0', 'c1b928626c666599']
-    >>> list(r.digests) == list(meshnb.sweep(16, lrs=[0.5, 0.25, 0.125]).digests)
-    True
-    """
+    tests run both) for a batch of :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` systems or more."""
     assert done >= 1, "no steps: the final pages are the start pages (result_of_pages)"
     n, hi = lanes.m, lo + lanes.m
     page_of = systems.page_index(lo, hi)
@@ -261,33 +232,7 @@ class TraceHashes:
     """The trace digests of a batch's systems, hashed chunk by chunk straight from the loop's trace
     buffer by the multi-buffer SHA-256 (a group's systems in the vector lanes: a group's words of a
     step are one vector), on the runner's threads.  For loops whose groups are
-    :data:`meshnb.sha256.LANES` wide (:meth:`fits`); else the runner hashes rows with hashlib.
-
-    Examples
-    --------
-    >>> from concurrent.futures import ThreadPoolExecutor
-    >>> import numpy as np
-    >>> import meshnb
-    >>> from meshnb.loops import loop_mode, sweep as loop
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.finish import TraceHashes
-    >>> from meshnb.sweeps.lanes import Lanes
-    >>> sh = loop.shape()
-    >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25, 0.125]), 0, 3, 16, 0, sh)
-    >>> a = lanes.arrays
-    >>> trace = np.zeros((1, 8 * loop.NSUMS * sh.lanes), np.float32)
-    >>> hashes = TraceHashes(lanes.groups)
-    >>> with ThreadPoolExecutor(1) as pool:
-    ...     for first in (0, 8):  # two chunks of 8 steps
-    ...         loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                         trace, first, 8, 0, loop_mode(True), sh)
-    ...         hashes.update(trace, 8, pool, [0, lanes.groups])
-    ...     digests = hashes.digests(lanes.order, 3, pool, [0, lanes.groups])
-    >>> [d.tobytes().hex()[:16] for d in digests]
-    ['b986095d6aedad04', '170d3ecb82e5fbd2', '76794ac9511baf84']
-    >>> [d.tobytes().hex() for d in digests] == list(meshnb.sweep(16, lrs=[0.5, 0.25, 0.125], trace=True).trace_digests)
-    True
-    """
+    :data:`meshnb.sha256.LANES` wide (:meth:`fits`); else the runner hashes rows with hashlib."""
 
     def __init__(self, groups: int) -> None:
         n = sha256.LANES
@@ -300,40 +245,12 @@ class TraceHashes:
     @staticmethod
     def fits(lanes: Lanes) -> bool:
         """Whether a batch's trace is hashed here: a large batch (a small one compiles no kernel)
-        whose groups are the hash's lanes, where the lanes kernel is the one in use.
-
-        Examples
-        --------
-        >>> from meshnb.loops import sweep as loop
-        >>> from meshnb.runspec import NJIT_DIGEST_ROWS, describe
-        >>> from meshnb.sweeps.finish import TraceHashes
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> small = Lanes.of_systems(describe(4, lrs=[0.5, 0.25]), 0, 2, 4, 0, loop.shape())
-        >>> TraceHashes.fits(small), NJIT_DIGEST_ROWS > 2  # a small batch: hashlib, no kernel to compile
-        (False, True)
-        """
+        whose groups are the hash's lanes, where the lanes kernel is the one in use."""
         return lanes.m >= NJIT_DIGEST_ROWS and lanes.shape.lanes == sha256.LANES and sha256.ROWS_KERNEL == "lanes"
 
     def update(self, trace: np.ndarray, steps: int, pool: Executor, cuts: list[int]) -> None:
         """Hash a chunk's ``steps`` steps of trace (``[groups][steps][5][lanes]`` words), groups
-        ``cuts[i] .. cuts[i + 1] - 1`` on a thread each.
-
-        Examples
-        --------
-        >>> from concurrent.futures import ThreadPoolExecutor
-        >>> import hashlib
-        >>> import numpy as np
-        >>> from meshnb.sha256 import LANES
-        >>> from meshnb.sweeps.finish import TraceHashes
-        >>> hashes = TraceHashes(1)
-        >>> trace = np.arange(3 * 5 * LANES, dtype=np.uint32).view(np.float32).reshape(1, -1)  # 3 steps of 5 sums
-        >>> with ThreadPoolExecutor(1) as pool:
-        ...     hashes.update(trace, 3, pool, [0, 1])
-        ...     out = hashes.digests(np.arange(LANES), 2, pool, [0, 1])
-        >>> lane1 = trace.view(np.uint32).reshape(15, LANES)[:, 1]  # lane 1's words, step by step
-        >>> hashes.words, out[1].tobytes() == hashlib.sha256(lane1.tobytes()).digest()
-        (15, True)
-        """
+        ``cuts[i] .. cuts[i + 1] - 1`` on a thread each."""
         words = steps * NSUMS
         t = trace.view(np.uint32)
         for f in [
@@ -345,20 +262,7 @@ class TraceHashes:
         self.words += words
 
     def digests(self, order: np.ndarray, m: int, pool: Executor, cuts: list[int]) -> np.ndarray:
-        """``[m, 32]``: each system's trace digest (of the steps hashed), in system order.
-
-        Examples
-        --------
-        >>> from concurrent.futures import ThreadPoolExecutor
-        >>> import hashlib
-        >>> import numpy as np
-        >>> from meshnb.sweeps.finish import TraceHashes
-        >>> hashes = TraceHashes(2)
-        >>> with ThreadPoolExecutor(1) as pool:
-        ...     out = hashes.digests(np.array([1, 0]), 2, pool, [0, 2])  # nothing hashed yet
-        >>> out.shape, out[0].tobytes() == hashlib.sha256(b"").digest()
-        ((2, 32), True)
-        """
+        """``[m, 32]``: each system's trace digest (of the steps hashed), in system order."""
         out = np.empty((m, 32), dtype=np.uint8)
         nbytes = 4 * self.words
         for f in [

@@ -1,13 +1,9 @@
 """A sweep as a job: its parts run in one process or dealt to the ranks of an MPI job, and handed
-in order to one writer as they finish; what ``meshnb sweep`` runs (the command parses and prints).
+in order to one writer as they finish; what ``meshnb sweep`` runs.
 
-:func:`run_to` runs planned systems batch by batch on the options' backend (the CPU's threads or
-the CUDA image: one path, :func:`~meshnb.sweeps.run.make_runner`).  Under ``mpiexec -n R``
-(:func:`in_mpi_job`) the batches are dealt to the ranks in turn, each run on the rank's own
-threads; after each round rank 0 gathers the round's batches and writes them, so the ranks stream
-too, and every rank stops at the same chunk on Ctrl-C.  The parts are bit-equal to the same sweep
-in one process.
-"""
+Under ``mpiexec -n R`` (:func:`in_mpi_job`) the batches are dealt to the ranks in turn; after each
+round rank 0 gathers the round's batches and writes them, and every rank stops at the same chunk
+on Ctrl-C.  The parts are bit-equal to the same sweep in one process."""
 
 from __future__ import annotations
 
@@ -41,12 +37,8 @@ class PartWriter(Protocol):
 
 
 class WriterThread:
-    """A :class:`PartWriter` whose writes run on a thread of their own, one part behind the sweep:
-    a part is formatted and written while the next batch runs (both hold the GIL little: the
-    kernels and the file writes release it), at most one part waits (memory stays bounded), and a
-    write's failure is raised by the next call (``write`` or ``close``); ``abort`` waits for the
-    write in flight (a Ctrl-C still ends the wait), then aborts the writer.  The thread is a daemon:
-    a write blocked on a stalled reader never keeps the process from exiting.
+    """A :class:`PartWriter` whose writes run on a daemon thread, one part behind the sweep (at most one
+    part waits); a write's failure is raised by the next call, ``abort`` waits for the write in flight.
 
     Examples
     --------
@@ -122,22 +114,6 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
     ``open_writer()`` opens (on rank 0 alone in an MPI job); the writer is closed with the steps
     its systems ran, or aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a
     Ctrl-C (the finished batches are written, or the first batch after its finished chunks).
-
-    A sweep on ``backend="cuda"`` runs in one process (refused in an MPI job).
-
-    Parameters
-    ----------
-    opts : SweepOptions
-        The sweep's options (trace, loss history, threads, backend, progress).
-    systems : Run
-        Its run (:meth:`SweepOptions.describe`): its systems and their ``steps``.
-    open_writer : callable
-        Opens the :class:`PartWriter` the parts go to (called once, on rank 0 of an MPI job).
-
-    Returns
-    -------
-    tuple of (int, bool)
-        The steps every written system ran, and whether a Ctrl-C stopped the sweep.
 
     Examples
     --------

@@ -26,22 +26,18 @@ class Lanes:
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, meshnb
     >>> from meshnb.loops import loop_mode, sweep as loop
     >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.lanes import Lanes
-    >>> systems = describe(16, lrs=[0.5, 0.25, 0.125])
     >>> sh = loop.shape()
-    >>> lanes = Lanes(systems.words(0, 3), True, 16, 0, sh)  # from the 3 start pages
+    >>> lanes = Lanes(describe(16, lrs=[0.5, 0.25, 0.125]).words(0, 3), True, 16, 0, sh)  # from 3 start pages
     >>> lanes.m, lanes.pad == sh.lanes, lanes.groups, lanes.order.tolist()
     (3, True, 1, [0, 1, 2])
     >>> a = lanes.arrays
     >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
     ...                 np.zeros((1, 0), np.float32), 0, 16, 0, loop_mode(True), sh)
-    >>> import meshnb
-    >>> words = [f"{w:08x}" for w in lanes.params_words()[0]]  # LR 0.5 after 16 steps
-    >>> words, words == meshnb.train(16).params_hex
-    (['bc80286a', '3f5c72e2', 'bc8fbe3c', 'bd0c306a'], True)
+    >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex  # LR 0.5 after 16 steps
+    True
     """
 
     arrays: dict[str, np.ndarray]
@@ -72,20 +68,7 @@ class Lanes:
         ``reuse``: an earlier batch's lanes, whose ``arrays`` are taken where their shapes fit (its
         loss ring and history keep stale words where this batch's steps do not reach, which nothing
         reads; a fresh ring costs a page fault every 4 systems), and its sample table where it is
-        this batch's one table too.
-
-        Examples
-        --------
-        >>> from meshnb.loops import sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> systems = describe(16, lrs=[0.5, 0.25, 0.125])
-        >>> lanes = Lanes.of_systems(systems, 1, 3, 16, 0, loop.shape())  # systems 1 and 2, no page made
-        >>> lanes.m, lanes.one_table is not None  # an LR sweep: one shared sample table
-        (2, True)
-        >>> [hex(w) for w in lanes.per_system(lanes.arrays["hyper"].view("uint32").reshape(1, 2, -1))[:, 0]]
-        ['0x3e800000', '0x3e000000']
-        """
+        this batch's one table too."""
         m = hi - lo
         lanes = cls.__new__(cls)
         # Page-major (system k is page k // L): the batch's pages are a run of them, with no sort.
@@ -229,20 +212,7 @@ class Lanes:
         self.arrays = a
 
     def per_system(self, lane_major: np.ndarray) -> np.ndarray:
-        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order (a new array).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.loops import sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> sh = loop.shape()
-        >>> lanes = Lanes.of_systems(describe(4, lrs=[0.5, 0.25, 0.125]), 0, 3, 4, 0, sh)
-        >>> lane_major = np.arange(sh.lanes * 2).reshape(1, 2, sh.lanes)  # [groups, k, lanes]: two values a lane
-        >>> lanes.per_system(lane_major).tolist() == [[0, sh.lanes], [1, sh.lanes + 1], [2, sh.lanes + 2]]
-        True
-        """
+        """``[groups, k, lanes]`` lane data -> ``[M, k]`` in system order (a new array)."""
         k = int(lane_major.shape[1])
         if self.one_table is not None:  # lane i holds system i: one transposing copy
             out = np.empty((self.pad, k), dtype=lane_major.dtype)
@@ -256,82 +226,20 @@ class Lanes:
         return self.per_system(words[:, :first])
 
     def ring_words(self) -> np.ndarray:
-        """``[M, 256]``: the loss word of relative step r at column r mod 256.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.loops import loop_mode, sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> sh = loop.shape()
-        >>> lanes = Lanes.of_systems(describe(3, lrs=[0.5, 0.25]), 0, 2, 3, 0, sh)
-        >>> a = lanes.arrays
-        >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-        ...                 np.zeros((1, 0), np.float32), 0, 3, 0, loop_mode(True), sh)
-        >>> ring = lanes.ring_words()
-        >>> ring.shape, [hex(w) for w in ring[0, :3]], bool(ring[0, 3:].any())  # the loss of steps 0, 1, 2
-        ((2, 256), ['0x3eff022c', '0x3eca6cc7', '0x3eaa4dc6'], False)
-        """
+        """``[M, 256]``: the loss word of relative step r at column r mod 256."""
         return self._words("ring", sweep_loop.RING)
 
     def params_words(self) -> np.ndarray:
-        """``[M, 4]``: the params' words (a, b, c, d) as the loop left them.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.loops import sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> lanes = Lanes.of_systems(describe(1, lrs=[0.5, 0.25]), 0, 2, 1, 0, loop.shape())
-        >>> lanes.params_words().tolist()  # before a step: the init page's params, all zero
-        [[0, 0, 0, 0], [0, 0, 0, 0]]
-        """
+        """``[M, 4]``: the params' words (a, b, c, d) as the loop left them."""
         return self._words("params", 4)
 
     def history(self, first: int | None = None) -> np.ndarray:
         """``[M, H]`` float32 (a new array): the loss of every ``loss_every``-th step, its ``first``
-        columns where given (a run stopped early).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from meshnb.loops import loop_mode, sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> sh = loop.shape()
-        >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5]), 0, 1, 16, 4, sh)  # the loss every 4th step
-        >>> a = lanes.arrays
-        >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-        ...                 np.zeros((1, 0), np.float32), 0, 16, 4, loop_mode(True), sh)
-        >>> h = lanes.history()
-        >>> h.shape, bool(h[0, 0] > h[0, 3]), lanes.history(2).shape  # the loss falls
-        ((1, 4), True, (1, 2))
-        """
+        columns where given (a run stopped early)."""
         return self._words("hist", self.rows, first).view(np.float32)
 
     def trace_rows(self, trace: np.ndarray, n: int) -> np.ndarray:
-        """A chunk's trace buffer ``[groups][n][5][lanes]`` as ``[pad, n * 5]`` words, a row per lane.
-
-        Examples
-        --------
-        >>> import hashlib
-        >>> import numpy as np
-        >>> import meshnb
-        >>> from meshnb.loops import loop_mode, sweep as loop
-        >>> from meshnb.runspec import describe
-        >>> from meshnb.sweeps.lanes import Lanes
-        >>> sh = loop.shape()
-        >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5]), 0, 1, 16, 0, sh)
-        >>> a = lanes.arrays
-        >>> trace = np.zeros((1, 16 * loop.NSUMS * sh.lanes), np.float32)
-        >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-        ...                 trace, 0, 16, 0, loop_mode(True), sh)
-        >>> rows = lanes.trace_rows(trace, 16)
-        >>> rows.shape == (sh.lanes, 80), hashlib.sha256(rows[0].tobytes()).hexdigest() == meshnb.train(16).trace_digest
-        (True, True)
-        """
+        """A chunk's trace buffer ``[groups][n][5][lanes]`` as ``[pad, n * 5]`` words, a row per lane."""
         t = trace[:, : n * sweep_loop.NSUMS * self.shape.lanes].view(np.uint32)
         t = t.reshape(self.groups, n * sweep_loop.NSUMS, self.shape.lanes)
         return np.ascontiguousarray(np.moveaxis(t, 2, 1)).reshape(self.pad, n * sweep_loop.NSUMS)
@@ -340,20 +248,7 @@ class Lanes:
 def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
     """:func:`meshnb.kernels.batches` of a page's words in numpy, ``[4, BATCHES, WARP]``: x, x^2,
     x^3 and y of sample ``g + 8 lane`` at ``[q, g, lane]``, the same float32 operations and flushes
-    (the same bits; a sweep's cold start compiles no table kernel: about 1 s).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import batches
-    >>> from meshnb.runspec import init_page
-    >>> from meshnb.sweeps.lanes import sample_tables
-    >>> words = np.frombuffer(init_page(), np.uint32)
-    >>> tab = sample_tables(words, True)
-    >>> kernel = batches(words.copy(), True)  # the njit kernel: the same bits
-    >>> tab.shape, tab.tobytes() == kernel.tobytes()
-    ((4, 8, 32), True)
-    """
+    (the same bits; a sweep's cold start compiles no table kernel: about 1 s)."""
     return _row_tables(words[None, WORD["X"] : WORD["Y"] + 256], np.zeros(1, np.int64), z)[0]
 
 
@@ -389,16 +284,7 @@ def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndar
     """``np.unique(words, axis=0, return_inverse=True)`` of uint32 rows ``[n, w]`` (the distinct rows
     in lexicographic order, and each row's index of them, int64), sorted by the first ``lead``
     columns alone (np.lexsort) and whole rows compared only where those tie: np.unique's sort of
-    whole rows, where they differ only further on (16384 pages' samples: 8x the time).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.lanes import distinct_rows
-    >>> rows, which = distinct_rows(np.array([[2, 1], [1, 5], [2, 1], [1, 4]], np.uint32))
-    >>> rows.tolist(), which.tolist()
-    ([[1, 4], [1, 5], [2, 1]], [2, 1, 2, 0])
-    """
+    whole rows, where they differ only further on (16384 pages' samples: 8x the time)."""
     n = int(words.shape[0])
     lead = min(lead, int(words.shape[1]))
     if n < 2 or lead == 0:
@@ -418,18 +304,7 @@ def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndar
 def start_lr_words(systems: Run, lo: int, hi: int) -> np.ndarray:
     """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
     ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there
-    (a new array).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.lanes import start_lr_words
-    >>> [hex(w) for w in start_lr_words(describe(1, lrs=[0.5, 1e-40]), 0, 2)]  # 1e-40: subnormal, flushed in mode Z
-    ['0x3f000000', '0x0']
-    >>> [hex(w) for w in start_lr_words(describe(1, lrs=[0.5, 1e-40], z=False), 0, 2)]
-    ['0x3f000000', '0x116c2']
-    """
+    (a new array)."""
     lr = _lr_words(systems, lo, hi)
     if lr is None:
         return systems.starts[systems.page_index(lo, hi), WORD["LR"]]
@@ -482,28 +357,7 @@ def _flushed(u: np.ndarray) -> np.ndarray:
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:
     """The start pages ``[n, 1024]`` after ``done`` steps, as the TASKs leave them (SPEC 8;
     ``loops._tasks``): params, the loss ring, the next step, ERR and PENDING cleared (made in njit,
-    one pass over the pages).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import meshnb
-    >>> from meshnb.loops import loop_mode, sweep as loop
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.lanes import Lanes, final_pages
-    >>> from meshnb.view import page_digests
-    >>> systems = describe(16, lrs=[0.5, 0.25, 0.125])
-    >>> sh = loop.shape()
-    >>> lanes = Lanes.of_systems(systems, 0, 3, 16, 0, sh)
-    >>> a = lanes.arrays
-    >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                 np.zeros((1, 0), np.float32), 0, 16, 0, loop_mode(True), sh)
-    >>> pages = final_pages(systems.words(0, 3), systems.step_base(0, 3), lanes, 16)
-    >>> [d.tobytes().hex()[:16] for d in page_digests(pages)]
-    ['86aa8e4d23286a6e', 'bd192a529a943be0', 'c1b928626c666599']
-    >>> page_digests(pages)[0].tobytes().hex() == meshnb.train(16).digest  # LR 0.5 is the init page's
-    True
-    """
+    one pass over the pages)."""
     out = np.array(start, dtype=np.uint32)  # a copy (numpy's memcpy; the njit pass fills in the run's words)
     a = lanes.arrays
     _final_pages(

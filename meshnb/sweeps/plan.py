@@ -1,14 +1,9 @@
-"""A sweep's inputs, checked and planned: LRs, start pages, step bases, the systems they make, and
-what holding them costs.
+"""A sweep's inputs, checked and planned: LRs, start pages, step bases, and what holding a result costs.
 
 A sweep of P start pages and L learning rates is ``P * L`` systems, page-major (system
-``p * L + l``).  The description of a run and its rules are :mod:`meshnb.runspec`'s, the same
-type as ``train``'s (:class:`~meshnb.runspec.Run` holds only the P distinct start pages, the L LR
-words and the step bases, so planning 10^8 systems costs their LR words, not 400 GB of pages);
-this module re-exports them (:func:`~meshnb.runspec.describe` makes a sweep's run:
-``meshnb.sweeps.plan`` is this module, no function) and adds the sweep's own options and what
-holding a result costs.
-"""
+``p * L + l``).  Its run is :mod:`meshnb.runspec`'s :class:`~meshnb.runspec.Run`, the type of
+``train``'s (the distinct start pages, the LR words and the step bases: planning 10^8 systems
+costs their LR words, not their pages); this module adds the sweep's own options."""
 
 from __future__ import annotations
 
@@ -128,9 +123,6 @@ def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
     """``START:STOP:COUNT[:log]`` -> what makes COUNT LR words of the numbers from START to STOP
     (both included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32.
 
-    The text is checked here; the list is made when called (in the run, where a Ctrl-C stops it
-    at once: a billion LRs take seconds to make).
-
     Examples
     --------
     >>> import numpy as np
@@ -203,37 +195,14 @@ def _parse_backend(text: str) -> str:
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """Everything a sweep takes, as :class:`~meshnb.options.RunOptions` is ``train``'s: each
-    field's :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.
-    Made, it checks the options of the run itself (the systems are checked by :meth:`describe`, as
-    :meth:`RunOptions.describe <meshnb.options.RunOptions.describe>` checks a run's).
+    """Everything a sweep takes, as :class:`~meshnb.options.RunOptions` is ``train``'s: each field's
+    :class:`~meshnb.options.Flag` gives the ``meshnb sweep`` flag, its parser and help.  Made, it
+    checks the options; :meth:`describe` checks the systems.
 
     Parameters
     ----------
-    steps : int, default 4096
-        Steps of every system.
-    lrs : LRs or None
-        One system per LR (per start page): floats or f32 words (:data:`meshnb.runspec.LRs`);
-        None: each page's own LR.
-    view_in : Pages or None
-        The start pages (:data:`meshnb.runspec.Pages`); None: the init page.
-    step_base : StepBases or None
-        Every system's first step, or one per system (:data:`meshnb.runspec.StepBases`); None:
-        each page's own.
-    z : bool, default True
-        Float mode Z (False: plain IEEE float32).
-    trace : bool, default False
-        Compute every system's trace digest.
-    loss_every : int or None
-        Keep the loss of every N-th step.
-    threads : int or None
-        CPU threads (None: the usable cores).
-    keep_pages : bool, default False
-        Keep every final page.
-    progress : bool, default False
-        A progress bar on stderr.
-    backend : str or None
-        Where the sweep runs: ``"cpu"`` (None: the default) or ``"cuda"``.
+    steps, lrs, view_in, step_base, z, trace, loss_every, threads, keep_pages, progress, backend
+        As :func:`meshnb.sweep` takes them (``backend`` None: ``"cpu"``).
 
     Examples
     --------
@@ -314,13 +283,8 @@ class SweepOptions:
         check_backend_options(backend, self.loss_every, self.threads)
 
     def describe(self) -> Run:
-        """The run of these options (:func:`meshnb.runspec.describe`, as ``train``'s options
-        make theirs: the same type and rules): every system alone (``group`` 0).
-
-        Returns
-        -------
-        Run
-            The start pages times the LRs, with their step bases, checked for ``steps``.
+        """The run of these options (:func:`meshnb.runspec.describe`): the start pages times the LRs, with
+        their step bases, every system alone (``group`` 0).
 
         Examples
         --------
@@ -372,17 +336,16 @@ LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at
 
 
 def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.ndarray:
-    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace(start, stop,
-    count)`` (``np.geomspace`` with ``log``) cast to float32, made :data:`LR_CHUNK` at a time in
-    float64 (not the whole float64 range at once), so that a huge list costs 4 bytes an LR and a
-    Ctrl-C (a KeyboardInterrupt, raised between chunks) is seen while it is made.
+    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace`` (``np.geomspace``
+    with ``log``) cast to float32, made :data:`LR_CHUNK` at a time (4 bytes an LR; a Ctrl-C is seen
+    between chunks).
 
     Examples
     --------
     >>> import numpy as np
     >>> from meshnb.sweeps.plan import lr_values
-    >>> lr_values(0.0, 1.0, 5).tolist(), lr_values(1e-4, 2, 9, log=True).dtype.name
-    ([0.0, 0.25, 0.5, 0.75, 1.0], 'float32')
+    >>> lr_values(0.0, 1.0, 5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
     >>> bool((lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all())
     True
     """

@@ -1,21 +1,11 @@
 """Running a sweep: batches of systems on a pool of threads, in chunks of steps; the public
 :func:`sweep` (an in-memory result) and :func:`stream` (parts as their batches finish).
 
-A sweep runs in *batches* of systems (:data:`BATCH_SYSTEMS`, a few tens of MiB of loop state
-each), one after the other; a batch runs its steps in *chunks* (so progress and Ctrl-C stay
-live), each chunk a call of the loop per thread on the thread's slice of groups (each call
-releases the GIL and sets the DAZ bit on its own thread).  Systems share nothing, so the bits
-depend on neither the split nor the batch.  With ``trace=True`` every system's trace words are
-hashed per chunk on the same threads: straight from the loop's trace buffer by the multi-buffer
-SHA-256 (:class:`~meshnb.sweeps.finish.TraceHashes`) where the loop's groups are its lanes, else
-row by row with hashlib.
-
-The batches run in one loop, :func:`parts` (every caller's: :func:`sweep`, :func:`stream`,
-:func:`run_planned`, :mod:`.job`'s writer and MPI rank), each batch a runner's engine on the
-driver.  On Ctrl-C a run stops at the end of the chunk in flight: the batches finished are
-whole, and the batch in flight has run the steps of its finished chunks; what is kept is
-:func:`kept`'s rule, the ending :func:`interrupted` (:class:`SweepInterrupted`).
-"""
+A sweep runs in batches of :data:`BATCH_SYSTEMS` systems, one after the other, each batch in
+chunks of steps (so progress and Ctrl-C stay live), a chunk being one loop call per thread on its
+slice of groups.  Systems share nothing, so the bits depend on neither the split nor the batch.
+Every caller runs the batches through one loop, :func:`parts`; on Ctrl-C a run stops at the end
+of the chunk in flight, keeps what :func:`kept` says and ends through :func:`interrupted`."""
 
 from __future__ import annotations
 
@@ -63,8 +53,7 @@ class SweepInterrupted(Exception):
     ----------
     result : SweepResult
         The systems of the finished batches, or, when the first batch was in flight, that batch
-        after the steps of its finished chunks (each system bit-equal to ``train`` of that many
-        steps).
+        after the steps of its finished chunks (each bit-equal to ``train`` of that many steps).
 
     Examples
     --------
@@ -80,12 +69,7 @@ class SweepInterrupted(Exception):
 
 
 def default_threads() -> int:
-    """The cores this process may run on (a sweep's default ``threads``).
-
-    Returns
-    -------
-    int
-        At least 1.
+    """The cores this process may run on (a sweep's default ``threads``, at least 1).
 
     Examples
     --------
@@ -96,8 +80,7 @@ def default_threads() -> int:
 
 
 def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
-    """Steps per chunk for a batch of ``systems`` systems (the same on every MPI rank): between
-    chunks a sweep reports progress and may stop.
+    """Steps per loop call for a batch of ``systems`` (the same on every MPI rank), at least 1.
 
     Parameters
     ----------
@@ -106,21 +89,14 @@ def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape |
     systems : int
         The batch's systems.
     trace : bool
-        Whether the sweep keeps trace digests (a chunk's sums are held in memory: shorter chunks).
+        Whether the sweep keeps trace digests (shorter chunks).
     shape : Shape or None, default None
         The loop's shape (None: the target CPU's).
-
-    Returns
-    -------
-    int
-        Steps per loop call, at least 1.
 
     Examples
     --------
     >>> chunk_steps(10, 1024, trace=False)
     10
-    >>> 1 <= chunk_steps(1 << 40, 1 << 20, trace=True) < 1 << 40
-    True
     """
     sh = shape or sweep_loop.shape()
     budget = TRACE_CHUNK_SYSTEM_STEPS if trace else CHUNK_SYSTEM_STEPS
@@ -130,19 +106,7 @@ def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape |
 
 
 def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
-    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``.
-
-    Parameters
-    ----------
-    mode : int
-        A step-loop mode of :mod:`meshnb.loops` (``loops.loop_mode(z)``).
-    shape : Shape or None, default None
-        The loop's shape (None: the target CPU's).
-
-    Returns
-    -------
-    float
-        The seconds this call took (the first call's compile or cache load; then about 0).
+    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``; the seconds it took.
 
     Examples
     --------
@@ -173,8 +137,7 @@ class Runner:
     Parameters
     ----------
     systems : Run
-        The planned systems (:func:`plan`), run for their ``steps`` (:attr:`Run.steps
-        <meshnb.runspec.Run.steps>`: the one copy of them).
+        The planned systems, run for their ``steps``.
     trace : bool, default False
         Compute trace digests.
     loss_every : int or None, default None
@@ -183,20 +146,17 @@ class Runner:
         Threads of its pool (None: :func:`default_threads`).
     chunk : int or None, default None
         Steps per loop call (None: :func:`chunk_steps`).
-    mode : int or None, default None
-        Force a step-loop mode of :mod:`meshnb.loops` (None: the systems' float mode's).
-    shape : Shape or None, default None
-        Force a loop shape (None: the target CPU's, one for every size).
+    mode, shape : optional
+        Force a step-loop mode of :mod:`meshnb.loops`, a loop shape (None: the run's, the CPU's).
     keep_pages : bool, default False
         Keep the final pages.
     batch : int, default BATCH_SYSTEMS
-        Systems per batch (what :func:`make_runner`'s callers split the sweep into).
+        Systems per batch.
 
     Examples
     --------
     >>> from meshnb.sweeps import describe
-    >>> systems = describe(64, lrs=[0.5, 0.25, 0.125])
-    >>> with Runner(systems, threads=1) as runner:
+    >>> with Runner(describe(64, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
     ...     part = runner.run(1, 3)
     >>> len(part), part.first, part.steps
     (2, 1, 64)
@@ -244,21 +204,8 @@ class Runner:
         on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:
-        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk).
-
-        Parameters
-        ----------
-        lo, hi : int
-            The systems ``lo .. hi-1`` of the planned ones.
-        on_chunk : callable or None, default None
-            Called with the steps done after each chunk.
-        should_stop : callable or None, default None
-            Asked before each chunk: True ends the run there.
-
-        Returns
-        -------
-        SweepResult
-            Those systems (``first`` is ``lo``), after the steps run.
+        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk);
+        ``on_chunk(steps done)`` after each chunk.
 
         Examples
         --------
@@ -344,8 +291,7 @@ def result_of_pages(
     first_call_seconds: float = 0.0,
     shape: str = "",
 ) -> SweepResult:
-    """The result of systems ``lo .. lo + len(pages) - 1`` from their final pages ``[n, 1024]``
-    after ``done`` steps (what a sweep keeps of each system: the CPU loop's and the CUDA image's)."""
+    """The result of systems ``lo ..`` from their final pages ``[n, 1024]`` after ``done`` steps."""
     n = pages.shape[0]
     nxt = pages[:, WORD["NEXT_STEP"]].astype(np.int64)
     return SweepResult(
@@ -374,25 +320,12 @@ CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth
 
 
 class CudaRunner:
-    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU (a
-    context manager, as :class:`Runner`).
-
-    Parameters
-    ----------
-    systems : Run
-        The planned systems, run for their ``steps``.
-    trace : bool, default False
-        Compute trace digests.
-    keep_pages : bool, default False
-        Keep the final pages.
-    batch : int, default CUDA_BATCH
-        Systems per device run.
+    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU.
 
     Examples
     --------
     >>> from meshnb.sweeps import describe
-    >>> runner = CudaRunner(describe(64, lrs=[0.5, 0.25]))  # the device is needed by run only
-    >>> runner.batch == CUDA_BATCH
+    >>> CudaRunner(describe(64, lrs=[0.5, 0.25])).batch == CUDA_BATCH  # the device is needed by run only
     True
     """
 
@@ -410,30 +343,7 @@ class CudaRunner:
         self, lo: int, hi: int, on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:  # fmt: skip
-        """Systems ``lo .. hi-1`` on the device (:func:`run_on_cuda`).
-
-        Parameters
-        ----------
-        lo, hi : int
-            The systems ``lo .. hi-1`` of the planned ones.
-        on_chunk : callable or None, default None
-            Called with the steps done after each launch.
-        should_stop : callable or None, default None
-            Asked before each launch: True ends the run there.
-
-        Returns
-        -------
-        SweepResult
-            Those systems, bit-equal to the CPU's.
-
-        Examples
-        --------
-        >>> from meshnb.sweeps import describe
-        >>> import meshnb
-        >>> runner = CudaRunner(describe(64, lrs=[0.5]))
-        >>> runner.run(0, 1).digests == meshnb.sweep(64, lrs=[0.5]).digests  # doctest: +SKIP
-        True
-        """
+        """Systems ``lo .. hi-1`` on the device (:func:`run_on_cuda`), bit-equal to the CPU's."""
         return run_on_cuda(
             self.systems, lo, hi, trace=self.trace, keep_pages=self.keep_pages, on_chunk=on_chunk,
             should_stop=should_stop,
@@ -454,23 +364,8 @@ def make_runner(
     batch: int | None = None,
 ) -> Runner | CudaRunner:
     """The runner of ``backend`` for planned systems: a :class:`Runner` (``"cpu"``) or a
-    :class:`CudaRunner` (``"cuda"``).
-
-    Parameters
-    ----------
-    systems : Run
-        The planned systems, run for their ``steps``.
-    backend : str, default "cpu"
-        ``"cpu"`` or ``"cuda"``.
-    trace, loss_every, threads, chunk, mode, shape, keep_pages
-        As :class:`Runner` takes them (``cuda``: ``trace`` and ``keep_pages`` only).
-    batch : int or None, default None
-        Systems per batch (None: the backend's own).
-
-    Returns
-    -------
-    Runner or CudaRunner
-        A context manager whose ``run(lo, hi)`` runs a batch.
+    :class:`CudaRunner` (``"cuda"``), with :class:`Runner`'s options (``cuda``: ``trace`` and
+    ``keep_pages`` only).
 
     Examples
     --------
@@ -498,9 +393,7 @@ def run_on_cuda(
     systems: Run, lo: int, hi: int, *, trace: bool = False, keep_pages: bool = False,
     on_chunk: Callable[[int], None] | None = None, should_stop: Callable[[], bool] | None = None,
 ) -> SweepResult:  # fmt: skip
-    """Systems ``lo .. hi-1`` of a sweep on the CUDA image (:func:`meshnb.cuda.host.run_systems`
-    of the run's slice: its pages made there, a batch at a time): one warp per system, the same
-    bits; ``on_chunk(steps done)`` after each launch."""
+    """Systems ``lo .. hi-1`` of a sweep on the CUDA image, one warp per system, the same bits."""
     from ..cuda import host
 
     got = host.run_systems(systems, lo, hi, trace=trace, on_chunk=on_chunk, should_stop=should_stop)
@@ -521,27 +414,8 @@ def parts(
     weight: int | None = None,
     total: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The one loop over a sweep's batches (the CPU runner's, the CUDA runner's, an MPI rank's):
-    each batch is the runner's engine on the driver (:func:`~meshnb.driver.drive`, in chunks),
-    stops held to a chunk boundary; yields each batch's result, and after a stop the batch in
-    flight after the steps done (``part.steps`` < the sweep's), then ends (:func:`kept` says
-    whether that part is kept).
-
-    Parameters
-    ----------
-    runner : Runner or CudaRunner
-        The engine: ``runner.run(lo, hi, on_chunk, should_stop)`` advances a batch by chunks.
-    batches : iterable of (int, int)
-        The batches ``(lo, hi)`` this process runs, in order.
-    on_progress : callable or None, default None
-        ``on_progress(system_steps)`` after each chunk: the sweep's system-steps done so far.
-    should_stop : callable or None, default None
-        Asked at each chunk boundary: True stops the sweep there.
-    weight : int or None, default None
-        The system-steps a step of a batch counts for (None: its systems; an MPI rank's: every
-        rank's batch of the round, since the ranks run their rounds together).
-    total : int or None, default None
-        What the progress never exceeds (the sweep's system-steps; None: no bound).
+    """The one loop over a sweep's batches: each batch the runner's engine on the driver, stops held
+    to a chunk boundary; yields each batch's result, and after a stop the batch in flight, then ends.
 
     Examples
     --------
@@ -570,8 +444,8 @@ def parts(
 
 
 def kept(index: int, part: SweepResult, steps: int) -> bool:
-    """Whether a sweep keeps (writes, returns) its ``index``-th part: every finished batch, and a
-    stopped one only when it is the first (so that every system of a result ran the same steps).
+    """Whether a sweep keeps its ``index``-th part: every finished batch, and a stopped one only when
+    it is the first (every system of a result ran the same steps).
 
     Examples
     --------
@@ -584,9 +458,8 @@ def kept(index: int, part: SweepResult, steps: int) -> bool:
 
 
 def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) -> SweepResult:
-    """The interrupted-sweep ending, written once: ``result`` when its ``m`` systems ran every
-    step and no stop was asked for (``stopped``: a Ctrl-C after the last chunk), else
-    :class:`SweepInterrupted` with what the stop kept (:func:`kept`).
+    """``result`` when its ``m`` systems ran every step and no stop was asked for, else
+    :class:`SweepInterrupted` with it.
 
     Examples
     --------
@@ -594,10 +467,6 @@ def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) 
     >>> r = meshnb.sweep(8, lrs=[0.5, 0.25])
     >>> interrupted(r, 8, 2) is r
     True
-    >>> interrupted(r, 9, 2)
-    Traceback (most recent call last):
-        ...
-    meshnb.sweeps.run.SweepInterrupted: interrupted: 2 systems after 8 steps
     """
     if stopped or result.steps < steps or len(result) < m:
         raise SweepInterrupted(result)
@@ -605,7 +474,7 @@ def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) 
 
 
 def _aliases(view_in: Any, pages: Any, step_base: Any, step_bases: Any) -> tuple[Any, Any]:
-    """The deprecated spellings ``pages=`` and ``step_bases=`` (``train``'s are ``view_in``, ``step_base``)."""
+    """The deprecated spellings ``pages=`` and ``step_bases=``."""
     if pages is not None:
         if view_in is not None:
             raise TypeError("give view_in or its old name pages, not both")
@@ -634,32 +503,24 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems their steps (the run's ``steps``) on ``backend`` (:func:`make_runner`),
-    in memory (``chunk`` steps per loop call, ``batch`` systems per batch, default the backend's);
-    ``on_chunk(system_steps_done)`` after each chunk, ``should_stop()`` before each: a stop gives
-    :class:`SweepInterrupted`'s result (returned, not raised, here: ``result.steps`` < the run's or
-    fewer systems).  ``mode`` forces a step-loop mode of :mod:`meshnb.loops`, ``shape`` a loop
-    shape (default the target CPU's).
+    """Run planned systems their steps on ``backend`` (:func:`make_runner`), in memory; a stop
+    returns what it kept (``result.steps`` < the run's, or fewer systems).
 
     Parameters
     ----------
     systems : Run
-        The planned systems (:func:`plan`), run for their ``steps``.
-    trace, loss_every, threads, chunk, mode, shape, keep_pages
-        As :class:`Runner` takes them.
+        The planned systems (:func:`describe`).
+    trace, loss_every, threads, chunk, mode, shape, keep_pages, batch, backend
+        As :func:`make_runner` takes them.
     on_chunk : callable or None, default None
         Called with the system-steps done after each chunk.
     should_stop : callable or None, default None
         Asked before each chunk: True stops the sweep there.
-    batch : int or None, default None
-        Systems per batch (None: the backend's own).
-    backend : str, default "cpu"
-        ``"cpu"`` or ``"cuda"``.
 
     Returns
     -------
     SweepResult
-        Every system (or, stopped, those of the finished batches).
+        Every system (or, stopped, those kept).
 
     Examples
     --------
@@ -710,16 +571,15 @@ def sweep(
     steps : int
         Steps of every system, 0 to 2^63 - 1.
     lrs : sequence of float, or uint32 array, optional
-        Learning rates, one system each, set with SET_LR before the first step: ints and floats
-        are numbers (rounded to float32), a ``np.uint32`` array (or ``np.uint32`` items, ``"0x..."``
-        text) gives the f32 words themselves, as ``train``'s ``set_lr``
-        (:func:`meshnb.runspec.lr_word`).  Default: each page's own LR.
+        Learning rates, one system each, set with SET_LR before the first step: numbers are
+        rounded to float32, a ``np.uint32`` array (or ``"0x..."`` text) gives the words themselves,
+        as ``train``'s ``set_lr``.  Default: each page's own LR.
     view_in : bytes, path, sequence of bytes, or array, optional
-        Start pages: a 4096-byte page (or a page file's path, as ``train``'s), a sequence of
-        them, or a ``[P, 4096]`` uint8 / ``[P, 1024]`` uint32 array; default the init page.
-        With ``lrs`` too, one system per (page, LR) pair, page-major: system ``p * len(lrs) + l``.
+        Start pages: a page (or a page file's path), a sequence of them, or a ``[P, 4096]`` uint8 /
+        ``[P, 1024]`` uint32 array; default the init page.  With ``lrs`` too, one system per (page,
+        LR) pair, page-major: system ``p * len(lrs) + l``.
     step_base : int or sequence of int, optional
-        The first step (0 to 2^64 - 2) of every system, or one per system (as ``train``'s).
+        The first step (0 to 2^64 - 2) of every system, or one per system.
     z : bool
         Float mode Z (default); False runs plain IEEE float32.
     trace : bool
@@ -733,13 +593,10 @@ def sweep(
     progress : bool
         A progress bar on stderr.
     backend : {"cpu", "cuda"}, optional
-        Where the sweep runs (``train``'s keyword): the CPU (default; ``threads`` of its cores) or the CUDA image,
-        one warp per system, in batches as the CPU runs them (the same bits; no ``loss_every`` or
-        ``threads`` there).
+        The CPU (default) or the CUDA image, one warp per system (the same bits; no
+        ``loss_every`` or ``threads`` there).
     device, pages, step_bases
-        Deprecated names of ``backend`` (the same names), ``view_in`` and ``step_base``: they
-        work for this release, with a DeprecationWarning (as does ``backend="threads"``, which is
-        ``"cpu"`` now: ``"threads"`` is a cluster's backend).
+        Deprecated names of ``backend``, ``view_in`` and ``step_base`` (a DeprecationWarning).
 
     Returns
     -------
@@ -749,8 +606,8 @@ def sweep(
     Raises
     ------
     OptionError
-        A bad value (a :class:`ValueError`), one line naming the argument; also when the result
-        would not fit in memory (with the estimate: use :func:`stream` or ``meshnb sweep --csv``).
+        A bad value, one line naming the argument; also when the result would not fit in memory
+        (use :func:`stream` or ``meshnb sweep --csv``).
     TypeError
         A wrong type (``sweep("10")``).
     SweepInterrupted
@@ -812,29 +669,27 @@ def stream(
     backend: str | None = None,
     batch: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The sweep of :func:`sweep`'s arguments as parts, as their batches finish.
+    """The sweep of :func:`sweep`'s arguments as parts, one per batch of ``batch`` systems, in order.
 
-    A :class:`SweepResult` for each batch of ``batch`` systems (default the backend's), in order
-    (``part.first`` is its first system's index), so a sweep of any size runs in the memory of
-    one batch.  The arguments are checked when ``stream`` is called, before the first part.
+    A sweep of any size runs in the memory of one batch; the arguments are checked when ``stream``
+    is called.
 
     Parameters
     ----------
     steps, lrs, view_in, step_base, z, trace, loss_every, threads, keep_pages, progress, backend
         As :func:`sweep`'s.
     batch : int, optional
-        Systems per part.
+        Systems per part (default the backend's).
 
     Yields
     ------
     SweepResult
-        The parts in order.
+        The parts in order (``part.first`` is its first system's index).
 
     Raises
     ------
     SweepInterrupted
-        Ctrl-C, after the finished parts were yielded; ``.result`` is the batch in flight after
-        its finished chunks.
+        Ctrl-C, after the finished parts; ``.result`` is the batch in flight after its finished chunks.
 
     Examples
     --------

@@ -1,11 +1,18 @@
-"""What an executor's developer checks against, standing beside meshnb's layers.
+"""What an executor's developer checks against, independent of the rest of meshnb (it imports none of it).
 
 - :mod:`~meshnb.testing.reference`: an independent numpy and plain-Python implementation of
-  SPEC.md (no numba): the tests' oracle and the benchmarks' baselines;
+  SPEC.md, written differently (no numba): the tests' oracle and the benchmarks' baselines;
 - :mod:`~meshnb.testing.pages`: pages built to hit every rule of float mode Z;
 - :func:`vectors`: the spec's test vectors (``vectors.json``, shipped with the package).
 
-Nothing here imports the rest of meshnb, so it stays independent of what it checks.
+Examples
+--------
+>>> from meshnb.testing import pages, reference, vectors
+>>> ref_pages, _ = reference.run([reference.init_page()], 4096, grouped=False)
+>>> reference.digest(ref_pages[0]) == vectors()["runs"][0]["digest"]
+True
+>>> len(pages.hard_pages())
+16
 """
 
 from __future__ import annotations
@@ -26,13 +33,9 @@ def _vectors_text() -> str:
 
 
 def vectors() -> dict[str, Any]:
-    """The spec's test vectors (SPEC section 12): a fresh dict each call.
-
-    Returns
-    -------
-    dict
-        ``note``, ``one_system_steps_0_to_7`` (the sums, params and losses of a fresh system's
-        first steps) and ``runs`` (params and digests of whole runs); words in hex.
+    """The spec's test vectors (SPEC section 12), a fresh dict each call: ``note``,
+    ``one_system_steps_0_to_7`` (a fresh system's first sums, params and losses) and ``runs``
+    (params and digests of whole runs); words in hex.
 
     Examples
     --------

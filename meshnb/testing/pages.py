@@ -4,10 +4,8 @@ Each is an init page (from the reference) with words overwritten: tiny samples a
 products underflow, subnormal words in X, Y and PARAMS, huge values that overflow to inf and make
 NaN, NaN payloads and infinities in the samples, values at the flush boundary.
 
-The byte offsets below (PARAMS, LR, INV, X, Y) are this module's own literals, on purpose, not
-``meshnb.view.LAYOUT``: ``meshnb.testing`` imports nothing else of meshnb, so that it stays an
-oracle independent of the package it checks (tests/conformance/test_pack.py holds them against the
-layout table)."""
+The byte offsets below are this module's own literals, not ``meshnb.view.LAYOUT``, so that it stays
+independent of the package it checks (tests/conformance/test_pack.py holds them against the layout)."""
 
 from __future__ import annotations
 
@@ -23,20 +21,6 @@ PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 
 def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> bytes:
     """``page`` with u32 ``words`` written from byte ``offset`` (little-endian).
-
-    Parameters
-    ----------
-    page : bytes
-        A page (any length).
-    offset : int
-        The first byte to write.
-    words : sequence of int
-        uint32 words.
-
-    Returns
-    -------
-    bytes
-        A new page.
 
     Examples
     --------
@@ -58,11 +42,6 @@ def _scaled_x(page: bytes, down: int) -> list[int]:
 
 def hard_pages() -> dict[str, bytes]:
     """Every hard page by name (init pages with stressing words written over them).
-
-    Returns
-    -------
-    dict of str to bytes
-        16 pages of 4096 bytes.
 
     See Also
     --------

@@ -95,9 +95,7 @@ OFF_LOSS = 2112
 _LOSS_END = OFF_LOSS + 4 * 256
 
 
-# =============================================================================================
-# Float mode Z, vectorised numpy
-# =============================================================================================
+# --- Float mode Z, vectorised numpy ---------------------------------------------------------------
 
 
 def _f32(a) -> np.ndarray:
@@ -119,16 +117,6 @@ def _flush_u(u: np.ndarray) -> np.ndarray:
 
 def flush(a) -> np.ndarray:
     """Mode Z output rule on float32 values: subnormal -> same-sign zero, NaN -> canonical NaN.
-
-    Parameters
-    ----------
-    a : array_like
-        float32 values.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32, ``a``'s shape.
 
     Examples
     --------
@@ -154,111 +142,31 @@ def _z_binary(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..
     return f
 
 
-def _quiet(f: Callable[..., np.ndarray], doc: str) -> Callable[..., np.ndarray]:
-    """``f`` under ``np.errstate(all="ignore")``."""
+def _quiet(f: Callable[..., np.ndarray], name: str, example: str) -> Callable[..., np.ndarray]:
+    """``f`` under ``np.errstate(all="ignore")``, with the docstring of mode Z's ``name``."""
 
     def g(a, b) -> np.ndarray:
         with np.errstate(all="ignore"):
             return f(a, b)
 
-    g.__doc__ = doc
+    g.__doc__ = f"""Mode Z {name} on float32 values (vectorised): flush subnormal inputs, the IEEE float32
+    {name}, flush the result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meshnb.testing.reference import *
+    >>> {example}
+    """
     return g
 
 
 _z_add, _z_sub = _z_binary(np.add), _z_binary(np.subtract)
 _z_mul, _z_div = _z_binary(np.multiply), _z_binary(np.divide)
-z_add = _quiet(
-    _z_add,
-    """Mode Z add on float32 values (vectorised): flush subnormal inputs, the IEEE float32
-    add, flush the result.
-
-    Parameters
-    ----------
-    a, b : numpy.ndarray or numpy.float32
-        The operands (float32; broadcast together).
-
-    Returns
-    -------
-    numpy.ndarray
-        float32: subnormal results as signed zeros, every NaN the canonical NaN.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.testing.reference import z_add
-    >>> float(z_add(np.float32(1.0), np.float32(2.0)))
-    3.0
-    """,
-)
-z_sub = _quiet(
-    _z_sub,
-    """Mode Z subtraction on float32 values (vectorised): flush subnormal inputs, the IEEE float32
-    subtraction, flush the result.
-
-    Parameters
-    ----------
-    a, b : numpy.ndarray or numpy.float32
-        The operands (float32; broadcast together).
-
-    Returns
-    -------
-    numpy.ndarray
-        float32: subnormal results as signed zeros, every NaN the canonical NaN.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.testing.reference import z_sub
-    >>> float(z_sub(np.float32(1.0), np.float32(1e-40)))
-    1.0
-    """,
-)
-z_mul = _quiet(
-    _z_mul,
-    """Mode Z multiplication on float32 values (vectorised): flush subnormal inputs, the IEEE float32
-    multiplication, flush the result.
-
-    Parameters
-    ----------
-    a, b : numpy.ndarray or numpy.float32
-        The operands (float32; broadcast together).
-
-    Returns
-    -------
-    numpy.ndarray
-        float32: subnormal results as signed zeros, every NaN the canonical NaN.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.testing.reference import z_mul
-    >>> float(z_mul(np.float32(1e-20), np.float32(1e-20)))  # underflows to zero
-    0.0
-    """,
-)
-z_div = _quiet(
-    _z_div,
-    """Mode Z division on float32 values (vectorised): flush subnormal inputs, the IEEE float32
-    division, flush the result.
-
-    Parameters
-    ----------
-    a, b : numpy.ndarray or numpy.float32
-        The operands (float32; broadcast together).
-
-    Returns
-    -------
-    numpy.ndarray
-        float32: subnormal results as signed zeros, every NaN the canonical NaN.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.testing.reference import z_div
-    >>> hex(z_div(np.float32(0.0), np.float32(0.0)).view(np.uint32))
-    '0x7fffffff'
-    """,
-)
+z_add = _quiet(_z_add, "addition", "float(z_add(np.float32(1.0), np.float32(2.0)))\n    3.0")
+z_sub = _quiet(_z_sub, "subtraction", "float(z_sub(np.float32(1.0), np.float32(1e-40)))\n    1.0")
+z_mul = _quiet(_z_mul, "multiplication", "float(z_mul(np.float32(1e-20), np.float32(1e-20)))  # underflows\n    0.0")
+z_div = _quiet(_z_div, "division", "hex(z_div(np.float32(0.0), np.float32(0.0)).view(np.uint32))\n    '0x7fffffff'")
 
 
 def _u32_to_f32(u) -> np.ndarray:
@@ -268,16 +176,6 @@ def _u32_to_f32(u) -> np.ndarray:
 
 def z_from_u32(u) -> np.ndarray:
     """Mode Z conversion u32 -> f32 (round to nearest even, then flush).
-
-    Parameters
-    ----------
-    u : array_like
-        uint32 values.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32.
 
     Examples
     --------
@@ -292,16 +190,6 @@ def z_from_u32(u) -> np.ndarray:
 def from_bits(words) -> np.ndarray:
     """``ftz_from_bits``: uint32 words read as float32 through the flush/NaN rule.
 
-    Parameters
-    ----------
-    words : array_like
-        uint32 words.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32.
-
     Examples
     --------
     >>> import numpy as np
@@ -314,16 +202,6 @@ def from_bits(words) -> np.ndarray:
 
 def to_bits(floats) -> np.ndarray:
     """``ftz_bits``: the uint32 words of the flushed float32 values.
-
-    Parameters
-    ----------
-    floats : array_like
-        float32 values.
-
-    Returns
-    -------
-    numpy.ndarray
-        uint32.
 
     Examples
     --------
@@ -354,9 +232,7 @@ class _NpOps:
             raise ValueError(f"unknown mode {mode!r}")
 
 
-# =============================================================================================
-# Float mode Z, plain Python scalars on bit words
-# =============================================================================================
+# --- Float mode Z, plain Python scalars on bit words ----------------------------------------------
 
 _S_U32 = struct.Struct("<I")
 _S_F32 = struct.Struct("<f")
@@ -364,16 +240,6 @@ _S_F32 = struct.Struct("<f")
 
 def py_flush(u: int) -> int:
     """Mode Z output rule on one word: subnormal -> signed zero, NaN -> 0x7FFFFFFF.
-
-    Parameters
-    ----------
-    u : int
-        A word.
-
-    Returns
-    -------
-    int
-        The flushed word.
 
     Examples
     --------
@@ -412,17 +278,7 @@ def _py_out(r: float) -> int:
 
 
 def py_add(a_bits: int, b_bits: int) -> int:
-    """Mode Z add on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
-
-    Parameters
-    ----------
-    a_bits, b_bits : int
-        The operands' words.
-
-    Returns
-    -------
-    int
-        The result's word.
+    """Mode Z add on words (see :func:`_py_out`).
 
     Examples
     --------
@@ -434,17 +290,7 @@ def py_add(a_bits: int, b_bits: int) -> int:
 
 
 def py_sub(a_bits: int, b_bits: int) -> int:
-    """Mode Z subtract on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
-
-    Parameters
-    ----------
-    a_bits, b_bits : int
-        The operands' words.
-
-    Returns
-    -------
-    int
-        The result's word.
+    """Mode Z subtract on words (see :func:`_py_out`).
 
     Examples
     --------
@@ -456,17 +302,7 @@ def py_sub(a_bits: int, b_bits: int) -> int:
 
 
 def py_mul(a_bits: int, b_bits: int) -> int:
-    """Mode Z multiply on words (plain Python: one f64 operation rounded once to f32, exact for these ops).
-
-    Parameters
-    ----------
-    a_bits, b_bits : int
-        The operands' words.
-
-    Returns
-    -------
-    int
-        The result's word.
+    """Mode Z multiply on words (see :func:`_py_out`).
 
     Examples
     --------
@@ -479,16 +315,6 @@ def py_mul(a_bits: int, b_bits: int) -> int:
 
 def py_div(a_bits: int, b_bits: int) -> int:
     """Mode Z divide on words (IEEE division by zero: NaN or a signed infinity).
-
-    Parameters
-    ----------
-    a_bits, b_bits : int
-        The operands' words.
-
-    Returns
-    -------
-    int
-        The result's word.
 
     Examples
     --------
@@ -508,16 +334,6 @@ def py_div(a_bits: int, b_bits: int) -> int:
 def py_from_u32(u: int) -> int:
     """Mode Z u32 -> f32 conversion on words.
 
-    Parameters
-    ----------
-    u : int
-        An unsigned 32-bit integer.
-
-    Returns
-    -------
-    int
-        The word of the nearest float32 (ties to even).
-
     Examples
     --------
     >>> from meshnb.testing.reference import py_from_u32
@@ -527,9 +343,7 @@ def py_from_u32(u: int) -> int:
     return _py_out(float(u & 0xFFFFFFFF))
 
 
-# =============================================================================================
-# Samples (SPEC section 4)
-# =============================================================================================
+# --- Samples (SPEC section 4) ---------------------------------------------------------------------
 
 
 def _sin_pi(x: float) -> float:
@@ -541,16 +355,6 @@ def _sin_pi(x: float) -> float:
 
 def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
     """The 256 samples X, Y as uint32 words (SPEC section 4).
-
-    Parameters
-    ----------
-    impl : {"numpy", "python"}, default "numpy"
-        Vectorised, or plain Python scalars.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        ``(xs, ys)``, uint32 ``[256]`` each.
 
     Examples
     --------
@@ -572,9 +376,7 @@ def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"unknown impl {impl!r}")
 
 
-# =============================================================================================
-# The page (SPEC sections 7 and 8)
-# =============================================================================================
+# --- The page (SPEC sections 7 and 8) -------------------------------------------------------------
 
 
 def _u32_at(page: bytes, off: int) -> int:
@@ -587,18 +389,6 @@ def _words_at(page: bytes, off: int, n: int) -> np.ndarray:
 
 def init_page(systems: int = 1, grouped: bool = False) -> bytes:
     """The 4096-byte view after ``init`` (INV_BATCH uses N = systems if grouped else 1).
-
-    Parameters
-    ----------
-    systems : int, default 1
-        The group's systems.
-    grouped : bool, default False
-        A member of a group (INV_BATCH = 1 / (32 systems)); else a system alone.
-
-    Returns
-    -------
-    bytes
-        The page.
 
     Examples
     --------
@@ -619,9 +409,7 @@ def init_page(systems: int = 1, grouped: bool = False) -> bytes:
     return bytes(page)
 
 
-# =============================================================================================
-# One step's sums (SPEC section 5)
-# =============================================================================================
+# --- One step's sums (SPEC section 5) -------------------------------------------------------------
 
 _LANES = np.arange(WARP)
 _BUTTERFLY = (16, 8, 4, 2, 1)
@@ -676,24 +464,6 @@ def _check(impl: str, mode: str) -> None:
 def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: str = MODE_Z) -> np.ndarray:
     """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256).
 
-    Parameters
-    ----------
-    params_f32 : numpy.ndarray
-        The params a, b, c, d (float32 ``[4]``).
-    xs_f32, ys_f32 : numpy.ndarray
-        The samples (float32 ``[256]``).
-    off : int
-        The batch offset: batch ``off mod 8``.
-    impl : {"numpy", "python"}, default "numpy"
-        Vectorised, or plain Python on words (mode Z only).
-    mode : {"z", "ieee"}, default "z"
-        Float mode Z, or plain IEEE float32.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32 ``[5]``.
-
     Raises
     ------
     ValueError
@@ -729,9 +499,7 @@ def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: s
     return np.array(words, dtype=np.uint32).view(np.float32)
 
 
-# =============================================================================================
-# The host's run (SPEC sections 6, 8, 9, 10)
-# =============================================================================================
+# --- The host's run (SPEC sections 6, 8, 9, 10) ---------------------------------------------------
 
 
 def _validate_run(pages: list[bytes], steps: int, grouped: bool, lr_changes: dict[int, int]) -> int:
@@ -775,27 +543,6 @@ def run(
     Returns the new pages and the trace: the words of the sums each step applied, (steps, 5).
     No timeouts: a round pending in a page is dropped or resumed, and since the pending step's
     own sums depend only on PARAMS, X and Y, recomputing them gives the published bits.
-
-    Parameters
-    ----------
-    pages : list of bytes
-        The systems' start pages (4096 bytes each), all at the same next step.
-    steps : int
-        The steps to run.
-    grouped : bool
-        The pages are the members of one group (SPEC 9: their sums are folded each step); else
-        one system alone (``pages`` then holds one page).
-    lr_changes : dict of int to int, optional
-        ``{steps done: LR word}``: SET_LR in every page before that step of this run.
-    impl : {"numpy", "python"}, default "numpy"
-        Vectorised over lanes and systems, or plain Python on words (mode Z only).
-    mode : {"z", "ieee"}, default "z"
-        Float mode Z, or plain IEEE float32.
-
-    Returns
-    -------
-    tuple
-        ``(pages, trace)``: the new pages (bytes), and the trace words ``[steps, 5]`` (uint32).
 
     Raises
     ------
@@ -926,23 +673,11 @@ def _run_python(
     return out, np.array(trace, dtype=np.uint32).reshape(steps, 5)
 
 
-# =============================================================================================
-# Digests (SPEC section 11)
-# =============================================================================================
+# --- Digests (SPEC section 11) --------------------------------------------------------------------
 
 
 def digest(page: bytes) -> str:
     """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135).
-
-    Parameters
-    ----------
-    page : bytes
-        A 4096-byte view page.
-
-    Returns
-    -------
-    str
-        64 hex digits (SPEC 11).
 
     Examples
     --------
@@ -955,16 +690,6 @@ def digest(page: bytes) -> str:
 
 def trace_digest(trace: np.ndarray) -> str:
     """SHA-256 hex of the trace's u32 words, little-endian, row by row.
-
-    Parameters
-    ----------
-    trace : array_like
-        ``[steps, 5]`` words.
-
-    Returns
-    -------
-    str
-        64 hex digits (SPEC 11).
 
     Examples
     --------
