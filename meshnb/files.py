@@ -484,8 +484,13 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
     try:
         if not os.access(parent, os.W_OK | os.X_OK) or _no_write_bit(parent_mode):
             raise PermissionError(errno.EACCES, "a read-only directory")
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        os.unlink(probe)
+        # the stop signals wait until the probe is gone: a Ctrl-C between the two calls would leave it
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            os.unlink(probe)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     except FileExistsError:
         pass  # our own temporary file: a write of ours is under way, so the directory is writable
     except OSError as e:

@@ -145,9 +145,11 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
             mpi.abort(comm, e)
             raise  # not reached: abort ends the job
     m, steps = len(systems), systems.steps
-    writer = WriterThread(open_writer())
+    writer: WriterThread | None = None
     done, stopped, ran, written = steps, False, False, 0
     try:
+        with deferred_interrupt():  # a stop waits until the writer (and its temporary) has an owner to abort it
+            writer = WriterThread(open_writer())
         with (
             steps_shown(m * steps, opts.progress, f"sweep of {m}") as (show, requested),
             make_runner(
@@ -166,12 +168,14 @@ def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWrite
             ran = True
             phase("sweep-ran")  # test hook: a Ctrl-C held since the last boundary comes at the exit
     except KeyboardInterrupt:
-        if not ran:  # raised inside the run: the parts written so far are no whole sweep's table
-            writer.abort()
+        if writer is None or not ran:  # raised inside the run: the parts written so far are no whole sweep's table
+            if writer is not None:
+                writer.abort()
             raise
         stopped = True  # every part is with the writer: it is written whole, and the stop is said
     except BaseException:
-        writer.abort()
+        if writer is not None:
+            writer.abort()
         raise
     try:
         with deferred_interrupt() as requested_now:
@@ -209,9 +213,12 @@ def _run_rank(
     rounds = -(-len(batches) // n)
     threads = opts.threads or max(1, default_threads() // _local_ranks(comm))
     chunk = chunk_steps(steps, batch, opts.trace)
-    writer = open_writer() if k == 0 else None
+    writer: PartWriter | None = None
     done, stopped, written = steps, False, 0
     try:
+        if k == 0:
+            with deferred_interrupt():  # as in run_to: the temporary gets an owner before a stop is raised
+                writer = open_writer()
         with (
             frame(m * steps, opts.progress and k == 0, f"sweep of {m}") as f,
             Runner(
