@@ -83,15 +83,24 @@ def ulps(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
 
 
 # %%
-def loop_point(lr: float, n: int) -> np.ndarray:
-    """The float64 point of cyclic SGD's limit loop after a whole cycle (cluster of n, from step 0)."""
-    m, c = np.eye(4), np.zeros(4)
+def loop_offset(lr: float, n: int) -> np.ndarray:
+    """The float64 loop point of cyclic SGD after a whole cycle (cluster of n, from step 0), less the least squares.
+
+    Solved for the offset d = p - p* itself: a step is d <- (I - lr A_t) d - lr r_t, r_t = A_t p* - c_t
+    (centred, so that the r_t sum to zero as at the exact p*), and I - M is built as a sum, not as I minus
+    M's rounded product. Solving for p and subtracting p* instead loses ~1e-11 to cancellation, digits that
+    a small LR's residual against the first order would print as its own.
+    """
+    a, r = [], []
     for t in range(8 // n):
         rows = np.concatenate([np.arange((t * n + k) % 8, 256, 8) for k in range(n)])
-        a_t = V[rows].T @ V[rows] / (32 * n)
-        c_t = V[rows].T @ y[rows] / (32 * n)
-        m, c = (np.eye(4) - lr * a_t) @ m, (np.eye(4) - lr * a_t) @ c + lr * c_t
-    return np.linalg.solve(np.eye(4) - m, c)
+        a.append(V[rows].T @ V[rows] / (32 * n))
+        r.append(V[rows].T @ (V[rows] @ lsq - y[rows]) / (32 * n))
+    r = np.array(r) - np.mean(r, axis=0)
+    i_minus_m, c = np.zeros((4, 4)), np.zeros(4)
+    for a_t, r_t in zip(a, r, strict=True):
+        i_minus_m, c = i_minus_m + lr * a_t @ (np.eye(4) - i_minus_m), c - lr * (a_t @ c + r_t)
+    return np.linalg.solve(i_minus_m, c)
 
 
 RATES = [0.5, 0.25, 0.125, 0.0625]
@@ -102,8 +111,9 @@ for n in SIZES:
         steps = int(8192 / lr)
         r = meshnb.train(steps, systems=n, backend="fused", set_lr={0: np.uint32(f32_word(lr))})
         p32 = r.params.astype(np.float64)
-        star = loop_point(lr, n)
-        loop_gap[n, lr] = np.abs(star - lsq)
+        offset = loop_offset(lr, n)
+        star = lsq + offset
+        loop_gap[n, lr] = np.abs(offset)
         f32_gap[n, lr] = np.abs(p32 - star)
         ulp_of[n, lr] = np.spacing(np.abs(r.params)).astype(np.float64)
         f32_ulps[n, lr] = np.abs(p32 - star) / ulp_of[n, lr]
@@ -122,7 +132,7 @@ for n in SIZES:
 # sits `(lr / N) u_N + O(lr^2)` from the least squares, `u_N = (1/8) A^-1 sum A_h r_g` over the pairs of
 # batches `g < h` that the cycle takes in *different* steps (`r_g`: batch g's gradient at the least
 # squares; a cluster's step takes its N batches' gradients at the same params, so it drops the
-# within-group pairs). The cell checks it against `loop_point` over LR from `2^-12` to 1/2 (the first
+# within-group pairs). The cell checks it against `loop_offset` over LR from `2^-12` to 1/2 (the first
 # order must miss by a relative `O(lr)`), and reads what it says at equal `lr / N`.
 
 # %%
@@ -138,7 +148,7 @@ def first_order(n: int) -> np.ndarray:
 
 u_n = {n: first_order(n) for n in SIZES}
 LR_SCAN = np.geomspace(2.0**-12, 0.5, 34)
-scan = {n: np.array([loop_point(lr, n) - lsq for lr in LR_SCAN]) for n in (1, 2, 4)}
+scan = {n: np.array([loop_offset(lr, n) for lr in LR_SCAN]) for n in (1, 2, 4)}
 rel_resid, resid_slope = {}, {}
 for n in (1, 2, 4):
     miss = np.abs(scan[n] - np.outer(LR_SCAN / n, u_n[n])).max(axis=1)
@@ -150,7 +160,7 @@ for n in (1, 2, 4):
         f"by {rel_resid[n][0]:.1e} (relative) at LR 2^-12, {rel_resid[n][-1]:.3f} at 1/2, as LR^{resid_slope[n]:.3f}"
     )
 ratio_lr = [loop_gap[1, lr].max() / loop_gap[1, lr / 2].max() for lr in RATES[:-1]]
-halving_small = np.abs(scan[1][0]).max() / np.abs(loop_point(LR_SCAN[0] / 2, 1) - lsq).max()
+halving_small = np.abs(scan[1][0]).max() / np.abs(loop_offset(LR_SCAN[0] / 2, 1)).max()
 by_n = [loop_gap[n, 0.5].max() for n in SIZES]
 b_stall, b_ulps = f32_gap[8, 0.5][1], f32_ulps[8, 0.5][1]
 d_stall, d_ulps = f32_gap[8, 0.5][3], f32_ulps[8, 0.5][3]
@@ -210,7 +220,7 @@ assert (stall_frac <= 1).all() and stall_frac.min() > 0.9
 
 # %%
 ETA_EQ = np.geomspace(2.0**-12, 1 / 8, 28)  # lr / N, for N = 1, 2, 4 at LR N x lr/N <= 1/2
-eq_gap = {n: np.array([np.abs(loop_point(n * e, n) - lsq).max() for e in ETA_EQ]) for n in (1, 2, 4)}
+eq_gap = {n: np.array([np.abs(loop_offset(n * e, n)).max() for e in ETA_EQ]) for n in (1, 2, 4)}
 eq_ratio = {n: eq_gap[n] / eq_gap[1] for n in (2, 4)}
 eq_limit = {n: np.abs(u_n[n]).max() / np.abs(u_n[1]).max() for n in (2, 4)}
 fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(14, 4.4))
