@@ -395,11 +395,21 @@ for name, d in dist.items():
 # %%
 fig, axes = plt.subplots(1, 2, sharey=True)
 for ax, (s, lr_name) in zip(axes, enumerate(LR_WORDS)):
+    zero = [name for name, d in dist.items() if not d[:, s].any()]  # never part: named, not drawn on top of 1
     for i, (name, d) in enumerate(dist.items()):
-        ax.plot(points, d[:, s].max(axis=1) + 1, "o-" if i == 0 else ".-", ms=3, color=f"C{i}", label=name)
+        if name not in zero:
+            ax.plot(points, d[:, s].max(axis=1) + 1, "o-", ms=3, color=f"C{i}", label=name)
+    ax.text(0.03, 0.55, "distance 0 throughout:\n" + "\n".join(zero), transform=ax.transAxes, fontsize=8, va="center")
     ax.set(yscale="log", xlabel="step", title=f"{lr_name}: distance to mode Z")
-axes[0].set_ylabel("max ulp distance over a, b, c, d, plus 1")
-axes[1].legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center right")
+axes[0].set_ylabel("max ulp distance over a, b, c, d, + 1 (ulps)")
+fma_most = max(d[:, 0].max() for name, d in dist.items() if name.startswith("fma"))
+fig.suptitle(
+    f"What to see: at LR 0.1 only the FMA contractions part from mode Z, within {fma_most} ulps (left); at LR "
+    "2^-126 IEEE\nparts at once, by the whole subnormal updates (right); the flush rules part at neither (named in the "
+    "panels)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -412,7 +422,7 @@ assert all(first_part[n, "LR 0.1"] == EVERY for n in fma)
 assert first_part[ieee, "LR 0.1"] is None and first_part[ieee, "LR 2^-126"] == EVERY
 display(
     Markdown(
-        "**What the plots show** (a model that never parts is drawn at 1, distance 0). The FMA contractions "
+        "**What the plots show** (a model that never parts is named in the panel, not drawn). The FMA contractions "
         f"({', '.join(fma)}) part from mode Z within the first {EVERY} steps at LR 0.1: a fused multiply-add "
         "rounds once where mode Z rounds twice, a last-bit difference that the trajectory carries on. "
         f"The distance stays within {max(dist[n][:, 0].max() for n in fma):,} ulps over the 256 steps: the "
@@ -484,10 +494,28 @@ ax0.set(
     title=f"Steps until the run is back on the clean bits\n(red: not within {done:,} steps)",
 )
 ax0.grid(False)
-for j in range(4):
-    ax1.semilogy(range(32), np.where(finite[j], final_ulps[j] + 1, np.nan), "o-", ms=3, label="abcd"[j])
-ax1.set(xlabel="flipped bit", ylabel="final ulp distance + 1 (overflowed left out)", title=f"After {done:,} more steps")
-ax1.legend(fontsize=8)
+for j in range(4):  # one column per bit, the params side by side in it: no line joins two bits
+    ax1.semilogy(
+        np.arange(32) + 0.2 * (j - 1.5),
+        np.where(finite[j], final_ulps[j] + 1, np.nan),
+        "osD^"[j],
+        ms=4,
+        mfc="none",
+        label="abcd"[j],
+    )
+ax1.set(
+    xlabel="flipped bit",
+    ylabel="final ulp distance + 1 (ulps; overflowed left out)",
+    title=f"After {done:,} more steps",
+    ylim=(0.5, 5e3),  # room above the points for the legend
+)
+ax1.legend(fontsize=8, ncol=4, loc="upper center")
+back_n, far = int((equal_at > 0).sum()), final_ulps[(equal_at < 0) & finite]
+fig.suptitle(
+    f"What to see: {back_n} of the 128 flipped runs come back to the clean run's bits (left, coloured); the others end "
+    f"{far.min()} to {far.max()}\nulps away (right: one column per flipped bit, the four params side by side in it)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
