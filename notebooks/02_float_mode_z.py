@@ -134,7 +134,7 @@ fig, ax = plt.subplots(figsize=(10, 4))
 ax.axvspan(2.0**-160, 2.0**-126, color="0.9", label="subnormal range (below 2^-126)")
 ax.plot(exact, exact, color="k", lw=0.8, ls=":", label="exact product")
 ax.plot(exact, np.where(ieee_vals > 0, ieee_vals, floor), "o-", ms=4, label="IEEE float32 (gradual underflow)")
-ax.plot(exact, np.where(z_vals > 0, z_vals, floor), "s--", ms=4, label="float mode Z (flush to zero)")
+ax.plot(exact, np.where(z_vals > 0, z_vals, floor), "s--", ms=7, mfc="none", label="float mode Z (flush to zero)")
 ax.set_xscale("log", base=2)
 ax.set_yscale("log", base=2)
 ax.set_xticks(2.0 ** np.arange(-156, -115, 5))
@@ -142,12 +142,18 @@ ax.set_yticks(2.0 ** np.arange(-160, -111, 8))
 ax.set(
     xlim=(2.0**-157, 2.0**-115),
     ylim=(floor / 4, 2.0**-112),
-    xlabel="exact product 1.5 * 2^-60 * 2^k",
-    ylabel="float32 result (zero drawn at the bottom)",
+    xlabel="exact product 1.5 * 2^-60 * 2^k (value, log2 axis)",
+    ylabel="float32 result (value; 0 at the bottom)",
     title="One multiply near the bottom of float32",
 )
 ax.text(2.0**-156.5, floor * 1.8, "result 0", fontsize=9)
 ax.legend(loc="upper left")
+fig.suptitle(
+    "What to see: above 2^-126 both modes on the dotted exact line; in the grey band IEEE keeps fewer and fewer\n"
+    "bits down to 2^-150, while mode Z (orange squares) drops straight to 0",
+    fontsize=9,
+)
+fig.tight_layout()
 plt.show()
 
 normal_range = exact >= 2.0**-126
@@ -221,23 +227,47 @@ print(
 print("digests equal:", tz.digest == ti.digest)
 
 # %%
-fig, ax = plt.subplots(figsize=(10, 4))
+# Near zero a step's gradient is -c_g (the A_g p term is 2^-100 times smaller), so after t steps the
+# params are lr * (c_0 + c_1 + ...): at a pass's end exactly lr * t * c, c = V^T y / 256, in b and d.
+V = np.vander(ti.view["X"].astype(np.float64), 4, increasing=True)
+c_full = V.T @ ti.view["Y"].astype(np.float64) / 256
+lr_tiny = float(TINY.view(np.float32))  # 2^-126
 steps = np.arange(1, STEPS + 1)
-ax.axhspan(2.0**-150, 2.0**-126, color="0.9", label="subnormal range")
-for j, name in enumerate("abcd"):
-    v = np.abs(hist_i[:, j].astype(np.float64))
-    ax.plot(steps[v > 0], v[v > 0], label=f"|{name}|, IEEE float32")
-ax.set_yscale("log", base=2)
-ax.set_yticks(2.0 ** np.arange(-150, -109, 8))
-ax.set(
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+ax0.axhspan(2.0**-150, 2.0**-126, color="0.9", label="subnormal range")
+for j, name, color in ((1, "b", "tab:orange"), (3, "d", "tab:red")):
+    ax0.plot(steps, np.abs(hist_i[:, j].astype(np.float64)), color=color, lw=2, alpha=0.6, label=f"|{name}|, IEEE")
+    ax0.plot(steps, lr_tiny * steps * abs(c_full[j]), "k:", lw=1)
+ax0.plot([], [], "k:", lw=1, label="theory: lr t |c_j|")
+ax0.set_yscale("log", base=2)
+ax0.set_yticks(2.0 ** np.arange(-150, -109, 8))
+ax0.set(
     xscale="log",
     ylim=(2.0**-150, 2.0**-110),
     xlabel="step",
-    ylabel="|param|",
-    title="Learning rate 2^-126: the IEEE params grow out of the subnormals\n(in mode Z all four stay exactly 0)",
+    ylabel="|param| (param units)",
+    title="b and d grow out of the subnormals",
 )
-ax.legend(loc="upper left")
+ax0.legend(loc="lower right", fontsize=8)
+sub = 2.0**-149  # the smallest subnormal: every subnormal is a whole multiple of it
+last = steps > STEPS - 64
+ax1.plot(steps[last], hist_i[last, 2].astype(np.float64) / sub, "s-", ms=5, lw=1, color="tab:green", label="c")
+ax1.plot(steps[last], hist_i[last, 0].astype(np.float64) / sub, "o-", ms=3, lw=0.8, color="tab:blue", label="a")
+ax1.axhline(0, color="k", lw=0.8)
+ax1.set(xlabel="step", ylabel="param (multiples of 2^-149)", title="a and c stay subnormal (the last 64 steps)")
+ax1.legend(loc="upper right", fontsize=8)
+fig.suptitle(
+    "What to see: learning rate 2^-126 in IEEE float32: b and d leave the grey subnormal band within 10 steps and\n"
+    "grow on the theory's dotted line (left); a changes sign again and again, c keeps its sign (right). Mode Z: 0",
+    fontsize=9,
+)
+fig.tight_layout()
 plt.show()
+
+pass_ends = steps % 8 == 0
+on_line = np.abs(hist_i[pass_ends][:, [1, 3]] / (lr_tiny * steps[pass_ends, None] * np.abs(c_full[[1, 3]])) - 1).max()
+print(f"|b|, |d| at every pass end against lr t |c_j|: within {on_line:.1e} (relative)")
+assert on_line < 1e-3
 
 normal = np.abs(hist_i) >= 2.0**-126
 first_normal = [int(np.flatnonzero(normal[:, j])[0]) + 1 if normal[:, j].any() else None for j in range(4)]
@@ -256,11 +286,15 @@ assert not hist_z.any() and tz.digest != ti.digest
 # **What the plot shows.** In IEEE float32 the first updates are subnormal, but they are kept and
 # add up: within the first ten steps `b` and `d` cross into the normal range, and they keep
 # growing in proportion to the step count (twice the size at step 4096 as at step 2048: printed
-# above). `a` and `c`, whose gradients are much smaller (the data are odd, and at params near zero
+# above). Near zero a step's gradient is just `-c_g`, batch `g`'s mean of `y` times `1, x, x^2, x^3`, so
+# at the end of every pass the params are `lr t c`, `c` the mean over all 256 samples: the dotted lines,
+# which `b` and `d` follow to 1e-3 at every pass end from step 8 to 4096 (the largest miss is printed).
+# `a` and `c`, whose gradients are much smaller (the data are odd, and at params near zero
 # the even terms nearly cancel), stay deep in the subnormal range: `a` changes sign again and again,
 # `c` keeps its sign (the counts are printed). In mode Z every one of those updates is written as
 # zero, so all four params are exactly zero
-# at every step (nothing to draw on a log axis).
+# at every step (nothing to draw on a log axis). The right panel counts `a` and `c` in multiples of the
+# smallest subnormal `2^-149`, over the last 64 steps.
 #
 # The loss is the same to the last bit in both modes (params below `1e-30` do not change any prediction
 # in float32), but the digest covers the params too, so it tells the two runs apart.
@@ -312,6 +346,28 @@ print(
 assert grow_from <= 5
 assert decades[grow_from:].min() >= 1
 
+# Theory: the same cyclic SGD in float64 (no overflow before step 38), and the growth rate of the
+# cycle's map: the loss grows by rho^(2/8) a step, rho the spectral radius of the 8 steps' product.
+V = np.vander(dz.view["X"].astype(np.float64), 4, increasing=True)
+y64 = dz.view["Y"].astype(np.float64)
+p64, loss64, cycle = np.zeros(4), [], np.eye(4)
+for s in range(first_inf):
+    rows = slice(s % 8, None, 8)
+    e = V[rows] @ p64 - y64[rows]
+    loss64.append(np.mean(e**2))
+    p64 -= 4.0 * V[rows].T @ e / 32
+    if s < 8:
+        cycle = (np.eye(4) - 4.0 * V[rows].T @ V[rows] / 32) @ cycle
+loss64 = np.array(loss64)
+off64 = np.abs(loss64 / lz[:first_inf] - 1).max()
+rate_theory = np.log10(np.abs(np.linalg.eigvals(cycle)).max()) / 4  # decades a step
+rate_fit = np.polyfit(np.arange(8, first_inf), np.log10(lz[8:first_inf].astype(np.float64)), 1)[0]
+print(
+    f"the float64 run's losses within {'1e-5' if off64 < 1e-5 else f'{off64:.1e}'} (relative) of mode Z's up to "
+    f"step {first_inf}; growth from step 8: {rate_fit:.4f} decades a step, the cycle's map {rate_theory:.4f}"
+)
+assert off64 < 1e-5 and abs(rate_fit / rate_theory - 1) < 1e-3
+
 
 def nan_words(run: meshnb.RunResult) -> set[int]:
     """The distinct NaN words of a run's page."""
@@ -332,16 +388,32 @@ ax.plot(t, np.where(np.isfinite(lz), lz, np.nan), lw=3, alpha=0.5, label="mode Z
 ax.plot(t, np.where(np.isfinite(li), li, np.nan), "k--", lw=1, label="IEEE float32")
 ax.axvspan(first_inf, first_nan, color="tab:orange", alpha=0.15, label=f"loss is inf (from step {first_inf})")
 ax.axvspan(first_nan, len(lz), color="tab:red", alpha=0.15, label=f"NaN (from step {first_nan}): the modes differ")
+ax.plot(t[:first_inf], loss64, "o", ms=5, mfc="none", color="tab:red", label="theory: the same SGD in float64")
 ax.set(
-    yscale="log", xlim=(0, len(lz)), xlabel="step", ylabel="loss", title="Learning rate 4: the loss explodes, then NaN"
+    yscale="log",
+    xlim=(0, len(lz)),
+    xlabel="step",
+    ylabel="loss (MSE, y units^2)",
+    title="Learning rate 4: the loss explodes, then NaN",
 )
-ax.legend(loc="lower right")
+ax.legend(loc="lower right", fontsize=8)
+fig.suptitle(
+    "What to see: the two modes' losses are one curve (light blue under black dashes) through the float64 run's\n"
+    "circles, "
+    f"x10^{rate_theory:.2f} a step as the cycle's map predicts, until inf (orange band); from the first NaN (red) "
+    "the words differ",
+    fontsize=9,
+)
+fig.tight_layout()
 plt.show()
 
 # %% [markdown]
 # **What the plot shows.** After the first few steps (at most 5; printed above), the loss grows by
 # an order of magnitude or more every step until it is infinite, and the two
-# curves are the same bits all the way. Once the loss is infinite there is nothing to draw, and the
+# curves are the same bits all the way. The rate is the cycle's: the product of the 8 steps' maps
+# `I - lr A_g` has spectral radius `rho`, and the loss grows by `rho^(2/8)` a step; a fit from step 8
+# to the first infinite loss meets it to 1e-3 (both printed), and the same SGD run in float64 (the
+# circles) gives mode Z's losses to 1e-5 up to there. Once the loss is infinite there is nothing to draw, and the
 # modes still agree on every word (`inf` is `inf` in both). From the first NaN on, the words differ:
 # mode Z stores the canonical NaN `7fffffff`, IEEE on this CPU stores its own NaN (`ffc00000` on
 # x86, `7fc00000` on ARM), so the IEEE page would not even agree with itself across CPUs.

@@ -178,8 +178,18 @@ for i, (f, ok) in enumerate(zip(first, parted)):
         textcoords="offset points",
         fontsize=8,
     )
-ax.set(xscale="log", xlim=(0.7, steps * 4), xlabel=f"first differing step + 1 (log; gray: never in {steps} steps)")
+ax.set(
+    xscale="log",
+    xlim=(0.7, steps * 4),
+    xlabel=f"first differing step + 1 (steps, log axis; gray: never in {steps} steps)",
+    ylabel="fault model",
+)
 ax.set_title("lr-tiny-updates: where each fault model parts from mode Z")
+fig.suptitle(
+    "What to see: the red dots are the models this case catches, at the step where their bits first differ;\n"
+    "the gray ones it never tells apart from mode Z, the flush rules among them (the probe cases are built for them)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 first_by = dict(zip(names, first))

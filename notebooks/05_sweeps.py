@@ -420,7 +420,7 @@ ax0.axvline(lr_crit, color="tab:red", lw=1, label="2 / lambda_max(A)")
 ax0.set(
     ylim=(1e-7, 2 * start_mse),
     xlabel="learning rate",
-    ylabel="MSE - least-squares MSE",
+    ylabel="MSE - least-squares MSE (y units^2)",
     title="Excess by LR (solid: meshnb; dotted: model)",
 )
 ax0.legend(fontsize=7, loc="lower left")
@@ -430,12 +430,22 @@ ax1.axhline(LRS[-1], color="0.5", lw=0.8, ls="--", label="the sweep's last LR")
 ax1.loglog(CHECKPOINTS, best_ex, "s-", ms=3, color="tab:orange", label="its excess, measured")
 ax1.loglog(CHECKPOINTS, model[np.arange(len(CHECKPOINTS)), model_k], "--", color="tab:brown", label="model")
 ax1.axhline(lr_crit, color="tab:red", lw=1)
-ax1.set(xlabel="step budget", ylabel="best LR; its excess (MSE units)", title="The best LR and its excess, by budget")
+ax1.set(
+    xlabel="step budget (steps)",
+    ylabel="best LR; its excess (MSE, y units^2)",
+    title="The best LR and its excess, by budget",
+)
 ax1.legend(fontsize=7)
 ax2.semilogx(CHECKPOINTS, 100 * lr_resid, "o-", ms=3, label="best LR")
 ax2.semilogx(CHECKPOINTS, 100 * ex_resid, "s-", ms=3, color="tab:orange", label="best excess")
-ax2.set(xlabel="step budget", ylabel="measured / model - 1 (%)", title="Residual")
+ax2.set(xlabel="step budget (steps)", ylabel="measured / model - 1 (%)", title="Residual")
 ax2.legend(fontsize=7)
+fig.suptitle(
+    "What to see: the excess by LR, meshnb (solid) beside the model (dotted), for 5 budgets "
+    "(left); the best LR falls as the\n"
+    "budget grows, on the model's line from 512 steps on (middle), where the residual stays within 10% (right)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -571,8 +581,16 @@ assert (~settled).any() and np.abs(resid[near]).max() < 0.01 and abs(np.median(K
 
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
 lr_s = LRS[sub]
-ax0.loglog(lr_s[settled], settle[settled], ".", ms=4, label="steps to settle within 1% (read at every pass end)")
-ax0.loglog(lr_s, predicted, "k-", lw=1, label="closed form")
+ax0.loglog(lr_s, predicted, "k-", lw=1, zorder=1, label="closed form")
+ax0.loglog(
+    lr_s[settled],
+    settle[settled],
+    "o",
+    ms=4,
+    mfc="none",
+    zorder=3,
+    label="steps to settle within 1% (read at every pass end)",
+)
 ax0.loglog(lr_s, 1 / (lr_s * lam_min), "k:", label="1 / (lr lambda_min)")
 ax0.axhline(LONG // 2, color="gray", lw=0.8, ls="--", label=f"half the run ({LONG // 2:,} steps)")
 ax0.axvline(lr_crit, color="tab:red", lw=1, label="2 / lambda_max(A)")
@@ -580,6 +598,11 @@ ax0.set(xlabel="learning rate", ylabel="steps", title="Steps until the fit to al
 ax0.legend(fontsize=7)
 ax1.semilogx(lr_s[settled], 100 * resid, ".", ms=4)
 ax1.set(xlabel="learning rate", ylabel="measured / closed form - 1 (%)", title="Residual")
+fig.suptitle(
+    "What to see: the steps to settle on the closed form (black) at every settled LR; the residual within 1% below\n"
+    "LR 0.5 (right), larger only near 2 / lambda_max (the red line, left)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -724,19 +747,34 @@ assert steps_moving[0] == 0 and steps_moving[1] > 0 and not later_bd.any()
 
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
 ax0.axvspan(lr_st[0], LRS_STALL[in_time].min(), color="0.9", label=f"not settled in {STALL_STEPS // 2:,} steps")
-ax0.loglog(lr_st, excess(stall.params.astype(np.float64)), "o", ms=3, label="meshnb (float32): excess")
-ax0.loglog(lr_st, e_loop_st, "k-", lw=1, label="the float64 loop's excess (~ lr^2)")
+ax0.loglog(lr_st, e_loop_st, "k-", lw=1, zorder=1, label="the float64 loop's excess (~ lr^2)")
+ax0.loglog(lr_st, excess(stall.params.astype(np.float64)), "o", ms=4, mfc="none", label="meshnb (float32): excess")
 ax0.loglog(lr_st, dev_excess, ".", color="tab:orange", label="float32's part: (p - p_loop)^T A (p - p_loop)")
 ax0.loglog(lr_st, e_stall, "--", color="tab:red", label="the stall radius E_stall (~ 1 / lr^2)")
-ax0.set(xlabel="learning rate", ylabel="excess over least squares", title=f"After {STALL_STEPS:,} steps (pass end)")
+ax0.set(
+    xlabel="learning rate",
+    ylabel="excess over least squares (MSE, y units^2)",
+    title=f"After {STALL_STEPS:,} steps (pass end)",
+)
 ax0.legend(fontsize=7, loc="lower left")
 ax1.axvspan(lr_st[0], LRS_STALL[in_time].min(), color="0.9")
 ax1.loglog(lr_st, drift[:, 1], "o", ms=3, label="b: |lr u_b| / (ulp(b) / 2)")
 ax1.loglog(lr_st, drift[:, 3], "s", ms=3, color="tab:green", label="d: |lr u_d| / (ulp(d) / 2)")
 ax1.loglog(lr_st, stall_resid, ".", color="tab:orange", label="float32's part / E_stall")
 ax1.axhline(1, color="tab:red", lw=1)
-ax1.set(xlabel="learning rate", title="Residual: inside the stall set below the red line")
+ax1.set(
+    xlabel="learning rate",
+    ylabel="drift / half an ulp; part / E_stall (ratio)",
+    title="Residual: inside the stall set below the red line",
+)
 ax1.legend(fontsize=7, loc="lower left")
+fig.suptitle(
+    "What to see: at every settled LR (outside the grey band) float32's part (orange) lies "
+    "under the stall radius (red dashed)\n"
+    "while the loop's excess (black) grows as lr^2; b's and d's drift stays under half an ulp "
+    "(right: below the red line)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -879,10 +917,18 @@ assert abs(thr_meas[BUDGETS.index(STEPS)] / first_over - 1) < 2e-3  # 5.1's grid
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4))
 ax0.loglog(BUDGETS, thr_meas / line[1] - 1, "o", label="meshnb (bisection on words)")
 ax0.loglog(BUDGETS, thr_theory / line[1] - 1, "k-", lw=1, label="cycle's growth rate: T ln(radius) = ln(R / c_u)")
-ax0.set(xlabel="budget (steps)", ylabel="threshold / stability line - 1", title="Finite-budget divergence, N = 1")
+ax0.set(
+    xlabel="budget (steps)", ylabel="threshold / stability line - 1 (ratio)", title="Finite-budget divergence, N = 1"
+)
 ax0.legend(fontsize=8)
 ax1.semilogx(BUDGETS, 100 * thr_resid, "o-")
 ax1.set(xlabel="budget (steps)", ylabel="(measured - theory) / (theory - line) (%)", title="Residual")
+fig.suptitle(
+    "What to see: the LR that overflows within T steps nears the stability line as T grows, on "
+    "the theory's line (left);\n"
+    "measured - theory stays within 5% of the theory's distance from the line at every budget (right)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -1083,9 +1129,14 @@ for j, (ax, name) in enumerate(zip(axes, "abcd")):
     ax.yaxis.set_major_locator(plt.LogLocator(numticks=6))
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.yaxis.set_minor_locator(plt.NullLocator())
-axes[0].set_ylabel("|param| (0 drawn at the bottom)")
-axes[0].legend(fontsize=7, loc="upper left")
-fig.suptitle("Grey: subnormal LRs (mode Z reads them as 0); blue band: subnormal params", y=1.02)
+axes[0].set_ylabel("|param| (param units; 0 at the bottom)")
+axes[3].legend(fontsize=7, loc="lower right")  # d's lower right is empty: the red ticks are at the top
+fig.suptitle(
+    "What to see: below 2^-126 (grey: mode Z reads the LR as 0) mode Z's params stay 0 while "
+    "IEEE's move; above it the two\n"
+    "are one line but where an update underflows (red ticks: the words differ). Blue band: subnormal params",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 

@@ -83,15 +83,24 @@ def ulps(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
 
 
 # %%
-def loop_point(lr: float, n: int) -> np.ndarray:
-    """The float64 point of cyclic SGD's limit loop after a whole cycle (cluster of n, from step 0)."""
-    m, c = np.eye(4), np.zeros(4)
+def loop_offset(lr: float, n: int) -> np.ndarray:
+    """The float64 loop point of cyclic SGD after a whole cycle (cluster of n, from step 0), less the least squares.
+
+    Solved for the offset d = p - p* itself: a step is d <- (I - lr A_t) d - lr r_t, r_t = A_t p* - c_t
+    (centred, so that the r_t sum to zero as at the exact p*), and I - M is built as a sum, not as I minus
+    M's rounded product. Solving for p and subtracting p* instead loses ~1e-11 to cancellation, digits that
+    a small LR's residual against the first order would print as its own.
+    """
+    a, r = [], []
     for t in range(8 // n):
         rows = np.concatenate([np.arange((t * n + k) % 8, 256, 8) for k in range(n)])
-        a_t = V[rows].T @ V[rows] / (32 * n)
-        c_t = V[rows].T @ y[rows] / (32 * n)
-        m, c = (np.eye(4) - lr * a_t) @ m, (np.eye(4) - lr * a_t) @ c + lr * c_t
-    return np.linalg.solve(np.eye(4) - m, c)
+        a.append(V[rows].T @ V[rows] / (32 * n))
+        r.append(V[rows].T @ (V[rows] @ lsq - y[rows]) / (32 * n))
+    r = np.array(r) - np.mean(r, axis=0)
+    i_minus_m, c = np.zeros((4, 4)), np.zeros(4)
+    for a_t, r_t in zip(a, r, strict=True):
+        i_minus_m, c = i_minus_m + lr * a_t @ (np.eye(4) - i_minus_m), c - lr * (a_t @ c + r_t)
+    return np.linalg.solve(i_minus_m, c)
 
 
 RATES = [0.5, 0.25, 0.125, 0.0625]
@@ -102,8 +111,9 @@ for n in SIZES:
         steps = int(8192 / lr)
         r = meshnb.train(steps, systems=n, backend="fused", set_lr={0: np.uint32(f32_word(lr))})
         p32 = r.params.astype(np.float64)
-        star = loop_point(lr, n)
-        loop_gap[n, lr] = np.abs(star - lsq)
+        offset = loop_offset(lr, n)
+        star = lsq + offset
+        loop_gap[n, lr] = np.abs(offset)
         f32_gap[n, lr] = np.abs(p32 - star)
         ulp_of[n, lr] = np.spacing(np.abs(r.params)).astype(np.float64)
         f32_ulps[n, lr] = np.abs(p32 - star) / ulp_of[n, lr]
@@ -122,7 +132,7 @@ for n in SIZES:
 # sits `(lr / N) u_N + O(lr^2)` from the least squares, `u_N = (1/8) A^-1 sum A_h r_g` over the pairs of
 # batches `g < h` that the cycle takes in *different* steps (`r_g`: batch g's gradient at the least
 # squares; a cluster's step takes its N batches' gradients at the same params, so it drops the
-# within-group pairs). The cell checks it against `loop_point` over LR from `2^-12` to 1/2 (the first
+# within-group pairs). The cell checks it against `loop_offset` over LR from `2^-12` to 1/2 (the first
 # order must miss by a relative `O(lr)`), and reads what it says at equal `lr / N`.
 
 # %%
@@ -138,7 +148,7 @@ def first_order(n: int) -> np.ndarray:
 
 u_n = {n: first_order(n) for n in SIZES}
 LR_SCAN = np.geomspace(2.0**-12, 0.5, 34)
-scan = {n: np.array([loop_point(lr, n) - lsq for lr in LR_SCAN]) for n in (1, 2, 4)}
+scan = {n: np.array([loop_offset(lr, n) for lr in LR_SCAN]) for n in (1, 2, 4)}
 rel_resid, resid_slope = {}, {}
 for n in (1, 2, 4):
     miss = np.abs(scan[n] - np.outer(LR_SCAN / n, u_n[n])).max(axis=1)
@@ -150,7 +160,7 @@ for n in (1, 2, 4):
         f"by {rel_resid[n][0]:.1e} (relative) at LR 2^-12, {rel_resid[n][-1]:.3f} at 1/2, as LR^{resid_slope[n]:.3f}"
     )
 ratio_lr = [loop_gap[1, lr].max() / loop_gap[1, lr / 2].max() for lr in RATES[:-1]]
-halving_small = np.abs(scan[1][0]).max() / np.abs(loop_point(LR_SCAN[0] / 2, 1) - lsq).max()
+halving_small = np.abs(scan[1][0]).max() / np.abs(loop_offset(LR_SCAN[0] / 2, 1)).max()
 by_n = [loop_gap[n, 0.5].max() for n in SIZES]
 b_stall, b_ulps = f32_gap[8, 0.5][1], f32_ulps[8, 0.5][1]
 d_stall, d_ulps = f32_gap[8, 0.5][3], f32_ulps[8, 0.5][3]
@@ -210,7 +220,7 @@ assert (stall_frac <= 1).all() and stall_frac.min() > 0.9
 
 # %%
 ETA_EQ = np.geomspace(2.0**-12, 1 / 8, 28)  # lr / N, for N = 1, 2, 4 at LR N x lr/N <= 1/2
-eq_gap = {n: np.array([np.abs(loop_point(n * e, n) - lsq).max() for e in ETA_EQ]) for n in (1, 2, 4)}
+eq_gap = {n: np.array([np.abs(loop_offset(n * e, n)).max() for e in ETA_EQ]) for n in (1, 2, 4)}
 eq_ratio = {n: eq_gap[n] / eq_gap[1] for n in (2, 4)}
 eq_limit = {n: np.abs(u_n[n]).max() / np.abs(u_n[1]).max() for n in (2, 4)}
 fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(14, 4.4))
@@ -385,11 +395,21 @@ for name, d in dist.items():
 # %%
 fig, axes = plt.subplots(1, 2, sharey=True)
 for ax, (s, lr_name) in zip(axes, enumerate(LR_WORDS)):
+    zero = [name for name, d in dist.items() if not d[:, s].any()]  # never part: named, not drawn on top of 1
     for i, (name, d) in enumerate(dist.items()):
-        ax.plot(points, d[:, s].max(axis=1) + 1, "o-" if i == 0 else ".-", ms=3, color=f"C{i}", label=name)
+        if name not in zero:
+            ax.plot(points, d[:, s].max(axis=1) + 1, "o-", ms=3, color=f"C{i}", label=name)
+    ax.text(0.03, 0.55, "distance 0 throughout:\n" + "\n".join(zero), transform=ax.transAxes, fontsize=8, va="center")
     ax.set(yscale="log", xlabel="step", title=f"{lr_name}: distance to mode Z")
-axes[0].set_ylabel("max ulp distance over a, b, c, d, plus 1")
-axes[1].legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center right")
+axes[0].set_ylabel("max ulp distance over a, b, c, d, + 1 (ulps)")
+fma_most = max(d[:, 0].max() for name, d in dist.items() if name.startswith("fma"))
+fig.suptitle(
+    f"What to see: at LR 0.1 only the FMA contractions part from mode Z, within {fma_most} ulps (left); at LR "
+    "2^-126 IEEE\nparts at once, by the whole subnormal updates (right); the flush rules part at neither (named in the "
+    "panels)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
@@ -402,7 +422,7 @@ assert all(first_part[n, "LR 0.1"] == EVERY for n in fma)
 assert first_part[ieee, "LR 0.1"] is None and first_part[ieee, "LR 2^-126"] == EVERY
 display(
     Markdown(
-        "**What the plots show** (a model that never parts is drawn at 1, distance 0). The FMA contractions "
+        "**What the plots show** (a model that never parts is named in the panel, not drawn). The FMA contractions "
         f"({', '.join(fma)}) part from mode Z within the first {EVERY} steps at LR 0.1: a fused multiply-add "
         "rounds once where mode Z rounds twice, a last-bit difference that the trajectory carries on. "
         f"The distance stays within {max(dist[n][:, 0].max() for n in fma):,} ulps over the 256 steps: the "
@@ -474,10 +494,28 @@ ax0.set(
     title=f"Steps until the run is back on the clean bits\n(red: not within {done:,} steps)",
 )
 ax0.grid(False)
-for j in range(4):
-    ax1.semilogy(range(32), np.where(finite[j], final_ulps[j] + 1, np.nan), "o-", ms=3, label="abcd"[j])
-ax1.set(xlabel="flipped bit", ylabel="final ulp distance + 1 (overflowed left out)", title=f"After {done:,} more steps")
-ax1.legend(fontsize=8)
+for j in range(4):  # one column per bit, the params side by side in it: no line joins two bits
+    ax1.semilogy(
+        np.arange(32) + 0.2 * (j - 1.5),
+        np.where(finite[j], final_ulps[j] + 1, np.nan),
+        "osD^"[j],
+        ms=4,
+        mfc="none",
+        label="abcd"[j],
+    )
+ax1.set(
+    xlabel="flipped bit",
+    ylabel="final ulp distance + 1 (ulps; overflowed left out)",
+    title=f"After {done:,} more steps",
+    ylim=(0.5, 5e3),  # room above the points for the legend
+)
+ax1.legend(fontsize=8, ncol=4, loc="upper center")
+back_n, far = int((equal_at > 0).sum()), final_ulps[(equal_at < 0) & finite]
+fig.suptitle(
+    f"What to see: {back_n} of the 128 flipped runs come back to the clean run's bits (left, coloured); the others end "
+    f"{far.min()} to {far.max()}\nulps away (right: one column per flipped bit, the four params side by side in it)",
+    fontsize=9,
+)
 fig.tight_layout()
 plt.show()
 
