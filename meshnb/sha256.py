@@ -127,19 +127,7 @@ def _rnd(
 
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
-    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code.
-
-    Examples
-    --------
-    >>> import hashlib, struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import Sha256, compress_scalar
-    >>> h = np.array(Sha256().state().h, dtype=np.uint32)  # H0..H7
-    >>> block = np.frombuffer(b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24), dtype=np.uint8)
-    >>> compress_scalar(h, block)  # FIPS 180-4's one-block example, padded by hand
-    >>> h.byteswap().tobytes().hex() == hashlib.sha256(b"abc").hexdigest(), hex(h[0])
-    (True, '0xba7816bf')
-    """
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code."""
     k = _K
     h0, h1, h2, h3 = np.uint64(h[0]), np.uint64(h[1]), np.uint64(h[2]), np.uint64(h[3])
     h4, h5, h6, h7 = np.uint64(h[4]), np.uint64(h[5]), np.uint64(h[6]), np.uint64(h[7])
@@ -238,8 +226,7 @@ def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
 @intrinsic
 def _clean_upper(typingctx):
     """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
-    ran 100x slower after AVX code inlined into the same function left the upper halves dirty.
-    """
+    ran 100x slower after AVX code inlined into the same function left the upper halves dirty."""
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():
@@ -464,22 +451,7 @@ def _as_bytes(data: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Sha256State:
-    """What a resumed hash needs: the chaining value, the bytes hashed, the unfinished block.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import Sha256, Sha256State
-    >>> hasher = Sha256()
-    >>> hasher.update(bytes(100))
-    >>> state = hasher.state()
-    >>> state.length, len(state.tail), hex(state.h[0])  # one block folded, 36 bytes waiting
-    (100, 36, '0xda5698be')
-    >>> try:
-    ...     Sha256State(state.h, 101, state.tail)
-    ... except ValueError as e:
-    ...     print(e)
-    a SHA-256 state of 101 bytes has 37 tail bytes, not 36
-    """
+    """What a resumed hash needs: the chaining value, the bytes hashed, the unfinished block."""
 
     h: tuple[int, ...]
     length: int
@@ -495,20 +467,7 @@ class Sha256State:
 
 
 class Sha256:
-    """SHA-256 with ``update`` and ``hexdigest`` like hashlib's, and a state to save and resume.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> from meshnb.sha256 import Sha256
-    >>> hasher = Sha256()
-    >>> hasher.update(b"trace rows ")
-    >>> saved = hasher.state()  # into a checkpoint
-    >>> resumed = Sha256(saved)  # in the next process
-    >>> resumed.update(b"and more")
-    >>> resumed.hexdigest() == hashlib.sha256(b"trace rows and more").hexdigest()
-    True
-    """
+    """SHA-256 with ``update`` and ``hexdigest`` like hashlib's, and a state to save and resume."""
 
     _kernel = staticmethod(compress)  # a subclass may pick another of KERNELS (the tests do)
 
@@ -519,19 +478,7 @@ class Sha256:
         self._tail = state.tail
 
     def update(self, data: bytes | bytearray | memoryview | np.ndarray) -> None:
-        """Hash ``data``'s bytes (any C-contiguous buffer; a numpy array in memory order).
-
-        Examples
-        --------
-        >>> import hashlib
-        >>> import numpy as np
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.update(np.arange(40, dtype=np.uint32))  # an array's bytes in memory order
-        >>> hasher.update(memoryview(b"x"))
-        >>> hasher.hexdigest() == hashlib.sha256(np.arange(40, dtype=np.uint32).tobytes() + b"x").hexdigest()
-        True
-        """
+        """Hash ``data``'s bytes (any C-contiguous buffer; a numpy array in memory order)."""
         buf = _as_bytes(data)
         n = buf.shape[0]
         self._length += n
@@ -549,31 +496,11 @@ class Sha256:
         self._tail = buf[whole:].tobytes()
 
     def state(self) -> Sha256State:
-        """The state to resume from (:class:`Sha256State`).
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.update(b"abc")
-        >>> hasher.state().length, hasher.state().tail
-        (3, b'abc')
-        """
+        """The state to resume from (:class:`Sha256State`)."""
         return Sha256State(tuple(int(x) for x in self._h), self._length, self._tail)
 
     def hexdigest(self) -> str:
-        """The digest of the bytes hashed so far, as 64 hex digits; the hash can go on after it.
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.hexdigest()[:16]  # of no bytes: e3b0c442...
-        'e3b0c44298fc1c14'
-        >>> hasher.update(b"abc")
-        >>> hasher.hexdigest()
-        'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'
-        """
+        """The digest of the bytes hashed so far, as 64 hex digits; the hash can go on after it."""
         h = self._h.copy()
         pad = b"\x80" + b"\0" * ((55 - self._length) % 64) + struct.pack(">Q", 8 * self._length)
         self._kernel(h, _as_bytes(self._tail + pad))
@@ -951,24 +878,7 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
 @jit(nogil=True)
 def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyped-def]
     """:func:`compress_lanes`, where a block ``blk`` with ``shared[blk]`` holds the same words in
-    every lane: its rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk`), no schedule.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, compress_lanes_shared, lanes_start, schedule_wk
-    >>> rng = np.random.default_rng(1)
-    >>> w = rng.integers(0, 2**32, 2 * 16 * LANES, dtype=np.uint32)  # two blocks of each lane's message
-    >>> w[16 * LANES :] = np.repeat(w[16 * LANES : 17 * LANES][:1], 16 * LANES)  # block 1: every lane the same
-    >>> h1, h2, s = np.empty(8 * LANES, np.uint32), np.empty(8 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_start(h1, w.copy(), 128); lanes_start(h2, w.copy(), 128)
-    >>> wk = np.empty(2 * 64, np.uint32)
-    >>> schedule_wk(w[16 * LANES :: LANES][:16].copy(), wk, 64)  # block 1's schedule, once
-    >>> compress_lanes(h1, w, 2, s)
-    >>> compress_lanes_shared(h2, w, 2, s, np.array([False, True]), wk)
-    >>> bool((h1 == h2).all())
-    True
-    """
+    every lane: its rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk`), no schedule."""
     n = LANES
     for blk in range(blocks):
         if not shared[blk]:
@@ -996,20 +906,7 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
 
 @jit(nogil=True)
 def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
-    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words into ``wk[at : at + 64]``.
-
-    Examples
-    --------
-    >>> import struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import schedule_wk
-    >>> block = b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24)
-    >>> words = np.array(struct.unpack(">16I", block), dtype=np.uint32)
-    >>> wk = np.zeros(64, np.uint32)
-    >>> schedule_wk(words, wk, 0)
-    >>> hex(wk[0]), hex(wk[63])  # W[0] + K[0] = 0x61626380 + 0x428a2f98; W[63] + K[63]
-    ('0xa3ec9318', '0xd92366dd')
-    """
+    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words into ``wk[at : at + 64]``."""
     x = np.empty(64, dtype=np.uint64)
     for t in range(16):
         x[t] = np.uint64(words[t])
@@ -1022,14 +919,7 @@ def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
 @jit()
 def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
     """Word ``t`` (from ``nbytes // 4`` on) of a message of ``nbytes`` bytes (a multiple of 4) padded
-    to ``words`` words: 0x80, zeros, the length in bits.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import padding_word
-    >>> [hex(padding_word(t, 12, 16)) for t in (3, 4, 14, 15)]  # a 12-byte message in one block
-    ['0x80000000', '0x0', '0x0', '0x60']
-    """
+    to ``words`` words: 0x80, zeros, the length in bits."""
     bits = np.uint64(8 * nbytes)
     if t == words - 2:
         return np.uint32(bits >> np.uint64(32))
@@ -1052,17 +942,7 @@ def message_blocks(nbytes: int) -> int:
 
 @jit(nogil=True)
 def lanes_init(h):  # type: ignore[no-untyped-def]
-    """The initial hash value in every lane of ``h`` (uint32 ``[8 * LANES]``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_init
-    >>> h = np.zeros(8 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> hex(h[0]), hex(h[LANES - 1]), hex(h[7 * LANES])  # H0 in every lane, ..., H7
-    ('0x6a09e667', '0x6a09e667', '0x5be0cd19')
-    """
+    """The initial hash value in every lane of ``h`` (uint32 ``[8 * LANES]``)."""
     for j in range(8):
         lanes_store(h, j * LANES, lanes_splat(_H0_WORDS[j]))
 
@@ -1248,22 +1128,6 @@ def digest_rows(
 ) -> None:  # fmt: skip
     """The SHA-256 of ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]`` (little-endian bytes) of rows
     ``first .. last - 1`` of a uint32 ``[n, k]`` array into ``out[k]`` (uint8 ``[n, 32]``), with
-    :data:`ROWS_KERNEL` or ``kernel``; releases the GIL.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import ROWS_KERNELS, digest_rows
-    >>> words = np.arange(3 * 10, dtype=np.uint32).reshape(3, 10)
-    >>> out = np.zeros((3, 32), np.uint8)
-    >>> digest_rows(words, 0, 4, 6, 10, out, 0, 3)  # words 0..3 then 6..9 of each row
-    >>> [out[k].tobytes() == hashlib.sha256(words[k, [0, 1, 2, 3, 6, 7, 8, 9]].tobytes()).digest() for k in range(3)]
-    [True, True, True]
-    >>> other = np.zeros((3, 32), np.uint8)
-    >>> for kernel in ROWS_KERNELS:
-    ...     digest_rows(words, 0, 4, 6, 10, other, 0, 3, kernel=kernel)
-    ...     assert (other == out).all()
-    """
+    :data:`ROWS_KERNEL` or ``kernel``; releases the GIL."""
     if last > first:
         ROWS_KERNELS[kernel or ROWS_KERNEL](words, lo0, hi0, lo1, hi1, out, first, last)
