@@ -55,48 +55,18 @@ CSV_COLUMNS = (
 
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
-    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import meshnb
-    >>> from meshnb.sweeps.result import digest_of
-    >>> from meshnb.view import View, page_digests
-    >>> pages = np.stack([np.frombuffer(meshnb.train(8).page, np.uint32), np.zeros(1024, np.uint32)])
-    >>> d = digest_of(pages)
-    >>> d.tobytes() == page_digests(pages).tobytes(), d[0].tobytes().hex() == meshnb.train(8).digest
-    (True, True)
-    """
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
     return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
-    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.result import hex_words
-    >>> hex_words(np.array([[0x3F800000, 7], [0xDEADBEEF, 0]], np.uint32))
-    ['3f800000', '00000007', 'deadbeef', '00000000']
-    """
+    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array)."""
     w = np.ascontiguousarray(words, dtype=">u4").reshape(-1)
     return np.frombuffer(w.tobytes().hex().encode("ascii"), dtype="S8").astype("U8").tolist()
 
 
 def hex_digests(digests: np.ndarray) -> list[str]:
-    """Rows of 32 bytes as 64 hex digits each.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sweeps.result import hex_digests
-    >>> rows = np.frombuffer(hashlib.sha256(b"a").digest() + hashlib.sha256(b"b").digest(), np.uint8)
-    >>> hex_digests(rows) == [hashlib.sha256(b"a").hexdigest(), hashlib.sha256(b"b").hexdigest()]
-    True
-    """
+    """Rows of 32 bytes as 64 hex digits each."""
     d = np.ascontiguousarray(digests, dtype=np.uint8).reshape(-1, 32)
     return np.frombuffer(d.tobytes().hex().encode("ascii"), dtype="S64").astype("U64").tolist()
 
@@ -245,8 +215,7 @@ class SweepResult:
     def systems(self) -> SweepSystems:
         """The systems of this result, each a :class:`SweepSystem` (as ``train``'s ``result.systems``);
         ``len(r)`` is their count.  Compared with an int it is unequal (as a tuple is); ``int(r.systems)``
-        and ``range(r.systems)`` give the count with a DeprecationWarning.
-        """
+        and ``range(r.systems)`` give the count with a DeprecationWarning."""
         return SweepSystems(self)
 
     @property
@@ -861,40 +830,11 @@ class Writer:
     """
 
     def write(self, part: SweepResult) -> None:
-        """Add a part's systems (after those written before).
-
-        Examples
-        --------
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.close(16)
-        >>> header, row = open("sweep.csv").read().splitlines()[:2]
-        >>> digest = row.split(",")[header.split(",").index("digest")]
-        >>> digest[:16], digest == meshnb.train(16).digest  # LR 0.5 alone: meshnb.train's run
-        ('86aa8e4d23286a6e', True)
-        """
+        """Add a part's systems (after those written before)."""
         raise NotImplementedError
 
     def close(self, steps: int) -> None:
-        """Finish the output and put it in place (``steps``: what every written system ran).
-
-        Examples
-        --------
-        >>> import os
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> os.path.exists("sweep.csv")  # written to a temporary beside it until closed
-        False
-        >>> writer.close(16)
-        >>> os.listdir()
-        ['sweep.csv']
-        """
+        """Finish the output and put it in place (``steps``: what every written system ran)."""
         raise NotImplementedError
 
     partial_note: tuple[int, int, int, int] | None = None
@@ -906,22 +846,7 @@ class Writer:
         """Say, before :meth:`close`, that the output is partial (a stopped sweep): it says so in
         itself (CSV: a last line ``# partial: ...``; JSON: a ``"partial"`` key; npz: a ``partial``
         member ``[systems, of_systems, steps, of_steps]``), and where a file already has its name
-        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file.
-
-        Examples
-        --------
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> _ = open("sweep.csv", "w").write("the complete table\\n")
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.partial(1, 2, 16, 16); writer.close(16)
-        >>> open("sweep.csv").read(), writer.diverted
-        ('the complete table\\n', 'sweep.csv.partial')
-        >>> open("sweep.csv.partial").read().splitlines()[-1]
-        '# partial: 1 of 2 systems, 16 of 16 steps (the sweep was stopped): not the whole table'
-        """
+        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file."""
         self.partial_note = (systems, of_systems, steps, of_steps)
 
     def _commit(self, out: Output) -> None:
@@ -932,21 +857,7 @@ class Writer:
         out.commit()
 
     def abort(self) -> None:
-        """Drop the output (a file's target stays as it was).
-
-        Examples
-        --------
-        >>> import os
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> _ = open("sweep.csv", "w").write("the previous table\\n")
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.abort()
-        >>> os.listdir(), open("sweep.csv").read()
-        (['sweep.csv'], 'the previous table\\n')
-        """
+        """Drop the output (a file's target stays as it was)."""
 
 
 class CsvWriter(Writer):
