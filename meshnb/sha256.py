@@ -186,14 +186,7 @@ _V4 = ir.VectorType(_I32, 4)
 
 
 class U32x4(types.Type):
-    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import U32x4, u32x4
-    >>> str(u32x4), isinstance(u32x4, U32x4)
-    ('u32x4', True)
-    """
+    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register."""
 
     def __init__(self) -> None:
         super().__init__(name="u32x4")
@@ -374,19 +367,7 @@ def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
 
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
-    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI.
-
-    Examples
-    --------
-    >>> import hashlib, struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import HAS_SHA_NI, Sha256, compress_sha_ni
-    >>> h = np.array(Sha256().state().h, dtype=np.uint32)
-    >>> block = np.frombuffer(b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24), dtype=np.uint8)
-    >>> if HAS_SHA_NI:  # only where the CPU has the SHA extensions
-    ...     compress_sha_ni(h, block)
-    ...     assert h.byteswap().tobytes().hex() == hashlib.sha256(b"abc").hexdigest()
-    """
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
     _clean_upper()
     lo = _load4(h, 0)
     hi = _load4(h, 4)
@@ -517,14 +498,7 @@ _VL = ir.VectorType(_I32, LANES)
 
 
 class U32Lanes(types.Type):
-    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import LANES, U32Lanes, u32lanes
-    >>> str(u32lanes) == f"u32x{LANES}", LANES in (8, 16)
-    (True, True)
-    """
+    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages."""
 
     def __init__(self) -> None:
         super().__init__(name=f"u32x{LANES}")
@@ -550,21 +524,7 @@ def _vector_ptr(context, builder, arrty, arr, index):  # type: ignore[no-untyped
 
 @intrinsic
 def lanes_load(typingctx, arr, index):
-    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_load, lanes_store
-    >>> @njit
-    ... def copy_lanes(src, dst):
-    ...     lanes_store(dst, 0, lanes_load(src, LANES))  # src's second vector
-    >>> src, dst = np.arange(2 * LANES, dtype=np.uint32), np.zeros(LANES, dtype=np.uint32)
-    >>> copy_lanes(src, dst)
-    >>> bool((dst == src[LANES:]).all()), int(dst[0]) == LANES
-    (True, True)
-    """
+    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
         return None
 
@@ -576,21 +536,7 @@ def lanes_load(typingctx, arr, index):
 
 @intrinsic
 def lanes_store(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_splat, lanes_store
-    >>> @njit
-    ... def fill(dst, x):
-    ...     lanes_store(dst, 1, lanes_splat(x))
-    >>> dst = np.zeros(LANES + 2, dtype=np.uint32)
-    >>> fill(dst, 7)
-    >>> dst[:3].tolist(), dst[LANES:].tolist()
-    ([0, 7, 7], [7, 0])
-    """
+    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32lanes):
         return None
 
@@ -603,22 +549,7 @@ def lanes_store(typingctx, arr, index, v):
 
 @intrinsic
 def lanes_gather(typingctx, arr, index, offsets):
-    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one gather, unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_gather, lanes_load, lanes_store
-    >>> @njit
-    ... def column(flat, offsets, out):
-    ...     lanes_store(out, 0, lanes_gather(flat, 1, lanes_load(offsets, 0)))
-    >>> rows = np.arange(LANES * 3, dtype=np.uint32).reshape(LANES, 3)
-    >>> out = np.zeros(LANES, dtype=np.uint32)
-    >>> column(rows.reshape(-1), np.arange(0, 3 * LANES, 3, dtype=np.uint32), out)  # word 1 of every row
-    >>> bool((out == rows[:, 1]).all()), out[:3].tolist()
-    (True, [1, 4, 7])
-    """
+    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one gather, unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and offsets == u32lanes):
         return None
 
@@ -643,21 +574,7 @@ def lanes_gather(typingctx, arr, index, offsets):
 
 @intrinsic
 def lanes_splat(typingctx, x):
-    """Every lane ``x`` (an integer, as uint32).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_splat, lanes_store
-    >>> @njit
-    ... def splat(dst, x):
-    ...     lanes_store(dst, 0, lanes_splat(x))
-    >>> dst = np.zeros(LANES, dtype=np.uint32)
-    >>> splat(dst, 0x80000000)
-    >>> {hex(w) for w in dst.tolist()}
-    {'0x80000000'}
-    """
+    """Every lane ``x`` (an integer, as uint32)."""
     if not isinstance(x, types.Integer):
         return None
 
@@ -671,21 +588,7 @@ def lanes_splat(typingctx, x):
 
 @intrinsic
 def lanes_bswap(typingctx, x):
-    """Each lane's bytes reversed: a little-endian word's SHA-256 (big-endian) reading.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_bswap, lanes_load, lanes_store
-    >>> @njit
-    ... def swap(src, dst):
-    ...     lanes_store(dst, 0, lanes_bswap(lanes_load(src, 0)))
-    >>> src, dst = np.full(LANES, 0x11223344, dtype=np.uint32), np.zeros(LANES, dtype=np.uint32)
-    >>> swap(src, dst)
-    >>> hex(dst[0]), bool((dst == src.byteswap()).all())
-    ('0x44332211', True)
-    """
+    """Each lane's bytes reversed: a little-endian word's SHA-256 (big-endian) reading."""
     if x != u32lanes:
         return None
 
@@ -698,19 +601,7 @@ def lanes_bswap(typingctx, x):
 
 @intrinsic
 def bswap32(typingctx, x):
-    """A uint32's bytes reversed (one ``bswap``, or a ``movbe`` load).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import bswap32
-    >>> @njit
-    ... def swap(x):
-    ...     return bswap32(x)
-    >>> hex(swap(np.uint32(0x3F800000)))  # 1.0f's word, as SHA-256 reads its little-endian bytes
-    '0x803f'
-    """
+    """A uint32's bytes reversed (one ``bswap``, or a ``movbe`` load)."""
     if x != types.uint32:
         return None
 
@@ -818,27 +709,7 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     """Fold ``blocks`` 64-byte blocks of each of :data:`LANES` messages into their chaining values,
     one message per vector lane.  Word-major, lane-minor: ``h`` uint32 ``[8 * LANES]`` (word j of lane
     q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages' SHA-256 words
-    (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, lanes_digest_out, lanes_start, message_blocks
-    >>> words = 3  # a 12-byte message in each lane: lane q's words are q, q + 1, q + 2
-    >>> blocks = message_blocks(4 * words)
-    >>> h, s = np.empty(8 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> w = np.empty(blocks * 16 * LANES, np.uint32)
-    >>> lanes_start(h, w, 4 * words)
-    >>> msgs = np.array([[q + j for j in range(words)] for q in range(LANES)], dtype=np.uint32)
-    >>> w[: words * LANES] = msgs.byteswap().T.reshape(-1)  # word j of lane q at j * LANES + q, big-endian
-    >>> compress_lanes(h, w, blocks, s)
-    >>> out = np.empty((LANES, 32), np.uint8)
-    >>> for q in range(LANES):
-    ...     lanes_digest_out(h, q, out, q)
-    >>> all(out[q].tobytes() == hashlib.sha256(msgs[q].tobytes()).digest() for q in range(LANES))
-    True
-    """
+    (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them."""
     k = _K32
     n = LANES
     h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
@@ -929,14 +800,7 @@ def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
 
 
 def message_blocks(nbytes: int) -> int:
-    """64-byte blocks of a padded message of ``nbytes`` bytes.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import message_blocks
-    >>> message_blocks(55), message_blocks(56), message_blocks(1040)  # 1040: a page digest's PARAMS + LOSS
-    (1, 2, 17)
-    """
+    """64-byte blocks of a padded message of ``nbytes`` bytes."""
     return (nbytes + 9 + 63) // 64
 
 
@@ -950,17 +814,7 @@ def lanes_init(h):  # type: ignore[no-untyped-def]
 @jit(nogil=True)
 def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
     """The initial hash value in every lane of ``h``, and the padding words in every lane of ``w``
-    from word ``nbytes // 4`` on (the message words are the caller's).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_start
-    >>> h, w = np.zeros(8 * LANES, np.uint32), np.zeros(16 * LANES, np.uint32)
-    >>> lanes_start(h, w, 8)  # two message words, then 0x80, zeros and the length, 64 bits
-    >>> [hex(w[t * LANES]) for t in (2, 3, 14, 15)], hex(h[0])
-    (['0x80000000', '0x0', '0x0', '0x40'], '0x6a09e667')
-    """
+    from word ``nbytes // 4`` on (the message words are the caller's)."""
     n = LANES
     lanes_init(h)
     words = w.shape[0] // n
@@ -970,21 +824,7 @@ def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
 
 @jit()
 def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
-    """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8).
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, lanes_digest_out, lanes_start
-    >>> h, w, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_start(h, w, 0)  # every lane hashes the empty message
-    >>> compress_lanes(h, w, 1, s)
-    >>> out = np.zeros((2, 32), np.uint8)
-    >>> lanes_digest_out(h, LANES - 1, out, 1)
-    >>> out[1].tobytes() == hashlib.sha256(b"").digest(), out[0].tolist() == [0] * 32  # row 0 untouched
-    (True, True)
-    """
+    """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8)."""
     n = LANES
     for j in range(8):
         x = h[j * n + q]
@@ -998,23 +838,7 @@ def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
 def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def]
     """Append ``nwords`` words to each of :data:`LANES` streamed messages: word i of lane q is
     ``src[i * LANES + q]`` (hashed as its little-endian bytes); ``tail`` uint32 ``[16 * LANES]`` holds
-    the unfinished block's ``ntail`` words, ``(ntail + nwords) % 16`` after the call.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_digest_out, lanes_finish, lanes_init, lanes_update
-    >>> h, tail, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> src = np.arange(20 * LANES, dtype=np.uint32)  # word i of lane q: src[i * LANES + q]
-    >>> lanes_update(h, tail, 0, src, 20, s)  # 20 words: one block folded, 4 words in the tail
-    >>> lanes_finish(h, tail, 20 % 16, 80, s)
-    >>> out = np.empty((1, 32), np.uint8)
-    >>> lanes_digest_out(h, 0, out, 0)
-    >>> out[0].tobytes() == hashlib.sha256(src.reshape(20, LANES)[:, 0].tobytes()).digest()
-    True
-    """
+    the unfinished block's ``ntail`` words, ``(ntail + nwords) % 16`` after the call."""
     n = LANES
     pos = ntail
     for i in range(nwords):
@@ -1027,22 +851,7 @@ def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def
 
 @jit(nogil=True)
 def lanes_finish(h, tail, ntail, nbytes, s):  # type: ignore[no-untyped-def]
-    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each: ``h`` then holds their digests.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_digest_out, lanes_finish, lanes_init, lanes_update
-    >>> h, tail, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> lanes_update(h, tail, 0, np.full(14 * LANES, 0x64636261, np.uint32), 14, s)  # "abcd" x 14 in each lane
-    >>> lanes_finish(h, tail, 14, 56, s)  # 56 bytes: the length needs a block of its own
-    >>> out = np.empty((1, 32), np.uint8)
-    >>> lanes_digest_out(h, 1, out, 0)
-    >>> out[0].tobytes() == hashlib.sha256(b"abcd" * 14).digest()
-    True
-    """
+    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each: ``h`` then holds their digests."""
     n = LANES
     pos = ntail
     lanes_store(tail, pos * n, lanes_splat(0x80000000))
