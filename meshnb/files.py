@@ -106,37 +106,14 @@ _KINDS = (
 
 
 def file_kind(mode: int) -> str:
-    """What a file of ``mode`` is, for a message: "a FIFO", "a socket", "a directory", ...
-
-    Examples
-    --------
-    >>> import stat
-    >>> file_kind(stat.S_IFSOCK | 0o644)
-    'a socket'
-    """
+    """What a file of ``mode`` is, for a message: "a FIFO", "a socket", "a directory", ..."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 @contextlib.contextmanager
 def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
     """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking: the open
-    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides.
-
-    Examples
-    --------
-    >>> from meshnb.files import InputError, open_input
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("a.bin", "wb").write(b"abc")
-    >>> with open_input("a.bin", "--view-in") as f:
-    ...     f.read()
-    b'abc'
-    >>> try:
-    ...     with open_input(".", "--view-in") as f:
-    ...         pass
-    ... except InputError as e:
-    ...     print(e)
-    --view-in .: a directory, not a regular file
-    """
+    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides."""
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is refused
         # below by fstat, which sees the file actually opened (no race with a rename of the path).
@@ -162,15 +139,7 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
 
 
 def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> bytes:
-    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger).
-
-    Examples
-    --------
-    >>> import io
-    >>> from meshnb.files import read_at_most
-    >>> read_at_most(io.BytesIO(b"0123456789"), 4, "input", "x")  # one byte more: the file is larger
-    b'01234'
-    """
+    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger)."""
     chunks, left = [], limit_bytes + 1
     try:
         while left > 0 and (chunk := f.read(min(left, 1 << 20))):
@@ -267,7 +236,9 @@ def _chain(path: Pathish) -> list[str]:
 
 
 def output_kind(path: Pathish) -> str:
-    """How an output at ``path`` is written (the one output rule of every file meshnb writes):"""
+    """How an output at ``path`` is written: ``"atomic"`` (a new name or a regular file: a temporary
+    renamed over it), ``"stream"`` (through ``/dev/std*``, ``/dev/fd``, ``/proc/*/fd`` or to a non-regular
+    file: written through, never renamed over) or ``"link"`` (the last component a symlink: written through)."""
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
         return "stream"
@@ -335,20 +306,7 @@ def check_output(path: Pathish, option: str) -> None:
 def check_directory(p: Path, option: str, path: Pathish) -> None:
     """Refuse (:class:`OutputError`) a new name ``p`` whose directory is missing, not a directory,
     without a write bit (even for root), or where a file of ``p``'s temporary name cannot be created
-    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale).
-
-    Examples
-    --------
-    >>> from pathlib import Path
-    >>> from meshnb.files import OutputError, check_directory
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> check_directory(Path("out.page"), "--view-out", "out.page")  # a writable directory: passes
-    >>> try:
-    ...     check_directory(Path("missing/out.page"), "--view-out", "missing/out.page")
-    ... except OutputError as e:
-    ...     print(e)
-    --view-out missing/out.page: directory missing does not exist
-    """
+    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale)."""
     parent = p.parent
     try:
         if not parent.exists():
@@ -621,18 +579,7 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
 
 
 def fsync_dir(directory: Pathish) -> None:
-    """fsync a directory: what makes a rename in it durable (OSError as the OS says).
-
-    Examples
-    --------
-    >>> from meshnb.files import fsync_dir
-    >>> fsync_dir(getfixture("tmp_path"))  # nothing to see: the directory's entries are on disk
-    >>> try:
-    ...     fsync_dir(getfixture("tmp_path") / "missing")
-    ... except FileNotFoundError as e:
-    ...     print(e.strerror)
-    No such file or directory
-    """
+    """fsync a directory: what makes a rename in it durable (OSError as the OS says)."""
     dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dfd)
@@ -777,15 +724,7 @@ which JavaScript's ``Number()`` and Python's ``float()`` read back."""
 
 def json_safe(obj: Any) -> Any:
     """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE` string,
-    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.files import json_safe
-    >>> json_safe({"loss": [float("nan"), 0.5, float(np.float32("inf"))], "steps": 8})
-    {'loss': ['NaN', 0.5, 'Infinity'], 'steps': 8}
-    """
+    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else NON_FINITE[repr(float(obj))]
     if isinstance(obj, dict):
@@ -799,11 +738,9 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udff
 
 
 def xml_text(text: str) -> str:
-    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids
-    or discourages (the C0 controls but tab, newline and carriage return, DEL and the C1 controls
-    but NEL, lone surrogates, U+FFFE and U+FFFF) written as a printable escape (``\\x1b``,
-    ``\\ud800``), so that a report is valid XML whatever a case's name or an executor's stderr
-    holds (ANSI colours, a NUL).
+    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids or
+    discourages (C0 and C1 controls but tab, newline, CR and NEL; DEL, lone surrogates, U+FFFE, U+FFFF)
+    written as a printable escape (``\\x1b``, ``\\ud800``).
 
     Examples
     --------
@@ -835,16 +772,7 @@ _POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
 
 
 class StreamError(WriteError):
-    """A write to stdout or stderr that failed (a full disk): one line naming the stream.
-
-    Examples
-    --------
-    >>> import errno, os
-    >>> from meshnb.files import StreamError, WriteError
-    >>> e = StreamError("stdout", "/dev/stdout", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-    >>> str(e), isinstance(e, WriteError)
-    ('stdout: No space left on device', True)
-    """
+    """A write to stdout or stderr that failed (a full disk): one line naming the stream."""
 
     def __str__(self) -> str:
         return f"{self.what}: {self.strerror}"
@@ -857,11 +785,9 @@ def _stop_requested() -> bool:
 
 
 class StdSink:
-    """A descriptor's writer that never drops a byte: it loops over partial writes, waits with ``poll``
-    where the descriptor is non-blocking or a pipe whose reader is slow, and raises
-    :class:`StreamError` (naming ``stdout``/``stderr``) where the OS refuses, BrokenPipeError where the
-    reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP) during a wait finishes the current line within
-    :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
+    """A descriptor's writer that never drops a byte (partial writes go on, a slow reader is waited for
+    with ``poll``): :class:`StreamError` where the OS refuses, BrokenPipeError where the reader is gone;
+    a stop during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
 
     Examples
     --------
@@ -897,18 +823,7 @@ class StdSink:
 
     # the parts of a binary stream that TextIOWrapper and callers use
     def writable(self) -> bool:
-        """Always True: an output.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> sink = StdSink(w, "stdout")
-        >>> sink.writable(), sink.readable(), sink.seekable()
-        (True, False, False)
-        >>> sink.close(); os.close(r)
-        """
+        """Always True: an output."""
         return True
 
     def readable(self) -> bool:
@@ -916,17 +831,7 @@ class StdSink:
         return False
 
     def seekable(self) -> bool:
-        """Always False: a stream is written as it comes.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").seekable()  # written as a stream, never repositioned
-        False
-        >>> os.close(r); os.close(w)
-        """
+        """Always False: a stream is written as it comes."""
         return False
 
     def fileno(self) -> int:
@@ -934,17 +839,7 @@ class StdSink:
         return self.fd
 
     def isatty(self) -> bool:
-        """Whether the descriptor is a terminal.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").isatty()  # a pipe is no terminal
-        False
-        >>> os.close(r); os.close(w)
-        """
+        """Whether the descriptor is a terminal."""
         return os.isatty(self.fd)
 
     def flush(self) -> None:
