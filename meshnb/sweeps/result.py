@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import IO, Any, overload
 
@@ -51,6 +51,13 @@ CSV_COLUMNS = (
 )  # fmt: skip
 """The CSV's columns, one row per system. Every float has its f32 word beside it (``lr_word``,
 ``last_loss_word``) or is one (the params ``a`` .. ``d``): a NaN's sign and payload have no text."""
+
+
+_PER_SYSTEM = (
+    "page_index", "lr_index", "lr_words", "step_base", "params_words", "last_loss_words", "digest_bytes",
+    "trace_digest_bytes", "loss_history", "final_pages",
+)  # fmt: skip
+"""The fields of :class:`SweepResult` that hold a row per system (sliced and concatenated)."""
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
@@ -204,11 +211,7 @@ class SweepResult:
         """
         if not 0 <= lo <= hi <= len(self):
             raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
-        changes: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray) and f.name not in ("loss_steps", "starts"):
-                changes[f.name] = v[lo:hi]
+        changes = {name: v[lo:hi] for name in _PER_SYSTEM if (v := getattr(self, name)) is not None}
         return replace(self, first=self.first + lo, **changes)
 
     @property
@@ -571,42 +574,22 @@ class SweepResult:
         if not parts:
             raise ValueError("concat needs at least one part")
         first = parts[0]
-
-        def cat(name: str) -> Any:
-            values = [getattr(p, name) for p in parts]
-            return None if values[0] is None else np.concatenate(values)
-
-        return cls(
-            steps=first.steps,
-            z=first.z,
-            page_index=cat("page_index"),
-            lr_index=cat("lr_index"),
-            lr_words=cat("lr_words"),
-            step_base=cat("step_base"),
-            params_words=cat("params_words"),
-            last_loss_words=cat("last_loss_words"),
-            digest_bytes=cat("digest_bytes"),
-            trace_digest_bytes=cat("trace_digest_bytes"),
-            loss_history=cat("loss_history"),
-            loss_steps=first.loss_steps,
-            final_pages=cat("final_pages"),
-            starts=first.starts,
-            first=first.first,
+        changes: dict[str, Any] = {
+            name: None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in parts])
+            for name in _PER_SYSTEM
+        }
+        return replace(
+            first,
             seconds=sum(p.seconds for p in parts),
             first_call_seconds=max(p.first_call_seconds for p in parts),
-            shape=first.shape,
+            **changes,
         )
 
 
 class SweepSystem:
-    """System ``k`` of a sweep result: the columns a cluster's ``result.systems[k]``
-    (:class:`~meshnb.results.SystemResult`) answers, with the same types
-    (:data:`~meshnb.results.SYSTEM_COLUMNS`, :class:`~meshnb.results.SystemColumns`), read from
-    the result's columns, plus the sweep's inputs (``lr``, ``lr_word``, ``step_base``,
-    ``page_index``; a member has no ``trace`` here).  ``page`` (and what is read from it:
-    ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the system again
-    (:meth:`SweepResult.page`).  ``counters`` are those of ``train(view_in=its start page)``:
-    the sweep starts every system from a page (inits 0) and runs it alone (timeouts 0).
+    """System ``k`` of a sweep result: what a cluster's ``result.systems[k]``
+    (:class:`~meshnb.results.SystemResult`) answers, same types, plus the sweep's inputs (``lr``,
+    ``lr_word``, ``step_base``, ``page_index``); ``page`` is kept or made again (:meth:`SweepResult.page`).
 
     Parameters
     ----------
@@ -905,10 +888,8 @@ class CsvWriter(Writer):
         Examples
         --------
         >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
-        >>> w = CsvWriter(path)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.csv")
+        >>> w = CsvWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
         >>> open(path).read().splitlines()[2].split(",")[:4]
         ['1', '0', '3e800000', '0.25']
         """
@@ -922,7 +903,7 @@ class CsvWriter(Writer):
             self.out.write(chunk)
 
     def close(self, steps: int) -> None:
-        """Finish the output and put it in place.
+        """Finish the output and put it in place (written to a temporary beside it until then).
 
         Parameters
         ----------
@@ -932,12 +913,11 @@ class CsvWriter(Writer):
         Examples
         --------
         >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
-        >>> w = CsvWriter(path)
-        >>> w.write(r); w.close(64)
-        >>> open(path).read().splitlines()[2].split(",")[:4]
-        ['1', '0', '3e800000', '0.25']
+        >>> w = CsvWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); os.path.exists(path)
+        False
+        >>> w.close(64); os.listdir(os.path.dirname(path))
+        ['sweep.csv']
         """
         self._stop_pool()
         self.out.write(self.head)
@@ -961,9 +941,7 @@ class CsvWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = CsvWriter(path)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> CsvWriter(path).abort(); os.path.exists(path)
         False
         """
         self._stop_pool()
@@ -1012,15 +990,11 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
-        >>> import json
-        >>> doc = json.load(open(path))
-        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
-        (64, [0.5, 0.25])
+        >>> import json, meshnb, os, tempfile
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.json")
+        >>> w = JsonWriter(path, z=True); w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> [s["lr"] for s in json.load(open(path))["systems"]]
+        [0.5, 0.25]
         """
         if not len(part):
             return
@@ -1048,15 +1022,11 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> import json, meshnb, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.write(r); w.close(64)
-        >>> import json
-        >>> doc = json.load(open(path))
-        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
-        (64, [0.5, 0.25])
+        >>> w = JsonWriter(path, z=True); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
+        >>> json.load(open(path))["steps"]
+        64
         """
         tail = self.head.decode() + f'], "steps": {steps}'
         if self.partial_note is not None:
@@ -1081,9 +1051,7 @@ class JsonWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> JsonWriter(path, z=True).abort(); os.path.exists(path)
         False
         """
         if self.spool is not None:
@@ -1093,15 +1061,10 @@ class JsonWriter(Writer):
 
 class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
-    ``loss_steps`` and ``page_names``), read back with ``np.load``.  Each column goes to its own
-    temporary file part by part; :meth:`close` streams them into the zip (ZIP64) with their .npy
-    headers, so memory stays one part's.  Given the ``rows`` to come (``meshnb sweep`` knows them)
-    and a file to replace, each column is instead written in place, at the offset its member will
-    have in the archive, its CRC-32 taken as its parts come and the file synced every 64 MiB (all on
-    the sweep's writer thread, beside the next batch): :meth:`close` then writes the headers and
-    the central directory alone (by hand, :mod:`meshnb.sweeps.zip64`; measured against zipfile in
-    docs/performance.md, "Hand-written, measured against the library").  A
-    sweep that ends with other rows (a Ctrl-C) is read back and zipped by zipfile.
+    ``loss_steps`` and ``page_names``), read back with ``np.load``; memory stays one part's.
+    Given the ``rows`` to come and a file to replace, each column is written in place at its member's
+    offset and :meth:`close` adds the headers and directory (:mod:`meshnb.sweeps.zip64`); otherwise
+    columns are spooled and zipped by zipfile.
 
     Parameters
     ----------
@@ -1145,15 +1108,11 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
-        >>> w = NpzWriter(path)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
-        >>> import numpy as np
-        >>> with np.load(path) as f:
-        ...     int(f["steps"]), f["digest"].shape
-        (64, (2, 32))
+        >>> import meshnb, numpy as np, os, tempfile
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.npz")
+        >>> w = NpzWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> np.load(path)["digest"].shape
+        (2, 32)
         """
         self.z = part.z
         self.loss_steps = part.loss_steps
@@ -1234,15 +1193,11 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> import meshnb, numpy as np, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
-        >>> w = NpzWriter(path)
-        >>> w.write(r); w.close(64)
-        >>> import numpy as np
-        >>> with np.load(path) as f:
-        ...     int(f["steps"]), f["digest"].shape
-        (64, (2, 32))
+        >>> w = NpzWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
+        >>> int(np.load(path)["steps"])
+        64
         """
         small = {
             "steps": np.array(steps, np.int64),
@@ -1307,9 +1262,7 @@ class NpzWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = NpzWriter(path)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> NpzWriter(path).abort(); os.path.exists(path)
         False
         """
         for spool, _, _ in self.spools.values():
