@@ -72,19 +72,7 @@ def _ptr(context, builder, arrty, arr, index):
 
 @intrinsic
 def load_acquire(typingctx, arr, index):
-    """``arr[index]`` (uint32 or uint64, unchecked) as an atomic acquire load.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.atomics import load_acquire
-    >>> @njit
-    ... def counter(words):
-    ...     return load_acquire(words, 1)
-    >>> int(counter(np.array([7, 42], dtype=np.uint64)))
-    42
-    """
+    """``arr[index]`` (uint32 or uint64, unchecked) as an atomic acquire load."""
     if not (_is_word_array(arr) and isinstance(index, types.Integer)):
         return None
 
@@ -97,22 +85,7 @@ def load_acquire(typingctx, arr, index):
 
 @intrinsic
 def store_release(typingctx, arr, index, value):
-    """``arr[index] = value`` (uint32 or uint64, unchecked) as an atomic release store.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.atomics import load_acquire, store_release
-    >>> @njit
-    ... def publish(slot, counter, value):
-    ...     slot[0] = value  # the slot's word first ...
-    ...     store_release(counter, 0, counter[0] + 1)  # ... visible to whoever sees the counter
-    ...     return load_acquire(counter, 0)
-    >>> slot, counter = np.zeros(1, np.uint32), np.zeros(1, np.uint32)
-    >>> int(publish(slot, counter, np.uint32(0x3F800000))), hex(slot[0])
-    (1, '0x3f800000')
-    """
+    """``arr[index] = value`` (uint32 or uint64, unchecked) as an atomic release store."""
     if not (_is_word_array(arr) and isinstance(index, types.Integer) and isinstance(value, types.Integer)):
         return None
 
@@ -133,20 +106,7 @@ def _pause(builder: ir.IRBuilder) -> None:
 
 @intrinsic
 def cpu_relax(typingctx):
-    """The spin-loop hint (x86 ``pause``); a compiler barrier elsewhere.
-
-    Examples
-    --------
-    >>> from numba import njit
-    >>> from meshnb.atomics import cpu_relax
-    >>> @njit
-    ... def spin(n):
-    ...     for _ in range(n):
-    ...         cpu_relax()  # x86 pause: the core's sibling thread runs meanwhile
-    ...     return n
-    >>> spin(100)
-    100
-    """
+    """The spin-loop hint (x86 ``pause``); a compiler barrier elsewhere."""
 
     def codegen(context, builder, sig, args):
         if _X86:
@@ -160,20 +120,7 @@ def cpu_relax(typingctx):
 
 @intrinsic
 def yield_cpu(typingctx):
-    """``sched_yield()``: let another thread or process run on this core (a pause where absent).
-
-    Examples
-    --------
-    >>> from numba import njit
-    >>> from meshnb.atomics import yield_cpu
-    >>> @njit
-    ... def polite_wait(n):
-    ...     for _ in range(n):
-    ...         yield_cpu()
-    ...     return n
-    >>> polite_wait(3)
-    3
-    """
+    """``sched_yield()``: let another thread or process run on this core (a pause where absent)."""
 
     def codegen(context, builder, sig, args):
         if HAS_YIELD:
@@ -189,20 +136,7 @@ def yield_cpu(typingctx):
 @intrinsic
 def monotonic_ns(typingctx):
     """``clock_gettime(CLOCK_MONOTONIC)`` in nanoseconds (int64; 0 where the clock is not bound): a wait
-    in njit code bounds itself in wall time, which counting spins cannot do on a busy machine.
-
-    Examples
-    --------
-    >>> from numba import njit
-    >>> from meshnb.atomics import HAS_CLOCK, monotonic_ns
-    >>> @njit
-    ... def elapsed():
-    ...     t0 = monotonic_ns()
-    ...     return monotonic_ns() - t0
-    >>> dt = elapsed()
-    >>> 0 <= dt < 10**9 and (HAS_CLOCK or dt == 0)
-    True
-    """
+    in njit code bounds itself in wall time, which counting spins cannot do on a busy machine."""
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
@@ -265,20 +199,7 @@ def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
     """Sleep while ``arr[index]`` (uint32, unchecked) is ``expected``, at most ``timeout_ns``
     (``FUTEX_WAIT``; ``private``: the word is in this process's memory only); returns 0 when woken,
     -1 when the word had changed, the timeout passed or a signal came (all: look again), and -1 at
-    once where there are no futexes (:data:`HAS_FUTEX` false).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.atomics import futex_wait
-    >>> @njit
-    ... def wait(words, expected):
-    ...     return futex_wait(words, 0, expected, 1_000_000, True)
-    >>> words = np.array([5], dtype=np.uint32)
-    >>> wait(words, np.uint32(4)), wait(words, np.uint32(5))  # changed already; then 1 ms of sleep, no wake
-    (-1, -1)
-    """
+    once where there are no futexes (:data:`HAS_FUTEX` false)."""
     if not (_is_u32_array(arr) and all(isinstance(a, types.Integer) for a in (index, expected, timeout_ns))):
         return None
     if not isinstance(private, (types.Boolean, types.Integer)):
@@ -312,19 +233,7 @@ def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
 @intrinsic
 def futex_wake(typingctx, arr, index, private):
     """Wake every thread or process asleep on ``arr[index]`` (uint32, unchecked) in
-    :func:`futex_wait` (``FUTEX_WAKE``); returns how many woke (0 without futexes).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.atomics import futex_wake
-    >>> @njit
-    ... def wake(words):
-    ...     return futex_wake(words, 0, False)
-    >>> wake(np.zeros(1, dtype=np.uint32))  # nobody sleeps on it
-    0
-    """
+    :func:`futex_wait` (``FUTEX_WAKE``); returns how many woke (0 without futexes)."""
     if not (_is_u32_array(arr) and isinstance(index, types.Integer)):
         return None
     if not isinstance(private, (types.Boolean, types.Integer)):
@@ -348,20 +257,7 @@ def futex_wake(typingctx, arr, index, private):
 @intrinsic
 def fetch_add(typingctx, arr, index, delta):
     """``arr[index] += delta`` as one atomic read-modify-write (sequentially consistent; uint32 or
-    uint64, unchecked); returns the old value.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.atomics import fetch_add
-    >>> @njit
-    ... def bump(words):
-    ...     old = fetch_add(words, 0, 1)
-    ...     return old, words[0]
-    >>> bump(np.array([41], dtype=np.uint32))
-    (41, 42)
-    """
+    uint64, unchecked); returns the old value."""
     if not (_is_word_array(arr) and isinstance(index, types.Integer) and isinstance(delta, types.Integer)):
         return None
 
@@ -377,19 +273,7 @@ def fetch_add(typingctx, arr, index, delta):
 @intrinsic
 def fence(typingctx):
     """A sequentially consistent fence: a store before it is visible before any load after it
-    (``mfence`` on x86).
-
-    Examples
-    --------
-    >>> from numba import njit
-    >>> from meshnb.atomics import fence
-    >>> @njit
-    ... def fenced():
-    ...     fence()
-    ...     return 1
-    >>> fenced()
-    1
-    """
+    (``mfence`` on x86)."""
 
     def codegen(context, builder, sig, args):
         builder.fence("seq_cst")

@@ -1,45 +1,13 @@
 """Checkpoints of a whole cluster run: every member's view, counters and trace state, and the run's
-settings, in one file that loads without pickle.
+settings, in one file that loads without pickle (format and checks: docs/guide/checkpoints.md).
 
-A checkpoint is taken at a task boundary where every member has completed the same step and no
-round is pending, so the views (SPEC 7) are the members' whole state; the exchange page is not
-saved, since it holds nothing a later round needs.  File format (little-endian):
-
-| offset | bytes | content |
-| --- | --- | --- |
-| 0 | 8 | magic ``MESHNBCK`` |
-| 8 | 4 | format version, u32 (1) |
-| 12 | 4 | ``H``, the length of the header, u32 (at most 1 MiB) |
-| 16 | H | the header: UTF-8 JSON (below) |
-| 16 + H | 4096 N | the N members' view pages, system 0 first |
-| end - 32 | 32 | SHA-256 of every byte before it |
-
-The header: ``{"run": {"systems", "steps", "steps_per_task", "set_lr": [[step, bits], ...],
-"step_base", "z", "first_step"}, "done": steps of the run done, "members": [{"counters":
-{"inits", "steps", "timeouts"}, "trace": {"h": [8 hex words], "length": bytes hashed, "tail":
-hex of the bytes after the last whole block}}, ...]}``.
-
-The trace digest (SPEC 11) covers every step of the run, before and after a resume.  hashlib's
-state cannot be saved, so a run that checkpoints hashes its trace with :class:`meshnb.sha256.Sha256`,
-a SHA-256 (FIPS 180-4) whose state (chaining value, length, unfinished block) goes into the checkpoint: a
-resumed run continues the very hash, per member, with nothing replayed.  Files are written
-atomically (:func:`meshnb.files.write_atomic`): a temporary file beside the target, fsync, rename,
-fsync of the directory.
-
-**A checkpoint is untrusted input, even when its checksum matches** (the SHA-256 guards against
-damage, not against a file made to be read).  :func:`load` reads only a regular file, and no more
-than its prefix declares (16 + H + 64 pages + 32 bytes); the header is parsed only after its size is
-checked (1 MiB), with no duplicate or unknown key, bounded nesting and no integer of more than
-40 digits converted; then every field is checked for its type (an ``int`` that is not a ``bool``:
-so no float, ``NaN`` or ``Infinity``) and range (u32 and u64 where the page holds them, 1 to 64 systems,
-steps that stay below 2^64 - 1, sorted LR changes within the run, ``done`` within ``steps``, a
-trace of 20 bytes per step done whose tail is ``length % 64`` bytes), and the file's size must be
-exactly what the header declares.  Every refusal is one :class:`CheckpointError` line
-``checkpoint PATH: FIELD: what is wrong``.
-
-Not safetensors: it would check only the easy part (N pages at ``16 + H + 4096 k``), carry the
-settings, counters and SHA-256 states as strings still parsed here, have no checksum, need a second
-reader for version 1's files, and add a compiled dependency.
+Taken at a task boundary, so the views (SPEC 7) are the members' whole state.  The trace hash is a
+:class:`meshnb.sha256.Sha256` whose state goes into the file: a resumed run continues the very hash.
+A checkpoint is untrusted input even when its checksum matches: :func:`load` reads a bounded prefix
+of a regular file, parses the header only after its size is checked, and checks every field's type
+and range; every refusal is one :class:`CheckpointError` line ``checkpoint PATH: FIELD: what is
+wrong``.  Not safetensors: it would check only the pages, carry the rest as strings still parsed
+here, have no checksum, and add a compiled dependency.
 """
 
 from __future__ import annotations
@@ -108,36 +76,7 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What defines a cluster run: resuming with any of these different would be another run.
-
-    Parameters
-    ----------
-    systems : int
-        The cluster's systems (1 to 64).
-    steps : int
-        The steps of the whole run.
-    steps_per_task : int or None
-        STEPS_PER_TASK written into the pages, or None for the program's 64.
-    set_lr : tuple of (int, int)
-        ``(step, f32 bits)``: SET_LR before the task that starts when ``step`` steps of the run are
-        done, sorted by step.
-    step_base : int or None
-        The 64-bit step the run started from where it set one (``train(step_base=...)``).
-    z : bool
-        Float mode Z (False: plain IEEE float32).
-    first_step : int
-        The members' next step when the run started.
-
-    Examples
-    --------
-    >>> from meshnb.checkpoint import RunSettings
-    >>> run = RunSettings(systems=2, steps=64, steps_per_task=None, set_lr=((0, 0x3E800000),),
-    ...                   step_base=None, z=True, first_step=0)
-    >>> run.to_json()["set_lr"]
-    [[0, 1048576000]]
-    >>> RunSettings.from_json(run.to_json()) == run
-    True
-    """
+    """What defines a cluster run: resuming with any of these different would be another run."""
 
     systems: int
     steps: int
@@ -150,31 +89,7 @@ class RunSettings:
     @classmethod
     def of(cls, run: Run, first_step: int) -> RunSettings:
         """The settings of a fresh cluster run's description (one group; ``first_step``: the
-        pages' next step once prepared), as its checkpoints record them.
-
-        Parameters
-        ----------
-        run : Run
-            The run (:func:`meshnb.runspec.describe`), one group of its members.
-        first_step : int
-            The members' next step when the run started.
-
-        Returns
-        -------
-        RunSettings
-            The header's ``run`` settings.
-
-        Examples
-        --------
-        >>> from meshnb.checkpoint import RunSettings
-        >>> from meshnb.runspec import describe
-        >>> RunSettings.of(describe(64, set_lr={0: 0.25}, group=2), 0).to_json()["set_lr"]
-        [[0, 1048576000]]
-        >>> RunSettings.of(describe(64, lrs=[0.5, 0.25]), 0)
-        Traceback (most recent call last):
-        ...
-        ValueError: a checkpoint holds one cluster's run, not 2 systems alone
-        """
+        pages' next step once prepared), as its checkpoints record them."""
         if run.groups != 1 or not run.is_cluster:
             what = f"{run.groups} groups of {run.group}" if run.is_cluster else f"{len(run)} systems alone"
             raise ValueError(f"a checkpoint holds one cluster's run, not {what}")
@@ -182,19 +97,7 @@ class RunSettings:
         return cls(run.group, plan.steps, plan.steps_per_task, plan.set_lr, plan.step_base, run.z, first_step)
 
     def to_json(self) -> dict[str, Any]:
-        """The header's ``run`` object (JSON types: lists, ints, bools, None).
-
-        Returns
-        -------
-        dict
-            The fields by name; ``set_lr`` as ``[[step, bits], ...]``.
-
-        Examples
-        --------
-        >>> from meshnb.checkpoint import RunSettings
-        >>> RunSettings(1, 64, None, ((0, 0x3E800000),), None, True, 0).to_json()["set_lr"]
-        [[0, 1048576000]]
-        """
+        """The header's ``run`` object (JSON types: lists, ints, bools, None)."""
         return {
             "systems": self.systems,
             "steps": self.steps,
@@ -208,34 +111,7 @@ class RunSettings:
     @classmethod
     def from_json(cls, doc: Any, field: str = "run") -> RunSettings:
         """The settings of a header's ``run`` object, every field checked (:class:`CheckpointError`
-        ``FIELD: what is wrong``, without the file's name).
-
-        Parameters
-        ----------
-        doc : object
-            The ``run`` object as JSON decoded it (untrusted).
-        field : str, default "run"
-            Its name, for messages.
-
-        Returns
-        -------
-        RunSettings
-            The settings.
-
-        Raises
-        ------
-        CheckpointError
-            Naming the first bad field.
-
-        Examples
-        --------
-        >>> from meshnb.checkpoint import RunSettings
-        >>> doc = RunSettings(1, 64, None, (), None, True, 0).to_json()
-        >>> RunSettings.from_json({**doc, "z": 1})
-        Traceback (most recent call last):
-        ...
-        meshnb.checkpoint.CheckpointError: run.z: must be true or false, not an integer 1
-        """
+        ``FIELD: what is wrong``, without the file's name)."""
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)  # the file's own bound: load reads no more
         # The file reads the JSON's types (integers of 64 bits: no bools, no huge numbers; true or
@@ -345,21 +221,6 @@ def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...]
     """A header's run, steps done, counters and trace states, every field checked
     (:class:`CheckpointError` ``FIELD: what is wrong``).
 
-    Parameters
-    ----------
-    doc : object
-        The header as JSON decoded it (untrusted: anything).
-
-    Returns
-    -------
-    tuple
-        ``(RunSettings, steps done, counters by member, trace states by member)``.
-
-    Raises
-    ------
-    CheckpointError
-        Naming the first field that is missing, of the wrong type or out of range.
-
     Examples
     --------
     >>> from meshnb.checkpoint import parse_header
@@ -417,46 +278,7 @@ def _json(raw: bytes) -> Any:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A run at a task boundary: ``done`` steps of ``run``, every member's page, counters, trace.
-
-    Parameters
-    ----------
-    run : RunSettings
-        What defines the run.
-    done : int
-        The steps of the run done.
-    pages : tuple of bytes
-        Every member's view page (4096 bytes), system 0 first.
-    counters : tuple of dict
-        Every member's ``{"inits", "steps", "timeouts"}``.
-    traces : tuple of Sha256State
-        Every member's trace hash state (:meth:`meshnb.trace.Trace.state`).
-
-    Raises
-    ------
-    CheckpointError
-        When the members do not match the run (their number, a pending round, a page at another
-        step).
-
-    See Also
-    --------
-    save, load : the file.
-
-    Examples
-    --------
-    A checkpoint of a run that has not started (every member just initialised):
-
-    >>> from meshnb import Context, Trace, View, init
-    >>> from meshnb.checkpoint import Checkpoint, RunSettings
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
-    >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
-    >>> len(ckpt.to_bytes())  # prefix, header, one page, checksum
-    4445
-    >>> Checkpoint.from_bytes(ckpt.to_bytes()) == ckpt
-    True
-    """
+    """A run at a task boundary: ``done`` steps of ``run``, every member's page, counters, trace."""
 
     run: RunSettings
     done: int
@@ -480,24 +302,7 @@ class Checkpoint:
                 raise CheckpointError(f"system {k} is at step {v.next_step}, not {self.run.first_step + self.done}")
 
     def header(self) -> dict[str, Any]:
-        """The file's JSON header (the module docstring's format).
-
-        Returns
-        -------
-        dict
-            ``run``, ``done``, ``members`` (counters and trace states).
-
-        Examples
-        --------
-        >>> from meshnb import Context, Trace, View, init
-        >>> from meshnb.checkpoint import Checkpoint, RunSettings
-        >>> ctx = Context(View())
-        >>> init(ctx)
-        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
-        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
-        >>> sorted(ckpt.header()), ckpt.header()["members"][0]["counters"]
-        (['done', 'members', 'run'], {'inits': 1, 'steps': 0, 'timeouts': 0})
-        """
+        """The file's JSON header (the module docstring's format)."""
         return {
             "run": self.run.to_json(),
             "done": self.done,
@@ -511,29 +316,7 @@ class Checkpoint:
         }
 
     def to_bytes(self) -> bytes:
-        """The file's bytes; :class:`CheckpointError` where :func:`load` would refuse them.
-
-        Returns
-        -------
-        bytes
-            The magic, the version, the header, the pages, the SHA-256 of all of them.
-
-        Raises
-        ------
-        CheckpointError
-            When the header is too large.
-
-        Examples
-        --------
-        >>> from meshnb import Context, Trace, View, init
-        >>> from meshnb.checkpoint import Checkpoint, RunSettings
-        >>> ctx = Context(View())
-        >>> init(ctx)
-        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
-        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
-        >>> ckpt.to_bytes()[:8]
-        b'MESHNBCK'
-        """
+        """The file's bytes; :class:`CheckpointError` where :func:`load` would refuse them."""
         doc = self.header()
         parse_header(doc)  # never write a file that load would refuse
         header = json.dumps(doc, separators=(",", ":")).encode()
@@ -544,40 +327,7 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "checkpoint") -> Checkpoint:
-        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``.
-
-        Parameters
-        ----------
-        data : bytes
-            A checkpoint file's bytes (untrusted).
-        where : str, default "checkpoint"
-            What to call it in messages.
-
-        Returns
-        -------
-        Checkpoint
-            Every field checked.
-
-        Raises
-        ------
-        CheckpointError
-            When the bytes are not a usable checkpoint.
-
-        Examples
-        --------
-        >>> from meshnb import Context, Trace, View, init
-        >>> from meshnb.checkpoint import Checkpoint, RunSettings
-        >>> ctx = Context(View())
-        >>> init(ctx)
-        >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
-        >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
-        >>> data = bytearray(ckpt.to_bytes())
-        >>> data[-1] ^= 1  # one bit of damage
-        >>> Checkpoint.from_bytes(bytes(data), "run.ckpt")
-        Traceback (most recent call last):
-        ...
-        meshnb.checkpoint.CheckpointError: run.ckpt: corrupt or truncated (its checksum does not match)
-        """
+        """A checkpoint from a file's bytes; :class:`CheckpointError` ``WHERE: FIELD: what is wrong``."""
         try:
             return cls._from_bytes(data)
         except CheckpointError as e:
@@ -619,36 +369,7 @@ def _check_prefix(prefix: bytes) -> int:
 def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
     """Write ``ckpt`` to ``path`` atomically: a crash leaves the old file or the new one
     (:func:`meshnb.files.write_atomic`; a failed write is a one-line :class:`meshnb.files.WriteError`,
-    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file; its directory must exist.
-    ckpt : Checkpoint
-        The run to save.
-
-    Raises
-    ------
-    CheckpointError
-        When the checkpoint could not be read back (its header too large).
-    meshnb.files.WriteError
-        When the file cannot be written (one line: the path and the reason).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from meshnb import Context, Trace, View, init
-    >>> from meshnb.checkpoint import Checkpoint, RunSettings, load, save
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> run = RunSettings(1, 64, None, (), None, True, first_step=0)
-    >>> ckpt = Checkpoint(run, 0, (ctx.view.tobytes(),), (ctx.counter_dict(),), (Trace(resumable=True).state(),))
-    >>> path = os.path.join(tempfile.mkdtemp(), "run.ckpt")
-    >>> save(path, ckpt)
-    >>> load(path) == ckpt
-    True
-    """
+    a checkpoint that :func:`load` would refuse a :class:`CheckpointError`)."""
     try:
         data = ckpt.to_bytes()
     except CheckpointError as e:
@@ -657,42 +378,7 @@ def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
 
 
 def load(path: str | os.PathLike[str]) -> Checkpoint:
-    """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used.
-
-    Only a regular file is read, and no more of it than its prefix declares: at most the header's
-    declared length, 64 pages and the checksum past the 16-byte prefix.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The checkpoint file (untrusted input).
-
-    Returns
-    -------
-    Checkpoint
-        Every field checked.
-
-    Raises
-    ------
-    CheckpointError
-        When the file cannot be read or used: ``checkpoint PATH: FIELD: what is wrong``.
-
-    See Also
-    --------
-    save : writes one.
-    meshnb.train : ``train(resume=path)`` continues the run of a checkpoint.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from meshnb.checkpoint import load
-    >>> path = os.path.join(tempfile.mkdtemp(), "empty.ckpt")
-    >>> _ = open(path, "wb").write(b"MESHNBCK")
-    >>> load(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    meshnb.checkpoint.CheckpointError: checkpoint .../empty.ckpt: not a meshnb checkpoint
-    """
+    """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used."""
     where = f"checkpoint {path}"
     try:
         with files.open_input(path, "checkpoint") as f:

@@ -46,44 +46,15 @@ Pathish = str | os.PathLike[str]
 
 
 class InputError(ValueError):
-    """An input file that cannot be used: missing, not a regular file, too large, too small.
-
-    Examples
-    --------
-    >>> from meshnb.files import InputError, read_page
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> try:
-    ...     read_page("missing.page", "--view-in")
-    ... except InputError as e:
-    ...     print(e, isinstance(e, ValueError))
-    --view-in missing.page: No such file or directory True
-    """
+    """An input file that cannot be used: missing, not a regular file, too large, too small."""
 
 
 class OutputError(ValueError):
-    """An output path that cannot be written: checked before the run that would write it.
-
-    Examples
-    --------
-    >>> from meshnb.files import OutputError, check_output
-    >>> try:
-    ...     check_output("no/such/dir/out.page", "--view-out")
-    ... except OutputError as e:
-    ...     print(e, isinstance(e, ValueError))
-    --view-out no/such/dir/out.page: directory no/such/dir does not exist True
-    """
+    """An output path that cannot be written: checked before the run that would write it."""
 
 
 class InUseError(ValueError):
-    """A path that another live process holds (:func:`hold`); ``pid`` is the holder's, if known.
-
-    Examples
-    --------
-    >>> from meshnb.files import InUseError
-    >>> e = InUseError("checkpoint run.ckpt: in use by another run (pid 4242; lock .run.ckpt.lock)", 4242)
-    >>> e.pid, isinstance(e, ValueError)
-    (4242, True)
-    """
+    """A path that another live process holds (:func:`hold`); ``pid`` is the holder's, if known."""
 
     def __init__(self, message: str, pid: int | None) -> None:
         super().__init__(message)
@@ -91,16 +62,7 @@ class InUseError(ValueError):
 
 
 class WriteError(OSError):
-    """A write that failed (a full disk, a read-only file system): one line naming the user's path.
-
-    Examples
-    --------
-    >>> import errno, os
-    >>> from meshnb.files import WriteError
-    >>> e = WriteError("checkpoint", "/x/run.ckpt", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-    >>> str(e), e.errno == errno.ENOSPC, e.filename
-    ('checkpoint /x/run.ckpt: No space left on device', True, '/x/run.ckpt')
-    """
+    """A write that failed (a full disk, a read-only file system): one line naming the user's path."""
 
     def __init__(self, what: str, path: Pathish, cause: OSError) -> None:
         super().__init__(cause.errno, cause.strerror or str(cause), os.fspath(path))
@@ -144,37 +106,14 @@ _KINDS = (
 
 
 def file_kind(mode: int) -> str:
-    """What a file of ``mode`` is, for a message: "a FIFO", "a socket", "a directory", ...
-
-    Examples
-    --------
-    >>> import stat
-    >>> file_kind(stat.S_IFSOCK | 0o644)
-    'a socket'
-    """
+    """What a file of ``mode`` is, for a message: "a FIFO", "a socket", "a directory", ..."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 @contextlib.contextmanager
 def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
     """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking: the open
-    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides.
-
-    Examples
-    --------
-    >>> from meshnb.files import InputError, open_input
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("a.bin", "wb").write(b"abc")
-    >>> with open_input("a.bin", "--view-in") as f:
-    ...     f.read()
-    b'abc'
-    >>> try:
-    ...     with open_input(".", "--view-in") as f:
-    ...         pass
-    ... except InputError as e:
-    ...     print(e)
-    --view-in .: a directory, not a regular file
-    """
+    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides."""
     try:
         # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is refused
         # below by fstat, which sees the file actually opened (no race with a rename of the path).
@@ -200,15 +139,7 @@ def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
 
 
 def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> bytes:
-    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger).
-
-    Examples
-    --------
-    >>> import io
-    >>> from meshnb.files import read_at_most
-    >>> read_at_most(io.BytesIO(b"0123456789"), 4, "input", "x")  # one byte more: the file is larger
-    b'01234'
-    """
+    """Up to ``limit_bytes`` + 1 bytes of ``f`` (the one more tells the caller the file is larger)."""
     chunks, left = [], limit_bytes + 1
     try:
         while left > 0 and (chunk := f.read(min(left, 1 << 20))):
@@ -220,21 +151,7 @@ def read_at_most(f: BinaryIO, limit_bytes: int, what: str, path: Pathish) -> byt
 
 
 def read_input(path: Pathish, what: str, limit_bytes: int) -> bytes:
-    """A regular file's bytes, at most ``limit_bytes`` of them; :class:`InputError` (one line) otherwise.
-
-    Examples
-    --------
-    >>> from meshnb.files import InputError, read_input
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("case.json", "wb").write(b'{"steps": 8}')
-    >>> read_input("case.json", "case", 100)
-    b'{"steps": 8}'
-    >>> try:
-    ...     read_input("case.json", "case", 4)
-    ... except InputError as e:
-    ...     print(e)
-    case case.json: larger than 4 bytes
-    """
+    """A regular file's bytes, at most ``limit_bytes`` of them; :class:`InputError` (one line) otherwise."""
     with open_input(path, what) as f:
         data = read_at_most(f, limit_bytes, what, path)
     if len(data) > limit_bytes:
@@ -243,22 +160,7 @@ def read_input(path: Pathish, what: str, limit_bytes: int) -> bytes:
 
 
 def read_page(path: Pathish, what: str) -> bytes:
-    """A raw view page: a regular file of exactly 4096 bytes; :class:`InputError` (one line) otherwise.
-
-    Examples
-    --------
-    >>> from meshnb.files import InputError, read_page
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("short.page", "wb").write(bytes(10))
-    >>> try:
-    ...     read_page("short.page", "--view-in")
-    ... except InputError as e:
-    ...     print(e)
-    --view-in short.page: a page is 4096 bytes, this file has 10
-    >>> _ = open("zero.page", "wb").write(bytes(4096))
-    >>> len(read_page("zero.page", "--view-in"))
-    4096
-    """
+    """A raw view page: a regular file of exactly 4096 bytes; :class:`InputError` (one line) otherwise."""
     with open_input(path, what) as f:
         data = read_at_most(f, PAGE_BYTES, what, path)
         size = max(len(data), os.fstat(f.fileno()).st_size)
@@ -269,16 +171,7 @@ def read_page(path: Pathish, what: str) -> bytes:
 
 def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> bytes:
     """A page given as bytes (any buffer) or as the path of a file (:func:`read_page`): what
-    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check.
-
-    Examples
-    --------
-    >>> from meshnb.files import page_from
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> _ = open("p.page", "wb").write(bytes(range(256)) * 16)
-    >>> page_from("p.page", "view_in")[:4].hex(), page_from(bytearray([1, 2]), "view_in").hex()
-    ('00010203', '0102')
-    """
+    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check."""
     if isinstance(source, (str, os.PathLike)):
         return read_page(source, what)
     return bytes(memoryview(source))  # a TypeError for what is no buffer (bytes(1234) would be 1234 zeros)
@@ -294,17 +187,7 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 
 def temp_prefix(name: str) -> str:
     """The start of a temporary's name beside a file ``name`` (the writer's pid follows): ``.NAME.tmp``,
-    or ``.meshnb-HASH.tmp`` where a pid after the former would pass :data:`NAME_MAX`.
-
-    Examples
-    --------
-    >>> from meshnb.files import NAME_MAX, temp_prefix
-    >>> temp_prefix("run.ckpt")
-    '.run.ckpt.tmp'
-    >>> long = temp_prefix("x" * 250)  # .x...x.tmpPID would pass NAME_MAX
-    >>> long.startswith(".meshnb-"), long == temp_prefix("x" * 250), NAME_MAX
-    (True, True, 255)
-    """
+    or ``.meshnb-HASH.tmp`` where a pid after the former would pass :data:`NAME_MAX`."""
     prefix = f".{name}.tmp"
     if len(os.fsencode(prefix)) + 10 > NAME_MAX:  # 10: the digits of any pid
         prefix = f".meshnb-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp"
@@ -353,28 +236,9 @@ def _chain(path: Pathish) -> list[str]:
 
 
 def output_kind(path: Pathish) -> str:
-    """How an output at ``path`` is written (the one output rule of every file meshnb writes):
-
-    * ``"atomic"``: a new name, or a regular file that is no symbolic link (named through any links to
-      directories): a temporary beside it renamed over it when whole;
-    * ``"stream"``: a name whose link chain passes through ``/dev/std*``, ``/dev/fd`` or ``/proc/*/fd``,
-      or that ends at anything but a regular file: written through, appended to, never renamed over;
-    * ``"link"``: a name whose last component is a symbolic link: written through with ``open()`` (so
-      ``fs.protected_symlinks`` applies), truncated to what was written; the link stays.
-
-    Examples
-    --------
-    >>> from meshnb.files import output_kind
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> import os
-    >>> _ = open("real.page", "wb").write(b"")
-    >>> os.symlink("real.page", "link.page")
-    >>> output_kind("new.page"), output_kind("real.page"), output_kind("link.page"), output_kind("/dev/stdout")
-    ('atomic', 'atomic', 'link', 'stream')
-    >>> os.symlink(".", "linkdir")  # a directory named through a link: only the last component counts
-    >>> output_kind("linkdir/real.page"), output_kind("linkdir/linkdir/new.page"), output_kind("linkdir/link.page")
-    ('atomic', 'atomic', 'link')
-    """
+    """How an output at ``path`` is written: ``"atomic"`` (a new name or a regular file: a temporary
+    renamed over it), ``"stream"`` (through ``/dev/std*``, ``/dev/fd``, ``/proc/*/fd`` or to a non-regular
+    file: written through, never renamed over) or ``"link"`` (the last component a symlink: written through)."""
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
         return "stream"
@@ -387,22 +251,7 @@ def output_kind(path: Pathish) -> str:
 def check_output(path: Pathish, option: str) -> None:
     """Refuse (:class:`OutputError`, one line naming ``option`` and ``path``) an output that a run
     could not write at its end: an empty name, a missing or unwritable directory, a directory as
-    target.  A stream and a symbolic link pass: they are written through (:func:`output_kind`).
-
-    Examples
-    --------
-    >>> from meshnb.files import OutputError, check_output
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> check_output("out.page", "--view-out")  # a new name in a writable directory: passes
-    >>> for bad in ("", ".", "missing/out.page"):
-    ...     try:
-    ...         check_output(bad, "--view-out")
-    ...     except OutputError as e:
-    ...         print(e)
-    --view-out '': an empty path is not a file name
-    --view-out .: not a file name
-    --view-out missing/out.page: directory missing does not exist
-    """
+    target.  A stream and a symbolic link pass: they are written through (:func:`output_kind`)."""
     text = os.fspath(path)
     if not text:
         raise OutputError(f"{option} '': an empty path is not a file name")
@@ -457,20 +306,7 @@ def check_output(path: Pathish, option: str) -> None:
 def check_directory(p: Path, option: str, path: Pathish) -> None:
     """Refuse (:class:`OutputError`) a new name ``p`` whose directory is missing, not a directory,
     without a write bit (even for root), or where a file of ``p``'s temporary name cannot be created
-    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale).
-
-    Examples
-    --------
-    >>> from pathlib import Path
-    >>> from meshnb.files import OutputError, check_directory
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> check_directory(Path("out.page"), "--view-out", "out.page")  # a writable directory: passes
-    >>> try:
-    ...     check_directory(Path("missing/out.page"), "--view-out", "missing/out.page")
-    ... except OutputError as e:
-    ...     print(e)
-    --view-out missing/out.page: directory missing does not exist
-    """
+    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale)."""
     parent = p.parent
     try:
         if not parent.exists():
@@ -499,22 +335,7 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
 
 def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathish | None) -> None:
     """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
-    directory, or one input file), by its name (through links too) or as the same file (a hard link).
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import OutputError, refuse_overwrite
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> os.mkdir("pack")
-    >>> _ = open("pack/case.json", "w").write("{}")
-    >>> refuse_overwrite("--junit", "report.xml", "pack", "pack")  # outside the pack: passes
-    >>> try:
-    ...     refuse_overwrite("--junit", "pack/case.json", "pack", "pack")
-    ... except OutputError as e:
-    ...     print(e)
-    --junit pack/case.json: a file of the pack pack, which is read, not overwritten
-    """
+    directory, or one input file), by its name (through links too) or as the same file (a hard link)."""
     if path is None or inputs is None or not os.fspath(path):
         return
     real, root = os.path.realpath(path), os.path.realpath(inputs)
@@ -542,15 +363,7 @@ def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathi
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (a stale file's owner is not).
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import pid_alive
-    >>> pid_alive(os.getpid()), pid_alive(2**22 + 1)  # beyond Linux's largest pid
-    (True, False)
-    """
+    """Whether process ``pid`` exists (a stale file's owner is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -562,17 +375,7 @@ def pid_alive(pid: int) -> bool:
 
 def remove_stale_temps(path: Pathish) -> list[Path]:
     """Remove the ``.NAME.tmpPID`` files beside ``path`` whose writer is dead (killed mid-write);
-    returns them.  A live pid's file is left alone (its write may be under way).
-
-    Examples
-    --------
-    >>> from meshnb.files import remove_stale_temps
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> dead = 2**22 + 1  # no process has this pid
-    >>> _ = open(f".run.ckpt.tmp{dead}", "wb").write(b"half a checkpoint")
-    >>> [p.name for p in remove_stale_temps("run.ckpt")], remove_stale_temps("run.ckpt")
-    (['.run.ckpt.tmp4194305'], [])
-    """
+    returns them.  A live pid's file is left alone (its write may be under way)."""
     p = Path(path)
     pattern = re.compile(rf"{re.escape(temp_prefix(p.name))}(\d+)")
     removed: list[Path] = []
@@ -592,19 +395,7 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
 def open_temp(path: Path) -> tuple[int, Path]:
     """A new temporary ``.NAME.tmpPID`` beside ``path``, open for writing: its descriptor and name.
     Stale temporaries of dead writers are removed first; never what is at the name (``O_EXCL``,
-    ``O_NOFOLLOW``: a FIFO there would block, a link would be written through).
-
-    Examples
-    --------
-    >>> import os
-    >>> from pathlib import Path
-    >>> from meshnb.files import open_temp
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> fd, tmp = open_temp(Path("out.page"))
-    >>> tmp.name == f".out.page.tmp{os.getpid()}", os.write(fd, b"x")
-    (True, 1)
-    >>> os.close(fd)
-    """
+    ``O_NOFOLLOW``: a FIFO there would block, a link would be written through)."""
     remove_stale_temps(path)
     tmp = _temp_name(path, os.getpid())
     with contextlib.suppress(FileNotFoundError):
@@ -705,21 +496,7 @@ class Output:
     """One output written under the one rule (:func:`output_kind`): to a temporary ``.NAME.tmpPID``
     renamed into place by :meth:`commit` (``atomic``), or through a stream or a link, or to stdout
     (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``; :meth:`abort`
-    drops a temporary (the target stays as it was).
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import Output
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> out = Output("result.json", "--json-out")
-    >>> out.write(b'{"steps": 8}')
-    >>> out.kind, os.path.exists("result.json")  # nothing at the name yet
-    ('atomic', False)
-    >>> out.commit()
-    >>> open("result.json").read()
-    '{"steps": 8}'
-    """
+    drops a temporary (the target stays as it was)."""
 
     def __init__(self, path: Pathish, what: str) -> None:
         self.path, self.what = path, what
@@ -749,19 +526,7 @@ class Output:
         self.f = _FdWriter(fd)  # type: ignore[assignment]  # closed by commit or abort
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone).
-
-        Examples
-        --------
-        >>> from meshnb.files import Output
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> out = Output("a.txt", "output")
-        >>> out.write(b"one ")
-        >>> out.write(memoryview(b"two"))
-        >>> out.commit()
-        >>> open("a.txt").read()
-        'one two'
-        """
+        """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone)."""
         try:
             self.f.write(data)
         except (BrokenPipeError, StreamError):
@@ -772,21 +537,7 @@ class Output:
 
     def commit(self) -> None:
         """Finish: flush; a temporary is fsynced and renamed into place (and its directory fsynced), a
-        link's file cut to what was written.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import Output
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> out = Output("a.txt", "output")
-        >>> out.write(b"whole")
-        >>> sorted(os.listdir()) == [f".a.txt.tmp{os.getpid()}"]  # written beside the target
-        True
-        >>> out.commit()
-        >>> sorted(os.listdir()), open("a.txt").read()
-        (['a.txt'], 'whole')
-        """
+        link's file cut to what was written."""
         try:
             self.f.flush()
             if self.kind in ("stdout",):
@@ -807,20 +558,7 @@ class Output:
             raise WriteError(self.what, self.path, e) from None
 
     def abort(self) -> None:
-        """Drop a temporary (the target stays as it was); a stream or a link is closed as it is.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import Output
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> _ = open("a.txt", "w").write("previous")
-        >>> out = Output("a.txt", "output")
-        >>> out.write(b"half")
-        >>> out.abort()
-        >>> sorted(os.listdir()), open("a.txt").read()  # the temporary is gone, the target as it was
-        (['a.txt'], 'previous')
-        """
+        """Drop a temporary (the target stays as it was); a stream or a link is closed as it is."""
         if self.kind != "stdout":
             with contextlib.suppress(OSError):
                 self.f.close()
@@ -833,22 +571,7 @@ class Output:
 def write_atomic(path: Pathish, data: bytes, what: str) -> None:
     """Write ``data`` to ``path`` under the one output rule (:class:`Output`): a crash leaves the old
     file or the new one, whole; on any error no temporary is left and :class:`WriteError` names
-    ``path``.  An empty path is an :class:`OutputError`.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import OutputError, write_atomic
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> write_atomic("view.page", bytes(4096), "--view-out")
-    >>> os.listdir(), os.path.getsize("view.page")
-    (['view.page'], 4096)
-    >>> try:
-    ...     write_atomic("", b"", "--view-out")
-    ... except OutputError as e:
-    ...     print(e)
-    --view-out '': an empty path is not a file name
-    """
+    ``path``.  An empty path is an :class:`OutputError`."""
     if not os.fspath(path):
         raise OutputError(f"{what} '': an empty path is not a file name")
     out = Output(path, what)
@@ -861,18 +584,7 @@ def write_atomic(path: Pathish, data: bytes, what: str) -> None:
 
 
 def fsync_dir(directory: Pathish) -> None:
-    """fsync a directory: what makes a rename in it durable (OSError as the OS says).
-
-    Examples
-    --------
-    >>> from meshnb.files import fsync_dir
-    >>> fsync_dir(getfixture("tmp_path"))  # nothing to see: the directory's entries are on disk
-    >>> try:
-    ...     fsync_dir(getfixture("tmp_path") / "missing")
-    ... except FileNotFoundError as e:
-    ...     print(e.strerror)
-    No such file or directory
-    """
+    """fsync a directory: what makes a rename in it durable (OSError as the OS says)."""
     dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dfd)
@@ -889,23 +601,7 @@ MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by
 
 
 def shm_in_use(directory: str) -> set[str]:
-    """The names in ``directory`` that a live process maps or holds open (as /proc shows them).
-
-    Examples
-    --------
-    >>> import mmap, os
-    >>> from meshnb.files import shm_in_use
-    >>> tmp = getfixture("tmp_path")
-    >>> with open(tmp / "segment", "wb+") as f:
-    ...     _ = f.write(bytes(4096))
-    ...     f.flush()
-    ...     mapped = mmap.mmap(f.fileno(), 4096)
-    >>> sorted(shm_in_use(str(tmp)))  # this process maps it
-    ['segment']
-    >>> mapped.close()
-    >>> sorted(shm_in_use(str(tmp)))
-    []
-    """
+    """The names in ``directory`` that a live process maps or holds open (as /proc shows them)."""
     used: set[str] = set()
     head = directory.rstrip("/") + "/"
     try:
@@ -929,19 +625,7 @@ def shm_in_use(directory: str) -> set[str]:
 
 def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, directory: str = SHM_DIR) -> list[str]:
     """Remove this user's segments ``directory/prefix*`` that no live process maps or holds open and
-    that are older than ``min_age_s``: MPICH's, left by ranks hydra killed.  Returns the names removed.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import remove_orphan_shm
-    >>> tmp = getfixture("tmp_path")
-    >>> for name in ("mpich_shm_old", "mpich_shm_new", "other"):
-    ...     _ = open(tmp / name, "wb").write(b"x")
-    >>> os.utime(tmp / "mpich_shm_old", (0, 0))  # last touched in 1970: a killed job's
-    >>> remove_orphan_shm(directory=str(tmp)), sorted(os.listdir(tmp))
-    (['mpich_shm_old'], ['mpich_shm_new', 'other'])
-    """
+    that are older than ``min_age_s``: MPICH's, left by ranks hydra killed.  Returns the names removed."""
     try:
         names = [n for n in os.listdir(directory) if n.startswith(prefix)]
     except OSError:
@@ -971,14 +655,7 @@ def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, d
 
 
 def lock_path(path: Pathish) -> Path:
-    """The lock file of ``path``: ``.NAME.lock`` beside it.
-
-    Examples
-    --------
-    >>> from meshnb.files import lock_path
-    >>> str(lock_path("runs/a.ckpt"))
-    'runs/.a.ckpt.lock'
-    """
+    """The lock file of ``path``: ``.NAME.lock`` beside it."""
     p = Path(path)
     return p.with_name(f".{p.name}.lock")
 
@@ -1000,32 +677,7 @@ def _holder(lock: Path) -> int | None:
 @contextlib.contextmanager
 def hold(path: Pathish, what: str) -> Iterator[None]:
     """Own ``path`` for a run: an exclusive lock, or :class:`InUseError` (one line naming the holder's
-    pid) when another live process holds it.
-
-    ``fcntl.flock`` on ``.NAME.lock`` beside ``path``, which holds the owner's pid; the kernel releases
-    it when the owner dies (SIGKILL too).  On release the file is unlinked *while still locked*, and
-    a taker checks after locking that the file it locked is still the one at the name (same inode),
-    so two runs never each hold a lock on a different file of the same name.  A second ``hold`` in
-    the same process is refused too (flock is per open file description).  A symbolic link or a
-    stream is refused: the file is rewritten at every save, which only a rename makes safe.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import InUseError, hold
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> with hold("run.ckpt", "checkpoint"):
-    ...     print(sorted(os.listdir()), open(".run.ckpt.lock").read().split() == [str(os.getpid())])
-    ...     try:
-    ...         with hold("run.ckpt", "checkpoint"):
-    ...             pass
-    ...     except InUseError as e:
-    ...         print(e.pid == os.getpid())
-    ['.run.ckpt.lock'] True
-    True
-    >>> os.listdir()  # released: the lock file is gone
-    []
-    """
+    pid) when another live process holds it."""
     kind = output_kind(path)
     if kind != "atomic":  # rewritten at every save: through a link or a stream a crash would leave half of one
         what_is = "a symbolic link" if kind == "link" else "a stream (a device, a FIFO, /dev/std*)"
@@ -1077,15 +729,7 @@ which JavaScript's ``Number()`` and Python's ``float()`` read back."""
 
 def json_safe(obj: Any) -> Any:
     """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE` string,
-    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.files import json_safe
-    >>> json_safe({"loss": [float("nan"), 0.5, float(np.float32("inf"))], "steps": 8})
-    {'loss': ['NaN', 0.5, 'Infinity'], 'steps': 8}
-    """
+    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else NON_FINITE[repr(float(obj))]
     if isinstance(obj, dict):
@@ -1099,11 +743,9 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udff
 
 
 def xml_text(text: str) -> str:
-    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids
-    or discourages (the C0 controls but tab, newline and carriage return, DEL and the C1 controls
-    but NEL, lone surrogates, U+FFFE and U+FFFF) written as a printable escape (``\\x1b``,
-    ``\\ud800``), so that a report is valid XML whatever a case's name or an executor's stderr
-    holds (ANSI colours, a NUL).
+    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids or
+    discourages (C0 and C1 controls but tab, newline, CR and NEL; DEL, lone surrogates, U+FFFE, U+FFFF)
+    written as a printable escape (``\\x1b``, ``\\ud800``).
 
     Examples
     --------
@@ -1117,14 +759,7 @@ def xml_text(text: str) -> str:
 
 def json_text(obj: Any, **kwargs: Any) -> str:
     """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings of
-    :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject.
-
-    Examples
-    --------
-    >>> from meshnb.files import json_text
-    >>> json_text({"last_loss": float("inf"), "params": [0.5, float("nan")]})
-    '{"last_loss": "Infinity", "params": [0.5, "NaN"]}'
-    """
+    :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject."""
     import json
 
     return json.dumps(json_safe(obj), allow_nan=False, **kwargs)
@@ -1142,16 +777,7 @@ _POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
 
 
 class StreamError(WriteError):
-    """A write to stdout or stderr that failed (a full disk): one line naming the stream.
-
-    Examples
-    --------
-    >>> import errno, os
-    >>> from meshnb.files import StreamError, WriteError
-    >>> e = StreamError("stdout", "/dev/stdout", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-    >>> str(e), isinstance(e, WriteError)
-    ('stdout: No space left on device', True)
-    """
+    """A write to stdout or stderr that failed (a full disk): one line naming the stream."""
 
     def __str__(self) -> str:
         return f"{self.what}: {self.strerror}"
@@ -1164,16 +790,9 @@ def _stop_requested() -> bool:
 
 
 class StdSink:
-    """A descriptor's writer that never drops a byte: it loops over partial writes, waits with ``poll``
-    where the descriptor is non-blocking or a pipe whose reader is slow, and raises
-    :class:`StreamError` (naming ``stdout``/``stderr``) where the OS refuses, BrokenPipeError where the
-    reader is gone.  A stop (Ctrl-C, SIGTERM, SIGHUP) during a wait finishes the current line within
-    :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
-
-    A pipe is written through a non-blocking open file description of its own (``/proc/self/fd/N``
-    opened again: the shell's stays as it was); the stop signals are held during a write (a handler
-    raising between a write and its count would lose the count).  It is ``sys.stdout.buffer`` and
-    ``sys.stderr.buffer`` in the ``meshnb`` program (:func:`install_std_streams`).
+    """A descriptor's writer that never drops a byte (partial writes go on, a slow reader is waited for
+    with ``poll``): :class:`StreamError` where the OS refuses, BrokenPipeError where the reader is gone;
+    a stop during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
 
     Examples
     --------
@@ -1209,120 +828,34 @@ class StdSink:
 
     # the parts of a binary stream that TextIOWrapper and callers use
     def writable(self) -> bool:
-        """Always True: an output.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> sink = StdSink(w, "stdout")
-        >>> sink.writable(), sink.readable(), sink.seekable()
-        (True, False, False)
-        >>> sink.close(); os.close(r)
-        """
+        """Always True: an output."""
         return True
 
     def readable(self) -> bool:
-        """Always False: an output only.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").readable()  # an output only
-        False
-        >>> os.close(r); os.close(w)
-        """
+        """Always False: an output only."""
         return False
 
     def seekable(self) -> bool:
-        """Always False: a stream is written as it comes.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").seekable()  # written as a stream, never repositioned
-        False
-        >>> os.close(r); os.close(w)
-        """
+        """Always False: a stream is written as it comes."""
         return False
 
     def fileno(self) -> int:
-        """The descriptor given (the process's stdout or stderr), not the one written through.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").fileno() == w  # the caller's descriptor, not the one written through
-        True
-        >>> os.close(r); os.close(w)
-        """
+        """The descriptor given (the process's stdout or stderr), not the one written through."""
         return self.fd
 
     def isatty(self) -> bool:
-        """Whether the descriptor is a terminal.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> StdSink(w, "stdout").isatty()  # a pipe is no terminal
-        False
-        >>> os.close(r); os.close(w)
-        """
+        """Whether the descriptor is a terminal."""
         return os.isatty(self.fd)
 
     def flush(self) -> None:
-        """Nothing to do: every write is whole when it returns.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> sink = StdSink(w, "stdout")
-        >>> sink.write(b"x"), os.read(r, 10)  # already in the pipe before any flush
-        (1, b'x')
-        >>> sink.flush()
-        >>> sink.close(); os.close(r)
-        """
+        """Nothing to do: every write is whole when it returns."""
 
     def close(self) -> None:
-        """Mark the sink closed; the descriptor stays open (it is the process's stdout or stderr).
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> sink = StdSink(w, "stdout")
-        >>> sink.close()
-        >>> sink.closed, os.write(w, b"still open")  # the caller's descriptor stays open
-        (True, 10)
-        >>> os.close(r); os.close(w)
-        """
+        """Mark the sink closed; the descriptor stays open (it is the process's stdout or stderr)."""
         self.closed = True  # the descriptor stays (it is the process's stdout)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Write all of ``data``; returns its length.
-
-        Examples
-        --------
-        >>> import os
-        >>> from meshnb.files import StdSink
-        >>> r, w = os.pipe()
-        >>> sink = StdSink(w, "stdout")
-        >>> sink.write(memoryview(b"all of it")), os.read(r, 100)
-        (9, b'all of it')
-        >>> sink.close(); os.close(r)
-        """
+        """Write all of ``data``; returns its length."""
         import threading
 
         view = memoryview(data).cast("B")

@@ -57,25 +57,7 @@ _SPEC = re.compile(r"^(\w+)(?:\[(.*)\])?$")
 
 
 def is_int(x: Any) -> bool:
-    """Whether ``x`` is an integer: ``int`` or a numpy integer, not ``bool``.
-
-    The one copy of this rule: the loops' doors (below :mod:`meshnb.runspec`) use it here, every
-    other module as :func:`meshnb.runspec.is_int`.
-
-    Parameters
-    ----------
-    x : Any
-        The value.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> is_int(3), is_int(np.uint64(3)), is_int(True), is_int(3.0)
-    (True, True, False, False)
-    """
+    """Whether ``x`` is an integer: ``int`` or a numpy integer, not ``bool``."""
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -83,15 +65,7 @@ def is_int(x: Any) -> bool:
 class Accepts:
     """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an
     array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``, writeable
-    if ``writeable``.
-
-    Examples
-    --------
-    >>> from meshnb.jit import Accepts
-    >>> rule = Accepts.parse("uint32[:, ::1] writeable")
-    >>> rule.ndim, rule.contiguous, rule.writeable, str(rule.dtype)
-    (2, True, True, 'uint32')
-    """
+    if ``writeable``."""
 
     spec: str  # as written: "float32", "bool", "uint32[:]", "uint8[::1]", "uint32[:, ::1] writeable"
     dtype: Any  # a numba scalar type
@@ -102,19 +76,7 @@ class Accepts:
     @classmethod
     def parse(cls, spec: str) -> Accepts:
         """The rule of one type as ``accepts`` writes it (``"float32"``, ``"uint8[::1]"``,
-        ``"uint32[:] writeable"``); ``ValueError`` for one it does not know.
-
-        Examples
-        --------
-        >>> from meshnb.jit import Accepts
-        >>> Accepts.parse("float32[...]").ndim  # any number of dimensions
-        -1
-        >>> try:
-        ...     Accepts.parse("float16")
-        ... except ValueError as e:
-        ...     print(e)
-        unknown argument type 'float16'
-        """
+        ``"uint32[:] writeable"``); ``ValueError`` for one it does not know."""
         base, _, flag = spec.partition(" writeable")
         if flag or (_ and "[" not in base):
             raise ValueError(f"unknown argument type {spec!r}: 'writeable' follows an array type")
@@ -137,17 +99,7 @@ class Accepts:
         return cls(spec, _SCALARS[m.group(1)], len(parts), parts[-1] == "::1")
 
     def admits(self, t: Any) -> bool:
-        """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted.
-
-        Examples
-        --------
-        >>> import numba
-        >>> import numpy as np
-        >>> from meshnb.jit import Accepts
-        >>> rule = Accepts.parse("uint8[::1]")
-        >>> rule.admits(numba.typeof(np.zeros(4, np.uint8))), rule.admits(numba.typeof(np.zeros(8, np.uint8)[::2]))
-        (True, False)
-        """
+        """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted."""
         if self.ndim == 0:
             return bool(t == self.dtype)
         return (
@@ -187,32 +139,12 @@ def _described(value: Any, t: Any) -> str:
 
 
 class FunctionCache(caching.FunctionCache):
-    """numba's cache of compiled variants, loading one without refreshing numba's registries.
-
-    Examples
-    --------
-    >>> from meshnb.kernels import loss
-    >>> type(loss._cache).__name__, type(loss._cache).__mro__[1].__module__
-    ('FunctionCache', 'numba.core.caching')
-    """
+    """numba's cache of compiled variants, loading one without refreshing numba's registries."""
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         """The cached variant of ``sig``, or None (a miss: numba compiles it, refreshing then).
         numba's public ``load_overload`` is its private ``_load_overload`` after a registry refresh; loaded
-        code needs only NRT's symbols, which ``rtsys.initialize`` adds.
-
-        Examples
-        --------
-        >>> from numba import types
-        >>> from meshnb.kernels import loss
-        >>> from numba.core.registry import cpu_target
-        >>> sig = (types.float32[:], types.float32)
-        >>> loss(np.zeros(5, np.float32), np.float32(1 / 32)) == 0  # compiled or loaded now
-        True
-        >>> cres = loss._cache.load_overload(sig, cpu_target.target_context)
-        >>> cres is None or cres.signature.args == sig  # None where caching is off (a read-only tree)
-        True
-        """
+        code needs only NRT's symbols, which ``rtsys.initialize`` adds."""
         rtsys.initialize(target_context)
         load = getattr(self, "_load_overload", None)
         if load is None:  # a numba that renamed its hook: its own load, with the refresh
@@ -292,34 +224,7 @@ class CheckedDispatcher(Dispatcher):
 def jit(
     accepts: Mapping[str, str] | None = None, name: str | None = None, **options: Any
 ) -> Callable[[Callable[..., Any]], Any]:
-    """meshnb's one njit: ``cache=True`` and ``error_model="numpy"``, plus ``options``.
-
-    ``accepts`` (an entry's door) maps every argument's name to the types a Python caller may pass:
-    ``"float32"``, ``"uint8"``, ``"uint32"``, ``"uint64"``, ``"int64"``, ``"bool"`` (exactly that
-    numpy scalar type, or a Python bool), or arrays of those as ``"float32[:]"``, ``"uint32[:, :]"``,
-    ``"uint8[::1]"`` (C-contiguous), ``"float32[...]"`` (any number of dimensions), followed by
-    ``" writeable"`` for an array written in place.  ``name`` is how its errors name it (default:
-    its own).  numba's ``inline=`` is refused (the module docstring).
-
-    Examples
-    --------
-    >>> from meshnb.jit import jit
-    >>> from meshnb.kernels import step_sums
-    >>> step_sums._cache.__class__.__name__  # cache=True: machine code kept beside the module
-    'FunctionCache'
-    >>> def apply_lr(p, lr):
-    ...     p[:] *= lr
-    >>> try:
-    ...     jit(accepts=dict(p="float32[::1] writeable"))(apply_lr)  # lr is not listed
-    ... except ValueError as e:
-    ...     print(e)
-    apply_lr: accepts must list exactly its arguments ['p', 'lr']
-    >>> try:
-    ...     jit(inline="always")
-    ... except ValueError as e:
-    ...     print(e)
-    meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers
-    """
+    """meshnb's one njit: ``cache=True`` and ``error_model="numpy"``, plus ``options``."""
     if "inline" in options:
         raise ValueError("meshnb.jit: no numba IR inlining (inline=): LLVM inlines plain njit helpers")
     targetoptions = {"nopython": True, "error_model": "numpy", "no_cfunc_wrapper": True, **options}
@@ -353,13 +258,5 @@ def jit(
 
 
 def per_mode(make: Callable[[int], T], modes: Iterable[int]) -> dict[int, T]:
-    """One compiled entry per loop mode: ``{mode: make(mode)}`` (the module docstring).
-
-    Examples
-    --------
-    >>> from meshnb.jit import per_mode
-    >>> from meshnb.vec import IEEE, MODES, Z, Z_DAZ
-    >>> per_mode(lambda mode: f"loop {mode}", MODES)
-    {0: 'loop 0', 1: 'loop 1', 2: 'loop 2'}
-    """
+    """One compiled entry per loop mode: ``{mode: make(mode)}`` (the module docstring)."""
     return {m: make(m) for m in modes}

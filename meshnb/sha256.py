@@ -127,19 +127,7 @@ def _rnd(
 
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
-    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code.
-
-    Examples
-    --------
-    >>> import hashlib, struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import Sha256, compress_scalar
-    >>> h = np.array(Sha256().state().h, dtype=np.uint32)  # H0..H7
-    >>> block = np.frombuffer(b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24), dtype=np.uint8)
-    >>> compress_scalar(h, block)  # FIPS 180-4's one-block example, padded by hand
-    >>> h.byteswap().tobytes().hex() == hashlib.sha256(b"abc").hexdigest(), hex(h[0])
-    (True, '0xba7816bf')
-    """
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code."""
     k = _K
     h0, h1, h2, h3 = np.uint64(h[0]), np.uint64(h[1]), np.uint64(h[2]), np.uint64(h[3])
     h4, h5, h6, h7 = np.uint64(h[4]), np.uint64(h[5]), np.uint64(h[6]), np.uint64(h[7])
@@ -198,14 +186,7 @@ _V4 = ir.VectorType(_I32, 4)
 
 
 class U32x4(types.Type):
-    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import U32x4, u32x4
-    >>> str(u32x4), isinstance(u32x4, U32x4)
-    ('u32x4', True)
-    """
+    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register."""
 
     def __init__(self) -> None:
         super().__init__(name="u32x4")
@@ -238,8 +219,7 @@ def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Valu
 @intrinsic
 def _clean_upper(typingctx):
     """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
-    ran 100x slower after AVX code inlined into the same function left the upper halves dirty.
-    """
+    ran 100x slower after AVX code inlined into the same function left the upper halves dirty."""
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():
@@ -387,19 +367,7 @@ def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
 
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
-    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI.
-
-    Examples
-    --------
-    >>> import hashlib, struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import HAS_SHA_NI, Sha256, compress_sha_ni
-    >>> h = np.array(Sha256().state().h, dtype=np.uint32)
-    >>> block = np.frombuffer(b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24), dtype=np.uint8)
-    >>> if HAS_SHA_NI:  # only where the CPU has the SHA extensions
-    ...     compress_sha_ni(h, block)
-    ...     assert h.byteswap().tobytes().hex() == hashlib.sha256(b"abc").hexdigest()
-    """
+    """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
     _clean_upper()
     lo = _load4(h, 0)
     hi = _load4(h, 4)
@@ -464,22 +432,7 @@ def _as_bytes(data: Any) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Sha256State:
-    """What a resumed hash needs: the chaining value, the bytes hashed, the unfinished block.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import Sha256, Sha256State
-    >>> hasher = Sha256()
-    >>> hasher.update(bytes(100))
-    >>> state = hasher.state()
-    >>> state.length, len(state.tail), hex(state.h[0])  # one block folded, 36 bytes waiting
-    (100, 36, '0xda5698be')
-    >>> try:
-    ...     Sha256State(state.h, 101, state.tail)
-    ... except ValueError as e:
-    ...     print(e)
-    a SHA-256 state of 101 bytes has 37 tail bytes, not 36
-    """
+    """What a resumed hash needs: the chaining value, the bytes hashed, the unfinished block."""
 
     h: tuple[int, ...]
     length: int
@@ -495,20 +448,7 @@ class Sha256State:
 
 
 class Sha256:
-    """SHA-256 with ``update`` and ``hexdigest`` like hashlib's, and a state to save and resume.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> from meshnb.sha256 import Sha256
-    >>> hasher = Sha256()
-    >>> hasher.update(b"trace rows ")
-    >>> saved = hasher.state()  # into a checkpoint
-    >>> resumed = Sha256(saved)  # in the next process
-    >>> resumed.update(b"and more")
-    >>> resumed.hexdigest() == hashlib.sha256(b"trace rows and more").hexdigest()
-    True
-    """
+    """SHA-256 with ``update`` and ``hexdigest`` like hashlib's, and a state to save and resume."""
 
     _kernel = staticmethod(compress)  # a subclass may pick another of KERNELS (the tests do)
 
@@ -519,19 +459,7 @@ class Sha256:
         self._tail = state.tail
 
     def update(self, data: bytes | bytearray | memoryview | np.ndarray) -> None:
-        """Hash ``data``'s bytes (any C-contiguous buffer; a numpy array in memory order).
-
-        Examples
-        --------
-        >>> import hashlib
-        >>> import numpy as np
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.update(np.arange(40, dtype=np.uint32))  # an array's bytes in memory order
-        >>> hasher.update(memoryview(b"x"))
-        >>> hasher.hexdigest() == hashlib.sha256(np.arange(40, dtype=np.uint32).tobytes() + b"x").hexdigest()
-        True
-        """
+        """Hash ``data``'s bytes (any C-contiguous buffer; a numpy array in memory order)."""
         buf = _as_bytes(data)
         n = buf.shape[0]
         self._length += n
@@ -549,31 +477,11 @@ class Sha256:
         self._tail = buf[whole:].tobytes()
 
     def state(self) -> Sha256State:
-        """The state to resume from (:class:`Sha256State`).
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.update(b"abc")
-        >>> hasher.state().length, hasher.state().tail
-        (3, b'abc')
-        """
+        """The state to resume from (:class:`Sha256State`)."""
         return Sha256State(tuple(int(x) for x in self._h), self._length, self._tail)
 
     def hexdigest(self) -> str:
-        """The digest of the bytes hashed so far, as 64 hex digits; the hash can go on after it.
-
-        Examples
-        --------
-        >>> from meshnb.sha256 import Sha256
-        >>> hasher = Sha256()
-        >>> hasher.hexdigest()[:16]  # of no bytes: e3b0c442...
-        'e3b0c44298fc1c14'
-        >>> hasher.update(b"abc")
-        >>> hasher.hexdigest()
-        'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'
-        """
+        """The digest of the bytes hashed so far, as 64 hex digits; the hash can go on after it."""
         h = self._h.copy()
         pad = b"\x80" + b"\0" * ((55 - self._length) % 64) + struct.pack(">Q", 8 * self._length)
         self._kernel(h, _as_bytes(self._tail + pad))
@@ -590,14 +498,7 @@ _VL = ir.VectorType(_I32, LANES)
 
 
 class U32Lanes(types.Type):
-    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import LANES, U32Lanes, u32lanes
-    >>> str(u32lanes) == f"u32x{LANES}", LANES in (8, 16)
-    (True, True)
-    """
+    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages."""
 
     def __init__(self) -> None:
         super().__init__(name=f"u32x{LANES}")
@@ -623,21 +524,7 @@ def _vector_ptr(context, builder, arrty, arr, index):  # type: ignore[no-untyped
 
 @intrinsic
 def lanes_load(typingctx, arr, index):
-    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_load, lanes_store
-    >>> @njit
-    ... def copy_lanes(src, dst):
-    ...     lanes_store(dst, 0, lanes_load(src, LANES))  # src's second vector
-    >>> src, dst = np.arange(2 * LANES, dtype=np.uint32), np.zeros(LANES, dtype=np.uint32)
-    >>> copy_lanes(src, dst)
-    >>> bool((dst == src[LANES:]).all()), int(dst[0]) == LANES
-    (True, True)
-    """
+    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
         return None
 
@@ -649,21 +536,7 @@ def lanes_load(typingctx, arr, index):
 
 @intrinsic
 def lanes_store(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_splat, lanes_store
-    >>> @njit
-    ... def fill(dst, x):
-    ...     lanes_store(dst, 1, lanes_splat(x))
-    >>> dst = np.zeros(LANES + 2, dtype=np.uint32)
-    >>> fill(dst, 7)
-    >>> dst[:3].tolist(), dst[LANES:].tolist()
-    ([0, 7, 7], [7, 0])
-    """
+    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32lanes):
         return None
 
@@ -676,22 +549,7 @@ def lanes_store(typingctx, arr, index, v):
 
 @intrinsic
 def lanes_gather(typingctx, arr, index, offsets):
-    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one gather, unchecked).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_gather, lanes_load, lanes_store
-    >>> @njit
-    ... def column(flat, offsets, out):
-    ...     lanes_store(out, 0, lanes_gather(flat, 1, lanes_load(offsets, 0)))
-    >>> rows = np.arange(LANES * 3, dtype=np.uint32).reshape(LANES, 3)
-    >>> out = np.zeros(LANES, dtype=np.uint32)
-    >>> column(rows.reshape(-1), np.arange(0, 3 * LANES, 3, dtype=np.uint32), out)  # word 1 of every row
-    >>> bool((out == rows[:, 1]).all()), out[:3].tolist()
-    (True, [1, 4, 7])
-    """
+    """Lane q: ``arr[index + offsets[q]]`` of a C-contiguous uint32 array (one gather, unchecked)."""
     if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and offsets == u32lanes):
         return None
 
@@ -716,21 +574,7 @@ def lanes_gather(typingctx, arr, index, offsets):
 
 @intrinsic
 def lanes_splat(typingctx, x):
-    """Every lane ``x`` (an integer, as uint32).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_splat, lanes_store
-    >>> @njit
-    ... def splat(dst, x):
-    ...     lanes_store(dst, 0, lanes_splat(x))
-    >>> dst = np.zeros(LANES, dtype=np.uint32)
-    >>> splat(dst, 0x80000000)
-    >>> {hex(w) for w in dst.tolist()}
-    {'0x80000000'}
-    """
+    """Every lane ``x`` (an integer, as uint32)."""
     if not isinstance(x, types.Integer):
         return None
 
@@ -744,21 +588,7 @@ def lanes_splat(typingctx, x):
 
 @intrinsic
 def lanes_bswap(typingctx, x):
-    """Each lane's bytes reversed: a little-endian word's SHA-256 (big-endian) reading.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import LANES, lanes_bswap, lanes_load, lanes_store
-    >>> @njit
-    ... def swap(src, dst):
-    ...     lanes_store(dst, 0, lanes_bswap(lanes_load(src, 0)))
-    >>> src, dst = np.full(LANES, 0x11223344, dtype=np.uint32), np.zeros(LANES, dtype=np.uint32)
-    >>> swap(src, dst)
-    >>> hex(dst[0]), bool((dst == src.byteswap()).all())
-    ('0x44332211', True)
-    """
+    """Each lane's bytes reversed: a little-endian word's SHA-256 (big-endian) reading."""
     if x != u32lanes:
         return None
 
@@ -771,19 +601,7 @@ def lanes_bswap(typingctx, x):
 
 @intrinsic
 def bswap32(typingctx, x):
-    """A uint32's bytes reversed (one ``bswap``, or a ``movbe`` load).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> from meshnb.sha256 import bswap32
-    >>> @njit
-    ... def swap(x):
-    ...     return bswap32(x)
-    >>> hex(swap(np.uint32(0x3F800000)))  # 1.0f's word, as SHA-256 reads its little-endian bytes
-    '0x803f'
-    """
+    """A uint32's bytes reversed (one ``bswap``, or a ``movbe`` load)."""
     if x != types.uint32:
         return None
 
@@ -891,27 +709,7 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     """Fold ``blocks`` 64-byte blocks of each of :data:`LANES` messages into their chaining values,
     one message per vector lane.  Word-major, lane-minor: ``h`` uint32 ``[8 * LANES]`` (word j of lane
     q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages' SHA-256 words
-    (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, lanes_digest_out, lanes_start, message_blocks
-    >>> words = 3  # a 12-byte message in each lane: lane q's words are q, q + 1, q + 2
-    >>> blocks = message_blocks(4 * words)
-    >>> h, s = np.empty(8 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> w = np.empty(blocks * 16 * LANES, np.uint32)
-    >>> lanes_start(h, w, 4 * words)
-    >>> msgs = np.array([[q + j for j in range(words)] for q in range(LANES)], dtype=np.uint32)
-    >>> w[: words * LANES] = msgs.byteswap().T.reshape(-1)  # word j of lane q at j * LANES + q, big-endian
-    >>> compress_lanes(h, w, blocks, s)
-    >>> out = np.empty((LANES, 32), np.uint8)
-    >>> for q in range(LANES):
-    ...     lanes_digest_out(h, q, out, q)
-    >>> all(out[q].tobytes() == hashlib.sha256(msgs[q].tobytes()).digest() for q in range(LANES))
-    True
-    """
+    (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them."""
     k = _K32
     n = LANES
     h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
@@ -951,24 +749,7 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
 @jit(nogil=True)
 def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyped-def]
     """:func:`compress_lanes`, where a block ``blk`` with ``shared[blk]`` holds the same words in
-    every lane: its rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk`), no schedule.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, compress_lanes_shared, lanes_start, schedule_wk
-    >>> rng = np.random.default_rng(1)
-    >>> w = rng.integers(0, 2**32, 2 * 16 * LANES, dtype=np.uint32)  # two blocks of each lane's message
-    >>> w[16 * LANES :] = np.repeat(w[16 * LANES : 17 * LANES][:1], 16 * LANES)  # block 1: every lane the same
-    >>> h1, h2, s = np.empty(8 * LANES, np.uint32), np.empty(8 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_start(h1, w.copy(), 128); lanes_start(h2, w.copy(), 128)
-    >>> wk = np.empty(2 * 64, np.uint32)
-    >>> schedule_wk(w[16 * LANES :: LANES][:16].copy(), wk, 64)  # block 1's schedule, once
-    >>> compress_lanes(h1, w, 2, s)
-    >>> compress_lanes_shared(h2, w, 2, s, np.array([False, True]), wk)
-    >>> bool((h1 == h2).all())
-    True
-    """
+    every lane: its rounds take ``wk[64 * blk : 64 * blk + 64]`` (:func:`schedule_wk`), no schedule."""
     n = LANES
     for blk in range(blocks):
         if not shared[blk]:
@@ -996,20 +777,7 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
 
 @jit(nogil=True)
 def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
-    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words into ``wk[at : at + 64]``.
-
-    Examples
-    --------
-    >>> import struct
-    >>> import numpy as np
-    >>> from meshnb.sha256 import schedule_wk
-    >>> block = b"abc" + bytes([0x80]) + bytes(52) + struct.pack(">Q", 24)
-    >>> words = np.array(struct.unpack(">16I", block), dtype=np.uint32)
-    >>> wk = np.zeros(64, np.uint32)
-    >>> schedule_wk(words, wk, 0)
-    >>> hex(wk[0]), hex(wk[63])  # W[0] + K[0] = 0x61626380 + 0x428a2f98; W[63] + K[63]
-    ('0xa3ec9318', '0xd92366dd')
-    """
+    """W[t] + K[t] (mod 2^32), t < 64, of one block's 16 SHA-256 words into ``wk[at : at + 64]``."""
     x = np.empty(64, dtype=np.uint64)
     for t in range(16):
         x[t] = np.uint64(words[t])
@@ -1022,14 +790,7 @@ def schedule_wk(words, wk, at):  # type: ignore[no-untyped-def]
 @jit()
 def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
     """Word ``t`` (from ``nbytes // 4`` on) of a message of ``nbytes`` bytes (a multiple of 4) padded
-    to ``words`` words: 0x80, zeros, the length in bits.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import padding_word
-    >>> [hex(padding_word(t, 12, 16)) for t in (3, 4, 14, 15)]  # a 12-byte message in one block
-    ['0x80000000', '0x0', '0x0', '0x60']
-    """
+    to ``words`` words: 0x80, zeros, the length in bits."""
     bits = np.uint64(8 * nbytes)
     if t == words - 2:
         return np.uint32(bits >> np.uint64(32))
@@ -1039,30 +800,13 @@ def padding_word(t, nbytes, words):  # type: ignore[no-untyped-def]
 
 
 def message_blocks(nbytes: int) -> int:
-    """64-byte blocks of a padded message of ``nbytes`` bytes.
-
-    Examples
-    --------
-    >>> from meshnb.sha256 import message_blocks
-    >>> message_blocks(55), message_blocks(56), message_blocks(1040)  # 1040: a page digest's PARAMS + LOSS
-    (1, 2, 17)
-    """
+    """64-byte blocks of a padded message of ``nbytes`` bytes."""
     return (nbytes + 9 + 63) // 64
 
 
 @jit(nogil=True)
 def lanes_init(h):  # type: ignore[no-untyped-def]
-    """The initial hash value in every lane of ``h`` (uint32 ``[8 * LANES]``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_init
-    >>> h = np.zeros(8 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> hex(h[0]), hex(h[LANES - 1]), hex(h[7 * LANES])  # H0 in every lane, ..., H7
-    ('0x6a09e667', '0x6a09e667', '0x5be0cd19')
-    """
+    """The initial hash value in every lane of ``h`` (uint32 ``[8 * LANES]``)."""
     for j in range(8):
         lanes_store(h, j * LANES, lanes_splat(_H0_WORDS[j]))
 
@@ -1070,17 +814,7 @@ def lanes_init(h):  # type: ignore[no-untyped-def]
 @jit(nogil=True)
 def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
     """The initial hash value in every lane of ``h``, and the padding words in every lane of ``w``
-    from word ``nbytes // 4`` on (the message words are the caller's).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_start
-    >>> h, w = np.zeros(8 * LANES, np.uint32), np.zeros(16 * LANES, np.uint32)
-    >>> lanes_start(h, w, 8)  # two message words, then 0x80, zeros and the length, 64 bits
-    >>> [hex(w[t * LANES]) for t in (2, 3, 14, 15)], hex(h[0])
-    (['0x80000000', '0x0', '0x0', '0x40'], '0x6a09e667')
-    """
+    from word ``nbytes // 4`` on (the message words are the caller's)."""
     n = LANES
     lanes_init(h)
     words = w.shape[0] // n
@@ -1090,21 +824,7 @@ def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
 
 @jit()
 def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
-    """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8).
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, compress_lanes, lanes_digest_out, lanes_start
-    >>> h, w, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_start(h, w, 0)  # every lane hashes the empty message
-    >>> compress_lanes(h, w, 1, s)
-    >>> out = np.zeros((2, 32), np.uint8)
-    >>> lanes_digest_out(h, LANES - 1, out, 1)
-    >>> out[1].tobytes() == hashlib.sha256(b"").digest(), out[0].tolist() == [0] * 32  # row 0 untouched
-    (True, True)
-    """
+    """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8)."""
     n = LANES
     for j in range(8):
         x = h[j * n + q]
@@ -1118,23 +838,7 @@ def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
 def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def]
     """Append ``nwords`` words to each of :data:`LANES` streamed messages: word i of lane q is
     ``src[i * LANES + q]`` (hashed as its little-endian bytes); ``tail`` uint32 ``[16 * LANES]`` holds
-    the unfinished block's ``ntail`` words, ``(ntail + nwords) % 16`` after the call.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_digest_out, lanes_finish, lanes_init, lanes_update
-    >>> h, tail, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> src = np.arange(20 * LANES, dtype=np.uint32)  # word i of lane q: src[i * LANES + q]
-    >>> lanes_update(h, tail, 0, src, 20, s)  # 20 words: one block folded, 4 words in the tail
-    >>> lanes_finish(h, tail, 20 % 16, 80, s)
-    >>> out = np.empty((1, 32), np.uint8)
-    >>> lanes_digest_out(h, 0, out, 0)
-    >>> out[0].tobytes() == hashlib.sha256(src.reshape(20, LANES)[:, 0].tobytes()).digest()
-    True
-    """
+    the unfinished block's ``ntail`` words, ``(ntail + nwords) % 16`` after the call."""
     n = LANES
     pos = ntail
     for i in range(nwords):
@@ -1147,22 +851,7 @@ def lanes_update(h, tail, ntail, src, nwords, s):  # type: ignore[no-untyped-def
 
 @jit(nogil=True)
 def lanes_finish(h, tail, ntail, nbytes, s):  # type: ignore[no-untyped-def]
-    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each: ``h`` then holds their digests.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import LANES, lanes_digest_out, lanes_finish, lanes_init, lanes_update
-    >>> h, tail, s = np.empty(8 * LANES, np.uint32), np.empty(16 * LANES, np.uint32), np.empty(64 * LANES, np.uint32)
-    >>> lanes_init(h)
-    >>> lanes_update(h, tail, 0, np.full(14 * LANES, 0x64636261, np.uint32), 14, s)  # "abcd" x 14 in each lane
-    >>> lanes_finish(h, tail, 14, 56, s)  # 56 bytes: the length needs a block of its own
-    >>> out = np.empty((1, 32), np.uint8)
-    >>> lanes_digest_out(h, 1, out, 0)
-    >>> out[0].tobytes() == hashlib.sha256(b"abcd" * 14).digest()
-    True
-    """
+    """End :func:`lanes_update`'s messages of ``nbytes`` bytes each: ``h`` then holds their digests."""
     n = LANES
     pos = ntail
     lanes_store(tail, pos * n, lanes_splat(0x80000000))
@@ -1248,22 +937,6 @@ def digest_rows(
 ) -> None:  # fmt: skip
     """The SHA-256 of ``words[k, lo0:hi0]`` then ``words[k, lo1:hi1]`` (little-endian bytes) of rows
     ``first .. last - 1`` of a uint32 ``[n, k]`` array into ``out[k]`` (uint8 ``[n, 32]``), with
-    :data:`ROWS_KERNEL` or ``kernel``; releases the GIL.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sha256 import ROWS_KERNELS, digest_rows
-    >>> words = np.arange(3 * 10, dtype=np.uint32).reshape(3, 10)
-    >>> out = np.zeros((3, 32), np.uint8)
-    >>> digest_rows(words, 0, 4, 6, 10, out, 0, 3)  # words 0..3 then 6..9 of each row
-    >>> [out[k].tobytes() == hashlib.sha256(words[k, [0, 1, 2, 3, 6, 7, 8, 9]].tobytes()).digest() for k in range(3)]
-    [True, True, True]
-    >>> other = np.zeros((3, 32), np.uint8)
-    >>> for kernel in ROWS_KERNELS:
-    ...     digest_rows(words, 0, 4, 6, 10, other, 0, 3, kernel=kernel)
-    ...     assert (other == out).all()
-    """
+    :data:`ROWS_KERNEL` or ``kernel``; releases the GIL."""
     if last > first:
         ROWS_KERNELS[kernel or ROWS_KERNEL](words, lo0, hi0, lo1, hi1, out, first, last)

@@ -648,3 +648,11 @@ except OptionError as e:
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("--checkpoint holds at most 64 systems, and this run has 65"), p.stdout
     assert not (tmp_path / "c").exists()
+
+
+def test_run_settings_hold_one_cluster_run():
+    from meshnb.runspec import describe
+
+    assert ck.RunSettings.of(describe(64, set_lr={0: 0.25}, group=2), 0).to_json()["set_lr"] == [[0, 1048576000]]
+    with pytest.raises(ValueError, match=r"^a checkpoint holds one cluster's run, not 2 systems alone$"):
+        ck.RunSettings.of(describe(64, lrs=[0.5, 0.25]), 0)

@@ -337,3 +337,46 @@ def test_lanes_kernel_is_avx512_code_on_an_avx512_target():
     asm = kernel.inspect_asm(kernel.signatures[0])
     assert "zmm" in asm and "vpternlogd" in asm
     assert "vprold" in asm or "vprord" in asm
+
+
+@numba.njit
+def _lane_ops(src, offsets, out, x):
+    n = sha256.LANES
+    sha256.lanes_store(out, 0, sha256.lanes_load(src, n))  # src's second vector
+    sha256.lanes_store(out, n, sha256.lanes_gather(src, 1, sha256.lanes_load(offsets, 0)))
+    sha256.lanes_store(out, 2 * n + 1, sha256.lanes_splat(x))  # lanes 1 .. n of out's third row
+    sha256.lanes_store(out, 4 * n, sha256.lanes_bswap(sha256.lanes_load(src, 0)))
+    return sha256.bswap32(np.uint32(0x3F800000))
+
+
+def test_lane_intrinsics():
+    """The vector intrinsics the lanes kernel is made of, each against numpy."""
+    n = sha256.LANES
+    assert str(sha256.u32lanes) == f"u32x{n}" and n in (8, 16) and str(sha256.u32x4) == "u32x4"
+    src = np.arange(3 * n, dtype=np.uint32) * np.uint32(0x01010101)
+    out = np.zeros(5 * n, np.uint32)
+    swapped = _lane_ops(src, np.arange(0, 3 * n, 3, dtype=np.uint32), out, 7)
+    assert out[:n].tolist() == src[n : 2 * n].tolist()
+    assert out[n : 2 * n].tolist() == src.reshape(n, 3)[:, 1].tolist()  # word 1 of every 3-word row
+    assert out[2 * n : 4 * n].tolist() == [0] + [7] * n + [0] * (n - 1)
+    assert out[4 * n :].tolist() == src[:n].byteswap().tolist()
+    assert swapped == 0x803F
+
+
+def test_lanes_stream_pad_and_digest_out():
+    """lanes_start's padding words, message_blocks' bounds, lanes_update/lanes_finish against hashlib
+    (a length that needs a block of its own), and lanes_digest_out writing one row only."""
+    n = sha256.LANES
+    assert (sha256.message_blocks(55), sha256.message_blocks(56), sha256.message_blocks(1040)) == (1, 2, 17)
+    h, w = np.zeros(8 * n, np.uint32), np.zeros(16 * n, np.uint32)
+    sha256.lanes_start(h, w, 8)
+    assert [int(w[t * n]) for t in (2, 3, 14, 15)] == [0x80000000, 0, 0, 0x40] and int(h[0]) == 0x6A09E667
+    s, tail = np.empty(64 * n, np.uint32), np.empty(16 * n, np.uint32)
+    for words, src in ((20, np.arange(20 * n, dtype=np.uint32)), (14, np.full(14 * n, 0x64636261, np.uint32))):
+        sha256.lanes_init(h)
+        sha256.lanes_update(h, tail, 0, src, words, s)
+        sha256.lanes_finish(h, tail, words % 16, 4 * words, s)
+        out = np.zeros((2, 32), np.uint8)
+        sha256.lanes_digest_out(h, n - 1, out, 1)
+        assert out[1].tobytes() == hashlib.sha256(src.reshape(words, n)[:, n - 1].tobytes()).digest()
+        assert not out[0].any()

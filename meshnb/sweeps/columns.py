@@ -187,11 +187,7 @@ def _scaled(x, k):
 @jit()
 def _put_f32(base, at, u):
     """The float32 of bits ``u`` as its shortest round-tripping text (module docstring) at
-    ``base + at``; the new end.
-
-    The float64 steps of :func:`f32_text` (the same value, powers and checks, so the same digits),
-    with the decimal exponent found from the binary one and a table instead of ``log10``, and the
-    lengths that cannot pass the check skipped by a cheaper test first."""
+    ``base + at``; the new end."""
     u = np.int64(u) & 0xFFFFFFFF
     mag = u & 0x7FFFFFFF
     if mag > 0x7F800000:
@@ -343,23 +339,7 @@ def csv_rows(
     """The CSV rows of systems ``first ..`` (no header), each ending in a newline: the columns of
     :data:`meshnb.sweeps.result.CSV_COLUMNS`; ``names``: each page's field, already quoted.  Below
     :data:`SMALL_ROWS` rows in Python (the same bytes: a small sweep's cold start compiles no
-    formatter), else in njit (:func:`csv_chunks` joined).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.columns import csv_rows
-    >>> n = 2
-    >>> lr = np.array([0.5, 0.25], np.float32).view(np.uint32)
-    >>> params = np.array([[0x3F800000, 0, 0, 0xBF800000]] * n, np.uint32)
-    >>> digest = np.zeros((n, 32), np.uint8)
-    >>> text = csv_rows(10, np.array([0, 0]), None, lr, lr, np.zeros(n, np.uint64), 64,
-    ...                 np.array([0x3DCCCCCD, 0x7FFFFFFF], np.uint32), params, digest, None)
-    >>> for row in text.decode().splitlines():  # system, page, lr_word, lr, step_base, steps, last_loss(_word), a..
-    ...     print(",".join(row.split(",")[:12]))
-    10,0,3f000000,0.5,0,64,0.1,3dcccccd,3f800000,00000000,00000000,bf800000
-    11,0,3e800000,0.25,0,64,nan,7fffffff,3f800000,00000000,00000000,bf800000
-    """
+    formatter), else in njit (:func:`csv_chunks` joined)."""
     args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
     return b"".join(csv_chunks(*args))
 
@@ -382,25 +362,7 @@ def csv_chunks(
     """:func:`csv_rows`'s bytes as consecutive pieces (to write in turn, no copy): the rows are cut
     into up to ``threads`` slices of :data:`SMALL_ROWS` rows or more, formatted at once, each into
     its own buffer (the kernel runs without the GIL), on ``pool``'s threads and the caller's
-    (None: a pool made for the call).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.columns import SMALL_ROWS, csv_chunks, csv_rows
-    >>> n = SMALL_ROWS  # enough rows for the njit formatter, on 2 threads
-    >>> rng = np.random.default_rng(0)
-    >>> words = lambda *shape: rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
-    >>> args = (np.zeros(n, np.int64), None, words(n), words(n), np.arange(n, dtype=np.uint64), 64, words(n),
-    ...         words(n, 4), words(n, 32).astype(np.uint8), None)
-    >>> pieces = csv_chunks(0, *args, threads=2)
-    >>> len(pieces), b"".join(pieces).count(b"\\n") == n  # a slice has SMALL_ROWS rows or more: one here
-    (1, True)
-    >>> python = b"".join(csv_rows(k, *(a[k : k + 1000] if isinstance(a, np.ndarray) else a for a in args))
-    ...                   for k in range(0, n, 1000))  # the same rows in slices small enough for Python
-    >>> b"".join(pieces) == python
-    True
-    """
+    (None: a pool made for the call)."""
     n = int(lr_words.shape[0])
     if n < SMALL_ROWS:
         args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
@@ -485,19 +447,7 @@ def _rows_py(
 
 def f32_text(u: int) -> str:
     """The float32 of bits ``u`` as its shortest round-tripping text, in Python: :func:`_put_f32`'s
-    steps in the same float64 operations (module docstring).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.columns import f32_text
-    >>> words = [0x3DCCCCCD, 0x00000001, 0x4B800000, 0x7F7FFFFF, 0x80000000, 0x7FC00000]
-    >>> texts = [f32_text(w) for w in words]
-    >>> texts
-    ['0.1', '1.40129846e-45', '16777216.0', '3.40282347e+38', '-0.0', 'nan']
-    >>> all(np.float32(float(t)).view(np.uint32) == w for t, w in zip(texts[:5], words))  # read back: the same bits
-    True
-    """
+    steps in the same float64 operations (module docstring)."""
     mag = u & 0x7FFFFFFF
     if mag > 0x7F800000:
         return "nan"
@@ -544,17 +494,7 @@ def f32_text(u: int) -> str:
 
 
 def float_text(bits: int) -> str:
-    """One float32's text as the CSV writes it (tests and docs).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.columns import f32_text, float_text
-    >>> rng = np.random.default_rng(1)
-    >>> words = rng.integers(0, 2**32, 200, dtype=np.uint64).tolist()
-    >>> all(float_text(w) == f32_text(w) for w in words), float_text(0x3E800000)  # njit and Python: the same text
-    (True, '0.25')
-    """
+    """One float32's text as the CSV writes it (tests and docs)."""
     buf = np.zeros(32, dtype=np.uint8)
     return buf[: _put_f32_py(buf, np.uint32(bits))].tobytes().decode("ascii")
 

@@ -27,7 +27,7 @@ import zipfile
 from collections.abc import Sequence
 from collections.abc import Sequence as SequenceABC
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import IO, Any, overload
 
@@ -53,50 +53,27 @@ CSV_COLUMNS = (
 ``last_loss_word``) or is one (the params ``a`` .. ``d``): a NaN's sign and payload have no text."""
 
 
+_PER_SYSTEM = (
+    "page_index", "lr_index", "lr_words", "step_base", "params_words", "last_loss_words", "digest_bytes",
+    "trace_digest_bytes", "loss_history", "final_pages",
+)  # fmt: skip
+"""The fields of :class:`SweepResult` that hold a row per system (sliced and concatenated)."""
+
+
 def digest_of(words: np.ndarray) -> np.ndarray:
     """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
-    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import meshnb
-    >>> from meshnb.sweeps.result import digest_of
-    >>> from meshnb.view import View, page_digests
-    >>> pages = np.stack([np.frombuffer(meshnb.train(8).page, np.uint32), np.zeros(1024, np.uint32)])
-    >>> d = digest_of(pages)
-    >>> d.tobytes() == page_digests(pages).tobytes(), d[0].tobytes().hex() == meshnb.train(8).digest
-    (True, True)
-    """
+    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
     return row_digests(words, DIGEST_SPANS)
 
 
 def hex_words(words: np.ndarray) -> list[str]:
-    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.result import hex_words
-    >>> hex_words(np.array([[0x3F800000, 7], [0xDEADBEEF, 0]], np.uint32))
-    ['3f800000', '00000007', 'deadbeef', '00000000']
-    """
+    """Each uint32 as 8 lowercase hex digits (one ``bytes.hex`` for the whole array)."""
     w = np.ascontiguousarray(words, dtype=">u4").reshape(-1)
     return np.frombuffer(w.tobytes().hex().encode("ascii"), dtype="S8").astype("U8").tolist()
 
 
 def hex_digests(digests: np.ndarray) -> list[str]:
-    """Rows of 32 bytes as 64 hex digits each.
-
-    Examples
-    --------
-    >>> import hashlib
-    >>> import numpy as np
-    >>> from meshnb.sweeps.result import hex_digests
-    >>> rows = np.frombuffer(hashlib.sha256(b"a").digest() + hashlib.sha256(b"b").digest(), np.uint8)
-    >>> hex_digests(rows) == [hashlib.sha256(b"a").hexdigest(), hashlib.sha256(b"b").hexdigest()]
-    True
-    """
+    """Rows of 32 bytes as 64 hex digits each."""
     d = np.ascontiguousarray(digests, dtype=np.uint8).reshape(-1, 32)
     return np.frombuffer(d.tobytes().hex().encode("ascii"), dtype="S64").astype("U64").tolist()
 
@@ -234,19 +211,14 @@ class SweepResult:
         """
         if not 0 <= lo <= hi <= len(self):
             raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
-        changes: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray) and f.name not in ("loss_steps", "starts"):
-                changes[f.name] = v[lo:hi]
+        changes = {name: v[lo:hi] for name in _PER_SYSTEM if (v := getattr(self, name)) is not None}
         return replace(self, first=self.first + lo, **changes)
 
     @property
     def systems(self) -> SweepSystems:
         """The systems of this result, each a :class:`SweepSystem` (as ``train``'s ``result.systems``);
         ``len(r)`` is their count.  Compared with an int it is unequal (as a tuple is); ``int(r.systems)``
-        and ``range(r.systems)`` give the count with a DeprecationWarning.
-        """
+        and ``range(r.systems)`` give the count with a DeprecationWarning."""
         return SweepSystems(self)
 
     @property
@@ -602,42 +574,22 @@ class SweepResult:
         if not parts:
             raise ValueError("concat needs at least one part")
         first = parts[0]
-
-        def cat(name: str) -> Any:
-            values = [getattr(p, name) for p in parts]
-            return None if values[0] is None else np.concatenate(values)
-
-        return cls(
-            steps=first.steps,
-            z=first.z,
-            page_index=cat("page_index"),
-            lr_index=cat("lr_index"),
-            lr_words=cat("lr_words"),
-            step_base=cat("step_base"),
-            params_words=cat("params_words"),
-            last_loss_words=cat("last_loss_words"),
-            digest_bytes=cat("digest_bytes"),
-            trace_digest_bytes=cat("trace_digest_bytes"),
-            loss_history=cat("loss_history"),
-            loss_steps=first.loss_steps,
-            final_pages=cat("final_pages"),
-            starts=first.starts,
-            first=first.first,
+        changes: dict[str, Any] = {
+            name: None if getattr(first, name) is None else np.concatenate([getattr(p, name) for p in parts])
+            for name in _PER_SYSTEM
+        }
+        return replace(
+            first,
             seconds=sum(p.seconds for p in parts),
             first_call_seconds=max(p.first_call_seconds for p in parts),
-            shape=first.shape,
+            **changes,
         )
 
 
 class SweepSystem:
-    """System ``k`` of a sweep result: the columns a cluster's ``result.systems[k]``
-    (:class:`~meshnb.results.SystemResult`) answers, with the same types
-    (:data:`~meshnb.results.SYSTEM_COLUMNS`, :class:`~meshnb.results.SystemColumns`), read from
-    the result's columns, plus the sweep's inputs (``lr``, ``lr_word``, ``step_base``,
-    ``page_index``; a member has no ``trace`` here).  ``page`` (and what is read from it:
-    ``view``, ``loss``) is kept with ``keep_pages=True``, else made by running the system again
-    (:meth:`SweepResult.page`).  ``counters`` are those of ``train(view_in=its start page)``:
-    the sweep starts every system from a page (inits 0) and runs it alone (timeouts 0).
+    """System ``k`` of a sweep result: what a cluster's ``result.systems[k]``
+    (:class:`~meshnb.results.SystemResult`) answers, same types, plus the sweep's inputs (``lr``,
+    ``lr_word``, ``step_base``, ``page_index``); ``page`` is kept or made again (:meth:`SweepResult.page`).
 
     Parameters
     ----------
@@ -861,40 +813,11 @@ class Writer:
     """
 
     def write(self, part: SweepResult) -> None:
-        """Add a part's systems (after those written before).
-
-        Examples
-        --------
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.close(16)
-        >>> header, row = open("sweep.csv").read().splitlines()[:2]
-        >>> digest = row.split(",")[header.split(",").index("digest")]
-        >>> digest[:16], digest == meshnb.train(16).digest  # LR 0.5 alone: meshnb.train's run
-        ('86aa8e4d23286a6e', True)
-        """
+        """Add a part's systems (after those written before)."""
         raise NotImplementedError
 
     def close(self, steps: int) -> None:
-        """Finish the output and put it in place (``steps``: what every written system ran).
-
-        Examples
-        --------
-        >>> import os
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> os.path.exists("sweep.csv")  # written to a temporary beside it until closed
-        False
-        >>> writer.close(16)
-        >>> os.listdir()
-        ['sweep.csv']
-        """
+        """Finish the output and put it in place (``steps``: what every written system ran)."""
         raise NotImplementedError
 
     partial_note: tuple[int, int, int, int] | None = None
@@ -906,22 +829,7 @@ class Writer:
         """Say, before :meth:`close`, that the output is partial (a stopped sweep): it says so in
         itself (CSV: a last line ``# partial: ...``; JSON: a ``"partial"`` key; npz: a ``partial``
         member ``[systems, of_systems, steps, of_steps]``), and where a file already has its name
-        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file.
-
-        Examples
-        --------
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> _ = open("sweep.csv", "w").write("the complete table\\n")
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.partial(1, 2, 16, 16); writer.close(16)
-        >>> open("sweep.csv").read(), writer.diverted
-        ('the complete table\\n', 'sweep.csv.partial')
-        >>> open("sweep.csv.partial").read().splitlines()[-1]
-        '# partial: 1 of 2 systems, 16 of 16 steps (the sweep was stopped): not the whole table'
-        """
+        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file."""
         self.partial_note = (systems, of_systems, steps, of_steps)
 
     def _commit(self, out: Output) -> None:
@@ -932,21 +840,7 @@ class Writer:
         out.commit()
 
     def abort(self) -> None:
-        """Drop the output (a file's target stays as it was).
-
-        Examples
-        --------
-        >>> import os
-        >>> import meshnb
-        >>> from meshnb.sweeps.result import CsvWriter
-        >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-        >>> _ = open("sweep.csv", "w").write("the previous table\\n")
-        >>> writer = CsvWriter("sweep.csv")
-        >>> writer.write(meshnb.sweep(16, lrs=[0.5]))
-        >>> writer.abort()
-        >>> os.listdir(), open("sweep.csv").read()
-        (['sweep.csv'], 'the previous table\\n')
-        """
+        """Drop the output (a file's target stays as it was)."""
 
 
 class CsvWriter(Writer):
@@ -994,10 +888,8 @@ class CsvWriter(Writer):
         Examples
         --------
         >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
-        >>> w = CsvWriter(path)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.csv")
+        >>> w = CsvWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
         >>> open(path).read().splitlines()[2].split(",")[:4]
         ['1', '0', '3e800000', '0.25']
         """
@@ -1011,7 +903,7 @@ class CsvWriter(Writer):
             self.out.write(chunk)
 
     def close(self, steps: int) -> None:
-        """Finish the output and put it in place.
+        """Finish the output and put it in place (written to a temporary beside it until then).
 
         Parameters
         ----------
@@ -1021,12 +913,11 @@ class CsvWriter(Writer):
         Examples
         --------
         >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
-        >>> w = CsvWriter(path)
-        >>> w.write(r); w.close(64)
-        >>> open(path).read().splitlines()[2].split(",")[:4]
-        ['1', '0', '3e800000', '0.25']
+        >>> w = CsvWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); os.path.exists(path)
+        False
+        >>> w.close(64); os.listdir(os.path.dirname(path))
+        ['sweep.csv']
         """
         self._stop_pool()
         self.out.write(self.head)
@@ -1050,9 +941,7 @@ class CsvWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = CsvWriter(path)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> CsvWriter(path).abort(); os.path.exists(path)
         False
         """
         self._stop_pool()
@@ -1101,15 +990,11 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
-        >>> import json
-        >>> doc = json.load(open(path))
-        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
-        (64, [0.5, 0.25])
+        >>> import json, meshnb, os, tempfile
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.json")
+        >>> w = JsonWriter(path, z=True); w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> [s["lr"] for s in json.load(open(path))["systems"]]
+        [0.5, 0.25]
         """
         if not len(part):
             return
@@ -1137,15 +1022,11 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> import json, meshnb, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.write(r); w.close(64)
-        >>> import json
-        >>> doc = json.load(open(path))
-        >>> doc["steps"], [s["lr"] for s in doc["systems"]]
-        (64, [0.5, 0.25])
+        >>> w = JsonWriter(path, z=True); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
+        >>> json.load(open(path))["steps"]
+        64
         """
         tail = self.head.decode() + f'], "steps": {steps}'
         if self.partial_note is not None:
@@ -1170,9 +1051,7 @@ class JsonWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = JsonWriter(path, z=True)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> JsonWriter(path, z=True).abort(); os.path.exists(path)
         False
         """
         if self.spool is not None:
@@ -1182,15 +1061,10 @@ class JsonWriter(Writer):
 
 class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
-    ``loss_steps`` and ``page_names``), read back with ``np.load``.  Each column goes to its own
-    temporary file part by part; :meth:`close` streams them into the zip (ZIP64) with their .npy
-    headers, so memory stays one part's.  Given the ``rows`` to come (``meshnb sweep`` knows them)
-    and a file to replace, each column is instead written in place, at the offset its member will
-    have in the archive, its CRC-32 taken as its parts come and the file synced every 64 MiB (all on
-    the sweep's writer thread, beside the next batch): :meth:`close` then writes the headers and
-    the central directory alone (by hand, :mod:`meshnb.sweeps.zip64`; measured against zipfile in
-    docs/performance.md, "Hand-written, measured against the library").  A
-    sweep that ends with other rows (a Ctrl-C) is read back and zipped by zipfile.
+    ``loss_steps`` and ``page_names``), read back with ``np.load``; memory stays one part's.
+    Given the ``rows`` to come and a file to replace, each column is written in place at its member's
+    offset and :meth:`close` adds the headers and directory (:mod:`meshnb.sweeps.zip64`); otherwise
+    columns are spooled and zipped by zipfile.
 
     Parameters
     ----------
@@ -1234,15 +1108,11 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
-        >>> w = NpzWriter(path)
-        >>> w.write(r[:1]); w.write(r[1:]); w.close(64)
-        >>> import numpy as np
-        >>> with np.load(path) as f:
-        ...     int(f["steps"]), f["digest"].shape
-        (64, (2, 32))
+        >>> import meshnb, numpy as np, os, tempfile
+        >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.npz")
+        >>> w = NpzWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
+        >>> np.load(path)["digest"].shape
+        (2, 32)
         """
         self.z = part.z
         self.loss_steps = part.loss_steps
@@ -1323,15 +1193,11 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
+        >>> import meshnb, numpy as np, os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
-        >>> w = NpzWriter(path)
-        >>> w.write(r); w.close(64)
-        >>> import numpy as np
-        >>> with np.load(path) as f:
-        ...     int(f["steps"]), f["digest"].shape
-        (64, (2, 32))
+        >>> w = NpzWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
+        >>> int(np.load(path)["steps"])
+        64
         """
         small = {
             "steps": np.array(steps, np.int64),
@@ -1396,9 +1262,7 @@ class NpzWriter(Writer):
         --------
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> w = NpzWriter(path)
-        >>> w.abort()
-        >>> os.path.exists(path)
+        >>> NpzWriter(path).abort(); os.path.exists(path)
         False
         """
         for spool, _, _ in self.spools.values():
