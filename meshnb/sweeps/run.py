@@ -449,7 +449,8 @@ def kept(index: int, part: SweepResult, steps: int) -> bool:
 
     Examples
     --------
-    >>> from meshnb.sweeps import run_planned, describe
+    >>> from meshnb.sweeps import describe
+    >>> from meshnb.sweeps.run import run_planned
     >>> part = run_planned(describe(8), threads=1)
     >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
     (True, True, True, False)

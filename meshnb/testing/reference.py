@@ -118,6 +118,16 @@ def _flush_u(u: np.ndarray) -> np.ndarray:
 def flush(a) -> np.ndarray:
     """Mode Z output rule on float32 values: subnormal -> same-sign zero, NaN -> canonical NaN.
 
+    Parameters
+    ----------
+    a : array_like
+        float32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, flushed.
+
     Examples
     --------
     >>> import numpy as np
@@ -152,6 +162,16 @@ def _quiet(f: Callable[..., np.ndarray], name: str, example: str) -> Callable[..
     g.__doc__ = f"""Mode Z {name} on float32 values (vectorised): flush subnormal inputs, the IEEE float32
     {name}, flush the result.
 
+    Parameters
+    ----------
+    a, b : array_like
+        The operands, float32.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32.
+
     Examples
     --------
     >>> import numpy as np
@@ -177,6 +197,16 @@ def _u32_to_f32(u) -> np.ndarray:
 def z_from_u32(u) -> np.ndarray:
     """Mode Z conversion u32 -> f32 (round to nearest even, then flush).
 
+    Parameters
+    ----------
+    u : array_like
+        uint32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32.
+
     Examples
     --------
     >>> import numpy as np
@@ -190,6 +220,16 @@ def z_from_u32(u) -> np.ndarray:
 def from_bits(words) -> np.ndarray:
     """``ftz_from_bits``: uint32 words read as float32 through the flush/NaN rule.
 
+    Parameters
+    ----------
+    words : array_like
+        uint32 words.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 (a fresh array).
+
     Examples
     --------
     >>> import numpy as np
@@ -202,6 +242,16 @@ def from_bits(words) -> np.ndarray:
 
 def to_bits(floats) -> np.ndarray:
     """``ftz_bits``: the uint32 words of the flushed float32 values.
+
+    Parameters
+    ----------
+    floats : array_like
+        float32 values.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32 words.
 
     Examples
     --------
@@ -240,6 +290,16 @@ _S_F32 = struct.Struct("<f")
 
 def py_flush(u: int) -> int:
     """Mode Z output rule on one word: subnormal -> signed zero, NaN -> 0x7FFFFFFF.
+
+    Parameters
+    ----------
+    u : int
+        An f32 word.
+
+    Returns
+    -------
+    int
+        The flushed word.
 
     Examples
     --------
@@ -280,6 +340,16 @@ def _py_out(r: float) -> int:
 def py_add(a_bits: int, b_bits: int) -> int:
     """Mode Z add on words (see :func:`_py_out`).
 
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' f32 words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
     Examples
     --------
     >>> from meshnb.testing.reference import py_add
@@ -291,6 +361,16 @@ def py_add(a_bits: int, b_bits: int) -> int:
 
 def py_sub(a_bits: int, b_bits: int) -> int:
     """Mode Z subtract on words (see :func:`_py_out`).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' f32 words.
+
+    Returns
+    -------
+    int
+        The result's word.
 
     Examples
     --------
@@ -304,6 +384,16 @@ def py_sub(a_bits: int, b_bits: int) -> int:
 def py_mul(a_bits: int, b_bits: int) -> int:
     """Mode Z multiply on words (see :func:`_py_out`).
 
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' f32 words.
+
+    Returns
+    -------
+    int
+        The result's word.
+
     Examples
     --------
     >>> from meshnb.testing.reference import py_mul
@@ -315,6 +405,16 @@ def py_mul(a_bits: int, b_bits: int) -> int:
 
 def py_div(a_bits: int, b_bits: int) -> int:
     """Mode Z divide on words (IEEE division by zero: NaN or a signed infinity).
+
+    Parameters
+    ----------
+    a_bits, b_bits : int
+        The operands' f32 words.
+
+    Returns
+    -------
+    int
+        The result's word.
 
     Examples
     --------
@@ -333,6 +433,16 @@ def py_div(a_bits: int, b_bits: int) -> int:
 
 def py_from_u32(u: int) -> int:
     """Mode Z u32 -> f32 conversion on words.
+
+    Parameters
+    ----------
+    u : int
+        A u32 value.
+
+    Returns
+    -------
+    int
+        Its f32 word.
 
     Examples
     --------
@@ -355,6 +465,16 @@ def _sin_pi(x: float) -> float:
 
 def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
     """The 256 samples X, Y as uint32 words (SPEC section 4).
+
+    Parameters
+    ----------
+    impl : {"numpy", "python"}
+        Which implementation computes them.
+
+    Returns
+    -------
+    xs, ys : numpy.ndarray
+        256 uint32 words each.
 
     Examples
     --------
@@ -389,6 +509,18 @@ def _words_at(page: bytes, off: int, n: int) -> np.ndarray:
 
 def init_page(systems: int = 1, grouped: bool = False) -> bytes:
     """The 4096-byte view after ``init`` (INV_BATCH uses N = systems if grouped else 1).
+
+    Parameters
+    ----------
+    systems : int
+        The cluster's size N (1 to 2^32 / 32 - 1).
+    grouped : bool
+        Whether the system is in a group (else INV_BATCH uses N = 1).
+
+    Returns
+    -------
+    bytes
+        The page.
 
     Examples
     --------
@@ -464,6 +596,24 @@ def _check(impl: str, mode: str) -> None:
 def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: str = MODE_Z) -> np.ndarray:
     """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256).
 
+    Parameters
+    ----------
+    params_f32 : array_like
+        The 4 params, float32.
+    xs_f32, ys_f32 : array_like
+        The 256 samples X and Y, float32.
+    off : int
+        The batch offset (the step; taken mod 2^32).
+    impl : {"numpy", "python"}
+        Which implementation computes them.
+    mode : {"z", "ieee"}
+        The float mode (``"python"`` has ``"z"`` only).
+
+    Returns
+    -------
+    numpy.ndarray
+        The 5 sums, float32.
+
     Raises
     ------
     ValueError
@@ -538,11 +688,30 @@ def run(
 ) -> tuple[list[bytes], np.ndarray]:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as the host would.
 
-    ``grouped=False`` is one system without a group. ``lr_changes`` maps a count of steps done
-    since the start of this run to an LR word set (SET_LR) in every page before that step.
-    Returns the new pages and the trace: the words of the sums each step applied, (steps, 5).
     No timeouts: a round pending in a page is dropped or resumed, and since the pending step's
     own sums depend only on PARAMS, X and Y, recomputing them gives the published bits.
+
+    Parameters
+    ----------
+    pages : list of bytes
+        The systems' 4096-byte views, at one step.
+    steps : int
+        How many steps to run.
+    grouped : bool
+        Whether the systems form a group (False: exactly one system).
+    lr_changes : dict of int to int, optional
+        Steps done since the start of this run -> the LR word SET_LR writes before that step.
+    impl : {"numpy", "python"}
+        Which implementation runs it.
+    mode : {"z", "ieee"}
+        The float mode (``"python"`` has ``"z"`` only).
+
+    Returns
+    -------
+    pages : list of bytes
+        The new pages.
+    trace : numpy.ndarray
+        The words of the sums each step applied, uint32, (steps, 5).
 
     Raises
     ------
@@ -679,6 +848,16 @@ def _run_python(
 def digest(page: bytes) -> str:
     """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135).
 
+    Parameters
+    ----------
+    page : bytes
+        A 4096-byte view.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+
     Examples
     --------
     >>> from meshnb.testing.reference import digest
@@ -690,6 +869,16 @@ def digest(page: bytes) -> str:
 
 def trace_digest(trace: np.ndarray) -> str:
     """SHA-256 hex of the trace's u32 words, little-endian, row by row.
+
+    Parameters
+    ----------
+    trace : numpy.ndarray
+        uint32 words, (steps, 5).
+
+    Returns
+    -------
+    str
+        64 hex digits.
 
     Examples
     --------
