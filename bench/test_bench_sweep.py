@@ -56,6 +56,7 @@ from meshnb import cpu, loops
 from meshnb import sweeps as sw
 from meshnb.bench import varied_starts
 from meshnb.loops import sweep as sweep_loop
+from meshnb.sweeps.run import warm_up
 from meshnb.testing import reference as ref
 
 
@@ -68,7 +69,7 @@ def sweep_sizes(short: bool) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def first_call() -> float:
-    seconds = sw.warm_up(loops.loop_mode(True))
+    seconds = warm_up(loops.loop_mode(True))
     print(f"\nsweep loop {sweep_loop.shape()}, first call (compile or numba cache): {seconds:.2f} s")
     print(f"CPU: {cpu.describe()}")
     return seconds

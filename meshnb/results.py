@@ -232,8 +232,19 @@ class SystemResult:
         return self.view.digest()
 
     def to_json(self) -> dict[str, Any]:
-        """The system as ``meshnb train --json`` prints it: ``system``, ``params`` (hex words), ``digest``,
-        ``trace_digest``, ``counters``."""
+        """The system as ``meshnb train --json`` prints it.
+
+        Returns
+        -------
+        dict
+            ``system``, ``params`` (hex words), ``digest``, ``trace_digest``, ``counters``.
+
+        Examples
+        --------
+        >>> import meshnb
+        >>> sorted(meshnb.train(8).systems[0].to_json())
+        ['counters', 'digest', 'params', 'system', 'trace_digest']
+        """
         return system_json(self)
 
 
@@ -340,8 +351,13 @@ class RunResult:
         return self.systems[0].trace
 
     def to_json(self) -> dict[str, Any]:
-        """The run as ``meshnb train --json`` prints it: ``steps``, ``run_steps`` (a resumed run's) and
-        ``systems`` (each :meth:`SystemResult.to_json`).
+        """The run as ``meshnb train --json`` prints it.
+
+        Returns
+        -------
+        dict
+            ``steps``, ``run_steps`` (a resumed run's) and ``systems`` (each
+            :meth:`SystemResult.to_json`).
 
         Examples
         --------

@@ -196,7 +196,13 @@ def test_every_name_says_what_it_is() -> None:
 
 def test_public_names_have_numpydoc_docstrings_with_examples() -> None:
     objects = _public_objects()
-    assert len(objects) > 150 and {"meshnb.view.View", "meshnb.view.View.digest", "meshnb.floatz.flush"} <= set(objects)
+    assert len(objects) > 120
+    assert {
+        "meshnb.view.View.digest",
+        "meshnb.floatz.flush",
+        "meshnb.sweeps.run.sweep",
+        "meshnb.testing.reference.run",
+    } <= set(objects)
     missing = {}
     for path, obj in sorted(objects.items()):
         if findings := docstring_findings(obj):

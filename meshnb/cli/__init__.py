@@ -89,6 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
 
+    Returns
+    -------
+    argparse.ArgumentParser
+        The parser of ``meshnb``'s command line.
+
     Examples
     --------
     >>> from meshnb.cli import build_parser

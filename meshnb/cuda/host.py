@@ -137,7 +137,7 @@ def run_systems(
     on_chunk : callable or None, default None
         Called with the steps done after each launch.
     should_stop : callable or None, default None
-        Asked before each launch (as :func:`meshnb.sweeps.run_planned`): True gives the result of
+        Asked before each launch (as :func:`meshnb.sweeps.run.run_planned`): True gives the result of
         the steps done (``result.steps``), every system as ``train`` would leave it after that many.
 
     Returns

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> the module of the package that holds it
 _EXPORTS = {
-    "run_to": "job",
     "SweepOptions": "plan",
     "Run": "plan",
     "Systems": "plan",
@@ -42,42 +41,25 @@ _EXPORTS = {
     "NpzWriter": "result",
     "SweepResult": "result",
     "SweepSystem": "result",
-    "BATCH_SYSTEMS": "run",
-    "CudaRunner": "run",
-    "Runner": "run",
     "SweepInterrupted": "run",
-    "chunk_steps": "run",
-    "default_threads": "run",
-    "make_runner": "run",
-    "run_planned": "run",
     "stream": "run",
     "sweep": "run",
-    "warm_up": "run",
 }
 __all__ = [  # literal, for the API reference's static reading (griffe); the same names as _EXPORTS
-    "BATCH_SYSTEMS",
     "CsvWriter",
-    "CudaRunner",
     "JsonWriter",
     "NpzWriter",
     "Run",
-    "Runner",
     "SweepInterrupted",
     "SweepOptions",
     "SweepResult",
     "SweepSystem",
     "Systems",
-    "chunk_steps",
-    "default_threads",
     "describe",
     "init_page",
     "lr_words",
-    "make_runner",
-    "run_planned",
-    "run_to",
     "stream",
     "sweep",
-    "warm_up",
 ]
 
 
@@ -94,7 +76,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .job import run_to as run_to
     from .plan import Run as Run
     from .plan import SweepOptions as SweepOptions
     from .plan import Systems as Systems
@@ -106,14 +87,6 @@ if TYPE_CHECKING:
     from .result import NpzWriter as NpzWriter
     from .result import SweepResult as SweepResult
     from .result import SweepSystem as SweepSystem
-    from .run import BATCH_SYSTEMS as BATCH_SYSTEMS
-    from .run import CudaRunner as CudaRunner
-    from .run import Runner as Runner
     from .run import SweepInterrupted as SweepInterrupted
-    from .run import chunk_steps as chunk_steps
-    from .run import default_threads as default_threads
-    from .run import make_runner as make_runner
-    from .run import run_planned as run_planned
     from .run import stream as stream
     from .run import sweep as sweep
-    from .run import warm_up as warm_up

@@ -286,6 +286,11 @@ class SweepOptions:
         """The run of these options (:func:`meshnb.runspec.describe`): the start pages times the LRs, with
         their step bases, every system alone (``group`` 0).
 
+        Returns
+        -------
+        Run
+            The sweep's systems, checked.
+
         Examples
         --------
         >>> run = SweepOptions(steps=10, lrs=[0.5, 0.25, 0.125]).describe()

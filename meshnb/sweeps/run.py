@@ -132,26 +132,9 @@ def spans(m: int, batch: int) -> list[tuple[int, int]]:
 
 class Runner:
     """Runs batches of one planned sweep on its own thread pool (a context manager): the CPU's
-    sweep loop, compiled (or loaded) when made.
-
-    Parameters
-    ----------
-    systems : Run
-        The planned systems, run for their ``steps``.
-    trace : bool, default False
-        Compute trace digests.
-    loss_every : int or None, default None
-        Keep the loss of every N-th step.
-    threads : int or None, default None
-        Threads of its pool (None: :func:`default_threads`).
-    chunk : int or None, default None
-        Steps per loop call (None: :func:`chunk_steps`).
-    mode, shape : optional
-        Force a step-loop mode of :mod:`meshnb.loops`, a loop shape (None: the run's, the CPU's).
-    keep_pages : bool, default False
-        Keep the final pages.
-    batch : int, default BATCH_SYSTEMS
-        Systems per batch.
+    sweep loop, compiled (or loaded) when made.  ``trace``, ``loss_every``, ``threads`` and
+    ``keep_pages`` as ``sweep`` takes them; None picks :func:`default_threads`, :func:`chunk_steps`,
+    the run's loop mode and the CPU's shape, and ``batch`` defaults to ``BATCH_SYSTEMS``.
 
     Examples
     --------
@@ -449,7 +432,8 @@ def kept(index: int, part: SweepResult, steps: int) -> bool:
 
     Examples
     --------
-    >>> from meshnb.sweeps import run_planned, describe
+    >>> from meshnb.sweeps import describe
+    >>> from meshnb.sweeps.run import run_planned
     >>> part = run_planned(describe(8), threads=1)
     >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
     (True, True, True, False)
@@ -503,24 +487,10 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems their steps on ``backend`` (:func:`make_runner`), in memory; a stop
-    returns what it kept (``result.steps`` < the run's, or fewer systems).
-
-    Parameters
-    ----------
-    systems : Run
-        The planned systems (:func:`describe`).
-    trace, loss_every, threads, chunk, mode, shape, keep_pages, batch, backend
-        As :func:`make_runner` takes them.
-    on_chunk : callable or None, default None
-        Called with the system-steps done after each chunk.
-    should_stop : callable or None, default None
-        Asked before each chunk: True stops the sweep there.
-
-    Returns
-    -------
-    SweepResult
-        Every system (or, stopped, those kept).
+    """Run planned systems their steps on ``backend`` (:func:`make_runner`'s options), in memory.
+    ``on_chunk`` is called with the system-steps done after each chunk, ``should_stop`` asked before
+    each: True stops there, and the result holds what was kept (``result.steps`` < the run's, or
+    fewer systems).
 
     Examples
     --------

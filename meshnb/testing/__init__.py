@@ -37,6 +37,11 @@ def vectors() -> dict[str, Any]:
     ``one_system_steps_0_to_7`` (a fresh system's first sums, params and losses) and ``runs``
     (params and digests of whole runs); words in hex.
 
+    Returns
+    -------
+    dict
+        The parsed ``vectors.json``.
+
     Examples
     --------
     >>> import meshnb

@@ -16,11 +16,27 @@ import numpy as np
 
 from . import reference as ref
 
+__all__ = ["hard_pages", "with_words"]
+
 PARAMS, LR, INV, X, Y = 0, 16, 24, 64, 1088
 
 
 def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> bytes:
     """``page`` with u32 ``words`` written from byte ``offset`` (little-endian).
+
+    Parameters
+    ----------
+    page : bytes
+        The page to copy.
+    offset : int
+        The byte offset of the first word.
+    words : sequence of int or numpy.ndarray
+        The u32 words to write.
+
+    Returns
+    -------
+    bytes
+        The new page.
 
     Examples
     --------
@@ -42,6 +58,11 @@ def _scaled_x(page: bytes, down: int) -> list[int]:
 
 def hard_pages() -> dict[str, bytes]:
     """Every hard page by name (init pages with stressing words written over them).
+
+    Returns
+    -------
+    dict of str to bytes
+        The 16 pages, 4096 bytes each.
 
     See Also
     --------

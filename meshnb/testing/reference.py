@@ -14,6 +14,10 @@ Two implementations of the program:
 
 - ``impl="numpy"``: vectorised over the 32 lanes (and over the systems of a cluster);
 - ``impl="python"``: plain Python scalars, floats carried as uint32 bit words (mode Z only).
+
+Its face (``__all__``) is a run and its pieces; the float ops of mode Z they are built from
+(``z_add``/``z_sub``/``z_mul``/``z_div``/``z_from_u32``, their word forms ``py_*``, ``flush``,
+``from_bits``, ``to_bits``) are importable from here and tested op by op.
 """
 
 from __future__ import annotations
@@ -37,25 +41,11 @@ __all__ = [
     "VIEW_BYTES",
     "WARP",
     "digest",
-    "flush",
-    "from_bits",
     "init_page",
-    "py_add",
-    "py_div",
-    "py_flush",
-    "py_from_u32",
-    "py_mul",
-    "py_sub",
     "run",
     "samples",
     "step_sums",
-    "to_bits",
     "trace_digest",
-    "z_add",
-    "z_div",
-    "z_from_u32",
-    "z_mul",
-    "z_sub",
 ]
 
 MODE_Z = "z"
@@ -155,7 +145,7 @@ def _quiet(f: Callable[..., np.ndarray], name: str, example: str) -> Callable[..
     Examples
     --------
     >>> import numpy as np
-    >>> from meshnb.testing.reference import *
+    >>> from meshnb.testing.reference import z_add, z_div, z_mul, z_sub
     >>> {example}
     """
     return g
@@ -356,6 +346,16 @@ def _sin_pi(x: float) -> float:
 def samples(impl: str = "numpy") -> tuple[np.ndarray, np.ndarray]:
     """The 256 samples X, Y as uint32 words (SPEC section 4).
 
+    Parameters
+    ----------
+    impl : {"numpy", "python"}
+        Which implementation computes them.
+
+    Returns
+    -------
+    xs, ys : numpy.ndarray
+        256 uint32 words each.
+
     Examples
     --------
     >>> from meshnb.testing.reference import samples
@@ -389,6 +389,18 @@ def _words_at(page: bytes, off: int, n: int) -> np.ndarray:
 
 def init_page(systems: int = 1, grouped: bool = False) -> bytes:
     """The 4096-byte view after ``init`` (INV_BATCH uses N = systems if grouped else 1).
+
+    Parameters
+    ----------
+    systems : int
+        The cluster's size N (1 to 2^32 / 32 - 1).
+    grouped : bool
+        Whether the system is in a group (else INV_BATCH uses N = 1).
+
+    Returns
+    -------
+    bytes
+        The page.
 
     Examples
     --------
@@ -464,6 +476,24 @@ def _check(impl: str, mode: str) -> None:
 def step_sums(params_f32, xs_f32, ys_f32, off: int, impl: str = "numpy", mode: str = MODE_Z) -> np.ndarray:
     """``step_sums(p, xs, ys, off)`` of SPEC section 5: 5 float32 (p as given, X/Y all 256).
 
+    Parameters
+    ----------
+    params_f32 : array_like
+        The 4 params, float32.
+    xs_f32, ys_f32 : array_like
+        The 256 samples X and Y, float32.
+    off : int
+        The batch offset (the step; taken mod 2^32).
+    impl : {"numpy", "python"}
+        Which implementation computes them.
+    mode : {"z", "ieee"}
+        The float mode (``"python"`` has ``"z"`` only).
+
+    Returns
+    -------
+    numpy.ndarray
+        The 5 sums, float32.
+
     Raises
     ------
     ValueError
@@ -538,11 +568,30 @@ def run(
 ) -> tuple[list[bytes], np.ndarray]:
     """Runs ``steps`` steps of the cluster of ``len(pages)`` systems as the host would.
 
-    ``grouped=False`` is one system without a group. ``lr_changes`` maps a count of steps done
-    since the start of this run to an LR word set (SET_LR) in every page before that step.
-    Returns the new pages and the trace: the words of the sums each step applied, (steps, 5).
     No timeouts: a round pending in a page is dropped or resumed, and since the pending step's
     own sums depend only on PARAMS, X and Y, recomputing them gives the published bits.
+
+    Parameters
+    ----------
+    pages : list of bytes
+        The systems' 4096-byte views, at one step.
+    steps : int
+        How many steps to run.
+    grouped : bool
+        Whether the systems form a group (False: exactly one system).
+    lr_changes : dict of int to int, optional
+        Steps done since the start of this run -> the LR word SET_LR writes before that step.
+    impl : {"numpy", "python"}
+        Which implementation runs it.
+    mode : {"z", "ieee"}
+        The float mode (``"python"`` has ``"z"`` only).
+
+    Returns
+    -------
+    pages : list of bytes
+        The new pages.
+    trace : numpy.ndarray
+        The words of the sums each step applied, uint32, (steps, 5).
 
     Raises
     ------
@@ -679,6 +728,16 @@ def _run_python(
 def digest(page: bytes) -> str:
     """SHA-256 hex of PARAMS (bytes 0..15) followed by LOSS (bytes 2112..3135).
 
+    Parameters
+    ----------
+    page : bytes
+        A 4096-byte view.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+
     Examples
     --------
     >>> from meshnb.testing.reference import digest
@@ -690,6 +749,16 @@ def digest(page: bytes) -> str:
 
 def trace_digest(trace: np.ndarray) -> str:
     """SHA-256 hex of the trace's u32 words, little-endian, row by row.
+
+    Parameters
+    ----------
+    trace : numpy.ndarray
+        uint32 words, (steps, 5).
+
+    Returns
+    -------
+    str
+        64 hex digits.
 
     Examples
     --------

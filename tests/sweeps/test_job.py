@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from meshnb.runspec import OptionError
-from meshnb.sweeps import SweepOptions, SweepResult, run_to, sweep
+from meshnb.sweeps import SweepOptions, SweepResult, sweep
 from meshnb.sweeps import job as job_module
+from meshnb.sweeps.job import run_to
 
 
 class Collect:

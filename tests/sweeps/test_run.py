@@ -25,10 +25,10 @@ import meshnb
 from meshnb import loops
 from meshnb.interrupts import InterruptFlag
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import SweepInterrupted, describe, init_page, run_planned, stream, sweep
+from meshnb.sweeps import SweepInterrupted, describe, init_page, stream, sweep
 from meshnb.sweeps import run as sweep_run
 from meshnb.sweeps.lanes import Lanes
-from meshnb.sweeps.run import Runner, make_runner, parts
+from meshnb.sweeps.run import Runner, make_runner, parts, run_planned
 from meshnb.testing import reference as ref
 from meshnb.testing.pages import hard_pages
 
@@ -136,7 +136,8 @@ _HASWELL = """
 import json, numpy as np
 from meshnb import cpu
 from meshnb.loops import sweep as sweep_loop
-from meshnb.sweeps import describe, run_planned
+from meshnb.sweeps import describe
+from meshnb.sweeps.run import run_planned
 from meshnb.testing.pages import hard_pages
 pages = [hard_pages()["tiny-samples"], hard_pages()["subnormal-params"]]
 out = {"shape": str(sweep_loop.shape()), "isa": cpu.target_shape().isa}
