@@ -51,6 +51,7 @@ ARM_DEFAULT_NAN = 0x7FC00000
 TINY = 2.0**-126  # the smallest normal f32
 
 UNDERFLOWS = ("z", "none", "before", "after")
+_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 NANS = ("canonical", "x86", "arm")
 
 
@@ -158,33 +159,24 @@ class Ops:
     def _tiny(r: np.ndarray) -> Callable[[], np.ndarray]:
         return lambda: (r != 0) & (np.abs(r) < TINY)
 
-    # add, sub and mul of operands read as float32 (the rounding :class:`Directed` replaces)
-    def _add(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+    def _arith(self, kind: str, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+        """add, sub or mul of operands read as float32 (the rounding :class:`Directed` replaces)."""
+        f = _UFUNCS[kind]
         with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) + fb  # a sum near 2^-126 is exact
-            return self._out(r, self._tiny(r), lambda: (fa + fb).view(np.uint32))
-
-    def _sub(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) - fb
-            return self._out(r, self._tiny(r), lambda: (fa - fb).view(np.uint32))
-
-    def _mul(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) * fb  # exact: 48 bits, exponent in range
-            return self._out(r, self._tiny(r), lambda: (fa * fb).view(np.uint32))
+            r = f(fa.astype(np.float64), fb)  # a product is exact (48 bits), so is a sum near 2^-126
+            return self._out(r, self._tiny(r), lambda: f(fa, fb).view(np.uint32))
 
     def add(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
         """``a + b`` under the rules; ``daz`` overrides the input rule per operand."""
-        return self._add(*self._two(a, b, daz))
+        return self._arith("add", *self._two(a, b, daz))
 
     def sub(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
         """``a - b`` under the rules; ``daz`` overrides the input rule per operand."""
-        return self._sub(*self._two(a, b, daz))
+        return self._arith("sub", *self._two(a, b, daz))
 
     def mul(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
         """``a * b`` under the rules; ``daz`` overrides the input rule per operand."""
-        return self._mul(*self._two(a, b, daz))
+        return self._arith("mul", *self._two(a, b, daz))
 
     def div(self, a: object, b: object, daz: tuple[bool, bool] | None = None) -> np.ndarray:
         """``a / b`` under the rules; ``daz`` overrides the input rule per operand."""
@@ -260,22 +252,17 @@ class Directed(Ops):
             moved = np.nextafter(f, np.broadcast_to(to, f.shape).astype(np.float32))
             return np.where(step, moved, f).astype(np.float64)
 
-    def _add(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
+    def _arith(self, kind: str, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            a, b = fa.astype(np.float64), fb.astype(np.float64)
+            if kind == "mul":
+                r = fa.astype(np.float64) * fb  # exact
+                return self.round64(self._directed(r, np.zeros_like(r)))
+            a, b = fa.astype(np.float64), (fb if kind == "add" else -fb).astype(np.float64)
             s = a + b
             bb = s - a
             err = (a - (s - bb)) + (b - bb)  # TwoSum: s + err == a + b exactly
             err = np.where(np.isfinite(s), err, 0.0)
             return self.round64(self._directed(s, err))
-
-    def _sub(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
-        return self._add(fa, -fb)
-
-    def _mul(self, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            r = fa.astype(np.float64) * fb  # exact
-            return self.round64(self._directed(r, np.zeros_like(r)))
 
 
 class PlusZero(Ops):
