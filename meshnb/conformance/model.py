@@ -330,6 +330,9 @@ def words(v: Value) -> np.ndarray:
     return _Z.round64(v) if v.dtype == np.float64 else v
 
 
+_F64 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}  # an op kept in f64
+
+
 def _plain(v: Value) -> bool:
     """Whether ``v`` is an array of words (the fast path of :func:`_binary`)."""
     return type(v) is np.ndarray and v.dtype == np.uint32
@@ -351,7 +354,7 @@ def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
     if any(not isinstance(v, (Fused, Raw)) and np.asarray(v).dtype == np.float64 for v in (a, b)):
         fa, fb = f64(a), f64(b)
         with np.errstate(all="ignore"):
-            r = fa + fb if kind == "add" else fa - fb if kind == "sub" else fa * fb if kind == "mul" else fa / fb
+            r = _F64[kind](fa, fb)
         return ops.round64(r)
     if isinstance(a, Raw) or isinstance(b, Raw):
         d = ops.rules.daz
@@ -368,6 +371,10 @@ def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapp
     rule = rule_of(assign, op_id)
     if op.kind == "from_u32":
         return _ops_of(assign, op_id).from_u32(a)
+    if op.kind == "sin":  # a sample's sine, correctly rounded (or naive, in f64)
+        xf = np.asarray(words(a), dtype=np.uint32).view(np.float32).astype(np.float64)
+        y = np.sin(np.pi * xf) if rule == "naive-sin" else np.array([sin_pi(float(v)) for v in xf])
+        return y.astype(np.float32).view(np.uint32)
     if op.kind == "read":
         return Raw(np.asarray(a, dtype=np.uint32)) if rule == "raw" else _ops_of(assign, op_id).read(words(a))
     if rule == "swapped":
@@ -375,7 +382,7 @@ def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapp
     elif rule == "f64":
         fa, fb = f64(a), f64(b)
         with np.errstate(all="ignore"):
-            return {"mul": np.multiply, "add": np.add, "sub": np.subtract, "div": np.divide}[op.kind](fa, fb)
+            return _F64[op.kind](fa, fb)
     elif rule == "fused":
         wa, wb = words(a), words(b)
         return Fused(
@@ -413,15 +420,7 @@ def samples(assign: Assignment = {}) -> tuple[np.ndarray, np.ndarray]:  # noqa: 
         "2": np.uint32(0x40000000),
         "-1": np.uint32(0xBF800000),
     }
-    for op in STAGE_OPS["samples"]:
-        if op.kind == "sin":
-            x = np.asarray(words(env[op.args[0]]), dtype=np.uint32)
-            xf = x.view(np.float32).astype(np.float64)
-            naive = rule_of(assign, op.id) == "naive-sin"
-            y = np.sin(np.pi * xf) if naive else np.array([sin_pi(float(v)) for v in xf])
-            env[op.id] = y.astype(np.float32).view(np.uint32)
-        else:
-            env[op.id] = node(assign, op.id, *(env[n] for n in op.args), env=env)
+    _stage(assign, "samples", env)
     return np.asarray(words(env["x = -1 + i*h"]), dtype=np.uint32), np.asarray(words(env["y"]), dtype=np.uint32)
 
 
