@@ -67,24 +67,28 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
     """
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
+    t = _states(case, pages, res.out_pages, res.trace, dict(case.set_lr))
+    for k, pg in enumerate(res.out_pages):
+        assert np.array_equal(model.words_at(pg, model.OFF_PARAMS, 4), t.params[-1, k]), case.name
+    return t
+
+
+def _states(case: Case, pages: list[bytes], out: list[bytes], trace: np.ndarray, set_lr: dict[int, int]) -> Trajectory:
+    """The :class:`Trajectory` of ``pages`` whose applied sums are ``trace`` (``(steps, 5)`` every system's,
+    or ``(steps, n, 5)``): every state rebuilt by mode Z's apply."""
     n, steps = len(pages), case.steps
     p, lr, inv = _reads(pages)
-    changes = dict(case.set_lr)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     lrs = np.zeros((steps, n, 1), dtype=np.uint32)
-    trace = res.trace
+    applied = np.broadcast_to(trace[:, None] if trace.ndim == 2 else trace, (steps, n, 5))
     for s in range(steps):
-        if s in changes:
-            lr[:] = Z.read(changes[s])
+        if s in set_lr:
+            lr[:] = Z.read(set_lr[s])
         params[s], lrs[s] = p, lr
-        applied = np.broadcast_to(trace[s], (n, 5))
-        p = model.apply({}, p, applied, lr, inv)
+        p = model.apply({}, p, applied[s], lr, inv)
     params[steps] = p
-    for k, pg in enumerate(res.out_pages):
-        assert np.array_equal(model.words_at(pg, model.OFF_PARAMS, 4), p[k]), case.name
-    sums = trace[:, None, :].repeat(n, axis=1).reshape(-1, 5)
-    losses = model.loss({}, sums, np.repeat(inv, steps, axis=0)).reshape(steps, n)
-    return Trajectory(case, pages, res.out_pages, trace, params, lrs, losses)
+    losses = model.loss({}, applied.reshape(-1, 5), np.tile(inv, (steps, 1))).reshape(steps, n)
+    return Trajectory(case, list(pages), out, trace, params, lrs, losses)
 
 
 def pack_cases(quick: bool) -> list[Case]:
@@ -243,18 +247,8 @@ def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
     """Independent single systems at step 0 run side by side without a fault (:func:`.model.run`), as
     one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
     """
-    case = Case(name, "evidence", steps, steps, page=name)
     r = model.run(pages, steps, grouped=False, independent=True)
-    n = len(pages)
-    p, lr, inv = _reads(pages)
-    params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
-    for s in range(steps):
-        params[s] = p
-        p = model.apply({}, p, r.trace[s], lr, inv)
-    params[steps] = p
-    losses = np.stack([model.loss({}, r.trace[s], inv) for s in range(steps)])
-    lrs = np.broadcast_to(lr, (steps, n, 1)).copy()
-    return Trajectory(case, list(pages), r.pages, r.trace, params, lrs, losses)
+    return _states(Case(name, "evidence", steps, steps, page=name), pages, r.pages, r.trace, {})
 
 
 @cache

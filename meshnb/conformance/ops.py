@@ -381,13 +381,7 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready values (``ops verify --json``)."""
-        doc: dict[str, object] = {
-            "op": self.op,
-            "checked": self.checked,
-            "wrong": self.wrong,
-            "classes": self.classes,
-            "first": self.first,
-        }
+        doc: dict[str, object] = {k: getattr(self, k) for k in ("op", "checked", "wrong", "classes", "first")}
         if self.whole_set is not None:
             doc["whole_set"] = {"set": self.whole_set, "vectors": self.set_size, "matched": self.set_matched,
                                 "complete": self.complete}  # fmt: skip
