@@ -51,8 +51,8 @@ ARM_DEFAULT_NAN = 0x7FC00000
 TINY = 2.0**-126  # the smallest normal f32
 
 UNDERFLOWS = ("z", "none", "before", "after")
-_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 NANS = ("canonical", "x86", "arm")
+_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 
 
 @dataclass(frozen=True)
