@@ -122,63 +122,15 @@ BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
 
 
 def single_op(op: str, alt: str) -> Model:
-    """The model of an executor that computes op ``op`` under alternative ``alt`` on every step, every
-    other op in mode Z.
-
-    Parameters
-    ----------
-    op : str
-        An op's id (``mutants.BY_ID``).
-    alt : str
-        One of its alternatives.
-
-    Returns
-    -------
-    Model
-        The model, named ``op:alt``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown op or an alternative it does not have.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.faults import model, run, single_op
-    >>> from meshnb.conformance.model import init_page
-    >>> m = single_op("lr*g", "fused")  # apply's lr*g fused into its subtraction: fma-apply
-    >>> mine, theirs = (run([init_page()], 16, grouped=False, m=k).pages for k in (m, model("fma-apply")))
-    >>> m.name, mine == theirs
-    ('lr*g:fused', True)
+    """The model of an executor that computes op ``op`` under alternative ``alt``, every other op in mode Z
+    (named ``op:alt``; ValueError for an unknown op or alternative).
     """
     mut = step.Mutant(op, alt)
     return Model(mut.name, "mode Z except " + mut.text(), op=op, alt=alt)
 
 
 def model(name: str) -> Model:
-    """The model called ``name``.
-
-    Parameters
-    ----------
-    name : str
-        ``mode-z`` (the fault-free one) or the name of one of ``MODELS``.
-
-    Returns
-    -------
-    Model
-        The model.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name (the message lists the known ones).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.faults import model
-    >>> model("x86-ftz").rules, model("mode-z").name
-    (Rules(underflow='after', daz=True, nan='canonical'), 'mode-z')
-    """
+    """The model called ``name`` (``mode-z`` or one of :data:`MODELS`); ValueError listing the known ones."""
     if name == EXACT.name:
         return EXACT
     try:
@@ -197,35 +149,8 @@ def run(
     from_init: bool = False,
     independent: bool = False,
 ) -> Run:
-    """Runs the cluster of ``len(pages)`` systems as an executor with fault ``m``: the step model's
-    :func:`~meshnb.conformance.model.run` under ``m``'s assignment.
-
-    Parameters
-    ----------
-    pages, steps, grouped, set_lr, from_init, independent
-        As for :func:`meshnb.conformance.model.run`.
-    m : Model, default EXACT
-        The executor's fault (none by default).
-
-    Returns
-    -------
-    Run
-        The final pages and the trace.
-
-    Raises
-    ------
-    ValueError
-        As :func:`meshnb.conformance.model.run`.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.faults import model, run
-    >>> from meshnb.conformance.model import init_page
-    >>> from meshnb.testing.reference import digest
-    >>> digest(run([init_page()], 64, grouped=False).pages[0])
-    'a52f01100995ff64880951b0bdb892f63b6f45abee87acf89c682f116a7a473d'
-    >>> digest(run([init_page()], 64, grouped=False, m=model("fma-horner")).pages[0])[:16]
-    '5da8ebca145123fa'
+    """The cluster of ``len(pages)`` systems run as an executor with fault ``m``: :func:`.model.run` under
+    ``m``'s assignment (the other arguments are its).
     """
     return step.run(
         pages, steps, grouped=grouped, set_lr=set_lr, assign=m.assignment, from_init=from_init, independent=independent

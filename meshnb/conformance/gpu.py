@@ -29,7 +29,6 @@ def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
     """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by ``meshnb
     check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``.
     """
-
     cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
     out: list[tuple[str, str]] = []
     for case in pack.cases(quick=True) if cases is None else cases:
@@ -55,7 +54,6 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
     """Every hard page (or ``pages``) in IEEE mode on the device against ``train(z=False)``, a NaN word
     equal to any NaN word (:func:`meshnb.cuda.compare.words_equal`): ``[(page, verdict)]``.
     """
-
     pages = hard_pages() if pages is None else pages
     names = list(pages)
     words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
@@ -72,7 +70,6 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second device
     run of the sample); system-steps per second of both.
     """
-
     lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
     bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
     host.run_systems(describe(1, lrs=lrs[:1], step_base=bases[:1]))  # compile outside the timing

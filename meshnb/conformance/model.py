@@ -9,7 +9,23 @@ An *assignment* maps op ids to rule keys, ``"*"`` every op not named; ``{}`` is 
 The fault models (:mod:`.faults`), the mutants (:mod:`.mutants`) and ``meshnb check``'s replay
 and localisation are assignments; the references (:mod:`meshnb.testing.reference`) and the njit
 kernels are tested against it bit for bit.  The interpreter's arrays are ``(B, ...)``: B systems
-at once.  Nothing here goes through numba.
+at once; a value is f32 words, f64 values (an op kept in f64), a :class:`Fused` product or a
+:class:`Raw` word, and :func:`node` is the one place an op's rule is applied.  Nothing here goes
+through numba.
+
+Examples
+--------
+>>> from meshnb.conformance.model import Mutant, init_page, run
+>>> from meshnb.testing.reference import digest
+>>> digest(run([init_page()], 64, grouped=False).pages[0])
+'a52f01100995ff64880951b0bdb892f63b6f45abee87acf89c682f116a7a473d'
+>>> horner = {"d*x": "fused", "*x": "fused", "*x'": "fused"}  # Horner contracted into FMAs
+>>> digest(run([init_page()], 64, grouped=False, assign=horner).pages[0])[:16]
+'5da8ebca145123fa'
+>>> Mutant("e*x3", "fused").text()
+"`e*x3` fused into the butterfly's first add (one rounding, an FMA)"
+>>> Mutant("e", "swapped").text(), Mutant("e", "swapped").assignment
+('`e = pred - y` with its operands swapped (y - pred)', {'e': 'swapped'})
 """
 
 from __future__ import annotations
@@ -39,21 +55,12 @@ RING = FIELDS["LOSS"].count  # the loss ring's entries
 Assignment = Mapping[str, Any]  # op id (or "*") -> a rule key of RULES (or an fpu.Rules)
 
 
-# =============================================================================================
-# The rules
-# =============================================================================================
+# --- The rules
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One way an op can be computed (a row of :data:`RULES`).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import RULES
-    >>> RULES["x86-ftz"].arith.rules.underflow, RULES["fused"].arith is None
-    ('after', True)
-    """
+    """One way an op can be computed (a row of :data:`RULES`)."""
 
     key: str  # its name in assignments and reports
     text: str  # what it does, as a report says it ({into}: the op's consumer)
@@ -96,14 +103,7 @@ _BY_RULES: dict[Rules, str] = {r.arith.rules: k for k, r in RULES.items() if typ
 
 
 def arith(rule: Any) -> Ops:
-    """The arithmetic of a rule (a key of :data:`RULES` or a :class:`~.fpu.Rules`); mode Z's for a
-    structural rule.
-
-    Examples
-    --------
-    >>> arith("x86-ftz").rules.underflow, arith("fused").rules.underflow, type(arith("round-up")).__name__
-    ('after', 'z', 'Directed')
-    """
+    """The arithmetic of a rule (a key of :data:`RULES` or a :class:`~.fpu.Rules`); mode Z's for a structural rule."""
     if isinstance(rule, Rules):
         return RULES[_BY_RULES[rule]].arith if rule in _BY_RULES else Ops(rule)  # type: ignore[return-value]
     r = RULES.get(rule) if rule is not None else None
@@ -114,63 +114,24 @@ _Z = Ops()
 
 
 def rule_key(rules: Rules) -> Any:
-    """The key of :data:`RULES` whose arithmetic is ``rules`` (else ``rules`` itself).
-
-    Examples
-    --------
-    >>> rule_key(Rules("none", daz=False)), rule_key(Rules())
-    ('no-flush', 'z')
-    """
+    """The key of :data:`RULES` whose arithmetic is ``rules`` (else ``rules`` itself)."""
     return _BY_RULES.get(rules, rules)
 
 
-# =============================================================================================
-# The ops
-# =============================================================================================
+# --- The ops
 
-# Where an op's value goes (the lanes it touches) and where a change of it first shows, by stage
-STAGE_INFO: dict[str, tuple[str, str]] = {
-    "samples": ("the lanes that read the sample", "X, Y (page words) and every sum"),
-    "init": ("every lane (through apply)", "INV_BATCH (page word), PARAMS and LOSS"),
-    "read": ("every lane", "every sum, PARAMS and LOSS"),
-    "lanes": ("every lane", "the step's sums (trace)"),
-    "butterfly": ("every lane and its xor partner", "the step's sums (trace)"),
-    "fold": ("lane 0's sums of every system", "the applied sums (trace)"),
-    "apply": ("no lane (after the lane sum)", "the next step's sums (trace) and PARAMS (page words)"),
-    "loss": ("no lane (after the lane sum)", "LOSS[t mod 256] (page word)"),
-}
+STAGES = ("samples", "init", "read", "lanes", "butterfly", "fold", "apply", "loss")  # in dataflow order
 
 
 @dataclass(frozen=True)
 class Op:
     """One op of the step's dataflow (a row of :data:`OPS`).
 
-    Parameters
-    ----------
-    id : str
-        Its name in assignments and reports (``e*x3``, ``butterfly16``, ``p - lr*g``).
-    kind : str
-        ``add``, ``sub``, ``mul``, ``div``, ``from_u32``, ``read`` (a page word as a TASK reads it),
-        ``sin`` (a sample's sine) or ``sum`` (a lane sum's order).
-    args : tuple of str
-        The operands: inputs of its stage (``x``, ``y``, ``a`` .. ``d``, ``lr``, ``inv``, ``s``,
-        ``p``, constants) or earlier ops' ids.
-    stage : str
-        A key of :data:`STAGE_INFO`.
-    label : str
-        What it computes, for a report.
-    alts : tuple of str
-        The rules a single-op mutant may give it.
-    into, regroup, swapped : optional
-        Its consumer (for ``fused`` and ``f64``); ``(u, v, w)`` of its ``regrouped`` form
-        ``(u * v) * w``; its ``swapped`` form in words.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import BY_ID
-    >>> op = BY_ID["e*x3"]
-    >>> op.kind, op.args, op.stage, "fused" in op.alts, op.touches, op.shows
-    ('mul', ('e', 'x3'), 'lanes', True, 'every lane', "the step's sums (trace)")
+    ``kind``: ``add``, ``sub``, ``mul``, ``div``, ``from_u32``, ``read`` (a page word as a TASK reads
+    it), ``sin`` or ``sum`` (a lane sum's order); ``args``: inputs of its stage or earlier ops' ids;
+    ``alts``: the rules a single-op mutant may give it; ``into``: its consumer (for ``fused`` and
+    ``f64``); ``regroup``: ``(u, v, w)`` of its ``regrouped`` form ``(u * v) * w``; ``swapped``: that
+    form in words.
     """
 
     id: str
@@ -182,16 +143,6 @@ class Op:
     into: str = ""
     regroup: tuple[str, ...] = ()
     swapped: str = ""
-
-    @property
-    def touches(self) -> str:
-        """The lanes its value reaches."""
-        return STAGE_INFO[self.stage][0]
-
-    @property
-    def shows(self) -> str:
-        """Where a change of it first shows: a trace sum or a page word."""
-        return STAGE_INFO[self.stage][1]
 
 
 def _op(
@@ -246,7 +197,7 @@ OPS: tuple[Op, ...] = (
 BY_ID: dict[str, Op] = {op.id: op for op in OPS}
 TERMS = ("e", "e*x", "e*x2", "e*x3", "e*e")  # the five per-lane terms the butterfly sums, in order
 SUMS = TERMS  # the five sums of a step, in order: the sums of the terms
-STAGE_OPS: dict[str, tuple[Op, ...]] = {s: tuple(op for op in OPS if op.stage == s) for s in STAGE_INFO}
+STAGE_OPS: dict[str, tuple[Op, ...]] = {s: tuple(op for op in OPS if op.stage == s) for s in STAGES}
 
 
 # The op space: the ops with alternatives, each a single-op mutant's op (:mod:`.mutants`)
@@ -257,33 +208,8 @@ MUTANT_STAGES = ("samples", "lanes", "butterfly", "fold", "apply", "loss")
 
 @dataclass(frozen=True)
 class Mutant:
-    """One op computed under one alternative, every other op in float mode Z.
-
-    Parameters
-    ----------
-    op : str
-        An op's id with alternatives (:data:`SPACE`).
-    alt : str
-        One of its alternatives.
-
-    Raises
-    ------
-    ValueError
-        For an unknown op, or an alternative the op does not have.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import Mutant
-    >>> Mutant("e*x3", "fused").text()
-    "`e*x3` fused into the butterfly's first add (one rounding, an FMA)"
-    >>> Mutant("e", "swapped").text(), Mutant("e", "swapped").assignment
-    ('`e = pred - y` with its operands swapped (y - pred)', {'e': 'swapped'})
-    >>> print(Mutant("butterfly4", "x86-ftz").text())
-    `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
-    >>> Mutant("e", "fused")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: op 'e' has no alternative 'fused' (it has: no-flush, ftz-before, ..., swapped, f64)
+    """One op of :data:`SPACE` computed under one of its alternatives, every other op in float mode Z
+    (ValueError for an unknown op or an alternative it does not have).
     """
 
     op: str
@@ -308,13 +234,7 @@ class Mutant:
         return {self.op: self.alt}
 
     def text(self) -> str:
-        """The change in words, as a report says it.
-
-        Examples
-        --------
-        >>> print(Mutant("butterfly4", "x86-ftz").text())
-        `butterfly4` (the butterfly's add at xor 4) flushed as x86 FTZ does (tiny after rounding at unbounded exponent)
-        """
+        """The change in words, as a report says it."""
         op = SPACE_BY_ID[self.op]
         how = RULES[self.alt].text.format(into=op.into)
         if self.alt == "regrouped":
@@ -326,36 +246,17 @@ class Mutant:
 
 
 def unknown(what: str, name: object, known: Iterable[str]) -> ValueError:
-    """The error for a name not in a table: ``unknown <what> 'name'; known: a, b, ...``.
-
-    Examples
-    --------
-    >>> unknown("rule", "fma", ["fused", "f64"])
-    ValueError("unknown rule 'fma'; known: fused, f64")
-    """
+    """The error for a name not in a table: ``unknown <what> 'name'; known: a, b, ...``."""
     return ValueError(f"unknown {what} {name!r}; known: {', '.join(known)}")
 
 
 def mutations(stages: tuple[str, ...] = MUTANT_STAGES) -> list[Mutant]:
-    """Every (op, alternative) pair of the ops in ``stages``, in the table's order.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import mutations
-    >>> len(mutations()) > 200, mutations(("loss",))[:2]
-    (True, [Mutant(op='loss', alt='no-flush'), Mutant(op='loss', alt='ftz-before')])
-    """
+    """Every (op, alternative) pair of the ops in ``stages``, in the table's order."""
     return [Mutant(op.id, alt) for op in SPACE if op.stage in stages for alt in op.alts]
 
 
 def rule_of(assign: Assignment, op_id: str) -> Any:
-    """The rule ``assign`` gives op ``op_id``: its own, else the default ``"*"``, else ``"z"``.
-
-    Examples
-    --------
-    >>> rule_of({"e": "swapped"}, "e"), rule_of({"*": "x86-ftz"}, "e*x"), rule_of({}, "pred")
-    ('swapped', 'x86-ftz', 'z')
-    """
+    """The rule ``assign`` gives op ``op_id``: its own, else the default ``"*"``, else ``"z"``."""
     r = assign.get(op_id)
     return r if r is not None else assign.get("*", "z")
 
@@ -369,16 +270,7 @@ def _ops_of(assign: Assignment, op_id: str) -> Ops:
 
 
 def check_assignment(assign: Assignment) -> None:
-    """Refuses (ValueError) an assignment naming an unknown op or rule.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import check_assignment
-    >>> check_assignment({"e*x4": "fused"})
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown op 'e*x4' in an assignment
-    """
+    """Refuses (ValueError) an assignment naming an unknown op or rule."""
     for op_id, r in assign.items():
         if op_id != "*" and op_id not in BY_ID:
             raise ValueError(f"unknown op {op_id!r} in an assignment")
@@ -386,24 +278,13 @@ def check_assignment(assign: Assignment) -> None:
             raise ValueError(f"unknown rule {r!r} in an assignment")
 
 
-# =============================================================================================
-# Values: words, f64 values (an op kept in f64), fused products, raw page words
-# =============================================================================================
+# --- Values: words, f64 values (an op kept in f64), fused products, raw page words
 
 
 @dataclass(frozen=True)
 class Fused:
     """A product left unrounded for its consumer to fuse (an FMA): ``a * b``, and its rounded value,
     which other lanes see through a shuffle.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import Fused, node
-    >>> f = node({"e*x": "fused"}, "e*x", 0x3F800800, 0x3F800800)  # (1 + 2^-12)^2, unrounded
-    >>> isinstance(f, Fused), hex(f.rounded)  # rounded: 1 + 2^-11 (the 2^-24 lost)
-    (True, '0x3f801000')
-    >>> hex(node({}, "e", f, 0x3F800000)), hex(node({}, "e", f.rounded, 0x3F800000))  # - 1, fused or not
-    ('0x3a000400', '0x3a000000')
     """
 
     a: np.ndarray
@@ -422,13 +303,7 @@ Value = Any  # uint32 words, float64 values (an op kept in f64), a Fused product
 
 
 def is_words(v: Value) -> bool:
-    """Whether a value is plain f32 words (not f64, fused or raw).
-
-    Examples
-    --------
-    >>> is_words(np.uint32(1)), is_words(np.float64(1.0))
-    (True, False)
-    """
+    """Whether a value is plain f32 words (not f64, fused or raw)."""
     return not isinstance(v, (Fused, Raw)) and np.asarray(v).dtype != np.float64
 
 
@@ -446,19 +321,16 @@ def f64(v: Value) -> np.ndarray:
 
 
 def words(v: Value) -> np.ndarray:
-    """A value as the f32 words an op that reads it rounded sees.
-
-    Examples
-    --------
-    >>> hex(words(1.0 + 2.0**-30))  # an f64 value rounded once to f32
-    '0x3f800000'
-    """
+    """A value as the f32 words an op that reads it rounded sees."""
     if isinstance(v, Fused):
         return v.rounded
     if isinstance(v, Raw):
         return v.w
     v = np.asarray(v)
     return _Z.round64(v) if v.dtype == np.float64 else v
+
+
+_F64 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}  # an op kept in f64
 
 
 def _plain(v: Value) -> bool:
@@ -482,7 +354,7 @@ def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
     if any(not isinstance(v, (Fused, Raw)) and np.asarray(v).dtype == np.float64 for v in (a, b)):
         fa, fb = f64(a), f64(b)
         with np.errstate(all="ignore"):
-            r = fa + fb if kind == "add" else fa - fb if kind == "sub" else fa * fb if kind == "mul" else fa / fb
+            r = _F64[kind](fa, fb)
         return ops.round64(r)
     if isinstance(a, Raw) or isinstance(b, Raw):
         d = ops.rules.daz
@@ -492,21 +364,17 @@ def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
 
 
 def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapping[str, Value] | None = None) -> Value:
-    """Op ``op_id`` on its operands under the assignment: the one place an op's rule is applied.
-
-    Returns words; f64 values under ``f64``; a :class:`Fused` under ``fused``.  ``env``: the values
-    by name, for the ``regrouped`` rule's operands.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import node
-    >>> hex(node({}, "e", 0x3F800000, 0x40000000)), hex(node({"e": "swapped"}, "e", 0x3F800000, 0x40000000))
-    ('0xbf800000', '0x3f800000')
+    """Op ``op_id`` on its operands under the assignment: words; f64 values under ``f64``; a :class:`Fused`
+    under ``fused`` (``env``: the values by name, for ``regrouped``).
     """
     op = BY_ID[op_id]
     rule = rule_of(assign, op_id)
     if op.kind == "from_u32":
         return _ops_of(assign, op_id).from_u32(a)
+    if op.kind == "sin":  # a sample's sine, correctly rounded (or naive, in f64)
+        xf = np.asarray(words(a), dtype=np.uint32).view(np.float32).astype(np.float64)
+        y = np.sin(np.pi * xf) if rule == "naive-sin" else np.array([sin_pi(float(v)) for v in xf])
+        return y.astype(np.float32).view(np.uint32)
     if op.kind == "read":
         return Raw(np.asarray(a, dtype=np.uint32)) if rule == "raw" else _ops_of(assign, op_id).read(words(a))
     if rule == "swapped":
@@ -514,7 +382,7 @@ def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapp
     elif rule == "f64":
         fa, fb = f64(a), f64(b)
         with np.errstate(all="ignore"):
-            return {"mul": np.multiply, "add": np.add, "sub": np.subtract, "div": np.divide}[op.kind](fa, fb)
+            return _F64[op.kind](fa, fb)
     elif rule == "fused":
         wa, wb = words(a), words(b)
         return Fused(
@@ -534,74 +402,36 @@ def _stage(assign: Assignment, stage: str, env: dict[str, Value]) -> dict[str, V
     return env
 
 
-# =============================================================================================
-# The interpreter: samples and init (SPEC 4, 8)
-# =============================================================================================
+# --- The interpreter: samples and init (SPEC 4, 8)
 
 
 def sin_pi(x: float) -> float:
-    """``sin(pi x)`` in f64 on the exactly reduced ``1 - |x|`` (``|x| > 0.5``), sign from ``x`` (SPEC 4).
-
-    Examples
-    --------
-    >>> sin_pi(1.0), sin_pi(-1.0), sin_pi(0.5)
-    (0.0, -0.0, 1.0)
-    """
+    """``sin(pi x)`` in f64 on the exactly reduced ``1 - |x|`` (``|x| > 0.5``), sign from ``x`` (SPEC 4)."""
     ax = abs(x)
     r = 1.0 - ax if ax > 0.5 else ax
     return math.copysign(math.sin(math.pi * r), x)
 
 
 def samples(assign: Assignment = {}) -> tuple[np.ndarray, np.ndarray]:  # noqa: B006 (read only)
-    """X and Y words as init makes them under the assignment.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import samples
-    >>> xs, ys = samples()
-    >>> hex(xs[1]), hex(ys[255]), hex(samples({"sin": "naive-sin"})[1][255])  # sin(pi) is +0, or not
-    ('0xbf7dfdfe', '0x0', '0x250d3132')
-    """
+    """X and Y words as init makes them under the assignment."""
     env: dict[str, Value] = {
         "0..255": np.arange(SAMPLES, dtype=np.uint32),
         "u255": np.uint32(255),
         "2": np.uint32(0x40000000),
         "-1": np.uint32(0xBF800000),
     }
-    for op in STAGE_OPS["samples"]:
-        if op.kind == "sin":
-            x = np.asarray(words(env[op.args[0]]), dtype=np.uint32)
-            xf = x.view(np.float32).astype(np.float64)
-            naive = rule_of(assign, op.id) == "naive-sin"
-            y = np.sin(np.pi * xf) if naive else np.array([sin_pi(float(v)) for v in xf])
-            env[op.id] = y.astype(np.float32).view(np.uint32)
-        else:
-            env[op.id] = node(assign, op.id, *(env[n] for n in op.args), env=env)
+    _stage(assign, "samples", env)
     return np.asarray(words(env["x = -1 + i*h"]), dtype=np.uint32), np.asarray(words(env["y"]), dtype=np.uint32)
 
 
 def inv_batch(assign: Assignment, systems: int) -> int:
-    """INV_BATCH = ``div(1, from_u32(32 systems))`` under the assignment.
-
-    Examples
-    --------
-    >>> hex(inv_batch({}, 1)), hex(inv_batch({}, 3))
-    ('0x3d000000', '0x3c2aaaab')
-    """
+    """INV_BATCH = ``div(1, from_u32(32 systems))`` under the assignment."""
     env: dict[str, Value] = {"u32N": np.uint32(WARP * systems), "1": np.uint32(0x3F800000)}
     return int(np.asarray(words(_stage(assign, "init", env)["INV_BATCH"])))
 
 
 def init_page(systems: int = 1, grouped: bool = False, assign: Assignment = {}) -> bytes:  # noqa: B006
-    """The page ``init`` writes under the assignment.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import init_page
-    >>> from meshnb.testing import reference
-    >>> init_page() == reference.init_page(), init_page(3, True) == reference.init_page(3, True)
-    (True, True)
-    """
+    """The page ``init`` writes under the assignment."""
     page = bytearray(4096)
     xw, yw = samples(assign)
     page[OFF_X : OFF_X + 4 * SAMPLES] = xw.astype("<u4").tobytes()
@@ -613,42 +443,20 @@ def init_page(systems: int = 1, grouped: bool = False, assign: Assignment = {}) 
 
 
 def read(assign: Assignment, field: str, w: object) -> Value:
-    """A page word as a TASK reads it (op ``read <field>``): words, or a :class:`Raw` under ``raw``.
-
-    Examples
-    --------
-    >>> hex(read({}, "LR", 1)), read({"read LR": "raw"}, "LR", 1).w.tolist()  # a subnormal LR
-    ('0x0', 1)
-    """
+    """A page word as a TASK reads it (op ``read <field>``): words, or a :class:`Raw` under ``raw``."""
     return node(assign, "read " + field, np.asarray(w, dtype=np.uint32))
 
 
-# =============================================================================================
-# The interpreter: the step (SPEC 5, 6, 9), vectorised over a leading axis of B systems
-# =============================================================================================
+# --- The interpreter: the step (SPEC 5, 6, 9), vectorised over a leading axis of B systems
 
 
 def lane_samples(offs: np.ndarray) -> np.ndarray:
-    """Sample indices ``(B, 32)`` of batch offsets ``(B,)``: lane ``l`` reads ``off mod 8 + 8 l``.
-
-    Examples
-    --------
-    >>> lane_samples(np.array([0, 9]))[:, :3].tolist()
-    [[0, 8, 16], [1, 9, 17]]
-    """
+    """Sample indices ``(B, 32)`` of batch offsets ``(B,)``: lane ``l`` reads ``off mod 8 + 8 l``."""
     return (np.asarray(offs, dtype=np.uint64) % BATCHES).astype(np.int64)[:, None] + BATCHES * LANES[None, :]
 
 
 def lanes(assign: Assignment, p: Value, x: np.ndarray, y: np.ndarray) -> dict[str, Value]:
-    """Every per-lane op's value by id, and the inputs: p ``(B, 4)``, x and y ``(B, 32)`` words.
-
-    Examples
-    --------
-    >>> xs, ys = samples()
-    >>> v = lanes({}, np.zeros((1, 4), dtype=np.uint32), xs[None, ::8], ys[None, ::8])
-    >>> v["e*x3"].shape, hex(v["e"][0, 0])  # e = 0 - y_0 = -(-0.0)
-    ((1, 32), '0x0')
-    """
+    """Every per-lane op's value by id, and the inputs: p ``(B, 4)``, x and y ``(B, 32)`` words."""
     env: dict[str, Value] = {"x": x, "y": y}
     env.update({name: p[:, j : j + 1] for j, name in enumerate("abcd")})
     return _stage(assign, "lanes", env)
@@ -674,14 +482,7 @@ def _level(assign: Assignment, o: int, terms: list[Value]) -> list[Value]:
 
 
 def lane_sum(assign: Assignment, terms: list[Value]) -> np.ndarray:
-    """The five sums ``(B, 5)`` of the terms ``(B, 32)`` in op ``butterfly``'s order (levels ``butterfly<o>``).
-
-    Examples
-    --------
-    >>> t = [np.full((1, 32), 0x3F800000, dtype=np.uint32)] * 5
-    >>> hex(lane_sum({}, t)[0, 0]), hex(lane_sum({"butterfly": "sequential"}, t)[0, 0])
-    ('0x42000000', '0x42000000')
-    """
+    """The five sums ``(B, 5)`` of the terms ``(B, 32)`` in op ``butterfly``'s order (levels ``butterfly<o>``)."""
     order = rule_of(assign, "butterfly")
     if order == "sequential":
         ops = _ops_of(assign, "butterfly")
@@ -703,55 +504,26 @@ def lane_sum(assign: Assignment, terms: list[Value]) -> np.ndarray:
 
 
 def level_one(assign: Assignment, terms: list[Value]) -> np.ndarray:
-    """The butterfly's first level ``(B, 5, 32)`` (what a fused or f64 product changes first).
-
-    Examples
-    --------
-    >>> level_one({}, [np.full((1, 32), 0x3F800000, dtype=np.uint32)] * 5).shape
-    (1, 5, 32)
-    """
+    """The butterfly's first level ``(B, 5, 32)`` (what a fused or f64 product changes first)."""
     first = 1 if rule_of(assign, "butterfly") == "xor-ascending" else BUTTERFLY[0]
     return np.stack([np.asarray(words(t)) for t in _level(assign, first, terms)], axis=1).astype(np.uint32)
 
 
 def sums(assign: Assignment, p: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Own sums ``(B, 5)``: p ``(B, 4)``, the lanes' samples x and y ``(B, 32)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import samples, sums
-    >>> xs, ys = samples()
-    >>> [hex(w) for w in sums({}, np.zeros((1, 4), dtype=np.uint32), xs[None, 0::8], ys[None, 0::8])[0].tolist()]
-    ['0xbc30adce', '0xc121fb5c', '0xbc2b185b', '0xc07d262c', '0x417f022c']
-    """
+    """Own sums ``(B, 5)``: p ``(B, 4)``, the lanes' samples x and y ``(B, 32)``."""
     v = lanes(assign, p, x, y)
     return lane_sum(assign, [v[t] for t in TERMS])
 
 
 def step_sums(assign: Assignment, p: np.ndarray, xs: np.ndarray, ys: np.ndarray, offs: np.ndarray) -> np.ndarray:
-    """Own sums ``(B, 5)`` of B systems: p ``(B, 4)``, xs and ys ``(B, 256)`` words, offs ``(B,)``.
-
-    Examples
-    --------
-    >>> xs, ys = samples()
-    >>> hex(step_sums({}, np.zeros((1, 4), dtype=np.uint32), xs[None], ys[None], np.array([0]))[0, 4])
-    '0x417f022c'
-    """
+    """Own sums ``(B, 5)`` of B systems: p ``(B, 4)``, xs and ys ``(B, 256)`` words, offs ``(B,)``."""
     idx = lane_samples(offs)
     rows = np.arange(len(p))[:, None]
     return sums(assign, p, xs[rows, idx], ys[rows, idx])
 
 
 def fold(assign: Assignment, own: np.ndarray) -> np.ndarray:
-    """The fold ``(..., N, 5)`` -> ``(..., 5)``: each slot read (``read slot``), added in system order (``fold``).
-
-    Examples
-    --------
-    >>> own = np.array([[0x3F800000] * 5, [0x40000000] * 5], dtype=np.uint32)  # 1.0 and 2.0
-    >>> hex(fold({}, own)[0]), hex(fold({"fold": "reverse"}, own)[0])
-    ('0x40400000', '0x40400000')
-    """
+    """The fold ``(..., N, 5)`` -> ``(..., 5)``: each slot read (``read slot``), added in system order (``fold``)."""
     slots = words(node(assign, "read slot", own))
     n = slots.shape[-2]
     order = list(range(n - 1, -1, -1)) if rule_of(assign, "fold") == "reverse" else list(range(n))
@@ -772,50 +544,26 @@ def _raw_reads(assign: Assignment, lr: Value, inv: Value) -> tuple[Value, Value]
 
 
 def apply(assign: Assignment, p: np.ndarray, s: np.ndarray, lr: Value, inv: Value) -> np.ndarray:
-    """New params ``(B, 4)``: p ``(B, 4)``, s ``(B, 5)`` applied sums, lr and inv ``(B, 1)`` words.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.model import apply
-    >>> p, s = np.zeros((1, 4), dtype=np.uint32), np.full((1, 5), 0x3F800000, dtype=np.uint32)
-    >>> lr, inv = np.array([[0x3F000000]], dtype=np.uint32), np.array([[0x3D000000]], dtype=np.uint32)
-    >>> hex(apply({}, p, s, lr, inv)[0, 0]), hex(apply({"p - lr*g": "swapped"}, p, s, lr, inv)[0, 0])
-    ('0xbc800000', '0x3c800000')
-    """
+    """New params ``(B, 4)``: p ``(B, 4)``, s ``(B, 5)`` applied sums, lr and inv ``(B, 1)`` words."""
     lr, inv = _raw_reads(assign, lr, inv)
     env: dict[str, Value] = {"p": p, "s": s[..., :4], "lr": lr, "inv": inv}
     return np.asarray(words(_stage(assign, "apply", env)["p - lr*g"]), dtype=np.uint32)
 
 
 def loss(assign: Assignment, s: np.ndarray, inv: Value) -> np.ndarray:
-    """The step's loss words ``(B,)``: s ``(B, 5)``, inv ``(B, 1)``.
-
-    Examples
-    --------
-    >>> hex(loss({}, np.full((1, 5), 0x40000000, dtype=np.uint32), np.array([[0x3F000000]], dtype=np.uint32))[0])
-    '0x3f800000'
-    """
+    """The step's loss words ``(B,)``: s ``(B, 5)``, inv ``(B, 1)``."""
     _, inv = _raw_reads(assign, None, inv)
     env: dict[str, Value] = {"s": s[..., 4:5], "inv": inv}
     return np.asarray(words(_stage(assign, "loss", env)["loss"]), dtype=np.uint32)[..., 0]
 
 
-# =============================================================================================
-# The host's run (SPEC 8-10)
-# =============================================================================================
+# --- The host's run (SPEC 8-10)
 
 
 @dataclass(frozen=True)
 class Run:
     """What an executor produced: every system's final page, and the trace ``(steps, 5)`` of system 0
     (``(steps, systems, 5)`` for independent systems).
-
-    Examples
-    --------
-    >>> result = run([init_page()], 8, grouped=False)
-    >>> len(result.pages), result.trace.shape
-    (1, (8, 5))
     """
 
     pages: list[bytes]
@@ -823,13 +571,7 @@ class Run:
 
 
 def words_at(page: bytes, off: int, n: int = 1) -> np.ndarray:
-    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a uint32 copy).
-
-    Examples
-    --------
-    >>> [hex(w) for w in words_at(init_page(), 16, 2).tolist()]  # LR, STEPS_PER_TASK
-    ['0x3f000000', '0x40']
-    """
+    """``n`` little-endian u32 words of ``page`` from byte ``off`` (a uint32 copy)."""
     return np.frombuffer(page, dtype="<u4", count=n, offset=off).astype(np.uint32)
 
 
@@ -843,48 +585,14 @@ def run(
     from_init: bool = False,
     independent: bool = False,
 ) -> Run:
-    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems under the assignment.
+    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems (all at one step) under the assignment.
 
-    STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.
-
-    Parameters
-    ----------
-    pages : list of bytes
-        The systems' start pages, all at the same step.
-    steps : int
-        The steps to run.
-    grouped : bool
-        The pages are the members of one group (their sums folded each step).
-    set_lr : dict of int to int, optional
-        ``{steps of this run: LR word}`` that SET_LR writes before that step (at ``steps``: after
-        the last).
-    assign : Assignment, default {}
-        ``{op id: rule}`` (float mode Z by default).
-    from_init : bool, default False
-        The executor runs init itself (its own samples and INV_BATCH), keeping the pages' step base.
-    independent : bool, default False
-        The pages are separate systems without a group, run side by side (``trace`` is then
-        ``(steps, systems, 5)``).
-
-    Returns
-    -------
-    Run
-        The final pages and the trace.
-
-    Raises
-    ------
-    ValueError
-        For pages at different steps, steps past step 2^64 - 1, or independent grouped systems.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.model import init_page, run
-    >>> from meshnb.testing.reference import digest
-    >>> digest(run([init_page()], 64, grouped=False).pages[0])
-    'a52f01100995ff64880951b0bdb892f63b6f45abee87acf89c682f116a7a473d'
-    >>> horner = {"d*x": "fused", "*x": "fused", "*x'": "fused"}  # Horner contracted into FMAs
-    >>> digest(run([init_page()], 64, grouped=False, assign=horner).pages[0])[:16]
-    '5da8ebca145123fa'
+    ``grouped``: the pages are one group's members (their sums folded each step); ``set_lr``: ``{step
+    of this run: LR word}`` that SET_LR writes before that step (at ``steps``: after the last);
+    ``from_init``: the executor runs init itself (its own samples and INV_BATCH), keeping the pages'
+    step base; ``independent``: separate systems side by side (``trace`` then ``(steps, systems, 5)``).
+    STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.  ValueError for pages at
+    different steps, steps past step 2^64 - 1, or independent grouped systems.
     """
     check_assignment(assign)
     set_lr = dict(set_lr or {})

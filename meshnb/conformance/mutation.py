@@ -9,6 +9,19 @@ kill; so is a differing loss the ring keeps; where only the params part first, t
 of the mutant to the case's end decides (:func:`confirm`: params may meet again).  A mutant no
 case kills is *equivalent* when it changes no bits on any evidence page either
 (:func:`evidence`), else a *survivor*: a hole in the pack (docs/guide/mutation-score.md).
+
+Examples
+--------
+>>> from meshnb.conformance import faults
+>>> from meshnb.conformance.mutation import first_difference, flushed_ops, trajectory
+>>> from meshnb.conformance.pack import BY_NAME
+>>> t = trajectory(BY_NAME["default"].sized(quick=True))
+>>> first_difference(t, faults.EXACT) is None, flushed_ops(t)
+(True, set())
+>>> first_difference(t, faults.single_op("e*x3", "fused"))
+Kill(case='default', step=0, what='trace')
+>>> sorted(flushed_ops(trajectory(BY_NAME["lr-underflow"].sized(quick=True))))
+['lr*g']
 """
 
 from __future__ import annotations
@@ -49,47 +62,37 @@ class Trajectory:
 
 
 def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
-    """meshnb's run of ``case`` (numba; from ``pages[0]`` instead of the case's page if given) and its
-    states, rebuilt from the trace by mode Z's apply and checked against meshnb's out pages.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.mutation import trajectory
-    >>> from meshnb.conformance.pack import BY_NAME
-    >>> t = trajectory(BY_NAME["cluster-3"].sized(quick=True))
-    >>> t.params.shape, t.trace.shape
-    ((97, 3, 4), (96, 5))
+    """meshnb's run of ``case`` (numba; from ``pages[0]`` if given) and its states, rebuilt from the trace by
+    mode Z's apply and checked against meshnb's out pages.
     """
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
+    t = _states(case, pages, res.out_pages, res.trace, dict(case.set_lr))
+    for k, pg in enumerate(res.out_pages):
+        assert np.array_equal(model.words_at(pg, model.OFF_PARAMS, 4), t.params[-1, k]), case.name
+    return t
+
+
+def _states(case: Case, pages: list[bytes], out: list[bytes], trace: np.ndarray, set_lr: dict[int, int]) -> Trajectory:
+    """The :class:`Trajectory` of ``pages`` whose applied sums are ``trace`` (``(steps, 5)`` every system's,
+    or ``(steps, n, 5)``): every state rebuilt by mode Z's apply."""
     n, steps = len(pages), case.steps
     p, lr, inv = _reads(pages)
-    changes = dict(case.set_lr)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
     lrs = np.zeros((steps, n, 1), dtype=np.uint32)
-    trace = res.trace
+    applied = np.broadcast_to(trace[:, None] if trace.ndim == 2 else trace, (steps, n, 5))
     for s in range(steps):
-        if s in changes:
-            lr[:] = Z.read(changes[s])
+        if s in set_lr:
+            lr[:] = Z.read(set_lr[s])
         params[s], lrs[s] = p, lr
-        applied = np.broadcast_to(trace[s], (n, 5))
-        p = model.apply({}, p, applied, lr, inv)
+        p = model.apply({}, p, applied[s], lr, inv)
     params[steps] = p
-    for k, pg in enumerate(res.out_pages):
-        assert np.array_equal(model.words_at(pg, model.OFF_PARAMS, 4), p[k]), case.name
-    sums = trace[:, None, :].repeat(n, axis=1).reshape(-1, 5)
-    losses = model.loss({}, sums, np.repeat(inv, steps, axis=0)).reshape(steps, n)
-    return Trajectory(case, pages, res.out_pages, trace, params, lrs, losses)
+    losses = model.loss({}, applied.reshape(-1, 5), np.tile(inv, (steps, 1))).reshape(steps, n)
+    return Trajectory(case, list(pages), out, trace, params, lrs, losses)
 
 
 def pack_cases(quick: bool) -> list[Case]:
-    """The cases of the quick or the full pack, cheapest first (steps times systems).
-
-    Examples
-    --------
-    >>> [c.name for c in pack_cases(quick=True)][:2]
-    ['probe-subnormal-update', 'probe-huge-samples-two-steps']
-    """
+    """The cases of the quick or the full pack, cheapest first (steps times systems)."""
     return sorted(cases(quick), key=lambda c: c.steps * c.systems)
 
 
@@ -103,11 +106,6 @@ def case_trajectory(case: Case) -> Trajectory:
 class Kill:
     """Where a case fails a mutant: the case's name, the steps done before the differing one, and what
     differs first: ``trace``, ``loss`` (one the ring keeps), ``samples`` (init's X or Y) or ``params``.
-
-    Examples
-    --------
-    >>> kill(faults.single_op("e*x3", "fused"), quick=True)
-    Kill(case='probe-subnormal-update', step=0, what='trace')
     """
 
     case: str
@@ -147,17 +145,6 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
 def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
     """The first step of ``t``'s case where mutant ``m`` (a single-op model, or ``faults.EXACT``) parts
     from meshnb, by induction over meshnb's states; None: its run is meshnb's, bit for bit.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.mutation import first_difference, trajectory
-    >>> from meshnb.conformance.pack import BY_NAME
-    >>> t = trajectory(BY_NAME["default"].sized(quick=True))
-    >>> first_difference(t, faults.EXACT) is None
-    True
-    >>> first_difference(t, faults.single_op("e*x3", "fused"))
-    Kill(case='default', step=0, what='trace')
     """
     case, n = t.case, len(t.pages)
     a = m.assignment
@@ -198,15 +185,7 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
     """Whether the model's run of mutant ``m`` from meshnb's state before the kill's step to the case's
-    end fails the case as the check compares (one run: params kept as an executor keeps them).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import BY_NAME
-    >>> t = trajectory(BY_NAME["default"].sized(quick=True))
-    >>> m = faults.single_op("e*x3", "fused")
-    >>> confirm(t, m, first_difference(t, m))
-    True
+    end fails the case as the check compares.
     """
     case, s = t.case, kill.step
     if s == 0:
@@ -245,16 +224,8 @@ PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
 
 @cache
 def made_pages() -> dict[str, bytes]:
-    """Pages made for the alternatives, by name ``made-xS-yT-P``: X times 2^S, Y times 2^T, params P
-    (init's, zero, tiny, huge), so that every op reaches the subnormal range, the flush boundary
-    and overflow on some page.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.mutation import made_pages
-    >>> pages = made_pages()
-    >>> len(pages), "made-x0-y-130-zero" in pages
-    (560, True)
+    """Pages made for the alternatives, ``made-xS-yT-P``: X times 2^S, Y times 2^T, params P, so that every
+    op reaches the subnormal range, the flush boundary and overflow on some page.
     """
     base = ref.init_page(1)
     out = {}
@@ -276,18 +247,8 @@ def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
     """Independent single systems at step 0 run side by side without a fault (:func:`.model.run`), as
     one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
     """
-    case = Case(name, "evidence", steps, steps, page=name)
     r = model.run(pages, steps, grouped=False, independent=True)
-    n = len(pages)
-    p, lr, inv = _reads(pages)
-    params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
-    for s in range(steps):
-        params[s] = p
-        p = model.apply({}, p, r.trace[s], lr, inv)
-    params[steps] = p
-    losses = np.stack([model.loss({}, r.trace[s], inv) for s in range(steps)])
-    lrs = np.broadcast_to(lr, (steps, n, 1)).copy()
-    return Trajectory(case, list(pages), r.pages, r.trace, params, lrs, losses)
+    return _states(Case(name, "evidence", steps, steps, page=name), pages, r.pages, r.trace, {})
 
 
 @cache
@@ -315,14 +276,8 @@ def witness(m: faults.Model) -> Kill | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One mutant's standing against both packs: its name ``op:alt`` and text, the first case of each
-    pack that kills it, and for a mutant neither kills an evidence case where it changes bits
-    (``witness``; None: equivalent).
-
-    Examples
-    --------
-    >>> Verdict("e:swapped", "", None, None, None).equivalent
-    True
+    """One mutant against both packs: the first case of each that kills it, and for a mutant neither
+    kills an evidence case where it changes bits (``witness``; None: equivalent).
     """
 
     name: str
@@ -338,11 +293,8 @@ class Verdict:
 
 
 def verdicts() -> list[Verdict]:
-    """Every mutant of :func:`~meshnb.conformance.model.mutations` against the quick and the full pack
-    (minutes), in the op table's order.
-
-    A mutant the quick pack does not kill is tried on the evidence cases; one that changes no bits
-    there either is taken as equivalent without the full pack's longer cases.
+    """Every mutant of :func:`.model.mutations` against the quick and the full pack (minutes), in table order;
+    one the quick pack and the evidence cases leave alone is equivalent without the full pack.
     """
     out = []
     for mut in model.mutations():
@@ -358,17 +310,8 @@ _GRADUAL = model.arith("no-flush")
 
 
 def flushed_ops(t: Trajectory) -> set[str]:
-    """The ops of the per-lane dataflow, apply and the loss whose rounded result is a nonzero subnormal
-    on some step of ``t``'s run (which mode Z flushes): each recomputed with gradual underflow.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.mutation import flushed_ops, trajectory
-    >>> from meshnb.conformance.pack import BY_NAME
-    >>> sorted(flushed_ops(trajectory(BY_NAME["lr-underflow"].sized(quick=True))))
-    ['lr*g']
-    >>> flushed_ops(trajectory(BY_NAME["default"].sized(quick=True)))
-    set()
+    """The ops of the lanes, apply and the loss whose result is a nonzero subnormal on some step of ``t``'s
+    run (which mode Z flushes), each recomputed with gradual underflow.
     """
     n = len(t.pages)
     inv = _reads(t.pages)[2]

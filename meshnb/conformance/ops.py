@@ -168,25 +168,7 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
 
 
 def expected(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """Mode Z results of ``op`` on word arrays.
-
-    Parameters
-    ----------
-    op : str
-        The op's name.
-    a, b : numpy.ndarray
-        The operands' words (``b`` not for ``from_u32``).
-
-    Returns
-    -------
-    numpy.ndarray
-        uint32 words.
-
-    Examples
-    --------
-    >>> hex(expected("mul", np.uint32(0x3F7FFFFF), np.uint32(0x00800000)))
-    '0x800000'
-    """
+    """Mode Z results of ``op`` on word arrays (``b`` not for ``from_u32``)."""
     return apply_op(Ops(), op, a, b)
 
 
@@ -194,23 +176,7 @@ _HEX = np.array([ord(c) for c in "0123456789abcdef"], dtype=np.uint8)
 
 
 def format_lines(*cols: np.ndarray) -> bytes:
-    """Word columns of one length as lines of space-separated 8-digit lowercase hex (vectorised).
-
-    Parameters
-    ----------
-    *cols : numpy.ndarray
-        Columns of words.
-
-    Returns
-    -------
-    bytes
-        One line a row.
-
-    Examples
-    --------
-    >>> format_lines(np.array([1, 0x3F800000], dtype=np.uint32), np.array([2, 3], dtype=np.uint32))
-    b'00000001 00000002\\n3f800000 00000003\\n'
-    """
+    """Word columns of one length as lines of space-separated 8-digit lowercase hex (vectorised)."""
     n = len(cols[0])
     width = 9 * len(cols)
     out = np.empty((n, width), dtype=np.uint8)
@@ -224,39 +190,14 @@ def format_lines(*cols: np.ndarray) -> bytes:
 
 
 def gen_lines(op: str, level: int = 1, seed: int = 1, count: int | None = None) -> bytes:
-    """The text of ``meshnb ops gen``: one vector a line.
-
-    Parameters
-    ----------
-    op, level, seed, count
-        As for :func:`generate`.
-
-    Returns
-    -------
-    bytes
-        ``A B RESULT`` lines (``A RESULT`` for ``from_u32``).
-
-    Examples
-    --------
-    >>> gen_lines("from_u32", count=2).splitlines()[:3]
-    [b'00000000 00000000', b'00000001 3f800000', b'00000002 40000000']
-    """
+    """The text of ``meshnb ops gen`` (:func:`generate`'s arguments): one vector a line."""
     a, b = generate(op, level, seed, count)
     r = expected(op, a, b)
     return format_lines(a, r) if b is None else format_lines(a, b, r)
 
 
 class BadInput(ValueError):
-    """An executor's vector file that cannot be read (exit 2).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.ops import parse
-    >>> parse("mul", b"hello\\n")
-    Traceback (most recent call last):
-    ...
-    meshnb.conformance.ops.BadInput: line 1: expected 3 hex words, got 'hello'
-    """
+    """An executor's vector file that cannot be read (exit 2)."""
 
 
 _HEXVAL = np.full(256, -1, dtype=np.int64)
@@ -307,37 +248,10 @@ def _parse_canonical(data: bytes, want: int) -> np.ndarray | None:
 def parse(
     op: str, data: bytes, first_line: int = 1, allow_empty: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays.
+    """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays ``(A, B, RESULT)``.
 
-    Blank lines and lines starting with ``#`` are skipped; anything else that is not a vector (a NUL
-    byte included) raises :class:`BadInput` naming the line.
-
-    Parameters
-    ----------
-    op : str
-        The op's name.
-    data : bytes
-        The lines.
-    first_line : int, default 1
-        The number of ``data``'s first line (a chunk of a longer file), for messages.
-    allow_empty : bool, default False
-        Accept input without a vector.
-
-    Returns
-    -------
-    tuple
-        ``(A, B, RESULT)`` uint32 arrays; ``B`` is None for ``from_u32``.
-
-    Raises
-    ------
-    BadInput
-        Naming the first line that is not a vector.
-
-    Examples
-    --------
-    >>> a, b, got = parse("mul", b"# a comment\\n3f800000 40000000 40000000\\n")
-    >>> hex(a[0]), hex(b[0]), hex(got[0])
-    ('0x3f800000', '0x40000000', '0x40000000')
+    Blank lines and ``#`` lines are skipped; anything else that is not a vector (a NUL byte included)
+    raises :class:`BadInput` naming the line (``first_line``: the number of ``data``'s first line).
     """
     _check_op(op, BadInput)
     nul = data.find(b"\0")
@@ -389,27 +303,7 @@ _VARIANTS = {
 
 
 def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want: np.ndarray) -> list[list[str]]:
-    """The classes (names of :data:`CLASSES`) of each wrong result.
-
-    Parameters
-    ----------
-    op : str
-        The op's name.
-    a, b : numpy.ndarray
-        The operands (``b`` None for ``from_u32``).
-    got, want : numpy.ndarray
-        The executor's results and mode Z's.
-
-    Returns
-    -------
-    list of list of str
-        Each wrong result's classes (``["other"]`` where none fits).
-
-    Examples
-    --------
-    >>> classify("mul", np.array([0x3F7FFFFF]), np.array([0x00800000]), np.array([0]), np.array([0x00800000]))
-    [['ftz-before-rounding', 'ftz-after-rounding']]
-    """
+    """The classes (names of :data:`CLASSES`) of each wrong result (``["other"]`` where none fits)."""
     a, got, want = (np.asarray(x, dtype=np.uint32) for x in (a, got, want))
     match: dict[str, np.ndarray] = {}
     for name, rules in _VARIANTS.items():
@@ -433,28 +327,9 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
 
 @dataclass
 class VerifyReport:
-    """The outcome of ``ops verify``.
-
-    Parameters
-    ----------
-    op : str
-        The op checked.
-    checked, wrong : int
-        The vectors checked, and those whose result differs from mode Z's.
-    first : list of dict
-        The first wrong ones: line index, operands, result, expected result, classes.
-    classes : dict of str to int
-        How many wrong results fit each class.
-    whole_set : str or None, default None
-        The generated set demanded (``gen OP --level L --seed S``), if any.
-    set_size, set_matched : int, default 0
-        That set's vectors, and the file's that are the set's, in its order, before the first
-        that is not.
-
-    Examples
-    --------
-    >>> verify("mul", b"3f7fffff 00800000 00000000\\n").classes
-    {'ftz-before-rounding': 1, 'ftz-after-rounding': 1}
+    """The outcome of ``ops verify``: the vectors checked and wrong, the first wrong ones, the classes'
+    counts, and where a generated set was demanded (``whole_set``) its size and the file's vectors that
+    are the set's, in its order, before the first that is not.
     """
 
     op: str
@@ -477,18 +352,7 @@ class VerifyReport:
         return self.wrong == 0 and self.complete
 
     def text(self) -> str:
-        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines.
-
-        Returns
-        -------
-        str
-            Lines joined by newlines.
-
-        Examples
-        --------
-        >>> verify("add", b"3f800000 3f800000 40000000\\n").text()
-        'PASS: add: 1 checked, 0 wrong'
-        """
+        """The report as ``ops verify`` prints it: the verdict line, the classes, the first wrong lines."""
         verdict = "PASS" if self.passed else "FAIL"
         lines = [f"{verdict}: {self.op}: {self.checked} checked, {self.wrong} wrong"]
         if self.whole_set is not None:
@@ -516,25 +380,8 @@ class VerifyReport:
         return f"{self.checked - self.set_size} vectors more than the set"
 
     def to_json(self) -> dict[str, object]:
-        """The report as JSON-ready values (``ops verify --json``).
-
-        Returns
-        -------
-        dict
-            ``op``, ``checked``, ``wrong``, ``classes``, ``first`` (and ``whole_set`` where demanded).
-
-        Examples
-        --------
-        >>> verify("add", b"3f800000 3f800000 40000000\\n").to_json()
-        {'op': 'add', 'checked': 1, 'wrong': 0, 'classes': {}, 'first': []}
-        """
-        doc: dict[str, object] = {
-            "op": self.op,
-            "checked": self.checked,
-            "wrong": self.wrong,
-            "classes": self.classes,
-            "first": self.first,
-        }
+        """The report as JSON-ready values (``ops verify --json``)."""
+        doc: dict[str, object] = {k: getattr(self, k) for k in ("op", "checked", "wrong", "classes", "first")}
         if self.whole_set is not None:
             doc["whole_set"] = {"set": self.whole_set, "vectors": self.set_size, "matched": self.set_matched,
                                 "complete": self.complete}  # fmt: skip
@@ -580,29 +427,7 @@ MAX_LINE = 1 << 16  # a line longer than this is not a vector
 
 
 def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
-    """Whole lines of a stream, about :data:`CHUNK` bytes at a time.
-
-    Parameters
-    ----------
-    read : callable
-        ``read(n)``: up to ``n`` bytes, ``b""`` at the end (a binary file's ``read``).
-
-    Yields
-    ------
-    bytes
-        Whole lines (the last one perhaps without its newline).
-
-    Raises
-    ------
-    BadInput
-        For a line longer than :data:`MAX_LINE` bytes (``/dev/zero``).
-
-    Examples
-    --------
-    >>> import io
-    >>> list(chunks_of(io.BytesIO(b"00000001 3f800000\\n00000002").read))
-    [b'00000001 3f800000\\n', b'00000002']
-    """
+    """Whole lines of a stream (``read(n)``), about :data:`CHUNK` bytes at a time (BadInput past :data:`MAX_LINE`)."""
     rest = b""
     while True:
         block = read(CHUNK)
@@ -622,38 +447,10 @@ def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
 def verify_chunks(
     op: str, chunks: Iterable[bytes], show: int = 20, whole: tuple[int, int, int | None] | None = None
 ) -> VerifyReport:
-    """:func:`verify` over a file given as chunks of whole lines (:func:`chunks_of`), one in memory
-    at a time.
+    """:func:`verify` over chunks of whole lines (:func:`chunks_of`), one in memory at a time.
 
-    Parameters
-    ----------
-    op : str
-        The op's name.
-    chunks : iterable of bytes
-        Whole lines, chunk by chunk.
-    show : int, default 20
-        The wrong results to list.
-    whole : tuple of (int, int, int or None), optional
-        ``(level, seed, count)``: the file must also be that generated set (:func:`generate`), every
-        vector in its order; the report says how much of it the file held and does not pass short
-        of all.
-
-    Returns
-    -------
-    VerifyReport
-        As :func:`verify`'s.
-
-    Raises
-    ------
-    BadInput
-        For a line that is not a vector, or no vector at all.
-
-    Examples
-    --------
-    >>> one = gen_lines("mul", count=0).splitlines(keepends=True)[0]  # a harness that stopped after one line
-    >>> report = verify_chunks("mul", [one], whole=(1, 1, 0))
-    >>> report.checked, report.set_matched, report.set_size > 1, report.passed
-    (1, 1, True, False)
+    ``whole=(level, seed, count)``: the file must also be that generated set, every vector in its
+    order; the report says how much of it the file held and does not pass short of all.
     """
     set_a: np.ndarray | None = None
     set_b: np.ndarray | None = None
@@ -702,8 +499,7 @@ def verify_chunks(
     return VerifyReport(op, checked, wrong, first, ordered, set_name, size, matched)
 
 
-# The old name had two roles (a check's Report is meshnb.conformance.check.Report): it still
-# works this release, with a warning.
+# deprecated aliases (a check's Report is meshnb.conformance.check.Report)
 _RENAMED = {"Report": "VerifyReport"}
 
 
