@@ -39,7 +39,7 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 # intrinsics of a literal mode instead (the same bits), which a cold start types without compiling these.
 
 
-@jit()
+@jit(accepts=dict(r="float32", z="bool"))
 def result(r: np.float32, z: bool) -> np.float32:
     """An op's result inside a kernel: ``flush_subnormal`` in mode Z, untouched in IEEE mode.
 
@@ -65,7 +65,7 @@ def result(r: np.float32, z: bool) -> np.float32:
     return r
 
 
-@jit()
+@jit(accepts=dict(f="float32", z="bool"))
 def out_word(f: np.float32, z: bool) -> np.uint32:
     """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z.
 
@@ -91,7 +91,7 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
     return np.float32(f).view(np.uint32)
 
 
-@jit()
+@jit(accepts=dict(u="uint32", z="bool"))
 def in_word(u: np.uint32, z: bool) -> np.float32:
     """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z.
 

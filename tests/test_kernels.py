@@ -135,11 +135,15 @@ def _f64(a):
         (lambda xs, ys: kernels.loss(np.zeros((5, 1), np.float32), np.float32(1 / 32)), "sums"),
         (lambda xs, ys: kernels.fold(np.zeros((2, 8), np.int64)), "slots"),
         (lambda xs, ys: kernels.batches(np.zeros(1024, np.float32), True), "words"),
+        (lambda xs, ys: kernels.result(1e-40, True), "r"),  # a Python float is float64
+        (lambda xs, ys: kernels.out_word(np.float64(-1e-40), True), "f"),
+        (lambda xs, ys: kernels.in_word(1, True), "u"),
     ],
 )
 def test_public_kernels_refuse_other_types_naming_the_argument(call, name):
     xs, ys = kernels.samples()
-    before = {k: len(getattr(kernels, k).signatures) for k in ("step_sums", "apply", "loss", "fold", "batches")}
+    kinds = ("step_sums", "apply", "loss", "fold", "batches", "result", "out_word", "in_word")
+    before = {k: len(getattr(kernels, k).signatures) for k in kinds}
     with pytest.raises(TypeError, match=f"argument '{name}' must be") as caught:
         call(xs, ys)
     assert str(caught.value).startswith("meshnb.kernels.") and "TypingError" not in str(caught.value)
