@@ -1,102 +1,20 @@
 """The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
 default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
 
-Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or meshnb's own
-(:mod:`meshnb.cuda.ptx`).  The text is parsed into instructions (several a line, inside ``{ }``
-blocks and inline asm, across lines), not read line by line.  Each finding has the line (1-based,
-the line of the instruction's opcode), the function (the ``.entry`` or ``.func`` it sits in), the
-instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
+Pure Python over the text (no numba-cuda, no GPU).  The text is parsed into instructions (several
+a line, inside ``{ }`` blocks and inline asm, across lines).  Each finding (:class:`Violation`) has
+the line of the opcode, the function, the instruction and a class: ``contraction``, ``unrounded``,
+``flush``, ``approximate``, ``directed-rounding``, ``double-rounding`` or ``unverified`` (any other
+float instruction no row of :data:`MODE_Z` allows; the named classes take precedence).
 
-``contraction``
-    ``fma`` / ``mad`` on ``.f32`` or ``.f32x2``: a multiply and an add with one rounding (the
-    ``fma-horner`` fault).  Mode Z rounds every operation on its own.  Not one whose operands make
-    it one rounded operation: a multiplier exactly +-1.0 (a rounded add or sub), an addend exactly
-    -0.0 (a rounded multiply), as constants or registers whose one definition moves them.
-``unrounded``
-    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier and a partner: the
-    PTX ISA lets ptxas fuse such a mul and an add its product reaches into an fma (``meshnb ptx
-    audit --sass`` shows whether it did); both are findings, each naming the other's line.  One with
-    no partner is computed to nearest.  An operation written ``.rn`` is never fused.
-``flush``
-    any ``.ftz`` f32 instruction: the hardware flushes subnormal *inputs and results before
-    rounding*, while mode Z flushes the rounded result (``0x00800000 * 0x3F7FFFFF`` is
-    ``0x00800000`` in mode Z, 0 with ``.ftz``).
-``approximate``
-    ``div.approx`` / ``div.full`` / ``rcp.approx`` / ``sqrt.approx`` / ``rsqrt.approx`` /
-    ``ex2.approx`` / ``lg2.approx`` / ``sin.approx`` / ``cos.approx`` / ``tanh.approx``: not
-    correctly rounded.
-``directed-rounding``
-    ``.rz`` / ``.rm`` / ``.rp`` on f32 arithmetic (``__fmul_rz`` and friends) or on a conversion
-    into f32 (``cvt.rz.f32.u32``): mode Z rounds to nearest even.
-``double-rounding``
-    f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
-    (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
-    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.  Not one f32 operation done
-    once in f64 and rounded once: an ``add``/``sub``/``mul`` of two f32 values (promoted, or f64
-    constants exactly f32) whose result reaches only moves, sign operations, selections, memory and
-    ``cvt.rn.f32.f64`` (the product is exact; the sum's double rounding is innocuous, 53 >= 2*24+2).
-``unverified``
-    any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
-    ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
-    ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
-    ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
-    register declared of a float type as an operand; ``why`` says what the table does not allow.
-    Also a store of a promoted value whose loads cannot be matched (:func:`_unfollowed`): through
-    an address made from no variable of the module, into a variable whose address leaves its
-    function, or by an atomic.  The named classes above take precedence: they say more.
+Values promoted from f32 (``cvt.f64.f32``) are followed over the whole module, flow-insensitively:
+through moves, exact operations, ``.param`` passing into and out of a ``.func``, and memory by an
+address-symbol model (:func:`_follow_memory`), until ``cvt.rn.f32.f64`` ends them.  f64 arithmetic
+on them is ``double-rounding`` unless SPEC 4's ``sin_pi`` rule or the one-rounding rule accepts
+it.  The classes, the table, the sin_pi rule and the limits of the model are written out once, on
+docs/guide/gpu.md ("The PTX audit").
 
-Every finding has ``why``, the rule that decided it, and ``source``, the CUDA line of the ``.loc``
-before it.
-
-**How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
-through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
-conversions out of and back into f64 through integers), through ``.param`` passing into a
-``.func`` (``st.param`` / ``call`` / ``ld.param``) and back out of its return value, and through
-any f64 arithmetic on it, until a conversion into f32 (``cvt.rn.f32.f64``) ends it.  The analysis
-is over the whole module and flow-insensitive (a register holds the union of what reaches it on any
-path, loops included); registers declared inside a ``{ }`` block are that block's own.
-
-**The rule for SPEC 4's f64** ``sin_pi`` (init, f64 by definition), written down here and in
-docs/guide/gpu.md:
-
-1. the reduction ``r = 1 - |x|``, a ``sub.f64`` from the constant 1.0 of a promoted value, and
-   the product ``pi * r``, a ``mul.f64`` of a promoted value by the f64 constant pi
-   (``0d400921FB54442D18``), are the sine's argument *only if that product reaches a sine*;
-2. a sine is recognised by how libdevice's ``sin`` (and ``cos``) begins, inlined: the quadrant
-   reduction, a ``mul.f64`` of the argument by 2/pi (``0d3FE45F306DC9C883``).  An f64 operation
-   with an operand derived from that product is the sine's own code (the Cody-Waite steps
-   ``fma(-q, pi/2, a)``, the polynomial, the sign) when its other operands are constants, the
-   sine's, or the argument as the addend of an fma; a promoted value, or the argument as a factor
-   (``p * p + sin(p)``, fused to ``fma(p, p, s)``), makes it a finding;
-3. a ``mul.f64`` by the constant zero is exact (libdevice's infinite-argument case) and is no finding;
-4. anything else computed in f64 from a promoted value is a finding: ``(pi r)^2``, a product by pi
-   that never reaches a sine (the product, and the reduction before it), an f64 Horner, ``1 - x``
-   that is not followed by the product by pi.
-
-What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
-``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
-accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
-a value stored through an address made from a ``.local``, ``.shared`` (``.extern`` too) or
-``.global`` variable (``mov``, ``cvta``, integer ``add``, ``sub``, ``mad``, ``selp``, ``and``,
-``or`` ...) and loaded through any address made from it stays what it was; ``.param`` is
-followed by name; shuffles and 64-bit integer words carry it.  Limits: a variable is one place
-(flow-insensitive, its words not told apart, so a promoted value stored anywhere in it reaches
-every load from it); memory reached through global or generic pointers given as arguments, or
-addresses made by other opcodes, is not followed, and a promoted value stored there is reported
-``unverified`` at the store (a store and a load through the same register are joined); a float
-reaching an unknown opcode only through an integer register is not seen by the register check; an
-f64 operation on the sine's *result* before its one rounding to f32 is taken as the sine's own.
-
-What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
-docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
-exact ``mov``/``abs``/``neg``/``selp``/``min``/``max`` and comparisons (``setp``) on f32 and f64;
-loads and stores; ``cvt.rn.f32`` from the 8-, 16- and 32-bit integers; ``cvt.f64.f32`` and
-``cvt.rn.f32.f64``; the sine's ``cvt.rn.f64.s32`` and ``cvt.rni.s32.f64``; f64 arithmetic, judged by
-the sin_pi rule.  Bit operations on float words (:data:`BIT_OPS`: ``and``/``or``/``xor``/``selp``/
-``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN, the butterfly) are exact.
-
-Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte (refused: a NUL could hide an
-instruction from ptxas' reading or from this one); time linear in its size.
+Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its size.
 """
 
 from __future__ import annotations
@@ -113,15 +31,12 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-CLASSES = (
-    "contraction",
-    "unrounded",
-    "flush",
-    "approximate",
-    "directed-rounding",
-    "double-rounding",
-    "unverified",
-)
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+CLASSES = _words("contraction unrounded flush approximate directed-rounding double-rounding unverified")
 MAX_BYTES = 256 << 20  # a kernel's PTX is kilobytes to a few MB: more is not a module to audit here
 PI_F64 = "0d400921FB54442D18"
 TWO_OVER_PI_F64 = "0d3FE45F306DC9C883"  # libdevice's sin/cos quadrant reduction: x * 2/pi
@@ -133,19 +48,7 @@ _ROUNDING = {"rn"} | _DIRECTED
 _ROUNDED_OPS = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"}
 _APPROX_OPS = {"div", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
 _F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt", "rsqrt"}
-_PASS = {
-    "mov",
-    "abs",
-    "neg",
-    "selp",
-    "min",
-    "max",
-    "cvt",
-    "ld",
-    "ldu",
-    "st",
-    "shfl",
-}  # exact: a value stays what it was
+_PASS = set(_words("mov abs neg selp min max cvt ld ldu st shfl"))  # exact: a value stays what it was
 _BITS_PASS = {"and", "or", "xor", "not", "prmt", "slct"}  # on a promoted value's words: still promoted
 _PASS |= _BITS_PASS
 _WRITES = ("st", "atom", "red", "sust", "sured", "stmatrix")  # what writes registers' values to memory
@@ -176,17 +79,7 @@ def _f32_exact(constant: str) -> bool:
 
 _FLOAT_TYPE = re.compile(r"(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?")  # f16 f16x2 bf16 f32 f32x2 f64 tf32 e4m3x2 ...
 _CMP = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
-_SPACES = (
-    "global",
-    "local",
-    "shared",
-    "param",
-    "const",
-    "shared::cta",
-    "shared::cluster",
-    "param::entry",
-    "param::func",
-)
+_SPACES = _words("global local shared param const shared::cta shared::cluster param::entry param::func")
 _MEMORY: tuple[str, ...] = ("nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "volatile", "weak", "relaxed", "acquire")
 _MEMORY += ("release", "cta", "cluster", "gpu", "sys", "v2", "v4", "v8")  # and any L1::/L2:: cache hint
 _WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
@@ -208,78 +101,47 @@ class Allowed:
     rule: str
 
 
-MODE_Z: tuple[Allowed, ...] = (
-    Allowed(
-        ("add", "sub", "mul"),
-        ("f32", "f32x2"),
-        ("rn",),
-        (),
-        "IEEE binary32 rounded to nearest even; meshnb flushes the result with bit operations (SPEC 2)",
-    ),
-    Allowed(("div", "sqrt"), ("f32",), ("rn",), (), "correctly rounded to nearest even (SPEC 2)"),
-    Allowed(("mov", "abs", "neg", "selp"), ("f32", "f64"), (), (), "exact: the value's bits, or its sign bit changed"),
-    Allowed(("min", "max"), ("f32", "f64"), (), (), "exact: one of the operands"),
-    Allowed(("setp",), ("f32", "f64"), (), _CMP + ("and", "or", "xor"), "a comparison: a predicate, no float result"),
-    Allowed(
-        ("ld", "ldu", "st"),
-        ("f32", "f64"),
-        (),
-        _SPACES + _MEMORY,
-        "a move to or from memory (followed through local, shared and param space)",
-    ),
-    Allowed(
-        ("cvt",),
-        ("f32",),
-        ("rn",),
-        _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
-        "an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one the same way)",
-    ),
-    Allowed(("cvt",), ("f32", "f64"), (), (), "f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted"),
-    Allowed(
-        ("cvt",),
-        ("f32", "f64"),
-        ("rn",),
-        (),
-        "f64 -> f32 (cvt.rn.f32.f64): the one rounding of SPEC 4's sine (promoted values: the sin_pi rule)",
-    ),
-    Allowed(("cvt",), ("f64",), ("rn",), ("s32", "u32"), "a 32-bit integer into f64: exact (the sine's quadrant)"),
-    Allowed(("cvt",), ("f64",), ("rni",), ("s32",), "f64 to the nearest integer: the sine's quadrant"),
-    Allowed(
-        ("add", "sub", "mul", "fma", "div", "rcp", "sqrt"),
-        ("f64",),
-        (),
-        ("rn",),
-        "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
-    ),
-    Allowed(("copysign",), ("f32", "f64"), (), (), "exact: the first operand's bits with the second's sign bit"),
-    Allowed(
-        ("setp",),
-        ("f16", "bf16", "f16x2", "bf16x2"),
-        (),
-        _CMP + ("and", "or", "xor"),
-        "a comparison of halves (no .ftz): a predicate, no float result",
-    ),
-    Allowed(("testp",), ("f32", "f64"), (), _CLASSES_TESTED, "a class test: a predicate, no float result"),
-    Allowed(
-        ("neg", "abs"),
-        ("f16", "bf16", "f16x2", "bf16x2"),
-        (),
-        (),
-        "exact: a half's sign bit changed (no .ftz: subnormal halves kept)",
-    ),
-    Allowed(("cvt",), ("f32", "f64", "f16", "bf16"), (), (), "a half widened to f32 or f64 (cvt.f32.f16): exact"),
-    Allowed(
-        ("cvt",), ("f32",), ("sat",), (), "cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values"
-    ),
-    Allowed(
-        ("cvt",),
-        ("f32",),
-        (),
-        ("rzi", "rni") + _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
-        "f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a subnormal "
-        "input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)",
-    ),
-)
+_SETS = {  # named word sets a row's optional modifiers may include
+    "CMP": _CMP + ("and", "or", "xor"),
+    "MEMORY": _SPACES + _MEMORY,
+    "INTS": _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+    "CLASSES": _CLASSES_TESTED,
+}
+# ops | float types | required modifiers | optional modifiers | the rule that keeps mode Z's bits
+_TABLE = """
+add sub mul | f32 f32x2 | rn | | IEEE binary32 rounded to nearest even; meshnb flushes the result with bit \\
+operations (SPEC 2)
+div sqrt | f32 | rn | | correctly rounded to nearest even (SPEC 2)
+mov abs neg selp | f32 f64 | | | exact: the value's bits, or its sign bit changed
+min max | f32 f64 | | | exact: one of the operands
+setp | f32 f64 | | CMP | a comparison: a predicate, no float result
+ld ldu st | f32 f64 | | MEMORY | a move to or from memory (followed through local, shared and param space)
+cvt | f32 | rn | INTS | an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one \\
+the same way)
+cvt | f32 f64 | | | f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted
+cvt | f32 f64 | rn | | f64 -> f32 (cvt.rn.f32.f64): the one rounding of SPEC 4's sine (promoted values: the sin_pi rule)
+cvt | f64 | rn | s32 u32 | a 32-bit integer into f64: exact (the sine's quadrant)
+cvt | f64 | rni | s32 | f64 to the nearest integer: the sine's quadrant
+add sub mul fma div rcp sqrt | f64 | | rn | f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule \\
+decides (double-rounding)
+copysign | f32 f64 | | | exact: the first operand's bits with the second's sign bit
+setp | f16 bf16 f16x2 bf16x2 | | CMP | a comparison of halves (no .ftz): a predicate, no float result
+testp | f32 f64 | | CLASSES | a class test: a predicate, no float result
+neg abs | f16 bf16 f16x2 bf16x2 | | | exact: a half's sign bit changed (no .ftz: subnormal halves kept)
+cvt | f32 f64 f16 bf16 | | | a half widened to f32 or f64 (cvt.f32.f16): exact
+cvt | f32 | sat | | cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values
+cvt | f32 | | rzi rni INTS | f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a \
+subnormal input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)
+"""
+
+
+def _row(line: str) -> Allowed:
+    ops, types, required, optional, rule = (f.strip() for f in line.split("|", 4))
+    opt = tuple(w for word in optional.split() for w in _SETS.get(word, (word,)))
+    return Allowed(tuple(ops.split()), tuple(types.split()), tuple(required.split()), opt, rule)
+
+
+MODE_Z: tuple[Allowed, ...] = tuple(_row(r) for r in _TABLE.replace("\\\n", "").strip().split("\n"))
 """Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
 is a finding (``unverified`` where no named class says more).  To allow a new form, add a row (or a
 type or modifier to a row) here and in docs/guide/gpu.md, with the reason it keeps mode Z's bits,
@@ -289,91 +151,18 @@ and a test in tests/cuda/test_audit.py that shows it."""
 # flush's ``and.b32``, the butterfly's ``shfl``): exact on the bits.  Any other opcode of no float
 # type with a register declared of a float type as an operand is unverified.
 BIT_OPS = frozenset(
-    [
-        "mov",
-        "ld",
-        "ldu",
-        "st",
-        "and",
-        "or",
-        "xor",
-        "not",
-        "cnot",
-        "lop3",
-        "selp",
-        "slct",
-        "shfl",
-        "prmt",
-        "setp",
-        "set",
-        "cvt",
-        "cvta",
-        "bfe",
-        "bfi",
-        "brev",
-        "popc",
-        "clz",
-        "shl",
-        "shr",
-        "bar",
-        "barrier",
-        "bra",
-        "call",
-        "ret",
-        "exit",
-        "membar",
-        "fence",
-    ]
+    _words(
+        "mov ld ldu st and or xor not cnot lop3 selp slct shfl prmt setp set cvt cvta bfe bfi brev popc clz "
+        "shl shr bar barrier bra call ret exit membar fence"
+    )
 )
 # integer and control opcodes: their operands cannot be float registers in valid PTX (integer types)
-INT_OPS = (
-    frozenset(
-        [
-            "add",
-            "addc",
-            "sub",
-            "subc",
-            "mul",
-            "mul24",
-            "mad",
-            "mad24",
-            "madc",
-            "sad",
-            "div",
-            "rem",
-            "abs",
-            "neg",
-            "min",
-            "max",
-            "dp4a",
-            "dp2a",
-            "bfind",
-            "fns",
-            "activemask",
-            "vote",
-            "match",
-            "redux",
-            "elect",
-            "nanosleep",
-            "pmevent",
-            "trap",
-            "brkpt",
-            "getctarank",
-            "isspacep",
-            "mapa",
-            "prefetch",
-            "prefetchu",
-            "cp",
-            "discard",
-            "applypriority",
-            "createpolicy",
-            "griddepcontrol",
-            "mbarrier",
-            "setmaxnreg",
-            "istypep",
-        ]
+INT_OPS = BIT_OPS | frozenset(
+    _words(
+        "add addc sub subc mul mul24 mad mad24 madc sad div rem abs neg min max dp4a dp2a bfind fns "
+        "activemask vote match redux elect nanosleep pmevent trap brkpt getctarank isspacep mapa prefetch "
+        "prefetchu cp discard applypriority createpolicy griddepcontrol mbarrier setmaxnreg istypep"
     )
-    | BIT_OPS
 )
 
 
@@ -1006,20 +795,21 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     symbols: set[str] = set()
     locs: list[tuple[int, str]] = []  # (index of the next instruction, a .loc's operands)
     files: dict[str, str] = {}
+
+    def read(line: int, opcode: str, tail: str) -> None:
+        info = infos.get(opcode)
+        if info is None:
+            info = infos[opcode] = _info(opcode)
+        if info.regs:
+            append(_registers(_flowing(line, scopes, opcode, tail, info), scopes))
+        elif info.judged or (info.flows and values) or (addresses and _addressing(opcode)):
+            append(_flowing(line, scopes, opcode, tail, info))
+        elif every or info.classes:  # f32 arithmetic, integers, control: no promoted value passes
+            append(Instruction(line, scopes.function, opcode, []))
+
     for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
-            info = infos.get(opcode)
-            if info is None:
-                info = infos[opcode] = _info(opcode)
-            if info.regs:
-                append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
-            elif info.judged:
-                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
-            elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
-                # f32 arithmetic, integers, control: no promoted value passes
-                append(Instruction(lines[0].of(line), scopes.function, opcode, []))
-            else:
-                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
+            read(lines[0].of(line), opcode, body)
             continue
         if kind == "{":
             header = _HEADER.match(body) if body.strip() and not scopes.stack else None
@@ -1084,19 +874,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         opcode = m.group(1)
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
-        info = _info(opcode)
-        if info.regs:
-            append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
-            continue
-        if info.judged:
-            append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
-            continue
-        if (not info.flows or not values) and not (addresses and _addressing(opcode)):
-            # f32 arithmetic, integers, control: no promoted value passes
-            if every or info.classes:
-                append(Instruction(line, scopes.function, opcode, []))
-            continue
-        append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
+        read(line, opcode, s[m.end(1) :])
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
     _sources_of(instructions, locs, files)
