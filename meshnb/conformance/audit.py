@@ -289,31 +289,11 @@ class Violation:
     source: str = ""
 
     def to_json(self) -> dict[str, object]:
-        """The finding as ``meshnb ptx audit --json`` writes it: its fields, ``kind`` as ``"class"``,
-        ``why`` and ``source`` only when not empty.
-
-        Returns
-        -------
-        dict
-            ``{"line", "function", "instruction", "class"[, "why"][, "source"]}``.
-
-        Examples
-        --------
-        >>> from meshnb.conformance.audit import Violation
-        >>> Violation(3, "k", "add.ftz.f32", "flush", why="flushes before rounding").to_json()["why"]
-        'flushes before rounding'
-        """
-        d: dict[str, object] = {
-            "line": self.line,
-            "function": self.function,
-            "instruction": self.instruction,
-            "class": self.kind,
-        }
-        if self.why:
-            d["why"] = self.why
-        if self.source:
-            d["source"] = self.source
-        return d
+        """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` as ``"class"``, ``why`` and
+        ``source`` only when not empty."""
+        d: dict[str, object] = {"line": self.line, "function": self.function, "instruction": self.instruction}
+        d["class"] = self.kind
+        return d | {k: v for k, v in (("why", self.why), ("source", self.source)) if v}
 
 
 class PtxError(ValueError):
@@ -391,16 +371,10 @@ def _statements(
     text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
     """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
-    opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
-    instruction read whole by :data:`_SCAN`: ``text`` is its operands, ``opcode`` its opcode, and
-    the first number its opcode's *position*: ``lines[0].of(position)`` is its line, counted only
-    for the instructions that need one).  ``wanted`` (opcode -> kept, filled in as opcodes are
-    met) leaves out the ``i`` instructions the caller does not keep: those of no f32 class that no
-    promoted value passes through (or any, with ``values`` false).
-
-    Comments are dropped first (their newlines kept), then one regex scan cuts the text at ``;``,
-    ``{`` and ``}``: time linear in the text, each statement sliced once.  The common statement (a
-    guard, an opcode, operands without braces or colons, ``;``) is read whole by the scan itself."""
+    opens after ``text``: empty or a function header), ``}``, or ``i`` (an instruction the scan read
+    whole: ``text`` its operands, the first number its opcode's *position*, for ``lines[0].of``).
+    ``wanted`` (opcode -> kept, filled in as met) leaves out the ``i`` instructions the caller does
+    not keep.  One regex scan after the comments are dropped: linear in the text."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
     counter = _Lines(text)
@@ -523,12 +497,23 @@ def _names(operand: str) -> list[str]:
     return [o] if o and (o[0] == "%" or o[0].isalpha() or o[0] in "_$") else []
 
 
+def _declared(name: str, exact: set[str], ranges: list[tuple[str, int]]) -> str | tuple[str, int] | None:
+    """The declaration of one block that declares register ``name`` (``%f1`` or ``%f<4>``), if any."""
+    if name in exact:
+        return name
+    for prefix, n in ranges:
+        tail = name[len(prefix) :]
+        if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
+            return prefix, n
+    return None
+
+
 class _Scopes:
     """Register and .param names declared per ``{ }`` block: a block's own shadow the outer ones."""
 
     def __init__(self) -> None:
         self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
-        self.floats: list[tuple[set[str], list[tuple[str, int]]]] = []  # per block: the float-typed ones
+        self.floats: list[set[str | tuple[str, int]]] = []  # per block: the float-typed declarations
         self.counter = 0
         self.function = ""
         self.cache: dict[str, str] = {}  # names resolved in the current scopes
@@ -536,7 +521,7 @@ class _Scopes:
     def push(self) -> None:
         self.counter += 1
         self.stack.append((self.counter, set(), []))
-        self.floats.append((set(), []))
+        self.floats.append(set())
         self.cache.clear()
 
     def pop(self) -> None:
@@ -550,29 +535,21 @@ class _Scopes:
         if not self.stack:
             return
         _, exact, ranges = self.stack[-1]
-        fexact, franges = self.floats[-1]
         for piece in decl.split(","):
             m = _REG_DECL.search(piece.strip())
             if m is None:
                 continue
-            if m.group(2) is not None:
-                ranges.append((m.group(1), int(m.group(2))))
-                if is_float:
-                    franges.append((m.group(1), int(m.group(2))))
-            else:
-                exact.add(m.group(1))
-                if is_float:
-                    fexact.add(m.group(1))
+            key = m.group(1) if m.group(2) is None else (m.group(1), int(m.group(2)))
+            exact.add(key) if isinstance(key, str) else ranges.append(key)
+            if is_float:
+                self.floats[-1].add(key)
 
     def is_float(self, name: str) -> bool:
         """Whether the innermost declaration of register ``name`` has a float type (``.f32``, ...)."""
-        for (_, exact, ranges), (fexact, franges) in zip(reversed(self.stack), reversed(self.floats)):
-            if name in exact:
-                return name in fexact
-            for prefix, n in ranges:
-                tail = name[len(prefix) :]
-                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
-                    return (prefix, n) in franges
+        for (_, exact, ranges), floats in zip(reversed(self.stack), reversed(self.floats)):
+            key = _declared(name, exact, ranges)
+            if key is not None:
+                return key in floats
         return False
 
     def resolve(self, name: str) -> str:
@@ -584,27 +561,14 @@ class _Scopes:
     def _resolve(self, name: str) -> str:
         if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
-        if len(self.stack) < 2:  # no block inside the function's own
-            return f"{self.function}:0:{name}"
         for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
-            if name in exact:
+            if _declared(name, exact, ranges) is not None:
                 return f"{self.function}:{sid}:{name}"
-            for prefix, n in ranges:
-                tail = name[len(prefix) :]
-                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
-                    return f"{self.function}:{sid}:{name}"
         return f"{self.function}:0:{name}"
 
 
 def _param_names(decl: str | None) -> list[str]:
-    if not decl:
-        return []
-    out = []
-    for piece in decl.split(","):
-        m = _REG_DECL.search(piece.strip())
-        if m:
-            out.append(m.group(1))
-    return out
+    return [m.group(1) for piece in (decl or "").split(",") if (m := _REG_DECL.search(piece.strip()))]
 
 
 _DECL_PREFIX = re.compile(r"(?:\s*\.\w+(?:\s+\d+)?)*\s*")
@@ -692,12 +656,9 @@ def _addressing(opcode: str) -> bool:
 
 
 def _follow_memory(module: Module) -> None:
-    """The address-symbol model: each register's *bases*, the ``.local`` / ``.shared`` variables
-    its value may point into (through moves, ``cvta`` and integer adds, flow-insensitive); a
-    store through any of them writes the variable as a whole (``mem:`` name), a load from it reads
-    it.  A float (or a promoted f64) stored to a variable and loaded back from it stays what it
-    was.  What it cannot see: a variable's words apart (a whole variable is one place), addresses
-    through global memory or a pointer given as an argument, an address made by another opcode."""
+    """The address-symbol model: each register's *bases*, the variables its value may point into
+    (flow-insensitive); a store through one writes the whole variable (a ``mem:`` name), a load
+    from it reads it, so a value stored and loaded back stays what it was."""
     if not module.symbols:
         return
     ins_list = module.instructions
@@ -1074,11 +1035,9 @@ class _Flow:
 
 
 def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | None:
-    """None: no operand comes from a sine's quadrant reduction; True: the sine's own code (its other
-    operands constants, the sine's, or the argument as the addend of an fma: Cody-Waite's
-    ``fma(-q, pi/2, a)``); False: a promoted value, or the argument as a factor, mixed in
-    (``fma(p, p, sin p)``).  The operands of the sine's own registers count as the sine's,
-    whatever else reaches them (the slow path's return value is unioned in)."""
+    """None: no operand from a sine's quadrant reduction; True: the sine's own code (other operands
+    constants, the sine's, or the argument as an fma's addend); False: a promoted value, or the
+    argument as a factor, mixed in (``fma(p, p, sin p)``)."""
     if not any(s in sine for s in ins.srcs):
         return None
     fma = ins.opcode.split(".")[0] in ("fma", "mad")
@@ -1091,11 +1050,9 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
 
 
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
-    """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
-
-    Three monotone passes: promoted values and pi products with no sine known (A0); the sine's
-    code, forward from every product by 2/pi of such an argument (S); promoted values and sine
-    arguments again, with the sine's code known (what feeds the verdicts)."""
+    """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
+    the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
+    known; the sine's code, from each product by 2/pi of a sine argument; promoted values again."""
     flow = _Flow(module)
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
@@ -1107,10 +1064,8 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
     sine: set[str] = set()
 
     def once(i: int, srcs: list[_Taint]) -> bool:
-        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): the
-        product is exact (24 + 24 bits), the sum or difference rounded in f64 and then to f32 is
-        RN32 (53 >= 2 * 24 + 2 bits: the double rounding is innocuous; a sum in f32's subnormal
-        range is exact)."""
+        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): rounded
+        once to f32 it is RN32 (the product is exact; 53 >= 2 * 24 + 2 for the sum)."""
         ins = ins_list[i]
         if ins.opcode.split(".")[0] not in _ONCE_OPS or len(srcs) != 2:
             return False
@@ -1228,12 +1183,9 @@ def _escapes(module: Module, taint: dict[str, _Taint]) -> dict[int, str]:
 
 
 def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str, str]]:
-    """Stores of a promoted value (or an f32 operation done in f64) whose loads the audit cannot
-    match: through an address made from no variable of the module (global or generic memory, a
-    pointer given as an argument), into a variable whose address leaves its function, or by an
-    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen.  A value
-    that is exactly an f32 value (promoted, no arithmetic) stored whole as 64 bits through such an
-    address, in a module that loads no 64-bit word through one, is an output: no finding."""
+    """Stores of a promoted value whose loads the audit cannot match (through an address made from
+    no variable, into a variable whose address leaves its function, by an atomic): ``unverified``.
+    An exact f32 value stored as 64 bits, in a module that loads no such word back, is output."""
     out: list[tuple[int, str, str]] = []
     wide = {"f64", "b64", "u64", "s64", "v2", "v4", "v8"}
     loads_back = any(
@@ -1312,12 +1264,9 @@ _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign i
 
 
 def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
-    """The f32 arithmetic whose verdict its operands decide: index -> (classes it does *not* have,
-    the rule that decided).  An fma or mad with a multiplier exactly +-1.0 (a constant, or a register
-    whose one definition is a move of it) is a rounded add or subtract; one whose addend is exactly
-    -0.0 is a rounded multiply: not a contraction.  An unrounded ``add``/``sub``/``mul`` ``.f32`` is
-    ``unrounded`` only with a partner ptxas could fuse it with: a multiply whose result reaches the
-    add (through ``mov``/``neg``), or an add its result reaches; alone it is computed to nearest."""
+    """The f32 arithmetic its operands decide: index -> (classes it does *not* have, the rule).  An
+    fma by exactly +-1.0, or of addend -0.0, or of an exact product is no contraction; an unrounded
+    add/sub/mul is ``unrounded`` only with a partner ptxas could fuse it with."""
     ins_list = module.instructions
     defs: Counter[str] = Counter()
     consts: dict[str, str] = {}
@@ -1343,9 +1292,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     narrow = {d: b for d, b in narrow.items() if b != 99}
 
     def exact_product(a: str, b: str) -> bool:
-        """Whether the f32 product of ``a`` and ``b`` is exact: a factor 0.0, or both factors widened
-        from halves or small integers with at most 24 significant bits between them (no overflow or
-        underflow: halves lie in [2^-24, 2^16])."""
+        """A factor 0.0, or both widened from halves or small integers, 24 significant bits at most."""
         if value(a) in _ZERO_F32 or value(b) in _ZERO_F32:
             return True
         return a in narrow and b in narrow and narrow[a] + narrow[b] <= 24
@@ -1395,13 +1342,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
         elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
             out[i] = ({"flush"}, "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero")
-    work = deque(products)
-    while work:  # the product's registers through moves and negations
-        r = work.popleft()
-        for d in copies.get(r, ()):
-            if d not in products:
-                products[d] = products[r]
-                work.append(d)
+    _through(products, copies)  # the product's registers through moves and negations
     # a product stored to memory may come back through any load (the places of f32 values are not
     # told apart): each unrounded add of a loaded value is its partner
     stored = sorted(
@@ -1413,13 +1354,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             if ins.opcode.startswith(("ld.", "ldu.")):
                 for d in ins.dests:
                     loaded[d] = i
-        work = deque(loaded)
-        while work:
-            r = work.popleft()
-            for d in copies.get(r, ()):
-                if d not in loaded:
-                    loaded[d] = loaded[r]
-                    work.append(d)
+        _through(loaded, copies)
     paired: dict[int, str] = {}
     through_memory = False
     for i, ins in enumerate(ins_list):
@@ -1456,6 +1391,17 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             else:
                 out[i] = ({"unrounded"}, "")
     return out
+
+
+def _through(origin: dict[str, int], copies: dict[str, list[str]]) -> None:
+    """Each register ``origin`` maps extended to the registers copied from it."""
+    work = deque(origin)
+    while work:
+        r = work.popleft()
+        for d in copies.get(r, ()):
+            if d not in origin:
+                origin[d] = origin[r]
+                work.append(d)
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
@@ -1540,9 +1486,8 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a while (as :mod:`timeit` does): the audit of a large
-    module allocates millions of objects with no cycle among them, and the collector's passes
-    over them cost a third of its time and free nothing.  Back on after, if it was on before."""
+    """The cyclic garbage collector off, as :mod:`timeit` does: a large module's millions of
+    objects have no cycle, and its passes cost a third of the audit's time."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -1565,13 +1510,8 @@ def read_ptx(path: str | Path) -> str:
         if stat.S_ISDIR(st.st_mode):
             raise PtxError(f"cannot read {name}: a directory, not a PTX file")
         if not stat.S_ISREG(st.st_mode):
-            what = (
-                "a FIFO"
-                if stat.S_ISFIFO(st.st_mode)
-                else "a device"
-                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                else "not a regular file"
-            )
+            device = stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if device else "not a regular file"
             raise PtxError(f"cannot read {name}: {what}, not a PTX file (give a regular file)")
         if st.st_size > MAX_BYTES:
             raise PtxError(f"{name}: {st.st_size} bytes, over the audit's limit of {MAX_BYTES >> 20} MiB")
