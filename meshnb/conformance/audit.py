@@ -224,17 +224,10 @@ _COMPLEX_OPERAND = re.compile(r"[{}\[\]|!-]")  # vectors, addresses, a|b, negati
 _NAME_START = "%_$"
 _CALL_PARTS = re.compile(r"\(([^)]*)\)|([\w$.]+)")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
-# The scan, one match a piece, each piece read as _OPCODE, _LABEL and the cut at ";" would read it:
-# 1. (audit only) a run of whole statements of opcodes the audit never reads (_BORING);
-# 2. a whole statement: a guard, the opcode (group 2), the operands (group 3: no brace, colon or
-#    ";") and its ";";
-# 3. the same after labels (groups 4, 5; a label starting with "." takes the general path);
-# 4. the text up to the next ";", "{" or "}"; 5. the rest of the text, after the last of them.
-# Each repeat in 1-3 is followed by a character it cannot take, so a failed try costs time linear
-# in what it read, and 4 always goes on to the next delimiter: the scan is linear in the text.
-# _BORING: an integer, bit or control opcode (INT_OPS) with no finding and through which no
-# promoted value passes (a superset of what the audit reads is left to _info: call, cvt, any
-# other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
+# The scan's alternatives: 1. (audit only) a run of statements of _BORING opcodes (integer, bit or
+# control, no finding, no promoted value through them); 2. a whole statement: guard, opcode (group
+# 2), operands (group 3) and ";"; 3. the same after labels (groups 4, 5); 4. the text up to the next
+# ";", "{" or "}"; 5. the rest.  Each repeat ends at a character it cannot take: linear in the text.
 _BORING_PART = r"(?:b64|u64|s64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
     r"(?:"
@@ -655,6 +648,11 @@ def _addressing(opcode: str) -> bool:
     return parts[0] in _ADDRESS_OPS and not _float_types(parts[1:])
 
 
+def _mem(name: str) -> str:
+    """A resolved name as written (``f:0:%rd1`` -> ``%rd1``): a variable's name is the module's."""
+    return name.rsplit(":", 1)[-1]
+
+
 def _follow_memory(module: Module) -> None:
     """The address-symbol model: each register's *bases*, the variables its value may point into
     (flow-insensitive); a store through one writes the whole variable (a ``mem:`` name), a load
@@ -666,11 +664,10 @@ def _follow_memory(module: Module) -> None:
     edges: dict[str, list[str]] = {}  # a register -> the registers made from it
     work: deque[str] = deque()
     for ins in ins_list:
-        op = ins.opcode.split(".")[0]
-        if op not in _ADDRESS_OPS or not ins.dests or _float_types(ins.opcode.split(".")[1:]):
+        if not ins.dests or not _addressing(ins.opcode):
             continue
         for src in ins.srcs:
-            if src.rsplit(":", 1)[-1] in module.symbols:
+            if _mem(src) in module.symbols:
                 for d in ins.dests:
                     if src not in bases.setdefault(d, set()):
                         bases[d].add(src)
@@ -688,18 +685,17 @@ def _follow_memory(module: Module) -> None:
     for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
         if ins.opcode.startswith("st.") and ins.srcs:
             for src in ins.srcs:
-                for b in bases.get(src, ()):
-                    module.escaped.add("mem:" + b.rsplit(":", 1)[-1])
-                if src.rsplit(":", 1)[-1] in module.symbols:
-                    module.escaped.add("mem:" + src.rsplit(":", 1)[-1])
+                module.escaped.update("mem:" + _mem(b) for b in bases.get(src, ()))
+                if _mem(src) in module.symbols:
+                    module.escaped.add("mem:" + _mem(src))
 
     def places(names: list[str]) -> list[str]:
         out: list[str] = []
         for n in names:
-            if n.rsplit(":", 1)[-1] in module.symbols:
-                out.append("mem:" + n.rsplit(":", 1)[-1])  # a variable is the module's, whichever function names it
+            if _mem(n) in module.symbols:
+                out.append("mem:" + _mem(n))  # a variable is the module's, whichever function names it
             elif n in bases:
-                out += sorted({"mem:" + b.rsplit(":", 1)[-1] for b in bases[n]})
+                out += sorted({"mem:" + _mem(b) for b in bases[n]})
             else:
                 out.append(n)  # no variable known: the register itself (a store and a load through it)
         return out
@@ -1319,21 +1315,15 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
         elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
             a, b, c = (value(x) for x in ins.srcs)
             if exact_product(ins.srcs[0], ins.srcs[1]):
-                out[i] = (
-                    {"contraction"},
-                    "fma whose product is exact (halves or small integers widened, or a factor 0): "
-                    "mode Z's multiply and add",
-                )
+                rule = "fma whose product is exact (halves or small integers widened, or a factor 0): "
+                rule += "mode Z's multiply and add"
             elif a in _ONE_F32 or b in _ONE_F32:
-                out[i] = (
-                    {"contraction"},
-                    "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))",
-                )
+                rule = "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))"
             elif c == _NEG_ZERO_F32:
-                out[i] = (
-                    {"contraction"},
-                    "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))",
-                )
+                rule = "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))"
+            else:
+                continue
+            out[i] = ({"contraction"}, rule)
     for i, ins in enumerate(ins_list):  # a compare with .ftz that a flush cannot change
         parts = ins.opcode.split(".")
         if parts[0] != "setp" or "ftz" not in parts:
@@ -1408,13 +1398,10 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
     found: list[Violation] = []
-    infos: dict[str, _OpInfo] = {}
     judged = _f32_judged(module)
     last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
     for n, ins in enumerate(module.instructions):
-        info = infos.get(ins.opcode)
-        if info is None:
-            info = infos[ins.opcode] = _info(ins.opcode)
+        info = _info(ins.opcode)
         kinds = info.classes
         rule = ""
         if n in judged:
