@@ -854,6 +854,9 @@ class _OpInfo:
     judged: bool = False  # f32 arithmetic judged on its operands (fma by 1.0, an unrounded op with no pair)
 
 
+_FLOWS = frozenset(("call", "cvt", "shfl", "ld", "ldu", *_WRITES)) | _BITS_PASS
+
+
 @functools.lru_cache(maxsize=4096)
 def _info(opcode: str) -> _OpInfo:
     parts = opcode.split(".")
@@ -864,28 +867,13 @@ def _info(opcode: str) -> _OpInfo:
         opclass = "arith"
     else:
         opclass = "pass" if parts[0] in _PASS else "other"
-    flows = (
-        parts[0] in ("call", "cvt", "shfl")
-        or bool(types & {"f64", "b64"})
-        or (parts[0] in ("ld", "st") and "param" in types)
-        or parts[0] in _WRITES
-        or parts[0] in ("ld", "ldu")
-        or parts[0] in _BITS_PASS
-    )
+    flows = parts[0] in _FLOWS or bool(types & {"f64", "b64"})
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
-    judged = (
-        (
-            bool(types & _F32)
-            and (
-                ("contraction" in named or "unrounded" in named)
-                or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
-                or (parts[0] == "setp" and "flush" in named)
-            )
-        )
-        or opcode in _NARROW
-    ) or parts[0] in ("ld", "ldu", "st")
+    f32_judged = "contraction" in named or "unrounded" in named or (parts[0] == "setp" and "flush" in named)
+    f32_judged |= parts[0] in ("mov", "neg", "selp") and len(parts) == 2
+    judged = (bool(types & _F32) and f32_judged) or opcode in _NARROW or parts[0] in ("ld", "ldu", "st")
     return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
 
