@@ -609,10 +609,7 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
             elif not word:
                 ins.dests = [scopes.resolve(n) for n in names]
         ins.callee = callee
-    elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
-        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
-        ins.srcs = _sources(ins.operands[1:], scopes)
-    elif ins.operands:
+    elif ins.operands:  # st.param.f64 [p+0], %fd1 too: the address names where the value goes
         ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
         ins.srcs = _sources(ins.operands[1:], scopes)
     return ins
@@ -621,11 +618,7 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
 def _registers(ins: Instruction, scopes: _Scopes) -> Instruction:
     """An instruction of an opcode the table does not know (no float type): the first of its
     registers declared of a float type, if any, in ``floats``."""
-    for o in ins.operands:
-        for n in _names(o):
-            if scopes.is_float(n):
-                ins.floats = n
-                return ins
+    ins.floats = next((n for o in ins.operands for n in _names(o) if scopes.is_float(n)), "")
     return ins
 
 
