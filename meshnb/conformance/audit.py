@@ -1,102 +1,20 @@
 """The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
 default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
 
-Pure Python over the text (no numba-cuda, no GPU): an executor team's PTX or meshnb's own
-(:mod:`meshnb.cuda.ptx`).  The text is parsed into instructions (several a line, inside ``{ }``
-blocks and inline asm, across lines), not read line by line.  Each finding has the line (1-based,
-the line of the instruction's opcode), the function (the ``.entry`` or ``.func`` it sits in), the
-instruction (its opcode with modifiers, e.g. ``fma.rn.f32``) and a class:
+Pure Python over the text (no numba-cuda, no GPU).  The text is parsed into instructions (several
+a line, inside ``{ }`` blocks and inline asm, across lines).  Each finding (:class:`Violation`) has
+the line of the opcode, the function, the instruction and a class: ``contraction``, ``unrounded``,
+``flush``, ``approximate``, ``directed-rounding``, ``double-rounding`` or ``unverified`` (any other
+float instruction no row of :data:`MODE_Z` allows; the named classes take precedence).
 
-``contraction``
-    ``fma`` / ``mad`` on ``.f32`` or ``.f32x2``: a multiply and an add with one rounding (the
-    ``fma-horner`` fault).  Mode Z rounds every operation on its own.  Not one whose operands make
-    it one rounded operation: a multiplier exactly +-1.0 (a rounded add or sub), an addend exactly
-    -0.0 (a rounded multiply), as constants or registers whose one definition moves them.
-``unrounded``
-    ``add`` / ``sub`` / ``mul`` ``.f32`` (``.f32x2``) with no rounding modifier and a partner: the
-    PTX ISA lets ptxas fuse such a mul and an add its product reaches into an fma (``meshnb ptx
-    audit --sass`` shows whether it did); both are findings, each naming the other's line.  One with
-    no partner is computed to nearest.  An operation written ``.rn`` is never fused.
-``flush``
-    any ``.ftz`` f32 instruction: the hardware flushes subnormal *inputs and results before
-    rounding*, while mode Z flushes the rounded result (``0x00800000 * 0x3F7FFFFF`` is
-    ``0x00800000`` in mode Z, 0 with ``.ftz``).
-``approximate``
-    ``div.approx`` / ``div.full`` / ``rcp.approx`` / ``sqrt.approx`` / ``rsqrt.approx`` /
-    ``ex2.approx`` / ``lg2.approx`` / ``sin.approx`` / ``cos.approx`` / ``tanh.approx``: not
-    correctly rounded.
-``directed-rounding``
-    ``.rz`` / ``.rm`` / ``.rp`` on f32 arithmetic (``__fmul_rz`` and friends) or on a conversion
-    into f32 (``cvt.rz.f32.u32``): mode Z rounds to nearest even.
-``double-rounding``
-    f64 arithmetic on a value promoted from f32: an f32 operation computed in f64 and rounded twice
-    (a Python float constant in a numba kernel does this: ``1.0 / inv`` becomes ``rcp.rn.f64`` of
-    ``cvt.f64.f32 inv``).  One finding per f64 arithmetic instruction.  Not one f32 operation done
-    once in f64 and rounded once: an ``add``/``sub``/``mul`` of two f32 values (promoted, or f64
-    constants exactly f32) whose result reaches only moves, sign operations, selections, memory and
-    ``cvt.rn.f32.f64`` (the product is exact; the sum's double rounding is innocuous, 53 >= 2*24+2).
-``unverified``
-    any other instruction of a float type (any width: ``f16``, ``bf16``, ``f32``, ``f64``,
-    ``f16x2``, ``tf32``, ``e4m3x2`` ...) that no row of :data:`MODE_Z` allows (``add.f16``,
-    ``cvt.rzi.s32.f32``, ``copysign.f32``, ``atom.add.f32``, ``tex``, ``wmma``, a new modifier such as
-    ``.sat``), or an opcode of no float type the table does not know (:data:`INT_OPS`) with a
-    register declared of a float type as an operand; ``why`` says what the table does not allow.
-    Also a store of a promoted value whose loads cannot be matched (:func:`_unfollowed`): through
-    an address made from no variable of the module, into a variable whose address leaves its
-    function, or by an atomic.  The named classes above take precedence: they say more.
+Values promoted from f32 (``cvt.f64.f32``) are followed over the whole module, flow-insensitively:
+through moves, exact operations, ``.param`` passing into and out of a ``.func``, and memory by an
+address-symbol model (:func:`_follow_memory`), until ``cvt.rn.f32.f64`` ends them.  f64 arithmetic
+on them is ``double-rounding`` unless SPEC 4's ``sin_pi`` rule or the one-rounding rule accepts
+it.  The classes, the table, the sin_pi rule and the limits of the model are written out once, on
+docs/guide/gpu.md ("The PTX audit").
 
-Every finding has ``why``, the rule that decided it, and ``source``, the CUDA line of the ``.loc``
-before it.
-
-**How promoted values are followed.**  A value is *promoted* from ``cvt.f64.f32`` on; it stays one
-through moves and exact operations (``mov``, ``abs``, ``neg``, ``selp``, ``min``, ``max``,
-conversions out of and back into f64 through integers), through ``.param`` passing into a
-``.func`` (``st.param`` / ``call`` / ``ld.param``) and back out of its return value, and through
-any f64 arithmetic on it, until a conversion into f32 (``cvt.rn.f32.f64``) ends it.  The analysis
-is over the whole module and flow-insensitive (a register holds the union of what reaches it on any
-path, loops included); registers declared inside a ``{ }`` block are that block's own.
-
-**The rule for SPEC 4's f64** ``sin_pi`` (init, f64 by definition), written down here and in
-docs/guide/gpu.md:
-
-1. the reduction ``r = 1 - |x|``, a ``sub.f64`` from the constant 1.0 of a promoted value, and
-   the product ``pi * r``, a ``mul.f64`` of a promoted value by the f64 constant pi
-   (``0d400921FB54442D18``), are the sine's argument *only if that product reaches a sine*;
-2. a sine is recognised by how libdevice's ``sin`` (and ``cos``) begins, inlined: the quadrant
-   reduction, a ``mul.f64`` of the argument by 2/pi (``0d3FE45F306DC9C883``).  An f64 operation
-   with an operand derived from that product is the sine's own code (the Cody-Waite steps
-   ``fma(-q, pi/2, a)``, the polynomial, the sign) when its other operands are constants, the
-   sine's, or the argument as the addend of an fma; a promoted value, or the argument as a factor
-   (``p * p + sin(p)``, fused to ``fma(p, p, s)``), makes it a finding;
-3. a ``mul.f64`` by the constant zero is exact (libdevice's infinite-argument case) and is no finding;
-4. anything else computed in f64 from a promoted value is a finding: ``(pi r)^2``, a product by pi
-   that never reaches a sine (the product, and the reduction before it), an f64 Horner, ``1 - x``
-   that is not followed by the product by pi.
-
-What no rule decides (an f64 sine written by hand, another f64 function SPEC defines) is declared:
-``allow_f64`` (``meshnb ptx audit --allow-f64 NAME``) names functions whose f64 arithmetic is
-accepted.  Values are followed through memory by an address-symbol model (:func:`_follow_memory`):
-a value stored through an address made from a ``.local``, ``.shared`` (``.extern`` too) or
-``.global`` variable (``mov``, ``cvta``, integer ``add``, ``sub``, ``mad``, ``selp``, ``and``,
-``or`` ...) and loaded through any address made from it stays what it was; ``.param`` is
-followed by name; shuffles and 64-bit integer words carry it.  Limits: a variable is one place
-(flow-insensitive, its words not told apart, so a promoted value stored anywhere in it reaches
-every load from it); memory reached through global or generic pointers given as arguments, or
-addresses made by other opcodes, is not followed, and a promoted value stored there is reported
-``unverified`` at the store (a store and a load through the same register are joined); a float
-reaching an unknown opcode only through an integer register is not seen by the register check; an
-f64 operation on the sine's *result* before its one rounding to f32 is taken as the sine's own.
-
-What the audit knows to be legitimate is written down once, in :data:`MODE_Z` (and in
-docs/guide/gpu.md): ``add``/``sub``/``mul`` ``.rn.f32`` (``.f32x2``), ``div``/``sqrt`` ``.rn.f32``;
-exact ``mov``/``abs``/``neg``/``selp``/``min``/``max`` and comparisons (``setp``) on f32 and f64;
-loads and stores; ``cvt.rn.f32`` from the 8-, 16- and 32-bit integers; ``cvt.f64.f32`` and
-``cvt.rn.f32.f64``; the sine's ``cvt.rn.f64.s32`` and ``cvt.rni.s32.f64``; f64 arithmetic, judged by
-the sin_pi rule.  Bit operations on float words (:data:`BIT_OPS`: ``and``/``or``/``xor``/``selp``/
-``mov.b32``/``shfl.sync``: the mode-Z flush, the canonical NaN, the butterfly) are exact.
-
-Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte (refused: a NUL could hide an
-instruction from ptxas' reading or from this one); time linear in its size.
+Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its size.
 """
 
 from __future__ import annotations
@@ -113,15 +31,12 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-CLASSES = (
-    "contraction",
-    "unrounded",
-    "flush",
-    "approximate",
-    "directed-rounding",
-    "double-rounding",
-    "unverified",
-)
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+CLASSES = _words("contraction unrounded flush approximate directed-rounding double-rounding unverified")
 MAX_BYTES = 256 << 20  # a kernel's PTX is kilobytes to a few MB: more is not a module to audit here
 PI_F64 = "0d400921FB54442D18"
 TWO_OVER_PI_F64 = "0d3FE45F306DC9C883"  # libdevice's sin/cos quadrant reduction: x * 2/pi
@@ -133,19 +48,7 @@ _ROUNDING = {"rn"} | _DIRECTED
 _ROUNDED_OPS = {"add", "sub", "mul", "fma", "mad", "div", "rcp", "sqrt"}
 _APPROX_OPS = {"div", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"}
 _F64_ARITH = {"add", "sub", "mul", "div", "fma", "mad", "rcp", "sqrt", "rsqrt"}
-_PASS = {
-    "mov",
-    "abs",
-    "neg",
-    "selp",
-    "min",
-    "max",
-    "cvt",
-    "ld",
-    "ldu",
-    "st",
-    "shfl",
-}  # exact: a value stays what it was
+_PASS = set(_words("mov abs neg selp min max cvt ld ldu st shfl"))  # exact: a value stays what it was
 _BITS_PASS = {"and", "or", "xor", "not", "prmt", "slct"}  # on a promoted value's words: still promoted
 _PASS |= _BITS_PASS
 _WRITES = ("st", "atom", "red", "sust", "sured", "stmatrix")  # what writes registers' values to memory
@@ -176,17 +79,7 @@ def _f32_exact(constant: str) -> bool:
 
 _FLOAT_TYPE = re.compile(r"(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?")  # f16 f16x2 bf16 f32 f32x2 f64 tf32 e4m3x2 ...
 _CMP = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
-_SPACES = (
-    "global",
-    "local",
-    "shared",
-    "param",
-    "const",
-    "shared::cta",
-    "shared::cluster",
-    "param::entry",
-    "param::func",
-)
+_SPACES = _words("global local shared param const shared::cta shared::cluster param::entry param::func")
 _MEMORY: tuple[str, ...] = ("nc", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "volatile", "weak", "relaxed", "acquire")
 _MEMORY += ("release", "cta", "cluster", "gpu", "sys", "v2", "v4", "v8")  # and any L1::/L2:: cache hint
 _WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
@@ -208,78 +101,47 @@ class Allowed:
     rule: str
 
 
-MODE_Z: tuple[Allowed, ...] = (
-    Allowed(
-        ("add", "sub", "mul"),
-        ("f32", "f32x2"),
-        ("rn",),
-        (),
-        "IEEE binary32 rounded to nearest even; meshnb flushes the result with bit operations (SPEC 2)",
-    ),
-    Allowed(("div", "sqrt"), ("f32",), ("rn",), (), "correctly rounded to nearest even (SPEC 2)"),
-    Allowed(("mov", "abs", "neg", "selp"), ("f32", "f64"), (), (), "exact: the value's bits, or its sign bit changed"),
-    Allowed(("min", "max"), ("f32", "f64"), (), (), "exact: one of the operands"),
-    Allowed(("setp",), ("f32", "f64"), (), _CMP + ("and", "or", "xor"), "a comparison: a predicate, no float result"),
-    Allowed(
-        ("ld", "ldu", "st"),
-        ("f32", "f64"),
-        (),
-        _SPACES + _MEMORY,
-        "a move to or from memory (followed through local, shared and param space)",
-    ),
-    Allowed(
-        ("cvt",),
-        ("f32",),
-        ("rn",),
-        _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
-        "an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one the same way)",
-    ),
-    Allowed(("cvt",), ("f32", "f64"), (), (), "f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted"),
-    Allowed(
-        ("cvt",),
-        ("f32", "f64"),
-        ("rn",),
-        (),
-        "f64 -> f32 (cvt.rn.f32.f64): the one rounding of SPEC 4's sine (promoted values: the sin_pi rule)",
-    ),
-    Allowed(("cvt",), ("f64",), ("rn",), ("s32", "u32"), "a 32-bit integer into f64: exact (the sine's quadrant)"),
-    Allowed(("cvt",), ("f64",), ("rni",), ("s32",), "f64 to the nearest integer: the sine's quadrant"),
-    Allowed(
-        ("add", "sub", "mul", "fma", "div", "rcp", "sqrt"),
-        ("f64",),
-        (),
-        ("rn",),
-        "f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule decides (double-rounding)",
-    ),
-    Allowed(("copysign",), ("f32", "f64"), (), (), "exact: the first operand's bits with the second's sign bit"),
-    Allowed(
-        ("setp",),
-        ("f16", "bf16", "f16x2", "bf16x2"),
-        (),
-        _CMP + ("and", "or", "xor"),
-        "a comparison of halves (no .ftz): a predicate, no float result",
-    ),
-    Allowed(("testp",), ("f32", "f64"), (), _CLASSES_TESTED, "a class test: a predicate, no float result"),
-    Allowed(
-        ("neg", "abs"),
-        ("f16", "bf16", "f16x2", "bf16x2"),
-        (),
-        (),
-        "exact: a half's sign bit changed (no .ftz: subnormal halves kept)",
-    ),
-    Allowed(("cvt",), ("f32", "f64", "f16", "bf16"), (), (), "a half widened to f32 or f64 (cvt.f32.f16): exact"),
-    Allowed(
-        ("cvt",), ("f32",), ("sat",), (), "cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values"
-    ),
-    Allowed(
-        ("cvt",),
-        ("f32",),
-        (),
-        ("rzi", "rni") + _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
-        "f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a subnormal "
-        "input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)",
-    ),
-)
+_SETS = {  # named word sets a row's optional modifiers may include
+    "CMP": _CMP + ("and", "or", "xor"),
+    "MEMORY": _SPACES + _MEMORY,
+    "INTS": _EXACT_INTS + _ROUNDED_INTS + ("u64", "s64"),
+    "CLASSES": _CLASSES_TESTED,
+}
+# ops | float types | required modifiers | optional modifiers | the rule that keeps mode Z's bits
+_TABLE = """
+add sub mul | f32 f32x2 | rn | | IEEE binary32 rounded to nearest even; meshnb flushes the result with bit \\
+operations (SPEC 2)
+div sqrt | f32 | rn | | correctly rounded to nearest even (SPEC 2)
+mov abs neg selp | f32 f64 | | | exact: the value's bits, or its sign bit changed
+min max | f32 f64 | | | exact: one of the operands
+setp | f32 f64 | | CMP | a comparison: a predicate, no float result
+ld ldu st | f32 f64 | | MEMORY | a move to or from memory (followed through local, shared and param space)
+cvt | f32 | rn | INTS | an integer into f32, rounded to nearest even once (SPEC 2's u32 -> f32; a 64-bit one \\
+the same way)
+cvt | f32 f64 | | | f32 -> f64 (cvt.f64.f32) is exact: the value is followed as promoted
+cvt | f32 f64 | rn | | f64 -> f32 (cvt.rn.f32.f64): the one rounding of SPEC 4's sine (promoted values: the sin_pi rule)
+cvt | f64 | rn | s32 u32 | a 32-bit integer into f64: exact (the sine's quadrant)
+cvt | f64 | rni | s32 | f64 to the nearest integer: the sine's quadrant
+add sub mul fma div rcp sqrt | f64 | | rn | f64 arithmetic: SPEC 4's sine; on a promoted value the sin_pi rule \\
+decides (double-rounding)
+copysign | f32 f64 | | | exact: the first operand's bits with the second's sign bit
+setp | f16 bf16 f16x2 bf16x2 | | CMP | a comparison of halves (no .ftz): a predicate, no float result
+testp | f32 f64 | | CLASSES | a class test: a predicate, no float result
+neg abs | f16 bf16 f16x2 bf16x2 | | | exact: a half's sign bit changed (no .ftz: subnormal halves kept)
+cvt | f32 f64 f16 bf16 | | | a half widened to f32 or f64 (cvt.f32.f16): exact
+cvt | f32 | sat | | cvt.sat.f32.f32: a clamp to [0, 1] (NaN to 0): one of three exact values
+cvt | f32 | | rzi rni INTS | f32 to an integer (or an integral f32) toward zero or to nearest: exact, and 0 for a \
+subnormal input whether flushed or not (.rmi/.rpi are not: floor(-subnormal) is -1, floor(-0) is -0)
+"""
+
+
+def _row(line: str) -> Allowed:
+    ops, types, required, optional, rule = (f.strip() for f in line.split("|", 4))
+    opt = tuple(w for word in optional.split() for w in _SETS.get(word, (word,)))
+    return Allowed(tuple(ops.split()), tuple(types.split()), tuple(required.split()), opt, rule)
+
+
+MODE_Z: tuple[Allowed, ...] = tuple(_row(r) for r in _TABLE.replace("\\\n", "").strip().split("\n"))
 """Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
 is a finding (``unverified`` where no named class says more).  To allow a new form, add a row (or a
 type or modifier to a row) here and in docs/guide/gpu.md, with the reason it keeps mode Z's bits,
@@ -289,91 +151,18 @@ and a test in tests/cuda/test_audit.py that shows it."""
 # flush's ``and.b32``, the butterfly's ``shfl``): exact on the bits.  Any other opcode of no float
 # type with a register declared of a float type as an operand is unverified.
 BIT_OPS = frozenset(
-    [
-        "mov",
-        "ld",
-        "ldu",
-        "st",
-        "and",
-        "or",
-        "xor",
-        "not",
-        "cnot",
-        "lop3",
-        "selp",
-        "slct",
-        "shfl",
-        "prmt",
-        "setp",
-        "set",
-        "cvt",
-        "cvta",
-        "bfe",
-        "bfi",
-        "brev",
-        "popc",
-        "clz",
-        "shl",
-        "shr",
-        "bar",
-        "barrier",
-        "bra",
-        "call",
-        "ret",
-        "exit",
-        "membar",
-        "fence",
-    ]
+    _words(
+        "mov ld ldu st and or xor not cnot lop3 selp slct shfl prmt setp set cvt cvta bfe bfi brev popc clz "
+        "shl shr bar barrier bra call ret exit membar fence"
+    )
 )
 # integer and control opcodes: their operands cannot be float registers in valid PTX (integer types)
-INT_OPS = (
-    frozenset(
-        [
-            "add",
-            "addc",
-            "sub",
-            "subc",
-            "mul",
-            "mul24",
-            "mad",
-            "mad24",
-            "madc",
-            "sad",
-            "div",
-            "rem",
-            "abs",
-            "neg",
-            "min",
-            "max",
-            "dp4a",
-            "dp2a",
-            "bfind",
-            "fns",
-            "activemask",
-            "vote",
-            "match",
-            "redux",
-            "elect",
-            "nanosleep",
-            "pmevent",
-            "trap",
-            "brkpt",
-            "getctarank",
-            "isspacep",
-            "mapa",
-            "prefetch",
-            "prefetchu",
-            "cp",
-            "discard",
-            "applypriority",
-            "createpolicy",
-            "griddepcontrol",
-            "mbarrier",
-            "setmaxnreg",
-            "istypep",
-        ]
+INT_OPS = BIT_OPS | frozenset(
+    _words(
+        "add addc sub subc mul mul24 mad mad24 madc sad div rem abs neg min max dp4a dp2a bfind fns "
+        "activemask vote match redux elect nanosleep pmevent trap brkpt getctarank isspacep mapa prefetch "
+        "prefetchu cp discard applypriority createpolicy griddepcontrol mbarrier setmaxnreg istypep"
     )
-    | BIT_OPS
 )
 
 
@@ -435,17 +224,10 @@ _COMPLEX_OPERAND = re.compile(r"[{}\[\]|!-]")  # vectors, addresses, a|b, negati
 _NAME_START = "%_$"
 _CALL_PARTS = re.compile(r"\(([^)]*)\)|([\w$.]+)")
 _ADDR = re.compile(r"\[\s*([%\w$.]+)")
-# The scan, one match a piece, each piece read as _OPCODE, _LABEL and the cut at ";" would read it:
-# 1. (audit only) a run of whole statements of opcodes the audit never reads (_BORING);
-# 2. a whole statement: a guard, the opcode (group 2), the operands (group 3: no brace, colon or
-#    ";") and its ";";
-# 3. the same after labels (groups 4, 5; a label starting with "." takes the general path);
-# 4. the text up to the next ";", "{" or "}"; 5. the rest of the text, after the last of them.
-# Each repeat in 1-3 is followed by a character it cannot take, so a failed try costs time linear
-# in what it read, and 4 always goes on to the next delimiter: the scan is linear in the text.
-# _BORING: an integer, bit or control opcode (INT_OPS) with no finding and through which no
-# promoted value passes (a superset of what the audit reads is left to _info: call, cvt, any
-# other opcode; a part of a float type, b64, param, ftz, approx, full, rz, rm, rp).
+# The scan's alternatives: 1. (audit only) a run of statements of _BORING opcodes (integer, bit or
+# control, no finding, no promoted value through them); 2. a whole statement: guard, opcode (group
+# 2), operands (group 3) and ";"; 3. the same after labels (groups 4, 5); 4. the text up to the next
+# ";", "{" or "}"; 5. the rest.  Each repeat ends at a character it cannot take: linear in the text.
 _BORING_PART = r"(?:b64|u64|s64|param|ftz|approx|full|rz|rm|rp|(?:b?f|tf)\d+(?:x\d+)?|u?e\d+m\d+(?:x\d+)?)"
 _BORING = (
     r"(?:"
@@ -500,31 +282,11 @@ class Violation:
     source: str = ""
 
     def to_json(self) -> dict[str, object]:
-        """The finding as ``meshnb ptx audit --json`` writes it: its fields, ``kind`` as ``"class"``,
-        ``why`` and ``source`` only when not empty.
-
-        Returns
-        -------
-        dict
-            ``{"line", "function", "instruction", "class"[, "why"][, "source"]}``.
-
-        Examples
-        --------
-        >>> from meshnb.conformance.audit import Violation
-        >>> Violation(3, "k", "add.ftz.f32", "flush", why="flushes before rounding").to_json()["why"]
-        'flushes before rounding'
-        """
-        d: dict[str, object] = {
-            "line": self.line,
-            "function": self.function,
-            "instruction": self.instruction,
-            "class": self.kind,
-        }
-        if self.why:
-            d["why"] = self.why
-        if self.source:
-            d["source"] = self.source
-        return d
+        """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` as ``"class"``, ``why`` and
+        ``source`` only when not empty."""
+        d: dict[str, object] = {"line": self.line, "function": self.function, "instruction": self.instruction}
+        d["class"] = self.kind
+        return d | {k: v for k, v in (("why", self.why), ("source", self.source)) if v}
 
 
 class PtxError(ValueError):
@@ -602,16 +364,10 @@ def _statements(
     text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
     """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
-    opens after ``text``, empty or a function header), ``}`` (a block closes), ``i`` (an
-    instruction read whole by :data:`_SCAN`: ``text`` is its operands, ``opcode`` its opcode, and
-    the first number its opcode's *position*: ``lines[0].of(position)`` is its line, counted only
-    for the instructions that need one).  ``wanted`` (opcode -> kept, filled in as opcodes are
-    met) leaves out the ``i`` instructions the caller does not keep: those of no f32 class that no
-    promoted value passes through (or any, with ``values`` false).
-
-    Comments are dropped first (their newlines kept), then one regex scan cuts the text at ``;``,
-    ``{`` and ``}``: time linear in the text, each statement sliced once.  The common statement (a
-    guard, an opcode, operands without braces or colons, ``;``) is read whole by the scan itself."""
+    opens after ``text``: empty or a function header), ``}``, or ``i`` (an instruction the scan read
+    whole: ``text`` its operands, the first number its opcode's *position*, for ``lines[0].of``).
+    ``wanted`` (opcode -> kept, filled in as met) leaves out the ``i`` instructions the caller does
+    not keep.  One regex scan after the comments are dropped: linear in the text."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
     counter = _Lines(text)
@@ -734,12 +490,23 @@ def _names(operand: str) -> list[str]:
     return [o] if o and (o[0] == "%" or o[0].isalpha() or o[0] in "_$") else []
 
 
+def _declared(name: str, exact: set[str], ranges: list[tuple[str, int]]) -> str | tuple[str, int] | None:
+    """The declaration of one block that declares register ``name`` (``%f1`` or ``%f<4>``), if any."""
+    if name in exact:
+        return name
+    for prefix, n in ranges:
+        tail = name[len(prefix) :]
+        if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
+            return prefix, n
+    return None
+
+
 class _Scopes:
     """Register and .param names declared per ``{ }`` block: a block's own shadow the outer ones."""
 
     def __init__(self) -> None:
         self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
-        self.floats: list[tuple[set[str], list[tuple[str, int]]]] = []  # per block: the float-typed ones
+        self.floats: list[set[str | tuple[str, int]]] = []  # per block: the float-typed declarations
         self.counter = 0
         self.function = ""
         self.cache: dict[str, str] = {}  # names resolved in the current scopes
@@ -747,7 +514,7 @@ class _Scopes:
     def push(self) -> None:
         self.counter += 1
         self.stack.append((self.counter, set(), []))
-        self.floats.append((set(), []))
+        self.floats.append(set())
         self.cache.clear()
 
     def pop(self) -> None:
@@ -761,29 +528,21 @@ class _Scopes:
         if not self.stack:
             return
         _, exact, ranges = self.stack[-1]
-        fexact, franges = self.floats[-1]
         for piece in decl.split(","):
             m = _REG_DECL.search(piece.strip())
             if m is None:
                 continue
-            if m.group(2) is not None:
-                ranges.append((m.group(1), int(m.group(2))))
-                if is_float:
-                    franges.append((m.group(1), int(m.group(2))))
-            else:
-                exact.add(m.group(1))
-                if is_float:
-                    fexact.add(m.group(1))
+            key = m.group(1) if m.group(2) is None else (m.group(1), int(m.group(2)))
+            exact.add(key) if isinstance(key, str) else ranges.append(key)
+            if is_float:
+                self.floats[-1].add(key)
 
     def is_float(self, name: str) -> bool:
         """Whether the innermost declaration of register ``name`` has a float type (``.f32``, ...)."""
-        for (_, exact, ranges), (fexact, franges) in zip(reversed(self.stack), reversed(self.floats)):
-            if name in exact:
-                return name in fexact
-            for prefix, n in ranges:
-                tail = name[len(prefix) :]
-                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
-                    return (prefix, n) in franges
+        for (_, exact, ranges), floats in zip(reversed(self.stack), reversed(self.floats)):
+            key = _declared(name, exact, ranges)
+            if key is not None:
+                return key in floats
         return False
 
     def resolve(self, name: str) -> str:
@@ -795,27 +554,14 @@ class _Scopes:
     def _resolve(self, name: str) -> str:
         if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
-        if len(self.stack) < 2:  # no block inside the function's own
-            return f"{self.function}:0:{name}"
         for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
-            if name in exact:
+            if _declared(name, exact, ranges) is not None:
                 return f"{self.function}:{sid}:{name}"
-            for prefix, n in ranges:
-                tail = name[len(prefix) :]
-                if name.startswith(prefix) and tail.isdigit() and int(tail) < n:
-                    return f"{self.function}:{sid}:{name}"
         return f"{self.function}:0:{name}"
 
 
 def _param_names(decl: str | None) -> list[str]:
-    if not decl:
-        return []
-    out = []
-    for piece in decl.split(","):
-        m = _REG_DECL.search(piece.strip())
-        if m:
-            out.append(m.group(1))
-    return out
+    return [m.group(1) for piece in (decl or "").split(",") if (m := _REG_DECL.search(piece.strip()))]
 
 
 _DECL_PREFIX = re.compile(r"(?:\s*\.\w+(?:\s+\d+)?)*\s*")
@@ -863,10 +609,7 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
             elif not word:
                 ins.dests = [scopes.resolve(n) for n in names]
         ins.callee = callee
-    elif base == "st":  # st.param.f64 [p+0], %fd1: the address names where the value goes
-        ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])] if ins.operands else []
-        ins.srcs = _sources(ins.operands[1:], scopes)
-    elif ins.operands:
+    elif ins.operands:  # st.param.f64 [p+0], %fd1 too: the address names where the value goes
         ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
         ins.srcs = _sources(ins.operands[1:], scopes)
     return ins
@@ -875,11 +618,7 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
 def _registers(ins: Instruction, scopes: _Scopes) -> Instruction:
     """An instruction of an opcode the table does not know (no float type): the first of its
     registers declared of a float type, if any, in ``floats``."""
-    for o in ins.operands:
-        for n in _names(o):
-            if scopes.is_float(n):
-                ins.floats = n
-                return ins
+    ins.floats = next((n for o in ins.operands for n in _names(o) if scopes.is_float(n)), "")
     return ins
 
 
@@ -902,13 +641,15 @@ def _addressing(opcode: str) -> bool:
     return parts[0] in _ADDRESS_OPS and not _float_types(parts[1:])
 
 
+def _mem(name: str) -> str:
+    """A resolved name as written (``f:0:%rd1`` -> ``%rd1``): a variable's name is the module's."""
+    return name.rsplit(":", 1)[-1]
+
+
 def _follow_memory(module: Module) -> None:
-    """The address-symbol model: each register's *bases*, the ``.local`` / ``.shared`` variables
-    its value may point into (through moves, ``cvta`` and integer adds, flow-insensitive); a
-    store through any of them writes the variable as a whole (``mem:`` name), a load from it reads
-    it.  A float (or a promoted f64) stored to a variable and loaded back from it stays what it
-    was.  What it cannot see: a variable's words apart (a whole variable is one place), addresses
-    through global memory or a pointer given as an argument, an address made by another opcode."""
+    """The address-symbol model: each register's *bases*, the variables its value may point into
+    (flow-insensitive); a store through one writes the whole variable (a ``mem:`` name), a load
+    from it reads it, so a value stored and loaded back stays what it was."""
     if not module.symbols:
         return
     ins_list = module.instructions
@@ -916,11 +657,10 @@ def _follow_memory(module: Module) -> None:
     edges: dict[str, list[str]] = {}  # a register -> the registers made from it
     work: deque[str] = deque()
     for ins in ins_list:
-        op = ins.opcode.split(".")[0]
-        if op not in _ADDRESS_OPS or not ins.dests or _float_types(ins.opcode.split(".")[1:]):
+        if not ins.dests or not _addressing(ins.opcode):
             continue
         for src in ins.srcs:
-            if src.rsplit(":", 1)[-1] in module.symbols:
+            if _mem(src) in module.symbols:
                 for d in ins.dests:
                     if src not in bases.setdefault(d, set()):
                         bases[d].add(src)
@@ -938,18 +678,17 @@ def _follow_memory(module: Module) -> None:
     for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
         if ins.opcode.startswith("st.") and ins.srcs:
             for src in ins.srcs:
-                for b in bases.get(src, ()):
-                    module.escaped.add("mem:" + b.rsplit(":", 1)[-1])
-                if src.rsplit(":", 1)[-1] in module.symbols:
-                    module.escaped.add("mem:" + src.rsplit(":", 1)[-1])
+                module.escaped.update("mem:" + _mem(b) for b in bases.get(src, ()))
+                if _mem(src) in module.symbols:
+                    module.escaped.add("mem:" + _mem(src))
 
     def places(names: list[str]) -> list[str]:
         out: list[str] = []
         for n in names:
-            if n.rsplit(":", 1)[-1] in module.symbols:
-                out.append("mem:" + n.rsplit(":", 1)[-1])  # a variable is the module's, whichever function names it
+            if _mem(n) in module.symbols:
+                out.append("mem:" + _mem(n))  # a variable is the module's, whichever function names it
             elif n in bases:
-                out += sorted({"mem:" + b.rsplit(":", 1)[-1] for b in bases[n]})
+                out += sorted({"mem:" + _mem(b) for b in bases[n]})
             else:
                 out.append(n)  # no variable known: the register itself (a store and a load through it)
         return out
@@ -1006,20 +745,21 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     symbols: set[str] = set()
     locs: list[tuple[int, str]] = []  # (index of the next instruction, a .loc's operands)
     files: dict[str, str] = {}
+
+    def read(line: int, opcode: str, tail: str) -> None:
+        info = infos.get(opcode)
+        if info is None:
+            info = infos[opcode] = _info(opcode)
+        if info.regs:
+            append(_registers(_flowing(line, scopes, opcode, tail, info), scopes))
+        elif info.judged or (info.flows and values) or (addresses and _addressing(opcode)):
+            append(_flowing(line, scopes, opcode, tail, info))
+        elif every or info.classes:  # f32 arithmetic, integers, control: no promoted value passes
+            append(Instruction(line, scopes.function, opcode, []))
+
     for line, kind, body, opcode in _statements(text, lines, None if every else {}, values, addresses):
         if kind == "i":  # the common statement, read whole: its opcode and operands (line: a position)
-            info = infos.get(opcode)
-            if info is None:
-                info = infos[opcode] = _info(opcode)
-            if info.regs:
-                append(_registers(_flowing(lines[0].of(line), scopes, opcode, body, info), scopes))
-            elif info.judged:
-                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
-            elif (not info.flows or not values) and not (addresses and _addressing(opcode)):
-                # f32 arithmetic, integers, control: no promoted value passes
-                append(Instruction(lines[0].of(line), scopes.function, opcode, []))
-            else:
-                append(_flowing(lines[0].of(line), scopes, opcode, body, info))
+            read(lines[0].of(line), opcode, body)
             continue
         if kind == "{":
             header = _HEADER.match(body) if body.strip() and not scopes.stack else None
@@ -1084,19 +824,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         opcode = m.group(1)
         if m.start(1):
             line += s.count("\n", 0, m.start(1))
-        info = _info(opcode)
-        if info.regs:
-            append(_registers(_flowing(line, scopes, opcode, s[m.end(1) :], info), scopes))
-            continue
-        if info.judged:
-            append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
-            continue
-        if (not info.flows or not values) and not (addresses and _addressing(opcode)):
-            # f32 arithmetic, integers, control: no promoted value passes
-            if every or info.classes:
-                append(Instruction(line, scopes.function, opcode, []))
-            continue
-        append(_flowing(line, scopes, opcode, s[m.end(1) :], info))
+        read(line, opcode, s[m.end(1) :])
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
     _sources_of(instructions, locs, files)
@@ -1119,6 +847,9 @@ class _OpInfo:
     judged: bool = False  # f32 arithmetic judged on its operands (fma by 1.0, an unrounded op with no pair)
 
 
+_FLOWS = frozenset(("call", "cvt", "shfl", "ld", "ldu", *_WRITES)) | _BITS_PASS
+
+
 @functools.lru_cache(maxsize=4096)
 def _info(opcode: str) -> _OpInfo:
     parts = opcode.split(".")
@@ -1129,28 +860,13 @@ def _info(opcode: str) -> _OpInfo:
         opclass = "arith"
     else:
         opclass = "pass" if parts[0] in _PASS else "other"
-    flows = (
-        parts[0] in ("call", "cvt", "shfl")
-        or bool(types & {"f64", "b64"})
-        or (parts[0] in ("ld", "st") and "param" in types)
-        or parts[0] in _WRITES
-        or parts[0] in ("ld", "ldu")
-        or parts[0] in _BITS_PASS
-    )
+    flows = parts[0] in _FLOWS or bool(types & {"f64", "b64"})
     named = classes(opcode)
     why = "" if named and named != ["unverified"] else unverified(opcode)
     regs = parts[0] not in INT_OPS and not _float_types(parts[1:])
-    judged = (
-        (
-            bool(types & _F32)
-            and (
-                ("contraction" in named or "unrounded" in named)
-                or (parts[0] in ("mov", "neg", "selp") and len(parts) == 2)
-                or (parts[0] == "setp" and "flush" in named)
-            )
-        )
-        or opcode in _NARROW
-    ) or parts[0] in ("ld", "ldu", "st")
+    f32_judged = "contraction" in named or "unrounded" in named or (parts[0] == "setp" and "flush" in named)
+    f32_judged |= parts[0] in ("mov", "neg", "selp") and len(parts) == 2
+    judged = (bool(types & _F32) and f32_judged) or opcode in _NARROW or parts[0] in ("ld", "ldu", "st")
     return _OpInfo(parts[0], tuple(named), flows, opclass, why, regs, judged)
 
 
@@ -1296,11 +1012,9 @@ class _Flow:
 
 
 def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | None:
-    """None: no operand comes from a sine's quadrant reduction; True: the sine's own code (its other
-    operands constants, the sine's, or the argument as the addend of an fma: Cody-Waite's
-    ``fma(-q, pi/2, a)``); False: a promoted value, or the argument as a factor, mixed in
-    (``fma(p, p, sin p)``).  The operands of the sine's own registers count as the sine's,
-    whatever else reaches them (the slow path's return value is unioned in)."""
+    """None: no operand from a sine's quadrant reduction; True: the sine's own code (other operands
+    constants, the sine's, or the argument as an fma's addend); False: a promoted value, or the
+    argument as a factor, mixed in (``fma(p, p, sin p)``)."""
     if not any(s in sine for s in ins.srcs):
         return None
     fma = ins.opcode.split(".")[0] in ("fma", "mad")
@@ -1313,11 +1027,9 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
 
 
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
-    """Indices of the f64 arithmetic instructions on promoted values that no rule accepts.
-
-    Three monotone passes: promoted values and pi products with no sine known (A0); the sine's
-    code, forward from every product by 2/pi of such an argument (S); promoted values and sine
-    arguments again, with the sine's code known (what feeds the verdicts)."""
+    """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
+    the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
+    known; the sine's code, from each product by 2/pi of a sine argument; promoted values again."""
     flow = _Flow(module)
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
@@ -1329,10 +1041,8 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
     sine: set[str] = set()
 
     def once(i: int, srcs: list[_Taint]) -> bool:
-        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): the
-        product is exact (24 + 24 bits), the sum or difference rounded in f64 and then to f32 is
-        RN32 (53 >= 2 * 24 + 2 bits: the double rounding is innocuous; a sum in f32's subnormal
-        range is exact)."""
+        """An add, sub or mul of two f32 values (promoted, or f64 constants exactly f32): rounded
+        once to f32 it is RN32 (the product is exact; 53 >= 2 * 24 + 2 for the sum)."""
         ins = ins_list[i]
         if ins.opcode.split(".")[0] not in _ONCE_OPS or len(srcs) != 2:
             return False
@@ -1450,12 +1160,9 @@ def _escapes(module: Module, taint: dict[str, _Taint]) -> dict[int, str]:
 
 
 def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str, str]]:
-    """Stores of a promoted value (or an f32 operation done in f64) whose loads the audit cannot
-    match: through an address made from no variable of the module (global or generic memory, a
-    pointer given as an argument), into a variable whose address leaves its function, or by an
-    atomic.  Each is ``unverified``: the value could come back into f64 arithmetic unseen.  A value
-    that is exactly an f32 value (promoted, no arithmetic) stored whole as 64 bits through such an
-    address, in a module that loads no 64-bit word through one, is an output: no finding."""
+    """Stores of a promoted value whose loads the audit cannot match (through an address made from
+    no variable, into a variable whose address leaves its function, by an atomic): ``unverified``.
+    An exact f32 value stored as 64 bits, in a module that loads no such word back, is output."""
     out: list[tuple[int, str, str]] = []
     wide = {"f64", "b64", "u64", "s64", "v2", "v4", "v8"}
     loads_back = any(
@@ -1534,12 +1241,9 @@ _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign i
 
 
 def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
-    """The f32 arithmetic whose verdict its operands decide: index -> (classes it does *not* have,
-    the rule that decided).  An fma or mad with a multiplier exactly +-1.0 (a constant, or a register
-    whose one definition is a move of it) is a rounded add or subtract; one whose addend is exactly
-    -0.0 is a rounded multiply: not a contraction.  An unrounded ``add``/``sub``/``mul`` ``.f32`` is
-    ``unrounded`` only with a partner ptxas could fuse it with: a multiply whose result reaches the
-    add (through ``mov``/``neg``), or an add its result reaches; alone it is computed to nearest."""
+    """The f32 arithmetic its operands decide: index -> (classes it does *not* have, the rule).  An
+    fma by exactly +-1.0, or of addend -0.0, or of an exact product is no contraction; an unrounded
+    add/sub/mul is ``unrounded`` only with a partner ptxas could fuse it with."""
     ins_list = module.instructions
     defs: Counter[str] = Counter()
     consts: dict[str, str] = {}
@@ -1565,9 +1269,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     narrow = {d: b for d, b in narrow.items() if b != 99}
 
     def exact_product(a: str, b: str) -> bool:
-        """Whether the f32 product of ``a`` and ``b`` is exact: a factor 0.0, or both factors widened
-        from halves or small integers with at most 24 significant bits between them (no overflow or
-        underflow: halves lie in [2^-24, 2^16])."""
+        """A factor 0.0, or both widened from halves or small integers, 24 significant bits at most."""
         if value(a) in _ZERO_F32 or value(b) in _ZERO_F32:
             return True
         return a in narrow and b in narrow and narrow[a] + narrow[b] <= 24
@@ -1594,21 +1296,15 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
         elif parts[0] in ("fma", "mad") and len(ins.srcs) == 3:
             a, b, c = (value(x) for x in ins.srcs)
             if exact_product(ins.srcs[0], ins.srcs[1]):
-                out[i] = (
-                    {"contraction"},
-                    "fma whose product is exact (halves or small integers widened, or a factor 0): "
-                    "mode Z's multiply and add",
-                )
+                rule = "fma whose product is exact (halves or small integers widened, or a factor 0): "
+                rule += "mode Z's multiply and add"
             elif a in _ONE_F32 or b in _ONE_F32:
-                out[i] = (
-                    {"contraction"},
-                    "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))",
-                )
+                rule = "fma with the multiplier exactly 1.0 is a rounded add (fma(1, a, b) = RN(a + b))"
             elif c == _NEG_ZERO_F32:
-                out[i] = (
-                    {"contraction"},
-                    "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))",
-                )
+                rule = "fma with the addend exactly -0.0 is a rounded multiply (a b + -0 = RN(a b))"
+            else:
+                continue
+            out[i] = ({"contraction"}, rule)
     for i, ins in enumerate(ins_list):  # a compare with .ftz that a flush cannot change
         parts = ins.opcode.split(".")
         if parts[0] != "setp" or "ftz" not in parts:
@@ -1617,13 +1313,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
         elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
             out[i] = ({"flush"}, "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero")
-    work = deque(products)
-    while work:  # the product's registers through moves and negations
-        r = work.popleft()
-        for d in copies.get(r, ()):
-            if d not in products:
-                products[d] = products[r]
-                work.append(d)
+    _through(products, copies)  # the product's registers through moves and negations
     # a product stored to memory may come back through any load (the places of f32 values are not
     # told apart): each unrounded add of a loaded value is its partner
     stored = sorted(
@@ -1635,13 +1325,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             if ins.opcode.startswith(("ld.", "ldu.")):
                 for d in ins.dests:
                     loaded[d] = i
-        work = deque(loaded)
-        while work:
-            r = work.popleft()
-            for d in copies.get(r, ()):
-                if d not in loaded:
-                    loaded[d] = loaded[r]
-                    work.append(d)
+        _through(loaded, copies)
     paired: dict[int, str] = {}
     through_memory = False
     for i, ins in enumerate(ins_list):
@@ -1680,17 +1364,25 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     return out
 
 
+def _through(origin: dict[str, int], copies: dict[str, list[str]]) -> None:
+    """Each register ``origin`` maps extended to the registers copied from it."""
+    work = deque(origin)
+    while work:
+        r = work.popleft()
+        for d in copies.get(r, ()):
+            if d not in origin:
+                origin[d] = origin[r]
+                work.append(d)
+
+
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings of a parsed module, in line order."""
     allowed = set(allow_f64)
     found: list[Violation] = []
-    infos: dict[str, _OpInfo] = {}
     judged = _f32_judged(module)
     last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
     for n, ins in enumerate(module.instructions):
-        info = infos.get(ins.opcode)
-        if info is None:
-            info = infos[ins.opcode] = _info(ins.opcode)
+        info = _info(ins.opcode)
         kinds = info.classes
         rule = ""
         if n in judged:
@@ -1762,9 +1454,8 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for a while (as :mod:`timeit` does): the audit of a large
-    module allocates millions of objects with no cycle among them, and the collector's passes
-    over them cost a third of its time and free nothing.  Back on after, if it was on before."""
+    """The cyclic garbage collector off, as :mod:`timeit` does: a large module's millions of
+    objects have no cycle, and its passes cost a third of the audit's time."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -1787,13 +1478,8 @@ def read_ptx(path: str | Path) -> str:
         if stat.S_ISDIR(st.st_mode):
             raise PtxError(f"cannot read {name}: a directory, not a PTX file")
         if not stat.S_ISREG(st.st_mode):
-            what = (
-                "a FIFO"
-                if stat.S_ISFIFO(st.st_mode)
-                else "a device"
-                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                else "not a regular file"
-            )
+            device = stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if device else "not a regular file"
             raise PtxError(f"cannot read {name}: {what}, not a PTX file (give a regular file)")
         if st.st_size > MAX_BYTES:
             raise PtxError(f"{name}: {st.st_size} bytes, over the audit's limit of {MAX_BYTES >> 20} MiB")

@@ -1,32 +1,13 @@
-"""The SASS audit: what the hardware will run, after ptxas (``meshnb ptx audit --sass``).
+"""The SASS audit (``meshnb ptx audit --sass``): what the hardware will run, after ptxas.
 
-The PTX audit (:mod:`meshnb.conformance.audit`) reads what a front end asked for; ptxas then decides:
-an ``add.f32`` / ``mul.f32`` written without a rounding modifier *may* be fused into an ``FFMA``,
-and only the machine code says whether it was.  Here the PTX is assembled with the CUDA toolkit's
-``ptxas`` for its own ``.target`` and disassembled with ``nvdisasm``; every SASS instruction is
-mapped back to its PTX line by a ``.loc`` directive inserted before each PTX instruction (``.file``
-and ``.loc`` already there are dropped), read back from nvdisasm's line information.  A finding:
-
-``contraction``
-    an ``FFMA`` (``FFMA2``) whose PTX line is an unrounded ``add``/``sub``/``mul.f32``: a pair
-    ptxas fused, a definite contraction (no longer a policy finding);
-``flush``
-    a ``.FTZ`` modifier on a SASS instruction;
-``approximate``
-    a ``MUFU`` (the special-function unit: ``RCP``, ``SIN``, ``EX2`` ...);
-``double-rounding``
-    an f64 unit (``DADD``, ``DMUL``, ``DFMA``) on a PTX line the PTX audit found computing an f32
-    value in f64.
-
-The correctly rounded expansions ptxas makes of ``div.rn``, ``rcp.rn`` and ``sqrt.rn`` (a
-``MUFU.RCP`` / ``MUFU.RSQ`` start and ``FFMA`` Newton steps, a slow path) are no findings: their PTX
-line says so.  SASS on no line, or on a line with no floating-point PTX instruction (integer
-division, ``ret``: ptxas' own exact code, and its slow paths placed after the function's end) is
-not looked at.
-
-The tools come with the ``[cuda]`` extra (the ``nvidia-cuda-nvcc``, ``nvidia-cuda-nvdisasm``
-wheels put them in ``site-packages/nvidia/cu13/bin``) or a CUDA toolkit on ``PATH``; without them
-:class:`SassUnavailable` says in one line what is missing.
+The PTX is assembled with the CUDA toolkit's ``ptxas`` for its own ``.target`` and disassembled
+with ``nvdisasm``; a ``.loc`` inserted before each PTX instruction maps every SASS instruction back
+to its PTX line.  Findings: ``contraction`` (an ``FFMA`` on an unrounded ``add``/``sub``/``mul.f32``
+line: a pair ptxas fused), ``flush`` (``.FTZ``), ``approximate`` (``MUFU``), ``double-rounding``
+(an f64 unit on a line the PTX audit found computing an f32 value in f64).  The correctly rounded
+expansions of ``div.rn``, ``rcp.rn``, ``sqrt.rn`` and SASS on lines with no float instruction are
+no findings (docs/guide/gpu.md, "--sass").  The tools come with the ``[cuda]`` extra or a CUDA
+toolkit on ``PATH``; without them :class:`SassUnavailable` says what is missing.
 """
 
 from __future__ import annotations
@@ -88,9 +69,10 @@ class SassFinding:
     Examples
     --------
     >>> from meshnb.conformance.sass import SassFinding
-    >>> finding = SassFinding(12, "steps_kernel", "FFMA", "mul.f32 %f3, %f1, %f2; add.f32 %f4, %f3, %f0;", "fma")
-    >>> finding.line, finding.sass, finding.kind  # a mul and an add of one line, fused by ptxas
-    (12, 'FFMA', 'fma')
+    >>> SassFinding(12, "k", "FFMA", "mul.f32 %f3, %f1, %f2; add.f32 %f4, %f3, %f0;", "contraction").to_json()
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'line': 12, 'function': 'k', 'sass': 'FFMA',
+     'ptx': 'mul.f32 %f3, %f1, %f2; add.f32 %f4, %f3, %f0;', 'class': 'contraction'}
     """
 
     line: int
@@ -100,19 +82,7 @@ class SassFinding:
     kind: str
 
     def to_json(self) -> dict[str, object]:
-        """The finding as JSON-ready values, ``kind`` under its report name ``class``.
-
-        Returns
-        -------
-        dict
-            ``{"line", "function", "sass", "ptx", "class"}``.
-
-        Examples
-        --------
-        >>> from meshnb.conformance.sass import SassFinding
-        >>> SassFinding(12, "steps_kernel", "FFMA", "mul.f32 ...", "fma-contraction").to_json()
-        {'line': 12, 'function': 'steps_kernel', 'sass': 'FFMA', 'ptx': 'mul.f32 ...', 'class': 'fma-contraction'}
-        """
+        """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` under ``"class"``."""
         d = asdict(self)
         d["class"] = d.pop("kind")
         return d
@@ -186,43 +156,36 @@ def disassemble(text: str, arch: str, tools: dict[str, str] | None = None) -> li
     for ``arch`` that carries a line; RuntimeError with ptxas' first error line if it refuses."""
     tools = tools or find_tools()
     module = audit.parse(text)
-    try:
-        return _disassemble(text, arch, tools, module)
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"{os.path.basename(str(e.cmd[0]))} ran over {TIMEOUT_S} s on this PTX") from None
-
-
-def _disassemble(text: str, arch: str, tools: dict[str, str], module: audit.Module) -> list[tuple[str, int, str]]:
     with tempfile.TemporaryDirectory(prefix="meshnb-sass-") as tmp:
         src, cubin = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(src, "w", encoding="utf-8") as f:
             f.write(with_locs(text, module))
-        done = subprocess.run(
-            [tools["ptxas"], f"-arch={arch}", "-lineinfo", "-o", cubin, src],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-        if done.returncode:
-            lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
-            first = next((ln for ln in lines if "error" in ln), lines[0] if lines else f"exit {done.returncode}")
-            raise RuntimeError(f"ptxas ({arch}) refused the PTX: {first.replace(src, 'ptx').strip()}")
-        dis = subprocess.run([tools["nvdisasm"], "-g", "-c", cubin], capture_output=True, text=True, timeout=TIMEOUT_S)
+        try:
+            done = subprocess.run(
+                [tools["ptxas"], f"-arch={arch}", "-lineinfo", "-o", cubin, src],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
+            if done.returncode:
+                lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+                first = next((ln for ln in lines if "error" in ln), lines[0] if lines else f"exit {done.returncode}")
+                raise RuntimeError(f"ptxas ({arch}) refused the PTX: {first.replace(src, 'ptx').strip()}")
+            dis = subprocess.run(
+                [tools["nvdisasm"], "-g", "-c", cubin], capture_output=True, text=True, timeout=TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"{os.path.basename(str(e.cmd[0]))} ran over {TIMEOUT_S} s on this PTX") from None
         if dis.returncode:
             raise RuntimeError(f"nvdisasm failed: {(dis.stderr.strip().splitlines() or ['?'])[0]}")
     out: list[tuple[str, int, str]] = []
     function, line = "", 0
     for row in dis.stdout.splitlines():
-        m = _SECTION.match(row.strip())
-        if m:
+        if m := _SECTION.match(row.strip()):
             function, line = m.group(1), 0
-            continue
-        m = _LINE_INFO.search(row)
-        if m:
+        elif m := _LINE_INFO.search(row):
             line = int(m.group(1))
-            continue
-        m = _SASS.search(row)
-        if m and line:
+        elif (m := _SASS.search(row)) and line:
             out.append((function, line, m.group(1)))
     return out
 

@@ -1,13 +1,9 @@
 """The host side of the CUDA image: pages to the device, launches, pages and trace digests back.
 
-:func:`run_systems` runs a run's independent systems (a :class:`~meshnb.runspec.Run`, as
-:func:`meshnb.runspec.describe` made and checked it: a grid of warps, what ``meshnb.sweep(...,
-backend="cuda")`` calls); :func:`run_cluster` runs the steps of one fused cluster of N systems (N
-warps of one block, the fold through shared memory: the ``cuda`` backend).  Pages are the CPU's
-``[M, 1024]`` uint32 words in and out; a launch runs whole TASKs on the device.
-
-Without numba-cuda, or with no device outside the simulator, :func:`require` raises
-:class:`CudaUnavailable` (a ``RuntimeError``) with one line that says what is missing.
+:func:`run_systems` runs a run's independent systems (one warp each: ``meshnb.sweep(...,
+backend="cuda")``); :func:`run_cluster` runs one fused cluster (warps of one block: the ``cuda``
+backend).  Pages are the CPU's ``[M, 1024]`` uint32 words.  Without numba-cuda, or with no device
+outside the simulator, :func:`require` raises :class:`CudaUnavailable`.
 """
 
 from __future__ import annotations
@@ -35,9 +31,8 @@ TRACE_WORDS_PER_CHUNK = 1 << 26  # 256 MiB of trace words per launch at most
 
 
 class CudaUnavailable(RuntimeError, ValueError):
-    """The CUDA image cannot run here: numba-cuda is missing, or there is no device (outside the
-    simulator).  Its message is one line.  A RuntimeError, and a ValueError so that the commands
-    treat it as the bad input it is for them (``--backend cuda`` on a machine without one: exit 2)."""
+    """The CUDA image cannot run here (no numba-cuda, or no device outside the simulator); one
+    line.  Also a ValueError: to the commands it is bad input (exit 2)."""
 
 
 def numba_cuda() -> Any:
@@ -84,11 +79,9 @@ def _launch(image: ModuleType, d_pages: Any, count: int, n: int, per_block: int,
 
 @dataclass(frozen=True)
 class SystemsResult:
-    """M systems after :func:`run_systems`: ``steps`` (the steps done: fewer than asked after a
-    stop), ``pages`` ``[M, 1024]`` uint32 (the final pages, the CPU's format), ``last_loss_words``
-    ``[M]`` uint32 (each system's last step's loss, read from its page), ``trace_digests`` (SPEC 11;
-    empty strings without ``trace=True``), ``seconds`` (the launches and copies, without the first
-    compile)."""
+    """M systems after :func:`run_systems`: the steps done (fewer after a stop), the final pages,
+    each system's last loss word, trace digests ("" without ``trace``) and the seconds of the
+    launches and copies."""
 
     steps: int
     pages: np.ndarray
@@ -108,58 +101,14 @@ def run_systems(
     on_chunk: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> SystemsResult:
-    """Run systems ``lo .. hi-1`` of a run (its systems alone) on the device, one warp per system:
-    the run's ``steps`` each, in its float mode.
+    """Run systems ``lo .. hi-1`` of ``run`` (:func:`meshnb.runspec.describe`'s, systems alone, no
+    ``set_lr``) on the device, one warp per system, ``per_block`` (4; 1 in the simulator) a block,
+    ``chunk`` steps a launch (default: all, or a trace under 256 MiB a launch); system k ends
+    bit-equal to ``meshnb.train`` of it.  ``on_chunk`` and ``should_stop`` are
+    :func:`meshnb.driver.drive`'s ``after`` and ``should_stop``.
 
-    The run is :func:`meshnb.runspec.describe`'s (``meshnb.sweep``'s and ``train``'s one
-    description, :class:`~meshnb.runspec.Run`): its start pages, LR words (SET_LR before the first
-    step, ``ftz_from_bits`` in mode Z) and step bases were checked there, by the rules of every
-    entry point, and are applied here as :meth:`Run.words <meshnb.runspec.Run.words>` applies them;
-    this function checks only what is its own (the slice, the launch's shape, a run it cannot
-    run: a cluster, or LR changes during the run).  System k ends bit-equal to ``meshnb.train``
-    of that system: pages, last loss, and with ``trace=True`` the trace digest (the trace words
-    come back per launch and are hashed on the host).
-
-    Parameters
-    ----------
-    run : Run
-        The run (:func:`~meshnb.runspec.describe`), its systems alone (``group`` 0) and without
-        LR changes during the run (``set_lr``: ``train``'s, not the device's).
-    lo, hi : int, default 0 and None
-        The systems ``lo .. hi-1`` of the run (None: to its last); at least one.
-    trace : bool, default False
-        Hash each system's trace (SPEC 11).
-    chunk : int or None, default None
-        Steps per launch (None: all, or what keeps a launch's trace under 256 MiB): launches cut
-        tasks, which changes no bits.
-    per_block : int or None, default None
-        Systems per block (None: 4; 1 in the simulator).
-    on_chunk : callable or None, default None
-        Called with the steps done after each launch.
-    should_stop : callable or None, default None
-        Asked before each launch (as :func:`meshnb.sweeps.run.run_planned`): True gives the result of
-        the steps done (``result.steps``), every system as ``train`` would leave it after that many.
-
-    Returns
-    -------
-    SystemsResult
-        The systems' final pages, last losses, trace digests, the steps done and the seconds.
-
-    Raises
-    ------
-    OptionError
-        A slice or launch shape out of range, a cluster's run, LR changes during the run.
-    TypeError
-        ``run`` that is no :class:`~meshnb.runspec.Run`.
-    CudaUnavailable
-        No numba-cuda, or no device (outside the simulator).
-
-    Examples
-    --------
     >>> from meshnb.cuda.host import run_systems
     >>> from meshnb.runspec import describe
-    >>> sweep = describe(64, lrs=[0.5, 0.25, 0.125])  # one page x 3 LRs: sweep's run
-    >>> r = run_systems(sweep, 1, 3, trace=True)  # doctest: +SKIP
     >>> run_systems(describe(64, group=2))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
@@ -194,7 +143,6 @@ def run_systems(
     d_pages = cuda.to_device(rows)
 
     def advance(done: int, n: int) -> None:
-        """The engine: a launch of ``n`` steps of every system; its trace words hashed here."""
         d_trace = _launch(image, d_pages, n, 1, per_block, trace, z)
         if d_trace is not None:
             t_host = d_trace.copy_to_host()
@@ -210,11 +158,9 @@ def run_systems(
 
 
 def run_cluster(pages: np.ndarray, count: int, trace: np.ndarray, z: bool = True) -> None:
-    """``count`` steps of one fused cluster of N systems (``pages`` ``[N, 1024]`` uint32, updated in
-    place; every member at the same step with the same STEPS_PER_TASK) on the device, N warps of
-    one block, the fold in system order through shared memory; ``trace`` (``[count, 5]`` uint32,
-    or no rows) receives the fold each step applied.  The same effects as
-    :func:`meshnb.loops.run_fused` (``N = 1``: :func:`meshnb.loops.run_tasks`)."""
+    """``count`` steps of one fused cluster (``pages`` ``[N, 1024]``, updated in place) on the
+    device, N warps of one block; ``trace`` (``[count, 5]``, or no rows) receives each step's fold.
+    The effects of :func:`meshnb.loops.run_fused`."""
     image = require()
     n = pages.shape[0]
     if not 1 <= n <= MAX_BLOCK_WARPS:

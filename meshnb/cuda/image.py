@@ -1,34 +1,12 @@
 """The CUDA image of the train program (numba-cuda): one warp per system, the bits of SPEC 4-8.
 
-Lane ``l`` of system ``k`` of a cluster of ``n`` takes sample ``g + 8 l`` of batch
-``g = (t n + k) mod 8`` (SPEC 5), computes its five error terms, and the warp sums them with the
-xor butterfly (offsets 16, 8, 4, 2, 1: every lane adds lane ``l xor o``'s value of the previous
-round, so every lane ends with the sums).  The sums leave as ``ftz_bits`` words; a cluster's
-members (warps of one block) fold their words in system order through shared memory, every lane
-of every member, and apply the fold (SPEC 6, 9).  A launch runs ``count`` steps as consecutive
-TASKs of the page's STEPS_PER_TASK (the last one shortened), with every task's page effects
-(PARAMS, ERR, PENDING, STEP_HI:NEXT_STEP, the LOSS ring): the page format is the CPU's
-(:data:`meshnb.view.LAYOUT`), so a run continues on either side.
-
-Float mode Z: every f32 operation goes through a helper chosen once, at import, from
-``numba.cuda.config.ENABLE_CUDASIM``:
-
-- on a device, libdevice's ``fadd_rn``, ``fsub_rn``, ``fmul_rn``, ``fdiv_rn``: PTX ``add.rn.f32``
-  and friends, explicitly rounded, which ptxas never contracts into an fma (an ``add.f32`` with no
-  rounding modifier it may fuse); the butterfly is ``shfl_xor_sync``;
-- in the simulator (``NUMBA_ENABLE_CUDASIM=1``), whose libdevice functions are stubs and which has
-  no ``shfl_xor_sync``, numpy float32 arithmetic (IEEE binary32, round to nearest even) and a
-  butterfly through shared memory with the same pairs: the same adds, so the same bits.
-
-The flush is uint32 bit operations on each rounded result (subnormal -> signed zero), inputs are
-read through ``ftz_from_bits`` and words leave through ``ftz_bits`` (canonical NaN ``0x7FFFFFFF``),
-as on the CPU (:mod:`meshnb.floatz`).  No Python float literal appears in a kernel: one would
-promote the arithmetic around it to f64 (double rounding); constants are ``float32(...)`` of
-integers or words.  The one f64 computation is init's ``sin_pi`` (:func:`init_kernel`), which SPEC 4
-defines in f64 on an exactly reduced argument; :mod:`meshnb.conformance.audit` knows it.
-
-This module needs numba-cuda (the ``[cuda]`` extra); :mod:`meshnb.cuda.host` checks for it
-before importing this.
+Lane ``l`` takes sample ``g + 8 l`` of batch ``g``; the warp sums the five error terms with the xor
+butterfly; a cluster's members (warps of one block) fold their words in system order through
+shared memory.  The page format is the CPU's (:data:`meshnb.view.LAYOUT`).  Every f32 operation
+goes through a helper chosen once at import: libdevice's ``fadd_rn`` and friends on a device (PTX
+``add.rn.f32``, never contracted), numpy float32 in the simulator (whose libdevice is stubs and
+which has no ``shfl_xor_sync``: a shared-memory butterfly with the same pairs).  No Python float
+literal appears in a kernel (it would promote to f64).  docs/guide/gpu.md says the rest.
 """
 
 from __future__ import annotations
@@ -253,13 +231,9 @@ def _end_task(pages, row, lane, a, b, c, d, t, z):
 def steps_kernel(pages, count, n, trace, record, z):
     """``count`` steps of clusters of ``n`` systems, one warp per system, as consecutive TASKs.
 
-    ``pages`` is ``[rows, 1024]`` uint32 (row = block * warps per block + warp); a block holds
-    whole clusters (``n`` consecutive warps each; ``n = 1``: independent systems).  With ``record``,
-    ``trace`` (``[rows, count, 5]`` uint32) receives the sums each step applied (without it, a
-    placeholder: no zero-size array reaches the device).  Every member of a
-    cluster must be at the same step with the same STEPS_PER_TASK (the host checks); LR and
-    INV_BATCH are read once (the host ends a launch at an LR change).  ``count = 0`` is one task of
-    no steps (PARAMS written back through the flush)."""
+    ``pages`` ``[rows, 1024]`` uint32, a block holding whole clusters; with ``record``, ``trace``
+    (``[rows, count, 5]``, else a placeholder) receives the sums each step applied.  A cluster's
+    members are at one step with one STEPS_PER_TASK (the host checks)."""
     slots = cuda.shared.array((MAX_WARPS, NSUMS), dtype=uint32)
     buf = cuda.shared.array(BUF_SHAPE, dtype=float32)
     tid = cuda.threadIdx.x
@@ -342,9 +316,8 @@ def steps_kernel(pages, count, n, trace, record, z):
 
 @cuda.jit(device=True)
 def sin_pi(x):
-    """sin(pi x) rounded to f32 (SPEC 4): f64 sin on the exactly reduced ``r = 1 - |x|`` (when
-    ``|x| > 0.5``, else ``r = |x|``; exact for an f32 x in [-1, 1]), sign from x.  f64 by
-    definition, not an f32 op computed in f64: :mod:`meshnb.conformance.audit` knows this construct."""
+    """sin(pi x) rounded to f32 (SPEC 4): f64 sin on the exactly reduced argument, sign from x
+    (the construct :mod:`meshnb.conformance.audit`'s sin_pi rule accepts)."""
     ax = abs(float64(x))
     r = ONE64 - ax if ax > HALF64 else ax
     y = float32(math.sin(PI * r))

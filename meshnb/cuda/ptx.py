@@ -1,14 +1,6 @@
-"""meshnb's own CUDA kernels as PTX, compiled without a GPU (numba-cuda and the toolkit wheels).
-
-``compile_meshnb(cc)`` compiles :func:`meshnb.cuda.image.steps_kernel` (mode Z and IEEE share one
-kernel: ``z`` is an argument) and :func:`meshnb.cuda.image.init_kernel` for compute capability
-``cc`` and returns their PTX, for :mod:`meshnb.conformance.audit`.
-
-numba-cuda compiles a device function called from a kernel for the current device's compute
-capability, which needs a driver; with none (CI), the compile here stands in a device of the
-capability asked for, for the length of the compile only.  Device functions are cached per
-argument types, not per capability: their NVVM IR does not depend on it (the kernel's PTX is
-generated for ``cc`` from the linked module).
+"""meshnb's own CUDA kernels as PTX, compiled without a GPU (numba-cuda and the toolkit wheels),
+for :mod:`meshnb.conformance.audit`.  With no driver, the compile stands in a device of the
+capability asked for (numba-cuda compiles device functions for the current device's).
 """
 
 from __future__ import annotations
@@ -42,10 +34,8 @@ def _stand_in_device(cc: tuple[int, int]) -> Iterator[None]:
 
 
 def compile_meshnb(cc: tuple[int, int]) -> dict[str, str]:
-    """PTX of meshnb's kernels for ``cc``: ``{"steps_kernel": ..., "init_kernel": ...}``.
-
-    Raises :class:`~meshnb.cuda.host.CudaUnavailable` without numba-cuda (or in the simulator,
-    which compiles nothing)."""
+    """PTX of meshnb's kernels for ``cc``: ``{"steps_kernel": ..., "init_kernel": ...}``;
+    :class:`~meshnb.cuda.host.CudaUnavailable` without numba-cuda, or in the simulator."""
     if importlib.util.find_spec("numba_cuda") is None:
         raise CudaUnavailable("compiling meshnb's kernels needs numba-cuda: pip install 'meshnb[cuda]'")
     from .host import simulated
