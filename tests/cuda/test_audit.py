@@ -592,6 +592,26 @@ def test_a_new_opcode_modifier_or_type_on_a_float_is_unverified():
     audit._info.cache_clear()
 
 
+def test_types_that_each_have_a_row_but_none_together_are_unverified_not_a_crash():
+    # each of .f16 and .f32 has a setp row, none has both: this raised StopIteration (a RuntimeError
+    # out of audit_text) on 1,364 of 213,749 synthetic opcodes
+    text = body("\t.reg .pred %p<2>;\n\t.reg .b16 %h<2>;\n\t.reg .f32 %f<2>;\n\tsetp.lt.f16.f32 %p1, %h1, %f1;")
+    got = audit.audit_text(text)
+    assert [(v.instruction, v.kind, v.why) for v in got] == [
+        ("setp.lt.f16.f32", U, "setp.f16.f32: mode Z's table has no row with these types together")
+    ]
+
+
+@pytest.mark.parametrize("opcode", ["cvt.f16.bf16", "cvt.bf16.f16", "cvt.f16.f16"])
+def test_a_cvt_into_a_half_from_a_half_is_unverified(opcode):
+    # the widening row (cvt.f32.f16) lists the halves among its types; a cvt into a half is no widening
+    # (bf16 -> f16 overflows above 65504 and rounds small values), whatever its source
+    assert (
+        audit.unverified(opcode)
+        == f"cvt into .{opcode.split('.')[1]}: a float rounded to a narrower format; mode Z keeps f32"
+    )
+
+
 @pytest.mark.parametrize(
     "opcode, allowed",
     [
