@@ -330,12 +330,13 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
         or any(pg[SAMPLES_SPAN] != p0[SAMPLES_SPAN] for p0 in setup.in_pages)
     ):
         return 0
-    for s, w in case.set_lr:
-        if int(_read(a, "LR", w)) != int(z.read(w)):
-            return s
+    # a SET_LR word read otherwise parts there, unless a step before it already parts
+    lr_part = next((s for s, w in case.set_lr if int(_read(a, "LR", w)) != int(z.read(w))), None)
     if case.steps == 0:
-        return None
+        return lr_part
     steps = case.steps if upto is None else max(0, min(case.steps, upto))
+    if lr_part is not None:
+        steps = min(steps, lr_part)
     ps, lrs = _params_per_step(setup, steps)
     xs = model.words_at(pg, model.OFF_X, model.SAMPLES)
     ys = model.words_at(pg, model.OFF_Y, model.SAMPLES)
@@ -346,7 +347,7 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
         hit = _divergence_in(setup, a, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
         if hit is not None:
             return hit
-    return None
+    return lr_part
 
 
 def _read(a: model.Assignment, field: str, w: object) -> np.ndarray:
