@@ -32,7 +32,7 @@ import numpy as np
 from . import faults
 from .check.cases import Setup, reference_state
 from .check.compare import first_trace_diff, page_diff
-from .pack import Case, case_json
+from .pack import Case, case_json, mark_timeouts
 
 MAX_RUNS = 14  # executor runs a case's search may make
 MAX_SECONDS = 10.0  # and seconds it may take (checked before each run)
@@ -136,6 +136,7 @@ def experiment(setup: Setup, start: int, steps: int, steps_per_task: int) -> Exp
         set_lr=lr,
         step_base=case.step_base + start,
         page="experiment",
+        timeouts=tuple((k, at - start) for k, at in case.timeouts if start <= at < end),
     )
     sub_setup = Setup(sub, ins, [], setup.trace[start:end])
     expected = setup.expected if last else reference_state(sub_setup, steps)
@@ -338,7 +339,7 @@ def model_runner(m: faults.Model) -> Runner:
 def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
     assert e.sub is not None
     r = faults.run(e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), m=m)
-    return list(r.pages), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
+    return mark_timeouts(e.sub, list(r.pages)), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
 
 
 SEPARATING = 8  # experiments of separating() (the probe pages first): each is an executor run
@@ -727,6 +728,7 @@ def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Exp
         set_lr=(),
         calls=(),
         page="experiment",
+        timeouts=(),
     )
     r = run_case(sub, ins)
     return Experiment(

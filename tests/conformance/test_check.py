@@ -40,7 +40,7 @@ INIT = [
     "lr-subnormal",
     "lr-divergent-nan",
 ]
-CLUSTERS = ["cluster-2", "cluster-3", "cluster-8", "cluster-1"]
+CLUSTERS = ["cluster-2", "cluster-3", "cluster-8", "cluster-1", "state-timeout-resume", "state-timeout-group-of-one"]
 NAN_CASES = [
     "lr-divergent-nan",
     "hard-overflow-then-inf-minus-inf",
@@ -92,6 +92,7 @@ EXPOSED: dict[str, set[str]] = {
         "state-lr-words",
         "state-pending-alone-match",
         "state-pending-cluster-mismatch",
+        "state-round-match-not-pending",
         "steps-per-task-large",
     },
     "fma-apply": {"lr-changes", "probe-tininess", "cluster-3", "probe-tiny-y-tiny-params"},

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import faults, model
 from ..fpu import Ops
+from ..pack import mark_timeouts
 from .cases import SAMPLES_SPAN, Setup, reference_state
 from .compare import first_trace_diff, rows_hex
 from .localise import localise_page, localise_step
@@ -45,7 +46,8 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
     # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
     # a task boundary is the view before the next task's SET_LR)
     lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
-    return model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
+    r = model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
+    return model.Run(mark_timeouts(case, r.pages, start, steps), r.trace) if case.timeouts else r
 
 
 def lane_table(setup: Setup, step: int, system: int) -> str:
@@ -408,7 +410,7 @@ def executor_run(setup: Setup, m: faults.Model) -> model.Run:
         return model.Run(list(setup.expected), setup.trace.copy())
     if d == 0:
         set_lr = dict(case.set_lr)
-        return model.run(
+        r = model.run(
             setup.in_pages,
             case.steps,
             grouped=case.grouped,
@@ -416,5 +418,6 @@ def executor_run(setup: Setup, m: faults.Model) -> model.Run:
             assign=m.assignment,
             from_init=case.from_init,
         )
+        return model.Run(mark_timeouts(case, r.pages), r.trace)
     r = replay(setup, d, case.steps - d, m)
     return model.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))
