@@ -1004,7 +1004,7 @@ def explain_header(
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
-    tried = [e for e in tried if e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task, no timeout
+    tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
     left = [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)]
     ruled = {
         r: next(f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e))
