@@ -32,7 +32,7 @@ import numpy as np
 from . import faults
 from .check.cases import Setup, reference_state
 from .check.compare import first_trace_diff, page_diff
-from .pack import Case, case_json
+from .pack import Case, case_json, mark_timeouts
 
 MAX_RUNS = 14  # executor runs a case's search may make
 MAX_SECONDS = 10.0  # and seconds it may take (checked before each run)
@@ -136,6 +136,7 @@ def experiment(setup: Setup, start: int, steps: int, steps_per_task: int) -> Exp
         set_lr=lr,
         step_base=case.step_base + start,
         page="experiment",
+        timeouts=tuple((k, at - start) for k, at in case.timeouts if start <= at < end),
     )
     sub_setup = Setup(sub, ins, [], setup.trace[start:end])
     expected = setup.expected if last else reference_state(sub_setup, steps)
@@ -338,7 +339,7 @@ def model_runner(m: faults.Model) -> Runner:
 def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
     assert e.sub is not None
     r = faults.run(e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), m=m)
-    return list(r.pages), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
+    return mark_timeouts(e.sub, list(r.pages)), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
 
 
 SEPARATING = 8  # experiments of separating() (the probe pages first): each is an executor run
@@ -727,6 +728,7 @@ def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Exp
         set_lr=(),
         calls=(),
         page="experiment",
+        timeouts=(),
     )
     r = run_case(sub, ins)
     return Experiment(
@@ -846,3 +848,198 @@ def save_all(experiments: list[Experiment], root: Path) -> list[Path]:
     """Writes each experiment as a case directory under ``root`` (see :func:`save`); the directories."""
     loc = Location("", None, None, [], [], experiments, 0.0, False)
     return save(loc, root)
+
+
+# =============================================================================================
+# Header rules: a page word written otherwise, separated by start headers
+# =============================================================================================
+
+_W = {"NEXT_STEP": 7, "ERR": 8, "PENDING": 9, "ROUND": 10, "STEP_HI": 11}  # SPEC 7's header words (u32 index)
+
+
+def _words(page: bytes) -> np.ndarray:
+    return np.frombuffer(page, dtype="<u4").astype(np.uint32)
+
+
+def _step_hi_kept(i: np.ndarray, o: np.ndarray) -> None:  # a 32-bit step counter
+    o[_W["STEP_HI"]] = i[_W["STEP_HI"]]
+
+
+def _counter16(i: np.ndarray, o: np.ndarray) -> None:  # the step counter in 16 bits
+    o[_W["NEXT_STEP"]] = o[_W["NEXT_STEP"]] & 0xFFFF
+    o[_W["STEP_HI"]] = i[_W["STEP_HI"]]
+
+
+def _counter_off(d: int) -> Callable[[np.ndarray, np.ndarray], None]:
+    def f(i: np.ndarray, o: np.ndarray) -> None:
+        n = ((int(o[_W["STEP_HI"]]) << 32 | int(o[_W["NEXT_STEP"]])) + d) % (1 << 64)
+        o[_W["STEP_HI"]], o[_W["NEXT_STEP"]] = n >> 32, n & 0xFFFFFFFF
+
+    return f
+
+
+def _kept(word: str) -> Callable[[np.ndarray, np.ndarray], None]:
+    def f(i: np.ndarray, o: np.ndarray) -> None:
+        o[_W[word]] = i[_W[word]]
+
+    return f
+
+
+def _cleared(word: str) -> Callable[[np.ndarray, np.ndarray], None]:
+    def f(i: np.ndarray, o: np.ndarray) -> None:
+        o[_W[word]] = 0
+
+    return f
+
+
+def _round_off(i: np.ndarray, o: np.ndarray) -> None:  # a timed-out round written as its step
+    if o[_W["ROUND"]] != i[_W["ROUND"]]:
+        o[_W["ROUND"]] = (int(o[_W["ROUND"]]) - 1) & 0xFFFFFFFF
+
+
+HEADER_RULES: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], None]]] = {
+    "header: STEP_HI not carried": ("a 32-bit step counter: STEP_HI never moves", _step_hi_kept),
+    "header: a 16-bit step counter": ("NEXT_STEP kept in 16 bits, STEP_HI never moves", _counter16),
+    "header: the step counter off by +1": ("STEP_HI:NEXT_STEP one past the next step", _counter_off(1)),
+    "header: the step counter off by -1": ("STEP_HI:NEXT_STEP the last step done", _counter_off(-1)),
+    "header: ERR not written": ("a TASK leaves ERR as it found it", _kept("ERR")),
+    "header: PENDING not cleared": ("a TASK leaves PENDING as it found it", _kept("PENDING")),
+    "header: ROUND cleared": ("a TASK writes ROUND 0 (SPEC 8: never cleared)", _cleared("ROUND")),
+    "header: ROUND not written on a timeout": ("a timed-out TASK leaves ROUND as it found it", _kept("ROUND")),
+    "header: ROUND the step, not its round": ("a timed-out TASK writes ROUND = the step, not the step + 1", _round_off),
+}
+"""Ways a TASK can write SPEC 8's header words otherwise (the sums and every other word kept): name ->
+(what the executor does, the change of meshnb's out page given the in page's words)."""
+
+
+def header_predict(rule: str, e: Experiment) -> list[bytes]:
+    """The out pages of experiment ``e`` by an executor that follows header rule ``rule``: meshnb's, with
+    the rule's change of the words (a run of one task: ``e``'s experiments are)."""
+    change = HEADER_RULES[rule][1]
+    out = []
+    for pin, pout in zip(e.in_pages, e.expected, strict=True):
+        i, o = _words(pin), _words(pout).copy()
+        change(i, o)
+        out.append(o.astype("<u4").tobytes())
+    return out
+
+
+def _header_agrees(rule: str, e: Experiment) -> bool:
+    got = e.got
+    assert got is not None and not isinstance(got, str)
+    if got[1] is not None and e.trace is not None and not np.array_equal(got[1], e.trace):
+        return False  # a header rule changes no sums
+    return header_predict(rule, e) == got[0]
+
+
+HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("the step 2^32 - 1 (STEP_HI carried after it)", {"STEP_HI": 0, "NEXT_STEP": 0xFFFFFFFF}),
+    ("the step 2^16 - 1 (a 16-bit counter's carry)", {"STEP_HI": 0, "NEXT_STEP": 0xFFFF}),
+    ("ERR 1, PENDING 1 and another step's ROUND", {"ERR": 1, "PENDING": 1, "ROUND": 0xDEADBEEF}),
+    ("the step 2^33 + 5, ERR 1", {"STEP_HI": 2, "NEXT_STEP": 5, "ERR": 1}),
+)
+"""Start headers of the designed experiments for header rules: each exercises a state rule of SPEC 8."""
+
+
+def _header_designed(base: Experiment, what: str, words: dict[str, int], index: int) -> Experiment:
+    """The one-step experiment from ``base``'s pages with header ``words`` set (its step base the page's)."""
+    from .pack import run_case
+
+    assert base.sub is not None
+    ins = []
+    for pg in base.in_pages:
+        b = bytearray(pg)
+        for name, value in words.items():
+            struct.pack_into("<I", b, 4 * _W[name], value)
+        struct.pack_into("<I", b, _SPT, 1)
+        ins.append(bytes(b))
+    first = _words(ins[0])
+    sub = replace(
+        base.sub,
+        name=f"{base.sub.name}-header-{index}",
+        about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
+        steps=1,
+        quick_steps=1,
+        steps_per_task=1,
+        set_lr=(),
+        calls=(),
+        timeouts=(),
+        page="experiment",
+        step_base=int(first[_W["STEP_HI"]]) << 32 | int(first[_W["NEXT_STEP"]]),
+    )
+    r = run_case(sub, ins)
+    return Experiment(
+        base.start, 1, 1, case=case_json(sub), sub=sub, in_pages=ins, expected=list(r.out_pages), trace=r.trace
+    )
+
+
+def explain_header(
+    seen: list[Experiment],
+    run: Runner,
+    base: Experiment,
+    *,
+    max_runs: int = DESIGN_RUNS,
+    max_seconds: float = DESIGN_SECONDS,
+) -> Explanation:
+    """Where only page words differ: keeps the header rules (:data:`HEADER_RULES`) that give the executor's
+    outputs on every one-task experiment ``seen``, then runs the executor from start headers
+    (:data:`HEADER_STARTS`, on ``base``'s pages) that split the survivors, dropping every rule the result
+    contradicts, while two or more are left and the bound allows.
+
+    Examples
+    --------
+    An executor whose step counter has 32 bits, located at a step before 2^32:
+
+    >>> from meshnb.conformance import faults
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, model_runner, run_all
+    >>> from meshnb.testing.reference import init_page
+    >>> def run(e):  # meshnb's bits, STEP_HI never moving
+    ...     return header_predict("header: STEP_HI not carried", e), e.trace
+    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> run_all([base], run)
+    >>> ex = explain_header([base], run, base)
+    >>> ex.verdict, ex.survivors
+    ('proved', ['header: STEP_HI not carried'])
+    """
+    t0 = time.monotonic()
+    tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
+    tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
+    left = [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)]
+    ruled = {
+        r: next(f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e))
+        for r in HEADER_RULES
+        if r not in left
+    }
+    made: list[Experiment] = []
+    starts = list(HEADER_STARTS)
+    cut = False
+    while len(left) > 1 and starts:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        best = None
+        for j, (what, words) in enumerate(starts):
+            e = _header_designed(base, what, words, len(made) + 1)
+            classes = len({b"".join(header_predict(r, e)) for r in left})
+            if best is None or classes > best[0]:
+                best = (classes, j, e)
+        assert best is not None
+        if best[0] < 2:
+            break
+        e = best[2]
+        starts.pop(best[1])
+        e.got = run(e)
+        _compare(e, e.got)
+        made.append(e)
+        if isinstance(e.got, str):
+            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
+            left = []
+            break
+        for r in list(left):
+            if not _header_agrees(r, e):
+                left.remove(r)
+                ruled[r] = f"{e.case['name']} ({e.case['about']})"
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    pages = len(tried) + len(made)
+    return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)

@@ -37,7 +37,7 @@ from meshnb.testing import reference as ref
 
 from . import faults, model
 from .fpu import Ops
-from .pack import Case, _scaled, cases, run_case, start_pages
+from .pack import Case, _scaled, cases, mark_timeouts, run_case, start_pages
 
 Z = Ops()
 CHUNK = 4096  # states evaluated at once (memory: CHUNK x 256 words a system)
@@ -198,7 +198,7 @@ def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
     r = model.run(
         list(state), case.steps - s, grouped=case.grouped, set_lr=rest, assign=m.assignment, from_init=from_init
     )
-    return r.pages != t.expected or not np.array_equal(r.trace, t.trace[s:])
+    return mark_timeouts(case, list(r.pages), s) != t.expected or not np.array_equal(r.trace, t.trace[s:])
 
 
 def kill(m: faults.Model, quick: bool) -> Kill | None:

@@ -64,6 +64,12 @@ class Case:
         ``(steps of this run done, op, arg)``: ``task`` calls with op codes the program does not
         know, made on every system at that point of the run; each returns R_BAD_OP and changes
         nothing (SPEC 8).
+    timeouts : tuple of (int, int), default ()
+        ``(system, steps of this run done)``: the round of that step times out on that system, injected
+        by the host (SPEC 10: a host that injects faults for tests): its ``round`` publishes the counter
+        and returns false at once, the TASK stops with the round pending, and the host calls TASK again
+        with ``arg = NEXT_STEP``, which resumes it (SPEC 9).  A group's only; the bits are those of the
+        run without it, except ROUND, which keeps the low half of the last timed-out round.
 
     See Also
     --------
@@ -89,6 +95,7 @@ class Case:
     step_base: int = 0
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
     calls: tuple[tuple[int, int, int], ...] = ()  # (steps of this run done, op, arg): calls that change nothing
+    timeouts: tuple[tuple[int, int], ...] = ()  # (system, steps of this run done): that step's round times out
 
     def sized(self, quick: bool) -> Case:
         """The case as the pack (quick or full) runs it.
@@ -131,6 +138,7 @@ class Case:
             base,
             self.page,
             tuple((min(self.quick_steps, round(s * scale)), op, arg) for s, op, arg in self.calls),
+            tuple((k, min(self.quick_steps - 1, round(s * scale))) for k, s in self.timeouts),
         )
 
     @property
@@ -160,6 +168,44 @@ class Case:
         struct.pack_into("<I", out, 28, self.step_base & 0xFFFFFFFF)
         struct.pack_into("<I", out, 44, self.step_base >> 32)
         return bytes(out)
+
+
+def mark_timeouts(case: Case, pages: list[bytes], start: int = 0, steps: int | None = None) -> list[bytes]:
+    """``pages`` after steps ``start`` .. ``start + steps`` of ``case`` (default: to its end) run without
+    its injected timeouts, made what they are with them: each system whose round timed out in that span
+    keeps the low half of its last such round in ROUND (SPEC 9; every other bit is the same).
+
+    Parameters
+    ----------
+    case : Case
+        The case (its ``timeouts``).
+    pages : list of bytes
+        Every system's page after the span, as a run without timeouts leaves it.
+    start : int, default 0
+        The span's first step of the run.
+    steps : int, optional
+        The span's steps; default: to the case's end.
+
+    Returns
+    -------
+    list of bytes
+        The pages, ROUND set where a round of the span timed out.
+
+    Examples
+    --------
+    >>> import struct
+    >>> from meshnb.conformance.pack import BY_NAME, mark_timeouts
+    >>> case = BY_NAME["state-timeout-resume"]
+    >>> pages = mark_timeouts(case, [bytes(4096)] * 2)
+    >>> [struct.unpack_from("<I", p, 40)[0] for p in pages]  # ROUND: the last timed-out round, per system
+    [91, 65]
+    """
+    end = case.steps if steps is None else start + steps
+    out = [bytearray(p) for p in pages]
+    for k, at in sorted(case.timeouts, key=lambda e: e[1]):
+        if start <= at < end and k < len(out):
+            struct.pack_into("<I", out[k], 40, (case.step_base + at + 1) & 0xFFFFFFFF)
+    return [bytes(p) for p in out]
 
 
 def _subnormal_x(page: bytes, scale: float) -> list[int]:
@@ -245,8 +291,9 @@ def state_pages() -> dict[str, bytes]:
         4096-byte pages by name: ``err-pending-round`` (ERR 1, PENDING 1, ROUND not the next
         step's round), ``pending-alone-match`` (PENDING 1, ROUND the next step's round),
         ``pending-cluster-mismatch`` (a cluster of 2's page, ERR 1, PENDING 1, ROUND not the next
-        step's round), ``lr-minus-inf`` (LR -inf; the hard pages hold a subnormal, a negative
-        signalling NaN and a huge LR).
+        step's round), ``round-match-not-pending`` (a cluster of 2's page, PENDING 0, ROUND the next
+        step's round: nothing to resume), ``lr-minus-inf`` (LR -inf; the hard pages hold a subnormal, a
+        negative signalling NaN and a huge LR).
 
     Examples
     --------
@@ -260,6 +307,7 @@ def state_pages() -> dict[str, bytes]:
         "err-pending-round": _header(one, ERR=1, PENDING=1, ROUND=0xDEADBEEF),
         "pending-alone-match": _header(one, PENDING=1, ROUND=1),
         "pending-cluster-mismatch": _header(ref.init_page(2, True), ERR=1, PENDING=1, ROUND=0x12345),
+        "round-match-not-pending": _header(ref.init_page(2, True), ROUND=1),
         "lr-minus-inf": _header(one, LR=0xFF800000),
     }
 
@@ -281,7 +329,7 @@ def start_pages() -> dict[str, bytes]:
     >>> from meshnb.conformance.pack import start_pages
     >>> pages = start_pages()
     >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages, "err-pending-round" in pages
-    (26, True, True, True)
+    (27, True, True, True)
     """
     return {**hard.hard_pages(), **probe_pages(), **state_pages()}
 
@@ -386,6 +434,16 @@ def _state_cases() -> list[Case]:
             page="pending-cluster-mismatch",
         ),
         Case(
+            "state-round-match-not-pending",
+            "a cluster of 2 from pages with PENDING 0 and ROUND the first step's round (as a resumed round "
+            "leaves it): no round is pending, so the step is computed and published, not resumed",
+            70,
+            70,
+            systems=2,
+            grouped=True,
+            page="round-match-not-pending",
+        ),
+        Case(
             "steps-per-task-large",
             "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
             "(260 steps in the quick pack: one task of 260)",
@@ -411,6 +469,28 @@ def _state_cases() -> list[Case]:
             calls=bad,
         ),
         Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
+        Case(
+            "state-timeout-resume",
+            "a cluster of 2 whose rounds time out (injected by the host): both members at step 10 (mid-task), "
+            "system 1 at step 64 (a task's first step: zero steps done, PARAMS written back), system 0 at "
+            "step 90; each TASK after resumes the pending round with arg = NEXT_STEP (not recomputed nor "
+            "republished), clears ERR and PENDING, and keeps ROUND",
+            100,
+            100,
+            systems=2,
+            grouped=True,
+            timeouts=((0, 10), (1, 10), (1, 64), (0, 90)),
+        ),
+        Case(
+            "state-timeout-group-of-one",
+            "a group of one whose rounds time out (injected by the host) at step 5 and at a task's last "
+            "step (63): the TASK after resumes the round with arg = NEXT_STEP",
+            70,
+            70,
+            systems=1,
+            grouped=True,
+            timeouts=((0, 5), (0, 63)),
+        ),
     ]
 
 
@@ -506,7 +586,7 @@ def cases(quick: bool = False) -> list[Case]:
     --------
     >>> from meshnb.conformance.pack import cases
     >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
-    (45, 44, 256)
+    (48, 47, 256)
     """
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 
@@ -581,6 +661,7 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
         r = train(case.steps, view_in=page, set_lr=lr, keep_trace=True)
         outs = [r.page]
         trace = np.asarray(r.trace, dtype=np.uint32)
+    outs = mark_timeouts(case, outs)
     return Result(outs, trace.reshape(-1, 5), [ref.digest(p) for p in outs], ref.trace_digest(trace))
 
 
@@ -631,9 +712,20 @@ def case_json(case: Case) -> dict[str, Any]:
             "changes nothing."
         ),
         "timeouts": (
-            "A round's timeout changes no bits: after a TASK that timed out (ERR = 1) call TASK "
-            "again with arg = NEXT_STEP; the pages and trace must match whatever the timeouts. "
-            "ERR and PENDING are 0 at the end."
+            "A round's timeout changes no bits but ROUND: after a TASK that timed out (ERR = 1) call TASK "
+            "again with arg = NEXT_STEP; the pages and trace must match whatever the timeouts, ROUND "
+            "aside (a timed-out round's low half, never cleared). ERR and PENDING are 0 at the end."
+        ),
+        "inject_timeouts": [
+            {"system": k, "before_step": s, "round": str(case.step_base + s + 1)} for k, s in case.timeouts
+        ],
+        "inject_timeouts_rule": (
+            "Each inject_timeouts entry makes system `system`'s round of the step that follows before_step "
+            "steps of this run (the exchange's round number `round`, the step's + 1) time out once: the "
+            "round publishes the system's counter, then returns false at once, as a wait that timed out "
+            "(SPEC 9, 10: a host that injects faults for tests). The TASK stops with the round pending; "
+            "call TASK again with arg = NEXT_STEP: it resumes the round. The expected pages hold ROUND as "
+            "that leaves it."
         ),
         "files": {
             "in": [f"in-{k}.page" for k in range(case.systems)],

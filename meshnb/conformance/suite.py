@@ -820,6 +820,7 @@ def _experiments(
             dg["experiment"] = {"location": loc.to_json()}
         proof = None
         ex: experiment.Explanation | None = None
+        hx: experiment.Explanation | None = None  # the header rules' explanation, where only words differ
         if loc is not None:
             made += loc.experiments
         base = None
@@ -839,6 +840,12 @@ def _experiments(
                 alias = {c: next(n for n, m in every.items() if m.assignment == cands[c].assignment) for c in cands}
                 ex = experiment.explain(every, seen, run, base, max_seconds=budget)
                 made += ex.designed
+                if ex.verdict == "none" and base.what.startswith("system"):  # the sums right, page words not
+                    hx = experiment.explain_header(loc.experiments, run, base, max_seconds=budget)
+                    made += hx.designed
+                    dg["experiment"]["header"] = hx.to_json()
+                    if hx.verdict in ("proved", "equivalent"):
+                        ex = hx
                 dg["experiment"]["explanation"] = ex.to_json()
                 named_ok = ex.survivors if ex.verdict in ("proved", "equivalent") else []
                 proof = experiment.Proof(
@@ -889,11 +896,15 @@ def _experiments(
             named = f"no fault model reproduces these bits; {check.printable(check.localisation_summary(loc_d))}"
             if loc is not None and not loc_d.get("found"):  # a page transformation: where it was seen too
                 named += f"; seen: {check.printable(loc.where)}"
+            if hx is not None and hx is not ex:
+                named += f"; header rules: {hx.sentence()}"
         else:
             ruled = ", ".join(sorted(proof.ruled_out if proof else [m["name"] for m in dropped]))
             why = [f"ruled out by experiment: {ruled}"] if ruled else []
             if ex is not None:
                 why.append(ex.sentence())
+            if hx is not None and hx is not ex:
+                why.append(f"header rules: {hx.sentence()}")
             named = "cause not proved" + (f" ({'; '.join(why)})" if why else "")
             if loc is not None:
                 named += f"; seen: {check.printable(loc.where)}"

@@ -106,7 +106,7 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     how = os.environ.get("FAULT_EXECUTOR_OUTPUTS", "files")  # files, symlink, hardlink; or scribble
     aside = out.parent / f"{out.name}-aside"
     aside.mkdir(exist_ok=True)
-    outputs = {f"out-{k}.page": page for k, page in enumerate(r.pages)}
+    outputs = {f"out-{k}.page": page for k, page in enumerate(_timed_out(r.pages, cj))}
     if mode != "no-trace":
         outputs["trace.bin"] = r.trace.astype("<u4").tobytes()
     for name, data in outputs.items():
@@ -125,6 +125,17 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
             p.write_bytes(b"scribbled")
         (case_dir / "new-file").write_bytes(b"x")
     return 0
+
+
+def _timed_out(pages: list[bytes], cj: dict[str, object]) -> list[bytes]:
+    """The pages as the case's injected timeouts leave them: the model runs the rounds without them, and a
+    timed-out round resumed changes no bit but ROUND (the low half of each system's last such round)."""
+    out = [bytearray(p) for p in pages]
+    entries = cj.get("inject_timeouts", [])
+    assert isinstance(entries, list)
+    for e in sorted(entries, key=lambda e: e["before_step"]):
+        out[e["system"]][40:44] = (int(e["round"]) & 0xFFFFFFFF).to_bytes(4, "little")
+    return [bytes(p) for p in out]
 
 
 def _check_dir(out: Path) -> Path:

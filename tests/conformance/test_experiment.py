@@ -12,7 +12,7 @@ import pytest
 from meshnb.conformance import check, experiment, faults, mutants, pack, suite
 from meshnb.conformance.check import setup_from_run
 from meshnb.testing.reference import init_page
-from tests.conformance.executors import EXECUTORS, command
+from tests.conformance.executors import EXECUTORS, build, command
 
 HERE = Path(__file__).resolve().parent
 
@@ -271,3 +271,57 @@ def test_check_keeps_the_experiments_and_replays_them(quick_pack: Path, tmp_path
         [*base, str(quick_pack), "--exec", cmd, "--experiments", str(keep)], capture_output=True, text=True
     )
     assert r.returncode == 2 and "not a new or empty directory" in r.stderr
+
+
+# header rules (issue 47 item 2): a page word written otherwise, explained by start headers
+def _header_runner(rule: str) -> experiment.Runner:
+    """meshnb's run, its header words written as ``rule`` says (:data:`experiment.HEADER_RULES`)."""
+
+    def run(e: experiment.Experiment) -> experiment.Outputs:
+        return experiment.header_predict(rule, e), e.trace
+
+    return run
+
+
+@pytest.mark.parametrize("rule", ["header: a 16-bit step counter", "header: STEP_HI not carried"])
+def test_a_header_rule_is_proved_by_a_start_header(rule: str, unhurried: None) -> None:
+    """At step 2^32 - 1 a 16-bit and a 32-bit step counter write the same words; the start header of step
+    2^16 - 1 parts them, and the executor's run there proves the one it follows."""
+    setup = setup_from_run(init_page(), 2, step_base=(1 << 32) - 1)
+    base = experiment.experiment(setup, 0, 1, 1)
+    run = _header_runner(rule)
+    experiment.run_all([base], run)
+    assert base.differs
+    ex = experiment.explain_header([base], run, base, max_seconds=60.0)
+    assert ex.verdict == "proved" and ex.survivors == [rule], ex.ruled_out
+    assert ex.designed and "2^16 - 1" in ex.designed[0].case["about"]
+    other = next(r for r in ("header: a 16-bit step counter", "header: STEP_HI not carried") if r != rule)
+    assert ex.ruled_out[other].startswith(ex.designed[0].case["name"])
+
+
+def test_a_header_word_no_rule_gives_is_not_proved(unhurried: None) -> None:
+    """An executor that writes ERR 2 after a task: no header rule gives it, and every one is ruled out."""
+    setup = setup_from_run(init_page(), 2)
+    base = experiment.experiment(setup, 0, 1, 1)
+
+    def run(e: experiment.Experiment) -> experiment.Outputs:
+        pages = [bytearray(p) for p in e.expected]
+        for p in pages:
+            p[32] = 2
+        return [bytes(p) for p in pages], e.trace
+
+    experiment.run_all([base], run)
+    ex = experiment.explain_header([base], run, base, max_seconds=60.0)
+    assert ex.verdict == "none" and not ex.survivors and set(ex.ruled_out) == set(experiment.HEADER_RULES)
+    assert ex.sentence().startswith("none of these")
+
+
+@pytest.mark.slow
+def test_the_check_proves_a_step_counter_kept_in_32_bits(quick_pack: Path, tmp_path: Path, unhurried: None) -> None:
+    """The C port whose step counter has 32 bits, on the quick pack's step-base-2^32: the CI line names the
+    header rule, proved by experiment."""
+    e = EXECUTORS["step-hi-no-carry"]
+    binary = build(e, tmp_path)
+    res = suite.run_suite(quick_pack, exec_cmd=command(e, binary), cases="step-base-2^32").cases[0]
+    assert res.verdict == "FAIL" and res.message.endswith("; cause proved by experiment: header: STEP_HI not carried")
+    assert res.models == ["header: STEP_HI not carried"]

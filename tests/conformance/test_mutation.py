@@ -5,6 +5,7 @@ by each pack (the score in docs/guide/mutation-score.md, refreshed by docs/gen_m
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +78,13 @@ def test_every_non_equivalent_mutant_is_killed(quick: bool) -> None:
             t = mutation.case_trajectory(next(c for c in mutation.pack_cases(quick) if c.name == k.case))
             assert mutation.confirm(t, m, k), (mut.name, k)
     assert not alive, alive
+
+
+def test_confirm_judges_a_case_with_injected_timeouts_as_the_check_does() -> None:
+    """On a case whose rounds time out, the run without a fault confirms no kill: its pages are held to the
+    pack's with ROUND as the timeouts leave it, not to a run that has none."""
+    t = mutation.trajectory(pack.BY_NAME["state-timeout-resume"])
+    found = mutation.first_difference(t, faults.single_op("e*x3", "fused"))
+    assert found is not None and mutation.confirm(t, faults.single_op("e*x3", "fused"), found)
+    assert not mutation.confirm(t, faults.EXACT, replace(found, step=0))
+    assert not mutation.confirm(t, faults.EXACT, replace(found, step=50))

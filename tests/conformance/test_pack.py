@@ -49,10 +49,12 @@ def test_pack_has_the_cases_the_issue_asks_for() -> None:
 
 @pytest.mark.parametrize("case", [c.name for c in pack.cases(quick=True)])
 def test_reference_is_an_executor_that_passes(case: str, setups: dict[str, check.Setup]) -> None:
-    """meshnb.testing.reference, run as the case says, passes it (pages, trace, digests)."""
+    """meshnb.testing.reference, run as the case says, passes it (pages, trace, digests); it has no timeouts,
+    and an injected one, resumed, changes no bit but ROUND (test_pack_states runs meshnb's program with them)."""
     s = setups[case]
     c = s.case
     outs, trace = ref.run(s.in_pages, c.steps, grouped=c.grouped, lr_changes=dict(c.set_lr))
+    outs = pack.mark_timeouts(c, outs)
     for k in range(c.systems):
         rep = check.check(s, outs[k], system=k, got_trace=trace)
         assert rep.verdict == "PASS" and rep.exit_code == 0, rep.text()

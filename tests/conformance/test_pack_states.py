@@ -6,12 +6,14 @@ A rule the pack's protocol cannot exercise is listed apart, with the reason; a r
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
-from meshnb import Context, View, program
+from meshnb import Context, Group, Trace, View, program
 from meshnb.conformance import pack
 from meshnb.conformance.pack import Case
 
@@ -157,6 +159,33 @@ RULES: list[Rule] = [
         lambda c, i, o: w(i, ROUND) != 0 and w(o, ROUND) == w(i, ROUND),
     ),
     Rule(
+        "a timed-out TASK sets ROUND, PENDING 1, ERR 1; the next TASK with that arg resumes the round",
+        "state-timeout-resume",
+        lambda c, i, o: (
+            c.grouped
+            and c.systems > 1
+            and any(at % c.steps_per_task > 0 for _, at in c.timeouts)
+            and w(o, ROUND) == (c.step_base + max(at for k, at in c.timeouts if k == 0) + 1) & 0xFFFFFFFF
+            and w(o, PENDING) == 0
+            and w(o, ERR) == 0
+        ),
+    ),
+    Rule(
+        "a pending round with a group and a matching arg is resumed (a group of one too)",
+        "state-timeout-group-of-one",
+        lambda c, i, o: c.grouped and c.systems == 1 and bool(c.timeouts) and w(o, ROUND) != 0,
+    ),
+    Rule(
+        "only a pending round is resumed (ROUND matching with PENDING 0: computed and published)",
+        "state-round-match-not-pending",
+        lambda c, i, o: c.grouped and w(i, PENDING) == 0 and w(i, ROUND) == (c.step_base + 1) & 0xFFFFFFFF,
+    ),
+    Rule(
+        "a TASK writes PARAMS back even after zero steps",
+        "state-timeout-resume",
+        lambda c, i, o: any(at % c.steps_per_task == 0 for _, at in c.timeouts),
+    ),
+    Rule(
         "steps run to 2^64 - 2",
         "step-base-2^64-2",
         lambda c, i, o: c.step_base + c.steps == (1 << 64) - 1,
@@ -178,14 +207,10 @@ NOT_IN_THE_PACK: dict[str, str] = {
     "TASK returns the steps completed; SET_LR R_NONE; other codes R_BAD_OP": (
         "an executor reports pages, not return values (the adapter sees them: train's tests check meshnb's)"
     ),
-    "a TASK writes PARAMS back even after zero steps": (
-        "a host never calls a TASK of zero steps (a page with STEPS_PER_TASK 0 is refused)"
-    ),
-    "a timed-out TASK sets ROUND, PENDING 1, ERR 1; the next TASK with that arg resumes the round": (
-        "needs an injected timeout and the exchange page's state; a case states that timeouts change no bits"
-    ),
-    "a pending round with a group and a matching arg is resumed": (
-        "its slots live on an exchange page a case does not carry (meshnb's host refuses such a page)"
+    "a resumed round is not recomputed nor republished": (
+        "in every state a run reaches, the published slot holds what recomputing the step gives (the page's"
+        " params did not change since): the bits are the same either way (SPEC 11: timeouts change no bits);"
+        " only a synthetic exchange page (own slot unlike the page's step) shows it, and a case carries none"
     ),
 }
 
@@ -237,3 +262,85 @@ def test_meshnb_answers_an_unknown_op_with_r_bad_op_and_changes_nothing(op: int)
         ctx = Context(View(buf))
         assert program.task(ctx, op, 0x3E800000) == program.R_BAD_OP
         assert bytes(buf) == page
+
+
+class _Exchange:
+    """An exchange page in memory for members on threads (SPEC 9), whose rounds ``inject`` (``(k, n)``:
+    system k's round n) time out once: the counter is published, then the round returns false."""
+
+    def __init__(self, n: int, inject: set[tuple[int, int]]) -> None:
+        self.n, self.inject = n, set(inject)
+        self.counters = [0] * n
+        self.slots = np.zeros((n, 2, 8), dtype=np.uint32)
+        self.cv = threading.Condition()
+
+    def member(self, k: int) -> _Member:
+        return _Member(self, k)
+
+
+@dataclass
+class _Member:
+    page: _Exchange
+    k: int
+
+    def set_slot(self, k: int, parity: int, words: np.ndarray) -> None:
+        with self.page.cv:
+            self.page.slots[k, parity] = words
+
+    def round(self, n: int) -> bool:
+        pg = self.page
+        with pg.cv:
+            pg.counters[self.k] = n
+            pg.cv.notify_all()
+            if (self.k, n) in pg.inject:
+                pg.inject.discard((self.k, n))
+                return False
+            return pg.cv.wait_for(lambda: all(c >= n for c in pg.counters), timeout=60)
+
+    def slot(self, m: int, parity: int) -> np.ndarray:
+        with self.page.cv:
+            return self.page.slots[m, parity].copy()
+
+
+@pytest.mark.parametrize("name", ["state-timeout-resume", "state-timeout-group-of-one"])
+def test_the_program_with_injected_timeouts_gives_the_pack_answer(name: str) -> None:
+    """meshnb's program (``task``, the Python loop over any exchange), its members on threads, its rounds
+    timing out where the case injects them, run by a host as case.json says: each timed-out TASK leaves
+    ROUND, PENDING 1, ERR 1, NEXT_STEP at the unfinished step and PARAMS as before it (after zero steps
+    too); the TASK after resumes the round; the final pages and the trace are the pack's answer."""
+    case = pack.BY_NAME[name]
+    expected = pack.run_case(case)
+    ex = _Exchange(case.systems, {(k, case.step_base + at + 1) for k, at in case.timeouts})
+    views = [bytearray(case.in_page()) for _ in range(case.systems)]
+    seen: list[tuple[int, int, int, tuple[int, ...]]] = []
+    traces: dict[int, np.ndarray] = {}
+
+    def host(k: int) -> None:
+        ctx = Context(View(views[k]), group=Group(k, case.systems), exchange=ex.member(k), trace=Trace(keep=True))
+        done = 0
+        while done < case.steps:
+            spt = w(views[k], SPT)
+            count = min(spt, case.steps - done)
+            struct.pack_into("<I", views[k], SPT, count)
+            params = bytes(views[k][:16])
+            got = program.task(ctx, program.OP_TASK, w(views[k], NEXT))
+            struct.pack_into("<I", views[k], SPT, spt)
+            if got < count:  # timed out: the round pending, the page as the step before it left it
+                v = bytes(views[k])
+                seen.append((k, done + got, w(v, ROUND), (w(v, PENDING), w(v, ERR), w(v, NEXT))))
+                assert got > 0 or v[:16] == params
+            done += got
+        traces[k] = ctx.trace.words
+
+    threads = [threading.Thread(target=host, args=(k,)) for k in range(case.systems)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = sorted(
+        (k, at, (case.step_base + at + 1) & 0xFFFFFFFF, (1, 1, (case.step_base + at) & 0xFFFFFFFF))
+        for k, at in case.timeouts
+    )
+    assert sorted(seen) == want
+    assert [bytes(v) for v in views] == expected.out_pages
+    assert all(np.array_equal(traces[k], expected.trace) for k in range(case.systems))

@@ -162,10 +162,24 @@ def _parse_case(cj: object) -> Case:
         if not isinstance(word, str) or _WORD.fullmatch(word) is None:
             raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
         lr.append(LrChange(_int(e["before_step"], "set_lr before_step", 0, END), int(word, 16)))
+    steps = _int(cj["steps"], "steps", 0, MAX_CHECK_STEPS)
+    timeouts = cj.get("inject_timeouts", [])
+    if not isinstance(timeouts, list) or (timeouts and not group):
+        raise ValueError("inject_timeouts is a list, and only a group's rounds time out")
+    injected = []
+    for e in timeouts:
+        if not isinstance(e, dict):
+            raise ValueError("an inject_timeouts entry is an object")
+        injected.append(
+            (
+                _int(e["system"], "inject_timeouts system", 0, systems - 1),
+                _int(e["before_step"], "inject_timeouts before_step", 0, max(0, steps - 1)),
+            )
+        )
     case = Case(
         name,
         about,
-        _int(cj["steps"], "steps", 0, MAX_CHECK_STEPS),
+        steps,
         None,
         systems,
         group,
@@ -173,6 +187,7 @@ def _parse_case(cj: object) -> Case:
         tuple(sorted(lr, key=lambda c: c[0])),
         _checked(check_step_base, base),
         None if start == "init" else start.removeprefix("page "),
+        timeouts=tuple(injected),
     )
     run_bounds(case.steps, case.steps_per_task, case.step_base, case.set_lr)
     return case

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import faults, model
 from ..fpu import Ops
+from ..pack import mark_timeouts
 from .cases import SAMPLES_SPAN, Setup, reference_state
 from .compare import first_trace_diff, rows_hex
 from .localise import localise_page, localise_step
@@ -45,7 +46,8 @@ def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[by
     # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
     # a task boundary is the view before the next task's SET_LR)
     lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
-    return model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
+    r = model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
+    return model.Run(mark_timeouts(case, r.pages, start, steps), r.trace) if case.timeouts else r
 
 
 def lane_table(setup: Setup, step: int, system: int) -> str:
@@ -330,12 +332,13 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
         or any(pg[SAMPLES_SPAN] != p0[SAMPLES_SPAN] for p0 in setup.in_pages)
     ):
         return 0
-    for s, w in case.set_lr:
-        if int(_read(a, "LR", w)) != int(z.read(w)):
-            return s
+    # a SET_LR word read otherwise parts there, unless a step before it already parts
+    lr_part = next((s for s, w in case.set_lr if int(_read(a, "LR", w)) != int(z.read(w))), None)
     if case.steps == 0:
-        return None
+        return lr_part
     steps = case.steps if upto is None else max(0, min(case.steps, upto))
+    if lr_part is not None:
+        steps = min(steps, lr_part)
     ps, lrs = _params_per_step(setup, steps)
     xs = model.words_at(pg, model.OFF_X, model.SAMPLES)
     ys = model.words_at(pg, model.OFF_Y, model.SAMPLES)
@@ -346,7 +349,7 @@ def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> 
         hit = _divergence_in(setup, a, (xs, ys, inv_m, inv_z), ps[lo : hi + 1], lrs[lo:hi], lo)
         if hit is not None:
             return hit
-    return None
+    return lr_part
 
 
 def _read(a: model.Assignment, field: str, w: object) -> np.ndarray:
@@ -407,7 +410,7 @@ def executor_run(setup: Setup, m: faults.Model) -> model.Run:
         return model.Run(list(setup.expected), setup.trace.copy())
     if d == 0:
         set_lr = dict(case.set_lr)
-        return model.run(
+        r = model.run(
             setup.in_pages,
             case.steps,
             grouped=case.grouped,
@@ -415,5 +418,6 @@ def executor_run(setup: Setup, m: faults.Model) -> model.Run:
             assign=m.assignment,
             from_init=case.from_init,
         )
+        return model.Run(mark_timeouts(case, r.pages), r.trace)
     r = replay(setup, d, case.steps - d, m)
     return model.Run(r.pages, np.concatenate([setup.trace[:d], r.trace]))

@@ -27,6 +27,7 @@ def argv(binary: str, case_dir: Path, out_dir: Path) -> list[str]:
         str(out_dir),
         *(str(case_dir / f"in-{k}.page") for k in range(n)),
         *(f"{e['before_step']}:{e['word']}" for e in cj["set_lr"]),
+        *(f"T:{e['system']}:{e['round']}" for e in cj.get("inject_timeouts", [])),
     ]
 
 

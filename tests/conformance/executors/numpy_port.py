@@ -94,6 +94,9 @@ def main(case_dir: Path, out_dir: Path) -> int:
         return z(np.frombuffer(bytes(v[off : off + 4 * count]), "<f4"))
 
     lr_at = {e["before_step"]: int(e["word"], 16) for e in cj["set_lr"]}
+    # injected timeouts: the members run in lockstep, so a timed-out round resumed by the next TASK
+    # changes nothing but the member's ROUND (the round's low half, never cleared: SPEC 8, 9)
+    timeouts = {(e["system"], int(e["round"])) for e in cj.get("inject_timeouts", [])}
     trace: list[int] = []
     done = 0
     while True:
@@ -126,6 +129,8 @@ def main(case_dir: Path, out_dir: Path) -> int:
                 _, lr, inv = st[k]
                 ps[k] = z(np.array([op(ps[k][j], op(lr, op(total[j], inv, "*"), "*"), "-") for j in range(4)]).ravel())
                 v[LOSS + 4 * (t % 256) : LOSS + 4 * (t % 256) + 4] = z(op(total[4], inv, "*")).tobytes()
+                if (k, t + 1) in timeouts:
+                    struct.pack_into("<I", v, ROUND, (t + 1) & 0xFFFFFFFF)
         for k, v in enumerate(views):
             v[PARAMS : PARAMS + 16] = ps[k].tobytes()
             struct.pack_into("<I", v, ERR, 0)

@@ -3,11 +3,12 @@
  * fault models. Compiled as it is it is the correct port (the control); each FAULT_* macro (or compiler flag,
  * see faulty.py) puts in ONE porting mistake.
  *
- * usage: train_port N GROUP STEPS SPT BASE INIT OUT_DIR IN_0 .. IN_{N-1} [BEFORE:WORD ...]
+ * usage: train_port N GROUP STEPS SPT BASE INIT OUT_DIR IN_0 .. IN_{N-1} [BEFORE:WORD | T:K:ROUND ...]
  *   N systems (GROUP 1: a cluster with an exchange page), STEPS steps from step BASE (decimal u64),
  *   INIT 1: run init (then set STEP_HI:NEXT_STEP = BASE, STEPS_PER_TASK = SPT), else load IN_K;
  *   writes OUT_DIR/out-K.page and OUT_DIR/trace.bin (system 0's applied sums); BEFORE:WORD is a SET_LR
- *   (hex word) made when BEFORE steps of this run are done. Cluster members run as threads. */
+ *   (hex word) made when BEFORE steps of this run are done; T:K:ROUND makes system K's round ROUND (decimal)
+ *   time out once (the host injects it: the counter published, then false). Cluster members run as threads. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -114,13 +115,17 @@ static void apply(float p[4], const float sums[5], float lr, float inv) {
 
 static float loss(const float sums[5], float inv) { return zmul(sums[4], inv); }
 
-/* ---- the exchange page (SPEC 9): in memory, members are threads; no timeout ---- */
+/* ---- the exchange page (SPEC 9): in memory, members are threads; a timeout only where injected ---- */
 static uint32_t n_sys = 1;
 static bool grouped = false;
 static uint64_t ex_counter[64];
 static uint32_t ex_slot[64][2][SLOT_WORDS];
 static pthread_mutex_t ex_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ex_cv = PTHREAD_COND_INITIALIZER;
+static int n_inject;
+static uint32_t inject_k[64];
+static uint64_t inject_round[64];
+static bool inject_done[64];
 
 static void ex_set_slot(uint32_t k, uint32_t par, const uint32_t w[SLOT_WORDS]) {
   pthread_mutex_lock(&ex_mu);
@@ -131,6 +136,12 @@ static bool ex_round(uint32_t k, uint64_t n) {
   pthread_mutex_lock(&ex_mu);
   ex_counter[k] = n;
   pthread_cond_broadcast(&ex_cv);
+  for (int i = 0; i < n_inject; i++)
+    if (!inject_done[i] && inject_k[i] == k && inject_round[i] == n) {
+      inject_done[i] = true;
+      pthread_mutex_unlock(&ex_mu);
+      return false;
+    }
   for (;;) {
     bool all = true;
     for (uint32_t m = 0; m < n_sys; m++) all = all && ex_counter[m] >= n;
@@ -202,6 +213,7 @@ static uint32_t run(sys_t *s, uint32_t arg) {
   bool resume = grouped && pending != 0 && round == arg + 1u;
   if (!resume && pending != 0) set_u32(v, T_PENDING, 0);
   uint32_t done = 0;
+  bool timed_out = false;
   while (done < steps) {
     uint64_t t64 = base + done;
     uint32_t t = (uint32_t)t64;
@@ -215,7 +227,10 @@ static uint32_t run(sys_t *s, uint32_t arg) {
 #endif
     if (grouped) {
       float total[5];
-      if (!exchange(s->k, t64 + 1, sums, resuming, total)) break; /* no timeout in memory */
+      if (!exchange(s->k, t64 + 1, sums, resuming, total)) {
+        timed_out = true;
+        break;
+      }
       memcpy(sums, total, sizeof sums);
     }
     if (s->trace) {
@@ -231,8 +246,13 @@ static uint32_t run(sys_t *s, uint32_t arg) {
     done++;
   }
   for (int j = 0; j < 4; j++) set_u32(v, T_PARAMS + 4 * j, f2u(p[j]));
-  if (grouped) set_u32(v, T_PENDING, 0);
-  set_u32(v, T_ERR, 0);
+  if (timed_out) {
+    set_u32(v, T_ROUND, arg + done + 1u);
+    set_u32(v, T_PENDING, 1);
+  } else if (grouped) {
+    set_u32(v, T_PENDING, 0);
+  }
+  set_u32(v, T_ERR, timed_out);
 #ifdef FAULT_STEP_HI_NO_CARRY
   uint32_t next = arg + done; /* the step counter kept in 32 bits: STEP_HI never moves */
   set_u32(v, T_NEXT_STEP, next);
@@ -296,8 +316,17 @@ int main(int argc, char **argv) {
   h_init = atoi(argv[6]);
   const char *out = argv[7];
   if (n_sys < 1 || n_sys > 64 || argc < 8 + (int)n_sys) die("bad system count", argv[1]);
-  for (int i = 8 + (int)n_sys; i < argc && n_lr < 64; i++, n_lr++)
-    if (sscanf(argv[i], "%lu:%x", &lr_before[n_lr], &lr_word[n_lr]) != 2) die("bad SET_LR", argv[i]);
+  for (int i = 8 + (int)n_sys; i < argc; i++) {
+    if (argv[i][0] == 'T') {
+      if (n_inject == 64 || sscanf(argv[i], "T:%u:%lu", &inject_k[n_inject], &inject_round[n_inject]) != 2)
+        die("bad timeout", argv[i]);
+      n_inject++;
+    } else if (n_lr == 64 || sscanf(argv[i], "%lu:%x", &lr_before[n_lr], &lr_word[n_lr]) != 2) {
+      die("bad SET_LR", argv[i]);
+    } else {
+      n_lr++;
+    }
+  }
   sys_t *sys = calloc(n_sys, sizeof *sys);
   pthread_t th[64];
   for (uint32_t k = 0; k < n_sys; k++) {

@@ -19,6 +19,7 @@ def argv(binary: str, case_dir: Path, out_dir: Path) -> list[str]:
     n = cj["systems"]
     calls = [f"call:{e['before_step']}:{e['op']}:{e['arg']}" for e in cj.get("calls", [])]
     calls += [f"{e['before_step']}:{e['word']}" for e in cj["set_lr"]]
+    calls += [f"T:{e['system']}:{e['round']}" for e in cj.get("inject_timeouts", [])]
     return [
         binary,
         str(n),

@@ -2,10 +2,11 @@
  * written from SPEC.md: MESH_PROGRAM(init, task) makes the program a native executor for
  * `meshnb check PACK --exec` (through seed_executor.py, which passes the case on the command line).
  *
- * usage: PROG N GROUP STEPS SPT BASE INIT OUT_DIR IN_0 .. IN_{N-1} [BEFORE:WORD | call:BEFORE:OP:ARG ...]
+ * usage: PROG N GROUP STEPS SPT BASE INIT OUT_DIR IN_0 .. IN_{N-1} [BEFORE:WORD | call:BEFORE:OP:ARG | T:K:ROUND ...]
  *   as tests/conformance/executors/train_port.c, plus `call` entries: task(OP, ARG) made on every system when
  *   BEFORE steps are done (before a SET_LR there); each must return R_BAD_OP. Members run as threads; a round
- *   waits at most MESH_ROUND_WAIT_MS and then times out (the host retries a timed-out TASK a few times). */
+ *   waits at most MESH_ROUND_WAIT_MS and then times out (the host retries a timed-out TASK a few times);
+ *   T:K:ROUND makes system K's round ROUND (decimal) time out once, injected: the counter published, then false. */
 #ifndef MESH_RT_WASM_H
 #define MESH_RT_WASM_H
 #include <errno.h>
@@ -36,6 +37,10 @@ typedef struct {
   mesh__page *page;
   uint32_t self;
 } mesh_exchange;
+static int mesh__ninject;
+static uint32_t mesh__inject_k[64];
+static uint64_t mesh__inject_round[64];
+static bool mesh__inject_done[64];
 typedef struct {
   uint8_t view[MESH_VIEW_BYTES];
   uint32_t k, n;
@@ -87,6 +92,12 @@ static inline bool mesh_exchange_round(mesh_exchange ex, uint64_t n) {
   pthread_mutex_lock(&pg->mu);
   pg->counter[ex.self] = n;
   pthread_cond_broadcast(&pg->cv);
+  for (int i = 0; i < mesh__ninject; i++)
+    if (!mesh__inject_done[i] && mesh__inject_k[i] == ex.self && mesh__inject_round[i] == n) {
+      mesh__inject_done[i] = true;
+      pthread_mutex_unlock(&pg->mu);
+      return false;
+    }
   bool ok = true;
   for (;;) {
     bool all = true;
@@ -184,6 +195,13 @@ static int mesh__main(int argc, char **argv) {
   const char *out = argv[7];
   if (n < 1 || n > MESH_MAX_SYSTEMS || argc < 8 + (int)n) mesh__die("bad system count", argv[1]);
   for (int i = 8 + (int)n; i < argc && mesh__ncalls < 512; i++, mesh__ncalls++) {
+    if (argv[i][0] == 'T') {
+      if (mesh__ninject == 64 ||
+          sscanf(argv[i], "T:%" SCNu32 ":%" SCNu64, &mesh__inject_k[mesh__ninject], &mesh__inject_round[mesh__ninject]) != 2)
+        mesh__die("bad timeout", argv[i]);
+      mesh__ninject++, mesh__ncalls--;
+      continue;
+    }
     mesh__call *c = &mesh__calls[mesh__ncalls];
     if (sscanf(argv[i], "call:%" SCNu64 ":%" SCNx32 ":%" SCNx32, &c->before, &c->op, &c->arg) == 3) continue;
     c->op = MESH_TRAIN_OP_SET_LR;
