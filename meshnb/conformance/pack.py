@@ -29,7 +29,7 @@ from meshnb import files
 from meshnb.testing import pages as hard
 from meshnb.testing import reference as ref
 
-PACK_VERSION = 1
+PACK_VERSION = 2
 U64 = 1 << 64
 END = U64 - 1  # the next step after step 2^64 - 2, the last one that may run (SPEC 8)
 

@@ -530,8 +530,9 @@ def test_symlinks_and_manifests_are_not_trusted(
     manifest = (root / "manifest.json").read_text()
     for content, says in [
         ("[" * 100_000 + "]" * 100_000, "not JSON"),
-        (manifest.replace('"pack_version": 1', '"pack_version": true'), "not a version 1"),
-        (manifest.replace('"pack_version": 1', '"pack_version": 1.0'), "not a version 1"),
+        (manifest.replace('"pack_version": 2', '"pack_version": true'), "not a version 2"),
+        (manifest.replace('"pack_version": 2', '"pack_version": 1.0'), "not a version 2"),
+        (manifest.replace('"pack_version": 2', '"pack_version": 1'), "not a version 2"),  # before inject_timeouts
     ]:
         assert content != manifest
         (root / "manifest.json").write_text(content)
