@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import meshnb
+from meshnb import conformance
 from meshnb.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,7 @@ def _public_objects() -> dict[str, Any]:
             found[f"{_defined_in(obj)}.{name}"] = obj
 
     add(meshnb, list(meshnb.__all__))
-    # add(conformance, list(conformance.__all__))  # TODO(lead): after h-exp merges
+    add(conformance, [n for n in conformance.__all__ if not inspect.ismodule(getattr(conformance, n))])
     for path in PUBLIC_MODULES:
         module = importlib.import_module(path)
         names = getattr(module, "__all__", None)

@@ -286,7 +286,19 @@ class Violation:
 
     def to_json(self) -> dict[str, object]:
         """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` as ``"class"``, ``why`` and
-        ``source`` only when not empty."""
+        ``source`` only when not empty.
+
+        Returns
+        -------
+        dict
+            ``line``, ``function``, ``instruction``, ``class``, and ``why`` and ``source`` when set.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.audit import Violation
+        >>> Violation(3, "k", "ex2.approx.f32", "approximate", why="not correctly rounded").to_json()["why"]
+        'not correctly rounded'
+        """
         d: dict[str, object] = {"line": self.line, "function": self.function, "instruction": self.instruction}
         d["class"] = self.kind
         return d | {k: v for k, v in (("why", self.why), ("source", self.source)) if v}

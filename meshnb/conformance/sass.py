@@ -82,7 +82,19 @@ class SassFinding:
     kind: str
 
     def to_json(self) -> dict[str, object]:
-        """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` under ``"class"``."""
+        """The finding as ``meshnb ptx audit --json`` writes it: ``kind`` under ``"class"``.
+
+        Returns
+        -------
+        dict
+            ``line``, ``function``, ``sass``, ``ptx`` and ``class``.
+
+        Examples
+        --------
+        >>> from meshnb.conformance.sass import SassFinding
+        >>> sorted(SassFinding(5, "k", "MUFU.RCP", "rcp.approx.f32 %f2, %f1;", "approximate").to_json())
+        ['class', 'function', 'line', 'ptx', 'sass']
+        """
         d = asdict(self)
         d["class"] = d.pop("kind")
         return d

@@ -100,7 +100,14 @@ class CaseResult:
 
 @dataclass
 class SuiteResult:
-    """Every case's :class:`CaseResult`, in the pack's order.
+    """Every case's :class:`CaseResult`, in the pack's order, and the reports made from them.
+
+    Parameters
+    ----------
+    pack : str
+        The pack's directory, as the reports name it.
+    cases : list of CaseResult
+        Every case checked.
 
     Examples
     --------
@@ -122,6 +129,16 @@ class SuiteResult:
     def count(self, verdict: str) -> int:
         """How many cases ended with ``verdict``.
 
+        Parameters
+        ----------
+        verdict : {"PASS", "FAIL", "ERROR"}
+            The verdict counted.
+
+        Returns
+        -------
+        int
+            The number of such cases.
+
         Examples
         --------
         >>> from meshnb.conformance.suite import CaseResult, SuiteResult
@@ -138,7 +155,12 @@ class SuiteResult:
         return 0 if all(c.verdict == "PASS" for c in self.cases) else 1
 
     def summary(self) -> str:
-        """The summary line.
+        """The summary line: cases passed, failed and in error, of how many.
+
+        Returns
+        -------
+        str
+            One line, without a newline.
 
         Examples
         --------
@@ -153,6 +175,11 @@ class SuiteResult:
 
     def table(self) -> str:
         """The table (case, systems, verdict, first difference, models), then the summary line.
+
+        Returns
+        -------
+        str
+            The table's lines and the summary line, without a final newline.
 
         Examples
         --------
@@ -191,7 +218,13 @@ class SuiteResult:
         return "\n".join(line.rstrip() for line in lines) + "\n" + self.summary()
 
     def to_json(self) -> dict[str, Any]:
-        """The whole result as one JSON-ready document.
+        """The whole result as one JSON-ready document (``check --json`` for a pack).
+
+        Returns
+        -------
+        dict
+            ``pack``, the ``passed``, ``failed`` and ``errors`` counts, and ``cases`` (each
+            :meth:`CaseResult.to_json`).
 
         Examples
         --------
@@ -211,6 +244,11 @@ class SuiteResult:
     def junit(self) -> bytes:
         """JUnit XML: one ``testcase`` per pack case, a ``failure`` (the first difference and the
         models) or an ``error`` (the executor's exit code and its last stderr lines).
+
+        Returns
+        -------
+        bytes
+            The XML document, UTF-8, with its declaration.
 
         Examples
         --------
@@ -662,6 +700,41 @@ def run_suite(
     the same bits on every page tried (equivalent), or none. With ``keep_experiments`` (a new or
     empty directory) every experiment is written there as a case directory
     (``meshnb check DIR --exec CMD --no-manifest`` replays them).
+
+    Parameters
+    ----------
+    pack_dir : path
+        The pack (``meshnb pack``'s directory).
+    exec_cmd : str, optional
+        The executor, run as ``CMD CASE_DIR OUT_DIR`` for each case (``--exec``).
+    outputs : path, optional
+        Instead of ``exec_cmd``: the outputs made elsewhere, ``OUTPUTS/CASE/`` (``--outputs``).
+    cases : str, optional
+        A shell glob: only the cases it matches (``--cases``); None: every case.
+    jobs : int, default 1
+        Executors run at once, 1 to 256 (``-j``).
+    case_timeout : float, default DEFAULT_CASE_TIMEOUT
+        Seconds an executor may take for one case; then it is killed and the case is an ERROR.
+    verify : bool, default True
+        Check every file against the pack's manifest; False reads a pack without one (``--no-manifest``).
+    progress : callable, optional
+        Told what is being done (one line each: a case checked, a model replayed).
+    experiments : bool, default True
+        With ``exec_cmd``: locate each failing case by running the executor on meshnb's pages.
+    keep_experiments : path, optional
+        A new or empty directory where every experiment is written as a case (``--experiments``).
+
+    Returns
+    -------
+    SuiteResult
+        Every case's verdict, in the pack's order, with the table, JSON and JUnit reports.
+
+    Raises
+    ------
+    PackError
+        A pack, case or outputs directory that cannot be read, or a glob that matches no case.
+    ValueError
+        An executor or options that cannot be used.
 
     Examples
     --------

@@ -282,6 +282,26 @@ def setup_from_run(
     by :mod:`meshnb.runspec`'s rules, ``train``'s answers: a TypeError, or an
     :class:`~meshnb.runspec.OptionError` naming the argument, for a run that cannot be made.
 
+    Parameters
+    ----------
+    view_in : bytes
+        The start page (4096 bytes), every system's.
+    steps : int
+        Steps to run, 0 to ``MAX_CHECK_STEPS`` (the trace is held in memory).
+    systems : int, optional
+        A group of this many systems in lockstep (1 to ``MAX_SYSTEMS``); None: one system alone.
+    steps_per_task : int, optional
+        STEPS_PER_TASK to set first (None: as ``view_in`` says).
+    set_lr : dict or sequence of (step, lr) pairs, optional
+        LR changes, as ``train`` takes them.
+    step_base : int, optional
+        The first step (STEP_HI:NEXT_STEP) to set (None: as ``view_in`` says).
+
+    Returns
+    -------
+    Setup
+        The case (named ``view-in``), the start pages, and meshnb's expected pages and trace.
+
     Examples
     --------
     >>> from meshnb.conformance.check import setup_from_run

@@ -393,6 +393,18 @@ def executor_run(setup: Setup, m: faults.Model) -> model.Run:
     meshnb's bits before it.  The tests check that it equals the plain :func:`faults.run` from the
     start.
 
+    Parameters
+    ----------
+    setup : Setup
+        The case, its start pages and meshnb's expected pages and trace.
+    m : faults.Model
+        The fault model the executor is taken to have.
+
+    Returns
+    -------
+    model.Run
+        Every system's out page and the run's trace, as that executor gives them.
+
     Examples
     --------
     >>> from meshnb.conformance import faults

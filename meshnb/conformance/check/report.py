@@ -209,6 +209,27 @@ class Diagnosis(_DiagnosisKeys, total=False):
 class Report:
     """Everything a check found: the verdict, where the bits part, and why (the diagnosis).
 
+    Parameters
+    ----------
+    verdict : {"PASS", "FAIL"}
+        Whether every bit compared is meshnb's.
+    case : str
+        The case's name.
+    system : int
+        The system checked.
+    diff : list of WordDiff, default []
+        The differing page words.
+    trace : TracePart, optional
+        The first step whose applied sums differ.
+    task : TaskPart, optional
+        The first task-boundary page that differs.
+    samples : list of SampleDiff, default []
+        The sample words that differ, by how many ulps.
+    diagnosis : Diagnosis, optional
+        The fault models that reproduce the bits, or the single op computed otherwise.
+    notes : list of str, default []
+        What the check says beside the verdict.
+
     Examples
     --------
     >>> from meshnb.conformance import faults
@@ -240,6 +261,11 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready values (``check --json``).
 
+        Returns
+        -------
+        dict
+            Every field of the report, as plain dicts, lists and strings.
+
         Examples
         --------
         >>> import json
@@ -254,6 +280,11 @@ class Report:
 
     def text(self) -> str:
         """The report as ``check`` prints it: the verdict line, notes, diff, trace, diagnosis.
+
+        Returns
+        -------
+        str
+            The lines, without a final newline.
 
         Examples
         --------
