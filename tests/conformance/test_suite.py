@@ -66,15 +66,17 @@ def test_fault_free_executor_passes_every_case(
     assert not top.findall(".//failure") and not top.findall(".//error")
 
 
-# (model, cases picked): a few cases each, among them those the model changes and some it does not
+# (model, cases picked): a few cases each, among them those the model changes and some it does not.
+# The default run checks two (a cluster fault, a probe fault: 15-20 s on 2 cores); the rest are slow.
+SLOW = pytest.mark.slow
 PICKS = [
     ("fold-reverse", "cluster-*"),
-    ("raw-lr-inv", "*subnormal*"),
+    pytest.param("raw-lr-inv", "*subnormal*", marks=SLOW),
     ("ftz-before-rounding", "probe-*"),
-    ("x86-ftz", "probe-*"),
-    ("no-daz", "probe-*"),
-    ("nan-arm", "hard-*n*"),
-    ("fma-apply", "lr-*"),
+    pytest.param("x86-ftz", "probe-*", marks=SLOW),
+    pytest.param("no-daz", "probe-*", marks=SLOW),
+    pytest.param("nan-arm", "hard-*n*", marks=SLOW),
+    pytest.param("fma-apply", "lr-*", marks=SLOW),
 ]
 
 

@@ -99,11 +99,22 @@ def test_cli_summary_shows_the_first_and_last_systems() -> None:
         (["--bogus"], "unrecognized"),
     ],
 )
-def test_cli_bad_arguments_one_line_exit_2(args: list[str], message: str) -> None:
-    p = cli(*args)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert lines[-1].startswith("meshnb: error:") and message in lines[-1] and "Traceback" not in p.stderr
+def test_cli_bad_arguments_one_line_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs); the next test runs the
+    process."""
+    from meshnb.cli import main
+
+    code = main(["sweep", *args])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("meshnb: error:") and message in lines[-1] and "Traceback" not in err
+
+
+def test_cli_a_bad_argument_ends_the_process_with_2_and_one_line() -> None:
+    p = cli("--lr", "1:2:0", "--steps", "10")
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("meshnb: error:") and "COUNT" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "dangling", "loop", "directory"])
