@@ -174,9 +174,15 @@ def test_a_hanging_executor_is_killed_with_its_children(
     assert len(ran) == 2 and not any(_alive(p) for p in ran)
 
 
+# SIGINT in the default run; SIGTERM and SIGHUP slow (their codes and lines: tests/test_faults.py's sweep
+# and bench in the default run).
 @pytest.mark.parametrize(
     ("sig", "code", "line"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up")],
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        pytest.param(signal.SIGTERM, 143, "terminated", marks=SLOW),
+        pytest.param(signal.SIGHUP, 129, "hung up", marks=SLOW),
+    ],
 )
 def test_ctrl_c_and_sigterm_kill_the_executors(
     sig: int, code: int, line: str, quick_pack: Path, tmp_path: Path
