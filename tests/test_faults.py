@@ -866,10 +866,13 @@ def test_ptx_audit_with_stdout_closed_says_so():
         (["--case-timeout", "0"], "argument --case-timeout: '0': seconds, more than 0 and at most a week (604800)"),
     ],
 )
-def test_check_ranges_are_named(args, line):
-    r = subprocess.run([sys.executable, "-m", "meshnb", "check", "pk", "--exec", "true", *args],
-                       capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
-    assert r.returncode == 2 and r.stderr == f"meshnb: error: {line}\n"
+def test_check_ranges_are_named(args, line, capsys):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
+
+    code = main(["check", "pk", "--exec", "true", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"meshnb: error: {line}\n", err
 
 
 @pytest.mark.parametrize(
