@@ -575,7 +575,11 @@ def test_save_refuses_to_write_what_load_would_refuse(tmp_path, good):
 
 
 @pytest.mark.parametrize("hostile", ["infinity", "length-2^61", "nested", "fifo", "dev-zero", "directory"])
-def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good, hostile):
+def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, capsys, good, hostile):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs); the next test runs the
+    process."""
+    from meshnb.cli import main
+
     header, pages = good
     path = tmp_path / "run.ckpt"
     if hostile == "infinity":
@@ -590,11 +594,24 @@ def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good, hostil
     else:
         path, field = _special(tmp_path, hostile)
     t = time.monotonic()
+    code = main(["train", "--resume", str(path)])
+    out, err = capsys.readouterr()
+    assert time.monotonic() - t < 30  # refused up front, not after a run
+    assert code == 2 and out == "", err
+    assert err.count("\n") == 1 and err.startswith(f"meshnb: error: checkpoint {path}: {field}"), err
+
+
+def test_the_process_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good):
+    header, pages = good
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(_file(json.dumps(_set(header, (*M0, "trace", "length"), 1 << 61)), pages))
+    t = time.monotonic()
     p = _cli("--resume", str(path))
     out, err = p.communicate(timeout=60)
     assert time.monotonic() - t < 30  # the interpreter's start, not a run
     assert p.returncode == 2 and out == "", err
-    assert err.count("\n") == 1 and err.startswith(f"meshnb: error: checkpoint {path}: {field}"), err
+    want = f"meshnb: error: checkpoint {path}: members[0].trace.length: {1 << 61} is outside 0..{(1 << 61) - 1}\n"
+    assert err == want, err
 
 
 # --- more systems than a checkpoint holds (issue 16, item 3) -------------------------------------

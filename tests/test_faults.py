@@ -351,11 +351,26 @@ def test_bare_meshnb_lists_its_commands():
         (["train", "--systems", "2", "--checkpoint", "/nonexistent_dir/x"], "--checkpoint /nonexistent_dir/x"),
     ],
 )
-def test_malformed_arguments_get_meshnbs_own_line(argv, message):
+def test_malformed_arguments_get_meshnbs_own_line(argv, message, capsys):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs): the process's own exit
+    code and stderr are the next test's."""
+    from meshnb.cli import main
+
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "meshnb", *argv], capture_output=True, text=True, timeout=60)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("meshnb: error:") and message in err, err
+    assert time.monotonic() - t0 < 30  # refused up front, not after a run
+
+
+def test_a_malformed_argument_ends_the_process_with_2_and_one_line():
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "meshnb", "train", "--steps", "1_000"], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.count("\n") == 1 and p.stderr.startswith("meshnb: error:") and message in p.stderr, p.stderr
+    assert p.stderr == "meshnb: error: argument --steps: '1_000' is not a whole number\n", p.stderr
     assert time.monotonic() - t0 < 30  # refused up front, not after a run
 
 
@@ -852,10 +867,13 @@ def test_ptx_audit_with_stdout_closed_says_so():
         (["--case-timeout", "0"], "argument --case-timeout: '0': seconds, more than 0 and at most a week (604800)"),
     ],
 )
-def test_check_ranges_are_named(args, line):
-    r = subprocess.run([sys.executable, "-m", "meshnb", "check", "pk", "--exec", "true", *args],
-                       capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
-    assert r.returncode == 2 and r.stderr == f"meshnb: error: {line}\n"
+def test_check_ranges_are_named(args, line, capsys):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
+
+    code = main(["check", "pk", "--exec", "true", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"meshnb: error: {line}\n", err
 
 
 @pytest.mark.parametrize(
@@ -924,8 +942,18 @@ def test_a_library_sweep_stopped_after_its_last_chunk_keeps_every_system(monkeyp
     assert len(stop.value.result) == 50 and stop.value.result.digests == whole.digests
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-@pytest.mark.parametrize("fmt", ["csv", "npz", "json"])
+# Each writer and each signal once in the default run (3-8 s each on 2 cores); the other pairs slow.
+@pytest.mark.parametrize(
+    ("fmt", "sig"),
+    [
+        ("csv", signal.SIGTERM),
+        pytest.param("csv", signal.SIGINT, marks=pytest.mark.slow),
+        ("npz", signal.SIGINT),
+        pytest.param("npz", signal.SIGTERM, marks=pytest.mark.slow),
+        ("json", signal.SIGTERM),
+        pytest.param("json", signal.SIGINT, marks=pytest.mark.slow),
+    ],
+)
 def test_a_stop_ends_within_seconds_whatever_a_fifos_reader_does(tmp_path, sig, fmt):
     """`sweep --csv FIFO` whose reader holds the FIFO open and never reads, then SIGTERM or SIGINT:
     it hung (a second SIGINT ignored, only SIGKILL ended it). A write waits on such a reader at most

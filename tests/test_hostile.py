@@ -576,13 +576,17 @@ def test_a_junit_report_is_valid_xml_for_any_name(name, message, stderr):
         (["check", "--view-in", "PAGE", "--page", "PAGE", "--steps", str(2**40)], "--steps must be"),
     ],
 )
-def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, argv, flag):
+def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, capsys, argv, flag):
     """Some errors named the library's parameter (``steps``, ``set_lr's step``) where the docs
-    promise the flag: on a command line every range error names the flag."""
+    promise the flag: on a command line every range error names the flag.  In this process
+    (``meshnb.cli.main``, what ``python -m meshnb`` runs; tests/test_faults.py runs the process)."""
+    from meshnb.cli import main
+
     (tmp_path / "p.page").write_bytes(bytes(4096))
-    done = run_meshnb(*[str(tmp_path / "p.page") if a == "PAGE" else a for a in argv])
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert flag in done.stderr and " steps must" not in done.stderr and "set_lr" not in done.stderr, done.stderr
+    code = main([str(tmp_path / "p.page") if a == "PAGE" else a for a in argv])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1, err
+    assert flag in err and " steps must" not in err and "set_lr" not in err, err
 
 
 @pytest.mark.parametrize(
@@ -594,12 +598,16 @@ def test_an_error_names_the_flag_as_the_user_wrote_it(tmp_path, argv, flag):
         (["--systems", "2", "--timeout-ms", "50"], False),
     ],
 )
-def test_timeout_ms_is_refused_where_it_means_nothing(argv, refused):
-    done = run_meshnb("train", "--steps", "16", *argv, "--json")
+def test_timeout_ms_is_refused_where_it_means_nothing(capsys, argv, refused):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
+
+    code = main(["train", "--steps", "16", *argv, "--json"])
+    _, err = capsys.readouterr()
     if refused:
-        assert done.returncode == 2 and done.stderr.startswith("meshnb: error: --timeout-ms is a round's timeout")
+        assert code == 2 and err.startswith("meshnb: error: --timeout-ms is a round's timeout"), err
     else:
-        assert done.returncode == 0, done.stderr
+        assert code == 0, err
 
 
 COMMANDS = {

@@ -66,15 +66,17 @@ def test_fault_free_executor_passes_every_case(
     assert not top.findall(".//failure") and not top.findall(".//error")
 
 
-# (model, cases picked): a few cases each, among them those the model changes and some it does not
+# (model, cases picked): a few cases each, among them those the model changes and some it does not.
+# The default run checks two (a cluster fault, a probe fault: 15-20 s on 2 cores); the rest are slow.
+SLOW = pytest.mark.slow
 PICKS = [
     ("fold-reverse", "cluster-*"),
-    ("raw-lr-inv", "*subnormal*"),
+    pytest.param("raw-lr-inv", "*subnormal*", marks=SLOW),
     ("ftz-before-rounding", "probe-*"),
-    ("x86-ftz", "probe-*"),
-    ("no-daz", "probe-*"),
-    ("nan-arm", "hard-*n*"),
-    ("fma-apply", "lr-*"),
+    pytest.param("x86-ftz", "probe-*", marks=SLOW),
+    pytest.param("no-daz", "probe-*", marks=SLOW),
+    pytest.param("nan-arm", "hard-*n*", marks=SLOW),
+    pytest.param("fma-apply", "lr-*", marks=SLOW),
 ]
 
 
@@ -172,9 +174,15 @@ def test_a_hanging_executor_is_killed_with_its_children(
     assert len(ran) == 2 and not any(_alive(p) for p in ran)
 
 
+# SIGINT in the default run; SIGTERM and SIGHUP slow (their codes and lines: tests/test_faults.py's sweep
+# and bench in the default run).
 @pytest.mark.parametrize(
     ("sig", "code", "line"),
-    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up")],
+    [
+        (signal.SIGINT, 130, "interrupted"),
+        pytest.param(signal.SIGTERM, 143, "terminated", marks=SLOW),
+        pytest.param(signal.SIGHUP, 129, "hung up", marks=SLOW),
+    ],
 )
 def test_ctrl_c_and_sigterm_kill_the_executors(
     sig: int, code: int, line: str, quick_pack: Path, tmp_path: Path

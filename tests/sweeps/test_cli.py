@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -99,15 +100,28 @@ def test_cli_summary_shows_the_first_and_last_systems() -> None:
         (["--bogus"], "unrecognized"),
     ],
 )
-def test_cli_bad_arguments_one_line_exit_2(args: list[str], message: str) -> None:
-    p = cli(*args)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert lines[-1].startswith("meshnb: error:") and message in lines[-1] and "Traceback" not in p.stderr
+def test_cli_bad_arguments_one_line_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs); the next test runs the
+    process."""
+    from meshnb.cli import main
+
+    code = main(["sweep", *args])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("meshnb: error:") and message in lines[-1] and "Traceback" not in err
+
+
+def test_cli_a_bad_argument_ends_the_process_with_2_and_one_line() -> None:
+    p = cli("--lr", "1:2:0", "--steps", "10")
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("meshnb: error:") and "COUNT" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "dangling", "loop", "directory"])
-def test_cli_pages_dir_refuses_what_is_no_page_file(tmp_path: Path, kind: str) -> None:
+def test_cli_pages_dir_refuses_what_is_no_page_file(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = tmp_path / "pages"
     d.mkdir()
     (d / "a.page").write_bytes(hard_pages()["tiny-samples"])
@@ -122,9 +136,14 @@ def test_cli_pages_dir_refuses_what_is_no_page_file(tmp_path: Path, kind: str) -
         bad.symlink_to(bad)
     else:
         bad.mkdir()
-    p = cli("--view-in", str(d), "--steps", "3", timeout=30)
-    assert p.returncode == 2, p.stderr
-    assert p.stderr.count("\n") == 1 and "b.page" in p.stderr and p.stderr.startswith("meshnb: error: --view-in")
+    from meshnb.cli import main  # in this process: what ``python -m meshnb`` runs
+
+    t0 = time.monotonic()
+    code = main(["sweep", "--view-in", str(d), "--steps", "3"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "b.page" in err and err.startswith("meshnb: error: --view-in")
+    assert time.monotonic() - t0 < 30  # refused at once (a FIFO is never opened)
 
 
 def test_cli_outputs_are_never_a_fifo_it_blocks_on(tmp_path: Path) -> None:
@@ -285,16 +304,22 @@ def test_cli_a_sweeps_threads_backend_is_cpu_with_a_warning(capsys) -> None:
 
 
 @pytest.mark.parametrize("option", ["--csv", "--npz", "--view-out"])
-def test_an_output_named_with_a_leading_dash_is_a_path(option: str, tmp_path: Path) -> None:
+def test_an_output_named_with_a_leading_dash_is_a_path(
+    option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--csv -dash.out` was "expected one argument" while `--csv=-dash.out` worked; `--csv --json`
-    still says its value is missing (no file named --json)."""
+    still says its value is missing (no file named --json).  In this process (``meshnb.cli.main``,
+    what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
+
+    monkeypatch.chdir(tmp_path)
     argv = ["--lr", "0.5", "--steps", "4", option, "-dash.out"]
     if option == "--view-out":
         argv = ["--steps", "4", option, "-dash.out"]
     cmd = "train" if option == "--view-out" else "sweep"
-    r = subprocess.run([sys.executable, "-m", "meshnb", cmd, *argv], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=120, check=False)  # fmt: skip
-    assert r.returncode == 0 and (tmp_path / "-dash.out").is_file(), r.stderr
-    r = subprocess.run([sys.executable, "-m", "meshnb", "sweep", "--lr", "0.5", "--csv", "--json"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)  # fmt: skip
-    assert r.returncode == 2 and "--csv: expected one argument" in r.stderr and not (tmp_path / "--json").exists()
+    code = main([cmd, *argv])
+    assert code == 0 and (tmp_path / "-dash.out").is_file(), capsys.readouterr().err
+    capsys.readouterr()
+    code = main(["sweep", "--lr", "0.5", "--csv", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--csv: expected one argument" in err and not (tmp_path / "--json").exists()
