@@ -256,3 +256,11 @@ def test_a_threads_cluster_warms_its_loops_before_the_timing(monkeypatch, z):
     monkeypatch.setattr(local, "warm_up", lambda zz: warmed.append(zz) or real(zz))
     meshnb.train(64, systems=2, backend="threads", z=z)
     assert warmed == [z]
+
+
+def test_checkpoints_without_a_file_have_no_saver():
+    from meshnb.checkpoint import RunSettings
+    from meshnb.host import Checkpoints, Snapshot
+
+    run = RunSettings(systems=1, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
+    assert Checkpoints(None, run).saver(lambda: Snapshot((), (), ())) is None

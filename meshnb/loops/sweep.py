@@ -318,24 +318,8 @@ def run_groups(
     mode: int,
     sh: Shape,
 ) -> None:
-    """Step every group of these arrays ``count`` steps from relative step ``first``; releases the GIL.
+    """Step every group ``count`` steps from relative step ``first``, GIL released (arrays: :func:`empty_arrays`)."""
 
-    The group count is a multiple of ``sh.block``; every array float32 and C-contiguous, as
-    :func:`empty_arrays` makes them (a ValueError for wrong shapes).
-
-    >>> import meshnb
-    >>> from meshnb.loops import loop_mode
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.lanes import Lanes
-    >>> sh = shape()
-    >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25]), 0, 2, 16, 0, sh)
-    >>> a = lanes.arrays
-    >>> for first, count in ((0, 10), (10, 6)):  # 10 steps, then 6 more: the same as 16 at once
-    ...     run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                np.zeros((1, 0), np.float32), first, count, 0, loop_mode(True), sh)
-    >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
-    True
-    """
     groups = params.shape[0]
     if groups % sh.block or params.shape[1:] != (4 * sh.lanes,) or hyper.shape != (groups, 2 * sh.lanes):
         raise ValueError(f"sweep loop: params/hyper do not hold {groups} groups of shape {sh}")
