@@ -506,7 +506,6 @@ def run_engine(
     snapshot: Callable[[], Snapshot] | None = None,
 ) -> RunResult:
     """:func:`train_run` on :func:`host_loop` (``chunk`` steps a ``step`` call); ``systems()``: the results."""
-
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return train_run(
         Steps(engine.advance, warm_up), plan.steps, next_end, lambda done: systems(),

@@ -388,7 +388,6 @@ def _calls_on_page(ex: PageExchange, k: int, policy: int, call: Callable[[int], 
 
     On WAITING it waits in the exchange's waiter and calls again; ``step()`` is the step awaited.
     """
-
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:
         called = time.perf_counter()

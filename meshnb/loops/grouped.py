@@ -453,7 +453,6 @@ def run_page_tasks(
 
     ``state`` (uint64[4], zeros to begin) and ``hdr`` (uint32[12]) carry over a WAITING; the rest as :func:`run_page`.
     """
-
     for name, value in (("k", k), ("n", n), ("count", count), ("spin", spin), ("policy", policy)):
         check_count(name, value, 1 << 63)
     check_mode(mode)

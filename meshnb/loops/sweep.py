@@ -319,7 +319,6 @@ def run_groups(
     sh: Shape,
 ) -> None:
     """Step every group ``count`` steps from relative step ``first``, GIL released (arrays: :func:`empty_arrays`)."""
-
     groups = params.shape[0]
     if groups % sh.block or params.shape[1:] != (4 * sh.lanes,) or hyper.shape != (groups, 2 * sh.lanes):
         raise ValueError(f"sweep loop: params/hyper do not hold {groups} groups of shape {sh}")

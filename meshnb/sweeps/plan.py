@@ -120,13 +120,8 @@ def check_backend_options(backend: str, loss_every: int | None, threads: int | N
 
 
 def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
-    """``START:STOP:COUNT[:log]`` -> what makes COUNT LR words of the numbers from START to STOP
-    (both included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32.
+    """``START:STOP:COUNT[:log]`` -> what makes COUNT float32 LR words from START to STOP, evenly spaced (in log).
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.plan import parse_lr_range
     >>> make = parse_lr_range("1e-3:1:4:log")  # checked now, made when called
     >>> words = make()
     >>> want = np.geomspace(1e-3, 1, 4).astype(np.float32)
@@ -157,15 +152,8 @@ def _lr_range_words(start: float, stop: float, count: int, log: bool) -> NDArray
 
 
 def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]]:
-    """The sweep's LRs as the command line writes them, as f32 words: a range
-    ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`: made when called) or a list ``LR[,LR...]``,
-    each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one
-    (:func:`meshnb.runspec.parse_lr`, the library's rule for text).
+    """The command line's LRs as f32 words: a range (:func:`parse_lr_range`) or ``LR[,LR...]`` (:func:`parse_lr`).
 
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError
-    >>> from meshnb.sweeps.plan import parse_lrs
     >>> [hex(w) for w in parse_lrs("0.5,0x3c23d70a")], len(parse_lrs("0:1:5")())
     (['0x3f000000', '0x3c23d70a'], 5)
     >>> try:
@@ -305,9 +293,6 @@ class SweepOptions:
 def sweep_option_fields() -> list[tuple[str, Any, Flag]]:
     """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs.
 
-    Examples
-    --------
-    >>> from meshnb.sweeps.plan import sweep_option_fields
     >>> rows = {name: (default, flag.flag) for name, default, flag in sweep_option_fields()}
     >>> rows["steps"], rows["lrs"][1], rows["view_in"][1]
     ((4096, '--steps'), '--lr', '--view-in')
@@ -324,9 +309,6 @@ RESULT_BYTES = 8 + 4 + 16 + 4 + 32  # per system: step base, LR word, params, la
 def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | None, keep_pages: bool) -> int:
     """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes).
 
-    Examples
-    --------
-    >>> from meshnb.sweeps.plan import result_bytes
     >>> plain = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=False)
     >>> pages = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=True)
     >>> (pages - plain) // 10**6  # a page a system: 4096 bytes
@@ -341,14 +323,8 @@ LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at
 
 
 def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.ndarray:
-    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace`` (``np.geomspace``
-    with ``log``) cast to float32, made :data:`LR_CHUNK` at a time (4 bytes an LR; a Ctrl-C is seen
-    between chunks).
+    """``count`` float32 LRs, bit-equal to ``np.linspace`` (``np.geomspace`` with ``log``), :data:`LR_CHUNK` at a time.
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.plan import lr_values
     >>> lr_values(0.0, 1.0, 5).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     >>> bool((lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all())

@@ -69,32 +69,13 @@ class SweepInterrupted(Exception):
 
 
 def default_threads() -> int:
-    """The cores this process may run on (a sweep's default ``threads``, at least 1).
-
-    Examples
-    --------
-    >>> default_threads() >= 1
-    True
-    """
+    """The cores this process may run on (a sweep's default ``threads``, at least 1)."""
     return cpu.usable_cpus()
 
 
 def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
-    """Steps per loop call for a batch of ``systems`` (the same on every MPI rank), at least 1.
+    """Steps per loop call for a batch of ``systems`` (alike on every MPI rank): 1 to ``steps``, shorter with a trace.
 
-    Parameters
-    ----------
-    steps : int
-        The sweep's steps (no chunk is longer).
-    systems : int
-        The batch's systems.
-    trace : bool
-        Whether the sweep keeps trace digests (shorter chunks).
-    shape : Shape or None, default None
-        The loop's shape (None: the target CPU's).
-
-    Examples
-    --------
     >>> chunk_steps(10, 1024, trace=False)
     10
     """
@@ -106,14 +87,7 @@ def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape |
 
 
 def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
-    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``; the seconds it took.
-
-    Examples
-    --------
-    >>> from meshnb import loops
-    >>> warm_up(loops.loop_mode(True)) >= 0.0
-    True
-    """
+    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``; the seconds it took."""
     sh = shape or sweep_loop.shape()
     start = time.perf_counter()
     a = sweep_loop.empty_arrays(0, 0, 0, sh.lanes)
@@ -131,13 +105,8 @@ def spans(m: int, batch: int) -> list[tuple[int, int]]:
 
 
 class Runner:
-    """Runs batches of one planned sweep on its own thread pool (a context manager): the CPU's
-    sweep loop, compiled (or loaded) when made.  ``trace``, ``loss_every``, ``threads`` and
-    ``keep_pages`` as ``sweep`` takes them; None picks :func:`default_threads`, :func:`chunk_steps`,
-    the run's loop mode and the CPU's shape, and ``batch`` defaults to ``BATCH_SYSTEMS``.
+    """Runs batches of one planned sweep on its own thread pool (a context manager); options as ``sweep``'s.
 
-    Examples
-    --------
     >>> from meshnb.sweeps import describe
     >>> with Runner(describe(64, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
     ...     part = runner.run(1, 3)
@@ -187,11 +156,8 @@ class Runner:
         on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:
-        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk);
-        ``on_chunk(steps done)`` after each chunk.
+        """Systems ``lo .. hi-1``, every step (fewer on ``should_stop()``); ``on_chunk(done)`` after each.
 
-        Examples
-        --------
         >>> from meshnb.sweeps import describe
         >>> with Runner(describe(64, lrs=[0.5, 0.25]), threads=1) as runner:
         ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
@@ -303,14 +269,7 @@ CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth
 
 
 class CudaRunner:
-    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> CudaRunner(describe(64, lrs=[0.5, 0.25])).batch == CUDA_BATCH  # the device is needed by run only
-    True
-    """
+    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU."""
 
     def __init__(self, systems: Run, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH) -> None:
         self.systems, self.trace, self.keep_pages, self.batch = systems, trace, keep_pages, batch
@@ -346,12 +305,8 @@ def make_runner(
     keep_pages: bool = False,
     batch: int | None = None,
 ) -> Runner | CudaRunner:
-    """The runner of ``backend`` for planned systems: a :class:`Runner` (``"cpu"``) or a
-    :class:`CudaRunner` (``"cuda"``), with :class:`Runner`'s options (``cuda``: ``trace`` and
-    ``keep_pages`` only).
+    """A :class:`Runner` (``"cpu"``) or a :class:`CudaRunner` (``"cuda"``: ``trace`` and ``keep_pages`` only).
 
-    Examples
-    --------
     >>> from meshnb.sweeps import describe
     >>> type(make_runner(describe(64), backend="cuda")).__name__
     'CudaRunner'
@@ -397,11 +352,8 @@ def parts(
     weight: int | None = None,
     total: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The one loop over a sweep's batches: each batch the runner's engine on the driver, stops held
-    to a chunk boundary; yields each batch's result, and after a stop the batch in flight, then ends.
+    """The one loop over a sweep's batches: yields each batch's result, after a stop the batch in flight, then ends.
 
-    Examples
-    --------
     >>> from meshnb.sweeps import describe
     >>> seen = []
     >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
@@ -427,11 +379,8 @@ def parts(
 
 
 def kept(index: int, part: SweepResult, steps: int) -> bool:
-    """Whether a sweep keeps its ``index``-th part: every finished batch, and a stopped one only when
-    it is the first (every system of a result ran the same steps).
+    """Whether a sweep keeps its ``index``-th part: a finished batch, or a stopped one that is the first.
 
-    Examples
-    --------
     >>> from meshnb.sweeps import describe
     >>> from meshnb.sweeps.run import run_planned
     >>> part = run_planned(describe(8), threads=1)
@@ -442,11 +391,8 @@ def kept(index: int, part: SweepResult, steps: int) -> bool:
 
 
 def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) -> SweepResult:
-    """``result`` when its ``m`` systems ran every step and no stop was asked for, else
-    :class:`SweepInterrupted` with it.
+    """``result`` when its ``m`` systems ran every step and no stop was asked, else :class:`SweepInterrupted`.
 
-    Examples
-    --------
     >>> import meshnb
     >>> r = meshnb.sweep(8, lrs=[0.5, 0.25])
     >>> interrupted(r, 8, 2) is r
@@ -487,13 +433,8 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems their steps on ``backend`` (:func:`make_runner`'s options), in memory.
-    ``on_chunk`` is called with the system-steps done after each chunk, ``should_stop`` asked before
-    each: True stops there, and the result holds what was kept (``result.steps`` < the run's, or
-    fewer systems).
+    """Run planned systems on ``backend`` in memory; ``on_chunk(system-steps)`` after a chunk, ``should_stop()`` before.
 
-    Examples
-    --------
     >>> from meshnb.sweeps import describe
     >>> import meshnb
     >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), threads=1)
