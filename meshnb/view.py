@@ -280,10 +280,7 @@ class View:
 
 
 def page_digests(words: NDArray[np.uint32]) -> NDArray[np.uint8]:
-    """SPEC 11's digest of ``[n, 1024]`` pages at once, ``[n, 32]`` uint8: the one definition of it.
-
-    :meth:`View.digest` is this of one page; a sweep hashes many pages' :data:`DIGEST_SPANS` in njit
-    (:func:`meshnb.runspec.row_digests`, the same bits).
+    """SPEC 11's digest of ``[n, 1024]`` pages, ``[n, 32]`` uint8: the one definition (:meth:`View.digest`'s).
 
     >>> pages = np.zeros((2, PAGE_WORDS), np.uint32)
     >>> pages[1, 0] = 0x3F800000  # PARAMS[0] = 1.0
