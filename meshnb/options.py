@@ -69,16 +69,7 @@ def option_error(template: str, *names: str) -> OptionError:
 
 
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line.
-
-    >>> parser = argparse.ArgumentParser(prog="meshnb train", exit_on_error=False)
-    >>> _ = parser.add_argument("--steps", type=arg_type(parse_count))
-    >>> try:
-    ...     parser.parse_args(["--steps", "1_0"])
-    ... except argparse.ArgumentError as e:
-    ...     print(e)
-    argument --steps: '1_0' is not a whole number
-    """
+    """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line."""
 
     def convert(text: str) -> Any:
         try:
@@ -162,11 +153,7 @@ def _parse_positive_u32(text: str) -> int:
 
 
 def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
-    """``--set-lr STEP:LR``, the LR as :func:`meshnb.runspec.parse_lr` reads it.
-
-    Bare hex (``3f400000``) that cannot be a number is refused with the ``0x`` spelling; where it can
-    (``1``, ``100``) it is the number, and a FutureWarning says so.
-    """
+    """``--set-lr STEP:LR``, the LR :func:`~meshnb.runspec.parse_lr`'s (bare hex: refused, or a number that warns)."""
     step, sep, lr = text.partition(":")
     if not sep:
         raise ValueError(f"{text!r} is not STEP:LR")
@@ -587,9 +574,6 @@ def add_flags(
 ) -> None:
     """Add a table's flags to a parser; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds more.
 
-    A switch is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over),
-    a repeatable flag appends.
-
     >>> parser = argparse.ArgumentParser(prog="meshnb train")
     >>> add_flags(parser, option_fields())
     >>> given_options(parser.parse_args(["--steps", "100", "--ieee"]), option_fields())
@@ -687,11 +671,7 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
 
 @dataclass(frozen=True)
 class Start:
-    """A cluster run as a backend starts it: members, this call's plan, steps done before, mode, checkpoint.
-
-    ``checkpoint`` None is a fresh run, whose ``run`` is one group of ``systems``; its pages are
-    prepared from :attr:`whole`.
-    """
+    """A cluster run as a backend starts it: members, this call's plan, steps before, mode, checkpoint (None: fresh)."""
 
     systems: int
     plan: Plan
@@ -736,11 +716,7 @@ def resolve(
 
 
 def refuse_foreign_checkpoint(opts: RunOptions) -> None:
-    """Refuse a ``checkpoint`` that is an existing file, neither ``resume`` nor a checkpoint of this run.
-
-    ``overwrite_checkpoint`` lets it be replaced; a new name passes, and so does a file a live run
-    holds (:func:`meshnb.files.hold` refuses it next, naming that run).
-    """
+    """Refuse a ``checkpoint`` that is an existing file, neither ``resume`` nor this run's (unless overwritten)."""
     path = opts.checkpoint
     if path is None or opts.overwrite_checkpoint:
         return

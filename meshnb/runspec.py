@@ -76,8 +76,6 @@ class OptionError(ValueError):
     >>> e = OptionError("{step_base} must be at most 2^64 - 2", "step_base")
     >>> str(e), e.for_cli({"step_base": "--step-base"})
     ('step_base must be at most 2^64 - 2', '--step-base must be at most 2^64 - 2')
-    >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
-    '--steps-per-task must be at least 1'
     """
 
     def __init__(
