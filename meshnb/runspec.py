@@ -607,7 +607,6 @@ def row_digests(
     words: Words, spans: Sequence[tuple[int, int]], pool: Executor | None = None, threads: int | None = None
 ) -> NDArray[np.uint8]:
     """The SHA-256 of each row's one or two word ``spans``, ``[n, 32]`` uint8: hashlib for few rows, else njit."""
-
     if not 1 <= len(spans) <= 2:  # the njit kernel hashes two spans: both paths take the same
         raise ValueError(f"row_digests hashes one or two spans of a row, not {len(spans)}")
     w = np.ascontiguousarray(words, dtype=np.uint32)

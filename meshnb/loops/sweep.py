@@ -56,10 +56,7 @@ SHAPES = (Shape(16, 1), Shape(8, 1), Shape(16, 2), Shape(8, 2), Shape(4, 1))
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 on AVX2) a vector register.
-
-    One group at a time runs as fast as two interleaved (docs/performance.md, sweeps), and compiles
-    fastest and pads a small sweep least; 8 systems where a register holds fewer floats.
+    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 elsewhere) a vector register.
 
     >>> from meshnb.cpu import VectorShape
     >>> [str(shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
