@@ -219,19 +219,7 @@ def word_layout() -> np.ndarray:
 
 
 class ExchangePage:
-    """The exchange page of ``n`` systems over ``raw`` (uint8): written fresh with ``create``, else it must say ``n``.
-
-    >>> page = ExchangePage.new(2)
-    >>> page.counters.tolist(), page.slots.shape
-    ([0, 0], (2, 2, 8))
-    >>> page.counters[:] = [3, 2]
-    >>> page.reached(2), page.reached(3), page.behind(3)
-    (True, False, [1])
-    >>> ExchangePage(page.words32.view("uint8"), 3)
-    Traceback (most recent call last):
-    ...
-    ValueError: an exchange page of 3 systems needs 448 bytes, got 320
-    """
+    """The exchange page of ``n`` systems over ``raw`` (uint8): fresh with ``create``, else it must say ``n``."""
 
     def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
         if raw.nbytes < exchange_bytes(n):
@@ -360,17 +348,7 @@ class PollingWaiter:
 
 
 class PageExchange:
-    """System ``k``'s :class:`Exchange` on an :class:`ExchangePage`: a round waits ``timeout_s`` in ``waiter``.
-
-    >>> page = ExchangePage.new(2)
-    >>> a, b = (PageExchange(page, k, 0.01, BlockingWaiter()) for k in (0, 1))
-    >>> a.set_slot(0, 1, np.arange(8, dtype=np.uint32))
-    >>> a.round(1), page.behind(1)
-    (False, [1])
-    >>> b.set_slot(1, 1, np.full(8, 7, dtype=np.uint32))
-    >>> b.round(1), a.round(1), a.slot(1, 1).tolist()
-    (True, True, [7, 7, 7, 7, 7, 7, 7, 7])
-    """
+    """System ``k``'s :class:`Exchange` on an :class:`ExchangePage`: a round waits ``timeout_s`` in ``waiter``."""
 
     def __init__(self, page: ExchangePage, k: int, timeout_s: float, waiter: Waiter) -> None:
         if not 0 <= k < page.n:

@@ -124,14 +124,6 @@ def host_loop(
 ) -> tuple[Steps, Callable[[int, int], int], Callable[[int], None]]:
     """SPEC 10's host loop for the driver: the engine (``step`` a chunk a call, rows to ``trace``), the next
     boundary (:meth:`Plan.next_boundary`) and the hook at each boundary (the SET_LRs due there).
-
-    >>> ran = []
-    >>> engine, next_end, at_boundary = host_loop(Plan(10), (), 4, lambda done, n, rows: ran.append((done, n)))
-    >>> [next_end(done, 10) for done in (0, 4, 8)]
-    [4, 8, 10]
-    >>> engine.advance(0, 4)
-    >>> ran
-    [(0, 4)]
     """
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
@@ -200,17 +192,7 @@ def member_task(
     before_task: Callable[[int], None] | None = None,
     give_up_s: float | None = None,
 ) -> StepEngine:
-    """A grouped system's step engine: each planned task resumed after a timeout until whole.
-
-    >>> exchange = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
-    >>> ctx = Context(View(), group=Group(0, 1), exchange=exchange)  # a cluster of one
-    >>> program.init(ctx)
-    >>> calls = []
-    >>> task = member_task(ctx, Plan(128), on_task=calls.append)
-    >>> task(0, 64, np.empty((0, NSUMS), np.uint32))  # one planned task: a TASK call of 64 steps
-    >>> ctx.view.next_step, calls
-    (64, [64])
-    """
+    """A grouped system's step engine: each planned task resumed after a timeout until whole."""
     v = ctx.view
     spt = v.word("STEPS_PER_TASK")
     calls = 0
@@ -385,15 +367,7 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Checkpoints:
-    """A run's checkpoints: the file (None: none), the run's settings, the steps before this call, how often.
-
-    >>> from meshnb.checkpoint import RunSettings
-    >>> run = RunSettings(systems=2, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
-    >>> ck = Checkpoints(None, run)
-    >>> ck.save(64, Snapshot((), (), ()))  # no file: nothing written
-    >>> ck.cadence().due()
-    False
-    """
+    """A run's checkpoints: the file (None: none), the run's settings, the steps before this call, how often."""
 
     path: str | os.PathLike[str] | None
     settings: RunSettings
@@ -420,17 +394,7 @@ class Checkpoints:
 
 
 def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
-    """A train run's end: ``final_save()`` (OSError: SaveFailed), RunInterrupted short of ``planned``, else the result.
-
-    >>> import meshnb
-    >>> r = meshnb.train(64)
-    >>> end_run(r, 64) is r
-    True
-    >>> end_run(r, 128)
-    Traceback (most recent call last):
-        ...
-    meshnb.results.RunInterrupted: interrupted after 64 steps
-    """
+    """A train run's end: ``final_save()`` (OSError: SaveFailed), RunInterrupted short of ``planned``, else it."""
     if final_save is not None:
         try:
             final_save()
@@ -455,14 +419,7 @@ def train_run(
     ready: Callable[[], None] | None = None,
     policy: Callable[[Frame], Policy] | None = None,
 ) -> RunResult:
-    """A train run around ``engine`` for every backend: the driver's frame and loop, the checkpoints, :func:`end_run`.
-
-    >>> from meshnb.driver import Steps, chunks_of
-    >>> ran = []
-    >>> r = train_run(Steps(lambda done, n: ran.append(n)), 10, chunks_of(4), lambda done: ())
-    >>> r.steps, ran
-    (10, [4, 4, 2])
-    """
+    """A train run around ``engine``, every backend's: the driver's frame and loop, the checkpoints, :func:`end_run`."""
     if save is None and checkpoints is not None and snapshot is not None:
         save = checkpoints.saver(snapshot)
     with frame(steps, progress) as f:

@@ -120,14 +120,7 @@ def check_backend_options(backend: str, loss_every: int | None, threads: int | N
 
 
 def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
-    """``START:STOP:COUNT[:log]`` -> what makes COUNT float32 LR words from START to STOP, evenly spaced (in log).
-
-    >>> make = parse_lr_range("1e-3:1:4:log")  # checked now, made when called
-    >>> words = make()
-    >>> want = np.geomspace(1e-3, 1, 4).astype(np.float32)
-    >>> words.tobytes() == want.tobytes(), [hex(w) for w in words[:2]]
-    (True, ['0x3a83126f', '0x3c23d70a'])
-    """
+    """``START:STOP:COUNT[:log]`` -> what makes COUNT float32 LR words from START to STOP, evenly spaced (in log)."""
     parts = text.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
@@ -152,16 +145,7 @@ def _lr_range_words(start: float, stop: float, count: int, log: bool) -> NDArray
 
 
 def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]]:
-    """The command line's LRs as f32 words: a range (:func:`parse_lr_range`) or ``LR[,LR...]`` (:func:`parse_lr`).
-
-    >>> [hex(w) for w in parse_lrs("0.5,0x3c23d70a")], len(parse_lrs("0:1:5")())
-    (['0x3f000000', '0x3c23d70a'], 5)
-    >>> try:
-    ...     parse_lrs("0.5,fast")
-    ... except OptionError as e:
-    ...     print(e)
-    LR = 'fast' is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)
-    """
+    """The command line's LRs as f32 words: a range (:func:`parse_lr_range`) or ``LR[,LR...]`` (:func:`parse_lr`)."""
     if ":" in text:
         return parse_lr_range(text)
     return np.array([parse_lr(t, "LR") for t in text.split(",")], dtype=np.uint32)
@@ -291,12 +275,7 @@ class SweepOptions:
 
 
 def sweep_option_fields() -> list[tuple[str, Any, Flag]]:
-    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs.
-
-    >>> rows = {name: (default, flag.flag) for name, default, flag in sweep_option_fields()}
-    >>> rows["steps"], rows["lrs"][1], rows["view_in"][1]
-    ((4096, '--steps'), '--lr', '--view-in')
-    """
+    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs."""
     return [(f.name, f.default, f.metadata["flag"]) for f in fields(SweepOptions)]
 
 
@@ -307,13 +286,7 @@ RESULT_BYTES = 8 + 4 + 16 + 4 + 32  # per system: step base, LR word, params, la
 
 
 def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | None, keep_pages: bool) -> int:
-    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes).
-
-    >>> plain = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=False)
-    >>> pages = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=True)
-    >>> (pages - plain) // 10**6  # a page a system: 4096 bytes
-    4096
-    """
+    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes)."""
     per = RESULT_BYTES + (32 if trace else 0) + (4 * (steps // loss_every) if loss_every else 0)
     per += VIEW_BYTES if keep_pages else 0
     return systems * per

@@ -105,14 +105,7 @@ def spans(m: int, batch: int) -> list[tuple[int, int]]:
 
 
 class Runner:
-    """Runs batches of one planned sweep on its own thread pool (a context manager); options as ``sweep``'s.
-
-    >>> from meshnb.sweeps import describe
-    >>> with Runner(describe(64, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
-    ...     part = runner.run(1, 3)
-    >>> len(part), part.first, part.steps
-    (2, 1, 64)
-    """
+    """Runs batches of one planned sweep on its own thread pool (a context manager); options as ``sweep``'s."""
 
     def __init__(
         self,
@@ -156,13 +149,7 @@ class Runner:
         on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:
-        """Systems ``lo .. hi-1``, every step (fewer on ``should_stop()``); ``on_chunk(done)`` after each.
-
-        >>> from meshnb.sweeps import describe
-        >>> with Runner(describe(64, lrs=[0.5, 0.25]), threads=1) as runner:
-        ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
-        0
-        """
+        """Systems ``lo .. hi-1``, every step (fewer on ``should_stop()``); ``on_chunk(done)`` after each."""
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
         lanes = Lanes.of_systems(self.systems, lo, hi, steps, every, sh, self.spare)  # no page per system
         self.spare = lanes  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in), table
@@ -305,16 +292,7 @@ def make_runner(
     keep_pages: bool = False,
     batch: int | None = None,
 ) -> Runner | CudaRunner:
-    """A :class:`Runner` (``"cpu"``) or a :class:`CudaRunner` (``"cuda"``: ``trace`` and ``keep_pages`` only).
-
-    >>> from meshnb.sweeps import describe
-    >>> type(make_runner(describe(64), backend="cuda")).__name__
-    'CudaRunner'
-    >>> make_runner(describe(64), backend="cuda", threads=2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
-    """
+    """A :class:`Runner` (``"cpu"``) or a :class:`CudaRunner` (``"cuda"``: ``trace`` and ``keep_pages`` only)."""
     check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
     check_backend_options(backend, loss_every, threads)
     if backend == "cuda":
@@ -352,15 +330,7 @@ def parts(
     weight: int | None = None,
     total: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The one loop over a sweep's batches: yields each batch's result, after a stop the batch in flight, then ends.
-
-    >>> from meshnb.sweeps import describe
-    >>> seen = []
-    >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
-    ...     got = [(p.first, len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)], seen.append)]
-    >>> got, seen
-    ([(0, 2, 8), (2, 1, 8)], [16, 24])
-    """
+    """The one loop over a sweep's batches: yields each batch's result, after a stop the batch in flight, then ends."""
     so_far = 0
     for lo, hi in batches:
         last, per_step = 0, (hi - lo) if weight is None else weight
@@ -379,25 +349,12 @@ def parts(
 
 
 def kept(index: int, part: SweepResult, steps: int) -> bool:
-    """Whether a sweep keeps its ``index``-th part: a finished batch, or a stopped one that is the first.
-
-    >>> from meshnb.sweeps import describe
-    >>> from meshnb.sweeps.run import run_planned
-    >>> part = run_planned(describe(8), threads=1)
-    >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
-    (True, True, True, False)
-    """
+    """Whether a sweep keeps its ``index``-th part: a finished batch, or a stopped one that is the first."""
     return part.steps >= steps or index == 0
 
 
 def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) -> SweepResult:
-    """``result`` when its ``m`` systems ran every step and no stop was asked, else :class:`SweepInterrupted`.
-
-    >>> import meshnb
-    >>> r = meshnb.sweep(8, lrs=[0.5, 0.25])
-    >>> interrupted(r, 8, 2) is r
-    True
-    """
+    """``result`` when its ``m`` systems ran every step and no stop was asked, else :class:`SweepInterrupted`."""
     if stopped or result.steps < steps or len(result) < m:
         raise SweepInterrupted(result)
     return result
@@ -433,14 +390,7 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems on ``backend`` in memory; ``on_chunk(system-steps)`` after a chunk, ``should_stop()`` before.
-
-    >>> from meshnb.sweeps import describe
-    >>> import meshnb
-    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), threads=1)
-    >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
-    (2, 64, True)
-    """
+    """Run planned systems on ``backend``, in memory; ``on_chunk(system-steps)`` after a chunk, ``should_stop()``."""
     with make_runner(
         systems, backend=backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
         shape=shape, keep_pages=keep_pages, batch=batch,
