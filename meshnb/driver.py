@@ -55,11 +55,7 @@ def chunks_of(chunk: int) -> Callable[[int, int], int]:
 
 
 class Cadence:
-    """A deadline that comes back every ``every_s`` seconds from its last :meth:`restart` (infinite: never due).
-
-    >>> Cadence(0.0).due(), Cadence().due()
-    (True, False)
-    """
+    """A deadline that comes back every ``every_s`` seconds from its last :meth:`restart` (infinite: never due)."""
 
     def __init__(self, every_s: float = math.inf) -> None:
         self.every_s = every_s
@@ -109,12 +105,6 @@ def drive(
 
     ``at_boundary(done)`` at each boundary, ``after(done)`` after each chunk, ``save(done)`` when ``cadence`` is
     due (never at the end: the caller saves with the result); returns the steps done.
-
-    >>> ran = []
-    >>> drive(Steps(lambda done, n: ran.append((done, n))), 10, chunks_of(4), should_stop=lambda: len(ran) == 2)
-    8
-    >>> ran
-    [(0, 4), (4, 4)]
     """
     done = 0
     while True:

@@ -133,15 +133,7 @@ class Exchange(Protocol):
 
 
 class ExchangeAborted(Exception):
-    """The run is being torn down (a member failed): a wait ended without its round.
-
-    >>> page = ExchangePage.new(2)
-    >>> page.abort()
-    >>> PageExchange(page, 0, 1.0, BlockingWaiter()).round(1)
-    Traceback (most recent call last):
-    ...
-    meshnb.exchange.ExchangeAborted: system 0: the run was aborted while waiting for round 1
-    """
+    """The run is being torn down (a member failed): a wait ended without its round."""
 
 
 def aborted(k: int, n: int) -> ExchangeAborted:
@@ -284,11 +276,7 @@ class Waiter(Protocol):
 
 
 class BlockingWaiter:
-    """For members that are threads of one process: a condition variable, no busy core.
-
-    >>> BlockingWaiter().wait(lambda: False, 0.01)  # nobody makes it ready: the timeout ends the wait
-    False
-    """
+    """For members that are threads of one process: a condition variable, no busy core."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -310,11 +298,7 @@ class BlockingWaiter:
 
 @dataclass(frozen=True)
 class PollingWaiter:
-    """For members in other processes: re-read the page, yielding for ``spin_s``, then sleeps up to ``max_sleep_s``.
-
-    >>> PollingWaiter().wait(lambda: False, 0.01), PollingWaiter().nap(lambda: True, 1.0)
-    (False, True)
-    """
+    """For members in other processes: re-read the page, yielding for ``spin_s``, then sleeps up to ``max_sleep_s``."""
 
     spin_s: float = 200e-6
     min_sleep_s: float = 50e-6
@@ -377,12 +361,7 @@ class PageExchange:
         return ok
 
     def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
-        """Nap up to ``nap_s`` (not past ``deadline``) after the fast loop's spin: True to spin again, False: timed out.
-
-        >>> member = PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter())
-        >>> member.wait_more(1, time.perf_counter(), 0.001)  # the deadline has passed: a timeout
-        False
-        """
+        """Nap up to ``nap_s`` (not past ``deadline``) after the fast loop's spin: True: spin again, False: timeout."""
         page = self.page
         left = deadline - time.perf_counter()
         if left > 0:

@@ -98,11 +98,7 @@ class Context:
 
 
 def inv_batch(systems: int) -> np.float32:
-    """INV_BATCH of a group of ``systems``: ``div(1, from_u32(32 N))``, in numpy with mode Z's flush.
-
-    >>> float(inv_batch(1)), hex(int(inv_batch(3).view("uint32")))  # 1/96, rounded to nearest even
-    (0.03125, '0x3c2aaaab')
-    """
+    """INV_BATCH of a group of ``systems``: ``div(1, from_u32(32 N))``, in numpy with mode Z's flush."""
     n = np.array([kernels.WARP * systems], dtype=np.uint32)
     d = floatz.flush_words(n.astype(np.float32).view(np.uint32)).view(np.float32)
     return np.float32(floatz.flush_words((np.float32(1.0) / d).view(np.uint32)).view(np.float32)[0])
@@ -239,14 +235,7 @@ def _run_alone(ctx: Context, s: int) -> int:
 
 
 def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
-    """``count`` steps of a system alone as consecutive TASKs, in one njit call; sums into ``trace`` or ``ctx.trace``.
-
-    >>> from meshnb import Trace, View
-    >>> ctx = Context(View(), trace=Trace())
-    >>> init(ctx)
-    >>> run_alone(ctx, 100), ctx.view.next_step, ctx.trace.steps
-    (100, 100, 100)
-    """
+    """``count`` steps of a system alone as TASKs, in one njit call; sums into ``trace`` or ``ctx.trace``."""
     if ctx.grouped:
         raise ValueError("run_alone is for a system without a group")
     rows = count if ctx.trace is not None else 0
@@ -306,10 +295,6 @@ def round_policy(threads: bool, members: int = 1) -> int:
     """A member's handover policy (``grouped.run_page``'s): FUTEX on Linux, else YIELD, or ``MESHNB_ROUND_WAIT``'s.
 
     ``threads`` adds PRIVATE; WAKE_SPIN is dropped where the ``members`` outnumber the usable CPUs.
-
-    >>> from meshnb.loops import grouped
-    >>> round_policy(True, 10**6) & grouped.WAKE_SPIN  # more members than CPUs
-    0
     """
     asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:

@@ -175,13 +175,7 @@ def check_step_base(base: Any, name: str = "step_base") -> int:
 
 
 def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.uint64]:
-    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``).
-
-    >>> step_bases([0, 1], 3)
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: step_base must be one integer or one per system (3), got 2
-    """
+    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``)."""
     if is_int(bases):
         return check_step_base(bases, name)
     if isinstance(bases, np.ndarray) and bases.dtype.kind in "iu" and bases.ndim == 1:
@@ -300,11 +294,7 @@ def parse_lr_number(text: str, name: str = "lr") -> float:
 
 
 def parse_lr(text: str, name: str = "lr") -> int:
-    """One LR as text, as its f32 word: a number (``0.01``, rounded to float32) or a word in hex (``0x3c23d70a``).
-
-    >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
-    ('0x3c23d70a', '0x3c23d70a')
-    """
+    """One LR as text, as its f32 word: a number (``0.01``, rounded to float32) or a word in hex (``0x3c23d70a``)."""
     t = text.strip()
     if _HEX_WORD.fullmatch(t):
         return int(t, 16)
@@ -338,11 +328,7 @@ def _int_word(x: int, name: str) -> int:
 
 
 def lr_word(lr: Any, name: str = "lr") -> int:
-    """One LR as its f32 word: a number rounded to float32, a numpy ``uint32`` the word, text :func:`parse_lr`'s.
-
-    >>> hex(lr_word(1)), hex(lr_word("0x1"))  # the number 1, and the word 1
-    ('0x3f800000', '0x1')
-    """
+    """One LR as its f32 word: a number rounded to float32, a numpy ``uint32`` the word, text :func:`parse_lr`'s."""
     if isinstance(lr, np.uint32):
         return int(lr)
     if isinstance(lr, str):
@@ -388,11 +374,7 @@ def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> t
 
 
 def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
-    """``set_lr`` (``{step: LR}`` or pairs) as changes sorted by step (stable), each LR :func:`lr_word`'s.
-
-    >>> lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100)
-    (LrChange(step=0, word=1056964608), LrChange(step=50, word=1048576000))
-    """
+    """``set_lr`` (``{step: LR}`` or pairs) as changes sorted by step (stable), each LR :func:`lr_word`'s."""
     if isinstance(set_lr, Mapping):
         pairs: list[Any] = list(set_lr.items())
     elif isinstance(set_lr, (str, bytes)) or not isinstance(set_lr, Iterable):

@@ -230,3 +230,13 @@ def test_run_tasks_on_page_is_the_task_calls_of_the_same_steps():
     slow.view.set_word("STEPS_PER_TASK", 64)
     assert fast.view.words.tobytes() == slow.view.words.tobytes()
     assert fast.trace.hexdigest() == slow.trace.hexdigest()
+
+
+def test_run_alone_and_inv_batch_and_round_policy():
+    from meshnb.loops import grouped
+    from meshnb.program import inv_batch, round_policy, run_alone
+
+    ctx = fresh(trace=Trace())
+    assert (run_alone(ctx, 100), ctx.view.next_step, ctx.trace.steps) == (100, 100, 100)
+    assert (float(inv_batch(1)), hex(int(inv_batch(3).view("uint32")))) == (0.03125, "0x3c2aaaab")  # 1/96, to even
+    assert round_policy(True, 10**6) & grouped.WAKE_SPIN == 0  # more members than CPUs

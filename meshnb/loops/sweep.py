@@ -56,12 +56,7 @@ SHAPES = (Shape(16, 1), Shape(8, 1), Shape(16, 2), Shape(8, 2), Shape(4, 1))
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 elsewhere) a vector register.
-
-    >>> from meshnb.cpu import VectorShape
-    >>> [str(shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
-    ['16 lanes x 1', '8 lanes x 1', '8 lanes x 1']
-    """
+    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 elsewhere) a vector register."""
     t = cpu.target_shape() if target is None else target
     return Shape(16 if t.floats >= 16 else 8, 1)
 
@@ -285,13 +280,7 @@ _ENTRIES: dict[tuple[int, Shape], object] = {}
 
 
 def entry(mode: int, sh: Shape):
-    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call).
-
-    >>> entry(IEEE, Shape(32, 1))
-    Traceback (most recent call last):
-        ...
-    ValueError: no sweep loop for mode 2 and shape 32 lanes x 1
-    """
+    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call)."""
     key = (mode, sh)
     if key not in _ENTRIES:
         if sh not in SHAPES or mode not in (Z_DAZ, Z, IEEE):

@@ -251,3 +251,12 @@ def test_run_groups_in_two_calls_is_train_of_all_the_steps() -> None:
             np.zeros((1, 0), np.float32), first, count, 0, loop_mode(True), sh,
         )  # fmt: skip
     assert [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
+
+
+def test_the_loop_shape_of_a_cpu_and_a_shape_without_a_loop() -> None:
+    from meshnb.cpu import VectorShape
+
+    shapes = [str(sweep_loop.shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
+    assert shapes == ["16 lanes x 1", "8 lanes x 1", "8 lanes x 1"]
+    with pytest.raises(ValueError, match=r"^no sweep loop for mode 2 and shape 32 lanes x 1$"):
+        sweep_loop.entry(sweep_loop.IEEE, sweep_loop.Shape(32, 1))

@@ -99,3 +99,10 @@ def test_the_command_lines_lrs_and_option_table() -> None:
     words = parse_lr_range("1e-3:1:4:log")()  # checked when parsed, made when called
     assert words.tobytes() == np.geomspace(1e-3, 1, 4).astype(np.float32).tobytes()
     assert [hex(w) for w in words[:2]] == ["0x3a83126f", "0x3c23d70a"]
+
+
+def test_lr_values_are_linspace_and_geomspace_in_float32() -> None:
+    from meshnb.sweeps.plan import lr_values
+
+    assert lr_values(0.0, 1.0, 5).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert (lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all()
