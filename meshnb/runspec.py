@@ -4,15 +4,6 @@ A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming
 the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
 word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
 when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
-
-Examples
---------
->>> check_steps(-1)
-Traceback (most recent call last):
-    ...
-meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
->>> hex(lr_word(0.5)), hex(lr_word(np.uint32(0x3F000000))), hex(lr_word("0x3f000000")), can_run(2**64 - 3, 3)
-('0x3f000000', '0x3f000000', '0x3f000000', False)
 """
 
 from __future__ import annotations
