@@ -98,10 +98,6 @@ class View:
     >>> view.next_step = 5 << 32 | 7  # STEP_HI:NEXT_STEP
     >>> view.word("STEP_HI"), view.word("NEXT_STEP")
     (5, 7)
-    >>> View(bytearray(10))
-    Traceback (most recent call last):
-    ...
-    ValueError: a view page is 4096 bytes, this buffer has 10
     """
 
     __slots__ = ("buffer", "words")
