@@ -55,11 +55,7 @@ def chunks_of(chunk: int) -> Callable[[int, int], int]:
 
 
 class Cadence:
-    """A deadline that comes back every ``every_s`` seconds from its last :meth:`restart` (infinite: never due).
-
-    >>> Cadence(0.0).due(), Cadence().due()
-    (True, False)
-    """
+    """A deadline that comes back every ``every_s`` seconds from its last :meth:`restart` (infinite: never due)."""
 
     def __init__(self, every_s: float = math.inf) -> None:
         self.every_s = every_s
@@ -105,18 +101,10 @@ def drive(
     save: Callable[[int], None] | None = None,
     cadence: Deadline | None = None,
 ) -> int:
-    """The one loop of steps: run ``engine`` from step 0 to ``steps`` in chunks; the steps done.
+    """The one loop of steps: ``engine`` in chunks to ``next_end(done, steps)`` until ``steps`` or ``should_stop()``.
 
-    At every boundary (the start, and after each chunk) ``at_boundary(done)`` runs, then the loop
-    ends at ``steps`` or when ``should_stop()`` says so; otherwise ``engine.advance`` runs up to
-    ``next_end(done, steps)``, then ``after(done)`` and, if ``cadence`` is due, ``save(done)`` (never
-    at the end, which the caller saves with the result).
-
-    >>> ran = []
-    >>> drive(Steps(lambda done, n: ran.append((done, n))), 10, chunks_of(4), should_stop=lambda: len(ran) == 2)
-    8
-    >>> ran
-    [(0, 4), (4, 4)]
+    ``at_boundary(done)`` at each boundary, ``after(done)`` after each chunk, ``save(done)`` when ``cadence`` is
+    due (never at the end: the caller saves with the result); returns the steps done.
     """
     done = 0
     while True:

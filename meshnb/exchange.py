@@ -133,15 +133,7 @@ class Exchange(Protocol):
 
 
 class ExchangeAborted(Exception):
-    """The run is being torn down (a member failed): a wait ended without its round.
-
-    >>> page = ExchangePage.new(2)
-    >>> page.abort()
-    >>> PageExchange(page, 0, 1.0, BlockingWaiter()).round(1)
-    Traceback (most recent call last):
-    ...
-    meshnb.exchange.ExchangeAborted: system 0: the run was aborted while waiting for round 1
-    """
+    """The run is being torn down (a member failed): a wait ended without its round."""
 
 
 def aborted(k: int, n: int) -> ExchangeAborted:
@@ -151,12 +143,7 @@ def aborted(k: int, n: int) -> ExchangeAborted:
 
 @dataclass(frozen=True)
 class PageField:
-    """One field of the exchange page (a row of ``EXCHANGE_LAYOUT``).
-
-    ``scope`` is ``"page"`` (once, at the page's start) or ``"system"`` (in every system's block,
-    ``SYSTEM_BYTES`` apart after ``HEADER_BYTES``); ``offset`` is in bytes from there. WAITERS,
-    SPIN_NS and WOKE_NS are not SPEC 9's: how members in memory wait, no bits of a run.
-    """
+    """A field of the exchange page: ``scope`` "page" (once) or "system" (every system's block), ``offset`` in bytes."""
 
     name: str
     scope: str
@@ -184,10 +171,7 @@ _DTYPES = {"u8": "u1", "u32": "<u4", "u64": "<u8"}
 
 
 def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) -> np.ndarray:
-    """A live array of field ``f`` of ``n`` blocks ``stride`` bytes apart from byte ``start`` of ``raw``.
-
-    Shape ``[n]`` for a single value, ``[n, count]`` otherwise; writes go to the page.
-    """
+    """A live ``[n]`` (or ``[n, count]``) array of field ``f`` of ``n`` blocks ``stride`` bytes apart from ``start``."""
     dt = np.dtype(_DTYPES[f.dtype])
     shape: tuple[int, ...] = (n,) if f.count == 1 else (n, f.count)
     strides: tuple[int, ...] = (stride,) if f.count == 1 else (stride, dt.itemsize)
@@ -204,10 +188,7 @@ def exchange_bytes(n: int) -> int:
 
 
 def word_layout() -> np.ndarray:
-    """The page's layout as six int64 word indices, for njit code reading it as uint32 and uint64 arrays.
-
-    [ABORT (u32), system 0's COUNTER (u64), the system stride (u64 words), system 0's SLOT0 (u32),
-    the system stride (u32 words), SLOT1 - SLOT0 (u32 words)].
+    """The page's layout as six int64 word indices for njit code: ABORT, COUNTER, stride, SLOT0, stride, SLOT1 - SLOT0.
 
     >>> word_layout().tolist()
     [1, 8, 16, 18, 32, 8]
@@ -230,21 +211,7 @@ def word_layout() -> np.ndarray:
 
 
 class ExchangePage:
-    """The exchange page of ``n`` systems over ``raw`` (uint8, at least ``exchange_bytes(n)``).
-
-    Without ``create`` the page must already say ``n`` systems; with it, it is written fresh.
-
-    >>> page = ExchangePage.new(2)
-    >>> page.counters.tolist(), page.slots.shape
-    ([0, 0], (2, 2, 8))
-    >>> page.counters[:] = [3, 2]
-    >>> page.reached(2), page.reached(3), page.behind(3)
-    (True, False, [1])
-    >>> ExchangePage(page.words32.view("uint8"), 3)
-    Traceback (most recent call last):
-    ...
-    ValueError: an exchange page of 3 systems needs 448 bytes, got 320
-    """
+    """The exchange page of ``n`` systems over ``raw`` (uint8): fresh with ``create``, else it must say ``n``."""
 
     def __init__(self, raw: np.ndarray, n: int, create: bool = False) -> None:
         if raw.nbytes < exchange_bytes(n):
@@ -309,11 +276,7 @@ class Waiter(Protocol):
 
 
 class BlockingWaiter:
-    """For members that are threads of one process: a condition variable, no busy core.
-
-    >>> BlockingWaiter().wait(lambda: False, 0.01)  # nobody makes it ready: the timeout ends the wait
-    False
-    """
+    """For members that are threads of one process: a condition variable, no busy core."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -335,12 +298,7 @@ class BlockingWaiter:
 
 @dataclass(frozen=True)
 class PollingWaiter:
-    """For members in other processes: re-read the page, yielding the core for ``spin_s``, then
-    sleeping ``min_sleep_s``, doubling up to ``max_sleep_s``.
-
-    >>> PollingWaiter().wait(lambda: False, 0.01), PollingWaiter().nap(lambda: True, 1.0)
-    (False, True)
-    """
+    """For members in other processes: re-read the page, yielding for ``spin_s``, then sleeps up to ``max_sleep_s``."""
 
     spin_s: float = 200e-6
     min_sleep_s: float = 50e-6
@@ -374,20 +332,7 @@ class PollingWaiter:
 
 
 class PageExchange:
-    """System ``k``'s handle on an :class:`ExchangePage`: the :class:`Exchange` of the program.
-
-    ``round`` waits at most ``timeout_s`` in ``waiter``, and raises :class:`ExchangeAborted` once the
-    page is aborted.
-
-    >>> page = ExchangePage.new(2)
-    >>> a, b = (PageExchange(page, k, 0.01, BlockingWaiter()) for k in (0, 1))
-    >>> a.set_slot(0, 1, np.arange(8, dtype=np.uint32))
-    >>> a.round(1), page.behind(1)
-    (False, [1])
-    >>> b.set_slot(1, 1, np.full(8, 7, dtype=np.uint32))
-    >>> b.round(1), a.round(1), a.slot(1, 1).tolist()
-    (True, True, [7, 7, 7, 7, 7, 7, 7, 7])
-    """
+    """System ``k``'s :class:`Exchange` on an :class:`ExchangePage`: a round waits ``timeout_s`` in ``waiter``."""
 
     def __init__(self, page: ExchangePage, k: int, timeout_s: float, waiter: Waiter) -> None:
         if not 0 <= k < page.n:
@@ -416,15 +361,7 @@ class PageExchange:
         return ok
 
     def wait_more(self, n: int, deadline: float, nap_s: float) -> bool:
-        """Nap up to ``nap_s`` (never past ``deadline``, a ``perf_counter`` value) once the fast loop's spin ran out.
-
-        True to spin again, False once the deadline passed without round ``n``; raises
-        :class:`ExchangeAborted` once the page is aborted.
-
-        >>> member = PageExchange(ExchangePage.new(2), 0, 1.0, BlockingWaiter())
-        >>> member.wait_more(1, time.perf_counter(), 0.001)  # the deadline has passed: a timeout
-        False
-        """
+        """Nap up to ``nap_s`` (not past ``deadline``) after the fast loop's spin: True: spin again, False: timeout."""
         page = self.page
         left = deadline - time.perf_counter()
         if left > 0:

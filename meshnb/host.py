@@ -115,29 +115,15 @@ StepEngine = Callable[[int, int, np.ndarray], None]
 
 
 def chunk_of_tasks(spt: int, limit: int) -> int:
-    """Steps per engine call: whole tasks of ``spt`` steps up to ``limit`` steps (a task longer
-    than ``limit`` runs in pieces of ``limit``, which changes no bits, as a shortened task)."""
+    """Steps per engine call: whole tasks of ``spt`` steps up to ``limit`` (a longer task in pieces of ``limit``)."""
     return limit // spt * spt if 0 < spt <= limit else limit
 
 
 def host_loop(
     plan: Plan, contexts: Sequence[Context], chunk: int, step: StepEngine, trace: Trace | None = None
 ) -> tuple[Steps, Callable[[int, int], int], Callable[[int], None]]:
-    """SPEC 10's host loop as the driver runs it: the engine (``step`` a chunk at a time, its rows
-    to ``trace``: two buffers in turn, the trace hashes one on its own thread while the next call
-    runs), the next boundary (:meth:`Plan.next_boundary`: ``chunk`` steps on, sooner at the end
-    or where an LR change starts a task) and the hook at every boundary (the SET_LRs due there,
-    to every context's page).
-
-    Examples
-    --------
-    >>> ran = []
-    >>> engine, next_end, at_boundary = host_loop(Plan(10), (), 4, lambda done, n, rows: ran.append((done, n)))
-    >>> [next_end(done, 10) for done in (0, 4, 8)]
-    [4, 8, 10]
-    >>> engine.advance(0, 4)
-    >>> ran
-    [(0, 4)]
+    """SPEC 10's host loop for the driver: the engine (``step`` a chunk a call, rows to ``trace``), the next
+    boundary (:meth:`Plan.next_boundary`) and the hook at each boundary (the SET_LRs due there).
     """
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
@@ -169,8 +155,7 @@ def run_steps(
     save: Callable[[int], None] | None = None,
     every_s: float = math.inf,
 ) -> int:
-    """The host loop (SPEC 10, :func:`host_loop`) on the driver's loop
-    (:func:`meshnb.driver.drive`); returns the steps done."""
+    """:func:`host_loop` on the driver's loop; the steps done."""
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return drive_chunks(
         engine,
@@ -190,8 +175,7 @@ def drive_alone(
     on_task: Callable[[int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> int:
-    """:func:`drive` for a system without a group: the same TASKs run many to an njit call
-    (:func:`meshnb.program.run_alone`), whole tasks up to ``CHUNK_STEPS`` steps a call."""
+    """:func:`drive` for a system alone: whole tasks up to ``CHUNK_STEPS`` steps a :func:`~meshnb.program.run_alone`."""
     check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
 
@@ -208,21 +192,7 @@ def member_task(
     before_task: Callable[[int], None] | None = None,
     give_up_s: float | None = None,
 ) -> StepEngine:
-    """A grouped system's step engine: one planned task of the plan's boundaries, resumed after
-    each timeout (``ERR = 1``) until it is whole, so every member of a cluster ends its tasks at
-    the same steps (the program records the trace and counts the steps).
-
-    Examples
-    --------
-    >>> exchange = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
-    >>> ctx = Context(View(), group=Group(0, 1), exchange=exchange)  # a cluster of one
-    >>> program.init(ctx)
-    >>> calls = []
-    >>> task = member_task(ctx, Plan(128), on_task=calls.append)
-    >>> task(0, 64, np.empty((0, NSUMS), np.uint32))  # one planned task: a TASK call of 64 steps
-    >>> ctx.view.next_step, calls
-    (64, [64])
-    """
+    """A grouped system's step engine: each planned task resumed after a timeout until whole."""
     v = ctx.view
     spt = v.word("STEPS_PER_TASK")
     calls = 0
@@ -287,13 +257,9 @@ def drive_on_page(
     give_up_s: float | None,
     pause_at: Callable[[int], int] | None,
 ) -> int:
-    """:func:`drive` for a member whose exchange page is in memory: the same planned tasks, many
-    to an njit call (:func:`meshnb.program.run_tasks_on_page`), so that a quiet round costs no
-    Python.  A call runs whole tasks up to ``CHUNK_STEPS`` steps, ending at the plan's boundaries
-    and at the coordinator's pause (``pause_at``), and before a stalled TASK call (``naps``).
-    A task whose round times out (or one with a round pending) is finished as :func:`member_task`
-    finishes it: TASK calls resuming the round until it is whole; then the chunk goes on.
-    ``on_task(done)`` is called after every call, fast or not."""
+    """:func:`drive` for a member on an exchange page in memory: the planned tasks many to a
+    :func:`~meshnb.program.run_tasks_on_page` call, up to ``CHUNK_STEPS``, the boundaries, ``pause_at``
+    and a stalled call (``naps``); a timed-out task is finished as :func:`member_task` does."""
     v = ctx.view
     spt = v.word("STEPS_PER_TASK")
     most = chunk_of_tasks(spt, CHUNK_STEPS)
@@ -365,12 +331,7 @@ def stalled(k: int, e: ClusterError, late: int, behind: Sequence[int]) -> Cluste
 
 
 def warm_up(z: bool) -> float:
-    """Load (or compile) the grouped step's kernels now (a TASK call's and a chunk of tasks'), so
-    that no member's first round waits on its own JIT while the others wait on it; its seconds.
-    (Every warm-up is a ``warm_up`` returning its seconds, in the module of the engine it warms:
-    :func:`meshnb.loops.warm_up`,
-    :func:`meshnb.sweeps.run.warm_up`, :func:`meshnb.backends.mpi.warm_up`,
-    :func:`meshnb.backends.cuda.warm_up`.)"""
+    """Load (or compile) the grouped step's kernels now, so no member's first round waits on its JIT; its seconds."""
     began = time.perf_counter()
     ctx = Context(View(), group=Group(0, 1), exchange=PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter()), z=z)
     program.init(ctx)
@@ -384,10 +345,7 @@ def warm_up(z: bool) -> float:
 def steps_shown(
     total: int, enabled: bool, desc: str | None = None
 ) -> Iterator[tuple[Callable[[int], None], Callable[[], bool]]]:
-    """The driver's :func:`~meshnb.driver.frame` as two functions: ``show(done)`` moves its
-    progress bar of ``total`` steps (nothing shown unless ``enabled``), ``requested()`` says
-    whether Ctrl-C asked for a stop (held to the next boundary); the bar is closed however the
-    steps end."""
+    """The driver's :func:`~meshnb.driver.frame` as ``show(done)`` (its progress bar) and ``requested()`` (Ctrl-C)."""
     with frame(total, enabled, desc) as f:
         yield f.show, f.requested
 
@@ -409,18 +367,7 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Checkpoints:
-    """A run's checkpoints: the file (None: the run writes none), what each says of the run, the
-    steps done before this call (a resumed run's), and how often the driver saves one.
-
-    Examples
-    --------
-    >>> from meshnb.checkpoint import RunSettings
-    >>> run = RunSettings(systems=2, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
-    >>> ck = Checkpoints(None, run)
-    >>> ck.save(64, Snapshot((), (), ()))  # no file: nothing written
-    >>> ck.cadence().due()
-    False
-    """
+    """A run's checkpoints: the file (None: none), the run's settings, the steps before this call, how often."""
 
     path: str | os.PathLike[str] | None
     settings: RunSettings
@@ -432,8 +379,7 @@ class Checkpoints:
         return Cadence(self.every_s if self.path is not None else math.inf)
 
     def save(self, done: int, snapshot: Snapshot) -> None:
-        """Write the checkpoint of the run after ``done`` steps of this call (the one assembly of
-        a checkpoint, for every backend)."""
+        """Write the run's checkpoint after ``done`` steps of this call."""
         if self.path is not None:
             checkpoint.save(
                 self.path,
@@ -441,38 +387,14 @@ class Checkpoints:
             )
 
     def saver(self, snapshot: Callable[[], Snapshot]) -> Callable[[int], None] | None:
-        """The driver's ``save(done)``: ``snapshot()`` written after ``done`` steps (None without
-        a file: nothing to save, nothing to snapshot).
-
-        Examples
-        --------
-        >>> from meshnb.checkpoint import RunSettings
-        >>> run = RunSettings(systems=1, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
-        >>> Checkpoints(None, run).saver(lambda: Snapshot((), (), ())) is None
-        True
-        """
+        """The driver's ``save(done)``: ``snapshot()`` written after ``done`` steps (None without a file)."""
         if self.path is None:
             return None
         return lambda done: self.save(done, snapshot())
 
 
 def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
-    """The one ending of a train run, for every backend: ``final_save()`` (the last checkpoint;
-    its OSError is :class:`~meshnb.results.SaveFailed`, with the result), then
-    :class:`~meshnb.results.RunInterrupted` if the run stopped before its ``planned`` steps, else
-    the result.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> r = meshnb.train(64)
-    >>> end_run(r, 64) is r
-    True
-    >>> end_run(r, 128)
-    Traceback (most recent call last):
-        ...
-    meshnb.results.RunInterrupted: interrupted after 64 steps
-    """
+    """A train run's end: ``final_save()`` (OSError: SaveFailed), RunInterrupted short of ``planned``, else it."""
     if final_save is not None:
         try:
             final_save()
@@ -497,20 +419,7 @@ def train_run(
     ready: Callable[[], None] | None = None,
     policy: Callable[[Frame], Policy] | None = None,
 ) -> RunResult:
-    """A train run around ``engine``, for every backend: the driver's frame (a progress bar,
-    Ctrl-C held to a boundary, the warm-up timed apart from the steps), its loop
-    (:func:`meshnb.driver.drive` over ``steps`` to the boundaries ``next_end`` names), the
-    checkpoints at their cadence, then the ending: the last checkpoint (at the end or the stop)
-    and :func:`end_run`.
-
-    Examples
-    --------
-    >>> from meshnb.driver import Steps, chunks_of
-    >>> ran = []
-    >>> r = train_run(Steps(lambda done, n: ran.append(n)), 10, chunks_of(4), lambda done: ())
-    >>> r.steps, ran
-    (10, [4, 4, 2])
-    """
+    """A train run around ``engine``, every backend's: the driver's frame and loop, the checkpoints, :func:`end_run`."""
     if save is None and checkpoints is not None and snapshot is not None:
         save = checkpoints.saver(snapshot)
     with frame(steps, progress) as f:
@@ -553,10 +462,7 @@ def run_engine(
     checkpoints: Checkpoints | None = None,
     snapshot: Callable[[], Snapshot] | None = None,
 ) -> RunResult:
-    """:func:`train_run` of the contexts' systems on SPEC 10's host loop (:func:`host_loop`:
-    ``step`` runs ``chunk`` steps a call, the SET_LRs at their boundaries, the rows to
-    ``trace``), ``warm_up`` its warm-up; ``systems()`` gives the results once the steps are done
-    (its wait for the trace counts in the steps' seconds)."""
+    """:func:`train_run` on :func:`host_loop` (``chunk`` steps a ``step`` call); ``systems()``: the results."""
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return train_run(
         Steps(engine.advance, warm_up), plan.steps, next_end, lambda done: systems(),

@@ -56,12 +56,7 @@ MAX_WAIT_S = 1e7
 
 
 def option_error(template: str, *names: str) -> OptionError:
-    """An :class:`~meshnb.runspec.OptionError` naming options of this table (as keywords, or as flags by ``for_cli``).
-
-    >>> e = option_error("{backend} needs {systems}", "backend", "systems")
-    >>> str(e), e.for_cli()
-    ('backend needs systems=N', '--backend needs --systems N')
-    """
+    """An :class:`~meshnb.runspec.OptionError` naming options of this table (keywords, or flags by ``for_cli``)."""
     return OptionError(template, *names, library=_LIBRARY_SPELLING, flags=CLI_SPELLING)
 
 
@@ -69,16 +64,7 @@ def option_error(template: str, *names: str) -> OptionError:
 
 
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line.
-
-    >>> parser = argparse.ArgumentParser(prog="meshnb train", exit_on_error=False)
-    >>> _ = parser.add_argument("--steps", type=arg_type(parse_count))
-    >>> try:
-    ...     parser.parse_args(["--steps", "1_0"])
-    ... except argparse.ArgumentError as e:
-    ...     print(e)
-    argument --steps: '1_0' is not a whole number
-    """
+    """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line."""
 
     def convert(text: str) -> Any:
         try:
@@ -109,15 +95,7 @@ def parse_count(text: str) -> int:
 
 
 def parse_hex_u32(text: str, what: str = "value") -> int:
-    """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise).
-
-    >>> hex(parse_hex_u32("3f000000")), parse_hex_u32("0x1"), parse_hex_u32("0xFFFFFFFF") == 2**32 - 1
-    ('0x3f000000', 1, True)
-    >>> parse_hex_u32("100000000", "--lr-word")
-    Traceback (most recent call last):
-        ...
-    ValueError: --lr-word: '100000000' is not a u32 in hex
-    """
+    """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise)."""
     if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
         raise ValueError(f"{what}: {text!r} is not hex")
     try:
@@ -130,13 +108,7 @@ def parse_hex_u32(text: str, what: str = "value") -> int:
 
 
 def parse_positive(text: str) -> float:
-    """A finite number above 0, as text (a ValueError otherwise).
-
-    >>> parse_positive("x")
-    Traceback (most recent call last):
-        ...
-    ValueError: 'x' is not a number
-    """
+    """A finite number above 0, as text (a ValueError otherwise)."""
     try:
         value = float(text)
     except ValueError:
@@ -162,11 +134,7 @@ def _parse_positive_u32(text: str) -> int:
 
 
 def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
-    """``--set-lr STEP:LR``, the LR as :func:`meshnb.runspec.parse_lr` reads it.
-
-    Bare hex (``3f400000``) that cannot be a number is refused with the ``0x`` spelling; where it can
-    (``1``, ``100``) it is the number, and a FutureWarning says so.
-    """
+    """``--set-lr STEP:LR``, the LR :func:`~meshnb.runspec.parse_lr`'s (bare hex: refused, or a number that warns)."""
     step, sep, lr = text.partition(":")
     if not sep:
         raise ValueError(f"{text!r} is not STEP:LR")
@@ -187,11 +155,7 @@ def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
 
 
 def parse_step_base(text: str) -> int:
-    """A step base as the command line writes it: ``N`` or ``0x...`` (``HI:LO``, two hex halves, deprecated).
-
-    >>> parse_step_base("4294967296"), parse_step_base("0x100000000")
-    (4294967296, 4294967296)
-    """
+    """A step base as the command line writes it: ``N`` or ``0x...`` (``HI:LO``, two hex halves, deprecated)."""
     t = text.strip()
     if ":" in t:
         hi, _, lo = t.partition(":")
@@ -585,18 +549,7 @@ def add_flags(
     group_for: Callable[[str, Flag], argparse.ArgumentParser | argparse._ArgumentGroup] | None = None,
     after: Mapping[str, Callable[[], None]] | None = None,
 ) -> None:
-    """Add a table's flags to a parser; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds more.
-
-    A switch is ``store_true`` (``--ieee`` stores into ``z``: :func:`given_options` turns it over),
-    a repeatable flag appends.
-
-    >>> parser = argparse.ArgumentParser(prog="meshnb train")
-    >>> add_flags(parser, option_fields())
-    >>> given_options(parser.parse_args(["--steps", "100", "--ieee"]), option_fields())
-    {'steps': 100, 'z': False}
-    >>> given_options(parser.parse_args([]), option_fields())
-    {}
-    """
+    """Add a table's flags to a parser; ``group_for(name, flag)`` picks the group, ``after[name]()`` adds more."""
     for name, _, flag in table:
         if flag.flag is None:
             continue  # library only
@@ -652,15 +605,7 @@ def check_checkpoint_systems(systems: int) -> None:
 
 
 def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[int, int, int], ...]:
-    """The test hook ``stalls`` checked: ``(system, task call, ms)`` triples, each system one of the ``n``.
-
-    >>> check_stalls([[1, 0, 50]], 2)
-    ((1, 0, 50),)
-    >>> check_stalls([(2, 0, 50)], 2)
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: a stall names system 2, but the cluster has systems 0 to 1
-    """
+    """The test hook ``stalls`` checked: ``(system, task call, ms)`` triples, each system one of the ``n``."""
     if isinstance(stalls, (str, bytes)) or not isinstance(stalls, Iterable):
         raise option_error(
             f"{{stalls}} is a list of (system, task call, milliseconds) triples, got {stalls!r}", "stalls"
@@ -687,11 +632,7 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
 
 @dataclass(frozen=True)
 class Start:
-    """A cluster run as a backend starts it: members, this call's plan, steps done before, mode, checkpoint.
-
-    ``checkpoint`` None is a fresh run, whose ``run`` is one group of ``systems``; its pages are
-    prepared from :attr:`whole`.
-    """
+    """A cluster run as a backend starts it: members, this call's plan, steps before, mode, checkpoint (None: fresh)."""
 
     systems: int
     plan: Plan
@@ -736,11 +677,7 @@ def resolve(
 
 
 def refuse_foreign_checkpoint(opts: RunOptions) -> None:
-    """Refuse a ``checkpoint`` that is an existing file, neither ``resume`` nor a checkpoint of this run.
-
-    ``overwrite_checkpoint`` lets it be replaced; a new name passes, and so does a file a live run
-    holds (:func:`meshnb.files.hold` refuses it next, naming that run).
-    """
+    """Refuse a ``checkpoint`` that is an existing file, neither ``resume`` nor this run's (unless overwritten)."""
     path = opts.checkpoint
     if path is None or opts.overwrite_checkpoint:
         return

@@ -98,11 +98,7 @@ class Context:
 
 
 def inv_batch(systems: int) -> np.float32:
-    """INV_BATCH of a group of ``systems``: ``div(1, from_u32(32 N))``, in numpy with mode Z's flush.
-
-    >>> float(inv_batch(1)), hex(int(inv_batch(3).view("uint32")))  # 1/96, rounded to nearest even
-    (0.03125, '0x3c2aaaab')
-    """
+    """INV_BATCH of a group of ``systems``: ``div(1, from_u32(32 N))``, in numpy with mode Z's flush."""
     n = np.array([kernels.WARP * systems], dtype=np.uint32)
     d = floatz.flush_words(n.astype(np.float32).view(np.uint32)).view(np.float32)
     return np.float32(floatz.flush_words((np.float32(1.0) / d).view(np.uint32)).view(np.float32)[0])
@@ -239,17 +235,7 @@ def _run_alone(ctx: Context, s: int) -> int:
 
 
 def run_alone(ctx: Context, count: int, trace: np.ndarray | None = None) -> int:
-    """``count`` steps of a system alone as consecutive TASKs (``arg = NEXT_STEP``), in one njit call.
-
-    ``trace`` is an optional ``[>= count, 5]`` uint32 buffer for the sums (else they go to
-    ``ctx.trace``, if any). Raises ValueError for a context with a group.
-
-    >>> from meshnb import Trace, View
-    >>> ctx = Context(View(), trace=Trace())
-    >>> init(ctx)
-    >>> run_alone(ctx, 100), ctx.view.next_step, ctx.trace.steps
-    (100, 100, 100)
-    """
+    """``count`` steps of a system alone as TASKs, in one njit call; sums into ``trace`` or ``ctx.trace``."""
     if ctx.grouped:
         raise ValueError("run_alone is for a system without a group")
     rows = count if ctx.trace is not None else 0
@@ -306,15 +292,9 @@ ROUND_WAITS = {
 
 
 def round_policy(threads: bool, members: int = 1) -> int:
-    """The handover policy (``grouped.run_page``'s ``policy``) of a member on a page in memory.
+    """A member's handover policy (``grouped.run_page``'s): FUTEX on Linux, else YIELD, or ``MESHNB_ROUND_WAIT``'s.
 
-    This machine's (FUTEX on Linux, else YIELD), or ``MESHNB_ROUND_WAIT``'s (a name of
-    :data:`ROUND_WAITS`; an unknown one is the default). ``threads`` adds PRIVATE; WAKE_SPIN is
-    dropped where the ``members`` outnumber the usable CPUs.
-
-    >>> from meshnb.loops import grouped
-    >>> round_policy(True, 10**6) & grouped.WAKE_SPIN  # more members than CPUs
-    0
+    ``threads`` adds PRIVATE; WAKE_SPIN is dropped where the ``members`` outnumber the usable CPUs.
     """
     asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
@@ -355,29 +335,9 @@ def _run_on_page(
 
 
 def run_tasks_on_page(ctx: Context, count: int, rows: np.ndarray) -> int:
-    """``count`` steps of a member whose exchange page is in memory, as consecutive TASKs, many to an njit call.
+    """``count`` steps of a member on an exchange page in memory, as the :func:`task` calls would; the steps done.
 
-    The page, counters and trace end as after those :func:`task` calls; a round that times out ends
-    its task there, as TASK does, and the steps done are returned. ``rows`` is a ``[>= count, 5]``
-    uint32 buffer for the trace. Raises ValueError without a page in memory or with a round pending,
-    :class:`~meshnb.exchange.ExchangeAborted` when the run is aborted.
-
-    >>> from meshnb import Trace, View
-    >>> from meshnb.exchange import ExchangePage, PollingWaiter
-    >>> def member():
-    ...     ex = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
-    ...     ctx = Context(View(), group=Group(0, 1), exchange=ex, trace=Trace())
-    ...     init(ctx)
-    ...     return ctx
-    >>> fast, slow = member(), member()
-    >>> run_tasks_on_page(fast, 200, np.empty((200, 5), np.uint32))
-    200
-    >>> for _ in range(3):  # the TASK calls of the same steps: 64 + 64 + 64, then 8
-    ...     _ = task(slow, OP_TASK, slow.view.word("NEXT_STEP"))
-    >>> slow.view.set_word("STEPS_PER_TASK", 8); _ = task(slow, OP_TASK, slow.view.word("NEXT_STEP"))
-    >>> slow.view.set_word("STEPS_PER_TASK", 64)
-    >>> fast.view.words.tobytes() == slow.view.words.tobytes(), fast.trace.hexdigest() == slow.trace.hexdigest()
-    (True, True)
+    A timed-out round ends its task there; ``rows`` (``[>= count, 5]`` uint32) takes the trace.
     """
     ex, v = ctx.exchange, ctx.view
     if not isinstance(ex, PageExchange) or ex.page.words64 is None or ex.page.words32 is None or ctx.group is None:
@@ -409,10 +369,9 @@ def run_tasks_on_page(ctx: Context, count: int, rows: np.ndarray) -> int:
 
 
 def _calls_on_page(ex: PageExchange, k: int, policy: int, call: Callable[[int], int], step: Callable[[], int]) -> bool:
-    """Call ``call(spin)`` (an njit loop on the page) until DONE (True) or a round's timeout (False, the round pending).
+    """Call the njit loop ``call(spin)`` until DONE (True) or a round's timeout (False, the round pending).
 
-    On WAITING it waits in the exchange's waiter (naps from 50 us doubling to 2 ms for YIELD; a futex
-    sleeps itself) and calls again for the same round; ``step()`` is the step whose round is awaited.
+    On WAITING it waits in the exchange's waiter and calls again; ``step()`` is the step awaited.
     """
     waiting, deadline, nap, spin = -1, 0.0, NAP_S[0], grouped.SPIN
     while True:

@@ -20,13 +20,6 @@ from .view import View
 class Column:
     """One column of the system model: an attribute a system's result answers, its type, and which
     kind of result has it.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> c = Column("params", np.ndarray, "the params", "float32", (4,))
-    >>> c.conforms(np.zeros(4, np.float32)), c.conforms(np.zeros(4, np.float64)), c.conforms([0.0] * 4)
-    (True, False, False)
     """
 
     name: str
@@ -87,12 +80,6 @@ SHARED_COLUMNS: tuple[str, ...] = tuple(c.name for c in SYSTEM_COLUMNS if c.only
 class SystemColumns(Protocol):
     """What every system's result answers, a cluster's member and a sweep's system alike: the shared
     columns of :data:`SYSTEM_COLUMNS`, and ``to_json``.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> isinstance(meshnb.train(64).systems[0], SystemColumns), isinstance(meshnb.sweep(64).systems[0], SystemColumns)
-    (True, True)
     """
 
     @property

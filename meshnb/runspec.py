@@ -4,15 +4,6 @@ A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming
 the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
 word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
 when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
-
-Examples
---------
->>> check_steps(-1)
-Traceback (most recent call last):
-    ...
-meshnb.runspec.OptionError: steps must be an integer from 0 to 9223372036854775807, got -1
->>> hex(lr_word(0.5)), hex(lr_word(np.uint32(0x3F000000))), hex(lr_word("0x3f000000")), can_run(2**64 - 3, 3)
-('0x3f000000', '0x3f000000', '0x3f000000', False)
 """
 
 from __future__ import annotations
@@ -76,8 +67,6 @@ class OptionError(ValueError):
     >>> e = OptionError("{step_base} must be at most 2^64 - 2", "step_base")
     >>> str(e), e.for_cli({"step_base": "--step-base"})
     ('step_base must be at most 2^64 - 2', '--step-base must be at most 2^64 - 2')
-    >>> OptionError("{steps_per_task} must be at least 1", "steps_per_task").for_cli()
-    '--steps-per-task must be at least 1'
     """
 
     def __init__(
@@ -124,19 +113,12 @@ def _shown(x: Any) -> str:
 
 
 def check_int(x: Any, name: str, lo: int, hi: int) -> int:
-    """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer, an :class:`OptionError` outside.
-
-    >>> check_int(True, "systems", 1, 64)
-    Traceback (most recent call last):
-        ...
-    TypeError: systems must be an integer from 1 to 64, got bool True
-    """
+    """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer (a bool too), an OptionError outside."""
     if not is_int(x):
         raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
     if not lo <= x <= hi:
-        base = re.match(
-            r"[A-Za-z_]\w*", name
-        )  # the argument (``set_lr`` of ``set_lr's step``): a flag on a command line
+        # the argument (``set_lr`` of ``set_lr's step``): a flag on a command line
+        base = re.match(r"[A-Za-z_]\w*", name)
         if base is None:
             raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
         rest = name[base.end() :].replace("{", "{{").replace("}", "}}")
@@ -172,30 +154,19 @@ def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
     return check_int(spt, name, 1, MASK32)
 
 
-def _step_base_error(name: str, got: str) -> OptionError:
-    """The message of a step base out of 0 .. 2^64 - 2."""
-    if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
-        return OptionError(f"{{{name}}} must be 0..2^64-2, got {got}", name)
-    return OptionError(f"{name} must be 0..2^64-2, got {got}")
-
-
 def check_step_base(base: Any, name: str = "step_base") -> int:
     """A step base (the page's next step before the run): 0 to 2^64 - 2."""
     if not is_int(base):
         raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
     if not 0 <= base <= LAST_STEP:
-        raise _step_base_error(name, _shown(base))
+        if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
+            raise OptionError(f"{{{name}}} must be 0..2^64-2, got {_shown(base)}", name)
+        raise OptionError(f"{name} must be 0..2^64-2, got {_shown(base)}")
     return int(base)
 
 
 def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.uint64]:
-    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``).
-
-    >>> step_bases([0, 1], 3)
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: step_base must be one integer or one per system (3), got 2
-    """
+    """One step base for all ``m`` systems (an int), or one per system (uint64 ``[m]``)."""
     if is_int(bases):
         return check_step_base(bases, name)
     if isinstance(bases, np.ndarray) and bases.dtype.kind in "iu" and bases.ndim == 1:
@@ -229,11 +200,7 @@ SPT_ZERO = "the page's STEPS_PER_TASK is 0: its tasks would never progress"
 
 
 def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None = None) -> None:
-    """Refuse pages whose STEPS_PER_TASK is 0 when there are steps to run (SPEC 8).
-
-    ``spt`` is one word per page; page ``i`` stands for systems ``i * stride ..`` (None: one page,
-    the message names no system).
-    """
+    """Refuse pages (``spt`` one word each, page ``i`` systems ``i * stride ..``) whose STEPS_PER_TASK is 0 (SPEC 8)."""
     if not steps:
         return
     zero = np.asarray(spt) == 0
@@ -249,11 +216,7 @@ def check_can_run(first: int, steps: int, steps_per_task: int | None = None) -> 
 
 
 def check_run(steps: Any, steps_per_task: Any, first_step: Any, set_lr: Any = ()) -> tuple[LrChange, ...]:
-    """Refuse one system's run that cannot be made (:func:`describe`'s rules); its LR changes, sorted by step.
-
-    >>> check_run(10, 64, 0, {0: 0.5})
-    (LrChange(step=0, word=1056964608),)
-    """
+    """Refuse one system's run that cannot be made (:func:`describe`'s rules); its LR changes, sorted by step."""
     if steps_per_task is None:  # describe's None is the page's own: a case always says it
         check_steps_per_task(steps_per_task)
     run = describe(steps, steps_per_task=steps_per_task, step_base=first_step, set_lr=set_lr, one_page=True)
@@ -322,14 +285,7 @@ def parse_lr_number(text: str, name: str = "lr") -> float:
 
 
 def parse_lr(text: str, name: str = "lr") -> int:
-    """One LR as text, as its f32 word: a number (``0.01``, rounded to float32) or a word in hex (``0x3c23d70a``).
-
-    Raises :class:`OptionError` for text that is neither, a word of more than 8 hex digits, or a
-    number beyond float32's range.
-
-    >>> hex(parse_lr("0.01")), hex(parse_lr("0x3c23d70a"))
-    ('0x3c23d70a', '0x3c23d70a')
-    """
+    """One LR as text, as its f32 word: a number (``0.01``, rounded to float32) or a word in hex (``0x3c23d70a``)."""
     t = text.strip()
     if _HEX_WORD.fullmatch(t):
         return int(t, 16)
@@ -363,13 +319,7 @@ def _int_word(x: int, name: str) -> int:
 
 
 def lr_word(lr: Any, name: str = "lr") -> int:
-    """One LR as its f32 word: a number rounded to float32, a numpy ``uint32`` the word, text :func:`parse_lr`'s.
-
-    A ``bool`` or another numpy unsigned integer (a word or a number?) is a TypeError.
-
-    >>> hex(lr_word(1)), hex(lr_word("0x1"))  # the number 1, and the word 1
-    ('0x3f800000', '0x1')
-    """
+    """One LR as its f32 word: a number rounded to float32, a numpy ``uint32`` the word, text :func:`parse_lr`'s."""
     if isinstance(lr, np.uint32):
         return int(lr)
     if isinstance(lr, str):
@@ -415,14 +365,7 @@ def check_changes(changes: Iterable[Any], steps: int, name: str = "set_lr") -> t
 
 
 def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange, ...]:
-    """``set_lr`` (``{step: LR}`` or pairs) as checked changes sorted by step, each LR :func:`lr_word`'s.
-
-    Several changes at one step apply in the order given. An integer LR other than 0 warns once a
-    call (:func:`warn_int_was_word`).
-
-    >>> lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100)
-    (LrChange(step=0, word=1056964608), LrChange(step=50, word=1048576000))
-    """
+    """``set_lr`` (``{step: LR}`` or pairs) as changes sorted by step (stable), each LR :func:`lr_word`'s."""
     if isinstance(set_lr, Mapping):
         pairs: list[Any] = list(set_lr.items())
     elif isinstance(set_lr, (str, bytes)) or not isinstance(set_lr, Iterable):
@@ -565,16 +508,7 @@ def _init_words() -> Words:
 
 
 def page_words(pages: Any, name: str = "view_in") -> Words:
-    """Start pages as ``[P, 1024]`` uint32 words: the one page rule of ``train`` and ``sweep``.
-
-    One page (4096 bytes, or a page file's path), a sequence of pages, or a ``[P, 4096]`` uint8 /
-    ``[P, 1024]`` uint32 array; a page of another size is an :class:`OptionError` naming ``name``.
-
-    >>> page_words(b"0123456789")
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: view_in has 10 bytes, a page is 4096 bytes
-    """
+    """Start pages (:data:`Pages`) as ``[P, 1024]`` uint32 words: the one page rule of ``train`` and ``sweep``."""
     if isinstance(pages, (str, os.PathLike)):
         try:
             pages = files.read_page(pages, name)
@@ -645,11 +579,7 @@ NJIT_DIGEST_ROWS = 2048  # below this many pages hashlib's per-row call costs le
 def row_digests(
     words: Words, spans: Sequence[tuple[int, int]], pool: Executor | None = None, threads: int | None = None
 ) -> NDArray[np.uint8]:
-    """The SHA-256 of each row's one or two word ``spans``, ``[n, 32]`` uint8.
-
-    hashlib below :data:`NJIT_DIGEST_ROWS` rows, else njit on ``threads`` threads of ``pool`` (None:
-    the usable cores): the same bits.
-    """
+    """The SHA-256 of each row's one or two word ``spans``, ``[n, 32]`` uint8: hashlib for few rows, else njit."""
     if not 1 <= len(spans) <= 2:  # the njit kernel hashes two spans: both paths take the same
         raise ValueError(f"row_digests hashes one or two spans of a row, not {len(spans)}")
     w = np.ascontiguousarray(words, dtype=np.uint32)

@@ -90,3 +90,10 @@ def test_checkpoints_write_the_snapshot_at_the_runs_step(tmp_path):
     host.Checkpoints(again, written.run, steps_before=64).save(64, snapshot)
     assert checkpoint.load(again) == written and written.done == r.steps == 128
     host.Checkpoints(None, written.run).save(64, snapshot)  # no file: nothing written, no error
+
+
+def test_drive_stops_at_a_boundary_when_asked():
+    ran = []
+    assert drive(Steps(lambda done, n: ran.append((done, n))), 10, chunks_of(4), should_stop=lambda: len(ran) == 2) == 8
+    assert ran == [(0, 4), (4, 4)]
+    assert (Cadence(0.0).due(), Cadence().due()) == (True, False)

@@ -158,3 +158,23 @@ def test_the_program_times_out_once_then_resumes_the_round_on_a_real_page():
     for ctx, want in zip(ctxs, pages):
         assert ctx.view.digest() == ref.digest(want) and ctx.view.next_step == steps
         assert ctx.trace.hexdigest() == ref.trace_digest(trace)
+
+
+def test_exchange_page_counts_rounds_and_refuses_a_short_buffer():
+    page = ExchangePage.new(2)
+    assert page.counters.tolist() == [0, 0] and page.slots.shape == (2, 2, 8)
+    page.counters[:] = [3, 2]
+    assert (page.reached(2), page.reached(3), page.behind(3)) == (True, False, [1])
+    with pytest.raises(ValueError, match="an exchange page of 3 systems needs 448 bytes, got 320"):
+        ExchangePage(page.words32.view("uint8"), 3)
+
+
+def test_an_abort_ends_a_wait_and_waiters_time_out():
+    page = ExchangePage.new(2)
+    member = PageExchange(page, 0, 1.0, BlockingWaiter())
+    assert member.wait_more(1, time.perf_counter(), 0.001) is False  # the deadline has passed: a timeout
+    assert BlockingWaiter().wait(lambda: False, 0.01) is False
+    assert (PollingWaiter().wait(lambda: False, 0.01), PollingWaiter().nap(lambda: True, 1.0)) == (False, True)
+    page.abort()
+    with pytest.raises(ExchangeAborted, match=r"^system 0: the run was aborted while waiting for round 1$"):
+        member.round(1)

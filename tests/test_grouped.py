@@ -286,3 +286,18 @@ def test_a_member_that_wakes_a_sleeper_spins_its_wake_budget_and_keeps_its_pace(
         assert (ex32[rounds._learnt(lay, 0)], ex32[rounds._woke(lay, 0)]) == (5_000, 150_000)
     else:
         assert ex32[rounds._learnt(lay, 0)] < 5_000 and ex32[rounds._woke(lay, 0)] == 150_000
+
+
+def test_run_page_tasks_runs_tasks_of_the_page_as_the_oracle():
+    from meshnb import kernels
+    from meshnb.exchange import word_layout
+    from meshnb.view import WORD
+
+    page = np.frombuffer(ref.init_page(1, grouped=True), np.uint32).copy()  # a group of one
+    page[WORD["STEPS_PER_TASK"]] = 3  # tasks of 3 steps: 3 + 3 + 2
+    words = page.copy()
+    ex, state, trace = ExchangePage.new(1), np.zeros(4, np.uint64), np.zeros((8, kernels.NSUMS), np.uint32)
+    args = (kernels.batches(words, True), ex.words64, ex.words32, word_layout(), 0, 1, 8, state)
+    assert rounds.run_page_tasks(words, *args, np.zeros(12, np.uint32), trace, loops.loop_mode(True)) == rounds.DONE
+    pages, want = ref.run([page.tobytes()], 8, grouped=True)
+    assert words.tobytes() == pages[0] and (trace == want).all() and state.tolist() == [8, 0, 0, 0]

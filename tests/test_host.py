@@ -256,3 +256,53 @@ def test_a_threads_cluster_warms_its_loops_before_the_timing(monkeypatch, z):
     monkeypatch.setattr(local, "warm_up", lambda zz: warmed.append(zz) or real(zz))
     meshnb.train(64, systems=2, backend="threads", z=z)
     assert warmed == [z]
+
+
+def test_checkpoints_without_a_file_have_no_saver():
+    from meshnb.checkpoint import RunSettings
+    from meshnb.host import Checkpoints, Snapshot
+
+    run = RunSettings(systems=1, steps=64, steps_per_task=None, set_lr=(), step_base=None, z=True, first_step=0)
+    ck = Checkpoints(None, run)
+    assert ck.saver(lambda: Snapshot((), (), ())) is None
+    ck.save(64, Snapshot((), (), ()))  # no file: nothing written
+    assert not ck.cadence().due()
+
+
+def test_host_loop_ends_chunks_at_boundaries_and_runs_the_engine():
+    from meshnb.host import host_loop
+
+    ran = []
+    engine, next_end, _ = host_loop(Plan(10), (), 4, lambda done, n, rows: ran.append((done, n)))
+    assert [next_end(done, 10) for done in (0, 4, 8)] == [4, 8, 10]
+    engine.advance(0, 4)
+    assert ran == [(0, 4)]
+
+
+def test_member_task_runs_one_planned_task_as_one_task_call():
+    from meshnb import program
+    from meshnb.exchange import ExchangePage, Group, PageExchange, PollingWaiter
+    from meshnb.host import member_task
+    from meshnb.kernels import NSUMS
+    from meshnb.program import Context
+    from meshnb.view import View
+
+    exchange = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
+    ctx = Context(View(), group=Group(0, 1), exchange=exchange)  # a cluster of one
+    program.init(ctx)
+    calls = []
+    member_task(ctx, Plan(128), on_task=calls.append)(0, 64, np.empty((0, NSUMS), np.uint32))
+    assert (ctx.view.next_step, calls) == (64, [64])
+
+
+def test_end_run_and_train_run():
+    from meshnb.driver import Steps, chunks_of
+    from meshnb.host import end_run, train_run
+
+    r = meshnb.train(64)
+    assert end_run(r, 64) is r
+    with pytest.raises(RunInterrupted, match="interrupted after 64 steps"):
+        end_run(r, 128)
+    ran = []
+    r = train_run(Steps(lambda done, n: ran.append(n)), 10, chunks_of(4), lambda done: ())
+    assert (r.steps, ran) == (10, [4, 4, 2])

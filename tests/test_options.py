@@ -186,3 +186,27 @@ def test_the_options_backend_names_are_the_registrys():
 
     assert set(BACKENDS) == {"single", *CLUSTER_BACKENDS}
     assert set(ALONE_BACKENDS) <= set(CLUSTER_BACKENDS)
+
+
+def test_small_parsers_and_checks_of_the_options():
+    from meshnb.options import add_flags, check_stalls, given_options, option_error, parse_hex_u32, parse_step_base
+
+    assert (hex(parse_hex_u32("3f000000")), parse_hex_u32("0x1"), parse_hex_u32("0xFFFFFFFF")) == (
+        "0x3f000000",
+        1,
+        2**32 - 1,
+    )
+    with pytest.raises(ValueError, match=r"^--lr-word: '100000000' is not a u32 in hex$"):
+        parse_hex_u32("100000000", "--lr-word")
+    with pytest.raises(ValueError, match=r"^'x' is not a number$"):
+        parse_positive("x")
+    assert parse_step_base("4294967296") == parse_step_base("0x100000000") == 1 << 32
+    e = option_error("{backend} needs {systems}", "backend", "systems")
+    assert (str(e), e.for_cli()) == ("backend needs systems=N", "--backend needs --systems N")
+    assert check_stalls([[1, 0, 50]], 2) == ((1, 0, 50),)
+    with pytest.raises(OptionError, match=r"^a stall names system 2, but the cluster has systems 0 to 1$"):
+        check_stalls([(2, 0, 50)], 2)
+    parser = argparse.ArgumentParser(prog="meshnb train")
+    add_flags(parser, option_fields())
+    assert given_options(parser.parse_args(["--steps", "100", "--ieee"]), option_fields()) == {"steps": 100, "z": False}
+    assert given_options(parser.parse_args([]), option_fields()) == {}

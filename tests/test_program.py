@@ -212,3 +212,31 @@ def test_pending_round_with_another_arg_is_dropped():
     page.calls.clear()
     task(ctx, OP_TASK, 0)  # arg 0 does not match round 3: start again from step 0
     assert page.calls[0] == ("set_slot", 1) and ctx.view.word("PENDING") == 0
+
+
+def test_run_tasks_on_page_is_the_task_calls_of_the_same_steps():
+    from meshnb.exchange import ExchangePage, PageExchange, PollingWaiter
+    from meshnb.program import run_tasks_on_page
+
+    def member() -> Context:
+        ex = PageExchange(ExchangePage.new(1), 0, 1.0, PollingWaiter())
+        return fresh(group=Group(0, 1), exchange=ex, trace=Trace())
+
+    fast, slow = member(), member()
+    assert run_tasks_on_page(fast, 200, np.empty((200, 5), np.uint32)) == 200
+    for spt in (64, 64, 64, 8):  # the TASK calls of the same steps
+        slow.view.set_word("STEPS_PER_TASK", spt)
+        task(slow, OP_TASK, slow.view.word("NEXT_STEP"))
+    slow.view.set_word("STEPS_PER_TASK", 64)
+    assert fast.view.words.tobytes() == slow.view.words.tobytes()
+    assert fast.trace.hexdigest() == slow.trace.hexdigest()
+
+
+def test_run_alone_and_inv_batch_and_round_policy():
+    from meshnb.loops import grouped
+    from meshnb.program import inv_batch, round_policy, run_alone
+
+    ctx = fresh(trace=Trace())
+    assert (run_alone(ctx, 100), ctx.view.next_step, ctx.trace.steps) == (100, 100, 100)
+    assert (float(inv_batch(1)), hex(int(inv_batch(3).view("uint32")))) == (0.03125, "0x3c2aaaab")  # 1/96, to even
+    assert round_policy(True, 10**6) & grouped.WAKE_SPIN == 0  # more members than CPUs

@@ -150,3 +150,14 @@ def test_columns_refuse_near_misses(name: str, value: object, conforms: bool) ->
 def test_shared_columns_are_the_tables(result) -> None:
     cols = shared_columns(result.systems[0])
     assert list(cols) == list(SHARED_COLUMNS) and cols["page"] == result.page and cols["counters"] == result.counters
+
+
+def test_a_column_checks_type_dtype_and_shape_exactly():
+    from meshnb.results import Column
+
+    c = Column("params", np.ndarray, "the params", "float32", (4,))
+    assert (c.conforms(np.zeros(4, np.float32)), c.conforms(np.zeros(4, np.float64)), c.conforms([0.0] * 4)) == (
+        True, False, False,
+    )  # fmt: skip
+    assert isinstance(meshnb.train(64).systems[0], SystemColumns)
+    assert isinstance(meshnb.sweep(64).systems[0], SystemColumns)

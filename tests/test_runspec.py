@@ -278,3 +278,11 @@ def test_a_sweep_run_holds_arrays_not_an_object_per_system():
     assert isinstance(run.lr, np.ndarray) and isinstance(run.base, np.ndarray) and run.base.dtype == np.uint64
     with pytest.raises(ValueError, match="one step base"):
         run.plan()
+
+
+def test_lr_words_and_step_bases_by_their_rules():
+    with pytest.raises(OptionError, match=r"^step_base must be one integer or one per system \(3\), got 2$"):
+        runspec.step_bases([0, 1], 3)
+    assert hex(runspec.parse_lr("0.01")) == hex(runspec.parse_lr("0x3c23d70a")) == "0x3c23d70a"
+    assert (hex(runspec.lr_word(1)), hex(runspec.lr_word("0x1"))) == ("0x3f800000", "0x1")  # the number 1, the word 1
+    assert runspec.lr_changes({50: 0.25, 0: np.uint32(0x3F000000)}, 100) == ((0, 0x3F000000), (50, 0x3E800000))

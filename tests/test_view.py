@@ -123,3 +123,19 @@ def test_digest_covers_params_then_loss_only():
     assert v.digest() == hashlib.sha256(raw[0:16] + raw[2112:3136]).hexdigest()
     v.set_word("LR", 123)  # outside the digest
     assert v.digest() == hashlib.sha256(raw[0:16] + raw[2112:3136]).hexdigest()
+
+
+def test_page_digests_are_view_digests_and_span_digests_hash_the_spans():
+    import hashlib
+
+    from meshnb.view import FIELDS, PAGE_WORDS, page_digests, span_digests
+
+    loss = FIELDS["LOSS"]
+    assert (loss.offset, loss.count, loss.nbytes, loss.word) == (2112, 256, 1024, 528)
+    pages = np.zeros((2, PAGE_WORDS), np.uint32)
+    pages[1, 0] = 0x3F800000  # PARAMS[0] = 1.0
+    d = page_digests(pages)
+    assert d[0].tobytes().hex() == View().digest() and not (d[0] == d[1]).all()
+    assert d[1].tobytes().hex() == View.from_bytes(pages[1].tobytes()).digest()
+    w = np.arange(12, dtype=np.uint32).reshape(2, 6)
+    assert span_digests(w, [(0, 2), (4, 6)])[1].tobytes() == hashlib.sha256(w[1, [0, 1, 4, 5]].tobytes()).digest()

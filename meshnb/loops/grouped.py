@@ -449,28 +449,9 @@ def run_page_tasks(
     spin: int = SPIN,
     policy: int = YIELD,
 ) -> int:
-    """Run ``count`` grouped steps of member ``k`` of ``n`` as consecutive TASKs on its page; DONE, WAITING or ABORTED.
+    """Run ``count`` grouped steps of member ``k`` of ``n`` as TASKs (``arg = NEXT_STEP``); DONE, WAITING or ABORTED.
 
-    The tasks are SPEC 10's with ``arg = NEXT_STEP`` (the page must have no round pending), each step
-    :func:`run_page`'s. ``state`` (uint64[4], zeros to begin) and ``hdr`` (uint32[12]) are
-    :func:`_page_tasks`': after WAITING, call again with both. ``trace`` is ``[count, 5]`` uint32 or
-    has no rows; the other arguments as in :func:`run_page`.
-
-    >>> from meshnb import kernels
-    >>> from meshnb.exchange import ExchangePage, word_layout
-    >>> from meshnb.loops import loop_mode
-    >>> from meshnb.testing import reference
-    >>> from meshnb.view import WORD
-    >>> page = np.frombuffer(reference.init_page(1, grouped=True), np.uint32).copy()  # a group of one
-    >>> page[WORD["STEPS_PER_TASK"]] = 3  # tasks of 3 steps: 3 + 3 + 2
-    >>> words = page.copy()
-    >>> ex, state, trace = ExchangePage.new(1), np.zeros(4, np.uint64), np.zeros((8, kernels.NSUMS), np.uint32)
-    >>> args = (kernels.batches(words, True), ex.words64, ex.words32, word_layout(), 0, 1, 8, state)
-    >>> run_page_tasks(words, *args, np.zeros(12, np.uint32), trace, loop_mode(True)) == DONE
-    True
-    >>> pages, want = reference.run([page.tobytes()], 8, grouped=True)  # the oracle, in numpy
-    >>> words.tobytes() == pages[0], bool((trace == want).all()), state.tolist()
-    (True, True, [8, 0, 0, 0])
+    ``state`` (uint64[4], zeros to begin) and ``hdr`` (uint32[12]) carry over a WAITING; the rest as :func:`run_page`.
     """
     for name, value in (("k", k), ("n", n), ("count", count), ("spin", spin), ("policy", policy)):
         check_count(name, value, 1 << 63)

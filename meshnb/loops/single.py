@@ -333,13 +333,9 @@ def check_count(name: str, count: int, limit: int = _U64_LIMIT) -> None:
 
 
 def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
-    """``count`` steps of one system without a group as consecutive TASKs, in one call.
+    """``count`` steps of one system alone as TASK calls (``arg = NEXT_STEP``, the last shortened), in one call.
 
-    ``words`` (uint32 ``[1024]``) ends as after SPEC 10's TASK calls with ``arg = NEXT_STEP``:
-    STEPS_PER_TASK steps each, the last one shortened (``count = 0``: one task of no steps).
-    ``trace`` (``[count, 5]`` uint32, or no rows) receives the sums each step applied. ``mode`` is
-    ``Z_DAZ``, ``Z`` or ``IEEE`` (:func:`loop_mode`). Arrays must be C-contiguous and writeable (a
-    TypeError otherwise) and of those sizes (a ValueError).
+    ``trace`` (``[count, 5]`` uint32, or no rows) takes the sums; ``mode`` is :func:`loop_mode`'s.
     """
     check_count("count", count)
     check_mode(mode)
@@ -349,11 +345,7 @@ def run_tasks(words: np.ndarray, count: int, trace: np.ndarray, mode: int) -> No
 
 
 def run_fused(pages: np.ndarray, count: int, trace: np.ndarray, mode: int) -> None:
-    """``count`` steps of a cluster of ``N`` systems in one call (the ``fused`` backend).
-
-    ``pages`` (``[N, 1024]`` uint32, all at one step) are updated in place; ``trace`` receives the
-    fold each step applied. ``mode`` and the checks as in :func:`run_tasks`.
-    """
+    """``count`` steps of a cluster (``pages`` ``[N, 1024]``, at one step) in one call: the ``fused`` backend."""
     check_count("count", count)
     check_mode(mode)
     _FUSED[mode](pages, np.uint64(count), trace)

@@ -56,15 +56,7 @@ SHAPES = (Shape(16, 1), Shape(8, 1), Shape(16, 2), Shape(8, 2), Shape(4, 1))
 
 
 def shape(target: cpu.VectorShape | None = None) -> Shape:
-    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 on AVX2) a vector register.
-
-    One group at a time runs as fast as two interleaved (docs/performance.md, sweeps), and compiles
-    fastest and pads a small sweep least; 8 systems where a register holds fewer floats.
-
-    >>> from meshnb.cpu import VectorShape
-    >>> [str(shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
-    ['16 lanes x 1', '8 lanes x 1', '8 lanes x 1']
-    """
+    """The shape for the CPU numba compiles for: one group (16 systems on AVX-512, 8 elsewhere) a vector register."""
     t = cpu.target_shape() if target is None else target
     return Shape(16 if t.floats >= 16 else 8, 1)
 
@@ -288,13 +280,7 @@ _ENTRIES: dict[tuple[int, Shape], object] = {}
 
 
 def entry(mode: int, sh: Shape):
-    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call).
-
-    >>> entry(IEEE, Shape(32, 1))
-    Traceback (most recent call last):
-        ...
-    ValueError: no sweep loop for mode 2 and shape 32 lanes x 1
-    """
+    """The loop of ``mode`` and shape ``sh`` (made once; numba compiles it on its first call)."""
     key = (mode, sh)
     if key not in _ENTRIES:
         if sh not in SHAPES or mode not in (Z_DAZ, Z, IEEE):
@@ -318,24 +304,7 @@ def run_groups(
     mode: int,
     sh: Shape,
 ) -> None:
-    """Step every group of these arrays ``count`` steps from relative step ``first``; releases the GIL.
-
-    The group count is a multiple of ``sh.block``; every array float32 and C-contiguous, as
-    :func:`empty_arrays` makes them (a ValueError for wrong shapes).
-
-    >>> import meshnb
-    >>> from meshnb.loops import loop_mode
-    >>> from meshnb.runspec import describe
-    >>> from meshnb.sweeps.lanes import Lanes
-    >>> sh = shape()
-    >>> lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25]), 0, 2, 16, 0, sh)
-    >>> a = lanes.arrays
-    >>> for first, count in ((0, 10), (10, 6)):  # 10 steps, then 6 more: the same as 16 at once
-    ...     run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                np.zeros((1, 0), np.float32), first, count, 0, loop_mode(True), sh)
-    >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
-    True
-    """
+    """Step every group ``count`` steps from relative step ``first``, GIL released (arrays: :func:`empty_arrays`)."""
     groups = params.shape[0]
     if groups % sh.block or params.shape[1:] != (4 * sh.lanes,) or hyper.shape != (groups, 2 * sh.lanes):
         raise ValueError(f"sweep loop: params/hyper do not hold {groups} groups of shape {sh}")

@@ -120,19 +120,7 @@ def check_backend_options(backend: str, loss_every: int | None, threads: int | N
 
 
 def parse_lr_range(text: str) -> Callable[[], NDArray[np.uint32]]:
-    """``START:STOP:COUNT[:log]`` -> what makes COUNT LR words of the numbers from START to STOP
-    (both included), evenly spaced, or evenly spaced in log with ``:log``, rounded to float32.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.plan import parse_lr_range
-    >>> make = parse_lr_range("1e-3:1:4:log")  # checked now, made when called
-    >>> words = make()
-    >>> want = np.geomspace(1e-3, 1, 4).astype(np.float32)
-    >>> words.tobytes() == want.tobytes(), [hex(w) for w in words[:2]]
-    (True, ['0x3a83126f', '0x3c23d70a'])
-    """
+    """``START:STOP:COUNT[:log]`` -> what makes COUNT float32 LR words from START to STOP, evenly spaced (in log)."""
     parts = text.split(":")
     if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] != "log"):
         raise ValueError(f"{text!r} is not START:STOP:COUNT[:log]")
@@ -157,23 +145,7 @@ def _lr_range_words(start: float, stop: float, count: int, log: bool) -> NDArray
 
 
 def parse_lrs(text: str) -> NDArray[np.uint32] | Callable[[], NDArray[np.uint32]]:
-    """The sweep's LRs as the command line writes them, as f32 words: a range
-    ``START:STOP:COUNT[:log]`` (:func:`parse_lr_range`: made when called) or a list ``LR[,LR...]``,
-    each LR a number (``0.01``) or an f32 word (``0x3c23d70a``), as ``train --set-lr`` takes one
-    (:func:`meshnb.runspec.parse_lr`, the library's rule for text).
-
-    Examples
-    --------
-    >>> from meshnb.runspec import OptionError
-    >>> from meshnb.sweeps.plan import parse_lrs
-    >>> [hex(w) for w in parse_lrs("0.5,0x3c23d70a")], len(parse_lrs("0:1:5")())
-    (['0x3f000000', '0x3c23d70a'], 5)
-    >>> try:
-    ...     parse_lrs("0.5,fast")
-    ... except OptionError as e:
-    ...     print(e)
-    LR = 'fast' is neither a number (0.01) nor an f32 word in hex (0x3c23d70a)
-    """
+    """The command line's LRs as f32 words: a range (:func:`parse_lr_range`) or ``LR[,LR...]`` (:func:`parse_lr`)."""
     if ":" in text:
         return parse_lr_range(text)
     return np.array([parse_lr(t, "LR") for t in text.split(",")], dtype=np.uint32)
@@ -303,15 +275,7 @@ class SweepOptions:
 
 
 def sweep_option_fields() -> list[tuple[str, Any, Flag]]:
-    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps.plan import sweep_option_fields
-    >>> rows = {name: (default, flag.flag) for name, default, flag in sweep_option_fields()}
-    >>> rows["steps"], rows["lrs"][1], rows["view_in"][1]
-    ((4096, '--steps'), '--lr', '--view-in')
-    """
+    """(name, default, Flag) of every sweep option, in declaration order: for the CLI and the docs."""
     return [(f.name, f.default, f.metadata["flag"]) for f in fields(SweepOptions)]
 
 
@@ -322,16 +286,7 @@ RESULT_BYTES = 8 + 4 + 16 + 4 + 32  # per system: step base, LR word, params, la
 
 
 def result_bytes(systems: int, steps: int, *, trace: bool, loss_every: int | None, keep_pages: bool) -> int:
-    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes).
-
-    Examples
-    --------
-    >>> from meshnb.sweeps.plan import result_bytes
-    >>> plain = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=False)
-    >>> pages = result_bytes(10**6, 4096, trace=False, loss_every=None, keep_pages=True)
-    >>> (pages - plain) // 10**6  # a page a system: 4096 bytes
-    4096
-    """
+    """What an in-memory :class:`~meshnb.sweeps.SweepResult` of ``systems`` systems holds (bytes)."""
     per = RESULT_BYTES + (32 if trace else 0) + (4 * (steps // loss_every) if loss_every else 0)
     per += VIEW_BYTES if keep_pages else 0
     return systems * per
@@ -341,19 +296,7 @@ LR_CHUNK = 1 << 20  # LRs made at a time: a Ctrl-C between two chunks is seen at
 
 
 def lr_values(start: float, stop: float, count: int, log: bool = False) -> np.ndarray:
-    """``count`` float32 LRs from ``start`` to ``stop``, bit-equal to ``np.linspace`` (``np.geomspace``
-    with ``log``) cast to float32, made :data:`LR_CHUNK` at a time (4 bytes an LR; a Ctrl-C is seen
-    between chunks).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.sweeps.plan import lr_values
-    >>> lr_values(0.0, 1.0, 5).tolist()
-    [0.0, 0.25, 0.5, 0.75, 1.0]
-    >>> bool((lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all())
-    True
-    """
+    """``count`` float32 LRs, bit-equal to ``np.linspace`` (``log``: ``np.geomspace``), :data:`LR_CHUNK` at a time."""
     out = np.empty(count, dtype=np.float32)
     sign = 1.0
     if log:

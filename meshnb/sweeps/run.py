@@ -69,32 +69,13 @@ class SweepInterrupted(Exception):
 
 
 def default_threads() -> int:
-    """The cores this process may run on (a sweep's default ``threads``, at least 1).
-
-    Examples
-    --------
-    >>> default_threads() >= 1
-    True
-    """
+    """The cores this process may run on (a sweep's default ``threads``, at least 1)."""
     return cpu.usable_cpus()
 
 
 def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape | None = None) -> int:
-    """Steps per loop call for a batch of ``systems`` (the same on every MPI rank), at least 1.
+    """Steps per loop call for a batch of ``systems`` (alike on every MPI rank): 1 to ``steps``, shorter with a trace.
 
-    Parameters
-    ----------
-    steps : int
-        The sweep's steps (no chunk is longer).
-    systems : int
-        The batch's systems.
-    trace : bool
-        Whether the sweep keeps trace digests (shorter chunks).
-    shape : Shape or None, default None
-        The loop's shape (None: the target CPU's).
-
-    Examples
-    --------
     >>> chunk_steps(10, 1024, trace=False)
     10
     """
@@ -106,14 +87,7 @@ def chunk_steps(steps: int, systems: int, trace: bool, shape: sweep_loop.Shape |
 
 
 def warm_up(mode: int, shape: sweep_loop.Shape | None = None) -> float:
-    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``; the seconds it took.
-
-    Examples
-    --------
-    >>> from meshnb import loops
-    >>> warm_up(loops.loop_mode(True)) >= 0.0
-    True
-    """
+    """Compile (or load from numba's cache) the sweep loop of ``mode`` and ``shape``; the seconds it took."""
     sh = shape or sweep_loop.shape()
     start = time.perf_counter()
     a = sweep_loop.empty_arrays(0, 0, 0, sh.lanes)
@@ -131,19 +105,7 @@ def spans(m: int, batch: int) -> list[tuple[int, int]]:
 
 
 class Runner:
-    """Runs batches of one planned sweep on its own thread pool (a context manager): the CPU's
-    sweep loop, compiled (or loaded) when made.  ``trace``, ``loss_every``, ``threads`` and
-    ``keep_pages`` as ``sweep`` takes them; None picks :func:`default_threads`, :func:`chunk_steps`,
-    the run's loop mode and the CPU's shape, and ``batch`` defaults to ``BATCH_SYSTEMS``.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> with Runner(describe(64, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
-    ...     part = runner.run(1, 3)
-    >>> len(part), part.first, part.steps
-    (2, 1, 64)
-    """
+    """Runs batches of one planned sweep on its own thread pool (a context manager); options as ``sweep``'s."""
 
     def __init__(
         self,
@@ -187,16 +149,7 @@ class Runner:
         on_chunk: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> SweepResult:
-        """Systems ``lo .. hi-1``, every step (fewer when ``should_stop()`` says so before a chunk);
-        ``on_chunk(steps done)`` after each chunk.
-
-        Examples
-        --------
-        >>> from meshnb.sweeps import describe
-        >>> with Runner(describe(64, lrs=[0.5, 0.25]), threads=1) as runner:
-        ...     runner.run(0, 2, should_stop=lambda: True).steps  # stopped before the first chunk
-        0
-        """
+        """Systems ``lo .. hi-1``, every step (fewer on ``should_stop()``); ``on_chunk(done)`` after each."""
         sh, steps, every, trace = self.shape, self.steps, self.every, self.trace
         lanes = Lanes.of_systems(self.systems, lo, hi, steps, every, sh, self.spare)  # no page per system
         self.spare = lanes  # the next batch's loop arrays (one batch's memory, no fresh pages to fault in), table
@@ -303,14 +256,7 @@ CUDA_BATCH = 1 << 17  # systems per device run (512 MiB of pages): a GPU's worth
 
 
 class CudaRunner:
-    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> CudaRunner(describe(64, lrs=[0.5, 0.25])).batch == CUDA_BATCH  # the device is needed by run only
-    True
-    """
+    """Batches of a sweep's systems on the CUDA image, as :class:`Runner` runs them on the CPU."""
 
     def __init__(self, systems: Run, *, trace: bool = False, keep_pages: bool = False, batch: int = CUDA_BATCH) -> None:
         self.systems, self.trace, self.keep_pages, self.batch = systems, trace, keep_pages, batch
@@ -346,20 +292,7 @@ def make_runner(
     keep_pages: bool = False,
     batch: int | None = None,
 ) -> Runner | CudaRunner:
-    """The runner of ``backend`` for planned systems: a :class:`Runner` (``"cpu"``) or a
-    :class:`CudaRunner` (``"cuda"``), with :class:`Runner`'s options (``cuda``: ``trace`` and
-    ``keep_pages`` only).
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> type(make_runner(describe(64), backend="cuda")).__name__
-    'CudaRunner'
-    >>> make_runner(describe(64), backend="cuda", threads=2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: backend='cuda' keeps no loss history and runs no CPU threads: ...
-    """
+    """A :class:`Runner` (``"cpu"``) or a :class:`CudaRunner` (``"cuda"``: ``trace`` and ``keep_pages`` only)."""
     check_options(loss_every, threads, trace=trace, keep_pages=keep_pages)
     check_backend_options(backend, loss_every, threads)
     if backend == "cuda":
@@ -397,18 +330,7 @@ def parts(
     weight: int | None = None,
     total: int | None = None,
 ) -> Iterator[SweepResult]:
-    """The one loop over a sweep's batches: each batch the runner's engine on the driver, stops held
-    to a chunk boundary; yields each batch's result, and after a stop the batch in flight, then ends.
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> seen = []
-    >>> with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
-    ...     got = [(p.first, len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)], seen.append)]
-    >>> got, seen
-    ([(0, 2, 8), (2, 1, 8)], [16, 24])
-    """
+    """The one loop over a sweep's batches: yields each batch's result, after a stop the batch in flight, then ends."""
     so_far = 0
     for lo, hi in batches:
         last, per_step = 0, (hi - lo) if weight is None else weight
@@ -427,31 +349,12 @@ def parts(
 
 
 def kept(index: int, part: SweepResult, steps: int) -> bool:
-    """Whether a sweep keeps its ``index``-th part: every finished batch, and a stopped one only when
-    it is the first (every system of a result ran the same steps).
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> from meshnb.sweeps.run import run_planned
-    >>> part = run_planned(describe(8), threads=1)
-    >>> kept(0, part, 8), kept(1, part, 8), kept(0, part, 9), kept(1, part, 9)
-    (True, True, True, False)
-    """
+    """Whether a sweep keeps its ``index``-th part: a finished batch, or a stopped one that is the first."""
     return part.steps >= steps or index == 0
 
 
 def interrupted(result: SweepResult, steps: int, m: int, stopped: bool = False) -> SweepResult:
-    """``result`` when its ``m`` systems ran every step and no stop was asked for, else
-    :class:`SweepInterrupted` with it.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> r = meshnb.sweep(8, lrs=[0.5, 0.25])
-    >>> interrupted(r, 8, 2) is r
-    True
-    """
+    """``result`` when its ``m`` systems ran every step and no stop was asked, else :class:`SweepInterrupted`."""
     if stopped or result.steps < steps or len(result) < m:
         raise SweepInterrupted(result)
     return result
@@ -487,19 +390,7 @@ def run_planned(
     batch: int | None = None,
     backend: str = "cpu",
 ) -> SweepResult:
-    """Run planned systems their steps on ``backend`` (:func:`make_runner`'s options), in memory.
-    ``on_chunk`` is called with the system-steps done after each chunk, ``should_stop`` asked before
-    each: True stops there, and the result holds what was kept (``result.steps`` < the run's, or
-    fewer systems).
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import describe
-    >>> import meshnb
-    >>> r = run_planned(describe(64, lrs=[0.5, 0.25]), threads=1)
-    >>> len(r), r.steps, r.digests == meshnb.sweep(64, lrs=[0.5, 0.25]).digests
-    (2, 64, True)
-    """
+    """Run planned systems on ``backend``, in memory; ``on_chunk(system-steps)`` after a chunk, ``should_stop()``."""
     with make_runner(
         systems, backend=backend, trace=trace, loss_every=loss_every, threads=threads, chunk=chunk, mode=mode,
         shape=shape, keep_pages=keep_pages, batch=batch,

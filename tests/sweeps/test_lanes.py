@@ -236,3 +236,27 @@ def test_distinct_rows_are_np_uniques() -> None:
         want_rows, want_which = np.unique(words, axis=0, return_inverse=True)
         assert np.array_equal(got_rows, want_rows) and got_which.dtype == np.int64
         assert np.array_equal(got_which, want_which.reshape(-1)), len(rows)
+
+
+def test_run_groups_in_two_calls_is_train_of_all_the_steps() -> None:
+    import meshnb
+    from meshnb.loops import loop_mode
+
+    sh = sweep_loop.shape()
+    lanes = Lanes.of_systems(describe(16, lrs=[0.5, 0.25]), 0, 2, 16, 0, sh)
+    a = lanes.arrays
+    for first, count in ((0, 10), (10, 6)):  # 10 steps, then 6 more: the same as 16 at once
+        sweep_loop.run_groups(
+            a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
+            np.zeros((1, 0), np.float32), first, count, 0, loop_mode(True), sh,
+        )  # fmt: skip
+    assert [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex
+
+
+def test_the_loop_shape_of_a_cpu_and_a_shape_without_a_loop() -> None:
+    from meshnb.cpu import VectorShape
+
+    shapes = [str(sweep_loop.shape(VectorShape(isa, n, 32))) for isa, n in (("avx512", 16), ("avx2", 8), ("neon", 4))]
+    assert shapes == ["16 lanes x 1", "8 lanes x 1", "8 lanes x 1"]
+    with pytest.raises(ValueError, match=r"^no sweep loop for mode 2 and shape 32 lanes x 1$"):
+        sweep_loop.entry(sweep_loop.IEEE, sweep_loop.Shape(32, 1))

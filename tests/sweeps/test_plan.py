@@ -84,3 +84,25 @@ def test_memory_estimates() -> None:
 def test_the_old_names_are_checked_alike(kwargs: dict, error: type, message: str) -> None:
     with pytest.warns(DeprecationWarning), pytest.raises(error, match=message):
         sweep(10, **kwargs)
+
+
+def test_the_command_lines_lrs_and_option_table() -> None:
+    from meshnb.runspec import OptionError
+    from meshnb.sweeps.plan import parse_lr_range, parse_lrs, sweep_option_fields
+
+    assert [hex(w) for w in parse_lrs("0.5,0x3c23d70a")] == ["0x3f000000", "0x3c23d70a"]
+    assert len(parse_lrs("0:1:5")()) == 5
+    with pytest.raises(OptionError, match=r"LR = 'fast' is neither a number \(0.01\) nor an f32 word in hex"):
+        parse_lrs("0.5,fast")
+    rows = {name: (default, flag.flag) for name, default, flag in sweep_option_fields()}
+    assert (rows["steps"], rows["lrs"][1], rows["view_in"][1]) == ((4096, "--steps"), "--lr", "--view-in")
+    words = parse_lr_range("1e-3:1:4:log")()  # checked when parsed, made when called
+    assert words.tobytes() == np.geomspace(1e-3, 1, 4).astype(np.float32).tobytes()
+    assert [hex(w) for w in words[:2]] == ["0x3a83126f", "0x3c23d70a"]
+
+
+def test_lr_values_are_linspace_and_geomspace_in_float32() -> None:
+    from meshnb.sweeps.plan import lr_values
+
+    assert lr_values(0.0, 1.0, 5).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert (lr_values(1e-4, 2, 1000, log=True) == np.geomspace(1e-4, 2, 1000).astype(np.float32)).all()

@@ -398,3 +398,29 @@ def test_trace_digests_of_a_large_batch_hashed_in_lanes_are_those_of_hashlib(chu
     for k in (0, 777, len(lrs) - 1):
         one = alone(None, got.steps, np.float32(lrs[k]).view(np.uint32), None, True)
         assert got.trace_digests[k] == one.trace_digest
+
+
+def test_runner_parts_kept_and_interrupted() -> None:
+    with Runner(describe(64, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
+        part = runner.run(1, 3)
+        assert runner.run(0, 2, should_stop=lambda: True).steps == 0  # stopped before the first chunk
+    assert (len(part), part.first, part.steps) == (2, 1, 64)
+    seen: list[int] = []
+    with Runner(describe(8, lrs=[0.5, 0.25, 0.125]), threads=1) as runner:
+        got = [(p.first, len(p), p.steps) for p in parts(runner, [(0, 2), (2, 3)], seen.append)]
+    assert (got, seen) == ([(0, 2, 8), (2, 1, 8)], [16, 24])
+    part = run_planned(describe(8), threads=1)
+    kept = [sweep_run.kept(i, part, steps) for i, steps in ((0, 8), (1, 8), (0, 9), (1, 9))]
+    assert kept == [True, True, True, False]
+    r = sweep(8, lrs=[0.5, 0.25])
+    assert sweep_run.interrupted(r, 8, 2) is r
+    with pytest.raises(SweepInterrupted):
+        sweep_run.interrupted(r, 9, 2)
+
+
+def test_make_runner_picks_the_backend_and_refuses_cpu_options_on_cuda() -> None:
+    assert type(make_runner(describe(64), backend="cuda")).__name__ == "CudaRunner"
+    with pytest.raises(meshnb.OptionError, match="backend='cuda' keeps no loss history and runs no CPU threads"):
+        make_runner(describe(64), backend="cuda", threads=2)
+    r = run_planned(describe(64, lrs=[0.5, 0.25]), threads=1)
+    assert (len(r), r.steps, r.digests == sweep(64, lrs=[0.5, 0.25]).digests) == (2, 64, True)
