@@ -1137,7 +1137,7 @@ def load_manifest(root: Path) -> dict[str, Any]:
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
     >>> from meshnb.conformance.pack import load_manifest
     >>> load_manifest(root)["cases"]
     ['a']
@@ -1232,7 +1232,7 @@ def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> No
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
     >>> from meshnb.conformance.pack import check_sha
     >>> check_sha(root, json.loads((root / "manifest.json").read_text()), "a/case.json", b"{}")
     >>> check_sha(Path("pack"), {"files": files}, "a/case.json", b"{ }")
@@ -1277,7 +1277,7 @@ def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
     >>> from meshnb.conformance.pack import load_manifest, verify_files
     >>> verify_files(root, load_manifest(root), "a/")
     1
@@ -1321,7 +1321,7 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
     >>> from meshnb.conformance.pack import verify_pack
     >>> verify_pack(root)
     1
@@ -1365,7 +1365,7 @@ def case_names(root: Path, verify: bool = True) -> list[str]:
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 1, "cases": ["a"], "files": files}))
+    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
     >>> from meshnb.conformance.pack import case_names
     >>> case_names(root)
     ['a']
