@@ -19,7 +19,6 @@ import platform
 import shutil
 import statistics
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,9 +42,9 @@ def unavailable() -> str | None:
     return None
 
 
-def build(out_dir: Path | None = None) -> Path:
-    """Compile the floor (``gcc -O2 -pthread``); returns the program's path."""
-    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="meshnb-round-floor-"))
+def build(out_dir: Path) -> Path:
+    """Compile the floor (``gcc -O2 -pthread``) into ``out_dir`` (the caller removes it); the program's path."""
+    folder = Path(out_dir)
     exe = folder / "round_floor"
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(SOURCE)], check=True, capture_output=True)
     return exe

@@ -70,7 +70,10 @@ def build(block: int, out_dir: Path | None = None) -> ctypes.CDLL:
     contraction, no reassociation)."""
     w = lanes_of_target()
     isa = "-mavx512f" if w == 16 else "-mavx2"
-    folder = Path(tempfile.mkdtemp(prefix="meshnb-anchor-")) if out_dir is None else out_dir
+    if out_dir is None:  # a folder of its own, gone once the library is loaded (the mapping stays)
+        with tempfile.TemporaryDirectory(prefix="meshnb-anchor-") as scratch:
+            return build(block, Path(scratch))
+    folder = out_dir
     lib = folder / f"sweep_anchor_{w}x{block}.so"
     cmd = ["gcc", "-O3", isa, "-ffp-contract=off", f"-DW={w}", f"-DBLOCK={block}", "-shared", "-fPIC"]
     subprocess.run([*cmd, "-o", str(lib), str(SOURCE)], check=True, capture_output=True)

@@ -31,6 +31,7 @@
 # %%
 import contextlib
 import io
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -210,3 +211,6 @@ display(
         "neither. That is why the pack carries the probe pages (`probe-tininess` above) built to make them."
     )
 )
+
+# %%
+shutil.rmtree(work)  # the scratch folder (the pack, the executor's outputs) goes with the notebook's end

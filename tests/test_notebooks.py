@@ -20,6 +20,7 @@ import ast
 import importlib
 import inspect
 import re
+import tempfile
 import time
 import unicodedata
 from collections.abc import Iterator
@@ -279,6 +280,8 @@ def test_notebook_executes(name: str, headless: None, tmp_path: Path) -> None:
     nb = _committed(name)
     run_dir = tmp_path / "cwd"
     run_dir.mkdir()
+    scratch = Path(tempfile.gettempdir())  # the notebooks' own scratch folders are named meshnb-nb*
+    before = {p.name for p in scratch.glob("meshnb-nb*")}
     start = time.perf_counter()
     NotebookClient(
         nb,
@@ -291,6 +294,8 @@ def test_notebook_executes(name: str, headless: None, tmp_path: Path) -> None:
     assert not _errors(nb)
     assert _pngs(nb) == _pngs(_committed(name)), "the run drew a different number of figures"
     print(f"{name}: executed in {seconds:.1f} s")
+    left = sorted({p.name for p in scratch.glob("meshnb-nb*")} - before)
+    assert not left, f"{name} left temporary files behind: {left}"
     stale = _stale(_committed(name), nb)
     assert not stale, f"{name}.ipynb's saved outputs are not a fresh run's: re-execute it ({stale[:3]})"
 

@@ -146,7 +146,7 @@ def _check_dir(out: Path) -> Path:
 def _siblings(case_dir: Path, out: Path) -> int:
     """The first executor of the check writes every case's outputs it can reach; the rest nothing."""
     work = _check_dir(out)
-    marker = work.parent / f".{work.name}-siblings-done"
+    marker = work / ".siblings-done"  # inside the check's directory, removed with it
     if marker.exists():
         return 0
     marker.write_text("")
