@@ -42,7 +42,7 @@ def unavailable() -> str | None:
     return None
 
 
-def build(out_dir: Path) -> Path:
+def build(out_dir: str | Path) -> Path:
     """Compile the floor (``gcc -O2 -pthread``) into ``out_dir`` (the caller removes it); the program's path."""
     folder = Path(out_dir)
     exe = folder / "round_floor"

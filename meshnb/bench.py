@@ -14,6 +14,7 @@ import platform
 import statistics
 import struct
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -285,8 +286,9 @@ def _round_floor_paths() -> list[BenchPath]:
 
     def runner(policy: str) -> Callable[[BenchStart, int], str]:
         def run(s: BenchStart, n: int) -> str:
-            if not built:
-                built.append(mod.build())
+            if not built:  # a scratch folder removed with the process (TemporaryDirectory's finalizer)
+                scratch = tempfile.TemporaryDirectory(prefix="meshnb-round-floor-")
+                built.extend([mod.build(scratch.name), scratch])
             return ",".join(str(d) for d in mod.run(built[0], 2, max(n, 1), policy, "threads")[1])
 
         return run
