@@ -71,6 +71,9 @@ def _holds(mid: int, built: tuple[str, Path], packs: dict[str, Path], tmp: Path)
         return
     for which, p in packs.items():
         kill = sm.first_kill(binary, p, tmp)
+        if want.get("racy"):  # bits that depend on the threads' timing: killed, by a case that varies
+            assert kill is not None, (which, BY_ID[mid].describe(source), want["racy"])
+            continue
         assert (kill[0] if kill else None) == (want[which] or {}).get("case"), (which, BY_ID[mid].describe(source))
     if all(want[w] is None for w in packs):
         assert sm.differs_from_seed(binary, original, sm.screen_runs(tmp / "screen"), tmp) == want["screen"]
