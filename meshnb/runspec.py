@@ -52,13 +52,11 @@ StepBases: TypeAlias = int | Sequence[int] | NDArray[np.integer[Any]]
 class OptionError(ValueError):
     """A bad value for an argument: one line that names the argument as the caller spelled it.
 
-    ``template`` holds a ``{name}`` placeholder for each argument it names: ``str(e)`` spells them
-    as the library's keywords (or as ``library`` maps them), :meth:`for_cli` as command-line flags.
-
     Parameters
     ----------
     template : str
-        The message; the names it holds follow as positional arguments.
+        The message, a ``{name}`` placeholder for each argument it names (the names follow):
+        ``str(e)`` spells them as the library's keywords, :meth:`for_cli` as command-line flags.
     library, flags : mapping or None, default None
         How the library and the command line spell a name (where not as its keyword).
 
@@ -621,14 +619,11 @@ class Plan:
     ----------
     steps : int, default 4096
         The steps of this call.
-    steps_per_task : int or None, default None
-        STEPS_PER_TASK to set first (None: as the page says).
+    steps_per_task, step_base : int or None, default None
+        STEPS_PER_TASK and the next step to set first (None: as the page says).
     set_lr : tuple of (int, int), default ()
         ``(step, f32 word)`` pairs in step order: SET_LR with the word before the task that starts
-        when ``step`` steps are done (``step == steps`` changes the final page only). :meth:`make`
-        reads LRs as ``train`` does.
-    step_base : int or None, default None
-        The next step to set first (None: as the page says).
+        when ``step`` steps are done (``step == steps``: the final page only).
 
     Examples
     --------
@@ -659,18 +654,14 @@ class Plan:
         set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, each LR as ``train`` reads it).
+        """A plan from ``train``-style arguments: ``set_lr`` a dict or pairs, each LR as ``train`` reads it.
 
         Parameters
         ----------
-        steps : int, default 4096
-            The steps of this call.
-        steps_per_task : int or None, default None
-            STEPS_PER_TASK to set first.
+        steps, steps_per_task, step_base : int or None
+            As :class:`Plan`'s.
         set_lr : mapping or sequence of pairs, or None
             ``{step: LR}`` or ``(step, LR)`` pairs.
-        step_base : int or None, default None
-            The next step to set first.
 
         Returns
         -------
