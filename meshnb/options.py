@@ -3,8 +3,7 @@
 :class:`RunOptions` is the one table: each field's :class:`Flag` gives its flag, how the flag's
 text is parsed and its help; the library's signature, the CLI's parser and the messages are made
 from it. A fresh run's values are checked once, by the :class:`~meshnb.runspec.Run` they describe;
-:func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's).
-"""
+:func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's)."""
 
 from __future__ import annotations
 
@@ -232,38 +231,28 @@ class RunOptions:
     ----------
     steps : int or None
         Steps to run (None: 4096; with ``resume``, the run's).
-    steps_per_task : int or None
-        STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
+    steps_per_task, step_base : int or None
+        STEPS_PER_TASK and the first step (0 to 2^64 - 2) written into the page (None: as it says).
     set_lr : mapping or sequence of pairs, or None
         ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as words).
-    step_base : int or None
-        The first step (0 to 2^64 - 2; None: as the page says).
     view_in : bytes-like or None
         The start page (None: init's).
-    z : bool
-        Float mode Z (False: plain IEEE float32, for comparison only).
-    keep_trace : bool
-        Keep the applied sums (``result.trace``).
-    progress : bool
-        A progress bar on stderr.
+    z, keep_trace, progress : bool
+        Float mode Z (False: plain IEEE float32, for comparison only); keep the applied sums
+        (``result.trace``); a progress bar on stderr.
     systems : int or None
         A cluster of this many systems (None: one system alone).
     backend : str or None
         Where the run executes (the glossary's backends; None: ``single`` alone, ``threads`` for a cluster).
-    timeout_ms : float
-        A round's timeout in ms (a cluster with an exchange).
+    timeout_ms, give_up_s, checkpoint_every_s : float
+        A round's timeout in ms; seconds without a completed step before a cluster gives up
+        (:class:`~meshnb.results.ClusterError`); seconds between checkpoints.
     stalls : sequence of (int, int, int)
         ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
-    give_up_s : float
-        Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
-    checkpoint : str or path, or None
-        Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
+    checkpoint, resume : str or path, or None
+        Where a cluster's run is written (at task boundaries, on Ctrl-C and at the end); a checkpoint to continue.
     overwrite_checkpoint : bool
         Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
-    checkpoint_every_s : float
-        Seconds between checkpoints.
-    resume : str or path, or None
-        A checkpoint to continue.
 
     Examples
     --------

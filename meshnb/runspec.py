@@ -3,8 +3,7 @@
 A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming the argument as
 the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
 word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
-when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
-"""
+when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2."""
 
 from __future__ import annotations
 

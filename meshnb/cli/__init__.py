@@ -3,8 +3,7 @@ executor) and ``ptx``/``gpu-check`` (the CUDA image); also ``python -m meshnb``.
 
 One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds what they share,
 :mod:`meshnb.cli.program` the program itself.  This module imports nothing at the top: the
-``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`).
-"""
+``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ Exit codes, for every command: 0 done (or pass), 1 a failure while running (or a
 fails), 2 bad arguments or bad input (one line on stderr, ``meshnb: error: ...``), 130
 interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly),
 143 stopped by SIGTERM, 129 by SIGHUP (every command treats them as Ctrl-C: the finished work
-written, temporaries removed, executors killed).
-"""
+written, temporaries removed, executors killed)."""
 
 from __future__ import annotations
 

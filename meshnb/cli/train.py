@@ -2,8 +2,7 @@
 
 Its flags are made from the options table (:class:`~meshnb.options.RunOptions`): names, parsing
 and help in one place.  Ctrl-C is held as a flag from the command's first line (:func:`meshnb.cli.entry`)
-and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first.
-"""
+and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first."""
 
 from __future__ import annotations
 
