@@ -9,6 +9,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -75,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshnb`` with ``argv`` in this process: returns the exit code.  Ctrl-C is a flag from here
     on (a run stops at its next task boundary); the caller's handler is restored on return."""
     flag = InterruptFlag()
-    on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
+    on_main = signal.getsignal(signal.SIGINT) is not None and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
     try:
         return _main(argv, flag)
@@ -95,13 +96,6 @@ def entry(flag: InterruptFlag) -> NoReturn:
     forget_handled_interrupt()  # a Ctrl-C handled inside an exec'd string must not end the process by SIGINT
     phase("done")  # test hook: the command is over, a Ctrl-C from here on changes nothing
     sys.exit(code)
-
-
-def _is_main_thread() -> bool:
-    """Whether this is the main thread (the only one that may set a signal handler)."""
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:

@@ -175,7 +175,6 @@ def _check_args(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     """Run the sweep of ``args`` (split across an MPI job's ranks by the library), its table written as it goes."""
     from ..options import given_options
-    from ..runspec import OptionError
     from ..sweeps.job import run_to
     from ..sweeps.plan import SweepOptions, sweep_option_fields
     from ..sweeps.run import default_threads
@@ -187,11 +186,8 @@ def _run(args: argparse.Namespace) -> int:
     path = given.pop("view_in", None)
     pages, names = _read_pages(path) if path is not None else (None, None)
     progress = wants_progress(args)
-    try:
-        opts = SweepOptions(**given, view_in=pages, progress=progress)
-        systems = opts.describe()
-    except OptionError as e:
-        raise UsageError(e.for_cli(CLI_SPELLING)) from None
+    opts = SweepOptions(**given, view_in=pages, progress=progress)  # an OptionError: handle spells it as flags
+    systems = opts.describe()
     threads = opts.threads or default_threads()
     made: list[Any] = []
 
