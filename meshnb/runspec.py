@@ -958,12 +958,10 @@ class Run:
             check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, stride)
         else:
             check_tasks_progress(np.array([self.steps_per_task]), steps)
-        if isinstance(self.base, np.ndarray):
-            check_first_steps(self.base, steps, 1)
-        elif isinstance(self.base, int):  # every system starts there: the first names system 0
-            check_first_steps(np.array([self.base], dtype=np.uint64), steps, 1)
-        else:
+        if self.base is None:
             check_first_steps(next_steps(self.starts), steps, stride)
+        else:  # one per system, or one for all (the first names system 0)
+            check_first_steps(np.atleast_1d(np.asarray(self.base, dtype=np.uint64)), steps, 1)
 
 
 Systems = Run
