@@ -3,8 +3,7 @@
 :class:`RunOptions` is the one table: each field's :class:`Flag` gives its flag, how the flag's
 text is parsed and its help; the library's signature, the CLI's parser and the messages are made
 from it. A fresh run's values are checked once, by the :class:`~meshnb.runspec.Run` they describe;
-:func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's).
-"""
+:func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's)."""
 
 from __future__ import annotations
 
@@ -126,11 +125,20 @@ def parse_seconds(text: str) -> float:
     return value
 
 
-def _parse_positive_u32(text: str) -> int:
-    value = parse_count(text)
-    if not 1 <= value <= MASK32:
-        raise ValueError(f"{text!r} must be from 1 to {MASK32}")
-    return value
+def _count_from_1(top: int) -> Callable[[str], int]:
+    """A parser of a count from 1 to ``top`` (:func:`parse_count`'s text)."""
+
+    def parse(text: str) -> int:
+        value = parse_count(text)
+        if not 1 <= value <= top:
+            raise ValueError(f"{text!r} must be from 1 to {top}")
+        return value
+
+    return parse
+
+
+_parse_positive_u32 = _count_from_1(MASK32)
+_parse_systems = _count_from_1(MAX_SYSTEMS)
 
 
 def _parse_set_lr(text: str) -> tuple[int, np.uint32]:
@@ -172,13 +180,6 @@ def parse_step_base(text: str) -> int:
     return check_step_base(value)
 
 
-def _parse_systems(text: str) -> int:
-    value = parse_count(text)
-    if not 1 <= value <= MAX_SYSTEMS:
-        raise ValueError(f"{text!r} must be from 1 to {MAX_SYSTEMS}")
-    return value
-
-
 def _parse_backend(text: str) -> str:
     if text not in CLUSTER_BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(CLUSTER_BACKENDS)}, got {text!r}")
@@ -210,6 +211,7 @@ class Flag:
 
     @property
     def cli_spelling(self) -> str:
+        """The flag as a message names it (``--systems N``)."""
         return {"--systems": "--systems N", "--resume": "--resume PATH"}.get(self.flag or "", self.flag or "")
 
 
@@ -229,38 +231,28 @@ class RunOptions:
     ----------
     steps : int or None
         Steps to run (None: 4096; with ``resume``, the run's).
-    steps_per_task : int or None
-        STEPS_PER_TASK written into the page (None: as the page says, 64 after init).
+    steps_per_task, step_base : int or None
+        STEPS_PER_TASK and the first step (0 to 2^64 - 2) written into the page (None: as it says).
     set_lr : mapping or sequence of pairs, or None
         ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as words).
-    step_base : int or None
-        The first step (0 to 2^64 - 2; None: as the page says).
     view_in : bytes-like or None
         The start page (None: init's).
-    z : bool
-        Float mode Z (False: plain IEEE float32, for comparison only).
-    keep_trace : bool
-        Keep the applied sums (``result.trace``).
-    progress : bool
-        A progress bar on stderr.
+    z, keep_trace, progress : bool
+        Float mode Z (False: plain IEEE float32, for comparison only); keep the applied sums
+        (``result.trace``); a progress bar on stderr.
     systems : int or None
         A cluster of this many systems (None: one system alone).
     backend : str or None
         Where the run executes (the glossary's backends; None: ``single`` alone, ``threads`` for a cluster).
-    timeout_ms : float
-        A round's timeout in ms (a cluster with an exchange).
+    timeout_ms, give_up_s, checkpoint_every_s : float
+        A round's timeout in ms; seconds without a completed step before a cluster gives up
+        (:class:`~meshnb.results.ClusterError`); seconds between checkpoints.
     stalls : sequence of (int, int, int)
         ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
-    give_up_s : float
-        Seconds without a completed step before a cluster gives up (:class:`~meshnb.results.ClusterError`).
-    checkpoint : str or path, or None
-        Where a cluster's run is written at task boundaries, on Ctrl-C and at the end.
+    checkpoint, resume : str or path, or None
+        Where a cluster's run is written (at task boundaries, on Ctrl-C and at the end); a checkpoint to continue.
     overwrite_checkpoint : bool
         Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
-    checkpoint_every_s : float
-        Seconds between checkpoints.
-    resume : str or path, or None
-        A checkpoint to continue.
 
     Examples
     --------
@@ -274,105 +266,49 @@ class RunOptions:
     meshnb.runspec.OptionError: backend is for clusters: give systems=N (or resume=PATH), or leave it out ...
     """
 
-    steps: int | None = option_field(
-        None, Flag("--steps", "steps to run (default 4096; with --resume, the run's)", "S", parse_count)
-    )
-    steps_per_task: int | None = option_field(
-        None, Flag("--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K", _parse_positive_u32)
-    )
-    set_lr: tuple[LrChange, ...] | None = option_field(
-        None,
-        Flag(
-            "--set-lr",
-            "SET_LR with LR before the task that starts when STEP steps of this run are done "
-            "(0 = before the first; repeatable); LR a number (0.01, 1) or an f32 word in hex (0x3c23d70a)",
-            "STEP:LR",
-            _parse_set_lr,
-            repeat=True,
-        ),
-    )
-    step_base: int | None = option_field(
-        None,
-        Flag(
-            "--step-base",
-            "after init, the first step: N or 0xHEX (0 to 2^64-2; HI:LO, two hex halves, is deprecated)",
-            "N",
-            parse_step_base,
-        ),
-    )
-    view_in: bytes | None = option_field(
-        None, Flag("--view-in", "start from this raw 4096-byte page instead of init", "PATH", str)
-    )
+    # fmt: off
+    steps: int | None = option_field(None, Flag(
+        "--steps", "steps to run (default 4096; with --resume, the run's)", "S", parse_count))
+    steps_per_task: int | None = option_field(None, Flag(
+        "--steps-per-task", "STEPS_PER_TASK of the page (default 64)", "K", _parse_positive_u32))
+    set_lr: tuple[LrChange, ...] | None = option_field(None, Flag(
+        "--set-lr", "SET_LR with LR before the task that starts when STEP steps of this run are done "
+        "(0 = before the first; repeatable); LR a number (0.01, 1) or an f32 word in hex (0x3c23d70a)",
+        "STEP:LR", _parse_set_lr, repeat=True))
+    step_base: int | None = option_field(None, Flag(
+        "--step-base", "after init, the first step: N or 0xHEX (0 to 2^64-2; HI:LO, two hex halves, is deprecated)",
+        "N", parse_step_base))
+    view_in: bytes | None = option_field(None, Flag(
+        "--view-in", "start from this raw 4096-byte page instead of init", "PATH", str))
     z: bool = option_field(True, Flag("--ieee", "plain IEEE float32 instead of float mode Z (comparison only)"))
     keep_trace: bool = option_field(False, Flag(None, "keep the applied sums as result.trace ([steps, 5] uint32)"))
     progress: bool = option_field(False, Flag(None, "a progress bar on stderr"))
-    systems: int | None = option_field(
-        None,
-        Flag(
-            "--systems",
-            "a cluster of N systems in lockstep (1 to 64)",
-            "N",
-            _parse_systems,
-            cluster=True,
-            library="systems=N",
-        ),
-    )
-    backend: str | None = option_field(
-        None,
-        Flag(
-            "--backend",
-            "where the run executes: threads (a cluster's default), processes, fused, mpi (under mpiexec: "
-            "one system per rank), or cuda (also one system alone); without it and --systems, one system alone",
-            "{" + ",".join(CLUSTER_BACKENDS) + "}",
-            _parse_backend,
-            cluster=True,
-        ),
-    )
-    timeout_ms: float = option_field(
-        1000.0, Flag("--timeout-ms", "a round's timeout in ms (default 1000)", "T", parse_positive, cluster=True)
-    )
-    stalls: tuple[tuple[int, int, int], ...] = option_field(
-        (),
-        Flag(
-            "--stall",
-            "system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
-            "K:TASK:MS",
-            _parse_stall,
-            repeat=True,
-            cluster=True,
-        ),
-    )
-    give_up_s: float = option_field(
-        60.0,
-        Flag(
-            "--give-up", "stop when a member completes no step for S s (default 60)", "S", parse_positive, cluster=True
-        ),
-    )
-    checkpoint: str | os.PathLike[str] | None = option_field(
-        None,
-        Flag(
-            "--checkpoint",
-            "write the whole run here at task boundaries, on Ctrl-C and at the end",
-            "PATH",
-            str,
-            cluster=True,
-        ),
-    )
-    overwrite_checkpoint: bool = option_field(
-        False,
-        Flag(
-            "--overwrite-checkpoint",
-            "let --checkpoint replace an existing file that is not a checkpoint of this run (refused without it)",
-            cluster=True,
-            library="overwrite_checkpoint=True",
-        ),
-    )
-    checkpoint_every_s: float = option_field(
-        5.0, Flag("--checkpoint-every", "seconds between checkpoints (default 5)", "S", parse_positive, cluster=True)
-    )
-    resume: str | os.PathLike[str] | None = option_field(
-        None, Flag("--resume", "continue the run of this checkpoint", "PATH", str, cluster=True, library="resume=PATH")
-    )
+    systems: int | None = option_field(None, Flag(
+        "--systems", "a cluster of N systems in lockstep (1 to 64)", "N", _parse_systems, cluster=True,
+        library="systems=N"))
+    backend: str | None = option_field(None, Flag(
+        "--backend", "where the run executes: threads (a cluster's default), processes, fused, mpi (under mpiexec: "
+        "one system per rank), or cuda (also one system alone); without it and --systems, one system alone",
+        "{" + ",".join(CLUSTER_BACKENDS) + "}", _parse_backend, cluster=True))
+    timeout_ms: float = option_field(1000.0, Flag(
+        "--timeout-ms", "a round's timeout in ms (default 1000)", "T", parse_positive, cluster=True))
+    stalls: tuple[tuple[int, int, int], ...] = option_field((), Flag(
+        "--stall", "system K sleeps MS ms before its TASK call number TASK (from 0, retries included; repeatable)",
+        "K:TASK:MS", _parse_stall, repeat=True, cluster=True))
+    give_up_s: float = option_field(60.0, Flag(
+        "--give-up", "stop when a member completes no step for S s (default 60)", "S", parse_positive, cluster=True))
+    checkpoint: str | os.PathLike[str] | None = option_field(None, Flag(
+        "--checkpoint", "write the whole run here at task boundaries, on Ctrl-C and at the end", "PATH", str,
+        cluster=True))
+    overwrite_checkpoint: bool = option_field(False, Flag(
+        "--overwrite-checkpoint",
+        "let --checkpoint replace an existing file that is not a checkpoint of this run (refused without it)",
+        cluster=True, library="overwrite_checkpoint=True"))
+    checkpoint_every_s: float = option_field(5.0, Flag(
+        "--checkpoint-every", "seconds between checkpoints (default 5)", "S", parse_positive, cluster=True))
+    resume: str | os.PathLike[str] | None = option_field(None, Flag(
+        "--resume", "continue the run of this checkpoint", "PATH", str, cluster=True, library="resume=PATH"))
+    # fmt: on
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
@@ -474,9 +410,8 @@ class RunOptions:
 
         Examples
         --------
-        >>> c = RunOptions(steps=10, systems=3).describe()
-        >>> len(c), c.groups, c.group, c.backend
-        (3, 1, 3, 'threads')
+        >>> RunOptions(steps=10, systems=3).describe().group
+        3
         """
         run: Run | None = getattr(self, "_run", None)
         if run is None:

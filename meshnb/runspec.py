@@ -3,8 +3,7 @@
 A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming the argument as
 the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
 word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
-when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2.
-"""
+when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2."""
 
 from __future__ import annotations
 
@@ -52,13 +51,11 @@ StepBases: TypeAlias = int | Sequence[int] | NDArray[np.integer[Any]]
 class OptionError(ValueError):
     """A bad value for an argument: one line that names the argument as the caller spelled it.
 
-    ``template`` holds a ``{name}`` placeholder for each argument it names: ``str(e)`` spells them
-    as the library's keywords (or as ``library`` maps them), :meth:`for_cli` as command-line flags.
-
     Parameters
     ----------
     template : str
-        The message; the names it holds follow as positional arguments.
+        The message, a ``{name}`` placeholder for each argument it names (the names follow):
+        ``str(e)`` spells them as the library's keywords, :meth:`for_cli` as command-line flags.
     library, flags : mapping or None, default None
         How the library and the command line spell a name (where not as its keyword).
 
@@ -621,14 +618,11 @@ class Plan:
     ----------
     steps : int, default 4096
         The steps of this call.
-    steps_per_task : int or None, default None
-        STEPS_PER_TASK to set first (None: as the page says).
+    steps_per_task, step_base : int or None, default None
+        STEPS_PER_TASK and the next step to set first (None: as the page says).
     set_lr : tuple of (int, int), default ()
         ``(step, f32 word)`` pairs in step order: SET_LR with the word before the task that starts
-        when ``step`` steps are done (``step == steps`` changes the final page only). :meth:`make`
-        reads LRs as ``train`` does.
-    step_base : int or None, default None
-        The next step to set first (None: as the page says).
+        when ``step`` steps are done (``step == steps``: the final page only).
 
     Examples
     --------
@@ -659,18 +653,14 @@ class Plan:
         set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments (``set_lr`` a dict or pairs, each LR as ``train`` reads it).
+        """A plan from ``train``-style arguments: ``set_lr`` a dict or pairs, each LR as ``train`` reads it.
 
         Parameters
         ----------
-        steps : int, default 4096
-            The steps of this call.
-        steps_per_task : int or None, default None
-            STEPS_PER_TASK to set first.
+        steps, steps_per_task, step_base : int or None
+            As :class:`Plan`'s.
         set_lr : mapping or sequence of pairs, or None
             ``{step: LR}`` or ``(step, LR)`` pairs.
-        step_base : int or None, default None
-            The next step to set first.
 
         Returns
         -------
@@ -968,12 +958,10 @@ class Run:
             check_tasks_progress(self.starts[:, WORD["STEPS_PER_TASK"]], steps, stride)
         else:
             check_tasks_progress(np.array([self.steps_per_task]), steps)
-        if isinstance(self.base, np.ndarray):
-            check_first_steps(self.base, steps, 1)
-        elif isinstance(self.base, int):  # every system starts there: the first names system 0
-            check_first_steps(np.array([self.base], dtype=np.uint64), steps, 1)
-        else:
+        if self.base is None:
             check_first_steps(next_steps(self.starts), steps, stride)
+        else:  # one per system, or one for all (the first names system 0)
+            check_first_steps(np.atleast_1d(np.asarray(self.base, dtype=np.uint64)), steps, 1)
 
 
 Systems = Run

@@ -315,3 +315,63 @@ def test_no_module_imports_the_face() -> None:
             if face:
                 up.append(f"{path.relative_to(root.parent)}:{node.lineno}")
     assert not up, up
+
+
+def test_the_cli_helpers_say_what_they_do(capsys, tmp_path, monkeypatch):
+    """What the cli modules' helpers promise (their one-line docstrings say it; checked here)."""
+    import argparse
+    import contextlib
+    import csv
+    import io
+
+    import meshnb
+    from meshnb.cli.base import Parser, UsageError, add_progress, error, error_line, is_mpi_run, names_stdout
+    from meshnb.cli.program import build_parser
+    from meshnb.cli.train import options, refuse_meaningless_timeout, summary
+
+    parser = Parser(prog="meshnb pack")
+    parser.add_argument("directory")
+    with pytest.raises(UsageError, match=r"^the following arguments are required: directory$"):
+        parser.parse_args([])  # one line, no usage block
+    parser = argparse.ArgumentParser()
+    add_progress(parser)
+    assert [parser.parse_args(f).progress for f in ([], ["--progress"], ["--no-progress"])] == [None, True, False]
+    assert error("--steps: '1_0' is not a whole number") == 2
+    assert capsys.readouterr().err == "meshnb: error: --steps: '1_0' is not a whole number\n"
+    closed = io.StringIO()
+    closed.close()
+    with contextlib.redirect_stderr(closed):
+        error_line("lost")  # a stderr that cannot be written: nothing raised
+    assert is_mpi_run(argparse.Namespace(backend="mpi")) and is_mpi_run(None, ["train", "--backend=mpi"])
+    assert not is_mpi_run(None, ["train"]) and not names_stdout("/dev/null") and not names_stdout("/no/such/file")
+
+    args = build_parser().parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused"])
+    assert (args.command, args.steps, args.systems, args.backend) == ("train", 16, 2, "fused")
+    opts = options(build_parser().parse_args(["train", "--steps", "100", "--step-base", "4294967296"]))
+    assert (opts.steps, opts.step_base, opts.backend) == (100, 4294967296, None)
+    args = build_parser().parse_args(["train", "--systems", "2", "--backend", "fused", "--timeout-ms", "5"])
+    with pytest.raises(UsageError, match=r"^--timeout-ms is a round's timeout: the fused backend has no exchange and"):
+        refuse_meaningless_timeout(args, options(args))
+    args = build_parser().parse_args(["bench", "--quick", "--paths", "single,fused-8"])
+    assert (args.quick, args.paths) == (True, ["single", "fused-8"])
+    args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "1e-4:2:8:log", "--csv", "out.csv"])
+    assert (args.command, args.steps, args.csv, callable(args.handler)) == ("sweep", 16, "out.csv", True)
+
+    first = summary(meshnb.train(16)).splitlines()[0]
+    assert first == "params  a=-0.0156442709  b=0.861127973  c=-0.0175467655  d=-0.0342258587"
+    assert main(["train", "--steps", "16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["systems"][0]["digest"][:16] == "86aa8e4d23286a6e"
+    assert main(["train", "--steps", "16", "--systems", "2", "--backend", "fused", "--json"]) == 0
+    assert [s["trace_digest"][:16] for s in json.loads(capsys.readouterr().out)["systems"]] == ["2df9b1e6fddd7787"] * 2
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "--steps", "16", "--lr", "0.5,0.25", "--csv", "sweep.csv", "--no-progress"]) == 0
+    with open("sweep.csv") as f:
+        rows = [(r["lr"], r["digest"][:16]) for r in csv.DictReader(f)]
+    assert rows == [("0.5", "86aa8e4d23286a6e"), ("0.25", "bd192a529a943be0")]  # LR 0.5: train(16)'s digest
+    assert main(["bench", "--seconds", "0.05", "--paths", "single", "--json"]) == 0
+    assert [(r["path"], r["verified"]) for r in json.loads(capsys.readouterr().out)["paths"]] == [("single", True)]
+
+
+def test_a_bad_count_is_one_line_from_a_fresh_process():
+    p = subprocess.run([sys.executable, "-m", "meshnb", "train", "--steps", "-5"], capture_output=True, text=True)
+    assert (p.returncode, p.stderr) == (2, "meshnb: error: argument --steps: '-5' is negative\n")

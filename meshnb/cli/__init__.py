@@ -3,14 +3,7 @@ executor) and ``ptx``/``gpu-check`` (the CUDA image); also ``python -m meshnb``.
 
 One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds what they share,
 :mod:`meshnb.cli.program` the program itself.  This module imports nothing at the top: the
-``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`).
-
-Examples
---------
->>> from meshnb.cli import main
->>> main(["train", "--steps", "x"])  # one line on stderr, exit code 2
-2
-"""
+``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`)."""
 
 from __future__ import annotations
 
@@ -25,11 +18,10 @@ __all__ = ["build_parser", "entry", "main"]
 
 def entry() -> NoReturn:
     """The ``meshnb`` program (its console script and ``python -m meshnb``): reads ``sys.argv`` and
-    ends the process with the command's exit code.
+    ends the process with the command's exit code (:mod:`meshnb.cli.base`'s); from Python, :func:`main`.
 
     Ctrl-C, SIGTERM and SIGHUP become a flag before anything else is imported, and stdout and stderr
-    get writers that never drop a byte (:func:`meshnb.files.install_std_streams`).  The exit codes
-    are :mod:`meshnb.cli.base`'s.  From Python, call :func:`main`.
+    get writers that never drop a byte (:func:`meshnb.files.install_std_streams`).
 
     Raises
     ------

@@ -5,8 +5,7 @@ Exit codes, for every command: 0 done (or pass), 1 a failure while running (or a
 fails), 2 bad arguments or bad input (one line on stderr, ``meshnb: error: ...``), 130
 interrupted by Ctrl-C, 141 stdout closed early (as a Unix tool killed by SIGPIPE, but quietly),
 143 stopped by SIGTERM, 129 by SIGHUP (every command treats them as Ctrl-C: the finished work
-written, temporaries removed, executors killed).
-"""
+written, temporaries removed, executors killed)."""
 
 from __future__ import annotations
 
@@ -25,19 +24,7 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, but an error is one line (:class:`UsageError`), not a usage block.
-
-    Examples
-    --------
-    >>> from meshnb.cli.base import Parser, UsageError
-    >>> parser = Parser(prog="meshnb pack")
-    >>> _ = parser.add_argument("directory")
-    >>> try:
-    ...     parser.parse_args([])  # argparse would print a usage block and exit
-    ... except UsageError as e:
-    ...     print(e)
-    the following arguments are required: directory
-    """
+    """argparse's parser, but an error is one line (:class:`UsageError`), not a usage block."""
 
     def error(self, message: str) -> NoReturn:
         """Raise :class:`UsageError` with argparse's message: one line, exit 2, no usage block."""
@@ -45,17 +32,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """The ``--progress/--no-progress`` flag: a bar on stderr, by default when stderr is a terminal.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.base import add_progress
-    >>> parser = argparse.ArgumentParser()
-    >>> add_progress(parser)
-    >>> [parser.parse_args(flags).progress for flags in ([], ["--progress"], ["--no-progress"])]
-    [None, True, False]
-    """
+    """The ``--progress/--no-progress`` flag: a bar on stderr, by default when stderr is a terminal."""
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -71,35 +48,14 @@ def wants_progress(args: argparse.Namespace, quiet: bool = False) -> bool:
 
 
 def error(text: str, code: int = EXIT_USAGE, *, root_only: bool = False) -> int:
-    """Say ``text`` as the one line of a failed command (:func:`error_line`); returns ``code``.
-
-    Examples
-    --------
-    >>> import contextlib, io
-    >>> from meshnb.cli.base import error
-    >>> err = io.StringIO()
-    >>> with contextlib.redirect_stderr(err):
-    ...     code = error("--steps: '1_0' is not a whole number")
-    >>> err.getvalue(), code
-    ("meshnb: error: --steps: '1_0' is not a whole number\\n", 2)
-    """
+    """Say ``meshnb: error: {text}``, the one line of a failed command (:func:`error_line`); returns ``code``."""
     error_line(f"meshnb: error: {text}", root_only=root_only)
     return code
 
 
 def error_line(line: str, *, root_only: bool = False) -> None:
     """One line on stderr (``root_only``: from rank 0 of an MPI job alone); nothing where stderr
-    cannot be written (a full disk, a closed pipe): the exit code still says what happened.
-
-    Examples
-    --------
-    >>> import contextlib, io
-    >>> from meshnb.cli.base import error_line
-    >>> err = io.StringIO()
-    >>> err.close()
-    >>> with contextlib.redirect_stderr(err):  # a stderr that cannot be written: nothing raised
-    ...     error_line("lost")
-    """
+    cannot be written (a full disk, a closed pipe): the exit code still says what happened."""
     import contextlib
 
     if root_only:
@@ -113,17 +69,7 @@ def error_line(line: str, *, root_only: bool = False) -> None:
 
 def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
     """The command runs on MPI ranks (``--backend mpi``); with ``args`` None (the arguments did not
-    parse) the flag is looked for in ``argv``.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.base import is_mpi_run
-    >>> is_mpi_run(argparse.Namespace(backend="mpi")), is_mpi_run(None, ["train", "--backend=mpi"])
-    (True, True)
-    >>> is_mpi_run(None, ["train"])
-    False
-    """
+    parse) the flag is looked for in ``argv``."""
     if args is not None:
         return getattr(args, "backend", None) == "mpi"
     a = list(sys.argv[1:] if argv is None else argv)
@@ -142,14 +88,7 @@ def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -
 
 def names_stdout(path: str) -> bool:
     """Whether ``path`` is the very file stdout writes to (the same device and inode); ``/dev/null`` is
-    not, nor a name that does not exist yet.
-
-    Examples
-    --------
-    >>> from meshnb.cli.base import names_stdout
-    >>> names_stdout("/dev/null"), names_stdout("/no/such/file")
-    (False, False)
-    """
+    not, nor a name that does not exist yet."""
     try:
         out, st = os.fstat(1), os.stat(path)
         return (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino) and not os.path.samefile(path, os.devnull)

@@ -7,6 +7,7 @@ from typing import Any
 
 
 def _parse_paths(text: str) -> list[str]:
+    """``--paths A,B`` as names (at least one)."""
     names = [p for p in text.split(",") if p]
     if not names:
         raise ValueError(f"{text!r} names no path")
@@ -14,18 +15,7 @@ def _parse_paths(text: str) -> list[str]:
 
 
 def register(sub: Any) -> None:
-    """Add ``bench`` to the ``meshnb`` parser's subcommands.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.bench import register
-    >>> parser = argparse.ArgumentParser(prog="meshnb")
-    >>> register(parser.add_subparsers(dest="command"))
-    >>> args = parser.parse_args(["bench", "--quick", "--paths", "single,fused-8"])
-    >>> args.quick, args.paths
-    (True, ['single', 'fused-8'])
-    """
+    """Add ``bench`` to the ``meshnb`` parser's subcommands."""
     from ..options import arg_type, parse_seconds
 
     b = sub.add_parser("bench", help="steps per second of each path on this machine (every figure bit-verified)")
@@ -39,19 +29,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``meshnb bench``; returns the exit code.
-
-    Examples
-    --------
-    >>> from meshnb.cli.bench import run
-    >>> from meshnb.cli.program import build_parser
-    >>> import contextlib, io, json
-    >>> out = io.StringIO()
-    >>> with contextlib.redirect_stdout(out):
-    ...     code = run(build_parser().parse_args(["bench", "--seconds", "0.05", "--paths", "single", "--json"]))
-    >>> code, [(row["path"], row["verified"]) for row in json.loads(out.getvalue())["paths"]]
-    (0, [('single', True)])
-    """
+    """Run ``meshnb bench``; returns the exit code."""
     from .. import bench  # not imported by `meshnb train`: start-up stays short
 
     return bench.main(args.seconds, args.quick, args.json, args.paths)

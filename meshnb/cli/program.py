@@ -9,6 +9,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -19,16 +20,7 @@ from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_USAGE, Parser, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it).
-
-    Examples
-    --------
-    >>> from meshnb.cli.program import build_parser
-    >>> parser = build_parser()
-    >>> args = parser.parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused"])
-    >>> args.command, args.steps, args.systems, args.backend
-    ('train', 16, 2, 'fused')
-    """
+    """The ``meshnb`` parser with every command (loads no numba: the docs' CLI reference uses it)."""
     from . import bench, train
     from .conformance import register as add_conformance  # ops, pack, check
     from .cuda import register as add_cuda  # ptx audit, gpu-check
@@ -45,10 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``--flag -1:0:0`` -> ``--flag=-1:0:0``, ``--csv -dash.out`` -> ``--csv=-dash.out``: argparse
-    would take a value that starts with ``-`` for an option and say "expected one argument"; glued,
-    the value reaches its own check. A known option after a flag (``--csv --json``) is not glued:
-    the flag's value is missing, as argparse says."""
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-`` for an
+    option ("expected one argument"); glued, it reaches its own check.  A known option after a flag
+    (``--csv --json``) is not glued: the flag's value is missing, as argparse says."""
     actions = _all_actions(parser)
     takes_value = {
         s
@@ -72,6 +63,7 @@ def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[s
 
 
 def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The parser's actions and its sub-parsers', recursively."""
     actions = list(parser._actions)
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
@@ -82,20 +74,9 @@ def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meshnb`` with ``argv`` in this process: returns the exit code.  Ctrl-C is a flag from here
-    on (a run stops at its next task boundary); the caller's handler is restored on return.
-
-    Examples
-    --------
-    >>> import contextlib, io, json
-    >>> from meshnb.cli.program import main
-    >>> out = io.StringIO()
-    >>> with contextlib.redirect_stdout(out):
-    ...     code = main(["train", "--steps", "16", "--json"])
-    >>> code, json.loads(out.getvalue())["systems"][0]["digest"][:16]  # meshnb.train(16)'s digest
-    (0, '86aa8e4d23286a6e')
-    """
+    on (a run stops at its next task boundary); the caller's handler is restored on return."""
     flag = InterruptFlag()
-    on_main = signal.getsignal(signal.SIGINT) is not None and _is_main_thread()
+    on_main = signal.getsignal(signal.SIGINT) is not None and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
     try:
         return _main(argv, flag)
@@ -108,16 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry(flag: InterruptFlag) -> NoReturn:
     """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
     :func:`main`, but a Ctrl-C once the command is done changes nothing (SIGINT is then ignored, and
-    a handled one ends the process by its exit code, 130).
-
-    Examples
-    --------
-    >>> import subprocess, sys
-    >>> command = [sys.executable, "-m", "meshnb", "train", "--steps", "-5"]
-    >>> done = subprocess.run(command, capture_output=True, text=True)
-    >>> done.returncode, done.stderr.strip()
-    (2, "meshnb: error: argument --steps: '-5' is negative")
-    """
+    a handled one ends the process by its exit code, 130)."""
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
@@ -126,13 +98,8 @@ def entry(flag: InterruptFlag) -> NoReturn:
     sys.exit(code)
 
 
-def _is_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
+    """Parse and run the command; every error one line with its exit code."""
     args = None
     try:
         from .. import options, results  # noqa: F401 - their error types are caught below

@@ -1,14 +1,7 @@
 """``meshnb sweep``: many independent systems, one table.
 
-    meshnb sweep --lr LRS [--view-in PATH] --steps S [--ieee] [--trace]
-                 [--loss-every N] [--step-base N] [--threads T] [--backend {cpu,cuda}]
-                 [--csv OUT | --json [--out PATH] | --npz PATH]
-
-Its flags are made from :class:`~meshnb.sweeps.plan.SweepOptions`, spelled as ``meshnb train``'s
-where they mean the same (``--pages DIR`` and ``--device`` still work, with a warning).
-:func:`meshnb.sweeps.job.run_to` runs the sweep; this module parses and prints.  The table is
-written batch by batch under a temporary name, renamed into place when whole.  Exit codes are
-:mod:`meshnb.cli.base`'s."""
+Its flags are :class:`~meshnb.sweeps.plan.SweepOptions`'s, spelled as ``meshnb train``'s (``--pages``
+and ``--device`` warn); :func:`meshnb.sweeps.job.run_to` runs it, this module parses and prints."""
 
 from __future__ import annotations
 
@@ -39,18 +32,7 @@ class _Deprecated(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the sweep's flags (the table of :func:`meshnb.sweeps.plan.sweep_option_fields` and the outputs) to ``p``.
-
-    Examples
-    --------
-    >>> import argparse
-    >>> from meshnb.cli.sweep import add_arguments
-    >>> p = argparse.ArgumentParser(prog="meshnb sweep")
-    >>> add_arguments(p)
-    >>> args = p.parse_args(["--steps", "64", "--lr", "0.5,0.25", "--csv", "out.csv"])
-    >>> args.steps, args.csv
-    (64, 'out.csv')
-    """
+    """Add the sweep's flags (the table of :func:`meshnb.sweeps.plan.sweep_option_fields` and the outputs) to ``p``."""
     from ..options import add_flags
     from ..sweeps.plan import sweep_option_fields
 
@@ -73,15 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``).
-
-    Examples
-    --------
-    >>> from meshnb.cli.program import build_parser
-    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "1e-4:2:8:log"])
-    >>> args.command, args.steps, callable(args.handler)
-    ('sweep', 16, True)
-    """
+    """Add the ``sweep`` sub-command to ``meshnb``'s sub-parsers (its handler: ``args.handler(args)``)."""
     p = subparsers.add_parser(
         "sweep",
         help="run many independent systems (LRs x pages) and tabulate them",
@@ -93,12 +67,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
-    """The start pages of ``--view-in PATH``: the page file, or every entry of the directory as a
-    page, sorted by name, but for the names that start with ``.`` (hidden, as ``ls`` hides them:
-    an editor's ``.page.swp``, a writer's temporary ``.NAME.tmpPID``, a lock ``.NAME.lock``),
-    which are skipped.  In a directory anything else that is not a regular 4096-byte file (a
-    FIFO, a device behind a symlink, a dangling symlink, a loop, a directory) is refused in one
-    line, never skipped or read."""
+    """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name,
+    hidden names (``.page.swp``, ``.NAME.lock``) skipped; any other entry that is not a regular
+    4096-byte file (a FIFO, a dangling symlink, a directory) is refused in one line, never read."""
     d = Path(path)
     if not d.is_dir():
         try:
@@ -202,10 +173,8 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the sweep of ``args`` (split across the ranks of an MPI job by the library), writing its
-    table as it goes; the exit code."""
+    """Run the sweep of ``args`` (split across an MPI job's ranks by the library), its table written as it goes."""
     from ..options import given_options
-    from ..runspec import OptionError
     from ..sweeps.job import run_to
     from ..sweeps.plan import SweepOptions, sweep_option_fields
     from ..sweeps.run import default_threads
@@ -217,11 +186,8 @@ def _run(args: argparse.Namespace) -> int:
     path = given.pop("view_in", None)
     pages, names = _read_pages(path) if path is not None else (None, None)
     progress = wants_progress(args)
-    try:
-        opts = SweepOptions(**given, view_in=pages, progress=progress)
-        systems = opts.describe()
-    except OptionError as e:
-        raise UsageError(e.for_cli(CLI_SPELLING)) from None
+    opts = SweepOptions(**given, view_in=pages, progress=progress)  # an OptionError: handle spells it as flags
+    systems = opts.describe()
     threads = opts.threads or default_threads()
     made: list[Any] = []
 
@@ -246,20 +212,7 @@ CLI_SPELLING = {
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run ``meshnb sweep``: write the result; returns the exit code.
-
-    Examples
-    --------
-    >>> import csv
-    >>> from meshnb.cli.program import build_parser
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> args = build_parser().parse_args(["sweep", "--steps", "16", "--lr", "0.5,0.25", "--csv", "sweep.csv"])
-    >>> args.handler(args)
-    0
-    >>> rows = list(csv.DictReader(open("sweep.csv")))
-    >>> [(row["lr"], row["digest"][:16]) for row in rows]  # LR 0.5: meshnb.train(16)'s digest
-    [('0.5', '86aa8e4d23286a6e'), ('0.25', 'bd192a529a943be0')]
-    """
+    """Run ``meshnb sweep``: write the result; returns the exit code."""
     try:
         return _run(args)
     except BrokenPipeError:

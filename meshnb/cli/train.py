@@ -2,8 +2,7 @@
 
 Its flags are made from the options table (:class:`~meshnb.options.RunOptions`): names, parsing
 and help in one place.  Ctrl-C is held as a flag from the command's first line (:func:`meshnb.cli.entry`)
-and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first.
-"""
+and ends the run at its next task boundary: ``--view-out`` and ``--checkpoint`` are written first."""
 
 from __future__ import annotations
 
@@ -41,15 +40,7 @@ _SHORT_RUN_S = 0.05  # a run's fixed costs are ~1 ms: below this its per-step fi
 
 
 def summary(result: RunResult) -> str:
-    """The human summary of a run: each system's params, last loss, digests; the speed.
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> from meshnb.cli.train import summary
-    >>> print(summary(meshnb.train(16)).splitlines()[0])
-    params  a=-0.0156442709  b=0.861127973  c=-0.0175467655  d=-0.0342258587
-    """
+    """The human summary of a run: each system's params, last loss, digests; the speed."""
     lines = []
     for s in result.systems:
         head = f"system {s.system}: " if len(result.systems) > 1 else ""
@@ -80,16 +71,7 @@ def summary(result: RunResult) -> str:
 
 
 def options(args: argparse.Namespace) -> RunOptions:
-    """The run's options from the flags given (the table has the defaults).
-
-    Examples
-    --------
-    >>> from meshnb.cli.program import build_parser
-    >>> from meshnb.cli.train import options
-    >>> opts = options(build_parser().parse_args(["train", "--steps", "100", "--step-base", "4294967296"]))
-    >>> opts.steps, opts.step_base, opts.backend
-    (100, 4294967296, None)
-    """
+    """The run's options from the flags given (the table has the defaults)."""
     from ..options import RunOptions, given_options, option_fields
 
     given = given_options(args, option_fields())
@@ -104,20 +86,7 @@ def options(args: argparse.Namespace) -> RunOptions:
 
 def refuse_meaningless_timeout(args: argparse.Namespace, opts: RunOptions) -> None:
     """Refuse (:class:`UsageError`) a ``--timeout-ms`` given where there is no round to time out: one
-    system alone, or a backend with no exchange page (the library's ``timeout_ms=`` is accepted).
-
-    Examples
-    --------
-    >>> from meshnb.cli.base import UsageError
-    >>> from meshnb.cli.program import build_parser
-    >>> from meshnb.cli.train import options, refuse_meaningless_timeout
-    >>> args = build_parser().parse_args(["train", "--systems", "2", "--backend", "fused", "--timeout-ms", "5"])
-    >>> try:
-    ...     refuse_meaningless_timeout(args, options(args))
-    ... except UsageError as e:
-    ...     print(e)
-    --timeout-ms is a round's timeout: the fused backend has no exchange and no rounds to time out
-    """
+    system alone, or a backend with no exchange page (the library's ``timeout_ms=`` is accepted)."""
     from ..backend_table import BY_NAME
 
     if getattr(args, "timeout_ms", None) is None:
@@ -143,19 +112,7 @@ def refuse_stdout_twice(option: str, path: str, what: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`).
-
-    Examples
-    --------
-    >>> import contextlib, io, json
-    >>> from meshnb.cli.program import build_parser
-    >>> out = io.StringIO()
-    >>> with contextlib.redirect_stdout(out):
-    ...     code = run(build_parser().parse_args(["train", "--steps", "16", "--systems", "2", "--backend", "fused",
-    ...                                           "--json"]))
-    >>> code, [s["trace_digest"][:16] for s in json.loads(out.getvalue())["systems"]]
-    (0, ['2df9b1e6fddd7787', '2df9b1e6fddd7787'])
-    """
+    """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`)."""
     from ..api import run
     from ..results import RunInterrupted, SaveFailed
 

@@ -1,10 +1,6 @@
 """``meshnb gpu-check``'s checks: the CUDA image on a device against meshnb's CPU, bit for bit.
 
-:func:`pack_check` (the quick pack, each system checked by :mod:`meshnb.conformance.check`),
-:func:`ieee_check` (every hard page in IEEE mode), :func:`sweep_check` (M systems, a sample
-against the CPU sweep, both speeds); :func:`passed` joins them.  They need numba-cuda (a device,
-or its simulator in the tests); :mod:`meshnb.cli.cuda` parses and prints.
-"""
+They need numba-cuda (a device, or its simulator in the tests); :mod:`meshnb.cli.cuda` parses and prints."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ DIFFERENCES_SHOWN = 10  # the sweep's first differences said (of up to 2 x --sam
 
 def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
     """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by ``meshnb
-    check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``.
-    """
+    check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
     cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
     out: list[tuple[str, str]] = []
     for case in pack.cases(quick=True) if cases is None else cases:
@@ -52,8 +47,7 @@ IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subn
 
 def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
     """Every hard page (or ``pages``) in IEEE mode on the device against ``train(z=False)``, a NaN word
-    equal to any NaN word (:func:`meshnb.cuda.compare.words_equal`): ``[(page, verdict)]``.
-    """
+    equal to any NaN word (:func:`meshnb.cuda.compare.words_equal`): ``[(page, verdict)]``."""
     pages = hard_pages() if pages is None else pages
     names = list(pages)
     words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
@@ -68,8 +62,7 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
 def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
     """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
     them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second device
-    run of the sample); system-steps per second of both.
-    """
+    run of the sample); system-steps per second of both."""
     lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
     bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
     host.run_systems(describe(1, lrs=lrs[:1], step_base=bases[:1]))  # compile outside the timing
@@ -101,15 +94,11 @@ def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
 
 
 def passed(cases: list[tuple[str, str]], ieee: list[tuple[str, str]], sweep_doc: dict[str, Any]) -> bool:
-    """Whether every part passed: each pack case and hard page ``"PASS"``, the sweep's pages and trace
-    digests equal.
+    """Whether every part passed: each pack case and hard page ``"PASS"``, the sweep's pages and trace digests equal.
 
-    Examples
-    --------
-    >>> passed([("default", "PASS")], [("nan-lr", "PASS")], {"pages_equal": True, "trace_digests_equal": True})
-    True
-    >>> passed([("default", "FAIL")], [], {"pages_equal": True, "trace_digests_equal": True})
-    False
+    >>> ok = {"pages_equal": True, "trace_digests_equal": True}
+    >>> passed([("default", "PASS")], [("nan-lr", "PASS")], ok), passed([("default", "FAIL")], [], ok)
+    (True, False)
     """
     verdicts = [v for _, v in cases] + [v for _, v in ieee]
     return (

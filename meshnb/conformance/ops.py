@@ -1,13 +1,8 @@
 """Op vectors for float mode Z, in the manner of Berkeley TestFloat: generate, verify, classify.
 
-A vector is a line ``A B RESULT`` of 8-digit hex words (``A RESULT`` for ``from_u32``).  Level 1
-is every pair of :data:`SPECIAL` (plus :data:`PROBES` and random pairs); level 2 is millions of
-pairs weighted to the edges (exponents near the flush boundary and overflow, mantissas near all
-zeros and all ones, results near 2^-126).  Expected results come from :class:`~.fpu.Ops` under
-mode Z, cross-checked by the tests against meshnb's numba ops, the numpy reference and MPFR.
-The tininess probes :data:`PROBES` name an executor's underflow rule
-(docs/guide/checking-an-executor.md).
-"""
+A vector is a line ``A B RESULT`` of 8-digit hex words (``A RESULT`` for ``from_u32``); expected
+results are :class:`~.fpu.Ops`' under mode Z.  The tininess probes :data:`PROBES` name an executor's
+underflow rule (docs/guide/checking-an-executor.md)."""
 
 from __future__ import annotations
 
@@ -62,6 +57,7 @@ def _check_op(op: str, error: type[ValueError]) -> None:
 
 
 def _rng(seed: int) -> np.random.Generator:
+    """The random pairs' generator (PCG64: the same seed, the same vectors on every platform)."""
     return np.random.Generator(np.random.PCG64(seed))
 
 
@@ -225,9 +221,7 @@ def _hex_tokens(tokens: list[bytes], first_line: list[int]) -> np.ndarray:
 
 
 def _parse_canonical(data: bytes, want: int) -> np.ndarray | None:
-    """The words of a file in exactly ``ops gen``'s layout, parsed at numpy speed; None when it is laid
-    out otherwise (the general parser reads it).
-    """
+    """The words of a file in exactly ``ops gen``'s layout, at numpy speed; None when laid out otherwise."""
     width = 9 * want
     if not data or len(data) % width:
         return None
@@ -251,8 +245,7 @@ def parse(
     """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays ``(A, B, RESULT)``.
 
     Blank lines and ``#`` lines are skipped; anything else that is not a vector (a NUL byte included)
-    raises :class:`BadInput` naming the line (``first_line``: the number of ``data``'s first line).
-    """
+    raises :class:`BadInput` naming the line (``first_line``: the number of ``data``'s first line)."""
     _check_op(op, BadInput)
     nul = data.find(b"\0")
     if nul >= 0:
@@ -328,9 +321,7 @@ def classify(op: str, a: np.ndarray, b: np.ndarray | None, got: np.ndarray, want
 @dataclass
 class VerifyReport:
     """The outcome of ``ops verify``: the vectors checked and wrong, the first wrong ones, the classes'
-    counts, and where a generated set was demanded (``whole_set``) its size and the file's vectors that
-    are the set's, in its order, before the first that is not.
-    """
+    counts; where a set was demanded (``whole_set``), its size and how many of the file's first vectors are its."""
 
     op: str
     checked: int
@@ -373,6 +364,7 @@ class VerifyReport:
         return "\n".join(lines)
 
     def _set_break(self) -> str:
+        """Where the file leaves the demanded set."""
         if self.set_matched < min(self.checked, self.set_size):
             return f"line {self.set_matched + 1} is not the set's (other operands)"
         if self.checked < self.set_size:
@@ -447,11 +439,8 @@ def chunks_of(read: Callable[[int], bytes]) -> Iterator[bytes]:
 def verify_chunks(
     op: str, chunks: Iterable[bytes], show: int = 20, whole: tuple[int, int, int | None] | None = None
 ) -> VerifyReport:
-    """:func:`verify` over chunks of whole lines (:func:`chunks_of`), one in memory at a time.
-
-    ``whole=(level, seed, count)``: the file must also be that generated set, every vector in its
-    order; the report says how much of it the file held and does not pass short of all.
-    """
+    """:func:`verify` over chunks of whole lines (:func:`chunks_of`), one in memory at a time; with
+    ``whole=(level, seed, count)`` the file must also be that generated set, every vector in order."""
     set_a: np.ndarray | None = None
     set_b: np.ndarray | None = None
     set_name, matched, broken = None, 0, False
