@@ -25,8 +25,9 @@ Examples
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_face
 
 # public name -> the module of the package that holds it
 _EXPORTS = {
@@ -63,17 +64,7 @@ __all__ = [  # literal, for the API reference's static reading (griffe); the sam
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'meshnb.sweeps' has no attribute {name!r}")
-    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value  # once: the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .plan import Run as Run
