@@ -9,18 +9,7 @@ params, loss, digest and trace digest.
 Modules: :mod:`.plan` (options, inputs, memory estimates), :mod:`.lanes` (systems packed into the
 loop's vector lanes), :mod:`.run` (batches, chunks, threads; the CPU and CUDA runners),
 :mod:`.result` (the result and its writers), :mod:`.job` (what ``meshnb sweep`` runs, in one
-process or an MPI job).  The names load on first use (PEP 562), so ``meshnb train`` builds the
-command line's parser without the sweep loop.
-
-Examples
---------
->>> import meshnb
->>> from meshnb import sweeps
->>> r = sweeps.sweep(64, lrs=[0.5, 0.25])
->>> len(r), r.digests[1] == meshnb.train(64, set_lr={0: 0.25}).digest
-(2, True)
->>> [len(part) for part in sweeps.stream(64, lrs=[0.5, 0.25, 0.125], batch=2)]
-[2, 1]
+process or an MPI job).  The names load on first use (PEP 562).
 """
 
 from __future__ import annotations
