@@ -87,7 +87,6 @@ class Context:
         Returns
         -------
         dict of str to int
-            ``inits``, ``steps``, ``timeouts``.
 
         Examples
         --------
