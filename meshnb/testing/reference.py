@@ -1,19 +1,10 @@
 """Independent reference implementation of SPEC.md (stdlib + numpy only, no numba).
 
-It is the oracle the test suite checks the numba core against, bit for bit, and the "numpy" and
-"plain Python" baselines of the benchmarks. Nothing here imports the rest of ``meshnb``.
-
-Two float modes:
-
-- ``MODE_Z`` ("z"): float mode Z of SPEC section 2 (subnormal inputs and results read/written
-  as a zero of the same sign, every NaN result the canonical ``0x7FFFFFFF``);
-- ``MODE_IEEE`` ("ieee"): ordinary IEEE binary32 as numpy gives it on this machine (gradual
-  underflow, NaNs as the hardware makes them), to show what mode Z changes.
-
-Two implementations of the program:
-
-- ``impl="numpy"``: vectorised over the 32 lanes (and over the systems of a cluster);
-- ``impl="python"``: plain Python scalars, floats carried as uint32 bit words (mode Z only).
+The oracle the test suite checks the numba core against, bit for bit, and the "numpy" and "plain
+Python" baselines of the benchmarks; nothing here imports the rest of ``meshnb``.  Two float
+modes: ``MODE_Z`` ("z", SPEC section 2) and ``MODE_IEEE`` ("ieee": IEEE binary32 as numpy gives it
+here, to show what mode Z changes).  Two implementations: ``impl="numpy"``, vectorised over the 32
+lanes and a cluster's systems, and ``impl="python"``, plain Python on uint32 words (mode Z only).
 
 Its face (``__all__``) is a run and its pieces; the float ops of mode Z they are built from
 (``z_add``/``z_sub``/``z_mul``/``z_div``/``z_from_u32``, their word forms ``py_*``, ``flush``,
