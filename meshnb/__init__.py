@@ -14,8 +14,9 @@ numba until a run needs it.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_face
 
 # public name -> the module that holds it
 _EXPORTS = {
@@ -46,27 +47,17 @@ _MODULES = ("cli", "conformance", "floatz", "kernels", "sweeps", "testing")
 __all__ = sorted(_EXPORTS) + list(_MODULES)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "__version__":  # from the installed metadata, read on first use (importlib.metadata is not light)
-        from importlib.metadata import PackageNotFoundError, version
+def _version() -> str:
+    """The installed version (importlib.metadata is not light, so it is read on first use)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-        try:
-            value: Any = version("meshnb")
-        except PackageNotFoundError:  # a source tree that was never installed
-            value = "0+unknown"
-    elif name in _EXPORTS:
-        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    elif name in _MODULES:
-        value = import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module 'meshnb' has no attribute {name!r}")
-    globals()[name] = value  # once: the next lookup is a plain attribute
-    return value
+    try:
+        return version("meshnb")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS, _MODULES, {"__version__": _version})
 
 if TYPE_CHECKING:
     __version__: str

@@ -111,19 +111,16 @@ class Exchange(Protocol):
         """
 
     def slot(self, m: int, parity: int) -> np.ndarray:
-        """A copy of system ``m``'s slot for ``parity``.
+        """A copy of system ``m``'s slot for ``parity`` (0 or 1): its 8 uint32 words.
 
         Parameters
         ----------
         m : int
-            The system to read.
         parity : int
-            The round's parity.
 
         Returns
         -------
         numpy.ndarray
-            Its 8 uint32 words.
 
         Examples
         --------

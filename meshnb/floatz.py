@@ -34,12 +34,10 @@ def flush_bits(u: np.uint32) -> np.uint32:
     Parameters
     ----------
     u : numpy.uint32
-        A float32's bits.
 
     Returns
     -------
     numpy.uint32
-        ``u``, or the zero of its sign, or the canonical NaN.
 
     Examples
     --------
@@ -62,12 +60,10 @@ def from_bits(u: np.uint32) -> np.float32:
     Parameters
     ----------
     u : numpy.uint32
-        A float32's bits.
 
     Returns
     -------
     numpy.float32
-        The mode-Z value.
 
     Examples
     --------
@@ -84,12 +80,10 @@ def bits(f: np.float32) -> np.uint32:
     Parameters
     ----------
     f : numpy.float32
-        A value.
 
     Returns
     -------
     numpy.uint32
-        The bits of its mode-Z value.
 
     Examples
     --------
@@ -110,12 +104,10 @@ def flush(f: np.float32) -> np.float32:
     Parameters
     ----------
     f : numpy.float32
-        A value.
 
     Returns
     -------
     numpy.float32
-        Its mode-Z value.
 
     Examples
     --------
@@ -132,12 +124,10 @@ def flush_subnormal(f: np.float32) -> np.float32:
     Parameters
     ----------
     f : numpy.float32
-        A value.
 
     Returns
     -------
     numpy.float32
-        ``f``, or the zero of its sign.
 
     Examples
     --------
@@ -159,12 +149,10 @@ def add(a: np.float32, b: np.float32) -> np.float32:
     Parameters
     ----------
     a, b : numpy.float32
-        The operands.
 
     Returns
     -------
     numpy.float32
-        The sum.
 
     Examples
     --------
@@ -181,12 +169,10 @@ def sub(a: np.float32, b: np.float32) -> np.float32:
     Parameters
     ----------
     a, b : numpy.float32
-        The operands.
 
     Returns
     -------
     numpy.float32
-        The difference.
 
     Examples
     --------
@@ -203,12 +189,10 @@ def mul(a: np.float32, b: np.float32) -> np.float32:
     Parameters
     ----------
     a, b : numpy.float32
-        The operands.
 
     Returns
     -------
     numpy.float32
-        The product.
 
     Examples
     --------
@@ -228,12 +212,10 @@ def div(a: np.float32, b: np.float32) -> np.float32:
     Parameters
     ----------
     a, b : numpy.float32
-        The operands.
 
     Returns
     -------
     numpy.float32
-        The quotient.
 
     Examples
     --------
@@ -252,12 +234,10 @@ def from_u32(u: np.uint32) -> np.float32:
     Parameters
     ----------
     u : numpy.uint32
-        An unsigned integer.
 
     Returns
     -------
     numpy.float32
-        The float32 nearest ``u``.
 
     Examples
     --------
@@ -274,12 +254,10 @@ def bits_array(a: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     a : numpy.ndarray
-        float32 values.
 
     Returns
     -------
     numpy.ndarray
-        uint32 words, ``a``'s shape.
 
     Examples
     --------
@@ -299,12 +277,10 @@ def from_bits_array(u: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     u : numpy.ndarray
-        uint32 words.
 
     Returns
     -------
     numpy.ndarray
-        float32 values, ``u``'s shape.
 
     Examples
     --------
@@ -323,12 +299,10 @@ def flush_words(u: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     u : array_like
-        Words (converted to uint32).
 
     Returns
     -------
     numpy.ndarray
-        uint32, ``u``'s shape.
 
     Examples
     --------

@@ -1,10 +1,7 @@
 """The numeric core (SPEC 4-6), literal: samples, step_sums, apply, loss, fold.
 
-Pure njit functions that follow SPEC one mode-Z op at a time (``z=False``: plain IEEE float32,
-for comparisons): the readable statement of the arithmetic. The fast loops of
-:mod:`meshnb.loops` compute the same bits, and the tests hold them to these and to
-:mod:`meshnb.testing.reference`. The program's grouped step calls ``grouped_sums``, ``fold`` and
-``grouped_apply``.
+Pure njit functions that follow SPEC one mode-Z op at a time (``z=False``: plain IEEE float32);
+the fast loops of :mod:`meshnb.loops` compute the same bits, and the tests hold them to these.
 """
 
 from __future__ import annotations
@@ -41,19 +38,16 @@ TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 @jit(accepts=dict(r="float32", z="bool"))
 def result(r: np.float32, z: bool) -> np.float32:
-    """An op's result inside a kernel: ``flush_subnormal`` in mode Z, untouched in IEEE mode.
+    """An op's result inside a kernel: ``flush_subnormal`` in mode Z (``z``), untouched in IEEE mode.
 
     Parameters
     ----------
     r : numpy.float32
-        An op's IEEE result.
     z : bool
-        Float mode Z.
 
     Returns
     -------
     numpy.float32
-        The result.
 
     Examples
     --------
@@ -67,19 +61,16 @@ def result(r: np.float32, z: bool) -> np.float32:
 
 @jit(accepts=dict(f="float32", z="bool"))
 def out_word(f: np.float32, z: bool) -> np.uint32:
-    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z.
+    """A word leaving a kernel (page, trace, exchange slot): ``ftz_bits`` in mode Z (``z``).
 
     Parameters
     ----------
     f : numpy.float32
-        A value.
     z : bool
-        Float mode Z (False: the bits as they are).
 
     Returns
     -------
     numpy.uint32
-        Its word.
 
     Examples
     --------
@@ -93,19 +84,16 @@ def out_word(f: np.float32, z: bool) -> np.uint32:
 
 @jit(accepts=dict(u="uint32", z="bool"))
 def in_word(u: np.uint32, z: bool) -> np.float32:
-    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z.
+    """A word entering a kernel from the page: ``ftz_from_bits`` in mode Z (``z``).
 
     Parameters
     ----------
     u : numpy.uint32
-        A word of the page.
     z : bool
-        Float mode Z (False: the bits as they are).
 
     Returns
     -------
     numpy.float32
-        Its value.
 
     Examples
     --------
@@ -128,7 +116,6 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
     next_step : numpy.uint64
         The next step (or ``[n]`` of them).
     timed_out : bool, default False
-        The task ended on a round's timeout.
 
     Examples
     --------
@@ -153,7 +140,6 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     x : array_like
-        float32 values in [-1, 1].
 
     Returns
     -------
@@ -175,7 +161,7 @@ def sin_pi_f32(x: np.ndarray) -> np.ndarray:
 
 
 def samples() -> tuple[np.ndarray, np.ndarray]:
-    """and Y of SPEC 4, in numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
+    """X and Y of SPEC 4, in numpy (no compiled kernel): each f32 op on whole arrays, then mode Z's flush.
 
     Returns
     -------
@@ -206,9 +192,8 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
     Parameters
     ----------
     words : numpy.ndarray
-        The page as uint32 words ``[1024]`` (read through the flush in mode Z).
+        The page as uint32 words ``[1024]``.
     z : bool
-        Float mode Z.
 
     Returns
     -------
@@ -245,16 +230,18 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
 
 
 def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
-    """:func:`batches` into ``tab``, in numpy: a cold start compiles nothing for it (a ValueError for wrong arrays).
+    """:func:`batches` into ``tab`` (float32 ``[1024]``), in numpy: a cold start compiles nothing for it.
 
     Parameters
     ----------
     words : numpy.ndarray
-        The page as uint32 words ``[1024]``.
     z : bool
-        Float mode Z.
     tab : numpy.ndarray
-        float32 ``[1024]``, written.
+
+    Raises
+    ------
+    ValueError
+        Wrong arrays.
 
     Examples
     --------
@@ -292,18 +279,15 @@ def _results(r: np.ndarray, z: bool) -> np.ndarray:
 
 @jit(accepts=dict(p="float32[:]", xs="float32[:]", ys="float32[:]", off="uint32", z="bool"))
 def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: bool = True) -> np.ndarray:
-    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p``, as SPEC writes it.
+    """SPEC 5: the five sums of batch ``off mod 8`` for params ``p`` (float32 ``[4]``), as SPEC writes it.
 
     Parameters
     ----------
-    p : numpy.ndarray
-        The params a, b, c, d (float32 ``[4]``).
-    xs, ys : numpy.ndarray
-        The samples (float32 ``[256]``).
+    p, xs, ys : numpy.ndarray
+        The params a, b, c, d and the samples (float32 ``[256]``).
     off : numpy.uint32
         The step's batch offset (the step number of a system alone).
     z : bool, default True
-        Float mode Z.
 
     Returns
     -------
@@ -365,14 +349,10 @@ def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> N
 
     Parameters
     ----------
-    p : numpy.ndarray
-        The params (float32 ``[4]``), updated.
-    sums : numpy.ndarray
-        The step's sums (float32 ``[5]``).
-    lr : numpy.float32
-        The learning rate.
-    inv : numpy.float32
-        INV_BATCH.
+    p, sums : numpy.ndarray
+        The params (float32 ``[4]``, updated) and the step's sums (float32 ``[5]``).
+    lr, inv : numpy.float32
+        The learning rate and INV_BATCH.
 
     Examples
     --------
@@ -387,19 +367,16 @@ def apply(p: np.ndarray, sums: np.ndarray, lr: np.float32, inv: np.float32) -> N
 
 @jit(accepts=dict(sums="float32[:]", inv="float32"))
 def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
-    """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update.
+    """SPEC 6: ``mul(sums[4], inv)``, the step's mean squared error before the update (the LOSS ring's entry).
 
     Parameters
     ----------
     sums : numpy.ndarray
-        The step's sums (float32 ``[5]``).
     inv : numpy.float32
-        INV_BATCH.
 
     Returns
     -------
     numpy.float32
-        The loss the LOSS ring records.
 
     Examples
     --------
@@ -411,14 +388,13 @@ def loss(sums: np.ndarray, inv: np.float32) -> np.float32:
 
 @jit(accepts=dict(slots="uint32[:, :]", z="bool"))
 def fold(slots: np.ndarray, z: bool = True) -> np.ndarray:
-    """The cluster total: slot words read with ``ftz_from_bits``, added in system order.
+    """The cluster total: slot words (uint32 ``[N, >= 5]``, system 0 first) read with ``ftz_from_bits``,
+    added in system order.
 
     Parameters
     ----------
     slots : numpy.ndarray
-        Every system's slot words (uint32 ``[N, >= 5]``), system 0 first.
     z : bool, default True
-        Float mode Z.
 
     Returns
     -------
@@ -453,11 +429,9 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
     header : numpy.ndarray
         The page's first words (uint32, at least PARAMS).
     xs, ys : numpy.ndarray
-        The samples (float32 ``[256]``).
     off : numpy.uint32
         ``t * N + k``: system ``k``'s batch of step ``t`` in a group of ``N``.
     z : bool
-        Float mode Z.
 
     Returns
     -------
@@ -501,11 +475,9 @@ def grouped_apply(
     loss_ring : numpy.ndarray
         The page's LOSS words (uint32 ``[256]``): the loss goes to ``t mod 256``.
     t : numpy.uint64
-        The step.
     trace_row : numpy.ndarray
         uint32 ``[5]`` for the step's trace words, or ``[0]`` for none.
     z : bool
-        Float mode Z.
 
     Examples
     --------

@@ -1,11 +1,9 @@
 """The train program (SPEC 8): ``init(ctx)`` and ``task(ctx, op, arg)``.
 
 A :class:`Context` holds a system's view, counters, and optionally a group, an exchange and a
-trace. A system alone runs a task in one njit call; with a group each step goes through the
-exchange as the seed does (publish, round, fold, apply; a timed-out round stays pending for the
-next task with the matching ``arg``). An exchange page in memory runs the steps in njit with the
-GIL released (:mod:`meshnb.loops.grouped`), back in Python only to keep waiting; any other
-:class:`~meshnb.exchange.Exchange` (MPI, tests') runs one step at a time.
+trace. A system alone runs a task in one njit call; a group's two forms of the task loop (over any
+:class:`~meshnb.exchange.Exchange`, or in njit over an exchange page in memory) are the
+[clusters guide](../guide/clusters.md)'s.
 """
 
 from __future__ import annotations
@@ -87,7 +85,6 @@ class Context:
         Returns
         -------
         dict of str to int
-            ``inits``, ``steps``, ``timeouts``.
 
         Examples
         --------

@@ -87,12 +87,11 @@ class Trace:
             hashing.result()
 
     def hexdigest(self) -> str:
-        """The digest of the steps recorded so far; the hashing thread ends here.
+        """The digest (64 hex digits) of the steps recorded so far; the hashing thread ends here.
 
         Returns
         -------
         str
-            SHA-256 of the recorded words, 64 hex digits.
 
         Examples
         --------

@@ -125,12 +125,10 @@ class View:
         Parameters
         ----------
         data : bytes
-            4096 bytes.
 
         Returns
         -------
         View
-            A view of a new ``bytearray``.
 
         Examples
         --------
@@ -171,14 +169,11 @@ class View:
         Parameters
         ----------
         name : str
-            A field of :data:`LAYOUT`.
         index : int, default 0
-            The element of an array field.
 
         Returns
         -------
         int
-            The word.
 
         Examples
         --------
@@ -238,7 +233,6 @@ class View:
         Returns
         -------
         bytes
-            The page, little-endian.
 
         Examples
         --------
@@ -256,7 +250,6 @@ class View:
         Returns
         -------
         str
-            64 hex digits.
 
         Examples
         --------

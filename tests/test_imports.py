@@ -51,6 +51,7 @@ TRAIN = {
     "meshnb.interrupts",
     "meshnb.jit",
     "meshnb.kernels",
+    "meshnb.lazy",
     "meshnb.loops",
     "meshnb.loops.grouped",
     "meshnb.loops.single",
@@ -112,7 +113,7 @@ def test_denied_names_what_is_not_allowed():
 def test_import_meshnb_loads_meshnb_only():
     loaded = _loaded(["--import"])
     assert "meshnb" in loaded
-    assert _denied(loaded, {"meshnb"}, set()) == []  # no numpy, no numba: the names load on first use
+    assert _denied(loaded, {"meshnb", "meshnb.lazy"}, set()) == []  # no numpy, no numba: the names load on first use
 
 
 @pytest.mark.parametrize(
@@ -165,6 +166,7 @@ TOOLS_MAY_IMPORT = {
     "meshnb.checkpoint": "MAX_SYSTEMS, a cluster's most members",
     "meshnb.backend_table": "what each backend can do",
     "meshnb.samebits": "the one same-bits comparison",
+    "meshnb.lazy": "the PEP 562 lazy face its package shares",
     "meshnb.files": "user files",
     "meshnb.interrupts": "the worker pool, Ctrl-C",
     "meshnb.cuda.host": "the CUDA image's launches",

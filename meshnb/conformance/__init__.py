@@ -24,8 +24,9 @@ The names load on first use (PEP 562): the command line's parser imports this pa
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_face
 
 # public name -> the module of the package that holds it
 _EXPORTS = {
@@ -101,20 +102,7 @@ __all__ = [  # literal, for the API reference's static reading (griffe); _EXPORT
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    elif name in _MODULES:
-        value = import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module 'meshnb.conformance' has no attribute {name!r}")
-    globals()[name] = value  # once: the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS, _MODULES)
 
 if TYPE_CHECKING:
     from . import audit as audit

@@ -1,19 +1,12 @@
 """The grouped step loop of a member whose exchange page is in memory, with the GIL released.
 
 :func:`run_page` runs many grouped steps of one member (the ``threads`` and ``processes``
-backends) in one njit call, each as the program's Python loop does (SPEC 9): own sums published
-in the slot of parity ``(t + 1) mod 2`` (a resumed round is never redone), the counter = ``t + 1``
-(a release store), a wait until every counter reaches it (acquire loads), then the fold in system
-order and its apply. It returns after the steps (``DONE``), on an abort (``ABORTED``), or when a
-wait has spun ``spin`` times or ``SPIN_NS`` (``WAITING``): Python keeps the timeouts and Ctrl-C
-and calls again for the same round.
-
-The wait follows ``policy``: ``YIELD`` pauses, then yields the core; ``FUTEX`` (Linux) pauses for a
-spin learnt from recent rounds, then sleeps on the awaited member's counter, announced in its
-WAITERS word so that its publisher wakes it (a yield beside busy processes gives the core away
-for a time slice; a woken sleeper preempts them at once: docs/performance.md). A publisher that
-has just woken a peer spins a wake-up's worth first (learnt apart), or the two would take turns
-waking each other. ABORT ends any wait (a sleep lasts at most ``SLEEP_NS``).
+backends) in one njit call, each as the program's Python loop does (SPEC 9; docs/guide/clusters.md).
+It returns after the steps (``DONE``), on an abort (``ABORTED``), or when a wait has spun ``spin``
+times or ``SPIN_NS`` (``WAITING``): Python keeps the timeouts and Ctrl-C and calls again for the
+same round. The wait follows ``policy``: ``YIELD``, or ``FUTEX``, a learnt spin and then a sleep on
+the awaited counter, announced in its WAITERS word (docs/performance.md, "Lockstep rounds on a
+shared machine"); ABORT ends any wait (a sleep lasts at most ``SLEEP_NS``).
 """
 
 from __future__ import annotations

@@ -9,24 +9,14 @@ params, loss, digest and trace digest.
 Modules: :mod:`.plan` (options, inputs, memory estimates), :mod:`.lanes` (systems packed into the
 loop's vector lanes), :mod:`.run` (batches, chunks, threads; the CPU and CUDA runners),
 :mod:`.result` (the result and its writers), :mod:`.job` (what ``meshnb sweep`` runs, in one
-process or an MPI job).  The names load on first use (PEP 562), so ``meshnb train`` builds the
-command line's parser without the sweep loop.
-
-Examples
---------
->>> import meshnb
->>> from meshnb import sweeps
->>> r = sweeps.sweep(64, lrs=[0.5, 0.25])
->>> len(r), r.digests[1] == meshnb.train(64, set_lr={0: 0.25}).digest
-(2, True)
->>> [len(part) for part in sweeps.stream(64, lrs=[0.5, 0.25, 0.125], batch=2)]
-[2, 1]
+process or an MPI job).  The names load on first use (PEP 562).
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_face
 
 # public name -> the module of the package that holds it
 _EXPORTS = {
@@ -63,17 +53,7 @@ __all__ = [  # literal, for the API reference's static reading (griffe); the sam
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'meshnb.sweeps' has no attribute {name!r}")
-    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value  # once: the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .plan import Run as Run

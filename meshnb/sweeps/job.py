@@ -39,19 +39,6 @@ class PartWriter(Protocol):
 class WriterThread:
     """A :class:`PartWriter` whose writes run on a daemon thread, one part behind the sweep (at most one
     part waits); a write's failure is raised by the next call, ``abort`` waits for the write in flight.
-
-    Examples
-    --------
-    >>> class Keep:
-    ...     def __init__(self): self.parts, self.steps = [], None
-    ...     def write(self, part): self.parts.append(part)
-    ...     def close(self, steps): self.steps = steps
-    ...     def abort(self): pass
-    >>> keep = Keep()
-    >>> w = WriterThread(keep)
-    >>> w.write("a"); w.write("b"); w.close(8)
-    >>> keep.parts, keep.steps
-    (['a', 'b'], 8)
     """
 
     def __init__(self, writer: PartWriter) -> None:
@@ -111,24 +98,8 @@ def in_mpi_job() -> bool:
 
 def run_to(opts: SweepOptions, systems: Run, open_writer: Callable[[], PartWriter]) -> tuple[int, bool]:
     """Run ``systems`` (planned from ``opts``) and write every part in order to the writer that
-    ``open_writer()`` opens (on rank 0 alone in an MPI job); the writer is closed with the steps
-    its systems ran, or aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a
-    Ctrl-C (the finished batches are written, or the first batch after its finished chunks).
-
-    Examples
-    --------
-    >>> from meshnb.sweeps import SweepOptions, SweepResult
-    >>> class Keep:  # a PartWriter that keeps the parts
-    ...     def __init__(self): self.parts, self.steps = [], None
-    ...     def write(self, part): self.parts.append(part)
-    ...     def close(self, steps): self.steps = steps
-    ...     def abort(self): pass
-    >>> opts = SweepOptions(steps=64, lrs=[0.5, 0.25])
-    >>> keep = Keep()
-    >>> run_to(opts, opts.describe(), lambda: keep)
-    (64, False)
-    >>> len(SweepResult.concat(keep.parts)), keep.steps
-    (2, 64)
+    ``open_writer()`` opens (on rank 0 alone in an MPI job), closed with the steps its systems ran or
+    aborted on a failure.  Returns ``(steps, stopped)``: ``stopped`` after a Ctrl-C.
     """
     if in_mpi_job():
         if opts.backend == "cuda":

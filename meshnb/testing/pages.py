@@ -27,16 +27,12 @@ def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> b
     Parameters
     ----------
     page : bytes
-        The page to copy.
     offset : int
-        The byte offset of the first word.
     words : sequence of int or numpy.ndarray
-        The u32 words to write.
 
     Returns
     -------
     bytes
-        The new page.
 
     Examples
     --------
