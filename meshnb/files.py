@@ -58,16 +58,7 @@ class WriteError(OSError):
 
 
 def os_error_text(e: OSError) -> str:
-    """One line for an ``OSError``: the path it names and the system's words, never a class name.
-
-    Examples
-    --------
-    >>> import errno
-    >>> os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y"))
-    '/x/y: Permission denied'
-    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device"))
-    'No space left on device'
-    """
+    """One line for an ``OSError``: the path it names and the system's words, never a class name."""
     if isinstance(e, WriteError):
         return str(e)
     words = e.strerror or str(e) or "an input/output error"
@@ -690,15 +681,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udff
 
 
 def xml_text(text: str) -> str:
-    """``text`` fit for XML 1.0 (a JUnit report): each character it forbids or discourages as an escape (``\\x1b``).
-
-    Examples
-    --------
-    >>> from meshnb.files import xml_text
-    >>> print(xml_text("case\\x1b[31m\\x00 caf\\u00e9 line\\nnext"))
-    case\\x1b[31m\\x00 café line
-    next
-    """
+    """``text`` fit for XML 1.0 (a JUnit report): each character it forbids or discourages as an escape (``\\x1b``)."""
     return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
@@ -731,21 +714,7 @@ def _stop_requested() -> bool:
 
 class StdSink:
     """A descriptor's writer that drops no byte (a slow reader is waited for with ``poll``); a stop
-    during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import StdSink
-    >>> r, w = os.pipe()
-    >>> sink = StdSink(w, "stdout")
-    >>> sink.write(b"a line"), os.read(r, 100), sink.writable(), sink.readable(), sink.seekable(), sink.isatty()
-    (6, b'a line', True, False, False, False)
-    >>> sink.close()
-    >>> sink.closed, sink.fileno() == w, os.write(w, b"still open")  # the descriptor stays the caller's
-    (True, True, 10)
-    >>> os.close(r); os.close(w)
-    """
+    during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt."""
 
     def __init__(self, fd: int, name: str) -> None:
         self.fd, self.name = fd, name
