@@ -184,15 +184,13 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            Those systems (``first`` moves with them).
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
-        >>> part = r.slice(1, 3)
-        >>> len(part), part.first, part.digests == r.digests[1:]
-        (2, 1, True)
+        >>> part = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125]).slice(1, 3)
+        >>> len(part), part.first
+        (2, 1)
         """
         if not 0 <= lo <= hi <= len(self):
             raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
@@ -254,7 +252,6 @@ class SweepResult:
         Returns
         -------
         bytes
-            The 4096-byte page.
 
         Examples
         --------
@@ -324,9 +321,8 @@ class SweepResult:
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5], loss_every=32)
-        >>> r.loss_steps.tolist(), len(r.history_hex()[0])
-        ([31, 63], 2)
+        >>> len(meshnb.sweep(64, lrs=[0.5], loss_every=32).history_hex()[0])  # steps 31 and 63
+        2
         """
         if self.loss_history is None:
             return [[] for _ in range(len(self))]
@@ -351,9 +347,8 @@ class SweepResult:
         Examples
         --------
         >>> import meshnb
-        >>> doc = meshnb.sweep(64, lrs=[0.5, 0.25]).to_json()
-        >>> doc["steps"], doc["mode"], len(doc["systems"])
-        (64, 'z', 2)
+        >>> {k: len(v) if k == "systems" else v for k, v in meshnb.sweep(64, lrs=[0.5, 0.25]).to_json().items()}
+        {'steps': 64, 'mode': 'z', 'systems': 2}
         """
         doc: dict[str, Any] = {
             "steps": self.steps,
@@ -377,7 +372,6 @@ class SweepResult:
         Returns
         -------
         str
-            A row per system.
 
         Examples
         --------
@@ -419,14 +413,12 @@ class SweepResult:
         Returns
         -------
         dict of str to numpy.ndarray
-            A column per name, a row per system.
 
         Examples
         --------
         >>> import meshnb
-        >>> cols = meshnb.sweep(64, lrs=[0.5, 0.25]).columns()
-        >>> sorted(cols)[:4], cols["digest"].shape
-        (['digest', 'last_loss_word', 'lr_index', 'lr_word'], (2, 32))
+        >>> meshnb.sweep(64, lrs=[0.5, 0.25]).columns()["digest"].shape
+        (2, 32)
         """
         cols = {"system": np.arange(self.first, self.first + len(self), dtype=np.int64)}
         cols.update((col, v) for col, name in _COLUMNS if (v := getattr(self, name)) is not None)
@@ -445,8 +437,7 @@ class SweepResult:
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> SweepResult.from_bytes(r.tobytes()).digests == r.digests
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25]); SweepResult.from_bytes(r.tobytes()).digests == r.digests
         True
         """
         buf = io.BytesIO()
@@ -470,13 +461,11 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            The result.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5])
-        >>> SweepResult.from_bytes(r.tobytes(), r.starts).page(0) == r.page(0)
+        >>> r = meshnb.sweep(64, lrs=[0.5]); SweepResult.from_bytes(r.tobytes(), r.starts).page(0) == r.page(0)
         True
         """
         with np.load(io.BytesIO(data), allow_pickle=False) as f:
@@ -508,13 +497,11 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            Their systems as one result.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
-        >>> SweepResult.concat([r[:1], r[1:]]).digests == r.digests
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125]); SweepResult.concat([r[:1], r[1:]]).digests == r.digests
         True
         """
         if not parts:
@@ -547,7 +534,7 @@ class SweepSystem:
     Examples
     --------
     >>> import meshnb
-    >>> s = meshnb.sweep(64, lrs=[0.5, 0.25])[1]  # SweepSystem(r, 1)
+    >>> s = meshnb.sweep(64, lrs=[0.5, 0.25])[1]
     >>> s.system, float(s.lr), s.digest == meshnb.train(64, set_lr={0: 0.25}).digest
     (1, 0.25, True)
     """
