@@ -155,6 +155,12 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
             sha256.lanes_digest_out(h, q, out_digest, k)
 
 
+def _on_slices(pool: Executor, cuts: list[int], fn: Any, *args: Any) -> None:
+    """``fn(*args, cuts[i], cuts[i + 1])`` for each slice on ``pool``'s threads (nogil kernels: at once)."""
+    for f in [pool.submit(fn, *args, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]:
+        f.result()
+
+
 def result_of_lanes(
     systems: Run, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, kernel: str | None = None,
     **extra: Any,
@@ -178,24 +184,12 @@ def result_of_lanes(
     elif (kernel == "lanes") if kernel else (sha256.ROWS_KERNEL == "lanes"):
         digest = np.empty((n, 32), dtype=np.uint8)
         batches = -(-lanes.pad // sha256.LANES)
-        cuts = [batches * i // threads for i in range(threads + 1)]
-
-        def batches_of(i: int) -> None:  # nogil: the threads run at once
-            _digest_lanes(start_loss, page_of, base, params_u, ring_u, lanes.order, n, lanes.shape.lanes, done,
-                          params, last, digest, cuts[i], cuts[i + 1])  # fmt: skip
-
-        for f in [pool.submit(batches_of, i) for i in range(threads)]:
-            f.result()
+        _on_slices(pool, [batches * i // threads for i in range(threads + 1)], _digest_lanes, start_loss, page_of,
+                   base, params_u, ring_u, lanes.order, n, lanes.shape.lanes, done, params, last, digest)  # fmt: skip
     else:  # rows of words, then the SHA-256 of the rows (SHA-NI where there is no AVX-512)
         msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
-        cuts = [n * i // threads for i in range(threads + 1)]
-
-        def part(i: int) -> None:  # nogil: the threads run at once
-            _gather(start_loss, page_of, params_u, ring_u, lanes.position, lanes.shape.lanes, base, done,
-                    params, last, msg, cuts[i], cuts[i + 1])  # fmt: skip
-
-        for f in [pool.submit(part, i) for i in range(threads)]:
-            f.result()
+        _on_slices(pool, [n * i // threads for i in range(threads + 1)], _gather, start_loss, page_of, params_u,
+                   ring_u, lanes.position, lanes.shape.lanes, base, done, params, last, msg)  # fmt: skip
         digest = row_digests(msg, MSG_SPANS, pool, threads)
     return SweepResult(
         steps=done,
@@ -234,11 +228,7 @@ class TraceHashes:
         """Hash a chunk's ``steps`` steps of trace, groups ``cuts[i] .. cuts[i + 1] - 1`` on a thread each."""
         words = steps * NSUMS
         t = trace.view(np.uint32)
-        for f in [
-            pool.submit(_trace_update, self.h, self.tail, self.ntail, t, words, cuts[i], cuts[i + 1])
-            for i in range(len(cuts) - 1)
-        ]:
-            f.result()
+        _on_slices(pool, cuts, _trace_update, self.h, self.tail, self.ntail, t, words)
         self.ntail = (self.ntail + words) % 16
         self.words += words
 
@@ -246,11 +236,7 @@ class TraceHashes:
         """``[m, 32]``: each system's trace digest (of the steps hashed), in system order."""
         out = np.empty((m, 32), dtype=np.uint8)
         nbytes = 4 * self.words
-        for f in [
-            pool.submit(_trace_finish, self.h, self.tail, self.ntail, nbytes, order, m, out, cuts[i], cuts[i + 1])
-            for i in range(len(cuts) - 1)
-        ]:
-            f.result()
+        _on_slices(pool, cuts, _trace_finish, self.h, self.tail, self.ntail, nbytes, order, m, out)
         return out
 
 
