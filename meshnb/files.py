@@ -1,25 +1,10 @@
-"""The one place that reads, writes and locks the user's files (pages, checkpoints).
+"""The one place that reads, writes and locks the user's files; every refusal is one line naming the user's path.
 
-Every refusal is one line that names the user's path and what it is (``--view-in``, ``checkpoint``),
-never a temporary name:
-
-* inputs (:func:`read_input`, :func:`read_page`) must be regular files: a FIFO, a device
-  (``/dev/zero``), a directory or a socket is refused before a byte is read (the open is
-  non-blocking, so a FIFO without a writer cannot hang it), and no more than the caller's bound is
-  ever read;
-* outputs are checked before a run (:func:`check_output`, :func:`refuse_overwrite`) and written
-  under one rule (:func:`output_kind`, :class:`Output`, :func:`write_atomic`): a new name or a
-  regular file atomically (a temporary file ``.NAME.tmpPID`` beside the target, fsync, rename,
-  fsync of the directory; a failed write, a full disk, removes its temporary file and leaves the
-  previous file as it was); a stream (``/dev/stdout``, ``/proc/*/fd``, a FIFO, a device) or any
-  other symbolic link written through, never replaced;
-* a run that owns a path (a checkpoint) holds an exclusive lock on it (:func:`hold`);
-* the program's stdout and stderr never drop a byte (:class:`StdSink`, :func:`install_std_streams`),
-  JSON is strict (:func:`json_text`), and MPICH's shared memory left by killed ranks is removed
-  (:func:`remove_orphan_shm`).
-
-The refusals of bad input are :class:`ValueError` (the command line's exit 2); a write that fails
-is :class:`WriteError`, an :class:`OSError`.
+Inputs must be regular files, opened non-blocking and read up to a bound (:func:`read_input`);
+outputs are checked before a run (:func:`check_output`) and written under one rule
+(:func:`output_kind`, :class:`Output`): atomically through ``.NAME.tmpPID``, or written through a
+stream or link.  A run owns a path by a lock (:func:`hold`); stdout and stderr drop no byte
+(:class:`StdSink`).  Bad input is a :class:`ValueError` (exit 2), a failed write a :class:`WriteError`.
 """
 
 from __future__ import annotations
@@ -73,17 +58,7 @@ class WriteError(OSError):
 
 
 def os_error_text(e: OSError) -> str:
-    """One line for an ``OSError``: the path it names and the system's words, never a Python class
-    name (a write of meshnb's own temporaries names its path, ``TMPDIR`` too: :class:`WriteError`).
-
-    Examples
-    --------
-    >>> import errno
-    >>> os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y"))
-    '/x/y: Permission denied'
-    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device"))
-    'No space left on device'
-    """
+    """One line for an ``OSError``: the path it names and the system's words, never a class name."""
     if isinstance(e, WriteError):
         return str(e)
     words = e.strerror or str(e) or "an input/output error"
@@ -92,9 +67,8 @@ def os_error_text(e: OSError) -> str:
     return words
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs
-# ---------------------------------------------------------------------------------------------
+# --- inputs
+
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -112,11 +86,9 @@ def file_kind(mode: int) -> str:
 
 @contextlib.contextmanager
 def open_input(path: Pathish, what: str) -> Iterator[BinaryIO]:
-    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking: the open
-    is non-blocking (a FIFO waits for no writer) and ``fstat`` of what was opened decides."""
+    """Open a regular file for reading, or refuse it (:class:`InputError`) without blocking: a FIFO
+    waits for no writer (``O_NONBLOCK``), and ``fstat`` of what was opened decides."""
     try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is refused
-        # below by fstat, which sees the file actually opened (no race with a rename of the path).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
         reason = e.strerror
@@ -170,24 +142,20 @@ def read_page(path: Pathish, what: str) -> bytes:
 
 
 def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> bytes:
-    """A page given as bytes (any buffer) or as the path of a file (:func:`read_page`): what
-    ``train(view_in=...)`` takes.  Bytes of another length are left to the page's own check."""
+    """A page given as bytes (any buffer) or as a file's path (:func:`read_page`), as ``train(view_in=)`` takes it."""
     if isinstance(source, (str, os.PathLike)):
         return read_page(source, what)
     return bytes(memoryview(source))  # a TypeError for what is no buffer (bytes(1234) would be 1234 zeros)
 
 
-# ---------------------------------------------------------------------------------------------
-# Outputs
-# ---------------------------------------------------------------------------------------------
+# --- outputs
 
 
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 
 
 def temp_prefix(name: str) -> str:
-    """The start of a temporary's name beside a file ``name`` (the writer's pid follows): ``.NAME.tmp``,
-    or ``.meshnb-HASH.tmp`` where a pid after the former would pass :data:`NAME_MAX`."""
+    """``.NAME.tmp`` (a pid follows), or ``.meshnb-HASH.tmp`` where that would pass :data:`NAME_MAX`."""
     prefix = f".{name}.tmp"
     if len(os.fsencode(prefix)) + 10 > NAME_MAX:  # 10: the digits of any pid
         prefix = f".meshnb-{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp"
@@ -199,20 +167,18 @@ def _temp_name(path: Path, pid: int) -> Path:
 
 
 def _no_write_bit(mode: int) -> bool:
-    """No one may write it by its mode: refused as a target even for root, who os.access lets."""
+    """No one may write it by its mode (refused even for root, whom os.access lets)."""
     return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
-# The link chain of an output that passes through one of these is a stream the caller already holds
-# (a shell's redirection): written through, never renamed over (which would replace /dev/stdout).
+# An output whose link chain passes through one of these is a stream the caller holds: never renamed over.
 _STREAM_PATHS = re.compile(r"/dev/(std(in|out|err)|fd(/.*)?)|/proc/[^/]+/fd(/.*)?")
 _OWN_FD = re.compile(r"/(dev|proc/self|proc/thread-self|proc/(?P<pid>\d+))/fd/(?P<fd>\d+)")
 _STD_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
 def _chain(path: Pathish) -> list[str]:
-    """The absolute paths a name goes through: itself, then each link's target (40 at most, as
-    the kernel's limit), each component of each one resolved in turn."""
+    """The absolute paths a name goes through: itself, then each link's target (40 at most, the kernel's limit)."""
     seen: list[str] = []
     todo = os.path.abspath(os.fspath(path))
     for _ in range(40):
@@ -236,9 +202,8 @@ def _chain(path: Pathish) -> list[str]:
 
 
 def output_kind(path: Pathish) -> str:
-    """How an output at ``path`` is written: ``"atomic"`` (a new name or a regular file: a temporary
-    renamed over it), ``"stream"`` (through ``/dev/std*``, ``/dev/fd``, ``/proc/*/fd`` or to a non-regular
-    file: written through, never renamed over) or ``"link"`` (the last component a symlink: written through)."""
+    """``"atomic"`` (a new name or a regular file: a temporary renamed over it), ``"stream"`` (through
+    ``/dev/std*``, ``/dev/fd``, ``/proc/*/fd``, or not a regular file) or ``"link"`` (a symlink): written through."""
     chain = _chain(path)
     if any(_STREAM_PATHS.fullmatch(p) for p in chain):
         return "stream"
@@ -249,9 +214,8 @@ def output_kind(path: Pathish) -> str:
 
 
 def check_output(path: Pathish, option: str) -> None:
-    """Refuse (:class:`OutputError`, one line naming ``option`` and ``path``) an output that a run
-    could not write at its end: an empty name, a missing or unwritable directory, a directory as
-    target.  A stream and a symbolic link pass: they are written through (:func:`output_kind`)."""
+    """Refuse (:class:`OutputError`) an output a run could not write at its end: an empty name, a
+    missing or unwritable directory, a directory; a stream or a link passes (written through)."""
     text = os.fspath(path)
     if not text:
         raise OutputError(f"{option} '': an empty path is not a file name")
@@ -304,9 +268,8 @@ def check_output(path: Pathish, option: str) -> None:
 
 
 def check_directory(p: Path, option: str, path: Pathish) -> None:
-    """Refuse (:class:`OutputError`) a new name ``p`` whose directory is missing, not a directory,
-    without a write bit (even for root), or where a file of ``p``'s temporary name cannot be created
-    (a read-only mount, an ACL: the probe has the temporary's name, so one left by a kill is stale)."""
+    """Refuse (:class:`OutputError`) a name whose directory is missing, not one, without a write bit,
+    or where ``p``'s temporary cannot be created (a read-only mount, an ACL: probed by that name)."""
     parent = p.parent
     try:
         if not parent.exists():
@@ -334,8 +297,7 @@ def check_directory(p: Path, option: str, path: Pathish) -> None:
 
 
 def refuse_overwrite(option: str, path: Pathish | None, what: str, inputs: Pathish | None) -> None:
-    """Refuse up front an output ``path`` that is one of the files of ``inputs`` (a pack or a case
-    directory, or one input file), by its name (through links too) or as the same file (a hard link)."""
+    """Refuse an output ``path`` that is one of the files of ``inputs`` (by name, link or hard link)."""
     if path is None or inputs is None or not os.fspath(path):
         return
     real, root = os.path.realpath(path), os.path.realpath(inputs)
@@ -374,8 +336,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def remove_stale_temps(path: Pathish) -> list[Path]:
-    """Remove the ``.NAME.tmpPID`` files beside ``path`` whose writer is dead (killed mid-write);
-    returns them.  A live pid's file is left alone (its write may be under way)."""
+    """Remove (and return) the ``.NAME.tmpPID`` files beside ``path`` whose writer is dead."""
     p = Path(path)
     pattern = re.compile(rf"{re.escape(temp_prefix(p.name))}(\d+)")
     removed: list[Path] = []
@@ -393,9 +354,7 @@ def remove_stale_temps(path: Pathish) -> list[Path]:
 
 
 def open_temp(path: Path) -> tuple[int, Path]:
-    """A new temporary ``.NAME.tmpPID`` beside ``path``, open for writing: its descriptor and name.
-    Stale temporaries of dead writers are removed first; never what is at the name (``O_EXCL``,
-    ``O_NOFOLLOW``: a FIFO there would block, a link would be written through)."""
+    """A new ``.NAME.tmpPID`` beside ``path`` open for writing (``O_EXCL | O_NOFOLLOW``): descriptor, name."""
     remove_stale_temps(path)
     tmp = _temp_name(path, os.getpid())
     with contextlib.suppress(FileNotFoundError):
@@ -404,10 +363,8 @@ def open_temp(path: Path) -> tuple[int, Path]:
 
 
 def _stream_fd(path: Pathish) -> int:
-    """A descriptor for a stream output (:func:`output_kind`): a duplicate of our own descriptor N
-    where the chain names it (``/dev/stdout``, ``/proc/self/fd/1``: it shares the shell's offset and
-    its ``>>``), else the path opened for appending (never truncated: a FIFO, a device, another
-    process's descriptor)."""
+    """A stream output's descriptor: a dup of our own where the chain names it (``/dev/stdout``:
+    the shell's offset), else the path opened for appending (never truncated)."""
     for p in _chain(path):
         fd = _STD_FDS.get(p)
         m = _OWN_FD.fullmatch(p)
@@ -415,8 +372,7 @@ def _stream_fd(path: Pathish) -> int:
             fd = int(m.group("fd"))
         if fd is not None:
             return os.dup(fd)
-    # O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) rather than blocking the open;
-    # the descriptor is made blocking again for the writes
+    # O_NONBLOCK: a FIFO without a reader fails at once (ENXIO); blocking again for the writes
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd
@@ -426,11 +382,8 @@ STOP_GRACE_S = 2.0  # after a stop, how long a write waits on a reader that does
 
 
 class _FdWriter:
-    """A descriptor as a binary file for writing: every write whole (a short write goes on),
-    seekable where the descriptor is (zipfile asks ``tell``).  Into a pipe or a FIFO the bytes go
-    a pipe buffer's worth at a time once ``poll`` says there is room, so that a reader that holds
-    the pipe open and never reads cannot hold a stop (Ctrl-C, SIGTERM, SIGHUP) for more than
-    :data:`STOP_GRACE_S`: the write then fails (``ETIMEDOUT``, named by the output)."""
+    """A descriptor as a binary file for writing, every write whole; into a pipe ``PIPE_BUF`` at a
+    time once ``poll`` says there is room, so a stalled reader holds a stop at most :data:`STOP_GRACE_S`."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -493,10 +446,8 @@ class _FdWriter:
 
 
 class Output:
-    """One output written under the one rule (:func:`output_kind`): to a temporary ``.NAME.tmpPID``
-    renamed into place by :meth:`commit` (``atomic``), or through a stream or a link, or to stdout
-    (``"-"``).  Every failure is a :class:`WriteError` naming ``what`` and ``path``; :meth:`abort`
-    drops a temporary (the target stays as it was)."""
+    """One output under the one rule (:func:`output_kind`), or stdout (``"-"``); a failure is a
+    :class:`WriteError` naming ``what`` and ``path``, and :meth:`abort` leaves the target as it was."""
 
     def __init__(self, path: Pathish, what: str) -> None:
         self.path, self.what = path, what
@@ -536,8 +487,7 @@ class Output:
             raise WriteError(self.what, self.path, e) from None
 
     def commit(self) -> None:
-        """Finish: flush; a temporary is fsynced and renamed into place (and its directory fsynced), a
-        link's file cut to what was written."""
+        """Finish: a temporary fsynced and renamed into place, a link's file cut to what was written."""
         try:
             self.f.flush()
             if self.kind in ("stdout",):
@@ -569,9 +519,7 @@ class Output:
 
 
 def write_atomic(path: Pathish, data: bytes, what: str) -> None:
-    """Write ``data`` to ``path`` under the one output rule (:class:`Output`): a crash leaves the old
-    file or the new one, whole; on any error no temporary is left and :class:`WriteError` names
-    ``path``.  An empty path is an :class:`OutputError`."""
+    """Write ``data`` to ``path`` under the one output rule (:class:`Output`): the old file or the new one, whole."""
     if not os.fspath(path):
         raise OutputError(f"{what} '': an empty path is not a file name")
     out = Output(path, what)
@@ -592,9 +540,7 @@ def fsync_dir(directory: Pathish) -> None:
         os.close(dfd)
 
 
-# ---------------------------------------------------------------------------------------------
-# Shared memory left by killed MPI ranks
-# ---------------------------------------------------------------------------------------------
+# --- shared memory left by killed MPI ranks
 
 SHM_DIR = "/dev/shm"
 MPICH_SHM_PREFIX = "mpich_shm_"  # MPICH's intra-node segments; a rank killed by hydra (SIGKILL) cannot remove its own
@@ -624,8 +570,8 @@ def shm_in_use(directory: str) -> set[str]:
 
 
 def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, directory: str = SHM_DIR) -> list[str]:
-    """Remove this user's segments ``directory/prefix*`` that no live process maps or holds open and
-    that are older than ``min_age_s``: MPICH's, left by ranks hydra killed.  Returns the names removed."""
+    """Remove (and return) this user's ``directory/prefix*`` segments older than ``min_age_s`` that no live
+    process maps or holds open: MPICH's, left by ranks hydra killed."""
     try:
         names = [n for n in os.listdir(directory) if n.startswith(prefix)]
     except OSError:
@@ -649,9 +595,7 @@ def remove_orphan_shm(prefix: str = MPICH_SHM_PREFIX, min_age_s: float = 60.0, d
     return removed
 
 
-# ---------------------------------------------------------------------------------------------
-# Ownership
-# ---------------------------------------------------------------------------------------------
+# --- ownership
 
 
 def lock_path(path: Pathish) -> Path:
@@ -661,8 +605,7 @@ def lock_path(path: Pathish) -> Path:
 
 
 def _holder(lock: Path) -> int | None:
-    """The pid written in a held lock file.  The holder writes it just after locking (over a dead
-    run's pid), so an empty file or a dead pid is read again for a moment."""
+    """The pid in a held lock file (read again for a moment: the holder writes it just after locking)."""
     deadline = time.monotonic() + 0.5
     while True:
         with contextlib.suppress(OSError, ValueError):
@@ -676,8 +619,7 @@ def _holder(lock: Path) -> int | None:
 
 @contextlib.contextmanager
 def hold(path: Pathish, what: str) -> Iterator[None]:
-    """Own ``path`` for a run: an exclusive lock, or :class:`InUseError` (one line naming the holder's
-    pid) when another live process holds it."""
+    """Own ``path`` for a run: an exclusive lock, or :class:`InUseError` naming the live holder's pid."""
     kind = output_kind(path)
     if kind != "atomic":  # rewritten at every save: through a link or a stream a crash would leave half of one
         what_is = "a symbolic link" if kind == "link" else "a stream (a device, a FIFO, /dev/std*)"
@@ -714,22 +656,18 @@ def hold(path: Pathish, what: str) -> Iterator[None]:
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)  # before the unlock: see the docstring
+            os.unlink(lock)  # before the unlock
         os.close(fd)
 
 
-# ---------------------------------------------------------------------------------------------
-# JSON
-# ---------------------------------------------------------------------------------------------
+# --- JSON
 
 NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-"""How strict JSON spells a float that JSON has no number for (a diverged loss): these strings,
-which JavaScript's ``Number()`` and Python's ``float()`` read back."""
+"""How strict JSON spells a float it has no number for (``Number()`` and ``float()`` read them back)."""
 
 
 def json_safe(obj: Any) -> Any:
-    """``obj`` with every non-finite float (also numpy's) replaced by its :data:`NON_FINITE` string,
-    so that ``json.dumps(..., allow_nan=False)`` gives strict JSON."""
+    """``obj`` with every non-finite float replaced by its :data:`NON_FINITE` string."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else NON_FINITE[repr(float(obj))]
     if isinstance(obj, dict):
@@ -743,35 +681,21 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udff
 
 
 def xml_text(text: str) -> str:
-    """``text`` made fit for an XML 1.0 document (a JUnit report): every character XML 1.0 forbids or
-    discourages (C0 and C1 controls but tab, newline, CR and NEL; DEL, lone surrogates, U+FFFE, U+FFFF)
-    written as a printable escape (``\\x1b``, ``\\ud800``).
-
-    Examples
-    --------
-    >>> from meshnb.files import xml_text
-    >>> print(xml_text("case\\x1b[31m\\x00 caf\\u00e9 line\\nnext"))
-    case\\x1b[31m\\x00 café line
-    next
-    """
+    """``text`` fit for XML 1.0 (a JUnit report): each character it forbids or discourages as an escape (``\\x1b``)."""
     return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as the strings of
-    :data:`NON_FINITE`, never the bare ``NaN`` that strict parsers (jq, JavaScript) reject."""
+    """``json.dumps`` of ``obj`` as strict JSON (RFC 8259): NaN and the infinities as :data:`NON_FINITE`'s strings."""
     import json
 
     return json.dumps(json_safe(obj), allow_nan=False, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------
-# stdout and stderr
-# ---------------------------------------------------------------------------------------------
+# --- stdout and stderr
 
 STOP_LINE_S = 2.0
-"""On Ctrl-C (SIGTERM, SIGHUP) a write under way finishes its line within this long; a reader
-stalled longer gets the cut line and the run's one-line message."""
+"""On Ctrl-C (SIGTERM, SIGHUP) a write under way finishes its line within this long, else is cut."""
 
 _POLL_S = 0.1  # how often a wait on a stalled reader looks at the stop flags
 
@@ -784,29 +708,13 @@ class StreamError(WriteError):
 
 
 def _stop_requested() -> bool:
-    """Whether a Ctrl-C, SIGTERM or SIGHUP came and is held as a flag (an ``InterruptFlag``,
-    whose ``hit`` turns True): a write waiting on its reader then finishes its line and stops."""
+    """Whether a Ctrl-C, SIGTERM or SIGHUP came and is held as a flag (an ``InterruptFlag``'s ``hit``)."""
     return any(getattr(signal.getsignal(s), "hit", False) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 
 class StdSink:
-    """A descriptor's writer that never drops a byte (partial writes go on, a slow reader is waited for
-    with ``poll``): :class:`StreamError` where the OS refuses, BrokenPipeError where the reader is gone;
-    a stop during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.files import StdSink
-    >>> r, w = os.pipe()
-    >>> sink = StdSink(w, "stdout")
-    >>> sink.write(b"a line"), os.read(r, 100), sink.writable(), sink.readable(), sink.seekable(), sink.isatty()
-    (6, b'a line', True, False, False, False)
-    >>> sink.close()
-    >>> sink.closed, sink.fileno() == w, os.write(w, b"still open")  # the descriptor stays the caller's
-    (True, True, 10)
-    >>> os.close(r); os.close(w)
-    """
+    """A descriptor's writer that drops no byte (a slow reader is waited for with ``poll``); a stop
+    during a wait finishes the line within :data:`STOP_LINE_S`, then raises KeyboardInterrupt."""
 
     def __init__(self, fd: int, name: str) -> None:
         self.fd, self.name = fd, name
@@ -828,31 +736,24 @@ class StdSink:
 
     # the parts of a binary stream that TextIOWrapper and callers use
     def writable(self) -> bool:
-        """Always True: an output."""
         return True
 
     def readable(self) -> bool:
-        """Always False: an output only."""
         return False
 
-    def seekable(self) -> bool:
-        """Always False: a stream is written as it comes."""
-        return False
+    seekable = readable
 
     def fileno(self) -> int:
-        """The descriptor given (the process's stdout or stderr), not the one written through."""
-        return self.fd
+        return self.fd  # the descriptor given, not the one written through
 
     def isatty(self) -> bool:
-        """Whether the descriptor is a terminal."""
         return os.isatty(self.fd)
 
     def flush(self) -> None:
         """Nothing to do: every write is whole when it returns."""
 
     def close(self) -> None:
-        """Mark the sink closed; the descriptor stays open (it is the process's stdout or stderr)."""
-        self.closed = True  # the descriptor stays (it is the process's stdout)
+        self.closed = True  # the descriptor stays (it is the process's stdout or stderr)
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Write all of ``data``; returns its length."""
@@ -921,12 +822,9 @@ class StdSink:
 
 
 def install_std_streams() -> None:
-    """Make ``sys.stdout`` and ``sys.stderr`` writers that never drop a byte (:class:`StdSink`),
-    whatever ``PYTHONUNBUFFERED`` and the descriptors' ``O_NONBLOCK``; the ``meshnb`` program calls
-    it first thing.  A closed descriptor 0, 1 or 2 (``>&-``) gets ``/dev/null`` so that no file the
-    run opens takes its number; a closed stdout stays ``None`` (a command that prints refuses it in
-    one line), a closed stderr writes nowhere (its lines must not reach stdout, which print(file=None)
-    would do)."""
+    """Make ``sys.stdout`` and ``sys.stderr`` writers that drop no byte (:class:`StdSink`); the program
+    calls it first.  A closed descriptor 0, 1 or 2 gets ``/dev/null`` (no file the run opens takes its
+    number); a closed stdout stays ``None``, a closed stderr writes nowhere."""
     import io
 
     closed = set()

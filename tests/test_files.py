@@ -916,3 +916,25 @@ def test_a_stop_between_the_probes_calls_leaves_no_probe(tmp_path, monkeypatch):
     finally:
         signal.signal(signal.SIGINT, previous)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_os_error_is_one_line_naming_its_path() -> None:
+    assert files.os_error_text(OSError(errno.EACCES, "Permission denied", "/x/y")) == "/x/y: Permission denied"
+    assert files.os_error_text(OSError(errno.ENOSPC, "No space left on device")) == "No space left on device"
+
+
+def test_xml_text_escapes_what_xml_forbids() -> None:
+    assert files.xml_text("case\x1b[31m\x00 caf\u00e9 line\nnext") == "case\\x1b[31m\\x00 caf\u00e9 line\nnext"
+
+
+def test_a_std_sink_writes_whole_and_leaves_its_descriptor_open() -> None:
+    r, w = os.pipe()
+    try:
+        sink = files.StdSink(w, "stdout")
+        assert sink.write(b"a line") == 6 and os.read(r, 100) == b"a line"
+        assert (sink.writable(), sink.readable(), sink.seekable(), sink.isatty()) == (True, False, False, False)
+        sink.close()
+        assert sink.closed and sink.fileno() == w and os.write(w, b"still open") == 10  # the caller's descriptor
+    finally:
+        os.close(r)
+        os.close(w)

@@ -1,18 +1,10 @@
-"""A sweep's CSV rows made in njit, by columns, in bulk: no Python per system.
+"""A sweep's CSV rows made in njit, by columns, in bulk (measured: docs/performance.md).
 
-Numbers are written as: integers in decimal, words and digests in lowercase hex, and each float32
-(the LR and the last loss) as the *shortest* decimal text that reads back to the same float32
-bits through a float64 (``np.float32(float(text))``, what Python, numpy and pandas do) and through
-a correctly rounded float32 parse alike: the fewest significant digits (1 to 9) whose value lies
-within 0.49 of the value's smaller neighbour gap, so both reading paths give it back.  Positional
-from 1e-4 up to 1e16, else ``d.ddde±XX`` (as Python's ``repr`` spells a float); ``nan``, ``inf``,
-``-inf``, ``0.0`` and ``-0.0`` as Python spells them.
-
-*Shortest* where the check is exact in float64: a length whose scaling needs a power of ten
-beyond 10^22 (values below about 1e-17 or above about 1e30) is skipped, so a longer text of at
-most 9 digits is written there (``3e-30`` as ``3.00000001e-30``, ``1e25`` as ``1.000e+25``); it
-still reads back to the same bits. A NaN is ``nan`` whatever its sign and payload: the rows carry
-every float's word too (``lr_word``, ``last_loss_word``), so no bit is lost.
+Integers in decimal, words and digests in lowercase hex, each float32 as the *shortest* text that
+reads back to its bits through a float64 and through a correctly rounded float32 parse alike (the
+fewest digits within 0.49 of the smaller neighbour gap); positional from 1e-4 to 1e16, else
+``d.ddde±XX``, and ``nan``, ``inf``, ``-0.0`` as Python spells them.  Where the check would need a
+power of ten beyond 10^22 a longer text (at most 9 digits) is written (``3e-30`` as ``3.00000001e-30``).
 """
 
 from __future__ import annotations
@@ -34,8 +26,7 @@ _ROW_BYTES = 4 * 21 + 6 * 9 + 2 * 20 + 2 * 65 + 2  # integers, hex words, floats
 
 
 def _int_power(a: float, b: int) -> float:
-    """``a ** b`` as numba computes a float to an integer power in njit (squaring, then the
-    reciprocal for b < 0), so that :func:`f32_text` makes :func:`_put_f32`'s every digit."""
+    """``a ** b`` as numba computes it in njit (squaring; the reciprocal for b < 0)."""
     r, invert, e = 1.0, b < 0, abs(b)
     while e:
         if e & 1:
@@ -46,16 +37,14 @@ def _int_power(a: float, b: int) -> float:
 
 
 def _scaled_py(x: float, k: int) -> float:
-    """``x * 10^k`` in float64: one correctly rounded operation where 10^|k| is exact (|k| <= 22),
-    else two (10^22, then numba's ``10.0 ** (|k| - 22)``)."""
+    """``x * 10^k`` in float64: one operation where 10^|k| is exact (|k| <= 22), else two."""
     if k >= 0:
         return x * _POW10_PY[k] if k <= 22 else x * _POW10_PY[22] * _int_power(10.0, k - 22)
     return x / _POW10_PY[-k] if -k <= 22 else x / _POW10_PY[22] / _int_power(10.0, -k - 22)
 
 
 _POW10_PY = [float(v) for v in _POW10]
-# Tables for the njit formatter, made here in Python from the same float64 operations (no pow or
-# log10 call per float; tests check them against numba's own):
+# Tables for the njit formatter, made in Python by the same float64 operations (tests check them):
 _POW10_REST = np.array([_int_power(10.0, n) for n in range(32)], dtype=np.float64)  # 10.0 ** n past 10^22
 _TENS = np.array([_scaled_py(1.0, e) for e in range(-46, 41)], dtype=np.float64)  # 10^e as _scaled makes it
 _TENS_AT = 46  # _TENS[e + _TENS_AT] is 10^e
@@ -68,8 +57,7 @@ _DEC2 = np.array([ord(f"{v:02d}"[0]) | ord(f"{v:02d}"[1]) << 8 for v in range(10
 _SLACK = 8  # bytes past the text that an 8-byte store may write (overwritten by what follows, or cut)
 
 
-# The formatter writes through the output's address (no array passed to a helper: each call would
-# add and drop a reference, two atomic operations, which cost more than the digits).
+# The formatter writes through the output's address (an array passed to a helper costs two atomics a call).
 
 
 @intrinsic
@@ -127,8 +115,7 @@ def _dec8(v):
 
 @jit()
 def _put_dec(base, at, v, n):
-    """``v`` (< 10^n, 1 <= n <= 20) as exactly ``n`` decimal digits (zero padded) at ``base + at``,
-    left to right (each 8-byte store's tail is written over by the next); the new end."""
+    """``v`` (< 10^n) as exactly ``n`` decimal digits at ``base + at``; the new end."""
     v = np.uint64(v)
     if n <= 8:
         _poke8(base, at, _dec8(v) >> np.uint64(8 * (8 - n)))
@@ -158,7 +145,7 @@ def _put_uint(base, at, x):
 
 @jit()
 def _hex4(w):
-    """The 4 bytes of ``w``'s low 32 bits, most significant first, as 8 hex digits (the first in the low byte)."""
+    """``w``'s low 32 bits as 8 hex digits, most significant first (the first in the low byte)."""
     w = np.uint64(w)
     return (
         _HEX2[(w >> np.uint64(24)) & np.uint64(255)] | _HEX2[(w >> np.uint64(16)) & np.uint64(255)] << np.uint64(16)
@@ -186,8 +173,7 @@ def _scaled(x, k):
 
 @jit()
 def _put_f32(base, at, u):
-    """The float32 of bits ``u`` as its shortest round-tripping text (module docstring) at
-    ``base + at``; the new end."""
+    """The float32 of bits ``u`` as its shortest round-tripping text at ``base + at``; the new end."""
     u = np.int64(u) & 0xFFFFFFFF
     mag = u & 0x7FFFFFFF
     if mag > 0x7F800000:
@@ -219,11 +205,8 @@ def _put_f32(base, at, u):
     while x < _TENS[e + _TENS_AT]:
         e -= 1
     near = 0.49 * gap
-    # The 9-digit scaling r9 = x 10^(8 - e) (p = 9's own step) tells which shorter lengths can pass
-    # the check at all: p digits' value is a multiple of 10^(9 - p) in r9's units, so the check
-    # passes only if r9 lies within `near` (in those units) of such a multiple.  r9 and that distance
-    # are off by under 1e-6 units (r9 < 2^30: its error is a few ulps of 2^-22), far inside the
-    # margin 2^-10: a length skipped here fails the exact check, which runs unchanged for the rest.
+    # r9 = x 10^(8 - e) filters the lengths: p digits pass only if r9 lies within `near` of a multiple
+    # of 10^(9 - p) (r9's error, under 1e-6, is far inside the margin 2^-10); the exact check follows.
     r9 = _scaled(x, 8 - e)
     limit = _scaled(near, 8 - e) + 0.0009765625
     digits = 9
@@ -276,7 +259,7 @@ def _put_f32(base, at, u):
 
 @jit(nogil=True)
 def _rows(first, page, names, name_at, lr_words, lrs, bases, steps, loss, params, digest, trace, out):
-    """The CSV rows into ``out`` (large enough, with :data:`_SLACK` bytes more: :func:`csv_rows`); the bytes written."""
+    """The CSV rows into ``out`` (large enough, with :data:`_SLACK` bytes more); the bytes written."""
     base = _address(out)
     at = 0
     for k in range(lr_words.shape[0]):
@@ -323,46 +306,14 @@ def _rows(first, page, names, name_at, lr_words, lrs, bases, steps, loss, params
     return at
 
 
-def csv_rows(
-    first: int,
-    page_index: np.ndarray,
-    names: list[bytes] | None,
-    lr_words: np.ndarray,
-    lr_read: np.ndarray,
-    step_base: np.ndarray,
-    steps: int,
-    last_loss: np.ndarray,
-    params: np.ndarray,
-    digest: np.ndarray,
-    trace: np.ndarray | None,
-) -> bytes:
-    """The CSV rows of systems ``first ..`` (no header), each ending in a newline: the columns of
-    :data:`meshnb.sweeps.result.CSV_COLUMNS`; ``names``: each page's field, already quoted.  Below
-    :data:`SMALL_ROWS` rows in Python (the same bytes: a small sweep's cold start compiles no
-    formatter), else in njit (:func:`csv_chunks` joined)."""
-    args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
-    return b"".join(csv_chunks(*args))
-
-
 def csv_chunks(
-    first: int,
-    page_index: np.ndarray,
-    names: list[bytes] | None,
-    lr_words: np.ndarray,
-    lr_read: np.ndarray,
-    step_base: np.ndarray,
-    steps: int,
-    last_loss: np.ndarray,
-    params: np.ndarray,
-    digest: np.ndarray,
-    trace: np.ndarray | None,
-    threads: int = 1,
-    pool: Executor | None = None,
-) -> list[memoryview]:
-    """:func:`csv_rows`'s bytes as consecutive pieces (to write in turn, no copy): the rows are cut
-    into up to ``threads`` slices of :data:`SMALL_ROWS` rows or more, formatted at once, each into
-    its own buffer (the kernel runs without the GIL), on ``pool``'s threads and the caller's
-    (None: a pool made for the call)."""
+    first: int, page_index: np.ndarray, names: list[bytes] | None, lr_words: np.ndarray, lr_read: np.ndarray,
+    step_base: np.ndarray, steps: int, last_loss: np.ndarray, params: np.ndarray, digest: np.ndarray,
+    trace: np.ndarray | None, threads: int = 1, pool: Executor | None = None,
+) -> list[memoryview]:  # fmt: skip
+    """The CSV rows of systems ``first ..`` (:data:`meshnb.sweeps.result.CSV_COLUMNS`, no header) as
+    consecutive pieces; ``names``: each page's field, quoted.  Below :data:`SMALL_ROWS` rows in Python
+    (the same bytes, nothing to compile), else in njit, in up to ``threads`` slices on ``pool`` (None: its own)."""
     n = int(lr_words.shape[0])
     if n < SMALL_ROWS:
         args = (first, page_index, names, lr_words, lr_read, step_base, steps, last_loss, params, digest, trace)
@@ -410,19 +361,11 @@ SMALL_ROWS = 2048
 
 
 def _rows_py(
-    first: int,
-    page_index: np.ndarray,
-    names: list[bytes] | None,
-    lr_words: np.ndarray,
-    lr_read: np.ndarray,
-    step_base: np.ndarray,
-    steps: int,
-    last_loss: np.ndarray,
-    params: np.ndarray,
-    digest: np.ndarray,
+    first: int, page_index: np.ndarray, names: list[bytes] | None, lr_words: np.ndarray, lr_read: np.ndarray,
+    step_base: np.ndarray, steps: int, last_loss: np.ndarray, params: np.ndarray, digest: np.ndarray,
     trace: np.ndarray | None,
-) -> bytes:
-    """:func:`csv_rows` in Python, byte for byte :func:`_rows`'s."""
+) -> bytes:  # fmt: skip
+    """The CSV rows in Python, byte for byte :func:`_rows`'s."""
     n = int(lr_words.shape[0])
     u32 = lambda a: np.asarray(a, dtype=np.uint32).reshape(-1).tolist()
     pages = [names[p] for p in np.asarray(page_index).tolist()] if names is not None else None
@@ -446,8 +389,7 @@ def _rows_py(
 
 
 def f32_text(u: int) -> str:
-    """The float32 of bits ``u`` as its shortest round-tripping text, in Python: :func:`_put_f32`'s
-    steps in the same float64 operations (module docstring)."""
+    """:func:`_put_f32` in Python: the same steps in the same float64 operations."""
     mag = u & 0x7FFFFFFF
     if mag > 0x7F800000:
         return "nan"

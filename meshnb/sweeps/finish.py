@@ -1,10 +1,7 @@
-"""A batch's result read straight from the sweep loop's arrays: each system's params, last loss and
-page digest (SPEC 11: SHA-256 of PARAMS then LOSS) without making its 4 KiB final page.
+"""A batch's result read from the sweep loop's arrays: params, last loss and digest (SPEC 11) without a final page.
 
-The digest reads 260 words a system.  Where :data:`meshnb.sha256.ROWS_KERNEL` is ``"lanes"``, one
-njit pass per group hashes them from the loop's arrays with the multi-buffer SHA-256 (one system
-per vector lane); elsewhere a pass puts each system's words in a row for
-:func:`meshnb.runspec.row_digests`.  The final pages are made only when asked for."""
+The digest's 260 words a system are hashed from the loop's arrays by the multi-buffer SHA-256 (one
+system a vector lane) where :data:`meshnb.sha256.ROWS_KERNEL` is ``"lanes"``, else as rows."""
 
 from __future__ import annotations
 
@@ -30,9 +27,7 @@ _BLOCKS = sha256.message_blocks(4 * MSG_WORDS)  # 17: 1040 bytes, the 0x80 and t
 
 @jit(nogil=True)
 def _gather(start_loss, page_of, params, ring, position, lanes, base, done, out_params, out_last, msg, first, last):  # type: ignore[no-untyped-def]
-    """Rows ``first .. last - 1``: system k's params and last loss into ``out_params[k]`` and
-    ``out_last[k]``, its final page's PARAMS then LOSS into ``msg[k]`` (``done`` >= 1 steps,
-    relative step j at LOSS[(base + j) mod 256], as ``lanes._final_pages`` writes them)."""
+    """Rows ``first .. last - 1``: system k's params, last loss, and its final page's PARAMS then LOSS in ``msg[k]``."""
     lo_step = max(0, done - 256)
     for k in range(first, last):
         pos = position[k]
@@ -72,9 +67,8 @@ def _gather_np(
 
 @jit(nogil=True)
 def _shared_blocks(start_loss, pg, s0, done, shared, wk):  # type: ignore[no-untyped-def]
-    """The blocks of a one-vector batch (page ``pg``, step base ``s0`` mod 256, ``done`` steps) whose
-    every word is a LOSS word of the start page that no step wrote, or padding: ``shared[blk]``,
-    and their W[t] + K[t] in ``wk`` (:func:`meshnb.sha256.schedule_wk`)."""
+    """The blocks of a one-vector batch that no step wrote (start page words or padding): ``shared[blk]``,
+    and their W[t] + K[t] in ``wk``."""
     words = np.empty(16 * _BLOCKS, dtype=np.uint32)  # one system's padded message, its SHA-256 words
     for blk in range(_BLOCKS):
         shared[blk] = blk > 0  # block 0 holds PARAMS
@@ -93,12 +87,9 @@ def _shared_blocks(start_loss, pg, s0, done, shared, wk):  # type: ignore[no-unt
 def _digest_lanes(  # type: ignore[no-untyped-def]
     start_loss, page_of, base, params, ring, order, m, lanes, done, out_params, out_last, out_digest, b0, b1
 ):
-    """Batches ``b0 .. b1 - 1`` of :data:`~meshnb.sha256.LANES` lane positions (position ``p`` is lane
-    ``p % lanes`` of group ``p // lanes``, system ``order[p]``; positions from ``m`` on pad): each
-    system's params, last loss and digest (what :func:`_gather` and :func:`meshnb.sha256.digest_rows`
-    give, bit for bit), its 260 words read from the loop's arrays into the hash's vector lanes.  A
-    batch of one vector (its systems share a step base mod 256 and, before step 256, a start page)
-    skips the blocks its systems share (:func:`_shared_blocks`, computed once per page and base)."""
+    """Batches ``b0 .. b1 - 1`` of :data:`~meshnb.sha256.LANES` lane positions: each system's params, last
+    loss and digest, its words read into the hash's vector lanes; a batch of one vector skips the
+    blocks its systems share (:func:`_shared_blocks`)."""
     n = sha256.LANES
     blocks = _BLOCKS
     h = np.empty(8 * n, dtype=np.uint32)
@@ -164,15 +155,18 @@ def _digest_lanes(  # type: ignore[no-untyped-def]
             sha256.lanes_digest_out(h, q, out_digest, k)
 
 
+def _on_slices(pool: Executor, cuts: list[int], fn: Any, *args: Any) -> None:
+    """``fn(*args, cuts[i], cuts[i + 1])`` for each slice on ``pool``'s threads (nogil kernels: at once)."""
+    for f in [pool.submit(fn, *args, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]:
+        f.result()
+
+
 def result_of_lanes(
     systems: Run, lo: int, lanes: Lanes, done: int, pool: Executor, threads: int, kernel: str | None = None,
     **extra: Any,
 ) -> SweepResult:  # fmt: skip
-    """The result of systems ``lo .. lo + lanes.m - 1`` after ``done`` >= 1 steps, read from the
-    loop's arrays (what ``result_of_pages`` of their final pages gives, bit for bit); ``extra``:
-    the rest of :class:`SweepResult`'s fields (trace digests, history, timings); ``kernel``:
-    ``"lanes"`` or ``"rows"`` (None: ``"lanes"`` where :data:`meshnb.sha256.ROWS_KERNEL` is; the
-    tests run both) for a batch of :data:`~meshnb.runspec.NJIT_DIGEST_ROWS` systems or more."""
+    """The result of systems ``lo .. lo + lanes.m - 1`` after ``done`` >= 1 steps (``result_of_pages``' bits);
+    ``extra``: :class:`SweepResult`'s other fields; ``kernel``: ``"lanes"`` or ``"rows"`` (None: the default)."""
     assert done >= 1, "no steps: the final pages are the start pages (result_of_pages)"
     n, hi = lanes.m, lo + lanes.m
     page_of = systems.page_index(lo, hi)
@@ -190,24 +184,12 @@ def result_of_lanes(
     elif (kernel == "lanes") if kernel else (sha256.ROWS_KERNEL == "lanes"):
         digest = np.empty((n, 32), dtype=np.uint8)
         batches = -(-lanes.pad // sha256.LANES)
-        cuts = [batches * i // threads for i in range(threads + 1)]
-
-        def batches_of(i: int) -> None:  # nogil: the threads run at once
-            _digest_lanes(start_loss, page_of, base, params_u, ring_u, lanes.order, n, lanes.shape.lanes, done,
-                          params, last, digest, cuts[i], cuts[i + 1])  # fmt: skip
-
-        for f in [pool.submit(batches_of, i) for i in range(threads)]:
-            f.result()
+        _on_slices(pool, [batches * i // threads for i in range(threads + 1)], _digest_lanes, start_loss, page_of,
+                   base, params_u, ring_u, lanes.order, n, lanes.shape.lanes, done, params, last, digest)  # fmt: skip
     else:  # rows of words, then the SHA-256 of the rows (SHA-NI where there is no AVX-512)
         msg = np.empty((n, MSG_WORDS), dtype=np.uint32)
-        cuts = [n * i // threads for i in range(threads + 1)]
-
-        def part(i: int) -> None:  # nogil: the threads run at once
-            _gather(start_loss, page_of, params_u, ring_u, lanes.position, lanes.shape.lanes, base, done,
-                    params, last, msg, cuts[i], cuts[i + 1])  # fmt: skip
-
-        for f in [pool.submit(part, i) for i in range(threads)]:
-            f.result()
+        _on_slices(pool, [n * i // threads for i in range(threads + 1)], _gather, start_loss, page_of, params_u,
+                   ring_u, lanes.position, lanes.shape.lanes, base, done, params, last, msg)  # fmt: skip
         digest = row_digests(msg, MSG_SPANS, pool, threads)
     return SweepResult(
         steps=done,
@@ -225,14 +207,9 @@ def result_of_lanes(
     )
 
 
-# --- trace digests ------------------------------------------------------------------------------
-
-
 class TraceHashes:
-    """The trace digests of a batch's systems, hashed chunk by chunk straight from the loop's trace
-    buffer by the multi-buffer SHA-256 (a group's systems in the vector lanes: a group's words of a
-    step are one vector), on the runner's threads.  For loops whose groups are
-    :data:`meshnb.sha256.LANES` wide (:meth:`fits`); else the runner hashes rows with hashlib."""
+    """A batch's trace digests, hashed chunk by chunk from the loop's trace buffer by the multi-buffer
+    SHA-256 (a group's systems in its lanes), for loops whose groups fit (:meth:`fits`)."""
 
     def __init__(self, groups: int) -> None:
         n = sha256.LANES
@@ -244,20 +221,14 @@ class TraceHashes:
 
     @staticmethod
     def fits(lanes: Lanes) -> bool:
-        """Whether a batch's trace is hashed here: a large batch (a small one compiles no kernel)
-        whose groups are the hash's lanes, where the lanes kernel is the one in use."""
+        """Whether a batch's trace is hashed here: a large batch whose groups are the hash's lanes."""
         return lanes.m >= NJIT_DIGEST_ROWS and lanes.shape.lanes == sha256.LANES and sha256.ROWS_KERNEL == "lanes"
 
     def update(self, trace: np.ndarray, steps: int, pool: Executor, cuts: list[int]) -> None:
-        """Hash a chunk's ``steps`` steps of trace (``[groups][steps][5][lanes]`` words), groups
-        ``cuts[i] .. cuts[i + 1] - 1`` on a thread each."""
+        """Hash a chunk's ``steps`` steps of trace, groups ``cuts[i] .. cuts[i + 1] - 1`` on a thread each."""
         words = steps * NSUMS
         t = trace.view(np.uint32)
-        for f in [
-            pool.submit(_trace_update, self.h, self.tail, self.ntail, t, words, cuts[i], cuts[i + 1])
-            for i in range(len(cuts) - 1)
-        ]:
-            f.result()
+        _on_slices(pool, cuts, _trace_update, self.h, self.tail, self.ntail, t, words)
         self.ntail = (self.ntail + words) % 16
         self.words += words
 
@@ -265,11 +236,7 @@ class TraceHashes:
         """``[m, 32]``: each system's trace digest (of the steps hashed), in system order."""
         out = np.empty((m, 32), dtype=np.uint8)
         nbytes = 4 * self.words
-        for f in [
-            pool.submit(_trace_finish, self.h, self.tail, self.ntail, nbytes, order, m, out, cuts[i], cuts[i + 1])
-            for i in range(len(cuts) - 1)
-        ]:
-            f.result()
+        _on_slices(pool, cuts, _trace_finish, self.h, self.tail, self.ntail, nbytes, order, m, out)
         return out
 
 

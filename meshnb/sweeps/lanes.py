@@ -1,10 +1,8 @@
-"""Packing a batch of systems into the sweep loop's vector lanes, and reading them back.
+"""A batch of systems packed into the sweep loop's vector lanes (:mod:`meshnb.loops.sweep`), and read back.
 
-The loop (:mod:`meshnb.loops.sweep`) holds one value of ``lanes`` systems in one vector (a *group*)
-and steps ``block`` groups together; the shape is the target CPU's (:func:`meshnb.loops.sweep.shape`).
 Systems are put in lanes sorted by their sample table (X, Y and ``base mod 8``), so that an LR
-sweep's groups each read one shared table; lane ``i`` holds system ``order[i]``, and the lanes
-past the last system (padding to a multiple of ``lanes * block``) copy the last lane.
+sweep's groups each read one shared table; lane ``i`` holds system ``order[i]``, and the padding
+lanes copy the last.
 """
 
 from __future__ import annotations
@@ -22,30 +20,12 @@ _LOSS0 = WORD["LOSS"]
 
 
 class Lanes:
-    """The loop's arrays for a batch of systems (``words``: their start pages ``[n, 1024]``).
-
-    Examples
-    --------
-    >>> import numpy as np, meshnb
-    >>> from meshnb.loops import loop_mode, sweep as loop
-    >>> from meshnb.runspec import describe
-    >>> sh = loop.shape()
-    >>> lanes = Lanes(describe(16, lrs=[0.5, 0.25, 0.125]).words(0, 3), True, 16, 0, sh)  # from 3 start pages
-    >>> lanes.m, lanes.pad == sh.lanes, lanes.groups, lanes.order.tolist()
-    (3, True, 1, [0, 1, 2])
-    >>> a = lanes.arrays
-    >>> loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
-    ...                 np.zeros((1, 0), np.float32), 0, 16, 0, loop_mode(True), sh)
-    >>> [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex  # LR 0.5 after 16 steps
-    True
-    """
+    """The loop's arrays for a batch of systems (``words``: their start pages ``[n, 1024]``)."""
 
     arrays: dict[str, np.ndarray]
-    """The loop's arrays by name (``params``, ``hyper``, ``ring``, ``hist``, ``trace``, ``tab_of``,
-    ``stabs``, ``tabs``)."""
+    """The loop's arrays by name (``params``, ``hyper``, ``ring``, ``hist``, ``tab_of``, ``stabs``, ...)."""
     one_table: tuple[np.ndarray, int, bool] | None
-    """Where every system reads one sample table: its X and Y words, step base mod 8 and mode Z
-    (lanes in system order, :meth:`of_systems`'s path without a sort); else None."""
+    """Where every system reads one sample table (lanes in system order): its X and Y words, base mod 8, mode Z."""
 
     def __init__(self, words: np.ndarray, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape) -> None:
         m = int(words.shape[0])
@@ -62,13 +42,8 @@ class Lanes:
         cls, systems: Run, lo: int, hi: int, steps: int, loss_every: int, shape: sweep_loop.Shape,
         reuse: Lanes | None = None,
     ) -> Lanes:  # fmt: skip
-        """The lanes of systems ``lo .. hi-1`` read from the sweep's start pages, LR words and step
-        bases, as :class:`Lanes` of ``systems.words(lo, hi)`` (the same arrays) without making a
-        4 KiB page per system: 24 bytes a system, and each distinct start page's samples once.
-        ``reuse``: an earlier batch's lanes, whose ``arrays`` are taken where their shapes fit (its
-        loss ring and history keep stale words where this batch's steps do not reach, which nothing
-        reads; a fresh ring costs a page fault every 4 systems), and its sample table where it is
-        this batch's one table too."""
+        """:class:`Lanes` of ``systems.words(lo, hi)`` without a page per system; ``reuse``: an earlier
+        batch's lanes, whose arrays (stale words nothing reads) and one sample table are taken where they fit."""
         m = hi - lo
         lanes = cls.__new__(cls)
         # Page-major (system k is page k // L): the batch's pages are a run of them, with no sort.
@@ -118,19 +93,14 @@ class Lanes:
         self, m: int, head: np.ndarray, inverse: np.ndarray | None, lr: np.ndarray | None, row: np.ndarray,
         base8: int, z: bool, steps: int, loss_every: int, shape: sweep_loop.Shape, reuse: Lanes | None,
     ) -> None:  # fmt: skip
-        """:meth:`_build` of ``m`` systems that all read one sample table (X and Y ``row``, step base
-        ``base8`` mod 8): lane ``i`` holds system ``min(i, m - 1)`` (the order :meth:`_build`'s
-        stable sort of equal keys gives) and every group reads the one shared table.  ``head``
-        ``[P, 6]``: each page's words as :meth:`_build` takes them, ``inverse`` each system's page
-        of them (None: one page); ``lr`` each system's LR word before the flush (None: its page's);
-        ``reuse`` as :meth:`of_systems` takes it."""
+        """:meth:`_build` of systems that all read one sample table: lane ``i`` holds system ``min(i, m - 1)``;
+        ``head`` per page, ``inverse`` each system's page (None: one), ``lr`` each one's LR word (None: its page's)."""
         a = self._arrays(m, steps, loss_every, shape, None if reuse is None else reuse.arrays)
         lanes, groups = shape.lanes, self.groups
         self.order = self.position = np.arange(m)  # read only, as _build's
         read = _flushed if z else (lambda w: w)  # in_word: ftz_from_bits in mode Z
         head = read(head)
-        # [groups][k][lanes] views of the loop's arrays, filled from system order; the padding lanes
-        # (in the groups from ``full`` on) copy the last system's words
+        # [groups][k][lanes] views of the loop's arrays, from system order; padding lanes copy the last system
         params = a["params"].view(np.uint32).reshape(groups, 4, lanes)
         hyper = a["hyper"].view(np.uint32).reshape(groups, 2, lanes)
         full = m // lanes
@@ -163,16 +133,15 @@ class Lanes:
         self, head: np.ndarray, base8: np.ndarray, rows: np.ndarray, which: np.ndarray, z: bool, steps: int,
         loss_every: int, shape: sweep_loop.Shape, reuse: dict[str, np.ndarray] | None = None,
     ) -> None:  # fmt: skip
-        """``head`` ``[M, 6]``: each system's params' words, LR and INV_BATCH words; ``base8`` its step
-        base mod 8; ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
+        """``head`` ``[M, 6]``: each system's params, LR and INV_BATCH words; ``base8`` its step base mod 8;
+        ``rows`` the distinct samples (X then Y), ``which`` each system's row of them."""
         m = int(head.shape[0])
         a = self._arrays(m, steps, loss_every, shape, reuse)
         self.one_table = None
         lanes, pad, groups = shape.lanes, self.pad, self.groups
         key = which * kernels.BATCHES + base8
         n_keys = rows.shape[0] * kernels.BATCHES
-        # np.unique's keys and a stable sort without a comparison sort: a count, and numpy's radix
-        # sort of 16-bit keys (the same order: a stable sort of the same values)
+        # np.unique's keys and a stable sort without a comparison sort: a count, and a radix sort of 16-bit keys
         keys = np.flatnonzero(np.bincount(key, minlength=n_keys))
         self.order = np.argsort(key.astype(np.uint16) if n_keys <= 1 << 16 else key, kind="stable")
         self.position = np.empty(m, dtype=np.int64)  # the lane of each system
@@ -234,8 +203,7 @@ class Lanes:
         return self._words("params", 4)
 
     def history(self, first: int | None = None) -> np.ndarray:
-        """``[M, H]`` float32 (a new array): the loss of every ``loss_every``-th step, its ``first``
-        columns where given (a run stopped early)."""
+        """``[M, H]`` float32: the loss of every ``loss_every``-th step (its ``first`` columns where given)."""
         return self._words("hist", self.rows, first).view(np.float32)
 
     def trace_rows(self, trace: np.ndarray, n: int) -> np.ndarray:
@@ -246,9 +214,7 @@ class Lanes:
 
 
 def sample_tables(words: np.ndarray, z: bool) -> np.ndarray:
-    """:func:`meshnb.kernels.batches` of a page's words in numpy, ``[4, BATCHES, WARP]``: x, x^2,
-    x^3 and y of sample ``g + 8 lane`` at ``[q, g, lane]``, the same float32 operations and flushes
-    (the same bits; a sweep's cold start compiles no table kernel: about 1 s)."""
+    """:func:`meshnb.kernels.batches` in numpy (same bits, no compile): x, x^2, x^3, y of sample ``g + 8 lane``."""
     return _row_tables(words[None, WORD["X"] : WORD["Y"] + 256], np.zeros(1, np.int64), z)[0]
 
 
@@ -281,10 +247,8 @@ def _row_tables(xy: np.ndarray, base8: np.ndarray, z: bool) -> np.ndarray:
 
 
 def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(words, axis=0, return_inverse=True)`` of uint32 rows ``[n, w]`` (the distinct rows
-    in lexicographic order, and each row's index of them, int64), sorted by the first ``lead``
-    columns alone (np.lexsort) and whole rows compared only where those tie: np.unique's sort of
-    whole rows, where they differ only further on (16384 pages' samples: 8x the time)."""
+    """``np.unique(words, axis=0, return_inverse=True)`` of uint32 rows, sorted by the first ``lead``
+    columns (np.lexsort) and whole rows compared only where those tie (8x faster on a sweep's pages)."""
     n = int(words.shape[0])
     lead = min(lead, int(words.shape[1]))
     if n < 2 or lead == 0:
@@ -302,9 +266,7 @@ def distinct_rows(words: np.ndarray, lead: int = 4) -> tuple[np.ndarray, np.ndar
 
 
 def start_lr_words(systems: Run, lo: int, hi: int) -> np.ndarray:
-    """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z:
-    ``ftz_from_bits``), the word ``systems.words(lo, hi)`` puts at LR, and the loop leaves there
-    (a new array)."""
+    """Systems ``lo .. hi-1``'s LR words as their pages hold them after SET_LR (flushed in mode Z; a new array)."""
     lr = _lr_words(systems, lo, hi)
     if lr is None:
         return systems.starts[systems.page_index(lo, hi), WORD["LR"]]
@@ -313,8 +275,7 @@ def start_lr_words(systems: Run, lo: int, hi: int) -> np.ndarray:
 
 
 def _lr_words(systems: Run, lo: int, hi: int) -> np.ndarray | None:
-    """``systems.lr`` of systems ``lo .. hi-1`` (None: no LRs, each page's own), a view of it where
-    they are a run of it (system k runs LR k mod L: a batch within one page's LRs)."""
+    """``systems.lr`` of systems ``lo .. hi-1`` (None: each page's own), a view where they are a run of it."""
     if systems.lr is None:
         return None
     k0 = int(systems.lr_index(lo, lo + 1)[0]) if hi > lo else 0
@@ -324,9 +285,7 @@ def _lr_words(systems: Run, lo: int, hi: int) -> np.ndarray | None:
 
 
 def _one_base8(systems: Run, lo: int, hi: int, used: np.ndarray) -> int | None:
-    """The step base mod 8 that systems ``lo .. hi-1`` (of the start pages ``used``, their words)
-    all share, or None (:meth:`Run.step_base`'s cases, without a word per system where the
-    base is one int or each page's own)."""
+    """The step base mod 8 that systems ``lo .. hi-1`` (of the start pages ``used``) all share, or None."""
     base = systems.base
     if isinstance(base, np.ndarray):
         b8 = base[lo:hi] & np.uint64(7)
@@ -343,8 +302,7 @@ def _same_table(a: tuple[np.ndarray, int, bool], b: tuple[np.ndarray, int, bool]
 
 
 def _flushed(u: np.ndarray) -> np.ndarray:
-    """:func:`~meshnb.floatz.flush_words` of ``u``, or ``u`` itself where it has no subnormal or NaN
-    word, the only words the flush changes (a sweep's words: 4 numpy passes instead of 10)."""
+    """:func:`~meshnb.floatz.flush_words` of ``u``, or ``u`` itself where it holds no subnormal or NaN."""
     mag = u & np.uint32(0x7FFFFFFF)
     if not mag.size:
         return u
@@ -355,9 +313,7 @@ def _flushed(u: np.ndarray) -> np.ndarray:
 
 
 def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) -> np.ndarray:
-    """The start pages ``[n, 1024]`` after ``done`` steps, as the TASKs leave them (SPEC 8;
-    ``loops._tasks``): params, the loss ring, the next step, ERR and PENDING cleared (made in njit,
-    one pass over the pages)."""
+    """The start pages ``[n, 1024]`` after ``done`` steps, as the TASKs leave them (SPEC 8)."""
     out = np.array(start, dtype=np.uint32)  # a copy (numpy's memcpy; the njit pass fills in the run's words)
     a = lanes.arrays
     _final_pages(
@@ -371,8 +327,7 @@ def final_pages(start: np.ndarray, base: np.ndarray, lanes: Lanes, done: int) ->
 
 @jit(nogil=True)
 def _final_pages(start, out, params, ring, position, lanes, base, done):  # type: ignore[no-untyped-def]
-    """``out[k]`` (a copy of ``start[k]``) with system k's params and the loss of its last ``min(done, 256)``
-    steps (relative step j at LOSS[(base + j) mod 256]), read from its lane of the loop's arrays."""
+    """``out[k]`` with system k's params and its last ``min(done, 256)`` losses, from its lane."""
     first = max(0, done - 256)
     if done == 0:
         return

@@ -1,18 +1,9 @@
-"""A sweep's result and its serialisation: records, CSV, JSON and npz, each linear in the systems.
+"""A sweep's result (:class:`SweepResult`) and its writers: records, CSV, JSON and npz, each linear in the systems.
 
-:class:`SweepResult` keeps per system only what a sweep was asked for: its inputs (page, LR word,
-step base), params, last loss and digests, the trace digest with ``trace=True``, the loss history
-with ``loss_every``, the final pages only with ``keep_pages=True`` (4 KiB a system); a final page is
-otherwise made on request by running that one system again (:meth:`SweepResult.page`).
-
-The writers (:class:`CsvWriter`, :class:`JsonWriter`, :class:`NpzWriter`) take a sweep's parts as
-they finish (:func:`meshnb.sweeps.stream`) and hold none of them: a sweep of 10^8 systems writes
-its table with the memory of one batch.  Files are written to a temporary name beside the target
-and renamed into place when whole (an interrupted or failed write leaves the old file).
-
-The CSV is formatted in njit by columns, in bulk (:mod:`meshnb.sweeps.columns`): each float32 as
-its shortest text that reads back to the same bits; JSON and records format hex words and
-digests through one ``bytes.hex`` per column, floats as ``repr`` of the float32 widened to float64.
+A result keeps per system what the sweep was asked for (the final pages only with ``keep_pages``:
+:meth:`SweepResult.page` otherwise runs the system again).  The writers take a sweep's parts as they
+finish (:func:`meshnb.sweeps.stream`) and hold none of them, and put a file in place only when whole
+(:class:`meshnb.files.Output`).  The CSV is formatted in njit (:mod:`meshnb.sweeps.columns`).
 """
 
 from __future__ import annotations
@@ -49,20 +40,20 @@ CSV_COLUMNS = (
     "system", "page", "lr_word", "lr", "step_base", "steps", "last_loss", "last_loss_word", "a", "b", "c", "d",
     "digest", "trace_digest",
 )  # fmt: skip
-"""The CSV's columns, one row per system. Every float has its f32 word beside it (``lr_word``,
-``last_loss_word``) or is one (the params ``a`` .. ``d``): a NaN's sign and payload have no text."""
+"""The CSV's columns, a row per system; every float has its f32 word beside it (a NaN's bits have no text)."""
 
-
-_PER_SYSTEM = (
-    "page_index", "lr_index", "lr_words", "step_base", "params_words", "last_loss_words", "digest_bytes",
-    "trace_digest_bytes", "loss_history", "final_pages",
+_COLUMNS = (
+    ("page_index", "page_index"), ("lr_index", "lr_index"), ("lr_word", "lr_words"), ("step_base", "step_base"),
+    ("params_words", "params_words"), ("last_loss_word", "last_loss_words"), ("digest", "digest_bytes"),
+    ("trace_digest", "trace_digest_bytes"),
 )  # fmt: skip
+"""The stored columns (npz, :meth:`SweepResult.tobytes`) after ``system``: (column, field), in order."""
+_PER_SYSTEM = (*(name for _, name in _COLUMNS), "loss_history", "final_pages")
 """The fields of :class:`SweepResult` that hold a row per system (sliced and concatenated)."""
 
 
 def digest_of(words: np.ndarray) -> np.ndarray:
-    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.view.page_digests`'s
-    bits; many pages hashed in njit on every usable core: :func:`meshnb.runspec.row_digests`)."""
+    """SPEC 11's digest of every page of ``[n, 1024]`` words (:func:`meshnb.runspec.row_digests`)."""
     return row_digests(words, DIGEST_SPANS)
 
 
@@ -84,21 +75,17 @@ def _floats(words: np.ndarray) -> list[float]:
 
 @dataclass(eq=False)  # arrays: equality is per field (np.array_equal), not one bool
 class SweepResult:
-    """Systems of a sweep after its steps: arrays indexed by system (a whole sweep, or one part of
-    it as :func:`~meshnb.sweeps.stream` yields them: systems ``first .. first + len - 1``).
+    """Systems of a sweep after its steps (a whole sweep, or a part as :func:`~meshnb.sweeps.stream`
+    yields them: systems ``first .. first + len - 1``), each bit-equal to its own ``meshnb.train``.
 
-    System ``k`` is bit-equal to ``meshnb.train(steps, view_in=start page, set_lr={0: lr word},
-    step_base=step_base[k], z=z)``: same params, loss, digest and trace digest.  ``r[k]`` (or
-    ``r.systems[k]``) is system ``k`` as a :class:`SweepSystem`, ``r[i:j]`` a result of its own.
+    ``r[k]`` is system ``k`` as a :class:`SweepSystem`, ``r[i:j]`` a result of its own.
 
     Parameters
     ----------
     steps, z, page_index, lr_index, lr_words, step_base, params_words, last_loss_words, digest_bytes
-        The sweep's steps and float mode, and every system's inputs and outputs (the attributes
-        below say each).
+        The sweep's steps and float mode, and every system's inputs and outputs (the attributes).
     trace_digest_bytes, loss_history, loss_steps, final_pages, starts
-        What a sweep keeps when asked (trace digests, the loss history, the final pages) and its
-        start pages.
+        What a sweep keeps when asked, and its start pages.
     first, seconds, first_call_seconds, shape
         Where this result starts in its sweep, and how the loop ran.
 
@@ -173,8 +160,7 @@ class SweepResult:
     def __getitem__(self, k: slice) -> SweepResult: ...
 
     def __getitem__(self, k: int | slice) -> SweepSystem | SweepResult:
-        """``r[k]``: system ``k`` of this result (a :class:`SweepSystem`, which answers what a
-        cluster's ``systems[k]`` answers); ``r[i:j]``: those systems as a result of their own."""
+        """``r[k]``: system ``k`` (a :class:`SweepSystem`); ``r[i:j]``: those systems as a result."""
         if isinstance(k, slice):
             lo, hi, stride = k.indices(len(self))
             if stride != 1:
@@ -188,8 +174,7 @@ class SweepResult:
         return SweepSystem(self, i)
 
     def slice(self, lo: int, hi: int) -> SweepResult:
-        """Systems ``lo .. hi-1`` of this result (indexes of this result), as a result of their own
-        (``first`` moves with them; the start pages and loss steps are shared); ``r[lo:hi]``.
+        """Systems ``lo .. hi-1`` of this result as a result of their own (``r[lo:hi]``).
 
         Parameters
         ----------
@@ -199,15 +184,13 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            Those systems.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
-        >>> part = r.slice(1, 3)
-        >>> len(part), part.first, part.digests == r.digests[1:]
-        (2, 1, True)
+        >>> part = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125]).slice(1, 3)
+        >>> len(part), part.first
+        (2, 1)
         """
         if not 0 <= lo <= hi <= len(self):
             raise IndexError(f"systems {lo}..{hi - 1} are not in this result of {len(self)}")
@@ -216,9 +199,7 @@ class SweepResult:
 
     @property
     def systems(self) -> SweepSystems:
-        """The systems of this result, each a :class:`SweepSystem` (as ``train``'s ``result.systems``);
-        ``len(r)`` is their count.  Compared with an int it is unequal (as a tuple is); ``int(r.systems)``
-        and ``range(r.systems)`` give the count with a DeprecationWarning."""
+        """The systems, each a :class:`SweepSystem` (as ``train``'s ``result.systems``); ``len(r)`` counts them."""
         return SweepSystems(self)
 
     @property
@@ -238,7 +219,7 @@ class SweepResult:
 
     @cached_property
     def digests(self) -> list[str]:
-        """Each system's digest in hex (made once, in linear time)."""
+        """Each system's digest in hex."""
         return hex_digests(self.digest_bytes)
 
     @cached_property
@@ -250,7 +231,7 @@ class SweepResult:
 
     @cached_property
     def params_hex(self) -> list[list[str]]:
-        """Each system's params as 4 hex words (made once, in linear time)."""
+        """Each system's params as 4 hex words."""
         flat = hex_words(self.params_words)
         return [flat[i : i + 4] for i in range(0, len(flat), 4)]
 
@@ -260,9 +241,8 @@ class SweepResult:
         return self.steps * len(self) / self.seconds if self.seconds > 0 else float("inf")
 
     def page(self, k: int) -> bytes:
-        """System ``k``'s final page (``k`` indexes this result): kept with ``keep_pages=True``,
-        else made by running system ``k`` alone in the single loop (``train``'s) and checked
-        against its digest.
+        """System ``k``'s final page: kept (``keep_pages=True``), else made by running it alone in
+        ``train``'s loop and checked against its digest.
 
         Parameters
         ----------
@@ -272,13 +252,11 @@ class SweepResult:
         Returns
         -------
         bytes
-            The 4096-byte page.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> r.page(1) == meshnb.train(64, set_lr={0: 0.25}).page
+        >>> meshnb.sweep(64, lrs=[0.5, 0.25]).page(1) == meshnb.train(64, set_lr={0: 0.25}).page
         True
         """
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
@@ -298,7 +276,7 @@ class SweepResult:
         return words.tobytes()
 
     def to_records(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """One dict per system: inputs, params (hex words), last loss, digests (linear time).
+        """One dict per system: inputs, params (hex words), last loss, digests.
 
         Parameters
         ----------
@@ -309,7 +287,7 @@ class SweepResult:
         -------
         list of dict
             ``system``, ``page``, ``lr_word``, ``lr``, ``step_base``, ``params``, ``last_loss``,
-            ``digest``, ``trace_digest`` of each system.
+            ``last_loss_word``, ``digest``, ``trace_digest`` of each system.
 
         Examples
         --------
@@ -322,17 +300,10 @@ class SweepResult:
         if names is not None:
             pages = [names[p] for p in pages]
         cols = zip(
-            range(self.first, self.first + len(self)),
-            pages,
-            hex_words(self.lr_words),
-            _floats(self.lrs.view(np.uint32)),
-            self.step_base.tolist(),
-            self.params_hex,
-            _floats(self.last_loss_words),
-            hex_words(self.last_loss_words),
-            self.digests,
-            self.trace_digests,
-        )
+            range(self.first, self.first + len(self)), pages, hex_words(self.lr_words),
+            _floats(self.lrs.view(np.uint32)), self.step_base.tolist(), self.params_hex,
+            _floats(self.last_loss_words), hex_words(self.last_loss_words), self.digests, self.trace_digests,
+        )  # fmt: skip
         keys = (
             "system", "page", "lr_word", "lr", "step_base", "params", "last_loss", "last_loss_word", "digest",
             "trace_digest",
@@ -350,9 +321,8 @@ class SweepResult:
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5], loss_every=32)
-        >>> r.loss_steps.tolist(), len(r.history_hex()[0])
-        ([31, 63], 2)
+        >>> len(meshnb.sweep(64, lrs=[0.5], loss_every=32).history_hex()[0])  # steps 31 and 63
+        2
         """
         if self.loss_history is None:
             return [[] for _ in range(len(self))]
@@ -371,16 +341,14 @@ class SweepResult:
         Returns
         -------
         dict
-            ``{"steps", "mode", "systems": [records], "loss_steps", "loss_history"}`` (the last
-            two with a loss history); strict JSON: a diverged loss, NaN or infinite, is the string
-            ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (:data:`meshnb.files.NON_FINITE`).
+            ``steps``, ``mode``, ``systems`` (the records), and with a loss history ``loss_steps`` and
+            ``loss_history``; strict JSON: a NaN or infinite loss is a string (:data:`meshnb.files.NON_FINITE`).
 
         Examples
         --------
         >>> import meshnb
-        >>> doc = meshnb.sweep(64, lrs=[0.5, 0.25]).to_json()
-        >>> doc["steps"], doc["mode"], len(doc["systems"])
-        (64, 'z', 2)
+        >>> {k: len(v) if k == "systems" else v for k, v in meshnb.sweep(64, lrs=[0.5, 0.25]).to_json().items()}
+        {'steps': 64, 'mode': 'z', 'systems': 2}
         """
         doc: dict[str, Any] = {
             "steps": self.steps,
@@ -393,8 +361,8 @@ class SweepResult:
         return json_safe(doc)
 
     def csv_lines(self, names: Sequence[str] | None = None) -> str:
-        """The CSV rows of these systems (no header: :data:`CSV_COLUMNS`), each ending in a newline, made in bulk
-        (:mod:`meshnb.sweeps.columns`; floats as their shortest text that reads back to the same bits).
+        """The CSV rows of these systems (no header: :data:`CSV_COLUMNS`), each ending in a newline;
+        floats as their shortest text that reads back to the same bits.
 
         Parameters
         ----------
@@ -404,7 +372,6 @@ class SweepResult:
         Returns
         -------
         str
-            A row per system.
 
         Examples
         --------
@@ -412,11 +379,10 @@ class SweepResult:
         >>> meshnb.sweep(64, lrs=[0.5]).csv_lines().split(",")[:6]
         ['0', '0', '3f000000', '0.5', '0', '64']
         """
-        return _csv_bytes(self, names).decode("utf-8")
+        return b"".join(_csv_chunks(self, names)).decode("utf-8")
 
     def to_frame(self) -> Any:
-        """A pandas DataFrame, one row per system, params as float32 columns (pandas is not a
-        dependency of meshnb: without it, an ImportError that says so).
+        """A pandas DataFrame, a row per system, params as float32 columns (an ImportError without pandas).
 
         Returns
         -------
@@ -447,33 +413,21 @@ class SweepResult:
         Returns
         -------
         dict of str to numpy.ndarray
-            A column per name, a row per system.
 
         Examples
         --------
         >>> import meshnb
-        >>> cols = meshnb.sweep(64, lrs=[0.5, 0.25]).columns()
-        >>> sorted(cols)[:4], cols["digest"].shape
-        (['digest', 'last_loss_word', 'lr_index', 'lr_word'], (2, 32))
+        >>> meshnb.sweep(64, lrs=[0.5, 0.25]).columns()["digest"].shape
+        (2, 32)
         """
-        cols: dict[str, np.ndarray] = {
-            "system": np.arange(self.first, self.first + len(self), dtype=np.int64),
-            "page_index": self.page_index,
-            "lr_index": self.lr_index,
-            "lr_word": self.lr_words,
-            "step_base": self.step_base,
-            "params_words": self.params_words,
-            "last_loss_word": self.last_loss_words,
-            "digest": self.digest_bytes,
-        }
-        if self.trace_digest_bytes is not None:
-            cols["trace_digest"] = self.trace_digest_bytes
+        cols = {"system": np.arange(self.first, self.first + len(self), dtype=np.int64)}
+        cols.update((col, v) for col, name in _COLUMNS if (v := getattr(self, name)) is not None)
         if self.loss_history is not None:
             cols["loss_history_words"] = self.loss_history.view(np.uint32)
         return cols
 
     def tobytes(self) -> bytes:
-        """The result as bytes (:meth:`from_bytes` reads it back): what MPI ranks send to rank 0.
+        """The result as bytes, what MPI ranks send to rank 0 (:meth:`from_bytes` reads it back).
 
         Returns
         -------
@@ -483,23 +437,13 @@ class SweepResult:
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-        >>> SweepResult.from_bytes(r.tobytes()).digests == r.digests
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25]); SweepResult.from_bytes(r.tobytes()).digests == r.digests
         True
         """
         buf = io.BytesIO()
         extra = {} if self.final_pages is None else {"final_pages": self.final_pages}
-        arrays: dict[str, Any] = {
-            "steps": self.steps,
-            "z": self.z,
-            "first": self.first,
-            "loss_steps": self.loss_steps,
-            "seconds": self.seconds,
-            "first_call_seconds": self.first_call_seconds,
-            "shape": self.shape,
-            **self.columns(),
-            **extra,
-        }
+        scalars = ("steps", "z", "first", "loss_steps", "seconds", "first_call_seconds", "shape")
+        arrays: dict[str, Any] = {name: getattr(self, name) for name in scalars} | self.columns() | extra
         np.savez(buf, **arrays)
         return buf.getvalue()
 
@@ -517,29 +461,20 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            The result.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5])
-        >>> back = SweepResult.from_bytes(r.tobytes(), r.starts)
-        >>> back.page(0) == r.page(0)
+        >>> r = meshnb.sweep(64, lrs=[0.5]); SweepResult.from_bytes(r.tobytes(), r.starts).page(0) == r.page(0)
         True
         """
         with np.load(io.BytesIO(data), allow_pickle=False) as f:
             names = set(f.files)
+            fields = {name: f[col] for col, name in _COLUMNS if col in names or col != "trace_digest"}
             return cls(
                 steps=int(f["steps"]),
                 z=bool(f["z"]),
-                page_index=f["page_index"],
-                lr_index=f["lr_index"],
-                lr_words=f["lr_word"],
-                step_base=f["step_base"],
-                params_words=f["params_words"],
-                last_loss_words=f["last_loss_word"],
-                digest_bytes=f["digest"],
-                trace_digest_bytes=f["trace_digest"] if "trace_digest" in names else None,
+                **fields,
                 loss_history=f["loss_history_words"].view(np.float32) if "loss_history_words" in names else None,
                 loss_steps=f["loss_steps"],
                 final_pages=f["final_pages"] if "final_pages" in names else None,
@@ -562,13 +497,11 @@ class SweepResult:
         Returns
         -------
         SweepResult
-            Their systems as one result.
 
         Examples
         --------
         >>> import meshnb
-        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125])
-        >>> SweepResult.concat([r[:1], r[1:]]).digests == r.digests
+        >>> r = meshnb.sweep(64, lrs=[0.5, 0.25, 0.125]); SweepResult.concat([r[:1], r[1:]]).digests == r.digests
         True
         """
         if not parts:
@@ -588,8 +521,8 @@ class SweepResult:
 
 class SweepSystem:
     """System ``k`` of a sweep result: what a cluster's ``result.systems[k]``
-    (:class:`~meshnb.results.SystemResult`) answers, same types, plus the sweep's inputs (``lr``,
-    ``lr_word``, ``step_base``, ``page_index``); ``page`` is kept or made again (:meth:`SweepResult.page`).
+    (:class:`~meshnb.results.SystemResult`) answers, plus the sweep's inputs (``lr``, ``lr_word``,
+    ``step_base``, ``page_index``).
 
     Parameters
     ----------
@@ -601,8 +534,7 @@ class SweepSystem:
     Examples
     --------
     >>> import meshnb
-    >>> r = meshnb.sweep(64, lrs=[0.5, 0.25])
-    >>> s = r[1]  # SweepSystem(r, 1)
+    >>> s = meshnb.sweep(64, lrs=[0.5, 0.25])[1]
     >>> s.system, float(s.lr), s.digest == meshnb.train(64, set_lr={0: 0.25}).digest
     (1, 0.25, True)
     """
@@ -647,8 +579,7 @@ class SweepSystem:
 
     @property
     def counters(self) -> dict[str, int]:
-        """SPEC 8's counters ``inits``, ``steps``, ``timeouts`` (a system from a start page, alone:
-        inits 0, timeouts 0)."""
+        """SPEC 8's counters ``inits``, ``steps``, ``timeouts`` (inits and timeouts 0: a system alone)."""
         return {"inits": 0, "steps": int(self._result.steps), "timeouts": 0}
 
     @property
@@ -706,16 +637,8 @@ class SweepSystem:
 
 
 class SweepSystems(SequenceABC[SweepSystem]):
-    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``).
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> r = meshnb.sweep(16, lrs=[0.5, 0.25, 0.125])
-    >>> systems = r.systems
-    >>> len(systems), systems[1].system, systems[-1].digest == r.digests[2], [s.system for s in systems[1:]]
-    (3, 1, True, [1, 2])
-    """
+    """A sweep result's systems as a sequence of :class:`SweepSystem` (``result.systems``); equal to no
+    count (``r.systems == 2`` is False, and ``int(r.systems)`` the count, each with a DeprecationWarning)."""
 
     __slots__ = ("_result",)
 
@@ -749,8 +672,6 @@ class SweepSystems(SequenceABC[SweepSystem]):
         return len(self)
 
     def __eq__(self, other: object) -> bool:
-        """A sequence of systems is equal to no count: ``r.systems == 2`` is False (a tuple's
-        answer), with a DeprecationWarning that says to use ``len(r)``."""
         if is_int(other):
             self._as_count()
             return False
@@ -759,58 +680,41 @@ class SweepSystems(SequenceABC[SweepSystem]):
     __hash__ = object.__hash__  # equal only to itself
 
     def __index__(self) -> int:
-        """Deprecated: the count, with a DeprecationWarning (``range(r.systems)`` still runs this release)."""
         return self._as_count()
 
     __int__ = __index__
 
 
-def _csv_bytes(r: SweepResult, names: Sequence[str] | None) -> bytes:
-    """The CSV rows of ``r`` as UTF-8 bytes (:func:`meshnb.sweeps.columns.csv_rows`)."""
-    return b"".join(_csv_chunks(r, names))
-
-
 def _csv_chunks(
     r: SweepResult, names: Sequence[str] | None, threads: int = 1, pool: Executor | None = None
 ) -> list[memoryview]:
-    """The CSV rows of ``r`` as consecutive pieces of UTF-8 (:func:`meshnb.sweeps.columns.csv_chunks`:
-    a large part formatted on ``threads`` threads)."""
-    fields = None if names is None else [_csv_field(x).encode("utf-8") for x in names]
+    """The CSV rows of ``r`` as consecutive pieces of UTF-8 (:func:`meshnb.sweeps.columns.csv_chunks`);
+    each name quoted as the csv module does (where it holds a comma, quote or line break)."""
+    quote = ('"' + x.replace('"', '""') + '"' if any(c in x for c in ',"\r\n') else x for x in names or ())
+    fields = None if names is None else [x.encode("utf-8") for x in quote]
     return columns.csv_chunks(
         r.first, r.page_index, fields, r.lr_words, r.lrs.view(np.uint32), r.step_base, r.steps,
         r.last_loss_words, r.params_words, r.digest_bytes, r.trace_digest_bytes, threads, pool,
     )  # fmt: skip
 
 
-def _csv_field(text: str) -> str:
-    """A CSV field as the csv module writes it (quoted when it holds a comma, quote or line break)."""
-    if any(c in text for c in ',"\r\n'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-# --- writers ----------------------------------------------------------------------------------------
-
-
-# A byte stream to a file under the one output rule (:class:`meshnb.files.Output`), or to stdout ("-").
-_Out = Output
+def _spool(spool: IO[bytes] | None, data: Any, what: str) -> IO[bytes]:
+    """``data`` appended to ``spool`` (None: a new unbuffered temporary file, so a full TMPDIR fails
+    here); a failure is a :class:`WriteError` naming ``what`` and TMPDIR's directory."""
+    new = None
+    try:
+        if spool is None:
+            spool = new = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort)
+        spool.write(data)
+    except OSError as e:
+        if new is not None:
+            new.close()
+        raise WriteError(what, tempfile.gettempdir(), e) from None
+    return spool
 
 
 class Writer:
-    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`).
-
-    Examples
-    --------
-    >>> import meshnb
-    >>> from meshnb.sweeps.result import CsvWriter, Writer
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> writer: Writer = CsvWriter("sweep.csv")
-    >>> for lrs in ([0.5, 0.25], [0.125]):  # a sweep's parts, in order
-    ...     writer.write(meshnb.sweep(16, lrs=lrs))
-    >>> writer.close(16)
-    >>> [line.split(",")[3] for line in open("sweep.csv").read().splitlines()]  # the header, then a row a system
-    ['lr', '0.5', '0.25', '0.125']
-    """
+    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`)."""
 
     def write(self, part: SweepResult) -> None:
         """Add a part's systems (after those written before)."""
@@ -853,8 +757,7 @@ class CsvWriter(Writer):
     names : sequence of str or None, default None
         The start pages' names (the ``page`` column; None: their indexes).
     threads : int, default 1
-        Threads that format a large part's rows at once (``meshnb sweep`` gives the sweep's
-        threads); a pool of ``threads - 1`` is kept until :meth:`close` or :meth:`abort`.
+        Threads that format a large part's rows at once (a pool kept until :meth:`close` or :meth:`abort`).
 
     Examples
     --------
@@ -869,13 +772,11 @@ class CsvWriter(Writer):
     def __init__(self, path: str, names: Sequence[str] | None = None, threads: int = 1) -> None:
         if not is_int(threads) or threads < 1:
             raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
-        self.out = _Out(path, "--csv")
+        self.out = Output(path, "--csv")
         self.names = names
         self.threads = int(threads)
         self.pool: WorkerPool | None = None  # made at the first part large enough to split
-        self.head = (
-            ",".join(CSV_COLUMNS) + "\n"
-        ).encode()  # written with the first rows: an error before them writes nothing
+        self.head = (",".join(CSV_COLUMNS) + "\n").encode()  # with the first rows: an error before writes nothing
 
     def write(self, part: SweepResult) -> None:
         """Add a part's systems (after those written before).
@@ -939,7 +840,6 @@ class CsvWriter(Writer):
 
         Examples
         --------
-        >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
         >>> CsvWriter(path).abort(); os.path.exists(path)
         False
@@ -973,7 +873,7 @@ class JsonWriter(Writer):
     """
 
     def __init__(self, path: str, z: bool, names: Sequence[str] | None = None) -> None:
-        self.out = _Out(path, "--out" if path != "-" else "--json")
+        self.out = Output(path, "--out" if path != "-" else "--json")
         self.names = names
         self.count = 0
         self.loss_steps: np.ndarray | None = None
@@ -1003,12 +903,8 @@ class JsonWriter(Writer):
         self.head = b""
         if part.loss_history is not None:
             rows = json.dumps(part.history_hex())[1:-1]
-            try:
-                if self.spool is None:
-                    self.spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort); unbuffered: a full TMPDIR fails here
-                self.spool.write(((", " if self.count else "") + rows).encode())
-            except OSError as e:  # a full TMPDIR: say which directory, and how to choose another
-                raise WriteError("the loss history's spool in TMPDIR", tempfile.gettempdir(), e) from None
+            self.spool = _spool(self.spool, ((", " if self.count else "") + rows).encode(),
+                                "the loss history's spool in TMPDIR")  # fmt: skip
             self.loss_steps = part.loss_steps
         self.count += len(part)
 
@@ -1049,7 +945,6 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
         >>> JsonWriter(path, z=True).abort(); os.path.exists(path)
         False
@@ -1087,7 +982,7 @@ class NpzWriter(Writer):
     """
 
     def __init__(self, path: str, names: Sequence[str] | None = None, rows: int | None = None) -> None:
-        self.out = _Out(path, "--npz")
+        self.out = Output(path, "--npz")
         self.names = names
         self.spools: dict[str, tuple[IO[bytes], np.dtype, tuple[int, ...]]] = {}
         self.expected = rows if rows and self.out.kind == "atomic" else None  # a temporary file: offsets
@@ -1129,13 +1024,9 @@ class NpzWriter(Writer):
                 pl.crc = _crc32(data, pl.crc)
                 self.unsynced += len(data)
                 continue
-            try:
-                if name not in self.spools:
-                    spool = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed by close or abort)
-                    self.spools[name] = (spool, col.dtype, col.shape[1:])
-                self.spools[name][0].write(data)
-            except OSError as e:  # a full TMPDIR: say which directory, and that TMPDIR chooses it
-                raise WriteError("the npz's spool in TMPDIR", tempfile.gettempdir(), e) from None
+            spool = self.spools[name][0] if name in self.spools else None
+            spool = _spool(spool, data, "the npz's spool in TMPDIR")
+            self.spools.setdefault(name, (spool, col.dtype, col.shape[1:]))
         self.rows += len(part)
         if self.unsynced >= 1 << 26:  # to the disk as it goes, not all in close's fsync
             os.fdatasync(self.out.f.fileno())
@@ -1209,34 +1100,33 @@ class NpzWriter(Writer):
             small["partial"] = np.array(self.partial_note, np.uint64)
         if self.placed and self.rows != self.expected:
             self._unplace()  # fewer rows than told (a Ctrl-C): zipfile zips what was written
-        if self.placed:
-            try:
-                self._close_placed(small)
-            except OSError as e:
-                self.out.abort()
-                raise WriteError("--npz", self.out.path, e) from None
-            self._commit(self.out)
-            return
         try:
-            with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for name, arr in small.items():
-                    with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
-                        np.lib.format.write_array(m, arr, allow_pickle=False)
-                for name, (spool, dtype, tail) in self.spools.items():
-                    with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
-                        m.write(npy_header(dtype, (self.rows, *tail)))
-                        spool.seek(0)
-                        while block := spool.read(1 << 20):
-                            m.write(block)
-                    spool.close()
+            if self.placed:
+                self._close_placed(small)
+            else:
+                self._close_zipped(small)
         except OSError as e:
             self.out.abort()
             raise WriteError("--npz", self.out.path, e) from None
         self._commit(self.out)
 
+    def _close_zipped(self, small: dict[str, np.ndarray]) -> None:
+        """The small members, then each spooled column, zipped by zipfile."""
+        with zipfile.ZipFile(self.out.f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for name, arr in small.items():
+                with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
+                    np.lib.format.write_array(m, arr, allow_pickle=False)
+            for name, (spool, dtype, tail) in self.spools.items():
+                with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
+                    m.write(npy_header(dtype, (self.rows, *tail)))
+                    spool.seek(0)
+                    while block := spool.read(1 << 20):
+                        m.write(block)
+                spool.close()
+
     def _close_placed(self, small: dict[str, np.ndarray]) -> None:
-        """Each placed column's local header (now that its CRC is known), then the small members
-        and the central directory after the columns."""
+        """Each placed column's local header (its CRC now known), then the small members and the
+        central directory after the columns."""
         directory = []
         for name, pl in self.placed.items():
             size = len(pl.npy) + self.rows * pl.rowbytes
@@ -1260,7 +1150,6 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "out")
         >>> NpzWriter(path).abort(); os.path.exists(path)
         False

@@ -1,11 +1,5 @@
-"""The ZIP64 records of an npz whose columns are written in place (:class:`meshnb.sweeps.NpzWriter`).
-
-zipfile writes one member after another, each whole; a sweep's columns come part by part, each
-written where its member will lie in the archive, so the members' headers and the central
-directory are made here once their CRC-32s are known: stored members with a ZIP64 extra field on
-every header, as zipfile writes them with ``force_zip64`` (PKWARE APPNOTE 6.3).  Measured against
-zipfile: docs/performance.md, "Hand-written, measured against the library".
-"""
+"""The ZIP64 records of an npz whose columns are written in place (:class:`meshnb.sweeps.NpzWriter`), as
+zipfile writes them with ``force_zip64`` (PKWARE APPNOTE 6.3); measured: docs/performance.md."""
 
 from __future__ import annotations
 
@@ -31,10 +25,8 @@ def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
 
 
 def member_headers(name: str, crc: int, size: int, at: int) -> tuple[bytes, bytes]:
-    """The local and the central header of a stored member ``name.npy`` of ``size`` bytes whose
-    local header is at ``at`` (PKWARE APPNOTE 6.3, 4.3.7 and 4.3.12, a ZIP64 extra field (4.5.3)
-    on both, as zipfile writes with ``force_zip64``); the local one's length does not depend on
-    the numbers."""
+    """The local and central headers (with ZIP64 extra fields) of a stored ``name.npy`` whose local
+    header is at ``at``; the local one's length does not depend on the numbers."""
     raw = f"{name}.npy".encode()
     t = time.localtime()
     when = (t.tm_hour << 11 | t.tm_min << 5 | t.tm_sec // 2, (t.tm_year - 1980) << 9 | t.tm_mon << 5 | t.tm_mday)

@@ -75,7 +75,7 @@ def test_the_python_spelling_is_the_njit_one_to_the_byte() -> None:
 
 @pytest.mark.parametrize(("names", "trace"), [(None, False), ([b'"a,b"', b"p1", b"init"], True)])
 def test_small_rows_in_python_are_the_bulk_rows(names: list[bytes] | None, trace: bool) -> None:
-    n = columns.SMALL_ROWS + 5  # csv_rows formats these in njit
+    n = columns.SMALL_ROWS + 5  # csv_chunks formats these in njit
     rng = np.random.default_rng(3)
     word = lambda *shape: rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32)
     edge = np.resize(np.array(EDGES, dtype=np.uint32), n)
@@ -84,10 +84,12 @@ def test_small_rows_in_python_are_the_bulk_rows(names: list[bytes] | None, trace
         np.where(np.arange(n) % 2 == 0, word(n), edge[::-1]), word(n, 4), word(n, 8).view(np.uint8),
         word(n, 8).view(np.uint8) if trace else None,
     )  # fmt: skip
-    bulk = columns.csv_rows(*args)
+    bulk = b"".join(columns.csv_chunks(*args))
     assert columns._rows_py(*args) == bulk
     assert bulk.count(b"\n") == n
-    small = columns.csv_rows(*args[:1], *(a[:9] if isinstance(a, np.ndarray) else a for a in args[1:]))  # Python
+    small = b"".join(
+        columns.csv_chunks(*args[:1], *(a[:9] if isinstance(a, np.ndarray) else a for a in args[1:]))
+    )  # Python
     assert small == b"".join(bulk.splitlines(keepends=True)[:9])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import meshnb
 from meshnb import kernels
 from meshnb.floatz import flush_words
 from meshnb.loops import sweep as sweep_loop
@@ -260,3 +261,15 @@ def test_the_loop_shape_of_a_cpu_and_a_shape_without_a_loop() -> None:
     assert shapes == ["16 lanes x 1", "8 lanes x 1", "8 lanes x 1"]
     with pytest.raises(ValueError, match=r"^no sweep loop for mode 2 and shape 32 lanes x 1$"):
         sweep_loop.entry(sweep_loop.IEEE, sweep_loop.Shape(32, 1))
+
+
+def test_lanes_of_start_pages_run_as_train() -> None:
+    from meshnb.loops import loop_mode
+
+    sh = sweep_loop.shape()
+    lanes = Lanes(describe(16, lrs=[0.5, 0.25, 0.125]).words(0, 3), True, 16, 0, sh)
+    assert (lanes.m, lanes.pad, lanes.groups, lanes.order.tolist()) == (3, sh.lanes, 1, [0, 1, 2])
+    a = lanes.arrays
+    sweep_loop.run_groups(a["tabs"], a["stabs"], a["tab_of"], a["params"], a["hyper"], a["ring"], a["hist"],
+                          np.zeros((1, 0), np.float32), 0, 16, 0, loop_mode(True), sh)  # fmt: skip
+    assert [f"{w:08x}" for w in lanes.params_words()[0]] == meshnb.train(16).params_hex  # LR 0.5
