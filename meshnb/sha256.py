@@ -258,35 +258,6 @@ def _load_be(typingctx, data, offset):
     return u32x4(data, offset), codegen
 
 
-@intrinsic
-def _load4(typingctx, arr, index):
-    """``arr[index : index + 4]`` of a uint32 array, as one vector (unchecked)."""
-    _need_sha_ni()
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.load(builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
-
-    return u32x4(arr, index), codegen
-
-
-@intrinsic
-def _store4(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + 4]`` of a uint32 array (unchecked)."""
-    _need_sha_ni()
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32x4):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        builder.store(args[2], builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, v), codegen
-
-
 def _vector_op(name: str, vec: Any, arity: int, build: Any, sha_ni: bool = True) -> Any:
     """An intrinsic on ``arity`` vectors of numba type ``vec``, ``build(builder, *args)`` its code."""
 
@@ -306,6 +277,42 @@ def _vector_op(name: str, vec: Any, arity: int, build: Any, sha_ni: bool = True)
     op = op2 if arity == 2 else op3
     op.__name__ = name
     return intrinsic(op)
+
+
+def _memory_op(name: str, vec: Any, store: bool, doc: str) -> Any:
+    """An intrinsic loading (or storing) ``arr[index : index + w]`` of a C-contiguous uint32 array as
+    one vector of numba type ``vec`` (``w`` words), unaligned and unchecked; SHA-NI's need the CPU feature."""
+    llvm_vec = _V4 if vec == u32x4 else _VL
+
+    def typer(arr: Any, index: Any, *v: Any) -> Any:
+        if vec == u32x4:
+            _need_sha_ni()
+        if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and all(x == vec for x in v)):
+            return None
+
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), llvm_vec.as_pointer())
+            if not store:
+                return builder.load(ptr, align=4)
+            builder.store(args[2], ptr, align=4)
+            return context.get_dummy_value()
+
+        return (types.none(arr, index, *v) if store else vec(arr, index)), codegen
+
+    def load(typingctx, arr, index):  # type: ignore[no-untyped-def]
+        return typer(arr, index)
+
+    def store_(typingctx, arr, index, v):  # type: ignore[no-untyped-def]
+        return typer(arr, index, v)
+
+    op = store_ if store else load
+    op.__name__, op.__doc__ = name, doc
+    return intrinsic(op)
+
+
+_load4 = _memory_op("_load4", u32x4, False, "``arr[index : index + 4]`` of a uint32 array, as one vector (unchecked).")
+_store4 = _memory_op("_store4", u32x4, True, "Write ``v`` to ``arr[index : index + 4]`` of a uint32 array (unchecked).")
 
 
 def _shuffle(name: str, lanes: list[int]) -> Any:
@@ -459,34 +466,18 @@ class Sha256:
 # --- many short messages at once: one message per vector lane ---------------------------------
 
 
-def _vector_ptr(context, builder, arrty, arr, index):  # type: ignore[no-untyped-def]
-    ary = context.make_array(arrty)(context, builder, arr)
-    return builder.bitcast(builder.gep(ary.data, [index]), _VL.as_pointer())
-
-
-@intrinsic
-def lanes_load(typingctx, arr, index):
-    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked)."""
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_vector_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
-
-    return u32lanes(arr, index), codegen
-
-
-@intrinsic
-def lanes_store(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked)."""
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32lanes):
-        return None
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[2], _vector_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, v), codegen
+lanes_load = _memory_op(
+    "lanes_load",
+    u32lanes,
+    False,
+    "``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked).",
+)
+lanes_store = _memory_op(
+    "lanes_store",
+    u32lanes,
+    True,
+    "Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked).",
+)
 
 
 @intrinsic
