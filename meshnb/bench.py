@@ -167,31 +167,15 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
     these cluster paths are run (the others are listed as not asked for)."""
     paths = [
-        BenchPath(
-            "single",
-            "meshnb.train, one system, STEPS_PER_TASK 64",
-            meshnb_run,
-            4096,
-            expected=_single_expected,
-            checked_against="numpy reference",
-        ),
-        BenchPath(
-            "single-one-task",
-            "meshnb.train, one system, the whole run in one task",
-            lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)),
-            4096,
-            max_steps=0xFFFFFFFF,
-        ),
-        BenchPath(
-            "numpy", "reference.run impl='numpy' (vectorised over lanes)", lambda s, n: reference_run(s, n, "numpy"), 16
-        ),
-        BenchPath(
-            "python",
-            "reference.run impl='python' (plain Python scalars)",
-            lambda s, n: reference_run(s, n, "python"),
-            4,
-        ),
-    ]
+        BenchPath("single", "meshnb.train, one system, STEPS_PER_TASK 64", meshnb_run, 4096,
+                  expected=_single_expected, checked_against="numpy reference"),
+        BenchPath("single-one-task", "meshnb.train, one system, the whole run in one task",
+                  lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)), 4096, max_steps=0xFFFFFFFF),
+        BenchPath("numpy", "reference.run impl='numpy' (vectorised over lanes)",
+                  lambda s, n: reference_run(s, n, "numpy"), 16),
+        BenchPath("python", "reference.run impl='python' (plain Python scalars)",
+                  lambda s, n: reference_run(s, n, "python"), 4),
+    ]  # fmt: skip
     paths.extend(_sweep_anchor_paths())
     if not clusters:
         return paths
@@ -210,18 +194,8 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
         def expected(s: BenchStart, n: int, systems: int = systems) -> str:
             return reference_digest(s, n, "numpy", systems)
 
-        paths.append(
-            BenchPath(
-                name,
-                desc,
-                run,
-                1024 if backend == "fused" else 256,
-                systems,
-                expected,
-                f"numpy reference, {systems} systems grouped",
-                None if asked else "not asked for",
-            )
-        )
+        probe, against = 1024 if backend == "fused" else 256, f"numpy reference, {systems} systems grouped"
+        paths.append(BenchPath(name, desc, run, probe, systems, expected, against, None if asked else "not asked for"))
     return paths
 
 
@@ -326,26 +300,12 @@ def measure(path: BenchPath, starts: Sequence[BenchStart], seconds: float, verif
     ('single', True, True)
     """
     row: dict[str, Any] = {
-        "path": path.name,
-        "description": path.description,
-        "systems": path.systems,
-        "available": path.unavailable is None,
-        "reason": path.unavailable,
-        "verified": None,
-        "verify_steps": verify_steps,
-        "verify_starts": len(starts),
-        "checked_against": path.checked_against,
-        "mismatches": [],
-        "first_call_s": None,
-        "jit_s": None,
-        "steps_per_call": None,
-        "calls": 0,
-        "ns_per_step": None,
-        "steps_per_s": None,
-        "ratio_vs_single": None,
-        "marginal_ns_per_step": None,
-        "fixed_s_per_call": None,
-    }
+        "path": path.name, "description": path.description, "systems": path.systems,
+        "available": path.unavailable is None, "reason": path.unavailable, "verified": None,
+        "verify_steps": verify_steps, "verify_starts": len(starts), "checked_against": path.checked_against,
+        "mismatches": [], "first_call_s": None, "jit_s": None, "steps_per_call": None, "calls": 0,
+        **dict.fromkeys(("ns_per_step", "steps_per_s", "ratio_vs_single", "marginal_ns_per_step", "fixed_s_per_call")),
+    }  # fmt: skip
     if path.unavailable is not None:
         return row
     probe = path.probe_steps
@@ -445,19 +405,13 @@ def machine_info() -> dict[str, Any]:
     for and that target's vector ISA (``meshnb.cpu.describe``)."""
     import numba
 
-    cpu_facts = cpu.describe()
+    facts = cpu.describe()
     return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "machine": platform.machine(),
-        "processor": cpu_facts["cpu"],
-        "host_cpu": cpu_facts["host_cpu"],
-        "target_cpu": cpu_facts["target_cpu"],
-        "vector_isa": cpu_facts["vector_isa"],
-        "cpus": os.cpu_count(),
+        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+        "machine": platform.machine(), "processor": facts["cpu"], "host_cpu": facts["host_cpu"],
+        "target_cpu": facts["target_cpu"], "vector_isa": facts["vector_isa"], "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
-    }
+    }  # fmt: skip
 
 
 # --- Output ---------------------------------------------------------------------------------------
@@ -500,18 +454,9 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
         ratio = f"{r['ratio_vs_single']:,.2f}x" if r["ratio_vs_single"] is not None else "-"
         fixed = _ns(r["fixed_s_per_call"] * 1e9) if r.get("fixed_s_per_call") is not None else "-"
         table.append(
-            (
-                r["path"],
-                str(r["systems"]),
-                f"{r['steps_per_s']:,.0f}",
-                _ns(r["ns_per_step"]),
-                ratio,
-                fixed,
-                first,
-                f"{r['jit_s']:.3f} s",
-                f"ok ({r['verify_starts']}x{r['verify_steps']} steps)",
-            )
-        )
+            (r["path"], str(r["systems"]), f"{r['steps_per_s']:,.0f}", _ns(r["ns_per_step"]), ratio, fixed, first,
+             f"{r['jit_s']:.3f} s", f"ok ({r['verify_starts']}x{r['verify_steps']} steps)")
+        )  # fmt: skip
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     right = {1, 2, 3, 4, 5, 6, 7}
     for k, row in enumerate(table):
