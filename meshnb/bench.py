@@ -59,15 +59,7 @@ class BenchStart:
 
 
 def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
-    """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
-
-    Examples
-    --------
-    >>> from meshnb.bench import varied_starts
-    >>> a, b = varied_starts(2)
-    >>> len(a.page), hex(a.lr_bits), a.step_base < 2**40, a.page != b.page, varied_starts(2)[0] == a  # seeded
-    (4096, '0x3ef829f0', True, True, True)
-    """
+    """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40."""
     rng = np.random.default_rng(seed)
     base_page = ref.init_page()
     starts = []
@@ -289,16 +281,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def measure(path: BenchPath, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
-    """First call, bit check, then steady-state timing of one path (see the module doc).
-
-    Examples
-    --------
-    >>> from meshnb.bench import default_paths, measure, varied_starts
-    >>> single = default_paths(clusters=False)[0]
-    >>> row = measure(single, varied_starts(1), 0.05, 16)  # bits first (16 steps), then 0.05 s of timing
-    >>> row["path"], row["verified"], row["steps_per_s"] > 0
-    ('single', True, True)
-    """
+    """First call, bit check, then steady-state timing of one path (see the module doc)."""
     row: dict[str, Any] = {
         "path": path.name, "description": path.description, "systems": path.systems,
         "available": path.unavailable is None, "reason": path.unavailable, "verified": None,

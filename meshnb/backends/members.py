@@ -213,13 +213,7 @@ def _mp_context() -> Any:
 
 
 def refuse_unguarded_main() -> None:
-    """End a member process whose import of the user's script would start the run again, in one line.
-
-    Examples
-    --------
-    >>> from meshnb.backends.members import refuse_unguarded_main
-    >>> refuse_unguarded_main()  # in the coordinator (or any process that is no member): nothing to refuse
-    """
+    """End a member process whose import of the user's script would start the run again, in one line."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         print(
             "meshnb: error: the processes backend starts member processes that import your script again: put "
