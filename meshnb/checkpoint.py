@@ -152,15 +152,15 @@ def _what(x: Any) -> str:
     """A value as an error line shows it: short, whatever it is."""
     if isinstance(x, _Huge):
         return f"an integer of {len(x.lstrip('-'))} digits"
-    kinds = {
+    name = {
         bool: "a boolean",
         int: "an integer",
         float: "a number",
         str: "a string",
         list: "a list",
         dict: "an object",
-    }
-    name = {**kinds, type(None): "null"}.get(type(x), type(x).__name__)
+        type(None): "null",
+    }.get(type(x), type(x).__name__)
     return f"{name} {json.dumps(x)[:40]}" if isinstance(x, (bool, int, float, str)) else name
 
 
