@@ -19,6 +19,7 @@ calls it can be cached like the rest of the kernels.
 from __future__ import annotations
 
 import ctypes
+import platform
 import sys
 
 import llvmlite.binding as llvm
@@ -30,38 +31,26 @@ from numba.extending import intrinsic
 from . import cpu
 
 _X86 = cpu.IS_X86  # the host has ``pause`` (the one place that decides it: meshnb.cpu)
-_YIELD = "meshnb_sched_yield"
-
-
-def _bind_sched_yield() -> bool:
-    try:
-        fn = ctypes.CDLL(None).sched_yield
-    except (OSError, AttributeError):
-        return False
-    llvm.add_symbol(_YIELD, ctypes.cast(fn, ctypes.c_void_p).value)
-    return True
-
-
-HAS_YIELD = _bind_sched_yield()
-
-_CLOCK = "meshnb_clock_gettime"
+_YIELD, _CLOCK, _SYSCALL = "meshnb_sched_yield", "meshnb_clock_gettime", "meshnb_syscall"
 _CLOCK_MONOTONIC = 1  # Linux's (and the BSDs' differ: there the clock reads 0, and waits count spins only)
+_LINUX = sys.platform.startswith("linux")
 
 
-def _bind_clock_gettime() -> bool:
+def _bind(name: str, symbol: str) -> bool:
+    """Bind libc's ``name`` as ``symbol`` for njit code; whether libc has it."""
     try:
-        fn = ctypes.CDLL(None).clock_gettime
+        fn = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return False
-    llvm.add_symbol(_CLOCK, ctypes.cast(fn, ctypes.c_void_p).value)
+    llvm.add_symbol(symbol, ctypes.cast(fn, ctypes.c_void_p).value)
     return True
 
 
-HAS_CLOCK = _bind_clock_gettime() and sys.platform.startswith("linux")
+HAS_YIELD = _bind("sched_yield", _YIELD)
+HAS_CLOCK = _bind("clock_gettime", _CLOCK) and _LINUX
 
 
-def _is_word_array(arr) -> bool:
-    words = (types.uint32, types.uint64)
+def _is_word_array(arr, words=(types.uint32, types.uint64)) -> bool:
     return isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and arr.dtype in words
 
 
@@ -158,28 +147,13 @@ def monotonic_ns(typingctx):
 # Futexes (Linux): a waiter sleeps in the kernel on a word until its publisher wakes it
 # ---------------------------------------------------------------------------------------------
 
-_SYSCALL = "meshnb_syscall"
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}  # the syscall's number per machine
 FUTEX_WAIT, FUTEX_WAKE, FUTEX_PRIVATE_FLAG = 0, 1, 128  # linux/futex.h
 _EAGAIN, _ETIMEDOUT, _EINTR = 11, 110, 4
 
 
-def _bind_syscall() -> int:
-    """The futex syscall's number where ``syscall`` is bound (0: no futexes here)."""
-    import platform
-
-    number = _SYS_FUTEX.get(platform.machine().lower(), 0)
-    if not sys.platform.startswith("linux") or not number:
-        return 0
-    try:
-        fn = ctypes.CDLL(None).syscall
-    except (OSError, AttributeError):
-        return 0
-    llvm.add_symbol(_SYSCALL, ctypes.cast(fn, ctypes.c_void_p).value)
-    return number
-
-
-_FUTEX_NR = _bind_syscall()
+_FUTEX_NR = _SYS_FUTEX.get(platform.machine().lower(), 0) if _LINUX else 0  # 0: no futexes here
+_FUTEX_NR = _FUTEX_NR if _FUTEX_NR and _bind("syscall", _SYSCALL) else 0
 HAS_FUTEX = _FUTEX_NR != 0
 
 
@@ -190,19 +164,14 @@ def _syscall6(builder: ir.IRBuilder, args: list) -> ir.Value:
     return builder.call(fn, [ir.Constant(i64, _FUTEX_NR), *args])
 
 
-def _is_u32_array(arr) -> bool:
-    return isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and arr.dtype == types.uint32
-
-
 @intrinsic
 def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
     """Sleep while ``arr[index]`` (uint32, unchecked) is ``expected``, at most ``timeout_ns``
     (``FUTEX_WAIT``; ``private``: the word is in this process's memory only); returns 0 when woken,
     -1 when the word had changed, the timeout passed or a signal came (all: look again), and -1 at
     once where there are no futexes (:data:`HAS_FUTEX` false)."""
-    if not (_is_u32_array(arr) and all(isinstance(a, types.Integer) for a in (index, expected, timeout_ns))):
-        return None
-    if not isinstance(private, (types.Boolean, types.Integer)):
+    ints = all(isinstance(a, types.Integer) for a in (index, expected, timeout_ns))
+    if not (_is_word_array(arr, (types.uint32,)) and ints and isinstance(private, (types.Boolean, types.Integer))):
         return None
 
     def codegen(context, builder, sig, args):
@@ -234,7 +203,7 @@ def futex_wait(typingctx, arr, index, expected, timeout_ns, private):
 def futex_wake(typingctx, arr, index, private):
     """Wake every thread or process asleep on ``arr[index]`` (uint32, unchecked) in
     :func:`futex_wait` (``FUTEX_WAKE``); returns how many woke (0 without futexes)."""
-    if not (_is_u32_array(arr) and isinstance(index, types.Integer)):
+    if not (_is_word_array(arr, (types.uint32,)) and isinstance(index, types.Integer)):
         return None
     if not isinstance(private, (types.Boolean, types.Integer)):
         return None

@@ -59,15 +59,7 @@ class BenchStart:
 
 
 def varied_starts(count: int, seed: int = 5) -> list[BenchStart]:
-    """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40.
-
-    Examples
-    --------
-    >>> from meshnb.bench import varied_starts
-    >>> a, b = varied_starts(2)
-    >>> len(a.page), hex(a.lr_bits), a.step_base < 2**40, a.page != b.page, varied_starts(2)[0] == a  # seeded
-    (4096, '0x3ef829f0', True, True, True)
-    """
+    """``count`` start pages: params uniform in (-1, 1), LR in [0.469, 0.5], step base < 2^40."""
     rng = np.random.default_rng(seed)
     base_page = ref.init_page()
     starts = []
@@ -167,31 +159,15 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
     """Every path, single system first (so its first call carries the JIT).  ``names``: only
     these cluster paths are run (the others are listed as not asked for)."""
     paths = [
-        BenchPath(
-            "single",
-            "meshnb.train, one system, STEPS_PER_TASK 64",
-            meshnb_run,
-            4096,
-            expected=_single_expected,
-            checked_against="numpy reference",
-        ),
-        BenchPath(
-            "single-one-task",
-            "meshnb.train, one system, the whole run in one task",
-            lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)),
-            4096,
-            max_steps=0xFFFFFFFF,
-        ),
-        BenchPath(
-            "numpy", "reference.run impl='numpy' (vectorised over lanes)", lambda s, n: reference_run(s, n, "numpy"), 16
-        ),
-        BenchPath(
-            "python",
-            "reference.run impl='python' (plain Python scalars)",
-            lambda s, n: reference_run(s, n, "python"),
-            4,
-        ),
-    ]
+        BenchPath("single", "meshnb.train, one system, STEPS_PER_TASK 64", meshnb_run, 4096,
+                  expected=_single_expected, checked_against="numpy reference"),
+        BenchPath("single-one-task", "meshnb.train, one system, the whole run in one task",
+                  lambda s, n: meshnb_run(s, n, steps_per_task=max(n, 1)), 4096, max_steps=0xFFFFFFFF),
+        BenchPath("numpy", "reference.run impl='numpy' (vectorised over lanes)",
+                  lambda s, n: reference_run(s, n, "numpy"), 16),
+        BenchPath("python", "reference.run impl='python' (plain Python scalars)",
+                  lambda s, n: reference_run(s, n, "python"), 4),
+    ]  # fmt: skip
     paths.extend(_sweep_anchor_paths())
     if not clusters:
         return paths
@@ -210,18 +186,8 @@ def default_paths(clusters: bool = True, names: Sequence[str] | None = None) -> 
         def expected(s: BenchStart, n: int, systems: int = systems) -> str:
             return reference_digest(s, n, "numpy", systems)
 
-        paths.append(
-            BenchPath(
-                name,
-                desc,
-                run,
-                1024 if backend == "fused" else 256,
-                systems,
-                expected,
-                f"numpy reference, {systems} systems grouped",
-                None if asked else "not asked for",
-            )
-        )
+        probe, against = 1024 if backend == "fused" else 256, f"numpy reference, {systems} systems grouped"
+        paths.append(BenchPath(name, desc, run, probe, systems, expected, against, None if asked else "not asked for"))
     return paths
 
 
@@ -315,37 +281,14 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def measure(path: BenchPath, starts: Sequence[BenchStart], seconds: float, verify_steps: int) -> dict[str, Any]:
-    """First call, bit check, then steady-state timing of one path (see the module doc).
-
-    Examples
-    --------
-    >>> from meshnb.bench import default_paths, measure, varied_starts
-    >>> single = default_paths(clusters=False)[0]
-    >>> row = measure(single, varied_starts(1), 0.05, 16)  # bits first (16 steps), then 0.05 s of timing
-    >>> row["path"], row["verified"], row["steps_per_s"] > 0
-    ('single', True, True)
-    """
+    """First call, bit check, then steady-state timing of one path (see the module doc)."""
     row: dict[str, Any] = {
-        "path": path.name,
-        "description": path.description,
-        "systems": path.systems,
-        "available": path.unavailable is None,
-        "reason": path.unavailable,
-        "verified": None,
-        "verify_steps": verify_steps,
-        "verify_starts": len(starts),
-        "checked_against": path.checked_against,
-        "mismatches": [],
-        "first_call_s": None,
-        "jit_s": None,
-        "steps_per_call": None,
-        "calls": 0,
-        "ns_per_step": None,
-        "steps_per_s": None,
-        "ratio_vs_single": None,
-        "marginal_ns_per_step": None,
-        "fixed_s_per_call": None,
-    }
+        "path": path.name, "description": path.description, "systems": path.systems,
+        "available": path.unavailable is None, "reason": path.unavailable, "verified": None,
+        "verify_steps": verify_steps, "verify_starts": len(starts), "checked_against": path.checked_against,
+        "mismatches": [], "first_call_s": None, "jit_s": None, "steps_per_call": None, "calls": 0,
+        **dict.fromkeys(("ns_per_step", "steps_per_s", "ratio_vs_single", "marginal_ns_per_step", "fixed_s_per_call")),
+    }  # fmt: skip
     if path.unavailable is not None:
         return row
     probe = path.probe_steps
@@ -445,19 +388,13 @@ def machine_info() -> dict[str, Any]:
     for and that target's vector ISA (``meshnb.cpu.describe``)."""
     import numba
 
-    cpu_facts = cpu.describe()
+    facts = cpu.describe()
     return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "machine": platform.machine(),
-        "processor": cpu_facts["cpu"],
-        "host_cpu": cpu_facts["host_cpu"],
-        "target_cpu": cpu_facts["target_cpu"],
-        "vector_isa": cpu_facts["vector_isa"],
-        "cpus": os.cpu_count(),
+        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+        "machine": platform.machine(), "processor": facts["cpu"], "host_cpu": facts["host_cpu"],
+        "target_cpu": facts["target_cpu"], "vector_isa": facts["vector_isa"], "cpus": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
-    }
+    }  # fmt: skip
 
 
 # --- Output ---------------------------------------------------------------------------------------
@@ -500,18 +437,9 @@ def format_table(rows: Sequence[dict[str, Any]], info: dict[str, Any] | None = N
         ratio = f"{r['ratio_vs_single']:,.2f}x" if r["ratio_vs_single"] is not None else "-"
         fixed = _ns(r["fixed_s_per_call"] * 1e9) if r.get("fixed_s_per_call") is not None else "-"
         table.append(
-            (
-                r["path"],
-                str(r["systems"]),
-                f"{r['steps_per_s']:,.0f}",
-                _ns(r["ns_per_step"]),
-                ratio,
-                fixed,
-                first,
-                f"{r['jit_s']:.3f} s",
-                f"ok ({r['verify_starts']}x{r['verify_steps']} steps)",
-            )
-        )
+            (r["path"], str(r["systems"]), f"{r['steps_per_s']:,.0f}", _ns(r["ns_per_step"]), ratio, fixed, first,
+             f"{r['jit_s']:.3f} s", f"ok ({r['verify_starts']}x{r['verify_steps']} steps)")
+        )  # fmt: skip
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     right = {1, 2, 3, 4, 5, 6, 7}
     for k, row in enumerate(table):

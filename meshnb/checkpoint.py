@@ -220,14 +220,6 @@ def _trace(x: Any, field: str, done: int) -> Sha256State:
 def parse_header(doc: Any) -> tuple[RunSettings, int, tuple[dict[str, int], ...], tuple[Sha256State, ...]]:
     """A header's run, steps done, counters and trace states, every field checked
     (:class:`CheckpointError` ``FIELD: what is wrong``).
-
-    Examples
-    --------
-    >>> from meshnb.checkpoint import parse_header
-    >>> parse_header({"run": {}, "done": 0, "members": []})
-    Traceback (most recent call last):
-    ...
-    meshnb.checkpoint.CheckpointError: run: 'systems' is missing
     """
     d = _object(doc, "header", ("run", "done", "members"))
     run = RunSettings.from_json(d["run"])

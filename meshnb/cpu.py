@@ -44,9 +44,6 @@ def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
     None (left to the scheduler) where the members outnumber the CPUs, off Linux, or with
     ``MESHNB_PIN_MEMBERS=0``. Members wait for each other every round, and two on one core beside a
     busy process pay a context switch a round (docs/performance.md); a core each rules that out.
-
-    >>> [member_cpu(k, 2, [4, 5, 6]) for k in range(2)], member_cpu(0, 4, [4, 5])
-    ([4, 5], None)
     """
     if os.environ.get(PIN_ENV, "") == "0" or not hasattr(os, "sched_setaffinity"):
         return None
@@ -196,14 +193,7 @@ def _given(feats: str, sign: str) -> frozenset[str]:
 
 
 def target_features() -> frozenset[str]:
-    """LLVM feature names of the target: those ``NUMBA_CPU_FEATURES`` gives (``avx`` with AVX2), else the host's.
-
-    >>> mp = getfixture("monkeypatch")
-    >>> mp.setenv("NUMBA_CPU_NAME", "haswell")
-    >>> mp.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,-avx512f")
-    >>> sorted(target_features()), target_name(), str(target_shape())
-    (['avx', 'avx2', 'fma'], 'haswell', 'avx2 (8 x f32, 16 registers)')
-    """
+    """LLVM feature names of the target: those ``NUMBA_CPU_FEATURES`` gives (``avx`` with AVX2), else the host's."""
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     name = os.environ.get("NUMBA_CPU_NAME", "").strip()
     if feats is None:

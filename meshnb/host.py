@@ -17,7 +17,7 @@ import numpy as np
 
 from . import checkpoint, program
 from .checkpoint import Checkpoint, RunSettings
-from .driver import Cadence, Engine, Frame, Policy, Steps, frame, progress_bar
+from .driver import Cadence, Engine, Frame, Policy, Steps, frame
 from .driver import drive as drive_chunks
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
 from .kernels import NSUMS
@@ -28,33 +28,6 @@ from .runspec import check_view_can_run
 from .sha256 import Sha256State
 from .trace import Trace
 from .view import View
-
-__all__ = [
-    "CHUNK_STEPS",
-    "Checkpoints",
-    "Snapshot",
-    "StepEngine",
-    "chunk_of_tasks",
-    "drive",
-    "drive_alone",
-    "drive_on_page",
-    "end_run",
-    "member_task",
-    "member_trace",
-    "prepare",
-    "prepare_member",
-    "progress_bar",
-    "refuse_pending_round",
-    "run_engine",
-    "run_steps",
-    "set_lr",
-    "stall_hook",
-    "stall_naps",
-    "stalled",
-    "steps_shown",
-    "train_run",
-    "warm_up",
-]
 
 
 def prepare(ctx: Context, plan: Plan, view_in: bytes | None) -> None:

@@ -29,11 +29,6 @@ class InterruptFlag:
 
     With ``raising`` (commands that stop where they are) the first signal also raises
     KeyboardInterrupt; later ones are only remembered, so a second Ctrl-C cannot break the cleanup.
-
-    >>> flag = InterruptFlag()
-    >>> flag(signal.SIGTERM, None)  # as the OS would call it
-    >>> flag.hit, flag.exit_code, flag.word
-    (True, 143, 'terminated')
     """
 
     def __init__(self, raising: bool = False) -> None:
@@ -103,15 +98,6 @@ class StopRequest:
     """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.
 
     A run that saw it but ends anyway calls :meth:`declined`, so the Ctrl-C goes on to the caller.
-
-    >>> flag = InterruptFlag()
-    >>> requested = StopRequest(flag)
-    >>> flag(signal.SIGINT, None)
-    >>> requested(), requested.seen
-    (True, True)
-    >>> requested.declined()
-    >>> requested.seen
-    False
     """
 
     def __init__(self, flag: InterruptFlag | None) -> None:
@@ -133,11 +119,6 @@ def deferred_interrupt() -> Iterator[StopRequest]:
 
     A flag already installed (the CLI's) is reused; off the main thread nothing is installed. A
     Ctrl-C the run did not stop for goes to the caller's handler on the way out.
-
-    >>> with deferred_interrupt() as requested:
-    ...     signal.raise_signal(signal.SIGINT)  # no KeyboardInterrupt here: held for the boundary
-    ...     print("at the boundary:", requested())
-    at the boundary: True
     """
     if threading.current_thread() is not threading.main_thread():
         yield StopRequest(None)
@@ -183,12 +164,6 @@ def phase(name: str) -> None:
     """Test hook: append ``name PID MONOTONIC`` to the file ``MESHNB_TEST_PHASES`` names; nothing without it.
 
     With ``MESHNB_TEST_PHASES_PAUSE=NAME:SECONDS`` phase ``NAME`` then lasts that much longer.
-
-    >>> phases = getfixture("tmp_path") / "phases"
-    >>> getfixture("monkeypatch").setenv("MESHNB_TEST_PHASES", str(phases))
-    >>> phase("held"); phase("done")
-    >>> [line.split()[0] for line in phases.read_text().splitlines()]
-    ['held', 'done']
     """
     path = os.environ.get(PHASES_ENV)
     if not path:

@@ -111,14 +111,7 @@ class Accepts:
         )
 
     def wanted(self) -> str:
-        """How a refusal names what the argument must be.
-
-        Examples
-        --------
-        >>> from meshnb.jit import Accepts
-        >>> Accepts.parse("uint32[:, ::1] writeable").wanted(), Accepts.parse("float32").wanted()
-        ('a writeable C-contiguous uint32 array of 2 dimensions', 'a numpy float32 (np.float32)')
-        """
+        """How a refusal names what the argument must be."""
         if self.ndim == 0:
             kind = "a Python bool" if self.dtype == types.boolean else f"a numpy {self.dtype} (np.{self.dtype})"
             return kind
@@ -153,42 +146,16 @@ class FunctionCache(caching.FunctionCache):
 
 
 class Dispatcher(CPUDispatcher):
-    """numba's CPU dispatcher with meshnb's :class:`FunctionCache`; :func:`jit` makes every njit function one.
-
-    Examples
-    --------
-    >>> from meshnb.jit import Dispatcher
-    >>> from meshnb.floatz import flush_bits
-    >>> isinstance(flush_bits, Dispatcher), flush_bits.targetoptions["no_cfunc_wrapper"]
-    (True, True)
-    """
+    """numba's CPU dispatcher with meshnb's :class:`FunctionCache`; :func:`jit` makes every njit function one."""
 
     def enable_caching(self) -> None:
-        """Cache compiled variants beside the module (``cache=True``), with meshnb's cache.
-
-        Examples
-        --------
-        >>> from meshnb.floatz import flush_bits
-        >>> type(flush_bits._cache).__module__
-        'meshnb.jit'
-        """
+        """Cache compiled variants beside the module (``cache=True``), with meshnb's cache."""
         self._cache = FunctionCache(self.py_func)  # type: ignore[no-untyped-call]
 
 
 class CheckedDispatcher(Dispatcher):
     """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
     whose argument types are not those declared (the module docstring: the door).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.kernels import loss
-    >>> try:
-    ...     loss(np.zeros(5, np.float64), np.float32(1 / 32))
-    ... except TypeError as e:
-    ...     print(e)  # doctest: +NORMALIZE_WHITESPACE
-    meshnb.kernels.loss: argument 'sums' must be a float32 array of 1 dimension,
-    not a C-contiguous float64 array of 1 dimension
     """
 
     def __init__(

@@ -7,8 +7,10 @@ folded into uint32[8] ``h``) is ``"sha-ni"`` (the x86 SHA extensions) where the 
 ``"scalar"``; ``MESHNB_SHA256=scalar`` forces the scalar one, ``MESHNB_SHA256=sha-ni`` demands
 SHA-NI (a ``ValueError`` at import where the CPU lacks it).  The kernels release the GIL.  A
 sweep's digests hash :data:`LANES` messages at once, one per 32-bit vector lane
-(:func:`compress_lanes`, :func:`digest_rows`).  Why this stays beside hashlib, measured:
-docs/performance.md, "Hand-written, measured against the library".
+(:func:`compress_lanes`, :func:`digest_rows`).  The scalar and the lanes kernels share one round
+and one message schedule (:func:`_round`, :func:`_sched`), on a word held in a uint64 or on a
+vector of words.  Why this stays beside hashlib, measured: docs/performance.md, "Hand-written,
+measured against the library".
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ from numba.extending import intrinsic, models, overload, register_model
 from . import cpu
 from .jit import jit
 
-# ---------------------------------------------------------------------------------------------
-
 # fmt: off
 _K_WORDS = (
     0x428A2F98, 0x71374491, 0xB5C0FBCF, 0xE9B5DBA5, 0x3956C25B, 0x59F111F1, 0x923F82A4, 0xAB1C5ED5,
@@ -44,40 +44,136 @@ _K_WORDS = (
 )
 # fmt: on
 _K = np.array(_K_WORDS, dtype=np.uint64)  # scalar kernel: words in uint64 (no widening per use)
-_K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI kernel: loaded four at a time
+_K32 = np.array(_K_WORDS, dtype=np.uint32)  # SHA-NI and lanes kernels
 _H0 = (0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19)
 _H0_WORDS = np.array(_H0, dtype=np.uint32)
-
+_M32 = np.uint64(0xFFFFFFFF)  # a uint64: numba types uint64 & int64 (or +) as int64 or float64
 
 HAS_SHA_NI: bool = cpu.HAS_SHA_NI
 """Whether the host CPU has the x86 SHA extensions (``meshnb.cpu.HAS_SHA_NI``, the one place that
 decides it)."""
 
-# ---------------------------------------------------------------------------------------------
-# Scalar kernel
-# ---------------------------------------------------------------------------------------------
+LANES: int = 16 if cpu.target_shape().floats >= 16 else 8
+"""Messages :func:`compress_lanes` hashes at once, one per 32-bit lane of a vector: 16 where the
+target has 512-bit vectors, else 8 (as the sweep loop's groups: :func:`meshnb.loops.sweep.shape`)."""
 
 _I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-_M32 = np.uint64(0xFFFFFFFF)  # a uint64: numba types uint64 & int64 (or +) as int64 or float64
+_V4, _VL = ir.VectorType(_I32, 4), ir.VectorType(_I32, LANES)
 
 
-@intrinsic
-def _rotr(typingctx, x, r):
-    """The 32-bit rotation right by a literal ``r`` of a word held in a uint64: one funnel shift."""
-    if not (x == types.uint64 and isinstance(r, types.IntegerLiteral)):
-        return None
-    n = r.literal_value
+class U32x4(types.Type):
+    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register."""
 
-    def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [_I32] * 3), "llvm.fshr.i32")
-        w = builder.trunc(args[0], _I32)
-        return builder.zext(builder.call(fn, [w, w, ir.Constant(_I32, n)]), _I64)
+    def __init__(self) -> None:
+        super().__init__(name="u32x4")
 
-    return types.uint64(x, r), codegen
+
+class U32Lanes(types.Type):
+    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages."""
+
+    def __init__(self) -> None:
+        super().__init__(name=f"u32x{LANES}")
+
+
+u32x4, u32lanes = U32x4(), U32Lanes()
+
+
+@register_model(U32x4)
+class _U32x4Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _V4)
+
+
+@register_model(U32Lanes)
+class _U32LanesModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _VL)
 
 
 def _is_c_array(arr: Any, dtype: Any) -> bool:
     return isinstance(arr, types.Array) and arr.dtype == dtype and arr.layout == "C" and arr.ndim == 1
+
+
+def _lanes_of(n: int) -> ir.Constant:
+    return ir.Constant(_VL, [n] * LANES)
+
+
+def _call(builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return builder.call(fn, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# One round and one schedule, for a word in a uint64 (scalar) or a vector of words (lanes)
+# ---------------------------------------------------------------------------------------------
+
+
+@intrinsic
+def _rotr(typingctx, x, r):
+    """The 32-bit rotation right by a literal ``r`` of a word in a uint64, or of each lane: one funnel shift."""
+    if not (x in (types.uint64, u32lanes) and isinstance(r, types.IntegerLiteral)):
+        return None
+    n = r.literal_value
+
+    def codegen(context, builder, sig, args):
+        if sig.args[0] == u32lanes:
+            return _call(builder, f"llvm.fshr.v{LANES}i32", _VL, [args[0], args[0], _lanes_of(n)])
+        w = builder.trunc(args[0], _I32)
+        return builder.zext(_call(builder, "llvm.fshr.i32", _I32, [w, w, ir.Constant(_I32, n)]), _I64)
+
+    return x(x, r), codegen
+
+
+@intrinsic
+def _shr(typingctx, x, r):
+    """``x`` (a uint64, or each lane) shifted right by a literal ``r``, zeros in."""
+    if not (x in (types.uint64, u32lanes) and isinstance(r, types.IntegerLiteral)):
+        return None
+    n = r.literal_value
+
+    def codegen(context, builder, sig, args):
+        return builder.lshr(args[0], _lanes_of(n) if sig.args[0] == u32lanes else ir.Constant(_I64, n))
+
+    return x(x, r), codegen
+
+
+@intrinsic
+def _wrap(typingctx, x):
+    """A sum mod 2^32: a uint64's low word (vector lanes wrap by themselves)."""
+    if x not in (types.uint64, u32lanes):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return args[0] if sig.args[0] == u32lanes else builder.and_(args[0], ir.Constant(_I64, 0xFFFFFFFF))
+
+    return x(x), codegen
+
+
+@jit()
+def _sched(w16: Any, w15: Any, w7: Any, w2: Any) -> Any:
+    """W[t] from W[t-16], W[t-15], W[t-7], W[t-2]."""
+    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ _shr(w15, 3)
+    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ _shr(w2, 10)
+    return _wrap(w16 + s0 + w7 + s1)
+
+
+@jit()
+def _round(s: Any, wk: Any) -> Any:
+    """One round on the working variables ``s`` = (a, ..., h), ``wk`` = W[t] + K[t] (unmasked: the
+    sums of words in uint64 stay far below 2^64, so one mask per result)."""
+    a, b, c, d, e, f, g, h = s
+    t1 = h + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
+    t2 = (_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b) | (c & (a | b)))
+    return (_wrap(t1 + t2), a, b, c, _wrap(d + t1), e, f, g)
+
+
+@jit()
+def _add8(s: Any, x: Any) -> Any:
+    """The chaining value ``s`` plus a block's working variables ``x``, word by word."""
+    return (
+        _wrap(s[0] + x[0]), _wrap(s[1] + x[1]), _wrap(s[2] + x[2]), _wrap(s[3] + x[3]),
+        _wrap(s[4] + x[4]), _wrap(s[5] + x[5]), _wrap(s[6] + x[6]), _wrap(s[7] + x[7]),
+    )  # fmt: skip
 
 
 @intrinsic
@@ -88,117 +184,37 @@ def _be32(typingctx, data, j):
 
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
-        base = builder.gep(ary.data, [args[1]])
-        word = ir.Constant(_I64, 0)
-        for i in range(4):
-            byte = builder.zext(builder.load(builder.gep(base, [ir.Constant(_I64, i)])), _I64)
-            word = builder.or_(word, builder.shl(byte, ir.Constant(_I64, 24 - 8 * i)))
-        return word
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), _I32.as_pointer())
+        return builder.zext(_call(builder, "llvm.bswap.i32", _I32, [builder.load(ptr, align=1)]), _I64)
 
     return types.uint64(data, j), codegen
-
-
-@jit()
-def _sched(w16: np.uint64, w15: np.uint64, w7: np.uint64, w2: np.uint64) -> np.uint64:
-    """W[t] from W[t-16], W[t-15], W[t-7], W[t-2]."""
-    s0 = _rotr(w15, 7) ^ _rotr(w15, 18) ^ (w15 >> 3)
-    s1 = _rotr(w2, 17) ^ _rotr(w2, 19) ^ (w2 >> 10)
-    return (w16 + s0 + w7 + s1) & _M32
-
-
-@jit()
-def _rnd(
-    a: np.uint64,
-    b: np.uint64,
-    c: np.uint64,
-    d: np.uint64,
-    e: np.uint64,
-    f: np.uint64,
-    g: np.uint64,
-    h: np.uint64,
-    wk: np.uint64,
-) -> tuple[np.uint64, np.uint64]:
-    """One round; returns the new ``d`` and ``h`` (the caller renames the other six).
-    ``wk`` is W[t] + K[t], unmasked: the sums stay far below 2^64, so one mask per result."""
-    t1 = h + (_rotr(e, 6) ^ _rotr(e, 11) ^ _rotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
-    t2 = (_rotr(a, 2) ^ _rotr(a, 13) ^ _rotr(a, 22)) + ((a & b) | (c & (a | b)))
-    return (d + t1) & _M32, (t1 + t2) & _M32
 
 
 @jit(accepts=dict(h="uint32[::1]", data="uint8[::1]"), nogil=True)
 def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]), portable code."""
-    k = _K
-    h0, h1, h2, h3 = np.uint64(h[0]), np.uint64(h[1]), np.uint64(h[2]), np.uint64(h[3])
-    h4, h5, h6, h7 = np.uint64(h[4]), np.uint64(h[5]), np.uint64(h[6]), np.uint64(h[7])
+    w = np.empty(64, dtype=np.uint64)
+    s = (
+        np.uint64(h[0]), np.uint64(h[1]), np.uint64(h[2]), np.uint64(h[3]),
+        np.uint64(h[4]), np.uint64(h[5]), np.uint64(h[6]), np.uint64(h[7]),
+    )  # fmt: skip
     for o in range(0, data.shape[0] - 63, 64):
-        w0, w1, w2, w3 = _be32(data, o), _be32(data, o + 4), _be32(data, o + 8), _be32(data, o + 12)
-        w4, w5, w6, w7 = _be32(data, o + 16), _be32(data, o + 20), _be32(data, o + 24), _be32(data, o + 28)
-        w8, w9, w10, w11 = _be32(data, o + 32), _be32(data, o + 36), _be32(data, o + 40), _be32(data, o + 44)
-        w12, w13, w14, w15 = _be32(data, o + 48), _be32(data, o + 52), _be32(data, o + 56), _be32(data, o + 60)
-        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
-        for r in range(0, 64, 16):
-            if r:  # the schedule in place: slot j holds W[t] with t = j mod 16
-                w0 = _sched(w0, w1, w9, w14)
-                w1 = _sched(w1, w2, w10, w15)
-                w2 = _sched(w2, w3, w11, w0)
-                w3 = _sched(w3, w4, w12, w1)
-                w4 = _sched(w4, w5, w13, w2)
-                w5 = _sched(w5, w6, w14, w3)
-                w6 = _sched(w6, w7, w15, w4)
-                w7 = _sched(w7, w8, w0, w5)
-                w8 = _sched(w8, w9, w1, w6)
-                w9 = _sched(w9, w10, w2, w7)
-                w10 = _sched(w10, w11, w3, w8)
-                w11 = _sched(w11, w12, w4, w9)
-                w12 = _sched(w12, w13, w5, w10)
-                w13 = _sched(w13, w14, w6, w11)
-                w14 = _sched(w14, w15, w7, w12)
-                w15 = _sched(w15, w0, w8, w13)
-            # The eight working variables rotate one name per round instead of being moved.
-            d, hh = _rnd(a, b, c, d, e, f, g, hh, w0 + k[r])
-            c, g = _rnd(hh, a, b, c, d, e, f, g, w1 + k[r + 1])
-            b, f = _rnd(g, hh, a, b, c, d, e, f, w2 + k[r + 2])
-            a, e = _rnd(f, g, hh, a, b, c, d, e, w3 + k[r + 3])
-            hh, d = _rnd(e, f, g, hh, a, b, c, d, w4 + k[r + 4])
-            g, c = _rnd(d, e, f, g, hh, a, b, c, w5 + k[r + 5])
-            f, b = _rnd(c, d, e, f, g, hh, a, b, w6 + k[r + 6])
-            e, a = _rnd(b, c, d, e, f, g, hh, a, w7 + k[r + 7])
-            d, hh = _rnd(a, b, c, d, e, f, g, hh, w8 + k[r + 8])
-            c, g = _rnd(hh, a, b, c, d, e, f, g, w9 + k[r + 9])
-            b, f = _rnd(g, hh, a, b, c, d, e, f, w10 + k[r + 10])
-            a, e = _rnd(f, g, hh, a, b, c, d, e, w11 + k[r + 11])
-            hh, d = _rnd(e, f, g, hh, a, b, c, d, w12 + k[r + 12])
-            g, c = _rnd(d, e, f, g, hh, a, b, c, w13 + k[r + 13])
-            f, b = _rnd(c, d, e, f, g, hh, a, b, w14 + k[r + 14])
-            e, a = _rnd(b, c, d, e, f, g, hh, a, w15 + k[r + 15])
-        h0, h1, h2, h3 = (h0 + a) & _M32, (h1 + b) & _M32, (h2 + c) & _M32, (h3 + d) & _M32
-        h4, h5, h6, h7 = (h4 + e) & _M32, (h5 + f) & _M32, (h6 + g) & _M32, (h7 + hh) & _M32
-    h[0], h[1], h[2], h[3] = np.uint32(h0), np.uint32(h1), np.uint32(h2), np.uint32(h3)
-    h[4], h[5], h[6], h[7] = np.uint32(h4), np.uint32(h5), np.uint32(h6), np.uint32(h7)
+        for t in range(16):
+            w[t] = _be32(data, o + 4 * t)
+        x = s
+        for t in range(0, 64, 2):  # two rounds a step: as fast as the 64 written out
+            if t < 48:  # W[t+16], W[t+17] while rounds t, t+1 run: independent work for the core
+                w[t + 16] = _sched(w[t], w[t + 1], w[t + 9], w[t + 14])
+                w[t + 17] = _sched(w[t + 1], w[t + 2], w[t + 10], w[t + 15])
+            x = _round(_round(x, w[t] + _K[t]), w[t + 1] + _K[t + 1])
+        s = _add8(s, x)
+    for j in range(8):
+        h[j] = np.uint32(s[j])
 
 
 # ---------------------------------------------------------------------------------------------
 # SHA-NI kernel: one LLVM <4 x i32> per four words, the x86 SHA intrinsics on them
 # ---------------------------------------------------------------------------------------------
-
-_V4 = ir.VectorType(_I32, 4)
-
-
-class U32x4(types.Type):
-    """The numba type of an LLVM ``<4 x i32>``: four SHA-256 words in an xmm register."""
-
-    def __init__(self) -> None:
-        super().__init__(name="u32x4")
-
-
-u32x4 = U32x4()
-
-
-@register_model(U32x4)
-class _U32x4Model(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, _V4)
 
 
 def _mask(lanes: list[int]) -> ir.Constant:
@@ -211,11 +227,6 @@ def _need_sha_ni() -> None:
         raise TypingError("the SHA-NI SHA-256 kernel needs the x86 'sha' CPU feature, which this host lacks")
 
 
-def _x86_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V4, [_V4] * len(args)), name)
-    return builder.call(fn, args)
-
-
 @intrinsic
 def _clean_upper(typingctx):
     """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
@@ -223,10 +234,7 @@ def _clean_upper(typingctx):
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.avx.vzeroupper"
-            )
-            builder.call(fn, [])
+            _call(builder, "llvm.x86.avx.vzeroupper", ir.VoidType(), [])
         return context.get_dummy_value()
 
     return types.none(), codegen
@@ -250,110 +258,88 @@ def _load_be(typingctx, data, offset):
     return u32x4(data, offset), codegen
 
 
-@intrinsic
-def _load4(typingctx, arr, index):
-    """``arr[index : index + 4]`` of a uint32 array, as one vector (unchecked)."""
-    _need_sha_ni()
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
-        return None
+def _vector_op(name: str, vec: Any, arity: int, build: Any, sha_ni: bool = True) -> Any:
+    """An intrinsic on ``arity`` vectors of numba type ``vec``, ``build(builder, *args)`` its code."""
 
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.load(builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
+    def typer(*vecs: Any) -> Any:
+        if sha_ni:
+            _need_sha_ni()
+        if not all(v == vec for v in vecs):
+            return None
+        return vec(*vecs), lambda context, builder, sig, args: build(builder, *args)
 
-    return u32x4(arr, index), codegen
+    def op2(typingctx, a, b):  # type: ignore[no-untyped-def]
+        return typer(a, b)
 
+    def op3(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+        return typer(a, b, c)
 
-@intrinsic
-def _store4(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + 4]`` of a uint32 array (unchecked)."""
-    _need_sha_ni()
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32x4):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        builder.store(args[2], builder.bitcast(builder.gep(ary.data, [args[1]]), _V4.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, v), codegen
+    op = op2 if arity == 2 else op3
+    op.__name__ = name
+    return intrinsic(op)
 
 
-def _make_shuffle(name: str, lanes: list[int]):
-    """An intrinsic picking ``lanes`` of the eight words of two vectors (first one: lanes 0-3)."""
+def _memory_op(name: str, vec: Any, store: bool, doc: str) -> Any:
+    """An intrinsic loading (or storing) ``arr[index : index + w]`` of a C-contiguous uint32 array as
+    one vector of numba type ``vec`` (``w`` words), unaligned and unchecked; SHA-NI's need the CPU feature."""
+    llvm_vec = _V4 if vec == u32x4 else _VL
 
-    @intrinsic
-    def shuffle(typingctx, a, b):
-        _need_sha_ni()
-        if not (a == u32x4 and b == u32x4):
+    def typer(arr: Any, index: Any, *v: Any) -> Any:
+        if vec == u32x4:
+            _need_sha_ni()
+        if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and all(x == vec for x in v)):
             return None
 
-        def codegen(context, builder, sig, args):
-            return builder.shuffle_vector(args[0], args[1], _mask(lanes))
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), llvm_vec.as_pointer())
+            if not store:
+                return builder.load(ptr, align=4)
+            builder.store(args[2], ptr, align=4)
+            return context.get_dummy_value()
 
-        return u32x4(a, b), codegen
+        return (types.none(arr, index, *v) if store else vec(arr, index)), codegen
 
-    shuffle.__name__ = name
-    return shuffle
+    def load(typingctx, arr, index):  # type: ignore[no-untyped-def]
+        return typer(arr, index)
+
+    def store_(typingctx, arr, index, v):  # type: ignore[no-untyped-def]
+        return typer(arr, index, v)
+
+    op = store_ if store else load
+    op.__name__, op.__doc__ = name, doc
+    return intrinsic(op)
+
+
+_load4 = _memory_op("_load4", u32x4, False, "``arr[index : index + 4]`` of a uint32 array, as one vector (unchecked).")
+_store4 = _memory_op("_store4", u32x4, True, "Write ``v`` to ``arr[index : index + 4]`` of a uint32 array (unchecked).")
+
+
+def _shuffle(name: str, lanes: list[int]) -> Any:
+    """Picks ``lanes`` of the eight words of two vectors (the first one: lanes 0-3)."""
+    return _vector_op(name, u32x4, 2, lambda b, x, y: b.shuffle_vector(x, y, _mask(lanes)))
+
+
+def _sha(name: str, llvm_name: str, arity: int = 2) -> Any:
+    return _vector_op(name, u32x4, arity, lambda b, *args: _call(b, llvm_name, _V4, list(args)))
 
 
 # The SHA-NI state is two vectors, ABEF and CDGH, highest lane first: lanes [F, E, B, A] and
 # [H, G, D, C] of the words loaded as [A, B, C, D] and [E, F, G, H].
-_abef = _make_shuffle("_abef", [5, 4, 1, 0])
-_cdgh = _make_shuffle("_cdgh", [7, 6, 3, 2])
-_abcd = _make_shuffle("_abcd", [3, 2, 7, 6])  # back from (ABEF, CDGH)
-_efgh = _make_shuffle("_efgh", [1, 0, 5, 4])
+_abef = _shuffle("_abef", [5, 4, 1, 0])
+_cdgh = _shuffle("_cdgh", [7, 6, 3, 2])
+_abcd = _shuffle("_abcd", [3, 2, 7, 6])  # back from (ABEF, CDGH)
+_efgh = _shuffle("_efgh", [1, 0, 5, 4])
 # palignr(hi, lo, 4) as _alignr4(lo, hi): words 1-3 of lo, then word 0 of hi (W[t-7] for four t).
-_alignr4 = _make_shuffle("_alignr4", [1, 2, 3, 4])
+_alignr4 = _shuffle("_alignr4", [1, 2, 3, 4])
 # pshufd 0x0E: the upper two words down, for the second sha256rnds2 of a group of four rounds.
-_upper = _make_shuffle("_upper", [2, 3, 2, 3])
-
-
-@intrinsic
-def _add(typingctx, a, b):
-    """Lane-wise 32-bit sum (paddd, wrapping)."""
-    _need_sha_ni()
-    if not (a == u32x4 and b == u32x4):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.add(args[0], args[1])
-
-    return u32x4(a, b), codegen
-
-
-@intrinsic
-def _rnds2(typingctx, cdgh, abef, wk):
-    """sha256rnds2: two rounds with W+K in the low two words of ``wk``; returns the new ABEF."""
-    _need_sha_ni()
-    if not (cdgh == u32x4 and abef == u32x4 and wk == u32x4):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return _x86_call(builder, "llvm.x86.sha256rnds2", list(args))
-
-    return u32x4(cdgh, abef, wk), codegen
-
-
-def _make_msg(name: str, llvm_name: str):
-    @intrinsic
-    def msg(typingctx, a, b):
-        _need_sha_ni()
-        if not (a == u32x4 and b == u32x4):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return _x86_call(builder, llvm_name, list(args))
-
-        return u32x4(a, b), codegen
-
-    msg.__name__ = name
-    return msg
-
-
+_upper = _shuffle("_upper", [2, 3, 2, 3])
+_add = _vector_op("_add", u32x4, 2, lambda b, x, y: b.add(x, y))  # paddd, wrapping
+# sha256rnds2(cdgh, abef, wk): two rounds with W+K in the low two words of wk; the new ABEF.
+_rnds2 = _sha("_rnds2", "llvm.x86.sha256rnds2", 3)
 # sha256msg1(a, b): a + sigma0 of the next words; sha256msg2(a, b): a + sigma1 of b's, in order.
-_msg1 = _make_msg("_msg1", "llvm.x86.sha256msg1")
-_msg2 = _make_msg("_msg2", "llvm.x86.sha256msg2")
+_msg1 = _sha("_msg1", "llvm.x86.sha256msg1")
+_msg2 = _sha("_msg2", "llvm.x86.sha256msg2")
 
 
 @jit()
@@ -369,28 +355,17 @@ def _rounds4(abef: Any, cdgh: Any, w: Any, t: int) -> tuple[Any, Any]:
 def compress_sha_ni(h: np.ndarray, data: np.ndarray) -> None:
     """Fold the whole 64-byte blocks of ``data`` (uint8) into ``h`` (uint32[8]) with SHA-NI."""
     _clean_upper()
-    lo = _load4(h, 0)
-    hi = _load4(h, 4)
-    abef = _abef(lo, hi)
-    cdgh = _cdgh(lo, hi)
+    lo, hi = _load4(h, 0), _load4(h, 4)
+    abef, cdgh = _abef(lo, hi), _cdgh(lo, hi)
     for o in range(0, data.shape[0] - 63, 64):
         abef0, cdgh0 = abef, cdgh
-        w0 = _load_be(data, o)
-        abef, cdgh = _rounds4(abef, cdgh, w0, 0)
-        w1 = _load_be(data, o + 16)
-        abef, cdgh = _rounds4(abef, cdgh, w1, 4)
-        w2 = _load_be(data, o + 32)
-        abef, cdgh = _rounds4(abef, cdgh, w2, 8)
-        w3 = _load_be(data, o + 48)
-        abef, cdgh = _rounds4(abef, cdgh, w3, 12)
-        for t in range(16, 64, 4):
-            # W[t..t+3] = sigma1(W[t-2..]) + W[t-7..] + sigma0(W[t-15..]) + W[t-16..]:
+        w0, w1, w2, w3 = _load_be(data, o), _load_be(data, o + 16), _load_be(data, o + 32), _load_be(data, o + 48)
+        for t in range(0, 64, 4):
+            abef, cdgh = _rounds4(abef, cdgh, w0, t)
+            # W[t+16..t+19] = sigma1(W[t+14..]) + W[t+9..] + sigma0(W[t+1..]) + W[t..]:
             # msg1 adds sigma0, msg2 adds sigma1 (its last two words from its own first two).
-            w4 = _msg2(_add(_msg1(w0, w1), _alignr4(w2, w3)), w3)
-            abef, cdgh = _rounds4(abef, cdgh, w4, t)
-            w0, w1, w2, w3 = w1, w2, w3, w4
-        abef = _add(abef, abef0)
-        cdgh = _add(cdgh, cdgh0)
+            w0, w1, w2, w3 = w1, w2, w3, _msg2(_add(_msg1(w0, w1), _alignr4(w2, w3)), w3)
+        abef, cdgh = _add(abef, abef0), _add(cdgh, cdgh0)
     _store4(h, 0, _abcd(abef, cdgh))
     _store4(h, 4, _efgh(abef, cdgh))
 
@@ -490,61 +465,19 @@ class Sha256:
 
 # --- many short messages at once: one message per vector lane ---------------------------------
 
-LANES: int = 16 if cpu.target_shape().floats >= 16 else 8
-"""Messages :func:`compress_lanes` hashes at once, one per 32-bit lane of a vector: 16 where the
-target has 512-bit vectors, else 8 (as the sweep loop's groups: :func:`meshnb.loops.sweep.shape`)."""
 
-_VL = ir.VectorType(_I32, LANES)
-
-
-class U32Lanes(types.Type):
-    """The numba type of an LLVM ``<LANES x i32>``: one SHA-256 word of each of LANES messages."""
-
-    def __init__(self) -> None:
-        super().__init__(name=f"u32x{LANES}")
-
-
-u32lanes = U32Lanes()
-
-
-@register_model(U32Lanes)
-class _U32LanesModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, _VL)
-
-
-def _lanes_of(n: int) -> ir.Constant:
-    return ir.Constant(_VL, [n] * LANES)
-
-
-def _vector_ptr(context, builder, arrty, arr, index):  # type: ignore[no-untyped-def]
-    ary = context.make_array(arrty)(context, builder, arr)
-    return builder.bitcast(builder.gep(ary.data, [index]), _VL.as_pointer())
-
-
-@intrinsic
-def lanes_load(typingctx, arr, index):
-    """``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked)."""
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_vector_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
-
-    return u32lanes(arr, index), codegen
-
-
-@intrinsic
-def lanes_store(typingctx, arr, index, v):
-    """Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked)."""
-    if not (_is_c_array(arr, types.uint32) and isinstance(index, types.Integer) and v == u32lanes):
-        return None
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[2], _vector_ptr(context, builder, sig.args[0], args[0], args[1]), align=4)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, v), codegen
+lanes_load = _memory_op(
+    "lanes_load",
+    u32lanes,
+    False,
+    "``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked).",
+)
+lanes_store = _memory_op(
+    "lanes_store",
+    u32lanes,
+    True,
+    "Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked).",
+)
 
 
 @intrinsic
@@ -593,8 +526,7 @@ def lanes_bswap(typingctx, x):
         return None
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VL, [_VL]), f"llvm.bswap.v{LANES}i32")
-        return builder.call(fn, [args[0]])
+        return _call(builder, f"llvm.bswap.v{LANES}i32", _VL, [args[0]])
 
     return u32lanes(x), codegen
 
@@ -606,31 +538,13 @@ def bswap32(typingctx, x):
         return None
 
     def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [_I32]), "llvm.bswap.i32")
-        return builder.call(fn, [args[0]])
+        return _call(builder, "llvm.bswap.i32", _I32, [args[0]])
 
     return types.uint32(x), codegen
 
 
 def _lanes_op(name: str, build: Any) -> Any:
-    @intrinsic
-    def op(typingctx, a, b):
-        if not (a == u32lanes and b == u32lanes):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return build(builder, args[0], args[1])
-
-        return u32lanes(a, b), codegen
-
-    op.__name__ = name
-    return op
-
-
-_vadd = _lanes_op("_vadd", lambda b, x, y: b.add(x, y))  # wrapping, as SHA-256 adds
-_vxor = _lanes_op("_vxor", lambda b, x, y: b.xor(x, y))
-_vand = _lanes_op("_vand", lambda b, x, y: b.and_(x, y))
-_vor = _lanes_op("_vor", lambda b, x, y: b.or_(x, y))
+    return _vector_op(name, u32lanes, 2, build, sha_ni=False)
 
 
 def _overload_operator(op: Any, impl: Any) -> None:
@@ -641,67 +555,26 @@ def _overload_operator(op: Any, impl: Any) -> None:
         return None
 
 
-for _op, _impl in ((operator.add, _vadd), (operator.xor, _vxor), (operator.and_, _vand), (operator.or_, _vor)):
-    _overload_operator(_op, _impl)
-
-
-@intrinsic
-def _vrotr(typingctx, x, r):
-    """Each lane rotated right by ``r`` (a literal): LLVM's funnel shift (one vprord on AVX-512)."""
-    if not (x == u32lanes and isinstance(r, types.IntegerLiteral)):
-        return None
-    n = r.literal_value
-
-    def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VL, [_VL] * 3), f"llvm.fshr.v{LANES}i32")
-        return builder.call(fn, [args[0], args[0], _lanes_of(n)])
-
-    return u32lanes(x, r), codegen
-
-
-@intrinsic
-def _vshr(typingctx, x, r):
-    """Each lane shifted right by ``r`` (a literal), zeros in."""
-    if not (x == u32lanes and isinstance(r, types.IntegerLiteral)):
-        return None
-    n = r.literal_value
-
-    def codegen(context, builder, sig, args):
-        return builder.lshr(args[0], _lanes_of(n))
-
-    return u32lanes(x, r), codegen
+for _op, _name in ((operator.add, "add"), (operator.xor, "xor"), (operator.and_, "and_"), (operator.or_, "or_")):
+    # wrapping, as SHA-256 adds
+    _overload_operator(_op, _lanes_op(f"_v{_name}", lambda b, x, y, _name=_name: getattr(b, _name)(x, y)))
 
 
 @jit()
-def _vsched(w16: Any, w15: Any, w7: Any, w2: Any) -> Any:
-    """W[t] of every lane from W[t-16], W[t-15], W[t-7], W[t-2]."""
-    s0 = _vrotr(w15, 7) ^ _vrotr(w15, 18) ^ _vshr(w15, 3)
-    s1 = _vrotr(w2, 17) ^ _vrotr(w2, 19) ^ _vshr(w2, 10)
-    return w16 + s0 + w7 + s1
+def _lanes_get8(h):  # type: ignore[no-untyped-def]
+    """The eight chaining words of every lane, from ``h`` (uint32 ``[8 * LANES]``, word-major)."""
+    n = LANES
+    return (
+        lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n),
+        lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n),
+    )  # fmt: skip
 
 
 @jit()
-def _vrnd(a: Any, b: Any, c: Any, d: Any, e: Any, f: Any, g: Any, h: Any, wk: Any) -> tuple[Any, Any]:
-    """One round of every lane; the new ``d`` and ``h`` (as :func:`_rnd`: the caller renames)."""
-    t1 = h + (_vrotr(e, 6) ^ _vrotr(e, 11) ^ _vrotr(e, 25)) + (g ^ (e & (f ^ g))) + wk
-    t2 = (_vrotr(a, 2) ^ _vrotr(a, 13) ^ _vrotr(a, 22)) + ((a & b) | (c & (a | b)))
-    return d + t1, t1 + t2
-
-
-@jit()
-def _vrounds8(a, b, c, d, e, f, g, hh, x0, x1, x2, x3, x4, x5, x6, x7):  # type: ignore[no-untyped-def]
-    """Eight rounds of every lane, ``x0 .. x7`` their W[t] + K[t]: the working variables after
-    them, in the same order (the names rotate one per round instead of being moved, and come back
-    after eight)."""
-    d, hh = _vrnd(a, b, c, d, e, f, g, hh, x0)
-    c, g = _vrnd(hh, a, b, c, d, e, f, g, x1)
-    b, f = _vrnd(g, hh, a, b, c, d, e, f, x2)
-    a, e = _vrnd(f, g, hh, a, b, c, d, e, x3)
-    hh, d = _vrnd(e, f, g, hh, a, b, c, d, x4)
-    g, c = _vrnd(d, e, f, g, hh, a, b, c, x5)
-    f, b = _vrnd(c, d, e, f, g, hh, a, b, x6)
-    e, a = _vrnd(b, c, d, e, f, g, hh, a, x7)
-    return a, b, c, d, e, f, g, hh
+def _lanes_put8(h, s):  # type: ignore[no-untyped-def]
+    """Store :func:`_lanes_get8`'s words back."""
+    for j in range(8):
+        lanes_store(h, j * LANES, s[j])
 
 
 @jit(nogil=True)
@@ -710,40 +583,20 @@ def compress_lanes(h, w, blocks, s):  # type: ignore[no-untyped-def]
     one message per vector lane.  Word-major, lane-minor: ``h`` uint32 ``[8 * LANES]`` (word j of lane
     q at ``j * LANES + q``), ``w`` uint32 ``[blocks * 16 * LANES]`` the messages' SHA-256 words
     (big-endian readings), ``s`` uint32 ``[64 * LANES]`` scratch.  Unchecked: callers size them."""
-    k = _K32
     n = LANES
-    h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
-    h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
+    hs = _lanes_get8(h)
     for blk in range(blocks):
-        o = blk * 16 * n
         for t in range(16):
-            lanes_store(s, t * n, lanes_load(w, o + t * n))
-        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
-        for t in range(0, 64, 8):
-            if t < 48:  # W[t+16 .. t+23] while rounds t .. t+7 run: independent work for the core
-                for u in range(t + 16, t + 24):
-                    wu = _vsched(
-                        lanes_load(s, (u - 16) * n), lanes_load(s, (u - 15) * n),
-                        lanes_load(s, (u - 7) * n), lanes_load(s, (u - 2) * n),
-                    )  # fmt: skip
-                    lanes_store(s, u * n, wu)
-            a, b, c, d, e, f, g, hh = _vrounds8(
-                a, b, c, d, e, f, g, hh,
-                lanes_load(s, t * n) + lanes_splat(k[t]), lanes_load(s, (t + 1) * n) + lanes_splat(k[t + 1]),
-                lanes_load(s, (t + 2) * n) + lanes_splat(k[t + 2]), lanes_load(s, (t + 3) * n) + lanes_splat(k[t + 3]),
-                lanes_load(s, (t + 4) * n) + lanes_splat(k[t + 4]), lanes_load(s, (t + 5) * n) + lanes_splat(k[t + 5]),
-                lanes_load(s, (t + 6) * n) + lanes_splat(k[t + 6]), lanes_load(s, (t + 7) * n) + lanes_splat(k[t + 7]),
-            )  # fmt: skip
-        h0, h1, h2, h3 = h0 + a, h1 + b, h2 + c, h3 + d
-        h4, h5, h6, h7 = h4 + e, h5 + f, h6 + g, h7 + hh
-    lanes_store(h, 0, h0)
-    lanes_store(h, n, h1)
-    lanes_store(h, 2 * n, h2)
-    lanes_store(h, 3 * n, h3)
-    lanes_store(h, 4 * n, h4)
-    lanes_store(h, 5 * n, h5)
-    lanes_store(h, 6 * n, h6)
-    lanes_store(h, 7 * n, h7)
+            lanes_store(s, t * n, lanes_load(w, (blk * 16 + t) * n))
+        x = hs
+        for t in range(64):
+            if t < 48:  # W[t+16] while round t runs: independent work for the core
+                w16, w15 = lanes_load(s, t * n), lanes_load(s, (t + 1) * n)
+                w7, w2 = lanes_load(s, (t + 9) * n), lanes_load(s, (t + 14) * n)
+                lanes_store(s, (t + 16) * n, _sched(w16, w15, w7, w2))
+            x = _round(x, lanes_load(s, t * n) + lanes_splat(_K32[t]))
+        hs = _add8(hs, x)
+    _lanes_put8(h, hs)
 
 
 @jit(nogil=True)
@@ -755,24 +608,11 @@ def compress_lanes_shared(h, w, blocks, s, shared, wk):  # type: ignore[no-untyp
         if not shared[blk]:
             compress_lanes(h, w[blk * 16 * n : (blk + 1) * 16 * n], 1, s)
             continue
-        h0, h1, h2, h3 = lanes_load(h, 0), lanes_load(h, n), lanes_load(h, 2 * n), lanes_load(h, 3 * n)
-        h4, h5, h6, h7 = lanes_load(h, 4 * n), lanes_load(h, 5 * n), lanes_load(h, 6 * n), lanes_load(h, 7 * n)
-        a, b, c, d, e, f, g, hh = h0, h1, h2, h3, h4, h5, h6, h7
-        o = 64 * blk
-        for t in range(o, o + 64, 8):  # each round's W + K a broadcast of the one word every lane shares
-            a, b, c, d, e, f, g, hh = _vrounds8(
-                a, b, c, d, e, f, g, hh,
-                lanes_splat(wk[t]), lanes_splat(wk[t + 1]), lanes_splat(wk[t + 2]), lanes_splat(wk[t + 3]),
-                lanes_splat(wk[t + 4]), lanes_splat(wk[t + 5]), lanes_splat(wk[t + 6]), lanes_splat(wk[t + 7]),
-            )  # fmt: skip
-        lanes_store(h, 0, h0 + a)
-        lanes_store(h, n, h1 + b)
-        lanes_store(h, 2 * n, h2 + c)
-        lanes_store(h, 3 * n, h3 + d)
-        lanes_store(h, 4 * n, h4 + e)
-        lanes_store(h, 5 * n, h5 + f)
-        lanes_store(h, 6 * n, h6 + g)
-        lanes_store(h, 7 * n, h7 + hh)
+        hs = _lanes_get8(h)
+        x = hs
+        for t in range(64 * blk, 64 * blk + 64):  # each round's W + K a broadcast of the one word every lane shares
+            x = _round(x, lanes_splat(wk[t]))
+        _lanes_put8(h, _add8(hs, x))
 
 
 @jit(nogil=True)
@@ -823,15 +663,18 @@ def lanes_start(h, w, nbytes):  # type: ignore[no-untyped-def]
 
 
 @jit()
+def _digest_out(h, at, stride, out, k):  # type: ignore[no-untyped-def]
+    """The digest whose word j is ``h[at + j * stride]`` into ``out[k]`` (32 uint8, big-endian words)."""
+    for j in range(8):
+        x = h[at + j * stride]
+        for i in range(4):
+            out[k, 4 * j + i] = np.uint8((x >> np.uint32(24 - 8 * i)) & np.uint32(0xFF))
+
+
+@jit()
 def lanes_digest_out(h, q, out, k):  # type: ignore[no-untyped-def]
     """Lane ``q``'s digest (``h`` as :func:`compress_lanes` left it) into ``out[k]`` (32 uint8)."""
-    n = LANES
-    for j in range(8):
-        x = h[j * n + q]
-        out[k, 4 * j] = np.uint8(x >> np.uint32(24))
-        out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
-        out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
-        out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
+    _digest_out(h, q, LANES, out, k)
 
 
 @jit(nogil=True)
@@ -919,12 +762,7 @@ def _digest_rows_one(words, lo0, hi0, lo1, hi1, out, first, last):  # type: igno
             msg[n0 + j] = words[k, lo1 + j]
         h[:] = _H0_WORDS
         compress(h, buf)
-        for j in range(8):
-            x = h[j]
-            out[k, 4 * j] = np.uint8(x >> np.uint32(24))
-            out[k, 4 * j + 1] = np.uint8((x >> np.uint32(16)) & np.uint32(0xFF))
-            out[k, 4 * j + 2] = np.uint8((x >> np.uint32(8)) & np.uint32(0xFF))
-            out[k, 4 * j + 3] = np.uint8(x & np.uint32(0xFF))
+        _digest_out(h, 0, 1, out, k)
 
 
 ROWS_KERNELS: dict[str, Any] = {"lanes": _digest_rows_lanes, "one": _digest_rows_one}

@@ -83,3 +83,12 @@ def test_the_old_name_of_a_bench_path_warns() -> None:
         assert bench.Path is bench.BenchPath
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         bench.Nothing  # noqa: B018
+
+
+def test_varied_starts_are_seeded_pages_and_measure_checks_bits_first():
+    a, b = bench.varied_starts(2)
+    assert (len(a.page), hex(a.lr_bits), a.step_base < 2**40, a.page != b.page) == (4096, "0x3ef829f0", True, True)
+    assert bench.varied_starts(2)[0] == a  # seeded
+    single = bench.default_paths(clusters=False)[0]
+    row = bench.measure(single, bench.varied_starts(1), 0.05, 16)  # bits first (16 steps), then 0.05 s of timing
+    assert (row["path"], row["verified"], row["steps_per_s"] > 0) == ("single", True, True)

@@ -508,3 +508,84 @@ def test_a_member_at_the_asked_boundary_saves_pauses_and_stops_when_told():
     gone = Control(memory, threading.Lock(), BlockingWaiter(), 1.0, alive=lambda: False)
     with pytest.raises(ExchangeAborted, match=r"^system 0: the coordinator is gone$"):
         gone.check(0)
+
+
+def test_cluster_memory_layout_shared_segment_and_trace_state(tmp_path):
+    """The cluster memory's layout over a shared segment (a memfd on Linux: no name), a member's
+    attach, a trace state saved and resumed through it, SegmentLock per process, the stale segments'
+    cleanup and close with a live view."""
+    import hashlib
+    from multiprocessing.shared_memory import SharedMemory
+
+    from meshnb.backends.memory import (
+        ClusterMemory,
+        SegmentLock,
+        SharedSegment,
+        attach,
+        close,
+        memory_bytes,
+        remove_stale_segments,
+    )
+    from meshnb.sha256 import Sha256
+
+    segment = SharedSegment(memory_bytes(2))
+    m = ClusterMemory(segment.array(), 2, create=True)  # zeroed, laid out by CONTROL_LAYOUT
+    assert (m.views.shape, m.state.tolist(), m.exchange.counters.tolist(), memory_bytes(2)) == (
+        (2, 4096), [0, 0], [0, 0], 9088
+    )  # fmt: skip
+    theirs, let_go = attach(segment.name, os.dup(segment.fd))  # as a member attaches: its own descriptor
+    m.state[1] = 3  # member 1 finished: the word every process sees
+    assert ClusterMemory(theirs, 2).state.tolist() == [0, 3] and segment.name is None
+    hasher = Sha256()
+    hasher.update(bytes(100))
+    m.save_trace_state(1, hasher.state())
+    resumed = Sha256(ClusterMemory(theirs, 2).trace_state(1))  # another process, reading the same memory
+    resumed.update(b"more")
+    assert resumed.hexdigest() == hashlib.sha256(bytes(100) + b"more").hexdigest()
+    del m, theirs
+    let_go()
+    segment.release()
+
+    fd = os.memfd_create("example")
+    lock = SegmentLock(fd)
+    assert lock.acquire() and lock.acquire(False)  # a record lock is per process: this one holds it already
+    take = "import fcntl, sys; fcntl.lockf(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    other = subprocess.run([sys.executable, "-c", take, str(fd)], pass_fds=[fd], capture_output=True, text=True)
+    assert other.returncode == 1  # another process is refused while this one holds it
+    assert other.stderr.splitlines()[-1] == "BlockingIOError: [Errno 11] Resource temporarily unavailable"
+    lock.release()
+    os.close(fd)
+
+    dead = 2**22 + 1  # no process has this pid
+    for name in (f"meshnb_{dead}_abc", f"meshnb_{os.getpid()}_def", "other"):
+        (tmp_path / name).write_bytes(b"")
+    assert remove_stale_segments(str(tmp_path)) == ["meshnb_4194305_abc"]
+    assert len(os.listdir(tmp_path)) == 2  # the live coordinator's and the other name stay
+
+    shm = SharedMemory(create=True, size=4096)
+    view = np.frombuffer(shm.buf, np.uint8)  # SharedMemory.close alone would raise BufferError
+    close(shm)
+    shm.unlink()
+    del view
+
+
+def test_control_meeting_points_on_the_coordinators_side():
+    """Control's waits, laggards, finish, the pause target and go_on's start and release."""
+    from meshnb.backends.control import Control
+    from meshnb.backends.memory import FINISHED, PAUSED, RUNNING, ClusterMemory, memory_bytes
+    from meshnb.exchange import BlockingWaiter
+
+    memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
+    control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=0.05)
+    with pytest.raises(ClusterError, match=r"^system 0: waited 0.05 s for the other members to start$"):
+        control.ready(0)  # no coordinator starts the run
+    assert not control.all_in(RUNNING) and control.laggards(RUNNING) == [1]
+    control.finish(1, 4096, save=lambda: None)
+    assert control.laggards(FINISHED) == [0] and memory.progress.tolist() == [0, 4096]
+    memory.target[0] = 128  # the coordinator asks for a pause at step 128
+    assert (control.pause_at(64), control.pause_at(128)) == (128, 0)
+    memory.state[:], memory.progress[:] = PAUSED, [128, 64]  # member 1 paused at an earlier boundary
+    assert not control.paused_at(128)
+    control.go_on(192)  # the start (go), then on to the next pause
+    control.go_on(256)
+    assert (int(memory.go[0]), int(memory.target[0]), int(memory.release[0])) == (1, 256, 1)

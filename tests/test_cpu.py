@@ -79,3 +79,10 @@ def test_a_pinned_thread_runs_on_its_cpu_and_no_other_thread_moves(monkeypatch) 
     t.join()
     assert got == [(min(before), {min(before)})]
     assert os.sched_getaffinity(0) == before  # the calling thread's own, untouched
+
+
+def test_target_features_are_the_environments_with_avx_implied(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_CPU_NAME", "haswell")
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,-avx512f")
+    assert sorted(cpu.target_features()) == ["avx", "avx2", "fma"] and cpu.target_name() == "haswell"
+    assert str(cpu.target_shape()) == "avx2 (8 x f32, 16 registers)"

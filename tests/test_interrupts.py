@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from meshnb.interrupts import InterruptFlag, deferred_interrupt
+from meshnb.interrupts import InterruptFlag, StopRequest, deferred_interrupt, phase
 
 from .util import meshnb_cli, watch_threads
 
@@ -180,3 +180,21 @@ def test_a_ctrl_c_handled_inside_execd_code_ends_by_the_exit_code_not_by_sigint(
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert (done.returncode, done.stderr) == (130, "meshnb: interrupted\n")
+
+
+def test_a_declined_stop_request_is_no_longer_seen():
+    flag = InterruptFlag()
+    requested = StopRequest(flag)
+    flag(signal.SIGINT, None)  # as the OS would call it
+    assert requested() and requested.seen
+    requested.declined()
+    assert not requested.seen
+
+
+def test_phase_appends_one_line_per_phase(tmp_path, monkeypatch):
+    phases = tmp_path / "phases"
+    monkeypatch.setenv("MESHNB_TEST_PHASES", str(phases))
+    phase("held")
+    phase("done")
+    assert [line.split()[0] for line in phases.read_text().splitlines()] == ["held", "done"]
+    assert phases.read_text().split()[1] == str(os.getpid())

@@ -58,6 +58,18 @@ def test_accepts_specs():
             Accepts.parse(bad)
     with pytest.raises(ValueError, match="accepts must list exactly its arguments"):
         jit(accepts={"a": "float32"})(lambda a, b: a)
+    assert (Accepts.parse("uint32[:, ::1] writeable").wanted(), Accepts.parse("float32").wanted()) == (
+        "a writeable C-contiguous uint32 array of 2 dimensions",
+        "a numpy float32 (np.float32)",
+    )
+
+
+def test_every_njit_function_is_meshnbs_dispatcher_with_its_cache():
+    from meshnb.floatz import flush_bits
+    from meshnb.jit import Dispatcher
+
+    assert isinstance(flush_bits, Dispatcher) and flush_bits.targetoptions["no_cfunc_wrapper"]
+    assert type(flush_bits._cache).__module__ == "meshnb.jit"
 
 
 def test_per_mode_builds_one_entry_per_mode():

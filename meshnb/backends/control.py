@@ -4,37 +4,6 @@ The start (every member ready, then all go together), pauses at a common task bo
 of each of the driver's chunks: :class:`~meshnb.backends.local.Lockstep`), a stop there, and the
 end.  The members call one side of :class:`Control`, the coordinator the other; every wait is
 bounded by the run's ``give_up_s``.
-
-Examples
---------
->>> import threading
->>> import numpy as np
->>> from meshnb.backends.control import Control
->>> from meshnb.backends.memory import FINISHED, PAUSED, RUNNING, ClusterMemory, memory_bytes
->>> from meshnb.exchange import BlockingWaiter
->>> from meshnb.results import ClusterError
->>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
->>> control = Control(memory, threading.Lock(), BlockingWaiter(), give_up_s=0.05)
->>> try:
-...     control.ready(0)  # no coordinator starts the run
-... except ClusterError as e:
-...     print(e)
-system 0: waited 0.05 s for the other members to start
->>> control.all_in(RUNNING), control.laggards(RUNNING)
-(False, [1])
->>> control.finish(1, 4096, save=lambda: None)
->>> control.laggards(FINISHED), memory.progress.tolist()
-([0], [0, 4096])
->>> memory.target[0] = 128  # the coordinator asks for a pause at step 128
->>> control.pause_at(64), control.pause_at(128)
-(128, 0)
->>> memory.state[:], memory.progress[:] = PAUSED, [128, 64]  # member 1 paused at an earlier boundary
->>> control.paused_at(128)
-False
->>> control.go_on(192)  # the start (go), then on to the next pause
->>> control.go_on(256)
->>> int(memory.go[0]), int(memory.target[0]), int(memory.release[0])
-(1, 256, 1)
 """
 
 from __future__ import annotations

@@ -6,33 +6,6 @@ A member is one system doing :func:`meshnb.host.drive` over a
 condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory in a shared
 segment (the meeting points poll).  Member processes whose coordinator dies see their pipe close
 and exit.
-
-Examples
---------
-Two members as the coordinator drives them (``ProcessMembers`` is driven the same way):
-
->>> import numpy as np, meshnb
->>> from meshnb.backends.members import MemberSpec, ThreadMembers
->>> from meshnb.backends.memory import FINISHED, RUNNING, ClusterMemory, memory_bytes
->>> from meshnb.options import Plan
->>> from meshnb.sha256 import Sha256
->>> from meshnb.testing.reference import init_page
->>> memory = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
->>> for k in range(2):  # two members' pages after init, as the backend prepares them
-...     memory.views[k] = np.frombuffer(init_page(2, grouped=True), np.uint8)
-...     memory.save_trace_state(k, Sha256().state())
->>> spec = MemberSpec(2, Plan(steps=16), True, 1.0, (), give_up_s=10.0, keep_trace=False, resumable=False)
->>> members = ThreadMembers(spec, memory)
->>> members.started()
->>> while not members.control.all_in(RUNNING):
-...     members.poll(0.1)
->>> members.control.start()
->>> while not members.control.all_in(FINISHED):
-...     members.poll(0.1)
->>> digests = [o.trace_digest for o in members.outcomes()]
->>> members.close()
->>> digests == [s.trace_digest for s in meshnb.train(16, systems=2, backend="threads").systems]
-True
 """
 
 from __future__ import annotations
@@ -240,13 +213,7 @@ def _mp_context() -> Any:
 
 
 def refuse_unguarded_main() -> None:
-    """End a member process whose import of the user's script would start the run again, in one line.
-
-    Examples
-    --------
-    >>> from meshnb.backends.members import refuse_unguarded_main
-    >>> refuse_unguarded_main()  # in the coordinator (or any process that is no member): nothing to refuse
-    """
+    """End a member process whose import of the user's script would start the run again, in one line."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         print(
             "meshnb: error: the processes backend starts member processes that import your script again: put "

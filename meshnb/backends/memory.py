@@ -3,21 +3,6 @@
 The exchange page, then a control block, then one block per member (its view, counters, state,
 and its trace hash's state), in process memory or in one shared segment (:class:`SharedSegment`:
 an anonymous ``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
-
-Examples
---------
->>> import os
->>> from meshnb.backends.memory import ClusterMemory, SharedSegment, attach, memory_bytes
->>> segment = SharedSegment(memory_bytes(2))
->>> m = ClusterMemory(segment.array(), 2, create=True)  # zeroed, laid out by CONTROL_LAYOUT
->>> m.views.shape, m.state.tolist(), m.exchange.counters.tolist(), memory_bytes(2)
-((2, 4096), [0, 0], [0, 0], 9088)
->>> theirs, let_go = attach(segment.name, os.dup(segment.fd))  # as a member attaches: its own descriptor
->>> m.state[1] = 3  # member 1 finished: the word every process sees
->>> ClusterMemory(theirs, 2).state.tolist(), segment.name is None  # a memfd on Linux: no name to leave behind
-([0, 3], True)
->>> del m, theirs
->>> let_go(); segment.release()
 """
 
 from __future__ import annotations
@@ -94,22 +79,7 @@ class ClusterMemory:
         )
 
     def save_trace_state(self, k: int, s: Sha256State) -> None:
-        """Save member ``k``'s trace hash into the memory (a checkpoint reads it from there).
-
-        Examples
-        --------
-        >>> import hashlib, numpy as np
-        >>> from meshnb.backends.memory import ClusterMemory, memory_bytes
-        >>> from meshnb.sha256 import Sha256
-        >>> m = ClusterMemory(np.zeros(memory_bytes(2), np.uint8), 2, create=True)
-        >>> hasher = Sha256()
-        >>> hasher.update(bytes(100))
-        >>> m.save_trace_state(1, hasher.state())
-        >>> resumed = Sha256(m.trace_state(1))  # another process, reading the same memory
-        >>> resumed.update(b"more")
-        >>> resumed.hexdigest() == hashlib.sha256(bytes(100) + b"more").hexdigest()
-        True
-        """
+        """Save member ``k``'s trace hash into the memory (a checkpoint reads it from there)."""
         self._trace_h[k] = s.h
         self._trace_tail[k, : len(s.tail)] = np.frombuffer(s.tail, dtype=np.uint8)
         self._trace_length[k] = s.length
@@ -164,10 +134,7 @@ class SharedSegment:
         if self.shm is not None:
             close(self.shm)
         if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass  # a numpy view still holds it (an error's traceback): it goes with the view
+            _close_map(self._map)
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -176,20 +143,6 @@ class SharedSegment:
 class SegmentLock:
     """A lock between the coordinator and its member processes with nothing named: a POSIX record
     lock on the memfd (per process; the kernel releases it when its holder dies).
-
-    Examples
-    --------
-    >>> import os, subprocess, sys
-    >>> from meshnb.backends.memory import SegmentLock
-    >>> fd = os.memfd_create("example")
-    >>> lock = SegmentLock(fd)
-    >>> lock.acquire(), lock.acquire(False)  # a record lock is per process: this one holds it already
-    (True, True)
-    >>> take = "import fcntl, sys; fcntl.lockf(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)"
-    >>> other = subprocess.run([sys.executable, "-c", take, str(fd)], pass_fds=[fd], capture_output=True, text=True)
-    >>> other.returncode, other.stderr.splitlines()[-1]  # another process is refused while this one holds it
-    (1, 'BlockingIOError: [Errno 11] Resource temporarily unavailable')
-    >>> lock.release(); os.close(fd)
     """
 
     def __init__(self, fd: int) -> None:
@@ -242,18 +195,7 @@ def _close_map(mapped: mmap.mmap) -> None:
 
 
 def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
-    """Unlink the meshnb segments whose coordinator is no longer alive; returns their names.
-
-    Examples
-    --------
-    >>> import os
-    >>> shm = getfixture("tmp_path")
-    >>> dead = 2**22 + 1  # no process has this pid
-    >>> for name in (f"meshnb_{dead}_abc", f"meshnb_{os.getpid()}_def", "other"):
-    ...     _ = (shm / name).write_bytes(b"")
-    >>> remove_stale_segments(str(shm)), len(os.listdir(shm))  # the live coordinator's and the other name stay
-    (['meshnb_4194305_abc'], 2)
-    """
+    """Unlink the meshnb segments whose coordinator is no longer alive; returns their names."""
     removed: list[str] = []
     try:
         names = os.listdir(directory)
@@ -274,15 +216,6 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
 def close(shm: SharedMemory) -> None:
     """Close a segment even while a numpy view of it lives on (in an error's traceback, say): the
     mapping then goes with the view.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from multiprocessing.shared_memory import SharedMemory
-    >>> shm = SharedMemory(create=True, size=4096)
-    >>> view = np.frombuffer(shm.buf, np.uint8)  # SharedMemory.close alone would raise BufferError
-    >>> close(shm)
-    >>> shm.unlink()
     """
     try:
         shm.close()

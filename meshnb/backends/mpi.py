@@ -122,15 +122,9 @@ def _record(done: int, ctx: Context, with_words: bool) -> bytes:
     trace = ctx.trace
     assert trace is not None
     state = trace.state() if trace.resumable else Sha256State(tuple([0] * 8), 0, b"")
-    head = _RECORD.pack(
-        done,
-        *(int(c) for c in ctx.counters),
-        bytes.fromhex(trace.hexdigest()),
-        *state.h,
-        state.length,
-        len(state.tail),
-        state.tail,
-    )
+    digest = bytes.fromhex(trace.hexdigest())
+    counters = (int(c) for c in ctx.counters)
+    head = _RECORD.pack(done, *counters, digest, *state.h, state.length, len(state.tail), state.tail)
     words = trace.words.astype("<u4").tobytes() if with_words and trace.keeps else b""
     return head + ctx.view.tobytes() + words
 
