@@ -37,7 +37,7 @@ from meshnb.testing import reference as ref
 
 from . import faults, model
 from .fpu import Ops
-from .pack import Case, _scaled, cases, mark_timeouts, run_case, start_pages
+from .pack import HUGE_PARAMS, TINY_PARAMS, Case, _scaled, cases, mark_timeouts, run_case, start_pages
 
 Z = Ops()
 CHUNK = 4096  # states evaluated at once (memory: CHUNK x 256 words a system)
@@ -217,8 +217,8 @@ Y_SCALES = (0, -20, -40, -60, -66, -70, -80, -100, -126, -127, -130, -149, 60, 1
 PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
     "init": None,
     "zero": [0, 0, 0, 0],
-    "tiny": [0x03000000, 0x83000000, 0x02800000, 0x02000000],
-    "huge": [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
+    "tiny": TINY_PARAMS,
+    "huge": HUGE_PARAMS,
 }
 
 

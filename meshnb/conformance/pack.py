@@ -105,6 +105,10 @@ def mark_timeouts(case: Case, pages: list[bytes], start: int = 0, steps: int | N
     return [bytes(p) for p in out]
 
 
+TINY_PARAMS = (0x03000000, 0x83000000, 0x02800000, 0x02000000)  # a, b, c, d of order 1e-38
+HUGE_PARAMS = (0x3F800000, 0x72000000, 0x00000000, 0x7A000000)  # a, b, c, d up to 2^117
+
+
 def probe_pages() -> dict[str, bytes]:
     """The pack's own start pages (4096 bytes by name), built to separate the flush rules (each case's about)."""
     base = ref.init_page(1)
@@ -115,24 +119,19 @@ def probe_pages() -> dict[str, bytes]:
     ys = [0x80800000 if i % 2 == 0 else 0x80800001 for i in range(256)]
     tiny = hard.with_words(hard.with_words(hard.with_words(base, hard.X, xs), hard.Y, ys), hard.PARAMS, [0] * 4)
     # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
-    sub = hard.with_words(
-        hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-130)),
-        hard.PARAMS,
-        [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
-    )
+    sub = hard.with_words(hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-130)), hard.PARAMS, HUGE_PARAMS)
     # Found by the mutation harness (meshnb.conformance.mutation): single-op faults no other case
     # kills.  Y times 2^-126: e = pred - y near the flush boundary, its tiny results flushed by
     # mode Z (an unflushed or undazed e differs); with params 1e-38 the updates p - lr*g are tiny
     # too.  X times 2^-126 with huge params: e*x tiny, flushed in mode Z, kept otherwise.
     y126 = hard.with_words(base, hard.Y, _scaled(base, hard.Y, 2.0**-126))
     x126 = hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-126))
-    tiny_p = [0x03000000, 0x83000000, 0x02800000, 0x02000000]
     return {
         "tininess-probes": tiny,
         "subnormal-samples-huge-params": sub,
         "tiny-y": y126,
-        "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, tiny_p),
-        "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, [0x3F800000, 0x72000000, 0x00000000, 0x7A000000]),
+        "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, TINY_PARAMS),
+        "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, HUGE_PARAMS),
         # LR 2^-120, b and d one ulp above step 0's updates lr*g (82A1FB5C and 81FD262C, from
         # init's sums, which params this tiny do not change): p - lr*g is -2^-149 * 2, -2^-150 * 2,
         # subnormal, flushed to -0 in mode Z
@@ -178,238 +177,91 @@ def start_pages() -> dict[str, bytes]:
     return {**hard.hard_pages(), **probe_pages(), **state_pages()}
 
 
-def _hard_cases() -> list[Case]:
-    return [
-        Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
-        for name in hard.hard_pages()
-    ] + [
-        Case(
-            "probe-tininess",
-            "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, "
-            "params 0: e * x is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; "
-            "x86 FTZ: 0 on the even steps)",
-            64,
-            64,
-            page="tininess-probes",
-        ),
-        Case(
-            "probe-subnormal-samples",
-            "every X subnormal (x 2^-130), params up to 2^117: products that are "
-            "normal unless subnormal inputs are flushed",
-            64,
-            64,
-            page="subnormal-samples-huge-params",
-        ),
-        Case(
-            "probe-tiny-y",
-            "Y times 2^-126, init's params: e = pred - y lands at the flush boundary on some lanes, "
-            "flushed in mode Z (an e computed without the flush or without DAZ differs)",
-            64,
-            64,
-            page="tiny-y",
-        ),
-        Case(
-            "probe-tiny-y-tiny-params",
-            "Y times 2^-126, params of order 1e-38: apply's p - lr*g at the flush boundary, flushed in mode Z",
-            64,
-            64,
-            page="tiny-y-tiny-params",
-        ),
-        Case(
-            "probe-tiny-x-huge-params",
-            "X times 2^-126, params up to 2^117: e*x at the flush boundary, flushed in mode Z",
-            64,
-            64,
-            page="tiny-x-huge-params",
-        ),
-        Case(
-            "probe-subnormal-update",
-            "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
-            "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
-            1,
-            1,
-            page="subnormal-update",
-        ),
-        Case(
-            "probe-huge-samples-two-steps",
-            "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN from infinite "
-            "operands, mode Z's NaN in the out page (later steps read params canonicalised, so only "
-            "the last step's shows)",
-            2,
-            2,
-            page="huge-samples",
-        ),
-    ]
-
-
 BAD_OPS = (0x01, 0x02, 0x0F, 0x11, 0x20, 0x100, 0x110, 0x10010, 0x80000000, 0x80000010, 0xFFFFFFFF)
 """Op codes the program does not know (SPEC 8: R_BAD_OP, nothing done): neighbours of TASK (0) and
 SET_LR (0x10), SET_LR's code with high bits set, the top bit, all ones."""
+_BAD_CALLS = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
 
-
-def _state_cases() -> list[Case]:
-    """The cases of the program's state machine (SPEC 8, 9): start headers, op codes, LR classes."""
-    bad = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
-    return [
-        Case(
-            "state-err-pending-round",
-            "ERR 1, PENDING 1 and ROUND another step's round without a group, the step's high half 3: a "
-            "TASK drops the round (PENDING 0), writes ERR 0, keeps ROUND, reads the step's high half",
-            70,
-            70,
-            step_base=(3 << 32) + 1000,
-            page="err-pending-round",
-        ),
-        Case(
-            "state-pending-alone-match",
-            "PENDING 1 without a group, ROUND the first step's round: dropped (PENDING 0), the step computed",
-            70,
-            70,
-            page="pending-alone-match",
-        ),
-        Case(
-            "state-pending-cluster-mismatch",
-            "a cluster of 2 from pages with ERR 1, PENDING 1 and ROUND another step's round: dropped, "
-            "the step computed and exchanged",
-            70,
-            70,
-            systems=2,
-            grouped=True,
-            page="pending-cluster-mismatch",
-        ),
-        Case(
-            "state-round-match-not-pending",
-            "a cluster of 2 from pages with PENDING 0 and ROUND the first step's round (as a resumed round "
-            "leaves it): no round is pending, so the step is computed and published, not resumed",
-            70,
-            70,
-            systems=2,
-            grouped=True,
-            page="round-match-not-pending",
-        ),
-        Case(
-            "steps-per-task-large",
-            "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
-            "(260 steps in the quick pack: one task of 260)",
-            600,
-            260,
-            steps_per_task=300,
-        ),
-        Case(
-            "state-lr-words",
-            "SET_LR words of every class: -0, a negative subnormal, a positive subnormal, a negative LR, "
-            "+inf, a negative signalling NaN; unknown op codes (R_BAD_OP, nothing done) before step 0, "
-            "mid-task and after the last step",
-            24,
-            24,
-            set_lr=(
-                (0, 0x80000000),
-                (4, 0x807FFFFF),
-                (8, 0x00000001),
-                (12, 0xBE000000),
-                (16, 0x7F800000),
-                (20, 0xFF800001),
-            ),
-            calls=bad,
-        ),
-        Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
-        Case(
-            "state-timeout-resume",
-            "a cluster of 2 whose rounds time out (injected by the host): both members at step 10 (mid-task), "
-            "system 1 at step 64 (a task's first step: zero steps done, PARAMS written back), system 0 at "
-            "step 90; each TASK after resumes the pending round with arg = NEXT_STEP (not recomputed nor "
-            "republished), clears ERR and PENDING, and keeps ROUND",
-            100,
-            100,
-            systems=2,
-            grouped=True,
-            timeouts=((0, 10), (1, 10), (1, 64), (0, 90)),
-        ),
-        Case(
-            "state-timeout-group-of-one",
-            "a group of one whose rounds time out (injected by the host) at step 5 and at a task's last "
-            "step (63): the TASK after resumes the round with arg = NEXT_STEP",
-            70,
-            70,
-            systems=1,
-            grouped=True,
-            timeouts=((0, 5), (0, 63)),
-        ),
-    ]
-
-
-CASES: tuple[Case, ...] = (
+# fmt: off
+CASES: tuple[Case, ...] = (  # a case a row: name, what it exposes, steps (full pack, quick pack), what else it sets
     Case("default", "the default run of one system from init (4096 steps; 256 in the quick pack)", 4096, 256),
     Case("long", "a long run: 65536 steps (the trajectory settles into a cycle)", 65536, None),
-    Case(
-        "step-base-2^32",
-        "a step base just below 2^32: the step crosses into STEP_HI = 1",
-        600,
-        128,
-        step_base=(1 << 32) - 300,
-    ),
-    Case(
-        "step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run", 600, 128, step_base=END - 600
-    ),
-    Case(
-        "partial-last-task",
-        "steps not a multiple of the 64-step tasks: the last task is shorter "
-        "(STEPS_PER_TASK written before it and restored)",
-        1000,
-        200,
-    ),
+    Case("step-base-2^32", "a step base just below 2^32: the step crosses into STEP_HI = 1",
+         600, 128, step_base=(1 << 32) - 300),
+    Case("step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run",
+         600, 128, step_base=END - 600),
+    Case("partial-last-task", "steps not a multiple of the 64-step tasks: the last task is shorter (STEPS_PER_TASK "
+         "written before it and restored)", 1000, 200),
     Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 64, steps_per_task=1),
     Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 100, steps_per_task=37),
-    Case(
-        "lr-changes",
-        "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and after the last step",
-        600,
-        100,
-        set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000)),
-    ),
-    Case(
-        "lr-underflow",
-        "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
-        300,
-        100,
-        set_lr=((0, 0x00800000),),
-    ),
-    Case(
-        "lr-tiny-updates",
-        "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose products underflow",
-        300,
-        100,
-        set_lr=((0, 0x03800000),),
-    ),
-    Case(
-        "lr-subnormal",
-        "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
-        300,
-        100,
-        set_lr=((150, 0x00400000),),
-    ),
-    Case(
-        "lr-divergent-nan",
-        "LR = 8: the params diverge, overflow to inf and end in NaN",
-        400,
-        200,
-        set_lr=((0, 0x41000000),),
-    ),
-    *_hard_cases(),
+    Case("lr-changes", "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and after the "
+         "last step", 600, 100, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
+    Case("lr-underflow", "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
+         300, 100, set_lr=((0, 0x00800000),)),
+    Case("lr-tiny-updates", "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose products "
+         "underflow", 300, 100, set_lr=((0, 0x03800000),)),
+    Case("lr-subnormal", "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
+         300, 100, set_lr=((150, 0x00400000),)),
+    Case("lr-divergent-nan", "LR = 8: the params diverge, overflow to inf and end in NaN",
+         400, 200, set_lr=((0, 0x41000000),)),
+    *(Case(f"hard-{n}", f"the hard page {n!r} (meshnb.testing.pages): 64 steps", 64, 64, page=n)
+      for n in hard.hard_pages()),
+    # the probes: pages built to separate the flush rules (probe_pages)
+    Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, params 0: e * x "
+         "is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; x86 FTZ: 0 on the even steps)",
+         64, 64, page="tininess-probes"),
+    Case("probe-subnormal-samples", "every X subnormal (x 2^-130), params up to 2^117: products that are normal unless "
+         "subnormal inputs are flushed", 64, 64, page="subnormal-samples-huge-params"),
+    Case("probe-tiny-y", "Y times 2^-126, init's params: e = pred - y lands at the flush boundary on some lanes, "
+         "flushed in mode Z (an e computed without the flush or without DAZ differs)", 64, 64, page="tiny-y"),
+    Case("probe-tiny-y-tiny-params", "Y times 2^-126, params of order 1e-38: apply's p - lr*g at the flush boundary, "
+         "flushed in mode Z", 64, 64, page="tiny-y-tiny-params"),
+    Case("probe-tiny-x-huge-params", "X times 2^-126, params up to 2^117: e*x at the flush boundary, flushed in mode Z",
+         64, 64, page="tiny-x-huge-params"),
+    Case("probe-subnormal-update", "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
+         "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
+         1, 1, page="subnormal-update"),
+    Case("probe-huge-samples-two-steps", "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN "
+         "from infinite operands, mode Z's NaN in the out page (later steps read params canonicalised, so only the "
+         "last step's shows)", 2, 2, page="huge-samples"),
     Case("cluster-2", "a cluster of N = 2 from init", 1024, 96, systems=2, grouped=True),
-    Case(
-        "cluster-3",
-        "a cluster of N = 3 from init (fold order shows with 3 slots)",
-        600,
-        96,
-        systems=3,
-        grouped=True,
-        set_lr=((300, 0x3F400000),),
-    ),
+    Case("cluster-3", "a cluster of N = 3 from init (fold order shows with 3 slots)",
+         600, 96, systems=3, grouped=True, set_lr=((300, 0x3F400000),)),
     Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 64, systems=8, grouped=True),
-    Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, systems=1, grouped=True),
-    *_state_cases(),
+    Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, grouped=True),
+    # the program's state machine (SPEC 8, 9): start headers, op codes, LR classes, timeouts
+    Case("state-err-pending-round", "ERR 1, PENDING 1 and ROUND another step's round without a group, the step's high "
+         "half 3: a TASK drops the round (PENDING 0), writes ERR 0, keeps ROUND, reads the step's high half",
+         70, 70, step_base=(3 << 32) + 1000, page="err-pending-round"),
+    Case("state-pending-alone-match", "PENDING 1 without a group, ROUND the first step's round: dropped (PENDING 0), "
+         "the step computed", 70, 70, page="pending-alone-match"),
+    Case("state-pending-cluster-mismatch", "a cluster of 2 from pages with ERR 1, PENDING 1 and ROUND another step's "
+         "round: dropped, the step computed and exchanged",
+         70, 70, systems=2, grouped=True, page="pending-cluster-mismatch"),
+    Case("state-round-match-not-pending", "a cluster of 2 from pages with PENDING 0 and ROUND the first step's round "
+         "(as a resumed round leaves it): no round is pending, so the step is computed and published, not resumed",
+         70, 70, systems=2, grouped=True, page="round-match-not-pending"),
+    Case("steps-per-task-large", "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
+         "(260 steps in the quick pack: one task of 260)", 600, 260, steps_per_task=300),
+    Case("state-lr-words", "SET_LR words of every class: -0, a negative subnormal, a positive subnormal, a negative "
+         "LR, +inf, a negative signalling NaN; unknown op codes (R_BAD_OP, nothing done) before step 0, mid-task and "
+         "after the last step",
+         24, 24,
+         set_lr=((0, 0x80000000), (4, 0x807FFFFF), (8, 0x00000001), (12, 0xBE000000), (16, 0x7F800000),
+                 (20, 0xFF800001)),
+         calls=_BAD_CALLS),
+    Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
+    Case("state-timeout-resume", "a cluster of 2 whose rounds time out (injected by the host): both members at step 10 "
+         "(mid-task), system 1 at step 64 (a task's first step: zero steps done, PARAMS written back), system 0 at "
+         "step 90; each TASK after resumes the pending round with arg = NEXT_STEP (not recomputed nor republished), "
+         "clears ERR and PENDING, and keeps ROUND",
+         100, 100, systems=2, grouped=True, timeouts=((0, 10), (1, 10), (1, 64), (0, 90))),
+    Case("state-timeout-group-of-one", "a group of one whose rounds time out (injected by the host) at step 5 and at a "
+         "task's last step (63): the TASK after resumes the round with arg = NEXT_STEP",
+         70, 70, grouped=True, timeouts=((0, 5), (0, 63))),
+
 )
+# fmt: on
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 
 

@@ -1,17 +1,10 @@
 """``meshnb check PACK --exec CMD | --outputs DIR``: a whole pack against an executor, reported for CI.
 
-For every case of the pack (or those ``--cases GLOB`` picks) the executor runs as ``CMD CASE_DIR
-OUT_DIR`` in its own process group (killed whole on ``--case-timeout`` and on Ctrl-C) and writes
-``OUT_DIR/out-K.page`` per system K and, if it can, ``OUT_DIR/trace.bin``; or, with ``--outputs
-DIR``, the results made elsewhere are read from ``DIR/CASE/``.  Each system is then checked as
-``meshnb check CASE --page ... --trace ...`` does (:func:`.check.check`, diagnosis included).
-
-Executors run in a thread pool (``-j N``), each a subprocess; the checking (which may replay
-meshnb's runs) stays on the calling thread, one case at a time, as the executors finish.  A case
-is PASS, FAIL (the bits differ: the first difference and the fault models that reproduce them) or
-ERROR (the executor exited non-zero, timed out, or wrote no page, a short one or garbage): an
-error never stops the run.  :class:`SuiteResult` gives the table, the summary line, a JSON
-document and a JUnit XML report (one test case per pack case).
+Each case's executor runs as ``CMD CASE_DIR OUT_DIR`` under :mod:`.supervise` (``-j N`` at once, killed
+with every process it started on ``--case-timeout`` and on Ctrl-C), or its outputs are read from
+``DIR/CASE/``; each system is then checked as ``meshnb check CASE`` does (:func:`.check.check`), one case
+at a time on the calling thread.  A case is PASS, FAIL or ERROR (the executor failed or wrote no usable
+output: the run goes on); :class:`SuiteResult` gives the table, JSON and JUnit reports.
 """
 
 from __future__ import annotations
@@ -86,16 +79,10 @@ class SuiteResult:
 
     Examples
     --------
-    >>> import shutil
-    >>> from meshnb.conformance.suite import run_suite
-    >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> for n in (1, 2):  # meshnb's own outputs: copies of the pack's expected files
-    ...     (outputs / f"cluster-{n}").mkdir()
-    ...     for f in ["trace.bin", *(f"out-{k}.page" for k in range(n))]:
-    ...         _ = shutil.copyfile(pack / f"cluster-{n}" / f, outputs / f"cluster-{n}" / f)
-    >>> result = run_suite(pack, outputs=outputs, cases="cluster-[12]")
-    >>> [(c.name, c.verdict) for c in result.cases], result.exit_code
-    ([('cluster-2', 'PASS'), ('cluster-1', 'PASS')], 0)
+    >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+    >>> result = SuiteResult("pack", [CaseResult("default", 1, "PASS"), CaseResult("cluster-2", 2, "FAIL")])
+    >>> result.exit_code, result.count("FAIL")
+    (1, 1)
     """
 
     pack: str
@@ -262,11 +249,6 @@ class SuiteResult:
         return ET.tostring(top, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-# =============================================================================================
-# Running an executor
-# =============================================================================================
-
-
 @dataclass
 class _Ran:
     exit_code: int | None
@@ -294,12 +276,9 @@ class _Executors:
         self.work = work
 
     def run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
-        """Case ``i``: its directory made now (a new, randomly named one under the check's
-        temporary directory: no executor that ran before could reach it), the executor run to the
-        end of every process it started, its outputs read, the directory removed; all before this
-        worker takes another case.  Where the check's directory is gone (an executor removed
-        it), the case is an ERROR saying so and the check goes on: its table and JUnit report
-        hold every case judged."""
+        """Case ``i`` in a new, randomly named directory (no executor that ran before can reach it): the
+        executor run to the end of every process it started, its outputs read, the directory removed.  A
+        check's directory gone (an executor removed it) makes the case an ERROR saying so."""
         try:
             return self._run(cmd, i, source, setup, timeout)
         except OSError:
@@ -394,11 +373,6 @@ def _tail(log: Path) -> str:
         return ""
     lines = data.decode("utf-8", "replace").splitlines()[-STDERR_LINES:]
     return "\n".join(check.printable(line) for line in lines)
-
-
-# =============================================================================================
-# Checking one case's outputs
-# =============================================================================================
 
 
 def _where(rep: check.Report) -> str:
@@ -542,11 +516,6 @@ def judge_outputs(
         named += f"; {check.printable(check.localisation_summary(loc))}"
     res.message += f"; {named}"
     return res
-
-
-# =============================================================================================
-# The suite
-# =============================================================================================
 
 
 def select(pack_dir: Path, pattern: str | None, *, verify: bool = True) -> list[str]:
