@@ -22,8 +22,7 @@ from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, error, erro
 
 
 def _write(data: bytes) -> int:
-    """Write to stdout; 141 quietly when its reader is gone (``meshnb ops gen mul | head``).  A
-    stdout without bytes (a notebook's, a test's capture) gets the text."""
+    """Write to stdout (the text where it takes no bytes); 141 quietly when its reader is gone."""
     try:
         raw = getattr(sys.stdout, "buffer", None)
         if raw is not None:
@@ -38,10 +37,8 @@ def _write(data: bytes) -> int:
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (a KeyboardInterrupt, or meshnb.train's
-    RunInterrupted at a task boundary: 130, which the program turns into 143 or 129 for the other
-    two) with one line, never a traceback; its executors and temporary files are cleaned up on the
-    way out."""
+    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt, or train's RunInterrupted) with
+    one line and 130 (the program makes it 143 or 129), never a traceback."""
 
     def run(args: argparse.Namespace) -> int:
         try:

@@ -419,10 +419,8 @@ _OWN_FILE = re.compile(r"case\.json|expected\.json|trace\.bin|(?:in|out)-[0-9]+\
 
 
 def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Every path under ``root`` that the pack did not write: not ``manifest.json`` or ``README.md``,
-    not a case the manifest names, not a file the manifest lists with a name a pack writes
-    (:data:`_OWN_FILE`). Directories are walked without following links; a link or special file
-    under one of the pack's names is the pack's (it is replaced, never followed)."""
+    """Every path under ``root`` the pack did not write: not the manifest or README, a case it names, or a
+    file it lists with a name a pack writes (:data:`_OWN_FILE`; a link under such a name is replaced)."""
     cases = {c for c in manifest.get("cases", []) if isinstance(c, str) and "/" not in c and c not in ("", ".", "..")}
     files_ = manifest.get("files")
     listed = {f for f in files_ if isinstance(f, str)} if isinstance(files_, dict) else set()
@@ -442,11 +440,8 @@ def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
 
 
 def _replaceable(root: Path) -> bool:
-    """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack that
-    holds only what a pack writes (:func:`_strangers`: the manifest's cases, and in them the files
-    the manifest lists). A symbolic link, a file, a directory of other things, or a pack with a
-    file of the user's anywhere in it (notes, an executor's results) is refused (:class:`PackError`):
-    ``pack`` never deletes what it did not write."""
+    """Whether ``root`` is there to replace (False: missing): an empty directory, or a pack holding only what a
+    pack writes; PackError for anything else (``pack`` never deletes what it did not write)."""
     try:
         st = os.lstat(root)
     except FileNotFoundError:
