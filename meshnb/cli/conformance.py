@@ -18,17 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..conformance.fpu import OPS
-from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, error, error_line, names_stdout
-
-
-def _error(msg: str, code: int = EXIT_USAGE) -> int:
-    error(msg)
-    return code
+from .base import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, error, error_line, names_stdout
 
 
 def _write(data: bytes) -> int:
-    """Write to stdout; 141 quietly when its reader is gone (``meshnb ops gen mul | head``).  A
-    stdout without bytes (a notebook's, a test's capture) gets the text."""
+    """Write to stdout (the text where it takes no bytes); 141 quietly when its reader is gone."""
     try:
         raw = getattr(sys.stdout, "buffer", None)
         if raw is not None:
@@ -43,10 +37,8 @@ def _write(data: bytes) -> int:
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (a KeyboardInterrupt, or meshnb.train's
-    RunInterrupted at a task boundary: 130, which the program turns into 143 or 129 for the other
-    two) with one line, never a traceback; its executors and temporary files are cleaned up on the
-    way out."""
+    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt, or train's RunInterrupted) with
+    one line and 130 (the program makes it 143 or 129), never a traceback."""
 
     def run(args: argparse.Namespace) -> int:
         try:
@@ -93,7 +85,7 @@ def _ops_gen(args: argparse.Namespace) -> int:
     try:
         data = ops.gen_lines(args.op, args.level, args.seed, args.count)
     except ValueError as e:
-        return _error(str(e))
+        return error(str(e))
     return _write(data)
 
 
@@ -126,13 +118,13 @@ def _ops_verify(args: argparse.Namespace) -> int:
 
     whole = (args.level, args.seed, args.count) if args.whole else None
     if not args.whole and (args.level, args.seed, args.count) != (None, None, None):
-        return _error("--level, --seed and --count name the set --whole demands: give --whole with them")
+        return error("--level, --seed and --count name the set --whole demands: give --whole with them")
     if whole is not None:
         whole = (whole[0] or 1, 1 if whole[1] is None else whole[1], whole[2])
         try:
             ops.generate(args.op, whole[0], whole[1], 0 if whole[2] is None else whole[2])  # the set's arguments
         except ValueError as e:
-            return _error(str(e))
+            return error(str(e))
     try:
         if args.file == "-":
             report = ops.verify_chunks(args.op, ops.chunks_of(_stdin_reader()), args.show, whole)
@@ -140,9 +132,9 @@ def _ops_verify(args: argparse.Namespace) -> int:
             with files.open_input(args.file, "vector file") as f:
                 report = ops.verify_chunks(args.op, ops.chunks_of(f.read), args.show, whole)
     except (ops.BadInput, files.InputError) as e:
-        return _error(str(e))
+        return error(str(e))
     except OSError as e:
-        return _error(f"{args.file}: {e.strerror or e}")
+        return error(f"{args.file}: {e.strerror or e}")
     text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
     code = _write((text + "\n").encode())
     if code != EXIT_OK:
@@ -163,11 +155,11 @@ def _pack(args: argparse.Namespace) -> int:
         else:
             manifest = pack.write_pack(args.dir, quick=args.quick)
     except pack.PackError as e:
-        return _error(str(e))
+        return error(str(e))
     except files.WriteError as e:
-        return _error(str(e), EXIT_FAILED)
+        return error(str(e), EXIT_FAILED)
     except OSError as e:
-        return _error(f"{args.dir}: {e.strerror or e}", EXIT_FAILED)
+        return error(f"{args.dir}: {e.strerror or e}", EXIT_FAILED)
     # printed outside the try: a reader gone (`| head -c1`) is the program's quiet 141, not a pack error
     if args.verify:
         print(f"PASS: {n} files match {Path(args.dir) / 'manifest.json'}")
@@ -205,29 +197,9 @@ def warn_inputs_of_the_pack(case: str, named: dict[str, str | None]) -> None:
 
 
 def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
-    """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would
-    judge the pack against itself: the pack or a directory inside it, or an executor's output
-    (``CASE/out-K.page``, ``CASE/trace.bin``) that is a file of the pack under another name (a
-    symbolic link into it, a hard link to one of its files).
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.cli.conformance import refuse_outputs_of_the_pack
-    >>> from meshnb.files import OutputError
-    >>> getfixture("monkeypatch").chdir(getfixture("tmp_path"))
-    >>> os.makedirs("pack/default"); os.makedirs("results/default")
-    >>> _ = open("pack/default/out-0.page", "wb").write(bytes(4096))
-    >>> refuse_outputs_of_the_pack("results", "pack")  # the executor's own directory: passes
-    >>> os.symlink(os.path.abspath("pack/default/out-0.page"), "results/default/out-0.page")
-    >>> for outputs in ("pack", "results"):
-    ...     try:
-    ...         refuse_outputs_of_the_pack(outputs, "pack")
-    ...     except OutputError as e:
-    ...         print(e)
-    --outputs pack: the pack pack itself (or inside it): the pack would be judged against its own files
-    --outputs results: results/default/out-0.page is a file of the pack pack: an executor's outputs must be its own
-    """
+    """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would judge
+    the pack against itself: the pack or a directory inside it, or an output (``CASE/out-K.page``,
+    ``CASE/trace.bin``) that is a file of the pack under another name (a symbolic or a hard link)."""
     from .. import files
 
     real, root = os.path.realpath(outputs), os.path.realpath(pack)
@@ -264,21 +236,21 @@ def _suite(args: argparse.Namespace) -> int:
     from ..conformance.pack import PackError
 
     if args.case is None:
-        return _error("--exec and --outputs check a whole pack: give its directory")
+        return error("--exec and --outputs check a whole pack: give its directory")
     if args.page or args.trace or args.pages or args.view_in is not None or args.system:
-        return _error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
+        return error("--page, --trace, --pages, --system and --view-in check one case; not with --exec/--outputs")
     if args.outputs is not None:
         try:
             refuse_outputs_of_the_pack(args.outputs, args.case)
         except files.OutputError as e:
-            return _error(str(e))
+            return error(str(e))
     if args.junit is not None:
         try:
             files.refuse_overwrite("--junit", args.junit, "pack", args.case)  # first: no probe inside the pack
             files.refuse_overwrite("--junit", args.junit, "outputs directory", args.outputs)
             files.check_output(args.junit, "--junit")
         except files.OutputError as e:
-            return _error(str(e))
+            return error(str(e))
     try:
         result = suite.run_suite(
             args.case,
@@ -292,7 +264,7 @@ def _suite(args: argparse.Namespace) -> int:
             keep_experiments=args.experiments,
         )
     except (PackError, ValueError) as e:
-        return _error(str(e))
+        return error(str(e))
     text = files.json_text(result.to_json(), indent=1) if args.json else result.table()
     stdout_failed: OSError | None = None
     code = EXIT_OK
@@ -307,7 +279,7 @@ def _suite(args: argparse.Namespace) -> int:
         try:
             files.write_atomic(args.junit, result.junit(), "--junit")
         except OSError as e:
-            return _error(str(e), EXIT_FAILED)
+            return error(str(e), EXIT_FAILED)
     if stdout_failed is not None:
         raise stdout_failed
     return code if code != EXIT_OK else result.exit_code
@@ -320,15 +292,15 @@ def _check(args: argparse.Namespace) -> int:
     if args.exec is not None or args.outputs is not None:
         return _suite(args)
     if args.junit is not None or args.cases or args.jobs != 1 or args.experiments is not None:
-        return _error("--junit, --cases, --experiments and -j go with --exec or --outputs (a whole pack)")
+        return error("--junit, --cases, --experiments and -j go with --exec or --outputs (a whole pack)")
     try:
         if (args.case is None) == (args.view_in is None):
-            return _error("give a CASE_DIR or --view-in IN.page (with the run options), not both")
+            return error("give a CASE_DIR or --view-in IN.page (with the run options), not both")
         if args.page is None:
-            return _error("--page OUT.page: the executor's page (or --exec/--outputs for a whole pack)")
+            return error("--page OUT.page: the executor's page (or --exec/--outputs for a whole pack)")
         if args.case is not None:
             if args.steps is not None or args.set_lr or args.step_base or args.steps_per_task or args.systems:
-                return _error("the run options go with --view-in; a case says them itself")
+                return error("the run options go with --view-in; a case says them itself")
             setup = check.load_case(args.case, verify=not args.no_manifest)
             warn_inputs_of_the_pack(args.case, {"--page": args.page, "--trace": args.trace})
         else:
@@ -349,7 +321,7 @@ def _check(args: argparse.Namespace) -> int:
     except (PackError, ValueError) as e:
         from ..runspec import OptionError
 
-        return _error(e.for_cli() if isinstance(e, OptionError) else str(e))  # the flags as the user wrote them
+        return error(e.for_cli() if isinstance(e, OptionError) else str(e))  # the flags as the user wrote them
     from ..files import json_text
 
     text = json_text(report.to_json(), indent=1) if args.json else report.text()
@@ -385,15 +357,7 @@ def _jobs(text: str) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``).
-
-    Examples
-    --------
-    >>> from meshnb.cli.program import build_parser
-    >>> args = build_parser().parse_args(["check", "pack/default", "--page", "out.page"])
-    >>> args.command, args.page
-    ('check', 'out.page')
-    """
+    """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
     from ..options import add_flags, arg_type, option_fields, parse_count
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")

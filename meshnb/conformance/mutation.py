@@ -37,7 +37,7 @@ from meshnb.testing import reference as ref
 
 from . import faults, model
 from .fpu import Ops
-from .pack import Case, _scaled, cases, mark_timeouts, run_case, start_pages
+from .pack import HUGE_PARAMS, TINY_PARAMS, Case, _scaled, cases, mark_timeouts, run_case, start_pages
 
 Z = Ops()
 CHUNK = 4096  # states evaluated at once (memory: CHUNK x 256 words a system)
@@ -63,8 +63,7 @@ class Trajectory:
 
 def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
     """meshnb's run of ``case`` (numba; from ``pages[0]`` if given) and its states, rebuilt from the trace by
-    mode Z's apply and checked against meshnb's out pages.
-    """
+    mode Z's apply and checked against meshnb's out pages."""
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
     t = _states(case, pages, res.out_pages, res.trace, dict(case.set_lr))
@@ -105,8 +104,7 @@ def case_trajectory(case: Case) -> Trajectory:
 @dataclass(frozen=True)
 class Kill:
     """Where a case fails a mutant: the case's name, the steps done before the differing one, and what
-    differs first: ``trace``, ``loss`` (one the ring keeps), ``samples`` (init's X or Y) or ``params``.
-    """
+    differs first: ``trace``, ``loss`` (one the ring keeps), ``samples`` (init's X or Y) or ``params``."""
 
     case: str
     step: int
@@ -123,8 +121,7 @@ def _reads(pages: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """meshnb's trajectory of ``t``'s case by :data:`CHUNK` steps: ``lo``, ``hi``, every state's params
-    ``((hi - lo) * n, 4)`` and the x and y its lanes read ``((hi - lo) * n, 32)``.
-    """
+    ``((hi - lo) * n, 4)`` and the x and y its lanes read ``((hi - lo) * n, 32)``."""
     case, n = t.case, len(t.pages)
     xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in t.pages])
     ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in t.pages])
@@ -144,8 +141,7 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
 
 def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
     """The first step of ``t``'s case where mutant ``m`` (a single-op model, or ``faults.EXACT``) parts
-    from meshnb, by induction over meshnb's states; None: its run is meshnb's, bit for bit.
-    """
+    from meshnb, by induction over meshnb's states; None: its run is meshnb's, bit for bit."""
     case, n = t.case, len(t.pages)
     a = m.assignment
     pages = t.pages
@@ -185,8 +181,7 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
     """Whether the model's run of mutant ``m`` from meshnb's state before the kill's step to the case's
-    end fails the case as the check compares.
-    """
+    end fails the case as the check compares."""
     case, s = t.case, kill.step
     if s == 0:
         state, from_init = t.pages, case.from_init
@@ -217,16 +212,15 @@ Y_SCALES = (0, -20, -40, -60, -66, -70, -80, -100, -126, -127, -130, -149, 60, 1
 PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
     "init": None,
     "zero": [0, 0, 0, 0],
-    "tiny": [0x03000000, 0x83000000, 0x02800000, 0x02000000],
-    "huge": [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
+    "tiny": TINY_PARAMS,
+    "huge": HUGE_PARAMS,
 }
 
 
 @cache
 def made_pages() -> dict[str, bytes]:
     """Pages made for the alternatives, ``made-xS-yT-P``: X times 2^S, Y times 2^T, params P, so that every
-    op reaches the subnormal range, the flush boundary and overflow on some page.
-    """
+    op reaches the subnormal range, the flush boundary and overflow on some page."""
     base = ref.init_page(1)
     out = {}
     for sx in X_SCALES:
@@ -245,8 +239,7 @@ EVIDENCE_STEPS = 16
 
 def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
     """Independent single systems at step 0 run side by side without a fault (:func:`.model.run`), as
-    one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``.
-    """
+    one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``."""
     r = model.run(pages, steps, grouped=False, independent=True)
     return _states(Case(name, "evidence", steps, steps, page=name), pages, r.pages, r.trace, {})
 
@@ -255,8 +248,7 @@ def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
 def evidence() -> tuple[Trajectory, ...]:
     """The evidence cases, :data:`EVIDENCE_STEPS` steps each: every start page of the pack and the
     made pages side by side, init with LRs whose updates reach the flush boundary, and init as a
-    cluster of 3 (for the fold).
-    """
+    cluster of 3 (for the fold)."""
     named = {**start_pages(), **made_pages()}
     out = [side_by_side("evidence-pages", list(named.values()), EVIDENCE_STEPS)]
     for w in (0x03800000, 0x0D800000, 0x00800001):
@@ -277,8 +269,7 @@ def witness(m: faults.Model) -> Kill | None:
 @dataclass(frozen=True)
 class Verdict:
     """One mutant against both packs: the first case of each that kills it, and for a mutant neither
-    kills an evidence case where it changes bits (``witness``; None: equivalent).
-    """
+    kills an evidence case where it changes bits (``witness``; None: equivalent)."""
 
     name: str
     text: str
@@ -294,8 +285,7 @@ class Verdict:
 
 def verdicts() -> list[Verdict]:
     """Every mutant of :func:`.model.mutations` against the quick and the full pack (minutes), in table order;
-    one the quick pack and the evidence cases leave alone is equivalent without the full pack.
-    """
+    one the quick pack and the evidence cases leave alone is equivalent without the full pack."""
     out = []
     for mut in model.mutations():
         m = faults.single_op(mut.op, mut.alt)
@@ -311,8 +301,7 @@ _GRADUAL = model.arith("no-flush")
 
 def flushed_ops(t: Trajectory) -> set[str]:
     """The ops of the lanes, apply and the loss whose result is a nonzero subnormal on some step of ``t``'s
-    run (which mode Z flushes), each recomputed with gradual underflow.
-    """
+    run (which mode Z flushes), each recomputed with gradual underflow."""
     n = len(t.pages)
     inv = _reads(t.pages)[2]
     found: set[str] = set()

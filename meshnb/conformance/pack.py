@@ -19,7 +19,7 @@ import re
 import shutil
 import stat
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,52 +36,9 @@ END = U64 - 1  # the next step after step 2^64 - 2, the last one that may run (S
 
 @dataclass(frozen=True)
 class Case:
-    """One case: a start page (init, or a hard page), a run, and what it exposes.
+    """One case of the pack: a start page (init, or a named page), a run, and what it exposes (a line).
 
-    Parameters
-    ----------
-    name : str
-        The case's directory name.
-    about : str
-        What the case exposes, in a line.
-    steps : int
-        The steps of its run in the full pack.
-    quick_steps : int, optional
-        The steps in the quick pack; None leaves the case out of it.
-    systems : int, default 1
-        Its systems.
-    grouped : bool, default False
-        A cluster (SPEC 9); ``systems > 1`` implies it.
-    steps_per_task : int, default 64
-        STEPS_PER_TASK.
-    set_lr : tuple of (int, int), default ()
-        ``(steps of this run done, f32 word)``: SET_LR calls, as ``--set-lr``.
-    step_base : int, default 0
-        The run's first step.
-    page : str, optional
-        A page of :func:`start_pages` to start from; init otherwise.
-    calls : tuple of (int, int, int), default ()
-        ``(steps of this run done, op, arg)``: ``task`` calls with op codes the program does not
-        know, made on every system at that point of the run; each returns R_BAD_OP and changes
-        nothing (SPEC 8).
-    timeouts : tuple of (int, int), default ()
-        ``(system, steps of this run done)``: the round of that step times out on that system, injected
-        by the host (SPEC 10: a host that injects faults for tests): its ``round`` publishes the counter
-        and returns false at once, the TASK stops with the round pending, and the host calls TASK again
-        with ``arg = NEXT_STEP``, which resumes it (SPEC 9).  A group's only; the bits are those of the
-        run without it, except ROUND, which keeps the low half of the last timed-out round.
-
-    See Also
-    --------
-    cases : the table's cases, sized for a pack.
-    run_case : meshnb's answer for a case.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import BY_NAME
-    >>> case = BY_NAME["default"]
-    >>> case.steps, case.sized(quick=True).steps, case.from_init
-    (4096, 256, True)
+    ``BY_NAME["default"]`` runs 4096 steps from init (``from_init``), 256 in the quick pack (``sized``).
     """
 
     name: str
@@ -95,28 +52,14 @@ class Case:
     step_base: int = 0
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
     calls: tuple[tuple[int, int, int], ...] = ()  # (steps of this run done, op, arg): calls that change nothing
-    timeouts: tuple[tuple[int, int], ...] = ()  # (system, steps of this run done): that step's round times out
+    # (system, steps of this run done): the host makes that step's round time out on that system (SPEC 9, 10);
+    # TASK stops with it pending and the next TASK (arg = NEXT_STEP) resumes it: the bits are the run's
+    # without it, but ROUND, which keeps the low half of the last timed-out round (mark_timeouts)
+    timeouts: tuple[tuple[int, int], ...] = ()
 
     def sized(self, quick: bool) -> Case:
-        """The case as the pack (quick or full) runs it.
-
-        Parameters
-        ----------
-        quick : bool
-            The quick pack's version (fewer steps, SET_LRs scaled, the same last step, a 2^32 crossed
-            by the full case still crossed: STEP_HI carried halfway through).
-
-        Returns
-        -------
-        Case
-            ``self`` for the full pack.
-
-        Examples
-        --------
-        >>> from meshnb.conformance.pack import BY_NAME
-        >>> BY_NAME["default"].sized(quick=True).steps
-        256
-        """
+        """The case as the full pack (``self``) or the quick one runs it: fewer steps, SET_LRs scaled, the
+        same last step, a 2^32 the full case crosses still crossed (STEP_HI carried halfway through)."""
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
         scale = self.quick_steps / self.steps
@@ -126,19 +69,13 @@ class Case:
             base = END - self.quick_steps
         elif base >> 32 != (base + self.steps - 1) >> 32:  # keep crossing the 2^32 multiple, halfway
             base = ((base + self.steps - 1) >> 32 << 32) - self.quick_steps // 2
-        return Case(
-            self.name,
-            self.about,
-            self.quick_steps,
-            self.quick_steps,
-            self.systems,
-            self.grouped,
-            self.steps_per_task,
-            lr,
-            base,
-            self.page,
-            tuple((min(self.quick_steps, round(s * scale)), op, arg) for s, op, arg in self.calls),
-            tuple((k, min(self.quick_steps - 1, round(s * scale))) for k, s in self.timeouts),
+        return replace(
+            self,
+            steps=self.quick_steps,
+            set_lr=lr,
+            step_base=base,
+            calls=tuple((min(self.quick_steps, round(s * scale)), op, arg) for s, op, arg in self.calls),
+            timeouts=tuple((k, min(self.quick_steps - 1, round(s * scale))) for k, s in self.timeouts),
         )
 
     @property
@@ -147,21 +84,7 @@ class Case:
         return self.page is None
 
     def in_page(self) -> bytes:
-        """Every system's start page.
-
-        Returns
-        -------
-        bytes
-            Init's page or the named one, with the case's STEPS_PER_TASK and step base written.
-
-        Examples
-        --------
-        >>> import struct
-        >>> from meshnb.conformance.pack import BY_NAME
-        >>> page = BY_NAME["step-base-2^32"].in_page()
-        >>> struct.unpack_from("<I", page, 44)[0] << 32 | struct.unpack_from("<I", page, 28)[0]  # STEP_HI:NEXT_STEP
-        4294966996
-        """
+        """Every system's start page: init's or the named one, with the case's STEPS_PER_TASK and step base."""
         page = ref.init_page(self.systems, self.grouped) if self.page is None else start_pages()[self.page]
         out = bytearray(page)
         struct.pack_into("<I", out, 20, self.steps_per_task)
@@ -171,35 +94,9 @@ class Case:
 
 
 def mark_timeouts(case: Case, pages: list[bytes], start: int = 0, steps: int | None = None) -> list[bytes]:
-    """``pages`` after steps ``start`` .. ``start + steps`` of ``case`` (default: to its end) run without
-    its injected timeouts, made what they are with them: each system whose round timed out in that span
-    keeps the low half of its last such round in ROUND (SPEC 9; every other bit is the same).
-
-    Parameters
-    ----------
-    case : Case
-        The case (its ``timeouts``).
-    pages : list of bytes
-        Every system's page after the span, as a run without timeouts leaves it.
-    start : int, default 0
-        The span's first step of the run.
-    steps : int, optional
-        The span's steps; default: to the case's end.
-
-    Returns
-    -------
-    list of bytes
-        The pages, ROUND set where a round of the span timed out.
-
-    Examples
-    --------
-    >>> import struct
-    >>> from meshnb.conformance.pack import BY_NAME, mark_timeouts
-    >>> case = BY_NAME["state-timeout-resume"]
-    >>> pages = mark_timeouts(case, [bytes(4096)] * 2)
-    >>> [struct.unpack_from("<I", p, 40)[0] for p in pages]  # ROUND: the last timed-out round, per system
-    [91, 65]
-    """
+    """``pages`` after steps ``start`` .. ``start + steps`` (default: to the end) of ``case`` run without its
+    injected timeouts, made what they are with them: each system whose round timed out in that span keeps
+    the low half of its last such round in ROUND (SPEC 9; every other bit is the same)."""
     end = case.steps if steps is None else start + steps
     out = [bytearray(p) for p in pages]
     for k, at in sorted(case.timeouts, key=lambda e: e[1]):
@@ -208,27 +105,12 @@ def mark_timeouts(case: Case, pages: list[bytes], start: int = 0, steps: int | N
     return [bytes(p) for p in out]
 
 
-def _subnormal_x(page: bytes, scale: float) -> list[int]:
-    """X scaled by ``scale`` (a power of two), rounded into the subnormal range as IEEE does."""
-    x = np.frombuffer(page, "<f4", 256, 64).astype(np.float64) * scale
-    return [int(w) for w in x.astype(np.float32).view(np.uint32)]
+TINY_PARAMS = (0x03000000, 0x83000000, 0x02800000, 0x02000000)  # a, b, c, d of order 1e-38
+HUGE_PARAMS = (0x3F800000, 0x72000000, 0x00000000, 0x7A000000)  # a, b, c, d up to 2^117
 
 
 def probe_pages() -> dict[str, bytes]:
-    """The pack's own start pages, built to separate the flush rules (see each case's about).
-
-    Returns
-    -------
-    dict of str to bytes
-        4096-byte pages by name.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import probe_pages
-    >>> sorted(probe_pages())  # doctest: +NORMALIZE_WHITESPACE
-    ['subnormal-samples-huge-params', 'subnormal-update', 'tininess-probes', 'tiny-x-huge-params',
-     'tiny-y', 'tiny-y-tiny-params']
-    """
+    """The pack's own start pages (4096 bytes by name), built to separate the flush rules (each case's about)."""
     base = ref.init_page(1)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
     # (x = 3F7FFFFE), and e * x is the op probe mul(3F7FFFFF, 00800000) on the even steps and
@@ -237,24 +119,19 @@ def probe_pages() -> dict[str, bytes]:
     ys = [0x80800000 if i % 2 == 0 else 0x80800001 for i in range(256)]
     tiny = hard.with_words(hard.with_words(hard.with_words(base, hard.X, xs), hard.Y, ys), hard.PARAMS, [0] * 4)
     # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
-    sub = hard.with_words(
-        hard.with_words(base, hard.X, _subnormal_x(base, 2.0**-130)),
-        hard.PARAMS,
-        [0x3F800000, 0x72000000, 0x00000000, 0x7A000000],
-    )
+    sub = hard.with_words(hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-130)), hard.PARAMS, HUGE_PARAMS)
     # Found by the mutation harness (meshnb.conformance.mutation): single-op faults no other case
     # kills.  Y times 2^-126: e = pred - y near the flush boundary, its tiny results flushed by
     # mode Z (an unflushed or undazed e differs); with params 1e-38 the updates p - lr*g are tiny
     # too.  X times 2^-126 with huge params: e*x tiny, flushed in mode Z, kept otherwise.
     y126 = hard.with_words(base, hard.Y, _scaled(base, hard.Y, 2.0**-126))
     x126 = hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-126))
-    tiny_p = [0x03000000, 0x83000000, 0x02800000, 0x02000000]
     return {
         "tininess-probes": tiny,
         "subnormal-samples-huge-params": sub,
         "tiny-y": y126,
-        "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, tiny_p),
-        "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, [0x3F800000, 0x72000000, 0x00000000, 0x7A000000]),
+        "tiny-y-tiny-params": hard.with_words(y126, hard.PARAMS, TINY_PARAMS),
+        "tiny-x-huge-params": hard.with_words(x126, hard.PARAMS, HUGE_PARAMS),
         # LR 2^-120, b and d one ulp above step 0's updates lr*g (82A1FB5C and 81FD262C, from
         # init's sums, which params this tiny do not change): p - lr*g is -2^-149 * 2, -2^-150 * 2,
         # subnormal, flushed to -0 in mode Z
@@ -283,25 +160,8 @@ def _header(page: bytes, **words: int) -> bytes:
 
 
 def state_pages() -> dict[str, bytes]:
-    """Start pages whose header holds the states a TASK distinguishes (SPEC 8, 9).
-
-    Returns
-    -------
-    dict of str to bytes
-        4096-byte pages by name: ``err-pending-round`` (ERR 1, PENDING 1, ROUND not the next
-        step's round), ``pending-alone-match`` (PENDING 1, ROUND the next step's round),
-        ``pending-cluster-mismatch`` (a cluster of 2's page, ERR 1, PENDING 1, ROUND not the next
-        step's round), ``round-match-not-pending`` (a cluster of 2's page, PENDING 0, ROUND the next
-        step's round: nothing to resume), ``lr-minus-inf`` (LR -inf; the hard pages hold a subnormal, a
-        negative signalling NaN and a huge LR).
-
-    Examples
-    --------
-    >>> import struct
-    >>> from meshnb.conformance.pack import state_pages
-    >>> struct.unpack_from("<3I", state_pages()["pending-alone-match"], 32)  # ERR, PENDING, ROUND
-    (0, 1, 1)
-    """
+    """Start pages whose header holds the states a TASK distinguishes (SPEC 8, 9); the hard pages hold
+    the other LR classes (a subnormal, a negative signalling NaN, a huge LR)."""
     one = ref.init_page(1)
     return {
         "err-pending-round": _header(one, ERR=1, PENDING=1, ROUND=0xDEADBEEF),
@@ -313,306 +173,106 @@ def state_pages() -> dict[str, bytes]:
 
 
 def start_pages() -> dict[str, bytes]:
-    """Every named start page: meshnb.testing's hard pages and the pack's probes.
-
-    Returns
-    -------
-    dict of str to bytes
-        4096-byte pages by name.
-
-    See Also
-    --------
-    meshnb.testing.pages.hard_pages : the hard pages.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import start_pages
-    >>> pages = start_pages()
-    >>> len(pages), "nan-lr" in pages, "tininess-probes" in pages, "err-pending-round" in pages
-    (27, True, True, True)
-    """
+    """Every named start page: :func:`meshnb.testing.pages.hard_pages`, the probes and the state pages."""
     return {**hard.hard_pages(), **probe_pages(), **state_pages()}
-
-
-def _hard_cases() -> list[Case]:
-    return [
-        Case(f"hard-{name}", f"the hard page {name!r} (meshnb.testing.pages): 64 steps", 64, 64, page=name)
-        for name in hard.hard_pages()
-    ] + [
-        Case(
-            "probe-tininess",
-            "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, "
-            "params 0: e * x is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; "
-            "x86 FTZ: 0 on the even steps)",
-            64,
-            64,
-            page="tininess-probes",
-        ),
-        Case(
-            "probe-subnormal-samples",
-            "every X subnormal (x 2^-130), params up to 2^117: products that are "
-            "normal unless subnormal inputs are flushed",
-            64,
-            64,
-            page="subnormal-samples-huge-params",
-        ),
-        Case(
-            "probe-tiny-y",
-            "Y times 2^-126, init's params: e = pred - y lands at the flush boundary on some lanes, "
-            "flushed in mode Z (an e computed without the flush or without DAZ differs)",
-            64,
-            64,
-            page="tiny-y",
-        ),
-        Case(
-            "probe-tiny-y-tiny-params",
-            "Y times 2^-126, params of order 1e-38: apply's p - lr*g at the flush boundary, flushed in mode Z",
-            64,
-            64,
-            page="tiny-y-tiny-params",
-        ),
-        Case(
-            "probe-tiny-x-huge-params",
-            "X times 2^-126, params up to 2^117: e*x at the flush boundary, flushed in mode Z",
-            64,
-            64,
-            page="tiny-x-huge-params",
-        ),
-        Case(
-            "probe-subnormal-update",
-            "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
-            "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
-            1,
-            1,
-            page="subnormal-update",
-        ),
-        Case(
-            "probe-huge-samples-two-steps",
-            "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN from infinite "
-            "operands, mode Z's NaN in the out page (later steps read params canonicalised, so only "
-            "the last step's shows)",
-            2,
-            2,
-            page="huge-samples",
-        ),
-    ]
 
 
 BAD_OPS = (0x01, 0x02, 0x0F, 0x11, 0x20, 0x100, 0x110, 0x10010, 0x80000000, 0x80000010, 0xFFFFFFFF)
 """Op codes the program does not know (SPEC 8: R_BAD_OP, nothing done): neighbours of TASK (0) and
 SET_LR (0x10), SET_LR's code with high bits set, the top bit, all ones."""
+_BAD_CALLS = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
 
-
-def _state_cases() -> list[Case]:
-    """The cases of the program's state machine (SPEC 8, 9): start headers, op codes, LR classes."""
-    bad = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
-    return [
-        Case(
-            "state-err-pending-round",
-            "ERR 1, PENDING 1 and ROUND another step's round without a group, the step's high half 3: a "
-            "TASK drops the round (PENDING 0), writes ERR 0, keeps ROUND, reads the step's high half",
-            70,
-            70,
-            step_base=(3 << 32) + 1000,
-            page="err-pending-round",
-        ),
-        Case(
-            "state-pending-alone-match",
-            "PENDING 1 without a group, ROUND the first step's round: dropped (PENDING 0), the step computed",
-            70,
-            70,
-            page="pending-alone-match",
-        ),
-        Case(
-            "state-pending-cluster-mismatch",
-            "a cluster of 2 from pages with ERR 1, PENDING 1 and ROUND another step's round: dropped, "
-            "the step computed and exchanged",
-            70,
-            70,
-            systems=2,
-            grouped=True,
-            page="pending-cluster-mismatch",
-        ),
-        Case(
-            "state-round-match-not-pending",
-            "a cluster of 2 from pages with PENDING 0 and ROUND the first step's round (as a resumed round "
-            "leaves it): no round is pending, so the step is computed and published, not resumed",
-            70,
-            70,
-            systems=2,
-            grouped=True,
-            page="round-match-not-pending",
-        ),
-        Case(
-            "steps-per-task-large",
-            "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
-            "(260 steps in the quick pack: one task of 260)",
-            600,
-            260,
-            steps_per_task=300,
-        ),
-        Case(
-            "state-lr-words",
-            "SET_LR words of every class: -0, a negative subnormal, a positive subnormal, a negative LR, "
-            "+inf, a negative signalling NaN; unknown op codes (R_BAD_OP, nothing done) before step 0, "
-            "mid-task and after the last step",
-            24,
-            24,
-            set_lr=(
-                (0, 0x80000000),
-                (4, 0x807FFFFF),
-                (8, 0x00000001),
-                (12, 0xBE000000),
-                (16, 0x7F800000),
-                (20, 0xFF800001),
-            ),
-            calls=bad,
-        ),
-        Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
-        Case(
-            "state-timeout-resume",
-            "a cluster of 2 whose rounds time out (injected by the host): both members at step 10 (mid-task), "
-            "system 1 at step 64 (a task's first step: zero steps done, PARAMS written back), system 0 at "
-            "step 90; each TASK after resumes the pending round with arg = NEXT_STEP (not recomputed nor "
-            "republished), clears ERR and PENDING, and keeps ROUND",
-            100,
-            100,
-            systems=2,
-            grouped=True,
-            timeouts=((0, 10), (1, 10), (1, 64), (0, 90)),
-        ),
-        Case(
-            "state-timeout-group-of-one",
-            "a group of one whose rounds time out (injected by the host) at step 5 and at a task's last "
-            "step (63): the TASK after resumes the round with arg = NEXT_STEP",
-            70,
-            70,
-            systems=1,
-            grouped=True,
-            timeouts=((0, 5), (0, 63)),
-        ),
-    ]
-
-
-CASES: tuple[Case, ...] = (
+# fmt: off
+CASES: tuple[Case, ...] = (  # a case a row: name, what it exposes, steps (full pack, quick pack), what else it sets
     Case("default", "the default run of one system from init (4096 steps; 256 in the quick pack)", 4096, 256),
     Case("long", "a long run: 65536 steps (the trajectory settles into a cycle)", 65536, None),
-    Case(
-        "step-base-2^32",
-        "a step base just below 2^32: the step crosses into STEP_HI = 1",
-        600,
-        128,
-        step_base=(1 << 32) - 300,
-    ),
-    Case(
-        "step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run", 600, 128, step_base=END - 600
-    ),
-    Case(
-        "partial-last-task",
-        "steps not a multiple of the 64-step tasks: the last task is shorter "
-        "(STEPS_PER_TASK written before it and restored)",
-        1000,
-        200,
-    ),
+    Case("step-base-2^32", "a step base just below 2^32: the step crosses into STEP_HI = 1",
+         600, 128, step_base=(1 << 32) - 300),
+    Case("step-base-2^64-2", "a run ending at step 2^64 - 2, the last step that may run",
+         600, 128, step_base=END - 600),
+    Case("partial-last-task", "steps not a multiple of the 64-step tasks: the last task is shorter (STEPS_PER_TASK "
+         "written before it and restored)", 1000, 200),
     Case("steps-per-task-1", "STEPS_PER_TASK = 1: one step a task", 300, 64, steps_per_task=1),
     Case("steps-per-task-odd", "STEPS_PER_TASK = 37 and a partial last task", 1001, 100, steps_per_task=37),
-    Case(
-        "lr-changes",
-        "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and after the last step",
-        600,
-        100,
-        set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000)),
-    ),
-    Case(
-        "lr-underflow",
-        "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
-        300,
-        100,
-        set_lr=((0, 0x00800000),),
-    ),
-    Case(
-        "lr-tiny-updates",
-        "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose products underflow",
-        300,
-        100,
-        set_lr=((0, 0x03800000),),
-    ),
-    Case(
-        "lr-subnormal",
-        "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
-        300,
-        100,
-        set_lr=((150, 0x00400000),),
-    ),
-    Case(
-        "lr-divergent-nan",
-        "LR = 8: the params diverge, overflow to inf and end in NaN",
-        400,
-        200,
-        set_lr=((0, 0x41000000),),
-    ),
-    *_hard_cases(),
+    Case("lr-changes", "SET_LR before step 0, mid-run (after half the steps, not at a task boundary) and after the "
+         "last step", 600, 100, set_lr=((0, 0x3F400000), (300, 0x3E800000), (600, 0x3F000000))),
+    Case("lr-underflow", "LR = 2^-126: every update lr * g underflows and is flushed, the params never move",
+         300, 100, set_lr=((0, 0x00800000),)),
+    Case("lr-tiny-updates", "LR = 2^-120: updates near 2^-126, some flushed, params of order 1e-35 whose products "
+         "underflow", 300, 100, set_lr=((0, 0x03800000),)),
+    Case("lr-subnormal", "SET_LR with a subnormal word mid-run: LR reads as 0 and is written as 0",
+         300, 100, set_lr=((150, 0x00400000),)),
+    Case("lr-divergent-nan", "LR = 8: the params diverge, overflow to inf and end in NaN",
+         400, 200, set_lr=((0, 0x41000000),)),
+    *(Case(f"hard-{n}", f"the hard page {n!r} (meshnb.testing.pages): 64 steps", 64, 64, page=n)
+      for n in hard.hard_pages()),
+    # the probes: pages built to separate the flush rules (probe_pages)
+    Case("probe-tininess", "X alternating 3F7FFFFF and 3F7FFFFE, Y alternating 80800000 and 80800001, params 0: e * x "
+         "is the op probes (mode Z: 00800000; tininess before rounding: 0 on every step; x86 FTZ: 0 on the even steps)",
+         64, 64, page="tininess-probes"),
+    Case("probe-subnormal-samples", "every X subnormal (x 2^-130), params up to 2^117: products that are normal unless "
+         "subnormal inputs are flushed", 64, 64, page="subnormal-samples-huge-params"),
+    Case("probe-tiny-y", "Y times 2^-126, init's params: e = pred - y lands at the flush boundary on some lanes, "
+         "flushed in mode Z (an e computed without the flush or without DAZ differs)", 64, 64, page="tiny-y"),
+    Case("probe-tiny-y-tiny-params", "Y times 2^-126, params of order 1e-38: apply's p - lr*g at the flush boundary, "
+         "flushed in mode Z", 64, 64, page="tiny-y-tiny-params"),
+    Case("probe-tiny-x-huge-params", "X times 2^-126, params up to 2^117: e*x at the flush boundary, flushed in mode Z",
+         64, 64, page="tiny-x-huge-params"),
+    Case("probe-subnormal-update", "one step whose updates p - lr*g of b and d are subnormal, flushed to -0 in mode Z "
+         "(later steps read a subnormal param as 0, so only the out page of this step shows it)",
+         1, 1, page="subnormal-update"),
+    Case("probe-huge-samples-two-steps", "the hard page 'huge-samples' for two steps: step 1's p - lr*g makes a NaN "
+         "from infinite operands, mode Z's NaN in the out page (later steps read params canonicalised, so only the "
+         "last step's shows)", 2, 2, page="huge-samples"),
     Case("cluster-2", "a cluster of N = 2 from init", 1024, 96, systems=2, grouped=True),
-    Case(
-        "cluster-3",
-        "a cluster of N = 3 from init (fold order shows with 3 slots)",
-        600,
-        96,
-        systems=3,
-        grouped=True,
-        set_lr=((300, 0x3F400000),),
-    ),
+    Case("cluster-3", "a cluster of N = 3 from init (fold order shows with 3 slots)",
+         600, 96, systems=3, grouped=True, set_lr=((300, 0x3F400000),)),
     Case("cluster-8", "a cluster of N = 8 from init (full-batch descent)", 512, 64, systems=8, grouped=True),
-    Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, systems=1, grouped=True),
-    *_state_cases(),
+    Case("cluster-1", "a group of one: INV_BATCH 1/32, slots, a fold of one", 300, 64, grouped=True),
+    # the program's state machine (SPEC 8, 9): start headers, op codes, LR classes, timeouts
+    Case("state-err-pending-round", "ERR 1, PENDING 1 and ROUND another step's round without a group, the step's high "
+         "half 3: a TASK drops the round (PENDING 0), writes ERR 0, keeps ROUND, reads the step's high half",
+         70, 70, step_base=(3 << 32) + 1000, page="err-pending-round"),
+    Case("state-pending-alone-match", "PENDING 1 without a group, ROUND the first step's round: dropped (PENDING 0), "
+         "the step computed", 70, 70, page="pending-alone-match"),
+    Case("state-pending-cluster-mismatch", "a cluster of 2 from pages with ERR 1, PENDING 1 and ROUND another step's "
+         "round: dropped, the step computed and exchanged",
+         70, 70, systems=2, grouped=True, page="pending-cluster-mismatch"),
+    Case("state-round-match-not-pending", "a cluster of 2 from pages with PENDING 0 and ROUND the first step's round "
+         "(as a resumed round leaves it): no round is pending, so the step is computed and published, not resumed",
+         70, 70, systems=2, grouped=True, page="round-match-not-pending"),
+    Case("steps-per-task-large", "STEPS_PER_TASK = 300: one task runs more steps than the 256-entry loss ring holds "
+         "(260 steps in the quick pack: one task of 260)", 600, 260, steps_per_task=300),
+    Case("state-lr-words", "SET_LR words of every class: -0, a negative subnormal, a positive subnormal, a negative "
+         "LR, +inf, a negative signalling NaN; unknown op codes (R_BAD_OP, nothing done) before step 0, mid-task and "
+         "after the last step",
+         24, 24,
+         set_lr=((0, 0x80000000), (4, 0x807FFFFF), (8, 0x00000001), (12, 0xBE000000), (16, 0x7F800000),
+                 (20, 0xFF800001)),
+         calls=_BAD_CALLS),
+    Case("state-lr-minus-inf", "LR -inf in the start page: the params end in NaN", 8, 8, page="lr-minus-inf"),
+    Case("state-timeout-resume", "a cluster of 2 whose rounds time out (injected by the host): both members at step 10 "
+         "(mid-task), system 1 at step 64 (a task's first step: zero steps done, PARAMS written back), system 0 at "
+         "step 90; each TASK after resumes the pending round with arg = NEXT_STEP (not recomputed nor republished), "
+         "clears ERR and PENDING, and keeps ROUND",
+         100, 100, systems=2, grouped=True, timeouts=((0, 10), (1, 10), (1, 64), (0, 90))),
+    Case("state-timeout-group-of-one", "a group of one whose rounds time out (injected by the host) at step 5 and at a "
+         "task's last step (63): the TASK after resumes the round with arg = NEXT_STEP",
+         70, 70, grouped=True, timeouts=((0, 5), (0, 63))),
+
 )
+# fmt: on
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}
 
 
 def cases(quick: bool = False) -> list[Case]:
-    """The cases of the full or the quick pack.
-
-    Parameters
-    ----------
-    quick : bool, default False
-        The quick pack's cases, with their quick step counts.
-
-    Returns
-    -------
-    list of Case
-        In the table's order.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import cases
-    >>> len(cases()), len(cases(quick=True)), cases(quick=True)[0].steps
-    (48, 47, 256)
-    """
+    """The cases of the full or the quick pack (sized), in the table's order."""
     return [c.sized(quick) for c in CASES if not quick or c.quick_steps is not None]
 
 
 @dataclass
 class Result:
-    """meshnb's answer for a case: the out pages per system, the trace, the digests.
-
-    Parameters
-    ----------
-    out_pages : list of bytes
-        Every system's final page.
-    trace : numpy.ndarray
-        The applied sums, uint32 ``(steps, 5)``.
-    digests : list of str
-        Every system's digest (SPEC 11).
-    trace_digest : str
-        The trace digest.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import BY_NAME, run_case
-    >>> result = run_case(BY_NAME["default"].sized(quick=True))
-    >>> len(result.out_pages), result.trace.shape
-    (1, (256, 5))
-    """
+    """meshnb's answer for a case: every system's out page, the applied sums ``(steps, 5)``, the digests."""
 
     out_pages: list[bytes]
     trace: np.ndarray
@@ -621,33 +281,8 @@ class Result:
 
 
 def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
-    """Runs ``case`` with meshnb (the fused loop for groups, the single-system loop otherwise).
-
-    Parameters
-    ----------
-    case : Case
-        The case (sized for the pack: :meth:`Case.sized`).
-    in_pages : list of bytes, optional
-        Start pages instead of the case's own.
-
-    Returns
-    -------
-    Result
-        The out pages, the trace and the digests.
-
-    Examples
-    --------
-    meshnb's answer equals the independent reference's:
-
-    >>> from meshnb.conformance.pack import BY_NAME, run_case
-    >>> from meshnb.testing import reference as ref
-    >>> result = run_case(BY_NAME["default"].sized(quick=True))  # 256 steps from init
-    >>> result.digests[0]
-    '1ccb2a2d0f0e1a3600bb81932fba995a8bb32dfecc16ffd2f9bb12ecbd43c736'
-    >>> pages, trace = ref.run([ref.init_page()], 256, grouped=False)
-    >>> ref.digest(pages[0]) == result.digests[0], ref.trace_digest(trace) == result.trace_digest
-    (True, True)
-    """
+    """Runs ``case`` (sized) with meshnb (the fused loop for groups, the single-system loop otherwise),
+    from ``in_pages[0]`` if given."""
     from meshnb.api import train  # the library below, not the package face (and numba on use only)
     from meshnb.runspec import LrChange
 
@@ -666,25 +301,7 @@ def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
 
 
 def case_json(case: Case) -> dict[str, Any]:
-    """What the host does for ``case`` (case.json).
-
-    Parameters
-    ----------
-    case : Case
-        The case.
-
-    Returns
-    -------
-    dict
-        JSON-ready: the run, the host's protocol in words, the files.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import BY_NAME, case_json
-    >>> doc = case_json(BY_NAME["step-base-2^32"])
-    >>> doc["step_base_hex"], doc["start"], doc["files"]["in"]
-    ('00000000:fffffed4', 'init', ['in-0.page'])
-    """
+    """``case.json`` of ``case``: the run, the host's protocol in words, the files."""
     return {
         "name": case.name,
         "about": case.about,
@@ -802,10 +419,8 @@ _OWN_FILE = re.compile(r"case\.json|expected\.json|trace\.bin|(?:in|out)-[0-9]+\
 
 
 def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Every path under ``root`` that the pack did not write: not ``manifest.json`` or ``README.md``,
-    not a case the manifest names, not a file the manifest lists with a name a pack writes
-    (:data:`_OWN_FILE`). Directories are walked without following links; a link or special file
-    under one of the pack's names is the pack's (it is replaced, never followed)."""
+    """Every path under ``root`` the pack did not write: not the manifest or README, a case it names, or a
+    file it lists with a name a pack writes (:data:`_OWN_FILE`; a link under such a name is replaced)."""
     cases = {c for c in manifest.get("cases", []) if isinstance(c, str) and "/" not in c and c not in ("", ".", "..")}
     files_ = manifest.get("files")
     listed = {f for f in files_ if isinstance(f, str)} if isinstance(files_, dict) else set()
@@ -825,11 +440,8 @@ def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
 
 
 def _replaceable(root: Path) -> bool:
-    """Whether ``root`` may be replaced by a new pack: missing, an empty directory, or a pack that
-    holds only what a pack writes (:func:`_strangers`: the manifest's cases, and in them the files
-    the manifest lists). A symbolic link, a file, a directory of other things, or a pack with a
-    file of the user's anywhere in it (notes, an executor's results) is refused (:class:`PackError`):
-    ``pack`` never deletes what it did not write."""
+    """Whether ``root`` is there to replace (False: missing): an empty directory, or a pack holding only what a
+    pack writes; PackError for anything else (``pack`` never deletes what it did not write)."""
     try:
         st = os.lstat(root)
     except FileNotFoundError:
@@ -856,21 +468,33 @@ def _replaceable(root: Path) -> bool:
     return True
 
 
+def write_new(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Writes ``data`` as a new file ``path`` (``O_EXCL | O_NOFOLLOW``: never through a link), fsynced if ``sync``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[str, Any]:
     """Writes the pack as a new directory ``directory``; returns the manifest.
 
     Every file goes into a temporary directory beside it (``.NAME.tmpPID``, created afresh, so no
-    write goes through a link), fsynced, and the directory is renamed into place at the end: a
-    reader sees the old pack or the new one, a kill leaves the old one (and a temporary directory
-    the next run removes).  An existing pack (or an empty directory) is replaced; anything else at
-    the path is refused.  A failed write raises :class:`meshnb.files.WriteError` naming the file.
+    write goes through a link), fsynced, and renamed into place at the end: a reader sees the old
+    pack or the new one, a kill leaves the old one.  An existing pack (or an empty directory) is
+    replaced; anything else at the path is refused.
 
     Parameters
     ----------
     directory : str or os.PathLike
         The pack's directory (its parent must exist).
     quick : bool, default False
-        The quick pack (fewer steps, a few seconds) instead of the full one.
+        The quick pack (fewer steps, a second) instead of the full one.
 
     Returns
     -------
@@ -882,18 +506,15 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
     PackError
         When the path cannot take a pack (no parent, a link, a file, a directory of other things).
     meshnb.files.WriteError
-        When a file cannot be written.
-
-    See Also
-    --------
-    verify_pack : checks a pack against its manifest.
+        When a file cannot be written (naming it).
 
     Examples
     --------
-    ``write_pack(path, quick=True)`` runs every case (seconds); the command is ``meshnb pack``.
-    What it refuses:
-
-    >>> from meshnb.conformance.pack import write_pack
+    >>> from meshnb.conformance.pack import verify_pack, write_pack
+    >>> root = getfixture("tmp_path") / "pack"
+    >>> manifest = write_pack(root, quick=True)
+    >>> len(manifest["cases"]), verify_pack(root) == len(manifest["files"])
+    (47, True)
     >>> write_pack("/nonexistent/dir/pack")
     Traceback (most recent call last):
     ...
@@ -915,17 +536,9 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
     written: dict[str, str] = {}
 
     def put(rel: str, data: bytes) -> None:
-        path = tmp / rel
         try:
-            path.parent.mkdir(exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            (tmp / rel).parent.mkdir(exist_ok=True)
+            write_new(tmp / rel, data, sync=True)
         except OSError as e:
             raise files.WriteError("pack file", root / rel, e) from None
         written[rel] = hashlib.sha256(data).hexdigest()
@@ -979,17 +592,16 @@ def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[s
 
 
 class PackError(ValueError):
-    """A pack or case that cannot be used (exit 2).
-
-    A ``ValueError`` with a one-line message naming the path.
+    """A pack or case that cannot be used (exit 2): a ``ValueError`` whose one-line message names the path.
 
     Examples
     --------
-    >>> from meshnb.conformance.pack import manifest_path
-    >>> manifest_path("../etc/passwd")
-    Traceback (most recent call last):
-    ...
-    meshnb.conformance.pack.PackError: manifest names a path outside the pack: '../etc/passwd'
+    >>> from meshnb.conformance.pack import PackError, manifest_path
+    >>> try:
+    ...     manifest_path("../etc/passwd")
+    ... except PackError as e:
+    ...     print(e)
+    manifest names a path outside the pack: '../etc/passwd'
     """
 
 
@@ -997,39 +609,9 @@ MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 
 
 def read_file(path: Path, limit: int = MAX_FILE, *, follow: bool = False) -> bytes:
-    """A regular file's bytes, refusing special files, oversized ones (:func:`meshnb.files.read_input`)
+    """A regular file's bytes, refusing special files and files over ``limit`` (:func:`meshnb.files.read_input`)
     and, unless ``follow`` (the user's own files: ``--page``, ``--trace``), symbolic links: a pack's
-    files are read where they are, never where a link points.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-    limit : int, default MAX_FILE
-        The most bytes it may have.
-    follow : bool, default False
-        Follow a symbolic link (the user's own files).
-
-    Returns
-    -------
-    bytes
-        The file's bytes.
-
-    Raises
-    ------
-    PackError
-        For a link (unless ``follow``), a special file, a file over ``limit``, an unreadable one.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from meshnb.conformance.pack import read_file
-    >>> path = Path(tempfile.mkdtemp()) / "in-0.page"
-    >>> _ = path.write_bytes(bytes(4096))
-    >>> len(read_file(path))
-    4096
-    """
+    files are read where they are, never where a link points (PackError)."""
     if not follow and path.is_symlink():
         raise PackError(f"{path}: a symbolic link; a pack's files are read only where they are")
     try:
@@ -1043,68 +625,13 @@ def _no_constant(name: str) -> Any:
 
 
 def load_json(path: Path, limit: int) -> Any:
-    """A JSON file of the pack (no symbolic link, at most ``limit`` bytes, no NaN or Infinity); PackError
-    otherwise, a nesting too deep for the parser (RecursionError) included.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        The file.
-    limit : int
-        The most bytes it may have.
-
-    Returns
-    -------
-    object
-        The document.
-
-    Raises
-    ------
-    PackError
-        When the file cannot be read or is not JSON.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from meshnb.conformance.pack import load_json
-    >>> path = Path(tempfile.mkdtemp()) / "expected.json"
-    >>> _ = path.write_bytes(b'{"steps": 64}')
-    >>> load_json(path, 1000)
-    {'steps': 64}
-    """
+    """A JSON file of the pack (no symbolic link, at most ``limit`` bytes): :func:`parse_json`."""
     return parse_json(read_file(path, limit), path)
 
 
 def parse_json(raw: bytes, path: Path) -> Any:
-    """The JSON document ``raw`` (the bytes of ``path``), as :func:`load_json` takes it.
-
-    Parameters
-    ----------
-    raw : bytes
-        The document.
-    path : pathlib.Path
-        Where it was read, for the message.
-
-    Returns
-    -------
-    object
-        The document.
-
-    Raises
-    ------
-    PackError
-        When ``raw`` is not JSON (NaN and Infinity are not).
-
-    Examples
-    --------
-    >>> from pathlib import Path
-    >>> from meshnb.conformance.pack import parse_json
-    >>> parse_json(b"[1, NaN]", Path("x.json"))
-    Traceback (most recent call last):
-    ...
-    meshnb.conformance.pack.PackError: x.json: not JSON (NaN is not a number JSON allows)
-    """
+    """The JSON document ``raw`` (read from ``path``); PackError for anything else, NaN, Infinity and a
+    nesting too deep for the parser included."""
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -1112,36 +639,7 @@ def parse_json(raw: bytes, path: Path) -> Any:
 
 
 def load_manifest(root: Path) -> dict[str, Any]:
-    """The pack's ``manifest.json`` (a regular file, version :data:`PACK_VERSION`); PackError otherwise.
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The pack's directory.
-
-    Returns
-    -------
-    dict
-        The manifest.
-
-    Raises
-    ------
-    PackError
-        When it is missing, not JSON, or not a manifest of this version.
-
-    Examples
-    --------
-    >>> import hashlib, json, tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
-    >>> (root / "a").mkdir()
-    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
-    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
-    >>> from meshnb.conformance.pack import load_manifest
-    >>> load_manifest(root)["cases"]
-    ['a']
-    """
+    """The pack's ``manifest.json`` (a regular file, version :data:`PACK_VERSION`); PackError otherwise."""
     manifest = load_json(root / "manifest.json", 1 << 22)
     version = manifest.get("pack_version") if isinstance(manifest, dict) else None
     if type(version) is not int or version != PACK_VERSION or not isinstance(manifest.get("files"), dict):
@@ -1150,53 +648,13 @@ def load_manifest(root: Path) -> dict[str, Any]:
 
 
 def has_manifest(root: Path) -> bool:
-    """Whether there is anything at ``root/manifest.json`` (a link, even a broken or looping one).
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        A directory.
-
-    Returns
-    -------
-    bool
-        Something is there.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from meshnb.conformance.pack import has_manifest
-    >>> has_manifest(Path(tempfile.mkdtemp()))
-    False
-    """
+    """Whether there is anything at ``root/manifest.json`` (a link, even a broken or looping one)."""
     return os.path.lexists(root / "manifest.json")
 
 
 def manifest_path(rel: object) -> str:
-    """A manifest entry's path, refused (PackError) unless it is a plain relative path in the pack.
-
-    Parameters
-    ----------
-    rel : object
-        The entry (untrusted: anything).
-
-    Returns
-    -------
-    str
-        ``rel``.
-
-    Raises
-    ------
-    PackError
-        For anything but a plain relative path (absolute, ``..``, ``.``, empty, a NUL byte).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import manifest_path
-    >>> manifest_path("default/out-0.page")
-    'default/out-0.page'
-    """
+    """A manifest entry (untrusted), returned if it is a plain relative path in the pack; PackError for
+    anything else (absolute, ``..``, ``.``, empty, a NUL byte, not a string)."""
     if not isinstance(rel, str) or not rel or "\0" in rel:
         raise PackError(f"manifest names a path that is not one: {rel!r}")
     parts = Path(rel).parts
@@ -1206,40 +664,7 @@ def manifest_path(rel: object) -> str:
 
 
 def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> None:
-    """PackError unless ``data`` (a file's bytes as read) is what the manifest says of ``rel``.
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The pack's directory, for the message.
-    manifest : dict
-        The manifest.
-    rel : str
-        The file's path in the pack.
-    data : bytes
-        Its bytes, as read.
-
-    Raises
-    ------
-    PackError
-        When the file is not in the manifest, or its SHA-256 differs.
-
-    Examples
-    --------
-    >>> import hashlib, json, tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
-    >>> (root / "a").mkdir()
-    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
-    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
-    >>> from meshnb.conformance.pack import check_sha
-    >>> check_sha(root, json.loads((root / "manifest.json").read_text()), "a/case.json", b"{}")
-    >>> check_sha(Path("pack"), {"files": files}, "a/case.json", b"{ }")
-    Traceback (most recent call last):
-    ...
-    meshnb.conformance.pack.PackError: pack/a/case.json: does not match the pack's manifest (SHA-256 differs)
-    """
+    """PackError unless ``data`` (the bytes of ``root/rel`` as read) is what the manifest says of ``rel``."""
     sha = manifest["files"].get(rel)
     if sha is None:
         raise PackError(f"{root / rel}: not in the pack's manifest")
@@ -1248,40 +673,8 @@ def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> No
 
 
 def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
-    """Checks every manifest file under ``prefix`` against its SHA-256; returns how many.
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The pack's directory.
-    manifest : dict
-        Its manifest.
-    prefix : str, default ""
-        Only the files whose path starts with it (a case: ``"NAME/"``).
-
-    Returns
-    -------
-    int
-        The files checked.
-
-    Raises
-    ------
-    PackError
-        For a file that is missing, a link, or differs from the manifest.
-
-    Examples
-    --------
-    >>> import hashlib, json, tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
-    >>> (root / "a").mkdir()
-    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
-    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
-    >>> from meshnb.conformance.pack import load_manifest, verify_files
-    >>> verify_files(root, load_manifest(root), "a/")
-    1
-    """
+    """Checks every manifest file whose path starts with ``prefix`` (a case: ``"NAME/"``) against its
+    SHA-256; returns how many.  PackError for a file missing, reached through a link, or different."""
     n = 0
     for rel in list(manifest["files"]):
         if not isinstance(rel, str) or not rel.startswith(prefix):
@@ -1315,14 +708,15 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
 
     Examples
     --------
-    >>> import hashlib, json, tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
+    A pack of one case and one file, by hand:
+
+    >>> import hashlib, json
+    >>> from meshnb.conformance.pack import verify_pack
+    >>> root = getfixture("tmp_path")
     >>> (root / "a").mkdir()
     >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
     >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
     >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
-    >>> from meshnb.conformance.pack import verify_pack
     >>> verify_pack(root)
     1
     >>> _ = (root / "a" / "case.json").write_bytes(b"{ }")  # a damaged copy
@@ -1336,40 +730,8 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
 
 
 def case_names(root: Path, verify: bool = True) -> list[str]:
-    """The names of the pack's cases: its manifest's list; without a manifest, with ``verify``
-    False, the directories that hold a case.json (PackError when there are none, or no manifest
-    and ``verify``).
-
-    Parameters
-    ----------
-    root : pathlib.Path
-        The pack's directory.
-    verify : bool, default True
-        Require a manifest.
-
-    Returns
-    -------
-    list of str
-        The case names.
-
-    Raises
-    ------
-    PackError
-        For a directory that is not a pack (or has no manifest, with ``verify``).
-
-    Examples
-    --------
-    >>> import hashlib, json, tempfile
-    >>> from pathlib import Path
-    >>> root = Path(tempfile.mkdtemp())  # a pack of one case and one file, by hand
-    >>> (root / "a").mkdir()
-    >>> _ = (root / "a" / "case.json").write_bytes(b"{}")
-    >>> files = {"a/case.json": hashlib.sha256(b"{}").hexdigest()}
-    >>> _ = (root / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
-    >>> from meshnb.conformance.pack import case_names
-    >>> case_names(root)
-    ['a']
-    """
+    """The pack's case names: its manifest's list or, without a manifest and not ``verify``, the
+    directories holding a case.json; PackError for none, or no manifest with ``verify``."""
     if not root.is_dir():
         raise PackError(f"{root}: not a pack directory")
     if has_manifest(root):

@@ -1,17 +1,10 @@
 """``meshnb check PACK --exec CMD | --outputs DIR``: a whole pack against an executor, reported for CI.
 
-For every case of the pack (or those ``--cases GLOB`` picks) the executor runs as ``CMD CASE_DIR
-OUT_DIR`` in its own process group (killed whole on ``--case-timeout`` and on Ctrl-C) and writes
-``OUT_DIR/out-K.page`` per system K and, if it can, ``OUT_DIR/trace.bin``; or, with ``--outputs
-DIR``, the results made elsewhere are read from ``DIR/CASE/``.  Each system is then checked as
-``meshnb check CASE --page ... --trace ...`` does (:func:`.check.check`, diagnosis included).
-
-Executors run in a thread pool (``-j N``), each a subprocess; the checking (which may replay
-meshnb's runs) stays on the calling thread, one case at a time, as the executors finish.  A case
-is PASS, FAIL (the bits differ: the first difference and the fault models that reproduce them) or
-ERROR (the executor exited non-zero, timed out, or wrote no page, a short one or garbage): an
-error never stops the run.  :class:`SuiteResult` gives the table, the summary line, a JSON
-document and a JUnit XML report (one test case per pack case).
+Each case's executor runs as ``CMD CASE_DIR OUT_DIR`` under :mod:`.supervise` (``-j N`` at once, killed
+with every process it started on ``--case-timeout`` and on Ctrl-C), or its outputs are read from
+``DIR/CASE/``; each system is then checked as ``meshnb check CASE`` does (:func:`.check.check`), one case
+at a time on the calling thread.  A case is PASS, FAIL or ERROR (the executor failed or wrote no usable
+output: the run goes on); :class:`SuiteResult` gives the table, JSON and JUnit reports.
 """
 
 from __future__ import annotations
@@ -42,8 +35,8 @@ import numpy as np
 
 from .. import files
 from ..interrupts import WorkerPool
-from . import check, experiment, faults
-from .pack import PackError, case_names, read_file
+from . import check, experiment, faults, supervise
+from .pack import PackError, case_names, read_file, write_new
 
 DEFAULT_CASE_TIMEOUT = 3600.0  # seconds an executor may take for one case
 STDERR_LINES = 20  # the last lines of an executor's stderr kept for an error's report
@@ -52,22 +45,7 @@ STDERR_BYTES = 64 << 10  # at most this much of its stderr is read back
 
 @dataclass
 class CaseResult:
-    """One pack case's outcome: ``verdict`` is PASS, FAIL or ERROR.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.suite import run_suite
-    >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> (outputs / "cluster-1").mkdir()
-    >>> page = bytearray((pack / "cluster-1" / "out-0.page").read_bytes())
-    >>> page[2052] ^= 1  # one bit of the page
-    >>> _ = (outputs / "cluster-1" / "out-0.page").write_bytes(page)
-    >>> case = run_suite(pack, outputs=outputs, cases="cluster-1").cases[0]
-    >>> case.name, case.systems, case.verdict, case.where, case.models
-    ('cluster-1', 1, 'FAIL', 'page: 1 words', [])
-    >>> print(case.message)
-    system 0: 1 page words differ, first Y[241]: 3ead2308 -> 3ead2309; no fault model reproduces these bits
-    """
+    """One pack case's outcome: ``verdict`` is PASS, FAIL or ERROR."""
 
     name: str
     systems: int
@@ -82,17 +60,7 @@ class CaseResult:
     left_running: int = 0  # processes the executor left running when it ended (killed before judging)
 
     def to_json(self) -> dict[str, Any]:
-        """The result as JSON-ready values (the report as ``check --json`` gives it).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.suite import run_suite
-        >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
-        >>> (outputs / "default").mkdir()  # no out-0.page written
-        >>> doc = run_suite(pack, outputs=outputs, cases="default").cases[0].to_json()
-        >>> doc["verdict"], doc["message"], doc["report"]
-        ('ERROR', 'unusable output: no out-0.page written', None)
-        """
+        """The result as JSON-ready values (the report as ``check --json`` gives it)."""
         out = {k: v for k, v in self.__dict__.items() if k != "report"}
         out["report"] = None if self.report is None else self.report.to_json()
         return out
@@ -111,16 +79,10 @@ class SuiteResult:
 
     Examples
     --------
-    >>> import shutil
-    >>> from meshnb.conformance.suite import run_suite
-    >>> pack, outputs = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> for n in (1, 2):  # meshnb's own outputs: copies of the pack's expected files
-    ...     (outputs / f"cluster-{n}").mkdir()
-    ...     for f in ["trace.bin", *(f"out-{k}.page" for k in range(n))]:
-    ...         _ = shutil.copyfile(pack / f"cluster-{n}" / f, outputs / f"cluster-{n}" / f)
-    >>> result = run_suite(pack, outputs=outputs, cases="cluster-[12]")
-    >>> [(c.name, c.verdict) for c in result.cases], result.exit_code
-    ([('cluster-2', 'PASS'), ('cluster-1', 'PASS')], 0)
+    >>> from meshnb.conformance.suite import CaseResult, SuiteResult
+    >>> result = SuiteResult("pack", [CaseResult("default", 1, "PASS"), CaseResult("cluster-2", 2, "FAIL")])
+    >>> result.exit_code, result.count("FAIL")
+    (1, 1)
     """
 
     pack: str
@@ -287,11 +249,6 @@ class SuiteResult:
         return ET.tostring(top, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-# =============================================================================================
-# Running an executor
-# =============================================================================================
-
-
 @dataclass
 class _Ran:
     exit_code: int | None
@@ -319,12 +276,9 @@ class _Executors:
         self.work = work
 
     def run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
-        """Case ``i``: its directory made now (a new, randomly named one under the check's
-        temporary directory: no executor that ran before could reach it), the executor run to the
-        end of every process it started, its outputs read, the directory removed; all before this
-        worker takes another case.  Where the check's directory is gone (an executor removed
-        it), the case is an ERROR saying so and the check goes on: its table and JUnit report
-        hold every case judged."""
+        """Case ``i`` in a new, randomly named directory (no executor that ran before can reach it): the
+        executor run to the end of every process it started, its outputs read, the directory removed.  A
+        check's directory gone (an executor removed it) makes the case an ERROR saying so."""
         try:
             return self._run(cmd, i, source, setup, timeout)
         except OSError:
@@ -421,11 +375,6 @@ def _tail(log: Path) -> str:
     return "\n".join(check.printable(line) for line in lines)
 
 
-# =============================================================================================
-# Checking one case's outputs
-# =============================================================================================
-
-
 def _where(rep: check.Report) -> str:
     if rep.trace:
         return f"step {rep.trace['step']} ({', '.join(rep.trace['sums'])})"
@@ -443,30 +392,9 @@ def _first_difference(rep: check.Report) -> str:
 
 
 def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
-    """An executor's output ``name`` in the directory open as ``dir_fd`` (opened before the executor
-    ran, so a directory renamed or replaced by a link since is not followed), at most ``limit``
-    bytes; None when it is missing.  It must be the executor's own file: no symbolic link
-    (``O_NOFOLLOW``), a regular file, one name (``st_nlink == 1``: a hard link to the pack's
-    expected page would pass otherwise); else :class:`PackError` naming it.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.conformance.pack import PackError
-    >>> from meshnb.conformance.suite import read_own
-    >>> out = getfixture("tmp_path")
-    >>> _ = (out / "out-0.page").write_bytes(bytes(4096))
-    >>> os.link(out / "out-0.page", out / "out-1.page")  # a second name for the same file
-    >>> fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-    >>> read_own(fd, "missing.page", 8192) is None
-    True
-    >>> try:
-    ...     read_own(fd, "out-1.page", 8192)
-    ... except PackError as e:
-    ...     print(e)
-    out-1.page: a hard link (2 names); an executor's outputs must be files it wrote
-    >>> os.close(fd)
-    """
+    """An executor's output ``name`` (None: missing) in its ``OUT_DIR`` open as ``dir_fd`` (opened before it
+    ran: a directory renamed or linked since is not followed), at most ``limit`` bytes.  It must be the
+    executor's own file, else PackError: no link (``O_NOFOLLOW``), a regular file, one name (``st_nlink``)."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
@@ -501,30 +429,8 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
 
 
 def read_outputs(setup: check.Setup, out_dir: Path, dir_fd: int | None = None) -> tuple[list[bytes], np.ndarray | None]:
-    """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``.
-    With ``dir_fd`` (an executor's ``OUT_DIR``, opened before it ran) they are read there by
-    :func:`read_own`: links, special files and files of more than one name are refused. Unreadable
-    outputs (missing, short, a FIFO, a trace of the wrong length) raise :class:`PackError`.
-
-    Examples
-    --------
-    >>> import shutil
-    >>> from meshnb.conformance.check import load_case
-    >>> from meshnb.conformance.pack import PackError
-    >>> from meshnb.conformance.suite import read_outputs
-    >>> pack, out = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> setup = load_case(pack / "cluster-2")
-    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-0.page", out / "out-0.page")
-    >>> try:
-    ...     read_outputs(setup, out, None)
-    ... except PackError as e:
-    ...     print(e)
-    no out-1.page written
-    >>> _ = shutil.copyfile(pack / "cluster-2" / "out-1.page", out / "out-1.page")
-    >>> pages, trace = read_outputs(setup, out, None)
-    >>> len(pages), trace is None  # no trace.bin written: the pages alone are checked
-    (2, True)
-    """
+    """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``, read
+    by :func:`read_own` with ``dir_fd``; PackError for outputs missing, short, special or of the wrong length."""
     case = setup.case
     trace = None
     if dir_fd is not None:
@@ -562,22 +468,8 @@ def check_outputs(
     *,
     dir_fd: int | None = None,
 ) -> CaseResult:
-    """Checks an executor's ``out-K.page`` files (and ``trace.bin``, if there) in ``out_dir``
-    (:func:`read_outputs`); the result is called ``name`` (the case's directory in the pack;
-    default the case's own name). Unreadable outputs are an ERROR.
-
-    Examples
-    --------
-    >>> import shutil
-    >>> from meshnb.conformance.check import load_case
-    >>> from meshnb.conformance.suite import check_outputs
-    >>> pack, out = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> _ = shutil.copyfile(pack / "default" / "out-0.page", out / "out-0.page")
-    >>> _ = (out / "trace.bin").write_bytes(b"\\x00" * 21)  # not whole steps of 20 bytes
-    >>> res = check_outputs(load_case(pack / "default"), out)
-    >>> res.verdict, res.message
-    ('ERROR', 'unusable output: trace.bin: 21 bytes is not a whole number of 20-byte steps')
-    """
+    """Checks an executor's outputs in ``out_dir`` (:func:`read_outputs`; unreadable ones are an ERROR) as the
+    case ``name`` (default: the case's own)."""
     try:
         got = read_outputs(setup, out_dir, dir_fd)
     except PackError as e:
@@ -598,23 +490,8 @@ def judge_outputs(
     progress: Callable[[str], None] | None = None,
     name: str | None = None,
 ) -> CaseResult:
-    """The verdict on outputs already read: PASS when every page (and the trace, if given) has
-    the case's bits, else FAIL with the first failing system's report and its diagnosis.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import load_case
-    >>> from meshnb.conformance.suite import judge_outputs
-    >>> pack = getfixture("quick_pack")
-    >>> setup = load_case(pack / "cluster-1")
-    >>> judge_outputs(setup, list(setup.expected), setup.trace).verdict
-    'PASS'
-    >>> bad = setup.trace.copy()
-    >>> bad[3, 4] ^= 1  # the e^2 sum of step 3
-    >>> res = judge_outputs(setup, list(setup.expected), bad)
-    >>> res.verdict, res.where
-    ('FAIL', 'step 3 (e*e)')
-    """
+    """The verdict on outputs already read: PASS when every page (and the trace, if given) has the case's
+    bits, else FAIL with the first failing system's report and its diagnosis."""
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
     trace_ok = trace is None or np.array_equal(trace, setup.trace)
@@ -641,28 +518,9 @@ def judge_outputs(
     return res
 
 
-# =============================================================================================
-# The suite
-# =============================================================================================
-
-
 def select(pack_dir: Path, pattern: str | None, *, verify: bool = True) -> list[str]:
-    """The pack's case names (its manifest's, or without one its case directories), those that
-    match ``pattern`` (a shell glob) when given; PackError when none do.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.pack import PackError
-    >>> from meshnb.conformance.suite import select
-    >>> pack = getfixture("quick_pack")
-    >>> select(pack, "cluster-*")
-    ['cluster-2', 'cluster-3', 'cluster-8', 'cluster-1']
-    >>> try:
-    ...     select(pack, "gpu-*")
-    ... except PackError as e:
-    ...     print(e.args[0].split(":")[0])
-    --cases 'gpu-*'
-    """
+    """The pack's case names (:func:`~.pack.case_names`), those matching the shell glob ``pattern`` if given;
+    PackError when none do."""
     names = case_names(pack_dir, verify=verify)
     if pattern is not None:
         names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -684,22 +542,11 @@ def run_suite(
     experiments: bool = True,
     keep_experiments: str | os.PathLike[str] | None = None,
 ) -> SuiteResult:
-    """Runs the pack's cases on an executor (``exec_cmd``, split as a shell would) or reads the
-    outputs made elsewhere (``outputs``), and checks them.  Bad input (a pack, a command or
-    options that cannot be used) raises :class:`~.pack.PackError` or ``ValueError`` before any
-    executor runs; a KeyboardInterrupt kills the live executors and is raised again.
-
-    With ``exec_cmd`` and ``experiments``, each failing case is then located by running the
-    executor from meshnb's own pages (:func:`meshnb.conformance.experiment.locate`), and a cause the
-    diagnosis names is kept only when it reproduces the executor's outputs on every experiment
-    (:func:`~meshnb.conformance.experiment.prove`); the others are said to be ruled out. The
-    experiments of a whole check are bounded by :data:`EXPERIMENT_SECONDS`. At a located step, every
-    candidate cause (:func:`~meshnb.conformance.experiment.every_cause` and the diagnosis') that
-    reproduces what was seen is held to designed experiments
-    (:func:`~meshnb.conformance.experiment.explain`) until one is left (proved), several that give
-    the same bits on every page tried (equivalent), or none. With ``keep_experiments`` (a new or
-    empty directory) every experiment is written there as a case directory
-    (``meshnb check DIR --exec CMD --no-manifest`` replays them).
+    """Runs the pack's cases on an executor (``exec_cmd``) or reads the outputs made elsewhere
+    (``outputs``), and checks them.  Bad input raises before any executor runs; a KeyboardInterrupt
+    kills the live executors and is raised again.  With ``exec_cmd`` and ``experiments``, each failing
+    case is located by running the executor from meshnb's pages, and a cause is named only when the
+    experiments prove it (:mod:`.experiment`, within :data:`EXPERIMENT_SECONDS`).
 
     Parameters
     ----------
@@ -990,51 +837,17 @@ def _experiments(
 
 
 def private_case(inputs: dict[str, bytes], dest: Path) -> None:
-    """The executor's copy of a case: its inputs only (``case.json``, ``in-K.page``), the bytes that
-    were verified against the pack's manifest (``Setup.inputs``, never re-read from the pack), in a
-    new directory ``dest`` (named as the case), so that nothing the executor does reaches the pack,
-    it cannot read the expected results there by accident, and a pack changed during the check
-    changes nothing the executor gets.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.conformance.check import load_case
-    >>> from meshnb.conformance.suite import private_case
-    >>> pack, tmp = getfixture("quick_pack"), getfixture("tmp_path")
-    >>> private_case(load_case(pack / "cluster-2").inputs, tmp / "cluster-2")
-    >>> sorted(os.listdir(tmp / "cluster-2")), sorted(os.listdir(pack / "cluster-2"))[:4]  # no expected results
-    (['case.json', 'in-0.page', 'in-1.page'], ['case.json', 'expected.json', 'in-0.page', 'in-1.page'])
-    """
+    """The executor's copy of a case in a new directory ``dest``: its inputs only, the bytes verified
+    against the manifest (never re-read from the pack), so nothing it does reaches the pack."""
     dest.mkdir(parents=True)
     for rel, data in inputs.items():
-        fd = os.open(dest / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_new(dest / rel, data)
 
 
 def remove_tree(path: Path, *, warn: bool = True) -> None:
-    """Remove the checker's temporary directory whatever its executors left there (a directory
-    without write permission, say), with Ctrl-C, SIGTERM and SIGHUP held meanwhile (a second
-    Ctrl-C must not leave it).  What cannot be removed is said in one line (unless not ``warn``:
-    a case's directory, inside the one that is said), never an error that hides the verdicts.
-
-    Examples
-    --------
-    >>> import os
-    >>> from meshnb.conformance.suite import remove_tree
-    >>> work = getfixture("tmp_path") / "work"
-    >>> (work / "locked").mkdir(parents=True)
-    >>> _ = (work / "locked" / "left.page").write_bytes(b"x")
-    >>> os.chmod(work / "locked", 0o500)  # an executor left a directory without write permission
-    >>> remove_tree(work)
-    >>> work.exists()
-    False
-    """
+    """Remove the checker's temporary directory whatever its executors left there (a directory without
+    write permission), with Ctrl-C, SIGTERM and SIGHUP held meanwhile; what cannot be removed is said in
+    one line (if ``warn``), never an error that hides the verdicts."""
 
     def writable(func: Callable[..., Any], p: str, exc: Any) -> None:
         with contextlib.suppress(OSError):
@@ -1061,9 +874,6 @@ def remove_tree(path: Path, *, warn: bool = True) -> None:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
 
 
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-
-
 class _Reaper:
     """While checking, this process is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): an
     executor's descendants that leave its process group (``setsid``) and outlive their parent
@@ -1071,50 +881,16 @@ class _Reaper:
     Children we had before (a multiprocessing helper) are left alone."""
 
     def __enter__(self) -> _Reaper:
-        self.before = set(_children())
-        self.on = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        self.before = set(supervise.children())
+        self.on = supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            for _ in range(200):  # each round kills the children; their orphans then become ours
-                strays = [p for p in _children() if p not in self.before]
-                if not strays:
-                    break
-                for pid in strays:
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)  # a setsid child leads its own group
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                for pid in strays:
-                    with contextlib.suppress(ChildProcessError, OSError):
-                        os.waitpid(pid, 0)
+            supervise.kill_strays(self.before)
         finally:
             if self.on:
-                _prctl(PR_SET_CHILD_SUBREAPER, 0)
-
-
-def _prctl(option: int, value: int) -> bool:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(option, value, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False  # not Linux: setsid children are not followed
-
-
-def _children() -> list[int]:
-    """This process's children (every thread's: a child belongs to the thread that forked it)."""
-    pids: list[int] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return pids
-    for t in tasks:
-        with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{t}/children") as f:
-            pids += [int(x) for x in f.read().split()]
-    return pids
+                supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 0)
 
 
 def _judge(
@@ -1125,19 +901,18 @@ def _judge(
     progress: Callable[[str], None] | None,
 ) -> CaseResult:
     case = replace(setup.case, name=name)
-    base = {"exit_code": ran.exit_code, "stderr_tail": ran.stderr_tail, "seconds": ran.seconds}
-    extra = {"left_running": ran.left_running}
-    if ran.failed_to_start:
-        return CaseResult(case.name, case.systems, "ERROR", message=ran.failed_to_start, **base, **extra)  # type: ignore[arg-type]
-    if ran.timed_out:
-        msg = f"the executor ran past --case-timeout {timeout:g} s and was killed"
-        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base, **extra)  # type: ignore[arg-type]
-    if ran.exit_code != 0:
-        code = ran.exit_code or 0
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    code = ran.exit_code or 0
+    why = ran.failed_to_start
+    if not why and ran.timed_out:
+        why = f"the executor ran past --case-timeout {timeout:g} s and was killed"
+    elif not why and code != 0:
         last = ran.stderr_tail.splitlines()[-1] if ran.stderr_tail else "no stderr"
-        msg = f"the executor failed ({how}): {last}"
-        return CaseResult(case.name, case.systems, "ERROR", message=msg, **base, **extra)  # type: ignore[arg-type]
+        why = f"the executor failed ({f'killed by signal {-code}' if code < 0 else f'exit code {code}'}): {last}"
+    if why:
+        return CaseResult(
+            case.name, case.systems, "ERROR", message=why, exit_code=ran.exit_code, stderr_tail=ran.stderr_tail,
+            seconds=ran.seconds, left_running=ran.left_running,
+        )  # fmt: skip
     if progress is not None:
         progress(f"checking {check.printable(case.name)}")
     if ran.outputs is None:

@@ -24,7 +24,8 @@ PR_SET_CHILD_SUBREAPER = 36
 ROUNDS = 200  # each round kills this process's children; their orphans are its children next
 
 
-def _prctl(option: int, value: int) -> bool:
+def prctl(option: int, value: int) -> bool:
+    """Linux's ``prctl(option, value)``; False where it fails or there is none."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(option, value, 0, 0, 0) == 0)
@@ -32,7 +33,7 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
     """This process's children, from every thread's list (a child belongs to the thread that forked it)."""
     pids: list[int] = []
     try:
@@ -48,29 +49,20 @@ def _children() -> list[int]:
     return pids
 
 
-def _kill(pid: int) -> None:
-    for kill in (os.killpg, os.kill):  # a setsid child leads a group of its own
-        try:
-            kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def kill_all(leader: int) -> int:
-    """Kills the executor's process group and every process left under this one; returns how many were
-    still running then.
-    """
-    try:
-        os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
-    except OSError:
-        pass
+def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
+    """Kills and reaps every child of this process but ``keep``, round by round (their orphans are its
+    children next); returns how many there were."""
     left: set[int] = set()
     for _ in range(ROUNDS):
-        strays = _children()
+        strays = [pid for pid in children() if pid not in keep]
         if not strays:
             break
         for pid in strays:
-            _kill(pid)
+            for kill in (os.killpg, os.kill):  # a setsid child leads a group of its own
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         for pid in strays:
             try:
                 os.waitpid(pid, 0)
@@ -80,15 +72,25 @@ def kill_all(leader: int) -> int:
     return len(left)
 
 
+def kill_all(leader: int) -> int:
+    """Kills the executor's process group and every process left under this one; returns how many were
+    still running then."""
+    try:
+        os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
+    except OSError:
+        pass
+    return kill_strays()
+
+
 def main(argv: list[str]) -> int:
     """Run ``argv``'s command (checker pid, timeout, command) under supervision; its exit code."""
     checker, timeout, cmd = int(argv[0]), float(argv[1]), argv[2:]
     stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
     signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # the checker's worker thread blocked them
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != checker:  # the checker died before the line above: stop at once
         return 1
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     proc: subprocess.Popen[bytes] | None = None
 
     def stop(signum: int, frame: object) -> None:

@@ -133,6 +133,7 @@ def test_full_pack(tmp_path: Path) -> None:
     for c in pack.cases(False):
         s = check.load_case(root / c.name)
         outs, trace = ref.run(s.in_pages, c.steps, grouped=c.grouped, lr_changes=dict(c.set_lr))
+        outs = pack.mark_timeouts(c, outs)  # the reference has no timeouts: ROUND as the injected ones leave it
         assert check.check(s, outs[-1], system=c.systems - 1, got_trace=trace).verdict == "PASS", c.name
 
 
@@ -335,3 +336,53 @@ def test_verify_into_a_closed_pipe_is_141_quietly(quick_pack: Path) -> None:
     p = subprocess.run(f"{sys.executable} -m meshnb pack --verify {quick_pack} | true; echo ${{PIPESTATUS[0]}} >&2",
                        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.stderr == "141\n", p.stderr
+
+
+def test_the_case_table_and_its_pages() -> None:
+    """What a case says of itself: its sizes, start pages, timeouts' ROUND, case.json and meshnb's answer."""
+    default = pack.BY_NAME["default"]
+    assert (default.steps, default.sized(quick=True).steps, default.from_init) == (4096, 256, True)
+    assert (len(pack.cases()), len(pack.cases(quick=True)), pack.cases(quick=True)[0].steps) == (48, 47, 256)
+    page = pack.BY_NAME["step-base-2^32"].in_page()
+    hi, lo = int.from_bytes(page[44:48], "little"), int.from_bytes(page[28:32], "little")  # STEP_HI:NEXT_STEP
+    assert hi << 32 | lo == (1 << 32) - 300
+    pages = pack.mark_timeouts(pack.BY_NAME["state-timeout-resume"], [bytes(4096)] * 2)
+    assert [int.from_bytes(p[40:44], "little") for p in pages] == [91, 65]  # ROUND: the last timed-out round
+    assert sorted(pack.probe_pages()) == [
+        "subnormal-samples-huge-params",
+        "subnormal-update",
+        "tininess-probes",
+        "tiny-x-huge-params",
+        "tiny-y",
+        "tiny-y-tiny-params",
+    ]
+    assert np.frombuffer(pack.state_pages()["pending-alone-match"], "<u4", 3, 32).tolist() == [0, 1, 1]
+    start = pack.start_pages()
+    assert len(start) == 27 and {"nan-lr", "tininess-probes", "err-pending-round"} <= set(start)
+    doc = pack.case_json(pack.BY_NAME["step-base-2^32"])
+    assert (doc["step_base_hex"], doc["start"], doc["files"]["in"]) == ("00000000:fffffed4", "init", ["in-0.page"])
+    result = pack.run_case(default.sized(quick=True))  # meshnb's answer is the independent reference's
+    assert len(result.out_pages) == 1 and result.trace.shape == (256, 5)
+    assert result.digests[0] == "1ccb2a2d0f0e1a3600bb81932fba995a8bb32dfecc16ffd2f9bb12ecbd43c736"
+    outs, trace = ref.run([ref.init_page()], 256, grouped=False)
+    assert (ref.digest(outs[0]), ref.trace_digest(trace)) == (result.digests[0], result.trace_digest)
+
+
+def test_the_manifest_helpers_on_a_hand_made_pack(tmp_path: Path) -> None:
+    """A pack of one case and one file, by hand: every reader of a manifest, and what each refuses."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "case.json").write_bytes(b'{"steps": 64}')
+    files = {"a/case.json": hashlib.sha256(b'{"steps": 64}').hexdigest()}
+    assert not pack.has_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"pack_version": 2, "cases": ["a"], "files": files}))
+    manifest = pack.load_manifest(tmp_path)
+    assert pack.has_manifest(tmp_path) and manifest["cases"] == pack.case_names(tmp_path) == ["a"]
+    assert pack.load_json(tmp_path / "a" / "case.json", 1000) == {"steps": 64}
+    assert len(pack.read_file(tmp_path / "a" / "case.json")) == 13
+    assert pack.verify_files(tmp_path, manifest, "a/") == 1 and pack.verify_files(tmp_path, manifest, "b/") == 0
+    pack.check_sha(tmp_path, manifest, "a/case.json", b'{"steps": 64}')
+    with pytest.raises(pack.PackError, match=r"^pack/a/case.json: does not match the pack's manifest \(SHA-256"):
+        pack.check_sha(Path("pack"), manifest, "a/case.json", b"{ }")
+    with pytest.raises(pack.PackError, match=r"^x.json: not JSON \(NaN is not a number JSON allows\)$"):
+        pack.parse_json(b"[1, NaN]", Path("x.json"))
+    assert pack.manifest_path("default/out-0.page") == "default/out-0.page"

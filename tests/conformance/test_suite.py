@@ -562,3 +562,88 @@ def test_the_executor_gets_the_bytes_that_were_verified(
     assert (pack / "cluster-1" / "in-0.page").stat().st_size > 4096  # the pack was changed
     assert code == 0, (out, err)
     assert re.fullmatch(r"(\d+) passed, 0 failed, 0 errors of \1 cases", out.splitlines()[-1]), out
+
+
+def test_the_outputs_readers_and_judges(quick_pack: Path, tmp_path: Path) -> None:
+    """What each reader of an executor's outputs refuses, and the verdicts and messages made of them."""
+    from meshnb.conformance.check import load_case
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "out-0.page").write_bytes(bytes(4096))
+    os.link(out / "out-0.page", out / "out-1.page")  # a second name for the same file
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert suite.read_own(fd, "missing.page", 8192) is None
+        with pytest.raises(pack.PackError, match=r"^out-1.page: a hard link \(2 names\); an executor's outputs must"):
+            suite.read_own(fd, "out-1.page", 8192)
+    finally:
+        os.close(fd)
+    two = load_case(quick_pack / "cluster-2")
+    got = tmp_path / "two"
+    got.mkdir()
+    shutil.copyfile(quick_pack / "cluster-2" / "out-0.page", got / "out-0.page")
+    with pytest.raises(pack.PackError, match=r"^no out-1.page written$"):
+        suite.read_outputs(two, got, None)
+    shutil.copyfile(quick_pack / "cluster-2" / "out-1.page", got / "out-1.page")
+    pages, trace = suite.read_outputs(two, got, None)
+    assert len(pages) == 2 and trace is None  # no trace.bin written: the pages alone are checked
+    (got / "trace.bin").write_bytes(b"\x00" * 21)
+    res = suite.check_outputs(two, got)
+    assert (res.verdict, res.message) == (
+        "ERROR",
+        "unusable output: trace.bin: 21 bytes is not a whole number of 20-byte steps",
+    )
+    one = load_case(quick_pack / "cluster-1")
+    assert suite.judge_outputs(one, list(one.expected), one.trace).verdict == "PASS"
+    bad = one.trace.copy()
+    bad[3, 4] ^= 1  # the e^2 sum of step 3
+    assert (suite.judge_outputs(one, list(one.expected), bad).where) == "step 3 (e*e)"
+    page = bytearray(one.expected[0])
+    page[2052] ^= 1  # one bit of the page
+    res = suite.judge_outputs(one, [bytes(page)], None)
+    assert (res.verdict, res.where, res.models) == ("FAIL", "page: 1 words", [])
+    assert res.message == (
+        "system 0: 1 page words differ, first Y[241]: 3ead2308 -> 3ead2309; no fault model reproduces these bits"
+    )
+    doc = suite.check_outputs(one, tmp_path / "nothing").to_json()
+    assert (doc["verdict"], doc["message"], doc["report"]) == ("ERROR", "unusable output: no out-0.page written", None)
+    assert suite.select(quick_pack, "cluster-*") == ["cluster-2", "cluster-3", "cluster-8", "cluster-1"]
+    with pytest.raises(pack.PackError, match=r"^--cases 'gpu-\*': no case of .* matches$"):
+        suite.select(quick_pack, "gpu-*")
+
+
+def test_the_checkers_own_directories(quick_pack: Path, tmp_path: Path) -> None:
+    """An executor's private copy holds the case's inputs only; the checker's directory goes whatever is left."""
+    from meshnb.conformance.check import load_case
+
+    suite.private_case(load_case(quick_pack / "cluster-2").inputs, tmp_path / "cluster-2")
+    assert sorted(os.listdir(tmp_path / "cluster-2")) == ["case.json", "in-0.page", "in-1.page"]
+    work = tmp_path / "work"
+    (work / "locked").mkdir(parents=True)
+    (work / "locked" / "left.page").write_bytes(b"x")
+    os.chmod(work / "locked", 0o500)  # an executor left a directory without write permission
+    suite.remove_tree(work)
+    assert not work.exists()
+
+
+def test_outputs_that_are_the_packs_own_files_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from meshnb.cli.conformance import refuse_outputs_of_the_pack
+    from meshnb.files import OutputError
+
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("pack/default")
+    os.makedirs("results/default")
+    Path("pack/default/out-0.page").write_bytes(bytes(4096))
+    refuse_outputs_of_the_pack("results", "pack")  # the executor's own directory: passes
+    os.symlink(os.path.abspath("pack/default/out-0.page"), "results/default/out-0.page")
+    said = []
+    for outputs in ("pack", "results"):
+        with pytest.raises(OutputError) as e:
+            refuse_outputs_of_the_pack(outputs, "pack")
+        said.append(str(e.value))
+    assert said == [
+        "--outputs pack: the pack pack itself (or inside it): the pack would be judged against its own files",
+        "--outputs results: results/default/out-0.page is a file of the pack pack: an executor's outputs must be"
+        " its own",
+    ]
