@@ -19,7 +19,6 @@ Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import os
@@ -193,7 +192,7 @@ def unverified(opcode: str) -> str:
             together = "".join("." + t for t in dict.fromkeys(floats))
             return f"{base}{together}: mode Z's table has no row with these types together"
         return f".{bad[0]}: mode Z's table allows {base} on {allowed} only"
-    best: tuple[int, str] | None = None
+    whys: list[tuple[int, str]] = []  # the row that misses least says why
     for r in typed:
         missing = [m for m in r.required if m not in mods]
         other = [m for m in mods if m not in r.types and m not in r.required and m not in r.optional]
@@ -204,10 +203,8 @@ def unverified(opcode: str) -> str:
             why = f"{''.join('.' + m for m in other)}: not allowed on {base} by mode Z's table"
         else:
             why = f"no .{missing[0]}: mode Z's table allows {base} rounded to nearest (.{missing[0]}) only"
-        if best is None or len(missing) + len(other) < best[0]:
-            best = (len(missing) + len(other), why)
-    assert best is not None
-    return best[1]
+        whys.append((len(missing) + len(other), why))
+    return min(whys, key=lambda w: w[0])[1]
 
 
 _HEADER = re.compile(
@@ -1023,6 +1020,14 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
     return True
 
 
+def _joined(srcs: list[_Taint]) -> int:
+    """The operands' flags together (an f32 operation done in f64, _X, is a promoted value, _F, too)."""
+    flags = 0
+    for t in srcs:
+        flags |= t.flags
+    return flags | _F if flags & _X else flags
+
+
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
     """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
     the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
@@ -1065,13 +1070,7 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
         k = flow.kinds.get(i, "")
         if k in ("", "one-minus") and once(i, srcs):
             return _Taint(_X, frozenset([i]) if k else frozenset(), frozenset([i]))
-        flags = 0
-        cands = frozenset[int]()
-        for t in srcs:
-            flags |= t.flags
-            cands |= t.cands
-        if flags & _X:
-            flags |= _F
+        flags, cands = _joined(srcs), frozenset[int]().union(*(t.cands for t in srcs))
         if flags & _F:
             if k == "pi":
                 out.join(_Taint(_A, cands | {i}))
@@ -1101,9 +1100,7 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
     for i, k in flow.kinds.items():
         ins = ins_list[i]
         srcs = [final.get(s) or _Taint() for s in ins.srcs]
-        flags = 0
-        for t in srcs:
-            flags |= t.flags
+        flags = _joined(srcs)
         if not flags:
             continue
         if k in ("", "one-minus") and once(i, srcs):
@@ -1112,8 +1109,6 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
             if not k:
                 found.append(i)
                 continue
-        if flags & _X:
-            flags |= _F
         in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
@@ -1420,18 +1415,10 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     >>> [(v.line, v.instruction, v.kind) for v in audit_text(ptx)]  # the add is rounded on its own
     [(7, 'fma.rn.f32', 'contraction')]
     """
-    with _collector_paused():
-        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off, as :mod:`timeit` does: a large module's millions of
-    objects have no cycle, and its passes cost a third of the audit's time."""
-    was = gc.isenabled()
-    gc.disable()
+    was = gc.isenabled()  # the cyclic collector off, as timeit does: a large module's millions of objects
+    gc.disable()  # have no cycle, and its passes would cost a third of the audit's time
     try:
-        yield
+        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
     finally:
         if was:
             gc.enable()

@@ -124,19 +124,7 @@ def find_tools() -> dict[str, str]:
 
 
 def arch_of(text: str) -> str:
-    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.sass import arch_of
-    >>> arch_of(".version 8.5\\n.target sm_90a\\n.address_size 64\\n")
-    'sm_90a'
-    >>> try:
-    ...     arch_of(".version 8.5\\n")
-    ... except ValueError as e:
-    ...     print(e)
-    no .target sm_XX in the PTX: ptxas needs an architecture
-    """
+    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none."""
     m = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
     if m is None:
         raise ValueError("no .target sm_XX in the PTX: ptxas needs an architecture")
