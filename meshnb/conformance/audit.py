@@ -1171,10 +1171,9 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
         parts = ins.opcode.split(".")
         if parts[0] not in _WRITES or "param" in parts:
             continue
-        values = ins.srcs if parts[0] == "st" else ins.srcs[1:] if parts[0] == "atom" else ins.srcs
+        values, places = (ins.srcs[1:], ins.srcs[:1]) if parts[0] == "atom" else (ins.srcs, ins.dests)
         if not any((taint.get(s) or _Taint()).flags for s in values):
             continue
-        places = ins.dests if parts[0] == "st" else ins.srcs[:1] if parts[0] == "atom" else ins.dests
         unknown = [p for p in places if not p.startswith("mem:")]
         leaving = [p for p in places if p in module.escaped]
         exact = all((taint.get(s) or _Taint()).flags in (0, _F | _P) for s in values)
@@ -1442,21 +1441,14 @@ def read_ptx(path: str | Path) -> str:
             raise PtxError(f"cannot read {name}: {what}, not a PTX file (give a regular file)")
         if st.st_size > MAX_BYTES:
             raise PtxError(f"{name}: {st.st_size} bytes, over the audit's limit of {MAX_BYTES >> 20} MiB")
-        chunks = []
-        size = 0
-        while True:  # the size may change under us: read to the end, bounded
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            size += len(b)
-            if size > MAX_BYTES:
-                raise PtxError(f"{name}: over the audit's limit of {MAX_BYTES >> 20} MiB")
-            chunks.append(b)
+        with os.fdopen(fd, "rb", closefd=False) as f:  # the size may change under us: read to the end, bounded
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise PtxError(f"cannot read {name}: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    if len(data) > MAX_BYTES:
+        raise PtxError(f"{name}: over the audit's limit of {MAX_BYTES >> 20} MiB")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

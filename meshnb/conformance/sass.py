@@ -104,16 +104,11 @@ def find_tools() -> dict[str, str]:
     """``{"ptxas": path, "nvdisasm": path}``; :class:`SassUnavailable` naming what is missing."""
     found: dict[str, str] = {}
     dirs = [d for p in sys.path if p for d in sorted(glob.glob(os.path.join(p, "nvidia", "cu*", "bin")), reverse=True)]
-    for tool in TOOLS:
-        for d in dirs:
-            path = os.path.join(d, tool)
-            if os.access(path, os.X_OK):
-                found[tool] = path
-                break
-        else:
-            which = shutil.which(tool)
-            if which:
-                found[tool] = which
+    for tool in TOOLS:  # the wheels' first (the newest toolkit), then PATH
+        paths = (os.path.join(d, tool) for d in dirs)
+        path = next((p for p in paths if os.access(p, os.X_OK)), None) or shutil.which(tool)
+        if path:
+            found[tool] = path
     missing = [t for t in TOOLS if t not in found]
     if missing:
         raise SassUnavailable(
