@@ -694,8 +694,7 @@ def _follow_memory(module: Module) -> None:
         if parts[0] == "st":
             ins.dests = places(ins.dests)
         else:
-            address = [ins.srcs[0]] if ins.srcs else []
-            ins.srcs = places(address) + ins.srcs[1:]
+            ins.srcs = places(ins.srcs[:1]) + ins.srcs[1:]
 
 
 _FILE = re.compile(r'\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
@@ -707,8 +706,6 @@ def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], fi
     file:line`` for a ``.loc`` of inlined code); line 0 (no source line) leaves it empty."""
     for n, (at, rest) in enumerate(locs):
         end = locs[n + 1][0] if n + 1 < len(locs) else len(instructions)
-        if at >= end:
-            continue
         m = _LOC.match(rest)
         if m is None or m.group(2) == "0":
             continue
@@ -1317,8 +1314,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                 if not through_memory:  # once (the first such add named): linear in the module
                     through_memory = True
                     for m in stored:
-                        paired.setdefault(m, "")
-                        paired[m] = paired[m] or (
+                        paired[m] = paired.get(m) or (
                             f"its product is stored, and may come back through the load on line "
                             f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
                             f"{parts[0]} on line {ins.line}: ptxas may fuse them"
@@ -1339,10 +1335,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     paired.setdefault(other, paired[m])
     for i, ins in enumerate(ins_list):
         if "unrounded" in _info(ins.opcode).classes:
-            if i in paired:
-                out[i] = (set(), paired[i])
-            else:
-                out[i] = ({"unrounded"}, "")
+            out[i] = (set(), paired[i]) if i in paired else ({"unrounded"}, "")
     return out
 
 
