@@ -27,13 +27,7 @@ import time
 from typing import Any
 
 from ..options import arg_type, parse_count
-from .base import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
-
-
-def _error(text: str) -> int:
-    error(text)
-    return EXIT_USAGE
-
+from .base import EXIT_FAILED, EXIT_OK, error
 
 # -- ptx audit ---------------------------------------------------------------------------------
 
@@ -42,7 +36,7 @@ def _audit(args: argparse.Namespace) -> int:
     from ..conformance import audit
 
     if not args.files and not args.meshnb:
-        return _error("ptx audit: give PTX files, or --meshnb")
+        return error("ptx audit: give PTX files, or --meshnb")
     found: list[tuple[str, audit.Violation]] = []
     sources: list[tuple[str, str]] = []  # (name, text) of every module, for --sass
     allow = args.allow_f64 or []
@@ -71,7 +65,7 @@ def _audit(args: argparse.Namespace) -> int:
             for label, text in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
                 sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), allow)]
     except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda, no ptxas
-        return _error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
+        return error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
     modules = len(sources)
     if args.json:
         doc: dict[str, Any] = {"violations": [{"file": f, **v.to_json()} for f, v in found]}
@@ -100,13 +94,13 @@ def _gpu_check(args: argparse.Namespace) -> int:
 
     for flag, value in (("--systems", args.systems), ("--steps", args.steps), ("--sample", args.sample)):
         if value < 1:  # refused before the device and the pack (--steps 0 divided by zero after them)
-            return _error(f"gpu-check: {flag} must be at least 1, got {value}")
+            return error(f"gpu-check: {flag} must be at least 1, got {value}")
     try:
         if host.simulated():
-            return _error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")
+            return error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")
         device = host.device_name()
     except RuntimeError as e:
-        return _error(str(e))
+        return error(str(e))
     began = time.perf_counter()
     print(f"device: {device}", flush=True)
     cases = gpu.pack_check()

@@ -19,7 +19,6 @@ Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import os
@@ -193,7 +192,7 @@ def unverified(opcode: str) -> str:
             together = "".join("." + t for t in dict.fromkeys(floats))
             return f"{base}{together}: mode Z's table has no row with these types together"
         return f".{bad[0]}: mode Z's table allows {base} on {allowed} only"
-    best: tuple[int, str] | None = None
+    whys: list[tuple[int, str]] = []  # the row that misses least says why
     for r in typed:
         missing = [m for m in r.required if m not in mods]
         other = [m for m in mods if m not in r.types and m not in r.required and m not in r.optional]
@@ -204,10 +203,8 @@ def unverified(opcode: str) -> str:
             why = f"{''.join('.' + m for m in other)}: not allowed on {base} by mode Z's table"
         else:
             why = f"no .{missing[0]}: mode Z's table allows {base} rounded to nearest (.{missing[0]}) only"
-        if best is None or len(missing) + len(other) < best[0]:
-            best = (len(missing) + len(other), why)
-    assert best is not None
-    return best[1]
+        whys.append((len(missing) + len(other), why))
+    return min(whys, key=lambda w: w[0])[1]
 
 
 _HEADER = re.compile(
@@ -341,8 +338,6 @@ class Module:
     instructions: list[Instruction]
     params: dict[str, list[str]]  # function -> its resolved parameter names (return values first)
     returns: dict[str, list[str]]
-    target: str = ""
-    version: str = ""
     symbols: set[str] = field(default_factory=set)  # .local, .shared and .global variables, as written
     escaped: set[str] = field(default_factory=set)  # "mem:" places whose address leaves its function
 
@@ -520,29 +515,27 @@ class _Scopes:
     """Register and .param names declared per ``{ }`` block: a block's own shadow the outer ones."""
 
     def __init__(self) -> None:
-        self.stack: list[tuple[int, set[str], list[tuple[str, int]]]] = []
-        self.floats: list[set[str | tuple[str, int]]] = []  # per block: the float-typed declarations
+        # per block: its number, its names, its ranges (%f<4>) and those of a float type
+        self.stack: list[tuple[int, set[str], list[tuple[str, int]], set[str | tuple[str, int]]]] = []
         self.counter = 0
         self.function = ""
         self.cache: dict[str, str] = {}  # names resolved in the current scopes
 
     def push(self) -> None:
         self.counter += 1
-        self.stack.append((self.counter, set(), []))
-        self.floats.append(set())
+        self.stack.append((self.counter, set(), [], set()))
         self.cache.clear()
 
     def pop(self) -> None:
         if self.stack:
             self.stack.pop()
-            self.floats.pop()
         self.cache.clear()
 
     def declare(self, decl: str, is_float: bool = False) -> None:
         self.cache.clear()
         if not self.stack:
             return
-        _, exact, ranges = self.stack[-1]
+        _, exact, ranges, floats = self.stack[-1]
         for piece in decl.split(","):
             m = _REG_DECL.search(piece.strip())
             if m is None:
@@ -550,11 +543,11 @@ class _Scopes:
             key = m.group(1) if m.group(2) is None else (m.group(1), int(m.group(2)))
             exact.add(key) if isinstance(key, str) else ranges.append(key)
             if is_float:
-                self.floats[-1].add(key)
+                floats.add(key)
 
     def is_float(self, name: str) -> bool:
         """Whether the innermost declaration of register ``name`` has a float type (``.f32``, ...)."""
-        for (_, exact, ranges), floats in zip(reversed(self.stack), reversed(self.floats)):
+        for _, exact, ranges, floats in reversed(self.stack):
             key = _declared(name, exact, ranges)
             if key is not None:
                 return key in floats
@@ -569,7 +562,7 @@ class _Scopes:
     def _resolve(self, name: str) -> str:
         if name[:1].isdigit():  # a constant: 0d3FF0000000000000, 0f3F800000, 42
             return name
-        for sid, exact, ranges in reversed(self.stack[1:]):  # the function's own block: level 0
+        for sid, exact, ranges, _ in reversed(self.stack[1:]):  # the function's own block: level 0
             if _declared(name, exact, ranges) is not None:
                 return f"{self.function}:{sid}:{name}"
         return f"{self.function}:0:{name}"
@@ -580,14 +573,6 @@ def _param_names(decl: str | None) -> list[str]:
 
 
 _DECL_PREFIX = re.compile(r"(?:\s*\.\w+(?:\s+\d+)?)*\s*")
-
-
-def _sources(operands: list[str], scopes: _Scopes) -> list[str]:
-    out: list[str] = []
-    for o in operands:
-        names = _names(o)
-        out += [scopes.resolve(n) for n in names] if names else [o.strip().lstrip("-")]
-    return out
 
 
 def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) -> Instruction:
@@ -626,14 +611,8 @@ def _flowing(line: int, scopes: _Scopes, opcode: str, tail: str, info: _OpInfo) 
         ins.callee = callee
     elif ins.operands:  # st.param.f64 [p+0], %fd1 too: the address names where the value goes
         ins.dests = [scopes.resolve(n) for n in _names(ins.operands[0])]
-        ins.srcs = _sources(ins.operands[1:], scopes)
-    return ins
-
-
-def _registers(ins: Instruction, scopes: _Scopes) -> Instruction:
-    """An instruction of an opcode the table does not know (no float type): the first of its
-    registers declared of a float type, if any, in ``floats``."""
-    ins.floats = next((n for o in ins.operands for n in _names(o) if scopes.is_float(n)), "")
+        each = ([scopes.resolve(n) for n in _names(o)] or [o.strip().lstrip("-")] for o in ins.operands[1:])
+        ins.srcs = list(chain.from_iterable(each))  # a constant as written
     return ins
 
 
@@ -715,8 +694,7 @@ def _follow_memory(module: Module) -> None:
         if parts[0] == "st":
             ins.dests = places(ins.dests)
         else:
-            address = [ins.srcs[0]] if ins.srcs else []
-            ins.srcs = places(address) + ins.srcs[1:]
+            ins.srcs = places(ins.srcs[:1]) + ins.srcs[1:]
 
 
 _FILE = re.compile(r'\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
@@ -728,8 +706,6 @@ def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], fi
     file:line`` for a ``.loc`` of inlined code); line 0 (no source line) leaves it empty."""
     for n, (at, rest) in enumerate(locs):
         end = locs[n + 1][0] if n + 1 < len(locs) else len(instructions)
-        if at >= end:
-            continue
         m = _LOC.match(rest)
         if m is None or m.group(2) == "0":
             continue
@@ -751,7 +727,6 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     params: dict[str, list[str]] = {}
     returns: dict[str, list[str]] = {}
     scopes = _Scopes()
-    version = target = ""
     directives = False
     lines: list[_Lines] = []
     infos: dict[str, _OpInfo] = {}
@@ -761,12 +736,18 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     locs: list[tuple[int, str]] = []  # (index of the next instruction, a .loc's operands)
     files: dict[str, str] = {}
 
+    def signature(header: re.Match[str], put: Callable[[dict[str, list[str]], str, list[str]], object]) -> None:
+        for into, group in ((returns, 2), (params, 4)):  # a function's return values and parameters, resolved
+            put(into, scopes.function, [scopes.resolve(n) for n in _param_names(header.group(group))])
+
     def read(line: int, opcode: str, tail: str) -> None:
         info = infos.get(opcode)
         if info is None:
             info = infos[opcode] = _info(opcode)
-        if info.regs:
-            append(_registers(_flowing(line, scopes, opcode, tail, info), scopes))
+        if info.regs:  # an opcode the table does not know: the first register declared of a float type
+            ins = _flowing(line, scopes, opcode, tail, info)
+            ins.floats = next((n for o in ins.operands for n in _names(o) if scopes.is_float(n)), "")
+            append(ins)
         elif info.judged or (info.flows and values) or (addresses and _addressing(opcode)):
             append(_flowing(line, scopes, opcode, tail, info))
         elif every or info.classes:  # f32 arithmetic, integers, control: no promoted value passes
@@ -782,8 +763,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
             if header:
                 directives = True
                 scopes.function = header.group(3)
-                returns[scopes.function] = [scopes.resolve(n) for n in _param_names(header.group(2))]
-                params[scopes.function] = [scopes.resolve(n) for n in _param_names(header.group(4))]
+                signature(header, dict.__setitem__)
             continue
         if kind == "}":
             scopes.pop()
@@ -803,10 +783,8 @@ def _parse(text: str, every: bool, values: bool) -> Module:
         if s.startswith("."):
             word = s.split(None, 1)
             rest = word[1] if len(word) > 1 else ""
-            if word[0] == ".version":
-                version, directives = rest.strip(), True
-            elif word[0] == ".target":
-                target, directives = rest.split(",")[0].strip(), True
+            if word[0] in (".version", ".target"):
+                directives = True
             elif word[0] == ".loc":
                 locs.append((len(instructions), rest))
             elif word[0] == ".file":
@@ -825,11 +803,9 @@ def _parse(text: str, every: bool, values: bool) -> Module:
                 directives = True
                 header = _HEADER.match(s)
                 if header:
-                    f = header.group(3)
-                    saved, scopes.function = scopes.function, f
+                    saved, scopes.function = scopes.function, header.group(3)
                     scopes.push()
-                    returns.setdefault(f, [scopes.resolve(n) for n in _param_names(header.group(2))])
-                    params.setdefault(f, [scopes.resolve(n) for n in _param_names(header.group(4))])
+                    signature(header, dict.setdefault)
                     scopes.pop()
                     scopes.function = saved
             continue
@@ -843,7 +819,7 @@ def _parse(text: str, every: bool, values: bool) -> Module:
     if not directives:
         raise PtxError("not PTX: no .version, .target, .entry or .func directive")
     _sources_of(instructions, locs, files)
-    module = Module(instructions, params, returns, target, version, symbols)
+    module = Module(instructions, params, returns, symbols)
     _follow_memory(module)
     return module
 
@@ -1041,6 +1017,14 @@ def _sine_code(ins: Instruction, srcs: list[_Taint], sine: set[str]) -> bool | N
     return True
 
 
+def _joined(srcs: list[_Taint]) -> int:
+    """The operands' flags together (an f32 operation done in f64, _X, is a promoted value, _F, too)."""
+    flags = 0
+    for t in srcs:
+        flags |= t.flags
+    return flags | _F if flags & _X else flags
+
+
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
     """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
     the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
@@ -1083,13 +1067,7 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
         k = flow.kinds.get(i, "")
         if k in ("", "one-minus") and once(i, srcs):
             return _Taint(_X, frozenset([i]) if k else frozenset(), frozenset([i]))
-        flags = 0
-        cands = frozenset[int]()
-        for t in srcs:
-            flags |= t.flags
-            cands |= t.cands
-        if flags & _X:
-            flags |= _F
+        flags, cands = _joined(srcs), frozenset[int]().union(*(t.cands for t in srcs))
         if flags & _F:
             if k == "pi":
                 out.join(_Taint(_A, cands | {i}))
@@ -1119,9 +1097,7 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
     for i, k in flow.kinds.items():
         ins = ins_list[i]
         srcs = [final.get(s) or _Taint() for s in ins.srcs]
-        flags = 0
-        for t in srcs:
-            flags |= t.flags
+        flags = _joined(srcs)
         if not flags:
             continue
         if k in ("", "one-minus") and once(i, srcs):
@@ -1130,8 +1106,6 @@ def _promoted(module: Module) -> list[tuple[int, str, str]]:
             if not k:
                 found.append(i)
                 continue
-        if flags & _X:
-            flags |= _F
         in_sine = _sine_code(ins, srcs, sine) if sine else None
         if k == "two-over-pi" and flags & _A:
             for t in srcs:
@@ -1194,10 +1168,9 @@ def _unfollowed(module: Module, taint: dict[str, _Taint]) -> list[tuple[int, str
         parts = ins.opcode.split(".")
         if parts[0] not in _WRITES or "param" in parts:
             continue
-        values = ins.srcs if parts[0] == "st" else ins.srcs[1:] if parts[0] == "atom" else ins.srcs
+        values, places = (ins.srcs[1:], ins.srcs[:1]) if parts[0] == "atom" else (ins.srcs, ins.dests)
         if not any((taint.get(s) or _Taint()).flags for s in values):
             continue
-        places = ins.dests if parts[0] == "st" else ins.srcs[:1] if parts[0] == "atom" else ins.dests
         unknown = [p for p in places if not p.startswith("mem:")]
         leaving = [p for p in places if p in module.escaped]
         exact = all((taint.get(s) or _Taint()).flags in (0, _F | _P) for s in values)
@@ -1245,13 +1218,7 @@ def _normal_f32(constant: str) -> bool:
 _ONE_F32 = ("0f3F800000", "0fBF800000")
 _ZERO_F32 = ("0f00000000", "0f80000000")
 # f32 values widened from narrow formats: their significant bits (a half: 11; integers: their width)
-_NARROW = {
-    "cvt.f32.f16": 11,
-    "cvt.rn.f32.u8": 8,
-    "cvt.rn.f32.s8": 8,
-    "cvt.rn.f32.u16": 16,
-    "cvt.rn.f32.s16": 16,
-}  # fma(+-1, a, b) = RN(+-a + b)
+_NARROW = {"cvt.f32.f16": 11} | {f"cvt.rn.f32.{t}": int(t[1:]) for t in _EXACT_INTS}
 _NEG_ZERO_F32 = "0f80000000"  # fma(a, b, -0) = RN(a b), a zero product's sign included
 
 
@@ -1260,11 +1227,8 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     fma by exactly +-1.0, or of addend -0.0, or of an exact product is no contraction; an unrounded
     add/sub/mul is ``unrounded`` only with a partner ptxas could fuse it with."""
     ins_list = module.instructions
-    defs: Counter[str] = Counter()
+    defs = Counter(chain.from_iterable(ins.dests for ins in ins_list))
     consts: dict[str, str] = {}
-    for ins in ins_list:
-        for d in ins.dests:
-            defs[d] += 1
     for ins in ins_list:
         if ins.opcode == "mov.f32" and ins.dests and len(ins.srcs) == 1 and ins.srcs[0].startswith("0f"):
             consts[ins.dests[0]] = ins.srcs[0].upper().replace("0F", "0f", 1)
@@ -1320,14 +1284,14 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             else:
                 continue
             out[i] = ({"contraction"}, rule)
-    for i, ins in enumerate(ins_list):  # a compare with .ftz that a flush cannot change
-        parts = ins.opcode.split(".")
-        if parts[0] != "setp" or "ftz" not in parts:
-            continue
-        if "nan" in parts or "num" in parts:
-            out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
-        elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
-            out[i] = ({"flush"}, "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero")
+        elif parts[0] == "setp" and "ftz" in parts:  # a compare with .ftz that a flush cannot change
+            if "nan" in parts or "num" in parts:
+                out[i] = ({"flush"}, "setp.nan/num: a flushed subnormal is as much a number as before")
+            elif any(_normal_f32(value(x)) for x in ins.srcs[:2]):
+                out[i] = (
+                    {"flush"},
+                    "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero",
+                )
     _through(products, copies)  # the product's registers through moves and negations
     # a product stored to memory may come back through any load (the places of f32 values are not
     # told apart): each unrounded add of a loaded value is its partner
@@ -1350,8 +1314,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                 if not through_memory:  # once (the first such add named): linear in the module
                     through_memory = True
                     for m in stored:
-                        paired.setdefault(m, "")
-                        paired[m] = paired[m] or (
+                        paired[m] = paired.get(m) or (
                             f"its product is stored, and may come back through the load on line "
                             f"{ins_list[next(loaded[s] for s in ins.srcs if s in loaded)].line} into the unrounded "
                             f"{parts[0]} on line {ins.line}: ptxas may fuse them"
@@ -1372,10 +1335,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     paired.setdefault(other, paired[m])
     for i, ins in enumerate(ins_list):
         if "unrounded" in _info(ins.opcode).classes:
-            if i in paired:
-                out[i] = (set(), paired[i])
-            else:
-                out[i] = ({"unrounded"}, "")
+            out[i] = (set(), paired[i]) if i in paired else ({"unrounded"}, "")
     return out
 
 
@@ -1395,7 +1355,6 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     allowed = set(allow_f64)
     found: list[Violation] = []
     judged = _f32_judged(module)
-    last, ordered = 0, True  # one instruction with findings a line, lines rising: found is in order
     for n, ins in enumerate(module.instructions):
         info = _info(ins.opcode)
         kinds = info.classes
@@ -1403,32 +1362,17 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
         if n in judged:
             dropped, rule = judged[n]
             kinds = tuple(k for k in kinds if k not in dropped)
-        if kinds or ins.floats:
-            if ins.line <= last:
-                ordered = False
-            last = ins.line
-            if ins.floats:
-                why = f"{info.base} on float register {ins.floats.rsplit(':', 1)[-1]}: no such entry in mode Z's table"
-                found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why, ins.source))
-                continue
-            found += [  # in CLASSES order
-                Violation(
-                    ins.line,
-                    ins.function,
-                    ins.opcode,
-                    k,
-                    info.why if k == "unverified" else rule or RULES[k],
-                    ins.source,
-                )
-                for k in kinds
-            ]
+        if ins.floats:
+            why = f"{info.base} on float register {ins.floats.rsplit(':', 1)[-1]}: no such entry in mode Z's table"
+            found.append(Violation(ins.line, ins.function, ins.opcode, "unverified", why, ins.source))
+            continue
+        for k in kinds:  # in CLASSES order
+            why = info.why if k == "unverified" else rule or RULES[k]
+            found.append(Violation(ins.line, ins.function, ins.opcode, k, why, ins.source))
     for i, kind, why in _promoted(module):
         ins = module.instructions[i]
         if ins.function not in allowed or kind != "double-rounding":
             found.append(Violation(ins.line, ins.function, ins.opcode, kind, why or RULES[kind], ins.source))
-            ordered = False
-    if ordered:
-        return found  # what the sort below would give
     rank = {c: n for n, c in enumerate(CLASSES)}
     return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
@@ -1463,18 +1407,10 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     >>> [(v.line, v.instruction, v.kind) for v in audit_text(ptx)]  # the add is rounded on its own
     [(7, 'fma.rn.f32', 'contraction')]
     """
-    with _collector_paused():
-        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off, as :mod:`timeit` does: a large module's millions of
-    objects have no cycle, and its passes cost a third of the audit's time."""
-    was = gc.isenabled()
-    gc.disable()
+    was = gc.isenabled()  # the cyclic collector off, as timeit does: a large module's millions of objects
+    gc.disable()  # have no cycle, and its passes would cost a third of the audit's time
     try:
-        yield
+        return audit_module(_parse(text, every=False, values=".f64.f32" in text), allow_f64)
     finally:
         if was:
             gc.enable()
@@ -1498,21 +1434,14 @@ def read_ptx(path: str | Path) -> str:
             raise PtxError(f"cannot read {name}: {what}, not a PTX file (give a regular file)")
         if st.st_size > MAX_BYTES:
             raise PtxError(f"{name}: {st.st_size} bytes, over the audit's limit of {MAX_BYTES >> 20} MiB")
-        chunks = []
-        size = 0
-        while True:  # the size may change under us: read to the end, bounded
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            size += len(b)
-            if size > MAX_BYTES:
-                raise PtxError(f"{name}: over the audit's limit of {MAX_BYTES >> 20} MiB")
-            chunks.append(b)
+        with os.fdopen(fd, "rb", closefd=False) as f:  # the size may change under us: read to the end, bounded
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise PtxError(f"cannot read {name}: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    if len(data) > MAX_BYTES:
+        raise PtxError(f"{name}: over the audit's limit of {MAX_BYTES >> 20} MiB")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -104,16 +104,11 @@ def find_tools() -> dict[str, str]:
     """``{"ptxas": path, "nvdisasm": path}``; :class:`SassUnavailable` naming what is missing."""
     found: dict[str, str] = {}
     dirs = [d for p in sys.path if p for d in sorted(glob.glob(os.path.join(p, "nvidia", "cu*", "bin")), reverse=True)]
-    for tool in TOOLS:
-        for d in dirs:
-            path = os.path.join(d, tool)
-            if os.access(path, os.X_OK):
-                found[tool] = path
-                break
-        else:
-            which = shutil.which(tool)
-            if which:
-                found[tool] = which
+    for tool in TOOLS:  # the wheels' first (the newest toolkit), then PATH
+        paths = (os.path.join(d, tool) for d in dirs)
+        path = next((p for p in paths if os.access(p, os.X_OK)), None) or shutil.which(tool)
+        if path:
+            found[tool] = path
     missing = [t for t in TOOLS if t not in found]
     if missing:
         raise SassUnavailable(
@@ -124,19 +119,7 @@ def find_tools() -> dict[str, str]:
 
 
 def arch_of(text: str) -> str:
-    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.sass import arch_of
-    >>> arch_of(".version 8.5\\n.target sm_90a\\n.address_size 64\\n")
-    'sm_90a'
-    >>> try:
-    ...     arch_of(".version 8.5\\n")
-    ... except ValueError as e:
-    ...     print(e)
-    no .target sm_XX in the PTX: ptxas needs an architecture
-    """
+    """The PTX's own ``.target`` (``sm_80``, ``sm_90a`` ...); ValueError if it names none."""
     m = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
     if m is None:
         raise ValueError("no .target sm_XX in the PTX: ptxas needs an architecture")

@@ -11,28 +11,14 @@ MANT = np.uint32(0x007FFFFF)
 
 
 def is_nan_word(words: np.ndarray) -> np.ndarray:
-    """Where ``words`` (uint32) are f32 NaNs.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.cuda.compare import is_nan_word
-    >>> is_nan_word(np.array([0x7FFFFFFF, 0xFFC00000, 0x7F800000, 0x3F800000], np.uint32)).tolist()
-    [True, True, False, False]
-    """
+    """Where ``words`` (uint32) are f32 NaNs."""
     w = np.asarray(words, dtype=np.uint32)
     return ((w & EXP) == EXP) & ((w & MANT) != 0)
 
 
 def words_equal(cpu: np.ndarray, device: np.ndarray, z: bool = True) -> bool:
-    """Whether the device's words are the CPU's (different shapes are not).
-
-    >>> import numpy as np
-    >>> from meshnb.cuda.compare import words_equal
-    >>> cpu, device = np.array([1, 0x7FC12345], np.uint32), np.array([1, 0x7FFFFFFF], np.uint32)
-    >>> words_equal(cpu, device, z=False), words_equal(cpu, device, z=True)
-    (True, False)
-    """
+    """Whether the device's words are the CPU's (different shapes are not; ``z=False``: a NaN word
+    equals any NaN word)."""
     a, b = np.asarray(cpu, dtype=np.uint32), np.asarray(device, dtype=np.uint32)
     if a.shape != b.shape:
         return False

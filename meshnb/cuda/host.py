@@ -105,15 +105,7 @@ def run_systems(
     ``set_lr``) on the device, one warp per system, ``per_block`` (4; 1 in the simulator) a block,
     ``chunk`` steps a launch (default: all, or a trace under 256 MiB a launch); system k ends
     bit-equal to ``meshnb.train`` of it.  ``on_chunk`` and ``should_stop`` are
-    :func:`meshnb.driver.drive`'s ``after`` and ``should_stop``.
-
-    >>> from meshnb.cuda.host import run_systems
-    >>> from meshnb.runspec import describe
-    >>> run_systems(describe(64, group=2))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    meshnb.runspec.OptionError: run_systems runs systems alone (a run of group 0), not clusters of 2: ...
-    """
+    :func:`meshnb.driver.drive`'s ``after`` and ``should_stop``."""
     if not isinstance(run, runspec.Run):
         raise TypeError(f"run must be a meshnb.runspec.Run (describe's), got {type(run).__name__}")
     if run.is_cluster:

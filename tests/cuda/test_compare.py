@@ -57,3 +57,8 @@ def test_ieee_mode_a_nan_word_equals_any_nan_word():
 )
 def test_words_equal_cases(cpu, device, z, equal):
     assert words_equal(np.array(cpu, dtype=np.uint32), np.array(device, dtype=np.uint32), z) is equal
+
+
+def test_is_nan_word():
+    words = np.array([0x7FFFFFFF, 0xFFC00000, 0x7F800000, 0x3F800000, 0xFF800001], np.uint32)
+    assert is_nan_word(words).tolist() == [True, True, False, False, True]

@@ -157,7 +157,10 @@ def test_run_cluster_matches_the_fused_loop(host):
         (lambda h, p: h.run_systems(describe(1, view_in=p), per_block=33), "per_block must be"),
         (lambda h, p: h.run_systems(describe(1, view_in=p), 1), "lo must be an integer from 0 to 0, got 1"),
         (lambda h, p: h.run_systems(describe(1, lrs=[0.5, 0.25]), 1, 1), "hi must be an integer from 2 to 2, got 1"),
-        (lambda h, p: h.run_systems(describe(1, group=2)), "run_systems runs systems alone"),
+        (
+            lambda h, p: h.run_systems(describe(1, group=2)),
+            r"run_systems runs systems alone \(a run of group 0\), not clusters of 2: ",
+        ),
         (lambda h, p: h.run_systems(describe(9, set_lr={4: 0.5})), "no set_lr during the run"),
         (lambda h, p: h.run_cluster(np.repeat(p, 33, axis=0), 1, np.empty((0, 5), np.uint32)), "1 to 32 systems"),
     ],

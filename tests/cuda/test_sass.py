@@ -128,3 +128,9 @@ def test_a_tool_that_runs_too_long_is_one_line(monkeypatch):
     monkeypatch.setattr(sass.subprocess, "run", too_long)
     with pytest.raises(RuntimeError, match=r"^ptxas ran over 600 s on this PTX$"):
         sass.audit_sass((HERE / "ptx" / "fuse.ptx").read_text())
+
+
+def test_arch_of_reads_the_target():
+    assert sass.arch_of(".version 8.5\n.target sm_90a\n.address_size 64\n") == "sm_90a"
+    with pytest.raises(ValueError, match=r"^no \.target sm_XX in the PTX: ptxas needs an architecture$"):
+        sass.arch_of(".version 8.5\n")
