@@ -671,3 +671,50 @@ def test_a_check_whose_executor_removes_its_directory_still_reports_every_case(t
     cases = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
     assert len(cases) == 4 and done.stdout.splitlines()[-1] == "0 passed, 0 failed, 4 errors of 4 cases"
     assert "is gone (an executor removed it?)" in done.stdout
+
+
+# --- a fresh user's arguments: empty paths, files of the wrong size -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["train", "--steps", "8", "--view-out", ""], "--view-out ''"),  # ran, wrote the page nowhere, exit 0
+        (["sweep", "--steps", "8", "--lr", "0.5", "--view-in", ""], "--view-in ''"),  # read the directory '.'
+    ],
+)
+def test_an_empty_path_is_refused_naming_the_flag(tmp_path, capsys, monkeypatch, argv, named):
+    """An empty path is no file: refused in one line naming the flag as written, before any run, and
+    nothing is read from or written to the working directory in its place."""
+    from meshnb.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()  # '' read as '.' found this directory among the pages
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err and not out, (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "size", "said"),
+    [("--page", 100, "a page is 4096 bytes, this has 100"), ("--trace", 20, "1 steps, the run has 64")],
+)
+def test_check_names_the_flag_of_a_file_of_the_wrong_size(tmp_path, capsys, flag, size, said):
+    """A page or trace of the wrong size was named by the library's parameter (``got_page``,
+    ``got_trace``); on the command line the error names the flag and the file as written."""
+    import meshnb
+    from meshnb.cli import main
+
+    start, page, bad = tmp_path / "in.page", tmp_path / "out.page", tmp_path / "bad.bin"
+    start.write_bytes(meshnb.train(0).page)
+    page.write_bytes(bytes(4096))
+    bad.write_bytes(bytes(size))
+    argv = ["check", "--view-in", str(start), "--steps", "64", "--page", str(page)]
+    argv += [flag, str(bad)] if flag == "--trace" else []
+    if flag == "--page":
+        argv[-1] = str(bad)
+    code = main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{flag} {bad}: {said}" in err and "got_" not in err, err

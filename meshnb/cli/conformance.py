@@ -340,8 +340,10 @@ def _check(args: argparse.Namespace) -> int:
                 set_lr=args.set_lr or (),  # (step, numpy.uint32 word) pairs, in the order given
                 step_base=args.step_base,
             )
-        got = read_file(Path(args.page), follow=True)
+        got = check.page_bytes(read_file(Path(args.page), follow=True), f"--page {args.page}")
         trace = check.load_trace(args.trace) if args.trace else None
+        if trace is not None and trace.shape != setup.trace.shape:
+            return _error(f"--trace {args.trace}: {len(trace)} steps, the run has {len(setup.trace)}")
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
         report = check.check(
             setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)
