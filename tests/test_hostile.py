@@ -718,3 +718,23 @@ def test_check_names_the_flag_of_a_file_of_the_wrong_size(tmp_path, capsys, flag
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1, err
     assert f"{flag} {bad}: {said}" in err and "got_" not in err, err
+
+
+def test_every_help_is_plain_text():
+    """``meshnb sweep -h`` began with the module's reST (```` ``meshnb sweep`` ````); a newcomer reads
+    every command's and subcommand's help as plain text: no reST literals or roles."""
+    import argparse
+
+    from meshnb.cli import build_parser
+
+    def helps(p: argparse.ArgumentParser):
+        yield p.prog, p.format_help()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    yield from helps(sub)
+
+    seen = dict(helps(build_parser()))
+    assert len(seen) >= 10, sorted(seen)
+    bad = {prog: text for prog, text in seen.items() if "``" in text or ":class:" in text or ":func:" in text}
+    assert not bad, bad

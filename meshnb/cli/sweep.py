@@ -59,7 +59,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "sweep",
         help="run many independent systems (LRs x pages) and tabulate them",
-        description=__doc__.splitlines()[0],
+        description="Many independent systems (learning rates x pages), one table.",
     )
     add_arguments(p)
     p.set_defaults(handler=handle)
