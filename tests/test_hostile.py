@@ -738,3 +738,31 @@ def test_every_help_is_plain_text():
     assert len(seen) >= 10, sorted(seen)
     bad = {prog: text for prog, text in seen.items() if "``" in text or ":class:" in text or ":func:" in text}
     assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["pack", ""], "DIR ''"),  # said ': not a directory name'
+        (["pack", "", "--verify"], "DIR ''"),  # verified the working directory's manifest.json
+        (["check", "CASE", "--page", ""], "--page ''"),  # '.: a directory'
+        (["check", "CASE", "--page", "PAGE", "--trace", ""], "--trace ''"),
+        (["check", "CASE", "--page", "PAGE", "--pages", ""], "--pages ''"),
+        (["check", "--view-in", "", "--page", "PAGE"], "--view-in ''"),
+        (["check", "", "--page", "PAGE"], "CASE_DIR ''"),
+        (["check", "PACK", "--outputs", ""], "--outputs ''"),  # checked the working directory as outputs
+        (["check", "PACK", "--exec", "true", "--experiments", ""], "--experiments ''"),
+    ],
+)
+def test_an_empty_path_is_refused_by_the_conformance_commands(tmp_path, capsys, monkeypatch, argv, named):
+    """``pack``'s and ``check``'s paths: an empty one is refused up front in one line naming it (exit
+    2), never read as '.', the working directory."""
+    from meshnb.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.page").write_bytes(bytes(4096))
+    fill = {"CASE": str(tmp_path / "case"), "PACK": str(tmp_path / "pack"), "PAGE": str(tmp_path / "p.page")}
+    code = main([fill.get(a, a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err and not out, (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.page"]

@@ -42,6 +42,10 @@ def _write(data: bytes) -> int:
     return EXIT_OK
 
 
+_PATHS = {"dir": "DIR", "case": "CASE_DIR", "page": "--page", "trace": "--trace", "pages": "--pages"}
+_PATHS |= {"view_in": "--view-in", "outputs": "--outputs", "experiments": "--experiments"}
+
+
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """A command that stops on Ctrl-C, SIGTERM or SIGHUP (a KeyboardInterrupt, or meshnb.train's
     RunInterrupted at a task boundary: 130, which the program turns into 143 or 129 for the other
@@ -49,6 +53,9 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     way out."""
 
     def run(args: argparse.Namespace) -> int:
+        for name, flag in _PATHS.items():  # Path('') is '.': an empty path would read the working directory
+            if getattr(args, name, None) == "":
+                return _error(f"{flag} '': an empty path is not a file name")
         try:
             return handler(args)
         except KeyboardInterrupt:
