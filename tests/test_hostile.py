@@ -766,3 +766,14 @@ def test_an_empty_path_is_refused_by_the_conformance_commands(tmp_path, capsys, 
     out, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and named in err and not out, (code, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.page"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["ops", "gen", "-h"]])
+def test_help_to_a_full_disk_is_a_failure_said_in_one_line(argv):
+    """``meshnb -h > /dev/full`` lost the help and exited 0; as every command's output, a help that
+    cannot be written is exit 1 with one line on stderr."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "meshnb", *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert done.returncode == 1 and done.stderr == "meshnb: error: stdout: No space left on device\n", done
