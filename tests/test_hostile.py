@@ -777,3 +777,22 @@ def test_help_to_a_full_disk_is_a_failure_said_in_one_line(argv):
             [sys.executable, "-m", "meshnb", *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
         )
     assert done.returncode == 1 and done.stderr == "meshnb: error: stdout: No space left on device\n", done
+
+
+def test_a_manifest_that_lists_a_case_twice_is_refused(tmp_path, capsys):
+    """A manifest (its checksums matching) that lists ``default`` twice ran the case twice into one
+    report; it is refused up front, before any case is read, in one line naming the case (exit 2)."""
+    import hashlib
+
+    from meshnb.cli import main
+
+    pack, outputs = tmp_path / "pack", tmp_path / "outputs"
+    (pack / "default").mkdir(parents=True)
+    (pack / "default" / "case.json").write_bytes(b"{}")
+    files = {"default/case.json": hashlib.sha256(b"{}").hexdigest()}
+    manifest = {"pack_version": 2, "cases": ["default", "default"], "files": files}
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    outputs.mkdir()
+    code = main(["check", str(pack), "--outputs", str(outputs)])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "'default' is listed twice" in err and not out, (code, err, out)
