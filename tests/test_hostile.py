@@ -796,3 +796,28 @@ def test_a_manifest_that_lists_a_case_twice_is_refused(tmp_path, capsys):
     code = main(["check", str(pack), "--outputs", str(outputs)])
     out, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "'default' is listed twice" in err and not out, (code, err, out)
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ""])
+def test_a_case_name_that_is_a_path_is_refused(small_pack, tmp_path, capsys, name):
+    """A case.json (its checksum matching) whose name was ``../../etc`` made ``check --exec CMD
+    --experiments DIR`` write its experiments' directories outside DIR (``DIR/../../etc-exp-0-1-1``):
+    a case's name is a plain name, refused otherwise in one line (exit 2) as the case is read."""
+    import hashlib
+    import shutil
+
+    from meshnb.cli import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    cj = pack / "default" / "case.json"
+    doc = json.loads(cj.read_text())
+    doc["name"] = name
+    cj.write_text(json.dumps(doc))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
+    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "is not a case name" in err, (code, err)

@@ -145,6 +145,8 @@ def _parse_case(cj: object) -> Case:
     name, about, start = cj["name"], cj["about"], cj["start"]
     if not all(isinstance(v, str) for v in (name, about, start)):
         raise ValueError("name, about and start are strings")
+    if name in ("", ".", "..") or "/" in name or "\0" in name:  # experiments are written under it
+        raise ValueError(f"{printable(repr(name))[:40]} is not a case name (a plain file name)")
     systems = _int(cj["systems"], "systems", 1, MAX_SYSTEMS)
     group = cj["group"]
     if type(group) is not bool:
