@@ -821,3 +821,21 @@ def test_a_case_name_that_is_a_path_is_refused(small_pack, tmp_path, capsys, nam
     code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "is not a case name" in err, (code, err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--systems", str(2**40)], "--systems 1099511627776 needs about"),  # a MemoryError's traceback
+        (["--systems", str(2**64)], "--systems 18446744073709551616 needs about"),  # 'Maximum allowed size'
+        (["--steps", str(2**64)], "--steps must be"),
+    ],
+)
+def test_gpu_check_refuses_what_cannot_run_before_the_device(capsys, argv, named):
+    """``gpu-check --systems 2^40`` ran the pack and the IEEE check on the device for minutes, then
+    ended in numpy's MemoryError (a traceback); the bounds are refused up front, on any machine."""
+    from meshnb.cli import main
+
+    code = main(["gpu-check", *argv])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err, (code, err)
