@@ -839,3 +839,37 @@ def test_gpu_check_refuses_what_cannot_run_before_the_device(capsys, argv, named
     code = main(["gpu-check", *argv])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and named in err, (code, err)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"calls": [{"before_step": 0, "op": "zz", "arg": "0"}]},
+        {"calls": [{"before_step": -5, "op": "00000099", "arg": "00000000"}]},
+        {"calls": [{"before_step": 10**9, "op": "00000099", "arg": "00000000"}]},
+        {"calls": "x"},
+        {"start": "bogus"},
+    ],
+)
+def test_hostile_calls_and_start_of_a_case_are_refused(small_pack, tmp_path, capsys, change):
+    """``calls`` (the task calls an executor makes with unknown op codes) and ``start`` went to the
+    executor unread: a case whose checksum matches but whose calls are not hex words at steps of the
+    run, or whose start is neither ``init`` nor a page, is refused in one line (exit 2), as its
+    other values are."""
+    import hashlib
+    import shutil
+
+    from meshnb.cli import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    cj = pack / "default" / "case.json"
+    cj.write_text(json.dumps({**json.loads(cj.read_text()), **change}))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
+    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "not a case description" in err, (code, err)
+    assert next(iter(change)) in err, err
