@@ -671,3 +671,205 @@ def test_a_check_whose_executor_removes_its_directory_still_reports_every_case(t
     cases = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
     assert len(cases) == 4 and done.stdout.splitlines()[-1] == "0 passed, 0 failed, 4 errors of 4 cases"
     assert "is gone (an executor removed it?)" in done.stdout
+
+
+# --- a fresh user's arguments: empty paths, files of the wrong size -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["train", "--steps", "8", "--view-out", ""], "--view-out ''"),  # ran, wrote the page nowhere, exit 0
+        (["sweep", "--steps", "8", "--lr", "0.5", "--view-in", ""], "--view-in ''"),  # read the directory '.'
+    ],
+)
+def test_an_empty_path_is_refused_naming_the_flag(tmp_path, capsys, monkeypatch, argv, named):
+    """An empty path is no file: refused in one line naming the flag as written, before any run, and
+    nothing is read from or written to the working directory in its place."""
+    from meshnb.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()  # '' read as '.' found this directory among the pages
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err and not out, (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "size", "said"),
+    [("--page", 100, "a page is 4096 bytes, this has 100"), ("--trace", 20, "1 steps, the run has 64")],
+)
+def test_check_names_the_flag_of_a_file_of_the_wrong_size(tmp_path, capsys, flag, size, said):
+    """A page or trace of the wrong size was named by the library's parameter (``got_page``,
+    ``got_trace``); on the command line the error names the flag and the file as written."""
+    import meshnb
+    from meshnb.cli import main
+
+    start, page, bad = tmp_path / "in.page", tmp_path / "out.page", tmp_path / "bad.bin"
+    start.write_bytes(meshnb.train(0).page)
+    page.write_bytes(bytes(4096))
+    bad.write_bytes(bytes(size))
+    argv = ["check", "--view-in", str(start), "--steps", "64", "--page", str(page)]
+    argv += [flag, str(bad)] if flag == "--trace" else []
+    if flag == "--page":
+        argv[-1] = str(bad)
+    code = main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{flag} {bad}: {said}" in err and "got_" not in err, err
+
+
+def test_every_help_is_plain_text():
+    """``meshnb sweep -h`` began with the module's reST (```` ``meshnb sweep`` ````); a newcomer reads
+    every command's and subcommand's help as plain text: no reST literals or roles."""
+    import argparse
+
+    from meshnb.cli import build_parser
+
+    def helps(p: argparse.ArgumentParser):
+        yield p.prog, p.format_help()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    yield from helps(sub)
+
+    seen = dict(helps(build_parser()))
+    assert len(seen) >= 10, sorted(seen)
+    bad = {prog: text for prog, text in seen.items() if "``" in text or ":class:" in text or ":func:" in text}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["pack", ""], "DIR ''"),  # said ': not a directory name'
+        (["pack", "", "--verify"], "DIR ''"),  # verified the working directory's manifest.json
+        (["check", "CASE", "--page", ""], "--page ''"),  # '.: a directory'
+        (["check", "CASE", "--page", "PAGE", "--trace", ""], "--trace ''"),
+        (["check", "CASE", "--page", "PAGE", "--pages", ""], "--pages ''"),
+        (["check", "--view-in", "", "--page", "PAGE"], "--view-in ''"),
+        (["check", "", "--page", "PAGE"], "CASE_DIR ''"),
+        (["check", "PACK", "--outputs", ""], "--outputs ''"),  # checked the working directory as outputs
+        (["check", "PACK", "--exec", "true", "--experiments", ""], "--experiments ''"),
+    ],
+)
+def test_an_empty_path_is_refused_by_the_conformance_commands(tmp_path, capsys, monkeypatch, argv, named):
+    """``pack``'s and ``check``'s paths: an empty one is refused up front in one line naming it (exit
+    2), never read as '.', the working directory."""
+    from meshnb.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.page").write_bytes(bytes(4096))
+    fill = {"CASE": str(tmp_path / "case"), "PACK": str(tmp_path / "pack"), "PAGE": str(tmp_path / "p.page")}
+    code = main([fill.get(a, a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err and not out, (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.page"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["ops", "gen", "-h"]])
+def test_help_to_a_full_disk_is_a_failure_said_in_one_line(argv):
+    """``meshnb -h > /dev/full`` lost the help and exited 0; as every command's output, a help that
+    cannot be written is exit 1 with one line on stderr."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "meshnb", *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert done.returncode == 1 and done.stderr == "meshnb: error: stdout: No space left on device\n", done
+
+
+def test_a_manifest_that_lists_a_case_twice_is_refused(tmp_path, capsys):
+    """A manifest (its checksums matching) that lists ``default`` twice ran the case twice into one
+    report; it is refused up front, before any case is read, in one line naming the case (exit 2)."""
+    import hashlib
+
+    from meshnb.cli import main
+
+    pack, outputs = tmp_path / "pack", tmp_path / "outputs"
+    (pack / "default").mkdir(parents=True)
+    (pack / "default" / "case.json").write_bytes(b"{}")
+    files = {"default/case.json": hashlib.sha256(b"{}").hexdigest()}
+    manifest = {"pack_version": 2, "cases": ["default", "default"], "files": files}
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    outputs.mkdir()
+    code = main(["check", str(pack), "--outputs", str(outputs)])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "'default' is listed twice" in err and not out, (code, err, out)
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ""])
+def test_a_case_name_that_is_a_path_is_refused(small_pack, tmp_path, capsys, name):
+    """A case.json (its checksum matching) whose name was ``../../etc`` made ``check --exec CMD
+    --experiments DIR`` write its experiments' directories outside DIR (``DIR/../../etc-exp-0-1-1``):
+    a case's name is a plain name, refused otherwise in one line (exit 2) as the case is read."""
+    import hashlib
+    import shutil
+
+    from meshnb.cli import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    cj = pack / "default" / "case.json"
+    doc = json.loads(cj.read_text())
+    doc["name"] = name
+    cj.write_text(json.dumps(doc))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
+    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "is not a case name" in err, (code, err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--systems", str(2**40)], "--systems 1099511627776 needs about"),  # a MemoryError's traceback
+        (["--systems", str(2**64)], "--systems 18446744073709551616 needs about"),  # 'Maximum allowed size'
+        (["--steps", str(2**64)], "--steps must be"),
+    ],
+)
+def test_gpu_check_refuses_what_cannot_run_before_the_device(capsys, argv, named):
+    """``gpu-check --systems 2^40`` ran the pack and the IEEE check on the device for minutes, then
+    ended in numpy's MemoryError (a traceback); the bounds are refused up front, on any machine."""
+    from meshnb.cli import main
+
+    code = main(["gpu-check", *argv])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and named in err, (code, err)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"calls": [{"before_step": 0, "op": "zz", "arg": "0"}]},
+        {"calls": [{"before_step": -5, "op": "00000099", "arg": "00000000"}]},
+        {"calls": [{"before_step": 10**9, "op": "00000099", "arg": "00000000"}]},
+        {"calls": "x"},
+        {"start": "bogus"},
+    ],
+)
+def test_hostile_calls_and_start_of_a_case_are_refused(small_pack, tmp_path, capsys, change):
+    """``calls`` (the task calls an executor makes with unknown op codes) and ``start`` went to the
+    executor unread: a case whose checksum matches but whose calls are not hex words at steps of the
+    run, or whose start is neither ``init`` nor a page, is refused in one line (exit 2), as its
+    other values are."""
+    import hashlib
+    import shutil
+
+    from meshnb.cli import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    cj = pack / "default" / "case.json"
+    cj.write_text(json.dumps({**json.loads(cj.read_text()), **change}))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
+    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "not a case description" in err, (code, err)
+    assert next(iter(change)) in err, err

@@ -13,7 +13,10 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_HANGUP = 130, 141, 143, 129
@@ -29,6 +32,15 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise :class:`UsageError` with argparse's message: one line, exit 2, no usage block."""
         raise UsageError(message)
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """argparse's, but a help that cannot be written to stdout (a full disk) raises, not dropped."""
+        out = sys.stdout
+        if message and out is not None and id(file) == id(out):  # (id: `is` would narrow out to file's type)
+            out.write(message)
+            out.flush()
+        else:
+            super()._print_message(message, file)
 
 
 def add_progress(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -36,11 +36,18 @@ def _write(data: bytes) -> int:
     return EXIT_OK
 
 
+_PATHS = {"dir": "DIR", "case": "CASE_DIR", "page": "--page", "trace": "--trace", "pages": "--pages"}
+_PATHS |= {"view_in": "--view-in", "outputs": "--outputs", "experiments": "--experiments"}
+
+
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """A command that stops on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt, or train's RunInterrupted) with
     one line and 130 (the program makes it 143 or 129), never a traceback."""
 
     def run(args: argparse.Namespace) -> int:
+        for name, flag in _PATHS.items():  # Path('') is '.': an empty path would read the working directory
+            if getattr(args, name, None) == "":
+                return _error(f"{flag} '': an empty path is not a file name")
         try:
             return handler(args)
         except KeyboardInterrupt:
@@ -312,8 +319,10 @@ def _check(args: argparse.Namespace) -> int:
                 set_lr=args.set_lr or (),  # (step, numpy.uint32 word) pairs, in the order given
                 step_base=args.step_base,
             )
-        got = read_file(Path(args.page), follow=True)
+        got = check.page_bytes(read_file(Path(args.page), follow=True), f"--page {args.page}")
         trace = check.load_trace(args.trace) if args.trace else None
+        if trace is not None and trace.shape != setup.trace.shape:
+            return _error(f"--trace {args.trace}: {len(trace)} steps, the run has {len(setup.trace)}")
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
         report = check.check(
             setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)

@@ -95,6 +95,14 @@ def _gpu_check(args: argparse.Namespace) -> int:
     for flag, value in (("--systems", args.systems), ("--steps", args.steps), ("--sample", args.sample)):
         if value < 1:  # refused before the device and the pack (--steps 0 divided by zero after them)
             return error(f"gpu-check: {flag} must be at least 1, got {value}")
+    if args.steps >= 1 << 63:
+        return error(f"gpu-check: --steps must be at most 2^63 - 1, got {args.steps}")
+    from ..runspec import check_fits
+
+    try:  # the host holds every system's page (and its LR and step base): refused before the device's minutes
+        check_fits((4096 + 32) * args.systems, f"--systems {args.systems}", "check fewer systems")
+    except ValueError as e:
+        return error(f"gpu-check: {e}")
     try:
         if host.simulated():
             return error("gpu-check needs a device: unset NUMBA_ENABLE_CUDASIM (the simulator is for the tests)")

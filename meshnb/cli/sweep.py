@@ -59,7 +59,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "sweep",
         help="run many independent systems (LRs x pages) and tabulate them",
-        description=__doc__.splitlines()[0],
+        description="Many independent systems (learning rates x pages), one table.",
     )
     add_arguments(p)
     p.set_defaults(handler=handle)
@@ -70,6 +70,8 @@ def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
     """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name,
     hidden names (``.page.swp``, ``.NAME.lock``) skipped; any other entry that is not a regular
     4096-byte file (a FIFO, a dangling symlink, a directory) is refused in one line, never read."""
+    if not path:  # Path('') is '.', the working directory
+        raise UsageError("--view-in '': an empty path is not a file name")
     d = Path(path)
     if not d.is_dir():
         try:

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = options(args)
     refuse_meaningless_timeout(args, opts)
-    if args.view_out:
+    if args.view_out is not None:  # '' included: check_output refuses it
         files.check_output(args.view_out, "--view-out")
         refuse_stdout_twice("--view-out", args.view_out, "the JSON document" if args.json else "the summary")
         for flag, path in (("--checkpoint", opts.checkpoint), ("--resume", opts.resume)):

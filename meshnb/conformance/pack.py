@@ -742,6 +742,8 @@ def case_names(root: Path, verify: bool = True) -> list[str]:
         for name in listed:
             if not isinstance(name, str) or "/" in manifest_path(name):
                 raise PackError(f"{root / 'manifest.json'}: {name!r} is not a case name")
+            if name in names:
+                raise PackError(f"{root / 'manifest.json'}: case {name!r} is listed twice")
             names.append(name)
         return names
     if verify:

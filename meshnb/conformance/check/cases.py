@@ -145,6 +145,8 @@ def _parse_case(cj: object) -> Case:
     name, about, start = cj["name"], cj["about"], cj["start"]
     if not all(isinstance(v, str) for v in (name, about, start)):
         raise ValueError("name, about and start are strings")
+    if name in ("", ".", "..") or "/" in name or "\0" in name:  # experiments are written under it
+        raise ValueError(f"{printable(repr(name))[:40]} is not a case name (a plain file name)")
     systems = _int(cj["systems"], "systems", 1, MAX_SYSTEMS)
     group = cj["group"]
     if type(group) is not bool:
@@ -163,6 +165,15 @@ def _parse_case(cj: object) -> Case:
             raise ValueError(f"set_lr word {printable(repr(word))[:20]} is not a hex word of up to 8 digits")
         lr.append(LrChange(_int(e["before_step"], "set_lr before_step", 0, END), int(word, 16)))
     steps = _int(cj["steps"], "steps", 0, MAX_CHECK_STEPS)
+    if start != "init" and not start.startswith("page "):
+        raise ValueError(f"start {printable(repr(start))[:40]} is neither 'init' nor 'page NAME'")
+    calls = cj.get("calls", [])  # the executor makes them: hex words, at steps of the run
+    if not isinstance(calls, list) or not all(isinstance(e, dict) for e in calls):
+        raise ValueError("calls is a list of objects")
+    for e in calls:
+        if any(not isinstance(e.get(k), str) or _WORD.fullmatch(e[k]) is None for k in ("op", "arg")):
+            raise ValueError("calls: op and arg are hex words of up to 8 digits")
+        _int(e.get("before_step"), "calls before_step", 0, steps)
     timeouts = cj.get("inject_timeouts", [])
     if not isinstance(timeouts, list) or (timeouts and not group):
         raise ValueError("inject_timeouts is a list, and only a group's rounds time out")
