@@ -47,7 +47,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     def run(args: argparse.Namespace) -> int:
         for name, flag in _PATHS.items():  # Path('') is '.': an empty path would read the working directory
             if getattr(args, name, None) == "":
-                return _error(f"{flag} '': an empty path is not a file name")
+                return error(f"{flag} '': an empty path is not a file name")
         try:
             return handler(args)
         except KeyboardInterrupt:
@@ -322,7 +322,7 @@ def _check(args: argparse.Namespace) -> int:
         got = check.page_bytes(read_file(Path(args.page), follow=True), f"--page {args.page}")
         trace = check.load_trace(args.trace) if args.trace else None
         if trace is not None and trace.shape != setup.trace.shape:
-            return _error(f"--trace {args.trace}: {len(trace)} steps, the run has {len(setup.trace)}")
+            return error(f"--trace {args.trace}: {len(trace)} steps, the run has {len(setup.trace)}")
         pages = check.read_pages_dir(args.pages, setup.case.steps) if args.pages else None
         report = check.check(
             setup, got, system=args.system, got_trace=trace, pages=pages, progress=_progress(args.progress)
