@@ -710,25 +710,37 @@ def design(
 def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Experiment:
     """The experiment that runs one step (STEPS_PER_TASK 1) from ``pages`` (``base``'s pages changed
     as ``what`` says), with its case.json and meshnb's answer."""
+    return _one_step(base, "design", what, pages, index)
+
+
+def _one_step(base: Experiment, kind: str, what: str, pages: list[bytes], index: int, **words: int) -> Experiment:
+    """The designed experiment ``{case}-{kind}-{index}``: one step (STEPS_PER_TASK 1, no SET_LR, call or
+    timeout) from ``pages`` with header ``words`` set (SPEC 7's names; then its step base is the first
+    page's, else ``base``'s), with its case.json and meshnb's answer."""
     from .pack import run_case
 
     assert base.sub is not None
     ins = []
     for pg in pages:
         b = bytearray(pg)
+        for name, value in words.items():
+            struct.pack_into("<I", b, 4 * _W[name], value)
         struct.pack_into("<I", b, _SPT, 1)
         ins.append(bytes(b))
+    first = _words(ins[0])
+    step_base = int(first[_W["STEP_HI"]]) << 32 | int(first[_W["NEXT_STEP"]]) if words else base.sub.step_base
     sub = replace(
         base.sub,
-        name=f"{base.sub.name}-design-{index}",
+        name=f"{base.sub.name}-{kind}-{index}",
         about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
         steps=1,
         quick_steps=1,
         steps_per_task=1,
         set_lr=(),
         calls=(),
-        page="experiment",
         timeouts=(),
+        page="experiment",
+        step_base=step_base,
     )
     r = run_case(sub, ins)
     return Experiment(
@@ -943,34 +955,7 @@ HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
 
 def _header_designed(base: Experiment, what: str, words: dict[str, int], index: int) -> Experiment:
     """The one-step experiment from ``base``'s pages with header ``words`` set (its step base the page's)."""
-    from .pack import run_case
-
-    assert base.sub is not None
-    ins = []
-    for pg in base.in_pages:
-        b = bytearray(pg)
-        for name, value in words.items():
-            struct.pack_into("<I", b, 4 * _W[name], value)
-        struct.pack_into("<I", b, _SPT, 1)
-        ins.append(bytes(b))
-    first = _words(ins[0])
-    sub = replace(
-        base.sub,
-        name=f"{base.sub.name}-header-{index}",
-        about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
-        steps=1,
-        quick_steps=1,
-        steps_per_task=1,
-        set_lr=(),
-        calls=(),
-        timeouts=(),
-        page="experiment",
-        step_base=int(first[_W["STEP_HI"]]) << 32 | int(first[_W["NEXT_STEP"]]),
-    )
-    r = run_case(sub, ins)
-    return Experiment(
-        base.start, 1, 1, case=case_json(sub), sub=sub, in_pages=ins, expected=list(r.out_pages), trace=r.trace
-    )
+    return _one_step(base, "header", what, base.in_pages, index, **words)
 
 
 def explain_header(
