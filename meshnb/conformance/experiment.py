@@ -434,12 +434,15 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
     """The page transformations of ``findings`` (:func:`~.check.localise.localise_page`'s words) that
     every experiment whose pages differ confirms: the same transformation (its words up to the first
     parenthesis) is found on its first differing page (none without such an experiment, or when one
-    differs in its trace only)."""
+    differs in its trace only); a page rule's (:data:`PAGE_RULES`) only if it gives the executor's
+    outputs on every experiment, those that do not differ too."""
     from .check.localise import localise_page
 
     tried = [e for e in experiments if e.steps and e.got is not None and not isinstance(e.got, str)]
     if not tried:
         return []
+    rules = [f for f in findings if f in PAGE_RULES and all(_page_agrees(f, e) for e in tried)]
+    findings = [f for f in findings if f not in PAGE_RULES]
     seen: list[set[str]] = []
     for e in tried:
         got = e.got
@@ -453,7 +456,7 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
         seen.append({f.split(" (")[0] for f in localise_page(setup, k, got[0][k])["page"]})
     if not seen:
         return []
-    return [f for f in findings if all(f.split(" (")[0] in s for s in seen)]
+    return [f for f in findings if all(f.split(" (")[0] in s for s in seen)] + rules
 
 
 def save(loc: Location, root: Path) -> list[Path]:
@@ -763,6 +766,7 @@ class Explanation:
     designed: list[Experiment]
     pages_tried: int
     seconds: float
+    note: str = ""  # said after the sentence (the candidates a designed page ruled out, where told)
 
     def sentence(self) -> str:
         """The result in words (the CI line's).
@@ -773,13 +777,14 @@ class Explanation:
         >>> Explanation("equivalent", ["a", "b"], {}, 9, [], 200, 0.5).sentence()
         'cause one of a, b (equivalent on the 200 pages tried)'
         """
+        note = f" ({self.note})" if self.note else ""
         if self.verdict == "proved":
-            return f"cause proved by experiment: {self.survivors[0]}"
+            return f"cause proved by experiment: {self.survivors[0]}{note}"
         if self.verdict == "equivalent":
-            return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried)"
+            return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried){note}"
         if self.verdict == "none":
-            return f"none of these: no candidate cause of {self.candidates} reproduces every experiment"
-        return f"{len(self.survivors)} candidate causes left when the bound ended the search"
+            return f"none of these: no candidate cause of {self.candidates} reproduces every experiment{note}"
+        return f"{len(self.survivors)} candidate causes left when the bound ended the search{note}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -1028,3 +1033,146 @@ def explain_header(
     verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
     pages = len(tried) + len(made)
     return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)
+
+
+# =============================================================================================
+# Page rules: the loss of a step written at another word, separated by start steps
+# =============================================================================================
+
+_LOSS, _RING = 2112 // 4, 256  # SPEC 7: LOSS's first word, and the ring's length
+
+
+def _shift(s: int) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda r: _LOSS + (r + s) % _RING
+
+
+PAGE_RULES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    **{
+        f"LOSS: the loss of step t written at LOSS[(t + {s}) mod 256]": ("a ring index shifted", _shift(s))
+        for s in range(1, _RING)
+    },
+    "LOSS: the loss of step t written at LOSS[t mod 256 + 1] (a step 255 mod 256 writes past the ring)": (
+        "the index wrapped before the + 1: LOSS[0] never written, the word after the ring written instead",
+        lambda r: _LOSS + r % _RING + 1,
+    ),
+    "LOSS: the loss of step t written at LOSS[t mod 128] (a ring of 128)": (
+        "the ring taken as 128 words long",
+        lambda r: _LOSS + r % 128,
+    ),
+}
+"""Ways a TASK can write a step's loss at another page word (the sums, the loss and every other word
+kept): name -> (what the executor does, the page word of the loss of step t given ``t mod 256``). The
+shifts' names are :func:`~.check.localise.localise_page`'s findings."""
+
+
+def page_predict(rule: str, e: Experiment) -> list[bytes]:
+    """The out pages of experiment ``e`` by an executor that follows page rule ``rule``: meshnb's, its
+    loss ring as the in page's with each step's loss (meshnb's) written where the rule says."""
+    where = PAGE_RULES[rule][1]
+    out = []
+    for pin, pout in zip(e.in_pages, e.expected, strict=True):
+        i, want = _words(pin), _words(pout)
+        o = want.copy()
+        o[_LOSS : _LOSS + _RING] = i[_LOSS : _LOSS + _RING]
+        first = (int(i[_W["STEP_HI"]]) << 32 | int(i[_W["NEXT_STEP"]])) % _RING
+        r = first + np.arange(max(0, e.steps - _RING), e.steps, dtype=np.int64)  # the steps whose loss is kept
+        at = where(r)
+        last = len(at) - 1 - np.unique(at[::-1], return_index=True)[1]  # the last write to each word
+        o[at[last]] = want[_LOSS + r[last] % _RING]
+        out.append(o.astype("<u4").tobytes())
+    return out
+
+
+def _page_agrees(rule: str, e: Experiment) -> bool:
+    got = e.got
+    assert got is not None and not isinstance(got, str)
+    if got[1] is not None and e.trace is not None and not np.array_equal(got[1], e.trace):
+        return False  # a page rule changes no sums
+    return page_predict(rule, e) == got[0]
+
+
+PAGE_STARTS = (255, 0, 127, 128, 1, 254, 129, 126)
+"""The residues ``t mod 256`` of the start steps of the designed experiments for page rules (each NEXT_STEP's
+low byte set to one): a ring's ends and middle, where an index wrapped otherwise writes elsewhere."""
+
+
+def explain_page(
+    seen: list[Experiment],
+    run: Runner,
+    base: Experiment,
+    *,
+    max_runs: int = DESIGN_RUNS,
+    max_seconds: float = DESIGN_SECONDS,
+) -> Explanation:
+    """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's
+    outputs on every experiment ``seen``, then runs the executor one step from ``base``'s pages at start
+    steps (:data:`PAGE_STARTS`) that split the survivors, dropping every rule the result contradicts, while
+    two or more are left and the bound allows. The rules ruled out by a designed page are the sentence's
+    note.
+
+    Examples
+    --------
+    An executor whose loss ring is 128 words long, located at step 200: there a ring shifted by 128 writes
+    the same words; the start step 0 parts them.
+
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.experiment import experiment, explain_page, page_predict, run_all
+    >>> from meshnb.testing.reference import init_page
+    >>> rule = "LOSS: the loss of step t written at LOSS[t mod 128] (a ring of 128)"
+    >>> def run(e):  # meshnb's bits, the loss of step t at LOSS[t mod 128]
+    ...     return page_predict(rule, e), e.trace
+    >>> base = experiment(setup_from_run(init_page(), 201), 200, 1, 1)
+    >>> run_all([base], run)
+    >>> ex = explain_page([base], run, base)
+    >>> ex.verdict, ex.survivors == [rule], len(ex.designed)
+    ('proved', True, 1)
+    >>> ex.note
+    'ruled out by a designed page: LOSS: the loss of step t written at LOSS[(t + 128) mod 256]'
+    """
+    t0 = time.monotonic()
+    tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
+    left = [r for r in PAGE_RULES if all(_page_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
+    ruled = {
+        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _page_agrees(r, e)), "no difference")
+        for r in PAGE_RULES
+        if r not in left
+    }
+    made: list[Experiment] = []
+    starts = list(PAGE_STARTS)
+    separated: list[str] = []
+    cut = False
+    step = int(_words(base.in_pages[0])[_W["NEXT_STEP"]])
+    while len(left) > 1 and starts:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        # one step from residue r: a rule's outcome is the word it writes
+        split = [len({int(PAGE_RULES[x][1](np.array([r]))[0]) for x in left}) for r in starts]
+        j = int(np.argmax(split))
+        if split[j] < 2:
+            break
+        r = starts.pop(j)
+        e = _one_step(
+            base,
+            "page",
+            f"NEXT_STEP's low byte {r} (t mod 256 = {r})",
+            base.in_pages,
+            len(made) + 1,
+            NEXT_STEP=(step & ~0xFF) | r,
+        )
+        e.got = run(e)
+        _compare(e, e.got)
+        made.append(e)
+        if isinstance(e.got, str):
+            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
+            left = []
+            break
+        for x in list(left):
+            if not _page_agrees(x, e):
+                left.remove(x)
+                separated.append(x)
+                ruled[x] = f"{e.case['name']} ({e.case['about']})"
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    note = f"ruled out by a designed page: {', '.join(separated)}" if separated else ""
+    pages = len(tried) + len(made)
+    return Explanation(verdict, sorted(left), ruled, len(PAGE_RULES), made, pages, time.monotonic() - t0, note)

@@ -9,6 +9,9 @@ no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte t
 (mode Z's pages without the trace), ``setsid`` (a child in its own session, its pid written to
 ``$FAULT_EXECUTOR_PIDS``; exit 3, or hang with ``$FAULT_EXECUTOR_HANG``), ``listing`` (the names in
 CASE_DIR on stderr, exit 3), ``socket`` (a Unix socket as ``out-0.page``).
+``loss-at=+S``, ``loss-at=mod128`` and ``loss-at=unwrapped``: mode Z, each step's loss written where a page
+rule of :data:`meshnb.conformance.experiment.PAGE_RULES` says (the ring index shifted by S, a ring of 128,
+LOSS[t mod 256 + 1]).
 ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
 ``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def run(mode: str, case_dir: Path, out: Path) -> int:
@@ -90,6 +94,9 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     from meshnb.conformance import faults  # here: the misbehaving modes start at once
 
     cj = json.loads((case_dir / "case.json").read_text())
+    loss_at = mode.split("=", 1)[1] if mode.startswith("loss-at=") else None
+    if loss_at is not None:
+        mode = "mode-z"
     if ":" in mode:  # OP:ALT, a single-op fault (meshnb.conformance.mutants)
         m = faults.single_op(*mode.split(":", 1))
     else:
@@ -103,6 +110,8 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         m=m,
         from_init=cj["start"] == "init",
     )
+    if loss_at is not None:
+        r = _loss_at(loss_at, pages, r, cj)
     how = os.environ.get("FAULT_EXECUTOR_OUTPUTS", "files")  # files, symlink, hardlink; or scribble
     aside = out.parent / f"{out.name}-aside"
     aside.mkdir(exist_ok=True)
@@ -125,6 +134,28 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
             p.write_bytes(b"scribbled")
         (case_dir / "new-file").write_bytes(b"x")
     return 0
+
+
+def _loss_at(rule: str, pages: list[bytes], r: Any, cj: dict[str, Any]) -> Any:
+    """Run ``r`` (mode Z's from ``pages``) with each step's loss written where page rule ``rule`` says:
+    ``+S`` the ring index shifted by S, ``mod128`` a ring of 128, ``unwrapped`` LOSS[t mod 256 + 1]."""
+    import dataclasses
+
+    from meshnb.conformance import experiment, faults
+
+    head = "LOSS: the loss of step t written at LOSS["
+    if rule.startswith("+"):
+        name = f"{head}(t + {int(rule[1:])}) mod 256]"
+    else:
+        name = next(
+            n
+            for n in experiment.PAGE_RULES
+            if n.startswith(head + {"mod128": "t mod 128]"}.get(rule, "t mod 256 + 1]"))
+        )
+    if cj["start"] == "init":  # the page init writes: the run's start
+        pages = list(faults.run(pages, 0, grouped=cj["group"], from_init=True).pages)
+    e = experiment.Experiment(0, cj["steps"], cj["steps_per_task"], in_pages=pages, expected=list(r.pages))
+    return dataclasses.replace(r, pages=experiment.page_predict(name, e))
 
 
 def _timed_out(pages: list[bytes], cj: dict[str, object]) -> list[bytes]:
