@@ -338,8 +338,85 @@ def model_runner(m: faults.Model) -> Runner:
 
 def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
     assert e.sub is not None
-    r = faults.run(e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), m=m)
-    return mark_timeouts(e.sub, list(r.pages)), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
+    pages, trace = run_model(
+        m, e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), steps_per_task=e.steps_per_task
+    )
+    return mark_timeouts(e.sub, pages), trace.reshape(-1, 5)
+
+
+@dataclass(frozen=True)
+class LrFrom(faults.Model):
+    """An executor that reads its LR from another page word (``word``, SPEC 7's name: a neighbour of LR
+    in the view page), once a task; SET_LR still writes LR, and every other op is mode Z's."""
+
+    word: str = "STEPS_PER_TASK"
+
+
+LR_WORDS = {"PARAMS[3]": 3, "STEPS_PER_TASK": 5, "INV_BATCH": 6}
+"""LR's neighbours in the view page (SPEC 7: LR is word 4) and their word indices."""
+
+
+def lr_from() -> dict[str, LrFrom]:
+    """The candidate causes "LR read from the wrong word": one for each word of :data:`LR_WORDS`."""
+    return {
+        f"LR read from {w}": LrFrom(f"LR read from {w}", f"LR read from the page word {w}, not LR", word=w)
+        for w in LR_WORDS
+    }
+
+
+def _task_ends(steps: int, steps_per_task: int, set_lr: dict[int, int]) -> list[int]:
+    """The steps at which the host's tasks end (STEPS_PER_TASK steps, a task ended early at a SET_LR)."""
+    out, done = [], 0
+    for stop in sorted({s for s in set_lr if 0 < s < steps} | {steps}):
+        while done < stop:
+            done = min(stop, done + max(1, steps_per_task))
+            out.append(done)
+    return out
+
+
+def run_model(
+    m: faults.Model,
+    pages: list[bytes],
+    steps: int,
+    *,
+    grouped: bool,
+    set_lr: dict[int, int] | None = None,
+    steps_per_task: int | None = None,
+    independent: bool = False,
+) -> tuple[list[bytes], np.ndarray]:
+    """The pages and trace of :func:`faults.run` under model ``m``; an :class:`LrFrom` model runs task by
+    task (tasks of ``steps_per_task`` steps, as the host's), each from its pages with LR replaced by the
+    word the model reads, LR put back after it (SET_LR's word where one was set)."""
+    if not isinstance(m, LrFrom):
+        r = faults.run(pages, steps, grouped=grouped, set_lr=set_lr, m=m, independent=independent)
+        return list(r.pages), np.asarray(r.trace, dtype=np.uint32)
+    set_lr = set_lr or {}
+    lr, at = _W["LR"], LR_WORDS[m.word]
+    cur, traces, done = list(pages), [], 0
+    for end in _task_ends(steps, steps_per_task or steps, set_lr):
+        ws = [_words(p).copy() for p in cur]
+        for w in ws:
+            w[lr] = set_lr.get(done, w[lr])
+        kept = [int(w[lr]) for w in ws]
+        for w in ws:
+            w[lr] = w[at]
+        r = faults.run([w.astype("<u4").tobytes() for w in ws], end - done, grouped=grouped, independent=independent)
+        cur = []
+        for k, p in enumerate(r.pages):
+            w = _words(p).copy()
+            w[lr] = kept[k]
+            cur.append(w.astype("<u4").tobytes())
+        traces.append(np.asarray(r.trace, dtype=np.uint32))
+        done = end
+    if steps in set_lr:
+        cur = [_with_word(p, lr, set_lr[steps]) for p in cur]
+    return cur, np.concatenate(traces) if traces else np.zeros((0, 5), np.uint32)
+
+
+def _with_word(page: bytes, word: int, value: int) -> bytes:
+    b = bytearray(page)
+    struct.pack_into("<I", b, 4 * word, value)
+    return bytes(b)
 
 
 SEPARATING = 8  # experiments of separating() (the probe pages first): each is an executor run
@@ -519,7 +596,7 @@ def every_cause() -> dict[str, faults.Model]:
     out: dict[str, faults.Model] = {m.name: m for m in faults.MODELS}
     for mut in mutations():
         out[f"single op {mut.op}:{mut.alt}"] = faults.single_op(mut.op, mut.alt)
-    return distinct(out)
+    return distinct({**out, **lr_from()})
 
 
 def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
@@ -536,7 +613,7 @@ def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
     seen: set[str] = set()
     out: dict[str, faults.Model] = {}
     for name, m in causes.items():
-        key = repr(sorted((k, repr(v)) for k, v in m.assignment.items()))
+        key = repr(sorted((k, repr(v)) for k, v in m.assignment.items())) + (m.word if isinstance(m, LrFrom) else "")
         if key not in seen:
             seen.add(key)
             out[name] = m
@@ -651,14 +728,13 @@ def _outcomes(cands: dict[str, faults.Model], made: list[tuple[str, list[bytes]]
     keys: list[list[bytes]] = [[] for _ in made]
     for m in cands.values():
         if n == 1 and not grouped:  # every page side by side: one run a candidate
-            r = faults.run([pg[0] for _, pg in made], 1, grouped=False, m=m, independent=True)
-            trace = np.asarray(r.trace, dtype=np.uint32)
+            pages, trace = run_model(m, [pg[0] for _, pg in made], 1, grouped=False, independent=True)
             for i in range(len(made)):
-                keys[i].append(r.pages[i] + trace[0, i].tobytes())
+                keys[i].append(pages[i] + trace[0, i].tobytes())
         else:
             for i, (_, pg) in enumerate(made):
-                r = faults.run(pg, 1, grouped=grouped, m=m)
-                keys[i].append(b"".join(r.pages) + np.asarray(r.trace, dtype=np.uint32).tobytes())
+                pages, trace = run_model(m, pg, 1, grouped=grouped)
+                keys[i].append(b"".join(pages) + trace.tobytes())
     return keys
 
 
@@ -871,7 +947,7 @@ def save_all(experiments: list[Experiment], root: Path) -> list[Path]:
 # Header rules: a page word written otherwise, separated by start headers
 # =============================================================================================
 
-_W = {"NEXT_STEP": 7, "ERR": 8, "PENDING": 9, "ROUND": 10, "STEP_HI": 11}  # SPEC 7's header words (u32 index)
+_W = {"LR": 4, "NEXT_STEP": 7, "ERR": 8, "PENDING": 9, "ROUND": 10, "STEP_HI": 11}  # SPEC 7's header words (u32 index)
 
 
 def _words(page: bytes) -> np.ndarray:

@@ -11,7 +11,8 @@ no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte t
 CASE_DIR on stderr, exit 3), ``socket`` (a Unix socket as ``out-0.page``).
 ``loss-at=+S``, ``loss-at=mod128`` and ``loss-at=unwrapped``: mode Z, each step's loss written where a page
 rule of :data:`meshnb.conformance.experiment.PAGE_RULES` says (the ring index shifted by S, a ring of 128,
-LOSS[t mod 256 + 1]).
+LOSS[t mod 256 + 1]); ``lr-from=WORD``: LR read from page word WORD (``PARAMS[3]``, ``STEPS_PER_TASK`` or
+``INV_BATCH``, :func:`meshnb.conformance.experiment.lr_from`) once a task.
 ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
 ``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
@@ -97,6 +98,9 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     loss_at = mode.split("=", 1)[1] if mode.startswith("loss-at=") else None
     if loss_at is not None:
         mode = "mode-z"
+    lr_from = mode.split("=", 1)[1] if mode.startswith("lr-from=") else None
+    if lr_from is not None:
+        mode = "mode-z"
     if ":" in mode:  # OP:ALT, a single-op fault (meshnb.conformance.mutants)
         m = faults.single_op(*mode.split(":", 1))
     else:
@@ -112,6 +116,8 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     )
     if loss_at is not None:
         r = _loss_at(loss_at, pages, r, cj)
+    if lr_from is not None:
+        r = _lr_from(lr_from, pages, r, cj)
     how = os.environ.get("FAULT_EXECUTOR_OUTPUTS", "files")  # files, symlink, hardlink; or scribble
     aside = out.parent / f"{out.name}-aside"
     aside.mkdir(exist_ok=True)
@@ -156,6 +162,26 @@ def _loss_at(rule: str, pages: list[bytes], r: Any, cj: dict[str, Any]) -> Any:
         pages = list(faults.run(pages, 0, grouped=cj["group"], from_init=True).pages)
     e = experiment.Experiment(0, cj["steps"], cj["steps_per_task"], in_pages=pages, expected=list(r.pages))
     return dataclasses.replace(r, pages=experiment.page_predict(name, e))
+
+
+def _lr_from(word: str, pages: list[bytes], r: Any, cj: dict[str, Any]) -> Any:
+    """The case run (``r``: mode Z's from ``pages``) by an executor that reads its LR from page word ``word``
+    (a neighbour of LR: PARAMS[3], STEPS_PER_TASK or INV_BATCH), once a task, as the host's tasks run."""
+    import dataclasses
+
+    from meshnb.conformance import experiment, faults
+
+    if cj["start"] == "init":  # the page init writes: the run's start
+        pages = list(faults.run(pages, 0, grouped=cj["group"], from_init=True).pages)
+    got, trace = experiment.run_model(
+        experiment.lr_from()[f"LR read from {word}"],
+        pages,
+        cj["steps"],
+        grouped=cj["group"],
+        set_lr={e["before_step"]: int(e["word"], 16) for e in cj["set_lr"]},
+        steps_per_task=cj["steps_per_task"],
+    )
+    return dataclasses.replace(r, pages=got, trace=trace)
 
 
 def _timed_out(pages: list[bytes], cj: dict[str, object]) -> list[bytes]:

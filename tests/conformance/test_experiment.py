@@ -402,3 +402,51 @@ def test_the_check_proves_a_page_rule_by_a_designed_page(
     assert len(page) == 1 and "t mod 256 = 255" in json.loads((page[0] / "case.json").read_text())["about"]
     again = suite.run_suite(keep, exec_cmd=cmd, cases=page[0].name, verify=False, experiments=False).cases[0]
     assert again.verdict == "FAIL"  # both write the loss of step 255 elsewhere than meshnb
+
+
+# LR read from the wrong word (issue 47 leftover): a neighbour of LR in the view page, proved by experiment
+@pytest.mark.parametrize("word", list(experiment.LR_WORDS))
+def test_lr_read_from_a_neighbouring_word_is_proved(word: str, unhurried: None) -> None:
+    """An executor that reads its LR from PARAMS[3], STEPS_PER_TASK or INV_BATCH: located at step 0, and
+    among every candidate cause the experiments leave that one alone."""
+    name = f"LR read from {word}"
+    setup = setup_from_run(init_page(), 200)
+    run = experiment.model_runner(experiment.lr_from()[name])
+    loc = experiment.locate(setup, run)
+    base = next(e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1) and e.differs)
+    tries = experiment.separating()
+    experiment.run_all(tries, run)
+    causes = experiment.every_cause()
+    assert set(experiment.lr_from()) <= set(causes)
+    ex = experiment.explain(causes, loc.experiments + tries, run, base)
+    assert ex.verdict == "proved" and ex.survivors == [name], (ex.verdict, ex.survivors)
+
+
+@pytest.mark.parametrize(
+    "truth",
+    [faults.model("x86-ftz"), faults.model("fma-apply"), faults.model("nan-arm"), faults.single_op("lr*g", "fused")],
+    ids=lambda m: m.name,
+)
+def test_lr_from_a_neighbour_is_ruled_out_for_other_faults(truth: faults.Model, unhurried: None) -> None:
+    """For other faults every "LR read from" candidate is ruled out by experiment (never named), and for the
+    correct executor no experiment differs, so none is proved."""
+    tries = experiment.separating()
+    run = experiment.model_runner(truth)
+    experiment.run_all(tries, run)
+    proof = experiment.prove({**experiment.lr_from(), truth.name: truth}, tries)
+    assert proof.proved == [truth.name] and set(proof.ruled_out) == set(experiment.lr_from())
+    right = experiment.separating()
+    experiment.run_all(right, experiment.reference_runner)
+    assert experiment.prove(experiment.lr_from(), right).proved == []
+
+
+@pytest.mark.slow
+def test_the_check_proves_lr_read_from_params_3(quick_pack: Path, unhurried: None) -> None:
+    """The executor that reads its LR from PARAMS[3], on the quick pack's lr-changes: the CI line names it,
+    proved by experiment."""
+    import sys
+
+    cmd = f"{sys.executable} {HERE / 'fault_executor.py'} lr-from=PARAMS[3]"
+    res = suite.run_suite(quick_pack, exec_cmd=cmd, cases="lr-changes").cases[0]
+    assert res.verdict == "FAIL" and res.message.endswith("; cause proved by experiment: LR read from PARAMS[3]")
+    assert res.models == ["LR read from PARAMS[3]"]
