@@ -346,14 +346,15 @@ def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
 
 @dataclass(frozen=True)
 class LrFrom(faults.Model):
-    """An executor that reads its LR from another page word (``word``, SPEC 7's name: a neighbour of LR
-    in the view page), once a task; SET_LR still writes LR, and every other op is mode Z's."""
+    """An executor that reads its LR from another page word (``word``, SPEC 7's name: one of the words
+    around LR in the view page, :data:`LR_WORDS`), once a task; SET_LR still writes LR, and every other op
+    is mode Z's."""
 
     word: str = "STEPS_PER_TASK"
 
 
-LR_WORDS = {"PARAMS[3]": 3, "STEPS_PER_TASK": 5, "INV_BATCH": 6}
-"""LR's neighbours in the view page (SPEC 7: LR is word 4) and their word indices."""
+LR_WORDS = {"PARAMS[0]": 0, "PARAMS[1]": 1, "PARAMS[2]": 2, "PARAMS[3]": 3, "STEPS_PER_TASK": 5, "INV_BATCH": 6}
+"""The page words around LR (SPEC 7: LR is word 4; an index off by one or a few) and their word indices."""
 
 
 def lr_from() -> dict[str, LrFrom]:
