@@ -1072,9 +1072,12 @@ def explain_header(
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
-    left = [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)]
+    # nothing to explain without a difference among them (a rule that changes nothing there agrees)
+    left = (
+        [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
+    )
     ruled = {
-        r: next(f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e))
+        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e)), "no difference")
         for r in HEADER_RULES
         if r not in left
     }

@@ -450,3 +450,13 @@ def test_the_check_proves_lr_read_from_params_3(quick_pack: Path, unhurried: Non
     res = suite.run_suite(quick_pack, exec_cmd=cmd, cases="lr-changes").cases[0]
     assert res.verdict == "FAIL" and res.message.endswith("; cause proved by experiment: LR read from PARAMS[3]")
     assert res.models == ["LR read from PARAMS[3]"]
+
+
+def test_no_header_rule_is_named_without_a_difference_to_explain(unhurried: None) -> None:
+    """Where no one-task experiment seen differs (the one that did ran with a timeout, or none did), the rules
+    that change nothing there would all agree: none is kept, none designed for, none named."""
+    setup = setup_from_run(init_page(), 2)
+    base = experiment.experiment(setup, 0, 1, 1)
+    experiment.run_all([base], experiment.reference_runner)
+    ex = experiment.explain_header([base], experiment.reference_runner, base)
+    assert ex.verdict == "none" and not ex.survivors and not ex.designed
