@@ -1055,19 +1055,26 @@ def explain_header(
 
     Examples
     --------
-    An executor whose step counter has 32 bits, located at a step before 2^32:
+    An executor whose step counter has 32 bits, located at step 2^32 - 1 (where a 16-bit counter writes the
+    same words; the start header of step 2^16 - 1 parts them):
 
-    >>> from meshnb.conformance import faults
     >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, model_runner, run_all
+    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, run_all
     >>> from meshnb.testing.reference import init_page
     >>> def run(e):  # meshnb's bits, STEP_HI never moving
     ...     return header_predict("header: STEP_HI not carried", e), e.trace
-    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> base = experiment(setup_from_run(init_page(), 2, step_base=(1 << 32) - 1), 0, 1, 1)
     >>> run_all([base], run)
     >>> ex = explain_header([base], run, base)
     >>> ex.verdict, ex.survivors
     ('proved', ['header: STEP_HI not carried'])
+
+    Where no experiment seen differs there is nothing to explain, and no rule is kept:
+
+    >>> ok = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> run_all([ok], run)  # no carry at step 0: the executor gives meshnb's bits
+    >>> explain_header([ok], run, ok).verdict
+    'none'
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
