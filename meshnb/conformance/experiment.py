@@ -338,8 +338,86 @@ def model_runner(m: faults.Model) -> Runner:
 
 def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
     assert e.sub is not None
-    r = faults.run(e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), m=m)
-    return mark_timeouts(e.sub, list(r.pages)), np.asarray(r.trace, dtype=np.uint32).reshape(-1, 5)
+    pages, trace = run_model(
+        m, e.in_pages, e.steps, grouped=e.sub.grouped, set_lr=dict(e.sub.set_lr), steps_per_task=e.steps_per_task
+    )
+    return mark_timeouts(e.sub, pages), trace.reshape(-1, 5)
+
+
+@dataclass(frozen=True)
+class LrFrom(faults.Model):
+    """An executor that reads its LR from another page word (``word``, SPEC 7's name: one of the words
+    around LR in the view page, :data:`LR_WORDS`), once a task; SET_LR still writes LR, and every other op
+    is mode Z's."""
+
+    word: str = "STEPS_PER_TASK"
+
+
+LR_WORDS = {"PARAMS[0]": 0, "PARAMS[1]": 1, "PARAMS[2]": 2, "PARAMS[3]": 3, "STEPS_PER_TASK": 5, "INV_BATCH": 6}
+"""The page words around LR (SPEC 7: LR is word 4; an index off by one or a few) and their word indices."""
+
+
+def lr_from() -> dict[str, LrFrom]:
+    """The candidate causes "LR read from the wrong word": one for each word of :data:`LR_WORDS`."""
+    return {
+        f"LR read from {w}": LrFrom(f"LR read from {w}", f"LR read from the page word {w}, not LR", word=w)
+        for w in LR_WORDS
+    }
+
+
+def _task_ends(steps: int, steps_per_task: int, set_lr: dict[int, int]) -> list[int]:
+    """The steps at which the host's tasks end (STEPS_PER_TASK steps, a task ended early at a SET_LR)."""
+    out, done = [], 0
+    for stop in sorted({s for s in set_lr if 0 < s < steps} | {steps}):
+        while done < stop:
+            done = min(stop, done + max(1, steps_per_task))
+            out.append(done)
+    return out
+
+
+def run_model(
+    m: faults.Model,
+    pages: list[bytes],
+    steps: int,
+    *,
+    grouped: bool,
+    set_lr: dict[int, int] | None = None,
+    steps_per_task: int | None = None,
+    independent: bool = False,
+) -> tuple[list[bytes], np.ndarray]:
+    """The pages and trace of :func:`faults.run` under model ``m``; an :class:`LrFrom` model runs task by
+    task (tasks of ``steps_per_task`` steps, as the host's), each from its pages with LR replaced by the
+    word the model reads, LR put back after it (SET_LR's word where one was set)."""
+    if not isinstance(m, LrFrom):
+        r = faults.run(pages, steps, grouped=grouped, set_lr=set_lr, m=m, independent=independent)
+        return list(r.pages), np.asarray(r.trace, dtype=np.uint32)
+    set_lr = set_lr or {}
+    lr, at = _W["LR"], LR_WORDS[m.word]
+    cur, traces, done = list(pages), [], 0
+    for end in _task_ends(steps, steps_per_task or steps, set_lr):
+        ws = [_words(p).copy() for p in cur]
+        for w in ws:
+            w[lr] = set_lr.get(done, w[lr])
+        kept = [int(w[lr]) for w in ws]
+        for w in ws:
+            w[lr] = w[at]
+        r = faults.run([w.astype("<u4").tobytes() for w in ws], end - done, grouped=grouped, independent=independent)
+        cur = []
+        for k, p in enumerate(r.pages):
+            w = _words(p).copy()
+            w[lr] = kept[k]
+            cur.append(w.astype("<u4").tobytes())
+        traces.append(np.asarray(r.trace, dtype=np.uint32))
+        done = end
+    if steps in set_lr:
+        cur = [_with_word(p, lr, set_lr[steps]) for p in cur]
+    return cur, np.concatenate(traces) if traces else np.zeros((0, 5), np.uint32)
+
+
+def _with_word(page: bytes, word: int, value: int) -> bytes:
+    b = bytearray(page)
+    struct.pack_into("<I", b, 4 * word, value)
+    return bytes(b)
 
 
 SEPARATING = 8  # experiments of separating() (the probe pages first): each is an executor run
@@ -434,12 +512,15 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
     """The page transformations of ``findings`` (:func:`~.check.localise.localise_page`'s words) that
     every experiment whose pages differ confirms: the same transformation (its words up to the first
     parenthesis) is found on its first differing page (none without such an experiment, or when one
-    differs in its trace only)."""
+    differs in its trace only); a page rule's (:data:`PAGE_RULES`) only if it gives the executor's
+    outputs on every experiment, those that do not differ too."""
     from .check.localise import localise_page
 
     tried = [e for e in experiments if e.steps and e.got is not None and not isinstance(e.got, str)]
     if not tried:
         return []
+    rules = [f for f in findings if f in PAGE_RULES and all(_page_agrees(f, e) for e in tried)]
+    findings = [f for f in findings if f not in PAGE_RULES]
     seen: list[set[str]] = []
     for e in tried:
         got = e.got
@@ -453,7 +534,7 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
         seen.append({f.split(" (")[0] for f in localise_page(setup, k, got[0][k])["page"]})
     if not seen:
         return []
-    return [f for f in findings if all(f.split(" (")[0] in s for s in seen)]
+    return [f for f in findings if all(f.split(" (")[0] in s for s in seen)] + rules
 
 
 def save(loc: Location, root: Path) -> list[Path]:
@@ -516,7 +597,7 @@ def every_cause() -> dict[str, faults.Model]:
     out: dict[str, faults.Model] = {m.name: m for m in faults.MODELS}
     for mut in mutations():
         out[f"single op {mut.op}:{mut.alt}"] = faults.single_op(mut.op, mut.alt)
-    return distinct(out)
+    return distinct({**out, **lr_from()})
 
 
 def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
@@ -533,7 +614,7 @@ def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
     seen: set[str] = set()
     out: dict[str, faults.Model] = {}
     for name, m in causes.items():
-        key = repr(sorted((k, repr(v)) for k, v in m.assignment.items()))
+        key = repr(sorted((k, repr(v)) for k, v in m.assignment.items())) + (m.word if isinstance(m, LrFrom) else "")
         if key not in seen:
             seen.add(key)
             out[name] = m
@@ -648,14 +729,13 @@ def _outcomes(cands: dict[str, faults.Model], made: list[tuple[str, list[bytes]]
     keys: list[list[bytes]] = [[] for _ in made]
     for m in cands.values():
         if n == 1 and not grouped:  # every page side by side: one run a candidate
-            r = faults.run([pg[0] for _, pg in made], 1, grouped=False, m=m, independent=True)
-            trace = np.asarray(r.trace, dtype=np.uint32)
+            pages, trace = run_model(m, [pg[0] for _, pg in made], 1, grouped=False, independent=True)
             for i in range(len(made)):
-                keys[i].append(r.pages[i] + trace[0, i].tobytes())
+                keys[i].append(pages[i] + trace[0, i].tobytes())
         else:
             for i, (_, pg) in enumerate(made):
-                r = faults.run(pg, 1, grouped=grouped, m=m)
-                keys[i].append(b"".join(r.pages) + np.asarray(r.trace, dtype=np.uint32).tobytes())
+                pages, trace = run_model(m, pg, 1, grouped=grouped)
+                keys[i].append(b"".join(pages) + trace.tobytes())
     return keys
 
 
@@ -710,25 +790,37 @@ def design(
 def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Experiment:
     """The experiment that runs one step (STEPS_PER_TASK 1) from ``pages`` (``base``'s pages changed
     as ``what`` says), with its case.json and meshnb's answer."""
+    return _one_step(base, "design", what, pages, index)
+
+
+def _one_step(base: Experiment, kind: str, what: str, pages: list[bytes], index: int, **words: int) -> Experiment:
+    """The designed experiment ``{case}-{kind}-{index}``: one step (STEPS_PER_TASK 1, no SET_LR, call or
+    timeout) from ``pages`` with header ``words`` set (SPEC 7's names; then its step base is the first
+    page's, else ``base``'s), with its case.json and meshnb's answer."""
     from .pack import run_case
 
     assert base.sub is not None
     ins = []
     for pg in pages:
         b = bytearray(pg)
+        for name, value in words.items():
+            struct.pack_into("<I", b, 4 * _W[name], value)
         struct.pack_into("<I", b, _SPT, 1)
         ins.append(bytes(b))
+    first = _words(ins[0])
+    step_base = int(first[_W["STEP_HI"]]) << 32 | int(first[_W["NEXT_STEP"]]) if words else base.sub.step_base
     sub = replace(
         base.sub,
-        name=f"{base.sub.name}-design-{index}",
+        name=f"{base.sub.name}-{kind}-{index}",
         about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
         steps=1,
         quick_steps=1,
         steps_per_task=1,
         set_lr=(),
         calls=(),
-        page="experiment",
         timeouts=(),
+        page="experiment",
+        step_base=step_base,
     )
     r = run_case(sub, ins)
     return Experiment(
@@ -751,6 +843,7 @@ class Explanation:
     designed: list[Experiment]
     pages_tried: int
     seconds: float
+    note: str = ""  # said after the sentence (the candidates a designed page ruled out, where told)
 
     def sentence(self) -> str:
         """The result in words (the CI line's).
@@ -761,13 +854,14 @@ class Explanation:
         >>> Explanation("equivalent", ["a", "b"], {}, 9, [], 200, 0.5).sentence()
         'cause one of a, b (equivalent on the 200 pages tried)'
         """
+        note = f" ({self.note})" if self.note else ""
         if self.verdict == "proved":
-            return f"cause proved by experiment: {self.survivors[0]}"
+            return f"cause proved by experiment: {self.survivors[0]}{note}"
         if self.verdict == "equivalent":
-            return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried)"
+            return f"cause one of {', '.join(self.survivors)} (equivalent on the {self.pages_tried} pages tried){note}"
         if self.verdict == "none":
-            return f"none of these: no candidate cause of {self.candidates} reproduces every experiment"
-        return f"{len(self.survivors)} candidate causes left when the bound ended the search"
+            return f"none of these: no candidate cause of {self.candidates} reproduces every experiment{note}"
+        return f"{len(self.survivors)} candidate causes left when the bound ended the search{note}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -854,7 +948,7 @@ def save_all(experiments: list[Experiment], root: Path) -> list[Path]:
 # Header rules: a page word written otherwise, separated by start headers
 # =============================================================================================
 
-_W = {"NEXT_STEP": 7, "ERR": 8, "PENDING": 9, "ROUND": 10, "STEP_HI": 11}  # SPEC 7's header words (u32 index)
+_W = {"LR": 4, "NEXT_STEP": 7, "ERR": 8, "PENDING": 9, "ROUND": 10, "STEP_HI": 11}  # SPEC 7's header words (u32 index)
 
 
 def _words(page: bytes) -> np.ndarray:
@@ -943,34 +1037,7 @@ HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
 
 def _header_designed(base: Experiment, what: str, words: dict[str, int], index: int) -> Experiment:
     """The one-step experiment from ``base``'s pages with header ``words`` set (its step base the page's)."""
-    from .pack import run_case
-
-    assert base.sub is not None
-    ins = []
-    for pg in base.in_pages:
-        b = bytearray(pg)
-        for name, value in words.items():
-            struct.pack_into("<I", b, 4 * _W[name], value)
-        struct.pack_into("<I", b, _SPT, 1)
-        ins.append(bytes(b))
-    first = _words(ins[0])
-    sub = replace(
-        base.sub,
-        name=f"{base.sub.name}-header-{index}",
-        about=f"designed experiment: one step from meshnb's page before step {base.start}, {what}",
-        steps=1,
-        quick_steps=1,
-        steps_per_task=1,
-        set_lr=(),
-        calls=(),
-        timeouts=(),
-        page="experiment",
-        step_base=int(first[_W["STEP_HI"]]) << 32 | int(first[_W["NEXT_STEP"]]),
-    )
-    r = run_case(sub, ins)
-    return Experiment(
-        base.start, 1, 1, case=case_json(sub), sub=sub, in_pages=ins, expected=list(r.out_pages), trace=r.trace
-    )
+    return _one_step(base, "header", what, base.in_pages, index, **words)
 
 
 def explain_header(
@@ -988,26 +1055,36 @@ def explain_header(
 
     Examples
     --------
-    An executor whose step counter has 32 bits, located at a step before 2^32:
+    An executor whose step counter has 32 bits, located at step 2^32 - 1 (where a 16-bit counter writes the
+    same words; the start header of step 2^16 - 1 parts them):
 
-    >>> from meshnb.conformance import faults
     >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, model_runner, run_all
+    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, run_all
     >>> from meshnb.testing.reference import init_page
     >>> def run(e):  # meshnb's bits, STEP_HI never moving
     ...     return header_predict("header: STEP_HI not carried", e), e.trace
-    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> base = experiment(setup_from_run(init_page(), 2, step_base=(1 << 32) - 1), 0, 1, 1)
     >>> run_all([base], run)
     >>> ex = explain_header([base], run, base)
     >>> ex.verdict, ex.survivors
     ('proved', ['header: STEP_HI not carried'])
+
+    Where no experiment seen differs there is nothing to explain, and no rule is kept:
+
+    >>> ok = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    >>> run_all([ok], run)  # no carry at step 0: the executor gives meshnb's bits
+    >>> explain_header([ok], run, ok).verdict
+    'none'
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
-    left = [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)]
+    # nothing to explain without a difference among them (a rule that changes nothing there agrees)
+    left = (
+        [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
+    )
     ruled = {
-        r: next(f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e))
+        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e)), "no difference")
         for r in HEADER_RULES
         if r not in left
     }
@@ -1043,3 +1120,146 @@ def explain_header(
     verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
     pages = len(tried) + len(made)
     return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)
+
+
+# =============================================================================================
+# Page rules: the loss of a step written at another word, separated by start steps
+# =============================================================================================
+
+_LOSS, _RING = 2112 // 4, 256  # SPEC 7: LOSS's first word, and the ring's length
+
+
+def _shift(s: int) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda r: _LOSS + (r + s) % _RING
+
+
+PAGE_RULES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    **{
+        f"LOSS: the loss of step t written at LOSS[(t + {s}) mod 256]": ("a ring index shifted", _shift(s))
+        for s in range(1, _RING)
+    },
+    "LOSS: the loss of step t written at LOSS[t mod 256 + 1] (a step 255 mod 256 writes past the ring)": (
+        "the index wrapped before the + 1: LOSS[0] never written, the word after the ring written instead",
+        lambda r: _LOSS + r % _RING + 1,
+    ),
+    "LOSS: the loss of step t written at LOSS[t mod 128] (a ring of 128)": (
+        "the ring taken as 128 words long",
+        lambda r: _LOSS + r % 128,
+    ),
+}
+"""Ways a TASK can write a step's loss at another page word (the sums, the loss and every other word
+kept): name -> (what the executor does, the page word of the loss of step t given ``t mod 256``). The
+shifts' names are :func:`~.check.localise.localise_page`'s findings."""
+
+
+def page_predict(rule: str, e: Experiment) -> list[bytes]:
+    """The out pages of experiment ``e`` by an executor that follows page rule ``rule``: meshnb's, its
+    loss ring as the in page's with each step's loss (meshnb's) written where the rule says."""
+    where = PAGE_RULES[rule][1]
+    out = []
+    for pin, pout in zip(e.in_pages, e.expected, strict=True):
+        i, want = _words(pin), _words(pout)
+        o = want.copy()
+        o[_LOSS : _LOSS + _RING] = i[_LOSS : _LOSS + _RING]
+        first = (int(i[_W["STEP_HI"]]) << 32 | int(i[_W["NEXT_STEP"]])) % _RING
+        r = first + np.arange(max(0, e.steps - _RING), e.steps, dtype=np.int64)  # the steps whose loss is kept
+        at = where(r)
+        last = len(at) - 1 - np.unique(at[::-1], return_index=True)[1]  # the last write to each word
+        o[at[last]] = want[_LOSS + r[last] % _RING]
+        out.append(o.astype("<u4").tobytes())
+    return out
+
+
+def _page_agrees(rule: str, e: Experiment) -> bool:
+    got = e.got
+    assert got is not None and not isinstance(got, str)
+    if got[1] is not None and e.trace is not None and not np.array_equal(got[1], e.trace):
+        return False  # a page rule changes no sums
+    return page_predict(rule, e) == got[0]
+
+
+PAGE_STARTS = (255, 0, 127, 128, 1, 254, 129, 126)
+"""The residues ``t mod 256`` of the start steps of the designed experiments for page rules (each NEXT_STEP's
+low byte set to one): a ring's ends and middle, where an index wrapped otherwise writes elsewhere."""
+
+
+def explain_page(
+    seen: list[Experiment],
+    run: Runner,
+    base: Experiment,
+    *,
+    max_runs: int = DESIGN_RUNS,
+    max_seconds: float = DESIGN_SECONDS,
+) -> Explanation:
+    """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's
+    outputs on every experiment ``seen``, then runs the executor one step from ``base``'s pages at start
+    steps (:data:`PAGE_STARTS`) that split the survivors, dropping every rule the result contradicts, while
+    two or more are left and the bound allows. The rules ruled out by a designed page are the sentence's
+    note.
+
+    Examples
+    --------
+    An executor whose loss ring is 128 words long, located at step 200: there a ring shifted by 128 writes
+    the same words; the start step 0 parts them.
+
+    >>> from meshnb.conformance.check import setup_from_run
+    >>> from meshnb.conformance.experiment import experiment, explain_page, page_predict, run_all
+    >>> from meshnb.testing.reference import init_page
+    >>> rule = "LOSS: the loss of step t written at LOSS[t mod 128] (a ring of 128)"
+    >>> def run(e):  # meshnb's bits, the loss of step t at LOSS[t mod 128]
+    ...     return page_predict(rule, e), e.trace
+    >>> base = experiment(setup_from_run(init_page(), 201), 200, 1, 1)
+    >>> run_all([base], run)
+    >>> ex = explain_page([base], run, base)
+    >>> ex.verdict, ex.survivors == [rule], len(ex.designed)
+    ('proved', True, 1)
+    >>> ex.note
+    'ruled out by a designed page: LOSS: the loss of step t written at LOSS[(t + 128) mod 256]'
+    """
+    t0 = time.monotonic()
+    tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
+    left = [r for r in PAGE_RULES if all(_page_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
+    ruled = {
+        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _page_agrees(r, e)), "no difference")
+        for r in PAGE_RULES
+        if r not in left
+    }
+    made: list[Experiment] = []
+    starts = list(PAGE_STARTS)
+    separated: list[str] = []
+    cut = False
+    step = int(_words(base.in_pages[0])[_W["NEXT_STEP"]])
+    while len(left) > 1 and starts:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        # one step from residue r: a rule's outcome is the word it writes
+        split = [len({int(PAGE_RULES[x][1](np.array([r]))[0]) for x in left}) for r in starts]
+        j = int(np.argmax(split))
+        if split[j] < 2:
+            break
+        r = starts.pop(j)
+        e = _one_step(
+            base,
+            "page",
+            f"NEXT_STEP's low byte {r} (t mod 256 = {r})",
+            base.in_pages,
+            len(made) + 1,
+            NEXT_STEP=(step & ~0xFF) | r,
+        )
+        e.got = run(e)
+        _compare(e, e.got)
+        made.append(e)
+        if isinstance(e.got, str):
+            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
+            left = []
+            break
+        for x in list(left):
+            if not _page_agrees(x, e):
+                left.remove(x)
+                separated.append(x)
+                ruled[x] = f"{e.case['name']} ({e.case['about']})"
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    note = f"ruled out by a designed page: {', '.join(separated)}" if separated else ""
+    pages = len(tried) + len(made)
+    return Explanation(verdict, sorted(left), ruled, len(PAGE_RULES), made, pages, time.monotonic() - t0, note)

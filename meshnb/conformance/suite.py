@@ -741,6 +741,7 @@ def _experiments(
         proof = None
         ex: experiment.Explanation | None = None
         hx: experiment.Explanation | None = None  # the header rules' explanation, where only words differ
+        page_seen: list[experiment.Experiment] = []  # the page rules' designed experiments
         if loc is not None:
             made += loc.experiments
         base = None
@@ -766,6 +767,11 @@ def _experiments(
                     dg["experiment"]["header"] = hx.to_json()
                     if hx.verdict in ("proved", "equivalent"):
                         ex = hx
+                    else:  # a step's loss written at another word: start steps part the page rules
+                        px = experiment.explain_page(loc.experiments, run, base, max_seconds=budget)
+                        made, page_seen = made + px.designed, px.designed
+                        dg["experiment"]["page"] = px.to_json()
+                        ex = px if px.verdict in ("proved", "equivalent") else ex
                 dg["experiment"]["explanation"] = ex.to_json()
                 named_ok = ex.survivors if ex.verdict in ("proved", "equivalent") else []
                 proof = experiment.Proof(
@@ -779,7 +785,7 @@ def _experiments(
         page_proved: list[str] = []
         loc_d = dg.get("localisation")
         if loc is not None and loc_d and loc_d.get("page") and not loc_d.get("found"):
-            page_proved = experiment.prove_page(loc_d["page"], loc.experiments)
+            page_proved = experiment.prove_page(loc_d["page"], loc.experiments + page_seen)
             dg["experiment"]["page_proved"] = page_proved
         proved = set(proof.proved) if proof else set()
         if ex is not None and ex.verdict in ("proved", "equivalent"):

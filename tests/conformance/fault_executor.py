@@ -9,6 +9,11 @@ no output), ``short`` (a 100-byte page), ``garbage`` (a text page and a 7-byte t
 (mode Z's pages without the trace), ``setsid`` (a child in its own session, its pid written to
 ``$FAULT_EXECUTOR_PIDS``; exit 3, or hang with ``$FAULT_EXECUTOR_HANG``), ``listing`` (the names in
 CASE_DIR on stderr, exit 3), ``socket`` (a Unix socket as ``out-0.page``).
+``loss-at=+S``, ``loss-at=mod128`` and ``loss-at=unwrapped``: mode Z, each step's loss written where a page
+rule of :data:`meshnb.conformance.experiment.PAGE_RULES` says (the ring index shifted by S, a ring of 128,
+LOSS[t mod 256 + 1]); ``lr-from=WORD``: LR read from page word WORD (``PARAMS[0]`` .. ``PARAMS[3]``,
+``STEPS_PER_TASK`` or ``INV_BATCH``) once a task. Both are written here apart from the check's own rules
+(:mod:`meshnb.conformance.experiment`), so that they test it.
 ``$FAULT_EXECUTOR_OUTPUTS`` = ``symlink`` or ``hardlink`` puts the
 right bits in OUT_DIR as links to files beside it; ``scribble`` also overwrites CASE_DIR's files.
 ``$FAULT_EXECUTOR_STUCK=FILE`` leaves an immutable file (``chattr +i``) in OUT_DIR, named in FILE.
@@ -28,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def run(mode: str, case_dir: Path, out: Path) -> int:
@@ -90,6 +96,12 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
     from meshnb.conformance import faults  # here: the misbehaving modes start at once
 
     cj = json.loads((case_dir / "case.json").read_text())
+    loss_at = mode.split("=", 1)[1] if mode.startswith("loss-at=") else None
+    if loss_at is not None:
+        mode = "mode-z"
+    lr_from = mode.split("=", 1)[1] if mode.startswith("lr-from=") else None
+    if lr_from is not None:
+        mode = "mode-z"
     if ":" in mode:  # OP:ALT, a single-op fault (meshnb.conformance.mutants)
         m = faults.single_op(*mode.split(":", 1))
     else:
@@ -103,6 +115,10 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
         m=m,
         from_init=cj["start"] == "init",
     )
+    if loss_at is not None:
+        r = _loss_at(loss_at, pages, r, cj)
+    if lr_from is not None:
+        r = _lr_from(lr_from, pages, r, cj)
     how = os.environ.get("FAULT_EXECUTOR_OUTPUTS", "files")  # files, symlink, hardlink; or scribble
     aside = out.parent / f"{out.name}-aside"
     aside.mkdir(exist_ok=True)
@@ -125,6 +141,88 @@ def run(mode: str, case_dir: Path, out: Path) -> int:
             p.write_bytes(b"scribbled")
         (case_dir / "new-file").write_bytes(b"x")
     return 0
+
+
+_LR, _NEXT, _STEP_HI, _LOSS = 4, 7, 11, 528  # SPEC 7's words: LR, the step (low, high), LOSS[0]
+_LR_WORDS = {"PARAMS[0]": 0, "PARAMS[1]": 1, "PARAMS[2]": 2, "PARAMS[3]": 3, "STEPS_PER_TASK": 5, "INV_BATCH": 6}
+
+
+def _words(page: bytes) -> Any:
+    import numpy as np
+
+    return np.frombuffer(page, dtype="<u4").astype(np.uint32)
+
+
+def _start(pages: list[bytes], r: Any, cj: dict[str, Any]) -> list[Any]:
+    """The pages the run starts from, as words: the case's, or for a case from init init's (SPEC 8: a zero
+    loss ring and step 0; the rest as mode Z's first task found it, which the callers do not read)."""
+    if cj["start"] != "init":
+        return [_words(p) for p in pages]
+    out = []
+    for p in r.pages:
+        w = _words(p).copy()
+        w[_LOSS : _LOSS + 256] = 0
+        w[_NEXT] = w[_STEP_HI] = 0
+        out.append(w)
+    return out
+
+
+def _loss_at(rule: str, pages: list[bytes], r: Any, cj: dict[str, Any]) -> Any:
+    """Run ``r`` (mode Z's from ``pages``) with each step's loss written elsewhere: ``+S`` at LOSS[(t + S) mod
+    256], ``mod128`` at LOSS[t mod 128], ``unwrapped`` at LOSS[t mod 256 + 1] (past the ring at 255)."""
+    import dataclasses
+
+    where = {
+        "mod128": lambda t: _LOSS + t % 128,
+        "unwrapped": lambda t: _LOSS + t % 256 + 1,
+    }.get(rule, lambda t: _LOSS + (t + int(rule.lstrip("+"))) % 256)
+    out = []
+    for start, page in zip(_start(pages, r, cj), r.pages, strict=True):
+        want = _words(page)
+        w = want.copy()
+        w[_LOSS : _LOSS + 256] = start[_LOSS : _LOSS + 256]
+        first = (int(start[_STEP_HI]) << 32 | int(start[_NEXT])) % 256
+        for s in range(max(0, cj["steps"] - 256), cj["steps"]):
+            w[where(first + s)] = want[_LOSS + (first + s) % 256]
+        out.append(w.astype("<u4").tobytes())
+    return dataclasses.replace(r, pages=out)
+
+
+def _lr_from(word: str, pages: list[bytes], r: Any, cj: dict[str, Any]) -> Any:
+    """The case run by an executor that reads its LR from page word ``word`` (PARAMS[0..3], STEPS_PER_TASK or
+    INV_BATCH), once a task, as the host's tasks run (STEPS_PER_TASK steps, a SET_LR ends a task)."""
+    import dataclasses
+
+    import numpy as np
+
+    from meshnb.conformance import faults
+
+    set_lr = {e["before_step"]: int(e["word"], 16) for e in cj["set_lr"]}
+    if cj["start"] == "init":
+        pages = list(faults.run(pages, 0, grouped=cj["group"], from_init=True).pages)
+    steps, at = cj["steps"], _LR_WORDS[word]
+    ends, done = [], 0
+    for stop in sorted({s for s in set_lr if 0 < s < steps} | {steps}):
+        while done < stop:
+            done = min(stop, done + max(1, cj["steps_per_task"]))
+            ends.append(done)
+    cur, traces, done = [_words(p).copy() for p in pages], [], 0
+    for end in ends:
+        kept = []
+        for w in cur:
+            w[_LR] = set_lr.get(done, w[_LR])
+            kept.append(int(w[_LR]))
+            w[_LR] = w[at]
+        t = faults.run([w.astype("<u4").tobytes() for w in cur], end - done, grouped=cj["group"])
+        cur = [_words(p).copy() for p in t.pages]
+        for w, lr in zip(cur, kept, strict=True):
+            w[_LR] = lr
+        traces.append(np.asarray(t.trace, dtype=np.uint32))
+        done = end
+    for w in cur:
+        w[_LR] = set_lr.get(steps, w[_LR])
+    trace = np.concatenate(traces) if traces else np.zeros((0, 5), np.uint32)
+    return dataclasses.replace(r, pages=[w.astype("<u4").tobytes() for w in cur], trace=trace)
 
 
 def _timed_out(pages: list[bytes], cj: dict[str, object]) -> list[bytes]:

@@ -22,102 +22,26 @@ import pytest
 
 from meshnb.cli import main
 from meshnb.conformance import check, faults, pack
-from meshnb.conformance.model import OFF_LOSS, Run
+from meshnb.conformance.model import OFF_LOSS
 
 from ..util import wait_for_phase
+from . import fault_table
 from .conftest import edit_json
 
-INIT = [
-    "default",
-    "step-base-2^32",
-    "step-base-2^64-2",
-    "partial-last-task",
-    "steps-per-task-1",
-    "steps-per-task-odd",
-    "lr-changes",
-    "lr-underflow",
-    "lr-tiny-updates",
-    "lr-subnormal",
-    "lr-divergent-nan",
-]
-CLUSTERS = ["cluster-2", "cluster-3", "cluster-8", "cluster-1", "state-timeout-resume", "state-timeout-group-of-one"]
-NAN_CASES = [
-    "lr-divergent-nan",
-    "hard-overflow-then-inf-minus-inf",
-    "hard-nan-payload-param",
-    "hard-nan-lr",
-    "hard-huge-lr",
-    "hard-subnormal-and-nan-samples",
-    "hard-infinite-samples",
-    "hard-huge-samples",
-]
 ALL = [c.name for c in pack.cases(quick=True)]
 
-# The quick pack's cases whose bits each fault changes (the README's table).
-EXPOSED: dict[str, set[str]] = {
-    "gradual-underflow": {
-        "lr-underflow",
-        "lr-tiny-updates",
-        "lr-subnormal",
-        "hard-tiny-params-zero-y",
-        "hard-boundary-params-zero-y",
-        "hard-tiny-samples",
-        "hard-tiny-samples-big-params",
-        "hard-subnormal-lr",
-        "hard-inv-batch-at-flush-boundary",
-        "hard-subnormal-inv-batch",
-        "probe-tininess",
-        "probe-subnormal-samples",
-        "probe-tiny-y",
-        "probe-tiny-y-tiny-params",
-        "probe-tiny-x-huge-params",
-        "probe-subnormal-update",
-    },
-    "ftz-before-rounding": {"probe-tininess"},
-    "x86-ftz": {"probe-tininess"},
-    "no-daz": {"probe-subnormal-samples", "probe-tiny-y", "probe-tiny-y-tiny-params", "probe-tiny-x-huge-params"},
-    "fma-horner": (set(INIT) - {"lr-underflow", "lr-tiny-updates"})
-    | set(CLUSTERS)
-    | {
-        "hard-subnormal-params",
-        "hard-tiny-params-underflow",
-        "hard-tiny-params-zero-y",
-        "hard-boundary-params-zero-y",
-        "hard-huge-lr",
-        "hard-subnormal-and-nan-samples",
-        "hard-infinite-samples",
-        "probe-tiny-y-tiny-params",
-        # the pack's state cases (they run the Horner chain from init's or nearby params)
-        "state-err-pending-round",
-        "state-lr-words",
-        "state-pending-alone-match",
-        "state-pending-cluster-mismatch",
-        "state-round-match-not-pending",
-        "steps-per-task-large",
-    },
-    "fma-apply": {"lr-changes", "probe-tininess", "cluster-3", "probe-tiny-y-tiny-params"},
-    "sequential-lane-sum": set(ALL) - {"hard-nan-payload-param", "probe-tininess", "probe-tiny-y"},
-    "fold-reverse": {"cluster-3", "cluster-8"},
-    "nan-x86": set(NAN_CASES) | {"probe-huge-samples-two-steps", "state-lr-minus-inf", "state-lr-words"},
-    "nan-arm": set(NAN_CASES) | {"probe-huge-samples-two-steps", "state-lr-minus-inf", "state-lr-words"},
-    "samples-naive-sin": set(INIT) | set(CLUSTERS) | {"state-lr-words", "steps-per-task-large"},
-    "raw-lr-inv": {"lr-subnormal", "hard-subnormal-inv-batch", "state-lr-words"},
-}
-
-
-def _executor_runs(setups: dict[str, check.Setup], m: faults.Model) -> dict[str, Run]:
-    """Every quick case run by an executor with fault ``m``."""
-    hard = [n for n, s in setups.items() if not s.case.from_init and s.case.steps == 64]
-    side = faults.run([setups[n].in_pages[0] for n in hard], 64, grouped=False, independent=True, m=m)
-    runs = {n: Run([side.pages[k]], side.trace[:, k]) for k, n in enumerate(hard)}
-    for n, s in setups.items():
-        if n not in runs:  # from init, or a probe of one or two steps
-            runs[n] = check.executor_run(s, m)
-    return runs
+# The quick pack's cases whose bits each fault changes: the computed record (fault_table.py), the guide's table.
+EXPOSED: dict[str, set[str]] = fault_table.exposed()
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "checking-an-executor.md"
 
 
 def test_every_model_is_in_the_table() -> None:
-    assert set(EXPOSED) == set(faults.BY_NAME)
+    assert list(EXPOSED) == list(faults.BY_NAME)
+    assert fault_table.load()["cases"] == ALL, "stale: python -m tests.conformance.fault_table --record"
+
+
+def test_the_guide_shows_the_records_fault_model_table() -> None:
+    assert fault_table.table(fault_table.load()) in GUIDE.read_text(), "paste `python -m tests.conformance.fault_table`"
 
 
 @pytest.mark.slow
@@ -128,7 +52,7 @@ def test_check_names_every_injected_fault(name: str, setups: dict[str, check.Set
     m = faults.model(name)
     exposed = set()
     page_only = 0
-    runs = _executor_runs(setups, m)
+    runs = fault_table.executor_runs(setups, m)
     for case in sorted(runs, key=lambda n: setups[n].case.steps * setups[n].case.systems):  # shortest first
         run = runs[case]
         s = setups[case]

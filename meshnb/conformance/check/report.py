@@ -393,6 +393,9 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
     >>> print("\\n".join(experiment_lines({"location": loc, "explanation": ex})[1:]))
       designed experiments (9 candidate causes, 8 ruled out, 1 executor runs on designed pages, 0.7 s): proved: a
         c-design-1: PARAMS[0] = 0 (differs: w)
+    >>> px = {"candidates": 257, "ruled_out": 257, "runs": 0, "seconds": 0.1, "sentence": "none of these"}
+    >>> print("\\n".join(experiment_lines({"location": loc, "explanation": ex, "page": px})[3:]))
+      page rules (257 candidates, 257 ruled out, 0 executor runs on designed pages, 0.1 s): none of these
     """
     if exp.get("skipped"):
         return [f"  experiments not made: {exp['skipped']}"]
@@ -419,6 +422,17 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
         )
         for e in ex.get("experiments", []):
             lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
+    for key, what in (("header", "header rules"), ("page", "page rules")):
+        rx = exp.get(key)
+        if rx is not None and rx != ex:
+            lines.append(
+                f"  {what} ({rx['candidates']} candidates, {rx['ruled_out']} ruled out, {rx['runs']} executor runs "
+                f"on designed pages, {rx['seconds']} s): {rx['sentence']}"
+            )
+            for e in rx.get("experiments", []):
+                lines.append(
+                    f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else "")
+                )
     return lines
 
 
