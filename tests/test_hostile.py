@@ -28,11 +28,10 @@ from hypothesis import strategies as st
 
 from meshnb import files
 
-from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
+from .util import meshnb_cli, reported_phases, run_meshnb, shm_left, shm_names, wait_for_phase
 
 LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 8 if LONG else 2
-SHM = Path("/dev/shm")
 
 # --- signals the way schedulers send them -------------------------------------------------------
 
@@ -44,10 +43,6 @@ GROUP_RUNS = {
 }
 WORDS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}
 STOPS = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129), "SIGINT": (signal.SIGINT, 130)}
-
-
-def _shm() -> set[str]:
-    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
 
 
 def _logged(log: Path, *argv: str) -> subprocess.Popen:
@@ -107,7 +102,7 @@ def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would
     for k in range(TRIALS):
         at = rng.choice(phases)
         log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
-        before = _shm()
+        before = shm_names()
         argv = ["train", *GROUP_RUNS[backend], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
         p = _logged(log, *argv)
         try:
@@ -127,7 +122,7 @@ def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would
         assert err.startswith("meshnb: interrupted after ") and "page written to" in err, (at, err)
         assert len(page.read_bytes()) == 4096
         assert _resumed_digests(ckpt) == want, at
-        assert _shm() <= before, _shm() - before
+        assert not (left := shm_left(before)), left
         stopped += 1
     assert stopped or not LONG, "no trial stopped the run"
 
