@@ -633,7 +633,10 @@ def test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does(tmp_path, sig, code):
     assert [q.name for q in tmp_path.iterdir()] == ["out.csv"]  # no temporary left
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+# SIGINT in the default run; SIGTERM's exit from a sweep is test_sigterm_and_sighup_end_a_sweep_as_ctrl_c_does's.
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)]
+)
 def test_a_stopped_npz_sweep_writes_its_finished_systems_whole(tmp_path, sig, code):
     """The npz's columns are written in place as the batches finish (the rows told); a stop after
     some batches leaves fewer rows than told: they are read back and zipped, a whole archive of

@@ -532,14 +532,18 @@ def test_ops_verify_can_demand_the_whole_set_and_says_how_much_it_checked(op, cu
     assert verify_chunks(op, [b"".join(lines)]).passed  # without the demand: every line right is a pass
 
 
-def test_ops_verify_whole_on_the_command_line(tmp_path):
+def test_ops_verify_whole_on_the_command_line(tmp_path, capsys):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
     from meshnb.conformance.ops import gen_lines
 
     (tmp_path / "one.txt").write_bytes(gen_lines("mul").splitlines(keepends=True)[0])
-    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole")
-    assert done.returncode == 1 and done.stdout.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), done.stdout
-    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2")
-    assert done.returncode == 2 and "--whole" in done.stderr
+    code = main(["ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole"])
+    out, _ = capsys.readouterr()
+    assert code == 1 and out.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), out
+    code = main(["ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--whole" in err and err.count("\n") == 1, err
 
 
 @settings(max_examples=100, deadline=None)
