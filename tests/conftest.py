@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from meshnb import View, testing
+from meshnb.files import pid_alive
 from meshnb.host import prepare
 from meshnb.options import Plan
 from meshnb.program import Context
@@ -31,8 +33,13 @@ SHM = Path("/dev/shm")
 
 def _meshnb_segments() -> set[str]:
     """meshnb's shared memory segments (named ``meshnb_<pid>_<random>``; other programs' are not
-    ours to judge)."""
-    return {p.name for p in SHM.glob("meshnb_*")} if SHM.is_dir() else set()
+    ours to judge) whose coordinator is this process or has ended: a live coordinator elsewhere (a
+    run of the other pytest worker's test, another run on the machine) answers for its own."""
+    if not SHM.is_dir():
+        return set()
+    names = {p.name for p in SHM.glob("meshnb_*")}
+    live = {n for n in names if (pid := n.split("_")[1]).isdigit() and int(pid) != os.getpid() and pid_alive(int(pid))}
+    return names - live
 
 
 @pytest.fixture(autouse=True)

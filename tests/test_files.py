@@ -490,11 +490,13 @@ def _cli(*argv: str) -> subprocess.Popen:
 
 def _exit_2_at_once(p: subprocess.Popen, *named: str) -> str:
     try:
-        out, err = p.communicate(timeout=10)  # the interpreter's start, not a run
+        # the interpreter's start, not a run (or a FIFO's open, which never returns): over 10 s beside
+        # two busy loops and other test runs on 2 cores, so a minute
+        out, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
-        raise AssertionError("still running after 10 s") from None
+        raise AssertionError("still running after 60 s") from None
     assert p.returncode == 2 and out == "", err
     assert err.count("\n") == 1 and all(n in err for n in named), err
     return err

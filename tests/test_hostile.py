@@ -28,11 +28,10 @@ from hypothesis import strategies as st
 
 from meshnb import files
 
-from .util import meshnb_cli, reported_phases, run_meshnb, wait_for_phase
+from .util import meshnb_cli, reported_phases, run_meshnb, shm_left, shm_names, wait_for_phase
 
 LONG = os.environ.get("MESHNB_SLOW", "") not in ("", "0")
 TRIALS = 8 if LONG else 2
-SHM = Path("/dev/shm")
 
 # --- signals the way schedulers send them -------------------------------------------------------
 
@@ -44,10 +43,6 @@ GROUP_RUNS = {
 }
 WORDS = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}
 STOPS = {"SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129), "SIGINT": (signal.SIGINT, 130)}
-
-
-def _shm() -> set[str]:
-    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
 
 
 def _logged(log: Path, *argv: str) -> subprocess.Popen:
@@ -107,7 +102,7 @@ def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would
     for k in range(TRIALS):
         at = rng.choice(phases)
         log, page, ckpt = tmp_path / f"{k}.log", tmp_path / f"{k}.page", tmp_path / f"{k}.ckpt"
-        before = _shm()
+        before = shm_names()
         argv = ["train", *GROUP_RUNS[backend], "--view-out", str(page), "--checkpoint", str(ckpt), "--json"]
         p = _logged(log, *argv)
         try:
@@ -127,7 +122,7 @@ def test_a_stop_signal_to_the_whole_group_ends_the_run_as_the_coordinators_would
         assert err.startswith("meshnb: interrupted after ") and "page written to" in err, (at, err)
         assert len(page.read_bytes()) == 4096
         assert _resumed_digests(ckpt) == want, at
-        assert _shm() <= before, _shm() - before
+        assert not (left := shm_left(before)), left
         stopped += 1
     assert stopped or not LONG, "no trial stopped the run"
 
@@ -537,14 +532,18 @@ def test_ops_verify_can_demand_the_whole_set_and_says_how_much_it_checked(op, cu
     assert verify_chunks(op, [b"".join(lines)]).passed  # without the demand: every line right is a pass
 
 
-def test_ops_verify_whole_on_the_command_line(tmp_path):
+def test_ops_verify_whole_on_the_command_line(tmp_path, capsys):
+    """In this process (``meshnb.cli.main``, what ``python -m meshnb`` runs)."""
+    from meshnb.cli import main
     from meshnb.conformance.ops import gen_lines
 
     (tmp_path / "one.txt").write_bytes(gen_lines("mul").splitlines(keepends=True)[0])
-    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole")
-    assert done.returncode == 1 and done.stdout.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), done.stdout
-    done = run_meshnb("ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2")
-    assert done.returncode == 2 and "--whole" in done.stderr
+    code = main(["ops", "verify", "mul", str(tmp_path / "one.txt"), "--whole"])
+    out, _ = capsys.readouterr()
+    assert code == 1 and out.startswith("FAIL: mul: 1 checked, 0 wrong; 1 of the "), out
+    code = main(["ops", "verify", "mul", str(tmp_path / "one.txt"), "--seed", "2"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--whole" in err and err.count("\n") == 1, err
 
 
 @settings(max_examples=100, deadline=None)

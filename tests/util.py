@@ -62,6 +62,27 @@ def run_python(code: str, timeout: float = 300, **run: Any) -> subprocess.Comple
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, **run)
 
 
+SHM = Path("/dev/shm")
+
+
+def shm_names() -> set[str]:
+    """What is in /dev/shm, less MPICH's segments (an MPI job's, never a meshnb run's)."""
+    return {p.name for p in SHM.iterdir() if not p.name.startswith("mpich_shm_")} if SHM.is_dir() else set()
+
+
+def shm_left(before: set[str], seconds: float = 10) -> set[str]:
+    """The names in /dev/shm that were not in ``before`` and that no live process maps or holds
+    open, once they have had ``seconds`` to go: what this test's ended processes left behind.  A
+    segment another test holds meanwhile (the other pytest worker's, another run on the machine) is
+    in use by its live process, so it is not counted."""
+    from meshnb.files import shm_in_use
+
+    deadline = time.monotonic() + seconds
+    while (left := (shm_names() - before) - shm_in_use(str(SHM))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def mpi_env(**extra: str) -> dict[str, str]:
     """The environment of an MPI job in the tests: this one, less the tests' fault hooks, with
     MPICH's progress throttle (ranks that yield: 2 cores, more ranks) and ``extra``."""
