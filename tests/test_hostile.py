@@ -872,3 +872,22 @@ def test_hostile_calls_and_start_of_a_case_are_refused(small_pack, tmp_path, cap
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "not a case description" in err, (code, err)
     assert next(iter(change)) in err, err
+
+
+def test_a_view_out_fifo_with_no_reader_is_refused_before_the_run(tmp_path, capsys):
+    """In this process (``meshnb.cli.main``): the run never starts, so no page is lost after it."""
+    from meshnb import train
+    from meshnb.cli import main
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code = main(["train", "--steps", "3", "--view-out", str(fifo)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")  # no summary: the run never ran
+    assert err == f"meshnb: error: --view-out {fifo}: a FIFO with no reader (a write would block)\n"
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # with a reader, the page goes through it
+    try:
+        assert main(["train", "--steps", "3", "--view-out", str(fifo)]) == 0
+        assert os.read(r, 1 << 16) == train(steps=3).page
+    finally:
+        os.close(r)

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import files
@@ -114,7 +115,6 @@ def refuse_stdout_twice(option: str, path: str, what: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`)."""
     from ..api import run
-    from ..results import RunInterrupted, SaveFailed
 
     opts = options(args)
     refuse_meaningless_timeout(args, opts)
@@ -126,6 +126,32 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--view-out {args.view_out} is the {flag} file: the page would replace the run")
     if opts.checkpoint is not None:
         files.check_output(opts.checkpoint, "--checkpoint")  # a file kept from another run: api.run refuses it
+    # A stream (a FIFO, a pipe, a device) is opened before the run, as sweep's outputs are: a FIFO
+    # with no reader is refused now, not after the run, whose page it would lose.
+    early = None
+    if args.view_out and prints(args) and files.output_kind(args.view_out) == "stream":
+        early = files.Output(args.view_out, "--view-out")
+
+    def save(page: bytes) -> None:
+        if early is None:
+            files.write_atomic(args.view_out, page, "--view-out")
+        else:
+            early.write(page)
+            early.commit()
+
+    try:
+        return _run_and_report(args, opts, run, save)
+    finally:
+        if early is not None:
+            early.abort()  # closes a stream not yet committed (a failed or stopped run); else a no-op
+
+
+def _run_and_report(
+    args: argparse.Namespace, opts: RunOptions, run: Callable[[RunOptions], RunResult], save: Callable[[bytes], None]
+) -> int:
+    """Run ``opts`` and print its summary (or JSON); ``save`` writes the page to ``--view-out``."""
+    from ..results import RunInterrupted, SaveFailed
+
     try:
         result = run(opts)
     except SaveFailed as failed:  # the run is done: its result first, then why the file is not
@@ -137,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         saved = []
         if args.view_out:
-            files.write_atomic(args.view_out, stop.result.page, "--view-out")
+            save(stop.result.page)
             saved.append(f"page written to {args.view_out}")
         if opts.checkpoint:
             saved.append(f"checkpoint written to {opts.checkpoint}")
@@ -149,5 +175,5 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK  # mpi: rank 0 prints (and writes) every rank's results
     print(json.dumps(result.to_json()) if args.json else summary(result), flush=True)
     if args.view_out:
-        files.write_atomic(args.view_out, result.page, "--view-out")
+        save(result.page)
     return EXIT_OK
