@@ -1225,10 +1225,12 @@ def explain_page(
         if r not in left
     }
     made: list[Experiment] = []
-    starts = list(PAGE_STARTS)
+    first = _words(base.in_pages[0])
+    step, high = int(first[_W["NEXT_STEP"]]), int(first[_W["STEP_HI"]]) << 32
+    # a start at 2^64 - 1 runs no step (its round would wrap to 0: SPEC): never designed
+    starts = [r for r in PAGE_STARTS if high | (step & ~0xFF) | r <= (1 << 64) - 2]
     separated: list[str] = []
     cut = False
-    step = int(_words(base.in_pages[0])[_W["NEXT_STEP"]])
     while len(left) > 1 and starts:
         if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
             cut = True

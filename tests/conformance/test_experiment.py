@@ -363,6 +363,21 @@ def test_a_page_rule_is_proved_by_a_designed_start_step(rule: str, other: str, s
     assert experiment.prove_page([other, rule], [base, *ex.designed]) == [rule]
 
 
+def test_no_page_is_designed_at_a_step_that_cannot_run(unhurried: None) -> None:
+    """Located at step 2^64 - 3, the start step 255 that alone parts LOSS[t mod 256 + 1] from LOSS[(t + 1) mod
+    256] would be 2^64 - 1, whose round wraps (SPEC): it is not designed, the two stay unseparated, and the
+    check goes on (the run it would have asked for ended the whole check in an error)."""
+    words = np.frombuffer(init_page(), dtype="<u4").copy()
+    start = (1 << 64) - 13  # steps start .. start + 10: the located step is 2^64 - 3 (t mod 256 = 253)
+    words[7], words[11] = start & 0xFFFFFFFF, start >> 32  # NEXT_STEP, STEP_HI
+    setup = setup_from_run(words.tobytes(), 11)
+    base = experiment.experiment(setup, 10, 1, 1)
+    run = _page_runner(_UNWRAPPED)
+    experiment.run_all([base], run)
+    ex = experiment.explain_page([base], run, base)
+    assert ex.verdict == "equivalent" and {_UNWRAPPED, _SHIFT1} <= set(ex.survivors), (ex.verdict, ex.survivors)
+
+
 def test_no_page_rule_is_named_for_other_faults_or_none(unhurried: None) -> None:
     """The correct executor, a header rule, a flipped PARAMS bit and an op fault: every page rule is ruled
     out (none is named), and no page is designed."""
