@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ Outputs = tuple[list[bytes], np.ndarray | None]
 Runner = Callable[["Experiment"], "Outputs | str"]
 """Runs the executor on an experiment (its ``case`` document and ``in_pages``) -> its out pages and
 trace (None if it wrote none), or why it gave no outputs (an error)."""
+Predict = Callable[[str, "Experiment"], list[bytes]]  # a header or page rule's out pages of an experiment
 
 _SPT, _NEXT, _STEP_HI = 20, 28, 44
 
@@ -519,7 +520,7 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
     tried = [e for e in experiments if e.steps and e.got is not None and not isinstance(e.got, str)]
     if not tried:
         return []
-    rules = [f for f in findings if f in PAGE_RULES and all(_page_agrees(f, e) for e in tried)]
+    rules = [f for f in findings if f in PAGE_RULES and all(_rule_agrees(page_predict, f, e) for e in tried)]
     findings = [f for f in findings if f not in PAGE_RULES]
     seen: list[set[str]] = []
     for e in tried:
@@ -1018,12 +1019,39 @@ def header_predict(rule: str, e: Experiment) -> list[bytes]:
     return out
 
 
-def _header_agrees(rule: str, e: Experiment) -> bool:
+def _rule_agrees(predict: Predict, rule: str, e: Experiment) -> bool:
+    """Whether an executor following header or page rule ``rule`` (its pages by ``predict``) gives ``e``'s outputs."""
     got = e.got
     assert got is not None and not isinstance(got, str)
     if got[1] is not None and e.trace is not None and not np.array_equal(got[1], e.trace):
-        return False  # a header rule changes no sums
-    return header_predict(rule, e) == got[0]
+        return False  # a header or page rule changes no sums
+    return predict(rule, e) == got[0]
+
+
+def _rules_kept(rules: Iterable[str], predict: Predict, tried: list[Experiment]) -> tuple[list[str], dict[str, str]]:
+    """The ``rules`` that give every experiment ``tried``'s outputs, and for each other rule the first
+    experiment that contradicts it; none is kept where no experiment differs (a rule that changes
+    nothing there agrees)."""
+    differs = any(e.differs for e in tried)
+    left = [r for r in rules if differs and all(_rule_agrees(predict, r, e) for e in tried)]
+    first = {r: next((e for e in tried if not _rule_agrees(predict, r, e)), None) for r in rules if r not in left}
+    ruled = {r: f"{e.case['name']} ({e.case['about']})" if e else "no difference" for r, e in first.items()}
+    return left, ruled
+
+
+def _run_designed(e: Experiment, run: Runner, left: list[str], ruled: dict[str, str], predict: Predict) -> list[str]:
+    """Run designed experiment ``e`` and drop from ``left`` every rule its result contradicts (each of them
+    where the executor failed), saying why in ``ruled``; returns the rules dropped."""
+    e.got = run(e)
+    _compare(e, e.got)
+    if isinstance(e.got, str):
+        gone, why = list(left), f"{e.case['name']} ({e.got})"
+    else:
+        gone, why = [r for r in left if not _rule_agrees(predict, r, e)], f"{e.case['name']} ({e.case['about']})"
+    for r in gone:
+        left.remove(r)
+        ruled[r] = why
+    return gone
 
 
 HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
@@ -1079,15 +1107,7 @@ def explain_header(
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
-    # nothing to explain without a difference among them (a rule that changes nothing there agrees)
-    left = (
-        [r for r in HEADER_RULES if all(_header_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
-    )
-    ruled = {
-        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _header_agrees(r, e)), "no difference")
-        for r in HEADER_RULES
-        if r not in left
-    }
+    left, ruled = _rules_kept(HEADER_RULES, header_predict, tried)
     made: list[Experiment] = []
     starts = list(HEADER_STARTS)
     cut = False
@@ -1106,17 +1126,8 @@ def explain_header(
             break
         e = best[2]
         starts.pop(best[1])
-        e.got = run(e)
-        _compare(e, e.got)
+        _run_designed(e, run, left, ruled, header_predict)
         made.append(e)
-        if isinstance(e.got, str):
-            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
-            left = []
-            break
-        for r in list(left):
-            if not _header_agrees(r, e):
-                left.remove(r)
-                ruled[r] = f"{e.case['name']} ({e.case['about']})"
     verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
     pages = len(tried) + len(made)
     return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)
@@ -1170,14 +1181,6 @@ def page_predict(rule: str, e: Experiment) -> list[bytes]:
     return out
 
 
-def _page_agrees(rule: str, e: Experiment) -> bool:
-    got = e.got
-    assert got is not None and not isinstance(got, str)
-    if got[1] is not None and e.trace is not None and not np.array_equal(got[1], e.trace):
-        return False  # a page rule changes no sums
-    return page_predict(rule, e) == got[0]
-
-
 PAGE_STARTS = (255, 0, 127, 128, 1, 254, 129, 126)
 """The residues ``t mod 256`` of the start steps of the designed experiments for page rules (each NEXT_STEP's
 low byte set to one): a ring's ends and middle, where an index wrapped otherwise writes elsewhere."""
@@ -1218,12 +1221,7 @@ def explain_page(
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
-    left = [r for r in PAGE_RULES if all(_page_agrees(r, e) for e in tried)] if any(e.differs for e in tried) else []
-    ruled = {
-        r: next((f"{e.case['name']} ({e.case['about']})" for e in tried if not _page_agrees(r, e)), "no difference")
-        for r in PAGE_RULES
-        if r not in left
-    }
+    left, ruled = _rules_kept(PAGE_RULES, page_predict, tried)
     made: list[Experiment] = []
     first = _words(base.in_pages[0])
     step, high = int(first[_W["NEXT_STEP"]]), int(first[_W["STEP_HI"]]) << 32
@@ -1249,18 +1247,10 @@ def explain_page(
             len(made) + 1,
             NEXT_STEP=(step & ~0xFF) | r,
         )
-        e.got = run(e)
-        _compare(e, e.got)
+        gone = _run_designed(e, run, left, ruled, page_predict)
         made.append(e)
-        if isinstance(e.got, str):
-            ruled.update(dict.fromkeys(left, f"{e.case['name']} ({e.got})"))
-            left = []
-            break
-        for x in list(left):
-            if not _page_agrees(x, e):
-                left.remove(x)
-                separated.append(x)
-                ruled[x] = f"{e.case['name']} ({e.case['about']})"
+        if not isinstance(e.got, str):
+            separated += gone
     verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
     note = f"ruled out by a designed page: {', '.join(separated)}" if separated else ""
     pages = len(tried) + len(made)
