@@ -802,23 +802,7 @@ def test_a_case_name_that_is_a_path_is_refused(small_pack, tmp_path, capsys, nam
     """A case.json (its checksum matching) whose name was ``../../etc`` made ``check --exec CMD
     --experiments DIR`` write its experiments' directories outside DIR (``DIR/../../etc-exp-0-1-1``):
     a case's name is a plain name, refused otherwise in one line (exit 2) as the case is read."""
-    import hashlib
-    import shutil
-
-    from meshnb.cli import main
-
-    pack = tmp_path / "pack"
-    shutil.copytree(small_pack, pack)
-    cj = pack / "default" / "case.json"
-    doc = json.loads(cj.read_text())
-    doc["name"] = name
-    cj.write_text(json.dumps(doc))
-    manifest = json.loads((pack / "manifest.json").read_text())
-    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
-    (pack / "manifest.json").write_text(json.dumps(manifest))
-    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
-    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
-    _, err = capsys.readouterr()
+    code, err = _check_changed_case(small_pack, tmp_path, capsys, {"name": name})
     assert code == 2 and err.count("\n") == 1 and "is not a case name" in err, (code, err)
 
 
@@ -855,21 +839,7 @@ def test_hostile_calls_and_start_of_a_case_are_refused(small_pack, tmp_path, cap
     executor unread: a case whose checksum matches but whose calls are not hex words at steps of the
     run, or whose start is neither ``init`` nor a page, is refused in one line (exit 2), as its
     other values are."""
-    import hashlib
-    import shutil
-
-    from meshnb.cli import main
-
-    pack = tmp_path / "pack"
-    shutil.copytree(small_pack, pack)
-    cj = pack / "default" / "case.json"
-    cj.write_text(json.dumps({**json.loads(cj.read_text()), **change}))
-    manifest = json.loads((pack / "manifest.json").read_text())
-    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
-    (pack / "manifest.json").write_text(json.dumps(manifest))
-    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
-    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
-    _, err = capsys.readouterr()
+    code, err = _check_changed_case(small_pack, tmp_path, capsys, change)
     assert code == 2 and err.count("\n") == 1 and "not a case description" in err, (code, err)
     assert next(iter(change)) in err, err
 
@@ -891,3 +861,23 @@ def test_a_view_out_fifo_with_no_reader_is_refused_before_the_run(tmp_path, caps
         assert os.read(r, 1 << 16) == train(steps=3).page
     finally:
         os.close(r)
+
+
+def _check_changed_case(small_pack: Path, tmp_path: Path, capsys, change: dict) -> tuple[int, str]:
+    """``meshnb check`` (in this process) of the pack's ``default`` case with ``change`` made to its
+    case.json and the manifest's checksum made to match: the exit code and stderr."""
+    import hashlib
+    import shutil
+
+    from meshnb.cli import main
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    cj = pack / "default" / "case.json"
+    cj.write_text(json.dumps({**json.loads(cj.read_text()), **change}))
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["default/case.json"] = hashlib.sha256(cj.read_bytes()).hexdigest()
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
+    code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
+    return code, capsys.readouterr().err
