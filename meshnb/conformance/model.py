@@ -317,7 +317,9 @@ def f64(v: Value) -> np.ndarray:
     if v.dtype == np.float64:
         return v
     u = v.astype(np.uint32)
-    return np.where((u & 0x7F800000) == 0, u & SIGN, u).astype(np.uint32).view(np.float32).astype(np.float64)
+    u = np.where((u & 0x7F800000) == 0, u & SIGN, u).astype(np.uint32)
+    with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it and raises invalid: not an error here
+        return u.view(np.float32).astype(np.float64)
 
 
 def words(v: Value) -> np.ndarray:
