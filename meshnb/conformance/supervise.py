@@ -1,12 +1,9 @@
 """One executor of ``meshnb check --exec``, run to the end of every process it started.
 
-``python supervise.py CHECKER_PID TIMEOUT CMD ARG...``, started by :mod:`meshnb.conformance.suite`
-as a file (it imports nothing of meshnb), becomes a child subreaper, runs ``CMD ARG...`` in a
-session of its own (stdin and stdout ``/dev/null``, stderr the case's log) and, once it has exited
-or run past ``TIMEOUT`` seconds, kills its process group and every process left under it, then
-prints one JSON line: ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}``.  A SIGTERM,
-SIGINT or SIGHUP, or the checker's death, does the same at once and exits 1 without the line.
-Why and how: docs/guide/checking-an-executor.md.
+``python supervise.py CHECKER_PID TIMEOUT CMD ARG...`` (run as a file: it imports nothing of meshnb)
+runs the command in a session of its own as a child subreaper, kills every process left once it
+ends or times out, and prints ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}``.  A stop
+signal or the checker's death does the same at once, exit 1, no line (docs/guide/checking-an-executor.md).
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ def children() -> list[int]:
 
 
 def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
-    """Kills and reaps every child of this process but ``keep``, round by round (their orphans are its
-    children next); returns how many there were."""
+    """Kills and reaps every child of this process but ``keep``, round by round; returns how many."""
     left: set[int] = set()
     for _ in range(ROUNDS):
         strays = [pid for pid in children() if pid not in keep]
@@ -73,8 +69,7 @@ def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
 
 
 def kill_all(leader: int) -> int:
-    """Kills the executor's process group and every process left under this one; returns how many were
-    still running then."""
+    """Kills the executor's process group and every process left under this one; returns how many."""
     try:
         os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
     except OSError:
