@@ -328,28 +328,19 @@ def _check(args: argparse.Namespace) -> int:
     return code if code != EXIT_OK else report.exit_code
 
 
-def _seconds(text: str) -> float:
-    from ..options import parse_positive  # the options table's rule of a number above 0; the bound is the check's
+def _bounded(parse: Callable[[str], Any], low: float, high: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``parse``'s value (the options table's rule) from ``low`` to ``high``, else ``what``."""
 
-    try:
-        v = parse_positive(text)
-    except ValueError:
-        v = math.inf
-    if not v <= 7 * 86400:
-        raise argparse.ArgumentTypeError(f"{text!r}: seconds, more than 0 and at most a week (604800)")
-    return v
+    def arg(text: str) -> Any:
+        try:
+            v = parse(text)
+        except ValueError:
+            v = math.nan
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+        return v
 
-
-def _jobs(text: str) -> int:
-    from ..options import parse_count  # a count as every command reads one (ASCII digits); the bound is the check's
-
-    try:
-        v = parse_count(text)
-    except ValueError:
-        v = 0
-    if not 1 <= v <= 256:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of executors from 1 to 256")
-    return v
+    return arg
 
 
 # -- wiring ---------------------------------------------------------------------------------------
@@ -357,7 +348,7 @@ def _jobs(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
-    from ..options import add_flags, arg_type, option_fields, parse_count
+    from ..options import add_flags, arg_type, option_fields, parse_count, parse_positive
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
@@ -446,10 +437,11 @@ def register(subparsers: Any) -> None:
         help="with --exec: write every experiment run on the executor (a new or empty DIR) as a case directory; "
         "'check DIR --exec CMD --no-manifest' reruns them",
     )
-    w.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="executors run at once (default 1)")
+    jobs = _bounded(parse_count, 1, 256, "a number of executors from 1 to 256")
+    w.add_argument("-j", "--jobs", type=jobs, default=1, metavar="N", help="executors run at once (default 1)")
     w.add_argument(
         "--case-timeout",
-        type=_seconds,
+        type=_bounded(parse_positive, 0, 7 * 86400, "seconds, more than 0 and at most a week (604800)"),
         default=3600.0,
         metavar="S",
         help="seconds an executor may take for one case; then it is killed (default 3600)",

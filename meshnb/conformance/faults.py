@@ -133,17 +133,6 @@ def model(name: str) -> Model:
         raise step.unknown("fault model", name, BY_NAME) from None
 
 
-def run(
-    pages: list[bytes],
-    steps: int,
-    *,
-    grouped: bool,
-    set_lr: dict[int, int] | None = None,
-    m: Model = EXACT,
-    from_init: bool = False,
-    independent: bool = False,
-) -> Run:
-    """:func:`.model.run` under fault ``m``'s assignment (the other arguments are its)."""
-    return step.run(
-        pages, steps, grouped=grouped, set_lr=set_lr, assign=m.assignment, from_init=from_init, independent=independent
-    )
+def run(pages: list[bytes], steps: int, *, m: Model = EXACT, **options: Any) -> Run:
+    """:func:`.model.run` under fault ``m``'s assignment (``options``: its keyword arguments but ``assign``)."""
+    return step.run(pages, steps, assign=m.assignment, **options)

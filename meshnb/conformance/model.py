@@ -60,36 +60,31 @@ class Rule:
     arith: Ops | None = None  # an FPU rule's arithmetic; None: structural (the default arithmetic)
 
 
-def _rules(*rows: Rule) -> dict[str, Rule]:
-    return {r.key: r for r in rows}
-
-
-RULES: dict[str, Rule] = _rules(
-    Rule("z", "in float mode Z", Ops(MODE_Z)),
-    Rule("no-flush", "without the flush (gradual underflow, subnormal inputs read)", Ops(Rules("none", daz=False))),
-    Rule("ftz-before", "flushed when tiny before rounding", Ops(Rules("before"))),
-    Rule(
-        "x86-ftz",
-        "flushed as x86 FTZ does (tiny after rounding at unbounded exponent)",
-        Ops(Rules("after")),
-    ),
-    Rule("no-daz", "with subnormal inputs read as they are (no DAZ)", Ops(Rules(daz=False))),
-    Rule("nan-x86", "with x86's NaN (first NaN operand quieted, else 0xFFC00000)", Ops(Rules(nan="x86"))),
-    Rule("nan-arm", "with ARM's default NaN 0x7FC00000", Ops(Rules(nan="arm"))),
-    Rule("flush-to-plus-zero", "flushed to +0 whatever its sign", PlusZero()),
-    Rule("round-zero", "rounded toward zero", Directed("zero")),
-    Rule("round-up", "rounded toward +inf", Directed("up")),
-    Rule("round-down", "rounded toward -inf", Directed("down")),
-    Rule("fused", "fused into {into} (one rounding, an FMA)"),
-    Rule("f64", "computed in f64 into {into} (rounded to f32 there)"),
-    Rule("swapped", "with its operands swapped"),
-    Rule("regrouped", "regrouped"),
-    Rule("xor-ascending", "in xor order 1, 2, 4, 8, 16"),
-    Rule("sequential", "as a sequential sum of the 32 lanes"),
-    Rule("reverse", "in reverse system order (the last system first)"),
-    Rule("naive-sin", "as sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)"),
-    Rule("raw", "read without the flush and fed unflushed to its consumers"),
-)
+RULES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        Rule("z", "in float mode Z", Ops(MODE_Z)),
+        Rule("no-flush", "without the flush (gradual underflow, subnormal inputs read)", Ops(Rules("none", daz=False))),
+        Rule("ftz-before", "flushed when tiny before rounding", Ops(Rules("before"))),
+        Rule("x86-ftz", "flushed as x86 FTZ does (tiny after rounding at unbounded exponent)", Ops(Rules("after"))),
+        Rule("no-daz", "with subnormal inputs read as they are (no DAZ)", Ops(Rules(daz=False))),
+        Rule("nan-x86", "with x86's NaN (first NaN operand quieted, else 0xFFC00000)", Ops(Rules(nan="x86"))),
+        Rule("nan-arm", "with ARM's default NaN 0x7FC00000", Ops(Rules(nan="arm"))),
+        Rule("flush-to-plus-zero", "flushed to +0 whatever its sign", PlusZero()),
+        Rule("round-zero", "rounded toward zero", Directed("zero")),
+        Rule("round-up", "rounded toward +inf", Directed("up")),
+        Rule("round-down", "rounded toward -inf", Directed("down")),
+        Rule("fused", "fused into {into} (one rounding, an FMA)"),
+        Rule("f64", "computed in f64 into {into} (rounded to f32 there)"),
+        Rule("swapped", "with its operands swapped"),
+        Rule("regrouped", "regrouped"),
+        Rule("xor-ascending", "in xor order 1, 2, 4, 8, 16"),
+        Rule("sequential", "as a sequential sum of the 32 lanes"),
+        Rule("reverse", "in reverse system order (the last system first)"),
+        Rule("naive-sin", "as sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)"),
+        Rule("raw", "read without the flush and fed unflushed to its consumers"),
+    )
+}
 FPU = tuple(k for k, r in RULES.items() if r.arith is not None and k != "z")  # the FPU alternatives
 _FPU_RN = tuple(k for k in FPU if not k.startswith("round-"))  # no directed rounding modelled (div)
 _BY_RULES: dict[Rules, str] = {r.arith.rules: k for k, r in RULES.items() if type(r.arith) is Ops}

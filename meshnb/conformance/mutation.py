@@ -200,12 +200,7 @@ def kill(m: faults.Model, quick: bool) -> Kill | None:
 X_SCALES = (0, -10, -20, -30, -42, -43, -63, -64, -126, -130)  # powers of two: x, x2, x3 across the flush boundary
 # e = pred - y from ordinary to subnormal and huge
 Y_SCALES = (0, -20, -40, -60, -66, -70, -80, -100, -126, -127, -130, -149, 60, 120)
-PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
-    "init": None,
-    "zero": [0, 0, 0, 0],
-    "tiny": TINY_PARAMS,
-    "huge": HUGE_PARAMS,
-}
+PARAMS = {"init": None, "zero": [0, 0, 0, 0], "tiny": TINY_PARAMS, "huge": HUGE_PARAMS}  # a, b, c, d
 
 
 @cache

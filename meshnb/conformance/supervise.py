@@ -8,6 +8,7 @@ signal or the checker's death does the same at once, exit 1, no line (docs/guide
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -38,11 +39,8 @@ def children() -> list[int]:
     except OSError:
         return pids
     for t in tasks:
-        try:
-            with open(f"/proc/self/task/{t}/children") as f:
-                pids += [int(x) for x in f.read().split()]
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{t}/children") as f:
+            pids += [int(x) for x in f.read().split()]
     return pids
 
 
@@ -55,25 +53,19 @@ def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
             break
         for pid in strays:
             for kill in (os.killpg, os.kill):  # a setsid child leads a group of its own
-                try:
+                with contextlib.suppress(OSError):
                     kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
         for pid in strays:
-            try:
+            with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
-            except OSError:
-                pass
             left.add(pid)
     return len(left)
 
 
 def kill_all(leader: int) -> int:
     """Kills the executor's process group and every process left under this one; returns how many."""
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
-    except OSError:
-        pass
     return kill_strays()
 
 
@@ -106,10 +98,8 @@ def main(argv: list[str]) -> int:
         code = proc.wait(timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
         code = proc.wait()
     seconds = time.monotonic() - t0
     left = kill_all(proc.pid)
