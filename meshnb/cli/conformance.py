@@ -1,8 +1,4 @@
-"""The ``ops``, ``pack`` and ``check`` commands of ``meshnb`` (``register`` adds them to its parser).
-
-Every handler returns the exit code: 0 pass, 1 fail, 2 bad input (one line on stderr, never a
-traceback).
-"""
+"""The ``ops``, ``pack`` and ``check`` commands of ``meshnb``: each handler returns 0 pass, 1 fail, 2 bad input."""
 
 from __future__ import annotations
 
@@ -41,8 +37,7 @@ _PATHS |= {"view_in": "--view-in", "outputs": "--outputs", "experiments": "--exp
 
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command that stops on Ctrl-C, SIGTERM or SIGHUP (KeyboardInterrupt, or train's RunInterrupted) with
-    one line and 130 (the program makes it 143 or 129), never a traceback."""
+    """A command that stops on Ctrl-C, SIGTERM or SIGHUP with one line and 130, never a traceback."""
 
     def run(args: argparse.Namespace) -> int:
         for name, flag in _PATHS.items():  # Path('') is '.': an empty path would read the working directory
@@ -53,8 +48,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         except KeyboardInterrupt:
             return _stopped()
         except Exception as e:
-            # meshnb.train's Ctrl-C at a task boundary; only a run raises it, so the module (numba
-            # behind it) is imported only by the commands that run one, not by ``ops``
+            # train's Ctrl-C at a task boundary: meshnb.results is loaded only by the commands that run one
             results = sys.modules.get("meshnb.results")
             if results is None or not isinstance(e, results.RunInterrupted):
                 raise
@@ -190,9 +184,7 @@ def _files_of(root: str) -> set[tuple[int, int]]:
 
 
 def warn_inputs_of_the_pack(case: str, named: dict[str, str | None]) -> None:
-    """Say on stderr (one line each, the verdict unchanged) that an executor's output named for a
-    one-case check (``--page``, ``--trace``) is a file of the case's own pack under any name: such a
-    check judges the pack against itself, not an executor."""
+    """Warns on stderr where ``--page`` or ``--trace`` is a file of the case's own pack under any name."""
     owned = _files_of(os.path.realpath(os.path.join(case, os.pardir)))
     for flag, path in named.items():
         with contextlib.suppress(OSError):
@@ -204,9 +196,7 @@ def warn_inputs_of_the_pack(case: str, named: dict[str, str | None]) -> None:
 
 
 def refuse_outputs_of_the_pack(outputs: str, pack: str) -> None:
-    """Refuse (:class:`~meshnb.files.OutputError`, one line) an ``--outputs`` directory that would judge
-    the pack against itself: the pack or a directory inside it, or an output (``CASE/out-K.page``,
-    ``CASE/trace.bin``) that is a file of the pack under another name (a symbolic or a hard link)."""
+    """Refuses (OutputError) an ``--outputs`` directory in the pack, or whose outputs are the pack's files."""
     from .. import files
 
     real, root = os.path.realpath(outputs), os.path.realpath(pack)
@@ -338,28 +328,19 @@ def _check(args: argparse.Namespace) -> int:
     return code if code != EXIT_OK else report.exit_code
 
 
-def _seconds(text: str) -> float:
-    from ..options import parse_positive  # the options table's rule of a number above 0; the bound is the check's
+def _bounded(parse: Callable[[str], Any], low: float, high: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``parse``'s value (the options table's rule) from ``low`` to ``high``, else ``what``."""
 
-    try:
-        v = parse_positive(text)
-    except ValueError:
-        v = math.inf
-    if not v <= 7 * 86400:
-        raise argparse.ArgumentTypeError(f"{text!r}: seconds, more than 0 and at most a week (604800)")
-    return v
+    def arg(text: str) -> Any:
+        try:
+            v = parse(text)
+        except ValueError:
+            v = math.nan
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+        return v
 
-
-def _jobs(text: str) -> int:
-    from ..options import parse_count  # a count as every command reads one (ASCII digits); the bound is the check's
-
-    try:
-        v = parse_count(text)
-    except ValueError:
-        v = 0
-    if not 1 <= v <= 256:
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of executors from 1 to 256")
-    return v
+    return arg
 
 
 # -- wiring ---------------------------------------------------------------------------------------
@@ -367,7 +348,7 @@ def _jobs(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
-    from ..options import add_flags, arg_type, option_fields, parse_count
+    from ..options import add_flags, arg_type, option_fields, parse_count, parse_positive
 
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
@@ -456,10 +437,11 @@ def register(subparsers: Any) -> None:
         help="with --exec: write every experiment run on the executor (a new or empty DIR) as a case directory; "
         "'check DIR --exec CMD --no-manifest' reruns them",
     )
-    w.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="executors run at once (default 1)")
+    jobs = _bounded(parse_count, 1, 256, "a number of executors from 1 to 256")
+    w.add_argument("-j", "--jobs", type=jobs, default=1, metavar="N", help="executors run at once (default 1)")
     w.add_argument(
         "--case-timeout",
-        type=_seconds,
+        type=_bounded(parse_positive, 0, 7 * 86400, "seconds, more than 0 and at most a week (604800)"),
         default=3600.0,
         metavar="S",
         help="seconds an executor may take for one case; then it is killed (default 3600)",

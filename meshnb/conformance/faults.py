@@ -1,11 +1,7 @@
 """Fault models: the ways an executor's bits part from float mode Z, as one registry.
 
-A :class:`Model` is a set of FPU rules plus structural choices, or one op of the step under one
-alternative (:func:`single_op`); either way it is an assignment of rules to the step's ops
-(:attr:`Model.assignment`) that :mod:`meshnb.conformance.model` runs.  :func:`run` is then a
-simulated executor with that fault (SPEC 8-10): :data:`EXACT` gives meshnb's bits.  ``meshnb
-check`` replays under every model to name those that reproduce an executor's bits, and the tests
-inject each model as an executor.
+A :class:`Model` (FPU rules and structural choices, or one op under one alternative) is an
+assignment of :mod:`.model`'s step; :func:`run` is a simulated executor with that fault.
 """
 
 from __future__ import annotations
@@ -122,9 +118,7 @@ BY_NAME: dict[str, Model] = {m.name: m for m in MODELS}
 
 
 def single_op(op: str, alt: str) -> Model:
-    """The model of an executor that computes op ``op`` under alternative ``alt``, every other op in mode Z
-    (named ``op:alt``; ValueError for an unknown op or alternative).
-    """
+    """The model ``op:alt``: op ``op`` under alternative ``alt``, every other op in mode Z (ValueError: unknown)."""
     mut = step.Mutant(op, alt)
     return Model(mut.name, "mode Z except " + mut.text(), op=op, alt=alt)
 
@@ -139,19 +133,6 @@ def model(name: str) -> Model:
         raise step.unknown("fault model", name, BY_NAME) from None
 
 
-def run(
-    pages: list[bytes],
-    steps: int,
-    *,
-    grouped: bool,
-    set_lr: dict[int, int] | None = None,
-    m: Model = EXACT,
-    from_init: bool = False,
-    independent: bool = False,
-) -> Run:
-    """The cluster of ``len(pages)`` systems run as an executor with fault ``m``: :func:`.model.run` under
-    ``m``'s assignment (the other arguments are its).
-    """
-    return step.run(
-        pages, steps, grouped=grouped, set_lr=set_lr, assign=m.assignment, from_init=from_init, independent=independent
-    )
+def run(pages: list[bytes], steps: int, *, m: Model = EXACT, **options: Any) -> Run:
+    """:func:`.model.run` under fault ``m``'s assignment (``options``: its keyword arguments but ``assign``)."""
+    return step.run(pages, steps, assign=m.assignment, **options)

@@ -1,21 +1,11 @@
-"""f32 operations on uint32 words under configurable FPU rules, vectorised with numpy.
+"""f32 operations on uint32 words under configurable FPU rules (flush, DAZ, NaN), vectorised with numpy.
 
-Float mode Z is one point of a space of rules: when a result is flushed (never, when tiny before
-rounding, after rounding at unbounded exponent, or after rounding in the real format as mode Z
-does), whether subnormal inputs read as zero (DAZ), and which NaN comes out.  :class:`Ops`
-computes add, sub, mul, div, fma and from_u32 under any of them; :class:`Directed` and
-:class:`PlusZero` are the other roundings.  They are the arithmetic of the FPU rules of
-:data:`meshnb.conformance.model.RULES` and of the op vectors (:mod:`.ops`).
-
-Rounding: a product of f32 is exact in f64, and a sum, difference or quotient rounded once at 53
-bits (at least 2 * 24 + 2) rounds correctly to f32 a second time.  An FMA has no such guarantee,
-so it is summed in f64 with round-to-odd.  Nothing here goes through numba.
+:class:`Ops` computes add, sub, mul, div, fma and from_u32 under any :class:`Rules`; :class:`Directed`
+and :class:`PlusZero` are the other roundings.  A sum, difference or quotient rounded once at 53 bits
+rounds correctly to f32 a second time; an FMA is summed in f64 with round-to-odd.  No numba.
 
 Examples
 --------
-``0x00800000 * 0x3F7FFFFF`` (the smallest normal times the f32 below 1) under two modes, and the
-other roundings:
-
 >>> from meshnb.conformance.fpu import Directed, Ops, PlusZero, Rules, apply_op
 >>> a, b = 0x00800000, 0x3F7FFFFF
 >>> hex(Ops().mul(a, b))  # mode Z: rounds up to the smallest normal, which stays
@@ -57,14 +47,8 @@ _UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 
 @dataclass(frozen=True)
 class Rules:
-    """One FPU mode.
-
-    ``underflow``: "z" flushes a result subnormal after rounding (mode Z); "none" keeps it (gradual
-    underflow); "before" flushes when the exact result is below 2^-126; "after" when the result
-    rounded to 24 bits at unbounded exponent is (x86 FTZ).  ``daz``: subnormal inputs read as zero.
-    ``nan``: the NaN a result gets: 0x7FFFFFFF, the first NaN operand quieted (else 0xFFC00000), or
-    0x7FC00000.  An unknown ``underflow`` or ``nan`` raises ValueError.
-    """
+    """One FPU mode: ``underflow`` "z" (flushed after rounding), "none", "before" (tiny before rounding)
+    or "after" (x86 FTZ); ``daz``: subnormal inputs read as zero; ``nan``: "canonical", "x86" or "arm"."""
 
     underflow: str = "z"
     daz: bool = True
@@ -111,11 +95,8 @@ def _round_unbounded(r: np.ndarray) -> np.ndarray:
 
 
 class Ops:
-    """add, sub, mul, div, fma, from_u32 on uint32 words (broadcasting) under ``rules`` (default mode Z).
-
-    ``daz=(bool, bool)`` on add, sub, mul and div overrides the input rule per operand (an
-    executor that feeds one operand unflushed).
-    """
+    """add, sub, mul, div, fma, from_u32 on uint32 words under ``rules``; ``daz=(bool, bool)`` overrides
+    the input rule per operand."""
 
     def __init__(self, rules: Rules = MODE_Z) -> None:
         self.rules = rules
@@ -129,10 +110,8 @@ class Ops:
         return u.view(np.float32)
 
     def _out(self, r64: np.ndarray, tiny_exact: Callable[[], np.ndarray], hw: Callable[[], np.ndarray]) -> np.ndarray:
-        """f64 results (correct to round once more) as f32 words under the rules.
-
-        ``tiny_exact()``: the exact result is nonzero and below 2^-126; ``hw()``: the x86 float32
-        result, for its NaN bits (each computed only when the rules need it)."""
+        """f64 results as f32 words under the rules (``tiny_exact()``: the exact result is tiny; ``hw()``:
+        the x86 float32 result, for its NaN bits)."""
         with np.errstate(all="ignore"):
             u = r64.astype(np.float32).view(np.uint32)
             flow = self.rules.underflow

@@ -1,17 +1,10 @@
-"""The step as data: a table of the step's ops (:data:`OPS`), a table of rules (:data:`RULES`),
-and one interpreter (:func:`run`) that computes the step word for word under any assignment.
+"""The step as data: the step's ops (:data:`OPS`, SPEC 4-9 in dataflow order), the rules an op may
+be computed under (:data:`RULES`), and one interpreter (:func:`run`) of the step under any assignment.
 
-Each op (SPEC 4-9, in dataflow order: the samples, INV_BATCH, a TASK's page reads, the per-lane
-ops, the butterfly, the fold, apply, loss) names its kind, operands, stage and the alternative
-rules a single-op mutant may give it.  A rule is float mode Z (``"z"``), another FPU arithmetic
-(:mod:`.fpu`), or a structural change (fused, kept in f64, swapped, regrouped, another sum order).
-An *assignment* maps op ids to rule keys, ``"*"`` every op not named; ``{}`` is float mode Z.
-The fault models (:mod:`.faults`), the mutants (:mod:`.mutants`) and ``meshnb check``'s replay
-and localisation are assignments; the references (:mod:`meshnb.testing.reference`) and the njit
-kernels are tested against it bit for bit.  The interpreter's arrays are ``(B, ...)``: B systems
-at once; a value is f32 words, f64 values (an op kept in f64), a :class:`Fused` product or a
-:class:`Raw` word, and :func:`node` is the one place an op's rule is applied.  Nothing here goes
-through numba.
+An *assignment* maps op ids to rule keys (``"*"``: every op not named; ``{}`` is float mode Z). The
+fault models, the mutants and ``meshnb check``'s replay and localisation are assignments; the
+references and the njit kernels are tested against it bit for bit.  Arrays are ``(B, ...)``, B
+systems at once; :func:`node` is the one place an op's rule is applied.  No numba.
 
 Examples
 --------
@@ -67,36 +60,31 @@ class Rule:
     arith: Ops | None = None  # an FPU rule's arithmetic; None: structural (the default arithmetic)
 
 
-def _rules(*rows: Rule) -> dict[str, Rule]:
-    return {r.key: r for r in rows}
-
-
-RULES: dict[str, Rule] = _rules(
-    Rule("z", "in float mode Z", Ops(MODE_Z)),
-    Rule("no-flush", "without the flush (gradual underflow, subnormal inputs read)", Ops(Rules("none", daz=False))),
-    Rule("ftz-before", "flushed when tiny before rounding", Ops(Rules("before"))),
-    Rule(
-        "x86-ftz",
-        "flushed as x86 FTZ does (tiny after rounding at unbounded exponent)",
-        Ops(Rules("after")),
-    ),
-    Rule("no-daz", "with subnormal inputs read as they are (no DAZ)", Ops(Rules(daz=False))),
-    Rule("nan-x86", "with x86's NaN (first NaN operand quieted, else 0xFFC00000)", Ops(Rules(nan="x86"))),
-    Rule("nan-arm", "with ARM's default NaN 0x7FC00000", Ops(Rules(nan="arm"))),
-    Rule("flush-to-plus-zero", "flushed to +0 whatever its sign", PlusZero()),
-    Rule("round-zero", "rounded toward zero", Directed("zero")),
-    Rule("round-up", "rounded toward +inf", Directed("up")),
-    Rule("round-down", "rounded toward -inf", Directed("down")),
-    Rule("fused", "fused into {into} (one rounding, an FMA)"),
-    Rule("f64", "computed in f64 into {into} (rounded to f32 there)"),
-    Rule("swapped", "with its operands swapped"),
-    Rule("regrouped", "regrouped"),
-    Rule("xor-ascending", "in xor order 1, 2, 4, 8, 16"),
-    Rule("sequential", "as a sequential sum of the 32 lanes"),
-    Rule("reverse", "in reverse system order (the last system first)"),
-    Rule("naive-sin", "as sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)"),
-    Rule("raw", "read without the flush and fed unflushed to its consumers"),
-)
+RULES: dict[str, Rule] = {
+    r.key: r
+    for r in (
+        Rule("z", "in float mode Z", Ops(MODE_Z)),
+        Rule("no-flush", "without the flush (gradual underflow, subnormal inputs read)", Ops(Rules("none", daz=False))),
+        Rule("ftz-before", "flushed when tiny before rounding", Ops(Rules("before"))),
+        Rule("x86-ftz", "flushed as x86 FTZ does (tiny after rounding at unbounded exponent)", Ops(Rules("after"))),
+        Rule("no-daz", "with subnormal inputs read as they are (no DAZ)", Ops(Rules(daz=False))),
+        Rule("nan-x86", "with x86's NaN (first NaN operand quieted, else 0xFFC00000)", Ops(Rules(nan="x86"))),
+        Rule("nan-arm", "with ARM's default NaN 0x7FC00000", Ops(Rules(nan="arm"))),
+        Rule("flush-to-plus-zero", "flushed to +0 whatever its sign", PlusZero()),
+        Rule("round-zero", "rounded toward zero", Directed("zero")),
+        Rule("round-up", "rounded toward +inf", Directed("up")),
+        Rule("round-down", "rounded toward -inf", Directed("down")),
+        Rule("fused", "fused into {into} (one rounding, an FMA)"),
+        Rule("f64", "computed in f64 into {into} (rounded to f32 there)"),
+        Rule("swapped", "with its operands swapped"),
+        Rule("regrouped", "regrouped"),
+        Rule("xor-ascending", "in xor order 1, 2, 4, 8, 16"),
+        Rule("sequential", "as a sequential sum of the 32 lanes"),
+        Rule("reverse", "in reverse system order (the last system first)"),
+        Rule("naive-sin", "as sin(pi * x) in f64 without the exact reduction (sin_pi(+-1) is not +-0)"),
+        Rule("raw", "read without the flush and fed unflushed to its consumers"),
+    )
+}
 FPU = tuple(k for k, r in RULES.items() if r.arith is not None and k != "z")  # the FPU alternatives
 _FPU_RN = tuple(k for k in FPU if not k.startswith("round-"))  # no directed rounding modelled (div)
 _BY_RULES: dict[Rules, str] = {r.arith.rules: k for k, r in RULES.items() if type(r.arith) is Ops}
@@ -125,14 +113,9 @@ STAGES = ("samples", "init", "read", "lanes", "butterfly", "fold", "apply", "los
 
 @dataclass(frozen=True)
 class Op:
-    """One op of the step's dataflow (a row of :data:`OPS`).
-
-    ``kind``: ``add``, ``sub``, ``mul``, ``div``, ``from_u32``, ``read`` (a page word as a TASK reads
-    it), ``sin`` or ``sum`` (a lane sum's order); ``args``: inputs of its stage or earlier ops' ids;
-    ``alts``: the rules a single-op mutant may give it; ``into``: its consumer (for ``fused`` and
-    ``f64``); ``regroup``: ``(u, v, w)`` of its ``regrouped`` form ``(u * v) * w``; ``swapped``: that
-    form in words.
-    """
+    """One op of the step (a row of :data:`OPS`): ``args`` are its stage's inputs or earlier ops' ids,
+    ``alts`` the rules a single-op mutant may give it, ``into`` its consumer (``fused``, ``f64``),
+    ``regroup`` the ``(u, v, w)`` of ``(u * v) * w``, ``swapped`` that form in words."""
 
     id: str
     kind: str
@@ -208,9 +191,8 @@ MUTANT_STAGES = ("samples", "lanes", "butterfly", "fold", "apply", "loss")
 
 @dataclass(frozen=True)
 class Mutant:
-    """One op of :data:`SPACE` computed under one of its alternatives, every other op in float mode Z
-    (ValueError for an unknown op or an alternative it does not have).
-    """
+    """One op of :data:`SPACE` under one of its alternatives, every other op in float mode Z (ValueError
+    for an unknown op or alternative)."""
 
     op: str
     alt: str
@@ -283,9 +265,7 @@ def check_assignment(assign: Assignment) -> None:
 
 @dataclass(frozen=True)
 class Fused:
-    """A product left unrounded for its consumer to fuse (an FMA): ``a * b``, and its rounded value,
-    which other lanes see through a shuffle.
-    """
+    """A product ``a * b`` left unrounded for its consumer to fuse, and the rounded value other lanes see."""
 
     a: np.ndarray
     b: np.ndarray
@@ -341,9 +321,8 @@ def _plain(v: Value) -> bool:
 
 
 def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
-    """``a kind b`` rounded to f32: fused where an operand is an unrounded product, in f64 where one
-    is f64, else the op of ``ops`` (a raw operand taken without DAZ).
-    """
+    """``a kind b`` rounded to f32: fused with an unrounded product, in f64 with an f64 operand, else
+    ``ops``'s (a raw operand taken without DAZ)."""
     if _plain(a) and _plain(b):  # the common case: two operands of words
         return np.asarray(getattr(ops, kind)(a, b), dtype=np.uint32)
     if isinstance(b, Fused) and kind == "add":
@@ -366,9 +345,7 @@ def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
 
 
 def node(assign: Assignment, op_id: str, a: Value, b: Value = None, *, env: Mapping[str, Value] | None = None) -> Value:
-    """Op ``op_id`` on its operands under the assignment: words; f64 values under ``f64``; a :class:`Fused`
-    under ``fused`` (``env``: the values by name, for ``regrouped``).
-    """
+    """Op ``op_id`` on its operands under the assignment (``env``: the values by name, for ``regrouped``)."""
     op = BY_ID[op_id]
     rule = rule_of(assign, op_id)
     if op.kind == "from_u32":
@@ -564,9 +541,7 @@ def loss(assign: Assignment, s: np.ndarray, inv: Value) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Run:
-    """What an executor produced: every system's final page, and the trace ``(steps, 5)`` of system 0
-    (``(steps, systems, 5)`` for independent systems).
-    """
+    """Every system's final page, and system 0's trace ``(steps, 5)`` (``(steps, systems, 5)``: independent)."""
 
     pages: list[bytes]
     trace: np.ndarray
@@ -587,14 +562,12 @@ def run(
     from_init: bool = False,
     independent: bool = False,
 ) -> Run:
-    """Runs ``steps`` steps of the cluster of ``len(pages)`` systems (all at one step) under the assignment.
+    """Runs ``steps`` steps of ``len(pages)`` systems (one group if ``grouped``) under the assignment.
 
-    ``grouped``: the pages are one group's members (their sums folded each step); ``set_lr``: ``{step
-    of this run: LR word}`` that SET_LR writes before that step (at ``steps``: after the last);
-    ``from_init``: the executor runs init itself (its own samples and INV_BATCH), keeping the pages'
-    step base; ``independent``: separate systems side by side (``trace`` then ``(steps, systems, 5)``).
-    STEPS_PER_TASK and timeouts change no bits, so tasks are not modelled.  ValueError for pages at
-    different steps, steps past step 2^64 - 1, or independent grouped systems.
+    ``set_lr``: ``{step of this run: LR word}`` SET_LR writes before that step; ``from_init``: the
+    executor's own samples and INV_BATCH, the pages' step base; ``independent``: systems side by side.
+    Tasks change no bits and are not modelled.  ValueError for pages at different steps, a run past
+    step 2^64 - 1, or independent grouped systems.
     """
     check_assignment(assign)
     set_lr = dict(set_lr or {})

@@ -1,14 +1,10 @@
-"""The mutation harness: every single-op mutant (:mod:`~meshnb.conformance.mutants`) run through
-the full and the quick pack in-process, and each pack's mutation score.
+"""The mutation harness: every single-op mutant run through the full and the quick pack in-process.
 
-A mutant is *killed* by a pack when a case fails it as ``meshnb check`` would (an out page or the
-trace differs).  The harness goes by induction over meshnb's own trajectory (:class:`Trajectory`):
-while a mutant's state equals meshnb's, its next step is the mutant's step from meshnb's state,
-so every step of a case is one vectorised evaluation.  The first step whose sums differ is a
-kill; so is a differing loss the ring keeps; where only the params part first, the model's run
-of the mutant to the case's end decides (:func:`confirm`: params may meet again).  A mutant no
-case kills is *equivalent* when it changes no bits on any evidence page either
-(:func:`evidence`), else a *survivor*: a hole in the pack (docs/guide/mutation-score.md).
+A mutant is *killed* by a pack when a case fails it as ``meshnb check`` would.  The harness goes by
+induction over meshnb's own trajectory: while a mutant's state equals meshnb's, its next step is
+evaluated from meshnb's state, every step of a case at once.  Where only the params part first, a
+run to the case's end decides (:func:`confirm`).  A mutant no case kills is *equivalent* when it
+changes no bits on any evidence page either, else a *survivor* (docs/guide/mutation-score.md).
 
 Examples
 --------
@@ -36,7 +32,7 @@ from meshnb.testing import pages as hard
 from meshnb.testing import reference as ref
 
 from . import faults, model
-from .fpu import Ops
+from .fpu import Ops, is_subnormal
 from .pack import HUGE_PARAMS, TINY_PARAMS, Case, _scaled, cases, mark_timeouts, run_case, start_pages
 
 Z = Ops()
@@ -62,8 +58,7 @@ class Trajectory:
 
 
 def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
-    """meshnb's run of ``case`` (numba; from ``pages[0]`` if given) and its states, rebuilt from the trace by
-    mode Z's apply and checked against meshnb's out pages."""
+    """meshnb's run of ``case`` (from ``pages[0]`` if given) and its states, rebuilt from the trace."""
     pages = [case.in_page() if pages is None else pages[0]] * case.systems  # the pack gives every system the same page
     res = run_case(case, pages)
     t = _states(case, pages, res.out_pages, res.trace, dict(case.set_lr))
@@ -73,8 +68,7 @@ def trajectory(case: Case, pages: list[bytes] | None = None) -> Trajectory:
 
 
 def _states(case: Case, pages: list[bytes], out: list[bytes], trace: np.ndarray, set_lr: dict[int, int]) -> Trajectory:
-    """The :class:`Trajectory` of ``pages`` whose applied sums are ``trace`` (``(steps, 5)`` every system's,
-    or ``(steps, n, 5)``): every state rebuilt by mode Z's apply."""
+    """The :class:`Trajectory` of ``pages`` whose applied sums are ``trace``, rebuilt by mode Z's apply."""
     n, steps = len(pages), case.steps
     p, lr, inv = _reads(pages)
     params = np.zeros((steps + 1, n, 4), dtype=np.uint32)
@@ -103,8 +97,8 @@ def case_trajectory(case: Case) -> Trajectory:
 
 @dataclass(frozen=True)
 class Kill:
-    """Where a case fails a mutant: the case's name, the steps done before the differing one, and what
-    differs first: ``trace``, ``loss`` (one the ring keeps), ``samples`` (init's X or Y) or ``params``."""
+    """Where a case fails a mutant: the case, the steps before the differing one, and what differs first
+    (``trace``, ``loss``, ``samples`` or ``params``)."""
 
     case: str
     step: int
@@ -120,8 +114,7 @@ def _reads(pages: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
-    """meshnb's trajectory of ``t``'s case by :data:`CHUNK` steps: ``lo``, ``hi``, every state's params
-    ``((hi - lo) * n, 4)`` and the x and y its lanes read ``((hi - lo) * n, 32)``."""
+    """``t``'s states by :data:`CHUNK` steps: ``lo``, ``hi``, the params and the x and y the lanes read."""
     case, n = t.case, len(t.pages)
     xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in t.pages])
     ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in t.pages])
@@ -140,8 +133,7 @@ def _chunks(t: Trajectory) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, n
 
 
 def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
-    """The first step of ``t``'s case where mutant ``m`` (a single-op model, or ``faults.EXACT``) parts
-    from meshnb, by induction over meshnb's states; None: its run is meshnb's, bit for bit."""
+    """The first step of ``t``'s case where mutant ``m`` parts from meshnb; None: none does."""
     case, n = t.case, len(t.pages)
     a = m.assignment
     pages = t.pages
@@ -180,8 +172,7 @@ def first_difference(t: Trajectory, m: faults.Model) -> Kill | None:
 
 
 def confirm(t: Trajectory, m: faults.Model, kill: Kill) -> bool:
-    """Whether the model's run of mutant ``m`` from meshnb's state before the kill's step to the case's
-    end fails the case as the check compares."""
+    """Whether mutant ``m`` run from meshnb's state before the kill's step fails the case."""
     case, s = t.case, kill.step
     if s == 0:
         state, from_init = t.pages, case.from_init
@@ -209,18 +200,12 @@ def kill(m: faults.Model, quick: bool) -> Kill | None:
 X_SCALES = (0, -10, -20, -30, -42, -43, -63, -64, -126, -130)  # powers of two: x, x2, x3 across the flush boundary
 # e = pred - y from ordinary to subnormal and huge
 Y_SCALES = (0, -20, -40, -60, -66, -70, -80, -100, -126, -127, -130, -149, 60, 120)
-PARAMS = {  # a, b, c, d: init's, zero, tiny, huge
-    "init": None,
-    "zero": [0, 0, 0, 0],
-    "tiny": TINY_PARAMS,
-    "huge": HUGE_PARAMS,
-}
+PARAMS = {"init": None, "zero": [0, 0, 0, 0], "tiny": TINY_PARAMS, "huge": HUGE_PARAMS}  # a, b, c, d
 
 
 @cache
 def made_pages() -> dict[str, bytes]:
-    """Pages made for the alternatives, ``made-xS-yT-P``: X times 2^S, Y times 2^T, params P, so that every
-    op reaches the subnormal range, the flush boundary and overflow on some page."""
+    """Pages ``made-xS-yT-P`` (X times 2^S, Y times 2^T, params P): every op at the flush boundary."""
     base = ref.init_page(1)
     out = {}
     for sx in X_SCALES:
@@ -238,17 +223,14 @@ EVIDENCE_STEPS = 16
 
 
 def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
-    """Independent single systems at step 0 run side by side without a fault (:func:`.model.run`), as
-    one :class:`Trajectory` whose trace is every system's ``(steps, n, 5)``."""
+    """Independent systems run side by side in mode Z, as one :class:`Trajectory`."""
     r = model.run(pages, steps, grouped=False, independent=True)
     return _states(Case(name, "evidence", steps, steps, page=name), pages, r.pages, r.trace, {})
 
 
 @cache
 def evidence() -> tuple[Trajectory, ...]:
-    """The evidence cases, :data:`EVIDENCE_STEPS` steps each: every start page of the pack and the
-    made pages side by side, init with LRs whose updates reach the flush boundary, and init as a
-    cluster of 3 (for the fold)."""
+    """The evidence cases: every start page and made page, init with tiny LRs, init as a cluster of 3."""
     named = {**start_pages(), **made_pages()}
     out = [side_by_side("evidence-pages", list(named.values()), EVIDENCE_STEPS)]
     for w in (0x03800000, 0x0D800000, 0x00800001):
@@ -268,8 +250,7 @@ def witness(m: faults.Model) -> Kill | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One mutant against both packs: the first case of each that kills it, and for a mutant neither
-    kills an evidence case where it changes bits (``witness``; None: equivalent)."""
+    """One mutant against both packs (the first case that kills it), and its ``witness``."""
 
     name: str
     text: str
@@ -284,8 +265,7 @@ class Verdict:
 
 
 def verdicts() -> list[Verdict]:
-    """Every mutant of :func:`.model.mutations` against the quick and the full pack (minutes), in table order;
-    one the quick pack and the evidence cases leave alone is equivalent without the full pack."""
+    """Every mutant against the quick and the full pack (minutes), in table order."""
     out = []
     for mut in model.mutations():
         m = faults.single_op(mut.op, mut.alt)
@@ -300,15 +280,13 @@ _GRADUAL = model.arith("no-flush")
 
 
 def flushed_ops(t: Trajectory) -> set[str]:
-    """The ops of the lanes, apply and the loss whose result is a nonzero subnormal on some step of ``t``'s
-    run (which mode Z flushes), each recomputed with gradual underflow."""
+    """The ops whose result (with gradual underflow) is subnormal on some step of ``t``'s run."""
     n = len(t.pages)
     inv = _reads(t.pages)[2]
     found: set[str] = set()
 
     def tiny(op: str, w: np.ndarray) -> None:
-        w = np.asarray(w, dtype=np.uint32)
-        if (((w & 0x7F800000) == 0) & ((w & 0x7FFFFF) != 0)).any():
+        if is_subnormal(np.asarray(w, dtype=np.uint32)).any():
             found.add(op)
 
     for lo, hi, p, x, y in _chunks(t):

@@ -1,10 +1,7 @@
-"""The conformance pack: cases an executor team runs on its own hardware, with meshnb's answers.
+"""The conformance pack: :data:`CASES` (one table), run by meshnb and written with its answers.
 
-:data:`CASES` is the one table of cases.  :func:`write_pack` writes, per case, ``case.json``
-(what the host does), ``in-K.page`` and ``out-K.page`` per system K, ``trace.bin`` (the applied
-sums, 5 little-endian u32 words a step) and ``expected.json`` (the digests); at the top a
-``manifest.json`` (every file's SHA-256 and the pack version) and a README.  The bytes depend
-only on the cases and meshnb's results: the same pack every time (no times, sorted keys).
+Per case ``case.json``, ``in-K.page``, ``out-K.page``, ``trace.bin`` and ``expected.json``; at the
+top ``manifest.json`` (every file's SHA-256) and a README: the same bytes every time.
 """
 
 from __future__ import annotations
@@ -36,10 +33,7 @@ END = U64 - 1  # the next step after step 2^64 - 2, the last one that may run (S
 
 @dataclass(frozen=True)
 class Case:
-    """One case of the pack: a start page (init, or a named page), a run, and what it exposes (a line).
-
-    ``BY_NAME["default"]`` runs 4096 steps from init (``from_init``), 256 in the quick pack (``sized``).
-    """
+    """One case of the pack: a start page (init, or a named page), a run, and what it exposes (a line)."""
 
     name: str
     about: str
@@ -52,14 +46,11 @@ class Case:
     step_base: int = 0
     page: str | None = None  # a page of start_pages() (the hard pages and the pack's probes), else init
     calls: tuple[tuple[int, int, int], ...] = ()  # (steps of this run done, op, arg): calls that change nothing
-    # (system, steps of this run done): the host makes that step's round time out on that system (SPEC 9, 10);
-    # TASK stops with it pending and the next TASK (arg = NEXT_STEP) resumes it: the bits are the run's
-    # without it, but ROUND, which keeps the low half of the last timed-out round (mark_timeouts)
+    # (system, steps of this run done): that step's round times out there, then resumes (mark_timeouts)
     timeouts: tuple[tuple[int, int], ...] = ()
 
     def sized(self, quick: bool) -> Case:
-        """The case as the full pack (``self``) or the quick one runs it: fewer steps, SET_LRs scaled, the
-        same last step, a 2^32 the full case crosses still crossed (STEP_HI carried halfway through)."""
+        """The case as the full or the quick pack runs it (fewer steps, the same last step or 2^32 crossing)."""
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
         scale = self.quick_steps / self.steps
@@ -84,7 +75,7 @@ class Case:
         return self.page is None
 
     def in_page(self) -> bytes:
-        """Every system's start page: init's or the named one, with the case's STEPS_PER_TASK and step base."""
+        """The start page: init's or the named one, with the case's STEPS_PER_TASK and step base."""
         page = ref.init_page(self.systems, self.grouped) if self.page is None else start_pages()[self.page]
         out = bytearray(page)
         struct.pack_into("<I", out, 20, self.steps_per_task)
@@ -94,9 +85,8 @@ class Case:
 
 
 def mark_timeouts(case: Case, pages: list[bytes], start: int = 0, steps: int | None = None) -> list[bytes]:
-    """``pages`` after steps ``start`` .. ``start + steps`` (default: to the end) of ``case`` run without its
-    injected timeouts, made what they are with them: each system whose round timed out in that span keeps
-    the low half of its last such round in ROUND (SPEC 9; every other bit is the same)."""
+    """``pages`` after steps ``start`` .. ``start + steps`` run without the case's timeouts, with ROUND as
+    those timeouts leave it (SPEC 9)."""
     end = case.steps if steps is None else start + steps
     out = [bytearray(p) for p in pages]
     for k, at in sorted(case.timeouts, key=lambda e: e[1]):
@@ -110,7 +100,7 @@ HUGE_PARAMS = (0x3F800000, 0x72000000, 0x00000000, 0x7A000000)  # a, b, c, d up 
 
 
 def probe_pages() -> dict[str, bytes]:
-    """The pack's own start pages (4096 bytes by name), built to separate the flush rules (each case's about)."""
+    """The pack's own start pages by name, built to separate the flush rules."""
     base = ref.init_page(1)
     # Params 0, so e = -y: e = 00800000 on even samples (x = 3F7FFFFF) and 00800001 on odd ones
     # (x = 3F7FFFFE), and e * x is the op probe mul(3F7FFFFF, 00800000) on the even steps and
@@ -120,10 +110,8 @@ def probe_pages() -> dict[str, bytes]:
     tiny = hard.with_words(hard.with_words(hard.with_words(base, hard.X, xs), hard.Y, ys), hard.PARAMS, [0] * 4)
     # Subnormal samples times huge params: normal products unless the inputs are flushed (DAZ).
     sub = hard.with_words(hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-130)), hard.PARAMS, HUGE_PARAMS)
-    # Found by the mutation harness (meshnb.conformance.mutation): single-op faults no other case
-    # kills.  Y times 2^-126: e = pred - y near the flush boundary, its tiny results flushed by
-    # mode Z (an unflushed or undazed e differs); with params 1e-38 the updates p - lr*g are tiny
-    # too.  X times 2^-126 with huge params: e*x tiny, flushed in mode Z, kept otherwise.
+    # Found by the mutation harness: Y or X times 2^-126 put e and e*x (with params 1e-38, p - lr*g)
+    # at the flush boundary.
     y126 = hard.with_words(base, hard.Y, _scaled(base, hard.Y, 2.0**-126))
     x126 = hard.with_words(base, hard.X, _scaled(base, hard.X, 2.0**-126))
     return {
@@ -142,7 +130,7 @@ def probe_pages() -> dict[str, bytes]:
 
 
 def _scaled(page: bytes, offset: int, scale: float) -> list[int]:
-    """The 256 words at ``offset`` times ``scale`` (a power of two), rounded to f32 as IEEE does."""
+    """The 256 words at ``offset`` times ``scale``, rounded to f32."""
     with np.errstate(all="ignore"):
         v = np.frombuffer(page, "<f4", 256, offset).astype(np.float64) * scale
         return [int(w) for w in v.astype(np.float32).view(np.uint32)]
@@ -160,8 +148,7 @@ def _header(page: bytes, **words: int) -> bytes:
 
 
 def state_pages() -> dict[str, bytes]:
-    """Start pages whose header holds the states a TASK distinguishes (SPEC 8, 9); the hard pages hold
-    the other LR classes (a subnormal, a negative signalling NaN, a huge LR)."""
+    """Start pages whose header holds the states a TASK distinguishes (SPEC 8, 9)."""
     one = ref.init_page(1)
     return {
         "err-pending-round": _header(one, ERR=1, PENDING=1, ROUND=0xDEADBEEF),
@@ -173,13 +160,12 @@ def state_pages() -> dict[str, bytes]:
 
 
 def start_pages() -> dict[str, bytes]:
-    """Every named start page: :func:`meshnb.testing.pages.hard_pages`, the probes and the state pages."""
+    """Every named start page: the hard pages, the probes and the state pages."""
     return {**hard.hard_pages(), **probe_pages(), **state_pages()}
 
 
 BAD_OPS = (0x01, 0x02, 0x0F, 0x11, 0x20, 0x100, 0x110, 0x10010, 0x80000000, 0x80000010, 0xFFFFFFFF)
-"""Op codes the program does not know (SPEC 8: R_BAD_OP, nothing done): neighbours of TASK (0) and
-SET_LR (0x10), SET_LR's code with high bits set, the top bit, all ones."""
+"""Op codes the program does not know (SPEC 8: R_BAD_OP, nothing done)."""
 _BAD_CALLS = tuple((at, op, 0x3E800000) for at in (0, 9, 24) for op in BAD_OPS)  # arg: an LR word, a step
 
 # fmt: off
@@ -272,7 +258,7 @@ def cases(quick: bool = False) -> list[Case]:
 
 @dataclass
 class Result:
-    """meshnb's answer for a case: every system's out page, the applied sums ``(steps, 5)``, the digests."""
+    """meshnb's answer for a case: the out pages, the applied sums ``(steps, 5)``, the digests."""
 
     out_pages: list[bytes]
     trace: np.ndarray
@@ -281,8 +267,7 @@ class Result:
 
 
 def run_case(case: Case, in_pages: list[bytes] | None = None) -> Result:
-    """Runs ``case`` (sized) with meshnb (the fused loop for groups, the single-system loop otherwise),
-    from ``in_pages[0]`` if given."""
+    """Runs ``case`` (sized) with meshnb, from ``in_pages[0]`` if given."""
     from meshnb.api import train  # the library below, not the package face (and numba on use only)
     from meshnb.runspec import LrChange
 
@@ -382,7 +367,7 @@ Cases: {cases}
 
 
 def _stale_temp_dirs(root: Path) -> None:
-    """Remove the temporary directories of ``pack`` runs that died (a SIGKILL) before their rename."""
+    """Removes the temporary directories of ``pack`` runs that died before their rename."""
     pattern = re.compile(rf"{re.escape(_temp_base(root))}(?:tmp|old)(\d+)")
     with contextlib.suppress(OSError):
         for name in os.listdir(root.parent):
@@ -392,14 +377,12 @@ def _stale_temp_dirs(root: Path) -> None:
 
 
 def _temp_base(root: Path) -> str:
-    """``.NAME.`` (``.meshnb-HASH.`` for a name too long to take a suffix): the pack's temporary
-    and old directories are this followed by ``tmpPID`` and ``oldPID`` (:func:`meshnb.files.temp_prefix`)."""
+    """``.NAME.``, the start of the pack's temporary (``tmpPID``) and old (``oldPID``) directories."""
     return files.temp_prefix(root.name).removesuffix("tmp")
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux's renameat2 with RENAME_EXCHANGE), so that a reader of
-    ``b`` sees the old directory or the new one, never none; False where it is not available."""
+    """Swaps two paths in one step (renameat2 RENAME_EXCHANGE); False where it is not available."""
     try:
         fn = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
@@ -414,13 +397,11 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), os.fspath(b))
 
 
-_OWN_FILE = re.compile(r"case\.json|expected\.json|trace\.bin|(?:in|out)-[0-9]+\.page")
-"""The names a pack writes inside a case's directory: nothing else there is ever the pack's."""
+_OWN_FILE = re.compile(r"case\.json|expected\.json|trace\.bin|(?:in|out)-[0-9]+\.page")  # a case's files
 
 
 def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
-    """Every path under ``root`` the pack did not write: not the manifest or README, a case it names, or a
-    file it lists with a name a pack writes (:data:`_OWN_FILE`; a link under such a name is replaced)."""
+    """Every path under ``root`` the pack did not write."""
     cases = {c for c in manifest.get("cases", []) if isinstance(c, str) and "/" not in c and c not in ("", ".", "..")}
     files_ = manifest.get("files")
     listed = {f for f in files_ if isinstance(f, str)} if isinstance(files_, dict) else set()
@@ -440,8 +421,7 @@ def _strangers(root: Path, manifest: dict[str, Any]) -> list[str]:
 
 
 def _replaceable(root: Path) -> bool:
-    """Whether ``root`` is there to replace (False: missing): an empty directory, or a pack holding only what a
-    pack writes; PackError for anything else (``pack`` never deletes what it did not write)."""
+    """Whether ``root`` is there to replace (an empty directory or a pack); False: missing; PackError else."""
     try:
         st = os.lstat(root)
     except FileNotFoundError:
@@ -469,7 +449,7 @@ def _replaceable(root: Path) -> bool:
 
 
 def write_new(path: Path, data: bytes, *, sync: bool = False) -> None:
-    """Writes ``data`` as a new file ``path`` (``O_EXCL | O_NOFOLLOW``: never through a link), fsynced if ``sync``."""
+    """Writes ``data`` as a new file ``path``, never through a link, fsynced if ``sync``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -484,10 +464,8 @@ def write_new(path: Path, data: bytes, *, sync: bool = False) -> None:
 def write_pack(directory: str | os.PathLike[str], quick: bool = False) -> dict[str, Any]:
     """Writes the pack as a new directory ``directory``; returns the manifest.
 
-    Every file goes into a temporary directory beside it (``.NAME.tmpPID``, created afresh, so no
-    write goes through a link), fsynced, and renamed into place at the end: a reader sees the old
-    pack or the new one, a kill leaves the old one.  An existing pack (or an empty directory) is
-    replaced; anything else at the path is refused.
+    The files go into a new temporary directory beside it, renamed into place at the end: a reader
+    sees the old pack or the new one.  An existing pack or an empty directory is replaced.
 
     Parameters
     ----------
@@ -609,9 +587,7 @@ MAX_FILE = 64 << 20  # no pack file is near this; a bigger one is not ours
 
 
 def read_file(path: Path, limit: int = MAX_FILE, *, follow: bool = False) -> bytes:
-    """A regular file's bytes, refusing special files and files over ``limit`` (:func:`meshnb.files.read_input`)
-    and, unless ``follow`` (the user's own files: ``--page``, ``--trace``), symbolic links: a pack's
-    files are read where they are, never where a link points (PackError)."""
+    """A regular file's bytes (PackError for a special file, over ``limit``, or a link unless ``follow``)."""
     if not follow and path.is_symlink():
         raise PackError(f"{path}: a symbolic link; a pack's files are read only where they are")
     try:
@@ -630,8 +606,7 @@ def load_json(path: Path, limit: int) -> Any:
 
 
 def parse_json(raw: bytes, path: Path) -> Any:
-    """The JSON document ``raw`` (read from ``path``); PackError for anything else, NaN, Infinity and a
-    nesting too deep for the parser included."""
+    """The JSON document ``raw`` (read from ``path``); PackError for anything else, NaN and Infinity too."""
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -653,8 +628,7 @@ def has_manifest(root: Path) -> bool:
 
 
 def manifest_path(rel: object) -> str:
-    """A manifest entry (untrusted), returned if it is a plain relative path in the pack; PackError for
-    anything else (absolute, ``..``, ``.``, empty, a NUL byte, not a string)."""
+    """A manifest entry, returned if it is a plain relative path in the pack; PackError otherwise."""
     if not isinstance(rel, str) or not rel or "\0" in rel:
         raise PackError(f"manifest names a path that is not one: {rel!r}")
     parts = Path(rel).parts
@@ -664,7 +638,7 @@ def manifest_path(rel: object) -> str:
 
 
 def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> None:
-    """PackError unless ``data`` (the bytes of ``root/rel`` as read) is what the manifest says of ``rel``."""
+    """PackError unless ``data`` (read from ``root/rel``) has the manifest's SHA-256 for ``rel``."""
     sha = manifest["files"].get(rel)
     if sha is None:
         raise PackError(f"{root / rel}: not in the pack's manifest")
@@ -673,8 +647,7 @@ def check_sha(root: Path, manifest: dict[str, Any], rel: str, data: bytes) -> No
 
 
 def verify_files(root: Path, manifest: dict[str, Any], prefix: str = "") -> int:
-    """Checks every manifest file whose path starts with ``prefix`` (a case: ``"NAME/"``) against its
-    SHA-256; returns how many.  PackError for a file missing, reached through a link, or different."""
+    """Checks the manifest's files under ``prefix`` (``"NAME/"``: a case) against it; returns how many."""
     n = 0
     for rel in list(manifest["files"]):
         if not isinstance(rel, str) or not rel.startswith(prefix):
@@ -708,8 +681,6 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
 
     Examples
     --------
-    A pack of one case and one file, by hand:
-
     >>> import hashlib, json
     >>> from meshnb.conformance.pack import verify_pack
     >>> root = getfixture("tmp_path")
@@ -730,8 +701,7 @@ def verify_pack(directory: str | os.PathLike[str]) -> int:
 
 
 def case_names(root: Path, verify: bool = True) -> list[str]:
-    """The pack's case names: its manifest's list or, without a manifest and not ``verify``, the
-    directories holding a case.json; PackError for none, or no manifest with ``verify``."""
+    """The pack's case names: its manifest's, or without one (not ``verify``) the directories with a case.json."""
     if not root.is_dir():
         raise PackError(f"{root}: not a pack directory")
     if has_manifest(root):

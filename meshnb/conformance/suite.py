@@ -1,10 +1,7 @@
 """``meshnb check PACK --exec CMD | --outputs DIR``: a whole pack against an executor, reported for CI.
 
-Each case's executor runs as ``CMD CASE_DIR OUT_DIR`` under :mod:`.supervise` (``-j N`` at once, killed
-with every process it started on ``--case-timeout`` and on Ctrl-C), or its outputs are read from
-``DIR/CASE/``; each system is then checked as ``meshnb check CASE`` does (:func:`.check.check`), one case
-at a time on the calling thread.  A case is PASS, FAIL or ERROR (the executor failed or wrote no usable
-output: the run goes on); :class:`SuiteResult` gives the table, JSON and JUnit reports.
+Each case's executor runs as ``CMD CASE_DIR OUT_DIR`` under :mod:`.supervise` (or its outputs are read
+from ``DIR/CASE/``) and is checked as ``meshnb check CASE`` does: PASS, FAIL or ERROR.
 """
 
 from __future__ import annotations
@@ -104,10 +101,8 @@ class SuiteResult:
         Examples
         --------
         >>> from meshnb.conformance.suite import CaseResult, SuiteResult
-        >>> cases = [CaseResult("a", 1, "PASS"), CaseResult("b", 1, "FAIL"), CaseResult("c", 2, "PASS")]
-        >>> result = SuiteResult("pack", cases)
-        >>> result.count("PASS"), result.count("ERROR")
-        (2, 0)
+        >>> SuiteResult("pack", [CaseResult("a", 1, "PASS"), CaseResult("b", 1, "FAIL")]).count("PASS")
+        1
         """
         return sum(c.verdict == verdict for c in self.cases)
 
@@ -261,13 +256,11 @@ class _Ran:
     unusable: str = ""  # why the outputs could not be read (a PackError's message)
 
 
-SUPERVISOR = Path(__file__).with_name("supervise.py")
-"""Run as a file (it imports nothing of meshnb) around each executor: :mod:`.supervise`."""
+SUPERVISOR = Path(__file__).with_name("supervise.py")  # run as a file around each executor
 
 
 class _Executors:
-    """The live executors' supervisors (:mod:`.supervise`), so that a timeout or Ctrl-C stops each
-    executor with every process it started."""
+    """The live executors' supervisors (:mod:`.supervise`), for a timeout or Ctrl-C to stop."""
 
     def __init__(self, work: Path) -> None:
         self._lock = threading.Lock()
@@ -276,9 +269,7 @@ class _Executors:
         self.work = work
 
     def run(self, cmd: list[str], i: int, source: Path, setup: check.Setup, timeout: float) -> _Ran:
-        """Case ``i`` in a new, randomly named directory (no executor that ran before can reach it): the
-        executor run to the end of every process it started, its outputs read, the directory removed.  A
-        check's directory gone (an executor removed it) makes the case an ERROR saying so."""
+        """Case ``i`` run in a new, randomly named directory, its outputs read, the directory removed."""
         try:
             return self._run(cmd, i, source, setup, timeout)
         except OSError:
@@ -392,9 +383,8 @@ def _first_difference(rep: check.Report) -> str:
 
 
 def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
-    """An executor's output ``name`` (None: missing) in its ``OUT_DIR`` open as ``dir_fd`` (opened before it
-    ran: a directory renamed or linked since is not followed), at most ``limit`` bytes.  It must be the
-    executor's own file, else PackError: no link (``O_NOFOLLOW``), a regular file, one name (``st_nlink``)."""
+    """An executor's output ``name`` in ``OUT_DIR`` (open as ``dir_fd``), at most ``limit`` bytes; None:
+    missing.  PackError unless it is a regular file of one name, not a link."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
@@ -429,8 +419,7 @@ def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
 
 
 def read_outputs(setup: check.Setup, out_dir: Path, dir_fd: int | None = None) -> tuple[list[bytes], np.ndarray | None]:
-    """An executor's ``out-K.page`` files and ``trace.bin`` (None if it wrote none) in ``out_dir``, read
-    by :func:`read_own` with ``dir_fd``; PackError for outputs missing, short, special or of the wrong length."""
+    """An executor's ``out-K.page`` files and ``trace.bin`` (or None) in ``out_dir``; PackError for bad ones."""
     case = setup.case
     trace = None
     if dir_fd is not None:
@@ -468,8 +457,7 @@ def check_outputs(
     *,
     dir_fd: int | None = None,
 ) -> CaseResult:
-    """Checks an executor's outputs in ``out_dir`` (:func:`read_outputs`; unreadable ones are an ERROR) as the
-    case ``name`` (default: the case's own)."""
+    """Checks an executor's outputs in ``out_dir`` (unreadable: an ERROR) as the case ``name``."""
     try:
         got = read_outputs(setup, out_dir, dir_fd)
     except PackError as e:
@@ -490,8 +478,7 @@ def judge_outputs(
     progress: Callable[[str], None] | None = None,
     name: str | None = None,
 ) -> CaseResult:
-    """The verdict on outputs already read: PASS when every page (and the trace, if given) has the case's
-    bits, else FAIL with the first failing system's report and its diagnosis."""
+    """The verdict on outputs read: PASS, or FAIL with the first failing system's report."""
     case = setup.case
     res = CaseResult(case.name if name is None else name, case.systems, "PASS")
     trace_ok = trace is None or np.array_equal(trace, setup.trace)
@@ -519,8 +506,7 @@ def judge_outputs(
 
 
 def select(pack_dir: Path, pattern: str | None, *, verify: bool = True) -> list[str]:
-    """The pack's case names (:func:`~.pack.case_names`), those matching the shell glob ``pattern`` if given;
-    PackError when none do."""
+    """The pack's case names matching the shell glob ``pattern``; PackError when none do."""
     names = case_names(pack_dir, verify=verify)
     if pattern is not None:
         names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -544,9 +530,7 @@ def run_suite(
 ) -> SuiteResult:
     """Runs the pack's cases on an executor (``exec_cmd``) or reads the outputs made elsewhere
     (``outputs``), and checks them.  Bad input raises before any executor runs; a KeyboardInterrupt
-    kills the live executors and is raised again.  With ``exec_cmd`` and ``experiments``, each failing
-    case is located by running the executor from meshnb's pages, and a cause is named only when the
-    experiments prove it (:mod:`.experiment`, within :data:`EXPERIMENT_SECONDS`).
+    kills the live executors.  A failing case's cause is named only when experiments prove it.
 
     Parameters
     ----------
@@ -675,13 +659,11 @@ def run_suite(
     return SuiteResult(str(root), [results[n] for n in names])
 
 
-EXPERIMENT_SECONDS = 10.0
-"""Seconds a whole check may spend on experiments (each case at most experiment.MAX_SECONDS)."""
+EXPERIMENT_SECONDS = 10.0  # seconds a whole check may spend on experiments
 
 
 def _exp_runner(runner: _Executors, cmd: list[str], work: Path, timeout: float, end: float) -> experiment.Runner:
-    """Runs the executor on an experiment as on a case: a private copy of its inputs, the supervisor;
-    each run killed at the case timeout or at ``end`` (``time.monotonic()``), whichever comes first."""
+    """Runs the executor on an experiment as on a case, killed at the case timeout or at ``end``."""
     count = itertools.count(1_000_000)
 
     def run(e: experiment.Experiment) -> tuple[list[bytes], np.ndarray | None] | str:
@@ -716,9 +698,8 @@ def _candidates(res: CaseResult) -> dict[str, faults.Model]:
 def _experiments(
     cases: list[CaseResult], setups: dict[str, check.Setup], run: experiment.Runner, keep_dir: Path | None = None
 ) -> None:
-    """Locates each failing case by experiment and keeps only the causes every experiment confirms
-    (see :func:`run_suite`); the report, the message and the models are rewritten accordingly.
-    With ``keep_dir``, every experiment made is saved there as a case directory."""
+    """Locates each failing case by experiment and keeps only the causes the experiments prove (in the
+    report, message and models); with ``keep_dir``, every experiment is saved there as a case."""
     t0 = time.monotonic()
     made: list[experiment.Experiment] = []
     separate: list[experiment.Experiment] | None = None
@@ -843,17 +824,15 @@ def _experiments(
 
 
 def private_case(inputs: dict[str, bytes], dest: Path) -> None:
-    """The executor's copy of a case in a new directory ``dest``: its inputs only, the bytes verified
-    against the manifest (never re-read from the pack), so nothing it does reaches the pack."""
+    """The executor's copy of a case's verified inputs in a new directory ``dest``."""
     dest.mkdir(parents=True)
     for rel, data in inputs.items():
         write_new(dest / rel, data)
 
 
 def remove_tree(path: Path, *, warn: bool = True) -> None:
-    """Remove the checker's temporary directory whatever its executors left there (a directory without
-    write permission), with Ctrl-C, SIGTERM and SIGHUP held meanwhile; what cannot be removed is said in
-    one line (if ``warn``), never an error that hides the verdicts."""
+    """Removes the checker's temporary directory whatever is left there, with stop signals held; what
+    cannot be removed is said in one line (if ``warn``)."""
 
     def writable(func: Callable[..., Any], p: str, exc: Any) -> None:
         with contextlib.suppress(OSError):
@@ -881,10 +860,8 @@ def remove_tree(path: Path, *, warn: bool = True) -> None:
 
 
 class _Reaper:
-    """While checking, this process is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): an
-    executor's descendants that leave its process group (``setsid``) and outlive their parent
-    become our children rather than init's, so that they are killed and reaped on the way out.
-    Children we had before (a multiprocessing helper) are left alone."""
+    """This process as a child subreaper while checking: an executor's orphans become its children and
+    are killed on the way out (children it had before are left alone)."""
 
     def __enter__(self) -> _Reaper:
         self.before = set(supervise.children())

@@ -1,16 +1,14 @@
 """One executor of ``meshnb check --exec``, run to the end of every process it started.
 
-``python supervise.py CHECKER_PID TIMEOUT CMD ARG...``, started by :mod:`meshnb.conformance.suite`
-as a file (it imports nothing of meshnb), becomes a child subreaper, runs ``CMD ARG...`` in a
-session of its own (stdin and stdout ``/dev/null``, stderr the case's log) and, once it has exited
-or run past ``TIMEOUT`` seconds, kills its process group and every process left under it, then
-prints one JSON line: ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}``.  A SIGTERM,
-SIGINT or SIGHUP, or the checker's death, does the same at once and exits 1 without the line.
-Why and how: docs/guide/checking-an-executor.md.
+``python supervise.py CHECKER_PID TIMEOUT CMD ARG...`` (run as a file: it imports nothing of meshnb)
+runs the command in a session of its own as a child subreaper, kills every process left once it
+ends or times out, and prints ``{"exit": CODE, "timed_out": BOOL, "seconds": S, "left": N}``.  A stop
+signal or the checker's death does the same at once, exit 1, no line (docs/guide/checking-an-executor.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -41,17 +39,13 @@ def children() -> list[int]:
     except OSError:
         return pids
     for t in tasks:
-        try:
-            with open(f"/proc/self/task/{t}/children") as f:
-                pids += [int(x) for x in f.read().split()]
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/self/task/{t}/children") as f:
+            pids += [int(x) for x in f.read().split()]
     return pids
 
 
 def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
-    """Kills and reaps every child of this process but ``keep``, round by round (their orphans are its
-    children next); returns how many there were."""
+    """Kills and reaps every child of this process but ``keep``, round by round; returns how many."""
     left: set[int] = set()
     for _ in range(ROUNDS):
         strays = [pid for pid in children() if pid not in keep]
@@ -59,26 +53,19 @@ def kill_strays(keep: set[int] | frozenset[int] = frozenset()) -> int:
             break
         for pid in strays:
             for kill in (os.killpg, os.kill):  # a setsid child leads a group of its own
-                try:
+                with contextlib.suppress(OSError):
                     kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
         for pid in strays:
-            try:
+            with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
-            except OSError:
-                pass
             left.add(pid)
     return len(left)
 
 
 def kill_all(leader: int) -> int:
-    """Kills the executor's process group and every process left under this one; returns how many were
-    still running then."""
-    try:
+    """Kills the executor's process group and every process left under this one; returns how many."""
+    with contextlib.suppress(OSError):
         os.killpg(leader, signal.SIGKILL)  # the group only: the leader's pid may be reaped already
-    except OSError:
-        pass
     return kill_strays()
 
 
@@ -111,10 +98,8 @@ def main(argv: list[str]) -> int:
         code = proc.wait(timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
         code = proc.wait()
     seconds = time.monotonic() - t0
     left = kill_all(proc.pid)
