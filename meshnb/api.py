@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from . import files
 from .backends import runner
 from .options import RunOptions, refuse_foreign_checkpoint
+from .program import round_wait
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,6 +153,7 @@ def run(opts: RunOptions) -> RunResult:
     path: checked before the run (an existing file not of this run is refused unless
     ``overwrite_checkpoint``: :func:`~meshnb.options.refuse_foreign_checkpoint`), and locked while
     it runs (under MPI by rank 0, in the backend)."""
+    round_wait()  # a bad MESHNB_ROUND_WAIT is refused here, not in a member process
     if opts.checkpoint is None:
         return runner(opts.backend_name)(opts)
     if opts.backend_name == "mpi":

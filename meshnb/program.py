@@ -288,12 +288,20 @@ ROUND_WAITS = {
 }
 
 
+def round_wait() -> int:
+    """``MESHNB_ROUND_WAIT``'s policy bits (unset or empty: ``futex``); a ValueError names any other value."""
+    wait = os.environ.get(ROUND_WAIT_ENV, "") or "futex"
+    if wait not in ROUND_WAITS:
+        raise ValueError(f"{ROUND_WAIT_ENV}={wait!r}: expected one of {', '.join(map(repr, ROUND_WAITS))}")
+    return ROUND_WAITS[wait]
+
+
 def round_policy(threads: bool, members: int = 1) -> int:
     """A member's handover policy (``grouped.run_page``'s): FUTEX on Linux, else YIELD, or ``MESHNB_ROUND_WAIT``'s.
 
     ``threads`` adds PRIVATE; WAKE_SPIN is dropped where the ``members`` outnumber the usable CPUs.
     """
-    asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
+    asked = round_wait()
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
         return grouped.YIELD
     if members > cpu.usable_cpus():
