@@ -1,18 +1,8 @@
-"""Float mode Z (SPEC 2): IEEE binary32, round to nearest even, subnormals flushed.
+"""Float mode Z (SPEC 2; the rules in the [float mode Z guide](../guide/float-mode-z.md)): IEEE
+binary32 ops on flushed inputs, the rounded result flushed, any NaN as ``0x7FFFFFFF``.
 
-Every op reads a subnormal input as a zero of the same sign, rounds the exact result as IEEE
-float32 does (gradual underflow included), then writes a subnormal result as a zero of its sign
-and any NaN as the canonical NaN ``0x7FFFFFFF``. The flush works on the bits of ordinary float32
-results: no fastmath (it would allow FMA contraction) and no hardware FTZ (which decides underflow
-before rounding: ``0x00800000 * 0x3F7FFFFF`` would give 0, not ``0x00800000``). Kernels compile
-with ``error_model="numpy"``: a zero divisor gives inf or NaN, as IEEE says.
-
-:func:`flush` applies the whole rule, :func:`flush_subnormal` only the subnormal part: after
-inputs flushed once, ``flush_subnormal`` after each op gives ``flush``'s bits, since an op with a
-NaN operand yields a NaN and :func:`bits` canonicalises it where words leave a kernel.
-
-The njit functions take numpy scalars of their exact type (``numpy.uint32``, ``numpy.float32``)
-and raise TypeError for anything else: a Python int or float would compile another variant.
+The flush works on the bits of plain float32 results (no fastmath, no hardware FTZ).  The njit
+functions take numpy scalars of their exact type and raise TypeError for anything else.
 """
 
 from __future__ import annotations
