@@ -38,10 +38,6 @@ class Group:
     >>> from meshnb import Group
     >>> Group(1, 4)
     Group(k=1, n=4)
-    >>> Group(4, 4)
-    Traceback (most recent call last):
-    ...
-    ValueError: system k=4 is not in a group of 4
     """
 
     k: int
@@ -56,14 +52,8 @@ class Group:
 
 @runtime_checkable
 class Exchange(Protocol):
-    """What the program needs of a transport (SPEC 9's ``exchange``): slots and round counters.
-
-    Any object with these three methods is one (a ``typing.Protocol``, checkable with ``isinstance``).
-
-    See Also
-    --------
-    PageExchange : the exchange page in memory (threads, processes).
-    meshnb.Context : takes an exchange with its group.
+    """What the program needs of a transport (SPEC 9's ``exchange``): any object with these three
+    methods (a ``typing.Protocol``, checkable with ``isinstance``).
 
     Examples
     --------
@@ -78,10 +68,8 @@ class Exchange(Protocol):
 
         Parameters
         ----------
-        k : int
-            This system.
-        parity : int
-            The round's parity (0 or 1).
+        k, parity : int
+            This system, and the round's parity (0 or 1).
         words : numpy.ndarray
             8 uint32 words: the five sums (``ftz_bits``), then zeros.
 
@@ -115,8 +103,7 @@ class Exchange(Protocol):
 
         Parameters
         ----------
-        m : int
-        parity : int
+        m, parity : int
 
         Returns
         -------
