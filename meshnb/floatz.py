@@ -79,10 +79,6 @@ def bits(f: np.float32) -> np.uint32:
     --------
     >>> hex(bits(np.float32(-1e-40))), hex(bits(np.float32("nan")))
     ('0x80000000', '0x7fffffff')
-    >>> bits(0.5)  # a Python float would compile a float64 variant  # doctest: +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    ...
-    TypeError: meshnb.floatz.bits: argument 'f' must be a numpy float32 (np.float32), not a Python float
     """
     return flush_bits(np.float32(f).view(np.uint32))
 
@@ -121,8 +117,6 @@ def flush_subnormal(f: np.float32) -> np.float32:
 
     Examples
     --------
-    >>> hex(np.float32(flush_subnormal(np.float32(-1e-40))).view(np.uint32))
-    '0x80000000'
     >>> hex(np.float32(flush_subnormal(np.float32("nan"))).view(np.uint32))  # the NaN stays
     '0x7fc00000'
     """
@@ -186,8 +180,6 @@ def mul(a: np.float32, b: np.float32) -> np.float32:
 
     Examples
     --------
-    >>> hex(np.float32(mul(np.float32(1e-20), np.float32(1e-20))).view(np.uint32))  # underflow: zero
-    '0x0'
     >>> a, b = np.uint32(0x00800000).view(np.float32), np.uint32(0x3F7FFFFF).view(np.float32)
     >>> hex(np.float32(mul(a, b)).view(np.uint32))  # rounds up to the smallest normal (hardware FTZ gives 0)
     '0x800000'
