@@ -1,8 +1,9 @@
 """Float mode Z (SPEC 2; the rules in the [float mode Z guide](../guide/float-mode-z.md)): IEEE
 binary32 ops on flushed inputs, the rounded result flushed, any NaN as ``0x7FFFFFFF``.
 
-The flush works on the bits of plain float32 results (no fastmath, no hardware FTZ).  The njit
-functions take numpy scalars of their exact type and raise TypeError for anything else.
+The flush works on the bits of plain float32 results (no fastmath, no hardware FTZ): :func:`flush`
+applies the whole rule, :func:`flush_subnormal` the subnormal part.  The njit functions take numpy
+scalars of their exact type and raise TypeError for anything else.
 """
 
 from __future__ import annotations
