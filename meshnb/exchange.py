@@ -163,20 +163,12 @@ def field_array(raw: np.ndarray, start: int, stride: int, n: int, f: PageField) 
 
 
 def exchange_bytes(n: int) -> int:
-    """Bytes of the exchange page of ``n`` systems: a 64-byte header, then two cache lines a system.
-
-    >>> exchange_bytes(2)
-    320
-    """
+    """Bytes of the exchange page of ``n`` systems: a 64-byte header, then two cache lines a system."""
     return HEADER_BYTES + n * SYSTEM_BYTES
 
 
 def word_layout() -> np.ndarray:
-    """The page's layout as six int64 word indices for njit code: ABORT, COUNTER, stride, SLOT0, stride, SLOT1 - SLOT0.
-
-    >>> word_layout().tolist()
-    [1, 8, 16, 18, 32, 8]
-    """
+    """The page's layout as int64 word indices for njit code: ABORT, COUNTER, stride, SLOT0, stride, SLOT1 - SLOT0."""
     assert _EX["ABORT"].scope == "page" and _EX["COUNTER"].dtype == "u64"
     # grouped finds WAITERS, SPIN_NS and WOKE_NS as the words after SLOT1
     assert _EX["WAITERS"].offset == _EX["SLOT1"].offset + 4 * EX_SLOT_WORDS == _EX["SPIN_NS"].offset - 4
