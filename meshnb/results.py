@@ -334,8 +334,7 @@ class RunResult:
         Returns
         -------
         dict
-            ``steps``, ``run_steps`` (a resumed run's) and ``systems`` (each
-            :meth:`SystemResult.to_json`).
+            ``steps``, ``run_steps`` (a resumed run's) and ``systems`` (each :meth:`SystemResult.to_json`).
 
         Examples
         --------

@@ -1,14 +1,9 @@
-"""Independent reference implementation of SPEC.md (stdlib + numpy only, no numba).
+"""Independent reference implementation of SPEC.md (stdlib + numpy only, no numba, nothing of ``meshnb``).
 
-The oracle the test suite checks the numba core against, bit for bit, and the "numpy" and "plain
-Python" baselines of the benchmarks; nothing here imports the rest of ``meshnb``.  Two float
-modes: ``MODE_Z`` ("z", SPEC section 2) and ``MODE_IEEE`` ("ieee": IEEE binary32 as numpy gives it
-here, to show what mode Z changes).  Two implementations: ``impl="numpy"``, vectorised over the 32
-lanes and a cluster's systems, and ``impl="python"``, plain Python on uint32 words (mode Z only).
-
-Its face (``__all__``) is a run and its pieces; the float ops of mode Z they are built from
-(``z_add``/``z_sub``/``z_mul``/``z_div``/``z_from_u32``, their word forms ``py_*``, ``flush``,
-``from_bits``, ``to_bits``) are importable from here and tested op by op.
+The tests' oracle and the benchmarks' baselines: ``impl="numpy"`` (vectorised over lanes and
+systems) or ``impl="python"`` (plain Python on uint32 words, mode Z only), in ``MODE_Z`` or
+``MODE_IEEE``.  Its face is a run and its pieces; the float ops they are built from (``z_*``,
+``py_*``, ``flush``, ``from_bits``, ``to_bits``) are importable from here.
 """
 
 from __future__ import annotations
