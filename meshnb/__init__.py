@@ -1,15 +1,8 @@
 """meshnb: the mesh's train program in Python, bit-exact in float mode Z, with a numba core.
 
-``__all__`` is the one definition of the library's public API (what a researcher imports to train
-and sweep): the names below, and the public modules (with their submodules) ``meshnb.testing`` (the
-independent oracle), ``meshnb.kernels`` and ``meshnb.floatz`` (SPEC's njit kernels and float mode Z),
-``meshnb.sweeps`` (many systems at once) and ``meshnb.cli`` (the ``meshnb`` command, callable).
-``meshnb.conformance`` is the other audience's face, the executor-checking tools, with an
-``__all__`` of its own; the library imports nothing of it.  Every other module is internal:
-importable by its path, described in the architecture page, not served here.
-
-The names load on first use (PEP 562), so ``import meshnb`` and the command line start without
-numba until a run needs it.
+``__all__`` is the library's public API (the architecture page's "Two audiences"): the names below
+and the public modules; ``meshnb.conformance`` is the executor-checking tools' face.  The names
+load on first use (PEP 562), so ``import meshnb`` starts without numba.
 """
 
 from __future__ import annotations

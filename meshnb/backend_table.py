@@ -17,12 +17,7 @@ CUDA_BLOCK_SYSTEMS = 32  # one warp a system, one block of at most 1024 threads 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """One backend's row: its name, its engine's module and function, what it can do.
-
-    >>> fused = BY_NAME["fused"]
-    >>> fused.clusters, fused.alone, fused.exchange, fused.max_systems, BY_NAME["mpi"].runs_here
-    (True, False, False, 64, False)
-    """
+    """One backend's row: its name, its engine's module and function, what it can do."""
 
     name: str
     module: str  # meshnb.backends.<module>
@@ -58,9 +53,5 @@ ALONE_BACKENDS = tuple(b.name for b in TABLE if b.clusters and b.alone)
 
 
 def local_cluster_backends() -> tuple[str, ...]:
-    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU).
-
-    >>> local_cluster_backends()
-    ('threads', 'processes', 'fused')
-    """
+    """The cluster backends this machine's CPU runs in one process tree (no MPI job, no GPU)."""
     return tuple(b.name for b in TABLE if b.runs_here)

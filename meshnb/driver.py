@@ -1,10 +1,7 @@
 """The driver around an engine: the loop over chunks of steps, progress, stops and the checkpoints' cadence.
 
-An *engine* is what a backend contributes (:class:`Engine`: ``warm_up()`` and ``advance(done,
-n)``); :func:`drive` owns the rest, the one loop of steps of every train backend, cluster member
-and sweep batch. :class:`Frame` surrounds a run: its bar, its stop request (Ctrl-C held to the
-next boundary) and its timers. The module imports only :mod:`.interrupts`, so the CUDA image's
-host code drives its launches with it too.
+:func:`drive` is the one loop of steps of every train backend, cluster member and sweep batch; an
+engine (:class:`Engine`) brings the steps.  It imports only :mod:`.interrupts` (the CUDA host uses it too).
 """
 
 from __future__ import annotations

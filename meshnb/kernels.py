@@ -31,9 +31,7 @@ U64_7 = np.uint64(7)
 TAB = BATCHES * WARP  # one table of the four in ``batches``
 
 
-# --- scalar helpers: one op in mode Z (z=True) or plain IEEE ----------------------------------
-# njit functions of a run-time ``z``, for the literal kernels. The step loops use meshnb.vec's
-# intrinsics of a literal mode instead (the same bits), which a cold start types without compiling these.
+# --- scalar helpers: one op in mode Z (z=True) or plain IEEE, for the literal kernels -----------
 
 
 @jit(accepts=dict(r="float32", z="bool"))
@@ -114,7 +112,6 @@ def end_task(page: np.ndarray, next_step: np.uint64, timed_out: bool = False) ->
     page : numpy.ndarray
         A page's uint32 words ``[1024]`` (or ``[n, 1024]``), written in place.
     next_step : numpy.uint64
-        The next step (or ``[n]`` of them).
     timed_out : bool, default False
 
     Examples
@@ -208,10 +205,6 @@ def batches(words: np.ndarray, z: bool) -> np.ndarray:
     >>> tab = batches(ctx.view.words, True)
     >>> tab[:2].tolist()  # x of batch 0, lanes 0 and 1: samples 0 and 8
     [-1.0, -0.9372549057006836]
-    >>> out = np.full(1024, np.nan, np.float32)
-    >>> fill_batches(ctx.view.words, True, out)
-    >>> out.tobytes() == tab.tobytes()
-    True
     """
     if words.shape[0] < W_Y + SAMPLES:
         raise ValueError("batches: words must hold a page's X and Y")
@@ -237,11 +230,6 @@ def fill_batches(words: np.ndarray, z: bool, tab: np.ndarray) -> None:
     words : numpy.ndarray
     z : bool
     tab : numpy.ndarray
-
-    Raises
-    ------
-    ValueError
-        Wrong arrays.
 
     Examples
     --------
@@ -292,27 +280,14 @@ def step_sums(p: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uint32, z: 
     Returns
     -------
     numpy.ndarray
-        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2 over the batch's 32 lanes, through ``ftz_bits``.
+        float32 ``[5]``: the sums of e, e x, e x^2, e x^3, e^2, through ``ftz_bits``.
 
     Examples
     --------
-    >>> from meshnb import Context, View, init, task
     >>> xs, ys = samples()
-    >>> p = np.zeros(4, dtype=np.float32)
-    >>> sums = step_sums(p, xs, ys, np.uint32(0))
-    >>> inv = np.float32(1 / 32)  # INV_BATCH of a system alone
-    >>> hex(np.float32(loss(sums, inv)).view(np.uint32))
+    >>> sums = step_sums(np.zeros(4, dtype=np.float32), xs, ys, np.uint32(0))
+    >>> hex(np.float32(loss(sums, np.float32(1 / 32))).view(np.uint32))  # step 0's loss
     '0x3eff022c'
-    >>> apply(p, sums, np.float32(0.5), inv)  # LR = 0.5
-    >>> [hex(w) for w in p.view(np.uint32).tolist()]
-    ['0x3930adce', '0x3e21fb5c', '0x392b185b', '0x3d7d262c']
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> ctx.view.set_word("STEPS_PER_TASK", 1)
-    >>> task(ctx, 0, 0)
-    1
-    >>> [hex(ctx.view.word("PARAMS", j)) for j in range(4)], hex(ctx.view.word("LOSS"))
-    (['0x3930adce', '0x3e21fb5c', '0x392b185b', '0x3d7d262c'], '0x3eff022c')
     """
     g = np.uint32(off) % np.uint32(BATCHES)
     a, b, c, d = (flush(p[0]), flush(p[1]), flush(p[2]), flush(p[3])) if z else (p[0], p[1], p[2], p[3])
@@ -436,7 +411,6 @@ def grouped_sums(header: np.ndarray, xs: np.ndarray, ys: np.ndarray, off: np.uin
     Returns
     -------
     numpy.ndarray
-        uint32 ``[8]``: the slot words.
 
     Examples
     --------
@@ -468,12 +442,8 @@ def grouped_apply(
 
     Parameters
     ----------
-    header : numpy.ndarray
-        The page's first 12 words (uint32): PARAMS updated, LR and INV_BATCH read.
-    total : numpy.ndarray
-        The folded sums (float32 ``[5]``).
-    loss_ring : numpy.ndarray
-        The page's LOSS words (uint32 ``[256]``): the loss goes to ``t mod 256``.
+    header, total, loss_ring : numpy.ndarray
+        The page's first 12 words, the folded sums (float32 ``[5]``), the LOSS words.
     t : numpy.uint64
     trace_row : numpy.ndarray
         uint32 ``[5]`` for the step's trace words, or ``[0]`` for none.

@@ -48,23 +48,21 @@ class Context:
     view : View
         The system's page (its whole state).
     counters : numpy.ndarray, optional
-        ``[inits, steps, timeouts]``, uint64 (SPEC 10's counters); zeros by default.
+        ``[inits, steps, timeouts]``, uint64; zeros by default.
     group : Group, optional
-        The system's place in a cluster; None for a system alone.
+        The system's place in a cluster; None alone.
     exchange : Exchange, optional
-        The cluster's exchange (SPEC 9); with a group, the steps go through it.
+        The cluster's exchange (SPEC 9).
     trace : Trace, optional
-        Records the sums each step applied (the trace digest); None records nothing.
+        Records the sums each step applied; None records nothing.
     z : bool, default True
-        Float mode Z; False runs plain IEEE float32, only to show what mode Z changes.
+        Float mode Z; False: plain IEEE float32.
 
     Examples
     --------
-    >>> from meshnb import Context, View, init
-    >>> ctx = Context(View())
-    >>> init(ctx)
-    >>> ctx.counter_dict(), ctx.grouped
-    ({'inits': 1, 'steps': 0, 'timeouts': 0}, False)
+    >>> from meshnb import Context, View
+    >>> Context(View()).grouped
+    False
     """
 
     view: View
@@ -114,10 +112,8 @@ def init(ctx: Context) -> None:
     >>> from meshnb import Context, View, init
     >>> ctx = Context(View())
     >>> init(ctx)
-    >>> ctx.view
-    View(params=00000000 00000000 00000000 00000000, next_step=0, lr=3f000000)
-    >>> ctx.view.word("STEPS_PER_TASK"), float(ctx.view["INV_BATCH"])
-    (64, 0.03125)
+    >>> ctx.view.word("STEPS_PER_TASK"), float(ctx.view["INV_BATCH"]), ctx.counter_dict()["inits"]
+    (64, 0.03125, 1)
     """
     v = ctx.view
     xs, ys = kernels.samples()
@@ -143,19 +139,17 @@ def task(ctx: Context, op: int, arg: int) -> int:
     op : int
         ``OP_TASK`` (0x0) or ``OP_SET_LR`` (0x10); any other u32 is answered ``R_BAD_OP``.
     arg : int
-        TASK: the low half of the first step (the high half is STEP_HI); SET_LR: the LR's f32 bits
-        (flushed in mode Z).
+        TASK: the low half of the first step; SET_LR: the LR's f32 bits.
 
     Returns
     -------
     int
-        TASK: the steps done (STEPS_PER_TASK, fewer when a cluster's round timed out); SET_LR:
-        ``R_NONE`` (0); an unknown op: ``R_BAD_OP`` (0xFFFFFFFF).
+        TASK: the steps done; SET_LR: ``R_NONE`` (0); an unknown op: ``R_BAD_OP`` (0xFFFFFFFF).
 
     Raises
     ------
     TypeError
-        When ``op`` or ``arg`` is not an integer (``bool`` is not one).
+        When ``op`` or ``arg`` is not an integer.
     ValueError
         When ``op`` or ``arg`` is not a u32.
 
@@ -164,10 +158,8 @@ def task(ctx: Context, op: int, arg: int) -> int:
     >>> from meshnb import Context, View, init, task
     >>> ctx = Context(View())
     >>> init(ctx)
-    >>> task(ctx, OP_SET_LR, 0x3E800000), task(ctx, OP_TASK, 0)  # LR = 0.25, then steps 0 to 63
-    (0, 64)
-    >>> ctx.view.next_step, ctx.counter_dict()["steps"], hex(task(ctx, 0x99, 0))
-    (64, 64, '0xffffffff')
+    >>> task(ctx, OP_SET_LR, 0x3E800000), task(ctx, OP_TASK, 0), hex(task(ctx, 0x99, 0))
+    (0, 64, '0xffffffff')
     """
     for what, value in (("op", op), ("arg", arg)):
         if not is_int(value):
@@ -288,12 +280,20 @@ ROUND_WAITS = {
 }
 
 
+def round_wait() -> int:
+    """``MESHNB_ROUND_WAIT``'s policy bits (unset or empty: ``futex``); a ValueError names any other value."""
+    wait = os.environ.get(ROUND_WAIT_ENV, "") or "futex"
+    if wait not in ROUND_WAITS:
+        raise ValueError(f"{ROUND_WAIT_ENV}={wait!r}: expected one of {', '.join(map(repr, ROUND_WAITS))}")
+    return ROUND_WAITS[wait]
+
+
 def round_policy(threads: bool, members: int = 1) -> int:
     """A member's handover policy (``grouped.run_page``'s): FUTEX on Linux, else YIELD, or ``MESHNB_ROUND_WAIT``'s.
 
     ``threads`` adds PRIVATE; WAKE_SPIN is dropped where the ``members`` outnumber the usable CPUs.
     """
-    asked = ROUND_WAITS.get(os.environ.get(ROUND_WAIT_ENV, ""), ROUND_WAITS["futex"])
+    asked = round_wait()
     if grouped.POLICY == grouped.YIELD or asked == grouped.YIELD:
         return grouped.YIELD
     if members > cpu.usable_cpus():

@@ -136,8 +136,6 @@ class ClusterError(RuntimeError):
     >>> e = ClusterError(2, "no step completed in 60 s")
     >>> str(e), e.system, e.detail
     ('system 2: no step completed in 60 s', 2, 'no step completed in 60 s')
-    >>> str(ClusterError(None, "the job has 3 ranks, the run 4 systems"))
-    'the job has 3 ranks, the run 4 systems'
     """
 
     def __init__(self, system: int | None, detail: str) -> None:
@@ -147,10 +145,7 @@ class ClusterError(RuntimeError):
 
 @dataclass(frozen=True)
 class SystemResult:
-    """One system at the end of a run: its page, counters and trace digest.
-
-    It answers the columns of :data:`SYSTEM_COLUMNS` as a sweep's system does; ``trace`` is a
-    member's alone.
+    """One system at the end of a run (the columns of :data:`SYSTEM_COLUMNS`, as a sweep's system).
 
     Parameters
     ----------
@@ -161,18 +156,16 @@ class SystemResult:
     counters : dict of str to int
         Its counters (``inits``, ``steps``, ``timeouts``).
     trace_digest : str
-        SHA-256 of the sums each step of the run applied (SPEC 11), as hex.
+        SPEC 11's trace digest, as hex.
     trace : numpy.ndarray or None, default None
-        The applied sums, ``[steps, 5]`` uint32, where the run kept them (``keep_trace``).
+        The applied sums, ``[steps, 5]`` uint32, with ``keep_trace``.
 
     Examples
     --------
     >>> import meshnb
-    >>> s = meshnb.train(4096, systems=2, backend="fused").systems[1]  # vectors.json's cluster of 2
-    >>> s.system, len(s.page), s.params_hex
-    (1, 4096, ['3b293aea', '402bea45', '3b14cb72', 'c03867d2'])
-    >>> sorted(s.to_json())
-    ['counters', 'digest', 'params', 'system', 'trace_digest']
+    >>> s = meshnb.train(64, systems=2, backend="fused").systems[1]
+    >>> s.system, len(s.page)
+    (1, 4096)
     """
 
     system: int
@@ -242,13 +235,13 @@ class RunResult:
     Parameters
     ----------
     steps : int
-        The steps this call ran (``run_steps``: the whole run's, a resumed checkpoint's included).
+        The steps this call ran.
     systems : tuple of SystemResult
         Every system's result, in system order.
     seconds : float
-        The steps' time (``steps_per_second`` is from it).
+        The steps' time, the first call's load or compile apart.
     first_call_seconds : float, default 0.0
-        What loading (or compiling) the step loop took before them, kept out of ``seconds``.
+        What loading (or compiling) the step loop took.
     steps_before : int, default 0
         The steps of the run done before this call (a resumed checkpoint's).
 
@@ -256,10 +249,8 @@ class RunResult:
     --------
     >>> import meshnb
     >>> r = meshnb.train(4096)  # vectors.json's one system
-    >>> r.steps, len(r.systems), r.params_hex
-    (4096, 1, ['3b7a7664', '402bef3f', '3b898b47', 'c0386fbf'])
-    >>> r.digest == r.systems[0].digest, len(repr(r)) < 300  # no page bytes in the repr
-    (True, True)
+    >>> r.steps, r.params_hex
+    (4096, ['3b7a7664', '402bef3f', '3b898b47', 'c0386fbf'])
     """
 
     steps: int
@@ -343,8 +334,7 @@ class RunResult:
         Returns
         -------
         dict
-            ``steps``, ``run_steps`` (a resumed run's) and ``systems`` (each
-            :meth:`SystemResult.to_json`).
+            ``steps``, ``run_steps`` (a resumed run's) and ``systems`` (each :meth:`SystemResult.to_json`).
 
         Examples
         --------
@@ -361,8 +351,7 @@ class RunResult:
 
 
 class SaveFailed(OSError):
-    """The run ended but its final checkpoint could not be written (a full disk, say); the previous
-    checkpoint is intact.  The message is the write's own line.
+    """The run ended but its final checkpoint could not be written; the previous one is intact.
 
     Parameters
     ----------
@@ -374,10 +363,8 @@ class SaveFailed(OSError):
     Examples
     --------
     >>> import meshnb
-    >>> r = meshnb.train(64, systems=2, backend="fused")
-    >>> e = SaveFailed(r, OSError("cannot write run.ckpt: no space left on device"))
-    >>> str(e), isinstance(e, OSError), e.result.steps
-    ('cannot write run.ckpt: no space left on device', True, 64)
+    >>> str(SaveFailed(meshnb.train(8), OSError("cannot write run.ckpt: no space left on device")))
+    'cannot write run.ckpt: no space left on device'
     """
 
     def __init__(self, result: RunResult, error: OSError) -> None:

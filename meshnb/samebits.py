@@ -22,16 +22,7 @@ def run_bits(result: Any) -> dict[str, dict[str, str]]:
 
 
 def array_bits(systems: Iterable[int], **columns: Any) -> dict[str, dict[str, Any]]:
-    """Systems' bits from columns of arrays: ``{"system k": {name: value}}``, a row of an array as its bytes.
-
-    >>> import numpy as np
-    >>> pages = np.array([[1], [2]], np.uint32)  # two (very short) pages
-    >>> got = array_bits([3, 7], page=pages, trace_digest=["ab", "cd"])
-    >>> got["system 7"]
-    {'page': b'\\x02\\x00\\x00\\x00', 'trace digest': 'cd'}
-    >>> differences(got, array_bits([3, 7], page=pages, trace_digest=["ab", "ce"]))
-    ['system 7 trace digest: cd != ce (expected)']
-    """
+    """Systems' bits from columns of arrays: ``{"system k": {name: value}}``, a row of an array as its bytes."""
     return {
         f"system {k}": {name.replace("_", " "): _value(column[i]) for name, column in columns.items()}
         for i, k in enumerate(systems)
@@ -49,12 +40,7 @@ def _short(value: object) -> str:
 
 
 def differences(got: Mapping[str, Any], want: Mapping[str, Any], where: str = "") -> list[str]:
-    """Where ``got`` parts from ``want``, one line each (none: the same bits); mappings compared key by key.
-
-    >>> want = {"system 0": {"page digest": "86aa8e4d", "trace digest": "b9860950"}}
-    >>> differences({}, want), differences(want, want)
-    (['system 0: missing'], [])
-    """
+    """Where ``got`` parts from ``want``, one line each (none: the same bits); mappings compared key by key."""
     lines = []
     for key in [*want, *(k for k in got if k not in want)]:
         at = f"{where}{key}"
@@ -68,11 +54,7 @@ def differences(got: Mapping[str, Any], want: Mapping[str, Any], where: str = ""
 
 
 def disagreements(named: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Every entry of ``named`` (a label -> bits) against the first, one line a difference.
-
-    >>> disagreements({"cpu": {"digest": "aa"}, "threads": {"digest": "aa"}, "cuda": {"digest": "ab"}})
-    ['cuda digest: ab != aa (expected) (against cpu)']
-    """
+    """Every entry of ``named`` (a label -> bits) against the first, one line a difference."""
     items = list(named.items())
     if not items:
         return []

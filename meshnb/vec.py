@@ -1,16 +1,9 @@
-"""float32 vectors for the step kernel, made with numba intrinsics, and the CPU's DAZ switch.
+"""float32 vectors for the step loops (numba intrinsics, plain IEEE ops, never an FMA) and x86's DAZ switch.
 
-A quarter warp as one ``<8 x float>`` value makes each lane op one vector instruction (numba
-cannot tell LLVM that the arrays do not overlap, so lane loops stay scalar); 8 lanes, as Zen 4
-splits 16. The ops are plain IEEE (never an FMA); mode Z's flush is a separate op, chosen by a
-literal loop mode when the loop compiles.
-
-:func:`daz_on` / :func:`mxcsr_restore` set x86's DAZ bit (FTZ off) around a loop: mode Z exactly,
-so only words leaving the loop need the flush. LLVM may move a float op across ``ldmxcsr``; what
-keeps each op inside is that its operands are *loaded* after :func:`daz_on` and its results
-*stored* before :func:`mxcsr_restore`, both compiler barriers. A value held in a register across
-either end must be flushed explicitly (as ``kernels.batches`` does), and no loop computes a float
-from constants alone (LLVM folds those under IEEE rules). The hard-page tests hold the loops to this.
+:func:`daz_on` and :func:`mxcsr_restore` are compiler barriers: LLVM may move a float op across
+``ldmxcsr``, so a loop loads its operands after one and stores its results before the other; a
+value held in a register across either end is flushed explicitly, and no loop computes a float
+from constants alone (LLVM folds those under IEEE rules).
 """
 
 from __future__ import annotations
@@ -46,13 +39,10 @@ class _F32xNModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, ir.VectorType(_F32, fe_type.n))
 
 
-def _ivec(value: int, n: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(_I32, n), [value - (1 << 32) if value >= 1 << 31 else value] * n)
-
-
 def _iconst(value: int, n: int) -> ir.Constant:
     """``value`` as an i32 (``n == 0``) or in every lane of an ``<n x i32>``."""
-    return ir.Constant(_I32, value - (1 << 32) if value >= 1 << 31 else value) if n == 0 else _ivec(value, n)
+    v = value - (1 << 32) if value >= 1 << 31 else value
+    return ir.Constant(_I32, v) if n == 0 else ir.Constant(ir.VectorType(_I32, n), [v] * n)
 
 
 def _flush_words_ir(builder: ir.IRBuilder, u: ir.Value, n: int, canonical_nan: bool) -> ir.Value:
@@ -236,19 +226,7 @@ def _flush_word_branches_ir(builder: ir.IRBuilder, w: ir.Value) -> ir.Value:
 
 @intrinsic
 def out(typingctx, v, mode):
-    """Lanes as the words written out in loop mode ``mode``: ``ftz_bits`` in both mode-Z loops, as they are in IEEE.
-
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> @njit
-    ... def written(a, o):
-    ...     store(o, 0, out(load4(a, 0), Z_DAZ))
-    >>> w = np.array([0x00000001, 0x80000010, 0x7FC00000, 0x3F800000], dtype=np.uint32)
-    >>> o = np.zeros(4, dtype=np.uint32)
-    >>> written(w.view(np.float32), o.view(np.float32))
-    >>> [hex(x) for x in o.tolist()]  # subnormals -> signed zeros, a NaN -> 0x7fffffff
-    ['0x0', '0x80000000', '0x7fffffff', '0x3f800000']
-    """
+    """Lanes as the words written out in loop mode ``mode``: ``ftz_bits`` in both mode-Z loops, as they are in IEEE."""
     m = _mode(mode)
     if not isinstance(v, F32xN) or m is None:
         return None
@@ -267,30 +245,6 @@ def flush(typingctx, v):
 
     def codegen(context, builder, sig, args):
         return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=False)
-
-    return v(v), codegen
-
-
-@intrinsic
-def words(typingctx, v):
-    """``ftz_bits`` of every lane (as float lanes): subnormal -> signed zero, NaN -> 0x7FFFFFFF.
-
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> @njit
-    ... def as_words(a, o):
-    ...     store(o, 0, words(load4(a, 0)))
-    >>> w = np.array([0x00000001, 0x807FFFFF, 0xFFC00000, 0x40490FDB], dtype=np.uint32)
-    >>> o = np.zeros(4, dtype=np.uint32)
-    >>> as_words(w.view(np.float32), o.view(np.float32))
-    >>> [hex(x) for x in o.tolist()]
-    ['0x0', '0x80000000', '0x7fffffff', '0x40490fdb']
-    """
-    if not isinstance(v, F32xN):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return _flush_ir(builder, args[0], sig.args[0].n, canonical_nan=True)
 
     return v(v), codegen
 
@@ -343,18 +297,7 @@ bcast8_3 = _make_shuffle("bcast8_3", 4, [3] * 8)
 
 @intrinsic
 def first_lanes(typingctx, a, b, c, d):
-    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out).
-
-    >>> import numpy as np
-    >>> from numba import njit
-    >>> @njit
-    ... def firsts(a, o):
-    ...     store(o, 0, first_lanes(load8(a, 0), load8(a, 8), load8(a, 16), load8(a, 24)))
-    >>> o = np.zeros(4, dtype=np.float32)
-    >>> firsts(np.arange(32, dtype=np.float32), o)
-    >>> o.tolist()
-    [0.0, 8.0, 16.0, 24.0]
-    """
+    """Lane 0 of four 8-lane vectors as one 4-lane vector (splat sums as the words written out)."""
     if not all(v == f32x8 for v in (a, b, c, d)):
         return None
 

@@ -70,17 +70,13 @@ DIGEST_SPANS: tuple[tuple[int, int], ...] = tuple((start // 4, end // 4) for sta
 
 
 class View:
-    """A typed window on one 4096-byte page.
-
-    ``view.words`` is the page as uint32 words; ``view.array(name)`` a live array of one field;
-    ``view[name]`` reads a scalar field (int for u32, float32 for f32) or a copy of an array field;
-    ``view[name] = value`` writes; ``view.word``/``view.set_word`` read and write raw bits. The fields
-    are those of :data:`LAYOUT` ([the view page](../view.md)).
+    """A typed window on one 4096-byte page: ``view[name]`` reads or writes a field of :data:`LAYOUT`
+    (a copy of an array field), ``view.words`` is the page as uint32 words.
 
     Parameters
     ----------
     buffer : bytearray or numpy.ndarray or memoryview, optional
-        Any writable, contiguous 4096-byte buffer, read and written in place. A new zero page by default.
+        A writable, contiguous 4096-byte buffer, used in place (default: a new zero page).
 
     Raises
     ------
@@ -91,13 +87,9 @@ class View:
     --------
     >>> from meshnb import View
     >>> page = bytearray(4096)
-    >>> view = View(page)
-    >>> view["PARAMS"] = [1.0, 2.0, 3.0, 4.0]
-    >>> page[4:8], hex(view.word("PARAMS", 1))  # the caller's buffer holds the writes
-    (bytearray(b'\\x00\\x00\\x00@'), '0x40000000')
-    >>> view.next_step = 5 << 32 | 7  # STEP_HI:NEXT_STEP
-    >>> view.word("STEP_HI"), view.word("NEXT_STEP")
-    (5, 7)
+    >>> View(page)["PARAMS"] = [1.0, 2.0, 3.0, 4.0]
+    >>> page[4:8]  # the caller's buffer holds the writes
+    bytearray(b'\\x00\\x00\\x00@')
     """
 
     __slots__ = ("buffer", "words")
@@ -145,7 +137,6 @@ class View:
         Parameters
         ----------
         name : str
-            A field of :data:`LAYOUT`.
 
         Returns
         -------
@@ -189,11 +180,8 @@ class View:
         Parameters
         ----------
         name : str
-            A field of :data:`LAYOUT`.
         value : int
-            The word (an f32 field's bits: a NaN's payload, a subnormal).
         index : int, default 0
-            The element of an array field.
 
         Examples
         --------

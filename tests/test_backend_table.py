@@ -25,3 +25,9 @@ def test_capabilities():
     assert [b.name for b in TABLE if b.max_systems is None] == ["mpi"] and BY_NAME["mpi"].mpi
     assert BY_NAME["cuda"].device == "cuda" and BY_NAME["cuda"].alone and BY_NAME["cuda"].max_systems == 32
     assert not BY_NAME["single"].clusters and BY_NAME["single"].alone and not BY_NAME["single"].runs_here
+
+
+def test_the_fused_row_and_mpi_running_elsewhere():
+    fused = BY_NAME["fused"]
+    assert (fused.clusters, fused.alone, fused.exchange, fused.max_systems) == (True, False, False, 64)
+    assert not BY_NAME["mpi"].runs_here

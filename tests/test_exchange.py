@@ -178,3 +178,19 @@ def test_an_abort_ends_a_wait_and_waiters_time_out():
     page.abort()
     with pytest.raises(ExchangeAborted, match=r"^system 0: the run was aborted while waiting for round 1$"):
         member.round(1)
+
+
+def test_a_group_refuses_a_system_outside_it():
+    from meshnb import Group
+
+    with pytest.raises(ValueError, match=r"^system k=4 is not in a group of 4$"):
+        Group(4, 4)
+    with pytest.raises(ValueError, match=r"^a group has at least one system, got n=0$"):
+        Group(0, 0)
+
+
+def test_the_page_is_a_header_and_two_cache_lines_a_system_and_njit_reads_its_words():
+    from meshnb.exchange import exchange_bytes, word_layout
+
+    assert exchange_bytes(2) == 320
+    assert word_layout().tolist() == [1, 8, 16, 18, 32, 8]  # ABORT, COUNTER, stride, SLOT0, stride, SLOT1 - SLOT0

@@ -209,3 +209,10 @@ def test_word_ops_refuse_other_dtypes():
     with pytest.raises(TypeError, match="bits_array: argument 'a' must be a float32 array"):
         floatz.bits_array(np.zeros(3))
     assert floatz.from_u32(np.uint32(3)) == np.float32(3)
+
+
+def test_bits_refuses_a_python_float_and_flush_subnormal_keeps_the_sign():
+    with pytest.raises(TypeError, match=r"meshnb.floatz.bits: argument 'f' must be a numpy float32"):
+        floatz.bits(0.5)
+    assert np.float32(floatz.flush_subnormal(np.float32(-1e-40))).view(np.uint32) == 0x80000000
+    assert np.float32(floatz.mul(np.float32(1e-20), np.float32(1e-20))).view(np.uint32) == 0

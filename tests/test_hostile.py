@@ -881,3 +881,18 @@ def _check_changed_case(small_pack: Path, tmp_path: Path, capsys, change: dict) 
     shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
     code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
     return code, capsys.readouterr().err
+
+
+def test_a_bad_round_wait_is_one_line_naming_the_variable_and_its_choices(monkeypatch, capsys):
+    """``MESHNB_ROUND_WAIT=bogus``: refused before any member starts (the library and the command line)."""
+    from meshnb import train
+    from meshnb.cli import main
+
+    monkeypatch.setenv("MESHNB_ROUND_WAIT", "bogus")
+    choices = "'futex', 'yield', 'futex-spin-yields', 'futex-fixed', 'futex-no-wake-spin'"
+    line = f"MESHNB_ROUND_WAIT='bogus': expected one of {choices}"
+    with pytest.raises(ValueError) as e:
+        train(3, systems=2, backend="threads")
+    assert str(e.value) == line
+    assert main(["train", "--steps", "3", "--systems", "2", "--backend", "processes"]) == 2
+    assert capsys.readouterr() == ("", f"meshnb: error: {line}\n")

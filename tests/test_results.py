@@ -161,3 +161,12 @@ def test_a_column_checks_type_dtype_and_shape_exactly():
     )  # fmt: skip
     assert isinstance(meshnb.train(64).systems[0], SystemColumns)
     assert isinstance(meshnb.sweep(64).systems[0], SystemColumns)
+
+
+def test_a_clusters_own_error_names_no_system_and_a_runs_repr_holds_no_page(result):
+    from meshnb.results import ClusterError
+
+    assert str(ClusterError(None, "the job has 3 ranks, the run 4 systems")) == "the job has 3 ranks, the run 4 systems"
+    assert result.digest == result.systems[0].digest and len(repr(result)) < 300
+    two = meshnb.train(64, systems=2, backend="fused")
+    assert sorted(two.systems[1].to_json()) == ["counters", "digest", "params", "system", "trace_digest"]

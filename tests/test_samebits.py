@@ -28,3 +28,19 @@ def test_equal_bits_have_no_differences_and_each_difference_is_a_line():
     ]
     long = differences({"page": b"\x01" * 100}, {"page": b"\x02" * 100})
     assert long == ["page: 0101010101010101...(200 chars) != 0202020202020202...(200 chars) (expected)"]
+
+
+def test_array_bits_names_each_system_and_compares_a_row_as_its_bytes():
+    import numpy as np
+
+    from meshnb.samebits import array_bits
+
+    pages = np.array([[1], [2]], np.uint32)  # two (very short) pages
+    got = array_bits([3, 7], page=pages, trace_digest=["ab", "cd"])
+    assert got["system 7"] == {"page": b"\x02\x00\x00\x00", "trace digest": "cd"}
+    assert differences(got, array_bits([3, 7], page=pages, trace_digest=["ab", "ce"])) == [
+        "system 7 trace digest: cd != ce (expected)"
+    ]
+    assert disagreements({"cpu": {"digest": "aa"}, "threads": {"digest": "aa"}, "cuda": {"digest": "ab"}}) == [
+        "cuda digest: ab != aa (expected) (against cpu)"
+    ]

@@ -139,3 +139,13 @@ def test_page_digests_are_view_digests_and_span_digests_hash_the_spans():
     assert d[1].tobytes().hex() == View.from_bytes(pages[1].tobytes()).digest()
     w = np.arange(12, dtype=np.uint32).reshape(2, 6)
     assert span_digests(w, [(0, 2), (4, 6)])[1].tobytes() == hashlib.sha256(w[1, [0, 1, 4, 5]].tobytes()).digest()
+
+
+def test_an_init_pages_repr_shows_params_next_step_and_lr_and_its_step_splits():
+    from meshnb import Context, init
+
+    ctx = Context(View())
+    init(ctx)
+    assert repr(ctx.view) == "View(params=00000000 00000000 00000000 00000000, next_step=0, lr=3f000000)"
+    ctx.view.next_step = 5 << 32 | 7
+    assert (ctx.view.word("STEP_HI"), ctx.view.word("NEXT_STEP")) == (5, 7)

@@ -1,13 +1,8 @@
 """The fast step loops: the bits of :mod:`meshnb.kernels`, at a few dozen vector ops a step.
 
-``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange.
-The samples sit in lane-major batch tables (``kernels.batches``: lane ``l`` of batch ``g`` is
-sample ``g + 8 l``, with x^2 and x^3 precomputed); a step works on four 8-lane vectors
-(:mod:`meshnb.vec`), adds them (butterfly levels 16 and 8), then finishes each param sum in its
-own vector with xor shuffles, so the sums come out splat: the next step's params need no
-broadcast. NaNs are canonicalised only on the words written out (an op with a NaN operand yields
-a NaN). Each mode's loop is compiled on first use as its own code (:mod:`meshnb.jit`'s policy);
-``run_tasks`` and ``run_fused`` check every argument first (the door), and the loop trusts them.
+``run_tasks`` runs one system's TASKs, ``run_fused`` a whole cluster's steps without an exchange;
+how a step maps onto 8-lane vectors is docs/guide/float-mode-z.md's.  Each
+mode's loop compiles on first use; the two entries check every argument (the door), the loop trusts them.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ def with_words(page: bytes, offset: int, words: Sequence[int] | np.ndarray) -> b
 
     Examples
     --------
-    >>> from meshnb.testing.pages import with_words
     >>> with_words(bytes(8), 4, [0xDEADBEEF]).hex()
     '00000000efbeadde'
     """
@@ -60,13 +59,8 @@ def hard_pages() -> dict[str, bytes]:
     dict of str to bytes
         The 16 pages, 4096 bytes each.
 
-    See Also
-    --------
-    meshnb.conformance.pack : the conformance pack runs them.
-
     Examples
     --------
-    >>> from meshnb.testing.pages import hard_pages
     >>> pages = hard_pages()
     >>> len(pages), pages["nan-lr"][16:20].hex()  # LR = 0xFF800001, a signalling NaN
     (16, '010080ff')
