@@ -38,6 +38,17 @@ PIN_ENV = "MESHNB_PIN_MEMBERS"
 """Set to ``0`` to leave a cluster's members where the scheduler puts them (see :func:`member_cpu`)."""
 
 
+def pins_members() -> bool:
+    """Whether ``MESHNB_PIN_MEMBERS`` lets a cluster's members have a CPU each (``1`` or unset; ``0``: not);
+    a ValueError naming the variable for anything else."""
+    asked = os.environ.get(PIN_ENV, "").strip()
+    if asked not in ("", "0", "1"):
+        raise ValueError(
+            f"{PIN_ENV}={asked!r}: expected '1' (a CPU for each member, the default) or '0' (the scheduler places them)"
+        )
+    return asked != "0"
+
+
 def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
     """The CPU for member ``k`` of a cluster of ``n`` on this machine: the ``k``-th of ``cpus`` (the affinity).
 
@@ -45,7 +56,7 @@ def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
     ``MESHNB_PIN_MEMBERS=0``. Members wait for each other every round, and two on one core beside a
     busy process pay a context switch a round (docs/performance.md); a core each rules that out.
     """
-    if os.environ.get(PIN_ENV, "") == "0" or not hasattr(os, "sched_setaffinity"):
+    if not pins_members() or not hasattr(os, "sched_setaffinity"):
         return None
     if cpus is None:
         cpus = sorted(os.sched_getaffinity(0))

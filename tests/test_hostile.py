@@ -881,3 +881,20 @@ def _check_changed_case(small_pack: Path, tmp_path: Path, capsys, change: dict) 
     shutil.copy(pack / "default" / "out-0.page", tmp_path / "out.page")
     code = main(["check", str(pack / "default"), "--page", str(tmp_path / "out.page")])
     return code, capsys.readouterr().err
+
+
+def test_junk_in_meshnb_pin_members_is_one_line_naming_the_variable(monkeypatch, capsys):
+    """MESHNB_PIN_MEMBERS takes 0 or 1: anything else is refused in one line (exit 2), not read as the default."""
+    from meshnb.cli import main
+
+    monkeypatch.setenv("MESHNB_PIN_MEMBERS", "bogus")
+    for backend in ("threads", "processes"):
+        code = main(["train", "--steps", "3", "--systems", "2", "--backend", backend])
+        out, err = capsys.readouterr()
+        assert (code, out) == (2, "")
+        assert err == (
+            "meshnb: error: MESHNB_PIN_MEMBERS='bogus': expected '1' (a CPU for each member, the default) "
+            "or '0' (the scheduler places them)\n"
+        )
+    monkeypatch.setenv("MESHNB_PIN_MEMBERS", "1")
+    assert main(["train", "--steps", "3", "--systems", "2", "--backend", "threads"]) == 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cpu import pins_members
 from ..exchange import Group
 from ..host import Checkpoints, Snapshot, prepare_member, train_run, warm_up
 from ..interrupts import phase
@@ -168,6 +169,7 @@ def run_processes(opts: RunOptions) -> RunResult:
 
 
 def _run(opts: RunOptions, processes: bool) -> RunResult:
+    pins_members()  # junk in MESHNB_PIN_MEMBERS: one line here, before any member starts
     if processes:
         refuse_unguarded_main()
     start = resolve(opts)
