@@ -21,9 +21,9 @@ from .driver import Cadence, Engine, Frame, Policy, Steps, frame
 from .driver import drive as drive_chunks
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
 from .kernels import NSUMS
-from .options import Plan, Start
+from .options import Plan, RunOptions, Start
 from .program import COUNTER_NAMES, OP_SET_LR, OP_TASK, Context
-from .results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
+from .results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult, system_result
 from .runspec import check_view_can_run
 from .sha256 import Sha256State
 from .trace import Trace
@@ -61,6 +61,18 @@ def prepare_member(ctx: Context, k: int, start: Start, view_in: bytes | None) ->
         prepare(ctx, start.whole, view_in)
         refuse_pending_round(ctx.view)
     check_view_can_run(ctx.view, start.plan.steps)
+
+
+def member_contexts(
+    start: Start, view_in: bytes | None, page: Callable[[int], View], counters: np.ndarray
+) -> list[Context]:
+    """Every member's context over its page (``page(k)``) and counters (``counters[k]``), prepared
+    (:func:`prepare_member`): a cluster's start on this machine."""
+    n = start.systems
+    contexts = [Context(page(k), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
+    for k, ctx in enumerate(contexts):
+        prepare_member(ctx, k, start, view_in)
+    return contexts
 
 
 def member_trace(start: Start, k: int, keep: bool, checkpointing: bool) -> Trace:
@@ -366,6 +378,12 @@ class Checkpoints:
         return lambda done: self.save(done, snapshot())
 
 
+def checkpoints_of(opts: RunOptions, start: Start, next_step: int, writes: bool = True) -> Checkpoints:
+    """The run's :class:`Checkpoints` (``writes``: this process writes them) from a page at ``next_step``."""
+    path = opts.checkpoint if writes else None
+    return Checkpoints(path, start.settings(next_step), start.done_before, opts.checkpoint_every_s)
+
+
 def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
     """A train run's end: ``final_save()`` (OSError: SaveFailed), RunInterrupted short of ``planned``, else it."""
     if final_save is not None:
@@ -440,4 +458,20 @@ def run_engine(
     return train_run(
         Steps(engine.advance, warm_up), plan.steps, next_end, lambda done: systems(),
         at_boundary=at_boundary, progress=progress, checkpoints=checkpoints, snapshot=snapshot,
+    )  # fmt: skip
+
+
+def run_alone(
+    opts: RunOptions, step_of: Callable[[Context], StepEngine], warm_up: Callable[[], object], chunk_steps: int
+) -> RunResult:
+    """One system without a group on the driver (``step_of(ctx)`` its engine, whole tasks up to
+    ``chunk_steps`` a call): the ``single`` backend, and ``cuda``'s without ``systems``."""
+    plan = opts.plan()
+    ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
+    prepare(ctx, plan, opts.view_in)
+    check_view_can_run(ctx.view, plan.steps)
+    chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), chunk_steps)  # spt 0: no steps to run
+    return run_engine(
+        plan, (ctx,), chunk, step_of(ctx), warm_up, lambda: (system_result(0, ctx),),
+        trace=ctx.trace, progress=opts.progress,
     )  # fmt: skip

@@ -17,10 +17,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import loops
-from ..exchange import Group
-from ..host import Checkpoints, Snapshot, member_trace, prepare_member, run_engine
+from ..host import Snapshot, checkpoints_of, member_contexts, member_trace, run_engine
 from ..options import RunOptions, resolve
-from ..program import COUNTER_NAMES, STEPS, Context
+from ..program import COUNTER_NAMES, STEPS
 from ..results import RunResult, SystemResult
 from ..view import PAGE_WORDS, View
 
@@ -38,9 +37,7 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     n, plan = start.systems, start.plan
     pages = np.zeros((n, PAGE_WORDS), dtype=np.uint32)  # every member's page, a row each
     counters = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
-    contexts = [Context(View(pages[k]), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
-    for k, ctx in enumerate(contexts):
-        prepare_member(ctx, k, start, opts.view_in)
+    contexts = member_contexts(start, opts.view_in, lambda k: View(pages[k]), counters)
     views = [ctx.view for ctx in contexts]
     spt = views[0].word("STEPS_PER_TASK")
     if any((v.next_step, v.word("STEPS_PER_TASK")) != (views[0].next_step, spt) for v in views):
@@ -73,9 +70,7 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
-    checkpoints = Checkpoints(
-        opts.checkpoint, start.settings(views[0].next_step), start.done_before, opts.checkpoint_every_s
-    )
+    checkpoints = checkpoints_of(opts, start, views[0].next_step)
     return run_engine(
         plan, contexts, chunk, step, warm_up, systems,
         trace=trace, progress=opts.progress, checkpoints=checkpoints, snapshot=snapshot,

@@ -22,11 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cpu import pins_members
-from ..exchange import Group
-from ..host import Checkpoints, Snapshot, prepare_member, train_run, warm_up
+from ..host import Checkpoints, Snapshot, checkpoints_of, member_contexts, train_run, warm_up
 from ..interrupts import phase
 from ..options import Plan, RunOptions, Start, resolve
-from ..program import Context
 from ..results import ClusterError, RunResult, SystemResult
 from ..sha256 import Sha256
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
@@ -186,9 +184,8 @@ def _prepared(opts: RunOptions, start: Start, shared: SharedSegment | None) -> t
     """Every member's page, counters and trace state in cluster memory, and the run."""
     n = start.systems
     memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(n), dtype=np.uint8), n, create=True)
+    member_contexts(start, opts.view_in, memory.view, memory.counters)
     for k in range(n):
-        ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
-        prepare_member(ctx, k, start, opts.view_in)
         memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
     spec = MemberSpec(
         n,
@@ -200,7 +197,5 @@ def _prepared(opts: RunOptions, start: Start, shared: SharedSegment | None) -> t
         opts.keep_trace,
         resumable=opts.checkpoint is not None or start.checkpoint is not None,
     )
-    checkpoints = Checkpoints(
-        opts.checkpoint, start.settings(memory.view(0).next_step), start.done_before, opts.checkpoint_every_s
-    )
+    checkpoints = checkpoints_of(opts, start, memory.view(0).next_step)
     return _Run(start.plan, spec, checkpoints), memory

@@ -41,6 +41,7 @@ from ..host import (
     Checkpoints,
     Snapshot,
     StepEngine,
+    checkpoints_of,
     host_loop,
     member_task,
     member_trace,
@@ -236,12 +237,9 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         View(), group=Group(k, n), trace=member_trace(start, k, opts.keep_trace, opts.checkpoint is not None), z=start.z
     )
     prepare_member(ctx, k, start, opts.view_in)
-    settings = start.settings(ctx.view.next_step)
     hook = _test_signal(k)
     stall = stall_hook(opts.stalls, k)
-    checkpoints = Checkpoints(
-        opts.checkpoint if k == 0 else None, settings, start.done_before, opts.checkpoint_every_s
-    )  # rank 0 writes them
+    checkpoints = checkpoints_of(opts, start, ctx.view.next_step, writes=k == 0)  # rank 0 writes them
     rank = _Rank(comm, ctx, plan, give_up_s, checkpoints, start.done_before)
 
     def before_task(call: int) -> None:
