@@ -1,8 +1,6 @@
-"""The host's task loop (SPEC 10), shared by every backend: a system's page prepared, then TASK with
-``arg = NEXT_STEP`` until the plan's steps are done, on the driver's loop (:func:`meshnb.driver.drive`);
-every backend's train run around its engine (:func:`train_run`), the checkpoints' assembly
-(:class:`Snapshot`, :class:`Checkpoints`), the interrupted-run ending (:func:`end_run`) and the
-rules every cluster member follows (stalls, the give-up bound, the wording of a stalled round)."""
+"""The host's task loop (SPEC 10) on the driver, shared by every backend: a member's page prepared,
+its tasks and their retries, every backend's train run (:func:`train_run`), its checkpoints
+(:class:`Checkpoints`) and ending (:func:`end_run`), and the rules of a stalled round."""
 
 from __future__ import annotations
 
@@ -66,8 +64,7 @@ def prepare_member(ctx: Context, k: int, start: Start, view_in: bytes | None) ->
 def member_contexts(
     start: Start, view_in: bytes | None, page: Callable[[int], View], counters: np.ndarray
 ) -> list[Context]:
-    """Every member's context over its page (``page(k)``) and counters (``counters[k]``), prepared
-    (:func:`prepare_member`): a cluster's start on this machine."""
+    """Every member's context over ``page(k)`` and ``counters[k]``, prepared (:func:`prepare_member`)."""
     n = start.systems
     contexts = [Context(page(k), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
     for k, ctx in enumerate(contexts):
@@ -108,8 +105,7 @@ def host_loop(
     plan: Plan, contexts: Sequence[Context], chunk: int, step: StepEngine, trace: Trace | None = None
 ) -> tuple[Steps, Callable[[int, int], int], Callable[[int], None]]:
     """SPEC 10's host loop for the driver: the engine (``step`` a chunk a call, rows to ``trace``), the next
-    boundary (:meth:`Plan.next_boundary`) and the hook at each boundary (the SET_LRs due there).
-    """
+    boundary (:meth:`Plan.next_boundary`) and the SET_LRs due at each."""
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
     calls = 0

@@ -1,13 +1,8 @@
 """The ``cuda`` backend: the CUDA image (:mod:`meshnb.cuda`) runs the steps, one warp per system.
 
-With ``systems=N`` it is the fused backend's run (the same task boundaries, SET_LRs, progress,
-checkpoints and stops: :func:`meshnb.backends.fused.run`) with the steps on the device: N warps of
-one block, the fold in system order through shared memory (:func:`meshnb.cuda.host.run_cluster`).
-Without ``systems`` it runs one system without a group on the driver
-(:func:`meshnb.host.run_alone`, as the ``single`` backend: SPEC 10's TASKs of STEPS_PER_TASK
-steps, ``arg = NEXT_STEP``), with the device as its step engine.  Digests and trace digests equal the
-CPU's; pages are the CPU's, so a run continues on either side.  Without numba-cuda, or without a
-device outside the simulator, :class:`meshnb.cuda.host.CudaUnavailable` says so in one line.
+A cluster is the fused backend's run with the steps on the device (:func:`meshnb.cuda.host.run_cluster`);
+one system runs as the ``single`` backend does (:func:`meshnb.host.run_alone`).  Digests and pages
+equal the CPU's; without numba-cuda or a device, :class:`meshnb.cuda.host.CudaUnavailable` says so.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The ``fused`` backend: all N systems of a cluster in one njit loop, with no exchange at all.
 
-:func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
-takes batch offset ``t N + k``), folds them in system order and applies the fold to every
-member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over the plan
-with the driver (:func:`meshnb.host.run_engine`): the same task boundaries, SET_LR
-before the task that starts at its step, and between chunks (task boundaries) progress,
-checkpoints and stops; this backend contributes the step engine and its snapshot.  The fastest way to
-run a cluster (notebooks, benchmarks); the threads, processes and mpi backends, which run the
-program through a real exchange, must give the same digests.
+:func:`meshnb.loops.run_fused` folds the N members' batch sums in system order each step: SPEC 9's
+bits without a round trip, on the driver (:func:`meshnb.host.run_engine`).  The fastest way to run a
+cluster; the backends with a real exchange must give the same digests.
 """
 
 from __future__ import annotations

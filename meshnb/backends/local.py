@@ -1,16 +1,9 @@
 """The ``threads`` and ``processes`` backends: N members in lockstep on this machine.
 
-The caller's thread runs the driver (:func:`meshnb.host.train_run`); this backend's engine,
-:class:`Lockstep`, starts the members on the pages in cluster memory and lets them run in
-lockstep from one task boundary to the next (``TARGET``), where they pause with no round pending:
-there the driver moves the bar, writes a checkpoint (:func:`snapshot`) or stops the run.  A chunk
-lasts about ``CHUNK_S`` seconds at the rate measured.
-
-Nothing hangs: a round waits ``timeout_ms`` and stays pending; a member that completes no step
-for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError` naming the systems that did not
-reach the round; every other wait is bounded by ``give_up_s``, and a cluster whose round counters
-stay still for twice that is stopped.  A member process that dies is seen at once (its sentinel):
-the exchange page is aborted, which ends every wait, and the shared memory is released."""
+The caller's thread runs the driver (:func:`meshnb.host.train_run`) with :class:`Lockstep` as its
+engine: the members (:mod:`.members`) run on the pages in cluster memory from one task boundary to
+the next, where they pause with no round pending (the bar, a checkpoint, a stop).  Every wait is
+bounded (docs/guide/clusters.md); a member that dies aborts the exchange page, which ends every wait."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The members of a ``threads`` or ``processes`` cluster.
+"""The members of a ``threads`` or ``processes`` cluster: one lifecycle (:class:`Members`), two kinds.
 
-A member is one system doing :func:`meshnb.host.drive` over a
-:class:`~meshnb.exchange.PageExchange`; it meets the others and the coordinator at the points of
-:mod:`.control`.  :class:`ThreadMembers` runs members as threads (the meeting points block on a
-condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory in a shared
-segment (the meeting points poll).  Member processes whose coordinator dies see their pipe close
-and exit.
+A member is one system doing :func:`meshnb.host.drive` over a :class:`~meshnb.exchange.PageExchange`,
+meeting the others at the points of :mod:`.control`: threads (:class:`ThreadMembers`) or processes of
+a forkserver over a shared segment (:class:`ProcessMembers`), which exit when their coordinator dies.
 """
 
 from __future__ import annotations
@@ -114,9 +111,8 @@ def report(k: int, spec: MemberSpec, memory: ClusterMemory, control: Control) ->
 
 
 class Members:
-    """N running members as the coordinator sees them, threads or processes (``workers``): the
-    lifecycle both share (their last words taken, a failure raised, the bounded end); each kind
-    says how its members start, report (:meth:`poll`) and are ended (:meth:`_end`)."""
+    """N running members as the coordinator sees them (``workers``: threads or processes), the lifecycle
+    both share; each kind says how its members start, report (:meth:`poll`) and are ended (:meth:`_end`)."""
 
     NO_OUTCOME = "gave"  # "finished but {NO_OUTCOME} no outcome": how the kind's members hand it over
 
@@ -205,8 +201,7 @@ class ThreadMembers(Members):
 
 
 def _mp_context() -> Any:
-    """forkserver where there is one (a fork of a clean server: safe with numba and threads,
-    and members start with meshnb imported), else spawn."""
+    """forkserver where there is one (safe with numba and threads; members start with meshnb imported), else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
@@ -244,8 +239,7 @@ def refuse_unguarded_main() -> None:
 
 
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
-    """A member process's main: attach to the memory (by name, or the descriptor the coordinator
-    sends first), run, report through ``conn``."""
+    """A member process's main: attach to the memory (by name, or the descriptor sent first), run, report."""
     for s in STOP_SIGNALS:  # Ctrl-C, SIGTERM and SIGHUP are the coordinator's (blocked until here)
         signal.signal(s, signal.SIG_IGN)
     phase("member")

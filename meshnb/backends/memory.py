@@ -1,8 +1,5 @@
-"""Cluster memory of the ``threads`` and ``processes`` backends, laid out by :data:`CONTROL_LAYOUT`.
-
-The exchange page, then a control block, then one block per member (its view, counters, state,
-and its trace hash's state), in process memory or in one shared segment (:class:`SharedSegment`:
-an anonymous ``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
+"""Cluster memory of the ``threads`` and ``processes`` backends, laid out by :data:`CONTROL_LAYOUT`: the
+exchange page, a control block, a block per member, in process memory or one :class:`SharedSegment`.
 """
 
 from __future__ import annotations
@@ -141,9 +138,7 @@ class SharedSegment:
 
 
 class SegmentLock:
-    """A lock between the coordinator and its member processes with nothing named: a POSIX record
-    lock on the memfd (per process; the kernel releases it when its holder dies).
-    """
+    """A POSIX record lock on the memfd: nothing named, released by the kernel when its holder dies."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -214,9 +209,7 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
 
 
 def close(shm: SharedMemory) -> None:
-    """Close a segment even while a numpy view of it lives on (in an error's traceback, say): the
-    mapping then goes with the view.
-    """
+    """Close a segment even while a numpy view of it lives on (the mapping then goes with the view)."""
     try:
         shm.close()
     except BufferError:
