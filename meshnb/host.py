@@ -139,15 +139,9 @@ def run_steps(
     """:func:`host_loop` on the driver's loop; the steps done."""
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return drive_chunks(
-        engine,
-        plan.steps,
-        next_end,
-        at_boundary=at_boundary,
-        after=after,
-        should_stop=should_stop,
-        save=save,
+        engine, plan.steps, next_end, at_boundary=at_boundary, after=after, should_stop=should_stop, save=save,
         cadence=Cadence(every_s) if save is not None else None,
-    )
+    )  # fmt: skip
 
 
 def drive_alone(
@@ -159,11 +153,16 @@ def drive_alone(
     """:func:`drive` for a system alone: whole tasks up to ``CHUNK_STEPS`` steps a :func:`~meshnb.program.run_alone`."""
     check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
+    return run_steps(plan, (ctx,), chunk, alone_engine(ctx), ctx.trace, on_task, should_stop)
+
+
+def alone_engine(ctx: Context) -> StepEngine:
+    """A system alone's step engine: :func:`~meshnb.program.run_alone`, many tasks to a call."""
 
     def step(done: int, n: int, rows: np.ndarray) -> None:
         program.run_alone(ctx, n, rows)
 
-    return run_steps(plan, (ctx,), chunk, step, ctx.trace, on_task, should_stop)
+    return step
 
 
 def member_task(
@@ -413,7 +412,8 @@ def train_run(
         f.warm(engine)  # the first call's JIT (a cluster's start-up) stays out of the timing
         if ready is not None:
             ready()
-        rules = policy(f) if policy is not None else Policy(f.requested, _cadence(checkpoints))
+        cadence = checkpoints.cadence() if checkpoints is not None else Cadence()
+        rules = policy(f) if policy is not None else Policy(f.requested, cadence)
         f.start()
 
         def after(done: int) -> None:
@@ -430,10 +430,6 @@ def train_run(
     result = RunResult(done, results, f.stop(), f.first_call, steps_before)
     last = save
     return end_run(result, steps, (lambda: last(done)) if last is not None else None)
-
-
-def _cadence(checkpoints: Checkpoints | None) -> Cadence:
-    return checkpoints.cadence() if checkpoints is not None else Cadence()
 
 
 def run_engine(

@@ -181,14 +181,8 @@ def _prepared(opts: RunOptions, start: Start, shared: SharedSegment | None) -> t
     for k in range(n):
         memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
     spec = MemberSpec(
-        n,
-        start.plan,
-        start.z,
-        opts.timeout_ms / 1000,
-        opts.stalls,
-        opts.give_up_s,
-        opts.keep_trace,
+        n, start.plan, start.z, opts.timeout_ms / 1000, opts.stalls, opts.give_up_s, opts.keep_trace,
         resumable=opts.checkpoint is not None or start.checkpoint is not None,
-    )
+    )  # fmt: skip
     checkpoints = checkpoints_of(opts, start, memory.view(0).next_step)
     return _Run(start.plan, spec, checkpoints), memory

@@ -58,14 +58,8 @@ def run_member(
 ) -> MemberOutcome:
     """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
     trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
-    ctx = Context(
-        memory.view(k),
-        counters=memory.counters[k],
-        group=Group(k, spec.systems),
-        exchange=exchange,
-        trace=trace,
-        z=spec.z,
-    )
+    group = Group(k, spec.systems)
+    ctx = Context(memory.view(k), counters=memory.counters[k], group=group, exchange=exchange, trace=trace, z=spec.z)
     stop = False
 
     def save() -> None:
@@ -298,12 +292,8 @@ class ProcessMembers(Members):
         self._shared = shared
         for k in range(spec.systems):
             mine, theirs = ctx.Pipe()
-            p = ctx.Process(
-                target=_process_member,
-                args=(k, spec, shared.name, theirs, None if shared.fd is not None else lock),
-                name=f"meshnb-system-{k}",
-                daemon=True,
-            )
+            args = (k, spec, shared.name, theirs, None if shared.fd is not None else lock)
+            p = ctx.Process(target=_process_member, args=args, name=f"meshnb-system-{k}", daemon=True)
             try:
                 p.start()
             except (EOFError, OSError) as e:  # the forkserver is gone (killed, say): one line, not its traceback

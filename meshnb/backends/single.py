@@ -5,23 +5,13 @@ STEPS_PER_TASK steps, many to an njit call (:func:`meshnb.program.run_alone`).""
 
 from __future__ import annotations
 
-import numpy as np
-
-from .. import loops, program
-from ..host import CHUNK_STEPS, StepEngine, run_alone
+from .. import loops
+from ..host import CHUNK_STEPS, alone_engine, run_alone
 from ..options import RunOptions
-from ..program import Context
 from ..results import RunResult
-
-
-def _engine(ctx: Context) -> StepEngine:
-    def step(done: int, n: int, rows: np.ndarray) -> None:
-        program.run_alone(ctx, n, rows)
-
-    return step
 
 
 def run(opts: RunOptions) -> RunResult:
     """Run ``opts``' one system, task by task in numba, and return its result."""
     mode = loops.loop_mode(opts.z)
-    return run_alone(opts, _engine, lambda: loops.warm_up(mode), CHUNK_STEPS)
+    return run_alone(opts, alone_engine, lambda: loops.warm_up(mode), CHUNK_STEPS)
