@@ -219,8 +219,8 @@ def _need_sha_ni() -> None:
 
 @intrinsic
 def _clean_upper(typingctx):
-    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
-    ran 100x slower after AVX code inlined into the same function left the upper halves dirty."""
+    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, slow after AVX code
+    left the upper halves dirty (docs/performance.md)."""
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():

@@ -17,7 +17,7 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 
 from ..exchange import ExchangePage, PageField, exchange_bytes, field_array
-from ..files import pid_alive
+from ..files import SHM_DIR, pid_alive
 from ..program import COUNTER_NAMES
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
@@ -87,7 +87,6 @@ class ClusterMemory:
 
 
 SEGMENT_PREFIX = "meshnb_"  # meshnb_<coordinator pid>_<random>
-SHM_DIR = "/dev/shm"
 
 
 class SharedSegment:
