@@ -55,26 +55,19 @@ class Accepts:
     @classmethod
     def parse(cls, spec: str) -> Accepts:
         """The rule of one type as ``accepts`` writes it; ``ValueError`` for one it does not know."""
-        base, _, flag = spec.partition(" writeable")
-        if flag or (_ and "[" not in base):
+        base, writeable, flag = spec.partition(" writeable")
+        if flag or (writeable and "[" not in base):
             raise ValueError(f"unknown argument type {spec!r}: 'writeable' follows an array type")
-        rule = cls._parse(spec, base)
-        return cls(rule.spec, rule.dtype, rule.ndim, rule.contiguous, bool(_))
-
-    @classmethod
-    def _parse(cls, spec: str, base: str) -> Accepts:
         m = _SPEC.match(base.replace(" ", ""))
         if m is None or m.group(1) not in _SCALARS:
             raise ValueError(f"unknown argument type {spec!r}")
-        dims = m.group(2)
-        if dims is None:
-            return cls(spec, _SCALARS[m.group(1)], 0, False)
-        if dims == "...":  # any number of dimensions
-            return cls(spec, _SCALARS[m.group(1)], -1, False)
+        dtype, dims = _SCALARS[m.group(1)], m.group(2)
+        if dims is None or dims == "...":  # a scalar, or an array of any number of dimensions
+            return cls(spec, dtype, 0 if dims is None else -1, False, bool(writeable))
         parts = dims.split(",")
         if not all(p in (":", "::1") for p in parts) or "::1" in parts[:-1]:
             raise ValueError(f"unknown array type {spec!r}: dimensions are ':' (the last may be '::1')")
-        return cls(spec, _SCALARS[m.group(1)], len(parts), parts[-1] == "::1")
+        return cls(spec, dtype, len(parts), parts[-1] == "::1", bool(writeable))
 
     def admits(self, t: Any) -> bool:
         """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted."""
