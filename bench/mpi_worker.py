@@ -5,13 +5,13 @@ one JSON line on stdout (its own wall time of the command, in seconds).  Command
 
 - ``verify STEPS``: ``meshnb.train(STEPS, backend="mpi")`` from init; answers every system's digests.
 - ``train R``: ``meshnb.train(R, backend="mpi")``, the mpi backend itself (R lockstep steps: R rounds).
-- ``exchange R``: R rounds of :class:`meshnb.backends.mpi.MpiExchange` (``set_slot`` + ``round``) alone.
+- ``exchange R``: R rounds of :class:`meshnb.backends.mpi_exchange.MpiExchange` (``set_slot`` + ``round``) alone.
 - ``raw R``: R rounds of the very collective the exchange uses (a persistent allgather of its
   12-word message, or Iallgather), started and polled with the exchange's poll loop.
 - ``allgather R``: R blocking ``MPI_Allgather`` of the same 12 words.
 - ``quit``.
 
-The MPI environment is the backend's (``meshnb.backends.mpi.load`` sets MPICH's progress throttle), so
+The MPI environment is the backend's (``meshnb.backends.mpi_exchange.load`` sets MPICH's progress throttle), so
 the raw figures are those of the collective the backend runs, in the same job.
 """
 
@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import meshnb
-from meshnb.backends import mpi
+from meshnb.backends import mpi_exchange as mpi
 
 MPI = mpi.load()
 

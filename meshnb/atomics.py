@@ -1,19 +1,9 @@
-"""Shared-memory words for njit code: acquire loads, release stores, and ways to wait politely.
+"""Shared-memory words for njit code: acquire loads, release stores, futexes and polite waits.
 
-The members of a cluster whose exchange page is in memory (threads of one process, or processes
-sharing a segment) publish and read the page from njit code with the GIL released
-(:mod:`meshnb.loops.grouped`).  There nothing orders their accesses but the CPU and the compiler, so:
-
-- :func:`load_acquire` reads a word with LLVM's ``load atomic ... acquire``: the compiler can
-  neither hoist it out of a spin loop nor move later loads (a slot's words) before it;
-- :func:`store_release` writes a word with ``store atomic ... release``: earlier stores (the
-  slot's words) are visible to any core that sees this one (the counter);
-- :func:`cpu_relax` is the x86 ``pause`` hint of a spin loop (nothing elsewhere), and
-  :func:`yield_cpu` is ``sched_yield()``: a member that waits gives its core to the member it
-  waits for (two members on two busy cores, or more members than cores).
-
-``sched_yield`` is bound by name (``llvmlite.binding.add_symbol``), so that the machine code that
-calls it can be cached like the rest of the kernels.
+Members whose exchange page is in memory publish and read it from njit code with the GIL released
+(:mod:`meshnb.loops.grouped`), ordered by :func:`load_acquire` and :func:`store_release` alone.
+libc's ``sched_yield``, ``clock_gettime`` and ``syscall`` are bound by name, so the code that calls
+them is cached like the rest.
 """
 
 from __future__ import annotations
@@ -143,9 +133,7 @@ def monotonic_ns(typingctx):
     return types.int64(), codegen
 
 
-# ---------------------------------------------------------------------------------------------
-# Futexes (Linux): a waiter sleeps in the kernel on a word until its publisher wakes it
-# ---------------------------------------------------------------------------------------------
+# --- Futexes (Linux): a waiter sleeps in the kernel on a word until its publisher wakes it
 
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}  # the syscall's number per machine
 FUTEX_WAIT, FUTEX_WAKE, FUTEX_PRIVATE_FLAG = 0, 1, 128  # linux/futex.h

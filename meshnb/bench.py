@@ -1,11 +1,7 @@
 """``meshnb bench``: steps per second of each path on this machine, every figure verified.
 
-Each path (meshnb's single system, the numpy and plain-Python baselines of
-:mod:`meshnb.testing.reference`, the sweep loop and the cluster backends) is measured the same way
-(docs/performance.md): its first call (JIT compile or cache load) apart; its trace digest checked
-against meshnb's single system (clusters: the reference's grouped run), a path that differs getting
-no figure (``MISMATCH``); then the median ns/step of calls from varied start pages.  The helpers
-(``varied_starts``, ``meshnb_digest``, ``reference_digest``) are shared with ``bench/``."""
+Each path's first call is timed apart, its trace digest checked (a differing path gets no figure,
+``MISMATCH``), then the median ns/step of calls from varied start pages (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -205,10 +201,8 @@ def _checkout_module(name: str) -> Any:
 
 
 def _sweep_anchor_paths() -> list[BenchPath]:
-    """The sweep loop and its C anchor side by side: ``bench/sweep_anchor.py`` of a
-    source checkout builds the C for the ISA numba compiles for; 1024 LR systems from the start
-    page, one thread, both checked against ``meshnb.sweep``.  Listed as not run where the checkout,
-    gcc or an x86 CPU is missing."""
+    """The sweep loop and its C anchor (``bench/sweep_anchor.py`` of a source checkout), 1024 LR systems,
+    one thread, both checked against ``meshnb.sweep``; not run without the checkout, gcc or x86."""
     desc = ("meshnb's sweep loop, 1024 LR systems, one thread", "the sweep loop's C anchor (bench/sweep_anchor.c)")
     mod = _checkout_module("sweep_anchor")
     if mod is None:
@@ -237,11 +231,9 @@ def _sweep_anchor_paths() -> list[BenchPath]:
 
 
 def _round_floor_paths() -> list[BenchPath]:
-    """The C floor of a lockstep round: ``bench/round_floor.py`` of a source checkout
-    builds ``round_floor.c`` (2 member threads, the round alone: counters, slots, the fold; no
-    step) with its spin, yield and futex policies; each run's every member digest is checked against
-    numpy's.  A "step" of these paths is a round, beside threads-2's and processes-2's.  Listed as
-    not run where the checkout, gcc, Linux or an x86 CPU is missing."""
+    """The C floor of a lockstep round (``bench/round_floor.py``: 2 threads, the round alone, its spin,
+    yield and futex policies; a "step" is a round), checked against numpy; not run without the
+    checkout, gcc, Linux or x86."""
     mod = _checkout_module("round_floor")
     names = [f"round-c-floor-2-{p}" for p in ("spin", "yield", "futex")]
     desc = "the round's C floor (bench/round_floor.c), 2 threads, policy "

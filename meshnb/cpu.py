@@ -1,9 +1,7 @@
 """What the CPU can do, read once: the one place meshnb decides x86, DAZ, SHA-NI and vector shape.
 
-Two CPUs may differ: the *host* (this process's: DAZ and SHA-NI are used only where it has them)
-and the *target* (what numba compiles for: the host unless ``NUMBA_CPU_NAME`` /
-``NUMBA_CPU_FEATURES`` name another, how AVX2 code is measured on an AVX-512 machine). Vector
-shapes follow the target. Nothing here imports numba's compiler, only llvmlite's host queries.
+The *host* is this process's CPU; the *target* is what numba compiles for (the host unless
+``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` name another).  Vector shapes follow the target.
 """
 
 from __future__ import annotations
@@ -38,14 +36,21 @@ PIN_ENV = "MESHNB_PIN_MEMBERS"
 """Set to ``0`` to leave a cluster's members where the scheduler puts them (see :func:`member_cpu`)."""
 
 
-def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
-    """The CPU for member ``k`` of a cluster of ``n`` on this machine: the ``k``-th of ``cpus`` (the affinity).
+def pins_members() -> bool:
+    """Whether ``MESHNB_PIN_MEMBERS`` lets a cluster's members have a CPU each (``1`` or unset; ``0``: not);
+    a ValueError naming the variable for anything else."""
+    asked = os.environ.get(PIN_ENV, "").strip()
+    if asked not in ("", "0", "1"):
+        raise ValueError(
+            f"{PIN_ENV}={asked!r}: expected '1' (a CPU for each member, the default) or '0' (the scheduler places them)"
+        )
+    return asked != "0"
 
-    None (left to the scheduler) where the members outnumber the CPUs, off Linux, or with
-    ``MESHNB_PIN_MEMBERS=0``. Members wait for each other every round, and two on one core beside a
-    busy process pay a context switch a round (docs/performance.md); a core each rules that out.
-    """
-    if os.environ.get(PIN_ENV, "") == "0" or not hasattr(os, "sched_setaffinity"):
+
+def member_cpu(k: int, n: int, cpus: Sequence[int] | None = None) -> int | None:
+    """The CPU for member ``k`` of ``n``: the ``k``-th of ``cpus`` (the affinity); None (the scheduler's)
+    where the members outnumber the CPUs, off Linux, or with ``MESHNB_PIN_MEMBERS=0`` (docs/performance.md)."""
+    if not pins_members() or not hasattr(os, "sched_setaffinity"):
         return None
     if cpus is None:
         cpus = sorted(os.sched_getaffinity(0))

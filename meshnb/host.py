@@ -1,8 +1,6 @@
-"""The host's task loop (SPEC 10), shared by every backend: a system's page prepared, then TASK with
-``arg = NEXT_STEP`` until the plan's steps are done, on the driver's loop (:func:`meshnb.driver.drive`);
-every backend's train run around its engine (:func:`train_run`), the checkpoints' assembly
-(:class:`Snapshot`, :class:`Checkpoints`), the interrupted-run ending (:func:`end_run`) and the
-rules every cluster member follows (stalls, the give-up bound, the wording of a stalled round)."""
+"""The host's task loop (SPEC 10) on the driver, shared by every backend: a member's page prepared,
+its tasks and their retries, every backend's train run (:func:`train_run`), its checkpoints
+(:class:`Checkpoints`) and ending (:func:`end_run`), and the rules of a stalled round."""
 
 from __future__ import annotations
 
@@ -21,9 +19,9 @@ from .driver import Cadence, Engine, Frame, Policy, Steps, frame
 from .driver import drive as drive_chunks
 from .exchange import ExchangePage, Group, PageExchange, PollingWaiter
 from .kernels import NSUMS
-from .options import Plan, Start
+from .options import Plan, RunOptions, Start
 from .program import COUNTER_NAMES, OP_SET_LR, OP_TASK, Context
-from .results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
+from .results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult, system_result
 from .runspec import check_view_can_run
 from .sha256 import Sha256State
 from .trace import Trace
@@ -63,6 +61,17 @@ def prepare_member(ctx: Context, k: int, start: Start, view_in: bytes | None) ->
     check_view_can_run(ctx.view, start.plan.steps)
 
 
+def member_contexts(
+    start: Start, view_in: bytes | None, page: Callable[[int], View], counters: np.ndarray
+) -> list[Context]:
+    """Every member's context over ``page(k)`` and ``counters[k]``, prepared (:func:`prepare_member`)."""
+    n = start.systems
+    contexts = [Context(page(k), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
+    for k, ctx in enumerate(contexts):
+        prepare_member(ctx, k, start, view_in)
+    return contexts
+
+
 def member_trace(start: Start, k: int, keep: bool, checkpointing: bool) -> Trace:
     """Member ``k``'s trace: resumable (its state saved in checkpoints) when the run writes or
     resumes one, continuing the checkpoint's hash."""
@@ -96,8 +105,7 @@ def host_loop(
     plan: Plan, contexts: Sequence[Context], chunk: int, step: StepEngine, trace: Trace | None = None
 ) -> tuple[Steps, Callable[[int, int], int], Callable[[int], None]]:
     """SPEC 10's host loop for the driver: the engine (``step`` a chunk a call, rows to ``trace``), the next
-    boundary (:meth:`Plan.next_boundary`) and the hook at each boundary (the SET_LRs due there).
-    """
+    boundary (:meth:`Plan.next_boundary`) and the SET_LRs due at each."""
     rows = chunk if trace is not None else 0
     buffers = [np.empty((rows, NSUMS), dtype=np.uint32) for _ in range(2)]
     calls = 0
@@ -131,15 +139,9 @@ def run_steps(
     """:func:`host_loop` on the driver's loop; the steps done."""
     engine, next_end, at_boundary = host_loop(plan, contexts, chunk, step, trace)
     return drive_chunks(
-        engine,
-        plan.steps,
-        next_end,
-        at_boundary=at_boundary,
-        after=after,
-        should_stop=should_stop,
-        save=save,
+        engine, plan.steps, next_end, at_boundary=at_boundary, after=after, should_stop=should_stop, save=save,
         cadence=Cadence(every_s) if save is not None else None,
-    )
+    )  # fmt: skip
 
 
 def drive_alone(
@@ -151,11 +153,16 @@ def drive_alone(
     """:func:`drive` for a system alone: whole tasks up to ``CHUNK_STEPS`` steps a :func:`~meshnb.program.run_alone`."""
     check_view_can_run(ctx.view, plan.steps)
     chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)  # spt 0: no steps to run
+    return run_steps(plan, (ctx,), chunk, alone_engine(ctx), ctx.trace, on_task, should_stop)
+
+
+def alone_engine(ctx: Context) -> StepEngine:
+    """A system alone's step engine: :func:`~meshnb.program.run_alone`, many tasks to a call."""
 
     def step(done: int, n: int, rows: np.ndarray) -> None:
         program.run_alone(ctx, n, rows)
 
-    return run_steps(plan, (ctx,), chunk, step, ctx.trace, on_task, should_stop)
+    return step
 
 
 def member_task(
@@ -366,6 +373,12 @@ class Checkpoints:
         return lambda done: self.save(done, snapshot())
 
 
+def checkpoints_of(opts: RunOptions, start: Start, next_step: int, writes: bool = True) -> Checkpoints:
+    """The run's :class:`Checkpoints` (``writes``: this process writes them) from a page at ``next_step``."""
+    path = opts.checkpoint if writes else None
+    return Checkpoints(path, start.settings(next_step), start.done_before, opts.checkpoint_every_s)
+
+
 def end_run(result: RunResult, planned: int, final_save: Callable[[], None] | None = None) -> RunResult:
     """A train run's end: ``final_save()`` (OSError: SaveFailed), RunInterrupted short of ``planned``, else it."""
     if final_save is not None:
@@ -399,7 +412,8 @@ def train_run(
         f.warm(engine)  # the first call's JIT (a cluster's start-up) stays out of the timing
         if ready is not None:
             ready()
-        rules = policy(f) if policy is not None else Policy(f.requested, _cadence(checkpoints))
+        cadence = checkpoints.cadence() if checkpoints is not None else Cadence()
+        rules = policy(f) if policy is not None else Policy(f.requested, cadence)
         f.start()
 
         def after(done: int) -> None:
@@ -416,10 +430,6 @@ def train_run(
     result = RunResult(done, results, f.stop(), f.first_call, steps_before)
     last = save
     return end_run(result, steps, (lambda: last(done)) if last is not None else None)
-
-
-def _cadence(checkpoints: Checkpoints | None) -> Cadence:
-    return checkpoints.cadence() if checkpoints is not None else Cadence()
 
 
 def run_engine(
@@ -440,4 +450,20 @@ def run_engine(
     return train_run(
         Steps(engine.advance, warm_up), plan.steps, next_end, lambda done: systems(),
         at_boundary=at_boundary, progress=progress, checkpoints=checkpoints, snapshot=snapshot,
+    )  # fmt: skip
+
+
+def run_alone(
+    opts: RunOptions, step_of: Callable[[Context], StepEngine], warm_up: Callable[[], object], chunk_steps: int
+) -> RunResult:
+    """One system without a group on the driver (``step_of(ctx)`` its engine, whole tasks up to
+    ``chunk_steps`` a call): the ``single`` backend, and ``cuda``'s without ``systems``."""
+    plan = opts.plan()
+    ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
+    prepare(ctx, plan, opts.view_in)
+    check_view_can_run(ctx.view, plan.steps)
+    chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), chunk_steps)  # spt 0: no steps to run
+    return run_engine(
+        plan, (ctx,), chunk, step_of(ctx), warm_up, lambda: (system_result(0, ctx),),
+        trace=ctx.trace, progress=opts.progress,
     )  # fmt: skip

@@ -25,11 +25,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class InterruptFlag:
-    """A handler of :data:`STOP_SIGNALS` that remembers: ``hit`` turns True, ``signum`` is the first signal's.
-
-    With ``raising`` (commands that stop where they are) the first signal also raises
-    KeyboardInterrupt; later ones are only remembered, so a second Ctrl-C cannot break the cleanup.
-    """
+    """A handler of :data:`STOP_SIGNALS` that remembers (``hit``, the first ``signum``); with ``raising``
+    the first signal also raises KeyboardInterrupt, later ones only remembered (a cleanup is not broken)."""
 
     def __init__(self, raising: bool = False) -> None:
         self.hit = False
@@ -62,10 +59,8 @@ class InterruptFlag:
 
 @contextmanager
 def signals_left_to_main() -> Iterator[None]:
-    """Block the stop signals in this thread while other threads are started: they inherit the mask.
-
-    A stop signal that comes meanwhile waits and is handled on the way out.
-    """
+    """Block the stop signals in this thread while other threads start (they inherit the mask); one
+    that comes meanwhile is handled on the way out."""
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
@@ -74,13 +69,8 @@ def signals_left_to_main() -> Iterator[None]:
 
 
 class WorkerPool(ThreadPoolExecutor):
-    """A ``ThreadPoolExecutor`` whose threads are born with :data:`STOP_SIGNALS` blocked: every pool of meshnb.
-
-    Its threads start inside ``submit``, under :func:`signals_left_to_main` (an ``initializer``
-    would leave a window before its first line). With only the main thread taking them, the first
-    signal of a burst is the one handled first (the main thread takes pending signals
-    lowest-numbered first).
-    """
+    """A ``ThreadPoolExecutor`` whose threads are born with :data:`STOP_SIGNALS` blocked (started in
+    ``submit``, under :func:`signals_left_to_main`): every pool of meshnb."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Submit ``fn(*args, **kwargs)``; a thread this starts is born with the stop signals blocked."""
@@ -95,10 +85,8 @@ def installed_flag() -> InterruptFlag | None:
 
 
 class StopRequest:
-    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came.
-
-    A run that saw it but ends anyway calls :meth:`declined`, so the Ctrl-C goes on to the caller.
-    """
+    """``requested()`` as a run asks it at its task boundaries: True once Ctrl-C came (:meth:`declined`:
+    the run ends anyway, and the Ctrl-C goes on to the caller)."""
 
     def __init__(self, flag: InterruptFlag | None) -> None:
         self.flag = flag
@@ -115,11 +103,8 @@ class StopRequest:
 
 @contextmanager
 def deferred_interrupt() -> Iterator[StopRequest]:
-    """Hold SIGINT until a task boundary: yields ``requested()`` (a :class:`StopRequest`).
-
-    A flag already installed (the CLI's) is reused; off the main thread nothing is installed. A
-    Ctrl-C the run did not stop for goes to the caller's handler on the way out.
-    """
+    """Hold SIGINT until a task boundary, yielding ``requested()`` (a :class:`StopRequest`); the CLI's flag
+    is reused, off the main thread nothing installed, and a Ctrl-C not stopped for goes to the caller."""
     if threading.current_thread() is not threading.main_thread():
         yield StopRequest(None)
         return
@@ -148,12 +133,8 @@ def deferred_interrupt() -> Iterator[StopRequest]:
 
 
 def forget_handled_interrupt() -> None:
-    """Clear CPython's note that a Ctrl-C went unhandled, once a command has handled it.
-
-    A KeyboardInterrupt leaving code run by ``exec`` of a string (``dataclasses``' ``__init__``s) sets
-    it even when caught, and ``python -m`` then ends the process by SIGINT at exit; an empty ``exec``
-    clears it.
-    """
+    """Clear CPython's note that a Ctrl-C went unhandled (set by one leaving ``exec``'d code, such as
+    ``dataclasses``' ``__init__``s, even when caught: ``python -m`` would end by SIGINT); an empty ``exec`` does."""
     exec("")
 
 
@@ -161,10 +142,8 @@ PHASES_ENV = "MESHNB_TEST_PHASES"
 
 
 def phase(name: str) -> None:
-    """Test hook: append ``name PID MONOTONIC`` to the file ``MESHNB_TEST_PHASES`` names; nothing without it.
-
-    With ``MESHNB_TEST_PHASES_PAUSE=NAME:SECONDS`` phase ``NAME`` then lasts that much longer.
-    """
+    """Test hook: append ``name PID MONOTONIC`` to the file ``MESHNB_TEST_PHASES`` names (nothing without it);
+    ``MESHNB_TEST_PHASES_PAUSE=NAME:SECONDS`` makes phase ``NAME`` last that much longer."""
     path = os.environ.get(PHASES_ENV)
     if not path:
         return

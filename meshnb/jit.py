@@ -1,32 +1,13 @@
-"""meshnb's one numba decorator, the one policy for compiling its kernels, and their door checks.
+"""meshnb's one numba decorator (:func:`jit`): its compile policy, its dispatcher and cache, and the door.
 
-Every njit function of meshnb is made with :func:`jit`: ``cache=True`` (every kernel is a pure
-function of its arguments and module constants) and ``error_model="numpy"`` (a division by zero
-gives inf or NaN, never an exception).  Never ``fastmath``: FMA contraction and reassociation
-change mode Z's bits.
-
-**Inlining**: helpers are plain njit functions, which LLVM inlines into their callers; numba's IR
-inlining (``inline=``) is refused (it types and lowers the callee again in every caller: seconds
-of cold start for no speed).  The smallest helpers are ``@intrinsic`` (:mod:`meshnb.vec`): a few
-LLVM instructions in the caller, no dispatcher to compile.
-
-**Per-mode variants**: a loop whose float mode must be a compile-time constant is a factory
-``_make_x(mode)`` returning an njit closure; :func:`per_mode` builds one per mode, and numba
-compiles a mode's variant on its first call only.
-
-**The door**: a kernel Python code may call declares the types it accepts (``jit(accepts=...)``);
-a call from Python with other types (a float64, a Python float, an int64 array) is refused with a
-``TypeError`` naming the argument instead of compiling a variant that computes other bits.  The
-check runs only where numba would compile or load a new variant, so a call with the right types
-costs nothing more; calls from njit code are typed by numba.  The loops' entries also check their
-sizes first thing in njit (a ``ValueError``).
-
-**Start-up**: every njit function is a :class:`Dispatcher`, whose :class:`FunctionCache` loads a
-cached variant without refreshing numba's typing and lowering registries (which only a compile
-needs), and which makes no C-callable wrapper (``no_cfunc_wrapper``: meshnb never calls one).
-Neither changes a kernel's machine code.  Both hooks are numba's private methods (numba has no
-public one there); tests/test_jit.py fails if a numba release moves them.  Measured against
-numba's own loader: docs/performance.md, "Hand-written, measured against the library".
+Every njit function is compiled with ``cache=True`` and ``error_model="numpy"`` (a division by zero
+gives inf or NaN), never ``fastmath`` (contraction and reassociation change mode Z's bits), no
+``inline=`` (LLVM inlines plain njit helpers) and no C-callable wrapper.  A kernel that Python calls
+may declare the types it accepts (``jit(accepts=...)``): a call from Python with other types is
+refused with a ``TypeError`` naming the argument, checked only where numba would compile or load a
+new variant.  Its :class:`FunctionCache` loads a cached variant without refreshing numba's
+registries; both hooks are numba's private methods, held by tests/test_jit.py.  Why, measured:
+docs/performance.md ("Start-up", "Hand-written, measured against the library").
 """
 
 from __future__ import annotations
@@ -63,9 +44,7 @@ def is_int(x: Any) -> bool:
 
 @dataclass(frozen=True)
 class Accepts:
-    """What one argument of a checked kernel may be: a scalar of ``dtype`` (``ndim == 0``) or an
-    array of ``dtype`` with ``ndim`` dimensions (-1: any), C-contiguous if ``contiguous``, writeable
-    if ``writeable``."""
+    """What one argument of a checked kernel may be: a scalar (``ndim == 0``) or an array (-1: any ndim)."""
 
     spec: str  # as written: "float32", "bool", "uint32[:]", "uint8[::1]", "uint32[:, ::1] writeable"
     dtype: Any  # a numba scalar type
@@ -75,28 +54,20 @@ class Accepts:
 
     @classmethod
     def parse(cls, spec: str) -> Accepts:
-        """The rule of one type as ``accepts`` writes it (``"float32"``, ``"uint8[::1]"``,
-        ``"uint32[:] writeable"``); ``ValueError`` for one it does not know."""
-        base, _, flag = spec.partition(" writeable")
-        if flag or (_ and "[" not in base):
+        """The rule of one type as ``accepts`` writes it; ``ValueError`` for one it does not know."""
+        base, writeable, flag = spec.partition(" writeable")
+        if flag or (writeable and "[" not in base):
             raise ValueError(f"unknown argument type {spec!r}: 'writeable' follows an array type")
-        rule = cls._parse(spec, base)
-        return cls(rule.spec, rule.dtype, rule.ndim, rule.contiguous, bool(_))
-
-    @classmethod
-    def _parse(cls, spec: str, base: str) -> Accepts:
         m = _SPEC.match(base.replace(" ", ""))
         if m is None or m.group(1) not in _SCALARS:
             raise ValueError(f"unknown argument type {spec!r}")
-        dims = m.group(2)
-        if dims is None:
-            return cls(spec, _SCALARS[m.group(1)], 0, False)
-        if dims == "...":  # any number of dimensions
-            return cls(spec, _SCALARS[m.group(1)], -1, False)
+        dtype, dims = _SCALARS[m.group(1)], m.group(2)
+        if dims is None or dims == "...":  # a scalar, or an array of any number of dimensions
+            return cls(spec, dtype, 0 if dims is None else -1, False, bool(writeable))
         parts = dims.split(",")
         if not all(p in (":", "::1") for p in parts) or "::1" in parts[:-1]:
             raise ValueError(f"unknown array type {spec!r}: dimensions are ':' (the last may be '::1')")
-        return cls(spec, _SCALARS[m.group(1)], len(parts), parts[-1] == "::1")
+        return cls(spec, dtype, len(parts), parts[-1] == "::1", bool(writeable))
 
     def admits(self, t: Any) -> bool:
         """Whether numba type ``t`` (a Python value's, ``numba.typeof``) is accepted."""
@@ -113,8 +84,7 @@ class Accepts:
     def wanted(self) -> str:
         """How a refusal names what the argument must be."""
         if self.ndim == 0:
-            kind = "a Python bool" if self.dtype == types.boolean else f"a numpy {self.dtype} (np.{self.dtype})"
-            return kind
+            return "a Python bool" if self.dtype == types.boolean else f"a numpy {self.dtype} (np.{self.dtype})"
         layout = (" writeable" if self.writeable else "") + (" C-contiguous" if self.contiguous else "")
         if self.ndim < 0:
             return f"a {self.dtype} array"
@@ -135,9 +105,8 @@ class FunctionCache(caching.FunctionCache):
     """numba's cache of compiled variants, loading one without refreshing numba's registries."""
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
-        """The cached variant of ``sig``, or None (a miss: numba compiles it, refreshing then).
-        numba's public ``load_overload`` is its private ``_load_overload`` after a registry refresh; loaded
-        code needs only NRT's symbols, which ``rtsys.initialize`` adds."""
+        """The cached variant of ``sig``, or None: numba's private ``_load_overload`` without the
+        registry refresh (loaded code needs only NRT's symbols, which ``rtsys.initialize`` adds)."""
         rtsys.initialize(target_context)
         load = getattr(self, "_load_overload", None)
         if load is None:  # a numba that renamed its hook: its own load, with the refresh
@@ -154,9 +123,7 @@ class Dispatcher(CPUDispatcher):
 
 
 class CheckedDispatcher(Dispatcher):
-    """A CPU dispatcher that refuses, with a ``TypeError`` naming the argument, a call from Python
-    whose argument types are not those declared (the module docstring: the door).
-    """
+    """A dispatcher that refuses a call from Python whose argument types are not those declared."""
 
     def __init__(
         self,
@@ -170,8 +137,7 @@ class CheckedDispatcher(Dispatcher):
         self._accepts = dict(accepts or {})
         self._public_name = public_name or f"{self.py_func.__module__}.{self.py_func.__qualname__}"
 
-    # numba's private hook: where its C dispatcher goes on a miss (keywords and defaults folded
-    # into args); no public means acts there and only there (docs/performance.md, the door).
+    # numba's private hook: where its C dispatcher goes on a miss (keywords and defaults folded in).
     def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
         for i, value in enumerate(args):
             if i not in self._accepts or isinstance(value, OmittedArg):
@@ -225,5 +191,5 @@ def jit(
 
 
 def per_mode(make: Callable[[int], T], modes: Iterable[int]) -> dict[int, T]:
-    """One compiled entry per loop mode: ``{mode: make(mode)}`` (the module docstring)."""
+    """One compiled entry per loop mode, ``{mode: make(mode)}``: numba compiles a mode's on its first call."""
     return {m: make(m) for m in modes}

@@ -1,16 +1,10 @@
 """SHA-256 (FIPS 180-4) in njit: a hash whose state a checkpoint saves, and many short messages at once.
 
-hashlib's state cannot be saved, so a run that checkpoints hashes its trace with :class:`Sha256`,
-whose state (chaining value, bytes hashed, unfinished block) goes into the checkpoint.  Its kernel
-:data:`compress` (``compress(h, data)``: the whole 64-byte blocks of C-contiguous uint8 ``data``
-folded into uint32[8] ``h``) is ``"sha-ni"`` (the x86 SHA extensions) where the CPU has them, else
-``"scalar"``; ``MESHNB_SHA256=scalar`` forces the scalar one, ``MESHNB_SHA256=sha-ni`` demands
-SHA-NI (a ``ValueError`` at import where the CPU lacks it).  The kernels release the GIL.  A
-sweep's digests hash :data:`LANES` messages at once, one per 32-bit vector lane
-(:func:`compress_lanes`, :func:`digest_rows`).  The scalar and the lanes kernels share one round
-and one message schedule (:func:`_round`, :func:`_sched`), on a word held in a uint64 or on a
-vector of words.  Why this stays beside hashlib, measured: docs/performance.md, "Hand-written,
-measured against the library".
+:class:`Sha256`'s state (hashlib's cannot be saved) goes into a checkpoint.  :data:`compress` is
+``"sha-ni"`` where the CPU has the x86 SHA extensions, else ``"scalar"`` (``MESHNB_SHA256=scalar`` or
+``sha-ni`` forces one: a ValueError where the CPU lacks it); :func:`compress_lanes` hashes
+:data:`LANES` messages at once, one per vector lane.  Why this stays beside hashlib:
+docs/performance.md, "Hand-written, measured against the library".
 """
 
 from __future__ import annotations
@@ -103,9 +97,7 @@ def _call(builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) 
     return builder.call(fn, args)
 
 
-# ---------------------------------------------------------------------------------------------
-# One round and one schedule, for a word in a uint64 (scalar) or a vector of words (lanes)
-# ---------------------------------------------------------------------------------------------
+# --- One round and one schedule, for a word in a uint64 (scalar) or a vector of words (lanes)
 
 
 @intrinsic
@@ -212,9 +204,7 @@ def compress_scalar(h: np.ndarray, data: np.ndarray) -> None:
         h[j] = np.uint32(s[j])
 
 
-# ---------------------------------------------------------------------------------------------
-# SHA-NI kernel: one LLVM <4 x i32> per four words, the x86 SHA intrinsics on them
-# ---------------------------------------------------------------------------------------------
+# --- SHA-NI kernel: one LLVM <4 x i32> per four words, the x86 SHA intrinsics on them
 
 
 def _mask(lanes: list[int]) -> ir.Constant:
@@ -229,8 +219,8 @@ def _need_sha_ni() -> None:
 
 @intrinsic
 def _clean_upper(typingctx):
-    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, which
-    ran 100x slower after AVX code inlined into the same function left the upper halves dirty."""
+    """``vzeroupper`` where the target has AVX: the SHA instructions are legacy SSE, slow after AVX code
+    left the upper halves dirty (docs/performance.md)."""
 
     def codegen(context, builder, sig, args):
         if "avx" in cpu.target_features():
@@ -466,18 +456,8 @@ class Sha256:
 # --- many short messages at once: one message per vector lane ---------------------------------
 
 
-lanes_load = _memory_op(
-    "lanes_load",
-    u32lanes,
-    False,
-    "``arr[index : index + LANES]`` of a C-contiguous uint32 array, as one vector (unchecked).",
-)
-lanes_store = _memory_op(
-    "lanes_store",
-    u32lanes,
-    True,
-    "Write ``v`` to ``arr[index : index + LANES]`` of a C-contiguous uint32 array (unchecked).",
-)
+lanes_load = _memory_op("lanes_load", u32lanes, False, "``arr[index : index + LANES]`` as one vector (unchecked).")
+lanes_store = _memory_op("lanes_store", u32lanes, True, "Write ``v`` to ``arr[index : index + LANES]`` (unchecked).")
 
 
 @intrinsic

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from meshnb.backends import mpi
+from meshnb.backends import mpi_exchange as mpi
 from meshnb.results import ClusterError
 
 MPI = mpi.load()

@@ -896,3 +896,20 @@ def test_a_bad_round_wait_is_one_line_naming_the_variable_and_its_choices(monkey
     assert str(e.value) == line
     assert main(["train", "--steps", "3", "--systems", "2", "--backend", "processes"]) == 2
     assert capsys.readouterr() == ("", f"meshnb: error: {line}\n")
+
+
+def test_junk_in_meshnb_pin_members_is_one_line_naming_the_variable(monkeypatch, capsys):
+    """MESHNB_PIN_MEMBERS takes 0 or 1: anything else is refused in one line (exit 2), not read as the default."""
+    from meshnb.cli import main
+
+    monkeypatch.setenv("MESHNB_PIN_MEMBERS", "bogus")
+    for backend in ("threads", "processes"):
+        code = main(["train", "--steps", "3", "--systems", "2", "--backend", backend])
+        out, err = capsys.readouterr()
+        assert (code, out) == (2, "")
+        assert err == (
+            "meshnb: error: MESHNB_PIN_MEMBERS='bogus': expected '1' (a CPU for each member, the default) "
+            "or '0' (the scheduler places them)\n"
+        )
+    monkeypatch.setenv("MESHNB_PIN_MEMBERS", "1")
+    assert main(["train", "--steps", "3", "--systems", "2", "--backend", "threads"]) == 0

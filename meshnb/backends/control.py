@@ -1,9 +1,6 @@
-"""The meeting points of a ``threads`` or ``processes`` cluster, in cluster memory (:mod:`.memory`).
-
-The start (every member ready, then all go together), pauses at a common task boundary (the end
-of each of the driver's chunks: :class:`~meshnb.backends.local.Lockstep`), a stop there, and the
-end.  The members call one side of :class:`Control`, the coordinator the other; every wait is
-bounded by the run's ``give_up_s``.
+"""The meeting points of a ``threads`` or ``processes`` cluster, in cluster memory (:mod:`.memory`):
+the start, the pauses at a common task boundary, a stop there, and the end; every wait bounded by
+``give_up_s``.
 """
 
 from __future__ import annotations
@@ -67,9 +64,7 @@ class Control:
             raise ExchangeAborted(f"system {k}: the coordinator is gone")
 
     def ready(self, k: int) -> bool:
-        """Member ``k`` is ready: say so, and wait for the coordinator's start
-        (:class:`~meshnb.results.ClusterError` after ``give_up_s``); returns True to stop at
-        step 0 (a stop asked for before the start)."""
+        """Member ``k`` is ready: say so and wait (bounded) for the start; True to stop at step 0."""
         self.m.state[k] = RUNNING
         self.wake()
         self._wait(k, lambda: bool(self.m.go[0]), "the other members to start")
@@ -92,9 +87,7 @@ class Control:
         return bool(m.stop[0])
 
     def pause_at(self, done: int) -> int:
-        """The task boundary after ``done`` where the coordinator pauses the members (0: none
-        before the end): a member's chunk of tasks ends there.  It moves only while every member
-        is paused (:meth:`go_on`), so a running member reads it once a chunk."""
+        """The task boundary after ``done`` where the members pause (0: none); it moves only while all are paused."""
         target = int(self.m.target[0])
         return target if target > done else 0
 
@@ -111,8 +104,7 @@ class Control:
         return bool((self.m.state == state).all())
 
     def start(self, target: int = 0, stop: bool = False) -> None:
-        """Let every member that is ready go (they start together), to pause at task boundary
-        ``target`` (0: none before the end; ``stop``: stop at step 0, before any step)."""
+        """Let the ready members go together, to pause at ``target`` (0: none; ``stop``: stop at step 0)."""
         self.go_on(target, stop)
 
     def paused_at(self, target: int) -> bool:
@@ -120,8 +112,7 @@ class Control:
         return self.all_in(PAUSED) and bool((self.m.progress == target).all())
 
     def go_on(self, target: int = 0, stop: bool = False) -> None:
-        """Release the members paused at a boundary (the driver is done with it) to pause again at
-        task boundary ``target`` (0: none, they run to the end), or, with ``stop``, to stop there."""
+        """Release the paused members to pause again at ``target`` (0: none), or, with ``stop``, to stop there."""
         with self._locked(None):
             self.m.target[0] = target
             self.m.stop[0] = int(stop)

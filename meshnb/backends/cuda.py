@@ -1,13 +1,8 @@
 """The ``cuda`` backend: the CUDA image (:mod:`meshnb.cuda`) runs the steps, one warp per system.
 
-With ``systems=N`` it is the fused backend's run (the same task boundaries, SET_LRs, progress,
-checkpoints and stops: :func:`meshnb.backends.fused.run`) with the steps on the device: N warps of
-one block, the fold in system order through shared memory (:func:`meshnb.cuda.host.run_cluster`).
-Without ``systems`` it runs one system without a group on the driver
-(:func:`meshnb.host.run_engine`, as the ``single`` backend: SPEC 10's TASKs of STEPS_PER_TASK
-steps, ``arg = NEXT_STEP``), with the device as its step engine.  Digests and trace digests equal the
-CPU's; pages are the CPU's, so a run continues on either side.  Without numba-cuda, or without a
-device outside the simulator, :class:`meshnb.cuda.host.CudaUnavailable` says so in one line.
+A cluster is the fused backend's run with the steps on the device (:func:`meshnb.cuda.host.run_cluster`);
+one system runs as the ``single`` backend does (:func:`meshnb.host.run_alone`).  Digests and pages
+equal the CPU's; without numba-cuda or a device, :class:`meshnb.cuda.host.CudaUnavailable` says so.
 """
 
 from __future__ import annotations
@@ -18,14 +13,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..cuda import host
-from ..host import chunk_of_tasks, prepare, run_engine
+from ..host import StepEngine, run_alone
 from ..kernels import NSUMS
 from ..options import RunOptions
 from ..program import STEPS, Context
-from ..results import RunResult, system_result
-from ..runspec import check_view_can_run
-from ..trace import Trace
-from ..view import PAGE_WORDS, View
+from ..results import RunResult
+from ..view import PAGE_WORDS
 from . import fused
 
 CHUNK_STEPS = 1 << 15  # steps per launch for one system: Ctrl-C and progress stay live
@@ -43,7 +36,7 @@ def run(opts: RunOptions) -> RunResult:
     host.require()  # one line if it cannot run here, before any page is made
     if opts.is_cluster:
         return fused.run(opts, _engine)
-    return _run_alone(opts)
+    return run_alone(opts, _alone, lambda: warm_up(opts.z), CHUNK_STEPS)
 
 
 def _engine(z: bool) -> tuple[Callable[[np.ndarray, int, np.ndarray], None], Callable[[], float]]:
@@ -55,19 +48,12 @@ def _engine(z: bool) -> tuple[Callable[[np.ndarray, int, np.ndarray], None], Cal
     return step, lambda: warm_up(z)
 
 
-def _run_alone(opts: RunOptions) -> RunResult:
-    plan = opts.plan()
-    ctx = Context(View(), trace=Trace(keep=opts.keep_trace), z=opts.z)
-    prepare(ctx, plan, opts.view_in)
-    check_view_can_run(ctx.view, plan.steps)
-    pages = ctx.view.words.reshape(1, -1)  # the page itself, as a cluster of one row
+def _alone(ctx: Context) -> StepEngine:
+    """One system's engine on the device: its page itself as a cluster of one row."""
+    pages = ctx.view.words.reshape(1, -1)
 
     def step(done: int, count: int, rows: np.ndarray) -> None:
-        host.run_cluster(pages, count, rows, opts.z)
+        host.run_cluster(pages, count, rows, ctx.z)
         ctx.counters[STEPS] += count
 
-    chunk = chunk_of_tasks(ctx.view.word("STEPS_PER_TASK"), CHUNK_STEPS)
-    return run_engine(
-        plan, (ctx,), chunk, step, lambda: warm_up(opts.z), lambda: (system_result(0, ctx),),
-        trace=ctx.trace, progress=opts.progress,
-    )  # fmt: skip
+    return step

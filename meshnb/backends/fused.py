@@ -1,13 +1,8 @@
 """The ``fused`` backend: all N systems of a cluster in one njit loop, with no exchange at all.
 
-:func:`meshnb.loops.run_fused` computes, each step, the N members' batch sums (system ``k``
-takes batch offset ``t N + k``), folds them in system order and applies the fold to every
-member's params: the bits of SPEC 9 without a round trip.  :func:`run` drives it over the plan
-with the driver (:func:`meshnb.host.run_engine`): the same task boundaries, SET_LR
-before the task that starts at its step, and between chunks (task boundaries) progress,
-checkpoints and stops; this backend contributes the step engine and its snapshot.  The fastest way to
-run a cluster (notebooks, benchmarks); the threads, processes and mpi backends, which run the
-program through a real exchange, must give the same digests.
+:func:`meshnb.loops.run_fused` folds the N members' batch sums in system order each step: SPEC 9's
+bits without a round trip, on the driver (:func:`meshnb.host.run_engine`).  The fastest way to run a
+cluster; the backends with a real exchange must give the same digests.
 """
 
 from __future__ import annotations
@@ -17,10 +12,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import loops
-from ..exchange import Group
-from ..host import Checkpoints, Snapshot, member_trace, prepare_member, run_engine
+from ..host import Snapshot, checkpoints_of, member_contexts, member_trace, run_engine
 from ..options import RunOptions, resolve
-from ..program import COUNTER_NAMES, STEPS, Context
+from ..program import COUNTER_NAMES, STEPS
 from ..results import RunResult, SystemResult
 from ..view import PAGE_WORDS, View
 
@@ -38,9 +32,7 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     n, plan = start.systems, start.plan
     pages = np.zeros((n, PAGE_WORDS), dtype=np.uint32)  # every member's page, a row each
     counters = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
-    contexts = [Context(View(pages[k]), counters=counters[k], group=Group(k, n), z=start.z) for k in range(n)]
-    for k, ctx in enumerate(contexts):
-        prepare_member(ctx, k, start, opts.view_in)
+    contexts = member_contexts(start, opts.view_in, lambda k: View(pages[k]), counters)
     views = [ctx.view for ctx in contexts]
     spt = views[0].word("STEPS_PER_TASK")
     if any((v.next_step, v.word("STEPS_PER_TASK")) != (views[0].next_step, spt) for v in views):
@@ -73,9 +65,7 @@ def run(opts: RunOptions, engine: Engine | None = None) -> RunResult:
     # Chunks of whole tasks end at task boundaries; a task longer than a chunk runs in pieces,
     # which changes no bits (as a shortened task).
     chunk = spt * (CHUNK_STEPS // (n * spt)) if n * spt <= CHUNK_STEPS else max(1, CHUNK_STEPS // n)
-    checkpoints = Checkpoints(
-        opts.checkpoint, start.settings(views[0].next_step), start.done_before, opts.checkpoint_every_s
-    )
+    checkpoints = checkpoints_of(opts, start, views[0].next_step)
     return run_engine(
         plan, contexts, chunk, step, warm_up, systems,
         trace=trace, progress=opts.progress, checkpoints=checkpoints, snapshot=snapshot,

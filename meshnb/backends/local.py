@@ -1,16 +1,9 @@
 """The ``threads`` and ``processes`` backends: N members in lockstep on this machine.
 
-The caller's thread runs the driver (:func:`meshnb.host.train_run`); this backend's engine,
-:class:`Lockstep`, starts the members on the pages in cluster memory and lets them run in
-lockstep from one task boundary to the next (``TARGET``), where they pause with no round pending:
-there the driver moves the bar, writes a checkpoint (:func:`snapshot`) or stops the run.  A chunk
-lasts about ``CHUNK_S`` seconds at the rate measured.
-
-Nothing hangs: a round waits ``timeout_ms`` and stays pending; a member that completes no step
-for ``give_up_s`` stops with :class:`~meshnb.results.ClusterError` naming the systems that did not
-reach the round; every other wait is bounded by ``give_up_s``, and a cluster whose round counters
-stay still for twice that is stopped.  A member process that dies is seen at once (its sentinel):
-the exchange page is aborted, which ends every wait, and the shared memory is released."""
+The caller's thread runs the driver (:func:`meshnb.host.train_run`) with :class:`Lockstep` as its
+engine: the members (:mod:`.members`) run on the pages in cluster memory from one task boundary to
+the next, where they pause with no round pending (the bar, a checkpoint, a stop).  Every wait is
+bounded (docs/guide/clusters.md); a member that dies aborts the exchange page, which ends every wait."""
 
 from __future__ import annotations
 
@@ -21,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exchange import Group
-from ..host import Checkpoints, Snapshot, prepare_member, train_run, warm_up
+from ..cpu import pins_members
+from ..host import Checkpoints, Snapshot, checkpoints_of, member_contexts, train_run, warm_up
 from ..interrupts import phase
 from ..options import Plan, RunOptions, Start, resolve
-from ..program import Context
 from ..results import ClusterError, RunResult, SystemResult
 from ..sha256 import Sha256
 from .members import MemberOutcome, Members, MemberSpec, ProcessMembers, ThreadMembers, refuse_unguarded_main
@@ -168,6 +160,7 @@ def run_processes(opts: RunOptions) -> RunResult:
 
 
 def _run(opts: RunOptions, processes: bool) -> RunResult:
+    pins_members()  # junk in MESHNB_PIN_MEMBERS: one line here, before any member starts
     if processes:
         refuse_unguarded_main()
     start = resolve(opts)
@@ -184,21 +177,12 @@ def _prepared(opts: RunOptions, start: Start, shared: SharedSegment | None) -> t
     """Every member's page, counters and trace state in cluster memory, and the run."""
     n = start.systems
     memory = ClusterMemory(shared.array() if shared else np.zeros(memory_bytes(n), dtype=np.uint8), n, create=True)
+    member_contexts(start, opts.view_in, memory.view, memory.counters)
     for k in range(n):
-        ctx = Context(memory.view(k), counters=memory.counters[k], group=Group(k, n), z=start.z)
-        prepare_member(ctx, k, start, opts.view_in)
         memory.save_trace_state(k, start.checkpoint.traces[k] if start.checkpoint else Sha256().state())
     spec = MemberSpec(
-        n,
-        start.plan,
-        start.z,
-        opts.timeout_ms / 1000,
-        opts.stalls,
-        opts.give_up_s,
-        opts.keep_trace,
+        n, start.plan, start.z, opts.timeout_ms / 1000, opts.stalls, opts.give_up_s, opts.keep_trace,
         resumable=opts.checkpoint is not None or start.checkpoint is not None,
-    )
-    checkpoints = Checkpoints(
-        opts.checkpoint, start.settings(memory.view(0).next_step), start.done_before, opts.checkpoint_every_s
-    )
+    )  # fmt: skip
+    checkpoints = checkpoints_of(opts, start, memory.view(0).next_step)
     return _Run(start.plan, spec, checkpoints), memory

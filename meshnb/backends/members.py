@@ -1,11 +1,8 @@
-"""The members of a ``threads`` or ``processes`` cluster.
+"""The members of a ``threads`` or ``processes`` cluster: one lifecycle (:class:`Members`), two kinds.
 
-A member is one system doing :func:`meshnb.host.drive` over a
-:class:`~meshnb.exchange.PageExchange`; it meets the others and the coordinator at the points of
-:mod:`.control`.  :class:`ThreadMembers` runs members as threads (the meeting points block on a
-condition variable); :class:`ProcessMembers` as processes of a forkserver, the memory in a shared
-segment (the meeting points poll).  Member processes whose coordinator dies see their pipe close
-and exit.
+A member is one system doing :func:`meshnb.host.drive` over a :class:`~meshnb.exchange.PageExchange`,
+meeting the others at the points of :mod:`.control`: threads (:class:`ThreadMembers`) or processes of
+a forkserver over a shared segment (:class:`ProcessMembers`), which exit when their coordinator dies.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing import reduction
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -61,14 +58,8 @@ def run_member(
 ) -> MemberOutcome:
     """System ``k``: its page is already in ``memory``; drive it to the plan's end in lockstep."""
     trace = Trace(spec.keep_trace, resumable=spec.resumable, state=memory.trace_state(k) if spec.resumable else None)
-    ctx = Context(
-        memory.view(k),
-        counters=memory.counters[k],
-        group=Group(k, spec.systems),
-        exchange=exchange,
-        trace=trace,
-        z=spec.z,
-    )
+    group = Group(k, spec.systems)
+    ctx = Context(memory.view(k), counters=memory.counters[k], group=group, exchange=exchange, trace=trace, z=spec.z)
     stop = False
 
     def save() -> None:
@@ -96,98 +87,115 @@ def run_member(
     return MemberOutcome(trace.hexdigest(), trace.words if spec.keep_trace else None)
 
 
-class Members(Protocol):
-    """N running members, as the coordinator sees them."""
+Report = tuple[Any, ...]
+"""A member's last word: ``("done", MemberOutcome)``, ``("aborted",)`` or ``("error", system, detail)``."""
 
-    control: Control
+
+def report(k: int, spec: MemberSpec, memory: ClusterMemory, control: Control) -> Report:
+    """Run member ``k`` (:func:`run_member`) over cluster memory; its last word, whatever the end."""
+    try:
+        exchange = PageExchange(memory.exchange, k, spec.timeout_s, control.waiter)
+        return ("done", run_member(k, spec, memory, exchange, control))
+    except ExchangeAborted:
+        return ("aborted",)  # another member's failure is the news
+    except ClusterError as e:
+        return ("error", e.system, e.detail)
+    except Exception as e:  # noqa: BLE001 - reported by the coordinator
+        return ("error", k, f"{type(e).__name__}: {e}")
+
+
+class Members:
+    """N running members as the coordinator sees them (``workers``: threads or processes), the lifecycle
+    both share; each kind says how its members start, report (:meth:`poll`) and are ended (:meth:`_end`)."""
+
+    NO_OUTCOME = "gave"  # "finished but {NO_OUTCOME} no outcome": how the kind's members hand it over
+
+    def __init__(self, spec: MemberSpec, memory: ClusterMemory, control: Control) -> None:
+        self.spec, self.memory, self.control = spec, memory, control
+        self.workers: list[Any] = []  # threading.Thread or multiprocessing.Process, member k's at k
+        self._outcomes: dict[int, MemberOutcome] = {}
+        self._reported: set[int] = set()
+        self._errors: list[ClusterError] = []
 
     def started(self) -> None:
         """Every member is running (it has what it needs from the coordinator)."""
 
     def poll(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for news; raise :class:`ClusterError` if a member failed or died."""
+        raise NotImplementedError
+
+    def _take(self, k: int, said: Report) -> None:
+        """Member ``k``'s last word: its outcome kept, its failure the run's (the page aborted)."""
+        self._reported.add(k)
+        if said[0] == "done":
+            self._outcomes[k] = said[1]
+        elif said[0] == "error":
+            self._errors.append(ClusterError(said[1], said[2]))
+            self.memory.exchange.abort()
+            self.control.waiter.notify()
+
+    def _raise_failure(self) -> None:
+        if self._errors:
+            raise self._errors[0]
 
     def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, once all are FINISHED (waiting, bounded, for it to arrive)."""
+        """Every member's outcome, once all are FINISHED (waiting for it, bounded by ``give_up_s``)."""
+        n, give_up = self.spec.systems, self.spec.give_up_s
+        deadline = time.monotonic() + give_up
+        while len(self._outcomes) < n:  # a FINISHED member hands its outcome over right after
+            self._raise_failure()
+            if time.monotonic() > deadline:
+                k = min(set(range(n)) - set(self._outcomes))
+                raise ClusterError(k, f"finished but {self.NO_OUTCOME} no outcome within {give_up:g} s")
+            self.poll(0.05)
+        return [self._outcomes[k] for k in range(n)]
 
     def close(self) -> None:
-        """End the members (abort the page if they still run), bounded; release what they hold."""
+        """Abort the page if members still run, join them (bounded), then :meth:`_end` the rest."""
+        if any(w.is_alive() for w in self.workers):
+            self.memory.exchange.abort()
+            self.control.waiter.notify()
+        deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
+        for w in self.workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+        self._end()
+
+    def _end(self) -> None:
+        """After the bounded join: a thread cannot be killed (one still asleep in a stall is left behind)."""
 
 
-class ThreadMembers:
+class ThreadMembers(Members):
     """The ``threads`` backend: members are threads; waits block on one condition variable."""
 
     def __init__(self, spec: MemberSpec, memory: ClusterMemory) -> None:
-        self.spec, self.memory = spec, memory
         self._news = threading.Event()
-        waiter = BlockingWaiter()
-        self.control = Control(memory, threading.Lock(), waiter, spec.give_up_s, wake=self._news.set)
-        self._outcomes: list[MemberOutcome | None] = [None] * spec.systems
-        self._errors: list[ClusterError] = []
-        self._threads = [
-            threading.Thread(
-                target=self._member,
-                args=(k, PageExchange(memory.exchange, k, spec.timeout_s, waiter)),
-                name=f"meshnb-system-{k}",
-                daemon=True,
-            )
+        control = Control(memory, threading.Lock(), BlockingWaiter(), spec.give_up_s, wake=self._news.set)
+        super().__init__(spec, memory, control)
+        self.workers = [
+            threading.Thread(target=self._member, args=(k,), name=f"meshnb-system-{k}", daemon=True)
             for k in range(spec.systems)
         ]
         with signals_left_to_main():  # the members inherit the mask: the main thread takes every stop signal
-            for t in self._threads:
+            for t in self.workers:
                 t.start()
 
-    def started(self) -> None:
-        """Nothing to hand over: the threads share the memory from the start."""
-
-    def _member(self, k: int, exchange: PageExchange) -> None:
+    def _member(self, k: int) -> None:
         try:
-            self._outcomes[k] = run_member(k, self.spec, self.memory, exchange, self.control)
-        except ExchangeAborted:
-            pass  # another member's failure is the news
-        except ClusterError as e:
-            self._fail(e)
+            said = report(k, self.spec, self.memory, self.control)
         except BaseException as e:  # noqa: BLE001 - reported by the coordinator
-            self._fail(ClusterError(k, f"{type(e).__name__}: {e}"))
-
-    def _fail(self, e: ClusterError) -> None:
-        self._errors.append(e)
-        self.memory.exchange.abort()
-        self.control.waiter.notify()
+            said = ("error", k, f"{type(e).__name__}: {e}")
+        self._take(k, said)
         self._news.set()
 
     def poll(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for news; raise the first member's :class:`ClusterError`."""
         self._news.wait(timeout_s)
         self._news.clear()
-        if self._errors:
-            raise self._errors[0]
-
-    def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, joining the threads (bounded by ``give_up_s``)."""
-        deadline = time.monotonic() + self.spec.give_up_s
-        for t in self._threads:  # a FINISHED member returns its outcome right after
-            t.join(max(0.0, deadline - time.monotonic()))
-        if self._errors:
-            raise self._errors[0]
-        missing = [k for k, o in enumerate(self._outcomes) if o is None]
-        if missing:
-            raise ClusterError(missing[0], f"finished but gave no outcome within {self.spec.give_up_s:g} s")
-        return [o for o in self._outcomes if o is not None]
-
-    def close(self) -> None:
-        """Abort the page if members still run and join them, bounded (a thread asleep in a stall is left behind)."""
-        if any(t.is_alive() for t in self._threads):
-            self.memory.exchange.abort()
-            self.control.waiter.notify()
-        deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
-        for t in self._threads:  # a thread cannot be killed: one still asleep in a stall is left behind
-            t.join(max(0.0, deadline - time.monotonic()))
+        self._raise_failure()
 
 
 def _mp_context() -> Any:
-    """forkserver where there is one (a fork of a clean server: safe with numba and threads,
-    and members start with meshnb imported), else spawn."""
+    """forkserver where there is one (safe with numba and threads; members start with meshnb imported), else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
@@ -225,8 +233,7 @@ def refuse_unguarded_main() -> None:
 
 
 def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock: Lock | None) -> None:
-    """A member process's main: attach to the memory (by name, or the descriptor the coordinator
-    sends first), run, report through ``conn``."""
+    """A member process's main: attach to the memory (by name, or the descriptor sent first), run, report."""
     for s in STOP_SIGNALS:  # Ctrl-C, SIGTERM and SIGHUP are the coordinator's (blocked until here)
         signal.signal(s, signal.SIG_IGN)
     phase("member")
@@ -245,30 +252,19 @@ def _process_member(k: int, spec: MemberSpec, name: str | None, conn: Any, lock:
 
 
 def _serve(k: int, spec: MemberSpec, raw: np.ndarray, conn: Any, lock: Lock) -> int:
-    memory = ClusterMemory(raw, spec.systems)
-    waiter = PollingWaiter()
     # The coordinator never writes to this pipe: readable means closed, the coordinator gone.  A
     # change of this member's state (ready, paused, finished) is news on it: the coordinator,
     # waiting for the members' pause at the end of a chunk, wakes at once.
+    memory = ClusterMemory(raw, spec.systems)
     control = Control(
-        memory, lock, waiter, spec.give_up_s, wake=lambda: conn.send(("news",)), alive=lambda: not conn.poll()
+        memory, lock, PollingWaiter(), spec.give_up_s, wake=lambda: conn.send(("news",)), alive=lambda: not conn.poll()
     )
     try:
-        try:
-            conn.send(
-                ("done", run_member(k, spec, memory, PageExchange(memory.exchange, k, spec.timeout_s, waiter), control))
-            )
-        except ExchangeAborted:
-            conn.send(("aborted",))
-        except ClusterError as e:
-            conn.send(("error", e.system, e.detail))
-            return 1
-        except Exception as e:  # noqa: BLE001 - reported by the coordinator
-            conn.send(("error", k, f"{type(e).__name__}: {e}"))
-            return 1
+        said = report(k, spec, memory, control)
+        conn.send(said)
     except (BrokenPipeError, EOFError):
         return 1  # the coordinator is gone
-    return 0
+    return 1 if said[0] == "error" else 0
 
 
 def _died(code: int | None) -> str:
@@ -282,28 +278,22 @@ def _died(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-class ProcessMembers:
+class ProcessMembers(Members):
     """The ``processes`` backend: a process per member, every page in one shared memory segment."""
 
+    NO_OUTCOME = "sent"
+
     def __init__(self, spec: MemberSpec, shared: SharedSegment, memory: ClusterMemory) -> None:
-        self.spec = spec
         ctx = _mp_context()
         # Named semaphores live in /dev/shm: with a memfd the lock is a record lock on it instead.
         lock: Lock = SegmentLock(shared.fd) if shared.fd is not None else ctx.Lock()
-        self.control = Control(memory, lock, PollingWaiter(), spec.give_up_s)
-        self._procs: list[Any] = []
+        super().__init__(spec, memory, Control(memory, lock, PollingWaiter(), spec.give_up_s))
         self._conns: list[Any] = []
-        self._outcomes: dict[int, MemberOutcome] = {}
-        self._reported: set[int] = set()
         self._shared = shared
         for k in range(spec.systems):
             mine, theirs = ctx.Pipe()
-            p = ctx.Process(
-                target=_process_member,
-                args=(k, spec, shared.name, theirs, None if shared.fd is not None else lock),
-                name=f"meshnb-system-{k}",
-                daemon=True,
-            )
+            args = (k, spec, shared.name, theirs, None if shared.fd is not None else lock)
+            p = ctx.Process(target=_process_member, args=args, name=f"meshnb-system-{k}", daemon=True)
             try:
                 p.start()
             except (EOFError, OSError) as e:  # the forkserver is gone (killed, say): one line, not its traceback
@@ -313,7 +303,7 @@ class ProcessMembers:
             theirs.close()
             if shared.fd is not None:
                 reduction.send_handle(mine, shared.fd, p.pid)
-            self._procs.append(p)
+            self.workers.append(p)
             self._conns.append(mine)
 
     def started(self) -> None:
@@ -324,47 +314,28 @@ class ProcessMembers:
         conn = self._conns[k]
         try:
             while conn.poll():
-                msg = conn.recv()
-                if msg[0] == "news":
-                    continue  # a state changed (in memory): the wait is over, nothing more to read
-                self._reported.add(k)
-                if msg[0] == "done":
-                    self._outcomes[k] = msg[1]
-                elif msg[0] == "error":
-                    raise ClusterError(msg[1], msg[2])
+                said = conn.recv()
+                if said[0] != "news":  # news: a state changed (in memory), the wait is over
+                    self._take(k, said)
+                    self._raise_failure()
         except (EOFError, OSError):
             pass
 
     def poll(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for news on the pipes; raise :class:`ClusterError` for a failed or dead member."""
         waiting = [c for k, c in enumerate(self._conns) if k not in self._reported]
-        waiting += [p.sentinel for k, p in enumerate(self._procs) if k not in self._reported]
+        waiting += [p.sentinel for k, p in enumerate(self.workers) if k not in self._reported]
         multiprocessing.connection.wait(waiting, timeout_s)
-        for k, p in enumerate(self._procs):
+        for k, p in enumerate(self.workers):
             if k in self._reported:
                 continue
             self._read(k)
             if k not in self._reported and p.exitcode is not None:
                 raise ClusterError(k, f"member process (pid {p.pid}) {_died(p.exitcode)}")
 
-    def outcomes(self) -> list[MemberOutcome]:
-        """Every member's outcome, read from its pipe (bounded by ``give_up_s``)."""
-        deadline = time.monotonic() + self.spec.give_up_s
-        while len(self._outcomes) < self.spec.systems:  # a FINISHED member sends its outcome right after
-            if time.monotonic() > deadline:
-                k = min(set(range(self.spec.systems)) - set(self._outcomes))
-                raise ClusterError(k, f"finished but sent no outcome within {self.spec.give_up_s:g} s")
-            self.poll(0.05)
-        return [self._outcomes[k] for k in range(self.spec.systems)]
-
-    def close(self) -> None:
-        """Abort the page if members still run, end the processes (bounded) and close their pipes."""
-        if any(p.is_alive() for p in self._procs):
-            self.control.m.exchange.abort()
-        deadline = time.monotonic() + min(self.spec.give_up_s, 5.0)
-        for p in self._procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in self._procs:
+    def _end(self) -> None:
+        """Kill the processes still alive after the bounded join, and close their pipes."""
+        for p in self.workers:
             if p.is_alive():
                 p.kill()
                 p.join(5.0)

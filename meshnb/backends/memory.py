@@ -1,8 +1,5 @@
-"""Cluster memory of the ``threads`` and ``processes`` backends, laid out by :data:`CONTROL_LAYOUT`.
-
-The exchange page, then a control block, then one block per member (its view, counters, state,
-and its trace hash's state), in process memory or in one shared segment (:class:`SharedSegment`:
-an anonymous ``memfd`` on Linux, a named ``multiprocessing.shared_memory`` segment elsewhere).
+"""Cluster memory of the ``threads`` and ``processes`` backends, laid out by :data:`CONTROL_LAYOUT`: the
+exchange page, a control block, a block per member, in process memory or one :class:`SharedSegment`.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from multiprocessing.shared_memory import SharedMemory
 import numpy as np
 
 from ..exchange import ExchangePage, PageField, exchange_bytes, field_array
-from ..files import pid_alive
+from ..files import SHM_DIR, pid_alive
 from ..program import COUNTER_NAMES
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
@@ -90,7 +87,6 @@ class ClusterMemory:
 
 
 SEGMENT_PREFIX = "meshnb_"  # meshnb_<coordinator pid>_<random>
-SHM_DIR = "/dev/shm"
 
 
 class SharedSegment:
@@ -141,9 +137,7 @@ class SharedSegment:
 
 
 class SegmentLock:
-    """A lock between the coordinator and its member processes with nothing named: a POSIX record
-    lock on the memfd (per process; the kernel releases it when its holder dies).
-    """
+    """A POSIX record lock on the memfd: nothing named, released by the kernel when its holder dies."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -214,9 +208,7 @@ def remove_stale_segments(directory: str = SHM_DIR) -> list[str]:
 
 
 def close(shm: SharedMemory) -> None:
-    """Close a segment even while a numpy view of it lives on (in an error's traceback, say): the
-    mapping then goes with the view.
-    """
+    """Close a segment even while a numpy view of it lives on (the mapping then goes with the view)."""
     try:
         shm.close()
     except BufferError:

@@ -1,23 +1,11 @@
 """The ``mpi`` backend: a cluster across machines, one system per MPI rank (through mpi4py).
 
-``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size``: the
-program's grouped task loop (:func:`meshnb.host.member_task` on :func:`meshnb.host.train_run`)
-over an :class:`~meshnb.backends.mpi_exchange.MpiExchange`, so every rank ends with the bits of
-the threads backend.  Rank 0 gathers every rank's page, counters and trace digest.
-
-Bounds: a round waits ``timeout_ms``; a rank that completes no step for ``give_up_s`` stops with
-:class:`~meshnb.results.ClusterError` naming the ranks that sent no timeout notice for the round
-(a point-to-point notice on a duplicate communicator); every other collective is non-blocking
-and polled with a deadline.  A failure after the start prints one line and calls
-``MPI_Abort(1)``: a communicator with an outstanding collective cannot be used again.
-
-Checkpoints and Ctrl-C: rank 0 raises ``FLAG_CHECKPOINT`` when one is due, any rank
-``FLAG_STOP``; every rank sees the OR of a round's flags in the same round and acts at the next
-planned task boundary (the driver's :class:`~meshnb.driver.Policy`).  Rank 0 writes the
-checkpoint from every rank's gathered record.
-
-Test hook: ``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` to rank ``K`` itself
-before its TASK call ``CALL``."""
+``mpiexec -n N meshnb train --backend mpi`` runs system ``k = rank`` of ``N = size`` on the driver
+over an :class:`~meshnb.backends.mpi_exchange.MpiExchange`, with the bits of the threads backend.
+Every collective is non-blocking and polled with a deadline; a failure after the start prints one
+line and calls ``MPI_Abort(1)``.  Checkpoints and stops are agreed through the rounds' flags, and
+rank 0 writes the checkpoint (docs/guide/clusters.md).  Test hook:
+``MESHNB_MPI_TEST_SIGNAL=K:CALL:NAME`` sends signal ``NAME`` to rank ``K`` before its TASK call ``CALL``."""
 
 from __future__ import annotations
 
@@ -41,6 +29,7 @@ from ..host import (
     Checkpoints,
     Snapshot,
     StepEngine,
+    checkpoints_of,
     host_loop,
     member_task,
     member_trace,
@@ -55,21 +44,7 @@ from ..program import COUNTER_NAMES, Context
 from ..results import ClusterError, RunInterrupted, RunResult, SaveFailed, SystemResult
 from ..sha256 import Sha256State
 from ..view import VIEW_BYTES, View
-from .mpi_exchange import (  # noqa: F401 - also the exchange's names, for the tests and the bench worker
-    FLAG_CHECKPOINT,
-    FLAG_STOP,
-    INSTALL_HINT,
-    MSG_WORDS,
-    START_S,
-    MpiExchange,
-    MpiUnavailable,
-    is_root,
-    library_yields,
-    load,
-    poll,
-    read_round,
-    wait_for,
-)
+from .mpi_exchange import FLAG_CHECKPOINT, FLAG_STOP, MSG_WORDS, START_S, MpiExchange, load, read_round, wait_for
 
 # --- Bounded collectives of bytes -----------------------------------------------------------------
 
@@ -145,8 +120,8 @@ def _unrecord(data: bytes) -> tuple[int, dict[str, int], str, Sha256State, bytes
 
 
 def warm_up(z: bool) -> float:
-    """Load (or compile) the grouped step's kernels and the round's reader before the start, so
-    that no rank's first round waits on another rank's JIT; its seconds."""
+    """Load the grouped step's kernels and the round's reader before the start, so no rank waits on
+    another's JIT; its seconds."""
     began = time.perf_counter()
     host.warm_up(z)
     read_round(np.zeros((1, MSG_WORDS), dtype=np.uint32), np.uint32(0), np.uint32(0))
@@ -202,10 +177,8 @@ def abort(comm: Any, e: BaseException) -> None:
 
 
 def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> RunResult:
-    """Run this rank's system of a cluster of one system per rank of ``comm`` (MPI_COMM_WORLD);
-    every rank must call it with the same options.  Returns every system's result, on every
-    rank.  ``systems``, when given, must be the number of ranks.  ``checkpoint`` is written by
-    rank 0; ``resume`` is read by rank 0."""
+    """Run this rank's system of a cluster of one per rank of ``comm`` (MPI_COMM_WORLD), every rank with
+    the same options; every system's result, on every rank.  Rank 0 writes ``checkpoint``, reads ``resume``."""
     MPI = load()
     comm = MPI.COMM_WORLD if comm is None else comm
     k, n = comm.Get_rank(), comm.Get_size()
@@ -236,12 +209,9 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         View(), group=Group(k, n), trace=member_trace(start, k, opts.keep_trace, opts.checkpoint is not None), z=start.z
     )
     prepare_member(ctx, k, start, opts.view_in)
-    settings = start.settings(ctx.view.next_step)
     hook = _test_signal(k)
     stall = stall_hook(opts.stalls, k)
-    checkpoints = Checkpoints(
-        opts.checkpoint if k == 0 else None, settings, start.done_before, opts.checkpoint_every_s
-    )  # rank 0 writes them
+    checkpoints = checkpoints_of(opts, start, ctx.view.next_step, writes=k == 0)  # rank 0 writes them
     rank = _Rank(comm, ctx, plan, give_up_s, checkpoints, start.done_before)
 
     def before_task(call: int) -> None:
@@ -291,10 +261,8 @@ class _Agreed:
 
 
 class _Rank:
-    """This rank's engine and its part of the agreement (the driver runs the rest): its tasks
-    over the exchange, the flags that it raises after each task (rank 0's checkpoint cadence,
-    this rank's Ctrl-C) and those that every rank saw, which say when all save and stop; the
-    gathers of every rank's record (a checkpoint's, the results)."""
+    """This rank's engine: its tasks over the exchange, the flags that decide when every rank saves and
+    stops (:meth:`policy`), and the gathers of every rank's record (a checkpoint's, the results)."""
 
     def __init__(
         self, comm: Any, ctx: Context, plan: Plan, give_up_s: float, checkpoints: Checkpoints, steps_before: int
@@ -362,8 +330,7 @@ class _Rank:
         return allgather_bytes(self.comm, _record(done, self.ctx, with_words), self.give_up_s, what)
 
     def save(self, done: int) -> None:
-        """The checkpoint at this boundary: collective (every rank's record to rank 0, which
-        writes it), but for the end's, whose records the results gathered."""
+        """The checkpoint at this boundary (collective: rank 0 writes every rank's record)."""
         records = self.final or self._gather(done, False, f"the checkpoint at step {self.steps_before + done}")
         got = [_unrecord(r) for r in records]
         self.checkpoints.save(done, Snapshot.of(len(got), lambda m: (got[m][4], got[m][1], got[m][3])))

@@ -1,20 +1,10 @@
-"""The round of the ``mpi`` backend (SPEC 9) as an MPI collective: :class:`MpiExchange`, and how
-MPI is loaded and polled.
+"""The round of the ``mpi`` backend (SPEC 9) as an MPI collective (:class:`MpiExchange`), and how MPI
+is loaded and polled.
 
-``round(n)`` starts an allgather of this rank's 12-word message (the 8 slot words, the round
-number, the control flags, the rank) for parity ``n mod 2`` (a persistent
-``MPI_Allgather_init`` request, or ``Iallgather`` before MPI 4) and polls it until it completes
-or the round's timeout passes; the receive buffer is in rank order, so the fold is too.
-
-- A collective matches the i-th call of every rank: the page's counters are implicit, and a
-  completed round whose round numbers differ stops the run (the ranks run different plans).
-- A collective cannot be cancelled: on a timeout the request is kept and the next TASK's
-  ``round(n)`` tests the same request; a new round asked while one is outstanding is an error.
-- One round is outstanding at a time, so two receive buffers (the two parities) are enough.
-- :func:`poll` tests back to back for 20 ms, then naps growing to 1 ms.  :func:`load` sets
-  MPICH's progress throttle (``MPIR_CVAR_CH4_PROGRESS_THROTTLE=1``, unless the environment says
-  otherwise) so that a failed test yields the core; with any other MPI, :func:`poll` calls
-  ``os.sched_yield()`` after each failed test."""
+A round is an allgather of each rank's 12-word message (slot words, round number, flags, rank), a
+persistent request per parity where MPI 4 has them.  A collective cannot be cancelled: a round
+that times out stays outstanding and the next TASK resumes it.  :func:`poll` spins 20 ms, then naps;
+:func:`load` turns on MPICH's progress throttle so that a failed test yields the core."""
 
 from __future__ import annotations
 
@@ -51,8 +41,7 @@ class MpiUnavailable(ValueError):
 
 
 def load() -> ModuleType:
-    """``mpi4py.MPI``, initialising MPI on first use; :class:`MpiUnavailable` with the install
-    hint when mpi4py or its MPI library is missing."""
+    """``mpi4py.MPI``, initialising MPI on first use; :class:`MpiUnavailable` where it is missing."""
     if "mpi4py.MPI" not in sys.modules:
         try:
             import mpi4py  # noqa: F401
@@ -129,8 +118,7 @@ def read_round(recv: np.ndarray, lo: np.uint32, hi: np.uint32) -> tuple[int, int
 
 
 class MpiExchange:
-    """This rank's :class:`~meshnb.exchange.Exchange` on an MPI communicator (see the module
-    docstring).  Creating one is collective over ``comm``; so is :meth:`close`."""
+    """This rank's :class:`~meshnb.exchange.Exchange` on an MPI communicator; made and closed collectively."""
 
     def __init__(self, comm: Any, timeout_s: float, persistent: bool | None = None, start_s: float = START_S) -> None:
         MPI = load()
@@ -181,9 +169,8 @@ class MpiExchange:
         self._send[parity, :EX_SLOT_WORDS] = words
 
     def round(self, n: int) -> bool:
-        """Publish this rank's slot of parity ``n mod 2`` for round ``n`` and wait for every rank's,
-        at most ``timeout_s``; on a timeout the collective stays outstanding and a later
-        ``round(n)`` resumes it."""
+        """Publish this rank's slot for round ``n`` and wait for every rank's, at most ``timeout_s``
+        (a timed-out collective stays outstanding: a later ``round(n)`` resumes it)."""
         if self._active is None:
             if n == self.completed:
                 return True  # already complete: every rank reached n
@@ -262,8 +249,7 @@ class MpiExchange:
         return self._active_round if self._active is not None else 0
 
     def close(self, seconds: float) -> None:
-        """Collective: receive every timeout notice sent to this rank, complete the sends, and
-        free the requests and the notices' communicator.  No round may be outstanding."""
+        """Collective: take every timeout notice, complete the sends, free the requests (no round outstanding)."""
         if self._active is not None:
             raise ClusterError(self.k, f"the exchange was closed with round {self._active_round} outstanding")
         MPI = self._mpi
