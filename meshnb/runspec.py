@@ -151,10 +151,11 @@ def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
     return check_int(spt, name, 1, MASK32)
 
 
-def check_step_base(base: Any, name: str = "step_base") -> int:
-    """A step base (the page's next step before the run): 0 to 2^64 - 2."""
+def check_step_base(base: Any, name: str = "step_base", *, each: bool = False) -> int:
+    """A step base (the page's next step before the run): 0 to 2^64 - 2 (``each``: one of one per system)."""
     if not is_int(base):
-        raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
+        per_system = " (or one integer per system)" if each else ""
+        raise TypeError(f"{name} must be an integer{per_system}, got {type(base).__name__} {base!r}")
     if not 0 <= base <= LAST_STEP:
         if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
             raise OptionError(f"{{{name}}} must be 0..2^64-2, got {_shown(base)}", name)
@@ -177,7 +178,7 @@ def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.
         raise TypeError(f"{name} must be an integer or one integer per system, got {type(bases).__name__}")
     if len(bases) != m:
         raise OptionError(f"{name} must be one integer or one per system ({m}), got {len(bases)}")
-    return np.array([check_step_base(b, name) for b in bases], dtype=np.uint64)
+    return np.array([check_step_base(b, name, each=True) for b in bases], dtype=np.uint64)
 
 
 # --- the step counter ----------------------------------------------------------------------------
