@@ -100,8 +100,6 @@ class OptionError(ValueError):
 
 
 # --- values ------------------------------------------------------------------------------------
-
-
 def _shown(x: Any) -> str:
     """A value as a message shows it: a numpy integer as the plain number."""
     return str(int(x)) if is_int(x) else repr(x)
@@ -186,8 +184,6 @@ def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.
 
 
 # --- the step counter ----------------------------------------------------------------------------
-
-
 def can_run(first: int, steps: int) -> bool:
     """Whether steps ``first .. first + steps - 1`` stay at or below 2^64 - 2 (the next round would wrap to 0)."""
     return steps == 0 or first + steps - 1 <= LAST_STEP
@@ -247,8 +243,6 @@ def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
 
 
 # --- LRs ---------------------------------------------------------------------------------------
-
-
 class LrChange(NamedTuple):
     """One checked LR change: SET_LR with the f32 ``word`` before the task that starts when ``step`` steps are done."""
 
@@ -475,8 +469,6 @@ def _float_words(arr: NDArray[Any], name: str) -> Words:
 
 
 # --- pages -------------------------------------------------------------------------------------
-
-
 def init_page() -> bytes:
     """The page of one system without a group right after ``init`` (SPEC 8).
 

@@ -1,6 +1,5 @@
-"""The ``meshnb`` program: its parser (every command's ``register``), Ctrl-C, SIGTERM and SIGHUP
-held as a flag (exit 130, 143, 129), and every error as one line with the one set of exit codes
-(:mod:`meshnb.cli.base`)."""
+"""The ``meshnb`` program: its parser, Ctrl-C, SIGTERM and SIGHUP held as a flag (exit 130, 143, 129),
+and every error one line with :mod:`meshnb.cli.base`'s exit codes."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-`` for an
-    option ("expected one argument"); glued, it reaches its own check.  A known option after a flag
-    (``--csv --json``) is not glued: the flag's value is missing, as argparse says."""
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``, so that a value starting with ``-`` reaches its own check
+    (argparse: "expected one argument"); a known option after a flag (``--csv --json``) is not glued."""
     actions = _all_actions(parser)
     takes_value = {
         s
@@ -73,8 +71,7 @@ def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``meshnb`` with ``argv`` in this process: returns the exit code.  Ctrl-C is a flag from here
-    on (a run stops at its next task boundary); the caller's handler is restored on return."""
+    """Run ``meshnb`` with ``argv`` in this process: the exit code (Ctrl-C a flag, the caller's handler restored)."""
     flag = InterruptFlag()
     on_main = signal.getsignal(signal.SIGINT) is not None and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
@@ -87,9 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry(flag: InterruptFlag) -> NoReturn:
-    """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
-    :func:`main`, but a Ctrl-C once the command is done changes nothing (SIGINT is then ignored, and
-    a handled one ends the process by its exit code, 130)."""
+    """The ``meshnb`` program, its SIGINT handler already ``flag``: as :func:`main`, but a Ctrl-C once the
+    command is done changes nothing (a handled one ends the process by its exit code)."""
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)

@@ -106,13 +106,10 @@ class _Summary:
     def write(self, part: Any) -> None:
         if not len(part):
             return
-        want = SUMMARY_ROWS - len(self.head)
-        if want > 0:
-            self.head.extend(part.to_records(self.names)[:want])
-        if len(part) > SUMMARY_ROWS:  # the records of the part's last systems only
-            self.tail = part[len(part) - SUMMARY_ROWS :].to_records(self.names)
-        else:
-            self.tail = (self.tail + part.to_records(self.names))[-SUMMARY_ROWS:]
+        if len(self.head) < SUMMARY_ROWS:
+            self.head.extend(part.to_records(self.names)[: SUMMARY_ROWS - len(self.head)])
+        last = part[max(0, len(part) - SUMMARY_ROWS) :].to_records(self.names)  # the part's last systems only
+        self.tail = (self.tail + last)[-SUMMARY_ROWS:]
         self.count += len(part)
         self.seconds += part.seconds
         self.first_call = max(self.first_call, part.first_call_seconds)
@@ -175,7 +172,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the sweep of ``args`` (split across an MPI job's ranks by the library), its table written as it goes."""
+    """Run the sweep of ``args`` (split across an MPI job's ranks), its table written as it goes."""
     from ..options import given_options
     from ..sweeps.job import run_to
     from ..sweeps.plan import SweepOptions, sweep_option_fields
@@ -206,13 +203,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-CLI_SPELLING = {
-    "steps": "--steps", "lrs": "--lr", "view_in": "--view-in", "step_base": "--step-base", "z": "--ieee",
-    "trace": "--trace", "loss_every": "--loss-every", "threads": "--threads", "backend": "--backend",
-}  # fmt: skip
-"""How ``meshnb sweep`` spells the sweep's options (for :meth:`~meshnb.runspec.OptionError.for_cli`)."""
-
-
 def handle(args: argparse.Namespace) -> int:
     """Run ``meshnb sweep``: write the result; returns the exit code."""
     try:
@@ -225,8 +215,11 @@ def handle(args: argparse.Namespace) -> int:
         # a stream whose reader stopped reading was given up on because of a stop: the stop's exit
         return error(str(e), EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED, root_only=True)
     except (UsageError, ValueError) as e:
+        from ..sweeps.plan import sweep_option_fields  # loaded by register
+
+        flags = {name: flag.flag for name, _, flag in sweep_option_fields() if flag.flag}
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
-        return error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e), root_only=True)
+        return error(e.for_cli(flags) if isinstance(e, option_error) else str(e), root_only=True)
     except OSError as e:
         return error(os_error_text(e), EXIT_FAILED, root_only=True)
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet
