@@ -94,10 +94,7 @@ def parse_hex_u32(text: str, what: str = "value") -> int:
     """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise)."""
     if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
         raise ValueError(f"{what}: {text!r} is not hex")
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise ValueError(f"{what}: {text!r} is not hex") from None
+    value = int(text, 16)  # any length: a power-of-two base has no digit limit
     if not 0 <= value <= MASK32 or text.strip().startswith("-"):
         raise ValueError(f"{what}: {text!r} is not a u32 in hex")
     return value
@@ -477,29 +474,19 @@ def add_flags(
         if flag.flag is None:
             continue  # library only
         group = parser if group_for is None else group_for(name, flag)
-        if flag.parse is None:  # a switch: --ieee, --trace
-            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
-        else:
-            group.add_argument(
-                flag.flag,
-                dest=name,
-                type=arg_type(flag.parse),
-                metavar=flag.metavar,
-                help=flag.help,
-                action="append" if flag.repeat else "store",
-            )
+        how: dict[str, Any] = {"action": "store_true"}  # a switch: --ieee, --trace
+        if flag.parse is not None:
+            action = "append" if flag.repeat else "store"
+            how = {"type": arg_type(flag.parse), "metavar": flag.metavar, "action": action}
+        group.add_argument(flag.flag, dest=name, help=flag.help, **how)
         if after and name in after:
             after[name]()
 
 
 def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag]]) -> dict[str, Any]:
     """The keywords of the flags given (a flag left out is not in the dict)."""
-    given: dict[str, Any] = {}
-    for name, _, flag in table:
-        value = getattr(args, name, None)
-        if flag.flag is None or value is None or value is False:
-            continue
-        given[name] = value
+    values = {name: getattr(args, name, None) for name, _, flag in table if flag.flag is not None}
+    given = {name: value for name, value in values.items() if value is not None and value is not False}
     if given.pop("z", False):  # --ieee
         given["z"] = False
     return given
@@ -535,12 +522,8 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
         )
     out = []
     for s in stalls:
-        if (
-            isinstance(s, (str, bytes))
-            or not isinstance(s, Sequence)
-            or len(s) != 3
-            or not all(is_int(x) and x >= 0 for x in s)
-        ):
+        triple = isinstance(s, Sequence) and not isinstance(s, (str, bytes)) and len(s) == 3
+        if not triple or not all(is_int(x) and x >= 0 for x in s):
             raise option_error(f"a stall is (system, task call, milliseconds), three non-negative integers, got {s!r}")
         if s[2] > MAX_WAIT_S * 1000:
             raise option_error(f"a stall lasts at most {MAX_WAIT_S * 1000:g} ms, got {s[2]}")

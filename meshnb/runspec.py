@@ -385,19 +385,16 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
     """LRs as f32 words ``[L]``, each by :func:`lr_word`'s rule; messages name ``lrs[k]``.
 
-    A ``uint32`` array of either byte order is the words; floats or signed integers are numbers.
-
     Parameters
     ----------
     lrs : LRs
-        A sequence of numbers, words or text, or an array.
+        A sequence of numbers, words or text, or an array (``uint32`` of either byte order: the words).
     name : str, default "lrs"
         The argument's name, for messages.
 
     Returns
     -------
     numpy.ndarray
-        ``[L]`` uint32.
 
     Examples
     --------
@@ -916,12 +913,11 @@ class Run:
         return Plan(self.steps, self.steps_per_task, self.set_lr, self.base)
 
     def check_can_run(self, steps: int | None = None) -> None:
-        """Refuse systems that cannot run ``steps`` steps, at a cost per start page or step base.
+        """Refuse systems that cannot run ``steps`` steps (None: the run's), at a cost per start page or step base.
 
         Parameters
         ----------
         steps : int or None, default None
-            The steps every system would run (None: the run's).
 
         Examples
         --------

@@ -47,16 +47,11 @@ def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[s
     }
     known = {s for action in actions for s in action.option_strings}  # `--csv --json`: no value given
     out: list[str] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        nxt = args[i + 1] if i + 1 < len(args) else ""
-        if args[i] in takes_value and nxt.startswith("-") and nxt != "--" and nxt.split("=")[0] not in known:
-            out.append(f"{args[i]}={args[i + 1]}")
-            i += 2
+    for arg in argv:
+        if out and out[-1] in takes_value and arg.startswith("-") and arg != "--" and arg.split("=")[0] not in known:
+            out[-1] += "=" + arg
         else:
-            out.append(args[i])
-            i += 1
+            out.append(arg)
     return out
 
 
