@@ -67,17 +67,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
-    """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name,
-    hidden names (``.page.swp``, ``.NAME.lock``) skipped; any other entry that is not a regular
-    4096-byte file (a FIFO, a dangling symlink, a directory) is refused in one line, never read."""
+    """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name, hidden
+    names (``.page.swp``) skipped; an entry that is no regular 4096-byte file is refused (a ValueError), never read."""
     if not path:  # Path('') is '.', the working directory
         raise UsageError("--view-in '': an empty path is not a file name")
     d = Path(path)
     if not d.is_dir():
-        try:
-            return [read_page(d, "--view-in")], [d.name]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        return [read_page(d, "--view-in")], [d.name]
     try:
         entries = os.listdir(d)
     except OSError as e:
@@ -86,12 +82,8 @@ def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
     if not names:
         hidden = f" (only names starting with '.', which are skipped: {len(entries)})" if entries else ""
         raise UsageError(f"--view-in {path}: no files{hidden}")
-    try:
-        check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
-        pages = [read_page(d / name, "--view-in") for name in names]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return pages, names
+    check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
+    return [read_page(d / name, "--view-in") for name in names], names
 
 
 class _Summary:
