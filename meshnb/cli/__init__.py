@@ -81,7 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The parser of ``meshnb``'s command line.
 
     Examples
     --------

@@ -97,7 +97,5 @@ def passed(cases: list[tuple[str, str]], ieee: list[tuple[str, str]], sweep_doc:
     >>> passed([("default", "PASS")], [("nan-lr", "PASS")], ok), passed([("default", "FAIL")], [], ok)
     (True, False)
     """
-    verdicts = [v for _, v in cases] + [v for _, v in ieee]
-    return (
-        all(v == "PASS" for v in verdicts) and bool(sweep_doc["pages_equal"]) and bool(sweep_doc["trace_digests_equal"])
-    )
+    same = bool(sweep_doc["pages_equal"]) and bool(sweep_doc["trace_digests_equal"])
+    return all(v == "PASS" for _, v in cases + ieee) and same
