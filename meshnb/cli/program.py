@@ -112,11 +112,6 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     except KeyboardInterrupt:
         error_line(f"meshnb: {flag.word}")
         return flag.exit_code
-    except BrokenPipeError:
-        # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
-        # stdout at /dev/null so that the interpreter's final flush does not complain.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_PIPE
     except Exception as e:
         run_interrupted = getattr(sys.modules.get("meshnb.results"), "RunInterrupted", ())
         if isinstance(e, run_interrupted):  # a run inside a command (bench's cluster paths) saw the Ctrl-C
@@ -130,7 +125,9 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):
             text, code = str(e), EXIT_USAGE
-        elif isinstance(e, OSError) and e.errno == errno.EPIPE:  # a write to a pipe whose reader is gone
+        elif isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE):
+            # the reader of stdout is gone (`meshnb train --json | head -c1`): end quietly, stdout at
+            # /dev/null so that the interpreter's final flush does not complain
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_PIPE
         elif isinstance(e, OSError):
