@@ -1,8 +1,7 @@
 """A run's options: every keyword of :func:`meshnb.train` and flag of ``meshnb train``, declared once.
 
-:class:`RunOptions` is the one table: each field's :class:`Flag` gives its flag, how the flag's
-text is parsed and its help; the library's signature, the CLI's parser and the messages are made
-from it. A fresh run's values are checked once, by the :class:`~meshnb.runspec.Run` they describe;
+:class:`RunOptions` is the one table (each field's :class:`Flag`: its flag, parser and help); a
+fresh run's values are checked once, by the :class:`~meshnb.runspec.Run` they describe;
 :func:`resolve` turns options into what a cluster backend starts from (fresh or a checkpoint's)."""
 
 from __future__ import annotations
@@ -60,8 +59,6 @@ def option_error(template: str, *names: str) -> OptionError:
 
 
 # --- parsing the command line's text (argparse ``type=`` functions) ----------------------------
-
-
 def arg_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=`` from a parser raising ValueError, its message kept; warnings go to stderr as one line."""
 
@@ -97,10 +94,7 @@ def parse_hex_u32(text: str, what: str = "value") -> int:
     """A u32 written in hex, with or without ``0x`` (a ValueError naming ``what`` otherwise)."""
     if not re.fullmatch(r"-?(0[xX])?[0-9a-fA-F]+", text):
         raise ValueError(f"{what}: {text!r} is not hex")
-    try:
-        value = int(text, 16)
-    except ValueError:
-        raise ValueError(f"{what}: {text!r} is not hex") from None
+    value = int(text, 16)  # any length: a power-of-two base has no digit limit
     if not 0 <= value <= MASK32 or text.strip().startswith("-"):
         raise ValueError(f"{what}: {text!r} is not a u32 in hex")
     return value
@@ -195,8 +189,6 @@ def _parse_stall(text: str) -> tuple[int, int, int]:
 
 
 # --- the table ---------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Flag:
     """How an option appears on the command line (``flag`` None: library only)."""
@@ -229,30 +221,26 @@ class RunOptions:
 
     Parameters
     ----------
-    steps : int or None
-        Steps to run (None: 4096; with ``resume``, the run's).
-    steps_per_task, step_base : int or None
-        STEPS_PER_TASK and the first step (0 to 2^64 - 2) written into the page (None: as it says).
-    set_lr : mapping or sequence of pairs, or None
-        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as words).
-    view_in : bytes-like or None
-        The start page (None: init's).
-    z, keep_trace, progress : bool
+    steps, steps_per_task, step_base : int or None
+        Steps to run (None: 4096; with ``resume``, the run's); STEPS_PER_TASK and the first step
+        (0 to 2^64 - 2) written into the page (None: as it says).
+    set_lr, view_in : mapping or pairs; bytes-like; or None
+        ``{step: LR}``: SET_LR before the task that starts when ``step`` steps are done (kept as
+        words); the start page (None: init's).
+    z, keep_trace, progress, overwrite_checkpoint : bool
         Float mode Z (False: plain IEEE float32, for comparison only); keep the applied sums
-        (``result.trace``); a progress bar on stderr.
-    systems : int or None
-        A cluster of this many systems (None: one system alone).
-    backend : str or None
-        Where the run executes (the glossary's backends; None: ``single`` alone, ``threads`` for a cluster).
+        (``result.trace``); a progress bar on stderr; let ``checkpoint`` replace a file that is
+        not a checkpoint of this run.
+    systems, backend : int, str or None
+        A cluster of this many systems (None: one alone); where it executes (the glossary's
+        backends; None: ``single`` alone, ``threads`` for a cluster).
     timeout_ms, give_up_s, checkpoint_every_s : float
         A round's timeout in ms; seconds without a completed step before a cluster gives up
         (:class:`~meshnb.results.ClusterError`); seconds between checkpoints.
     stalls : sequence of (int, int, int)
         ``(system, task call, ms)``: fault injection, a member sleeping before a TASK call.
     checkpoint, resume : str or path, or None
-        Where a cluster's run is written (at task boundaries, on Ctrl-C and at the end); a checkpoint to continue.
-    overwrite_checkpoint : bool
-        Let ``checkpoint`` replace an existing file that is not a checkpoint of this run.
+        Where a cluster's run is written (task boundaries, Ctrl-C, the end); a checkpoint to continue.
 
     Examples
     --------
@@ -401,12 +389,11 @@ class RunOptions:
             raise option_error("{view_in}" + detail, "view_in") from None
 
     def describe(self) -> Run:
-        """A fresh run as a :class:`~meshnb.runspec.Run`: one system alone, or one group of ``systems``.
+        """A fresh run as a :class:`~meshnb.runspec.Run` (checked when made): one system alone, or a group.
 
         Returns
         -------
         Run
-            The run, checked when the options were made.
 
         Examples
         --------
@@ -429,12 +416,11 @@ class RunOptions:
         return "single" if self.backend is None else self.backend
 
     def plan(self) -> Plan:
-        """The plan of a fresh run (a resumed one's: :func:`resolve`).
+        """The plan of a fresh run: steps, STEPS_PER_TASK, LR changes, step base (a resumed one's: :func:`resolve`).
 
         Returns
         -------
         Plan
-            Steps, STEPS_PER_TASK, LR changes and step base.
 
         Examples
         --------
@@ -455,7 +441,6 @@ class RunOptions:
         Returns
         -------
         RunOptions
-            The options, checked.
 
         Examples
         --------
@@ -489,29 +474,19 @@ def add_flags(
         if flag.flag is None:
             continue  # library only
         group = parser if group_for is None else group_for(name, flag)
-        if flag.parse is None:  # a switch: --ieee, --trace
-            group.add_argument(flag.flag, dest=name, action="store_true", help=flag.help)
-        else:
-            group.add_argument(
-                flag.flag,
-                dest=name,
-                type=arg_type(flag.parse),
-                metavar=flag.metavar,
-                help=flag.help,
-                action="append" if flag.repeat else "store",
-            )
+        how: dict[str, Any] = {"action": "store_true"}  # a switch: --ieee, --trace
+        if flag.parse is not None:
+            action = "append" if flag.repeat else "store"
+            how = {"type": arg_type(flag.parse), "metavar": flag.metavar, "action": action}
+        group.add_argument(flag.flag, dest=name, help=flag.help, **how)
         if after and name in after:
             after[name]()
 
 
 def given_options(args: argparse.Namespace, table: Iterable[tuple[str, Any, Flag]]) -> dict[str, Any]:
     """The keywords of the flags given (a flag left out is not in the dict)."""
-    given: dict[str, Any] = {}
-    for name, _, flag in table:
-        value = getattr(args, name, None)
-        if flag.flag is None or value is None or value is False:
-            continue
-        given[name] = value
+    values = {name: getattr(args, name, None) for name, _, flag in table if flag.flag is not None}
+    given = {name: value for name, value in values.items() if value is not None and value is not False}
     if given.pop("z", False):  # --ieee
         given["z"] = False
     return given
@@ -547,12 +522,8 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
         )
     out = []
     for s in stalls:
-        if (
-            isinstance(s, (str, bytes))
-            or not isinstance(s, Sequence)
-            or len(s) != 3
-            or not all(is_int(x) and x >= 0 for x in s)
-        ):
+        triple = isinstance(s, Sequence) and not isinstance(s, (str, bytes)) and len(s) == 3
+        if not triple or not all(is_int(x) and x >= 0 for x in s):
             raise option_error(f"a stall is (system, task call, milliseconds), three non-negative integers, got {s!r}")
         if s[2] > MAX_WAIT_S * 1000:
             raise option_error(f"a stall lasts at most {MAX_WAIT_S * 1000:g} ms, got {s[2]}")
@@ -563,8 +534,6 @@ def check_stalls(stalls: Sequence[Sequence[int]], n: int | None) -> tuple[tuple[
 
 
 # --- where a cluster run starts ----------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Start:
     """A cluster run as a backend starts it: members, this call's plan, steps before, mode, checkpoint (None: fresh)."""

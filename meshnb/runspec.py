@@ -2,8 +2,7 @@
 
 A wrong type is a :class:`TypeError`, a bad value an :class:`OptionError` naming the argument as
 the caller spelled it; ``bool`` is no integer; an LR is a number (rounded to float32) or an f32
-word asked for explicitly (a numpy ``uint32`` or text ``0x...``); a page can run ``n`` more steps
-when its STEPS_PER_TASK is not 0 and its steps stay at or below 2^64 - 2."""
+word asked for explicitly (a numpy ``uint32`` or text ``0x...``)."""
 
 from __future__ import annotations
 
@@ -54,8 +53,8 @@ class OptionError(ValueError):
     Parameters
     ----------
     template : str
-        The message, a ``{name}`` placeholder for each argument it names (the names follow):
-        ``str(e)`` spells them as the library's keywords, :meth:`for_cli` as command-line flags.
+        The message, a ``{name}`` placeholder for each of ``names``: ``str(e)`` spells them as
+        the library's keywords, :meth:`for_cli` as command-line flags.
     library, flags : mapping or None, default None
         How the library and the command line spell a name (where not as its keyword).
 
@@ -88,7 +87,6 @@ class OptionError(ValueError):
         Returns
         -------
         str
-            The one-line message a command prints.
 
         Examples
         --------
@@ -102,42 +100,49 @@ class OptionError(ValueError):
 
 
 # --- values ------------------------------------------------------------------------------------
-
-
 def _shown(x: Any) -> str:
     """A value as a message shows it: a numpy integer as the plain number."""
     return str(int(x)) if is_int(x) else repr(x)
 
 
+def _wrong_type(x: Any, name: str, rule: str) -> TypeError:
+    """``{name} must be {rule}, got {type} {x!r}``: the one shape of a value of the wrong type."""
+    return TypeError(f"{name} must be {rule}, got {type(x).__name__} {x!r}")
+
+
+def _out_of_range(name: str, rule: str, shown: str, whole: bool = False) -> OptionError:
+    """``{name} must be {rule}, got {shown}``, the argument (``set_lr`` of ``set_lr's step``; ``whole``:
+    only a name that is all identifier) a placeholder, spelled as a flag on a command line."""
+    base = re.match(r"[A-Za-z_]\w*", name)
+    if base is None or (whole and not name.isidentifier()):
+        return OptionError(f"{name} must be {rule}, got {shown}")
+    rest = name[base.end() :].replace("{", "{{").replace("}", "}}")
+    return OptionError(f"{{{base.group()}}}{rest} must be {rule}, got {shown}", base.group())
+
+
 def check_int(x: Any, name: str, lo: int, hi: int) -> int:
-    """``x`` as an ``int`` from ``lo`` to ``hi``: a TypeError for a non-integer (a bool too), an OptionError outside."""
+    """``x`` as an ``int`` from ``lo`` to ``hi`` (a bool is no integer)."""
     if not is_int(x):
-        raise TypeError(f"{name} must be an integer from {lo} to {hi}, got {type(x).__name__} {x!r}")
+        raise _wrong_type(x, name, f"an integer from {lo} to {hi}")
     if not lo <= x <= hi:
-        # the argument (``set_lr`` of ``set_lr's step``): a flag on a command line
-        base = re.match(r"[A-Za-z_]\w*", name)
-        if base is None:
-            raise OptionError(f"{name} must be an integer from {lo} to {hi}, got {_shown(x)}")
-        rest = name[base.end() :].replace("{", "{{").replace("}", "}}")
-        raise OptionError(
-            f"{{{base.group()}}}{rest} must be an integer from {lo} to {hi}, got {_shown(x)}", base.group()
-        )
+        raise _out_of_range(name, f"an integer from {lo} to {hi}", _shown(x))
     return int(x)
 
 
 def check_bool(x: Any, name: str) -> bool:
-    """``x`` as a ``bool`` (``True``/``False`` or numpy's), else a TypeError."""
+    """``x`` as a ``bool`` (``True``/``False`` or numpy's)."""
     if not isinstance(x, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(x).__name__} {x!r}")
+        raise _wrong_type(x, name, "True or False")
     return bool(x)
 
 
 def check_number(x: Any, name: str, top: float) -> float:
-    """``x`` as a float above 0 and at most ``top`` (a TypeError for a non-number)."""
+    """``x`` as a float above 0 and at most ``top``."""
+    rule = f"a number above 0 and at most {top:g}"
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number above 0 and at most {top:g}, got {type(x).__name__} {x!r}")
+        raise _wrong_type(x, name, rule)
     if not 0 < x <= top:
-        raise OptionError(f"{{{name}}} must be a number above 0 and at most {top:g}, got {x!r}", name)
+        raise _out_of_range(name, rule, repr(x))
     return float(x)
 
 
@@ -151,14 +156,12 @@ def check_steps_per_task(spt: Any, name: str = "steps_per_task") -> int:
     return check_int(spt, name, 1, MASK32)
 
 
-def check_step_base(base: Any, name: str = "step_base") -> int:
-    """A step base (the page's next step before the run): 0 to 2^64 - 2."""
+def check_step_base(base: Any, name: str = "step_base", *, each: bool = False) -> int:
+    """A step base (the page's next step before the run): 0 to 2^64 - 2 (``each``: one of one per system)."""
     if not is_int(base):
-        raise TypeError(f"{name} must be an integer (or one integer per system), got {type(base).__name__} {base!r}")
+        raise _wrong_type(base, name, "an integer" + (" (or one integer per system)" if each else ""))
     if not 0 <= base <= LAST_STEP:
-        if name.isidentifier():  # a keyword: spelled as its flag by OptionError.for_cli
-            raise OptionError(f"{{{name}}} must be 0..2^64-2, got {_shown(base)}", name)
-        raise OptionError(f"{name} must be 0..2^64-2, got {_shown(base)}")
+        raise _out_of_range(name, "0..2^64-2", _shown(base), whole=True)
     return int(base)
 
 
@@ -177,32 +180,35 @@ def step_bases(bases: Any, m: int, name: str = "step_base") -> int | NDArray[np.
         raise TypeError(f"{name} must be an integer or one integer per system, got {type(bases).__name__}")
     if len(bases) != m:
         raise OptionError(f"{name} must be one integer or one per system ({m}), got {len(bases)}")
-    return np.array([check_step_base(b, name) for b in bases], dtype=np.uint64)
+    return np.array([check_step_base(b, name, each=True) for b in bases], dtype=np.uint64)
 
 
 # --- the step counter ----------------------------------------------------------------------------
-
-
 def can_run(first: int, steps: int) -> bool:
     """Whether steps ``first .. first + steps - 1`` stay at or below 2^64 - 2 (the next round would wrap to 0)."""
     return steps == 0 or first + steps - 1 <= LAST_STEP
 
 
-def wrap_message(first: int, steps: int) -> str:
-    """Why a page whose next step is ``first`` cannot run ``steps`` more steps."""
-    return f"steps {first} .. {first + steps - 1} reach 2^64-1, whose round would wrap to 0"
-
-
-SPT_ZERO = "the page's STEPS_PER_TASK is 0: its tasks would never progress"
+def _refuse_first(bad: NDArray[np.bool_], why: str, stride: int | None) -> None:
+    """Refuse the first page of ``bad`` (page ``i``: systems ``i * stride ..``; None: one page, no system named)."""
+    if bad.any():
+        raise OptionError(why if stride is None else f"system {int(np.argmax(bad)) * stride}: {why}")
 
 
 def check_tasks_progress(spt: NDArray[np.uint32], steps: int, stride: int | None = None) -> None:
-    """Refuse pages (``spt`` one word each, page ``i`` systems ``i * stride ..``) whose STEPS_PER_TASK is 0 (SPEC 8)."""
-    if not steps:
+    """Refuse pages (``spt`` one word each) whose STEPS_PER_TASK is 0 (SPEC 8)."""
+    if steps:
+        _refuse_first(np.asarray(spt) == 0, "the page's STEPS_PER_TASK is 0: its tasks would never progress", stride)
+
+
+def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int | None = 1) -> None:
+    """Refuse the first of ``first`` (one next step a page) that cannot run ``steps`` more steps."""
+    if not steps or not first.size:
         return
-    zero = np.asarray(spt) == 0
-    if zero.any():
-        raise OptionError(SPT_ZERO if stride is None else f"system {int(np.argmax(zero)) * stride}: {SPT_ZERO}")
+    late = first > np.uint64(LAST_STEP - (steps - 1)) if steps - 1 <= LAST_STEP else np.ones(first.shape, bool)
+    if late.any():
+        at = int(first[int(np.argmax(late))])
+        _refuse_first(late, f"steps {at} .. {at + steps - 1} reach 2^64-1, whose round would wrap to 0", stride)
 
 
 def check_can_run(first: int, steps: int, steps_per_task: int | None = None) -> None:
@@ -236,20 +242,7 @@ def check_words_can_run(words: Words, steps: int, stride: int = 1) -> None:
     check_first_steps(next_steps(words), steps, stride)
 
 
-def check_first_steps(first: NDArray[np.uint64], steps: int, stride: int | None = 1) -> None:
-    """Refuse the first of ``first`` (one per ``stride`` systems; None: one page) that cannot run ``steps``."""
-    if not steps or not first.size:
-        return
-    late = first > np.uint64(LAST_STEP - (steps - 1)) if steps - 1 <= LAST_STEP else np.ones(first.shape, bool)
-    if late.any():
-        i = int(np.argmax(late))
-        why = wrap_message(int(first[i]), steps)
-        raise OptionError(why if stride is None else f"system {i * stride}: {why}")
-
-
 # --- LRs ---------------------------------------------------------------------------------------
-
-
 class LrChange(NamedTuple):
     """One checked LR change: SET_LR with the f32 ``word`` before the task that starts when ``step`` steps are done."""
 
@@ -392,19 +385,16 @@ def lr_changes(set_lr: Any, steps: int, name: str = "set_lr") -> tuple[LrChange,
 def lr_words(lrs: Any, name: str = "lrs") -> Words:
     """LRs as f32 words ``[L]``, each by :func:`lr_word`'s rule; messages name ``lrs[k]``.
 
-    A ``uint32`` array of either byte order is the words; floats or signed integers are numbers.
-
     Parameters
     ----------
     lrs : LRs
-        A sequence of numbers, words or text, or an array.
+        A sequence of numbers, words or text, or an array (``uint32`` of either byte order: the words).
     name : str, default "lrs"
         The argument's name, for messages.
 
     Returns
     -------
     numpy.ndarray
-        ``[L]`` uint32.
 
     Examples
     --------
@@ -476,8 +466,6 @@ def _float_words(arr: NDArray[Any], name: str) -> Words:
 
 
 # --- pages -------------------------------------------------------------------------------------
-
-
 def init_page() -> bytes:
     """The page of one system without a group right after ``init`` (SPEC 8).
 
@@ -621,8 +609,7 @@ class Plan:
     steps_per_task, step_base : int or None, default None
         STEPS_PER_TASK and the next step to set first (None: as the page says).
     set_lr : tuple of (int, int), default ()
-        ``(step, f32 word)`` pairs in step order: SET_LR with the word before the task that starts
-        when ``step`` steps are done (``step == steps``: the final page only).
+        ``(step, f32 word)`` in step order: SET_LR before the task that starts when ``step`` steps are done.
 
     Examples
     --------
@@ -653,19 +640,18 @@ class Plan:
         set_lr: Mapping[int, Any] | Sequence[Sequence[Any]] | None = None,
         step_base: int | None = None,
     ) -> Plan:
-        """A plan from ``train``-style arguments: ``set_lr`` a dict or pairs, each LR as ``train`` reads it.
+        """A plan from ``train``-style arguments, its LR changes sorted by step.
 
         Parameters
         ----------
         steps, steps_per_task, step_base : int or None
             As :class:`Plan`'s.
         set_lr : mapping or sequence of pairs, or None
-            ``{step: LR}`` or ``(step, LR)`` pairs.
+            ``{step: LR}`` or ``(step, LR)`` pairs, each LR as ``train`` reads it.
 
         Returns
         -------
         Plan
-            The plan, its LR changes sorted by step.
 
         Examples
         --------
@@ -685,7 +671,6 @@ class Plan:
         Returns
         -------
         list of int
-            The words, in order (none: empty).
 
         Examples
         --------
@@ -699,10 +684,8 @@ class Plan:
 
         Parameters
         ----------
-        spt : int
-            The page's STEPS_PER_TASK.
-        done : int
-            The steps of this call done.
+        spt, done : int
+            The page's STEPS_PER_TASK; the steps of this call done.
 
         Returns
         -------
@@ -730,24 +713,18 @@ class Run:
 
     Parameters
     ----------
-    starts : numpy.ndarray
-        ``[P, 1024]`` uint32: the distinct start pages.
-    lr : numpy.ndarray or None
-        ``[L]`` uint32 LR words set before the first step (None: each page's own).
+    starts, lr : numpy.ndarray
+        ``[P, 1024]`` uint32 start pages; ``[L]`` uint32 LR words set first (None: each page's own).
     base : int, numpy.ndarray or None
         The step base of every system, or uint64 ``[M]`` (None: each page's own).
     z : bool
         Float mode Z.
     steps_per_task : int or None, default None
         STEPS_PER_TASK written into every page (None: each page's own).
-    steps : int, default 4096
-        The steps of every system.
-    set_lr : tuple of LrChange, default ()
-        SET_LR during the run, sorted by step.
-    group : int, default 0
-        Members of a cluster (0: every system alone).
-    backend : str or None, default None
-        Where the run executes (None: not chosen).
+    steps, set_lr : default 4096, ()
+        The steps of every system; its SET_LR (:class:`LrChange`), sorted by step.
+    group, backend : default 0, None
+        Members of a cluster (0: every system alone); where the run executes (None: not chosen).
 
     Examples
     --------
@@ -817,7 +794,6 @@ class Run:
         Returns
         -------
         Run
-            The same systems, grouped.
 
         Examples
         --------
@@ -832,7 +808,7 @@ class Run:
         Parameters
         ----------
         lo, hi : int
-            The systems ``lo .. hi-1``.
+            Systems ``lo .. hi-1``.
 
         Returns
         -------
@@ -852,7 +828,7 @@ class Run:
         Parameters
         ----------
         lo, hi : int
-            The systems ``lo .. hi-1``.
+            Systems ``lo .. hi-1``.
 
         Returns
         -------
@@ -874,12 +850,12 @@ class Run:
         Parameters
         ----------
         lo, hi : int
-            The systems ``lo .. hi-1``.
+            Systems ``lo .. hi-1``.
 
         Returns
         -------
         numpy.ndarray
-            ``[hi - lo, 1024]`` uint32 (a new array).
+            ``[hi - lo, 1024]`` uint32, a new array.
 
         Examples
         --------
@@ -902,7 +878,7 @@ class Run:
         Parameters
         ----------
         lo, hi : int
-            The systems ``lo .. hi-1``.
+            Systems ``lo .. hi-1``.
 
         Returns
         -------
@@ -926,7 +902,6 @@ class Run:
         Returns
         -------
         Plan
-            The run's plan.
 
         Examples
         --------
@@ -938,12 +913,11 @@ class Run:
         return Plan(self.steps, self.steps_per_task, self.set_lr, self.base)
 
     def check_can_run(self, steps: int | None = None) -> None:
-        """Refuse systems that cannot run ``steps`` steps, at a cost per start page or step base.
+        """Refuse systems that cannot run ``steps`` steps (None: the run's), at a cost per start page or step base.
 
         Parameters
         ----------
         steps : int or None, default None
-            The steps every system would run (None: the run's).
 
         Examples
         --------
@@ -987,22 +961,17 @@ def describe(
     ----------
     steps : int
         Steps of every system.
-    lrs : LRs or None
-        One system per LR and start page (None: each page's own LR), :func:`lr_words`' rule.
-    view_in : Pages or None
-        The start pages (None: the init page), :func:`page_words`' rule.
-    step_base : StepBases or None
-        The first step of every system, or one per system (None: each page's own).
+    lrs, view_in : LRs, Pages or None
+        One system per LR (:func:`lr_words`; None: each page's own) and start page
+        (:func:`page_words`; None: the init page).
+    step_base, steps_per_task : StepBases, int or None
+        The first step of every system, or one per system; STEPS_PER_TASK (None: each page's own).
     z : bool, default True
         Float mode Z.
-    steps_per_task : int or None, default None
-        STEPS_PER_TASK of every page (None: each page's own).
     set_lr : mapping or pairs, or None
         LR changes during the run, :func:`lr_changes`' rule.
-    group : int, default 0
-        Members of a cluster (0: every system alone).
-    backend : str or None, default None
-        Where it runs, checked by the caller's options table.
+    group, backend : int, str or None
+        Members of a cluster (0: every system alone); where it runs (the caller's table checks it).
     one_page : bool, default False
         ``view_in`` is exactly one page and ``step_base`` one integer (``train``'s).
 

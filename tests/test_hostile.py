@@ -913,3 +913,31 @@ def test_junk_in_meshnb_pin_members_is_one_line_naming_the_variable(monkeypatch,
         )
     monkeypatch.setenv("MESHNB_PIN_MEMBERS", "1")
     assert main(["train", "--steps", "3", "--systems", "2", "--backend", "threads"]) == 0
+
+
+def _step_base_refusal(call: str) -> str:
+    """The TypeError's message of one entry point given a step base that is no integer."""
+    import meshnb
+    from meshnb.conformance.check import setup_from_run
+    from meshnb.runspec import Plan, init_page
+
+    calls = {
+        "train": lambda: meshnb.train(1, step_base=[0, 5]),
+        "train-str": lambda: meshnb.train(1, step_base="5"),
+        "plan": lambda: Plan(1, step_base=1.0),
+        "check": lambda: setup_from_run(init_page(), 1, step_base=[0, 5]),  # type: ignore[arg-type]
+        "sweep": lambda: meshnb.sweep(1, step_base="5"),
+        "sweep-each": lambda: meshnb.sweep(1, lrs=[0.5, 0.25], step_base=[0, "5"]),
+    }
+    with pytest.raises(TypeError) as e:
+        calls[call]()
+    return str(e.value)
+
+
+@pytest.mark.parametrize("call", ["train", "train-str", "plan", "check", "sweep", "sweep-each"])
+def test_step_base_refusal_offers_what_its_entry_point_takes(call: str) -> None:
+    """A step base that is no integer: each entry point's message offers one per system only where
+    it takes one per system (sweep), never where it takes one base (train, a plan, a check's run)."""
+    said = _step_base_refusal(call)
+    assert said.startswith("step_base must be an integer")
+    assert ("one integer per system" in said) == call.startswith("sweep"), said

@@ -1,9 +1,8 @@
 """The command line: ``meshnb train``, ``sweep``, ``bench``, ``ops``/``pack``/``check`` (checking an
 executor) and ``ptx``/``gpu-check`` (the CUDA image); also ``python -m meshnb``.
 
-One module per command, each with its ``register``; :mod:`meshnb.cli.base` holds what they share,
-:mod:`meshnb.cli.program` the program itself.  This module imports nothing at the top: the
-``meshnb`` program holds Ctrl-C as a flag from its first line (:func:`entry`)."""
+One module per command (its ``register``), :mod:`meshnb.cli.base` what they share,
+:mod:`meshnb.cli.program` the program; nothing imported here at the top (:func:`entry`)."""
 
 from __future__ import annotations
 
@@ -17,10 +16,9 @@ __all__ = ["build_parser", "entry", "main"]
 
 
 def entry() -> NoReturn:
-    """The ``meshnb`` program (its console script and ``python -m meshnb``): reads ``sys.argv`` and
-    ends the process with the command's exit code (:mod:`meshnb.cli.base`'s); from Python, :func:`main`.
+    """The ``meshnb`` program (console script, ``python -m meshnb``): runs ``sys.argv``, exits with its code.
 
-    Ctrl-C, SIGTERM and SIGHUP become a flag before anything else is imported, and stdout and stderr
+    Ctrl-C, SIGTERM and SIGHUP become a flag before anything else is imported; stdout and stderr
     get writers that never drop a byte (:func:`meshnb.files.install_std_streams`).
 
     Raises
@@ -57,14 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     Parameters
     ----------
     argv : sequence of str, optional
-        The command and its flags, as after ``meshnb`` on the command line (``sys.argv[1:]`` by
-        default).  Every command and flag: [the CLI reference](../reference/cli.md).
+        The command and its flags, as after ``meshnb`` (``sys.argv[1:]`` by default): [the CLI
+        reference](../reference/cli.md).
 
     Returns
     -------
     int
-        The exit code: 0 success, 1 a run that failed, 2 bad usage (with one line on stderr),
-        130 Ctrl-C.
+        The exit code: 0 success, 1 a run that failed, 2 bad usage (one line on stderr), 130 Ctrl-C.
 
     Examples
     --------
@@ -84,7 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The parser of ``meshnb``'s command line.
 
     Examples
     --------

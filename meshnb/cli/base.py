@@ -66,8 +66,7 @@ def error(text: str, code: int = EXIT_USAGE, *, root_only: bool = False) -> int:
 
 
 def error_line(line: str, *, root_only: bool = False) -> None:
-    """One line on stderr (``root_only``: from rank 0 of an MPI job alone); nothing where stderr
-    cannot be written (a full disk, a closed pipe): the exit code still says what happened."""
+    """One line on stderr (``root_only``: from an MPI job's rank 0 alone); nothing where it cannot be written."""
     import contextlib
 
     if root_only:
@@ -80,8 +79,7 @@ def error_line(line: str, *, root_only: bool = False) -> None:
 
 
 def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
-    """The command runs on MPI ranks (``--backend mpi``); with ``args`` None (the arguments did not
-    parse) the flag is looked for in ``argv``."""
+    """The command runs on MPI ranks (``--backend mpi``); with ``args`` None (no parse), as ``argv`` says."""
     if args is not None:
         return getattr(args, "backend", None) == "mpi"
     a = list(sys.argv[1:] if argv is None else argv)
@@ -89,8 +87,7 @@ def is_mpi_run(args: argparse.Namespace | None, argv: Sequence[str] | None = Non
 
 
 def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -> bool:
-    """False on the MPI ranks other than 0 (``--backend mpi``): they print nothing but their own
-    failures, and an error in the arguments is printed once, by rank 0."""
+    """False on the MPI ranks other than 0: they print nothing but their own failures."""
     if not is_mpi_run(args, argv):
         return True
     from ..backends.mpi_exchange import is_root
@@ -99,8 +96,7 @@ def prints(args: argparse.Namespace | None, argv: Sequence[str] | None = None) -
 
 
 def names_stdout(path: str) -> bool:
-    """Whether ``path`` is the very file stdout writes to (the same device and inode); ``/dev/null`` is
-    not, nor a name that does not exist yet."""
+    """Whether ``path`` is the very file stdout writes to (same device and inode; ``/dev/null`` never)."""
     try:
         out, st = os.fstat(1), os.stat(path)
         return (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino) and not os.path.samefile(path, os.devnull)

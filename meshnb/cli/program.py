@@ -1,6 +1,5 @@
-"""The ``meshnb`` program: its parser (every command's ``register``), Ctrl-C, SIGTERM and SIGHUP
-held as a flag (exit 130, 143, 129), and every error as one line with the one set of exit codes
-(:mod:`meshnb.cli.base`)."""
+"""The ``meshnb`` program: its parser, Ctrl-C, SIGTERM and SIGHUP held as a flag (exit 130, 143, 129),
+and every error one line with :mod:`meshnb.cli.base`'s exit codes."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``--flag -1:0:0`` -> ``--flag=-1:0:0``: argparse would take a value that starts with ``-`` for an
-    option ("expected one argument"); glued, it reaches its own check.  A known option after a flag
-    (``--csv --json``) is not glued: the flag's value is missing, as argparse says."""
+    """``--flag -1:0:0`` -> ``--flag=-1:0:0``, so that a value starting with ``-`` reaches its own check
+    (argparse: "expected one argument"); a known option after a flag (``--csv --json``) is not glued."""
     actions = _all_actions(parser)
     takes_value = {
         s
@@ -49,16 +47,11 @@ def _glue_values(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[s
     }
     known = {s for action in actions for s in action.option_strings}  # `--csv --json`: no value given
     out: list[str] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        nxt = args[i + 1] if i + 1 < len(args) else ""
-        if args[i] in takes_value and nxt.startswith("-") and nxt != "--" and nxt.split("=")[0] not in known:
-            out.append(f"{args[i]}={args[i + 1]}")
-            i += 2
+    for arg in argv:
+        if out and out[-1] in takes_value and arg.startswith("-") and arg != "--" and arg.split("=")[0] not in known:
+            out[-1] += "=" + arg
         else:
-            out.append(args[i])
-            i += 1
+            out.append(arg)
     return out
 
 
@@ -73,8 +66,7 @@ def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``meshnb`` with ``argv`` in this process: returns the exit code.  Ctrl-C is a flag from here
-    on (a run stops at its next task boundary); the caller's handler is restored on return."""
+    """Run ``meshnb`` with ``argv`` in this process: the exit code (Ctrl-C a flag, the caller's handler restored)."""
     flag = InterruptFlag()
     on_main = signal.getsignal(signal.SIGINT) is not None and threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, flag) if on_main else None
@@ -87,9 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry(flag: InterruptFlag) -> NoReturn:
-    """The ``meshnb`` program, its SIGINT handler already ``flag`` (:func:`meshnb.cli.entry`): as
-    :func:`main`, but a Ctrl-C once the command is done changes nothing (SIGINT is then ignored, and
-    a handled one ends the process by its exit code, 130)."""
+    """The ``meshnb`` program, its SIGINT handler already ``flag``: as :func:`main`, but a Ctrl-C once the
+    command is done changes nothing (a handled one ends the process by its exit code)."""
     code = _main(None, flag)
     for s in STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
@@ -121,11 +112,6 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
     except KeyboardInterrupt:
         error_line(f"meshnb: {flag.word}")
         return flag.exit_code
-    except BrokenPipeError:
-        # The reader of stdout is gone (`meshnb train --json | head -c1`): end quietly; point
-        # stdout at /dev/null so that the interpreter's final flush does not complain.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_PIPE
     except Exception as e:
         run_interrupted = getattr(sys.modules.get("meshnb.results"), "RunInterrupted", ())
         if isinstance(e, run_interrupted):  # a run inside a command (bench's cluster paths) saw the Ctrl-C
@@ -139,7 +125,9 @@ def _main(argv: Sequence[str] | None, flag: InterruptFlag) -> int:
             text, code = e.for_cli(), EXIT_USAGE
         elif isinstance(e, (UsageError, ValueError)):
             text, code = str(e), EXIT_USAGE
-        elif isinstance(e, OSError) and e.errno == errno.EPIPE:  # a write to a pipe whose reader is gone
+        elif isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE):
+            # the reader of stdout is gone (`meshnb train --json | head -c1`): end quietly, stdout at
+            # /dev/null so that the interpreter's final flush does not complain
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_PIPE
         elif isinstance(e, OSError):

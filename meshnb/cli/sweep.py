@@ -67,17 +67,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
-    """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name,
-    hidden names (``.page.swp``, ``.NAME.lock``) skipped; any other entry that is not a regular
-    4096-byte file (a FIFO, a dangling symlink, a directory) is refused in one line, never read."""
+    """The start pages of ``--view-in PATH``: the page file, or each entry of the directory by name, hidden
+    names (``.page.swp``) skipped; an entry that is no regular 4096-byte file is refused (a ValueError), never read."""
     if not path:  # Path('') is '.', the working directory
         raise UsageError("--view-in '': an empty path is not a file name")
     d = Path(path)
     if not d.is_dir():
-        try:
-            return [read_page(d, "--view-in")], [d.name]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        return [read_page(d, "--view-in")], [d.name]
     try:
         entries = os.listdir(d)
     except OSError as e:
@@ -86,12 +82,8 @@ def _read_pages(path: str) -> tuple[list[bytes], list[str]]:
     if not names:
         hidden = f" (only names starting with '.', which are skipped: {len(entries)})" if entries else ""
         raise UsageError(f"--view-in {path}: no files{hidden}")
-    try:
-        check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
-        pages = [read_page(d / name, "--view-in") for name in names]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return pages, names
+    check_fits(4096 * len(names), f"--view-in {path}: {len(names)} pages", "split the directory")
+    return [read_page(d / name, "--view-in") for name in names], names
 
 
 class _Summary:
@@ -106,13 +98,10 @@ class _Summary:
     def write(self, part: Any) -> None:
         if not len(part):
             return
-        want = SUMMARY_ROWS - len(self.head)
-        if want > 0:
-            self.head.extend(part.to_records(self.names)[:want])
-        if len(part) > SUMMARY_ROWS:  # the records of the part's last systems only
-            self.tail = part[len(part) - SUMMARY_ROWS :].to_records(self.names)
-        else:
-            self.tail = (self.tail + part.to_records(self.names))[-SUMMARY_ROWS:]
+        if len(self.head) < SUMMARY_ROWS:
+            self.head.extend(part.to_records(self.names)[: SUMMARY_ROWS - len(self.head)])
+        last = part[max(0, len(part) - SUMMARY_ROWS) :].to_records(self.names)  # the part's last systems only
+        self.tail = (self.tail + last)[-SUMMARY_ROWS:]
         self.count += len(part)
         self.seconds += part.seconds
         self.first_call = max(self.first_call, part.first_call_seconds)
@@ -175,7 +164,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the sweep of ``args`` (split across an MPI job's ranks by the library), its table written as it goes."""
+    """Run the sweep of ``args`` (split across an MPI job's ranks), its table written as it goes."""
     from ..options import given_options
     from ..sweeps.job import run_to
     from ..sweeps.plan import SweepOptions, sweep_option_fields
@@ -206,13 +195,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-CLI_SPELLING = {
-    "steps": "--steps", "lrs": "--lr", "view_in": "--view-in", "step_base": "--step-base", "z": "--ieee",
-    "trace": "--trace", "loss_every": "--loss-every", "threads": "--threads", "backend": "--backend",
-}  # fmt: skip
-"""How ``meshnb sweep`` spells the sweep's options (for :meth:`~meshnb.runspec.OptionError.for_cli`)."""
-
-
 def handle(args: argparse.Namespace) -> int:
     """Run ``meshnb sweep``: write the result; returns the exit code."""
     try:
@@ -225,8 +207,11 @@ def handle(args: argparse.Namespace) -> int:
         # a stream whose reader stopped reading was given up on because of a stop: the stop's exit
         return error(str(e), EXIT_INTERRUPTED if e.errno == errno.ETIMEDOUT else EXIT_FAILED, root_only=True)
     except (UsageError, ValueError) as e:
+        from ..sweeps.plan import sweep_option_fields  # loaded by register
+
+        flags = {name: flag.flag for name, _, flag in sweep_option_fields() if flag.flag}
         option_error = getattr(sys.modules.get("meshnb.runspec"), "OptionError", ())
-        return error(e.for_cli(CLI_SPELLING) if isinstance(e, option_error) else str(e), root_only=True)
+        return error(e.for_cli(flags) if isinstance(e, option_error) else str(e), root_only=True)
     except OSError as e:
         return error(os_error_text(e), EXIT_FAILED, root_only=True)
     except KeyboardInterrupt:  # outside the chunks (start-up): nothing done yet

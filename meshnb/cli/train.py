@@ -101,17 +101,6 @@ def refuse_meaningless_timeout(args: argparse.Namespace, opts: RunOptions) -> No
         )
 
 
-def refuse_stdout_twice(option: str, path: str, what: str) -> None:
-    """Refuse (:class:`UsageError`) an output ``path`` that is the very file stdout writes to, which
-    already carries ``what`` (:func:`~meshnb.cli.base.names_stdout`; ``/dev/null`` passes)."""
-    if not names_stdout(path):
-        return
-    raise UsageError(
-        f"{option} {path}: the file stdout writes to, which carries {what}: one thing on stdout; "
-        "write the page to a file of its own (or redirect stdout elsewhere)"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``meshnb train``; returns the exit code (errors are raised for :mod:`meshnb.cli.program`)."""
     from ..api import run
@@ -120,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
     refuse_meaningless_timeout(args, opts)
     if args.view_out is not None:  # '' included: check_output refuses it
         files.check_output(args.view_out, "--view-out")
-        refuse_stdout_twice("--view-out", args.view_out, "the JSON document" if args.json else "the summary")
+        if names_stdout(args.view_out):  # the very file stdout writes to (/dev/null passes)
+            raise UsageError(
+                f"--view-out {args.view_out}: the file stdout writes to, which carries "
+                f"{'the JSON document' if args.json else 'the summary'}: one thing on stdout; "
+                "write the page to a file of its own (or redirect stdout elsewhere)"
+            )
         for flag, path in (("--checkpoint", opts.checkpoint), ("--resume", opts.resume)):
             if path is not None and os.path.realpath(path) == os.path.realpath(args.view_out):
                 raise UsageError(f"--view-out {args.view_out} is the {flag} file: the page would replace the run")

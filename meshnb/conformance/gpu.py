@@ -22,8 +22,7 @@ DIFFERENCES_SHOWN = 10  # the sweep's first differences said (of up to 2 x --sam
 
 
 def pack_check(cases: list[Any] | None = None) -> list[tuple[str, str]]:
-    """Every quick-pack case (or ``cases``) through the CUDA image, each system checked by ``meshnb
-    check`` against meshnb's CPU answer: ``[(case name, "PASS" or "FAIL")]``."""
+    """Every quick-pack case (or ``cases``) through the CUDA image, checked against the CPU: ``[(name, verdict)]``."""
     cuda = BY_NAME["cuda"]  # the table's row: its name (train refuses, up front, what its row cannot run)
     out: list[tuple[str, str]] = []
     for case in pack.cases(quick=True) if cases is None else cases:
@@ -46,8 +45,7 @@ IEEE_STEPS = 16  # every hard page a few tasks into IEEE mode: NaN, inf and subn
 
 
 def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
-    """Every hard page (or ``pages``) in IEEE mode on the device against ``train(z=False)``, a NaN word
-    equal to any NaN word (:func:`meshnb.cuda.compare.words_equal`): ``[(page, verdict)]``."""
+    """Every hard page (or ``pages``) in IEEE mode on the device against ``train(z=False)``: ``[(page, verdict)]``."""
     pages = hard_pages() if pages is None else pages
     names = list(pages)
     words = np.stack([np.frombuffer(pages[n], dtype="<u4").astype(np.uint32) for n in names])
@@ -60,9 +58,8 @@ def ieee_check(steps: int = IEEE_STEPS, pages: dict[str, bytes] | None = None) -
 
 
 def sweep_check(systems: int, steps: int, sample: int) -> dict[str, Any]:
-    """M systems (LRs spread in log from 1e-3 to 1, step bases spread) on the device; ``sample`` of
-    them, evenly spaced, against the CPU sweep (final pages, and trace digests from a second device
-    run of the sample); system-steps per second of both."""
+    """M systems (LRs 1e-3 to 1 in log, step bases spread) on the device, ``sample`` of them against the
+    CPU sweep (final pages, trace digests); system-steps per second of both."""
     lrs = lr_words(np.geomspace(1e-3, 1.0, systems).astype(np.float32))
     bases = (np.arange(systems, dtype=np.uint64) * np.uint64(977)) % np.uint64(1 << 40)
     host.run_systems(describe(1, lrs=lrs[:1], step_base=bases[:1]))  # compile outside the timing
@@ -100,7 +97,5 @@ def passed(cases: list[tuple[str, str]], ieee: list[tuple[str, str]], sweep_doc:
     >>> passed([("default", "PASS")], [("nan-lr", "PASS")], ok), passed([("default", "FAIL")], [], ok)
     (True, False)
     """
-    verdicts = [v for _, v in cases] + [v for _, v in ieee]
-    return (
-        all(v == "PASS" for v in verdicts) and bool(sweep_doc["pages_equal"]) and bool(sweep_doc["trace_digests_equal"])
-    )
+    same = bool(sweep_doc["pages_equal"]) and bool(sweep_doc["trace_digests_equal"])
+    return all(v == "PASS" for _, v in cases + ieee) and same

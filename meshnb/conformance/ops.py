@@ -109,10 +109,9 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
     level : {1, 2}, default 1
         1: every pair of the special words, the probes and ``count`` random pairs; 2: ``count``
         pairs weighted to the edges.
-    seed : int, default 1
-        The random pairs' seed (the same seed, the same vectors).
-    count : int, optional
-        Random pairs (at most ``MAX_COUNT``); the level's default otherwise.
+    seed, count : int, default 1, None
+        The random pairs' seed (the same seed, the same vectors) and number (at most ``MAX_COUNT``;
+        None: the level's default).
 
     Returns
     -------
@@ -139,11 +138,7 @@ def generate(op: str, level: int = 1, seed: int = 1, count: int | None = None) -
     if type(n) is not int or not 0 <= n <= MAX_COUNT:
         raise ValueError(f"count {n!r}: from 0 to {MAX_COUNT} pairs (run several seeds for more)")
     if op == "from_u32":
-        spec = (
-            np.array(SPECIAL_U32 + tuple(w for w in SPECIAL if w < 1 << 32), dtype=np.uint32)
-            if level == 1
-            else np.zeros(0, np.uint32)
-        )
+        spec = np.array(SPECIAL_U32 + SPECIAL if level == 1 else (), dtype=np.uint32)
         near = (np.uint32(1) << rng.integers(24, 32, n).astype(np.uint32)) + rng.integers(-64, 64, n).astype(np.uint32)
         rand = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
         pick = rng.integers(0, 2, n) == 1
@@ -196,11 +191,8 @@ class BadInput(ValueError):
     """An executor's vector file that cannot be read (exit 2)."""
 
 
-_HEXVAL = np.full(256, -1, dtype=np.int64)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEXVAL[_c] = _i
-for _i, _c in enumerate(b"ABCDEF"):
-    _HEXVAL[_c] = 10 + _i
+_HEXVAL = np.full(256, -1, dtype=np.int64)  # a byte's hex digit value, -1 for no digit
+_HEXVAL[np.frombuffer(b"0123456789abcdefABCDEF", np.uint8)] = [*range(16), *range(10, 16)]
 
 
 def _hex_tokens(tokens: list[bytes], first_line: list[int]) -> np.ndarray:
@@ -242,10 +234,8 @@ def _parse_canonical(data: bytes, want: int) -> np.ndarray | None:
 def parse(
     op: str, data: bytes, first_line: int = 1, allow_empty: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays ``(A, B, RESULT)``.
-
-    Blank lines and ``#`` lines are skipped; anything else that is not a vector (a NUL byte included)
-    raises :class:`BadInput` naming the line (``first_line``: the number of ``data``'s first line)."""
+    """An executor's lines ``A B RESULT`` (``A RESULT`` for from_u32) as word arrays ``(A, B, RESULT)``;
+    blank and ``#`` lines skipped, any other non-vector a :class:`BadInput` naming its line."""
     _check_op(op, BadInput)
     nul = data.find(b"\0")
     if nul >= 0:
@@ -385,10 +375,8 @@ def verify(op: str, data: bytes, show: int = 20) -> VerifyReport:
 
     Parameters
     ----------
-    op : str
-        The op's name.
-    data : bytes
-        The executor's lines (:func:`parse`).
+    op, data : str, bytes
+        The op's name; the executor's lines (:func:`parse`).
     show : int, default 20
         The wrong results to list.
 
@@ -461,15 +449,8 @@ def verify_chunks(
             tally.update(names)
         for j, i in enumerate(bad[: max(0, show - len(first))]):
             operands = [f"{int(a[i]):08x}"] + ([] if b is None else [f"{int(b[i]):08x}"])
-            first.append(
-                {
-                    "line_index": checked + int(i),
-                    "operands": operands,
-                    "got": f"{int(got[i]):08x}",
-                    "expected": f"{int(want[i]):08x}",
-                    "classes": classes[j],
-                }
-            )
+            shown = {"got": f"{int(got[i]):08x}", "expected": f"{int(want[i]):08x}", "classes": classes[j]}
+            first.append({"line_index": checked + int(i), "operands": operands, **shown})
         if set_a is not None and not broken:
             lo = checked
             hi = min(len(set_a), lo + len(a))

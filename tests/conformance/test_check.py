@@ -375,7 +375,7 @@ def test_view_in_run_options_out_of_range(
         ({"steps": -1}, "steps must be an integer from 0 to 4194304, got -1"),
         ({"steps": True}, "got bool True"),
         ({"steps_per_task": 0}, "steps_per_task must be an integer from 1 to 4294967295, got 0"),
-        ({"step_base": "-1"}, "step_base must be an integer (or one integer per system), got str '-1'"),
+        ({"step_base": "-1"}, "step_base must be an integer, got str '-1'"),
         ({"step_base": -1}, "step_base must be 0..2^64-2, got -1"),
         ({"step_base": str(2**64 - 2)}, "reach 2^64-1, whose round would wrap to 0"),
         ({"set_lr": [{"before_step": 0, "word": "-1"}]}, "set_lr word '-1'"),
