@@ -126,11 +126,8 @@ class RunSettings:
         ``FIELD: what is wrong``, without the file's name)."""
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)  # the file's own bound: load reads no more
-        # The file reads the JSON's types (integers of 64 bits: no bools, no huge numbers; true or
-        # false; [step, bits] pairs in order) and how the header's fields agree; the run's rules
-        # are runspec's, train's, none written here: each value's by its rule, its refusal naming
-        # the field (_by_rule), and the run's (the step counter's wrap of the members' page, which
-        # starts at first_step) by runspec's rule of a page
+        # The JSON's types and how the fields agree are checked here; each value's rule is runspec's
+        # (train's), its refusal naming the field (_by_rule); the page's rule covers first_step's wrap
         first = _by_rule(f"{field}.first_step", check_step_base, _int(d["first_step"], f"{field}.first_step"))
         steps = _by_rule(f"{field}.steps", check_steps, _int(d["steps"], f"{field}.steps"))
         _by_rule(f"{field}.steps", check_can_run, first, steps)

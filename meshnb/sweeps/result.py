@@ -710,15 +710,7 @@ def _spool(spool: IO[bytes] | None, data: Any, what: str) -> IO[bytes]:
 
 
 class Writer:
-    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`)."""
-
-    def write(self, part: SweepResult) -> None:
-        """Add a part's systems (after those written before)."""
-        raise NotImplementedError
-
-    def close(self, steps: int) -> None:
-        """Finish the output and put it in place (``steps``: what every written system ran)."""
-        raise NotImplementedError
+    """What the writers share (each a :class:`~meshnb.sweeps.job.PartWriter`): a partial output's note and place."""
 
     partial_note: tuple[int, int, int, int] | None = None
     """``(systems written, systems planned, steps they ran, steps planned)`` once :meth:`partial` said so."""
@@ -736,9 +728,6 @@ class Writer:
             out.path = f"{os.fspath(out.path)}.partial"
             self.diverted = out.path
         out.commit()
-
-    def abort(self) -> None:
-        """Drop the output (a file's target stays as it was)."""
 
 
 class CsvWriter(Writer):
