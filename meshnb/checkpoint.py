@@ -55,10 +55,17 @@ _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 # ---------------------------------------------------------------------------------------------
 
 
-class CheckpointError(ValueError):
+class CheckpointError(OptionError):
     """A checkpoint that cannot be used: unreadable, corrupt, hostile, or of another run.
 
-    A ``ValueError``; its message is one line, ``WHERE: FIELD: what is wrong``.
+    A ``ValueError``; its message is one line, ``WHERE: FIELD: what is wrong``, where ``WHERE`` names
+    the argument that gave the file as the caller wrote it (``resume PATH``; ``--resume PATH`` on
+    the command line, :meth:`~meshnb.runspec.OptionError.for_cli`).
+
+    Parameters
+    ----------
+    template, library, flags
+        As :class:`~meshnb.runspec.OptionError`'s: the message, and how its argument is spelled.
 
     See Also
     --------
@@ -72,6 +79,11 @@ class CheckpointError(ValueError):
     ...
     meshnb.checkpoint.CheckpointError: checkpoint: not a meshnb checkpoint
     """
+
+
+def named(arg: str, text: str) -> CheckpointError:
+    """The error ``text`` (``ARG PATH: ...``), its leading ``arg`` spelled as a flag on the command line."""
+    return CheckpointError("{" + arg + "}" + text.removeprefix(arg).replace("{", "{{").replace("}", "}}"), arg)
 
 
 @dataclass(frozen=True)
@@ -114,11 +126,8 @@ class RunSettings:
         ``FIELD: what is wrong``, without the file's name)."""
         d = _object(doc, field, ("systems", "steps", "steps_per_task", "set_lr", "step_base", "z", "first_step"))
         systems = _int(d["systems"], f"{field}.systems", 1, MAX_SYSTEMS)  # the file's own bound: load reads no more
-        # The file reads the JSON's types (integers of 64 bits: no bools, no huge numbers; true or
-        # false; [step, bits] pairs in order) and how the header's fields agree; the run's rules
-        # are runspec's, train's, none written here: each value's by its rule, its refusal naming
-        # the field (_by_rule), and the run's (the step counter's wrap of the members' page, which
-        # starts at first_step) by runspec's rule of a page
+        # The JSON's types and how the fields agree are checked here; each value's rule is runspec's
+        # (train's), its refusal naming the field (_by_rule); the page's rule covers first_step's wrap
         first = _by_rule(f"{field}.first_step", check_step_base, _int(d["first_step"], f"{field}.first_step"))
         steps = _by_rule(f"{field}.steps", check_steps, _int(d["steps"], f"{field}.steps"))
         _by_rule(f"{field}.steps", check_can_run, first, steps)
@@ -369,20 +378,19 @@ def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
     files.write_atomic(path, data, "checkpoint")
 
 
-def load(path: str | os.PathLike[str]) -> Checkpoint:
-    """Read a checkpoint; :class:`CheckpointError` (one line) when it cannot be used."""
-    where = f"checkpoint {path}"
+def load(path: str | os.PathLike[str], arg: str = "checkpoint") -> Checkpoint:
+    """Read a checkpoint; :class:`CheckpointError` (one line naming ``arg``, the argument that gave
+    ``path``) when it cannot be used."""
     try:
-        with files.open_input(path, "checkpoint") as f:
-            data = files.read_at_most(f, _PREFIX.size - 1, "checkpoint", path)
+        with files.open_input(path, arg) as f:
+            data = files.read_at_most(f, _PREFIX.size - 1, arg, path)
             if len(data) == _PREFIX.size and data[:8] == MAGIC:  # else from_bytes names what is wrong
-                try:
-                    limit = _check_prefix(data) + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
-                except CheckpointError as e:
-                    raise CheckpointError(f"{where}: {e}") from None
-                data += files.read_at_most(f, limit, "checkpoint", path)
+                limit = _check_prefix(data) + VIEW_BYTES * MAX_SYSTEMS + _SUM_BYTES
+                data += files.read_at_most(f, limit, arg, path)
                 if len(data) > _PREFIX.size + limit:
-                    raise CheckpointError(f"{where}: corrupt (larger than its header declares)")
+                    raise CheckpointError("corrupt (larger than its header declares)")
+        return Checkpoint._from_bytes(data)
     except files.InputError as e:
-        raise CheckpointError(str(e)) from None
-    return Checkpoint.from_bytes(data, where)
+        raise named(arg, str(e)) from None
+    except CheckpointError as e:
+        raise named(arg, f"{arg} {path}: {e}") from None

@@ -141,13 +141,6 @@ def read_page(path: Pathish, what: str) -> bytes:
     return data
 
 
-def page_from(source: bytes | bytearray | memoryview | Pathish, what: str) -> bytes:
-    """A page given as bytes (any buffer) or as a file's path (:func:`read_page`), as ``train(view_in=)`` takes it."""
-    if isinstance(source, (str, os.PathLike)):
-        return read_page(source, what)
-    return bytes(memoryview(source))  # a TypeError for what is no buffer (bytes(1234) would be 1234 zeros)
-
-
 # --- outputs
 
 
@@ -478,29 +471,30 @@ class Output:
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Write all of ``data`` (BrokenPipeError goes on to the caller: the reader is gone)."""
-        try:
-            self.f.write(data)
-        except (BrokenPipeError, StreamError):
-            raise
-        except OSError as e:
-            self.abort()
-            raise WriteError(self.what, self.path, e) from None
+        self._do(self.f.write, data)
 
     def commit(self) -> None:
         """Finish: a temporary fsynced and renamed into place, a link's file cut to what was written."""
+        self._do(self._commit)
+
+    def _commit(self) -> None:
+        self.f.flush()
+        if self.kind == "stdout":
+            return
+        if self.kind == "link":
+            self.f.truncate()
+        if self.kind != "stream":
+            os.fsync(self.f.fileno())  # ENOSPC may only show here (delayed allocation, NFS)
+        self.f.close()
+        if self.tmp is not None:
+            os.replace(self.tmp, self.path)
+            self.tmp = None
+            fsync_dir(Path(self.path).parent)  # the rename itself
+
+    def _do(self, action: Any, *args: Any) -> None:
+        """``action(*args)``; an OSError (not a reader gone) aborts the output and is a :class:`WriteError`."""
         try:
-            self.f.flush()
-            if self.kind in ("stdout",):
-                return
-            if self.kind == "link":
-                self.f.truncate()
-            if self.kind != "stream":
-                os.fsync(self.f.fileno())  # ENOSPC may only show here (delayed allocation, NFS)
-            self.f.close()
-            if self.tmp is not None:
-                os.replace(self.tmp, self.path)
-                self.tmp = None
-                fsync_dir(Path(self.path).parent)  # the rename itself
+            action(*args)
         except (BrokenPipeError, StreamError):
             raise
         except OSError as e:

@@ -569,11 +569,10 @@ def resolve(
         check_stalls(opts.stalls, n)
         fresh = opts.describe().grouped(n)  # mpi without systems=N: the job's size is known now
         return Start(n, replace(fresh.plan(), steps_per_task=None, step_base=None), 0, opts.z, None, fresh)
-    ck = (load or checkpoint.load)(opts.resume)
-    where = f"checkpoint {opts.resume}"
-    check_same_run(ck, opts, where)
+    ck = load(opts.resume) if load else checkpoint.load(opts.resume, "resume")
+    check_same_run(ck, opts, "resume", opts.resume)
     if n is not None and ck.run.systems != n:
-        raise CheckpointError(f"{where}: it is a run with systems = {ck.run.systems}, not {n}")
+        raise checkpoint.named("resume", f"resume {opts.resume}: it is a run with systems = {ck.run.systems}, not {n}")
     run = ck.run
     check_stalls(opts.stalls, run.systems)
     plan = Plan(run.steps - ck.done, None, tuple((s - ck.done, b) for s, b in run.set_lr if s >= ck.done))
@@ -608,7 +607,7 @@ def refuse_foreign_checkpoint(opts: RunOptions) -> None:
             if existing.run != checkpoint.load(opts.resume).run:
                 why = "a checkpoint of another run than the one {resume} continues"
         else:
-            check_same_run(existing, opts, f"checkpoint {path}")
+            check_same_run(existing, opts, "checkpoint", path)
     except (CheckpointError, OSError) as e:
         why = why or literal(str(e).split(": ", 1)[-1] if isinstance(e, CheckpointError) else os.strerror(e.errno or 0))
     if why:
@@ -621,8 +620,8 @@ def refuse_foreign_checkpoint(opts: RunOptions) -> None:
         )
 
 
-def check_same_run(ck: Checkpoint, opts: RunOptions, where: str) -> None:
-    """Refuse a resume whose explicit options are not the checkpoint's run."""
+def check_same_run(ck: Checkpoint, opts: RunOptions, arg: str, path: Any) -> None:
+    """Refuse a resume whose explicit options are not the checkpoint's run (``arg``: what gave ``path``)."""
     have = ck.run.to_json()
     given: dict[str, Any] = {
         "systems": opts.systems,
@@ -637,4 +636,4 @@ def check_same_run(ck: Checkpoint, opts: RunOptions, where: str) -> None:
             continue
         mine = [list(p) for p in value] if name == "set_lr" else value
         if mine != have[name]:
-            raise CheckpointError(f"{where}: it is a run with {name} = {have[name]!r}, not {mine!r}")
+            raise checkpoint.named(arg, f"{arg} {path}: it is a run with {name} = {have[name]!r}, not {mine!r}")

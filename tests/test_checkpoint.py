@@ -598,7 +598,7 @@ def test_the_cli_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, capsys, good
     out, err = capsys.readouterr()
     assert time.monotonic() - t < 30  # refused up front, not after a run
     assert code == 2 and out == "", err
-    assert err.count("\n") == 1 and err.startswith(f"meshnb: error: checkpoint {path}: {field}"), err
+    assert err.count("\n") == 1 and err.startswith(f"meshnb: error: --resume {path}: {field}"), err
 
 
 def test_the_process_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good):
@@ -610,7 +610,7 @@ def test_the_process_refuses_a_hostile_checkpoint_with_exit_2(tmp_path, good):
     out, err = p.communicate(timeout=60)
     assert time.monotonic() - t < 30  # the interpreter's start, not a run
     assert p.returncode == 2 and out == "", err
-    want = f"meshnb: error: checkpoint {path}: members[0].trace.length: {1 << 61} is outside 0..{(1 << 61) - 1}\n"
+    want = f"meshnb: error: --resume {path}: members[0].trace.length: {1 << 61} is outside 0..{(1 << 61) - 1}\n"
     assert err == want, err
 
 

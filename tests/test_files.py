@@ -115,16 +115,6 @@ def test_a_page_is_4096_bytes(tmp_path, size):
     assert files.read_page(path, "--view-in") == b"\1" * 4096
 
 
-def test_a_page_is_given_as_bytes_or_as_a_path(tmp_path):
-    page = bytes(range(256)) * 16
-    path = tmp_path / "page.bin"
-    path.write_bytes(page)
-    assert files.page_from(path, "view_in") == files.page_from(str(path), "view_in") == page
-    assert files.page_from(bytearray(page), "view_in") == files.page_from(memoryview(page), "view_in") == page
-    with pytest.raises(files.InputError, match=f"^view_in {tmp_path}: a directory, not a regular file$"):
-        files.page_from(tmp_path, "view_in")
-
-
 # ---------------------------------------------------------------------------------------------
 # Outputs checked up front
 # ---------------------------------------------------------------------------------------------

@@ -941,3 +941,30 @@ def test_step_base_refusal_offers_what_its_entry_point_takes(call: str) -> None:
     said = _step_base_refusal(call)
     assert said.startswith("step_base must be an integer")
     assert ("one integer per system" in said) == call.startswith("sweep"), said
+
+
+def test_checkpoint_refusals_name_the_argument_as_written(tmp_path, capsys):
+    """A refused ``--resume PATH`` said ``checkpoint PATH: ...``: the command line names the flag
+    the user wrote (``--resume``), the library the keyword (``resume``), the same words after it."""
+    from meshnb import CheckpointError, train
+    from meshnb.cli import main
+
+    junk = tmp_path / "junk.ck"
+    junk.write_bytes(b"x" * 100)
+    ck = tmp_path / "run.ck"
+    assert main(["train", "--systems", "2", "--steps", "20", "--checkpoint", str(ck)]) == 0
+    capsys.readouterr()
+    for argv, said in [
+        (["--resume", str(tmp_path / "nope")], f"--resume {tmp_path / 'nope'}: No such file or directory"),
+        (["--resume", str(junk)], f"--resume {junk}: not a meshnb checkpoint"),
+        (["--resume", str(ck), "--steps", "10"], f"--resume {ck}: it is a run with steps = 20, not 10"),
+        (["--resume", str(ck), "--systems", "3"], f"--resume {ck}: it is a run with systems = 2, not 3"),
+        (["--systems", "2", "--steps", "30", "--checkpoint", str(junk)], f"--checkpoint {junk}: an existing file"),
+    ]:
+        assert main(["train", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"meshnb: error: {said}") and err.count("\n") == 1, err
+    with pytest.raises(CheckpointError, match=f"^resume {junk}: not a meshnb checkpoint$"):
+        train(resume=junk)
+    with pytest.raises(CheckpointError, match=f"^resume {ck}: it is a run with steps = 20, not 10$"):
+        train(10, resume=ck)

@@ -20,7 +20,6 @@ from ..interrupts import phase
 from ..options import Flag, option_field, parse_count, parse_step_base
 from ..runspec import (
     DEFAULT_STEPS,
-    LOSS,
     MAX_STEPS,
     LRs,
     OptionError,
@@ -28,45 +27,19 @@ from ..runspec import (
     Run,
     StepBases,
     Systems,
-    available_bytes,
     check_bool,
     check_fits,
     check_int,
     check_steps,
     describe,
     init_page,
-    is_int,
     lr_words,
-    page_words,
     parse_lr,
     parse_lr_number,
 )
 from ..view import VIEW_BYTES
 
-__all__ = [
-    "LOSS",
-    "MAX_STEPS",
-    "SWEEP_BACKENDS",
-    "LRs",
-    "OptionError",
-    "Pages",
-    "Run",
-    "StepBases",
-    "SweepOptions",
-    "Systems",
-    "available_bytes",
-    "check_backend",
-    "check_fits",
-    "check_options",
-    "check_steps",
-    "describe",
-    "init_page",
-    "is_int",
-    "lr_words",
-    "page_words",
-    "parse_lrs",
-    "result_bytes",
-]  # fmt: skip
+__all__ = ["LRs", "Pages", "Run", "StepBases", "Systems", "check_fits", "describe", "init_page", "lr_words"]
 
 
 def check_options(loss_every: Any, threads: Any, **flags: Any) -> None:

@@ -1,9 +1,7 @@
-"""A sweep's result (:class:`SweepResult`) and its writers: records, CSV, JSON and npz, each linear in the systems.
+"""A sweep's result (:class:`SweepResult`) and its writers (CSV, JSON, npz), each linear in the systems.
 
-A result keeps per system what the sweep was asked for (the final pages only with ``keep_pages``:
-:meth:`SweepResult.page` otherwise runs the system again).  The writers take a sweep's parts as they
-finish (:func:`meshnb.sweeps.stream`) and hold none of them, and put a file in place only when whole
-(:class:`meshnb.files.Output`).  The CSV is formatted in njit (:mod:`meshnb.sweeps.columns`).
+The writers take a sweep's parts as they finish and hold none of them; a file is put in place only
+when whole (:class:`meshnb.files.Output`).
 """
 
 from __future__ import annotations
@@ -688,8 +686,7 @@ class SweepSystems(SequenceABC[SweepSystem]):
 def _csv_chunks(
     r: SweepResult, names: Sequence[str] | None, threads: int = 1, pool: Executor | None = None
 ) -> list[memoryview]:
-    """The CSV rows of ``r`` as consecutive pieces of UTF-8 (:func:`meshnb.sweeps.columns.csv_chunks`);
-    each name quoted as the csv module does (where it holds a comma, quote or line break)."""
+    """The CSV rows of ``r`` as pieces of UTF-8; each name quoted as the csv module does."""
     quote = ('"' + x.replace('"', '""') + '"' if any(c in x for c in ',"\r\n') else x for x in names or ())
     fields = None if names is None else [x.encode("utf-8") for x in quote]
     return columns.csv_chunks(
@@ -699,8 +696,7 @@ def _csv_chunks(
 
 
 def _spool(spool: IO[bytes] | None, data: Any, what: str) -> IO[bytes]:
-    """``data`` appended to ``spool`` (None: a new unbuffered temporary file, so a full TMPDIR fails
-    here); a failure is a :class:`WriteError` naming ``what`` and TMPDIR's directory."""
+    """``data`` appended to ``spool`` (None: a new unbuffered temporary file); a :class:`WriteError` naming ``what``."""
     new = None
     try:
         if spool is None:
@@ -714,15 +710,7 @@ def _spool(spool: IO[bytes] | None, data: Any, what: str) -> IO[bytes]:
 
 
 class Writer:
-    """Takes a sweep's parts in order (:meth:`write`) and finishes the output (:meth:`close`)."""
-
-    def write(self, part: SweepResult) -> None:
-        """Add a part's systems (after those written before)."""
-        raise NotImplementedError
-
-    def close(self, steps: int) -> None:
-        """Finish the output and put it in place (``steps``: what every written system ran)."""
-        raise NotImplementedError
+    """What the writers share (each a :class:`~meshnb.sweeps.job.PartWriter`): a partial output's note and place."""
 
     partial_note: tuple[int, int, int, int] | None = None
     """``(systems written, systems planned, steps they ran, steps planned)`` once :meth:`partial` said so."""
@@ -730,10 +718,8 @@ class Writer:
     """Where a partial output went instead of replacing an existing file (``NAME.partial``), if it did."""
 
     def partial(self, systems: int, of_systems: int, steps: int, of_steps: int) -> None:
-        """Say, before :meth:`close`, that the output is partial (a stopped sweep): it says so in
-        itself (CSV: a last line ``# partial: ...``; JSON: a ``"partial"`` key; npz: a ``partial``
-        member ``[systems, of_systems, steps, of_steps]``), and where a file already has its name
-        it is written beside it as ``NAME.partial`` instead: a partial result never replaces a file."""
+        """Say, before :meth:`close`, that the output is partial (a stopped sweep): the output says so
+        (CSV ``# partial: ...``, JSON ``"partial"``, npz ``partial``) and never replaces a file (``NAME.partial``)."""
         self.partial_note = (systems, of_systems, steps, of_steps)
 
     def _commit(self, out: Output) -> None:
@@ -742,9 +728,6 @@ class Writer:
             out.path = f"{os.fspath(out.path)}.partial"
             self.diverted = out.path
         out.commit()
-
-    def abort(self) -> None:
-        """Drop the output (a file's target stays as it was)."""
 
 
 class CsvWriter(Writer):
@@ -761,10 +744,9 @@ class CsvWriter(Writer):
 
     Examples
     --------
-    >>> import meshnb, os, tempfile
+    >>> import meshnb
     >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
-    >>> w = CsvWriter(path)
-    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
+    >>> w = CsvWriter(path); w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
     >>> open(path).readline().rstrip() == ",".join(CSV_COLUMNS)
     True
     """
@@ -788,7 +770,7 @@ class CsvWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
+        >>> import meshnb
         >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.csv")
         >>> w = CsvWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
         >>> open(path).read().splitlines()[2].split(",")[:4]
@@ -813,7 +795,7 @@ class CsvWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, os, tempfile
+        >>> import meshnb
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.csv")
         >>> w = CsvWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); os.path.exists(path)
         False
@@ -836,12 +818,11 @@ class CsvWriter(Writer):
             self.pool = None
 
     def abort(self) -> None:
-        """Drop the output: the target stays as it was (here: never made).
+        """Drop the output: the target stays as it was.
 
         Examples
         --------
-        >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> CsvWriter(path).abort(); os.path.exists(path)
+        >>> path = os.path.join(tempfile.mkdtemp(), "out"); CsvWriter(path).abort(); os.path.exists(path)
         False
         """
         self._stop_pool()
@@ -849,8 +830,8 @@ class CsvWriter(Writer):
 
 
 class JsonWriter(Writer):
-    """The JSON document of :meth:`SweepResult.to_json`, written part by part: the records as they
-    come, the loss history spooled to a temporary file and appended at the end.
+    """The JSON document of :meth:`SweepResult.to_json`, written part by part (the loss history
+    spooled to a temporary file until the end).
 
     Parameters
     ----------
@@ -863,12 +844,10 @@ class JsonWriter(Writer):
 
     Examples
     --------
-    >>> import json, meshnb, os, tempfile
+    >>> import meshnb
     >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
-    >>> w = JsonWriter(path, z=True)
-    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25], loss_every=32)); w.close(64)
-    >>> doc = json.load(open(path))
-    >>> doc["mode"], len(doc["systems"]), doc["loss_steps"]
+    >>> w = JsonWriter(path, z=True); w.write(meshnb.sweep(64, lrs=[0.5, 0.25], loss_every=32)); w.close(64)
+    >>> doc = json.load(open(path)); doc["mode"], len(doc["systems"]), doc["loss_steps"]
     ('z', 2, [31, 63])
     """
 
@@ -890,7 +869,7 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import json, meshnb, os, tempfile
+        >>> import meshnb
         >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.json")
         >>> w = JsonWriter(path, z=True); w.write(r[:1]); w.write(r[1:]); w.close(64)
         >>> [s["lr"] for s in json.load(open(path))["systems"]]
@@ -918,7 +897,7 @@ class JsonWriter(Writer):
 
         Examples
         --------
-        >>> import json, meshnb, os, tempfile
+        >>> import meshnb
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.json")
         >>> w = JsonWriter(path, z=True); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
         >>> json.load(open(path))["steps"]
@@ -941,12 +920,11 @@ class JsonWriter(Writer):
         self._commit(self.out)
 
     def abort(self) -> None:
-        """Drop the output: the target stays as it was (here: never made).
+        """Drop the output: the target stays as it was.
 
         Examples
         --------
-        >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> JsonWriter(path, z=True).abort(); os.path.exists(path)
+        >>> path = os.path.join(tempfile.mkdtemp(), "out"); JsonWriter(path, z=True).abort(); os.path.exists(path)
         False
         """
         if self.spool is not None:
@@ -956,10 +934,9 @@ class JsonWriter(Writer):
 
 class NpzWriter(Writer):
     """An ``.npz`` of the result's columns (:meth:`SweepResult.columns`, plus ``steps``, ``mode``,
-    ``loss_steps`` and ``page_names``), read back with ``np.load``; memory stays one part's.
-    Given the ``rows`` to come and a file to replace, each column is written in place at its member's
-    offset and :meth:`close` adds the headers and directory (:mod:`meshnb.sweeps.zip64`); otherwise
-    columns are spooled and zipped by zipfile.
+    ``loss_steps`` and ``page_names``), read back with ``np.load``; memory stays one part's.  Given
+    the ``rows`` to come, each column is written in place (:mod:`meshnb.sweeps.zip64`), else spooled
+    and zipped by zipfile.
 
     Parameters
     ----------
@@ -972,10 +949,9 @@ class NpzWriter(Writer):
 
     Examples
     --------
-    >>> import meshnb, numpy as np, os, tempfile
+    >>> import meshnb
     >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
-    >>> w = NpzWriter(path)
-    >>> w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
+    >>> w = NpzWriter(path); w.write(meshnb.sweep(64, lrs=[0.5, 0.25])); w.close(64)
     >>> with np.load(path) as f:
     ...     str(f["mode"]), f["lr_word"].tolist()
     ('z', [1056964608, 1048576000])
@@ -1003,7 +979,7 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, numpy as np, os, tempfile
+        >>> import meshnb
         >>> r, path = meshnb.sweep(64, lrs=[0.5, 0.25]), os.path.join(tempfile.mkdtemp(), "sweep.npz")
         >>> w = NpzWriter(path); w.write(r[:1]); w.write(r[1:]); w.close(64)
         >>> np.load(path)["digest"].shape
@@ -1041,8 +1017,7 @@ class NpzWriter(Writer):
             raise WriteError("--npz", self.out.path, e) from None
 
     def _place(self, cols: dict[str, np.ndarray]) -> None:
-        """Lay the columns out for ``expected`` rows: each member's local header, .npy header and
-        rows, one after the other from the file's start."""
+        """Lay the columns out for ``expected`` rows from the file's start: local header, .npy header, rows."""
         at, rows = 0, int(self.expected or 0)
         for name, col in cols.items():
             npy = npy_header(col.dtype, (rows, *col.shape[1:]))
@@ -1084,7 +1059,7 @@ class NpzWriter(Writer):
 
         Examples
         --------
-        >>> import meshnb, numpy as np, os, tempfile
+        >>> import meshnb
         >>> path = os.path.join(tempfile.mkdtemp(), "sweep.npz")
         >>> w = NpzWriter(path); w.write(meshnb.sweep(64, lrs=[0.5])); w.close(64)
         >>> int(np.load(path)["steps"])
@@ -1125,8 +1100,7 @@ class NpzWriter(Writer):
                 spool.close()
 
     def _close_placed(self, small: dict[str, np.ndarray]) -> None:
-        """Each placed column's local header (its CRC now known), then the small members and the
-        central directory after the columns."""
+        """Each placed column's local header (its CRC now known), then the small members and the directory."""
         directory = []
         for name, pl in self.placed.items():
             size = len(pl.npy) + self.rows * pl.rowbytes
@@ -1146,12 +1120,11 @@ class NpzWriter(Writer):
         self.out.write(end_records(directory, at))
 
     def abort(self) -> None:
-        """Drop the output: the target stays as it was (here: never made).
+        """Drop the output: the target stays as it was.
 
         Examples
         --------
-        >>> path = os.path.join(tempfile.mkdtemp(), "out")
-        >>> NpzWriter(path).abort(); os.path.exists(path)
+        >>> path = os.path.join(tempfile.mkdtemp(), "out"); NpzWriter(path).abort(); os.path.exists(path)
         False
         """
         for spool, _, _ in self.spools.values():
@@ -1161,8 +1134,7 @@ class NpzWriter(Writer):
 
 @dataclass
 class _Placed:
-    """A column of :class:`NpzWriter` written in place: its member's offset, where its rows start,
-    its .npy header (for the rows told), CRC-32 so far (that header, then the rows written)."""
+    """A column of :class:`NpzWriter` written in place: member offset, rows' offset, .npy header, CRC-32 so far."""
 
     at: int
     data_at: int
