@@ -38,6 +38,7 @@ from ..pack import (
     check_sha,
     has_manifest,
     load_manifest,
+    manifest_path,
     parse_json,
     read_file,
     run_case,
@@ -231,6 +232,8 @@ def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
     pack_root = root.parent
     manifest = load_manifest(pack_root) if has_manifest(pack_root) else None
     if manifest is not None:
+        for rel in manifest["files"]:
+            manifest_path(rel)  # an entry outside the pack is refused, as pack --verify refuses it
         if f"{root.name}/case.json" not in manifest["files"]:
             raise PackError(f"{directory}: not a case of the pack in {pack_root}")
     elif verify:
