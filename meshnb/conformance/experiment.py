@@ -1063,9 +1063,50 @@ HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
 """Start headers of the designed experiments for header rules: each exercises a state rule of SPEC 8."""
 
 
-def _header_designed(base: Experiment, what: str, words: dict[str, int], index: int) -> Experiment:
-    """The one-step experiment from ``base``'s pages with header ``words`` set (its step base the page's)."""
-    return _one_step(base, "header", what, base.in_pages, index, **words)
+def _explain_rules(
+    rules: dict[str, Any],
+    predict: Predict,
+    kind: str,
+    tried: list[Experiment],
+    starts: list[tuple[str, dict[str, int]]],
+    split: Callable[[list[str], str, dict[str, int]], int],
+    run: Runner,
+    base: Experiment,
+    bound: tuple[int, float, float],
+    note: str = "",
+) -> Explanation:
+    """Keeps the ``rules`` that give every experiment ``tried``'s outputs, then, while two or more are left and
+    the bound (runs, seconds, the start time) allows, runs the executor one step from ``base``'s pages with the
+    start header of ``starts`` that ``split``s the survivors into the most classes, dropping every rule its
+    result contradicts. ``note``: what the rules ruled out by a designed page (with outputs) are said as."""
+    max_runs, max_seconds, t0 = bound
+    left, ruled = _rules_kept(rules, predict, tried)
+    made: list[Experiment] = []
+    separated: list[str] = []
+    cut = False
+    while len(left) > 1 and starts:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        classes = [split(left, what, words) for what, words in starts]
+        j = int(np.argmax(classes))
+        if classes[j] < 2:
+            break
+        what, words = starts.pop(j)
+        e = _one_step(base, kind, what, base.in_pages, len(made) + 1, **words)
+        gone = _run_designed(e, run, left, ruled, predict)
+        made.append(e)
+        if not isinstance(e.got, str):
+            separated += gone
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    said = f"{note}: {', '.join(separated)}" if note and separated else ""
+    pages = len(tried) + len(made)
+    return Explanation(verdict, sorted(left), ruled, len(rules), made, pages, time.monotonic() - t0, said)
+
+
+def _outputs(rules: list[str], predict: Predict, e: Experiment) -> int:
+    """How many classes of outputs the ``rules`` give on experiment ``e``."""
+    return len({b"".join(predict(r, e)) for r in rules})
 
 
 def explain_header(
@@ -1107,30 +1148,14 @@ def explain_header(
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
-    left, ruled = _rules_kept(HEADER_RULES, header_predict, tried)
-    made: list[Experiment] = []
+
+    def split(left: list[str], what: str, words: dict[str, int]) -> int:
+        return _outputs(left, header_predict, _one_step(base, "header", what, base.in_pages, 0, **words))
+
     starts = list(HEADER_STARTS)
-    cut = False
-    while len(left) > 1 and starts:
-        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
-            cut = True
-            break
-        best = None
-        for j, (what, words) in enumerate(starts):
-            e = _header_designed(base, what, words, len(made) + 1)
-            classes = len({b"".join(header_predict(r, e)) for r in left})
-            if best is None or classes > best[0]:
-                best = (classes, j, e)
-        assert best is not None
-        if best[0] < 2:
-            break
-        e = best[2]
-        starts.pop(best[1])
-        _run_designed(e, run, left, ruled, header_predict)
-        made.append(e)
-    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
-    pages = len(tried) + len(made)
-    return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)
+    return _explain_rules(
+        HEADER_RULES, header_predict, "header", tried, starts, split, run, base, (max_runs, max_seconds, t0)
+    )
 
 
 # =============================================================================================
@@ -1221,37 +1246,20 @@ def explain_page(
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
-    left, ruled = _rules_kept(PAGE_RULES, page_predict, tried)
-    made: list[Experiment] = []
     first = _words(base.in_pages[0])
-    step, high = int(first[_W["NEXT_STEP"]]), int(first[_W["STEP_HI"]]) << 32
-    # a start at 2^64 - 1 runs no step (its round would wrap to 0: SPEC): never designed
-    starts = [r for r in PAGE_STARTS if high | (step & ~0xFF) | r <= (1 << 64) - 2]
-    separated: list[str] = []
-    cut = False
-    while len(left) > 1 and starts:
-        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
-            cut = True
-            break
-        # one step from residue r: a rule's outcome is the word it writes
-        split = [len({int(PAGE_RULES[x][1](np.array([r]))[0]) for x in left}) for r in starts]
-        j = int(np.argmax(split))
-        if split[j] < 2:
-            break
-        r = starts.pop(j)
-        e = _one_step(
-            base,
-            "page",
-            f"NEXT_STEP's low byte {r} (t mod 256 = {r})",
-            base.in_pages,
-            len(made) + 1,
-            NEXT_STEP=(step & ~0xFF) | r,
-        )
-        gone = _run_designed(e, run, left, ruled, page_predict)
-        made.append(e)
-        if not isinstance(e.got, str):
-            separated += gone
-    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
-    note = f"ruled out by a designed page: {', '.join(separated)}" if separated else ""
-    pages = len(tried) + len(made)
-    return Explanation(verdict, sorted(left), ruled, len(PAGE_RULES), made, pages, time.monotonic() - t0, note)
+    step, high = int(first[_W["NEXT_STEP"]]) & ~0xFF, int(first[_W["STEP_HI"]]) << 32
+    # one step from residue r: a rule's outcome is the word it writes; a start at 2^64 - 1 runs no step (its
+    # round would wrap to 0: SPEC): never designed
+    starts = [
+        (f"NEXT_STEP's low byte {r} (t mod 256 = {r})", {"NEXT_STEP": step | r})
+        for r in PAGE_STARTS
+        if high | step | r <= (1 << 64) - 2
+    ]
+
+    def split(left: list[str], what: str, words: dict[str, int]) -> int:
+        return len({int(PAGE_RULES[x][1](np.array([words["NEXT_STEP"] & 0xFF]))[0]) for x in left})
+
+    bound = (max_runs, max_seconds, t0)
+    return _explain_rules(
+        PAGE_RULES, page_predict, "page", tried, starts, split, run, base, bound, "ruled out by a designed page"
+    )
