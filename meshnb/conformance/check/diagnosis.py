@@ -65,13 +65,9 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     """
     case = setup.case
     state = reference_state(setup, step)
-    ops = Ops()
     n = case.systems
     t = case.step_base + step
-    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in state])
-    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in state])
-    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in state])
-    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    p, xs, ys, offs = _step_inputs(state, t, n, Ops())
     idx = model.lane_samples(offs)
     rows = np.arange(n)[:, None]
     lv = model.lanes({}, p, xs[rows, idx], ys[rows, idx])
@@ -89,6 +85,14 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     if case.grouped:
         lines.append("  fold: " + " ".join(rows_hex(model.fold({}, own))))
     return "\n".join(lines)
+
+
+def _step_inputs(pages: list[bytes], t: int, n: int, ops: Ops) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The params (read by ``ops``), samples and sample offsets (``n`` systems) of step ``t`` from ``pages``."""
+    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
+    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in pages])
+    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in pages])
+    return p, xs, ys, np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
 
 
 def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
@@ -260,12 +264,7 @@ def _sums_part_at(setup: Setup, m: faults.Model, d: int) -> bool:
     if d >= case.steps:
         return False
     pages = reference_state(setup, d, m)
-    ops = Ops(m.rules)
-    n, t = case.systems, case.step_base + d
-    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
-    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in pages])
-    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in pages])
-    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    p, xs, ys, offs = _step_inputs(pages, case.step_base + d, case.systems, Ops(m.rules))
     own = model.step_sums(m.assignment, p, xs, ys, offs)
     applied = model.fold(m.assignment, own) if case.grouped else own[0]
     return not np.array_equal(applied, setup.trace[d])

@@ -416,23 +416,21 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
             lines.append(f"  ruled out by experiment: {name} ({why})")
     ex = exp.get("explanation")
     if ex is not None:
-        lines.append(
-            f"  designed experiments ({ex['candidates']} candidate causes, {ex['ruled_out']} ruled out, "
-            f"{ex['runs']} executor runs on designed pages, {ex['seconds']} s): {ex['sentence']}"
-        )
-        for e in ex.get("experiments", []):
-            lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
+        lines += _designed_lines("designed experiments", "candidate causes", ex)
     for key, what in (("header", "header rules"), ("page", "page rules")):
         rx = exp.get(key)
         if rx is not None and rx != ex:
-            lines.append(
-                f"  {what} ({rx['candidates']} candidates, {rx['ruled_out']} ruled out, {rx['runs']} executor runs "
-                f"on designed pages, {rx['seconds']} s): {rx['sentence']}"
-            )
-            for e in rx.get("experiments", []):
-                lines.append(
-                    f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else "")
-                )
+            lines += _designed_lines(what, "candidates", rx)
+    return lines
+
+
+def _designed_lines(what: str, noun: str, ex: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"  {what} ({ex['candidates']} {noun}, {ex['ruled_out']} ruled out, {ex['runs']} executor runs on designed "
+        f"pages, {ex['seconds']} s): {ex['sentence']}"
+    ]
+    for e in ex.get("experiments", []):
+        lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
     return lines
 
 
