@@ -26,11 +26,11 @@ WINDOW = 4  # steps replayed before the first differing step (an apply fault sho
 def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> model.Run:
     """Steps ``start`` .. ``start + steps`` under model ``m``, from meshnb's state at ``start`` (or ``pages``)."""
     case = setup.case
-    state = reference_state(setup, start, m) if pages is None else pages
     end = start + steps
     # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
     # a task boundary is the view before the next task's SET_LR)
     lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
+    state = reference_state(setup, start, m) if pages is None else pages
     r = model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
     return model.Run(mark_timeouts(case, r.pages, start, steps), r.trace) if case.timeouts else r
 
