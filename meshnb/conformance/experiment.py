@@ -87,13 +87,7 @@ class Location:
 
 def boundaries(case: Case) -> list[int]:
     """The steps of the case at which a task starts, and its end (the host's tasks, a task ended early at a SET_LR)."""
-    out, done = [0], 0
-    stops = sorted({s for s, _ in case.set_lr if 0 < s < case.steps} | {case.steps})
-    for stop in stops:
-        while done < stop:
-            done = min(stop, done + case.steps_per_task)
-            out.append(done)
-    return out
+    return [0, *_task_ends(case.steps, case.steps_per_task, dict(case.set_lr))]
 
 
 def experiment(setup: Setup, start: int, steps: int, steps_per_task: int) -> Experiment:
@@ -433,23 +427,8 @@ def prove(candidates: dict[str, faults.Model], experiments: list[Experiment]) ->
     the executor's outputs on every one; none where no experiment differs.
     """
     tried = [e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)]
-    proved, ruled = [], {}
-    for name, m in candidates.items():
-        why = ""
-        for e in tried:
-            pages, trace = _predict(m, e)
-            got = e.got
-            assert got is not None and not isinstance(got, str)
-            got_pages, got_trace = got
-            if pages != got_pages or (got_trace is not None and not np.array_equal(trace, got_trace)):
-                why = f"{e.case['name']} ({e.case['about']})"
-                break
-        if why:
-            ruled[name] = why
-        else:
-            proved.append(name)
-    if not any(e.differs for e in tried):
-        proved = []
+    keep, ruled = consistent(candidates, tried, ordered=False)
+    proved = list(keep) if any(e.differs for e in tried) else []
     return Proof(proved, ruled, len(tried))
 
 
@@ -555,15 +534,14 @@ def _agrees(m: faults.Model, e: Experiment) -> bool:
 
 
 def consistent(
-    candidates: dict[str, faults.Model], experiments: list[Experiment]
+    candidates: dict[str, faults.Model], experiments: list[Experiment], *, ordered: bool = True
 ) -> tuple[dict[str, faults.Model], dict[str, str]]:
     """The candidates that reproduce the executor on every experiment run (of at most :data:`PROVE_STEPS` steps),
-    and the others with the experiment that rules each out.
+    and the others with the first experiment (``ordered``: those that differ first, then the cheapest) against each.
     """
-    tried = sorted(  # those that differ first (they rule most out), then the cheapest
-        (e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)),
-        key=lambda e: (not e.differs, e.steps * len(e.in_pages)),
-    )
+    tried = [e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)]
+    if ordered:  # those that differ rule most out
+        tried.sort(key=lambda e: (not e.differs, e.steps * len(e.in_pages)))
     keep: dict[str, faults.Model] = {}
     ruled: dict[str, str] = {}
     for name, m in candidates.items():
