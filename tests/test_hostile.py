@@ -968,3 +968,27 @@ def test_checkpoint_refusals_name_the_argument_as_written(tmp_path, capsys):
         train(resume=junk)
     with pytest.raises(CheckpointError, match=f"^resume {ck}: it is a run with steps = 20, not 10$"):
         train(10, resume=ck)
+
+
+def test_check_outputs_refuses_a_manifest_entry_outside_the_pack(small_pack, tmp_path, capsys):
+    """A manifest entry ``../x`` (the rest of the pack intact) is refused by ``pack --verify``; ``check
+    --outputs`` read the pack past it and passed: both refuse it in one line, in the same words (exit 2)."""
+    import shutil
+
+    from meshnb.cli import main
+
+    pack, outputs = tmp_path / "pack", tmp_path / "outputs"
+    shutil.copytree(small_pack, pack)
+    manifest = json.loads((pack / "manifest.json").read_text())
+    manifest["files"]["../x"] = "0" * 64
+    (pack / "manifest.json").write_text(json.dumps(manifest))
+    (outputs / "default").mkdir(parents=True)
+    shutil.copy(pack / "default" / "out-0.page", outputs / "default")
+    said = []
+    check = ["check", str(pack), "--outputs", str(outputs), "--cases", "default"]
+    for argv in (["pack", str(pack), "--verify"], check):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 2 and err.count("\n") == 1 and not out, (argv, code, err, out)
+        said.append(err)
+    assert said[0] == said[1] == "meshnb: error: manifest names a path outside the pack: '../x'\n", said

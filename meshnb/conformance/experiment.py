@@ -1,20 +1,10 @@
 """Where the bits part, seen by running the executor: experiments from meshnb's own pages.
 
-A page is a system's whole state at a task boundary (SPEC 7), so the executor can be started from
-meshnb's page after any step ``s`` of a case and run for ``n`` steps; if its pages (and trace) after
-them equal meshnb's, those steps are right, whatever the executor did before in the case.
-:func:`locate` bisects the case this way: first over the case's own tasks (each experiment runs
-whole tasks of the case, as its host does), then inside the first task that differs with
-STEPS_PER_TASK set to the experiment's count, down to one step run as a one-step task. What it
-reports was seen in an experiment, not inferred: the first task and step whose run from meshnb's
-state gives other bits, which words of the page or sums of the trace that step writes wrong, or
-that the executor's ``init`` (a case from init that passes when started from meshnb's page at step
-0) or its state kept between tasks (a span that differs while every part of it alone does not) is
-where the bits part.
-
-Every experiment is a case directory (``case.json``, ``in-K.page`` and meshnb's ``out-K.page`` and
-``trace.bin``) that ``meshnb check`` replays; :func:`save` writes them. The search is bounded by
-:data:`MAX_RUNS` executor runs and :data:`MAX_SECONDS` a case.
+A page is a system's whole state at a task boundary (SPEC 7): the executor started from meshnb's page after
+step ``s`` and run ``n`` steps gives meshnb's outputs exactly when those steps are right.  :func:`locate`
+bisects a case this way (over its tasks, then inside the first that differs, down to one step); the
+explanations keep the candidate causes every experiment agrees with and run designed pages that part the
+survivors.  Every experiment is a case directory ``meshnb check`` replays (:func:`save`); each search is bounded.
 """
 
 from __future__ import annotations
@@ -48,8 +38,9 @@ _SPT, _NEXT, _STEP_HI = 20, 28, 44
 
 @dataclass
 class Experiment:
-    """One run of the executor from meshnb's page after ``start`` steps of the case: ``steps`` steps,
-    STEPS_PER_TASK ``steps_per_task``; whether its outputs differed from meshnb's, and how."""
+    """One run of the executor from meshnb's page after ``start`` steps of the case: ``steps`` steps, STEPS_PER_TASK
+    ``steps_per_task``; whether its outputs differed from meshnb's, and how.
+    """
 
     start: int
     steps: int
@@ -95,28 +86,12 @@ class Location:
 
 
 def boundaries(case: Case) -> list[int]:
-    """The steps of the case at which a task starts, and its end: the host's tasks (STEPS_PER_TASK
-    steps, a task ended early at a SET_LR), as the pack's ``host`` says.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.experiment import boundaries
-    >>> from meshnb.conformance.pack import Case
-    >>> boundaries(Case("c", "", 10, steps_per_task=4, set_lr=((6, 0x3F000000),)))
-    [0, 4, 6, 10]
-    """
-    out, done = [0], 0
-    stops = sorted({s for s, _ in case.set_lr if 0 < s < case.steps} | {case.steps})
-    for stop in stops:
-        while done < stop:
-            done = min(stop, done + case.steps_per_task)
-            out.append(done)
-    return out
+    """The steps of the case at which a task starts, and its end (the host's tasks, a task ended early at a SET_LR)."""
+    return [0, *_task_ends(case.steps, case.steps_per_task, dict(case.set_lr))]
 
 
 def experiment(setup: Setup, start: int, steps: int, steps_per_task: int) -> Experiment:
-    """The experiment that runs steps ``start`` .. ``start + steps`` of the case from meshnb's pages
-    after ``start`` steps, with its case.json and meshnb's answer."""
+    """The experiment of steps ``start`` .. ``start + steps`` from meshnb's pages after ``start`` steps."""
     case = setup.case
     end = start + steps
     pages = reference_state(setup, start)
@@ -150,8 +125,7 @@ def experiment(setup: Setup, start: int, steps: int, steps_per_task: int) -> Exp
 
 
 def _compare(e: Experiment, got: Outputs | str) -> None:
-    """Whether the executor's outputs differ from meshnb's: the trace first (a step's sums are made
-    before the page's words of that step), then the pages."""
+    """Whether the executor's outputs differ from meshnb's: the trace first (a step's sums come before its words)."""
     if isinstance(got, str):
         e.differs, e.what = True, f"the executor gave no outputs: {got}"
         return
@@ -183,31 +157,8 @@ def locate(
     max_runs: int = MAX_RUNS,
     max_seconds: float = MAX_SECONDS,
 ) -> Location:
-    """Bisects the case by running the executor from meshnb's pages (see the module's docstring).
-
-    With ``hint`` (the step where the executor's trace first differs), step ``hint`` is run alone
-    first, as a one-step task from meshnb's page: if it differs, that is the location (one run).
-
-    Examples
-    --------
-    An executor whose task that runs absolute step 137 writes a wrong word of PARAMS (meshnb's run
-    otherwise), in a case of 200 steps:
-
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import locate, reference_runner
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 200)
-    >>> def faulty(e):
-    ...     pages, trace = reference_runner(e)
-    ...     first = int(e.case["step_base"])
-    ...     if first <= 137 < first + e.steps:
-    ...         pages = [bytes([pages[0][0] ^ 1]) + pages[0][1:]]
-    ...     return pages, trace
-    >>> loc = locate(setup, faulty)
-    >>> print(loc.where)
-    step 137: its run from meshnb's page (one step, STEPS_PER_TASK 1) writes PARAMS[0] wrong
-    >>> len(loc.experiments), loc.task
-    (11, (128, 192))
+    """Bisects the case by running the executor from meshnb's pages (the module's docstring); with ``hint`` (the
+    step where the executor's trace first differs) that step is run alone first, as a one-step task.
     """
     t0 = time.monotonic()
     case = setup.case
@@ -347,9 +298,9 @@ def _predict(m: faults.Model, e: Experiment) -> tuple[list[bytes], np.ndarray]:
 
 @dataclass(frozen=True)
 class LrFrom(faults.Model):
-    """An executor that reads its LR from another page word (``word``, SPEC 7's name: one of the words
-    around LR in the view page, :data:`LR_WORDS`), once a task; SET_LR still writes LR, and every other op
-    is mode Z's."""
+    """An executor that reads its LR from page word ``word`` (:data:`LR_WORDS`) once a task; SET_LR still writes LR,
+    every other op is mode Z's.
+    """
 
     word: str = "STEPS_PER_TASK"
 
@@ -386,9 +337,9 @@ def run_model(
     steps_per_task: int | None = None,
     independent: bool = False,
 ) -> tuple[list[bytes], np.ndarray]:
-    """The pages and trace of :func:`faults.run` under model ``m``; an :class:`LrFrom` model runs task by
-    task (tasks of ``steps_per_task`` steps, as the host's), each from its pages with LR replaced by the
-    word the model reads, LR put back after it (SET_LR's word where one was set)."""
+    """The pages and trace of :func:`faults.run` under model ``m``; an :class:`LrFrom` runs task by task, LR replaced
+    by the word it reads and put back after (SET_LR's word where one was set).
+    """
     if not isinstance(m, LrFrom):
         r = faults.run(pages, steps, grouped=grouped, set_lr=set_lr, m=m, independent=independent)
         return list(r.pages), np.asarray(r.trace, dtype=np.uint32)
@@ -435,9 +386,9 @@ SEPARATING_PAGES = (
 
 
 def separating() -> list[Experiment]:
-    """The experiments every candidate cause is held to besides a case's own: 4 steps from each of
-    the pack's probe pages (:func:`meshnb.conformance.pack.probe_pages`) and
-    :data:`SEPARATING_PAGES`, each a case directory (:func:`save`)."""
+    """The experiments every candidate cause is held to besides a case's own: 4 steps from each of the pack's probe
+    pages and :data:`SEPARATING_PAGES`.
+    """
     from .pack import probe_pages, run_case
 
     out = []
@@ -461,8 +412,7 @@ def run_all(experiments: list[Experiment], run: Runner) -> None:
 
 @dataclass
 class Proof:
-    """Which candidate causes survived every experiment (``proved``: each reproduces the executor's
-    outputs on every one, so they give the same bits on each), which were ruled out and by which."""
+    """The candidate causes that reproduce the executor on every experiment, and those ruled out (by which)."""
 
     proved: list[str]
     ruled_out: dict[str, str]
@@ -473,48 +423,19 @@ class Proof:
 
 
 def prove(candidates: dict[str, faults.Model], experiments: list[Experiment]) -> Proof:
-    """Replays each candidate on every experiment the executor ran (of at most :data:`PROVE_STEPS`
-    steps) and keeps those whose outputs are the executor's on every one; none is kept when no
-    experiment showed a difference (nothing a cause must explain was seen).
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.experiment import model_runner, prove, run_all, separating
-    >>> tries = separating()
-    >>> run_all(tries, model_runner(faults.model("x86-ftz")))  # the executor: x86's FTZ
-    >>> cands = {n: faults.model(n) for n in ("x86-ftz", "ftz-before-rounding", "gradual-underflow")}
-    >>> proof = prove(cands, tries)
-    >>> proof.proved, sorted(proof.ruled_out)
-    (['x86-ftz'], ['ftz-before-rounding', 'gradual-underflow'])
+    """Replays each candidate on every experiment run (of at most :data:`PROVE_STEPS` steps) and keeps those that give
+    the executor's outputs on every one; none where no experiment differs.
     """
     tried = [e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)]
-    proved, ruled = [], {}
-    for name, m in candidates.items():
-        why = ""
-        for e in tried:
-            pages, trace = _predict(m, e)
-            got = e.got
-            assert got is not None and not isinstance(got, str)
-            got_pages, got_trace = got
-            if pages != got_pages or (got_trace is not None and not np.array_equal(trace, got_trace)):
-                why = f"{e.case['name']} ({e.case['about']})"
-                break
-        if why:
-            ruled[name] = why
-        else:
-            proved.append(name)
-    if not any(e.differs for e in tried):
-        proved = []
+    keep, ruled = consistent(candidates, tried, ordered=False)
+    proved = list(keep) if any(e.differs for e in tried) else []
     return Proof(proved, ruled, len(tried))
 
 
 def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
-    """The page transformations of ``findings`` (:func:`~.check.localise.localise_page`'s words) that
-    every experiment whose pages differ confirms: the same transformation (its words up to the first
-    parenthesis) is found on its first differing page (none without such an experiment, or when one
-    differs in its trace only); a page rule's (:data:`PAGE_RULES`) only if it gives the executor's
-    outputs on every experiment, those that do not differ too."""
+    """The page transformations of ``findings`` (:func:`~.check.localise.localise_page`'s) that every differing
+    experiment confirms on its first differing page; a page rule's only if it gives every experiment's outputs.
+    """
     from .check.localise import localise_page
 
     tried = [e for e in experiments if e.steps and e.got is not None and not isinstance(e.got, str)]
@@ -539,9 +460,7 @@ def prove_page(findings: list[str], experiments: list[Experiment]) -> list[str]:
 
 
 def save(loc: Location, root: Path) -> list[Path]:
-    """Writes every experiment of ``loc`` as a case directory under ``root`` (``case.json``,
-    ``in-K.page``, meshnb's ``out-K.page`` and ``trace.bin``) that ``meshnb check`` replays; the
-    directories."""
+    """Writes every experiment of ``loc`` under ``root`` as a case directory that ``meshnb check`` replays."""
     out = []
     for e in loc.experiments:
         d = root / e.case["name"]
@@ -583,15 +502,8 @@ _SPECIAL = (
 
 
 def every_cause() -> dict[str, faults.Model]:
-    """Every candidate cause of a step's bits: each fault model (:data:`faults.MODELS`) and each op of
-    the step under each alternative rule (``single op OP:ALT``, :func:`faults.single_op`).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.experiment import every_cause
-    >>> causes = every_cause()
-    >>> len(causes) > 290, "x86-ftz" in causes, "single op e*x3:fused" in causes, "single op fold:reverse" in causes
-    (True, True, True, False)
+    """Every candidate cause of a step's bits: each fault model, each op of the step under each alternative rule
+    (``single op OP:ALT``) and each :func:`lr_from`, without repeats (:func:`distinct`).
     """
     from .mutants import mutations
 
@@ -602,16 +514,7 @@ def every_cause() -> dict[str, faults.Model]:
 
 
 def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
-    """``causes`` without those whose assignment (:attr:`faults.Model.assignment`) an earlier one
-    has: the same computation under two names (``fold-reverse`` is ``single op fold:reverse``).
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.experiment import distinct
-    >>> list(distinct({"fma-apply": faults.model("fma-apply"), "lr": faults.single_op("lr*g", "fused")}))
-    ['fma-apply']
-    """
+    """``causes`` without those whose assignment an earlier one has (the same computation under two names)."""
     seen: set[str] = set()
     out: dict[str, faults.Model] = {}
     for name, m in causes.items():
@@ -623,8 +526,7 @@ def distinct(causes: dict[str, faults.Model]) -> dict[str, faults.Model]:
 
 
 def _agrees(m: faults.Model, e: Experiment) -> bool:
-    """Whether model ``m`` gives the executor's outputs of experiment ``e`` (its pages, and its trace
-    when it wrote one)."""
+    """Whether model ``m`` gives the executor's outputs of ``e`` (its pages, and its trace where it wrote one)."""
     got = e.got
     assert got is not None and not isinstance(got, str)
     pages, trace = _predict(m, e)
@@ -632,15 +534,14 @@ def _agrees(m: faults.Model, e: Experiment) -> bool:
 
 
 def consistent(
-    candidates: dict[str, faults.Model], experiments: list[Experiment]
+    candidates: dict[str, faults.Model], experiments: list[Experiment], *, ordered: bool = True
 ) -> tuple[dict[str, faults.Model], dict[str, str]]:
-    """The candidates that reproduce the executor on every experiment it ran with outputs (of at most
-    :data:`PROVE_STEPS` steps; the shortest first), and the others with the experiment that rules
-    each out."""
-    tried = sorted(  # those that differ first (they rule most out), then the cheapest
-        (e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)),
-        key=lambda e: (not e.differs, e.steps * len(e.in_pages)),
-    )
+    """The candidates that reproduce the executor on every experiment run (of at most :data:`PROVE_STEPS` steps),
+    and the others with the first experiment (``ordered``: those that differ first, then the cheapest) against each.
+    """
+    tried = [e for e in experiments if e.steps <= PROVE_STEPS and e.got is not None and not isinstance(e.got, str)]
+    if ordered:  # those that differ rule most out
+        tried.sort(key=lambda e: (not e.differs, e.steps * len(e.in_pages)))
     keep: dict[str, faults.Model] = {}
     ruled: dict[str, str] = {}
     for name, m in candidates.items():
@@ -655,20 +556,9 @@ def consistent(
 def variants(
     pages: list[bytes], rng: np.random.Generator, random: int = DESIGN_RANDOM
 ) -> list[tuple[str, list[bytes]]]:
-    """Pages made from ``pages`` (every system's alike) toward the values where an op meets a
-    subnormal, a halfway case, an overflow or a NaN: one param or LR set to each word of
-    :data:`_SPECIAL`, the params, X or Y scaled by powers of two into the subnormal or huge range,
-    INV_BATCH extreme, and ``random`` pages of random params (any exponent) and of params with
-    random low mantissa bits (rounding and halfway cases); each with what it changes, in words.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.experiment import variants
-    >>> from meshnb.testing.reference import init_page
-    >>> made = variants([init_page()], np.random.default_rng(0))
-    >>> len(made), made[0][0]
-    (110, 'PARAMS[0] = 00000001 (the least subnormal)')
+    """Pages made from ``pages`` toward where an op meets a subnormal, a halfway case, an overflow or a NaN: a param
+    or LR set to each of :data:`_SPECIAL`, params or samples scaled by powers of two, INV_BATCH extreme, and
+    ``random`` pages of random params; each with what it changes, in words.
     """
     from meshnb.testing import pages as hard
 
@@ -751,23 +641,8 @@ def _random(survivors: int) -> int:
 def design(
     cands: dict[str, faults.Model], base: Experiment, rng: np.random.Generator | None = None
 ) -> tuple[str, list[bytes], int] | None:
-    """The page (of :func:`variants` of ``base``'s start pages) on which one step of the candidates
-    splits them into the most classes of outputs (ties: the smallest largest class): what it
-    changes, its pages and the classes; None when no page tried gives two candidates different
-    outputs.
-
-    Examples
-    --------
-    Two FPU rules that agree on init's page: a page with a subnormal param parts them.
-
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import design, experiment
-    >>> from meshnb.testing.reference import init_page
-    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
-    >>> what, pages, classes = design({n: faults.model(n) for n in ("gradual-underflow", "no-daz")}, base)
-    >>> classes
-    2
+    """The page of :func:`variants` of ``base``'s pages on which one step splits the candidates into the most classes
+    (ties: the smallest largest class): what it changes, its pages and the classes; None if no page parts two.
     """
     assert base.sub is not None
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -789,15 +664,14 @@ def design(
 
 
 def designed(base: Experiment, what: str, pages: list[bytes], index: int) -> Experiment:
-    """The experiment that runs one step (STEPS_PER_TASK 1) from ``pages`` (``base``'s pages changed
-    as ``what`` says), with its case.json and meshnb's answer."""
+    """The one-step experiment (STEPS_PER_TASK 1) from ``pages``, ``base``'s pages changed as ``what`` says."""
     return _one_step(base, "design", what, pages, index)
 
 
 def _one_step(base: Experiment, kind: str, what: str, pages: list[bytes], index: int, **words: int) -> Experiment:
-    """The designed experiment ``{case}-{kind}-{index}``: one step (STEPS_PER_TASK 1, no SET_LR, call or
-    timeout) from ``pages`` with header ``words`` set (SPEC 7's names; then its step base is the first
-    page's, else ``base``'s), with its case.json and meshnb's answer."""
+    """The designed experiment ``{case}-{kind}-{index}``: one step (no SET_LR, call or timeout) from ``pages`` with
+    header ``words`` set (then its step base is the first page's, else ``base``'s), and meshnb's answer.
+    """
     from .pack import run_case
 
     assert base.sub is not None
@@ -831,11 +705,10 @@ def _one_step(base: Experiment, kind: str, what: str, pages: list[bytes], index:
 
 @dataclass
 class Explanation:
-    """What the designed experiments left: ``verdict`` "proved" (one candidate reproduces every
-    experiment), "equivalent" (several do, with the same bits on every page tried), "none" (none
-    of the candidates does) or "cut short" (the bound ended the search with several left that
-    some page tried parts); the survivors, the candidates ruled out (each with the experiment),
-    the designed experiments."""
+    """What the designed experiments left: ``verdict`` "proved" (one candidate reproduces every experiment),
+    "equivalent" (several, alike on every page tried), "none", or "cut short" (by the bound); the survivors,
+    those ruled out (each with the experiment) and the designed experiments.
+    """
 
     verdict: str
     survivors: list[str]
@@ -847,14 +720,7 @@ class Explanation:
     note: str = ""  # said after the sentence (the candidates a designed page ruled out, where told)
 
     def sentence(self) -> str:
-        """The result in words (the CI line's).
-
-        Examples
-        --------
-        >>> from meshnb.conformance.experiment import Explanation
-        >>> Explanation("equivalent", ["a", "b"], {}, 9, [], 200, 0.5).sentence()
-        'cause one of a, b (equivalent on the 200 pages tried)'
-        """
+        """The result in words (the CI line's)."""
         note = f" ({self.note})" if self.note else ""
         if self.verdict == "proved":
             return f"cause proved by experiment: {self.survivors[0]}{note}"
@@ -888,26 +754,9 @@ def explain(
     max_seconds: float = DESIGN_SECONDS,
     seed: int = 0,
 ) -> Explanation:
-    """Keeps the candidates consistent with every experiment ``seen`` (:func:`consistent`), then,
-    while two or more are left and the bound allows, designs a page that separates them
-    (:func:`design`, from ``base``'s pages: the one-step experiment at the located step), runs the
-    executor on it and drops every candidate the result contradicts. At most ``max_runs`` executor
-    runs and ``max_seconds`` (checked before each design).
-
-    Examples
-    --------
-    An executor with x86's FTZ, located at step 0 of init's run, among every cause:
-
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import every_cause, experiment, explain, model_runner, run_all
-    >>> from meshnb.testing.reference import init_page
-    >>> run = model_runner(faults.single_op("e*x3", "fused"))
-    >>> base = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
-    >>> run_all([base], run)
-    >>> ex = explain(every_cause(), [base], run, base)
-    >>> ex.verdict, ex.survivors, len(ex.designed) <= 6
-    ('proved', ['single op e*x3:fused'], True)
+    """Keeps the candidates consistent with every experiment ``seen``, then, while two or more are left and the
+    bound allows, runs the executor one step from a page that parts them (:func:`design` from ``base``'s pages),
+    dropping every candidate the result contradicts.
     """
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -1008,8 +857,7 @@ HEADER_RULES: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], None]]] = 
 
 
 def header_predict(rule: str, e: Experiment) -> list[bytes]:
-    """The out pages of experiment ``e`` by an executor that follows header rule ``rule``: meshnb's, with
-    the rule's change of the words (a run of one task: ``e``'s experiments are)."""
+    """The out pages of ``e`` by an executor that follows header rule ``rule`` (a run of one task)."""
     change = HEADER_RULES[rule][1]
     out = []
     for pin, pout in zip(e.in_pages, e.expected, strict=True):
@@ -1029,9 +877,9 @@ def _rule_agrees(predict: Predict, rule: str, e: Experiment) -> bool:
 
 
 def _rules_kept(rules: Iterable[str], predict: Predict, tried: list[Experiment]) -> tuple[list[str], dict[str, str]]:
-    """The ``rules`` that give every experiment ``tried``'s outputs, and for each other rule the first
-    experiment that contradicts it; none is kept where no experiment differs (a rule that changes
-    nothing there agrees)."""
+    """The ``rules`` that give every experiment ``tried``'s outputs, and for each other the first experiment
+    against it; none is kept where no experiment differs.
+    """
     differs = any(e.differs for e in tried)
     left = [r for r in rules if differs and all(_rule_agrees(predict, r, e) for e in tried)]
     first = {r: next((e for e in tried if not _rule_agrees(predict, r, e)), None) for r in rules if r not in left}
@@ -1040,8 +888,9 @@ def _rules_kept(rules: Iterable[str], predict: Predict, tried: list[Experiment])
 
 
 def _run_designed(e: Experiment, run: Runner, left: list[str], ruled: dict[str, str], predict: Predict) -> list[str]:
-    """Run designed experiment ``e`` and drop from ``left`` every rule its result contradicts (each of them
-    where the executor failed), saying why in ``ruled``; returns the rules dropped."""
+    """Runs designed experiment ``e`` and drops from ``left`` every rule its result contradicts (each where the
+    executor failed), saying why in ``ruled``; returns those dropped.
+    """
     e.got = run(e)
     _compare(e, e.got)
     if isinstance(e.got, str):
@@ -1063,9 +912,50 @@ HEADER_STARTS: tuple[tuple[str, dict[str, int]], ...] = (
 """Start headers of the designed experiments for header rules: each exercises a state rule of SPEC 8."""
 
 
-def _header_designed(base: Experiment, what: str, words: dict[str, int], index: int) -> Experiment:
-    """The one-step experiment from ``base``'s pages with header ``words`` set (its step base the page's)."""
-    return _one_step(base, "header", what, base.in_pages, index, **words)
+def _explain_rules(
+    rules: dict[str, Any],
+    predict: Predict,
+    kind: str,
+    tried: list[Experiment],
+    starts: list[tuple[str, dict[str, int]]],
+    split: Callable[[list[str], str, dict[str, int]], int],
+    run: Runner,
+    base: Experiment,
+    bound: tuple[int, float, float],
+    note: str = "",
+) -> Explanation:
+    """Keeps the ``rules`` that give every experiment ``tried``'s outputs, then, while two or more are left and
+    the bound (runs, seconds, the start time) allows, runs the executor one step from ``base``'s pages with the
+    start header of ``starts`` that ``split``s the survivors into the most classes, dropping every rule its
+    result contradicts. ``note``: what the rules ruled out by a designed page (with outputs) are said as."""
+    max_runs, max_seconds, t0 = bound
+    left, ruled = _rules_kept(rules, predict, tried)
+    made: list[Experiment] = []
+    separated: list[str] = []
+    cut = False
+    while len(left) > 1 and starts:
+        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
+            cut = True
+            break
+        classes = [split(left, what, words) for what, words in starts]
+        j = int(np.argmax(classes))
+        if classes[j] < 2:
+            break
+        what, words = starts.pop(j)
+        e = _one_step(base, kind, what, base.in_pages, len(made) + 1, **words)
+        gone = _run_designed(e, run, left, ruled, predict)
+        made.append(e)
+        if not isinstance(e.got, str):
+            separated += gone
+    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
+    said = f"{note}: {', '.join(separated)}" if note and separated else ""
+    pages = len(tried) + len(made)
+    return Explanation(verdict, sorted(left), ruled, len(rules), made, pages, time.monotonic() - t0, said)
+
+
+def _outputs(rules: list[str], predict: Predict, e: Experiment) -> int:
+    """How many classes of outputs the ``rules`` give on experiment ``e``."""
+    return len({b"".join(predict(r, e)) for r in rules})
 
 
 def explain_header(
@@ -1076,61 +966,20 @@ def explain_header(
     max_runs: int = DESIGN_RUNS,
     max_seconds: float = DESIGN_SECONDS,
 ) -> Explanation:
-    """Where only page words differ: keeps the header rules (:data:`HEADER_RULES`) that give the executor's
-    outputs on every one-task experiment ``seen``, then runs the executor from start headers
-    (:data:`HEADER_STARTS`, on ``base``'s pages) that split the survivors, dropping every rule the result
-    contradicts, while two or more are left and the bound allows.
-
-    Examples
-    --------
-    An executor whose step counter has 32 bits, located at step 2^32 - 1 (where a 16-bit counter writes the
-    same words; the start header of step 2^16 - 1 parts them):
-
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import experiment, explain_header, header_predict, run_all
-    >>> from meshnb.testing.reference import init_page
-    >>> def run(e):  # meshnb's bits, STEP_HI never moving
-    ...     return header_predict("header: STEP_HI not carried", e), e.trace
-    >>> base = experiment(setup_from_run(init_page(), 2, step_base=(1 << 32) - 1), 0, 1, 1)
-    >>> run_all([base], run)
-    >>> ex = explain_header([base], run, base)
-    >>> ex.verdict, ex.survivors
-    ('proved', ['header: STEP_HI not carried'])
-
-    Where no experiment seen differs there is nothing to explain, and no rule is kept:
-
-    >>> ok = experiment(setup_from_run(init_page(), 4), 0, 1, 1)
-    >>> run_all([ok], run)  # no carry at step 0: the executor gives meshnb's bits
-    >>> explain_header([ok], run, ok).verdict
-    'none'
+    """Where only page words differ: keeps the header rules (:data:`HEADER_RULES`) that give the executor's outputs
+    on every one-task experiment ``seen``, then parts the survivors by start headers (:data:`HEADER_STARTS`).
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
-    left, ruled = _rules_kept(HEADER_RULES, header_predict, tried)
-    made: list[Experiment] = []
+
+    def split(left: list[str], what: str, words: dict[str, int]) -> int:
+        return _outputs(left, header_predict, _one_step(base, "header", what, base.in_pages, 0, **words))
+
     starts = list(HEADER_STARTS)
-    cut = False
-    while len(left) > 1 and starts:
-        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
-            cut = True
-            break
-        best = None
-        for j, (what, words) in enumerate(starts):
-            e = _header_designed(base, what, words, len(made) + 1)
-            classes = len({b"".join(header_predict(r, e)) for r in left})
-            if best is None or classes > best[0]:
-                best = (classes, j, e)
-        assert best is not None
-        if best[0] < 2:
-            break
-        e = best[2]
-        starts.pop(best[1])
-        _run_designed(e, run, left, ruled, header_predict)
-        made.append(e)
-    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
-    pages = len(tried) + len(made)
-    return Explanation(verdict, sorted(left), ruled, len(HEADER_RULES), made, pages, time.monotonic() - t0)
+    return _explain_rules(
+        HEADER_RULES, header_predict, "header", tried, starts, split, run, base, (max_runs, max_seconds, t0)
+    )
 
 
 # =============================================================================================
@@ -1164,8 +1013,9 @@ shifts' names are :func:`~.check.localise.localise_page`'s findings."""
 
 
 def page_predict(rule: str, e: Experiment) -> list[bytes]:
-    """The out pages of experiment ``e`` by an executor that follows page rule ``rule``: meshnb's, its
-    loss ring as the in page's with each step's loss (meshnb's) written where the rule says."""
+    """The out pages of ``e`` by an executor that follows page rule ``rule``: each step's loss (meshnb's) written
+    where the rule says, on the in page's ring.
+    """
     where = PAGE_RULES[rule][1]
     out = []
     for pin, pout in zip(e.in_pages, e.expected, strict=True):
@@ -1194,64 +1044,25 @@ def explain_page(
     max_runs: int = DESIGN_RUNS,
     max_seconds: float = DESIGN_SECONDS,
 ) -> Explanation:
-    """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's
-    outputs on every experiment ``seen``, then runs the executor one step from ``base``'s pages at start
-    steps (:data:`PAGE_STARTS`) that split the survivors, dropping every rule the result contradicts, while
-    two or more are left and the bound allows. The rules ruled out by a designed page are the sentence's
-    note.
-
-    Examples
-    --------
-    An executor whose loss ring is 128 words long, located at step 200: there a ring shifted by 128 writes
-    the same words; the start step 0 parts them.
-
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.experiment import experiment, explain_page, page_predict, run_all
-    >>> from meshnb.testing.reference import init_page
-    >>> rule = "LOSS: the loss of step t written at LOSS[t mod 128] (a ring of 128)"
-    >>> def run(e):  # meshnb's bits, the loss of step t at LOSS[t mod 128]
-    ...     return page_predict(rule, e), e.trace
-    >>> base = experiment(setup_from_run(init_page(), 201), 200, 1, 1)
-    >>> run_all([base], run)
-    >>> ex = explain_page([base], run, base)
-    >>> ex.verdict, ex.survivors == [rule], len(ex.designed)
-    ('proved', True, 1)
-    >>> ex.note
-    'ruled out by a designed page: LOSS: the loss of step t written at LOSS[(t + 128) mod 256]'
+    """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's outputs on
+    every experiment ``seen``, then parts the survivors by start steps (:data:`PAGE_STARTS`).
     """
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
-    left, ruled = _rules_kept(PAGE_RULES, page_predict, tried)
-    made: list[Experiment] = []
     first = _words(base.in_pages[0])
-    step, high = int(first[_W["NEXT_STEP"]]), int(first[_W["STEP_HI"]]) << 32
-    # a start at 2^64 - 1 runs no step (its round would wrap to 0: SPEC): never designed
-    starts = [r for r in PAGE_STARTS if high | (step & ~0xFF) | r <= (1 << 64) - 2]
-    separated: list[str] = []
-    cut = False
-    while len(left) > 1 and starts:
-        if len(made) >= max_runs or time.monotonic() - t0 > max_seconds:
-            cut = True
-            break
-        # one step from residue r: a rule's outcome is the word it writes
-        split = [len({int(PAGE_RULES[x][1](np.array([r]))[0]) for x in left}) for r in starts]
-        j = int(np.argmax(split))
-        if split[j] < 2:
-            break
-        r = starts.pop(j)
-        e = _one_step(
-            base,
-            "page",
-            f"NEXT_STEP's low byte {r} (t mod 256 = {r})",
-            base.in_pages,
-            len(made) + 1,
-            NEXT_STEP=(step & ~0xFF) | r,
-        )
-        gone = _run_designed(e, run, left, ruled, page_predict)
-        made.append(e)
-        if not isinstance(e.got, str):
-            separated += gone
-    verdict = "proved" if len(left) == 1 else "none" if not left else "cut short" if cut else "equivalent"
-    note = f"ruled out by a designed page: {', '.join(separated)}" if separated else ""
-    pages = len(tried) + len(made)
-    return Explanation(verdict, sorted(left), ruled, len(PAGE_RULES), made, pages, time.monotonic() - t0, note)
+    step, high = int(first[_W["NEXT_STEP"]]) & ~0xFF, int(first[_W["STEP_HI"]]) << 32
+    # one step from residue r: a rule's outcome is the word it writes; a start at 2^64 - 1 runs no step (its
+    # round would wrap to 0: SPEC): never designed
+    starts = [
+        (f"NEXT_STEP's low byte {r} (t mod 256 = {r})", {"NEXT_STEP": step | r})
+        for r in PAGE_STARTS
+        if high | step | r <= (1 << 64) - 2
+    ]
+
+    def split(left: list[str], what: str, words: dict[str, int]) -> int:
+        return len({int(PAGE_RULES[x][1](np.array([words["NEXT_STEP"] & 0xFF]))[0]) for x in left})
+
+    bound = (max_runs, max_seconds, t0)
+    return _explain_rules(
+        PAGE_RULES, page_predict, "page", tried, starts, split, run, base, bound, "ruled out by a designed page"
+    )

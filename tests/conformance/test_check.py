@@ -684,3 +684,180 @@ def test_a_page_of_the_pack_itself_is_said_to_judge_the_pack_against_itself(
     err = capsys.readouterr().err.splitlines()
     assert [line.split(" ", 3)[2] for line in err] == ["--page", "--trace"], err
     assert all(line.startswith("meshnb: warning: ") and "against itself" in line for line in err), err
+
+
+# The report's parts and lines, as their docstrings showed them (one setup for all)
+def test_the_report_parts_as_the_check_gives_them() -> None:
+    from meshnb.testing.reference import init_page
+    from meshnb.view import FIELDS
+
+    setup = check.setup_from_run(init_page(), 16)
+    assert check.printable("case\x1b[2Jname\n") == "case\\x1b[2Jname\\n" and check.printable("plain") == "plain"
+    got = bytearray(setup.expected[0])
+    at = FIELDS["LOSS"].offset + 4  # LOSS[1]
+    got[at : at + 4] = bytes(4)
+    assert sorted(check.page_diff(setup.case, setup.expected[0], bytes(got))[0].items()) == [
+        ("expected", "3eca6cc7"),
+        ("expected_f32", "0.39536115527153015"),
+        ("field", "LOSS[1]"),
+        ("got", "00000000"),
+        ("got_f32", "0.0"),
+        ("offset", 2116),
+        ("step", 1),
+    ]
+    got = bytearray(setup.expected[0])
+    at = FIELDS["X"].offset + 4 * 3  # X[3], one ulp up
+    got[at : at + 4] = (int.from_bytes(got[at : at + 4], "little") + 1).to_bytes(4, "little")
+    assert check.compare(setup, bytes(got), 0, None, None)[0].samples == [{"field": "X[3]", "ulps": 1}]
+    seq = check.executor_run(setup, faults.model("sequential-lane-sum"))
+    part = check.compare(setup, seq.pages[0], 0, seq.trace, None)[0].trace
+    assert part is not None and (part["step"], part["absolute_step"], part["sums"]) == (
+        0,
+        0,
+        ["e", "e*x", "e*x2", "e*x3"],
+    )
+    fma = check.executor_run(setup, faults.model("fma-horner"))
+    assert check.check(setup, fma.pages[0], got_trace=fma.trace).diagnosis["models"] == [  # type: ignore[index]
+        {"name": "fma-horner", "doc": "FMA contraction in the Horner polynomial"}
+    ]
+    swapped = check.executor_run(setup, faults.single_op("e", "swapped"))  # y - pred
+    rep = check.check(setup, swapped.pages[0], got_trace=swapped.trace)
+    found = rep.diagnosis["localisation"]["found"][0]  # type: ignore[index]
+    assert (found["op"], found["alt"], found["step"], found["text"]) == (
+        "e",
+        "swapped",
+        0,
+        "step 0: mode Z except `e = pred - y` with its operands swapped (y - pred) on lanes 0 .. 31",
+    )
+    got = bytearray(setup.expected[0])
+    got[28] += 1  # NEXT_STEP one on
+    loc = check.check(setup, bytes(got)).diagnosis["localisation"]  # type: ignore[index]
+    assert (loc["where"], loc["found"], loc["page"]) == (
+        "page word NEXT_STEP (header)",
+        [],
+        ["STEP_HI:NEXT_STEP: the step counter off by +1 (17 for 16)"],
+    )
+    got = bytearray(setup.expected[0])
+    got[0] ^= 1  # a bit no fault model explains
+    found = check.check(setup, bytes(got)).diagnosis
+    assert found is not None and found["models"] == [] and sorted(found) == ["how", "localisation", "models"]
+
+
+def test_the_report_lines_of_experiments_and_localisation() -> None:
+    from meshnb.conformance.check.report import experiment_lines, localisation_lines
+
+    loc = {"where": "step 3: ...", "runs": 2, "seconds": 0.5, "cut_short": False}
+    assert experiment_lines({"location": loc, "proof": {"proved": [], "ruled_out": {"m": "e1"}}}) == [
+        "  seen by experiment (2 executor runs from meshnb's pages, 0.5 s): step 3: ...",
+        "  cause not proved",
+        "  ruled out by experiment: m (e1)",
+    ]
+    ex = {"candidates": 9, "ruled_out": 8, "runs": 1, "seconds": 0.7, "sentence": "proved: a"}
+    ex["experiments"] = [{"name": "c-design-1", "about": "PARAMS[0] = 0", "differs": True, "what": "w"}]
+    assert experiment_lines({"location": loc, "explanation": ex})[1:] == [
+        "  designed experiments (9 candidate causes, 8 ruled out, 1 executor runs on designed pages, 0.7 s): proved: a",
+        "    c-design-1: PARAMS[0] = 0 (differs: w)",
+    ]
+    px = {"candidates": 257, "ruled_out": 257, "runs": 0, "seconds": 0.1, "sentence": "none of these"}
+    assert experiment_lines({"location": loc, "explanation": ex, "page": px})[3:] == [
+        "  page rules (257 candidates, 257 ruled out, 0 executor runs on designed pages, 0.1 s): none of these"
+    ]
+    one = {"where": "step 3", "found": [], "page": [], "searched": 10, "space": 10, "seconds": 0.1, "closest": "C"}
+    assert localisation_lines(one) == [
+        "  localisation (step 3, 10 of 10 single-op changes tried, 0.1 s): reproduced by no single-op change;"
+        " closest: C"
+    ]
+    summary = check.localisation_summary({"where": "step 3", "found": [], "page": [], "space": 9, "closest": "x"})
+    assert summary == "step 3: reproduced by no single-op change; closest: x"
+
+
+def test_the_checks_parts_as_their_docstrings_showed_them(tmp_path: Path) -> None:
+    from meshnb.conformance.check.cases import run_bounds
+    from meshnb.conformance.check.compare import rows_hex
+    from meshnb.runspec import OptionError
+    from meshnb.testing.reference import init_page
+
+    setup = check.setup_from_run(init_page(), 16)
+    assert (setup.case.steps, setup.case.systems, len(setup.in_pages), len(setup.expected)) == (16, 1, 1, 1)
+    assert setup.trace.shape == (16, 5)
+    case300 = check.setup_from_run(init_page(), 300).case  # steps 0 .. 299: LOSS[i] holds the last step t = i mod 256
+    assert (check.loss_step(case300, 10), check.loss_step(case300, 50), check.loss_step(setup.case, 16)) == (
+        266,
+        50,
+        None,
+    )
+    got = bytearray(setup.expected[0])
+    got[0:4] = bytes.fromhex("00008040")  # PARAMS[0] = 4.0
+    diff = check.page_diff(setup.case, setup.expected[0], bytes(got))
+    assert [(d["field"], d["offset"], d["got"], d.get("got_f32")) for d in diff] == [
+        ("PARAMS[0]", 0, "40800000", "4.0")
+    ]
+    want = np.zeros((3, 5), np.uint32)
+    row = want.copy()
+    row[2, [0, 4]] = 1
+    assert check.first_trace_diff(want, row) == (2, ["e", "e*e"]) and check.first_trace_diff(want, want) is None
+    assert rows_hex(np.array([0x3F800000, 7], np.uint32)) == ["3f800000", "00000007"]
+    fma = check.executor_run(setup, faults.model("fma-horner"))
+    report, task = check.compare(setup, fma.pages[0], 0, fma.trace, None)
+    assert (report.verdict, task, report.diagnosis) == ("FAIL", None, None)  # no diagnosis: check() makes it
+    assert [d["field"] for d in report.diff] == ["PARAMS[0]", "PARAMS[3]", "LOSS[2]", "LOSS[8]", "LOSS[11]", "LOSS[13]"]
+    assert len(check.page_bytes(bytes(4096), "out.page")) == 4096
+    with pytest.raises(pack.PackError, match=r"^out.page: a page is 4096 bytes, this has 10$"):
+        check.page_bytes(bytes(10), "out.page")
+    assert run_bounds(100, 64, 0, {50: 0.25}) == ((50, 1048576000),)
+    with pytest.raises(OptionError, match=r"^steps must be an integer from 0 to 4194304, got 4194305$"):
+        run_bounds(check.MAX_CHECK_STEPS + 1, 64, 0, {})
+    for n in (0, 8, 16):
+        (tmp_path / f"{n}.page").write_bytes(bytes(4096))
+    assert [n for n, _ in check.read_pages_dir(tmp_path, 16)] == [0, 8, 16]
+    (tmp_path / "trace.bin").write_bytes(np.arange(10, dtype="<u4").tobytes())  # two steps of five sums
+    assert check.load_trace(tmp_path / "trace.bin").tolist() == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    assert check.reference_state(setup, 16) == setup.expected and check.reference_state(setup, 0) == setup.in_pages
+
+
+def test_load_case_reads_a_case_of_the_pack(quick_pack: Path) -> None:
+    setup = check.load_case(quick_pack / "lr-changes")  # every file checked against the pack's manifest
+    assert (setup.case.name, setup.case.steps, setup.trace.shape) == ("lr-changes", 100, (100, 5)) and setup.case.set_lr
+    with pytest.raises(pack.PackError, match=r"not a case directory$"):
+        check.load_case(quick_pack / "no-such-case")
+
+
+def test_the_diagnosis_parts_as_their_docstrings_showed_them() -> None:
+    from meshnb.testing.reference import init_page
+
+    setup = check.setup_from_run(init_page(), 16)
+    exact = check.replay(setup, 8, 8, faults.EXACT)  # steps 8 .. 15 from meshnb's state at step 8
+    assert exact.pages[0] == setup.expected[0] and bool((exact.trace == setup.trace[8:]).all())
+    assert check.replay(setup, 8, 8, faults.model("fma-horner")).pages[0] != setup.expected[0]
+    table = check.lane_table(check.setup_from_run(init_page(), 4), 1, 0).splitlines()
+    assert table[:3] == [
+        "meshnb's lanes at step 1 (absolute 1), system 0, batch 1, params 3930adce 3e21fb5c 392b185b 3d7d262c",
+        "  lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e",
+        "     0      1 bf7dfdfe bcc9d479 be5e2f2a be44f49b 3e436926 be41e0cc 3e405b85 3d178777",
+    ]
+    seq = check.executor_run(setup, faults.model("sequential-lane-sum"))  # the batch summed in lane order
+    assert [m["name"] for m in check.diagnose(setup, 0, seq.pages[0], seq.trace, None)["models"]] == [
+        "sequential-lane-sum"
+    ]
+    parts = {m.name: check.first_divergence(setup, m) for m in faults.MODELS}
+    assert {k: v for k, v in parts.items() if v is not None} == {"fma-horner": 1, "sequential-lane-sum": 0}
+
+
+def test_the_localisation_as_its_docstrings_showed_it() -> None:
+    from meshnb.testing.reference import init_page
+    from meshnb.view import FIELDS
+
+    setup = check.setup_from_run(init_page(), 16)
+    got = check.executor_run(setup, faults.single_op("p - lr*g", "swapped"))  # lr*g - p in apply
+    assert [c["text"] for c in check.localise_step(setup, 0, 1, got.trace, budget=60.0)["found"]] == [
+        "step 0: mode Z except `p - lr*g` (apply's p - lr*g) with its operands swapped (lr*g - p)"
+        " (shows in step 1's sums)"
+    ]
+    page = bytearray(setup.expected[0])
+    lo = FIELDS["LOSS"].offset
+    page[lo : lo + 1024] = np.roll(np.frombuffer(page[lo : lo + 1024], dtype="<u4"), 1).tobytes()  # one index on
+    loc = check.localise_page(setup, 0, bytes(page))
+    assert (loc["where"], loc["page"]) == (
+        "page word LOSS[0] (loss)",
+        ["LOSS: the loss of step t written at LOSS[(t + 1) mod 256]"],
+    )

@@ -475,3 +475,36 @@ def test_no_header_rule_is_named_without_a_difference_to_explain(unhurried: None
     experiment.run_all([base], experiment.reference_runner)
     ex = experiment.explain_header([base], experiment.reference_runner, base)
     assert ex.verdict == "none" and not ex.survivors and not ex.designed
+
+
+def test_the_experiments_parts_as_their_docstrings_showed_them() -> None:
+    assert experiment.boundaries(pack.Case("c", "", 10, steps_per_task=4, set_lr=((6, 0x3F000000),))) == [0, 4, 6, 10]
+    setup = setup_from_run(init_page(), 200)
+    loc = experiment.locate(setup, _faulty_at(137))  # the task that runs absolute step 137 writes PARAMS[0] wrong
+    assert loc.where == "step 137: its run from meshnb's page (one step, STEPS_PER_TASK 1) writes PARAMS[0] wrong"
+    assert (len(loc.experiments), loc.task) == (11, (128, 192))
+    tries = experiment.separating()
+    experiment.run_all(tries, experiment.model_runner(faults.model("x86-ftz")))  # the executor: x86's FTZ
+    proof = experiment.prove(
+        {n: faults.model(n) for n in ("x86-ftz", "ftz-before-rounding", "gradual-underflow")}, tries
+    )
+    assert (proof.proved, sorted(proof.ruled_out)) == (["x86-ftz"], ["ftz-before-rounding", "gradual-underflow"])
+    causes = experiment.every_cause()
+    assert len(causes) > 290 and "x86-ftz" in causes and "single op e*x3:fused" in causes
+    assert "single op fold:reverse" not in causes  # it is fold-reverse
+    both = {"fma-apply": faults.model("fma-apply"), "lr": faults.single_op("lr*g", "fused")}
+    assert list(experiment.distinct(both)) == ["fma-apply"]
+    made = experiment.variants([init_page()], np.random.default_rng(0))
+    assert (len(made), made[0][0]) == (110, "PARAMS[0] = 00000001 (the least subnormal)")
+    explanation = experiment.Explanation("equivalent", ["a", "b"], {}, 9, [], 200, 0.5)
+    assert explanation.sentence() == "cause one of a, b (equivalent on the 200 pages tried)"
+
+
+def test_a_design_parts_two_rules_that_agree_on_inits_page() -> None:
+    base = experiment.experiment(setup_from_run(init_page(), 4), 0, 1, 1)
+    d = experiment.design({n: faults.model(n) for n in ("gradual-underflow", "no-daz")}, base)
+    assert d is not None and d[2] == 2
+    run = experiment.model_runner(faults.single_op("e*x3", "fused"))
+    experiment.run_all([base], run)
+    ex = experiment.explain(experiment.every_cause(), [base], run, base, max_seconds=60.0)
+    assert (ex.verdict, ex.survivors) == ("proved", ["single op e*x3:fused"]) and len(ex.designed) <= 6

@@ -1,8 +1,6 @@
-"""A check's inputs: a pack case read and verified (:func:`load_case`), or a run made from a start
-page (:func:`setup_from_run`), as a :class:`Setup`; the executor's trace and task-boundary pages.
-
-Every error is a :class:`~meshnb.conformance.pack.PackError` (a ``ValueError``) of one line that
-names the library's argument or the case file's field, never a command-line flag.
+"""A check's inputs: a pack case read and verified (:func:`load_case`), or a run made from a start page
+(:func:`setup_from_run`), as a :class:`Setup`; the executor's trace and task-boundary pages.  Every error
+is a one-line :class:`~meshnb.conformance.pack.PackError` naming the argument or the case file's field.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from ..pack import (
     check_sha,
     has_manifest,
     load_manifest,
+    manifest_path,
     parse_json,
     read_file,
     run_case,
@@ -47,16 +46,7 @@ from .report import printable
 
 @dataclass
 class Setup:
-    """What the host did: the case (steps, LR changes, systems) and every system's start page.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> setup.case.steps, setup.case.systems, len(setup.in_pages), len(setup.expected), setup.trace.shape
-    (16, 1, 1, 1, (16, 5))
-    """
+    """What the host did: the case (steps, LR changes, systems), every system's start page, meshnb's answer."""
 
     case: Case
     in_pages: list[bytes]
@@ -70,20 +60,7 @@ class Setup:
 
 
 def page_bytes(data: bytes, what: str) -> bytes:
-    """``data`` if it is a whole page; PackError naming ``what`` otherwise.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import page_bytes
-    >>> from meshnb.conformance.pack import PackError
-    >>> len(page_bytes(bytes(4096), "out.page"))
-    4096
-    >>> try:
-    ...     page_bytes(bytes(10), "out.page")
-    ... except PackError as e:
-    ...     print(e)
-    out.page: a page is 4096 bytes, this has 10
-    """
+    """``data`` if it is a whole page; PackError naming ``what`` otherwise."""
     if len(data) != VIEW_BYTES:
         raise PackError(f"{what}: a page is {VIEW_BYTES} bytes, this has {len(data)}")
     return data
@@ -99,8 +76,7 @@ _WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
 def _checked(rule: Callable[..., int], value: object, *args: object) -> int:
-    """A :mod:`meshnb.runspec` rule of a case file's or a caller's value, its message made
-    printable and short (a hostile case file's string would otherwise be shown whole)."""
+    """A :mod:`meshnb.runspec` rule of a value, its message made printable and short (a hostile string)."""
     try:
         return rule(value, *args)
     except TypeError as e:
@@ -117,23 +93,8 @@ def _int(value: object, what: str, lo: int, hi: int) -> int:
 
 
 def run_bounds(steps: int, steps_per_task: int, step_base: int, set_lr: Any) -> tuple[LrChange, ...]:
-    """Refuse (TypeError, or an :class:`~meshnb.runspec.OptionError`, a ValueError, naming the
-    value) a run that cannot be made: :func:`meshnb.runspec.check_run`'s rules (``train``'s: LRs
-    as ``train`` reads them, several changes at one step applied in order), and at most
-    :data:`MAX_CHECK_STEPS` steps, the checker's own bound (it holds the trace in memory).
-    Returns the LR changes, sorted by step.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check.cases import MAX_CHECK_STEPS, run_bounds
-    >>> from meshnb.runspec import OptionError
-    >>> run_bounds(100, 64, 0, {50: 0.25})
-    (LrChange(step=50, word=1048576000),)
-    >>> try:
-    ...     run_bounds(MAX_CHECK_STEPS + 1, 64, 0, {})
-    ... except OptionError as e:
-    ...     print(e)
-    steps must be an integer from 0 to 4194304, got 4194305
+    """The LR changes of a run, sorted by step, by :func:`meshnb.runspec.check_run`'s rules and at most
+    :data:`MAX_CHECK_STEPS` steps (the checker holds the trace); TypeError or OptionError naming the value.
     """
     _int(steps, "steps", 0, MAX_CHECK_STEPS)
     return check_run(steps, steps_per_task, step_base, set_lr)
@@ -205,23 +166,8 @@ def _parse_case(cj: object) -> Case:
 
 
 def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
-    """A pack case directory, every file checked against the pack's manifest (in its parent) as
-    it is read.  The case directory must not be a symbolic link, nor any file in it; without a
-    manifest the case is refused unless ``verify`` is False.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import load_case
-    >>> from meshnb.conformance.pack import PackError
-    >>> pack = getfixture("quick_pack")
-    >>> setup = load_case(pack / "lr-changes")  # every file checked against the pack's manifest
-    >>> setup.case.name, setup.case.steps, len(setup.case.set_lr) > 0, setup.trace.shape
-    ('lr-changes', 100, True, (100, 5))
-    >>> try:
-    ...     load_case(pack / "no-such-case")
-    ... except PackError as e:
-    ...     print(str(e).split(": ")[-1])
-    not a case directory
+    """A pack case directory, every file checked against the pack's manifest (in its parent) as it is read;
+    no link is followed, and without a manifest the case is refused unless ``verify`` is False.
     """
     root = Path(directory).absolute()
     if root.is_symlink():
@@ -231,6 +177,8 @@ def load_case(directory: str | Path, *, verify: bool = True) -> Setup:
     pack_root = root.parent
     manifest = load_manifest(pack_root) if has_manifest(pack_root) else None
     if manifest is not None:
+        for rel in manifest["files"]:
+            manifest_path(rel)  # an entry outside the pack is refused, as pack --verify refuses it
         if f"{root.name}/case.json" not in manifest["files"]:
             raise PackError(f"{directory}: not a case of the pack in {pack_root}")
     elif verify:
@@ -363,17 +311,7 @@ _PAGE_NAME = re.compile(r"^(\d{1,20})\.page$")
 
 
 def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]:
-    """Task-boundary pages: ``DIR/N.page`` is the view after N steps of the run (any digits).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import read_pages_dir
-    >>> folder = getfixture("tmp_path")
-    >>> for n in (0, 8, 16):
-    ...     _ = (folder / f"{n}.page").write_bytes(bytes(4096))
-    >>> [n for n, page in read_pages_dir(folder, 16)]
-    [0, 8, 16]
-    """
+    """Task-boundary pages: ``DIR/N.page`` is the view after N steps of the run (any digits)."""
     root = Path(directory)
     if not root.is_dir():
         raise PackError(f"{root}: not a directory of pages")
@@ -392,17 +330,7 @@ def read_pages_dir(directory: str | Path, steps: int) -> list[tuple[int, bytes]]
 
 
 def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
-    """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.check import load_trace
-    >>> path = getfixture("tmp_path") / "trace.bin"
-    >>> _ = path.write_bytes(np.arange(10, dtype="<u4").tobytes())  # two steps of five sums
-    >>> load_trace(path).tolist()
-    [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
-    """
+    """An executor's trace file: (steps, 5) u32 words, at most ``limit`` bytes."""
     raw = read_file(Path(path), limit, follow=True)
     if len(raw) % 20:
         raise PackError(f"{path}: {len(raw)} bytes is not a whole number of 20-byte steps")
@@ -410,17 +338,8 @@ def load_trace(path: str | Path, limit: int = MAX_FILE) -> np.ndarray:
 
 
 def reference_state(setup: Setup, n: int, m: faults.Model = faults.EXACT) -> list[bytes]:
-    """Every system's page after ``n`` steps of the run, as meshnb computes them, with what the
-    model would have made of the setup (its samples and INV_BATCH when the case starts from init,
-    its LR word after a SET_LR).  SET_LR calls at ``n`` are left for the replay.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import reference_state, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> reference_state(setup, 16) == setup.expected, reference_state(setup, 0) == setup.in_pages
-    (True, True)
+    """Every system's page after ``n`` steps, as meshnb computes them, with what model ``m`` makes of the
+    setup (its samples and INV_BATCH from init, its LR word after a SET_LR); SET_LR calls at ``n`` are the replay's.
     """
     case = setup.case
     pages = setup.in_pages

@@ -24,16 +24,7 @@ def _f32(w: int) -> str:
 
 
 def loss_step(case: Case, index: int) -> int | None:
-    """The step whose loss LOSS[index] holds after the run (None: not written by this run).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import loss_step, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> case = setup_from_run(init_page(), 300).case  # steps 0 .. 299: LOSS[i] holds the last step t = i mod 256
-    >>> loss_step(case, 10), loss_step(case, 50), loss_step(setup_from_run(init_page(), 16).case, 16)
-    (266, 50, None)
-    """
+    """The step whose loss LOSS[index] holds after the run (None: not written by this run)."""
     end = case.step_base + case.steps - 1
     if case.steps == 0:
         return None
@@ -42,20 +33,7 @@ def loss_step(case: Case, index: int) -> int | None:
 
 
 def page_diff(case: Case, want: bytes, got: bytes) -> list[WordDiff]:
-    """Every differing word, named from the layout table (hex and float).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import page_diff, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 4)
-    >>> got = bytearray(setup.expected[0])
-    >>> got[0:4] = bytes.fromhex("00008040")  # PARAMS[0] = 4.0
-    >>> got = bytes(got)
-    >>> diff = page_diff(setup.case, setup.expected[0], got)
-    >>> [(d["field"], d["offset"], d["expected"], d["got"], d["got_f32"]) for d in diff]
-    [('PARAMS[0]', 0, '3af9130a', '40800000', '4.0')]
-    """
+    """Every differing word, named from the layout table (hex and float)."""
     wv = np.frombuffer(want, dtype="<u4")
     gv = np.frombuffer(got, dtype="<u4")
     out: list[WordDiff] = []
@@ -91,18 +69,7 @@ def page_diff(case: Case, want: bytes, got: bytes) -> list[WordDiff]:
 
 
 def first_trace_diff(want: NDArray[np.uint32], got: NDArray[np.uint32]) -> tuple[int, list[str]] | None:
-    """The first step whose applied sums differ, and which of the five (None if none).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.check import first_trace_diff
-    >>> want = np.zeros((3, 5), np.uint32)
-    >>> got = want.copy()
-    >>> got[2, [0, 4]] = 1
-    >>> first_trace_diff(want, got), first_trace_diff(want, want)
-    ((2, ['e', 'e*e']), None)
-    """
+    """The first step whose applied sums differ, and which of the five (None if none)."""
     n = min(len(want), len(got))
     rows = np.nonzero((want[:n] != got[:n]).any(axis=1))[0]
     if len(rows):
@@ -112,15 +79,7 @@ def first_trace_diff(want: NDArray[np.uint32], got: NDArray[np.uint32]) -> tuple
 
 
 def rows_hex(r: NDArray[np.uint32]) -> list[str]:
-    """A trace row's (or params') words as 8 hex digits each.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.check.compare import rows_hex
-    >>> rows_hex(np.array([0x3F800000, 7], np.uint32))
-    ['3f800000', '00000007']
-    """
+    """A trace row's (or params') words as 8 hex digits each."""
     return [f"{int(w):08x}" for w in r]
 
 
@@ -131,21 +90,9 @@ def compare(
     got_trace: NDArray[np.uint32] | None,
     pages: list[tuple[int, bytes]] | None,
 ) -> tuple[Report, tuple[int, int, bytes] | None]:
-    """Where system ``system``'s bits part from meshnb's: the report's diff, samples, trace and task
-    parts (the verdict FAIL if any), and the first differing task (its first step, steps done after
-    it, the executor's page) for the diagnosis.  PackError naming the argument for a page or trace
-    of the wrong size, or a system not in the case.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import compare, executor_run, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.model("fma-horner"))
-    >>> report, task = compare(setup, got.pages[0], 0, got.trace, None)
-    >>> report.verdict, [d["field"] for d in report.diff], task, report.diagnosis  # no diagnosis: check() makes it
-    ('FAIL', ['PARAMS[0]', 'PARAMS[3]', 'LOSS[2]', 'LOSS[8]', 'LOSS[11]', 'LOSS[13]'], None, None)
+    """Where system ``system``'s bits part from meshnb's: the report (its verdict FAIL if any part differs, no
+    diagnosis) and the first differing task (its first step, steps done, the executor's page).  PackError naming
+    the argument for a page or trace of the wrong size, or a system not in the case.
     """
     case = setup.case
     if not 0 <= system < case.systems:

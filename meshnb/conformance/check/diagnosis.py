@@ -1,8 +1,7 @@
-"""Why the bits part: the diagnosis replays the part where they first part, from meshnb's state
-before it, under every fault model of :mod:`meshnb.conformance.faults`, and names each model that
-reproduces the executor's bits exactly; where none does, meshnb's lane-level values (pred, e, each
-product) of the first differing sum.  Also a faulty executor's whole run, fast
-(:func:`executor_run`), which the tests and the notebooks use as the executor to check."""
+"""Why the bits part: the first differing part replayed from meshnb's state before it under every fault model
+of :mod:`meshnb.conformance.faults`, each model that reproduces the executor's bits named; where none does,
+meshnb's lane values of the first differing sum.  Also a faulty executor's whole run (:func:`executor_run`).
+"""
 
 from __future__ import annotations
 
@@ -25,53 +24,24 @@ WINDOW = 4  # steps replayed before the first differing step (an apply fault sho
 
 
 def replay(setup: Setup, start: int, steps: int, m: faults.Model, pages: list[bytes] | None = None) -> model.Run:
-    """Steps ``start`` .. ``start + steps`` of the run under model ``m``, from meshnb's state at ``start``
-    (or from ``pages``).
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import replay, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> exact = replay(setup, 8, 8, faults.EXACT)  # steps 8 .. 15 from meshnb's state at step 8
-    >>> exact.pages[0] == setup.expected[0], bool((exact.trace == setup.trace[8:]).all())
-    (True, True)
-    >>> replay(setup, 8, 8, faults.model("fma-horner")).pages[0] == setup.expected[0]
-    False
-    """
+    """Steps ``start`` .. ``start + steps`` under model ``m``, from meshnb's state at ``start`` (or ``pages``)."""
     case = setup.case
-    state = reference_state(setup, start, m) if pages is None else pages
     end = start + steps
     # a SET_LR at the end of the part is made after it only when that is the end of the run (a page at
     # a task boundary is the view before the next task's SET_LR)
     lr = {s - start: w for s, w in case.set_lr if start <= s < end or s == end == case.steps}
+    state = reference_state(setup, start, m) if pages is None else pages
     r = model.run(state, steps, grouped=case.grouped, set_lr=lr, assign=m.assignment)
     return model.Run(mark_timeouts(case, r.pages, start, steps), r.trace) if case.timeouts else r
 
 
 def lane_table(setup: Setup, step: int, system: int) -> str:
-    """meshnb's lane values at ``step`` of the run (system ``system``), as a text table.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import lane_table, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> table = lane_table(setup_from_run(init_page(), 4), 1, 0)
-    >>> print("\\n".join(table.splitlines()[:3]))
-    meshnb's lanes at step 1 (absolute 1), system 0, batch 1, params 3930adce 3e21fb5c 392b185b 3d7d262c
-      lane sample x        y        pred     e        e*x      e*x2     e*x3     e*e
-         0      1 bf7dfdfe bcc9d479 be5e2f2a be44f49b 3e436926 be41e0cc 3e405b85 3d178777
-    """
+    """meshnb's lane values at ``step`` of the run (system ``system``), as a text table."""
     case = setup.case
     state = reference_state(setup, step)
-    ops = Ops()
     n = case.systems
     t = case.step_base + step
-    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in state])
-    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in state])
-    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in state])
-    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    p, xs, ys, offs = _step_inputs(state, t, n, Ops())
     idx = model.lane_samples(offs)
     rows = np.arange(n)[:, None]
     lv = model.lanes({}, p, xs[rows, idx], ys[rows, idx])
@@ -89,6 +59,14 @@ def lane_table(setup: Setup, step: int, system: int) -> str:
     if case.grouped:
         lines.append("  fold: " + " ".join(rows_hex(model.fold({}, own))))
     return "\n".join(lines)
+
+
+def _step_inputs(pages: list[bytes], t: int, n: int, ops: Ops) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The params (read by ``ops``), samples and sample offsets (``n`` systems) of step ``t`` from ``pages``."""
+    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
+    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in pages])
+    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in pages])
+    return p, xs, ys, np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
 
 
 def _candidates(setup: Setup, got_page: bytes) -> list[faults.Model]:
@@ -142,27 +120,12 @@ def diagnose(
     diag_steps: int = DIAG_STEPS,
     replay_steps: int = REPLAY_STEPS,
 ) -> Diagnosis:
-    """Replays the first differing part under every model; names those that reproduce the bits.
+    """Replays the first differing part under every model and names those that reproduce the bits.
 
-    The part replayed for a model starts at ``WINDOW`` steps before the first differing step (an
-    apply fault shows one step later), or earlier, at the step where the model first parts from
-    meshnb on meshnb's trajectory (a fault can change the params long before the sums show it);
-    a model that never parts from meshnb on this run cannot reproduce a difference and is skipped.
-    A model whose replay would be longer than ``replay_steps`` (it parts from meshnb that long
-    before the part's end) is not replayed but named under ``not_replayed``: a check's time stays
-    bounded (a loss ring written one index on, in the 65536-step ``long`` case, replayed one model
-    over the whole run: 90 s of CPU).
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import diagnose, executor_run, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.model("sequential-lane-sum"))  # the batch summed in lane order
-    >>> found = diagnose(setup, 0, got.pages[0], got.trace, None)
-    >>> [m["name"] for m in found["models"]]
-    ['sequential-lane-sum']
+    A model's replay starts ``WINDOW`` steps before the first differing step, or earlier where the model first
+    parts from meshnb (a fault can change the params long before the sums show it); a model that never parts is
+    skipped, and one whose replay would exceed ``replay_steps`` is named under ``not_replayed`` (a check's time
+    stays bounded).
     """
     case = setup.case
     found: list[faults.Model] = []
@@ -253,27 +216,23 @@ def _localise(
 
 
 def _sums_part_at(setup: Setup, m: faults.Model, d: int) -> bool:
-    """Whether the applied sums of model ``m`` at step ``d`` (from meshnb's state there, where the
-    model first parts from meshnb) differ from meshnb's trace row: then its trace differs from any
-    trace equal to meshnb's, and replaying it (over the rest of the run) cannot reproduce one."""
+    """Whether model ``m``'s applied sums at step ``d`` (from meshnb's state, where it first parts) differ from
+    meshnb's trace row: then no replay of it reproduces a trace equal to meshnb's.
+    """
     case = setup.case
     if d >= case.steps:
         return False
     pages = reference_state(setup, d, m)
-    ops = Ops(m.rules)
-    n, t = case.systems, case.step_base + d
-    p = np.stack([ops.read(model.words_at(pg, model.OFF_PARAMS, 4)) for pg in pages])
-    xs = np.stack([model.words_at(pg, model.OFF_X, model.SAMPLES) for pg in pages])
-    ys = np.stack([model.words_at(pg, model.OFF_Y, model.SAMPLES) for pg in pages])
-    offs = np.array([(t * n + k) & 0xFFFFFFFF for k in range(n)], dtype=np.uint64)
+    p, xs, ys, offs = _step_inputs(pages, case.step_base + d, case.systems, Ops(m.rules))
     own = model.step_sums(m.assignment, p, xs, ys, offs)
     applied = model.fold(m.assignment, own) if case.grouped else own[0]
     return not np.array_equal(applied, setup.trace[d])
 
 
 def _params_per_step(setup: Setup, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """meshnb's params before each step (upto + 1, 4) and the LR in force at each step (upto,), for
-    the first ``upto`` steps (default all), rebuilt from the trace with the plain-Python reference ops."""
+    """meshnb's params before each step (upto + 1, 4) and the LR at each step (upto,), rebuilt from the trace
+    with the plain-Python reference ops.
+    """
     from meshnb.testing import reference as ref
 
     case = setup.case
@@ -303,21 +262,9 @@ DIVERGENCE_BLOCK = 4096  # steps evaluated at once by first_divergence (memory: 
 
 
 def first_divergence(setup: Setup, m: faults.Model, upto: int | None = None) -> int | None:
-    """The first step at which model ``m`` computes other bits than meshnb on this setup (its sums,
-    params or loss), evaluated a block of steps at once on meshnb's trajectory; None if it does
-    not within the first ``upto`` steps (default: the whole run).
-
-    Up to that step the model's run is meshnb's, bit for bit: every step is a function of the
-    state before it, and the state before the first divergent step is meshnb's.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import first_divergence, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> {m.name: first_divergence(setup, m) for m in faults.MODELS if first_divergence(setup, m) is not None}
-    {'fma-horner': 1, 'sequential-lane-sum': 0}
+    """The first step at which model ``m`` computes other bits than meshnb (sums, params or loss), evaluated a
+    block of steps at once on meshnb's trajectory (up to it the model's run is meshnb's); None if none within
+    ``upto`` steps (default: the whole run).
     """
     case = setup.case
     a, z = m.assignment, Ops()
@@ -365,9 +312,9 @@ def _divergence_in(
     lrs: np.ndarray,
     lo: int,
 ) -> int | None:
-    """:func:`first_divergence` of the model's assignment ``a`` over steps ``lo`` .. ``lo + len(lrs)``:
-    meshnb's params before each (and after the last) ``ps``, the LR ``lrs``; the start page's
-    samples and INV_BATCH reads."""
+    """:func:`first_divergence` of assignment ``a`` over steps ``lo`` .. ``lo + len(lrs)``, from meshnb's params
+    ``ps`` and LRs ``lrs`` and the start page's samples and INV_BATCH reads.
+    """
     case = setup.case
     xs, ys, inv_m, inv_z = page
     n, steps = case.systems, len(lrs)

@@ -1,14 +1,9 @@
-"""Which op: at the first step where an executor's trace differs, that one step replayed from
-meshnb's state before it by the step model's interpreter (:mod:`meshnb.conformance.model`) under
-every single-op change of :mod:`meshnb.conformance.mutants` (each op of the step's dataflow under
-each alternative rule), and the changes that reproduce the executor's row exactly named; where
-only the page differs, its first differing word named and the simple transformations that make it
-(a shifted ring index, a sign, the byte order, a NaN's payload, a counter off by one, the loss or
-the last apply computed otherwise) recognised.
-
-Every change named is one that was run and gave the executor's bits (the search compares bits,
-it never guesses); the search is bounded in time (:data:`BUDGET`), and a report says when the
-bound cut it short.
+"""Which op: the first differing step replayed from meshnb's state by the step model
+(:mod:`meshnb.conformance.model`) under every single-op change (each op of the step under each alternative
+rule), the changes that give the executor's row named; where only the page differs, its first differing word
+and the simple transformations that make it (a shifted ring, a sign, the byte order, a NaN's payload, a
+counter off by one, the loss or the last apply otherwise).  Every change named was run and gave the
+executor's bits; the search is bounded by :data:`BUDGET`, and a report says when it was cut short.
 """
 
 from __future__ import annotations
@@ -66,8 +61,9 @@ def _sums(mut: model.Mutant | None, st: _Step, p: np.ndarray | None = None) -> n
 
 
 class _Unchanged:
-    """Whether a rule alternative of a per-lane or butterfly op gives mode Z's words on every lane
-    of this step (its operands mode Z's): then the whole step is mode Z's and need not be run."""
+    """Whether a rule alternative of a per-lane or butterfly op gives mode Z's words on every lane of this step:
+    then the step is mode Z's and need not be run.
+    """
 
     def __init__(self, st: _Step) -> None:
         self.values = model.lanes({}, st.p, st.x, st.y)
@@ -94,8 +90,9 @@ class _Unchanged:
 
 
 def _lanes_changed(mut: model.Mutant, st: _Step, system: int) -> list[int]:
-    """The lanes (of ``system``) whose per-lane value the change changes: the op's own value, or
-    (fused, in f64) its consumer's, or the butterfly's first level."""
+    """The lanes (of ``system``) whose per-lane value the change changes: the op's own, (fused) its consumer's,
+    or the butterfly's first level.
+    """
     exact, got = model.lanes({}, st.p, st.x, st.y), model.lanes(mut.assignment, st.p, st.x, st.y)
     ids = [op.id for op in model.STAGE_OPS["lanes"]]
     for op_id in ids[ids.index(mut.op) :]:
@@ -135,41 +132,9 @@ def _holds(setup: Setup, mut: model.Mutant, start: int, got_trace: np.ndarray) -
 
 
 def localise_step(setup: Setup, system: int, step: int, got_trace: np.ndarray, budget: float = BUDGET) -> Localisation:
-    """The single-op changes that reproduce the executor's row at ``step`` (the first that differs).
-
-    The ops of the step's sums (the lanes, the butterfly, the fold) are replayed at ``step``
-    from meshnb's state before it; apply's ops at the step before (an apply fault shows in the
-    next step's sums), and the samples' ops at step 0 of a case that starts from init.
-
-    Parameters
-    ----------
-    setup : Setup
-        The case.
-    system : int
-        The system checked (its lanes are the ones named).
-    step : int
-        The first differing step of the trace (of this run).
-    got_trace : numpy.ndarray
-        The executor's trace.
-    budget : float, default BUDGET
-        Seconds the search may take.
-
-    Returns
-    -------
-    Localisation
-        What was found.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import executor_run, setup_from_run
-    >>> from meshnb.conformance.check.localise import localise_step
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.single_op("p - lr*g", "swapped"))  # lr*g - p in apply
-    >>> for c in localise_step(setup, 0, 1, got.trace, budget=60.0)["found"]:  # the default's 1 s of wall
-    ...     print(c["text"])  # time can cut the search short on a loaded machine (found: nothing, cut_short)
-    step 0: mode Z except `p - lr*g` (apply's p - lr*g) with its operands swapped (lr*g - p) (shows in step 1's sums)
+    """The single-op changes that reproduce the executor's row at ``step`` (the first that differs): the sums'
+    ops replayed at ``step`` from meshnb's state, apply's at the step before (an apply fault shows a step later),
+    the samples' at step 0 of a case from init.
     """
     t0 = time.monotonic()
     case = setup.case
@@ -358,39 +323,8 @@ def _last_apply(setup: Setup, system: int, got: bytes, budget: float) -> list[Co
 
 
 def localise_page(setup: Setup, system: int, got: bytes, budget: float = BUDGET) -> Localisation:
-    """Where only the page differs (the trace matches, or there is none): its first differing word,
-    and the transformations of meshnb's page that give the executor's words.
-
-    Parameters
-    ----------
-    setup : Setup
-        The case.
-    system : int
-        The system whose page differs.
-    got : bytes
-        The executor's page.
-    budget : float, default BUDGET
-        Seconds the search may take.
-
-    Returns
-    -------
-    Localisation
-        What was found.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meshnb.conformance.check import setup_from_run
-    >>> from meshnb.conformance.check.localise import localise_page
-    >>> from meshnb.testing.reference import init_page
-    >>> from meshnb.view import FIELDS
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> page = bytearray(setup.expected[0])
-    >>> lo = FIELDS["LOSS"].offset
-    >>> page[lo : lo + 1024] = np.roll(np.frombuffer(page[lo : lo + 1024], dtype="<u4"), 1).tobytes()  # one index on
-    >>> loc = localise_page(setup, 0, bytes(page))
-    >>> loc["where"], loc["page"]
-    ('page word LOSS[0] (loss)', ['LOSS: the loss of step t written at LOSS[(t + 1) mod 256]'])
+    """Where only the page differs: its first differing word, and the transformations of meshnb's page that
+    give the executor's words.
     """
     t0 = time.monotonic()
     case = setup.case

@@ -1,7 +1,5 @@
-"""What a check found, typed: the :class:`Report` and its parts, and the report as text and JSON.
-
-The parts are ``TypedDict`` s, so that the report's JSON (``to_json``) is the dataclass's own
-fields with no conversion; the text is made from them alone (nothing here computes a finding).
+"""What a check found, typed: the :class:`Report` and its parts (``TypedDict`` s, so that ``to_json`` is the
+fields as they are), and the report as text and JSON, made from them alone.
 """
 
 from __future__ import annotations
@@ -14,14 +12,8 @@ Verdict = Literal["PASS", "FAIL"]
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters (newlines, ANSI escapes) escaped, so that a name read from
-    a file cannot forge a line of the report on a terminal.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import printable
-    >>> print(printable("case\\x1b[2Jname\\n"), printable("plain"))
-    case\\x1b[2Jname\\n plain
+    """``text`` with control characters (newlines, ANSI escapes) escaped: a name read from a file cannot
+    forge a line of the report.
     """
     if text.isprintable():
         return text
@@ -36,22 +28,7 @@ class _WordDiffKeys(TypedDict):
 
 
 class WordDiff(_WordDiffKeys, total=False):
-    """One differing page word, named from the layout table (SPEC 7).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import page_diff, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = bytearray(setup.expected[0])
-    >>> from meshnb.view import FIELDS
-    >>> at = FIELDS["LOSS"].offset + 4  # LOSS[1]
-    >>> got[at : at + 4] = bytes(4)
-    >>> diff = page_diff(setup.case, setup.expected[0], bytes(got))[0]
-    >>> sorted(diff.items())  # doctest: +NORMALIZE_WHITESPACE
-    [('expected', '3eca6cc7'), ('expected_f32', '0.39536115527153015'), ('field', 'LOSS[1]'),
-     ('got', '00000000'), ('got_f32', '0.0'), ('offset', 2116), ('step', 1)]
-    """
+    """One differing page word, named from the layout table (SPEC 7)."""
 
     expected_f32: str  # an f32 field's words as floats
     got_f32: str
@@ -61,39 +38,14 @@ class WordDiff(_WordDiffKeys, total=False):
 
 
 class SampleDiff(TypedDict):
-    """A sample word (``X[i]``, ``Y[i]``) that differs, and by how many ulps: a sign of samples not correctly rounded.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import compare, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> from meshnb.view import FIELDS
-    >>> setup = setup_from_run(init_page(), 4)
-    >>> got = bytearray(setup.expected[0])
-    >>> at = FIELDS["X"].offset + 4 * 3  # X[3], one ulp up
-    >>> got[at : at + 4] = (int.from_bytes(got[at : at + 4], "little") + 1).to_bytes(4, "little")
-    >>> compare(setup, bytes(got), 0, None, None)[0].samples
-    [{'field': 'X[3]', 'ulps': 1}]
-    """
+    """A sample word (``X[i]``, ``Y[i]``) that differs, and by how many ulps."""
 
     field: str
     ulps: int
 
 
 class TracePart(TypedDict):
-    """The first step whose applied sums differ.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import compare, executor_run, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.model("sequential-lane-sum"))
-    >>> part = compare(setup, got.pages[0], 0, got.trace, None)[0].trace
-    >>> part["step"], part["absolute_step"], part["sums"]
-    (0, 0, ['e', 'e*x', 'e*x2', 'e*x3'])
-    """
+    """The first step whose applied sums differ."""
 
     step: int  # of this run (0: its first step)
     absolute_step: int  # the page's step counter at it
@@ -109,37 +61,15 @@ TaskPart = TypedDict("TaskPart", {"from": int, "steps_done": int, "file": str, "
 
 
 class ModelNote(TypedDict):
-    """A fault model as a report names it: its name and what it does (:mod:`meshnb.conformance.faults`).
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.model("fma-horner"))
-    >>> check(setup, got.pages[0], got_trace=got.trace).diagnosis["models"]
-    [{'name': 'fma-horner', 'doc': 'FMA contraction in the Horner polynomial'}]
-    """
+    """A fault model as a report names it: its name and what it does."""
 
     name: str
     doc: str
 
 
 class Counterfactual(TypedDict):
-    """A single-op change that reproduces the executor's bits (:mod:`.localise`): the op of the
-    step's dataflow (:data:`meshnb.conformance.mutants.SPACE`) and its alternative rule.
-
-    Examples
-    --------
-    >>> from meshnb.conformance import faults
-    >>> from meshnb.conformance.check import check, executor_run, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = executor_run(setup, faults.single_op("e", "swapped"))  # y - pred
-    >>> found = check(setup, got.pages[0], got_trace=got.trace).diagnosis["localisation"]["found"][0]
-    >>> found["op"], found["alt"], found["step"], found["text"]
-    ('e', 'swapped', 0, 'step 0: mode Z except `e = pred - y` with its operands swapped (y - pred) on lanes 0 .. 31')
+    """A single-op change that reproduces the executor's bits (:mod:`.localise`): the op of the step's
+    dataflow and its alternative rule.
     """
 
     op: str  # the op's id
@@ -160,19 +90,7 @@ class _LocalisationKeys(TypedDict):
 
 
 class Localisation(_LocalisationKeys, total=False):
-    """Which single op the executor computes otherwise (:mod:`.localise`), or the closest change.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import check, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = bytearray(setup.expected[0])
-    >>> got[28] += 1  # NEXT_STEP one on
-    >>> loc = check(setup, bytes(got)).diagnosis["localisation"]
-    >>> loc["where"], loc["found"], loc["page"]
-    ('page word NEXT_STEP (header)', [], ['STEP_HI:NEXT_STEP: the step counter off by +1 (17 for 16)'])
-    """
+    """Which single op the executor computes otherwise (:mod:`.localise`), or the closest change."""
 
     closest: str  # no single-op change reproduces the bits: the nearest one, and how near
     cut_short: str  # the time bound stopped the search: what was left
@@ -184,19 +102,7 @@ class _DiagnosisKeys(TypedDict):
 
 
 class Diagnosis(_DiagnosisKeys, total=False):
-    """Which fault models reproduce the executor's bits (:mod:`.diagnosis`).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check import check, setup_from_run
-    >>> from meshnb.testing.reference import init_page
-    >>> setup = setup_from_run(init_page(), 16)
-    >>> got = bytearray(setup.expected[0])
-    >>> got[0] ^= 1  # a bit no fault model explains
-    >>> found = check(setup, bytes(got)).diagnosis
-    >>> found["models"], sorted(found)
-    ([], ['how', 'localisation', 'models'])
-    """
+    """Which fault models reproduce the executor's bits (:mod:`.diagnosis`)."""
 
     skipped: str  # why the diagnosis was not made
     first_step_only: list[ModelNote]  # reproduce the first differing step, part later
@@ -378,25 +284,7 @@ def _diagnosis_lines(dg: Mapping[str, Any]) -> list[str]:
 
 
 def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
-    """The experiments (the executor run from meshnb's pages) as the report's lines.
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check.report import experiment_lines
-    >>> loc = {"where": "step 3: ...", "runs": 2, "seconds": 0.5, "cut_short": False}
-    >>> print("\\n".join(experiment_lines({"location": loc, "proof": {"proved": [], "ruled_out": {"m": "e1"}}})))
-      seen by experiment (2 executor runs from meshnb's pages, 0.5 s): step 3: ...
-      cause not proved
-      ruled out by experiment: m (e1)
-    >>> ex = {"candidates": 9, "ruled_out": 8, "runs": 1, "seconds": 0.7, "sentence": "proved: a"}
-    >>> ex["experiments"] = [{"name": "c-design-1", "about": "PARAMS[0] = 0", "differs": True, "what": "w"}]
-    >>> print("\\n".join(experiment_lines({"location": loc, "explanation": ex})[1:]))
-      designed experiments (9 candidate causes, 8 ruled out, 1 executor runs on designed pages, 0.7 s): proved: a
-        c-design-1: PARAMS[0] = 0 (differs: w)
-    >>> px = {"candidates": 257, "ruled_out": 257, "runs": 0, "seconds": 0.1, "sentence": "none of these"}
-    >>> print("\\n".join(experiment_lines({"location": loc, "explanation": ex, "page": px})[3:]))
-      page rules (257 candidates, 257 ruled out, 0 executor runs on designed pages, 0.1 s): none of these
-    """
+    """The experiments (the executor run from meshnb's pages) as the report's lines."""
     if exp.get("skipped"):
         return [f"  experiments not made: {exp['skipped']}"]
     loc = exp["location"]
@@ -416,36 +304,26 @@ def experiment_lines(exp: Mapping[str, Any]) -> list[str]:
             lines.append(f"  ruled out by experiment: {name} ({why})")
     ex = exp.get("explanation")
     if ex is not None:
-        lines.append(
-            f"  designed experiments ({ex['candidates']} candidate causes, {ex['ruled_out']} ruled out, "
-            f"{ex['runs']} executor runs on designed pages, {ex['seconds']} s): {ex['sentence']}"
-        )
-        for e in ex.get("experiments", []):
-            lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
+        lines += _designed_lines("designed experiments", "candidate causes", ex)
     for key, what in (("header", "header rules"), ("page", "page rules")):
         rx = exp.get(key)
         if rx is not None and rx != ex:
-            lines.append(
-                f"  {what} ({rx['candidates']} candidates, {rx['ruled_out']} ruled out, {rx['runs']} executor runs "
-                f"on designed pages, {rx['seconds']} s): {rx['sentence']}"
-            )
-            for e in rx.get("experiments", []):
-                lines.append(
-                    f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else "")
-                )
+            lines += _designed_lines(what, "candidates", rx)
+    return lines
+
+
+def _designed_lines(what: str, noun: str, ex: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"  {what} ({ex['candidates']} {noun}, {ex['ruled_out']} ruled out, {ex['runs']} executor runs on designed "
+        f"pages, {ex['seconds']} s): {ex['sentence']}"
+    ]
+    for e in ex.get("experiments", []):
+        lines.append(f"    {e['name']}: {e['about']}" + (f" (differs: {e['what']})" if e.get("differs") else ""))
     return lines
 
 
 def localisation_lines(loc: Mapping[str, Any]) -> list[str]:
-    """The localisation as the report's lines (the first is its summary, the JUnit message's).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check.report import localisation_lines
-    >>> loc = {"where": "step 3", "found": [], "page": [], "searched": 10, "space": 10, "seconds": 0.1, "closest": "C"}
-    >>> print("\\n".join(localisation_lines(loc)))
-      localisation (step 3, 10 of 10 single-op changes tried, 0.1 s): reproduced by no single-op change; closest: C
-    """
+    """The localisation as the report's lines (the first is its summary, the JUnit message's)."""
     head = f"  localisation ({loc['where']}"
     if loc.get("space"):
         head += f", {loc['searched']} of {loc['space']} single-op changes tried, {loc['seconds']:.1f} s"
@@ -470,14 +348,7 @@ def localisation_lines(loc: Mapping[str, Any]) -> list[str]:
 
 
 def localisation_summary(loc: Mapping[str, Any]) -> str:
-    """The localisation in one line (a suite's message, JUnit's failure message).
-
-    Examples
-    --------
-    >>> from meshnb.conformance.check.report import localisation_summary
-    >>> localisation_summary({"where": "step 3", "found": [], "page": [], "space": 9, "closest": "x"})
-    'step 3: reproduced by no single-op change; closest: x'
-    """
+    """The localisation in one line (a suite's message, JUnit's failure message)."""
     if loc["found"]:
         said = [c["text"] + (f" (holds {c['holds']} steps)" if c["holds"] > 1 else "") for c in loc["found"][:3]]
         return " or ".join(said) + (" ..." if len(loc["found"]) > 3 else "")
