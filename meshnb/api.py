@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import files
 from .backends import runner
+from .checkpoint import hold
 from .options import RunOptions, refuse_foreign_checkpoint
 from .program import round_wait
 
@@ -142,5 +143,5 @@ def run(opts: RunOptions) -> RunResult:
         return runner(opts.backend_name)(opts)
     files.check_output(opts.checkpoint, "checkpoint")
     refuse_foreign_checkpoint(opts)
-    with files.hold(opts.checkpoint, "checkpoint"):
+    with hold(opts.checkpoint):
         return runner(opts.backend_name)(opts)

@@ -12,6 +12,7 @@ here, have no checksum, and add a compiled dependency.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -374,8 +375,20 @@ def save(path: str | os.PathLike[str], ckpt: Checkpoint) -> None:
     try:
         data = ckpt.to_bytes()
     except CheckpointError as e:
-        raise CheckpointError(f"checkpoint {path}: {e}") from None
+        raise named("checkpoint", f"checkpoint {path}: {e}") from None
     files.write_atomic(path, data, "checkpoint")
+
+
+def hold(path: str | os.PathLike[str]) -> contextlib.ExitStack:
+    """Own ``path`` for the run that writes its checkpoints there (:func:`meshnb.files.hold`): the
+    held lock, released on leaving the returned stack; a refusal (in use by another run, a link or a
+    stream) is a :class:`CheckpointError` naming ``checkpoint``."""
+    owner = contextlib.ExitStack()
+    try:
+        owner.enter_context(files.hold(path, "checkpoint"))
+    except (files.InUseError, files.OutputError) as e:
+        raise named("checkpoint", str(e)) from None
+    return owner
 
 
 def load(path: str | os.PathLike[str], arg: str = "checkpoint") -> Checkpoint:

@@ -564,7 +564,7 @@ def test_a_second_run_on_a_checkpoint_path_is_refused_naming_the_first(tmp_path)
         while not path.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         second = _cli("--systems", "2", "--backend", "fused", "--steps", "64", "--checkpoint", str(path))
-        _exit_2_at_once(second, f"checkpoint {path}", f"pid {first.pid}")
+        _exit_2_at_once(second, f"--checkpoint {path}", f"pid {first.pid}")
     finally:
         first.kill()
         first.communicate()
@@ -589,9 +589,8 @@ _FULL_RUN = textwrap.dedent("""
 def test_a_full_disk_prints_the_result_then_one_line(tmp_path, option):
     r = run_on_a_full_tmpfs(tmp_path, _FULL_RUN, option)
     path = tmp_path / "mnt" / "out.bin"
-    what = "checkpoint" if option == "--checkpoint" else "--view-out"
     assert r["rc"] == 1 and json.loads(r["out"])["steps"] == 64, r  # the digests come first
-    assert r["err"] == f"meshnb: error: {what} {path}: No space left on device\n", r
+    assert r["err"] == f"meshnb: error: {option} {path}: No space left on device\n", r
     assert r["names"] == ["out.bin"] and r["previous"], r
 
 

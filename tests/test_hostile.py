@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -992,3 +993,66 @@ def test_check_outputs_refuses_a_manifest_entry_outside_the_pack(small_pack, tmp
         assert code == 2 and err.count("\n") == 1 and not out, (argv, code, err, out)
         said.append(err)
     assert said[0] == said[1] == "meshnb: error: manifest names a path outside the pack: '../x'\n", said
+
+
+_FULL_CHECKPOINT = """
+import json, subprocess, sys
+d = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", d], check=True)  # less than one checkpoint
+cli = subprocess.run([sys.executable, "-m", "meshnb", "train", "--systems", "2", "--steps", "20", "--checkpoint",
+                      d + "/cli.ck"], capture_output=True, text=True)
+import meshnb
+try:
+    meshnb.train(20, systems=2, checkpoint=d + "/lib.ck")
+    lib = ""
+except OSError as e:
+    lib = f"{type(e).__name__}: {e}"
+print(json.dumps({"rc": cli.returncode, "err": cli.stderr, "lib": lib}))
+"""
+
+
+def test_checkpoint_writes_and_locks_name_the_argument_as_written(tmp_path, capsys):
+    """The rest of ``checkpoint PATH: ...`` on the command line: a path in use by another run and a
+    checkpoint the disk has no room for say ``--checkpoint PATH: ...`` there, ``checkpoint PATH:
+    ...`` from ``train(checkpoint=...)``, every other word as before."""
+    from meshnb import CheckpointError, train
+    from meshnb.cli import main
+
+    from .test_files import run_on_a_full_tmpfs
+
+    path = tmp_path / "run.ck"
+    lock = files.lock_path(path)
+    with files.hold(path, "checkpoint"):  # the lock a first run holds while it runs
+        held = f"{path}: in use by another run (pid {os.getpid()}; lock {lock})"
+        assert main(["train", "--systems", "2", "--steps", "20", "--checkpoint", str(path)]) == 2
+        assert capsys.readouterr().err == f"meshnb: error: --checkpoint {held}\n"
+        with pytest.raises(CheckpointError, match=f"^{re.escape(f'checkpoint {held}')}$"):
+            train(20, systems=2, checkpoint=path)
+    r = run_on_a_full_tmpfs(tmp_path, _FULL_CHECKPOINT)
+    mnt = tmp_path / "mnt"
+    assert r["rc"] == 1 and r["err"] == f"meshnb: error: --checkpoint {mnt / 'cli.ck'}: No space left on device\n", r
+    assert r["lib"] == f"SaveFailed: checkpoint {mnt / 'lib.ck'}: No space left on device", r
+
+
+@pytest.mark.mpi
+def test_the_mpi_backends_checkpoint_refusals_name_the_argument_as_written(tmp_path):
+    """Under mpiexec rank 0 reads ``--resume`` and locks ``--checkpoint``, and every rank raises its
+    refusal: named as the flag the user wrote, as the other backends' are."""
+    from .util import mpi_env, mpiexec
+
+    junk, good, path = tmp_path / "junk.ck", tmp_path / "good.ck", tmp_path / "held.ck"
+    junk.write_bytes(b"x" * 100)
+    train_cli = [mpiexec(), "-n", "1", sys.executable, "-m", "meshnb", "train", "--backend", "mpi"]
+    assert run_meshnb("train", "--systems", "2", "--steps", "20", "--checkpoint", str(good)).returncode == 0
+    with files.hold(path, "checkpoint"):
+        for argv, said in [
+            (["--resume", str(junk)], f"--resume {junk}: not a meshnb checkpoint"),
+            (["--resume", str(good)], f"--resume {good} is a run of 2 systems: start it with mpiexec -n 2"),
+            (
+                ["--steps", "20", "--checkpoint", str(path)],
+                f"--checkpoint {path}: in use by another run (pid {os.getpid()};",
+            ),
+        ]:
+            p = subprocess.run([*train_cli, *argv], capture_output=True, text=True, timeout=180, env=mpi_env())
+            assert p.returncode == 2 and p.stderr.startswith(f"meshnb: error: {said}"), p.stderr
+            assert p.stderr.count("\n") == 1, p.stderr

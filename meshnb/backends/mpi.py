@@ -88,6 +88,18 @@ def share(comm: Any, produce: Callable[[], bytes], seconds: float, what: str) ->
     return buf.tobytes()
 
 
+def shared_file(comm: Any, produce: Callable[[], bytes], arg: str, what: str) -> bytes:
+    """:func:`share` of rank 0's work on the file the argument ``arg`` gives: its refusal (``ARG
+    PATH: ...``) is every rank's :class:`~meshnb.checkpoint.CheckpointError`, naming ``arg`` as
+    the caller wrote it."""
+    try:
+        return share(comm, produce, START_S, what)
+    except ValueError as e:
+        if str(e).startswith(f"{arg} "):
+            raise checkpoint.named(arg, str(e)) from None
+        raise
+
+
 # --- What a rank sends to the others: its page, counters, trace digest and state (and trace words) ---
 
 _RECORD = struct.Struct("<Q3Q32s8IQB63s")
@@ -195,10 +207,13 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
         check_checkpoint_systems(n)  # every rank alike, before any collective
 
     def load_shared(path: Any) -> Checkpoint:  # rank 0 reads the file; every rank gets its bytes
-        where = f"checkpoint {path}"
-        ck = Checkpoint.from_bytes(share(comm, lambda: checkpoint.load(path).to_bytes(), START_S, where), where)
+        where = f"resume {path}"
+        data = shared_file(comm, lambda: checkpoint.load(path, "resume").to_bytes(), "resume", where)
+        ck = Checkpoint.from_bytes(data, where)
         if ck.run.systems != n:
-            raise ValueError(f"{where} is a run of {ck.run.systems} systems: start it with mpiexec -n {ck.run.systems}")
+            raise checkpoint.named(
+                "resume", f"{where} is a run of {ck.run.systems} systems: start it with mpiexec -n {ck.run.systems}"
+            )
         return ck
 
     start = resolve(opts, n, load_shared)
@@ -226,10 +241,10 @@ def run(opts: RunOptions, comm: Any = None, abort_on_failure: bool = True) -> Ru
 
         def take() -> bytes:
             files.check_output(opts.checkpoint, "checkpoint")  # type: ignore[arg-type]
-            owner.enter_context(files.hold(opts.checkpoint, "checkpoint"))  # type: ignore[arg-type]
+            owner.enter_context(checkpoint.hold(opts.checkpoint))  # type: ignore[arg-type]
             return b""
 
-        share(comm, take, START_S, "the checkpoint's lock")  # a refusal is every rank's ValueError
+        shared_file(comm, take, "checkpoint", "the checkpoint's lock")  # a refusal is every rank's CheckpointError
     try:
         with owner:
             return train_run(

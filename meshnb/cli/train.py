@@ -135,9 +135,27 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _run_and_report(args, opts, run, save)
+    except OSError as e:
+        flagged = checkpoint_write_as_flag(e)
+        if flagged is e:
+            raise
+        raise flagged from None
     finally:
         if early is not None:
             early.abort()  # closes a stream not yet committed (a failed or stopped run); else a no-op
+
+
+def checkpoint_write_as_flag(e: OSError) -> OSError:
+    """A checkpoint the run could not write (a :class:`~meshnb.files.WriteError`, or the
+    :class:`~meshnb.results.SaveFailed` around one) naming ``--checkpoint PATH``, as the user wrote
+    it (the library's says ``checkpoint PATH``); any other error as it is."""
+    from ..results import SaveFailed
+
+    inner = e.error if isinstance(e, SaveFailed) else e
+    if not isinstance(inner, files.WriteError) or inner.what != "checkpoint":
+        return e
+    flagged = files.WriteError("--checkpoint", inner.filename, inner)
+    return SaveFailed(e.result, flagged) if isinstance(e, SaveFailed) else flagged
 
 
 def _run_and_report(
