@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import TypeVar
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -649,25 +650,16 @@ def _follow_memory(module: Module) -> None:
     ins_list = module.instructions
     bases: dict[str, set[str]] = {}
     edges: dict[str, list[str]] = {}  # a register -> the registers made from it
-    work: deque[str] = deque()
     for ins in ins_list:
         if not ins.dests or not _addressing(ins.opcode):
             continue
         for src in ins.srcs:
             if _mem(src) in module.symbols:
                 for d in ins.dests:
-                    if src not in bases.setdefault(d, set()):
-                        bases[d].add(src)
-                        work.append(d)
+                    bases.setdefault(d, set()).add(src)
             else:
                 edges.setdefault(src, []).extend(ins.dests)
-    while work:  # each register's set only grows, bounded by the symbols: linear in the edges
-        r = work.popleft()
-        for d in edges.get(r, ()):
-            got = bases.setdefault(d, set())
-            if not bases[r] <= got:
-                got |= bases[r]
-                work.append(d)
+    _spread(bases, edges, lambda got, new: None if got is not None and new <= got else new | (got or set()))
 
     for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
         if ins.opcode.startswith("st.") and ins.srcs:
@@ -908,15 +900,14 @@ class _Taint:
         return changed
 
 
-def _constants(module: Module) -> dict[str, str]:
-    """Registers whose one definition is a move of an f64 constant (1.0, pi, 2/pi are often moved
-    into a register first)."""
-    instructions = module.instructions
-    defs = Counter(chain.from_iterable(ins.dests for ins in instructions))
+def _constants(ins_list: list[Instruction], moves: Callable[[str], bool], prefix: str) -> dict[str, str]:
+    """Registers whose one definition is a move (an opcode ``moves`` accepts) of a constant starting
+    ``prefix`` (1.0, pi, 2/pi are often moved into a register first)."""
+    defs = Counter(chain.from_iterable(ins.dests for ins in ins_list))
     return {
         d: ins.srcs[0]
-        for ins in instructions
-        if ins.dests and ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
+        for ins in ins_list
+        if ins.dests and moves(ins.opcode) and len(ins.srcs) == 1 and ins.srcs[0].startswith(prefix)
         for d in ins.dests
         if defs[d] == 1
     }
@@ -943,7 +934,7 @@ class _Flow:
 
     def __init__(self, module: Module) -> None:
         self.module = module
-        self.consts = _constants(module)
+        self.consts = _constants(module.instructions, lambda op: op.startswith("mov."), "0d")
         self.readers: dict[str, list[int]] = {}
         calls: dict[str, list[int]] = {}
         for i, ins in enumerate(module.instructions):
@@ -1227,12 +1218,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     fma by exactly +-1.0, or of addend -0.0, or of an exact product is no contraction; an unrounded
     add/sub/mul is ``unrounded`` only with a partner ptxas could fuse it with."""
     ins_list = module.instructions
-    defs = Counter(chain.from_iterable(ins.dests for ins in ins_list))
-    consts: dict[str, str] = {}
-    for ins in ins_list:
-        if ins.opcode == "mov.f32" and ins.dests and len(ins.srcs) == 1 and ins.srcs[0].startswith("0f"):
-            consts[ins.dests[0]] = ins.srcs[0].upper().replace("0F", "0f", 1)
-    consts = {d: c for d, c in consts.items() if defs[d] == 1}
+    consts = {d: c.upper().replace("0F", "0f", 1) for d, c in _constants(ins_list, "mov.f32".__eq__, "0f").items()}
 
     def value(name: str) -> str:
         return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
@@ -1292,7 +1278,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     {"flush"},
                     "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero",
                 )
-    _through(products, copies)  # the product's registers through moves and negations
+    _spread(products, copies, _first)  # the product's registers through moves and negations
     # a product stored to memory may come back through any load (the places of f32 values are not
     # told apart): each unrounded add of a loaded value is its partner
     stored = sorted(
@@ -1304,7 +1290,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             if ins.opcode.startswith(("ld.", "ldu.")):
                 for d in ins.dests:
                     loaded[d] = i
-        _through(loaded, copies)
+        _spread(loaded, copies, _first)
     paired: dict[int, str] = {}
     through_memory = False
     for i, ins in enumerate(ins_list):
@@ -1339,15 +1325,24 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     return out
 
 
-def _through(origin: dict[str, int], copies: dict[str, list[str]]) -> None:
-    """Each register ``origin`` maps extended to the registers copied from it."""
-    work = deque(origin)
+_V = TypeVar("_V")
+
+
+def _spread(values: dict[str, _V], edges: dict[str, list[str]], merge: Callable[[_V | None, _V], _V | None]) -> None:
+    """The registers' ``values`` carried along ``edges`` (a register -> those made from it) to a fixpoint:
+    ``merge(held, arriving)`` is a register's new value, or None when it does not change."""
+    work = deque(values)
     while work:
         r = work.popleft()
-        for d in copies.get(r, ()):
-            if d not in origin:
-                origin[d] = origin[r]
+        for d in edges.get(r, ()):
+            got = merge(values.get(d), values[r])
+            if got is not None:
+                values[d] = got
                 work.append(d)
+
+
+def _first(held: _V | None, arriving: _V) -> _V | None:
+    return arriving if held is None else None
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
