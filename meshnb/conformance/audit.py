@@ -954,42 +954,31 @@ class _Flow:
     def run(self, seeds: dict[int, _Taint], transfer: Callable[[int, list[_Taint]], _Taint]) -> dict[str, _Taint]:
         ins_list = self.module.instructions
         taint: dict[str, _Taint] = {}
-        work: deque[int] = deque()
-        queued: set[int] = set()
         readers = self.readers
         none = _Taint()  # what an untainted register holds (read, never written)
 
-        def write(name: str, t: _Taint) -> None:
+        def write(name: str, t: _Taint) -> Iterable[int]:
             if not t.flags:
-                return
+                return ()
             cur = taint.get(name)
             if cur is None:
                 cur = taint[name] = _Taint()
-            if cur.join(t):
-                for r in readers.get(name, ()):
-                    if r not in queued:
-                        queued.add(r)
-                        work.append(r)
+            return readers.get(name, ()) if cur.join(t) else ()
 
-        for i, t in seeds.items():
-            for d in ins_list[i].dests:
-                write(d, t)
-        while work:
-            i = work.popleft()
-            queued.discard(i)
+        def step(i: int) -> Iterable[int]:
             ins = ins_list[i]
             srcs = [taint.get(s) or none for s in ins.srcs]
             if ins.callee:  # arguments into the callee's parameters, its return values out
-                for a, t in zip(self.module.params.get(ins.callee, []), srcs):
-                    write(a, t)
-                for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])):
-                    write(d, taint.get(r) or none)
-                continue
+                into = zip(self.module.params.get(ins.callee, []), srcs)
+                back = ((d, taint.get(r) or none) for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])))
+                return [r for name, t in chain(into, back) for r in write(name, t)]
             if i in seeds:
-                continue
+                return ()
             out = transfer(i, srcs)
-            for d in ins.dests:
-                write(d, out)
+            dests = ins.dests
+            return write(dests[0], out) if len(dests) == 1 else [r for d in dests for r in write(d, out)]
+
+        _walk([r for i, t in seeds.items() for d in ins_list[i].dests for r in write(d, t)], step)
         return taint
 
 
@@ -1326,19 +1315,39 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
 
 
 _V = TypeVar("_V")
+_K = TypeVar("_K")
+
+
+def _walk(start: Iterable[_K], step: Callable[[_K], Iterable[_K]]) -> None:
+    """The one worklist of the value passes, to a fixpoint: ``step(k)`` applies the pass's rule at
+    ``k`` and yields the nodes whose input changed (each queued once at a time, in order)."""
+    work: deque[_K] = deque()
+    queued: set[_K] = set()
+    nodes = start
+    while True:
+        for n in nodes:
+            if n not in queued:
+                queued.add(n)
+                work.append(n)
+        if not work:
+            return
+        k = work.popleft()
+        queued.discard(k)
+        nodes = step(k)
 
 
 def _spread(values: dict[str, _V], edges: dict[str, list[str]], merge: Callable[[_V | None, _V], _V | None]) -> None:
-    """The registers' ``values`` carried along ``edges`` (a register -> those made from it) to a fixpoint:
+    """The registers' ``values`` carried along ``edges`` (a register -> those made from it):
     ``merge(held, arriving)`` is a register's new value, or None when it does not change."""
-    work = deque(values)
-    while work:
-        r = work.popleft()
+
+    def step(r: str) -> Iterator[str]:
         for d in edges.get(r, ()):
             got = merge(values.get(d), values[r])
             if got is not None:
                 values[d] = got
-                work.append(d)
+                yield d
+
+    _walk(list(values), step)
 
 
 def _first(held: _V | None, arriving: _V) -> _V | None:
