@@ -38,8 +38,16 @@ def _audit(args: argparse.Namespace) -> int:
     if not args.files and not args.meshnb:
         return error("ptx audit: give PTX files, or --meshnb")
     found: list[tuple[str, audit.Violation]] = []
-    sources: list[tuple[str, str]] = []  # (name, text) of every module, for --sass
+    sources: list[tuple[str, str, list[str]]] = []  # (name, text, its allowed functions) of every module
     allow = args.allow_f64 or []
+    known: set[str] = set()
+
+    def add(label: str, text: str) -> None:
+        mine = sorted(set(allow) & audit.functions(text)) if allow else []
+        known.update(mine)
+        found.extend((label, v) for v in audit.audit_text(text, mine))
+        sources.append((label, text, mine))
+
     try:
         if args.sass:  # the tools first: no compile or read before saying they are missing
             from ..conformance import sass
@@ -48,22 +56,24 @@ def _audit(args: argparse.Namespace) -> int:
         for name in args.files:
             text = audit.read_ptx(name)
             try:
-                found += [(name, v) for v in audit.audit_text(text, allow)]
+                add(name, text)
             except audit.PtxError as e:
                 raise audit.PtxError(f"{name!r}: {e}") from None
-            sources.append((name, text))
         if args.meshnb:
             from ..cuda import ptx
 
             for cc in ptx.TARGETS:
                 for kernel, text in ptx.compile_meshnb(cc).items():
-                    label = f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}"
-                    found += [(label, v) for v in audit.audit_text(text, allow)]
-                    sources.append((label, text))
+                    add(f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}", text)
+        unknown = sorted(set(allow) - known)
+        if unknown:  # a typo would allow nothing
+            return error(
+                f"ptx audit: --allow-f64 names no function of the audited modules: {', '.join(map(repr, unknown))}"
+            )
         sass_found: list[tuple[str, Any]] = []
         if args.sass:
-            for label, text in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
-                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), allow)]
+            for label, text, mine in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
+                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), mine)]
     except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda, no ptxas
         return error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
     modules = len(sources)

@@ -1355,8 +1355,12 @@ def _first(held: _V | None, arriving: _V) -> _V | None:
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
-    """The findings of a parsed module, in line order."""
+    """The findings of a parsed module, in line order; ValueError if ``allow_f64`` names a function
+    the module neither declares nor defines (a typo would allow nothing)."""
     allowed = set(allow_f64)
+    unknown = sorted(allowed - module.params.keys())
+    if unknown:
+        raise ValueError(f"allow_f64 names no function of the module: {', '.join(map(repr, unknown))}")
     found: list[Violation] = []
     judged = _f32_judged(module)
     for n, ins in enumerate(module.instructions):
@@ -1381,6 +1385,11 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
 
+def functions(text: str) -> set[str]:
+    """The names of the functions PTX ``text`` declares or defines; :class:`PtxError` if it is not PTX."""
+    return set(_parse(text, every=False, values=False).params)
+
+
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in a PTX module: every instruction that can break float mode Z, in line order.
 
@@ -1389,7 +1398,7 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     text : str
         The PTX module's text.
     allow_f64 : iterable of str, default ()
-        Functions that may compute in f64: their double-rounding findings are dropped.
+        Functions of the module that may compute in f64: their double-rounding findings are dropped.
 
     Returns
     -------
@@ -1400,6 +1409,8 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     ------
     PtxError
         When ``text`` is not PTX.
+    ValueError
+        When ``allow_f64`` names a function the module neither declares nor defines.
 
     Examples
     --------

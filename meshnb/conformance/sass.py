@@ -44,8 +44,6 @@ class SassUnavailable(RuntimeError):
     >>> from meshnb.conformance.sass import SassUnavailable
     >>> issubclass(SassUnavailable, RuntimeError)
     True
-    >>> str(SassUnavailable("ptxas not found: pip install nvidia-cuda-nvcc"))
-    'ptxas not found: pip install nvidia-cuda-nvcc'
     """
 
 
@@ -208,6 +206,8 @@ def audit_sass(text: str, arch: str | None = None, allow_f64: Iterable[str] = ()
         When ptxas or nvdisasm is missing.
     meshnb.conformance.audit.PtxError
         When ``text`` is not PTX.
+    ValueError
+        When ``allow_f64`` names a function the module neither declares nor defines.
 
     Examples
     --------
