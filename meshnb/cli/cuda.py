@@ -3,20 +3,11 @@
     meshnb ptx audit FILE... [--json] [--meshnb] [--allow-f64 NAME] [--sass]
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
-``ptx audit`` lists every instruction of PTX files that can break float mode Z
-(:mod:`meshnb.conformance.audit`; default-deny: a float instruction in no row of its table ``MODE_Z`` is
-``unverified``); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
-(no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
-legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
-(:mod:`meshnb.conformance.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
-not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
-
-``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
-through the CUDA image and checks every system with ``meshnb check``, runs every hard page in IEEE
-mode against ``train(z=False)`` (NaN words as any NaN: :mod:`meshnb.cuda.compare`), runs M systems (default
-10^5) on the device and bit-compares a sample of them with the CPU sweep, and prints system-steps
-per second beside the CPU sweep's.  Exit 0 all bit-equal, 1 a difference, 2 no numba-cuda or no
-device (one line).
+``ptx audit`` runs :mod:`meshnb.conformance.audit` (and :mod:`meshnb.conformance.sass` with
+``--sass``) on PTX files and, with ``--meshnb``, on meshnb's kernels compiled for sm_80 and sm_90:
+exit 0 clean, 1 findings, 2 bad input.  ``gpu-check`` (on a GPU) runs the quick pack, the hard
+pages in IEEE mode and a sweep through the CUDA image, bit-compared with the CPU: exit 0 all equal,
+1 a difference, 2 no numba-cuda or no device.  Both: docs/guide/gpu.md.
 """
 
 from __future__ import annotations

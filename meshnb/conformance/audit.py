@@ -1,20 +1,12 @@
-"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
-default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
+"""The PTX audit: every instruction of a PTX module that can break float mode Z (SPEC 2), by
+default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding
+(:class:`Violation`), of a class in :data:`CLASSES` (``unverified``: no row allows it).  Pure Python
+over the text, linear in its size (UTF-8, at most :data:`MAX_BYTES`, no NUL byte).
 
-Pure Python over the text (no numba-cuda, no GPU).  The text is parsed into instructions (several
-a line, inside ``{ }`` blocks and inline asm, across lines).  Each finding (:class:`Violation`) has
-the line of the opcode, the function, the instruction and a class: ``contraction``, ``unrounded``,
-``flush``, ``approximate``, ``directed-rounding``, ``double-rounding`` or ``unverified`` (any other
-float instruction no row of :data:`MODE_Z` allows; the named classes take precedence).
-
-Values promoted from f32 (``cvt.f64.f32``) are followed over the whole module, flow-insensitively:
-through moves, exact operations, ``.param`` passing into and out of a ``.func``, and memory by an
-address-symbol model (:func:`_follow_memory`), until ``cvt.rn.f32.f64`` ends them.  f64 arithmetic
-on them is ``double-rounding`` unless SPEC 4's ``sin_pi`` rule or the one-rounding rule accepts
-it.  The classes, the table, the sin_pi rule and the limits of the model are written out once, on
-docs/guide/gpu.md ("The PTX audit").
-
-Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its size.
+f32 values promoted to f64 are followed over the whole module (moves, exact operations, calls,
+memory by an address-symbol model) until ``cvt.rn.f32.f64`` ends them; f64 arithmetic on them is
+``double-rounding`` unless the sin_pi rule or the one-rounding rule accepts it.  The classes, the
+table, the rules and the model's limits: docs/guide/gpu.md ("The PTX audit").
 """
 
 from __future__ import annotations
@@ -142,10 +134,8 @@ def _row(line: str) -> Allowed:
 
 
 MODE_Z: tuple[Allowed, ...] = tuple(_row(r) for r in _TABLE.replace("\\\n", "").strip().split("\n"))
-"""Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
-is a finding (``unverified`` where no named class says more).  To allow a new form, add a row (or a
-type or modifier to a row) here and in docs/guide/gpu.md, with the reason it keeps mode Z's bits,
-and a test in tests/cuda/test_audit.py that shows it."""
+"""Mode Z's table: an instruction on a float type in no row is a finding.  A new form is a row here
+and in docs/guide/gpu.md, with why it keeps mode Z's bits, and a test in tests/cuda/test_audit.py."""
 
 # Opcodes of no float type that may take a float register (bit-typed: ``mov.b32 %f1, %r1``, the
 # flush's ``and.b32``, the butterfly's ``shfl``): exact on the bits.  Any other opcode of no float
@@ -374,11 +364,9 @@ class _Lines:
 def _statements(
     text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
-    """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
-    opens after ``text``: empty or a function header), ``}``, or ``i`` (an instruction the scan read
-    whole: ``text`` its operands, the first number its opcode's *position*, for ``lines[0].of``).
-    ``wanted`` (opcode -> kept, filled in as met) leaves out the ``i`` instructions the caller does
-    not keep.  One regex scan after the comments are dropped: linear in the text."""
+    """``(line, kind, text, opcode)`` per statement: kind ``;``, ``{`` (``text``: "" or a header),
+    ``}``, or ``i`` (an instruction read whole: ``text`` its operands, the number its opcode's
+    position); ``wanted`` (opcode -> kept, filled in as met) drops the ``i`` ones not kept."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
     counter = _Lines(text)
@@ -709,10 +697,8 @@ def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], fi
 
 
 def _parse(text: str, every: bool, values: bool) -> Module:
-    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
-    an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
-    (no ``cvt.f64.f32`` in the text: no value is ever promoted) reads no operands and keeps only
-    the instructions of an f32 class."""
+    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads, ``values=False``
+    (no value is ever promoted) only the instructions of an f32 class, their operands unread."""
     if "\0" in text:
         raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
     instructions: list[Instruction] = []
@@ -1006,9 +992,8 @@ def _joined(srcs: list[_Taint]) -> int:
 
 
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
-    """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
-    the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
-    known; the sine's code, from each product by 2/pi of a sine argument; promoted values again."""
+    """``(index, class, why)`` of the f64 arithmetic on promoted values no rule accepts, and of the
+    stores :func:`_unfollowed` finds.  Three passes: promoted values, the sine's code, promoted again."""
     flow = _Flow(module)
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]

@@ -1,13 +1,9 @@
 """The SASS audit (``meshnb ptx audit --sass``): what the hardware will run, after ptxas.
 
-The PTX is assembled with the CUDA toolkit's ``ptxas`` for its own ``.target`` and disassembled
-with ``nvdisasm``; a ``.loc`` inserted before each PTX instruction maps every SASS instruction back
-to its PTX line.  Findings: ``contraction`` (an ``FFMA`` on an unrounded ``add``/``sub``/``mul.f32``
-line: a pair ptxas fused), ``flush`` (``.FTZ``), ``approximate`` (``MUFU``), ``double-rounding``
-(an f64 unit on a line the PTX audit found computing an f32 value in f64).  The correctly rounded
-expansions of ``div.rn``, ``rcp.rn``, ``sqrt.rn`` and SASS on lines with no float instruction are
-no findings (docs/guide/gpu.md, "--sass").  The tools come with the ``[cuda]`` extra or a CUDA
-toolkit on ``PATH``; without them :class:`SassUnavailable` says what is missing.
+The PTX is assembled by ``ptxas`` for its ``.target`` and disassembled by ``nvdisasm``, a ``.loc``
+before each PTX line mapping SASS back to it.  Findings: ``contraction`` (``FFMA`` on an unrounded
+f32 line), ``flush`` (``.FTZ``), ``approximate`` (``MUFU``), ``double-rounding`` (an f64 unit on a
+line the PTX audit found so); the rules and exceptions: docs/guide/gpu.md ("--sass").
 """
 
 from __future__ import annotations
