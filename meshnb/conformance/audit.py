@@ -1200,11 +1200,8 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     narrow: dict[str, int] = {}  # a register whose every definition makes a float of few significant bits
     for ins in ins_list:
         bits = _NARROW.get(ins.opcode, 0)
-        for d in ins.dests:
-            if bits and narrow.get(d, bits) == bits:
-                narrow[d] = bits
-            else:
-                narrow[d] = 99  # defined otherwise too: not known
+        for d in ins.dests:  # 99: defined otherwise too, not known
+            narrow[d] = bits if bits and narrow.get(d, bits) == bits else 99
     narrow = {d: b for d, b in narrow.items() if b != 99}
 
     def exact_product(a: str, b: str) -> bool:

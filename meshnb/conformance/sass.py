@@ -207,19 +207,13 @@ def audit_sass(text: str, arch: str | None = None, allow_f64: Iterable[str] = ()
 
     Examples
     --------
-    >>> from meshnb.conformance.sass import SassUnavailable, audit_sass
-    >>> ptx = (
-    ...     ".version 8.0\\n.target sm_90\\n.address_size 64\\n.visible .entry k(.param .u64 k_p)\\n{\\n"
-    ...     "\\t.reg .f32 %f<4>;\\n\\t.reg .b64 %rd<2>;\\n\\tld.param.u64 %rd1, [k_p];\\n"
-    ...     "\\tld.global.f32 %f1, [%rd1];\\n\\tadd.rn.f32 %f2, %f1, %f1;\\n"
-    ...     "\\tst.global.f32 [%rd1], %f2;\\n\\tret;\\n}\\n"
-    ... )
-    >>> try:
-    ...     found = audit_sass(ptx)
-    ... except SassUnavailable:  # no ptxas here: pip install 'meshnb[cuda]'
-    ...     found = []
-    >>> found  # an add written .rn stays a rounded add
-    []
+    >>> from meshnb.conformance.audit import PtxError
+    >>> from meshnb.conformance.sass import audit_sass
+    >>> try:  # the PTX is read before ptxas is looked for
+    ...     audit_sass("hello")
+    ... except PtxError as e:
+    ...     print(e)
+    not PTX: no .version, .target, .entry or .func directive
     """
     module = audit.parse(text)
     by_line: dict[int, list[audit.Instruction]] = {}
