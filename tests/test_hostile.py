@@ -1056,3 +1056,25 @@ def test_the_mpi_backends_checkpoint_refusals_name_the_argument_as_written(tmp_p
             p = subprocess.run([*train_cli, *argv], capture_output=True, text=True, timeout=180, env=mpi_env())
             assert p.returncode == 2 and p.stderr.startswith(f"meshnb: error: {said}"), p.stderr
             assert p.stderr.count("\n") == 1, p.stderr
+
+
+def test_ptx_audit_refuses_an_allow_f64_name_of_no_audited_function(tmp_path, capsys):
+    """``--allow-f64`` with a name no audited module declares (a typo) is a usage error naming it,
+    not a flag that silently allows nothing; the library refuses it as well."""
+    from meshnb.cli import main
+    from meshnb.conformance import audit
+
+    ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .func h()\n{\nret;\n}\n"
+    (tmp_path / "a.ptx").write_text(ptx)
+    (tmp_path / "b.ptx").write_text(ptx.replace("func h(", "entry k("))
+    files = [str(tmp_path / "a.ptx"), str(tmp_path / "b.ptx")]
+    assert main(["ptx", "audit", *files, "--allow-f64", "h", "--allow-f64", "k"]) == 0  # each in one module
+    capsys.readouterr()
+    assert main(["ptx", "audit", *files, "--allow-f64", "k", "--allow-f64", "hh", "--allow-f64", "j"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        "meshnb: error: ptx audit: --allow-f64 names no function of the audited modules: 'hh', 'j'\n",
+    )
+    with pytest.raises(ValueError, match=r"^allow_f64 names no function of the module: 'k'$"):
+        audit.audit_text(ptx, allow_f64=["h", "k"])

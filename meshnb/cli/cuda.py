@@ -3,20 +3,11 @@
     meshnb ptx audit FILE... [--json] [--meshnb] [--allow-f64 NAME] [--sass]
     meshnb gpu-check [--systems M] [--steps S] [--sample K] [--json]
 
-``ptx audit`` lists every instruction of PTX files that can break float mode Z
-(:mod:`meshnb.conformance.audit`; default-deny: a float instruction in no row of its table ``MODE_Z`` is
-``unverified``); ``--meshnb`` also compiles meshnb's own kernels for sm_80 and sm_90
-(no GPU needed) and audits them; ``--allow-f64 NAME`` declares a function's f64 arithmetic
-legitimate; ``--sass`` also assembles every module with ptxas and audits the machine code
-(:mod:`meshnb.conformance.sass`).  Exit 0 clean, 1 findings, 2 bad input (a FIFO, a device, over 256 MiB,
-not UTF-8, a NUL byte, not PTX; the tools missing for ``--sass``).
-
-``gpu-check`` is for a machine with a GPU: it prints the device, runs the quick conformance pack
-through the CUDA image and checks every system with ``meshnb check``, runs every hard page in IEEE
-mode against ``train(z=False)`` (NaN words as any NaN: :mod:`meshnb.cuda.compare`), runs M systems (default
-10^5) on the device and bit-compares a sample of them with the CPU sweep, and prints system-steps
-per second beside the CPU sweep's.  Exit 0 all bit-equal, 1 a difference, 2 no numba-cuda or no
-device (one line).
+``ptx audit`` runs :mod:`meshnb.conformance.audit` (and :mod:`meshnb.conformance.sass` with
+``--sass``) on PTX files and, with ``--meshnb``, on meshnb's kernels compiled for sm_80 and sm_90:
+exit 0 clean, 1 findings, 2 bad input.  ``gpu-check`` (on a GPU) runs the quick pack, the hard
+pages in IEEE mode and a sweep through the CUDA image, bit-compared with the CPU: exit 0 all equal,
+1 a difference, 2 no numba-cuda or no device.  Both: docs/guide/gpu.md.
 """
 
 from __future__ import annotations
@@ -38,8 +29,16 @@ def _audit(args: argparse.Namespace) -> int:
     if not args.files and not args.meshnb:
         return error("ptx audit: give PTX files, or --meshnb")
     found: list[tuple[str, audit.Violation]] = []
-    sources: list[tuple[str, str]] = []  # (name, text) of every module, for --sass
+    sources: list[tuple[str, str, list[str]]] = []  # (name, text, its allowed functions) of every module
     allow = args.allow_f64 or []
+    known: set[str] = set()
+
+    def add(label: str, text: str) -> None:
+        mine = sorted(set(allow) & audit.functions(text)) if allow else []
+        known.update(mine)
+        found.extend((label, v) for v in audit.audit_text(text, mine))
+        sources.append((label, text, mine))
+
     try:
         if args.sass:  # the tools first: no compile or read before saying they are missing
             from ..conformance import sass
@@ -48,22 +47,24 @@ def _audit(args: argparse.Namespace) -> int:
         for name in args.files:
             text = audit.read_ptx(name)
             try:
-                found += [(name, v) for v in audit.audit_text(text, allow)]
+                add(name, text)
             except audit.PtxError as e:
                 raise audit.PtxError(f"{name!r}: {e}") from None
-            sources.append((name, text))
         if args.meshnb:
             from ..cuda import ptx
 
             for cc in ptx.TARGETS:
                 for kernel, text in ptx.compile_meshnb(cc).items():
-                    label = f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}"
-                    found += [(label, v) for v in audit.audit_text(text, allow)]
-                    sources.append((label, text))
+                    add(f"meshnb:{kernel}:sm_{cc[0]}{cc[1]}", text)
+        unknown = sorted(set(allow) - known)
+        if unknown:  # a typo would allow nothing
+            return error(
+                f"ptx audit: --allow-f64 names no function of the audited modules: {', '.join(map(repr, unknown))}"
+            )
         sass_found: list[tuple[str, Any]] = []
         if args.sass:
-            for label, text in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
-                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), allow)]
+            for label, text, mine in sources:  # meshnb's own modules are compiled for sm_80 and sm_90
+                sass_found += [(label, f) for f in sass.audit_sass(text, sass.arch_of(text), mine)]
     except (OSError, ValueError, RuntimeError) as e:  # unreadable, not PTX, no numba-cuda, no ptxas
         return error(str(e) if not isinstance(e, OSError) else f"cannot read: {e.strerror or e}")
     modules = len(sources)

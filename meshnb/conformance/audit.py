@@ -1,20 +1,12 @@
-"""The PTX audit: every instruction in a PTX module that can break float mode Z (SPEC 2), by
-default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding.
+"""The PTX audit: every instruction of a PTX module that can break float mode Z (SPEC 2), by
+default-deny: what mode Z's table (:data:`MODE_Z`) does not allow on a float value is a finding
+(:class:`Violation`), of a class in :data:`CLASSES` (``unverified``: no row allows it).  Pure Python
+over the text, linear in its size (UTF-8, at most :data:`MAX_BYTES`, no NUL byte).
 
-Pure Python over the text (no numba-cuda, no GPU).  The text is parsed into instructions (several
-a line, inside ``{ }`` blocks and inline asm, across lines).  Each finding (:class:`Violation`) has
-the line of the opcode, the function, the instruction and a class: ``contraction``, ``unrounded``,
-``flush``, ``approximate``, ``directed-rounding``, ``double-rounding`` or ``unverified`` (any other
-float instruction no row of :data:`MODE_Z` allows; the named classes take precedence).
-
-Values promoted from f32 (``cvt.f64.f32``) are followed over the whole module, flow-insensitively:
-through moves, exact operations, ``.param`` passing into and out of a ``.func``, and memory by an
-address-symbol model (:func:`_follow_memory`), until ``cvt.rn.f32.f64`` ends them.  f64 arithmetic
-on them is ``double-rounding`` unless SPEC 4's ``sin_pi`` rule or the one-rounding rule accepts
-it.  The classes, the table, the sin_pi rule and the limits of the model are written out once, on
-docs/guide/gpu.md ("The PTX audit").
-
-Input: UTF-8 text of at most :data:`MAX_BYTES`, no NUL byte; time linear in its size.
+f32 values promoted to f64 are followed over the whole module (moves, exact operations, calls,
+memory by an address-symbol model) until ``cvt.rn.f32.f64`` ends them; f64 arithmetic on them is
+``double-rounding`` unless the sin_pi rule or the one-rounding rule accepts it.  The classes, the
+table, the rules and the model's limits: docs/guide/gpu.md ("The PTX audit").
 """
 
 from __future__ import annotations
@@ -29,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import TypeVar
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -141,10 +134,8 @@ def _row(line: str) -> Allowed:
 
 
 MODE_Z: tuple[Allowed, ...] = tuple(_row(r) for r in _TABLE.replace("\\\n", "").strip().split("\n"))
-"""Mode Z's table: every instruction that reads or writes a float type is one of these rows, or it
-is a finding (``unverified`` where no named class says more).  To allow a new form, add a row (or a
-type or modifier to a row) here and in docs/guide/gpu.md, with the reason it keeps mode Z's bits,
-and a test in tests/cuda/test_audit.py that shows it."""
+"""Mode Z's table: an instruction on a float type in no row is a finding.  A new form is a row here
+and in docs/guide/gpu.md, with why it keeps mode Z's bits, and a test in tests/cuda/test_audit.py."""
 
 # Opcodes of no float type that may take a float register (bit-typed: ``mov.b32 %f1, %r1``, the
 # flush's ``and.b32``, the butterfly's ``shfl``): exact on the bits.  Any other opcode of no float
@@ -373,11 +364,9 @@ class _Lines:
 def _statements(
     text: str, lines: list[_Lines], wanted: dict[str, bool] | None, values: bool = True, addresses: bool = False
 ) -> Iterator[tuple[int, str, str, str]]:
-    """``(line, kind, text, opcode)`` for each statement: kind ``;`` (a statement), ``{`` (a block
-    opens after ``text``: empty or a function header), ``}``, or ``i`` (an instruction the scan read
-    whole: ``text`` its operands, the first number its opcode's *position*, for ``lines[0].of``).
-    ``wanted`` (opcode -> kept, filled in as met) leaves out the ``i`` instructions the caller does
-    not keep.  One regex scan after the comments are dropped: linear in the text."""
+    """``(line, kind, text, opcode)`` per statement: kind ``;``, ``{`` (``text``: "" or a header),
+    ``}``, or ``i`` (an instruction read whole: ``text`` its operands, the number its opcode's
+    position); ``wanted`` (opcode -> kept, filled in as met) drops the ``i`` ones not kept."""
     if "/" in text or '"' in text:
         text = _COMMENT.sub(_uncomment, text)
     counter = _Lines(text)
@@ -649,25 +638,16 @@ def _follow_memory(module: Module) -> None:
     ins_list = module.instructions
     bases: dict[str, set[str]] = {}
     edges: dict[str, list[str]] = {}  # a register -> the registers made from it
-    work: deque[str] = deque()
     for ins in ins_list:
         if not ins.dests or not _addressing(ins.opcode):
             continue
         for src in ins.srcs:
             if _mem(src) in module.symbols:
                 for d in ins.dests:
-                    if src not in bases.setdefault(d, set()):
-                        bases[d].add(src)
-                        work.append(d)
+                    bases.setdefault(d, set()).add(src)
             else:
                 edges.setdefault(src, []).extend(ins.dests)
-    while work:  # each register's set only grows, bounded by the symbols: linear in the edges
-        r = work.popleft()
-        for d in edges.get(r, ()):
-            got = bases.setdefault(d, set())
-            if not bases[r] <= got:
-                got |= bases[r]
-                work.append(d)
+    _spread(bases, edges, lambda got, new: None if got is not None and new <= got else new | (got or set()))
 
     for ins in ins_list:  # an address stored (st.param into a call, st into memory): the variable leaves
         if ins.opcode.startswith("st.") and ins.srcs:
@@ -717,10 +697,8 @@ def _sources_of(instructions: list[Instruction], locs: list[tuple[int, str]], fi
 
 
 def _parse(text: str, every: bool, values: bool) -> Module:
-    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads (an instruction of
-    an f32 class, or one a promoted value may pass through), in the same order; ``values=False``
-    (no ``cvt.f64.f32`` in the text: no value is ever promoted) reads no operands and keeps only
-    the instructions of an f32 class."""
+    """:func:`parse`; ``every=False`` keeps only what :func:`audit_module` reads, ``values=False``
+    (no value is ever promoted) only the instructions of an f32 class, their operands unread."""
     if "\0" in text:
         raise PtxError(f"not PTX: a NUL byte on line {text.count(chr(10), 0, text.index(chr(0))) + 1}")
     instructions: list[Instruction] = []
@@ -908,15 +886,14 @@ class _Taint:
         return changed
 
 
-def _constants(module: Module) -> dict[str, str]:
-    """Registers whose one definition is a move of an f64 constant (1.0, pi, 2/pi are often moved
-    into a register first)."""
-    instructions = module.instructions
-    defs = Counter(chain.from_iterable(ins.dests for ins in instructions))
+def _constants(ins_list: list[Instruction], moves: Callable[[str], bool], prefix: str) -> dict[str, str]:
+    """Registers whose one definition is a move (an opcode ``moves`` accepts) of a constant starting
+    ``prefix`` (1.0, pi, 2/pi are often moved into a register first)."""
+    defs = Counter(chain.from_iterable(ins.dests for ins in ins_list))
     return {
         d: ins.srcs[0]
-        for ins in instructions
-        if ins.dests and ins.opcode.startswith("mov.") and len(ins.srcs) == 1 and ins.srcs[0].startswith("0d")
+        for ins in ins_list
+        if ins.dests and moves(ins.opcode) and len(ins.srcs) == 1 and ins.srcs[0].startswith(prefix)
         for d in ins.dests
         if defs[d] == 1
     }
@@ -943,7 +920,7 @@ class _Flow:
 
     def __init__(self, module: Module) -> None:
         self.module = module
-        self.consts = _constants(module)
+        self.consts = _constants(module.instructions, lambda op: op.startswith("mov."), "0d")
         self.readers: dict[str, list[int]] = {}
         calls: dict[str, list[int]] = {}
         for i, ins in enumerate(module.instructions):
@@ -963,42 +940,31 @@ class _Flow:
     def run(self, seeds: dict[int, _Taint], transfer: Callable[[int, list[_Taint]], _Taint]) -> dict[str, _Taint]:
         ins_list = self.module.instructions
         taint: dict[str, _Taint] = {}
-        work: deque[int] = deque()
-        queued: set[int] = set()
         readers = self.readers
         none = _Taint()  # what an untainted register holds (read, never written)
 
-        def write(name: str, t: _Taint) -> None:
+        def write(name: str, t: _Taint) -> Iterable[int]:
             if not t.flags:
-                return
+                return ()
             cur = taint.get(name)
             if cur is None:
                 cur = taint[name] = _Taint()
-            if cur.join(t):
-                for r in readers.get(name, ()):
-                    if r not in queued:
-                        queued.add(r)
-                        work.append(r)
+            return readers.get(name, ()) if cur.join(t) else ()
 
-        for i, t in seeds.items():
-            for d in ins_list[i].dests:
-                write(d, t)
-        while work:
-            i = work.popleft()
-            queued.discard(i)
+        def step(i: int) -> Iterable[int]:
             ins = ins_list[i]
             srcs = [taint.get(s) or none for s in ins.srcs]
             if ins.callee:  # arguments into the callee's parameters, its return values out
-                for a, t in zip(self.module.params.get(ins.callee, []), srcs):
-                    write(a, t)
-                for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])):
-                    write(d, taint.get(r) or none)
-                continue
+                into = zip(self.module.params.get(ins.callee, []), srcs)
+                back = ((d, taint.get(r) or none) for d, r in zip(ins.dests, self.module.returns.get(ins.callee, [])))
+                return [r for name, t in chain(into, back) for r in write(name, t)]
             if i in seeds:
-                continue
+                return ()
             out = transfer(i, srcs)
-            for d in ins.dests:
-                write(d, out)
+            dests = ins.dests
+            return write(dests[0], out) if len(dests) == 1 else [r for d in dests for r in write(d, out)]
+
+        _walk([r for i, t in seeds.items() for d in ins_list[i].dests for r in write(d, t)], step)
         return taint
 
 
@@ -1026,9 +992,8 @@ def _joined(srcs: list[_Taint]) -> int:
 
 
 def _promoted(module: Module) -> list[tuple[int, str, str]]:
-    """``(index, class, why)`` of the f64 arithmetic on promoted values that no rule accepts, and of
-    the stores :func:`_unfollowed` finds.  Three monotone passes: promoted values with no sine
-    known; the sine's code, from each product by 2/pi of a sine argument; promoted values again."""
+    """``(index, class, why)`` of the f64 arithmetic on promoted values no rule accepts, and of the
+    stores :func:`_unfollowed` finds.  Three passes: promoted values, the sine's code, promoted again."""
     flow = _Flow(module)
     ins_list = module.instructions
     flowing = [i for i, ins in enumerate(ins_list) if ins.dests or ins.srcs]
@@ -1227,12 +1192,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     fma by exactly +-1.0, or of addend -0.0, or of an exact product is no contraction; an unrounded
     add/sub/mul is ``unrounded`` only with a partner ptxas could fuse it with."""
     ins_list = module.instructions
-    defs = Counter(chain.from_iterable(ins.dests for ins in ins_list))
-    consts: dict[str, str] = {}
-    for ins in ins_list:
-        if ins.opcode == "mov.f32" and ins.dests and len(ins.srcs) == 1 and ins.srcs[0].startswith("0f"):
-            consts[ins.dests[0]] = ins.srcs[0].upper().replace("0F", "0f", 1)
-    consts = {d: c for d, c in consts.items() if defs[d] == 1}
+    consts = {d: c.upper().replace("0F", "0f", 1) for d, c in _constants(ins_list, "mov.f32".__eq__, "0f").items()}
 
     def value(name: str) -> str:
         return name.upper().replace("0F", "0f", 1) if name[:2] in ("0f", "0F") else consts.get(name, "")
@@ -1240,11 +1200,8 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     narrow: dict[str, int] = {}  # a register whose every definition makes a float of few significant bits
     for ins in ins_list:
         bits = _NARROW.get(ins.opcode, 0)
-        for d in ins.dests:
-            if bits and narrow.get(d, bits) == bits:
-                narrow[d] = bits
-            else:
-                narrow[d] = 99  # defined otherwise too: not known
+        for d in ins.dests:  # 99: defined otherwise too, not known
+            narrow[d] = bits if bits and narrow.get(d, bits) == bits else 99
     narrow = {d: b for d, b in narrow.items() if b != 99}
 
     def exact_product(a: str, b: str) -> bool:
@@ -1292,7 +1249,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
                     {"flush"},
                     "a compare with a normal, infinite or NaN constant: a subnormal orders as its zero",
                 )
-    _through(products, copies)  # the product's registers through moves and negations
+    _spread(products, copies, _first)  # the product's registers through moves and negations
     # a product stored to memory may come back through any load (the places of f32 values are not
     # told apart): each unrounded add of a loaded value is its partner
     stored = sorted(
@@ -1304,7 +1261,7 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
             if ins.opcode.startswith(("ld.", "ldu.")):
                 for d in ins.dests:
                     loaded[d] = i
-        _through(loaded, copies)
+        _spread(loaded, copies, _first)
     paired: dict[int, str] = {}
     through_memory = False
     for i, ins in enumerate(ins_list):
@@ -1339,20 +1296,53 @@ def _f32_judged(module: Module) -> dict[int, tuple[set[str], str]]:
     return out
 
 
-def _through(origin: dict[str, int], copies: dict[str, list[str]]) -> None:
-    """Each register ``origin`` maps extended to the registers copied from it."""
-    work = deque(origin)
-    while work:
-        r = work.popleft()
-        for d in copies.get(r, ()):
-            if d not in origin:
-                origin[d] = origin[r]
-                work.append(d)
+_V = TypeVar("_V")
+_K = TypeVar("_K")
+
+
+def _walk(start: Iterable[_K], step: Callable[[_K], Iterable[_K]]) -> None:
+    """The one worklist of the value passes, to a fixpoint: ``step(k)`` applies the pass's rule at
+    ``k`` and yields the nodes whose input changed (each queued once at a time, in order)."""
+    work: deque[_K] = deque()
+    queued: set[_K] = set()
+    nodes = start
+    while True:
+        for n in nodes:
+            if n not in queued:
+                queued.add(n)
+                work.append(n)
+        if not work:
+            return
+        k = work.popleft()
+        queued.discard(k)
+        nodes = step(k)
+
+
+def _spread(values: dict[str, _V], edges: dict[str, list[str]], merge: Callable[[_V | None, _V], _V | None]) -> None:
+    """The registers' ``values`` carried along ``edges`` (a register -> those made from it):
+    ``merge(held, arriving)`` is a register's new value, or None when it does not change."""
+
+    def step(r: str) -> Iterator[str]:
+        for d in edges.get(r, ()):
+            got = merge(values.get(d), values[r])
+            if got is not None:
+                values[d] = got
+                yield d
+
+    _walk(list(values), step)
+
+
+def _first(held: _V | None, arriving: _V) -> _V | None:
+    return arriving if held is None else None
 
 
 def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violation]:
-    """The findings of a parsed module, in line order."""
+    """The findings of a parsed module, in line order; ValueError if ``allow_f64`` names a function
+    the module neither declares nor defines (a typo would allow nothing)."""
     allowed = set(allow_f64)
+    unknown = sorted(allowed - module.params.keys())
+    if unknown:
+        raise ValueError(f"allow_f64 names no function of the module: {', '.join(map(repr, unknown))}")
     found: list[Violation] = []
     judged = _f32_judged(module)
     for n, ins in enumerate(module.instructions):
@@ -1377,6 +1367,11 @@ def audit_module(module: Module, allow_f64: Iterable[str] = ()) -> list[Violatio
     return sorted(found, key=lambda v: (v.line, rank[v.kind], v.instruction))
 
 
+def functions(text: str) -> set[str]:
+    """The names of the functions PTX ``text`` declares or defines; :class:`PtxError` if it is not PTX."""
+    return set(_parse(text, every=False, values=False).params)
+
+
 def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     """The findings in a PTX module: every instruction that can break float mode Z, in line order.
 
@@ -1385,7 +1380,7 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     text : str
         The PTX module's text.
     allow_f64 : iterable of str, default ()
-        Functions that may compute in f64: their double-rounding findings are dropped.
+        Functions of the module that may compute in f64: their double-rounding findings are dropped.
 
     Returns
     -------
@@ -1396,6 +1391,8 @@ def audit_text(text: str, allow_f64: Iterable[str] = ()) -> list[Violation]:
     ------
     PtxError
         When ``text`` is not PTX.
+    ValueError
+        When ``allow_f64`` names a function the module neither declares nor defines.
 
     Examples
     --------
