@@ -8,8 +8,8 @@
 Examples
 --------
 >>> from meshnb.testing import pages, reference, vectors
->>> ref_pages, _ = reference.run([reference.init_page()], 4096, grouped=False)
->>> reference.digest(ref_pages[0]) == vectors()["runs"][0]["digest"]
+>>> _, trace = reference.run([reference.init_page()], 8, grouped=False)
+>>> [[f"{int(w):08x}" for w in sums] for sums in trace] == vectors()["one_system_steps_0_to_7"]["sums"]
 True
 >>> len(pages.hard_pages())
 16
