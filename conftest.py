@@ -86,6 +86,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(config, "workerinput") or len(getattr(config.option, "tx", None) or []) < 2:
         return  # a worker, or one process: it compiles what it needs once anyway
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", _WARM_UP], env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:  # the tests say what is wrong; the warm-up only saves time
-        print(f"numba's cache was not filled before the workers started: {done.stderr[-2000:]}", file=sys.stderr)
+    try:  # bounded as a test is (pytest-timeout's 10 minutes), so that nothing hangs CI here either
+        done = subprocess.run(
+            [sys.executable, "-c", _WARM_UP], env=env, capture_output=True, text=True, check=False, timeout=600
+        )
+        why = done.stderr[-2000:] if done.returncode != 0 else None
+    except subprocess.TimeoutExpired:
+        why = "the warm-up ran past 10 minutes"
+    if why:  # the tests say what is wrong; the warm-up only saves time
+        print(f"numba's cache was not filled before the workers started: {why}", file=sys.stderr)
