@@ -12,6 +12,11 @@ run every ``>>>`` example of the package with the tests.  Left out of the doctes
 The ``quick_pack`` fixture is the docstrings' conformance pack (``getfixture("quick_pack")``):
 written once a session (about 1 s), read only.
 
+Before pytest-xdist starts two or more workers, one process fills numba's on-disk cache with the
+step loops (the grouped loops of both float modes, the single-system loops, the sweep loop: about
+23 s of CPU on a 2-vCPU Xeon when the cache is cold, under 1 s when it is warm), so that the workers
+and the processes their tests start load them instead of each compiling its own copy at once.
+
 The suite runs with Python's own SIGINT handler whatever started it: a shell without job control
 starts a background job (``cmd &``, ``nohup cmd &``) with SIGINT ignored, Python then keeps the
 ignore, and every process a test starts inherits it, so the tests of Ctrl-C (a run's stop, the
@@ -21,7 +26,10 @@ caller's KeyboardInterrupt) would judge how the suite was launched, not meshnb.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +63,35 @@ def quick_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pack = tmp_path_factory.mktemp("quick") / "pack"
     write_pack(pack, quick=True)
     return pack
+
+
+# The step loops each float mode's tests load (meshnb's own warm-ups; Z_DAZ only where the CPU has DAZ).
+_WARM_UP = """
+from meshnb import cpu, host
+from meshnb.loops import single
+from meshnb.sweeps import run
+modes = [m for m in single.MODES if m != single.Z_DAZ or cpu.HAS_DAZ]
+for z in (True, False):
+    host.warm_up(z)
+for m in modes:
+    single.warm_up(m)
+    single.warm_up(m, fused=True)
+    run.warm_up(m)
+"""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fill numba's cache once before the workers start (see the docstring); xdist starts them after this hook."""
+    config = session.config
+    if hasattr(config, "workerinput") or len(getattr(config.option, "tx", None) or []) < 2:
+        return  # a worker, or one process: it compiles what it needs once anyway
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    try:  # bounded as a test is (pytest-timeout's 10 minutes), so that nothing hangs CI here either
+        done = subprocess.run(
+            [sys.executable, "-c", _WARM_UP], env=env, capture_output=True, text=True, check=False, timeout=600
+        )
+        why = done.stderr[-2000:] if done.returncode != 0 else None
+    except subprocess.TimeoutExpired:
+        why = "the warm-up ran past 10 minutes"
+    if why:  # the tests say what is wrong; the warm-up only saves time
+        print(f"numba's cache was not filled before the workers started: {why}", file=sys.stderr)

@@ -4,6 +4,15 @@
   SPEC.md, written differently (no numba): the tests' oracle and the benchmarks' baselines;
 - :mod:`~meshnb.testing.pages`: pages built to hit every rule of float mode Z;
 - :func:`vectors`: the spec's test vectors (``vectors.json``, shipped with the package).
+
+Examples
+--------
+>>> from meshnb.testing import pages, reference, vectors
+>>> _, trace = reference.run([reference.init_page()], 8, grouped=False)
+>>> [[f"{int(w):08x}" for w in sums] for sums in trace] == vectors()["one_system_steps_0_to_7"]["sums"]
+True
+>>> len(pages.hard_pages())
+16
 """
 
 from __future__ import annotations
