@@ -155,11 +155,12 @@ def locate(
     *,
     hint: int | None = None,
     max_runs: int = MAX_RUNS,
-    max_seconds: float = MAX_SECONDS,
+    max_seconds: float | None = None,
 ) -> Location:
     """Bisects the case by running the executor from meshnb's pages (the module's docstring); with ``hint`` (the
     step where the executor's trace first differs) that step is run alone first, as a one-step task.
     """
+    max_seconds = MAX_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
     t0 = time.monotonic()
     case = setup.case
     done: list[Experiment] = []
@@ -751,13 +752,14 @@ def explain(
     base: Experiment,
     *,
     max_runs: int = DESIGN_RUNS,
-    max_seconds: float = DESIGN_SECONDS,
+    max_seconds: float | None = None,
     seed: int = 0,
 ) -> Explanation:
     """Keeps the candidates consistent with every experiment ``seen``, then, while two or more are left and the
     bound allows, runs the executor one step from a page that parts them (:func:`design` from ``base``'s pages),
     dropping every candidate the result contradicts.
     """
+    max_seconds = DESIGN_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
     left, ruled = consistent(candidates, seen)
@@ -964,11 +966,12 @@ def explain_header(
     base: Experiment,
     *,
     max_runs: int = DESIGN_RUNS,
-    max_seconds: float = DESIGN_SECONDS,
+    max_seconds: float | None = None,
 ) -> Explanation:
     """Where only page words differ: keeps the header rules (:data:`HEADER_RULES`) that give the executor's outputs
     on every one-task experiment ``seen``, then parts the survivors by start headers (:data:`HEADER_STARTS`).
     """
+    max_seconds = DESIGN_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
@@ -1042,11 +1045,12 @@ def explain_page(
     base: Experiment,
     *,
     max_runs: int = DESIGN_RUNS,
-    max_seconds: float = DESIGN_SECONDS,
+    max_seconds: float | None = None,
 ) -> Explanation:
     """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's outputs on
     every experiment ``seen``, then parts the survivors by start steps (:data:`PAGE_STARTS`).
     """
+    max_seconds = DESIGN_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
     t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     first = _words(base.in_pages[0])

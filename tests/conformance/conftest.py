@@ -69,9 +69,10 @@ def unhurried(monkeypatch: pytest.MonkeyPatch) -> None:
     the way, so that a test's verdicts and named causes are the same on a busy machine: only the
     bounds by count (executor runs, designs) still apply, and they do not depend on the machine."""
     from meshnb.conformance import experiment, suite
-    from meshnb.conformance.check import diagnosis
+    from meshnb.conformance.check import diagnosis, localise
 
     monkeypatch.setattr(suite, "EXPERIMENT_SECONDS", 3600.0)
     monkeypatch.setattr(experiment, "MAX_SECONDS", 3600.0)
     monkeypatch.setattr(experiment, "DESIGN_SECONDS", 3600.0)
     monkeypatch.setattr(diagnosis, "BUDGET", 3600.0)
+    monkeypatch.setattr(localise, "BUDGET", 3600.0)

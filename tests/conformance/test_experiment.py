@@ -508,3 +508,20 @@ def test_a_design_parts_two_rules_that_agree_on_inits_page() -> None:
     experiment.run_all([base], run)
     ex = experiment.explain(experiment.every_cause(), [base], run, base, max_seconds=60.0)
     assert (ex.verdict, ex.survivors) == ("proved", ["single op e*x3:fused"]) and len(ex.designed) <= 6
+
+
+def test_the_time_bounds_are_read_at_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """locate's and explain's wall-clock bounds are the module's constants when the call is made, so that a
+    test (the ``unhurried`` fixture) or a caller can lift them: with no time left both stop at once."""
+    both = {
+        k: v for k, v in experiment.lr_from().items() if k in ("LR read from PARAMS[2]", "LR read from STEPS_PER_TASK")
+    }
+    setup = setup_from_run(init_page(), 200)
+    run = experiment.model_runner(both["LR read from STEPS_PER_TASK"])
+    loc = experiment.locate(setup, run)
+    base = next(e for e in loc.experiments if (e.start, e.steps) == (loc.step, 1) and e.differs)
+    assert experiment.explain(both, loc.experiments, run, base).verdict == "proved"
+    monkeypatch.setattr(experiment, "DESIGN_SECONDS", -1.0)
+    assert experiment.explain(both, loc.experiments, run, base).verdict == "cut short"
+    monkeypatch.setattr(experiment, "MAX_SECONDS", -1.0)
+    assert experiment.locate(setup, run).cut_short
