@@ -315,15 +315,10 @@ def words(v: Value) -> np.ndarray:
 _F64 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}  # an op kept in f64
 
 
-def _plain(v: Value) -> bool:
-    """Whether ``v`` is an array of words (the fast path of :func:`_binary`)."""
-    return type(v) is np.ndarray and v.dtype == np.uint32
-
-
 def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
     """``a kind b`` rounded to f32: fused with an unrounded product, in f64 with an f64 operand, else
     ``ops``'s (a raw operand taken without DAZ)."""
-    if _plain(a) and _plain(b):  # the common case: two operands of words
+    if all(type(v) is np.ndarray and v.dtype == np.uint32 for v in (a, b)):  # the common case: two arrays of words
         return np.asarray(getattr(ops, kind)(a, b), dtype=np.uint32)
     if isinstance(b, Fused) and kind == "add":
         a, b = b, a
