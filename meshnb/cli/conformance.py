@@ -73,14 +73,9 @@ def _stopped() -> int:
 
 def _progress(asked: bool) -> Callable[[str], None] | None:
     """A progress printer to stderr: when asked (``--progress``) or when stderr is a terminal."""
-    tty = sys.stderr is not None and sys.stderr.isatty()
-    if not (asked or tty):
+    if not (asked or (sys.stderr is not None and sys.stderr.isatty())):
         return None
-
-    def show(text: str) -> None:
-        print(f"meshnb: {text}", file=sys.stderr, flush=True)
-
-    return show
+    return lambda text: print(f"meshnb: {text}", file=sys.stderr, flush=True)
 
 
 # -- ops ------------------------------------------------------------------------------------------
