@@ -32,6 +32,12 @@ def _write(data: bytes) -> int:
     return EXIT_OK
 
 
+def _say(text: str, verdict: int) -> int:
+    """Writes ``text`` and a newline to stdout; ``verdict``, or :func:`_write`'s code where it failed."""
+    code = _write((text + "\n").encode())
+    return code if code != EXIT_OK else verdict
+
+
 _PATHS = {"dir": "DIR", "case": "CASE_DIR", "page": "--page", "trace": "--trace", "pages": "--pages"}
 _PATHS |= {"view_in": "--view-in", "outputs": "--outputs", "experiments": "--experiments"}
 
@@ -67,14 +73,9 @@ def _stopped() -> int:
 
 def _progress(asked: bool) -> Callable[[str], None] | None:
     """A progress printer to stderr: when asked (``--progress``) or when stderr is a terminal."""
-    tty = sys.stderr is not None and sys.stderr.isatty()
-    if not (asked or tty):
+    if not (asked or (sys.stderr is not None and sys.stderr.isatty())):
         return None
-
-    def show(text: str) -> None:
-        print(f"meshnb: {text}", file=sys.stderr, flush=True)
-
-    return show
+    return lambda text: print(f"meshnb: {text}", file=sys.stderr, flush=True)
 
 
 # -- ops ------------------------------------------------------------------------------------------
@@ -137,10 +138,7 @@ def _ops_verify(args: argparse.Namespace) -> int:
     except OSError as e:
         return error(f"{args.file}: {e.strerror or e}")
     text = json.dumps(report.to_json(), indent=1) if args.json else report.text()
-    code = _write((text + "\n").encode())
-    if code != EXIT_OK:
-        return code
-    return EXIT_OK if report.passed else EXIT_FAILED
+    return _say(text, EXIT_OK if report.passed else EXIT_FAILED)
 
 
 # -- pack -----------------------------------------------------------------------------------------
@@ -323,9 +321,7 @@ def _check(args: argparse.Namespace) -> int:
         return error(e.for_cli() if isinstance(e, OptionError) else str(e))  # the flags as the user wrote them
     from ..files import json_text
 
-    text = json_text(report.to_json(), indent=1) if args.json else report.text()
-    code = _write((text + "\n").encode())
-    return code if code != EXIT_OK else report.exit_code
+    return _say(json_text(report.to_json(), indent=1) if args.json else report.text(), report.exit_code)
 
 
 def _bounded(parse: Callable[[str], Any], low: float, high: float, what: str) -> Callable[[str], Any]:
@@ -346,6 +342,12 @@ def _bounded(parse: Callable[[str], Any], low: float, high: float, what: str) ->
 # -- wiring ---------------------------------------------------------------------------------------
 
 
+def _add(parser: Any, *rows: tuple[Any, ...]) -> None:
+    """Adds each row's argument to ``parser``: a row is its names, then its keyword arguments (a dict)."""
+    for *names, kw in rows:
+        parser.add_argument(*names, **kw)
+
+
 def register(subparsers: Any) -> None:
     """Adds ``ops``, ``pack`` and ``check`` to an argparse sub-parser set (handler in ``args.handler``)."""
     from ..options import add_flags, arg_type, option_fields, parse_count, parse_positive
@@ -353,50 +355,12 @@ def register(subparsers: Any) -> None:
     p_ops = subparsers.add_parser("ops", help="float mode Z op vectors: generate, verify an executor's")
     sub = p_ops.add_subparsers(dest="ops_command", required=True)
     g = sub.add_parser("gen", help="print vectors 'A B RESULT' (hex words; from_u32: 'A RESULT')")
-    g.add_argument("op", choices=OPS, help="the operation whose vectors to print")
-    g.add_argument(
-        "--level",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="1: every pair of the special set, the tininess probes, random pairs; 2: millions, weighted to the edges",
-    )
-    g.add_argument(
-        "--seed", type=int, default=1, help="the random pairs' seed: the same seed, the same lines (default 1)"
-    )
-    g.add_argument("--count", type=int, default=None, help="random pairs (level 1: 20000, level 2: 2000000)")
-    g.set_defaults(handler=_guarded(_ops_gen))
     v = sub.add_parser("verify", help="check an executor's lines 'A B RESULT' against mode Z (exit 0/1/2)")
-    v.add_argument("op", choices=OPS, help="the operation of the executor's lines")
-    v.add_argument("file", help="the executor's vectors ('-': stdin)")
-    v.add_argument("--show", type=int, default=20, help="wrong lines to print (default 20)")
-    v.add_argument("--json", action="store_true", help="print the verdict as one JSON document")
-    v.add_argument(
-        "--whole",
-        action="store_true",
-        help="demand the whole generated set (gen's --level, --seed, --count; default 1, 1, the level's): every "
-        "vector, in order; the verdict says how much of it the file held (exit 1 short of it)",
-    )
-    v.add_argument("--level", type=int, choices=(1, 2), default=None, help="with --whole: the set's level (default 1)")
-    v.add_argument("--seed", type=int, default=None, help="with --whole: the set's seed (default 1)")
-    v.add_argument(
-        "--count", type=int, default=None, help="with --whole: the set's random pairs (default: the level's)"
-    )
-    v.set_defaults(handler=_guarded(_ops_verify))
-
     p = subparsers.add_parser("pack", help="write the conformance pack (cases, pages, traces, manifest)")
-    p.add_argument("dir", help="the directory to write the pack into (with --verify: the pack to check)")
-    p.add_argument("--quick", action="store_true", help="shorter cases, no long run")
-    p.add_argument("--verify", action="store_true", help="check an existing pack against its manifest")
-    p.set_defaults(handler=_guarded(_pack))
-
     c = subparsers.add_parser(
         "check", help="check an executor's page (and trace) against a case, or a whole pack (--exec/--outputs)"
     )
-    c.add_argument("case", nargs="?", help="a case directory of a pack (with --exec or --outputs: the pack)")
-    c.add_argument("--page", help="the executor's view after the run (system --system)")
-    c.add_argument("--trace", help="the executor's applied sums (u32 little-endian, 5 words a step)")
-    c.add_argument("--pages", help="a directory of the executor's pages at task boundaries: N.page after N steps")
+    w = c.add_argument_group("a whole pack (PACK is the pack's directory)")
     like_train = {name: flag for name, _, flag in option_fields()}  # train's flags: one parse of each value
 
     def train_flag(name: str, help: str) -> None:
@@ -404,46 +368,62 @@ def register(subparsers: Any) -> None:
         assert flag.flag is not None and flag.parse is not None
         c.add_argument(flag.flag, dest=name, type=arg_type(flag.parse), metavar=flag.metavar, help=help)
 
-    c.add_argument(
-        "--system",
-        type=arg_type(parse_count),
-        default=0,
-        metavar="K",
-        help="the system whose page --page is (default 0)",
-    )
-    c.add_argument("--json", action="store_true", help="print the report as one JSON document")
-    c.add_argument("--view-in", help="instead of a case: the start page, with the run options below")
+    jobs = _bounded(parse_count, 1, 256, "a number of executors from 1 to 256")
+    week = _bounded(parse_positive, 0, 7 * 86400, "seconds, more than 0 and at most a week (604800)")
+    # fmt: off
+    _add(g,
+         ("op", dict(choices=OPS, help="the operation whose vectors to print")),
+         ("--level", dict(type=int, choices=(1, 2), default=1, help="1: every pair of the special set, the tininess "
+                          "probes, random pairs; 2: millions, weighted to the edges")),
+         ("--seed", dict(type=int, default=1,
+                         help="the random pairs' seed: the same seed, the same lines (default 1)")),
+         ("--count", dict(type=int, default=None, help="random pairs (level 1: 20000, level 2: 2000000)")))
+    _add(v,
+         ("op", dict(choices=OPS, help="the operation of the executor's lines")),
+         ("file", dict(help="the executor's vectors ('-': stdin)")),
+         ("--show", dict(type=int, default=20, help="wrong lines to print (default 20)")),
+         ("--json", dict(action="store_true", help="print the verdict as one JSON document")),
+         ("--whole", dict(action="store_true", help="demand the whole generated set (gen's --level, --seed, --count; "
+                          "default 1, 1, the level's): every vector, in order; the verdict says how much of it the "
+                          "file held (exit 1 short of it)")),
+         ("--level", dict(type=int, choices=(1, 2), default=None, help="with --whole: the set's level (default 1)")),
+         ("--seed", dict(type=int, default=None, help="with --whole: the set's seed (default 1)")),
+         ("--count", dict(type=int, default=None, help="with --whole: the set's random pairs (default: the level's)")))
+    _add(p,
+         ("dir", dict(help="the directory to write the pack into (with --verify: the pack to check)")),
+         ("--quick", dict(action="store_true", help="shorter cases, no long run")),
+         ("--verify", dict(action="store_true", help="check an existing pack against its manifest")))
+    _add(c,
+         ("case", dict(nargs="?", help="a case directory of a pack (with --exec or --outputs: the pack)")),
+         ("--page", dict(help="the executor's view after the run (system --system)")),
+         ("--trace", dict(help="the executor's applied sums (u32 little-endian, 5 words a step)")),
+         ("--pages", dict(help="a directory of the executor's pages at task boundaries: N.page after N steps")),
+         ("--system", dict(type=arg_type(parse_count), default=0, metavar="K",
+                           help="the system whose page --page is (default 0)")),
+         ("--json", dict(action="store_true", help="print the report as one JSON document")),
+         ("--view-in", dict(help="instead of a case: the start page, with the run options below")))
+    # fmt: on
     train_flag("steps", "with --view-in: the run's steps (default 4096)")
     train_flag("steps_per_task", "with --view-in: steps per TASK call, as train's")
     # The LR changes and the step base: train's flags (the options table), the same spellings and parsing.
     add_flags(c, [row for row in option_fields() if row[0] in ("set_lr", "step_base")])
     train_flag("systems", "with --view-in: the cluster's systems (default 1)")
-    c.add_argument(
-        "--no-manifest", action="store_true", help="check a case (or pack) without its manifest.json (not verified)"
-    )
-    c.add_argument(
-        "--progress", action="store_true", help="say on stderr what the diagnosis is doing (on a terminal: always)"
-    )
-    w = c.add_argument_group("a whole pack (PACK is the pack's directory)")
-    w.add_argument(
-        "--exec", metavar="CMD", help="run 'CMD CASE_DIR OUT_DIR' for every case (CMD split as a shell does)"
-    )
-    w.add_argument("--outputs", metavar="DIR", help="the executor's results made elsewhere: DIR/CASE/out-K.page")
-    w.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (one test case per pack case)")
-    w.add_argument("--cases", metavar="GLOB", help="only the cases whose names match (a shell glob)")
-    w.add_argument(
-        "--experiments",
-        metavar="DIR",
-        help="with --exec: write every experiment run on the executor (a new or empty DIR) as a case directory; "
-        "'check DIR --exec CMD --no-manifest' reruns them",
-    )
-    jobs = _bounded(parse_count, 1, 256, "a number of executors from 1 to 256")
-    w.add_argument("-j", "--jobs", type=jobs, default=1, metavar="N", help="executors run at once (default 1)")
-    w.add_argument(
-        "--case-timeout",
-        type=_bounded(parse_positive, 0, 7 * 86400, "seconds, more than 0 and at most a week (604800)"),
-        default=3600.0,
-        metavar="S",
-        help="seconds an executor may take for one case; then it is killed (default 3600)",
-    )
-    c.set_defaults(handler=_guarded(_check))
+    # fmt: off
+    _add(c,
+         ("--no-manifest", dict(action="store_true",
+                                help="check a case (or pack) without its manifest.json (not verified)")),
+         ("--progress", dict(action="store_true",
+                             help="say on stderr what the diagnosis is doing (on a terminal: always)")))
+    _add(w,
+         ("--exec", dict(metavar="CMD", help="run 'CMD CASE_DIR OUT_DIR' for every case (CMD split as a shell does)")),
+         ("--outputs", dict(metavar="DIR", help="the executor's results made elsewhere: DIR/CASE/out-K.page")),
+         ("--junit", dict(metavar="FILE", help="also write a JUnit XML report (one test case per pack case)")),
+         ("--cases", dict(metavar="GLOB", help="only the cases whose names match (a shell glob)")),
+         ("--experiments", dict(metavar="DIR", help="with --exec: write every experiment run on the executor (a new or "
+                                "empty DIR) as a case directory; 'check DIR --exec CMD --no-manifest' reruns them")),
+         ("-j", "--jobs", dict(type=jobs, default=1, metavar="N", help="executors run at once (default 1)")),
+         ("--case-timeout", dict(type=week, default=3600.0, metavar="S",
+                                 help="seconds an executor may take for one case; then it is killed (default 3600)")))
+    # fmt: on
+    for parser, handler in ((g, _ops_gen), (v, _ops_verify), (p, _pack), (c, _check)):
+        parser.set_defaults(handler=_guarded(handler))

@@ -70,24 +70,23 @@ class Model:
     @property
     def assignment(self) -> dict[str, Any]:
         """The model as the step model's assignment ``{op id: rule}`` (``"*"``: every other op)."""
-        a: dict[str, Any] = {}
-        if self.rules != Rules():
-            a["*"] = step.rule_key(self.rules)
-        if self.fma_horner:
-            a.update({"d*x": "fused", "*x": "fused", "*x'": "fused"})
-        if self.fma_apply:
-            a["lr*g"] = "fused"
-        if self.lane_sum == "sequential":
-            a["butterfly"] = "sequential"
-        if self.fold == "reverse":
-            a["fold"] = "reverse"
-        if self.samples == "naive-sin":
-            a["sin"] = "naive-sin"
-        if self.raw_lr_inv:
-            a.update({"read LR": "raw", "read INV_BATCH": "raw"})
+        a: dict[str, Any] = {"*": step.rule_key(self.rules)} if self.rules != Rules() else {}
+        for name, on, ops in _CHOICES:
+            if getattr(self, name) == on:
+                a.update(ops)
         if self.op:
             a[self.op] = self.alt
         return a
+
+
+_CHOICES = (  # a Model's structural choice (field, value) and the assignment it makes
+    ("fma_horner", True, {"d*x": "fused", "*x": "fused", "*x'": "fused"}),
+    ("fma_apply", True, {"lr*g": "fused"}),
+    ("lane_sum", "sequential", {"butterfly": "sequential"}),
+    ("fold", "reverse", {"fold": "reverse"}),
+    ("samples", "naive-sin", {"sin": "naive-sin"}),
+    ("raw_lr_inv", True, {"read LR": "raw", "read INV_BATCH": "raw"}),
+)
 
 
 EXACT = Model("mode-z", "float mode Z as SPEC defines it (no fault)")

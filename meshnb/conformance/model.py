@@ -27,6 +27,7 @@ import math
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -315,15 +316,10 @@ def words(v: Value) -> np.ndarray:
 _F64 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}  # an op kept in f64
 
 
-def _plain(v: Value) -> bool:
-    """Whether ``v`` is an array of words (the fast path of :func:`_binary`)."""
-    return type(v) is np.ndarray and v.dtype == np.uint32
-
-
 def _binary(ops: Ops, kind: str, a: Value, b: Value) -> np.ndarray:
     """``a kind b`` rounded to f32: fused with an unrounded product, in f64 with an f64 operand, else
     ``ops``'s (a raw operand taken without DAZ)."""
-    if _plain(a) and _plain(b):  # the common case: two operands of words
+    if all(type(v) is np.ndarray and v.dtype == np.uint32 for v in (a, b)):  # the common case: two arrays of words
         return np.asarray(getattr(ops, kind)(a, b), dtype=np.uint32)
     if isinstance(b, Fused) and kind == "add":
         a, b = b, a
@@ -466,10 +462,7 @@ def lane_sum(assign: Assignment, terms: list[Value]) -> np.ndarray:
     if order == "sequential":
         ops = _ops_of(assign, "butterfly")
         ws = np.stack([words(t) for t in terms], axis=-2)
-        acc = ws[..., 0]
-        for lane in range(1, WARP):
-            acc = ops.add(acc, ws[..., lane])
-        return np.asarray(acc, dtype=np.uint32)
+        return np.asarray(reduce(ops.add, (ws[..., lane] for lane in range(WARP))), dtype=np.uint32)
     levels = BUTTERFLY[::-1] if order == "xor-ascending" else BUTTERFLY
     if all(is_words(t) for t in terms):  # the common case: the five terms' levels as one array
         v = np.stack([np.asarray(t) for t in terms], axis=-2)
@@ -507,10 +500,7 @@ def fold(assign: Assignment, own: np.ndarray) -> np.ndarray:
     n = slots.shape[-2]
     order = list(range(n - 1, -1, -1)) if rule_of(assign, "fold") == "reverse" else list(range(n))
     ops = _ops_of(assign, "fold")
-    acc = slots[..., order[0], :]
-    for k in order[1:]:
-        acc = ops.add(acc, slots[..., k, :])
-    return np.asarray(acc, dtype=np.uint32)
+    return np.asarray(reduce(ops.add, (slots[..., k, :] for k in order)), dtype=np.uint32)
 
 
 def _raw_reads(assign: Assignment, lr: Value, inv: Value) -> tuple[Value, Value]:

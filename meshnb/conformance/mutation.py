@@ -222,17 +222,12 @@ def made_pages() -> dict[str, bytes]:
 EVIDENCE_STEPS = 16
 
 
-def side_by_side(name: str, pages: list[bytes], steps: int) -> Trajectory:
-    """Independent systems run side by side in mode Z, as one :class:`Trajectory`."""
-    r = model.run(pages, steps, grouped=False, independent=True)
-    return _states(Case(name, "evidence", steps, steps, page=name), pages, r.pages, r.trace, {})
-
-
 @cache
 def evidence() -> tuple[Trajectory, ...]:
     """The evidence cases: every start page and made page, init with tiny LRs, init as a cluster of 3."""
-    named = {**start_pages(), **made_pages()}
-    out = [side_by_side("evidence-pages", list(named.values()), EVIDENCE_STEPS)]
+    pages, n = list({**start_pages(), **made_pages()}.values()), EVIDENCE_STEPS
+    r = model.run(pages, n, grouped=False, independent=True)  # every page side by side, in mode Z
+    out = [_states(Case("evidence-pages", "evidence", n, n, page="evidence-pages"), pages, r.pages, r.trace, {})]
     for w in (0x03800000, 0x0D800000, 0x00800001):
         out.append(trajectory(Case(f"evidence-lr-{w:08x}", "evidence", EVIDENCE_STEPS, set_lr=((0, w),))))
     out.append(trajectory(Case("evidence-cluster-3", "evidence", EVIDENCE_STEPS, systems=3, grouped=True)))

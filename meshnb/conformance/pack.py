@@ -53,21 +53,15 @@ class Case:
         """The case as the full or the quick pack runs it (fewer steps, the same last step or 2^32 crossing)."""
         if not quick or self.quick_steps is None or self.quick_steps == self.steps:
             return self
-        scale = self.quick_steps / self.steps
-        lr = tuple((min(self.quick_steps, round(s * scale)), w) for s, w in self.set_lr)
-        base = self.step_base
+        q, scale, base = self.quick_steps, self.quick_steps / self.steps, self.step_base
         if base + self.steps == END:  # keep ending at the last step
-            base = END - self.quick_steps
+            base = END - q
         elif base >> 32 != (base + self.steps - 1) >> 32:  # keep crossing the 2^32 multiple, halfway
-            base = ((base + self.steps - 1) >> 32 << 32) - self.quick_steps // 2
-        return replace(
-            self,
-            steps=self.quick_steps,
-            set_lr=lr,
-            step_base=base,
-            calls=tuple((min(self.quick_steps, round(s * scale)), op, arg) for s, op, arg in self.calls),
-            timeouts=tuple((k, min(self.quick_steps - 1, round(s * scale))) for k, s in self.timeouts),
-        )
+            base = ((base + self.steps - 1) >> 32 << 32) - q // 2
+        lr = tuple((min(q, round(s * scale)), w) for s, w in self.set_lr)
+        calls = tuple((min(q, round(s * scale)), op, arg) for s, op, arg in self.calls)
+        timeouts = tuple((k, min(q - 1, round(s * scale))) for k, s in self.timeouts)
+        return replace(self, steps=q, set_lr=lr, step_base=base, calls=calls, timeouts=timeouts)
 
     @property
     def from_init(self) -> bool:

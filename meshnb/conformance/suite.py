@@ -366,22 +366,6 @@ def _tail(log: Path) -> str:
     return "\n".join(check.printable(line) for line in lines)
 
 
-def _where(rep: check.Report) -> str:
-    if rep.trace:
-        return f"step {rep.trace['step']} ({', '.join(rep.trace['sums'])})"
-    if rep.task:
-        return f"task {rep.task['from']} .. {rep.task['steps_done']}"
-    return f"page: {len(rep.diff)} words"
-
-
-def _first_difference(rep: check.Report) -> str:
-    if rep.trace:
-        t = rep.trace
-        return f"trace parts at step {t['step']} (absolute {t['absolute_step']}): {', '.join(t['sums'])}"
-    d = rep.diff[0]
-    return f"{len(rep.diff)} page words differ, first {d['field']}: {d['expected']} -> {d['got']}"
-
-
 def read_own(dir_fd: int, name: str, limit: int) -> bytes | None:
     """An executor's output ``name`` in ``OUT_DIR`` (open as ``dir_fd``), at most ``limit`` bytes; None:
     missing.  PackError unless it is a regular file of one name, not a link."""
@@ -488,11 +472,15 @@ def judge_outputs(
     k = differ[0] if differ else 0
     rep = check.check(setup, pages[k], system=k, got_trace=trace, progress=progress)
     res.verdict, res.report = "FAIL", rep
-    res.where = _where(rep)
+    if t := rep.trace:
+        res.where = f"step {t['step']} ({', '.join(t['sums'])})"
+        first = f"trace parts at step {t['step']} (absolute {t['absolute_step']}): {', '.join(t['sums'])}"
+    else:
+        d, n = rep.diff[0], len(rep.diff)
+        res.where = f"task {rep.task['from']} .. {rep.task['steps_done']}" if rep.task else f"page: {n} words"
+        first = f"{n} page words differ, first {d['field']}: {d['expected']} -> {d['got']}"
     res.models = [m["name"] for m in (rep.diagnosis or {}).get("models", [])]
-    res.message = f"system {k}: {_first_difference(rep)}" + (
-        f" ({len(differ)} systems differ)" if len(differ) > 1 else ""
-    )
+    res.message = f"system {k}: {first}" + (f" ({len(differ)} systems differ)" if len(differ) > 1 else "")
     skipped = (rep.diagnosis or {}).get("skipped")
     named = ", ".join(res.models) if res.models else "no fault model reproduces these bits"
     if skipped:
