@@ -974,4 +974,4 @@ def test_a_stop_ends_within_seconds_whatever_a_fifos_reader_does(tmp_path, sig, 
     finally:
         os.close(r)
     assert p.returncode == 128 + sig and err.count("\n") <= 2, (p.returncode, err)
-    assert took < 2 + 8, took  # the 2 s bound, and the slack of a busy machine
+    assert took < 2 + 28, took  # the 2 s bound, and the slack of a busy machine (10 s seen at load 13); a hang is 60 s
