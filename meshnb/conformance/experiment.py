@@ -923,14 +923,16 @@ def _explain_rules(
     split: Callable[[list[str], str, dict[str, int]], int],
     run: Runner,
     base: Experiment,
-    bound: tuple[int, float, float],
+    bound: tuple[int, float | None],
     note: str = "",
 ) -> Explanation:
     """Keeps the ``rules`` that give every experiment ``tried``'s outputs, then, while two or more are left and
-    the bound (runs, seconds, the start time) allows, runs the executor one step from ``base``'s pages with the
-    start header of ``starts`` that ``split``s the survivors into the most classes, dropping every rule its
-    result contradicts. ``note``: what the rules ruled out by a designed page (with outputs) are said as."""
-    max_runs, max_seconds, t0 = bound
+    the bound (runs, seconds: :data:`DESIGN_SECONDS` when None, read at the call) allows, runs the executor one
+    step from ``base``'s pages with the start header of ``starts`` that ``split``s the survivors into the most
+    classes, dropping every rule its result contradicts. ``note``: what the rules ruled out by a designed page
+    (with outputs) are said as."""
+    t0 = time.monotonic()
+    max_runs, max_seconds = bound[0], DESIGN_SECONDS if bound[1] is None else bound[1]
     left, ruled = _rules_kept(rules, predict, tried)
     made: list[Experiment] = []
     separated: list[str] = []
@@ -971,8 +973,6 @@ def explain_header(
     """Where only page words differ: keeps the header rules (:data:`HEADER_RULES`) that give the executor's outputs
     on every one-task experiment ``seen``, then parts the survivors by start headers (:data:`HEADER_STARTS`).
     """
-    max_seconds = DESIGN_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
-    t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     tried = [e for e in tried if e.sub is not None and e.steps <= e.steps_per_task and not e.sub.timeouts]  # one task
 
@@ -981,7 +981,7 @@ def explain_header(
 
     starts = list(HEADER_STARTS)
     return _explain_rules(
-        HEADER_RULES, header_predict, "header", tried, starts, split, run, base, (max_runs, max_seconds, t0)
+        HEADER_RULES, header_predict, "header", tried, starts, split, run, base, (max_runs, max_seconds)
     )
 
 
@@ -1050,8 +1050,6 @@ def explain_page(
     """Where only page words differ: keeps the page rules (:data:`PAGE_RULES`) that give the executor's outputs on
     every experiment ``seen``, then parts the survivors by start steps (:data:`PAGE_STARTS`).
     """
-    max_seconds = DESIGN_SECONDS if max_seconds is None else max_seconds  # read at the call: a test may lift it
-    t0 = time.monotonic()
     tried = [e for e in seen if e.got is not None and not isinstance(e.got, str) and e.sub is not None]
     first = _words(base.in_pages[0])
     step, high = int(first[_W["NEXT_STEP"]]) & ~0xFF, int(first[_W["STEP_HI"]]) << 32
@@ -1066,7 +1064,7 @@ def explain_page(
     def split(left: list[str], what: str, words: dict[str, int]) -> int:
         return len({int(PAGE_RULES[x][1](np.array([words["NEXT_STEP"] & 0xFF]))[0]) for x in left})
 
-    bound = (max_runs, max_seconds, t0)
+    bound = (max_runs, max_seconds)
     return _explain_rules(
         PAGE_RULES, page_predict, "page", tried, starts, split, run, base, bound, "ruled out by a designed page"
     )
